@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs everything tern needs to build and test on Debian 12, from Debian packages only.
+# Safe to run again: apt-get skips what is already installed.
+set -euo pipefail
+packages=(
+  cmake g++ make pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libeigen3-dev libdnnl-dev libxsimd-dev doctest-dev nlohmann-json3-dev libomp-dev
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+  python3-onnx python3-numpy
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,119 @@
+// Element types, numbered as ONNX's TensorProto.DataType so loader and tensors share one enum.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <immintrin.h>
+
+#include "core/error.h"
+
+namespace tern {
+
+enum class DType : int32_t {
+  Undefined = 0,
+  Float32 = 1,
+  UInt8 = 2,
+  Int8 = 3,
+  UInt16 = 4,
+  Int16 = 5,
+  Int32 = 6,
+  Int64 = 7,
+  String = 8,
+  Bool = 9,
+  Float16 = 10,
+  Float64 = 11,
+  UInt32 = 12,
+  UInt64 = 13,
+  BFloat16 = 16,
+  UInt4 = 21,
+  Int4 = 22,
+};
+
+// IEEE half: stored as bits, arithmetic happens in float (F16C is part of x86-64-v3).
+struct f16 {
+  uint16_t bits = 0;
+  f16() = default;
+  explicit f16(float f) : bits(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) {}
+  operator float() const { return _cvtsh_ss(bits); }
+};
+
+// bfloat16: the top half of a float, rounded to nearest even.
+struct bf16 {
+  uint16_t bits = 0;
+  bf16() = default;
+  explicit bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      bits = static_cast<uint16_t>((u >> 16) | 0x40);  // keep NaN a NaN
+    } else {
+      bits = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+  }
+  operator float() const {
+    uint32_t u = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+
+const char* dtype_name(DType t);
+// Bytes per element; 0 for String and the packed 4-bit types (use bytes_for()).
+size_t dtype_size(DType t);
+size_t bytes_for(DType t, int64_t numel);
+bool is_float(DType t);    // f32, f16, bf16, f64
+bool is_integer(DType t);  // signed or unsigned ints (not bool)
+bool is_signed(DType t);
+
+template <typename T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
+template <> struct dtype_of<f16> { static constexpr DType value = DType::Float16; };
+template <> struct dtype_of<bf16> { static constexpr DType value = DType::BFloat16; };
+template <> struct dtype_of<int8_t> { static constexpr DType value = DType::Int8; };
+template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
+template <> struct dtype_of<int16_t> { static constexpr DType value = DType::Int16; };
+template <> struct dtype_of<uint16_t> { static constexpr DType value = DType::UInt16; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
+template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::UInt32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
+template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::UInt64; };
+template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+template <typename T> struct TypeTag { using type = T; };
+
+// Calls f(TypeTag<T>{}) for the C++ type of `t`. The groups keep instantiations to what ops need.
+template <typename F>
+decltype(auto) visit_numeric(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: return f(TypeTag<float>{});
+    case DType::Float64: return f(TypeTag<double>{});
+    case DType::Float16: return f(TypeTag<f16>{});
+    case DType::BFloat16: return f(TypeTag<bf16>{});
+    case DType::Int8: return f(TypeTag<int8_t>{});
+    case DType::UInt8: return f(TypeTag<uint8_t>{});
+    case DType::Int16: return f(TypeTag<int16_t>{});
+    case DType::UInt16: return f(TypeTag<uint16_t>{});
+    case DType::Int32: return f(TypeTag<int32_t>{});
+    case DType::UInt32: return f(TypeTag<uint32_t>{});
+    case DType::Int64: return f(TypeTag<int64_t>{});
+    case DType::UInt64: return f(TypeTag<uint64_t>{});
+    case DType::Bool: return f(TypeTag<bool>{});
+    default: fail_unsupported("data type ", dtype_name(t), " is not supported here");
+  }
+}
+
+// Element types with a fixed byte size, dispatched by size only (copies, gathers, transposes).
+template <typename F>
+decltype(auto) visit_by_size(DType t, F&& f) {
+  switch (dtype_size(t)) {
+    case 1: return f(TypeTag<uint8_t>{});
+    case 2: return f(TypeTag<uint16_t>{});
+    case 4: return f(TypeTag<uint32_t>{});
+    case 8: return f(TypeTag<uint64_t>{});
+    default: fail_unsupported("data type ", dtype_name(t), " cannot be moved element-wise");
+  }
+}
+
+}  // namespace tern

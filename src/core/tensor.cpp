@@ -1,0 +1,142 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+namespace tern {
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+Buffer::Buffer(void* data, size_t bytes, Device device, std::function<void(void*)> release)
+    : data_(data), bytes_(bytes), device_(device), release_(std::move(release)) {}
+
+Buffer::~Buffer() {
+  if (release_) release_(data_);
+}
+
+std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail("out of memory allocating ", bytes, " bytes");
+  return std::make_shared<Buffer>(p, bytes, Device{}, [](void* q) { std::free(q); });
+}
+
+std::shared_ptr<Buffer> Buffer::view(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
+  return std::make_shared<Buffer>(data, bytes, Device{}, [keep = std::move(keep_alive)](void*) {});
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_) TERN_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape_));
+  buffer_ = Buffer::allocate(nbytes());
+}
+
+Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, size_t offset)
+    : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(offset) {
+  TERN_CHECK(!buffer_ || offset_ + nbytes() <= buffer_->bytes(), "tensor of shape ", shape_str(shape_), " (",
+             nbytes(), " bytes) does not fit its buffer of ", buffer_ ? buffer_->bytes() : 0, " bytes");
+}
+
+void Tensor::check_type(DType t) const {
+  TERN_CHECK(t == dtype_, "tensor holds ", dtype_name(dtype_), ", accessed as ", dtype_name(t));
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  TERN_CHECK(numel_of(shape) == numel(), "cannot reshape ", shape_str(shape_), " to ", shape_str(shape));
+  return Tensor(dtype_, std::move(shape), buffer_, offset_);
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+double Tensor::at_f64(int64_t i) const {
+  TERN_CHECK(i >= 0 && i < numel(), "index ", i, " out of range for tensor of shape ", shape_str(shape_));
+  return visit_numeric(dtype_, [&](auto tag) -> double {
+    using T = typename decltype(tag)::type;
+    return static_cast<double>(static_cast<const T*>(raw())[i]);
+  });
+}
+
+int64_t Tensor::at_i64(int64_t i) const {
+  TERN_CHECK(i >= 0 && i < numel(), "index ", i, " out of range for tensor of shape ", shape_str(shape_));
+  return visit_numeric(dtype_, [&](auto tag) -> int64_t {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      return static_cast<int64_t>(static_cast<float>(static_cast<const T*>(raw())[i]));
+    } else {
+      return static_cast<int64_t>(static_cast<const T*>(raw())[i]);
+    }
+  });
+}
+
+std::vector<int64_t> Tensor::to_i64_vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) v[static_cast<size_t>(i)] = at_i64(i);
+  return v;
+}
+
+namespace {
+// float → integer per ONNX Cast: truncate toward zero; out-of-range and NaN are undefined in the spec,
+// we saturate (NaN → 0) so the result is at least deterministic.
+template <typename D, typename S>
+D convert_one(S s) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return static_cast<float>(s) != 0.0f || (std::is_integral_v<S> && s != S(0));
+  } else if constexpr (std::is_same_v<D, f16> || std::is_same_v<D, bf16>) {
+    return D(static_cast<float>(s));
+  } else if constexpr (std::is_integral_v<D> &&
+                       (std::is_floating_point_v<S> || std::is_same_v<S, f16> || std::is_same_v<S, bf16>)) {
+    double v = static_cast<double>(static_cast<float>(s));
+    if constexpr (std::is_same_v<S, double>) v = s;
+    if (std::isnan(v)) return D(0);
+    if (v <= static_cast<double>(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+    return static_cast<D>(v);
+  } else if constexpr (std::is_same_v<S, f16> || std::is_same_v<S, bf16>) {
+    return static_cast<D>(static_cast<float>(s));
+  } else {
+    return static_cast<D>(s);
+  }
+}
+}  // namespace
+
+void convert_tensor(const Tensor& src, Tensor& dst) {
+  TERN_CHECK(src.numel() == dst.numel(), "convert: element counts differ");
+  const int64_t n = src.numel();
+  visit_numeric(src.dtype(), [&](auto stag) {
+    using S = typename decltype(stag)::type;
+    visit_numeric(dst.dtype(), [&](auto dtag) {
+      using D = typename decltype(dtag)::type;
+      const S* s = static_cast<const S*>(src.raw());
+      D* d = static_cast<D*>(dst.raw());
+      for (int64_t i = 0; i < n; ++i) d[i] = convert_one<D, S>(s[i]);
+    });
+  });
+}
+
+Tensor cast_to(const Tensor& src, DType dtype) {
+  if (src.dtype() == dtype) return src;
+  Tensor dst(dtype, src.shape());
+  convert_tensor(src, dst);
+  return dst;
+}
+
+}  // namespace tern

@@ -1,0 +1,106 @@
+// Tensor = dtype + shape + a view into a Buffer. Buffers know their device and how to free themselves
+// (heap, a memory-pool slot, or a read-only view into a memory-mapped weights file).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace tern {
+
+using Shape = std::vector<int64_t>;
+
+int64_t numel_of(const Shape& s);
+std::string shape_str(const Shape& s);
+
+enum class DeviceKind { CPU, OpenCL };
+
+struct Device {
+  DeviceKind kind = DeviceKind::CPU;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+};
+
+class Buffer {
+ public:
+  // Owns `bytes` of 64-byte aligned host memory.
+  static std::shared_ptr<Buffer> allocate(size_t bytes);
+  // Borrows memory kept alive by `keep_alive` (for example a file mapping); never written through.
+  static std::shared_ptr<Buffer> view(void* data, size_t bytes, std::shared_ptr<void> keep_alive);
+
+  Buffer(void* data, size_t bytes, Device device, std::function<void(void*)> release);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_;
+  size_t bytes_;
+  Device device_;
+  std::function<void(void*)> release_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Fresh host tensor; contents uninitialized.
+  Tensor(DType dtype, Shape shape);
+  Tensor(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, size_t offset = 0);
+
+  template <typename T>
+  static Tensor from_vector(const std::vector<T>& v, Shape shape) {
+    Tensor t(dtype_of<T>::value, std::move(shape));
+    TERN_CHECK(static_cast<size_t>(t.numel()) == v.size(), "from_vector: ", v.size(), " values for shape ",
+               shape_str(t.shape()));
+    for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = v[i];
+    return t;
+  }
+  template <typename T>
+  static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
+
+  bool defined() const { return buffer_ != nullptr || dtype_ != DType::Undefined; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
+  int64_t numel() const { return numel_of(shape_); }
+  size_t nbytes() const { return bytes_for(dtype_, numel()); }
+  Device device() const { return buffer_ ? buffer_->device() : Device{}; }
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+
+  void* raw() const { return buffer_ ? static_cast<char*>(buffer_->data()) + offset_ : nullptr; }
+  template <typename T>
+  T* data() const {
+    check_type(dtype_of<T>::value);
+    return static_cast<T*>(raw());
+  }
+
+  // Same data, new shape (numel must match). No copy.
+  Tensor reshaped(Shape shape) const;
+  // Deep copy into fresh memory.
+  Tensor clone() const;
+  // Reads element i converted to double / int64 (for shape-like tensors and tests; not for hot paths).
+  double at_f64(int64_t i) const;
+  int64_t at_i64(int64_t i) const;
+  std::vector<int64_t> to_i64_vector() const;
+
+ private:
+  void check_type(DType t) const;
+  DType dtype_ = DType::Undefined;
+  Shape shape_;
+  std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;
+};
+
+// Element-wise conversion between any two numeric dtypes (Cast semantics: float→int truncates).
+void convert_tensor(const Tensor& src, Tensor& dst);
+Tensor cast_to(const Tensor& src, DType dtype);
+
+}  // namespace tern

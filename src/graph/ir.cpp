@@ -1,0 +1,121 @@
+#include "graph/ir.h"
+
+#include <sstream>
+
+namespace tern {
+
+SymShape sym_shape(const Shape& s) {
+  SymShape r;
+  r.reserve(s.size());
+  for (int64_t d : s) r.push_back(Dim::known(d));
+  return r;
+}
+
+std::optional<Shape> concrete(const SymShape& s) {
+  Shape r;
+  r.reserve(s.size());
+  for (const Dim& d : s) {
+    if (!d.is_known()) return std::nullopt;
+    r.push_back(d.value);
+  }
+  return r;
+}
+
+std::string sym_shape_str(const SymShape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + s[i].str();
+  return r + "]";
+}
+
+const Attribute* Node::attr(const std::string& k) const {
+  auto it = attrs.find(k);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+
+int64_t Node::attr_int(const std::string& k, int64_t dflt) const {
+  const Attribute* a = attr(k);
+  return a ? a->i : dflt;
+}
+
+float Node::attr_float(const std::string& k, float dflt) const {
+  const Attribute* a = attr(k);
+  return a ? a->f : dflt;
+}
+
+std::string Node::attr_string(const std::string& k, const std::string& dflt) const {
+  const Attribute* a = attr(k);
+  return a ? a->s : dflt;
+}
+
+std::vector<int64_t> Node::attr_ints(const std::string& k, std::vector<int64_t> dflt) const {
+  const Attribute* a = attr(k);
+  return a ? a->ints : dflt;
+}
+
+std::vector<float> Node::attr_floats(const std::string& k, std::vector<float> dflt) const {
+  const Attribute* a = attr(k);
+  return a ? a->floats : dflt;
+}
+
+std::string Node::describe() const {
+  std::ostringstream os;
+  os << op_type << " node '" << name << "'";
+  if (!domain.empty()) os << " (domain " << domain << ")";
+  return os.str();
+}
+
+int Graph::find_value(const std::string& n) const {
+  auto it = value_ids.find(n);
+  return it == value_ids.end() ? -1 : it->second;
+}
+
+int Graph::add_value(const std::string& n) {
+  auto it = value_ids.find(n);
+  if (it != value_ids.end()) return it->second;
+  int id = static_cast<int>(values.size());
+  values.push_back(Value{n});
+  value_ids.emplace(n, id);
+  return id;
+}
+
+void link_producers(Graph& g) {
+  for (Value& v : g.values) v.producer = -1;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int o : g.nodes[n].outputs)
+      if (o >= 0) g.values[static_cast<size_t>(o)].producer = static_cast<int>(n);
+}
+
+void topological_sort(Graph& g) {
+  link_producers(g);
+  const size_t n = g.nodes.size();
+  std::vector<int> pending(n, 0);
+  std::vector<std::vector<int>> consumers(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (int in : g.nodes[i].inputs) {
+      if (in < 0) continue;
+      const Value& v = g.values[static_cast<size_t>(in)];
+      if (v.producer >= 0) {
+        ++pending[i];
+        consumers[static_cast<size_t>(v.producer)].push_back(static_cast<int>(i));
+      }
+    }
+  }
+  std::vector<int> order;
+  order.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    if (pending[i] == 0) order.push_back(static_cast<int>(i));
+  for (size_t k = 0; k < order.size(); ++k)
+    for (int c : consumers[static_cast<size_t>(order[k])])
+      if (--pending[static_cast<size_t>(c)] == 0) order.push_back(c);
+  if (order.size() != n) {
+    for (size_t i = 0; i < n; ++i)
+      if (pending[i] > 0) fail("graph '", g.name, "' has a cycle through ", g.nodes[i].describe());
+  }
+  std::vector<Node> sorted;
+  sorted.reserve(n);
+  for (int i : order) sorted.push_back(std::move(g.nodes[static_cast<size_t>(i)]));
+  g.nodes = std::move(sorted);
+  link_producers(g);
+}
+
+}  // namespace tern

@@ -1,0 +1,99 @@
+// tern's own graph: values (named edges) and nodes in topological order. Built from ONNX by the loader,
+// rewritten by passes, executed by the runtime. Nothing here depends on protobuf.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tern {
+
+// A dimension that is a known size, a named symbol ("batch_size"), or unknown.
+struct Dim {
+  int64_t value = -1;  // >= 0 when known
+  std::string symbol;  // set when unknown but named
+
+  static Dim known(int64_t v) { return Dim{v, {}}; }
+  static Dim named(std::string s) { return Dim{-1, std::move(s)}; }
+  bool is_known() const { return value >= 0; }
+  bool operator==(const Dim& o) const {
+    return is_known() ? value == o.value : (!symbol.empty() && symbol == o.symbol);
+  }
+  std::string str() const { return is_known() ? std::to_string(value) : (symbol.empty() ? "?" : symbol); }
+};
+using SymShape = std::vector<Dim>;
+
+SymShape sym_shape(const Shape& s);
+// The concrete shape, if every dim is known.
+std::optional<Shape> concrete(const SymShape& s);
+std::string sym_shape_str(const SymShape& s);
+
+struct Graph;
+
+struct Attribute {
+  enum class Kind { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Tensors, Graphs, TypeProto };
+  Kind kind = Kind::Int;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  tern::Tensor t;
+  std::shared_ptr<tern::Graph> g;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  std::vector<tern::Tensor> tensors;
+  std::vector<std::shared_ptr<tern::Graph>> graphs;
+};
+
+struct Value {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::optional<SymShape> shape;  // nullopt: rank unknown
+  int producer = -1;              // node index, -1 for graph inputs / initializers
+  std::optional<Tensor> constant; // initializers and folded constants
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  int opset = 0;       // opset version of `domain` imported by the model
+  std::vector<int> inputs;   // value ids; -1 for an omitted optional input
+  std::vector<int> outputs;  // value ids; -1 for an omitted optional output
+  std::map<std::string, Attribute> attrs;
+
+  bool has_attr(const std::string& k) const { return attrs.count(k) != 0; }
+  int64_t attr_int(const std::string& k, int64_t dflt) const;
+  float attr_float(const std::string& k, float dflt) const;
+  std::string attr_string(const std::string& k, const std::string& dflt) const;
+  std::vector<int64_t> attr_ints(const std::string& k, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attr_floats(const std::string& k, std::vector<float> dflt = {}) const;
+  const Attribute* attr(const std::string& k) const;
+  // "Add node 'layer0/add' (domain ai.onnx)": how errors name a node.
+  std::string describe() const;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topologically sorted by the loader
+  std::vector<int> inputs;  // runtime inputs (initializers excluded)
+  std::vector<int> outputs;
+  std::map<std::string, int> opsets;  // domain → version; "" is the default domain
+  std::unordered_map<std::string, int> value_ids;
+
+  int find_value(const std::string& name) const;  // -1 if absent
+  int add_value(const std::string& name);         // returns existing id if present
+};
+
+// Reorders nodes so every node comes after the producers of its inputs; fails naming a node whose
+// input nothing produces, or a cycle.
+void topological_sort(Graph& g);
+// Recomputes Value::producer from the node list.
+void link_producers(Graph& g);
+
+}  // namespace tern

@@ -1,0 +1,384 @@
+#include "graph/onnx_loader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+
+namespace tern {
+namespace fs = std::filesystem;
+
+namespace {
+
+// A read-only file mapping that lives as long as any tensor viewing it.
+struct MappedFile {
+  void* data = nullptr;
+  size_t size = 0;
+  ~MappedFile() {
+    if (data && size) munmap(data, size);
+  }
+};
+
+std::shared_ptr<MappedFile> map_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("'", path, "' is not a regular file");
+  }
+  auto m = std::make_shared<MappedFile>();
+  m->size = static_cast<size_t>(st.st_size);
+  if (m->size > 0) {
+    m->data = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m->data == MAP_FAILED) {
+      m->data = nullptr;
+      ::close(fd);
+      fail("cannot map '", path, "': ", std::strerror(errno));
+    }
+  }
+  ::close(fd);
+  return m;
+}
+
+template <typename Msg>
+void parse_message(Msg& msg, const void* data, size_t size, const std::string& path, const char* what) {
+  if (size > static_cast<size_t>(INT_MAX))
+    fail("'", path, "' is ", size, " bytes; a protobuf message cannot exceed 2 GB (keep weights as external data)");
+  google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(INT_MAX);
+  if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    fail("'", path, "' is not a valid ", what, " (truncated or corrupt protobuf)");
+}
+
+// Resolves `location` fields of external tensors, refusing anything outside the model folder.
+class ExternalData {
+ public:
+  explicit ExternalData(std::string dir) : dir_(std::move(dir)) {
+    std::error_code ec;
+    real_dir_ = fs::weakly_canonical(dir_.empty() ? fs::path(".") : fs::path(dir_), ec).string();
+  }
+
+  std::shared_ptr<MappedFile> open(const std::string& location, const std::string& tensor) {
+    if (location.empty()) fail("tensor '", tensor, "': external data has no location");
+    fs::path rel(location);
+    if (rel.is_absolute())
+      fail("tensor '", tensor, "': external data location '", location,
+           "' is an absolute path; it must be relative to the model folder");
+    for (const auto& part : rel)
+      if (part == "..")
+        fail("tensor '", tensor, "': external data location '", location, "' leaves the model folder ('..')");
+    auto it = files_.find(location);
+    if (it != files_.end()) return it->second;
+    fs::path full = fs::path(dir_.empty() ? "." : dir_) / rel;
+    std::error_code ec;
+    if (!fs::exists(full, ec))
+      fail("tensor '", tensor, "': external data file '", full.string(), "' does not exist");
+    std::string real = fs::canonical(full, ec).string();
+    if (ec || real.compare(0, real_dir_.size() + 1, real_dir_ + "/") != 0)
+      fail("tensor '", tensor, "': external data file '", full.string(),
+           "' resolves outside the model folder (symlink?)");
+    auto m = map_file(real);
+    files_.emplace(location, m);
+    return m;
+  }
+
+ private:
+  std::string dir_, real_dir_;
+  std::map<std::string, std::shared_ptr<MappedFile>> files_;
+};
+
+DType dtype_from_onnx(int32_t t, const std::string& what) {
+  switch (t) {
+    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10: case 11: case 12: case 13:
+    case 16: case 21: case 22:
+      return static_cast<DType>(t);
+    case 8: fail_unsupported(what, ": string tensors are not supported");
+    default: fail_unsupported(what, ": data type ", t, " is not supported");
+  }
+}
+
+template <typename Field>
+void check_count(const Field& f, int64_t expected, const std::string& name) {
+  if (static_cast<int64_t>(f.size()) != expected)
+    fail("tensor '", name, "': has ", f.size(), " values, its shape needs ", expected);
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
+  const std::string name = p.name().empty() ? "<unnamed>" : p.name();
+  DType dt = dtype_from_onnx(p.data_type(), "tensor '" + name + "'");
+  Shape shape;
+  int64_t numel = 1;
+  for (int64_t d : p.dims()) {
+    if (d < 0) fail("tensor '", name, "': negative dimension ", d);
+    if (d > 0 && numel > (INT64_MAX / 16) / d) fail("tensor '", name, "': shape is too large");
+    numel *= d;
+    shape.push_back(d);
+  }
+  const size_t nbytes = bytes_for(dt, numel);
+
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (!ext) fail("tensor '", name, "': external data is not allowed here");
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : p.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::stoll(kv.value());
+      else if (kv.key() == "length") length = std::stoll(kv.value());
+    }
+    auto file = ext->open(location, name);
+    if (offset < 0 || static_cast<size_t>(offset) > file->size)
+      fail("tensor '", name, "': offset ", offset, " is past the end of '", location, "' (", file->size, " bytes)");
+    if (length < 0) length = static_cast<int64_t>(nbytes);
+    if (static_cast<size_t>(length) != nbytes)
+      fail("tensor '", name, "': external length ", length, " bytes, its shape ", shape_str(shape), " of ",
+           dtype_name(dt), " needs ", nbytes);
+    if (static_cast<size_t>(offset) + nbytes > file->size)
+      fail("tensor '", name, "': bytes ", offset, "..", offset + length, " are past the end of '", location,
+           "' (", file->size, " bytes; file truncated?)");
+    char* at = static_cast<char*>(file->data) + offset;
+    size_t align = std::max<size_t>(dtype_size(dt), 1);
+    if (reinterpret_cast<uintptr_t>(at) % align == 0)  // zero-copy view into the mapping
+      return Tensor(dt, shape, Buffer::view(at, nbytes, file));
+    Tensor t(dt, shape);
+    std::memcpy(t.raw(), at, nbytes);
+    return t;
+  }
+
+  Tensor t(dt, shape);
+  char* out = static_cast<char*>(t.raw());
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != nbytes)
+      fail("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
+           dtype_name(dt), " needs ", nbytes);
+    if (nbytes) std::memcpy(out, p.raw_data().data(), nbytes);
+    return t;
+  }
+  if (numel == 0) return t;
+  switch (dt) {
+    case DType::Float32:
+      check_count(p.float_data(), numel, name);
+      std::memcpy(out, p.float_data().data(), nbytes);
+      break;
+    case DType::Float64:
+      check_count(p.double_data(), numel, name);
+      std::memcpy(out, p.double_data().data(), nbytes);
+      break;
+    case DType::Int64:
+      check_count(p.int64_data(), numel, name);
+      std::memcpy(out, p.int64_data().data(), nbytes);
+      break;
+    case DType::UInt32: case DType::UInt64:
+      check_count(p.uint64_data(), numel, name);
+      for (int64_t i = 0; i < numel; ++i) {
+        if (dt == DType::UInt32) reinterpret_cast<uint32_t*>(out)[i] = static_cast<uint32_t>(p.uint64_data(i));
+        else reinterpret_cast<uint64_t*>(out)[i] = p.uint64_data(i);
+      }
+      break;
+    case DType::Int4: case DType::UInt4: {
+      // int32_data holds the packed bytes, two 4-bit values each.
+      check_count(p.int32_data(), static_cast<int64_t>(nbytes), name);
+      for (size_t i = 0; i < nbytes; ++i) out[i] = static_cast<char>(p.int32_data(static_cast<int>(i)));
+      break;
+    }
+    default: {
+      // int8/uint8/int16/uint16/bool/int32/float16/bfloat16 all travel in int32_data.
+      check_count(p.int32_data(), numel, name);
+      size_t es = dtype_size(dt);
+      for (int64_t i = 0; i < numel; ++i) {
+        int32_t v = p.int32_data(static_cast<int>(i));
+        std::memcpy(out + static_cast<size_t>(i) * es, &v, es);  // little-endian: low bytes first
+      }
+    }
+  }
+  return t;
+}
+
+std::optional<SymShape> shape_from_type(const onnx::TypeProto& type) {
+  if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return std::nullopt;
+  SymShape s;
+  for (const auto& d : type.tensor_type().shape().dim()) {
+    if (d.has_dim_value() && d.dim_value() >= 0) s.push_back(Dim::known(d.dim_value()));
+    else s.push_back(Dim::named(d.dim_param()));
+  }
+  return s;
+}
+
+void read_value_info(Graph& g, const onnx::ValueInfoProto& vi, bool required_tensor, const char* role) {
+  int id = g.add_value(vi.name());
+  Value& v = g.values[static_cast<size_t>(id)];
+  const auto& type = vi.type();
+  if (!type.has_tensor_type()) {
+    if (required_tensor)
+      fail_unsupported("graph ", role, " '", vi.name(), "' is not a tensor (sequence/map/optional types are not supported)");
+    return;
+  }
+  if (type.tensor_type().elem_type() != 0)
+    v.dtype = dtype_from_onnx(type.tensor_type().elem_type(), std::string("graph ") + role + " '" + vi.name() + "'");
+  v.shape = shape_from_type(type);
+}
+
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                                        ExternalData* ext, bool is_subgraph);
+
+Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std::string, int>& opsets,
+                               ExternalData* ext) {
+  Attribute r;
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
+    case A::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
+    case A::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
+    case A::TENSOR: r.kind = Attribute::Kind::Tensor; r.t = tensor_from_proto(a.t(), ext); break;
+    case A::GRAPH: r.kind = Attribute::Kind::Graph; r.g = graph_from_proto(a.g(), opsets, ext, true); break;
+    case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case A::STRINGS: r.kind = Attribute::Kind::Strings; r.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::TENSORS:
+      r.kind = Attribute::Kind::Tensors;
+      for (const auto& t : a.tensors()) r.tensors.push_back(tensor_from_proto(t, ext));
+      break;
+    case A::GRAPHS:
+      r.kind = Attribute::Kind::Graphs;
+      for (const auto& sg : a.graphs()) r.graphs.push_back(graph_from_proto(sg, opsets, ext, true));
+      break;
+    case A::TYPE_PROTO: case A::TYPE_PROTOS: r.kind = Attribute::Kind::TypeProto; break;
+    case A::SPARSE_TENSOR: case A::SPARSE_TENSORS:
+      fail_unsupported("attribute '", a.name(), "': sparse tensors are not supported");
+    default: fail("attribute '", a.name(), "' has unknown type ", static_cast<int>(a.type()));
+  }
+  return r;
+}
+
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
+                                        ExternalData* ext, bool is_subgraph) {
+  auto g = std::make_shared<Graph>();
+  g->name = gp.name();
+  g->opsets = opsets;
+  if (gp.sparse_initializer_size() > 0) fail_unsupported("graph '", gp.name(), "': sparse initializers are not supported");
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) fail("graph '", gp.name(), "': an initializer has no name");
+    int id = g->add_value(init.name());
+    Value& v = g->values[static_cast<size_t>(id)];
+    v.constant = tensor_from_proto(init, ext);
+    v.dtype = v.constant->dtype();
+    v.shape = sym_shape(v.constant->shape());
+  }
+  for (const auto& in : gp.input()) {
+    int id = g->find_value(in.name());
+    if (id >= 0 && g->values[static_cast<size_t>(id)].constant) continue;  // old-IR initializer listed as input
+    read_value_info(*g, in, true, "input");
+    g->inputs.push_back(g->find_value(in.name()));
+  }
+  for (const auto& vi : gp.value_info()) read_value_info(*g, vi, false, "value");
+
+  for (int ni = 0; ni < gp.node_size(); ++ni) {
+    const auto& np = gp.node(ni);
+    Node n;
+    n.op_type = np.op_type();
+    n.domain = (np.domain() == "ai.onnx") ? "" : np.domain();
+    n.name = np.name().empty() ? n.op_type + "_" + std::to_string(ni) : np.name();
+    auto os = opsets.find(n.domain);
+    n.opset = os == opsets.end() ? 1 : os->second;
+    for (const auto& in : np.input()) n.inputs.push_back(in.empty() ? -1 : g->add_value(in));
+    for (const auto& out : np.output()) {
+      if (out.empty()) { n.outputs.push_back(-1); continue; }
+      int id = g->add_value(out);
+      const Value& v = g->values[static_cast<size_t>(id)];
+      if (v.constant || std::find(g->inputs.begin(), g->inputs.end(), id) != g->inputs.end())
+        fail(n.describe(), ": output '", out, "' is already a graph input or initializer");
+      n.outputs.push_back(id);
+    }
+    for (const auto& ap : np.attribute()) {
+      if (!ap.ref_attr_name().empty()) fail_unsupported(n.describe(), ": attribute references (functions) are not supported");
+      n.attrs.emplace(ap.name(), attribute_from_proto(ap, opsets, ext));
+    }
+    g->nodes.push_back(std::move(n));
+  }
+  for (const auto& out : gp.output()) {
+    int id = g->find_value(out.name());
+    if (id < 0) fail("graph output '", out.name(), "' is not produced by any node, input or initializer");
+    read_value_info(*g, out, false, "output");
+    g->outputs.push_back(id);
+  }
+
+  link_producers(*g);
+  if (!is_subgraph) {  // subgraphs may read values of the enclosing graph
+    for (const Node& n : g->nodes)
+      for (int in : n.inputs) {
+        if (in < 0) continue;
+        const Value& v = g->values[static_cast<size_t>(in)];
+        if (v.producer < 0 && !v.constant && std::find(g->inputs.begin(), g->inputs.end(), in) == g->inputs.end())
+          fail(n.describe(), ": input '", v.name, "' is not produced by any node, graph input or initializer");
+      }
+  }
+  topological_sort(*g);
+  return g;
+}
+
+}  // namespace
+
+Model load_onnx(const std::string& path) {
+  auto file = map_file(path);
+  onnx::ModelProto mp;
+  parse_message(mp, file->data, file->size, path, "ONNX model");
+  if (!mp.has_graph()) fail("'", path, "' has no graph (not an ONNX model?)");
+  Model m;
+  m.path = path;
+  m.dir = fs::path(path).parent_path().string();
+  m.ir_version = mp.ir_version();
+  m.producer = mp.producer_name();
+  for (const auto& kv : mp.metadata_props()) m.metadata[kv.key()] = kv.value();
+  std::map<std::string, int> opsets;
+  for (const auto& os : mp.opset_import()) {
+    std::string d = os.domain() == "ai.onnx" ? "" : os.domain();
+    opsets[d] = static_cast<int>(os.version());
+  }
+  if (!opsets.count("")) opsets[""] = 1;
+  ExternalData ext(m.dir);
+  try {
+    m.graph = graph_from_proto(mp.graph(), opsets, &ext, false);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(path + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+  return m;
+}
+
+Tensor load_tensor_pb(const std::string& path, std::string* name) {
+  auto file = map_file(path);
+  onnx::TensorProto tp;
+  parse_message(tp, file->data, file->size, path, "TensorProto");
+  if (name) *name = tp.name();
+  fs::path dir = fs::path(path).parent_path();
+  ExternalData ext(dir.string());
+  try {
+    return tensor_from_proto(tp, &ext);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(path + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+void save_tensor_pb(const Tensor& t, const std::string& name, const std::string& path) {
+  onnx::TensorProto tp;
+  tp.set_name(name);
+  tp.set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.shape()) tp.add_dims(d);
+  tp.set_raw_data(t.raw(), t.nbytes());
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !tp.SerializeToOstream(&f)) fail("cannot write '", path, "'");
+}
+
+}  // namespace tern

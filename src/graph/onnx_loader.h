@@ -1,0 +1,27 @@
+// ONNX protobuf → tern::Graph. The only place that includes the onnx protobuf headers.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "graph/ir.h"
+
+namespace tern {
+
+struct Model {
+  std::string path;  // the .onnx file
+  std::string dir;   // the folder external data must stay inside
+  int64_t ir_version = 0;
+  std::string producer;
+  std::map<std::string, std::string> metadata;
+  std::shared_ptr<Graph> graph;
+};
+
+// Parses `path`, loads initializers (external data mmapped from the model's folder) and sorts nodes.
+Model load_onnx(const std::string& path);
+
+// A single serialized TensorProto (the ONNX test-data layout: input_0.pb, output_0.pb, ...).
+Tensor load_tensor_pb(const std::string& path, std::string* name = nullptr);
+void save_tensor_pb(const Tensor& t, const std::string& name, const std::string& path);
+
+}  // namespace tern

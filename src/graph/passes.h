@@ -1,0 +1,20 @@
+// Load-time graph passes. Each keeps results identical to running the original graph.
+#pragma once
+#include "graph/ir.h"
+
+namespace tern {
+
+struct PassStats {
+  int folded_nodes = 0;      // nodes replaced by constants
+  int removed_nodes = 0;     // nodes nothing consumes
+  int shapes_inferred = 0;   // values with a shape after inference
+};
+
+// Walks nodes in order: applies each op's shape rule to (symbolic) input shapes, and when every input
+// is a known value (initializers, Constant, Shape of a fully known shape…) runs the node once and
+// turns its outputs into constants.
+void infer_and_fold(Graph& g, PassStats* stats = nullptr, bool fold = true);
+// Drops nodes whose outputs reach no graph output.
+void remove_dead_nodes(Graph& g, PassStats* stats = nullptr);
+
+}  // namespace tern

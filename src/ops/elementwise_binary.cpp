@@ -1,0 +1,227 @@
+// Binary and variadic element-wise ops with numpy broadcasting: arithmetic, comparison, logic,
+// bitwise, and Where. One generic path; the op kind picks the scalar function.
+#include <cmath>
+
+#include "kernels/cpu/elementwise.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+using kernels::compute_t;
+
+enum class BinKind {
+  Add, Sub, Mul, Div, Pow, Mod, FMod, Max, Min, PRelu,
+  Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
+  And, Or, Xor, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight,
+};
+
+bool is_comparison(BinKind k) {
+  return k == BinKind::Equal || k == BinKind::Less || k == BinKind::LessOrEqual || k == BinKind::Greater ||
+         k == BinKind::GreaterOrEqual;
+}
+
+template <BinKind K, typename C>
+inline auto scalar_op(C a, C b) {
+  if constexpr (K == BinKind::Add) return static_cast<C>(a + b);
+  else if constexpr (K == BinKind::Sub) return static_cast<C>(a - b);
+  else if constexpr (K == BinKind::Mul) return static_cast<C>(a * b);
+  else if constexpr (K == BinKind::Div) {
+    if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a / b);
+    else return static_cast<C>(a / b);
+  } else if constexpr (K == BinKind::Mod) {  // integer mod takes the divisor's sign (Python semantics)
+    if constexpr (std::is_integral_v<C>) {
+      if (b == 0) return C(0);
+      C r = static_cast<C>(a % b);
+      if constexpr (std::is_signed_v<C>)
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+      return r;
+    } else {
+      C r = std::fmod(a, b);
+      if (r != 0 && ((r < 0) != (b < 0))) r += b;
+      return r;
+    }
+  } else if constexpr (K == BinKind::FMod) {
+    if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a % b);
+    else return static_cast<C>(std::fmod(a, b));
+  } else if constexpr (K == BinKind::Max) {
+    if constexpr (std::is_floating_point_v<C>) { if (std::isnan(a) || std::isnan(b)) return C(NAN); }
+    return a > b ? a : b;
+  } else if constexpr (K == BinKind::Min) {
+    if constexpr (std::is_floating_point_v<C>) { if (std::isnan(a) || std::isnan(b)) return C(NAN); }
+    return a < b ? a : b;
+  } else if constexpr (K == BinKind::PRelu) return a < C(0) ? static_cast<C>(a * b) : a;
+  else if constexpr (K == BinKind::Equal) return a == b;
+  else if constexpr (K == BinKind::Less) return a < b;
+  else if constexpr (K == BinKind::LessOrEqual) return a <= b;
+  else if constexpr (K == BinKind::Greater) return a > b;
+  else if constexpr (K == BinKind::GreaterOrEqual) return a >= b;
+  else if constexpr (K == BinKind::And) return static_cast<bool>(a && b);
+  else if constexpr (K == BinKind::Or) return static_cast<bool>(a || b);
+  else if constexpr (K == BinKind::Xor) return static_cast<bool>(static_cast<bool>(a) != static_cast<bool>(b));
+  else if constexpr (std::is_integral_v<C>) {
+    if constexpr (K == BinKind::BitAnd) return static_cast<C>(a & b);
+    else if constexpr (K == BinKind::BitOr) return static_cast<C>(a | b);
+    else if constexpr (K == BinKind::BitXor) return static_cast<C>(a ^ b);
+    else if constexpr (K == BinKind::ShiftLeft) return static_cast<C>(b >= C(sizeof(C) * 8) ? C(0) : C(a << b));
+    else return static_cast<C>(b >= C(sizeof(C) * 8) ? C(0) : C(a >> b));
+  } else {
+    fail("bitwise op on a non-integer type");
+    return a;
+  }
+}
+
+template <BinKind K>
+void run_binary(const Tensor& a, const Tensor& b, Tensor& out) {
+  visit_numeric(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    using R = decltype(scalar_op<K, C>(C{}, C{}));
+    using O = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
+    kernels::binary_broadcast(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<O>(), out.shape(),
+                              [](T x, T y) { return static_cast<O>(scalar_op<K, C>(static_cast<C>(x), static_cast<C>(y))); });
+  });
+}
+
+// Pow(T, T1): the exponent may have another type; computed in double, stored as the base's type.
+void run_pow(const Tensor& a, const Tensor& b, Tensor& out) {
+  Tensor e = cast_to(b, DType::Float64);
+  visit_numeric(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    kernels::binary_broadcast(a.data<T>(), a.shape(), e.data<double>(), e.shape(), out.data<T>(), out.shape(),
+                              [](T x, double y) {
+                                double r = std::pow(static_cast<double>(static_cast<C>(x)), y);
+                                if constexpr (std::is_same_v<T, bool>) return r != 0;
+                                else return static_cast<T>(static_cast<C>(r));
+                              });
+  });
+}
+
+using BinaryFn = void (*)(const Tensor&, const Tensor&, Tensor&);
+
+BinaryFn binary_fn(BinKind k) {
+  switch (k) {
+#define CASE(K) case BinKind::K: return &run_binary<BinKind::K>;
+    CASE(Add) CASE(Sub) CASE(Mul) CASE(Div) CASE(Mod) CASE(FMod) CASE(Max) CASE(Min) CASE(PRelu)
+    CASE(Equal) CASE(Less) CASE(LessOrEqual) CASE(Greater) CASE(GreaterOrEqual) CASE(And) CASE(Or) CASE(Xor)
+    CASE(BitAnd) CASE(BitOr) CASE(BitXor) CASE(ShiftLeft) CASE(ShiftRight)
+#undef CASE
+    case BinKind::Pow: return &run_pow;
+  }
+  return nullptr;
+}
+
+class BinaryOp : public Op {
+ public:
+  BinaryOp(const Node& n, BinKind kind) : kind_(kind) {
+    if (kind == BinKind::Mod && n.attr_int("fmod", 0)) kind_ = BinKind::FMod;
+    if (n.op_type == "BitShift") {
+      std::string dir = n.attr_string("direction", "");
+      if (dir == "LEFT") kind_ = BinKind::ShiftLeft;
+      else if (dir == "RIGHT") kind_ = BinKind::ShiftRight;
+      else fail(n.describe(), ": direction must be LEFT or RIGHT, got '", dir, "'");
+    }
+  }
+  void infer(InferContext& ctx) const override {
+    if (kind_ != BinKind::Pow && ctx.dtype(0) != ctx.dtype(1))
+      ctx.fail("inputs have different types (", dtype_name(ctx.dtype(0)), " and ", dtype_name(ctx.dtype(1)), ")");
+    if (kind_ == BinKind::And || kind_ == BinKind::Or || kind_ == BinKind::Xor) ctx.check_dtype(0, {DType::Bool});
+    if ((kind_ >= BinKind::BitAnd) && !is_integer(ctx.dtype(0))) ctx.fail("needs integer inputs");
+    DType out = (is_comparison(kind_) || kind_ == BinKind::And || kind_ == BinKind::Or || kind_ == BinKind::Xor)
+                    ? DType::Bool : ctx.dtype(0);
+    ctx.set(0, out, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)));
+  }
+  void run(RunContext& ctx) const override { binary_fn(kind_)(ctx.in(0), ctx.in(1), ctx.out(0)); }
+
+ private:
+  BinKind kind_;
+};
+
+// Max, Min, Sum, Mean over any number of inputs: a left fold of the binary op.
+class VariadicOp : public Op {
+ public:
+  VariadicOp(const Node&, BinKind kind, bool mean) : kind_(kind), mean_(mean) {}
+  void infer(InferContext& ctx) const override {
+    SymShape s = ctx.shape(0);
+    for (int i = 1; i < ctx.num_inputs(); ++i) {
+      if (ctx.dtype(i) != ctx.dtype(0)) ctx.fail("inputs have different types");
+      s = broadcast_shapes(ctx.node, s, ctx.shape(i));
+    }
+    ctx.set(0, ctx.dtype(0), s);
+  }
+  void run(RunContext& ctx) const override {
+    Tensor acc = ctx.in(0);
+    for (size_t i = 1; i < ctx.inputs.size(); ++i) {
+      const Tensor& b = ctx.in(static_cast<int>(i));
+      Shape s = shape_of_broadcast(acc.shape(), b.shape());
+      Tensor next = (i + 1 == ctx.inputs.size() && !mean_) ? ctx.out(0) : Tensor(acc.dtype(), s);
+      binary_fn(kind_)(acc, b, next);
+      acc = next;
+    }
+    if (ctx.inputs.size() == 1 && !mean_) {
+      std::memcpy(ctx.out(0).raw(), acc.raw(), acc.nbytes());
+      return;
+    }
+    if (mean_) {
+      Tensor n = cast_to(Tensor::scalar<float>(static_cast<float>(ctx.inputs.size())), acc.dtype());
+      binary_fn(BinKind::Div)(acc, n, ctx.out(0));
+    }
+  }
+
+ private:
+  static Shape shape_of_broadcast(const Shape& a, const Shape& b) {
+    Shape o(std::max(a.size(), b.size()), 1);
+    for (size_t k = 0; k < o.size(); ++k) {
+      int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1, db = k < b.size() ? b[b.size() - 1 - k] : 1;
+      o[o.size() - 1 - k] = da == 1 ? db : da;
+    }
+    return o;
+  }
+  BinKind kind_;
+  bool mean_;
+};
+
+class WhereOp : public Op {
+ public:
+  explicit WhereOp(const Node&) {}
+  void infer(InferContext& ctx) const override {
+    ctx.check_dtype(0, {DType::Bool});
+    if (ctx.dtype(1) != ctx.dtype(2)) ctx.fail("X and Y have different types");
+    ctx.set(0, ctx.dtype(1),
+            broadcast_shapes(ctx.node, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)), ctx.shape(2)));
+  }
+  void run(RunContext& ctx) const override {
+    const Tensor &c = ctx.in(0), &x = ctx.in(1), &y = ctx.in(2);
+    Tensor& out = ctx.out(0);
+    visit_by_size(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      kernels::ternary_broadcast(c.data<bool>(), c.shape(), static_cast<const T*>(x.raw()), x.shape(),
+                                 static_cast<const T*>(y.raw()), y.shape(), static_cast<T*>(out.raw()), out.shape(),
+                                 [](bool k, T a, T b) { return k ? a : b; });
+    });
+  }
+};
+
+}  // namespace
+
+void register_elementwise_binary(OpRegistry& r) {
+  const std::pair<const char*, BinKind> binary[] = {
+      {"Add", BinKind::Add}, {"Sub", BinKind::Sub}, {"Mul", BinKind::Mul}, {"Div", BinKind::Div},
+      {"Pow", BinKind::Pow}, {"Mod", BinKind::Mod}, {"PRelu", BinKind::PRelu}, {"Equal", BinKind::Equal},
+      {"Less", BinKind::Less}, {"LessOrEqual", BinKind::LessOrEqual}, {"Greater", BinKind::Greater},
+      {"GreaterOrEqual", BinKind::GreaterOrEqual}, {"And", BinKind::And}, {"Or", BinKind::Or},
+      {"Xor", BinKind::Xor}, {"BitwiseAnd", BinKind::BitAnd}, {"BitwiseOr", BinKind::BitOr},
+      {"BitwiseXor", BinKind::BitXor}, {"BitShift", BinKind::ShiftLeft}};
+  for (const auto& [name, kind] : binary)
+    r.add("", name, [kind = kind](const Node& n) { return std::make_unique<BinaryOp>(n, kind); });
+  const std::tuple<const char*, BinKind, bool> variadic[] = {
+      {"Max", BinKind::Max, false}, {"Min", BinKind::Min, false}, {"Sum", BinKind::Add, false},
+      {"Mean", BinKind::Add, true}};
+  for (const auto& [name, kind, mean] : variadic)
+    r.add("", name, [kind = kind, mean = mean](const Node& n) { return std::make_unique<VariadicOp>(n, kind, mean); });
+  r.add("", "Where", factory<WhereOp>());
+}
+
+}  // namespace tern

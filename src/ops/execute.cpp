@@ -1,0 +1,42 @@
+#include "ops/execute.h"
+
+namespace tern {
+
+Tensor allocate_on_heap(DType dtype, const Shape& shape) { return Tensor(dtype, shape); }
+
+std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
+                                 const Allocator& alloc, int threads) {
+  try {
+    std::vector<SymShape> shapes(inputs.size());
+    std::vector<InferContext::Input> infos(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]) continue;
+      shapes[i] = sym_shape(inputs[i]->shape());
+      infos[i] = {inputs[i]->dtype(), &shapes[i], inputs[i], true};
+    }
+    InferContext ictx(node, std::move(infos));
+    op.infer(ictx);
+    std::vector<Tensor> outputs(node.outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const auto& o = ictx.outputs[i];
+      if (!o.shape) continue;  // optional output this op did not produce
+      auto shape = concrete(*o.shape);
+      if (!shape) ::tern::fail("could not determine the shape of output ", i, " (", sym_shape_str(*o.shape), ")");
+      if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
+      else outputs[i] = alloc(o.dtype, *shape);
+    }
+    RunContext rctx{node, inputs, outputs, threads};
+    op.run(rctx);
+    return outputs;
+  } catch (const ShapeUnknown&) {
+    fail(node.describe(), ": shape rule could not resolve its outputs from concrete inputs");
+  } catch (const UnsupportedError& e) {
+    if (std::string(e.what()).find(node.name) != std::string::npos) throw;
+    throw UnsupportedError(node.describe() + ": " + e.what());
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("node '" + node.name + "'") != std::string::npos) throw;
+    throw Error(node.describe() + ": " + e.what());
+  }
+}
+
+}  // namespace tern

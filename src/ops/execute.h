@@ -1,0 +1,19 @@
+// Runs one node on concrete tensors: shape rule → output allocation → kernel. Shared by the session
+// and by constant folding so both compute exactly the same thing.
+#pragma once
+#include <functional>
+
+#include "ops/op.h"
+
+namespace tern {
+
+using Allocator = std::function<Tensor(DType, const Shape&)>;
+
+Tensor allocate_on_heap(DType dtype, const Shape& shape);
+
+// Infers output shapes from the actual inputs, allocates outputs with `alloc`, runs the op.
+// Errors are rethrown with the node named.
+std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
+                                 const Allocator& alloc, int threads = 1);
+
+}  // namespace tern

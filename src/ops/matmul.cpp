@@ -1,0 +1,130 @@
+// MatMul (numpy semantics: 1-D promotion, broadcast batch dims) and Gemm. float16/bfloat16 are
+// computed in float32.
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/gemm.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+// Runs f with the GEMM compute type for `t` (float for half types) and the tensors converted to it.
+template <typename F>
+void with_compute_type(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: case DType::Float16: case DType::BFloat16: f(TypeTag<float>{}); break;
+    case DType::Float64: f(TypeTag<double>{}); break;
+    case DType::Int32: f(TypeTag<int32_t>{}); break;
+    case DType::Int64: f(TypeTag<int64_t>{}); break;
+    case DType::UInt32: f(TypeTag<uint32_t>{}); break;
+    case DType::UInt64: f(TypeTag<uint64_t>{}); break;
+    default: fail_unsupported("MatMul/Gemm on ", dtype_name(t), " is not supported");
+  }
+}
+
+class MatMulOp : public Op {
+ public:
+  explicit MatMulOp(const Node&) {}
+  void infer(InferContext& ctx) const override {
+    if (ctx.dtype(0) != ctx.dtype(1)) ctx.fail("A and B have different types");
+    SymShape a = ctx.shape(0), b = ctx.shape(1);
+    if (a.empty() || b.empty()) ctx.fail("inputs must have rank >= 1");
+    bool a1 = a.size() == 1, b1 = b.size() == 1;
+    if (a1) a.insert(a.begin(), Dim::known(1));
+    if (b1) b.push_back(Dim::known(1));
+    const Dim &k1 = a.back(), &k2 = b[b.size() - 2];
+    if (k1.is_known() && k2.is_known() && k1.value != k2.value)
+      ctx.fail("inner dimensions differ: ", sym_shape_str(ctx.shape(0)), " x ", sym_shape_str(ctx.shape(1)));
+    SymShape out = broadcast_shapes(ctx.node, SymShape(a.begin(), a.end() - 2), SymShape(b.begin(), b.end() - 2));
+    if (!a1) out.push_back(a[a.size() - 2]);
+    if (!b1) out.push_back(b.back());
+    ctx.set(0, ctx.dtype(0), out);
+  }
+  void run(RunContext& ctx) const override {
+    Shape as = ctx.in(0).shape(), bs = ctx.in(1).shape();
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    if (bs.size() == 1) bs.push_back(1);
+    const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
+    Shape batch(std::max(batch_a.size(), batch_b.size()));
+    for (size_t k = 0; k < batch.size(); ++k) {
+      int64_t da = k < batch.size() - batch_a.size() ? 1 : batch_a[k - (batch.size() - batch_a.size())];
+      int64_t db = k < batch.size() - batch_b.size() ? 1 : batch_b[k - (batch.size() - batch_b.size())];
+      batch[k] = da == 1 ? db : da;
+    }
+    // Per batch element, the offset of its A and B matrices (0-stride along broadcast dims).
+    std::vector<int64_t> a_off, b_off;
+    std::array<kernels::Dims, 2> st{kernels::broadcast_strides(batch_a, batch), kernels::broadcast_strides(batch_b, batch)};
+    kernels::broadcast_loop<2>(batch, st, [&](int64_t, const std::array<int64_t, 2>& off,
+                                              const std::array<int64_t, 2>& inc, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        a_off.push_back((off[0] + i * inc[0]) * M * K);
+        b_off.push_back((off[1] + i * inc[1]) * K * N);
+      }
+    });
+    with_compute_type(ctx.in(0).dtype(), [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      Tensor a = cast_to(ctx.in(0), dtype_of<C>::value), b = cast_to(ctx.in(1), dtype_of<C>::value);
+      Tensor& y = ctx.out(0);
+      Tensor yc = y.dtype() == dtype_of<C>::value ? y : Tensor(dtype_of<C>::value, y.shape());
+      for (size_t i = 0; i < a_off.size(); ++i)
+        kernels::gemm<C>(false, false, M, N, K, C(1), a.data<C>() + a_off[i], K, b.data<C>() + b_off[i], N, C(0),
+                         yc.data<C>() + static_cast<int64_t>(i) * M * N, N);
+      if (yc.raw() != y.raw()) convert_tensor(yc, y);
+    });
+  }
+};
+
+class GemmOp : public Op {
+ public:
+  explicit GemmOp(const Node& n)
+      : ta_(n.attr_int("transA", 0) != 0), tb_(n.attr_int("transB", 0) != 0), alpha_(n.attr_float("alpha", 1)),
+        beta_(n.attr_float("beta", 1)) {}
+  void infer(InferContext& ctx) const override {
+    const SymShape &a = ctx.shape(0), &b = ctx.shape(1);
+    if (a.size() != 2 || b.size() != 2) ctx.fail("A and B must be 2-D");
+    const Dim &m = ta_ ? a[1] : a[0], &n = tb_ ? b[0] : b[1];
+    ctx.set(0, ctx.dtype(0), SymShape{m, n});
+  }
+  void run(RunContext& ctx) const override {
+    const Tensor &A = ctx.in(0), &B = ctx.in(1);
+    const int64_t M = ta_ ? A.dim(1) : A.dim(0), K = ta_ ? A.dim(0) : A.dim(1), N = tb_ ? B.dim(0) : B.dim(1);
+    if ((tb_ ? B.dim(1) : B.dim(0)) != K) fail(ctx.node.describe(), ": inner dimensions differ");
+    with_compute_type(A.dtype(), [&](auto tag) {
+      using C = typename decltype(tag)::type;
+      constexpr DType CT = dtype_of<C>::value;
+      Tensor a = cast_to(A, CT), b = cast_to(B, CT);
+      Tensor& y = ctx.out(0);
+      Tensor yc = y.dtype() == CT ? y : Tensor(CT, y.shape());
+      C beta = C(0);
+      if (ctx.has(2) && beta_ != 0.0f) {  // broadcast C into the output, then accumulate on it
+        Tensor c = cast_to(ctx.in(2), CT);
+        broadcast_shapes(ctx.node, sym_shape(c.shape()), sym_shape(y.shape()));
+        std::array<kernels::Dims, 1> st{kernels::broadcast_strides(c.shape(), y.shape())};
+        C* out = yc.data<C>();
+        const C* src = c.data<C>();
+        kernels::broadcast_loop<1>(y.shape(), st, [&](int64_t o, const std::array<int64_t, 1>& off,
+                                                      const std::array<int64_t, 1>& inc, int64_t n) {
+          for (int64_t i = 0; i < n; ++i) out[o + i] = src[off[0] + i * inc[0]];
+        });
+        beta = static_cast<C>(beta_);
+      }
+      kernels::gemm<C>(ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta,
+                       yc.data<C>(), N);
+      if (yc.raw() != y.raw()) convert_tensor(yc, y);
+    });
+  }
+
+ private:
+  bool ta_, tb_;
+  float alpha_, beta_;
+};
+
+}  // namespace
+
+void register_matmul(OpRegistry& r) {
+  r.add("", "MatMul", factory<MatMulOp>());
+  r.add("", "Gemm", factory<GemmOp>());
+}
+
+}  // namespace tern

@@ -1,0 +1,115 @@
+#include "ops/op.h"
+
+#include "ops/register_all.h"
+
+namespace tern {
+
+DType InferContext::dtype(int i) const {
+  if (!has(i)) fail("input ", i, " is missing");
+  DType t = inputs_[static_cast<size_t>(i)].dtype;
+  if (t == DType::Undefined) throw ShapeUnknown{};  // load time: the producer's rule could not say
+  return t;
+}
+
+const SymShape& InferContext::shape(int i) const {
+  if (!has(i)) fail("input ", i, " is missing");
+  const SymShape* s = inputs_[static_cast<size_t>(i)].shape;
+  if (!s) throw ShapeUnknown{};
+  return *s;
+}
+
+const Tensor& InferContext::require_value(int i) const {
+  if (!has(i)) fail("input ", i, " is missing");
+  const Tensor* v = inputs_[static_cast<size_t>(i)].value;
+  if (!v) throw ShapeUnknown{};
+  return *v;
+}
+
+Shape InferContext::concrete_shape(int i) const {
+  auto c = concrete(shape(i));
+  if (!c) throw ShapeUnknown{};
+  return *c;
+}
+
+void InferContext::set(int i, DType dtype, SymShape shape) {
+  if (i >= static_cast<int>(outputs.size())) return;  // optional output not requested
+  outputs[static_cast<size_t>(i)] = Output{dtype, std::move(shape)};
+}
+
+void InferContext::check_dtype(int i, std::initializer_list<DType> allowed) const {
+  DType t = dtype(i);
+  for (DType a : allowed)
+    if (a == t) return;
+  fail_unsupported(node.describe(), ": input ", i, " has data type ", dtype_name(t), ", which this op does not support");
+}
+
+const Tensor& RunContext::in(int i) const {
+  if (!has(i)) fail(node.describe(), ": required input ", i, " is missing");
+  return *inputs[static_cast<size_t>(i)];
+}
+
+InferContext RunContext::values() const {
+  std::vector<InferContext::Input> infos;
+  for (const Tensor* t : inputs) infos.push_back({t ? t->dtype() : DType::Undefined, nullptr, t, t != nullptr});
+  return InferContext(node, std::move(infos));
+}
+
+OpRegistry& OpRegistry::instance() {
+  static OpRegistry r;
+  return r;
+}
+
+OpRegistry::OpRegistry() { register_all_ops(*this); }
+
+void OpRegistry::add(const std::string& domain, const std::string& op_type, OpFactory f) {
+  factories_[domain + "::" + op_type] = std::move(f);
+}
+
+bool OpRegistry::has(const std::string& domain, const std::string& op_type) const {
+  return factories_.count(domain + "::" + op_type) != 0;
+}
+
+std::unique_ptr<Op> OpRegistry::create(const Node& node) const {
+  auto it = factories_.find(node.domain + "::" + node.op_type);
+  if (it == factories_.end())
+    fail_unsupported("unsupported op ", node.op_type, " (domain '", node.domain.empty() ? "ai.onnx" : node.domain,
+                     "', opset ", node.opset, ") at node '", node.name, "'");
+  return it->second(node);
+}
+
+std::vector<std::string> OpRegistry::names() const {
+  std::vector<std::string> r;
+  for (const auto& kv : factories_) r.push_back(kv.first);
+  return r;
+}
+
+int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    fail(node.describe(), ": axis ", axis, " is out of range for rank ", rank);
+  return a;
+}
+
+SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b) {
+  size_t r = std::max(a.size(), b.size());
+  SymShape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    const Dim* da = i < r - a.size() ? nullptr : &a[i - (r - a.size())];
+    const Dim* db = i < r - b.size() ? nullptr : &b[i - (r - b.size())];
+    if (!da) { out[i] = *db; continue; }
+    if (!db) { out[i] = *da; continue; }
+    if (da->is_known() && da->value == 1) out[i] = *db;
+    else if (db->is_known() && db->value == 1) out[i] = *da;
+    else if (da->is_known() && db->is_known()) {
+      if (da->value != db->value)
+        fail(node.describe(), ": shapes ", sym_shape_str(a), " and ", sym_shape_str(b), " cannot be broadcast");
+      out[i] = *da;
+    } else if (*da == *db) out[i] = *da;
+    else if (da->is_known()) out[i] = *da;  // a symbol must equal the known size (or be 1)
+    else if (db->is_known()) out[i] = *db;
+    else out[i] = Dim{};
+  }
+  return out;
+}
+
+}  // namespace tern

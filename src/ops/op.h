@@ -1,0 +1,119 @@
+// The contract between graph nodes and kernels. One op class per ONNX op (or per family sharing one
+// generic path): its constructor reads attributes once, infer() is the shape rule, run() calls kernels.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace tern {
+
+// Thrown by InferContext when a rule needs a shape or value that is not known yet (load time only);
+// the inference pass then leaves the outputs unknown.
+struct ShapeUnknown {};
+
+// What a shape rule sees: per input its dtype, shape and value. At run time all are known; at load
+// time shapes may be symbolic and values exist only for constants.
+class InferContext {
+ public:
+  struct Input {
+    DType dtype = DType::Undefined;
+    const SymShape* shape = nullptr;  // nullptr: rank unknown
+    const Tensor* value = nullptr;    // nullptr: value unknown
+    bool present = false;
+  };
+  InferContext(const Node& node, std::vector<Input> inputs) : node(node), inputs_(std::move(inputs)) {
+    outputs.resize(node.outputs.size());
+  }
+
+  const Node& node;
+  struct Output {
+    DType dtype = DType::Undefined;
+    std::optional<SymShape> shape;
+  };
+  std::vector<Output> outputs;
+
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].present; }
+  DType dtype(int i) const;
+  const SymShape& shape(int i) const;  // throws ShapeUnknown if the rank is unknown
+  int64_t rank(int i) const { return static_cast<int64_t>(shape(i).size()); }
+  const Tensor* value(int i) const { return has(i) ? inputs_[static_cast<size_t>(i)].value : nullptr; }
+  const Tensor& require_value(int i) const;  // throws ShapeUnknown if unknown
+  // Concrete shape; throws ShapeUnknown if any dim is symbolic.
+  Shape concrete_shape(int i) const;
+
+  void set(int i, DType dtype, SymShape shape);
+  void set(int i, DType dtype, const Shape& shape) { set(i, dtype, sym_shape(shape)); }
+  // Output i has input j's dtype and shape (element-wise ops).
+  void same_as_input(int i, int j) { set(i, dtype(j), shape(j)); }
+  // Fails with a message naming this node.
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    ::tern::fail(node.describe(), ": ", args...);
+  }
+  void check_dtype(int i, std::initializer_list<DType> allowed) const;
+
+ private:
+  std::vector<Input> inputs_;
+};
+
+struct RunContext {
+  const Node& node;
+  std::vector<const Tensor*> inputs;  // nullptr for omitted optional inputs
+  std::vector<Tensor>& outputs;       // allocated by the executor from infer()'s shapes
+  int threads = 1;
+
+  bool has(int i) const { return i < static_cast<int>(inputs.size()) && inputs[static_cast<size_t>(i)]; }
+  const Tensor& in(int i) const;
+  Tensor& out(int i) { return outputs[static_cast<size_t>(i)]; }
+  // The inputs seen as an InferContext (values and dtypes, no shapes), so run() can reuse the
+  // parameter parsing its shape rule does (Slice starts/ends, Pad pads…).
+  InferContext values() const;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual void infer(InferContext& ctx) const = 0;
+  virtual void run(RunContext& ctx) const = 0;
+  // True when run() sets outputs as views of inputs (Reshape, Squeeze…): the executor then
+  // allocates nothing for them.
+  virtual bool outputs_are_views() const { return false; }
+  // False for ops whose result must not be computed at load time (random generators).
+  virtual bool foldable() const { return true; }
+  // True for Shape and Size: run() looks at input shapes only, so the node folds to a constant as
+  // soon as those shapes are known, whatever the data.
+  virtual bool reads_only_shapes() const { return false; }
+};
+
+using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;
+
+class OpRegistry {
+ public:
+  static OpRegistry& instance();
+  void add(const std::string& domain, const std::string& op_type, OpFactory f);
+  bool has(const std::string& domain, const std::string& op_type) const;
+  // Builds the op for a node; throws UnsupportedError naming the op, its domain and the node.
+  std::unique_ptr<Op> create(const Node& node) const;
+  std::vector<std::string> names() const;
+
+ private:
+  OpRegistry();
+  std::map<std::string, OpFactory> factories_;
+};
+
+// Convenience for the common case of an op whose constructor takes the node.
+template <typename T>
+OpFactory factory() {
+  return [](const Node& n) { return std::make_unique<T>(n); };
+}
+
+// Normalizes a possibly negative axis against `rank`; fails naming the node when out of range.
+int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank);
+// Numpy-style broadcast of symbolic shapes; fails naming the node when incompatible.
+SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b);
+
+}  // namespace tern

@@ -1,0 +1,49 @@
+// Every op family registers itself here. To find where an ONNX node becomes a kernel: look up its
+// op_type in the register_* function of the matching file in src/ops/.
+#pragma once
+
+namespace tern {
+
+class OpRegistry;
+
+void register_elementwise_binary(OpRegistry& r);  // elementwise_binary.cpp
+void register_elementwise_unary(OpRegistry& r);   // elementwise_unary.cpp
+void register_shape_ops(OpRegistry& r);           // shape_ops.cpp
+void register_transpose(OpRegistry& r);           // transpose.cpp
+void register_concat_split(OpRegistry& r);        // concat_split.cpp
+void register_slice(OpRegistry& r);               // slice.cpp
+void register_pad_tile(OpRegistry& r);            // pad_tile.cpp
+void register_gather_scatter(OpRegistry& r);      // gather_scatter.cpp
+void register_matmul(OpRegistry& r);              // matmul.cpp
+void register_softmax(OpRegistry& r);             // softmax.cpp
+void register_reduce(OpRegistry& r);              // reduce.cpp
+void register_normalization(OpRegistry& r);       // normalization.cpp
+void register_rotary_embedding(OpRegistry& r);    // rotary_embedding.cpp
+void register_attention(OpRegistry& r);           // attention.cpp
+void register_tensor_scatter(OpRegistry& r);      // tensor_scatter.cpp
+void register_trilu(OpRegistry& r);               // trilu.cpp
+void register_cumsum(OpRegistry& r);              // cumsum.cpp
+void register_topk(OpRegistry& r);                // topk.cpp
+
+inline void register_all_ops(OpRegistry& r) {
+  register_elementwise_binary(r);
+  register_elementwise_unary(r);
+  register_shape_ops(r);
+  register_transpose(r);
+  register_concat_split(r);
+  register_slice(r);
+  register_pad_tile(r);
+  register_gather_scatter(r);
+  register_matmul(r);
+  register_softmax(r);
+  register_reduce(r);
+  register_normalization(r);
+  register_rotary_embedding(r);
+  register_attention(r);
+  register_tensor_scatter(r);
+  register_trilu(r);
+  register_cumsum(r);
+  register_topk(r);
+}
+
+}  // namespace tern

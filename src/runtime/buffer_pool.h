@@ -1,0 +1,30 @@
+// Reuses freed activation buffers. The session releases each intermediate tensor after its last
+// consumer runs; its memory goes back here and serves a later allocation of similar size, so a
+// steady-state run (same shapes as the previous one) allocates nothing from the system.
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "core/tensor.h"
+
+namespace tern {
+
+class BufferPool : public std::enable_shared_from_this<BufferPool> {
+ public:
+  static std::shared_ptr<BufferPool> create() { return std::shared_ptr<BufferPool>(new BufferPool()); }
+  ~BufferPool();
+  // A buffer of at least `bytes`; returns to this pool when the last tensor using it is dropped.
+  std::shared_ptr<Buffer> acquire(size_t bytes);
+  size_t bytes_held() const;      // free bytes cached for reuse
+  size_t system_allocations() const { return system_allocations_; }
+
+ private:
+  BufferPool() = default;
+  void give_back(void* p, size_t capacity);
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // capacity → block
+  size_t system_allocations_ = 0;
+};
+
+}  // namespace tern

@@ -1,0 +1,140 @@
+#include "runtime/session.h"
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "ops/execute.h"
+
+namespace tern {
+
+const Tensor& Outputs::at(const std::string& name) const {
+  for (const auto& kv : items)
+    if (kv.first == name) return kv.second;
+  fail("no output named '", name, "'");
+}
+
+Session::Session(const std::string& model_path, SessionOptions options)
+    : Session(load_onnx(model_path), std::move(options)) {}
+
+Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
+  if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  pool_ = BufferPool::create();
+  prepare();
+}
+
+void Session::prepare() {
+  Graph& g = *model_.graph;
+  // Report every unsupported op at once: users want the whole list, not the first.
+  std::set<std::string> missing;
+  const auto& registry = OpRegistry::instance();
+  for (const Node& n : g.nodes)
+    if (!registry.has(n.domain, n.op_type))
+      missing.insert(n.op_type + " (domain '" + (n.domain.empty() ? "ai.onnx" : n.domain) + "', node '" + n.name + "')");
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += "\n  " + m;
+    fail_unsupported(model_.path, ": unsupported ops:", list);
+  }
+  for (int id : g.inputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    inputs_.push_back({v.name, v.dtype, v.shape});
+  }
+  try {
+    infer_and_fold(g, &pass_stats_, options_.optimize);
+    if (options_.optimize) remove_dead_nodes(g, &pass_stats_);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(model_.path + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(model_.path + ": " + e.what());
+  }
+  for (int id : g.outputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    outputs_.push_back({v.name, v.dtype, v.shape});
+  }
+  for (const Node& n : g.nodes) ops_.push_back(registry.create(n));
+
+  // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int in : g.nodes[k].inputs)
+      if (in >= 0) last_use[static_cast<size_t>(in)] = static_cast<int>(k);
+  std::vector<char> keep(g.values.size(), 0);
+  for (int o : g.outputs) keep[static_cast<size_t>(o)] = 1;
+  release_after_.assign(g.nodes.size(), {});
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (last_use[v] >= 0 && !keep[v] && !g.values[v].constant)
+      release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
+}
+
+void Session::check_feed(const IOInfo& info, const Tensor& t) const {
+  if (info.dtype != DType::Undefined && t.dtype() != info.dtype)
+    fail("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));
+  if (!info.shape) return;
+  const SymShape& s = *info.shape;
+  if (static_cast<size_t>(t.rank()) != s.size())
+    fail("input '", info.name, "': expected rank ", s.size(), " ", sym_shape_str(s), ", got shape ", shape_str(t.shape()));
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i].is_known() && s[i].value != t.shape()[i])
+      fail("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
+}
+
+Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  const Graph& g = *model_.graph;
+  std::vector<Tensor> values(g.values.size());
+  std::vector<char> fed(g.values.size(), 0);
+  for (const auto& [name, tensor] : feeds) {
+    int id = g.find_value(name);
+    auto it = std::find(g.inputs.begin(), g.inputs.end(), id);
+    if (id < 0 || it == g.inputs.end()) {
+      std::string names;
+      for (const auto& i : inputs_) names += (names.empty() ? "" : ", ") + i.name;
+      fail("'", name, "' is not an input of ", model_.path, " (inputs: ", names, ")");
+    }
+    check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
+    if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a CPU tensor");
+    values[static_cast<size_t>(id)] = tensor;
+    fed[static_cast<size_t>(id)] = 1;
+  }
+  for (const IOInfo& in : inputs_)
+    if (!fed[static_cast<size_t>(g.find_value(in.name))]) fail("missing input '", in.name, "' of ", model_.path);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant) values[v] = *g.values[v].constant;
+
+  Allocator alloc = [this](DType dt, const Shape& shape) {
+    Tensor probe(dt, shape, nullptr);
+    return Tensor(dt, shape, pool_->acquire(probe.nbytes()));
+  };
+  std::vector<const Tensor*> ins;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    ins.assign(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      int id = node.inputs[i];
+      if (id < 0) continue;
+      const Tensor& t = values[static_cast<size_t>(id)];
+      if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(id)].name, "' has no value");
+      ins[i] = &t;
+    }
+    double t0 = 0;
+    if (options_.on_node)
+      t0 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    std::vector<Tensor> outs = execute_node(*ops_[k], node, ins, alloc, options_.threads);
+    if (options_.on_node) {
+      double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      options_.on_node(node, t0, t1);
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] >= 0) values[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+    for (int v : release_after_[k]) values[static_cast<size_t>(v)] = Tensor();
+  }
+  Outputs result;
+  for (int o : g.outputs) {
+    const Tensor& t = values[static_cast<size_t>(o)];
+    if (!t.defined()) fail("graph output '", g.values[static_cast<size_t>(o)].name, "' was not computed");
+    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, t);
+  }
+  return result;
+}
+
+}  // namespace tern

@@ -1,0 +1,69 @@
+// tern::Session — load an ONNX model once, run it many times.
+//
+//   tern::Session session("model.onnx");
+//   auto outputs = session.run({{"input_ids", ids}, {"attention_mask", mask}});
+//   const tern::Tensor& logits = outputs.at("logits");
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/onnx_loader.h"
+#include "graph/passes.h"
+#include "ops/op.h"
+#include "runtime/buffer_pool.h"
+
+namespace tern {
+
+struct SessionOptions {
+  int threads = 0;            // 0: all cores
+  bool optimize = true;       // constant folding + dead-node removal
+  // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
+  std::function<void(const Node& node, double start_us, double end_us)> on_node;
+};
+
+struct IOInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::optional<SymShape> shape;
+};
+
+class Outputs {
+ public:
+  std::vector<std::pair<std::string, Tensor>> items;
+  const Tensor& at(const std::string& name) const;
+  const Tensor& operator[](size_t i) const { return items.at(i).second; }
+  size_t size() const { return items.size(); }
+};
+
+class Session {
+ public:
+  explicit Session(const std::string& model_path, SessionOptions options = {});
+  Session(Model model, SessionOptions options);
+
+  const std::vector<IOInfo>& inputs() const { return inputs_; }
+  const std::vector<IOInfo>& outputs() const { return outputs_; }
+  const Model& model() const { return model_; }
+  const Graph& graph() const { return *model_.graph; }
+  const PassStats& pass_stats() const { return pass_stats_; }
+  const BufferPool& pool() const { return *pool_; }
+
+  // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order.
+  Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
+
+ private:
+  void prepare();
+  void check_feed(const IOInfo& info, const Tensor& t) const;
+
+  Model model_;
+  SessionOptions options_;
+  PassStats pass_stats_;
+  std::vector<IOInfo> inputs_, outputs_;
+  std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
+  std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
+  std::shared_ptr<BufferPool> pool_;
+};
+
+}  // namespace tern
