@@ -11,7 +11,6 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
     auto op = registry.create(node);
     std::vector<InferContext::Input> infos(node.inputs.size());
     std::vector<const Tensor*> values(node.inputs.size(), nullptr);
-    std::vector<Tensor> shape_only(node.inputs.size());  // data-less stand-ins for Shape/Size
     bool all_known = true;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       int id = node.inputs[i];
@@ -19,12 +18,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       const Value& v = g.values[static_cast<size_t>(id)];
       infos[i] = {v.dtype, v.shape ? &*v.shape : nullptr, v.constant ? &*v.constant : nullptr, true};
       values[i] = infos[i].value;
-      if (!v.constant && op->reads_only_shapes() && v.shape && concrete(*v.shape)) {
-        shape_only[i] = Tensor(v.dtype, *concrete(*v.shape), nullptr);
-        values[i] = &shape_only[i];
-      } else if (!v.constant) {
-        all_known = false;
-      }
+      if (!v.constant) all_known = false;
     }
     if (fold && all_known && op->foldable()) {
       auto outs = execute_node(*op, node, values, allocate_on_heap);
@@ -44,12 +38,19 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
     } catch (const ShapeUnknown&) {
       continue;  // leave declared value_info as it was
     }
+    bool all_values = fold && op->foldable();
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] < 0 || !ctx.outputs[i].shape) continue;
       Value& v = g.values[static_cast<size_t>(node.outputs[i])];
       v.dtype = ctx.outputs[i].dtype;
       v.shape = ctx.outputs[i].shape;
+      if (!ctx.outputs[i].value) all_values = false;
       if (stats) ++stats->shapes_inferred;
+    }
+    if (all_values) {  // the shape rule computed the outputs itself (Shape of known dims)
+      for (size_t i = 0; i < node.outputs.size(); ++i)
+        if (node.outputs[i] >= 0) g.values[static_cast<size_t>(node.outputs[i])].constant = ctx.outputs[i].value;
+      if (stats) ++stats->folded_nodes;
     }
   }
   // Nodes whose outputs are all constants now are dead weight.

@@ -36,6 +36,11 @@ void InferContext::set(int i, DType dtype, SymShape shape) {
   outputs[static_cast<size_t>(i)] = Output{dtype, std::move(shape)};
 }
 
+void InferContext::set_value(int i, Tensor value) {
+  if (i >= static_cast<int>(outputs.size())) return;
+  outputs[static_cast<size_t>(i)] = Output{value.dtype(), sym_shape(value.shape()), value};
+}
+
 void InferContext::check_dtype(int i, std::initializer_list<DType> allowed) const {
   DType t = dtype(i);
   for (DType a : allowed)

@@ -32,6 +32,7 @@ class InferContext {
   struct Output {
     DType dtype = DType::Undefined;
     std::optional<SymShape> shape;
+    std::optional<Tensor> value;  // set when the rule can compute the output itself (load-time folding)
   };
   std::vector<Output> outputs;
 
@@ -47,6 +48,8 @@ class InferContext {
 
   void set(int i, DType dtype, SymShape shape);
   void set(int i, DType dtype, const Shape& shape) { set(i, dtype, sym_shape(shape)); }
+  // The output is known without running the op (Shape of known dims…): the node folds to a constant.
+  void set_value(int i, Tensor value);
   // Output i has input j's dtype and shape (element-wise ops).
   void same_as_input(int i, int j) { set(i, dtype(j), shape(j)); }
   // Fails with a message naming this node.
@@ -84,9 +87,6 @@ class Op {
   virtual bool outputs_are_views() const { return false; }
   // False for ops whose result must not be computed at load time (random generators).
   virtual bool foldable() const { return true; }
-  // True for Shape and Size: run() looks at input shapes only, so the node folds to a constant as
-  // soon as those shapes are known, whatever the data.
-  virtual bool reads_only_shapes() const { return false; }
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;

@@ -181,8 +181,15 @@ class ShapeOp : public Op {
  public:
   explicit ShapeOp(const Node& n) : start_(n.attr_int("start", 0)), end_(n.attr_int("end", INT64_MAX)) {}
   void infer(InferContext& ctx) const override {
-    auto [b, e] = range(ctx.rank(0));
+    const SymShape& in = ctx.shape(0);
+    auto [b, e] = range(static_cast<int64_t>(in.size()));
     ctx.set(0, DType::Int64, Shape{e - b});
+    std::vector<int64_t> dims;
+    for (int64_t i = b; i < e; ++i) {
+      if (!in[static_cast<size_t>(i)].is_known()) return;
+      dims.push_back(in[static_cast<size_t>(i)].value);
+    }
+    ctx.set_value(0, Tensor::from_vector<int64_t>(dims, {e - b}));
   }
   void run(RunContext& ctx) const override {
     const Shape& s = ctx.in(0).shape();
@@ -190,7 +197,6 @@ class ShapeOp : public Op {
     int64_t* out = ctx.out(0).data<int64_t>();
     for (int64_t i = b; i < e; ++i) out[i - b] = s[static_cast<size_t>(i)];
   }
-  bool reads_only_shapes() const override { return true; }
 
  private:
   std::pair<int64_t, int64_t> range(int64_t r) const {
@@ -204,9 +210,11 @@ class ShapeOp : public Op {
 class SizeOp : public Op {
  public:
   explicit SizeOp(const Node&) {}
-  void infer(InferContext& ctx) const override { ctx.set(0, DType::Int64, Shape{}); }
+  void infer(InferContext& ctx) const override {
+    ctx.set(0, DType::Int64, Shape{});
+    if (auto s = concrete(ctx.shape(0))) ctx.set_value(0, Tensor::scalar<int64_t>(numel_of(*s)));
+  }
   void run(RunContext& ctx) const override { ctx.out(0).data<int64_t>()[0] = ctx.in(0).numel(); }
-  bool reads_only_shapes() const override { return true; }
 };
 
 class ExpandOp : public Op {

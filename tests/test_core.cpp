@@ -1,0 +1,40 @@
+// Tensors and element types, against hand-derived values.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/tensor.h"
+
+using namespace tern;
+
+TEST_CASE("float16 and bfloat16 round-trip known bit patterns") {
+  CHECK(f16(1.0f).bits == 0x3c00);
+  CHECK(f16(-2.0f).bits == 0xc000);
+  CHECK(f16(65504.0f).bits == 0x7bff);
+  CHECK(static_cast<float>(f16(0.333333f)) == doctest::Approx(0.33325195f));
+  CHECK(bf16(1.0f).bits == 0x3f80);
+  CHECK(bf16(3.14159265f).bits == 0x4049);  // 3.140625, nearest-even rounding
+  CHECK(std::isnan(static_cast<float>(bf16(NAN))));
+}
+
+TEST_CASE("cast follows ONNX Cast: float to int truncates toward zero, to bool tests non-zero") {
+  Tensor x = Tensor::from_vector<float>({-2.7f, -0.5f, 0.0f, 1.9f, 300.0f}, {5});
+  Tensor i = cast_to(x, DType::Int32);
+  CHECK(i.to_i64_vector() == std::vector<int64_t>{-2, 0, 0, 1, 300});
+  Tensor u = cast_to(x, DType::UInt8);
+  CHECK(u.at_i64(4) == 255);  // out of range saturates (the spec leaves it undefined)
+  Tensor b = cast_to(x, DType::Bool);
+  CHECK(b.to_i64_vector() == std::vector<int64_t>{1, 1, 0, 1, 1});
+  Tensor h = cast_to(x, DType::Float16);
+  CHECK(h.at_f64(3) == doctest::Approx(1.9).epsilon(1e-3));
+}
+
+TEST_CASE("reshaped views share memory; sizes are checked") {
+  Tensor t = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor v = t.reshaped({3, 2});
+  CHECK(v.raw() == t.raw());
+  CHECK(v.dim(0) == 3);
+  CHECK_THROWS_AS(t.reshaped({4}), Error);
+  CHECK_THROWS_AS(t.data<float>(), Error);  // wrong element type
+  CHECK_THROWS_AS(t.at_i64(6), Error);      // out of range
+}

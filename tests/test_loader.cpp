@@ -1,0 +1,238 @@
+// The loader against bad and tricky files: every failure names the file, node or tensor.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "graph/onnx_loader.h"
+#include "model_builder.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// y = x + w, with w an initializer of 4 floats that tests can make external.
+ModelBuilder add_model() {
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {4}).output("y");
+  b.node("Add", {"x", "w"}, {"y"});
+  b.initializer_f32("w", {4}, {1, 2, 3, 4});
+  return b;
+}
+
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+}
+
+std::string float_bytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// Turns initializer w external: location/offset/length as given.
+void make_external(ModelBuilder& b, const std::string& location, int64_t offset, int64_t length) {
+  auto* t = b.graph().mutable_initializer(0);
+  t->clear_float_data();
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const char* k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  add("location", location);
+  if (offset >= 0) add("offset", std::to_string(offset));
+  if (length >= 0) add("length", std::to_string(length));
+}
+
+std::vector<float> run_add(const std::string& path) {
+  Session s(path);
+  auto out = s.run({{"x", Tensor::from_vector<float>({10, 20, 30, 40}, {4})}});
+  const float* y = out.at("y").data<float>();
+  return {y[0], y[1], y[2], y[3]};
+}
+
+}  // namespace
+
+TEST_CASE("a missing, truncated or corrupt model file is refused with its path") {
+  TempDir d;
+  std::string missing = (d.path / "nope.onnx").string();
+  CHECK(contains(error_of([&] { load_onnx(missing); }), "nope.onnx"));
+
+  std::string good = add_model().save(d.path / "m.onnx");
+  std::string bytes;
+  {
+    std::ifstream f(good, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  write_bytes(d.path / "truncated.onnx", bytes.substr(0, bytes.size() - 7));
+  std::string e = error_of([&] { Session s((d.path / "truncated.onnx").string()); });
+  CHECK(contains(e, "truncated.onnx"));
+  CHECK(!e.empty());
+
+  write_bytes(d.path / "garbage.onnx", std::string("\xff\xff\xff\xff this is not protobuf", 28));
+  e = error_of([&] { load_onnx((d.path / "garbage.onnx").string()); });
+  CHECK(contains(e, "garbage.onnx"));
+  CHECK(contains(e, "not a valid ONNX model"));
+}
+
+TEST_CASE("an unknown op is reported with its domain and node, all at once") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {2}).output("z");
+  b.node("FancyOp", {"x"}, {"y"}, "com.example").set_name("layer0/fancy");
+  b.node("OtherOp", {"y"}, {"z"}).set_name("layer0/other");
+  auto os = b.proto().add_opset_import();
+  os->set_domain("com.example");
+  os->set_version(1);
+  std::string path = b.save(d.path / "m.onnx");
+  try {
+    Session s(path);
+    FAIL("expected UnsupportedError");
+  } catch (const UnsupportedError& e) {
+    std::string m = e.what();
+    CHECK(contains(m, "FancyOp (domain 'com.example', node 'layer0/fancy')"));
+    CHECK(contains(m, "OtherOp (domain 'ai.onnx', node 'layer0/other')"));
+  }
+}
+
+TEST_CASE("a node input nothing produces is named") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {2}).output("y");
+  b.node("Add", {"x", "ghost"}, {"y"});
+  std::string e = error_of([&] { load_onnx(b.save(d.path / "m.onnx")); });
+  CHECK(contains(e, "'ghost' is not produced"));
+  CHECK(contains(e, "Add node"));
+}
+
+TEST_CASE("raw_data whose size does not match the shape is refused naming the tensor") {
+  TempDir d;
+  ModelBuilder b = add_model();
+  auto* t = b.graph().mutable_initializer(0);
+  t->clear_float_data();
+  t->set_raw_data(float_bytes({1, 2, 3}));  // 12 bytes for a [4] float tensor
+  std::string e = error_of([&] { load_onnx(b.save(d.path / "m.onnx")); });
+  CHECK(contains(e, "tensor 'w'"));
+  CHECK(contains(e, "needs 16"));
+}
+
+TEST_CASE("external data: zero-copy when aligned, copied when not, values exact") {
+  TempDir d;
+  write_bytes(d.path / "weights.bin", float_bytes({1, 2, 3, 4}));
+  ModelBuilder b = add_model();
+  make_external(b, "weights.bin", -1, -1);
+  CHECK(run_add(b.save(d.path / "m.onnx")) == std::vector<float>{11, 22, 33, 44});
+
+  write_bytes(d.path / "odd.bin", "abc" + float_bytes({5, 6, 7, 8}));  // offset 3: not float-aligned
+  ModelBuilder c = add_model();
+  make_external(c, "odd.bin", 3, 16);
+  CHECK(run_add(c.save(d.path / "m2.onnx")) == std::vector<float>{15, 26, 37, 48});
+
+  fs::create_directories(d.path / "sub");
+  write_bytes(d.path / "sub" / "w.bin", float_bytes({0, 0, 0, 1}));
+  ModelBuilder e = add_model();
+  make_external(e, "sub/w.bin", -1, -1);
+  CHECK(run_add(e.save(d.path / "m3.onnx")) == std::vector<float>{10, 20, 30, 41});
+}
+
+TEST_CASE("external data: missing, short, or outside the model folder is refused") {
+  TempDir d;
+  fs::create_directories(d.path / "model");
+  write_bytes(d.path / "outside.bin", float_bytes({1, 2, 3, 4}));
+  write_bytes(d.path / "model" / "short.bin", float_bytes({1, 2}));
+
+  auto err = [&](const std::string& loc, int64_t off, int64_t len) {
+    ModelBuilder b = add_model();
+    make_external(b, loc, off, len);
+    return error_of([&] { load_onnx(b.save(d.path / "model" / "m.onnx")); });
+  };
+  std::string e = err("absent.bin", -1, -1);
+  CHECK(contains(e, "absent.bin"));
+  CHECK(contains(e, "does not exist"));
+
+  e = err("short.bin", -1, -1);
+  CHECK(contains(e, "tensor 'w'"));
+  CHECK(contains(e, "past the end of 'short.bin'"));
+
+  e = err("short.bin", 100, 16);
+  CHECK(contains(e, "past the end"));
+
+  e = err("short.bin", 0, 12);
+  CHECK(contains(e, "needs 16"));
+
+  e = err("../outside.bin", -1, -1);
+  CHECK(contains(e, "leaves the model folder"));
+
+  e = err((d.path / "outside.bin").string(), -1, -1);
+  CHECK(contains(e, "absolute path"));
+
+  fs::create_symlink(d.path / "outside.bin", d.path / "model" / "link.bin");
+  e = err("link.bin", -1, -1);
+  CHECK(contains(e, "outside the model folder"));
+
+  e = err("", -1, -1);
+  CHECK(contains(e, "no location"));
+}
+
+TEST_CASE("typed data fields decode for every stored dtype") {
+  TempDir d;
+  ModelBuilder b;
+  b.output("h").output("i8").output("u64").output("b").output("i4");
+  auto add = [&](const char* name, int dt, std::vector<int64_t> dims) {
+    auto* t = b.graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(dt);
+    for (auto x : dims) t->add_dims(x);
+    return t;
+  };
+  auto* h = add("h", onnx::TensorProto::FLOAT16, {2});
+  h->add_int32_data(0x3c00);  // 1.0
+  h->add_int32_data(0xc000);  // -2.0
+  auto* i8 = add("i8", onnx::TensorProto::INT8, {3});
+  for (int v : {-128, 0, 127}) i8->add_int32_data(v);
+  auto* u = add("u64", onnx::TensorProto::UINT64, {1});
+  u->add_uint64_data(18446744073709551615ull);
+  auto* bo = add("b", onnx::TensorProto::BOOL, {2});
+  bo->add_int32_data(1);
+  bo->add_int32_data(0);
+  auto* i4 = add("i4", 22 /* INT4 */, {3});
+  i4->add_int32_data(0x21);  // packed: 1, 2
+  i4->add_int32_data(0x0f);  // packed: -1, pad
+  Model m = load_onnx(b.save(d.path / "m.onnx"));
+  const Graph& g = *m.graph;
+  auto val = [&](const char* n) { return *g.values[static_cast<size_t>(g.find_value(n))].constant; };
+  CHECK(val("h").at_f64(0) == 1.0);
+  CHECK(val("h").at_f64(1) == -2.0);
+  CHECK(val("i8").to_i64_vector() == std::vector<int64_t>{-128, 0, 127});
+  CHECK(val("u64").data<uint64_t>()[0] == 18446744073709551615ull);
+  CHECK(val("b").to_i64_vector() == std::vector<int64_t>{1, 0});
+  CHECK(val("i4").nbytes() == 2);
+  CHECK(static_cast<const uint8_t*>(val("i4").raw())[0] == 0x21);
+
+  ModelBuilder c;
+  c.output("w");
+  auto* w = c.graph().add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto::FLOAT);
+  w->add_dims(3);
+  w->add_float_data(1);  // 1 value for 3 elements
+  std::string e = error_of([&] { load_onnx(c.save(d.path / "c.onnx")); });
+  CHECK(contains(e, "tensor 'w'"));
+  CHECK(contains(e, "has 1 values"));
+}
+
+TEST_CASE("test-data TensorProto files round-trip through save_tensor_pb/load_tensor_pb") {
+  TempDir d;
+  Tensor t = Tensor::from_vector<int32_t>({1, -2, 3, -4, 5, -6}, {2, 3});
+  save_tensor_pb(t, "ids", (d.path / "t.pb").string());
+  std::string name;
+  Tensor r = load_tensor_pb((d.path / "t.pb").string(), &name);
+  CHECK(name == "ids");
+  CHECK(r.shape() == Shape{2, 3});
+  CHECK(r.to_i64_vector() == t.to_i64_vector());
+  write_bytes(d.path / "bad.pb", "\x0a\xff\xff");
+  CHECK(contains(error_of([&] { load_tensor_pb((d.path / "bad.pb").string()); }), "bad.pb"));
+}

@@ -1,0 +1,155 @@
+// Session behaviour: input checks, symbolic shape inference, folding, buffer reuse, timing hook.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "model_builder.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::test;
+
+namespace {
+
+// logits = MatMul(x [batch, seq, 4], w [4, 3]); also exposes Shape(x)[1] through a folded chain.
+std::string matmul_model(const TempDir& d) {
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {-1, -1, 4}, {"batch", "seq"}).output("logits");
+  b.initializer_f32("w", {4, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1});
+  b.node("MatMul", {"x", "w"}, {"logits"});
+  return b.save(d.path / "m.onnx");
+}
+
+}  // namespace
+
+TEST_CASE("inputs are checked by name, dtype, rank and fixed dims") {
+  TempDir d;
+  Session s(matmul_model(d));
+  REQUIRE(s.inputs().size() == 1);
+  CHECK(s.inputs()[0].name == "x");
+  CHECK(sym_shape_str(*s.inputs()[0].shape) == "[batch,seq,4]");
+
+  Tensor ok = Tensor::from_vector<float>({1, 2, 3, 4}, {1, 1, 4});
+  auto out = s.run({{"x", ok}});
+  const float* y = out.at("logits").data<float>();
+  CHECK(y[0] == 5);  // 1*1 + 4*1
+  CHECK(y[1] == 6);
+  CHECK(y[2] == 7);
+
+  CHECK(contains(error_of([&] { s.run({}); }), "missing input 'x'"));
+  CHECK(contains(error_of([&] { s.run({{"x", ok}, {"y", ok}}); }), "'y' is not an input"));
+  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<int64_t>({1, 2, 3, 4}, {1, 1, 4})}}); }),
+                 "input 'x': expected float32, got int64"));
+  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3, 4}, {1, 4})}}); }),
+                 "expected rank 3"));
+  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3}, {1, 1, 3})}}); }),
+                 "expected shape [batch,seq,4]"));
+}
+
+TEST_CASE("shape inference keeps symbolic dims through the graph") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {-1, -1, 8}, {"batch", "seq"}).output("y");
+  b.initializer_i64("shape", {4}, {0, 0, 2, 4});
+  b.initializer_i64("perm_dummy", {1}, {0});
+  b.node("Reshape", {"x", "shape"}, {"r"});                                  // [batch, seq, 2, 4]
+  auto& t = b.node("Transpose", {"r"}, {"t"});                               // [batch, 2, seq, 4]
+  auto* perm = t.add_attribute();
+  perm->set_name("perm");
+  perm->set_type(onnx::AttributeProto::INTS);
+  for (int p : {0, 2, 1, 3}) perm->add_ints(p);
+  b.node("Softmax", {"t"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  CHECK(sym_shape_str(*s.outputs()[0].shape) == "[batch,2,seq,4]");
+  CHECK(s.outputs()[0].dtype == DType::Float32);
+}
+
+TEST_CASE("constant subgraphs and Shape chains over known dims fold away") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 6}, {"n"}).output("y");
+  // Shape(x)[1] is known (6) even though x's first dim is symbolic: Shape(start=1) folds.
+  auto& sh = b.node("Shape", {"x"}, {"s"});
+  auto* start = sh.add_attribute();
+  start->set_name("start");
+  start->set_type(onnx::AttributeProto::INT);
+  start->set_i(1);
+  b.initializer_i64("minus1", {1}, {-1});
+  b.node("Concat", {"minus1", "s"}, {"target"}).add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  b.node("Reshape", {"x", "target"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  CHECK(s.pass_stats().folded_nodes == 2);  // Shape and Concat
+  CHECK(s.graph().nodes.size() == 1);       // only Reshape runs
+  auto out = s.run({{"x", Tensor::from_vector<float>(std::vector<float>(12, 1.0f), {2, 6})}});
+  CHECK(out[0].shape() == Shape{2, 6});
+}
+
+TEST_CASE("dead nodes are removed and the buffer pool makes repeat runs allocation-free") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {64}).output("y");
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Exp", {"a"}, {"b"});
+  b.node("Neg", {"b"}, {"y"});
+  b.node("Sqrt", {"x"}, {"unused"});
+  Session s(b.save(d.path / "m.onnx"));
+  CHECK(s.pass_stats().removed_nodes == 1);
+  Tensor x = Tensor::from_vector<float>(std::vector<float>(64, 0.5f), {64});
+  { auto out = s.run({{"x", x}}); CHECK(out[0].data<float>()[0] == doctest::Approx(-std::exp(0.5f))); }
+  size_t first = s.pool().system_allocations();
+  CHECK(first <= 3);
+  for (int i = 0; i < 5; ++i) s.run({{"x", x}});
+  CHECK(s.pool().system_allocations() == first);
+}
+
+TEST_CASE("the per-node hook sees every node, in order") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {4}).output("y");
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Neg", {"a"}, {"y"});
+  SessionOptions opt;
+  std::vector<std::string> seen;
+  opt.on_node = [&](const Node& n, double t0, double t1) {
+    seen.push_back(n.op_type);
+    CHECK(t1 >= t0);
+  };
+  Session s(b.save(d.path / "m.onnx"), opt);
+  s.run({{"x", Tensor::from_vector<float>({1, -1, 2, -2}, {4})}});
+  CHECK(seen == std::vector<std::string>{"Relu", "Neg"});
+}
+
+TEST_CASE("out-of-range indices fail naming the node instead of reading out of bounds") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("ids", onnx::TensorProto::INT64, {-1}, {"n"}).output("y");
+  b.initializer_f32("table", {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.node("Gather", {"table", "ids"}, {"y"}).set_name("embed_tokens");
+  Session s(b.save(d.path / "m.onnx"));
+  auto ok = s.run({{"ids", Tensor::from_vector<int64_t>({2, -1, 0}, {3})}});
+  CHECK(ok[0].data<float>()[0] == 5);
+  CHECK(ok[0].data<float>()[2] == 5);  // -1 wraps to the last row
+  std::string e = error_of([&] { s.run({{"ids", Tensor::from_vector<int64_t>({3}, {1})}}); });
+  CHECK(contains(e, "embed_tokens"));
+  CHECK(contains(e, "index 3 is out of range"));
+}
+
+TEST_CASE("shape errors at run time name the node") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("a", onnx::TensorProto::FLOAT, {-1}, {"n"}).input("b", onnx::TensorProto::FLOAT, {-1}, {"m"}).output("y");
+  b.node("Add", {"a", "b"}, {"y"}).set_name("the_add");
+  Session s(b.save(d.path / "m.onnx"));
+  std::string e = error_of([&] {
+    s.run({{"a", Tensor::from_vector<float>({1, 2, 3}, {3})}, {"b", Tensor::from_vector<float>({1, 2}, {2})}});
+  });
+  CHECK(contains(e, "the_add"));
+  CHECK(contains(e, "cannot be broadcast"));
+}
