@@ -72,7 +72,7 @@ TEST_CASE("a missing, truncated or corrupt model file is refused with its path")
   CHECK(contains(e, "truncated.onnx"));
   CHECK(!e.empty());
 
-  write_bytes(d.path / "garbage.onnx", std::string("\xff\xff\xff\xff this is not protobuf", 28));
+  write_bytes(d.path / "garbage.onnx", std::string("\xff\xff\xff\xff this is not protobuf"));
   e = error_of([&] { load_onnx((d.path / "garbage.onnx").string()); });
   CHECK(contains(e, "garbage.onnx"));
   CHECK(contains(e, "not a valid ONNX model"));
@@ -136,6 +136,20 @@ TEST_CASE("external data: zero-copy when aligned, copied when not, values exact"
   ModelBuilder e = add_model();
   make_external(e, "sub/w.bin", -1, -1);
   CHECK(run_add(e.save(d.path / "m3.onnx")) == std::vector<float>{10, 20, 30, 41});
+}
+
+TEST_CASE("external data beyond 4 GiB offsets (a sparse file) loads exactly") {
+  TempDir d;
+  const int64_t offset = (int64_t{1} << 32) + 4096;  // past 2 GiB and 4 GiB: 64-bit offsets throughout
+  {
+    std::ofstream f(d.path / "big.bin", std::ios::binary);
+    f.seekp(offset);
+    f << float_bytes({0.5f, 1.5f, 2.5f, 3.5f});
+  }
+  REQUIRE(fs::file_size(d.path / "big.bin") == static_cast<uintmax_t>(offset + 16));
+  ModelBuilder b = add_model();
+  make_external(b, "big.bin", offset, 16);
+  CHECK(run_add(b.save(d.path / "m.onnx")) == std::vector<float>{10.5f, 21.5f, 32.5f, 43.5f});
 }
 
 TEST_CASE("external data: missing, short, or outside the model folder is refused") {

@@ -16,6 +16,7 @@ const char* kUsage = R"(usage: tern <command> [options]
 commands:
   run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N]
       Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
+      When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
   inspect MODEL.onnx
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
 )";
@@ -48,7 +49,14 @@ int cmd_run(int argc, char** argv) {
   for (const auto& [name, t] : outputs.items)
     std::cout << name << "  " << tern::dtype_name(t.dtype()) << "  " << tern::shape_str(t.shape()) << "\n";
   if (flags.count("output-dir")) tern::write_output_dir(outputs, flags["output-dir"]);
-  return 0;
+  auto expected = tern::read_output_dir(flags["input-dir"]);
+  int mismatches = 0;
+  for (size_t i = 0; i < expected.size() && i < outputs.size(); ++i) {
+    std::string d = tern::compare_tensors(expected[i], outputs[i]);
+    std::cout << "  " << outputs.items[i].first << ": " << (d.empty() ? "matches output_" + std::to_string(i) + ".pb" : d) << "\n";
+    mismatches += !d.empty();
+  }
+  return mismatches ? 4 : 0;
 }
 
 int cmd_inspect(int argc, char** argv) {

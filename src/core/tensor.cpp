@@ -118,8 +118,38 @@ D convert_one(S s) {
 }
 }  // namespace
 
+namespace {
+bool is_packed4(DType t) { return t == DType::Int4 || t == DType::UInt4; }
+
+// 4-bit values are stored two per byte, element 0 in the low nibble.
+Tensor unpack4(const Tensor& src) {
+  Tensor out(src.dtype() == DType::Int4 ? DType::Int8 : DType::UInt8, src.shape());
+  const uint8_t* p = static_cast<const uint8_t*>(src.raw());
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    uint8_t nib = (p[i / 2] >> ((i % 2) * 4)) & 0xf;
+    if (src.dtype() == DType::Int4) out.data<int8_t>()[i] = static_cast<int8_t>(nib >= 8 ? nib - 16 : nib);
+    else out.data<uint8_t>()[i] = nib;
+  }
+  return out;
+}
+}  // namespace
+
 void convert_tensor(const Tensor& src, Tensor& dst) {
   TERN_CHECK(src.numel() == dst.numel(), "convert: element counts differ");
+  if (is_packed4(src.dtype())) {
+    Tensor wide = unpack4(src);
+    if (is_packed4(dst.dtype())) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    else convert_tensor(wide, dst);
+    return;
+  }
+  if (is_packed4(dst.dtype())) {  // keep the low 4 bits of the integer value (ONNX Cast wraps)
+    Tensor wide = cast_to(src, DType::Int64);
+    uint8_t* p = static_cast<uint8_t*>(dst.raw());
+    std::memset(p, 0, dst.nbytes());
+    for (int64_t i = 0; i < src.numel(); ++i)
+      p[i / 2] |= static_cast<uint8_t>((wide.data<int64_t>()[i] & 0xf) << ((i % 2) * 4));
+    return;
+  }
   const int64_t n = src.numel();
   visit_numeric(src.dtype(), [&](auto stag) {
     using S = typename decltype(stag)::type;

@@ -29,7 +29,9 @@ std::string sym_shape_str(const SymShape& s) {
 
 const Attribute* Node::attr(const std::string& k) const {
   auto it = attrs.find(k);
-  return it == attrs.end() ? nullptr : &it->second;
+  if (it == attrs.end()) return nullptr;
+  if (!it->second.unsupported.empty()) fail_unsupported(describe(), ": ", it->second.unsupported);
+  return &it->second;
 }
 
 int64_t Node::attr_int(const std::string& k, int64_t dflt) const {

@@ -47,6 +47,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::vector<tern::Tensor> tensors;
   std::vector<std::shared_ptr<tern::Graph>> graphs;
+  std::string unsupported;  // set when the value could not be decoded (a string tensor…)
 };
 
 struct Value {
@@ -55,6 +56,7 @@ struct Value {
   std::optional<SymShape> shape;  // nullopt: rank unknown
   int producer = -1;              // node index, -1 for graph inputs / initializers
   std::optional<Tensor> constant; // initializers and folded constants
+  std::string unsupported;        // why tern cannot hold this value (string/sequence/float8 type…)
 };
 
 struct Node {

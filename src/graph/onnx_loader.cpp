@@ -213,17 +213,25 @@ std::optional<SymShape> shape_from_type(const onnx::TypeProto& type) {
   return s;
 }
 
-void read_value_info(Graph& g, const onnx::ValueInfoProto& vi, bool required_tensor, const char* role) {
+// Records a graph input/output/value type. Types tern cannot hold are noted on the value; the session
+// reports them after the op check, so users see every missing op first.
+void read_value_info(Graph& g, const onnx::ValueInfoProto& vi, const char* role) {
   int id = g.add_value(vi.name());
   Value& v = g.values[static_cast<size_t>(id)];
   const auto& type = vi.type();
+  const std::string what = std::string("graph ") + role + " '" + vi.name() + "'";
+  if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) return;  // type left for inference
   if (!type.has_tensor_type()) {
-    if (required_tensor)
-      fail_unsupported("graph ", role, " '", vi.name(), "' is not a tensor (sequence/map/optional types are not supported)");
+    v.unsupported = what + " is not a tensor (sequence/map/optional types are not supported)";
     return;
   }
-  if (type.tensor_type().elem_type() != 0)
-    v.dtype = dtype_from_onnx(type.tensor_type().elem_type(), std::string("graph ") + role + " '" + vi.name() + "'");
+  if (type.tensor_type().elem_type() != 0) {
+    try {
+      v.dtype = dtype_from_onnx(type.tensor_type().elem_type(), what);
+    } catch (const UnsupportedError& e) {
+      v.unsupported = e.what();
+    }
+  }
   v.shape = shape_from_type(type);
 }
 
@@ -238,7 +246,14 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
     case A::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
     case A::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
     case A::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
-    case A::TENSOR: r.kind = Attribute::Kind::Tensor; r.t = tensor_from_proto(a.t(), ext); break;
+    case A::TENSOR:
+      r.kind = Attribute::Kind::Tensor;
+      try {
+        r.t = tensor_from_proto(a.t(), ext);
+      } catch (const UnsupportedError& e) {  // only an error if an op reads it (Node::attr)
+        r.unsupported = std::string("attribute '") + a.name() + "': " + e.what();
+      }
+      break;
     case A::GRAPH: r.kind = Attribute::Kind::Graph; r.g = graph_from_proto(a.g(), opsets, ext, true); break;
     case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
     case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
@@ -276,10 +291,10 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
   for (const auto& in : gp.input()) {
     int id = g->find_value(in.name());
     if (id >= 0 && g->values[static_cast<size_t>(id)].constant) continue;  // old-IR initializer listed as input
-    read_value_info(*g, in, true, "input");
+    read_value_info(*g, in, "input");
     g->inputs.push_back(g->find_value(in.name()));
   }
-  for (const auto& vi : gp.value_info()) read_value_info(*g, vi, false, "value");
+  for (const auto& vi : gp.value_info()) read_value_info(*g, vi, "value");
 
   for (int ni = 0; ni < gp.node_size(); ++ni) {
     const auto& np = gp.node(ni);
@@ -307,7 +322,7 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
   for (const auto& out : gp.output()) {
     int id = g->find_value(out.name());
     if (id < 0) fail("graph output '", out.name(), "' is not produced by any node, input or initializer");
-    read_value_info(*g, out, false, "output");
+    read_value_info(*g, out, "output");
     g->outputs.push_back(id);
   }
 

@@ -187,12 +187,12 @@ class PredicateOp : public Op {
 class CastOp : public Op {
  public:
   explicit CastOp(const Node& n) : like_(n.op_type == "CastLike"), to_(static_cast<DType>(n.attr_int("to", 0))) {
-    if (!like_ && (to_ == DType::String || dtype_size(to_) == 0))
+    if (!like_ && (to_ == DType::String || bytes_for(to_, 2) == 0))
       fail_unsupported(n.describe(), ": cast to ", dtype_name(to_), " is not supported");
   }
   void infer(InferContext& ctx) const override {
     DType to = like_ ? ctx.dtype(1) : to_;
-    if (dtype_size(ctx.dtype(0)) == 0 || dtype_size(to) == 0)
+    if (bytes_for(ctx.dtype(0), 2) == 0 || bytes_for(to, 2) == 0)
       fail_unsupported(ctx.node.describe(), ": cast from ", dtype_name(ctx.dtype(0)), " to ", dtype_name(to),
                        " is not supported");
     ctx.set(0, to, ctx.shape(0));

@@ -158,13 +158,16 @@ class IdentityOp : public ViewOp {
   void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
 };
 
-// Inference-mode Dropout is the identity; its optional mask output is all true.
+// Dropout is the identity at inference, and in training mode with ratio 0; its optional mask output
+// is then all true. Training with ratio > 0 draws random masks, which tern does not do.
 class DropoutOp : public Op {
  public:
   explicit DropoutOp(const Node&) {}
   void infer(InferContext& ctx) const override {
-    if (ctx.has(2) && ctx.require_value(2).at_i64(0) != 0)
-      fail_unsupported(ctx.node.describe(), ": training_mode=true (random masks) is not supported");
+    const bool training = ctx.has(2) && ctx.require_value(2).at_i64(0) != 0;
+    const double ratio = ctx.has(1) ? ctx.require_value(1).at_f64(0) : 0.5;
+    if (training && ratio != 0.0)
+      fail_unsupported(ctx.node.describe(), ": training_mode with ratio > 0 (random masks) is not supported");
     ctx.same_as_input(0, 0);
     ctx.set(1, DType::Bool, ctx.shape(0));
   }

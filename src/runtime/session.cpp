@@ -36,6 +36,10 @@ void Session::prepare() {
     for (const auto& m : missing) list += "\n  " + m;
     fail_unsupported(model_.path, ": unsupported ops:", list);
   }
+  for (const auto& list : {g.inputs, g.outputs})
+    for (int id : list)
+      if (!g.values[static_cast<size_t>(id)].unsupported.empty())
+        fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
   for (int id : g.inputs) {
     const Value& v = g.values[static_cast<size_t>(id)];
     inputs_.push_back({v.name, v.dtype, v.shape});

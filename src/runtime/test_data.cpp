@@ -1,6 +1,9 @@
 #include "runtime/test_data.h"
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 
 namespace tern {
 namespace fs = std::filesystem;
@@ -39,6 +42,33 @@ void write_output_dir(const Outputs& outputs, const std::string& dir) {
   fs::create_directories(dir);
   for (size_t i = 0; i < outputs.size(); ++i)
     save_tensor_pb(outputs[i], outputs.items[i].first, (fs::path(dir) / ("output_" + std::to_string(i) + ".pb")).string());
+}
+
+std::string compare_tensors(const Tensor& expected, const Tensor& actual) {
+  if (expected.dtype() != actual.dtype())
+    return std::string("dtype ") + dtype_name(actual.dtype()) + ", expected " + dtype_name(expected.dtype());
+  if (expected.shape() != actual.shape())
+    return "shape " + shape_str(actual.shape()) + ", expected " + shape_str(expected.shape());
+  double rtol = 0, atol = 0;
+  switch (expected.dtype()) {
+    case DType::Float32: case DType::Float64: rtol = 1e-3; atol = 1e-4; break;
+    case DType::Float16: rtol = 1e-2; atol = 1e-2; break;
+    case DType::BFloat16: rtol = 2e-2; atol = 2e-2; break;
+    default: break;
+  }
+  if (!is_float(expected.dtype())) {
+    if (std::memcmp(expected.raw(), actual.raw(), expected.nbytes()) == 0) return "";
+  }
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double e = expected.at_f64(i), a = actual.at_f64(i);
+    if (std::isnan(e) && std::isnan(a)) continue;
+    if (std::isinf(e) && e == a) continue;
+    if (std::abs(a - e) <= atol + rtol * std::abs(e)) continue;
+    std::ostringstream os;
+    os << "element " << i << " is " << a << ", expected " << e;
+    return os.str();
+  }
+  return "";
 }
 
 }  // namespace tern

@@ -16,4 +16,9 @@ std::vector<std::pair<std::string, Tensor>> read_input_dir(const Session& sessio
 std::vector<Tensor> read_output_dir(const std::string& dir);
 void write_output_dir(const Outputs& outputs, const std::string& dir);
 
+// Compares with the ONNX test tolerances: |actual − expected| <= atol + rtol·|expected| with
+// float32/64 rtol 1e-3 atol 1e-4, float16 1e-2, bfloat16 2e-2; other types exactly; NaN equals NaN.
+// Returns "" when equal, else what differs.
+std::string compare_tensors(const Tensor& expected, const Tensor& actual);
+
 }  // namespace tern

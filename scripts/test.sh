@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds and runs every test: unit tests, CLI checks and the ONNX node-test conformance suite
+# (which reads ../shared/onnx-node-tests and skips with a message when it is absent).
+# --sanitize does the same in a separate AddressSanitizer + UBSan build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh "$@"
+dir=build
+[ "${1:-}" = "--sanitize" ] && dir=build-asan
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$dir" --output-on-failure
