@@ -1,5 +1,5 @@
 // CumSum along one axis (axis is an input tensor), optionally exclusive and/or reversed.
-#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -13,25 +13,10 @@ class CumSumOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const int64_t axis = normalize_axis(ctx.node, ctx.in(1).at_i64(0), x.rank());
-    int64_t outer = 1, n = x.dim(axis), inner = 1;
-    for (int64_t k = 0; k < axis; ++k) outer *= x.dim(k);
-    for (int64_t k = axis + 1; k < x.rank(); ++k) inner *= x.dim(k);
+    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = kernels::compute_t<T>;
-      const T* px = x.data<T>();
-      T* py = ctx.out(0).data<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-          C acc = C(0);
-          for (int64_t s = 0; s < n; ++s) {
-            const int64_t j = reverse_ ? n - 1 - s : s;
-            const int64_t e = (o * n + j) * inner + i;
-            const C v = static_cast<C>(px[e]);
-            if (exclusive_) { py[e] = static_cast<T>(acc); acc = static_cast<C>(acc + v); }
-            else { acc = static_cast<C>(acc + v); py[e] = static_cast<T>(acc); }
-          }
-        }
+      kernels::cumulative_sum(x.data<T>(), ctx.out(0).data<T>(), outer, n, inner, exclusive_, reverse_);
     });
   }
 

@@ -69,6 +69,9 @@ inline C apply(UnKind k, C x, const Params& p) {
       case UnKind::BitNot: break;
     }
     fail("unary op not defined for floating-point inputs");
+  } else if constexpr (std::is_same_v<C, bool>) {
+    if (k == UnKind::Identity) return x;
+    fail("unary op not defined for bool inputs");
   } else {
     switch (k) {
       case UnKind::Neg: return static_cast<C>(-x);

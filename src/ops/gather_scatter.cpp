@@ -37,10 +37,8 @@ class GatherOp : public Op {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     std::vector<int64_t> idx = checked_indices(ctx.node, ctx.in(1), x.dim(axis));
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < axis; ++k) outer *= x.dim(k);
-    for (int64_t k = axis + 1; k < x.rank(); ++k) inner *= x.dim(k);
-    kernels::gather_rows(x.raw(), outer, x.dim(axis), bytes_for(x.dtype(), inner), idx.data(),
+    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
+    kernels::gather_rows(x.raw(), outer, n, bytes_for(x.dtype(), inner), idx.data(),
                          static_cast<int64_t>(idx.size()), ctx.out(0).raw());
   }
 

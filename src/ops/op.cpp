@@ -33,7 +33,7 @@ Shape InferContext::concrete_shape(int i) const {
 
 void InferContext::set(int i, DType dtype, SymShape shape) {
   if (i >= static_cast<int>(outputs.size())) return;  // optional output not requested
-  outputs[static_cast<size_t>(i)] = Output{dtype, std::move(shape)};
+  outputs[static_cast<size_t>(i)] = Output{dtype, std::move(shape), std::nullopt};
 }
 
 void InferContext::set_value(int i, Tensor value) {
@@ -93,6 +93,13 @@ int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
   if (a < 0 || a >= std::max<int64_t>(rank, 1))
     fail(node.describe(), ": axis ", axis, " is out of range for rank ", rank);
   return a;
+}
+
+AxisSplit split_at_axis(const Shape& shape, int64_t axis) {
+  AxisSplit s{1, shape.empty() ? 1 : shape[static_cast<size_t>(axis)], 1};
+  for (int64_t k = 0; k < axis; ++k) s.outer *= shape[static_cast<size_t>(k)];
+  for (size_t k = static_cast<size_t>(axis) + 1; k < shape.size(); ++k) s.inner *= shape[k];
+  return s;
 }
 
 SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b) {

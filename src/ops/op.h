@@ -113,6 +113,12 @@ OpFactory factory() {
 
 // Normalizes a possibly negative axis against `rank`; fails naming the node when out of range.
 int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank);
+// A shape viewed as [outer, n, inner] around `axis`: the product of the dims before it, its size, and
+// the product of the dims after it.
+struct AxisSplit {
+  int64_t outer, n, inner;
+};
+AxisSplit split_at_axis(const Shape& shape, int64_t axis);
 // Numpy-style broadcast of symbolic shapes; fails naming the node when incompatible.
 SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b);
 

@@ -1,22 +1,13 @@
 // Reduce* ops and ArgMax/ArgMin. Axes come from an attribute until the opset where they became an
 // input (13 for ReduceSum, 18 for the others).
-#include <cmath>
-#include <limits>
-
-#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
 namespace tern {
 namespace {
 
-enum class RedKind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
-
-struct ReducePlan {
-  Shape out_shape;          // with keepdims
-  std::vector<int64_t> out_strides;  // per input dim: stride in the output, 0 on reduced dims
-  int64_t count = 1;        // input elements per output element
-};
+using RedKind = kernels::ReduceKind;
 
 class ReduceOp : public Op {
  public:
@@ -38,67 +29,13 @@ class ReduceOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     std::vector<char> red = reduced(ctx.values(), x.rank());
-    const size_t r = static_cast<size_t>(x.rank());
-    // Output strides for each input dim (0 on reduced dims) map every input element to its output.
-    std::vector<int64_t> ostride(r, 0);
-    int64_t s = 1, count = 1;
-    for (size_t k = r; k-- > 0;) {
-      if (red[k]) { count *= x.shape()[k]; continue; }
-      ostride[k] = s;
-      s *= x.shape()[k];
-    }
-    Tensor& y = ctx.out(0);
-    const int64_t n_out = y.numel();
-    std::vector<double> acc(static_cast<size_t>(n_out), init());
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      const T* px = x.data<T>();
-      std::vector<int64_t> idx(r, 0);
-      int64_t o = 0;
-      for (int64_t e = 0; e < x.numel(); ++e) {
-        double v = static_cast<double>(static_cast<kernels::compute_t<T>>(px[e]));
-        double& a = acc[static_cast<size_t>(o)];
-        switch (kind_) {
-          case RedKind::Sum: case RedKind::Mean: case RedKind::LogSum: a += v; break;
-          case RedKind::Max: a = (std::isnan(v) || v > a) ? v : a; break;
-          case RedKind::Min: a = (std::isnan(v) || v < a) ? v : a; break;
-          case RedKind::Prod: a *= v; break;
-          case RedKind::L1: a += std::abs(v); break;
-          case RedKind::L2: case RedKind::SumSquare: a += v * v; break;
-          case RedKind::LogSumExp: a += std::exp(v); break;
-        }
-        for (size_t k = r; k-- > 0;) {
-          o += ostride[k];
-          if (++idx[k] < x.shape()[k]) break;
-          o -= ostride[k] * idx[k];
-          idx[k] = 0;
-        }
-      }
-      T* py = y.data<T>();
-      for (int64_t i = 0; i < n_out; ++i) {
-        double a = acc[static_cast<size_t>(i)];
-        if (kind_ == RedKind::Mean) a /= static_cast<double>(count);
-        else if (kind_ == RedKind::L2) a = std::sqrt(a);
-        else if (kind_ == RedKind::LogSum || kind_ == RedKind::LogSumExp) a = std::log(a);
-        using C = kernels::compute_t<T>;
-        if constexpr (std::is_integral_v<C>) {
-          if (std::isinf(a)) a = a > 0 ? static_cast<double>(std::numeric_limits<C>::max())
-                                       : static_cast<double>(std::numeric_limits<C>::lowest());
-        }
-        py[i] = static_cast<T>(static_cast<C>(a));
-      }
+      kernels::reduce_axes(x.data<T>(), x.shape(), red, kind_, ctx.out(0).data<T>());
     });
   }
 
  private:
-  double init() const {
-    switch (kind_) {
-      case RedKind::Max: return -std::numeric_limits<double>::infinity();
-      case RedKind::Min: return std::numeric_limits<double>::infinity();
-      case RedKind::Prod: return 1.0;
-      default: return 0.0;
-    }
-  }
   std::vector<char> reduced(const InferContext& ctx, int64_t rank) const {
     std::vector<int64_t> axes = axes_attr_;
     if (axes_from_input_ && ctx.has(1)) axes = ctx.require_value(1).to_i64_vector();
@@ -131,26 +68,11 @@ class ArgOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
-    int64_t outer = 1, n = x.dim(axis), inner = 1;
-    for (int64_t k = 0; k < axis; ++k) outer *= x.dim(k);
-    for (int64_t k = axis + 1; k < x.rank(); ++k) inner *= x.dim(k);
+    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
     if (n == 0) fail(ctx.node.describe(), ": cannot take ", is_max_ ? "ArgMax" : "ArgMin", " over an empty axis");
-    int64_t* out = ctx.out(0).data<int64_t>();
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = kernels::compute_t<T>;
-      const T* px = x.data<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-          int64_t best = 0;
-          C bv = static_cast<C>(px[o * n * inner + i]);
-          for (int64_t j = 1; j < n; ++j) {
-            C v = static_cast<C>(px[(o * n + j) * inner + i]);
-            bool better = is_max_ ? (last_ ? v >= bv : v > bv) : (last_ ? v <= bv : v < bv);
-            if (better) { bv = v; best = j; }
-          }
-          out[o * inner + i] = best;
-        }
+      kernels::arg_reduce(x.data<T>(), outer, n, inner, is_max_, last_, ctx.out(0).data<int64_t>());
     });
   }
 

@@ -1,8 +1,5 @@
 // TopK: the k largest (or smallest) values along an axis and their indices; ties keep the lower index.
-#include <algorithm>
-#include <numeric>
-
-#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/reduce.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -26,29 +23,10 @@ class TopKOp : public Op {
     const Tensor& x = ctx.in(0);
     const int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     const int64_t k = ctx.in(1).at_i64(0);
-    int64_t outer = 1, n = x.dim(axis), inner = 1;
-    for (int64_t a = 0; a < axis; ++a) outer *= x.dim(a);
-    for (int64_t a = axis + 1; a < x.rank(); ++a) inner *= x.dim(a);
-    int64_t* idx_out = ctx.out(1).data<int64_t>();
+    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      using C = kernels::compute_t<T>;
-      const T* px = x.data<T>();
-      T* pv = ctx.out(0).data<T>();
-      std::vector<int64_t> order(static_cast<size_t>(n));
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
-          auto val = [&](int64_t j) { return static_cast<C>(px[(o * n + j) * inner + i]); };
-          std::iota(order.begin(), order.end(), 0);
-          std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-            return largest_ ? val(a) > val(b) : val(a) < val(b);
-          });
-          for (int64_t j = 0; j < k; ++j) {
-            const int64_t e = (o * k + j) * inner + i;
-            pv[e] = px[(o * n + order[static_cast<size_t>(j)]) * inner + i];
-            idx_out[e] = order[static_cast<size_t>(j)];
-          }
-        }
+      kernels::top_k(x.data<T>(), outer, n, inner, k, largest_, ctx.out(0).data<T>(), ctx.out(1).data<int64_t>());
     });
   }
 

@@ -1,6 +1,5 @@
 // Trilu: keep the upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims, zero the rest.
-#include <cstring>
-
+#include "kernels/cpu/reduce.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -17,18 +16,8 @@ class TriluOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const int64_t k = ctx.has(1) ? ctx.in(1).at_i64(0) : 0;
-    const int64_t N = x.dim(-2), M = x.dim(-1), mats = N * M ? x.numel() / (N * M) : 0;
-    const size_t es = dtype_size(x.dtype());
-    const char* src = static_cast<const char*>(x.raw());
-    char* dst = static_cast<char*>(ctx.out(0).raw());
-    for (int64_t m = 0; m < mats; ++m)
-      for (int64_t i = 0; i < N; ++i)
-        for (int64_t j = 0; j < M; ++j) {
-          const size_t off = static_cast<size_t>((m * N + i) * M + j) * es;
-          const bool keep = upper_ ? (j - i >= k) : (j - i <= k);
-          if (keep) std::memcpy(dst + off, src + off, es);
-          else std::memset(dst + off, 0, es);
-        }
+    const int64_t N = x.dim(-2), M = x.dim(-1), mats = (N * M != 0) ? x.numel() / (N * M) : 0;
+    kernels::triangle(x.raw(), ctx.out(0).raw(), mats, N, M, k, upper_, dtype_size(x.dtype()));
   }
 
  private:

@@ -106,8 +106,7 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
     if (g.values[v].constant) values[v] = *g.values[v].constant;
 
   Allocator alloc = [this](DType dt, const Shape& shape) {
-    Tensor probe(dt, shape, nullptr);
-    return Tensor(dt, shape, pool_->acquire(probe.nbytes()));
+    return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
   };
   std::vector<const Tensor*> ins;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
