@@ -153,3 +153,45 @@ TEST_CASE("shape errors at run time name the node") {
   CHECK(contains(e, "the_add"));
   CHECK(contains(e, "cannot be broadcast"));
 }
+
+TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic dims; known picks fold") {
+  TempDir d;
+  ModelBuilder b(13);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, -1, 8}, {"batch", "seq"}).output("y").output("width");
+  auto axis0 = [](onnx::NodeProto& n) {
+    auto* a = n.add_attribute();
+    a->set_name("axis");
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(0);
+  };
+  b.initializer_i64("i0", {}, {0});
+  b.initializer_i64("i1", {}, {1});
+  b.initializer_i64("i2", {}, {2});
+  b.initializer_i64("ax", {1}, {0});
+  b.initializer_i64("heads", {1}, {2});
+  b.initializer_i64("head", {1}, {4});
+  b.node("Shape", {"x"}, {"s"});
+  axis0(b.node("Gather", {"s", "i0"}, {"batch"}));
+  axis0(b.node("Gather", {"s", "i1"}, {"seq"}));
+  axis0(b.node("Gather", {"s", "i2"}, {"width"}));  // 8: known, folds to a constant
+  b.node("Unsqueeze", {"batch", "ax"}, {"b1"});
+  b.node("Unsqueeze", {"seq", "ax"}, {"s1"});
+  axis0(b.node("Concat", {"b1", "s1", "heads", "head"}, {"target"}));
+  b.node("Reshape", {"x", "target"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  CHECK(sym_shape_str(*s.outputs()[0].shape) == "[batch,seq,2,4]");
+  const Value& width = s.graph().values[static_cast<size_t>(s.graph().find_value("width"))];
+  REQUIRE(width.constant);
+  CHECK(width.constant->at_i64(0) == 8);
+  auto out = s.run({{"x", Tensor::from_vector<float>(std::vector<float>(48, 1.0f), {3, 2, 8})}});
+  CHECK(out.at("y").shape() == Shape{3, 2, 2, 4});
+  CHECK(out.at("width").at_i64(0) == 8);
+}
+
+TEST_CASE("a device tern cannot use yet is refused clearly") {
+  TempDir d;
+  SessionOptions opt;
+  opt.device = Device{DeviceKind::OpenCL, 0};
+  std::string e = error_of([&] { Session s(matmul_model(d), opt); });
+  CHECK(contains(e, "CPU only"));
+}

@@ -23,7 +23,10 @@ std::optional<Shape> concrete(const SymShape& s) {
 
 std::string sym_shape_str(const SymShape& s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + s[i].str();
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ',';
+    r += s[i].str();
+  }
   return r + "]";
 }
 
@@ -75,7 +78,9 @@ int Graph::add_value(const std::string& n) {
   auto it = value_ids.find(n);
   if (it != value_ids.end()) return it->second;
   int id = static_cast<int>(values.size());
-  values.push_back(Value{n});
+  Value v;
+  v.name = n;
+  values.push_back(std::move(v));
   value_ids.emplace(n, id);
   return id;
 }

@@ -56,6 +56,10 @@ struct Value {
   std::optional<SymShape> shape;  // nullopt: rank unknown
   int producer = -1;              // node index, -1 for graph inputs / initializers
   std::optional<Tensor> constant; // initializers and folded constants
+  // For shape-like integer tensors (outputs of Shape and what Gather/Concat/Unsqueeze… make of them):
+  // the elements in row-major order as dims, known or symbolic. Lets Reshape(x, Concat(Shape(x)[0], 4))
+  // infer [batch, 4] at load time.
+  std::optional<SymShape> sym_value;
   std::string unsupported;        // why tern cannot hold this value (string/sequence/float8 type…)
 };
 

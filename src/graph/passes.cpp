@@ -16,7 +16,8 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       int id = node.inputs[i];
       if (id < 0) continue;
       const Value& v = g.values[static_cast<size_t>(id)];
-      infos[i] = {v.dtype, v.shape ? &*v.shape : nullptr, v.constant ? &*v.constant : nullptr, true};
+      infos[i] = {v.dtype, v.shape ? &*v.shape : nullptr, v.constant ? &*v.constant : nullptr, true,
+                  v.sym_value ? &*v.sym_value : nullptr};
       values[i] = infos[i].value;
       if (!v.constant) all_known = false;
     }
@@ -44,10 +45,11 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       Value& v = g.values[static_cast<size_t>(node.outputs[i])];
       v.dtype = ctx.outputs[i].dtype;
       v.shape = ctx.outputs[i].shape;
+      v.sym_value = ctx.outputs[i].sym_value;
       if (!ctx.outputs[i].value) all_values = false;
       if (stats) ++stats->shapes_inferred;
     }
-    if (all_values) {  // the shape rule computed the outputs itself (Shape of known dims)
+    if (all_values) {  // the shape rule computed the outputs itself (Shape of known dims, …)
       for (size_t i = 0; i < node.outputs.size(); ++i)
         if (node.outputs[i] >= 0) g.values[static_cast<size_t>(node.outputs[i])].constant = ctx.outputs[i].value;
       if (stats) ++stats->folded_nodes;

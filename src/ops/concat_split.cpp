@@ -37,6 +37,15 @@ class ConcatOp : public Op {
       }
     }
     ctx.set(0, ctx.dtype(0), out);
+    if (out.size() == 1) {  // joining shape-like vectors keeps their symbolic elements
+      SymShape joined;
+      for (int i = 0; i < ctx.num_inputs(); ++i) {
+        auto e = ctx.shape_value(i);
+        if (!e) return;
+        joined.insert(joined.end(), e->begin(), e->end());
+      }
+      ctx.set_sym_value(0, joined);
+    }
   }
   void run(RunContext& ctx) const override {
     Tensor& y = ctx.out(0);

@@ -199,6 +199,8 @@ class CastOp : public Op {
       fail_unsupported(ctx.node.describe(), ": cast from ", dtype_name(ctx.dtype(0)), " to ", dtype_name(to),
                        " is not supported");
     ctx.set(0, to, ctx.shape(0));
+    if (is_integer(to) && is_integer(ctx.dtype(0)))
+      if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);
   }
   void run(RunContext& ctx) const override { convert_tensor(ctx.in(0), ctx.out(0)); }
 

@@ -5,14 +5,14 @@ namespace tern {
 Tensor allocate_on_heap(DType dtype, const Shape& shape) { return Tensor(dtype, shape); }
 
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, int threads) {
+                                 const Allocator& alloc, Device device, int threads) {
   try {
     std::vector<SymShape> shapes(inputs.size());
     std::vector<InferContext::Input> infos(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]) continue;
       shapes[i] = sym_shape(inputs[i]->shape());
-      infos[i] = {inputs[i]->dtype(), &shapes[i], inputs[i], true};
+      infos[i] = {inputs[i]->dtype(), &shapes[i], inputs[i], true, nullptr};
     }
     InferContext ictx(node, std::move(infos));
     op.infer(ictx);
@@ -25,7 +25,7 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
       if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
       else outputs[i] = alloc(o.dtype, *shape);
     }
-    RunContext rctx{node, inputs, outputs, threads};
+    RunContext rctx{node, inputs, outputs, device, threads};
     op.run(rctx);
     return outputs;
   } catch (const ShapeUnknown&) {

@@ -14,6 +14,6 @@ Tensor allocate_on_heap(DType dtype, const Shape& shape);
 // Infers output shapes from the actual inputs, allocates outputs with `alloc`, runs the op.
 // Errors are rethrown with the node named.
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, int threads = 1);
+                                 const Allocator& alloc, Device device = {}, int threads = 1);
 
 }  // namespace tern

@@ -32,6 +32,17 @@ class GatherOp : public Op {
     out.insert(out.end(), idx.begin(), idx.end());
     out.insert(out.end(), data.begin() + axis + 1, data.end());
     ctx.set(0, ctx.dtype(0), out);
+    // Picking dims out of a shape-like vector (Shape(x)[1]) keeps them symbolic.
+    auto elems = ctx.shape_value(0);
+    if (data.size() == 1 && elems && ctx.value(1)) {
+      SymShape picked;
+      const int64_t n = static_cast<int64_t>(elems->size());
+      for (int64_t i : ctx.value(1)->to_i64_vector()) {
+        if (i < -n || i >= n) ctx.fail("index ", i, " is out of range for a dimension of size ", n);
+        picked.push_back((*elems)[static_cast<size_t>(i < 0 ? i + n : i)]);
+      }
+      ctx.set_sym_value(0, picked);
+    }
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);

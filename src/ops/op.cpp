@@ -33,12 +33,45 @@ Shape InferContext::concrete_shape(int i) const {
 
 void InferContext::set(int i, DType dtype, SymShape shape) {
   if (i >= static_cast<int>(outputs.size())) return;  // optional output not requested
-  outputs[static_cast<size_t>(i)] = Output{dtype, std::move(shape), std::nullopt};
+  Output& o = outputs[static_cast<size_t>(i)];
+  o = Output{};
+  o.dtype = dtype;
+  o.shape = std::move(shape);
+}
+
+std::optional<SymShape> InferContext::shape_value(int i) const {
+  if (!has(i)) return std::nullopt;
+  const Input& in = inputs_[static_cast<size_t>(i)];
+  if (in.value && is_integer(in.value->dtype()) && in.value->rank() <= 1) {
+    SymShape s;
+    for (int64_t v : in.value->to_i64_vector()) {
+      if (v < 0) return std::nullopt;
+      s.push_back(Dim::known(v));
+    }
+    return s;
+  }
+  if (in.sym_value) return *in.sym_value;
+  return std::nullopt;
+}
+
+void InferContext::set_sym_value(int i, SymShape elements) {
+  if (i >= static_cast<int>(outputs.size()) || !outputs[static_cast<size_t>(i)].shape) return;
+  Output& o = outputs[static_cast<size_t>(i)];
+  auto shape = concrete(*o.shape);
+  if (!shape || numel_of(*shape) != static_cast<int64_t>(elements.size()) || !is_integer(o.dtype)) return;
+  if (auto known = concrete(elements)) {
+    o.value = cast_to(Tensor::from_vector<int64_t>(*known, *shape), o.dtype);
+  }
+  o.sym_value = std::move(elements);
 }
 
 void InferContext::set_value(int i, Tensor value) {
   if (i >= static_cast<int>(outputs.size())) return;
-  outputs[static_cast<size_t>(i)] = Output{value.dtype(), sym_shape(value.shape()), value};
+  Output& o = outputs[static_cast<size_t>(i)];
+  o = Output{};
+  o.dtype = value.dtype();
+  o.shape = sym_shape(value.shape());
+  o.value = std::move(value);
 }
 
 void InferContext::check_dtype(int i, std::initializer_list<DType> allowed) const {
@@ -55,7 +88,7 @@ const Tensor& RunContext::in(int i) const {
 
 InferContext RunContext::values() const {
   std::vector<InferContext::Input> infos;
-  for (const Tensor* t : inputs) infos.push_back({t ? t->dtype() : DType::Undefined, nullptr, t, t != nullptr});
+  for (const Tensor* t : inputs) infos.push_back({t ? t->dtype() : DType::Undefined, nullptr, t, t != nullptr, nullptr});
   return InferContext(node, std::move(infos));
 }
 

@@ -23,6 +23,7 @@ class InferContext {
     const SymShape* shape = nullptr;  // nullptr: rank unknown
     const Tensor* value = nullptr;    // nullptr: value unknown
     bool present = false;
+    const SymShape* sym_value = nullptr;  // shape-like elements as dims (see Value::sym_value)
   };
   InferContext(const Node& node, std::vector<Input> inputs) : node(node), inputs_(std::move(inputs)) {
     outputs.resize(node.outputs.size());
@@ -33,6 +34,7 @@ class InferContext {
     DType dtype = DType::Undefined;
     std::optional<SymShape> shape;
     std::optional<Tensor> value;  // set when the rule can compute the output itself (load-time folding)
+    std::optional<SymShape> sym_value;
   };
   std::vector<Output> outputs;
 
@@ -43,6 +45,9 @@ class InferContext {
   int64_t rank(int i) const { return static_cast<int64_t>(shape(i).size()); }
   const Tensor* value(int i) const { return has(i) ? inputs_[static_cast<size_t>(i)].value : nullptr; }
   const Tensor& require_value(int i) const;  // throws ShapeUnknown if unknown
+  // The elements of a shape-like integer input as dims: from its value when known (negative entries
+  // give nullopt), else from its symbolic value; nullopt when neither is known.
+  std::optional<SymShape> shape_value(int i) const;
   // Concrete shape; throws ShapeUnknown if any dim is symbolic.
   Shape concrete_shape(int i) const;
 
@@ -50,6 +55,8 @@ class InferContext {
   void set(int i, DType dtype, const Shape& shape) { set(i, dtype, sym_shape(shape)); }
   // The output is known without running the op (Shape of known dims…): the node folds to a constant.
   void set_value(int i, Tensor value);
+  // Records output i's elements as dims (after set()); when all are known the output folds to a constant.
+  void set_sym_value(int i, SymShape elements);
   // Output i has input j's dtype and shape (element-wise ops).
   void same_as_input(int i, int j) { set(i, dtype(j), shape(j)); }
   // Fails with a message naming this node.
@@ -67,6 +74,7 @@ struct RunContext {
   const Node& node;
   std::vector<const Tensor*> inputs;  // nullptr for omitted optional inputs
   std::vector<Tensor>& outputs;       // allocated by the executor from infer()'s shapes
+  Device device;                      // where inputs and outputs live; kernels for it run
   int threads = 1;
 
   bool has(int i) const { return i < static_cast<int>(inputs.size()) && inputs[static_cast<size_t>(i)]; }

@@ -14,6 +14,10 @@ namespace {
 class ViewOp : public Op {
  public:
   bool outputs_are_views() const override { return true; }
+  // A view keeps the elements, so a shape-like input's symbolic elements carry over.
+  static void keep_elements(InferContext& ctx) {
+    if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);
+  }
   void run(RunContext& ctx) const override {
     ctx.out(0) = ctx.in(0).reshaped(ctx.out(0).shape());
   }
@@ -24,6 +28,13 @@ class ReshapeOp : public ViewOp {
   explicit ReshapeOp(const Node& n) : allowzero_(n.attr_int("allowzero", 0) != 0) {}
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);
+    if (!ctx.value(1)) {  // target known only symbolically (Concat of Shape parts): dims as they are
+      auto target = ctx.shape_value(1);
+      if (!target) throw ShapeUnknown{};
+      ctx.set(0, ctx.dtype(0), *target);
+      keep_elements(ctx);
+      return;
+    }
     std::vector<int64_t> target = ctx.require_value(1).to_i64_vector();
     SymShape out(target.size());
     int infer_at = -1;
@@ -62,6 +73,7 @@ class ReshapeOp : public ViewOp {
         ctx.fail("cannot reshape ", sym_shape_str(in), " to ", shape_str(target), " (element counts differ)");
     }
     ctx.set(0, ctx.dtype(0), out);
+    keep_elements(ctx);
   }
 
  private:
@@ -85,6 +97,7 @@ class FlattenOp : public ViewOp {
       return Dim::known(p);
     };
     ctx.set(0, ctx.dtype(0), SymShape{prod(0, axis), prod(axis, r)});
+    keep_elements(ctx);
   }
 
  private:
@@ -121,6 +134,7 @@ class SqueezeOp : public ViewOp {
     for (size_t i = 0; i < in.size(); ++i)
       if (!drop[i]) out.push_back(in[i]);
     ctx.set(0, ctx.dtype(0), out);
+    keep_elements(ctx);
   }
 
  private:
@@ -145,6 +159,7 @@ class UnsqueezeOp : public ViewOp {
     size_t j = 0;
     for (int64_t i = 0; i < r; ++i) out.push_back(add[static_cast<size_t>(i)] ? Dim::known(1) : in.at(j++));
     ctx.set(0, ctx.dtype(0), out);
+    keep_elements(ctx);
   }
 
  private:
@@ -155,7 +170,10 @@ class UnsqueezeOp : public ViewOp {
 class IdentityOp : public ViewOp {
  public:
   explicit IdentityOp(const Node&) {}
-  void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
+  void infer(InferContext& ctx) const override {
+    ctx.same_as_input(0, 0);
+    keep_elements(ctx);
+  }
 };
 
 // Dropout is the identity at inference, and in training mode with ratio 0; its optional mask output
@@ -187,12 +205,7 @@ class ShapeOp : public Op {
     const SymShape& in = ctx.shape(0);
     auto [b, e] = range(static_cast<int64_t>(in.size()));
     ctx.set(0, DType::Int64, Shape{e - b});
-    std::vector<int64_t> dims;
-    for (int64_t i = b; i < e; ++i) {
-      if (!in[static_cast<size_t>(i)].is_known()) return;
-      dims.push_back(in[static_cast<size_t>(i)].value);
-    }
-    ctx.set_value(0, Tensor::from_vector<int64_t>(dims, {e - b}));
+    ctx.set_sym_value(0, SymShape(in.begin() + b, in.begin() + e));  // folds when all are known
   }
   void run(RunContext& ctx) const override {
     const Shape& s = ctx.in(0).shape();
@@ -224,8 +237,9 @@ class ExpandOp : public Op {
  public:
   explicit ExpandOp(const Node&) {}
   void infer(InferContext& ctx) const override {
-    std::vector<int64_t> s = ctx.require_value(1).to_i64_vector();
-    ctx.set(0, ctx.dtype(0), broadcast_shapes(ctx.node, ctx.shape(0), sym_shape(s)));
+    auto target = ctx.shape_value(1);
+    if (!target) throw ShapeUnknown{};
+    ctx.set(0, ctx.dtype(0), broadcast_shapes(ctx.node, ctx.shape(0), *target));
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
@@ -245,10 +259,14 @@ class ConstantOfShapeOp : public Op {
     }
   }
   void infer(InferContext& ctx) const override {
-    std::vector<int64_t> s = ctx.require_value(0).to_i64_vector();
-    for (int64_t d : s)
-      if (d < 0) ctx.fail("negative dimension in shape ", shape_str(s));
-    ctx.set(0, value_.dtype(), s);
+    if (const Tensor* v = ctx.value(0)) {
+      std::vector<int64_t> s = v->to_i64_vector();
+      for (int64_t d : s)
+        if (d < 0) ctx.fail("negative dimension in shape ", shape_str(s));
+    }
+    auto shape = ctx.shape_value(0);
+    if (!shape) throw ShapeUnknown{};
+    ctx.set(0, value_.dtype(), *shape);
   }
   void run(RunContext& ctx) const override {
     Tensor& y = ctx.out(0);

@@ -18,6 +18,9 @@ Session::Session(const std::string& model_path, SessionOptions options)
     : Session(load_onnx(model_path), std::move(options)) {}
 
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
+  if (options_.device.kind != DeviceKind::CPU)
+    fail_unsupported("device ", static_cast<int>(options_.device.kind), ":", options_.device.index,
+                     " is not available: tern runs on the CPU only for now");
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pool_ = BufferPool::create();
   prepare();
@@ -96,7 +99,7 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
       fail("'", name, "' is not an input of ", model_.path, " (inputs: ", names, ")");
     }
     check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
-    if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a CPU tensor");
+    if (tensor.device() != options_.device) fail("input '", name, "' lives on another device than the session");
     values[static_cast<size_t>(id)] = tensor;
     fed[static_cast<size_t>(id)] = 1;
   }
@@ -122,7 +125,7 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
     double t0 = 0;
     if (options_.on_node)
       t0 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    std::vector<Tensor> outs = execute_node(*ops_[k], node, ins, alloc, options_.threads);
+    std::vector<Tensor> outs = execute_node(*ops_[k], node, ins, alloc, options_.device, options_.threads);
     if (options_.on_node) {
       double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
       options_.on_node(node, t0, t1);

@@ -18,6 +18,7 @@
 namespace tern {
 
 struct SessionOptions {
+  Device device;              // where buffers live and kernels run; CPU until the OpenCL path lands
   int threads = 0;            // 0: all cores
   bool optimize = true;       // constant folding + dead-node removal
   // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
