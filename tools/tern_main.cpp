@@ -5,6 +5,14 @@
 #include <map>
 #include <set>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "llm/generator.h"
+#include "llm/llama2c.h"
+#include "llm/model_config.h"
+#include "llm/tokenizer.h"
 #include "ops/op.h"
 #include "runtime/session.h"
 #include "runtime/test_data.h"
@@ -19,7 +27,38 @@ commands:
       When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
   inspect MODEL.onnx
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
+  generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
+           [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
+           [--threads N] [--no-cache] [--json]
+      Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
+      stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
+  convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
+      Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
+
+// --name value flags, plus bare boolean flags; repeated flags accumulate.
+struct Flags {
+  std::map<std::string, std::vector<std::string>> values;
+  std::set<std::string> switches;
+  bool has(const std::string& k) const { return values.count(k) || switches.count(k); }
+  std::string get(const std::string& k, const std::string& dflt = "") const {
+    auto it = values.find(k);
+    return it == values.end() ? dflt : it->second.back();
+  }
+};
+
+Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches) {
+  Flags f;
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) tern::fail("unexpected argument '", a, "'");
+    std::string k = a.substr(2);
+    if (switches.count(k)) { f.switches.insert(k); continue; }
+    if (i + 1 >= argc) tern::fail("flag ", a, " needs a value");
+    f.values[k].push_back(argv[++i]);
+  }
+  return f;
+}
 
 // Flags after the positional argument: --name value pairs.
 std::map<std::string, std::string> parse_flags(int argc, char** argv, int first) {
@@ -57,6 +96,144 @@ int cmd_run(int argc, char** argv) {
     mismatches += !d.empty();
   }
   return mismatches ? 4 : 0;
+}
+
+// A folder (model.onnx, or the decoder genai_config.json names, or its only .onnx) or an .onnx file.
+std::string resolve_model(const std::string& path, std::string* dir) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(path)) tern::fail("model '", path, "' does not exist");
+  if (!fs::is_directory(path)) {
+    *dir = fs::path(path).parent_path().string();
+    return path;
+  }
+  *dir = path;
+  std::ifstream genai(fs::path(path) / "genai_config.json");
+  if (genai) {
+    auto j = nlohmann::json::parse(genai, nullptr, false);
+    if (!j.is_discarded() && j.contains("model") && j["model"].contains("decoder") &&
+        j["model"]["decoder"].contains("filename"))
+      return (fs::path(path) / j["model"]["decoder"]["filename"].get<std::string>()).string();
+  }
+  if (fs::exists(fs::path(path) / "model.onnx")) return (fs::path(path) / "model.onnx").string();
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(path))
+    if (e.path().extension() == ".onnx") found.push_back(e.path().string());
+  if (found.size() == 1) return found[0];
+  tern::fail("'", path, "' holds ", found.size(), " .onnx files and no model.onnx: name the file");
+}
+
+std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
+  std::vector<std::vector<int64_t>> rows(1);
+  std::string num;
+  auto flush = [&] {
+    if (num.empty()) return;
+    try {
+      rows.back().push_back(std::stoll(num));
+    } catch (const std::exception&) {
+      tern::fail("--ids: '", num, "' is not a token id");
+    }
+    num.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ') flush();
+    else if (c == ';') { flush(); rows.emplace_back(); }
+    else num += c;
+  }
+  flush();
+  for (const auto& r : rows)
+    if (r.empty()) tern::fail("--ids: empty row in '", text, "'");
+  return rows;
+}
+
+int cmd_generate(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json"});
+  if (!f.has("model")) tern::fail("generate needs --model PATH");
+  std::string dir;
+  const std::string model_path = resolve_model(f.get("model"), &dir);
+  tern::SessionOptions so;
+  if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  tern::Session session(model_path, so);
+  tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  tern::llm::Generator gen(session, cfg);
+
+  std::vector<std::string> prompts = f.values.count("prompt") ? f.values.at("prompt") : std::vector<std::string>{};
+  if (f.has("prompt-file")) {
+    std::ifstream pf(f.get("prompt-file"));
+    if (!pf) tern::fail("cannot read --prompt-file '", f.get("prompt-file"), "'");
+    prompts.emplace_back(std::string(std::istreambuf_iterator<char>(pf), {}));
+  }
+  std::unique_ptr<tern::llm::Tokenizer> tok;
+  std::vector<std::vector<int64_t>> ids;
+  if (f.has("ids")) {
+    if (!prompts.empty()) tern::fail("give --ids or --prompt, not both");
+    ids = parse_ids(f.get("ids"));
+    try { tok = tern::llm::load_tokenizer(dir); } catch (const tern::Error&) {}  // text output is optional
+  } else {
+    tok = tern::llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
+    if (prompts.empty()) prompts.emplace_back("");
+    for (const auto& p : prompts) ids.push_back(tok->encode(p, true));
+  }
+  tern::llm::GenerateOptions opt;
+  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "128"));
+  opt.use_cache = !f.has("no-cache");
+  opt.eos_token_ids = cfg.eos_token_ids;
+  auto& s = opt.sampling;
+  s.greedy = f.has("greedy") || !(f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p"));
+  s.temperature = std::stof(f.get("temperature", "1"));
+  s.top_k = std::stoi(f.get("top-k", "0"));
+  s.top_p = std::stof(f.get("top-p", "1"));
+  s.min_p = std::stof(f.get("min-p", "0"));
+  s.repetition_penalty = std::stof(f.get("repetition-penalty", "1"));
+  s.seed = std::stoull(f.get("seed", "0"));
+  if (std::stoi(f.get("num-beams", "1")) != 1) tern::fail_unsupported("--num-beams > 1: beam search is not implemented yet");
+
+  const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok;
+  tern::llm::Utf8Stream out;
+  std::vector<int64_t> last(ids.size());
+  for (size_t b = 0; b < ids.size(); ++b) last[b] = ids[b].back();
+  if (stream) {
+    std::cout << out.push(tok->decode(ids[0])) << std::flush;
+  }
+  auto res = gen.generate(ids, opt, [&](size_t b, int64_t t) {
+    if (stream) std::cout << out.push(tok->decode_token(last[b], t)) << std::flush;
+    last[b] = t;
+  });
+  if (stream) std::cout << out.flush() << "\n";
+  std::vector<std::string> texts;
+  for (const auto& t : res.tokens) texts.push_back(tok ? tok->decode(t) : "");
+  if (!json && !stream)
+    for (size_t b = 0; b < texts.size(); ++b) {
+      if (tok) std::cout << texts[b] << "\n";
+      else {
+        for (int64_t t : res.tokens[b]) std::cout << t << " ";
+        std::cout << "\n";
+      }
+    }
+  const double prefill_tps = res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0;
+  const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+  if (json) {
+    nlohmann::json j;
+    j["tokens"] = res.tokens;
+    j["text"] = texts;
+    j["prefill_ms"] = res.prefill_ms;
+    j["decode_ms_per_token"] = per_token;
+    std::cout << j.dump() << "\n";
+  }
+  std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "
+            << res.decode_steps * static_cast<int64_t>(ids.size()) << " tokens, "
+            << (per_token > 0 ? static_cast<int64_t>(1000.0 * static_cast<double>(ids.size()) / per_token) : 0) << " tok/s\n";
+  return 0;
+}
+
+int cmd_convert(int argc, char** argv) {
+  if (argc < 4 || std::string(argv[2]) != "llama2c") tern::fail("usage: tern convert llama2c MODEL.bin --tokenizer T.bin --out DIR");
+  Flags f = parse(argc, argv, 4, {});
+  if (!f.has("tokenizer") || !f.has("out")) tern::fail("convert llama2c needs --tokenizer and --out");
+  tern::llm::convert_llama2c(argv[3], f.get("tokenizer"), f.get("out"));
+  auto c = tern::llm::read_llama2c_config(argv[3]);
+  std::cout << "wrote " << f.get("out") << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads
+            << " heads (" << c.n_kv_heads << " kv), vocab " << c.vocab_size << ", context " << c.seq_len << "\n";
+  return 0;
 }
 
 int cmd_inspect(int argc, char** argv) {
@@ -108,6 +285,8 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return cmd_run(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
+    if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "convert") return cmd_convert(argc, argv);
     std::cerr << "tern: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const tern::UnsupportedError& e) {

@@ -1,0 +1,86 @@
+#include "llm/decoder_io.h"
+
+#include <regex>
+
+namespace tern::llm {
+
+int64_t DecoderIO::layers() const {
+  return layout == PastLayout::PerLayerKeyValue ? static_cast<int64_t>(past.size() / 2) : static_cast<int64_t>(past.size());
+}
+
+DecoderIO detect_decoder_io(const Session& s) {
+  auto has_in = [&](const std::string& n) {
+    for (const auto& i : s.inputs()) if (i.name == n) return true;
+    return false;
+  };
+  auto has_out = [&](const std::string& n) {
+    for (const auto& o : s.outputs()) if (o.name == n) return true;
+    return false;
+  };
+  auto describe = [&] {
+    std::string m = "inputs:";
+    for (const auto& i : s.inputs()) m += " " + i.name;
+    m += "; outputs:";
+    for (const auto& o : s.outputs()) m += " " + o.name;
+    return m;
+  };
+  DecoderIO io;
+  if (!has_in("input_ids") || !has_out("logits"))
+    fail_unsupported(s.model().path, ": not a decoder tern knows (needs input_ids → logits); ", describe());
+  io.input_ids = "input_ids";
+  io.logits = "logits";
+  if (has_in("attention_mask")) io.attention_mask = "attention_mask";
+  if (has_in("position_ids")) io.position_ids = "position_ids";
+  for (const auto& i : s.inputs())
+    if (i.name == "input_ids") io.ids_dtype = i.dtype;
+  if (io.ids_dtype != DType::Int64 && io.ids_dtype != DType::Int32)
+    fail_unsupported(s.model().path, ": input_ids is ", dtype_name(io.ids_dtype), "; tern expects int32 or int64");
+
+  const std::regex per_layer(R"(past_key_values\.(\d+)\.key)"), stacked(R"(past_(\d+))");
+  int64_t n_per_layer = 0, n_stacked = 0;
+  for (const auto& i : s.inputs()) {
+    std::smatch m;
+    if (std::regex_match(i.name, m, per_layer)) ++n_per_layer;
+    else if (std::regex_match(i.name, m, stacked)) ++n_stacked;
+  }
+  const IOInfo* first = nullptr;
+  if (n_per_layer > 0) {
+    io.layout = PastLayout::PerLayerKeyValue;
+    for (int64_t l = 0; l < n_per_layer; ++l)
+      for (const char* kv : {"key", "value"}) {
+        std::string p = "past_key_values." + std::to_string(l) + "." + kv, q = "present." + std::to_string(l) + "." + kv;
+        if (!has_in(p) || !has_out(q)) fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
+        io.past.push_back(p);
+        io.present.push_back(q);
+      }
+  } else if (n_stacked > 0) {
+    io.layout = PastLayout::Stacked;
+    for (int64_t l = 0; l < n_stacked; ++l) {
+      std::string p = "past_" + std::to_string(l), q = "present_" + std::to_string(l);
+      if (!has_in(p) || !has_out(q)) fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
+      io.past.push_back(p);
+      io.present.push_back(q);
+    }
+  }
+  for (const auto& i : s.inputs())
+    if (!io.past.empty() && i.name == io.past[0]) first = &i;
+  if (first) {
+    io.cache_dtype = first->dtype;
+    const size_t r = io.layout == PastLayout::Stacked ? 5 : 4;
+    if (!first->shape || first->shape->size() != r)
+      fail_unsupported(s.model().path, ": cache input '", first->name, "' should have rank ", r);
+    const SymShape& sh = *first->shape;
+    io.kv_heads = sh[r - 3].value;
+    io.head_size = sh[r - 1].value;
+    if (io.kv_heads <= 0 || io.head_size <= 0)
+      fail_unsupported(s.model().path, ": cache input '", first->name, "' has no fixed head count and size ", sym_shape_str(sh));
+  }
+  for (const auto& i : s.inputs()) {
+    bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids;
+    for (const auto& p : io.past) known |= i.name == p;
+    if (!known) fail_unsupported(s.model().path, ": input '", i.name, "' is not one tern can feed; ", describe());
+  }
+  return io;
+}
+
+}  // namespace tern::llm

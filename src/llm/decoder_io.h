@@ -1,0 +1,28 @@
+// How a decoder graph takes its inputs and cache, detected from input/output names and types:
+//   Optimum / onnxruntime-genai: past_key_values.N.key|value → present.N.key|value, [B, H, S, D]
+//   ORT transformer optimizer (GPT-2): past_N → present_N stacked as [2, B, H, S, D]
+//   no past inputs at all: the whole sequence is recomputed each step.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/session.h"
+
+namespace tern::llm {
+
+enum class PastLayout { None, PerLayerKeyValue, Stacked };
+
+struct DecoderIO {
+  std::string input_ids, attention_mask, position_ids, logits;  // mask/positions "" when absent
+  DType ids_dtype = DType::Int64;      // input_ids, attention_mask and position_ids share it
+  PastLayout layout = PastLayout::None;
+  std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
+  DType cache_dtype = DType::Float32;
+  int64_t kv_heads = 0, head_size = 0;
+  int64_t layers() const;
+};
+
+// Fails (UnsupportedError) with the model's input and output names when no convention fits.
+DecoderIO detect_decoder_io(const Session& session);
+
+}  // namespace tern::llm

@@ -1,0 +1,26 @@
+#include "llm/kv_cache.h"
+
+namespace tern::llm {
+
+KvCache::KvCache(const DecoderIO& io, int64_t batch) : io_(io), batch_(batch) { clear(); }
+
+void KvCache::clear() {
+  length_ = 0;
+  past_.clear();
+  for (size_t i = 0; i < io_.past.size(); ++i) {
+    Shape empty = io_.layout == PastLayout::Stacked ? Shape{2, batch_, io_.kv_heads, 0, io_.head_size}
+                                                   : Shape{batch_, io_.kv_heads, 0, io_.head_size};
+    past_.emplace_back(io_.cache_dtype, empty);
+  }
+}
+
+void KvCache::add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) const {
+  for (size_t i = 0; i < io_.past.size(); ++i) feeds.emplace_back(io_.past[i], past_[i]);
+}
+
+void KvCache::update(const Outputs& outputs) {
+  for (size_t i = 0; i < io_.present.size(); ++i) past_[i] = outputs.at(io_.present[i]);
+  if (!past_.empty()) length_ = past_[0].dim(-2);
+}
+
+}  // namespace tern::llm

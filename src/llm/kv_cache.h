@@ -1,0 +1,29 @@
+// The key/value cache a decoder graph takes as past_* inputs and returns as present_* outputs.
+// This storage keeps the graph's own tensors (present becomes next step's past); the ring-buffer issue
+// replaces it behind the same interface.
+#pragma once
+#include <utility>
+#include <vector>
+
+#include "llm/decoder_io.h"
+
+namespace tern::llm {
+
+class KvCache {
+ public:
+  KvCache(const DecoderIO& io, int64_t batch);
+  // Adds the past inputs for the next run.
+  void add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) const;
+  // Takes the presents of the run just made as the new past.
+  void update(const Outputs& outputs);
+  void clear();
+  int64_t length() const { return length_; }  // cached positions per sequence
+
+ private:
+  const DecoderIO& io_;
+  int64_t batch_;
+  int64_t length_ = 0;
+  std::vector<Tensor> past_;
+};
+
+}  // namespace tern::llm

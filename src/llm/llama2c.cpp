@@ -1,0 +1,256 @@
+#include "llm/llama2c.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "graph/onnx_builder.h"
+
+namespace tern::llm {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open '", path, "'");
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Sequential reader over the checkpoint's float tensors; every read is bounds-checked.
+class FloatReader {
+ public:
+  FloatReader(const std::string& bytes, size_t offset, std::string path) : bytes_(bytes), pos_(offset), path_(std::move(path)) {}
+  Tensor take(const char* what, Shape shape) {
+    Tensor t(DType::Float32, std::move(shape));
+    if (pos_ + t.nbytes() > bytes_.size())
+      fail("'", path_, "': file ends inside tensor '", what, "' (", bytes_.size(), " bytes; truncated or not a llama2.c checkpoint?)");
+    std::memcpy(t.raw(), bytes_.data() + pos_, t.nbytes());
+    pos_ += t.nbytes();
+    return t;
+  }
+  void skip(size_t n) { pos_ += n; }
+  size_t remaining() const { return pos_ <= bytes_.size() ? bytes_.size() - pos_ : 0; }
+
+ private:
+  const std::string& bytes_;
+  size_t pos_;
+  std::string path_;
+};
+
+// Slice l of a [n_layers, ...] tensor, transposed from llama2.c's [out, in] to ONNX MatMul's [in, out].
+Tensor layer_transposed(const Tensor& stacked, int64_t l) {
+  const int64_t out = stacked.dim(1), in = stacked.dim(2);
+  Tensor t(DType::Float32, {in, out});
+  const float* src = stacked.data<float>() + l * out * in;
+  float* dst = t.data<float>();
+  for (int64_t o = 0; o < out; ++o)
+    for (int64_t i = 0; i < in; ++i) dst[i * out + o] = src[o * in + i];
+  return t;
+}
+
+Tensor layer_row(const Tensor& stacked, int64_t l) {
+  const int64_t n = stacked.dim(1);
+  Tensor t(DType::Float32, {n});
+  std::memcpy(t.raw(), stacked.data<float>() + l * n, static_cast<size_t>(n) * 4);
+  return t;
+}
+
+Tensor transposed(const Tensor& m) {
+  const int64_t r = m.dim(0), c = m.dim(1);
+  Tensor t(DType::Float32, {c, r});
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j) t.data<float>()[j * r + i] = m.data<float>()[i * c + j];
+  return t;
+}
+
+}  // namespace
+
+Llama2cConfig read_llama2c_config(const std::string& checkpoint) {
+  std::string bytes = read_file(checkpoint);
+  Llama2cConfig c;
+  if (bytes.size() < 28) fail("'", checkpoint, "' is too small to be a llama2.c checkpoint");
+  uint32_t magic;
+  std::memcpy(&magic, bytes.data(), 4);
+  int32_t h[7];
+  if (magic == 0x616b3432) {  // "ak42": versioned export
+    int32_t version;
+    std::memcpy(&version, bytes.data() + 4, 4);
+    if (version != 1)
+      fail_unsupported("'", checkpoint, "' is a llama2.c version ", version,
+                       " checkpoint; tern reads version 0 (legacy) and 1 (fp32) — re-export with --version 1");
+    if (bytes.size() < 256) fail("'", checkpoint, "': header is truncated");
+    std::memcpy(h, bytes.data() + 8, sizeof(h));
+    c.version = 1;
+    c.shared_classifier = bytes[8 + sizeof(h)] != 0;
+  } else {
+    std::memcpy(h, bytes.data(), sizeof(h));
+    c.shared_classifier = h[5] > 0;
+    h[5] = std::abs(h[5]);
+  }
+  c.dim = h[0]; c.hidden_dim = h[1]; c.n_layers = h[2]; c.n_heads = h[3]; c.n_kv_heads = h[4];
+  c.vocab_size = h[5]; c.seq_len = h[6];
+  auto bad = [&](const char* what) { fail("'", checkpoint, "': implausible header (", what, "); not a llama2.c checkpoint?"); };
+  if (c.dim <= 0 || c.dim > 65536) bad("dim");
+  if (c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_layers > 1024 || c.vocab_size <= 0 || c.seq_len <= 0) bad("sizes");
+  if (c.n_heads <= 0 || c.dim % c.n_heads != 0) bad("n_heads");
+  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) bad("n_kv_heads");
+  if ((c.dim / c.n_heads) % 2 != 0) bad("odd head size");
+  return c;
+}
+
+void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer, const std::string& out_dir) {
+  const Llama2cConfig c = read_llama2c_config(checkpoint);
+  if (!fs::exists(tokenizer)) fail("tokenizer '", tokenizer, "' does not exist");
+  const std::string bytes = read_file(checkpoint);
+  const int64_t L = c.n_layers, D = c.dim, F = c.hidden_dim, V = c.vocab_size, H = c.n_heads, KV = c.n_kv_heads;
+  const int64_t head = D / H, kv_dim = head * KV;
+
+  FloatReader r(bytes, c.version == 1 ? 256 : 28, checkpoint);
+  Tensor tok_emb, rms_att, wq, wk, wv, wo, rms_ffn, w1, w2, w3, rms_final, wcls, cos, sin;
+  if (c.version == 1) {
+    rms_att = r.take("rms_att", {L, D});
+    rms_ffn = r.take("rms_ffn", {L, D});
+    rms_final = r.take("rms_final", {D});
+    tok_emb = r.take("tok_embeddings", {V, D});
+  } else {
+    tok_emb = r.take("tok_embeddings", {V, D});
+    rms_att = r.take("rms_att", {L, D});
+  }
+  wq = r.take("wq", {L, D, D});
+  wk = r.take("wk", {L, kv_dim, D});
+  wv = r.take("wv", {L, kv_dim, D});
+  wo = r.take("wo", {L, D, D});
+  if (c.version == 0) rms_ffn = r.take("rms_ffn", {L, D});
+  w1 = r.take("w1", {L, F, D});
+  w2 = r.take("w2", {L, D, F});
+  w3 = r.take("w3", {L, F, D});
+  if (c.version == 0) {
+    rms_final = r.take("rms_final", {D});
+    // The legacy format stores RoPE tables: cos/sin of pos·θ_i for i < head/2, as the model was trained.
+    cos = r.take("freq_cis_real", {c.seq_len, head / 2});
+    sin = r.take("freq_cis_imag", {c.seq_len, head / 2});
+  } else {  // computed as llama2.c's run.c does, in float
+    cos = Tensor(DType::Float32, {c.seq_len, head / 2});
+    sin = Tensor(DType::Float32, {c.seq_len, head / 2});
+    for (int64_t p = 0; p < c.seq_len; ++p)
+      for (int64_t i = 0; i < head / 2; ++i) {
+        float freq = 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / static_cast<float>(head));
+        float val = static_cast<float>(p) * freq;
+        cos.data<float>()[p * (head / 2) + i] = std::cos(val);
+        sin.data<float>()[p * (head / 2) + i] = std::sin(val);
+      }
+  }
+  wcls = c.shared_classifier ? tok_emb : r.take("wcls", {V, D});
+  if (r.remaining() != 0)
+    fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");
+
+  OnnxBuilder b(23, "llama2c");
+  const std::string batch = "batch_size", seq = "sequence_length", past = "past_sequence_length",
+                    total = "total_sequence_length";
+  b.input("input_ids", DType::Int64, {batch, seq});
+  b.input("attention_mask", DType::Int64, {batch, total});
+  b.input("position_ids", DType::Int64, {batch, seq});
+  for (int64_t l = 0; l < L; ++l)
+    for (const char* kv : {"key", "value"})
+      b.input("past_key_values." + std::to_string(l) + "." + kv, DType::Float32, {batch, KV, past, head});
+  b.output("logits", DType::Float32, {batch, seq, V});
+  for (int64_t l = 0; l < L; ++l)
+    for (const char* kv : {"key", "value"})
+      b.output(std::string("present.") + std::to_string(l) + "." + kv, DType::Float32, {batch, KV, total, head});
+
+  b.initializer("model.embed_tokens.weight", tok_emb);
+  b.initializer("rope.cos", cos);
+  b.initializer("rope.sin", sin);
+  b.initializer("const.zero", Tensor::scalar<int64_t>(0));
+  b.initializer("const.one", Tensor::scalar<int64_t>(1));
+  b.initializer("const.axes0", Tensor::from_vector<int64_t>({0}, {1}));
+  b.initializer("const.axes1", Tensor::from_vector<int64_t>({1}, {1}));
+  b.initializer("const.axes12", Tensor::from_vector<int64_t>({1, 2}, {2}));
+  b.initializer("const.allowed", Tensor::scalar<float>(0.0f));
+  b.initializer("const.masked", Tensor::scalar<float>(-1e30f));  // finite: a fully padded row stays finite
+
+  // Additive attention bias [batch, 1, seq, total]: query i (absolute position past+i) sees key j when
+  // j <= past+i and attention_mask[b, j] is 1.
+  b.node("Shape", {"attention_mask"}, {"mask.shape"});
+  b.node("Gather", {"mask.shape", "const.one"}, {"mask.total"});
+  b.node("Shape", {"input_ids"}, {"ids.shape"});
+  b.node("Gather", {"ids.shape", "const.one"}, {"mask.seq"});
+  b.node("Sub", {"mask.total", "mask.seq"}, {"mask.past"});
+  b.node("Range", {"mask.past", "mask.total", "const.one"}, {"mask.rows"});
+  b.node("Range", {"const.zero", "mask.total", "const.one"}, {"mask.cols"});
+  b.node("Unsqueeze", {"mask.cols", "const.axes0"}, {"mask.cols2"});
+  b.node("Unsqueeze", {"mask.rows", "const.axes1"}, {"mask.rows2"});
+  b.node("LessOrEqual", {"mask.cols2", "mask.rows2"}, {"mask.causal"});
+  OnnxBuilder::attr(b.node("Cast", {"attention_mask"}, {"mask.keep"}), "to", static_cast<int64_t>(DType::Bool));
+  b.node("Unsqueeze", {"mask.keep", "const.axes12"}, {"mask.keep4"});
+  b.node("And", {"mask.causal", "mask.keep4"}, {"mask.allowed"});
+  b.node("Where", {"mask.allowed", "const.allowed", "const.masked"}, {"attn.bias"});
+
+  b.node("Gather", {"model.embed_tokens.weight", "input_ids"}, {"h.0"});
+  std::string h = "h.0";
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    b.initializer(p + "input_layernorm.weight", layer_row(rms_att, l));
+    b.initializer(p + "self_attn.q_proj.weight", layer_transposed(wq, l));
+    b.initializer(p + "self_attn.k_proj.weight", layer_transposed(wk, l));
+    b.initializer(p + "self_attn.v_proj.weight", layer_transposed(wv, l));
+    b.initializer(p + "self_attn.o_proj.weight", layer_transposed(wo, l));
+    b.initializer(p + "post_attention_layernorm.weight", layer_row(rms_ffn, l));
+    b.initializer(p + "mlp.gate_proj.weight", layer_transposed(w1, l));
+    b.initializer(p + "mlp.down_proj.weight", layer_transposed(w2, l));
+    b.initializer(p + "mlp.up_proj.weight", layer_transposed(w3, l));
+
+    OnnxBuilder::attr(b.node("RMSNormalization", {h, p + "input_layernorm.weight"}, {p + "x"}), "epsilon", 1e-5f);
+    b.node("MatMul", {p + "x", p + "self_attn.q_proj.weight"}, {p + "q"});
+    b.node("MatMul", {p + "x", p + "self_attn.k_proj.weight"}, {p + "k"});
+    b.node("MatMul", {p + "x", p + "self_attn.v_proj.weight"}, {p + "v"});
+    auto& rq = b.node("RotaryEmbedding", {p + "q", "rope.cos", "rope.sin", "position_ids"}, {p + "q_rot"});
+    OnnxBuilder::attr(rq, "interleaved", int64_t{1});
+    OnnxBuilder::attr(rq, "num_heads", H);
+    auto& rk = b.node("RotaryEmbedding", {p + "k", "rope.cos", "rope.sin", "position_ids"}, {p + "k_rot"});
+    OnnxBuilder::attr(rk, "interleaved", int64_t{1});
+    OnnxBuilder::attr(rk, "num_heads", KV);
+    const std::string l_s = std::to_string(l);
+    auto& att = b.node("Attention", {p + "q_rot", p + "k_rot", p + "v", "attn.bias", "past_key_values." + l_s + ".key",
+                                     "past_key_values." + l_s + ".value"},
+                       {p + "attn", "present." + l_s + ".key", "present." + l_s + ".value"});
+    OnnxBuilder::attr(att, "q_num_heads", H);
+    OnnxBuilder::attr(att, "kv_num_heads", KV);
+    b.node("MatMul", {p + "attn", p + "self_attn.o_proj.weight"}, {p + "o"});
+    b.node("Add", {h, p + "o"}, {p + "h_attn"});
+    OnnxBuilder::attr(b.node("RMSNormalization", {p + "h_attn", p + "post_attention_layernorm.weight"}, {p + "x2"}),
+                      "epsilon", 1e-5f);
+    b.node("MatMul", {p + "x2", p + "mlp.gate_proj.weight"}, {p + "gate"});
+    b.node("MatMul", {p + "x2", p + "mlp.up_proj.weight"}, {p + "up"});
+    b.node("Sigmoid", {p + "gate"}, {p + "gate_sig"});
+    b.node("Mul", {p + "gate", p + "gate_sig"}, {p + "gate_silu"});
+    b.node("Mul", {p + "gate_silu", p + "up"}, {p + "gate_up"});
+    b.node("MatMul", {p + "gate_up", p + "mlp.down_proj.weight"}, {p + "down"});
+    h = "h." + std::to_string(l + 1);
+    b.node("Add", {p + "h_attn", p + "down"}, {h});
+  }
+  b.initializer("model.norm.weight", rms_final);
+  b.initializer("lm_head.weight", transposed(wcls));
+  OnnxBuilder::attr(b.node("RMSNormalization", {h, "model.norm.weight"}, {"h.final"}), "epsilon", 1e-5f);
+  b.node("MatMul", {"h.final", "lm_head.weight"}, {"logits"});
+
+  fs::create_directories(out_dir);
+  b.save(fs::path(out_dir) / "model.onnx", "model.onnx.data");
+  fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.bin", fs::copy_options::overwrite_existing);
+  std::ofstream cfg(fs::path(out_dir) / "config.json");
+  cfg << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+      << "  \"hidden_size\": " << D << ",\n  \"intermediate_size\": " << F << ",\n"
+      << "  \"num_hidden_layers\": " << L << ",\n  \"num_attention_heads\": " << H << ",\n"
+      << "  \"num_key_value_heads\": " << KV << ",\n  \"vocab_size\": " << V << ",\n"
+      << "  \"max_position_embeddings\": " << c.seq_len << ",\n  \"rms_norm_eps\": 1e-05,\n"
+      << "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"tie_word_embeddings\": "
+      << (c.shared_classifier ? "true" : "false") << "\n}\n";
+  // llama2.c ends a sample when the model emits BOS (stories are separated by BOS in training).
+  std::ofstream gen(fs::path(out_dir) / "generation_config.json");
+  gen << "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": [1, 2]\n}\n";
+  if (!cfg || !gen) fail("cannot write the config files into '", out_dir, "'");
+}
+
+}  // namespace tern::llm

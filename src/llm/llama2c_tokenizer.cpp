@@ -1,0 +1,100 @@
+// llama2.c tokenizer.bin: int32 max_token_length, then per token {float32 score, int32 length, bytes}.
+// Encoding follows llama2.c's run.c: a dummy-prefix space, one piece per UTF-8 character (byte-fallback
+// ids 3 + byte when a character has no piece), then repeatedly merge the adjacent pair whose
+// concatenation is a piece with the highest score.
+#include <cstring>
+#include <fstream>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "llm/tokenizer.h"
+
+namespace tern::llm {
+namespace {
+
+class Llama2cTokenizer : public Tokenizer {
+ public:
+  Llama2cTokenizer(const std::string& path, int64_t vocab_size) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) fail("cannot open tokenizer '", path, "'");
+    int32_t max_len = 0;
+    if (!f.read(reinterpret_cast<char*>(&max_len), 4)) fail("'", path, "' is empty");
+    for (int64_t i = 0; i < vocab_size; ++i) {
+      float score;
+      int32_t len;
+      if (!f.read(reinterpret_cast<char*>(&score), 4) || !f.read(reinterpret_cast<char*>(&len), 4))
+        fail("'", path, "' ends at token ", i, " of ", vocab_size, " (vocab size of the model)");
+      if (len < 0 || len > 1 << 16) fail("'", path, "': token ", i, " has length ", len);
+      std::string piece(static_cast<size_t>(len), '\0');
+      if (!f.read(piece.data(), len)) fail("'", path, "' ends inside token ", i);
+      lookup_.emplace(piece, i);
+      pieces_.push_back(std::move(piece));
+      scores_.push_back(score);
+    }
+  }
+
+  std::vector<int64_t> encode(const std::string& text, bool add_bos) const override {
+    std::vector<int64_t> ids;
+    if (add_bos) ids.push_back(1);
+    if (text.empty()) return ids;
+    std::vector<int64_t> t;
+    if (auto it = lookup_.find(" "); it != lookup_.end()) t.push_back(it->second);
+    for (size_t i = 0; i < text.size();) {
+      size_t n = 1;  // bytes of this UTF-8 character (continuation bytes are 10xxxxxx), at most 4
+      while (i + n < text.size() && n < 4 && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
+      auto it = lookup_.find(text.substr(i, n));
+      if (it != lookup_.end()) {
+        t.push_back(it->second);
+      } else {
+        for (size_t k = 0; k < n; ++k) t.push_back(static_cast<unsigned char>(text[i + k]) + 3);
+      }
+      i += n;
+    }
+    for (;;) {
+      float best = -1e10f;
+      int64_t best_id = -1;
+      size_t best_at = 0;
+      for (size_t i = 0; i + 1 < t.size(); ++i) {
+        auto it = lookup_.find(pieces_[static_cast<size_t>(t[i])] + pieces_[static_cast<size_t>(t[i + 1])]);
+        if (it != lookup_.end() && scores_[static_cast<size_t>(it->second)] > best) {
+          best = scores_[static_cast<size_t>(it->second)];
+          best_id = it->second;
+          best_at = i;
+        }
+      }
+      if (best_id < 0) break;
+      t[best_at] = best_id;
+      t.erase(t.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    }
+    ids.insert(ids.end(), t.begin(), t.end());
+    return ids;
+  }
+
+  std::string decode_token(int64_t prev, int64_t id) const override {
+    if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
+    if (id == 1 || id == 2) return "";  // <s> and </s> are control tokens, not text
+    const std::string& piece = pieces_[static_cast<size_t>(id)];
+    unsigned byte = 0;
+    char tail = 0;
+    if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X%c", &byte, &tail) == 2 && tail == '>')
+      return std::string(1, static_cast<char>(byte));
+    if (prev == 1 && !piece.empty() && piece[0] == ' ') return piece.substr(1);  // SentencePiece drops it after BOS
+    return piece;
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
+  int64_t bos_id() const override { return 1; }
+
+ private:
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::unordered_map<std::string, int64_t> lookup_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int64_t vocab_size) {
+  return std::make_unique<Llama2cTokenizer>(path, vocab_size);
+}
+
+}  // namespace tern::llm

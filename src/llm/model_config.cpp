@@ -1,0 +1,71 @@
+#include "llm/model_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace tern::llm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& p) {
+  if (!fs::exists(p)) return json::object();
+  std::ifstream f(p);
+  try {
+    return json::parse(f);
+  } catch (const json::exception& e) {
+    fail("'", p.string(), "' is not valid JSON: ", e.what());
+  }
+}
+
+// An id field that may be a number or a list of numbers.
+std::vector<int64_t> ids_of(const json& v) {
+  std::vector<int64_t> r;
+  if (v.is_number_integer()) r.push_back(v.get<int64_t>());
+  else if (v.is_array())
+    for (const auto& x : v)
+      if (x.is_number_integer()) r.push_back(x.get<int64_t>());
+  return r;
+}
+
+void take_int(const json& j, const char* key, int64_t& out) {
+  if (j.contains(key) && j[key].is_number_integer()) out = j[key].get<int64_t>();
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const std::string& model_dir) {
+  ModelConfig c;
+  const fs::path dir(model_dir);
+  json cfg = read_json(dir / "config.json");
+  json gen = read_json(dir / "generation_config.json");
+  json genai = read_json(dir / "genai_config.json");
+
+  if (cfg.contains("model_type") && cfg["model_type"].is_string()) c.model_type = cfg["model_type"];
+  take_int(cfg, "vocab_size", c.vocab_size);
+  for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"}) take_int(cfg, k, c.context_length);
+  take_int(cfg, "bos_token_id", c.bos_token_id);
+  take_int(cfg, "pad_token_id", c.pad_token_id);
+  if (cfg.contains("eos_token_id")) c.eos_token_ids = ids_of(cfg["eos_token_id"]);
+
+  if (genai.contains("model")) {
+    const json& m = genai["model"];
+    if (m.contains("type") && m["type"].is_string() && c.model_type.empty()) c.model_type = m["type"];
+    take_int(m, "vocab_size", c.vocab_size);
+    take_int(m, "context_length", c.context_length);
+    take_int(m, "bos_token_id", c.bos_token_id);
+    take_int(m, "pad_token_id", c.pad_token_id);
+    if (m.contains("eos_token_id")) c.eos_token_ids = ids_of(m["eos_token_id"]);
+  }
+  // generation_config.json is what Hugging Face's generate() reads last, so it wins.
+  take_int(gen, "bos_token_id", c.bos_token_id);
+  take_int(gen, "pad_token_id", c.pad_token_id);
+  if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
+  return c;
+}
+
+}  // namespace tern::llm

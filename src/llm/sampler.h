@@ -1,0 +1,34 @@
+// Picks the next token from a row of logits: greedy, or sampling with temperature, top-k, top-p,
+// min-p and a repetition penalty (Hugging Face semantics), from a seeded generator.
+#pragma once
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace tern::llm {
+
+struct SamplingOptions {
+  bool greedy = true;
+  float temperature = 1.0f;
+  int top_k = 0;                   // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off
+  float repetition_penalty = 1.0f; // 1: off
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {}
+  // `logits` has one score per vocabulary entry; `history` holds the tokens the penalty applies to.
+  int64_t next(std::vector<float> logits, const std::vector<int64_t>& history);
+
+ private:
+  SamplingOptions o_;
+  std::mt19937_64 rng_;
+};
+
+// Index of the largest value; the first one on ties.
+int64_t argmax(const float* v, int64_t n);
+
+}  // namespace tern::llm

@@ -1,0 +1,54 @@
+#include "llm/tokenizer.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "llm/model_config.h"
+
+namespace tern::llm {
+namespace fs = std::filesystem;
+
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string s;
+  int64_t prev = -1;
+  for (int64_t id : ids) {
+    s += decode_token(prev, id);
+    prev = id;
+  }
+  return s;
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
+  fs::path dir(model_dir);
+  if (fs::exists(dir / "tokenizer.bin")) {
+    ModelConfig cfg = read_model_config(model_dir);
+    if (cfg.vocab_size <= 0) fail("'", (dir / "config.json").string(), "' gives no vocab_size for tokenizer.bin");
+    return load_llama2c_tokenizer((dir / "tokenizer.bin").string(), cfg.vocab_size);
+  }
+  fail_unsupported("no tokenizer in '", model_dir, "' (looked for tokenizer.bin; tokenizer.json support is "
+                   "coming): pass token ids with --ids");
+}
+
+std::string Utf8Stream::push(const std::string& bytes) {
+  pending_ += bytes;
+  // Release everything up to the last character boundary whose character is complete.
+  size_t cut = pending_.size();
+  for (size_t back = 1; back <= 4 && back <= pending_.size(); ++back) {
+    unsigned char c = static_cast<unsigned char>(pending_[pending_.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead byte
+    size_t need = (c & 0x80) == 0 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    if (need > back) cut = pending_.size() - back;  // lead byte still waits for its continuation
+    break;
+  }
+  std::string out = pending_.substr(0, cut);
+  pending_.erase(0, cut);
+  return out;
+}
+
+std::string Utf8Stream::flush() {
+  std::string out;
+  out.swap(pending_);
+  return out;
+}
+
+}  // namespace tern::llm

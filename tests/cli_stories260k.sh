@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The CLI as a user types it: convert llama2.c stories260K, then generate its reference text.
+# Usage: cli_stories260k.sh TERN_BINARY SHARED_DIR WORK_DIR
+set -euo pipefail
+tern=$1 shared=$2/models/stories260K work=$3
+if [ ! -f "$shared/stories260K.bin" ]; then
+  echo "skipped: $shared not found (shared data lives at ../shared)"
+  exit 0
+fi
+rm -rf "$work" && mkdir -p "$work"
+"$tern" convert llama2c "$shared/stories260K.bin" --tokenizer "$shared/tok512.bin" --out "$work/model"
+"$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 > "$work/zoo.txt"
+printf '%s' "$(cat "$work/zoo.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo_n60.txt"
+# Without a tokenizer, --prompt says what is missing and --ids still works.
+rm "$work/model/tokenizer.bin"
+if "$tern" generate --model "$work/model" --prompt Zoo 2> "$work/err.txt"; then exit 1; fi
+grep -q -- "--ids" "$work/err.txt"
+"$tern" generate --model "$work/model" --ids "1,410,469,347;1,403" --max-new-tokens 3 > "$work/ids.txt"
+[ "$(wc -l < "$work/ids.txt")" -eq 2 ]
+echo "stories260K CLI: conversion and generation match llama2.c"

@@ -1,0 +1,130 @@
+// The LLM layer on real pretrained weights: llama2.c stories260K converted to ONNX must reproduce
+// llama2.c's own greedy outputs byte for byte. Reads ../shared/models/stories260K; skips when absent.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "llm/generator.h"
+#include "llm/llama2c.h"
+#include "llm/tokenizer.h"
+#include "model_builder.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::llm;
+using namespace tern::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kStories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The converted model, made once per test run.
+const std::string& stories_dir() {
+  static TempDir dir;
+  static bool done = false;
+  if (!done) {
+    convert_llama2c((kStories / "stories260K.bin").string(), (kStories / "tok512.bin").string(), dir.path.string());
+    done = true;
+  }
+  static std::string s = dir.path.string();
+  return s;
+}
+
+bool have_stories() {
+  if (fs::exists(kStories / "stories260K.bin")) return true;
+  MESSAGE("skipped: ", kStories.string(), " not found (shared data lives at ../shared)");
+  return false;
+}
+
+GenerateResult greedy(const std::vector<std::vector<int64_t>>& prompts, int64_t n, bool cache = true) {
+  Session s((fs::path(stories_dir()) / "model.onnx").string());
+  ModelConfig cfg = read_model_config(stories_dir());
+  Generator g(s, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.use_cache = cache;
+  o.eos_token_ids = cfg.eos_token_ids;
+  return g.generate(prompts, o);
+}
+
+}  // namespace
+
+TEST_CASE("llama2.c tokenizer: hand-checked encodings, byte fallback, control tokens") {
+  if (!have_stories()) return;
+  auto tok = load_llama2c_tokenizer((kStories / "tok512.bin").string(), 512);
+  CHECK(tok->encode("Once upon a time", true) == std::vector<int64_t>{1, 403, 407, 261, 378});
+  CHECK(tok->encode("Zoo", true) == std::vector<int64_t>{1, 410, 469, 347});
+  CHECK(tok->encode("", true) == std::vector<int64_t>{1});
+  // "語" has no piece: its three UTF-8 bytes fall back to ids 3 + byte, after the dummy-prefix space.
+  auto e = tok->encode("\xe8\xaa\x9e", false);
+  CHECK(e == std::vector<int64_t>{410, 3 + 0xe8, 3 + 0xaa, 3 + 0x9e});  // 410 is the piece " "
+  CHECK(tok->decode(e) == " \xe8\xaa\x9e");
+  CHECK(tok->decode(tok->encode("Once upon a time", true)) == "Once upon a time");  // BOS strips the space
+  CHECK(tok->decode_token(-1, 1).empty());
+  CHECK_THROWS_AS(tok->decode_token(-1, 512), Error);
+}
+
+TEST_CASE("Utf8Stream never releases half a character") {
+  Utf8Stream s;
+  CHECK(s.push("a\xe2\x82") == "a");  // first two bytes of '€'
+  CHECK(s.push("\xac") == "\xe2\x82\xac");
+  CHECK(s.push("\xf0\x9f") == "");
+  CHECK(s.push("\x98\x80!") == "\xf0\x9f\x98\x80!");
+  CHECK(s.push("\xe2") == "");
+  CHECK(s.flush() == "\xe2");
+}
+
+TEST_CASE("stories260K converted to ONNX reproduces llama2.c's greedy texts byte for byte") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  // llama2.c `run -t 0 -n N` makes N forward passes: N − prompt_tokens + 1 new tokens.
+  auto r = greedy({tok->encode("", true)}, 200);
+  CHECK(tok->decode(r.tokens[0]) == read_text(kStories / "expected_greedy_empty_prompt_n200.txt"));
+  r = greedy({tok->encode("Zoo", true)}, 57);
+  CHECK(tok->decode(r.tokens[0]) == read_text(kStories / "expected_greedy_prompt_Zoo_n60.txt"));
+}
+
+TEST_CASE("cached and uncached generation agree; a left-padded batch equals its rows run alone") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  std::vector<int64_t> a = tok->encode("Once upon a time", true), b = tok->encode("Zoo", true);
+  auto cached = greedy({a}, 24), uncached = greedy({a}, 24, false);
+  CHECK(cached.tokens == uncached.tokens);
+  auto alone_b = greedy({b}, 24);
+  auto batch = greedy({a, b}, 24);  // b is left-padded by one position
+  CHECK(batch.tokens[0] == cached.tokens[0]);
+  CHECK(batch.tokens[1] == alone_b.tokens[0]);
+}
+
+TEST_CASE("bad generation inputs fail with clear messages") {
+  if (!have_stories()) return;
+  Session s((fs::path(stories_dir()) / "model.onnx").string());
+  ModelConfig cfg = read_model_config(stories_dir());
+  Generator g(s, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = 4;
+  CHECK(contains(error_of([&] { g.generate({{1, 600}}, o); }), "token id 600 is outside the vocabulary of 512"));
+  CHECK(contains(error_of([&] { g.generate({std::vector<int64_t>(510, 5)}, o); }), "exceeds the context length 512"));
+  CHECK(contains(error_of([&] { g.generate({{}}, o); }), "has no tokens"));
+
+  TempDir d;  // a folder with a model but no tokenizer
+  CHECK(contains(error_of([&] { load_tokenizer(d.path.string()); }), "--ids"));
+}
+
+TEST_CASE("a graph that is not a decoder is refused, listing what it has") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("pixels", onnx::TensorProto::FLOAT, {1, 3}).output("y");
+  b.node("Relu", {"pixels"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  std::string e = error_of([&] { Generator g(s, ModelConfig{}); });
+  CHECK(contains(e, "inputs: pixels"));
+  CHECK(contains(e, "outputs: y"));
+}
