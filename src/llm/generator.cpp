@@ -88,6 +88,12 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
 
     Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
     const int64_t V = logits.dim(-1);
+    if (step == 0) {
+      res.prefill_logits = Tensor(DType::Float32, {B, V});
+      for (int64_t b = 0; b < B; ++b)
+        std::copy_n(logits.data<float>() + (b * logits.dim(1) + logits.dim(1) - 1) * V, V,
+                    res.prefill_logits.data<float>() + b * V);
+    }
     for (int64_t b = 0; b < B; ++b) {
       auto& s = seq[static_cast<size_t>(b)];
       int64_t next = pad;

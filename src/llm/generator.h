@@ -22,6 +22,7 @@ struct GenerateResult {
   std::vector<std::vector<int64_t>> tokens;  // per sequence: prompt then generated ids, no padding
   double prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, decode_steps = 0;
+  Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
 };
 
 class Generator {

@@ -6,36 +6,13 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/copy.h"
+#include "ops/attention_common.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
 namespace tern {
 namespace {
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// [B, H, S, D] float32 view of a 3-D [B, S, H·D] or 4-D input.
-Tensor to_bhsd(const Tensor& t, int64_t heads) {
-  Tensor f = cast_to(t, DType::Float32);
-  if (t.rank() == 4) return f;
-  const int64_t B = t.dim(0), S = t.dim(1), D = t.dim(2) / heads;
-  Tensor out(DType::Float32, {B, heads, S, D});
-  kernels::transpose(f.raw(), {B, S, heads, D}, {0, 2, 1, 3}, out.raw(), 4);
-  return out;
-}
-
-// concat(past, cur) along the sequence axis (2) of [B, H, S, D] tensors.
-Tensor concat_seq(const Tensor* past, const Tensor& cur) {
-  if (!past) return cur;
-  const int64_t B = cur.dim(0), H = cur.dim(1), Sp = past->dim(2), Sc = cur.dim(2), D = cur.dim(3);
-  Tensor out(DType::Float32, {B, H, Sp + Sc, D});
-  const size_t row = static_cast<size_t>(D) * 4;
-  kernels::copy_rows(past->raw(), Sp * row, out.raw(), (Sp + Sc) * row, B * H, Sp * row);
-  kernels::copy_rows(cur.raw(), Sc * row, static_cast<char*>(out.raw()) + Sp * row, (Sp + Sc) * row, B * H, Sc * row);
-  return out;
-}
 
 class AttentionOp : public Op {
  public:
@@ -75,37 +52,20 @@ class AttentionOp : public Op {
     Tensor pk = ctx.has(4) ? cast_to(ctx.in(4), DType::Float32) : Tensor();
     Tensor pv = ctx.has(5) ? cast_to(ctx.in(5), DType::Float32) : Tensor();
     Tensor K = concat_seq(ctx.has(4) ? &pk : nullptr, Kc), V = concat_seq(ctx.has(5) ? &pv : nullptr, Vc);
-    const int64_t B = Q.dim(0), Sq = Q.dim(2), D = Q.dim(3), T = K.dim(2), Dv = V.dim(3);
-    if (hkv == 0 || hq % hkv != 0) fail(ctx.node.describe(), ": ", hq, " query heads are not a multiple of ", hkv, " KV heads");
-    if (K.dim(3) != D) fail(ctx.node.describe(), ": Q head size ", D, " differs from K head size ", K.dim(3));
-
+    const int64_t B = Q.dim(0), Sq = Q.dim(2), D = Q.dim(3), T = K.dim(2);
     Tensor bias = build_bias(ctx, B, hq, Sq, T);
-    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
     const bool want_qk = ctx.outputs.size() > 3 && ctx.out(3).defined();
-    Tensor Y(DType::Float32, {B, hq, Sq, Dv});
     Tensor qk = want_qk ? Tensor(DType::Float32, {B, hq, Sq, T}) : Tensor();
-    std::vector<float> scores(static_cast<size_t>(Sq * T));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < hq; ++h) {
-        const int64_t g = h / (hq / hkv);
-        kernels::AttentionArgs a;
-        a.q_len = Sq; a.kv_len = T; a.head = D; a.v_head = Dv; a.scale = scale; a.softcap = softcap_;
-        a.bias = bias.data<float>() + (b * hq + h) * Sq * T;
-        a.scores = scores.data();
-        if (want_qk) {
-          a.record = qk.data<float>() + (b * hq + h) * Sq * T;
-          a.record_stage = mode_ <= 1 ? 0 : mode_ - 1;
-        }
-        kernels::attention_head(Q.data<float>() + (b * hq + h) * Sq * D, K.data<float>() + (b * hkv + g) * T * D,
-                                V.data<float>() + (b * hkv + g) * T * Dv, Y.data<float>() + (b * hq + h) * Sq * Dv, a);
-      }
-    if (four) {
-      convert_tensor(Y, ctx.out(0));
-    } else {
-      Tensor y3(DType::Float32, {B, Sq, hq, Dv});
-      kernels::transpose(Y.raw(), Y.shape(), {0, 2, 1, 3}, y3.raw(), 4);
-      convert_tensor(y3, ctx.out(0));
+    AttentionCall call;
+    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
+    call.softcap = softcap_;
+    call.bias = &bias;
+    if (want_qk) {
+      call.record = &qk;
+      call.record_stage = mode_ <= 1 ? 0 : mode_ - 1;
     }
+    Tensor Y = attention(Q, K, V, call);
+    convert_tensor(four ? Y : from_bhsd(Y), ctx.out(0));
     if (ctx.outputs.size() > 1 && ctx.out(1).defined()) convert_tensor(K, ctx.out(1));
     if (ctx.outputs.size() > 2 && ctx.out(2).defined()) convert_tensor(V, ctx.out(2));
     if (want_qk) convert_tensor(qk, ctx.out(3));

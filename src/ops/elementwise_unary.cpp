@@ -86,6 +86,8 @@ inline C apply(UnKind k, C x, const Params& p) {
   }
 }
 
+// Also ONNX Runtime's bias-activation forms: an optional input 1 is added (broadcast) before the
+// function (FastGelu, BiasGelu).
 class UnaryOp : public Op {
  public:
   UnaryOp(const Node& n, UnKind kind) : kind_(kind) {
@@ -99,7 +101,7 @@ class UnaryOp : public Op {
       case UnKind::HardSigmoid: p_.alpha = n.attr_float("alpha", 0.2f); p_.beta = n.attr_float("beta", 0.5f); break;
       case UnKind::ThresholdedRelu: p_.alpha = n.attr_float("alpha", 1.0f); break;
       case UnKind::Shrink: p_.alpha = n.attr_float("lambd", 0.5f); p_.beta = n.attr_float("bias", 0.0f); break;
-      case UnKind::Swish: p_.alpha = n.attr_float("alpha", 1.0f); break;
+      case UnKind::Swish: p_.alpha = n.attr_float("alpha", n.op_type == "QuickGelu" ? 1.702f : 1.0f); break;
       case UnKind::Gelu: {
         std::string approx = n.attr_string("approximate", "none");
         if (approx == "tanh") kind_ = UnKind::GeluTanh;
@@ -114,8 +116,14 @@ class UnaryOp : public Op {
     ctx.same_as_input(0, 0);
   }
   void run(RunContext& ctx) const override {
-    const Tensor& x = ctx.in(0);
+    Tensor x = ctx.in(0);
     Tensor& y = ctx.out(0);
+    if (ctx.has(1)) {  // bias-activation form: x + bias first, in float
+      Tensor xf = cast_to(x, DType::Float32).clone(), b = cast_to(ctx.in(1), DType::Float32);
+      kernels::binary_broadcast(xf.data<float>(), xf.shape(), b.data<float>(), b.shape(), xf.data<float>(), xf.shape(),
+                                [](float u, float v) { return u + v; });
+      x = cast_to(xf, x.dtype());
+    }
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
@@ -226,6 +234,12 @@ void register_elementwise_unary(OpRegistry& r) {
       {"Gelu", UnKind::Gelu}, {"Swish", UnKind::Swish}, {"BitwiseNot", UnKind::BitNot}};
   for (const auto& [name, kind] : unary)
     r.add("", name, [kind = kind](const Node& n) { return std::make_unique<UnaryOp>(n, kind); });
+  // ONNX Runtime's activations: FastGelu = tanh-GELU(x + bias), BiasGelu = GELU(x + bias),
+  // QuickGelu = x·sigmoid(1.702·x) (Swish with its own default alpha).
+  const std::pair<const char*, UnKind> contrib[] = {
+      {"FastGelu", UnKind::GeluTanh}, {"BiasGelu", UnKind::Gelu}, {"Gelu", UnKind::Gelu}, {"QuickGelu", UnKind::Swish}};
+  for (const auto& [name, kind] : contrib)
+    r.add("com.microsoft", name, [kind = kind](const Node& n) { return std::make_unique<UnaryOp>(n, kind); });
   r.add("", "Clip", factory<ClipOp>());
   for (const char* name : {"Not", "IsNaN", "IsInf"}) r.add("", name, factory<PredicateOp>());
   r.add("", "Cast", factory<CastOp>());

@@ -1,5 +1,8 @@
-// LayerNormalization (opset 17) and RMSNormalization (opset 23): normalize over dims [axis, rank),
-// computed in float32 whatever the storage type.
+// Row normalizations over dims [axis, rank), computed in float32 whatever the storage type:
+//   LayerNormalization (opset 17), RMSNormalization (opset 23), and ONNX Runtime's
+//   SimplifiedLayerNormalization (RMS), SkipLayerNormalization and SkipSimplifiedLayerNormalization,
+//   whose "skip" forms normalize input + skip (+ bias) and can also return that sum (output 3).
+// One op; a Layout says where each operand sits in the node's inputs.
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/norm.h"
 #include "ops/op.h"
@@ -8,17 +11,32 @@
 namespace tern {
 namespace {
 
+struct Layout {
+  bool rms;
+  int skip, scale, beta, bias;  // input indices; -1 when the op has no such input
+};
+constexpr Layout kLayerNorm{false, -1, 1, 2, -1}, kRmsNorm{true, -1, 1, -1, -1},
+    kSkipLayerNorm{false, 1, 2, 3, 4}, kSkipRmsNorm{true, 1, 2, -1, 3};
+
 class NormOp : public Op {
  public:
-  NormOp(const Node& n, bool rms) : rms_(rms), axis_(n.attr_int("axis", -1)), eps_(n.attr_float("epsilon", 1e-5f)) {}
+  NormOp(const Node& n, Layout layout)
+      : rms_(layout.rms), l_(layout), axis_(n.attr_int("axis", -1)),
+        eps_(n.attr_float("epsilon", layout.skip >= 0 ? 1e-12f : 1e-5f)) {}
   void infer(InferContext& ctx) const override {
     const SymShape& x = ctx.shape(0);
     int64_t axis = normalize_axis(ctx.node, axis_, static_cast<int64_t>(x.size()));
     ctx.same_as_input(0, 0);
     SymShape stat = x;
     for (size_t k = static_cast<size_t>(axis); k < stat.size(); ++k) stat[k] = Dim::known(1);
-    ctx.set(1, DType::Float32, stat);  // Mean (LayerNorm) or InvStdDev (RMSNorm has none)
-    ctx.set(2, DType::Float32, stat);
+    // Statistics outputs: LayerNorm (Mean, InvStdDev), RMSNorm (InvStdDev), skip forms (Mean, InvStdDev, Sum).
+    if (rms_ && l_.skip < 0) {
+      ctx.set(1, DType::Float32, stat);
+    } else {
+      ctx.set(1, DType::Float32, stat);
+      ctx.set(2, DType::Float32, stat);
+    }
+    if (l_.skip >= 0) ctx.same_as_input(3, 0);
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
@@ -27,26 +45,50 @@ class NormOp : public Op {
     for (int64_t k = axis; k < x.rank(); ++k) n *= x.dim(k);
     const int64_t rows = n ? x.numel() / n : 0;
     Tensor xf = cast_to(x, DType::Float32);
+    if (l_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
+      xf = xf.clone();
+      add_broadcast(xf, ctx.in(l_.skip));
+      if (l_.bias >= 0 && ctx.has(l_.bias)) add_broadcast(xf, ctx.in(l_.bias));
+      if (ctx.outputs.size() > 3 && ctx.out(3).defined()) convert_tensor(xf, ctx.out(3));
+    }
     Tensor yf = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : Tensor(DType::Float32, x.shape());
     kernels::NormArgs a;
     a.rows = rows;
     a.n = n;
     a.eps = eps_;
     a.rms = rms_;
-    Tensor scale = param(ctx, 1, n), bias = param(ctx, 2, n);
+    Tensor scale = param(ctx, l_.scale, n), beta = param(ctx, l_.beta, n);
     if (scale.defined()) { a.scale = scale.data<float>(); a.scale_stride = scale.numel() == n ? 0 : n; }
-    if (bias.defined()) { a.bias = bias.data<float>(); a.bias_stride = bias.numel() == n ? 0 : n; }
-    if (!rms_ && ctx.outputs.size() > 1 && ctx.out(1).defined()) a.mean_out = ctx.out(1).data<float>();
-    if (!rms_ && ctx.outputs.size() > 2 && ctx.out(2).defined()) a.inv_std_out = ctx.out(2).data<float>();
+    if (beta.defined()) { a.bias = beta.data<float>(); a.bias_stride = beta.numel() == n ? 0 : n; }
+    const bool plain_rms = rms_ && l_.skip < 0;
+    auto stat = [&](size_t i) { return ctx.outputs.size() > i && ctx.out(static_cast<int>(i)).defined() ? ctx.out(static_cast<int>(i)).data<float>() : nullptr; };
+    if (plain_rms) {
+      a.inv_std_out = stat(1);
+    } else {
+      a.mean_out = stat(1);
+      a.inv_std_out = stat(2);
+    }
+    if (rms_ && a.mean_out) {  // an RMS norm has no mean: report zeros rather than garbage
+      std::fill(a.mean_out, a.mean_out + rows, 0.0f);
+      a.mean_out = nullptr;
+    }
     kernels::normalize_rows(xf.data<float>(), yf.data<float>(), a);
     if (yf.raw() != ctx.out(0).raw()) convert_tensor(yf, ctx.out(0));
   }
 
  private:
-  // Scale (1) or bias (2) as float32: as is when it covers one row, else broadcast to X's shape.
+  // x += t, t broadcast to x's shape (skip may be [S, H] against [B, S, H]; bias is [H]).
+  static void add_broadcast(Tensor& x, const Tensor& t) {
+    Tensor tf = cast_to(t, DType::Float32);
+    Tensor full(DType::Float32, x.shape());
+    kernels::broadcast_copy(tf.raw(), tf.shape(), full.raw(), full.shape(), 4);
+    float* px = x.data<float>();
+    const float* pt = full.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) px[i] += pt[i];
+  }
+  // Scale or beta as float32: as is when it covers one row, else broadcast to X's shape.
   Tensor param(const RunContext& ctx, int i, int64_t n) const {
-    if (rms_ && i == 2) return Tensor();
-    if (!ctx.has(i)) return Tensor();
+    if (i < 0 || !ctx.has(i)) return Tensor();
     Tensor p = cast_to(ctx.in(i), DType::Float32);
     if (p.numel() == n) return p;
     const Tensor& x = ctx.in(0);
@@ -56,15 +98,89 @@ class NormOp : public Op {
     return full;
   }
   bool rms_;
+  Layout l_;
   int64_t axis_;
+  float eps_;
+};
+
+// EmbedLayerNormalization (com.microsoft): LayerNorm(word[ids] + position[pos] (+ segment[seg])).
+// Outputs: the normalized embedding, a mask index (real tokens per row), and the pre-norm sum.
+class EmbedLayerNormOp : public Op {
+ public:
+  explicit EmbedLayerNormOp(const Node& n) : eps_(n.attr_float("epsilon", 1e-12f)) {}
+  void infer(InferContext& ctx) const override {
+    const SymShape& ids = ctx.shape(0);
+    if (ids.size() != 2) ctx.fail("input_ids must be [batch, sequence]");
+    const SymShape& word = ctx.shape(2);
+    SymShape out{ids[0], ids[1], word.at(1)};
+    ctx.set(0, ctx.dtype(2), out);
+    ctx.set(1, DType::Int32, SymShape{ids[0]});
+    ctx.set(2, ctx.dtype(2), out);
+  }
+  void run(RunContext& ctx) const override {
+    const Tensor& ids = ctx.in(0);
+    const int64_t B = ids.dim(0), S = ids.dim(1);
+    Tensor word = cast_to(ctx.in(2), DType::Float32), pos = cast_to(ctx.in(3), DType::Float32);
+    const int64_t H = word.dim(1);
+    Tensor seg = ctx.has(4) ? cast_to(ctx.in(4), DType::Float32) : Tensor();
+    std::vector<int64_t> id = ids.to_i64_vector(), sid = ctx.has(1) ? ctx.in(1).to_i64_vector() : std::vector<int64_t>{};
+    std::vector<int64_t> pid = ctx.has(8) ? ctx.in(8).to_i64_vector() : std::vector<int64_t>{};
+    Tensor sum(DType::Float32, {B, S, H});
+    auto row = [&](const Tensor& table, int64_t r, const char* what) {
+      if (r < 0 || r >= table.dim(0)) fail(ctx.node.describe(), ": ", what, " index ", r, " is outside the table of ", table.dim(0), " rows");
+      return table.data<float>() + r * H;
+    };
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        const int64_t e = b * S + s;
+        const int64_t p = pid.empty() ? s : pid[static_cast<size_t>(pid.size() == static_cast<size_t>(S) ? s : e)];
+        const float* w = row(word, id[static_cast<size_t>(e)], "word");
+        const float* q = row(pos, p, "position");
+        const float* g = seg.defined() && !sid.empty() ? row(seg, sid[static_cast<size_t>(e)], "segment") : nullptr;
+        float* o = sum.data<float>() + e * H;
+        for (int64_t h = 0; h < H; ++h) o[h] = w[h] + q[h] + (g ? g[h] : 0.0f);
+      }
+    Tensor gamma = cast_to(ctx.in(5), DType::Float32), beta = cast_to(ctx.in(6), DType::Float32);
+    Tensor y(DType::Float32, {B, S, H});
+    kernels::NormArgs a;
+    a.rows = B * S;
+    a.n = H;
+    a.eps = eps_;
+    a.scale = gamma.data<float>();
+    a.bias = beta.data<float>();
+    kernels::normalize_rows(sum.data<float>(), y.data<float>(), a);
+    convert_tensor(y, ctx.out(0));
+    if (ctx.outputs.size() > 1 && ctx.out(1).defined()) {
+      int32_t* mi = ctx.out(1).data<int32_t>();
+      for (int64_t b = 0; b < B; ++b) {
+        int64_t real = S;
+        if (ctx.has(7)) {
+          real = 0;
+          for (int64_t s = 0; s < S; ++s) real += ctx.in(7).at_i64(b * S + s) != 0;
+        }
+        mi[b] = static_cast<int32_t>(real);
+      }
+    }
+    if (ctx.outputs.size() > 2 && ctx.out(2).defined()) convert_tensor(sum, ctx.out(2));
+  }
+
+ private:
   float eps_;
 };
 
 }  // namespace
 
 void register_normalization(OpRegistry& r) {
-  r.add("", "LayerNormalization", [](const Node& n) { return std::make_unique<NormOp>(n, false); });
-  r.add("", "RMSNormalization", [](const Node& n) { return std::make_unique<NormOp>(n, true); });
+  auto norm = [](Layout l) { return [l](const Node& n) { return std::make_unique<NormOp>(n, l); }; };
+  r.add("", "LayerNormalization", norm(kLayerNorm));
+  r.add("", "RMSNormalization", norm(kRmsNorm));
+  // ONNX Runtime registers SimplifiedLayerNormalization in the default domain as well.
+  r.add("", "SimplifiedLayerNormalization", norm(kRmsNorm));
+  r.add("com.microsoft", "SimplifiedLayerNormalization", norm(kRmsNorm));
+  r.add("com.microsoft", "LayerNormalization", norm(kLayerNorm));
+  r.add("com.microsoft", "SkipLayerNormalization", norm(kSkipLayerNorm));
+  r.add("com.microsoft", "SkipSimplifiedLayerNormalization", norm(kSkipRmsNorm));
+  r.add("com.microsoft", "EmbedLayerNormalization", factory<EmbedLayerNormOp>());
 }
 
 }  // namespace tern

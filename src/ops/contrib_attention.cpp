@@ -1,0 +1,224 @@
+// ONNX Runtime's attention ops (com.microsoft), as its transformer optimizer and model builder emit them:
+//   Attention: packed QKV projection of one input, past/present stacked [2, B, H, S, D], mask_index,
+//              unidirectional (causal, offset by the past length);
+//   MultiHeadAttention: projected Q/K/V (optional packed bias), past/present per tensor [B, H, S, D],
+//              key_padding_mask and an additive attention_bias.
+// A masked position scores mask_filter_value (set, not added), as ONNX Runtime does.
+#include <cmath>
+#include <cstring>
+#include <tuple>
+
+#include "kernels/cpu/gemm.h"
+#include "ops/attention_common.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+// Bias [B, H, S, T]: `allowed(b, i, j)` → 0, else mask_filter_value; then an additive bias on top.
+template <typename Allowed>
+Tensor mask_bias(int64_t B, int64_t H, int64_t S, int64_t T, float filter, Allowed&& allowed, const Tensor* extra,
+                 const Node& node) {
+  Tensor bias(DType::Float32, {B, H, S, T});
+  float* p = bias.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const float v = allowed(b, i, j) ? 0.0f : filter;
+        for (int64_t h = 0; h < H; ++h) p[((b * H + h) * S + i) * T + j] = v;
+      }
+  if (extra) {  // attention_bias [B or 1, H or 1, S, T]
+    Tensor e = cast_to(*extra, DType::Float32);
+    if (e.rank() != 4 || e.dim(2) != S || e.dim(3) != T || (e.dim(0) != 1 && e.dim(0) != B) || (e.dim(1) != 1 && e.dim(1) != H))
+      fail(node.describe(), ": attention_bias ", shape_str(e.shape()), " does not broadcast to [", B, ",", H, ",", S, ",", T, "]");
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* src = e.data<float>() + ((e.dim(0) == 1 ? 0 : b) * e.dim(1) + (e.dim(1) == 1 ? 0 : h)) * S * T;
+        float* dst = p + (b * H + h) * S * T;
+        for (int64_t k = 0; k < S * T; ++k) dst[k] += src[k];
+      }
+  }
+  return bias;
+}
+
+// Whether key j of batch b is a real token under a key mask: raw [B, T] (1 keeps) or [B, S, T], or
+// per-batch lengths [B] (right padding: keys < length) — the forms ONNX Runtime accepts.
+struct KeyMask {
+  const Tensor* m = nullptr;
+  bool keep(int64_t b, int64_t i, int64_t j, int64_t T) const {
+    if (!m) return true;
+    if (m->rank() == 1) return j < m->at_i64(b);
+    if (m->rank() == 2) return m->at_i64(b * T + j) != 0;
+    return m->at_i64((b * m->dim(1) + i) * T + j) != 0;
+  }
+};
+
+class ContribAttentionOp : public Op {
+ public:
+  explicit ContribAttentionOp(const Node& n)
+      : heads_(n.attr_int("num_heads", 0)), causal_(n.attr_int("unidirectional", 0) != 0),
+        filter_(n.attr_float("mask_filter_value", -10000.0f)), has_scale_(n.has_attr("scale")),
+        scale_(n.attr_float("scale", 1)), qkv_sizes_(n.attr_ints("qkv_hidden_sizes")) {
+    if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
+    if (n.attr_int("do_rotary", 0) || n.attr_int("past_present_share_buffer", 0))
+      fail_unsupported(n.describe(), ": do_rotary and past_present_share_buffer are not supported");
+  }
+  void infer(InferContext& ctx) const override {
+    const SymShape& x = ctx.shape(0);
+    const SymShape& w = ctx.shape(1);
+    if (x.size() != 3 || w.size() != 2) ctx.fail("input must be [B, S, H] and weights [H, 3·hidden]");
+    auto [qh, kh, vh] = sizes(w[1]);
+    (void)qh;
+    ctx.set(0, ctx.dtype(0), SymShape{x[0], x[1], Dim::known(vh)});
+    Dim total{};
+    if (ctx.has(4)) {
+      const Dim& p = ctx.shape(4).at(3);
+      if (p.is_known() && x[1].is_known()) total = Dim::known(p.value + x[1].value);
+    } else {
+      total = x[1];
+    }
+    ctx.set(1, ctx.dtype(0), SymShape{Dim::known(2), x[0], Dim::known(heads_), total, Dim::known(kh / heads_)});
+  }
+  void run(RunContext& ctx) const override {
+    const Tensor x = cast_to(ctx.in(0), DType::Float32), w = cast_to(ctx.in(1), DType::Float32);
+    const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2), N = w.dim(1);
+    auto [qh, kh, vh] = sizes(Dim::known(N));
+    Tensor qkv(DType::Float32, {B, S, N});
+    kernels::gemm<float>(false, false, B * S, N, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), N, 0.0f, qkv.data<float>(), N);
+    if (ctx.has(2)) {
+      Tensor bias = cast_to(ctx.in(2), DType::Float32);
+      for (int64_t r = 0; r < B * S; ++r)
+        for (int64_t c = 0; c < N; ++c) qkv.data<float>()[r * N + c] += bias.data<float>()[c];
+    }
+    auto part = [&](int64_t from, int64_t width) {  // [B, S, width] slice of the packed projection
+      Tensor t(DType::Float32, {B, S, width});
+      for (int64_t r = 0; r < B * S; ++r)
+        std::copy_n(qkv.data<float>() + r * N + from, width, t.data<float>() + r * width);
+      return to_bhsd(t, heads_);
+    };
+    Tensor q = part(0, qh), k = part(qh, kh), v = part(qh + kh, vh);
+    int64_t P = 0;
+    if (ctx.has(4)) {  // past [2, B, H, P, D]
+      Tensor past = cast_to(ctx.in(4), DType::Float32);
+      P = past.dim(3);
+      const Shape one{B, past.dim(2), P, past.dim(4)};
+      Tensor pk = Tensor(DType::Float32, one, past.buffer(), 0), pv = Tensor(DType::Float32, one, past.buffer(), past.nbytes() / 2);
+      k = concat_seq(&pk, k);
+      v = concat_seq(&pv, v);
+    }
+    const int64_t T = P + S;
+    KeyMask km{ctx.has(3) ? &ctx.in(3) : nullptr};
+    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
+      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
+    }, ctx.has(5) ? &ctx.in(5) : nullptr, ctx.node);
+    AttentionCall call;
+    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
+    call.bias = &bias;
+    convert_tensor(from_bhsd(attention(q, k, v, call)), ctx.out(0));
+    if (ctx.outputs.size() > 1 && ctx.out(1).defined()) {  // present [2, B, H, T, D]
+      Tensor& present = ctx.out(1);
+      Tensor kv(DType::Float32, present.shape());
+      std::memcpy(kv.raw(), k.raw(), k.nbytes());
+      std::memcpy(static_cast<char*>(kv.raw()) + k.nbytes(), v.raw(), v.nbytes());
+      convert_tensor(kv, present);
+    }
+  }
+
+ private:
+  std::tuple<int64_t, int64_t, int64_t> sizes(const Dim& packed) const {
+    if (qkv_sizes_.size() == 3) return {qkv_sizes_[0], qkv_sizes_[1], qkv_sizes_[2]};
+    if (!packed.is_known()) throw ShapeUnknown{};
+    const int64_t h = packed.value / 3;
+    return {h, h, h};
+  }
+  int64_t heads_;
+  bool causal_;
+  float filter_;
+  bool has_scale_;
+  float scale_;
+  std::vector<int64_t> qkv_sizes_;
+};
+
+class MultiHeadAttentionOp : public Op {
+ public:
+  explicit MultiHeadAttentionOp(const Node& n)
+      : heads_(n.attr_int("num_heads", 0)), causal_(n.attr_int("unidirectional", 0) != 0),
+        filter_(n.attr_float("mask_filter_value", -10000.0f)), has_scale_(n.has_attr("scale")),
+        scale_(n.attr_float("scale", 1)) {
+    if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
+  }
+  void infer(InferContext& ctx) const override {
+    const SymShape& q = ctx.shape(0);
+    if (q.size() != 3) fail_unsupported(ctx.node.describe(), ": only 3-D query [B, S, hidden] is supported");
+    if (!ctx.has(1) || !ctx.has(2)) fail_unsupported(ctx.node.describe(), ": packed QKV (no key/value inputs) is not supported");
+    const SymShape& k = ctx.shape(1);
+    const SymShape& v = ctx.shape(2);
+    const bool k4 = k.size() == 4;
+    const Dim vh = v.size() == 4 ? (v[3].is_known() ? Dim::known(v[3].value * heads_) : Dim{}) : v[2];
+    ctx.set(0, ctx.dtype(0), SymShape{q[0], q[1], vh});
+    Dim total{};
+    const Dim skv = k4 ? k[2] : k[1];
+    if (ctx.has(6)) {
+      const Dim& p = ctx.shape(6).at(2);
+      if (p.is_known() && skv.is_known()) total = Dim::known(p.value + skv.value);
+    } else {
+      total = skv;
+    }
+    auto head = [&](const Dim& hidden) { return hidden.is_known() ? Dim::known(hidden.value / heads_) : Dim{}; };
+    ctx.set(1, ctx.dtype(0), SymShape{q[0], Dim::known(heads_), total, k4 ? k[3] : head(k[2])});
+    ctx.set(2, ctx.dtype(0), SymShape{q[0], Dim::known(heads_), total, v.size() == 4 ? v[3] : head(v[2])});
+  }
+  void run(RunContext& ctx) const override {
+    Tensor qf = cast_to(ctx.in(0), DType::Float32), kf = cast_to(ctx.in(1), DType::Float32),
+           vf = cast_to(ctx.in(2), DType::Float32);
+    if (ctx.has(3)) {  // packed bias [q_hidden + k_hidden + v_hidden] added to 3-D Q, K, V
+      Tensor bias = cast_to(ctx.in(3), DType::Float32);
+      int64_t at = 0;
+      for (Tensor* t : {&qf, &kf, &vf}) {
+        if (t->rank() != 3) fail_unsupported(ctx.node.describe(), ": bias with 4-D key/value is not supported");
+        *t = t->clone();
+        const int64_t w = t->dim(2);
+        for (int64_t r = 0; r < t->numel() / w; ++r)
+          for (int64_t c = 0; c < w; ++c) t->data<float>()[r * w + c] += bias.data<float>()[at + c];
+        at += w;
+      }
+    }
+    Tensor q = to_bhsd(qf, heads_), k = to_bhsd(kf, heads_), v = to_bhsd(vf, heads_);
+    const int64_t B = q.dim(0), S = q.dim(2);
+    int64_t P = 0;
+    if (ctx.has(6) && ctx.has(7)) {
+      Tensor pk = cast_to(ctx.in(6), DType::Float32), pv = cast_to(ctx.in(7), DType::Float32);
+      P = pk.dim(2);
+      k = concat_seq(&pk, k);
+      v = concat_seq(&pv, v);
+    }
+    const int64_t T = k.dim(2);
+    KeyMask km{ctx.has(4) ? &ctx.in(4) : nullptr};
+    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
+      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
+    }, ctx.has(5) ? &ctx.in(5) : nullptr, ctx.node);
+    AttentionCall call;
+    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
+    call.bias = &bias;
+    convert_tensor(from_bhsd(attention(q, k, v, call)), ctx.out(0));
+    if (ctx.outputs.size() > 1 && ctx.out(1).defined()) convert_tensor(k, ctx.out(1));
+    if (ctx.outputs.size() > 2 && ctx.out(2).defined()) convert_tensor(v, ctx.out(2));
+  }
+
+ private:
+  int64_t heads_;
+  bool causal_;
+  float filter_;
+  bool has_scale_;
+  float scale_;
+};
+
+}  // namespace
+
+void register_contrib_attention(OpRegistry& r) {
+  r.add("com.microsoft", "Attention", factory<ContribAttentionOp>());
+  r.add("com.microsoft", "MultiHeadAttention", factory<MultiHeadAttentionOp>());
+}
+
+}  // namespace tern

@@ -1,0 +1,68 @@
+// Generation against ONNX Runtime on the onnxruntime-genai test models: greedy tokens for a left-padded
+// batch of 3 prompts must equal ORT's, and the first run's last-position logits must agree within 1e-3
+// (fp32) / 2e-2 (fp16). Goldens come from tools/ort/greedy_goldens.mjs (ONNX Runtime 1.30).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "llm/generator.h"
+
+using namespace tern;
+using namespace tern::llm;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Case {
+  const char* model;  // folder under ../shared/models/ort-genai and tests/goldens
+  const char* file;
+  double tolerance;
+};
+
+void check_against_ort(const Case& c) {
+  const fs::path model_dir = fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / c.model;
+  const fs::path golden = fs::path(TERN_SOURCE_DIR) / "tests" / "goldens" / c.model;
+  if (!fs::exists(model_dir / c.file)) {
+    MESSAGE("skipped: ", (model_dir / c.file).string(), " not found (shared data lives at ../shared)");
+    return;
+  }
+  std::ifstream gf(golden / "greedy.json");
+  const nlohmann::json g = nlohmann::json::parse(gf);
+  const auto prompts = g["prompts"].get<std::vector<std::vector<int64_t>>>();
+  const auto expected = g["tokens"].get<std::vector<std::vector<int64_t>>>();
+
+  Session s((model_dir / c.file).string());
+  ModelConfig cfg = read_model_config(model_dir.string());
+  Generator gen(s, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = g["max_new_tokens"].get<int64_t>();
+  o.eos_token_ids = g["eos"].get<std::vector<int64_t>>();
+  GenerateResult r = gen.generate(prompts, o);
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    CAPTURE(b);
+    CHECK(r.tokens[b] == expected[b]);
+  }
+
+  std::ifstream lf(golden / "prefill_logits.f32", std::ios::binary);
+  std::vector<float> ort_logits(static_cast<size_t>(r.prefill_logits.numel()));
+  lf.read(reinterpret_cast<char*>(ort_logits.data()), static_cast<std::streamsize>(ort_logits.size() * 4));
+  REQUIRE(lf.gcount() == static_cast<std::streamsize>(ort_logits.size() * 4));
+  double worst = 0;
+  for (size_t i = 0; i < ort_logits.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(r.prefill_logits.data<float>()[i]) - ort_logits[i]));
+  MESSAGE(std::string(c.model), ": max |tern − ORT| over prefill logits = ", worst);
+  CHECK(worst <= c.tolerance);
+}
+
+}  // namespace
+
+TEST_CASE("tiny GPT-2 (contrib Attention, EmbedLayerNorm, SkipLayerNorm, FastGelu; past_N) matches ONNX Runtime") {
+  check_against_ort({"tiny-random-gpt2-fp32", "past.onnx", 1e-3});
+}
+
+TEST_CASE("tiny Llama fp16 (MultiHeadAttention, contrib RotaryEmbedding, SkipSimplifiedLayerNorm) matches ONNX Runtime") {
+  check_against_ort({"tiny-random-LlamaForCausalLM-fp16", "model.onnx", 2e-2});
+}
