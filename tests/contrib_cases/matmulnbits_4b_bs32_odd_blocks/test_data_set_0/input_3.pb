@@ -1,0 +1,3 @@
+Bzero_pointsJm¡n
+Y[
+ÊG#

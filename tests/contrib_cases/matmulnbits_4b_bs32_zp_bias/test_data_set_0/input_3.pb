@@ -1,0 +1,1 @@
+Bzero_pointsJ½å‘ûoc¥k±‡½ÙžäÅÝ

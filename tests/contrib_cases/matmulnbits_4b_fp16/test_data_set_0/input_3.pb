@@ -1,0 +1,1 @@
+Bzero_pointsJV1Ä+€éÙ´

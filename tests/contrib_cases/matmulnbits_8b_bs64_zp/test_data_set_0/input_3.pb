@@ -1,0 +1,1 @@
+Bzero_pointsJŸ/jé¥ØÊûWemc@a@

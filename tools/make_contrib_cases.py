@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes tests/contrib_cases/<case>/model.onnx and test_data_set_0/input_<i>.pb for ONNX Runtime's
+com.microsoft ops that the ONNX node tests do not cover (GroupQueryAttention, MatMulNBits).
+Outputs come from ONNX Runtime itself: run `node tools/ort/run_cases.mjs tests/contrib_cases` next.
+
+Needs Debian's python3-onnx and python3-numpy:  /usr/bin/python3 tools/make_contrib_cases.py
+"""
+import os
+import shutil
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "tests", "contrib_cases")
+rng = np.random.default_rng(7)
+F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
+
+
+def write_case(name, node, inputs, outputs, inits=()):
+    """inputs: list of (name, array); outputs: list of (name, elem_type)."""
+    d = os.path.join(ROOT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    np_to_onnx = {np.float32: F32, np.float16: F16, np.int32: TensorProto.INT32, np.int64: TensorProto.INT64,
+                  np.uint8: TensorProto.UINT8}
+    g_inputs = [helper.make_tensor_value_info(n, np_to_onnx[a.dtype.type], list(a.shape)) for n, a in inputs]
+    g_outputs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+    graph = helper.make_graph([node], name, g_inputs, g_outputs, [numpy_helper.from_array(a, n) for n, a in inits])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
+                              producer_name="tern/tools/make_contrib_cases.py")
+    model.ir_version = 10
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    for i, (n, a) in enumerate(inputs):
+        with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+
+
+def gqa(name, B, S, P, Hq, Hkv, D, seqlens, packed=False, rotary=False, interleaved=0, window=-1, softcap=0.0,
+        dtype=np.float32, scale=None):
+    total = max(seqlens) + 1
+    attrs = dict(num_heads=Hq, kv_num_heads=Hkv)
+    if rotary:
+        attrs.update(do_rotary=1, rotary_interleaved=interleaved)
+    if window > 0:
+        attrs["local_window_size"] = window
+    if softcap:
+        attrs["softcap"] = softcap
+    if scale:
+        attrs["scale"] = scale
+    inputs = []
+    if packed:
+        inputs.append(("query", rng.standard_normal((B, S, (Hq + 2 * Hkv) * D)).astype(dtype)))
+        names = ["query", "", ""]
+    else:
+        inputs += [("query", rng.standard_normal((B, S, Hq * D)).astype(dtype)),
+                   ("key", rng.standard_normal((B, S, Hkv * D)).astype(dtype)),
+                   ("value", rng.standard_normal((B, S, Hkv * D)).astype(dtype))]
+        names = ["query", "key", "value"]
+    if P > 0:
+        inputs += [("past_key", rng.standard_normal((B, Hkv, P, D)).astype(dtype)),
+                   ("past_value", rng.standard_normal((B, Hkv, P, D)).astype(dtype))]
+        names += ["past_key", "past_value"]
+    else:
+        names += ["", ""]
+    inputs += [("seqlens_k", np.array(seqlens, dtype=np.int32)), ("total_sequence_length", np.array(total, dtype=np.int32))]
+    names += ["seqlens_k", "total_sequence_length"]
+    if rotary:
+        t = np.arange(64)[:, None] * (1.0 / 10000 ** (np.arange(0, D, 2) / D))[None]
+        inputs += [("cos_cache", np.cos(t).astype(dtype)), ("sin_cache", np.sin(t).astype(dtype))]
+        names += ["cos_cache", "sin_cache"]
+    node = helper.make_node("GroupQueryAttention", names, ["output", "present_key", "present_value"], domain="com.microsoft", **attrs)
+    t = F16 if dtype == np.float16 else F32
+    write_case(name, node, inputs, [("output", t), ("present_key", t), ("present_value", t)])
+
+
+def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.float32):
+    k_blocks = (K + block - 1) // block
+    q = rng.integers(0, 2 ** bits, size=(N, k_blocks * block)).astype(np.uint8)
+    if bits == 4:
+        packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    else:
+        packed = q
+    packed = packed.reshape(N, k_blocks, block * bits // 8)
+    scales = (rng.random((N * k_blocks)) * 0.1 + 0.01).astype(dtype)
+    inputs = [("A", rng.standard_normal(M + [K]).astype(dtype)), ("B", packed), ("scales", scales)]
+    names = ["A", "B", "scales"]
+    if zero_points == "packed":
+        z = rng.integers(0, 2 ** bits, size=(N, k_blocks)).astype(np.uint8)
+        if bits == 4:
+            if k_blocks % 2:
+                z = np.concatenate([z, np.zeros((N, 1), np.uint8)], axis=1)
+            z = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8)
+        inputs.append(("zero_points", z.reshape(-1)))
+        names.append("zero_points")
+    elif zero_points == "float":
+        inputs.append(("zero_points", (rng.random(N * k_blocks) * (2 ** bits - 1)).astype(dtype)))
+        names.append("zero_points")
+    if bias:
+        while len(names) < 5:
+            names.append("")
+        inputs.append(("bias", rng.standard_normal(N).astype(dtype)))
+        names.append("bias")
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block)
+    write_case(name, node, inputs, [("Y", F16 if dtype == np.float16 else F32)])
+
+
+gqa("gqa_prompt", B=2, S=5, P=0, Hq=4, Hkv=2, D=8, seqlens=[4, 4])
+gqa("gqa_decode_past", B=2, S=1, P=6, Hq=4, Hkv=2, D=8, seqlens=[6, 6])
+gqa("gqa_decode_ragged", B=2, S=1, P=6, Hq=4, Hkv=1, D=8, seqlens=[6, 3])
+gqa("gqa_packed_rotary", B=1, S=6, P=0, Hq=4, Hkv=2, D=16, seqlens=[5], packed=True, rotary=True)
+gqa("gqa_rotary_decode_interleaved", B=1, S=1, P=7, Hq=2, Hkv=2, D=16, seqlens=[7], rotary=True, interleaved=1)
+gqa("gqa_local_window", B=1, S=8, P=0, Hq=2, Hkv=1, D=8, seqlens=[7], window=3)
+gqa("gqa_softcap_scale", B=1, S=4, P=3, Hq=2, Hkv=2, D=8, seqlens=[6], softcap=2.0, scale=0.9)
+gqa("gqa_fp16", B=1, S=3, P=2, Hq=4, Hkv=2, D=8, seqlens=[4], dtype=np.float16)
+nbits("matmulnbits_4b_bs32_zp_bias", [2, 3], 64, 16, 4, 32, zero_points="packed", bias=True)
+nbits("matmulnbits_4b_bs16_nozp", [3], 48, 8, 4, 16)
+nbits("matmulnbits_4b_bs32_odd_blocks", [2], 96, 8, 4, 32, zero_points="packed")
+nbits("matmulnbits_4b_bs128_float_zp", [1, 2], 256, 8, 4, 128, zero_points="float")
+nbits("matmulnbits_8b_bs64_zp", [2], 128, 8, 8, 64, zero_points="packed")
+nbits("matmulnbits_4b_bs256", [1], 512, 4, 4, 256)
+nbits("matmulnbits_4b_fp16", [2, 2], 64, 8, 4, 32, zero_points="packed", dtype=np.float16)
+print("wrote", ROOT)
