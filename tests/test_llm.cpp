@@ -67,8 +67,8 @@ TEST_CASE("llama2.c tokenizer: hand-checked encodings, byte fallback, control to
   CHECK(e == std::vector<int64_t>{410, 3 + 0xe8, 3 + 0xaa, 3 + 0x9e});  // 410 is the piece " "
   CHECK(tok->decode(e) == " \xe8\xaa\x9e");
   CHECK(tok->decode(tok->encode("Once upon a time", true)) == "Once upon a time");  // BOS strips the space
-  CHECK(tok->decode_token(-1, 1).empty());
-  CHECK_THROWS_AS(tok->decode_token(-1, 512), Error);
+  CHECK(tok->decode({1}).empty());
+  CHECK_THROWS_AS(tok->decode({512}), Error);
 }
 
 TEST_CASE("Utf8Stream never releases half a character") {

@@ -188,17 +188,16 @@ int cmd_generate(int argc, char** argv) {
   if (std::stoi(f.get("num-beams", "1")) != 1) tern::fail_unsupported("--num-beams > 1: beam search is not implemented yet");
 
   const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok;
-  tern::llm::Utf8Stream out;
-  std::vector<int64_t> last(ids.size());
-  for (size_t b = 0; b < ids.size(); ++b) last[b] = ids[b].back();
-  if (stream) {
-    std::cout << out.push(tok->decode(ids[0])) << std::flush;
+  std::unique_ptr<tern::llm::TextStream> out;
+  if (stream) {  // the prompt as the tokenizer reads it back, then each new token's text
+    out = std::make_unique<tern::llm::TextStream>(*tok);
+    for (int64_t t : ids[0]) std::cout << out->push(t);
+    std::cout << std::flush;
   }
-  auto res = gen.generate(ids, opt, [&](size_t b, int64_t t) {
-    if (stream) std::cout << out.push(tok->decode_token(last[b], t)) << std::flush;
-    last[b] = t;
+  auto res = gen.generate(ids, opt, [&](size_t, int64_t t) {
+    if (stream) std::cout << out->push(t) << std::flush;
   });
-  if (stream) std::cout << out.flush() << "\n";
+  if (stream) std::cout << out->flush() << "\n";
   std::vector<std::string> texts;
   for (const auto& t : res.tokens) texts.push_back(tok ? tok->decode(t) : "");
   if (!json && !stream)

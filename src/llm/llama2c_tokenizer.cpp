@@ -25,10 +25,10 @@ class Llama2cTokenizer : public Tokenizer {
       if (!f.read(reinterpret_cast<char*>(&score), 4) || !f.read(reinterpret_cast<char*>(&len), 4))
         fail("'", path, "' ends at token ", i, " of ", vocab_size, " (vocab size of the model)");
       if (len < 0 || len > 1 << 16) fail("'", path, "': token ", i, " has length ", len);
-      std::string piece(static_cast<size_t>(len), '\0');
-      if (!f.read(piece.data(), len)) fail("'", path, "' ends inside token ", i);
-      lookup_.emplace(piece, i);
-      pieces_.push_back(std::move(piece));
+      std::string text(static_cast<size_t>(len), '\0');
+      if (!f.read(text.data(), len)) fail("'", path, "' ends inside token ", i);
+      lookup_.emplace(text, i);
+      pieces_.push_back(std::move(text));
       scores_.push_back(score);
     }
   }
@@ -70,22 +70,33 @@ class Llama2cTokenizer : public Tokenizer {
     return ids;
   }
 
-  std::string decode_token(int64_t prev, int64_t id) const override {
-    if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
-    if (id == 1 || id == 2) return "";  // <s> and </s> are control tokens, not text
-    const std::string& piece = pieces_[static_cast<size_t>(id)];
-    unsigned byte = 0;
-    char tail = 0;
-    if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X%c", &byte, &tail) == 2 && tail == '>')
-      return std::string(1, static_cast<char>(byte));
-    if (prev == 1 && !piece.empty() && piece[0] == ' ') return piece.substr(1);  // SentencePiece drops it after BOS
-    return piece;
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::string s;
+    int64_t prev = -1;
+    for (int64_t id : ids) {
+      s += piece(prev, id);
+      prev = id;
+    }
+    return s;
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
   int64_t bos_id() const override { return 1; }
 
  private:
+  // What token `id` prints after `prev`, as llama2.c's decode() does.
+  std::string piece(int64_t prev, int64_t id) const {
+    if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
+    if (id == 1 || id == 2) return "";  // <s> and </s> are control tokens, not text
+    const std::string& p = pieces_[static_cast<size_t>(id)];
+    unsigned byte = 0;
+    char tail = 0;
+    if (p.size() == 6 && std::sscanf(p.c_str(), "<0x%02X%c", &byte, &tail) == 2 && tail == '>')
+      return std::string(1, static_cast<char>(byte));
+    if (prev == 1 && !p.empty() && p[0] == ' ') return p.substr(1);  // SentencePiece drops it after BOS
+    return p;
+  }
+
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::unordered_map<std::string, int64_t> lookup_;

@@ -8,25 +8,27 @@
 namespace tern::llm {
 namespace fs = std::filesystem;
 
-std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
-  std::string s;
-  int64_t prev = -1;
-  for (int64_t id : ids) {
-    s += decode_token(prev, id);
-    prev = id;
-  }
-  return s;
+std::string TextStream::push(int64_t id) {
+  // Decode from the start while the sequence is short (leading-space rules apply there), then from a
+  // window of recent tokens.
+  const size_t from = ids_.size() < kWindow ? 0 : ids_.size() - kWindow;
+  const std::vector<int64_t> before(ids_.begin() + static_cast<std::ptrdiff_t>(from), ids_.end());
+  ids_.push_back(id);
+  std::vector<int64_t> after = before;
+  after.push_back(id);
+  const std::string a = tok_.decode(before), b = tok_.decode(after);
+  return utf8_.push(b.compare(0, a.size(), a) == 0 ? b.substr(a.size()) : tok_.decode({id}));
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   fs::path dir(model_dir);
+  if (fs::exists(dir / "tokenizer.json")) return load_hf_tokenizer((dir / "tokenizer.json").string());
   if (fs::exists(dir / "tokenizer.bin")) {
     ModelConfig cfg = read_model_config(model_dir);
     if (cfg.vocab_size <= 0) fail("'", (dir / "config.json").string(), "' gives no vocab_size for tokenizer.bin");
     return load_llama2c_tokenizer((dir / "tokenizer.bin").string(), cfg.vocab_size);
   }
-  fail_unsupported("no tokenizer in '", model_dir, "' (looked for tokenizer.bin; tokenizer.json support is "
-                   "coming): pass token ids with --ids");
+  fail_unsupported("no tokenizer in '", model_dir, "' (looked for tokenizer.json and tokenizer.bin): pass token ids with --ids");
 }
 
 std::string Utf8Stream::push(const std::string& bytes) {

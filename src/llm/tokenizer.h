@@ -13,19 +13,18 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   // Token ids for `text`, with the model's BOS first when `add_bos`.
   virtual std::vector<int64_t> encode(const std::string& text, bool add_bos) const = 0;
-  // The bytes token `id` contributes when it follows `prev` (-1: none). May be part of a UTF-8
-  // character; Utf8Stream reassembles those.
-  virtual std::string decode_token(int64_t prev, int64_t id) const = 0;
+  // Text of a sequence (control tokens such as BOS/EOS contribute nothing). May end inside a UTF-8
+  // character when the ids do; TextStream reassembles those.
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
   virtual int64_t bos_id() const = 0;
-
-  std::string decode(const std::vector<int64_t>& ids) const;
 };
 
 // Loads the tokenizer of a model folder: tokenizer.json (Hugging Face) or tokenizer.bin (llama2.c).
 // Fails with a message naming what was looked for.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int64_t vocab_size);
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json);
 
 // Accepts bytes as they are generated and releases only whole UTF-8 characters, so a stream never
 // prints half a character. Invalid bytes pass through rather than stall the stream.
@@ -36,6 +35,23 @@ class Utf8Stream {
 
  private:
   std::string pending_;
+};
+
+// Text as tokens arrive: each push returns what the new token adds to the decoded sequence, whole
+// characters only. Decoders are not token-local (SentencePiece strips the space of the first word, a
+// byte-fallback character spans tokens), so the new text is the difference between decoding a short
+// window of recent tokens with and without the newest one — exact from the first token on.
+class TextStream {
+ public:
+  explicit TextStream(const Tokenizer& tok, std::vector<int64_t> context = {}) : tok_(tok), ids_(std::move(context)) {}
+  std::string push(int64_t id);
+  std::string flush() { return utf8_.flush(); }
+
+ private:
+  static constexpr size_t kWindow = 8;
+  const Tokenizer& tok_;
+  std::vector<int64_t> ids_;
+  Utf8Stream utf8_;
 };
 
 }  // namespace tern::llm

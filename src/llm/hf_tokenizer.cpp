@@ -1,0 +1,441 @@
+// Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2, Llama-3, Qwen) and
+// SentencePiece-style with "▁" and byte fallback (Llama-2, TinyLlama, Mistral). The pipeline is the
+// library's: added tokens split the text first; each other segment is normalized, pre-tokenized into
+// words, and each word is BPE-merged by merge rank; a TemplateProcessing post-processor adds BOS.
+// Components tern does not implement fail at load, naming the component.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "llm/tokenizer.h"
+#include "llm/unicode.h"
+
+namespace tern::llm {
+namespace {
+
+using json = nlohmann::json;
+const std::string kSpm = "\xe2\x96\x81";  // "▁", SentencePiece's visible space
+
+// GPT-2's reversible map from bytes to printable characters (so BPE never sees raw control bytes).
+struct ByteMap {
+  char32_t to_char[256];
+  std::unordered_map<char32_t, uint8_t> to_byte;
+  ByteMap() {
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      to_char[b] = printable ? static_cast<char32_t>(b) : next++;
+      to_byte[to_char[b]] = static_cast<uint8_t>(b);
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static ByteMap m;
+  return m;
+}
+
+// The split regexes tokenizers ship, matched by hand (tern has no regex engine with \p{...}).
+enum class SplitPattern { Gpt2, Llama3, Qwen2 };
+const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+SplitPattern pattern_of(const std::string& p) {
+  if (p == kGpt2Pattern) return SplitPattern::Gpt2;
+  if (p == kLlama3Pattern) return SplitPattern::Llama3;
+  if (p == kQwen2Pattern) return SplitPattern::Qwen2;
+  fail_unsupported("tokenizer.json: split pattern '", p, "' is not one tern knows (GPT-2, Llama-3, Qwen2)");
+}
+
+bool is_nl(char32_t c) { return c == '\r' || c == '\n'; }
+
+// Length of the match starting at i (always >= 1), following the pattern's alternation order.
+size_t match_at(const std::vector<char32_t>& s, size_t i, SplitPattern p) {
+  const size_t n = s.size();
+  auto letter = [&](size_t k) { return k < n && is_letter(s[k]); };
+  auto number = [&](size_t k) { return k < n && is_number(s[k]); };
+  auto space = [&](size_t k) { return k < n && is_whitespace(s[k]); };
+  auto other = [&](size_t k) { return k < n && !is_whitespace(s[k]) && !is_letter(s[k]) && !is_number(s[k]); };
+  auto run = [&](size_t k, auto pred) { while (pred(k)) ++k; return k; };
+  // Contractions: 's 't 're 've 'm 'll 'd (case-insensitive for Llama-3/Qwen2).
+  if (s[i] == '\'' && i + 1 < n) {
+    auto lower = [&](size_t k) { return k < n ? (p == SplitPattern::Gpt2 ? s[k] : static_cast<char32_t>(std::tolower(s[k] < 128 ? static_cast<int>(s[k]) : 0))) : 0; };
+    const char32_t a = lower(i + 1), b = lower(i + 2);
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+  }
+  if (p == SplitPattern::Gpt2) {
+    const size_t j = s[i] == ' ' ? i + 1 : i;
+    if (letter(j)) return run(j, letter) - i;
+    if (number(j)) return run(j, number) - i;
+    if (other(j)) return run(j, other) - i;
+  } else {
+    if (!is_nl(s[i]) && !letter(i) && !number(i) && letter(i + 1)) return run(i + 1, letter) - i;
+    if (letter(i)) return run(i, letter) - i;
+    if (number(i)) {
+      const size_t end = run(i, number);
+      return std::min<size_t>(end - i, p == SplitPattern::Llama3 ? 3 : 1);
+    }
+    const size_t j = s[i] == ' ' ? i + 1 : i;
+    if (other(j)) return run(run(j, other), [&](size_t k) { return k < n && is_nl(s[k]); }) - i;
+    if (space(i)) {  // \s*[\r\n]+ : up to the last newline of the whitespace run
+      const size_t end = run(i, space);
+      for (size_t k = end; k-- > i;)
+        if (is_nl(s[k])) return k + 1 - i;
+    }
+  }
+  if (space(i)) {  // \s+(?!\S) then \s+
+    const size_t end = run(i, space);
+    if (end < n && end - i >= 2) return end - 1 - i;
+    return end - i;
+  }
+  return 1;
+}
+
+std::vector<std::string> regex_split(const std::string& text, SplitPattern p) {
+  const std::vector<char32_t> s = utf8_decode(text);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = match_at(s, i, p);
+    out.push_back(utf8_encode(s, i, i + len));
+    i += len;
+  }
+  return out;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string string_pattern(const json& step, const char* where) {
+  if (step.contains("pattern") && step["pattern"].contains("String")) return step["pattern"]["String"];
+  fail_unsupported("tokenizer.json: ", where, " Replace with a regex pattern is not supported");
+}
+
+class HfTokenizer : public Tokenizer {
+ public:
+  explicit HfTokenizer(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) fail("cannot open '", path, "'");
+    json j;
+    try {
+      j = json::parse(f);
+    } catch (const json::exception& e) {
+      fail("'", path, "' is not valid JSON: ", e.what());
+    }
+    const json& m = j.at("model");
+    if (m.value("type", std::string("BPE")) != "BPE")
+      fail_unsupported("'", path, "': model type ", m.value("type", std::string()), " (tern supports BPE)");
+    for (const auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<int64_t>());
+    int rank = 0;
+    for (const auto& mg : m.at("merges")) {
+      std::string a, b;
+      if (mg.is_array()) { a = mg[0]; b = mg[1]; }
+      else {
+        const std::string s = mg;
+        const size_t sp = s.find(' ');
+        if (sp == std::string::npos) fail("'", path, "': merge '", s, "' has no space");
+        a = s.substr(0, sp);
+        b = s.substr(sp + 1);
+      }
+      merges_.emplace(a + '\0' + b, rank++);
+    }
+    byte_fallback_ = m.value("byte_fallback", false);
+    ignore_merges_ = m.value("ignore_merges", false);
+    if (m.contains("unk_token") && m["unk_token"].is_string()) {
+      auto it = ids_.find(m["unk_token"].get<std::string>());
+      if (it != ids_.end()) unk_ = it->second;
+    }
+    if (j.contains("added_tokens"))
+      for (const auto& t : j["added_tokens"]) {
+        Added a{t.at("content"), t.at("id"), t.value("special", false), t.value("lstrip", false), t.value("rstrip", false)};
+        add_token(a.content, a.id);
+        if (a.special) special_.insert(a.id);
+        added_.push_back(a);
+      }
+    read_normalizer(j.value("normalizer", json()));
+    read_pre_tokenizer(j.value("pre_tokenizer", json()));
+    read_post_processor(j.value("post_processor", json()));
+    read_decoder(j.value("decoder", json()));
+  }
+
+  std::vector<int64_t> encode(const std::string& text, bool add_special) const override {
+    std::vector<int64_t> body;
+    for (const auto& [segment, added_id] : split_added(text)) {
+      if (added_id >= 0) { body.push_back(added_id); continue; }
+      std::vector<std::string> words{normalize(segment)};
+      for (const auto& step : pre_) {
+        std::vector<std::string> next;
+        for (size_t w = 0; w < words.size(); ++w)
+          for (auto& piece : step(words[w], w == 0)) next.push_back(std::move(piece));
+        words = std::move(next);
+      }
+      for (const auto& w : words)
+        if (!w.empty()) for (int64_t id : bpe(w)) body.push_back(id);
+    }
+    if (!add_special) return body;
+    std::vector<int64_t> out = prefix_;
+    out.insert(out.end(), body.begin(), body.end());
+    out.insert(out.end(), suffix_.begin(), suffix_.end());
+    return out;
+  }
+
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<std::string> toks;
+    for (int64_t id : ids) {
+      if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
+      if (special_.count(id)) continue;  // BOS, EOS, pad…: control tokens, not text
+      toks.push_back(tokens_[static_cast<size_t>(id)]);
+    }
+    for (const auto& step : decoders_) step(toks);
+    std::string s;
+    for (const auto& t : toks) s += t;
+    return s;
+  }
+
+  int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  int64_t bos_id() const override { return prefix_.empty() ? -1 : prefix_[0]; }
+
+ private:
+  struct Added {
+    std::string content;
+    int64_t id;
+    bool special, lstrip, rstrip;
+  };
+
+  void add_token(const std::string& tok, int64_t id) {
+    if (id < 0 || id > 10'000'000) fail("tokenizer.json: token id ", id, " is out of range");
+    if (tokens_.size() <= static_cast<size_t>(id)) tokens_.resize(static_cast<size_t>(id) + 1);
+    tokens_[static_cast<size_t>(id)] = tok;
+    ids_[tok] = id;
+  }
+
+  // The text cut at added tokens: (segment, -1) for plain text, ("", id) for an added token.
+  std::vector<std::pair<std::string, int64_t>> split_added(const std::string& text) const {
+    std::vector<std::pair<std::string, int64_t>> out;
+    size_t start = 0;
+    for (size_t i = 0; i < text.size();) {
+      const Added* best = nullptr;
+      for (const auto& a : added_)
+        if (!a.content.empty() && text.compare(i, a.content.size(), a.content) == 0 &&
+            (!best || a.content.size() > best->content.size()))
+          best = &a;
+      if (!best) { ++i; continue; }
+      std::string before = text.substr(start, i - start);
+      if (best->lstrip) while (!before.empty() && std::isspace(static_cast<unsigned char>(before.back()))) before.pop_back();
+      if (!before.empty()) out.emplace_back(before, -1);
+      out.emplace_back("", best->id);
+      i += best->content.size();
+      if (best->rstrip) while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      start = i;
+    }
+    if (start < text.size()) out.emplace_back(text.substr(start), -1);
+    return out;
+  }
+
+  std::string normalize(std::string s) const {
+    for (const auto& step : norm_) s = step(s);
+    return s;
+  }
+
+  // BPE: start from characters (or byte-level characters), merge the lowest-ranked pair until none applies.
+  std::vector<int64_t> bpe(const std::string& word) const {
+    if (auto it = cache_.find(word); it != cache_.end()) return it->second;
+    std::vector<int64_t> ids;
+    auto direct = ids_.find(word);
+    if (ignore_merges_ && direct != ids_.end()) {
+      ids.push_back(direct->second);
+    } else {
+      std::vector<std::string> sym;
+      for (char32_t c : utf8_decode(word)) sym.push_back(utf8_encode(c));
+      for (;;) {
+        int best = INT32_MAX;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < sym.size(); ++i) {
+          auto it = merges_.find(sym[i] + '\0' + sym[i + 1]);
+          if (it != merges_.end() && it->second < best) { best = it->second; at = i; }
+        }
+        if (best == INT32_MAX) break;
+        sym[at] += sym[at + 1];
+        sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+      }
+      for (const auto& s : sym) {
+        if (auto it = ids_.find(s); it != ids_.end()) { ids.push_back(it->second); continue; }
+        if (byte_fallback_) {
+          for (unsigned char b : s) {
+            char name[8];
+            std::snprintf(name, sizeof(name), "<0x%02X>", b);
+            auto bt = ids_.find(name);
+            if (bt == ids_.end()) fail("tokenizer.json: byte fallback token ", name, " is missing");
+            ids.push_back(bt->second);
+          }
+        } else if (unk_ >= 0) {
+          ids.push_back(unk_);
+        } else {
+          fail("tokenizer.json: '", s, "' has no token and the tokenizer has no byte fallback or unk token");
+        }
+      }
+    }
+    cache_.emplace(word, ids);
+    return ids;
+  }
+
+  void read_normalizer(const json& n) {
+    if (n.is_null()) return;
+    const std::string type = n.at("type");
+    if (type == "Sequence") { for (const auto& s : n.at("normalizers")) read_normalizer(s); return; }
+    if (type == "Prepend") {
+      const std::string p = n.at("prepend");
+      norm_.push_back([p](const std::string& s) { return s.empty() ? s : p + s; });
+    } else if (type == "Replace") {
+      const std::string from = string_pattern(n, "normalizer"), to = n.at("content");
+      norm_.push_back([from, to](const std::string& s) { return replace_all(s, from, to); });
+    } else if (type == "NFC" || type == "NFKC") {
+      // Composition is the identity on already-composed text (what users type and files hold);
+      // tern does not recompose decomposed input.
+    } else if (type == "Lowercase") {
+      norm_.push_back([](std::string s) { for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); return s; });
+    } else {
+      fail_unsupported("tokenizer.json: normalizer '", type, "' is not supported");
+    }
+  }
+
+  void read_pre_tokenizer(const json& p) {
+    if (p.is_null()) return;
+    const std::string type = p.at("type");
+    if (type == "Sequence") { for (const auto& s : p.at("pretokenizers")) read_pre_tokenizer(s); return; }
+    if (type == "ByteLevel") {
+      const bool prefix = p.value("add_prefix_space", false), regex = p.value("use_regex", true);
+      pre_.push_back([prefix, regex](const std::string& s, bool first) {
+        std::string t = (prefix && first && !s.empty() && s[0] != ' ') ? " " + s : s;
+        std::vector<std::string> pieces = regex ? regex_split(t, SplitPattern::Gpt2) : std::vector<std::string>{t};
+        for (auto& piece : pieces) {
+          std::string mapped;
+          for (unsigned char b : piece) mapped += utf8_encode(byte_map().to_char[b]);
+          piece = std::move(mapped);
+        }
+        return pieces;
+      });
+    } else if (type == "Split") {
+      if (!p.at("pattern").contains("Regex")) fail_unsupported("tokenizer.json: Split on a string pattern is not supported");
+      if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
+        fail_unsupported("tokenizer.json: Split behaviour other than Isolated is not supported");
+      const SplitPattern sp = pattern_of(p["pattern"]["Regex"]);
+      pre_.push_back([sp](const std::string& s, bool) { return regex_split(s, sp); });
+    } else if (type == "Metaspace") {
+      const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
+      const bool split = p.value("split", true);
+      pre_.push_back([rep, scheme, split](const std::string& s, bool first) {
+        std::string t = replace_all(s, " ", rep);
+        if ((scheme == "always" || (scheme == "first" && first)) && t.compare(0, rep.size(), rep) != 0) t = rep + t;
+        if (!split) return std::vector<std::string>{t};
+        std::vector<std::string> words;
+        for (size_t at = 0; at < t.size();) {
+          size_t next = t.find(rep, at + (t.compare(at, rep.size(), rep) == 0 ? rep.size() : 0));
+          if (next == std::string::npos) next = t.size();
+          words.push_back(t.substr(at, next - at));
+          at = next;
+        }
+        return words;
+      });
+    } else {
+      fail_unsupported("tokenizer.json: pre-tokenizer '", type, "' is not supported");
+    }
+  }
+
+  void read_post_processor(const json& p) {
+    if (p.is_null()) return;
+    const std::string type = p.at("type");
+    if (type == "Sequence") { for (const auto& s : p.at("processors")) read_post_processor(s); return; }
+    if (type == "ByteLevel") return;  // offsets only
+    if (type != "TemplateProcessing") fail_unsupported("tokenizer.json: post-processor '", type, "' is not supported");
+    bool after = false;
+    for (const auto& item : p.at("single")) {
+      if (item.contains("Sequence")) { after = true; continue; }
+      const std::string name = item.at("SpecialToken").at("id");
+      for (const auto& id : p.at("special_tokens").at(name).at("ids")) (after ? suffix_ : prefix_).push_back(id.get<int64_t>());
+    }
+  }
+
+  void read_decoder(const json& d) {
+    if (d.is_null()) return;
+    const std::string type = d.at("type");
+    if (type == "Sequence") { for (const auto& s : d.at("decoders")) read_decoder(s); return; }
+    if (type == "ByteLevel") {
+      decoders_.push_back([](std::vector<std::string>& toks) {
+        for (auto& t : toks) {
+          std::string bytes;
+          for (char32_t c : utf8_decode(t)) {
+            auto it = byte_map().to_byte.find(c);
+            bytes += it == byte_map().to_byte.end() ? utf8_encode(c) : std::string(1, static_cast<char>(it->second));
+          }
+          t = std::move(bytes);
+        }
+      });
+    } else if (type == "Replace") {
+      const std::string from = string_pattern(d, "decoder"), to = d.at("content");
+      decoders_.push_back([from, to](std::vector<std::string>& toks) { for (auto& t : toks) t = replace_all(t, from, to); });
+    } else if (type == "ByteFallback") {
+      decoders_.push_back([](std::vector<std::string>& toks) {
+        for (auto& t : toks) {
+          unsigned b = 0;
+          char tail = 0;
+          if (t.size() == 6 && std::sscanf(t.c_str(), "<0x%02X%c", &b, &tail) == 2 && tail == '>') t = std::string(1, static_cast<char>(b));
+        }
+      });
+    } else if (type == "Fuse") {
+      decoders_.push_back([](std::vector<std::string>& toks) {
+        std::string all;
+        for (const auto& t : toks) all += t;
+        toks.assign(1, all);
+      });
+    } else if (type == "Strip") {
+      const std::string c = d.value("content", std::string(" "));
+      const int start = d.value("start", 0), stop = d.value("stop", 0);
+      decoders_.push_back([c, start, stop](std::vector<std::string>& toks) {
+        for (auto& t : toks) {
+          for (int k = 0; k < start && t.compare(0, c.size(), c) == 0; ++k) t.erase(0, c.size());
+          for (int k = 0; k < stop && t.size() >= c.size() && t.compare(t.size() - c.size(), c.size(), c) == 0; ++k)
+            t.erase(t.size() - c.size());
+        }
+      });
+    } else if (type == "Metaspace") {
+      const std::string rep = d.value("replacement", kSpm), scheme = d.value("prepend_scheme", std::string("always"));
+      decoders_.push_back([rep, scheme](std::vector<std::string>& toks) {
+        for (size_t i = 0; i < toks.size(); ++i) {
+          toks[i] = replace_all(toks[i], rep, " ");
+          if (i == 0 && scheme != "never" && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
+        }
+      });
+    } else {
+      fail_unsupported("tokenizer.json: decoder '", type, "' is not supported");
+    }
+  }
+
+  std::vector<std::string> tokens_;
+  std::unordered_map<std::string, int64_t> ids_;
+  std::unordered_map<std::string, int> merges_;
+  std::vector<Added> added_;
+  std::unordered_set<int64_t> special_;
+  bool byte_fallback_ = false, ignore_merges_ = false;
+  int64_t unk_ = -1;
+  std::vector<int64_t> prefix_, suffix_;
+  std::vector<std::function<std::string(const std::string&)>> norm_;
+  std::vector<std::function<std::vector<std::string>(const std::string&, bool)>> pre_;
+  std::vector<std::function<void(std::vector<std::string>&)>> decoders_;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;  // word → ids
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& path) { return std::make_unique<HfTokenizer>(path); }
+
+}  // namespace tern::llm
