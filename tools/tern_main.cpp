@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "llm/chat_template.h"
 #include "llm/generator.h"
 #include "llm/llama2c.h"
 #include "llm/model_config.h"
@@ -29,9 +30,11 @@ commands:
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
-           [--threads N] [--no-cache] [--json]
+           [--chat [--system TEXT]] [--stop TEXT]... [--threads N] [--no-cache] [--json]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
+      --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
+      Phi-3); --stop ends a sequence when its new text contains TEXT.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
@@ -146,7 +149,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 }
 
 int cmd_generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json"});
+  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat"});
   if (!f.has("model")) tern::fail("generate needs --model PATH");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
@@ -171,7 +174,17 @@ int cmd_generate(int argc, char** argv) {
   } else {
     tok = tern::llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
     if (prompts.empty()) prompts.emplace_back("");
-    for (const auto& p : prompts) ids.push_back(tok->encode(p, true));
+    const auto family = f.has("chat") ? tern::llm::detect_chat_family(dir) : tern::llm::ChatFamily::None;
+    for (const auto& p : prompts) {
+      if (!f.has("chat")) {
+        ids.push_back(tok->encode(p, true));
+        continue;
+      }
+      std::vector<tern::llm::ChatMessage> msgs;
+      if (f.has("system")) msgs.push_back({"system", f.get("system")});
+      msgs.push_back({"user", p});
+      ids.push_back(tok->encode(tern::llm::format_chat(family, msgs), false));  // the template writes BOS
+    }
   }
   tern::llm::GenerateOptions opt;
   opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "128"));
@@ -194,8 +207,19 @@ int cmd_generate(int argc, char** argv) {
     for (int64_t t : ids[0]) std::cout << out->push(t);
     std::cout << std::flush;
   }
-  auto res = gen.generate(ids, opt, [&](size_t, int64_t t) {
+  // New text per sequence, for --stop.
+  const std::vector<std::string> stops = f.values.count("stop") ? f.values.at("stop") : std::vector<std::string>{};
+  std::vector<std::unique_ptr<tern::llm::TextStream>> texts_so_far;
+  std::vector<std::string> new_text(ids.size());
+  if (tok && !stops.empty())
+    for (size_t b = 0; b < ids.size(); ++b) texts_so_far.push_back(std::make_unique<tern::llm::TextStream>(*tok, ids[b]));
+  auto res = gen.generate(ids, opt, [&](size_t b, int64_t t) {
     if (stream) std::cout << out->push(t) << std::flush;
+    if (texts_so_far.empty()) return true;
+    new_text[b] += texts_so_far[b]->push(t);
+    for (const auto& s : stops)
+      if (new_text[b].find(s) != std::string::npos) return false;
+    return true;
   });
   if (stream) std::cout << out->flush() << "\n";
   std::vector<std::string> texts;

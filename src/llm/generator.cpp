@@ -19,7 +19,7 @@ Tensor Generator::ids_tensor(const std::vector<int64_t>& values, Shape shape) co
 }
 
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
-                                   const std::function<void(size_t, int64_t)>& on_token) {
+                                   const std::function<bool(size_t, int64_t)>& on_token) {
   if (prompts.empty()) fail("nothing to generate from: no prompts");
   const int64_t B = static_cast<int64_t>(prompts.size());
   int64_t longest = 0;
@@ -101,7 +101,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
         const float* row = logits.data<float>() + ((b * logits.dim(1)) + logits.dim(1) - 1) * V;
         next = samplers[static_cast<size_t>(b)].next(std::vector<float>(row, row + V), res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
-        if (on_token) on_token(static_cast<size_t>(b), next);
+        if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;
       }
       s.push_back(next);

@@ -30,9 +30,10 @@ class Generator {
   Generator(Session& session, ModelConfig config);
   const DecoderIO& io() const { return io_; }
 
-  // `on_token(sequence, token)` sees each new token as it is chosen.
+  // `on_token(sequence, token)` sees each new token as it is chosen; returning false ends that
+  // sequence (stop strings are checked this way, by whoever holds the text).
   GenerateResult generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
-                          const std::function<void(size_t, int64_t)>& on_token = {});
+                          const std::function<bool(size_t, int64_t)>& on_token = {});
 
  private:
   Tensor ids_tensor(const std::vector<int64_t>& values, Shape shape) const;
