@@ -43,13 +43,14 @@ bool have_stories() {
   return false;
 }
 
-GenerateResult greedy(const std::vector<std::vector<int64_t>>& prompts, int64_t n, bool cache = true) {
+GenerateResult greedy(const std::vector<std::vector<int64_t>>& prompts, int64_t n, bool cache = true, int beams = 1) {
   Session s((fs::path(stories_dir()) / "model.onnx").string());
   ModelConfig cfg = read_model_config(stories_dir());
   Generator g(s, cfg);
   GenerateOptions o;
   o.max_new_tokens = n;
   o.use_cache = cache;
+  o.num_beams = beams;
   o.eos_token_ids = cfg.eos_token_ids;
   return g.generate(prompts, o);
 }
@@ -101,6 +102,15 @@ TEST_CASE("cached and uncached generation agree; a left-padded batch equals its 
   auto batch = greedy({a, b}, 24);  // b is left-padded by one position
   CHECK(batch.tokens[0] == cached.tokens[0]);
   CHECK(batch.tokens[1] == alone_b.tokens[0]);
+}
+
+TEST_CASE("beam search reorders the KV cache correctly: cached equals recomputed, per prompt in a batch") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  std::vector<int64_t> a = tok->encode("Once upon a time", true), b = tok->encode("Zoo", true);
+  auto cached = greedy({a, b}, 20, true, 3), uncached = greedy({a, b}, 20, false, 3);
+  CHECK(cached.tokens == uncached.tokens);
+  CHECK(greedy({b}, 20, true, 3).tokens[0] == cached.tokens[1]);
 }
 
 TEST_CASE("bad generation inputs fail with clear messages") {

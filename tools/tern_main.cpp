@@ -30,6 +30,7 @@ commands:
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
+           [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--threads N] [--no-cache] [--json]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
@@ -149,7 +150,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 }
 
 int cmd_generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat"});
+  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping"});
   if (!f.has("model")) tern::fail("generate needs --model PATH");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
@@ -198,9 +199,12 @@ int cmd_generate(int argc, char** argv) {
   s.min_p = std::stof(f.get("min-p", "0"));
   s.repetition_penalty = std::stof(f.get("repetition-penalty", "1"));
   s.seed = std::stoull(f.get("seed", "0"));
-  if (std::stoi(f.get("num-beams", "1")) != 1) tern::fail_unsupported("--num-beams > 1: beam search is not implemented yet");
+  opt.num_beams = std::stoi(f.get("num-beams", "1"));
+  opt.length_penalty = std::stof(f.get("length-penalty", "1"));
+  opt.early_stopping = f.has("early-stopping");
+  if (opt.num_beams < 1) tern::fail("--num-beams must be at least 1");
 
-  const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok;
+  const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;
   std::unique_ptr<tern::llm::TextStream> out;
   if (stream) {  // the prompt as the tokenizer reads it back, then each new token's text
     out = std::make_unique<tern::llm::TextStream>(*tok);

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "llm/kv_cache.h"
 
 namespace tern::llm {
 namespace {
@@ -18,10 +17,8 @@ Tensor Generator::ids_tensor(const std::vector<int64_t>& values, Shape shape) co
   return cast_to(Tensor::from_vector<int64_t>(values, std::move(shape)), io_.ids_dtype);
 }
 
-GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
-                                   const std::function<bool(size_t, int64_t)>& on_token) {
+void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) const {
   if (prompts.empty()) fail("nothing to generate from: no prompts");
-  const int64_t B = static_cast<int64_t>(prompts.size());
   int64_t longest = 0;
   for (const auto& p : prompts) {
     if (p.empty()) fail("a prompt has no tokens (add BOS or text)");
@@ -33,22 +30,71 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   if (config_.context_length > 0 && longest + opt.max_new_tokens > config_.context_length)
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ",
          config_.context_length, " of the model");
-  const bool cached = opt.use_cache && io_.layout != PastLayout::None;
-  const int64_t pad = config_.pad_token_id >= 0 ? config_.pad_token_id
-                      : !config_.eos_token_ids.empty() ? config_.eos_token_ids[0] : 0;
+}
 
-  // Left-padded rows: `mask` marks real tokens; `seq` holds every row's tokens so far, padding included.
-  std::vector<std::vector<int64_t>> seq(static_cast<size_t>(B)), mask(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& p = prompts[static_cast<size_t>(b)];
-    const int64_t n_pad = longest - static_cast<int64_t>(p.size());
-    seq[static_cast<size_t>(b)].assign(static_cast<size_t>(n_pad), pad);
-    seq[static_cast<size_t>(b)].insert(seq[static_cast<size_t>(b)].end(), p.begin(), p.end());
-    mask[static_cast<size_t>(b)].assign(static_cast<size_t>(n_pad), 0);
-    mask[static_cast<size_t>(b)].resize(static_cast<size_t>(longest), 1);
+int64_t Generator::pad_id() const {
+  return config_.pad_token_id >= 0 ? config_.pad_token_id : !config_.eos_token_ids.empty() ? config_.eos_token_ids[0] : 0;
+}
+
+void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
+                     std::vector<std::vector<int64_t>>& mask) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  seq.clear();
+  mask.clear();
+  for (const auto& p : prompts) {
+    std::vector<int64_t> s(longest - p.size(), pad), m(longest - p.size(), 0);
+    s.insert(s.end(), p.begin(), p.end());
+    m.resize(longest, 1);
+    seq.push_back(std::move(s));
+    mask.push_back(std::move(m));
   }
+}
+
+Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache) {
+  const int64_t B = static_cast<int64_t>(seq.size());
+  const int64_t total = static_cast<int64_t>(seq[0].size());
+  const int64_t first = cache ? cache->length() : 0;  // first position this run computes
+  const int64_t n = total - first;
+  std::vector<int64_t> ids, m, pos;
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& mb = mask[static_cast<size_t>(b)];
+    int64_t p = -1;  // position = (real tokens so far) − 1; padding gets 1
+    for (int64_t t = 0; t < total; ++t) {
+      p += mb[static_cast<size_t>(t)];
+      if (t >= first) {
+        ids.push_back(seq[static_cast<size_t>(b)][static_cast<size_t>(t)]);
+        pos.push_back(mb[static_cast<size_t>(t)] ? p : 1);
+      }
+    }
+    m.insert(m.end(), mb.begin(), mb.end());
+  }
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  feeds.emplace_back(io_.input_ids, ids_tensor(ids, {B, n}));
+  if (!io_.attention_mask.empty()) feeds.emplace_back(io_.attention_mask, ids_tensor(m, {B, total}));
+  if (!io_.position_ids.empty()) feeds.emplace_back(io_.position_ids, ids_tensor(pos, {B, n}));
+  if (cache) cache->add_feeds(feeds);
+  else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step
+  Outputs out = session_.run(feeds);
+  if (cache) cache->update(out);
+  Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
+  const int64_t S = logits.dim(1), V = logits.dim(2);
+  Tensor last(DType::Float32, {B, V});
+  for (int64_t b = 0; b < B; ++b) std::copy_n(logits.data<float>() + (b * S + S - 1) * V, V, last.data<float>() + b * V);
+  return last;
+}
+
+GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
+                                   const std::function<bool(size_t, int64_t)>& on_token) {
+  check_prompts(prompts, opt);
+  if (opt.num_beams > 1) return beam_search(prompts, opt);
+  const int64_t B = static_cast<int64_t>(prompts.size());
+  const bool cached = opt.use_cache && io_.layout != PastLayout::None;
+  const int64_t pad = pad_id();
+  Rows seq, mask;
+  left_pad(prompts, pad, seq, mask);
   GenerateResult res;
-  res.prompt_tokens = longest * B;
+  res.prompt_tokens = static_cast<int64_t>(seq[0].size()) * B;
   res.tokens = prompts;
   std::vector<char> done(static_cast<size_t>(B), 0);
   std::vector<Sampler> samplers;
@@ -59,52 +105,20 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   }
   KvCache cache(io_, B);
   auto step_t0 = std::chrono::steady_clock::now();
-
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    const int64_t total = static_cast<int64_t>(seq[0].size());
-    const int64_t first = cached ? cache.length() : 0;  // first position this run computes
-    const int64_t n = total - first;
-    std::vector<int64_t> ids, m, pos;
+    Tensor logits = forward(seq, mask, cached ? &cache : nullptr);
+    const int64_t V = logits.dim(1);
+    if (step == 0) res.prefill_logits = logits;
     for (int64_t b = 0; b < B; ++b) {
-      const auto& mb = mask[static_cast<size_t>(b)];
-      int64_t p = -1;  // position = (real tokens so far) − 1; padding gets 1
-      for (int64_t t = 0; t < total; ++t) {
-        p += mb[static_cast<size_t>(t)];
-        if (t >= first) {
-          ids.push_back(seq[static_cast<size_t>(b)][static_cast<size_t>(t)]);
-          pos.push_back(mb[static_cast<size_t>(t)] ? p : 1);
-        }
-      }
-      m.insert(m.end(), mb.begin(), mb.end());
-    }
-    std::vector<std::pair<std::string, Tensor>> feeds;
-    feeds.emplace_back(io_.input_ids, ids_tensor(ids, {B, n}));
-    if (!io_.attention_mask.empty()) feeds.emplace_back(io_.attention_mask, ids_tensor(m, {B, total}));
-    if (!io_.position_ids.empty()) feeds.emplace_back(io_.position_ids, ids_tensor(pos, {B, n}));
-    if (cached) cache.add_feeds(feeds);
-    else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step
-    Outputs out = session_.run(feeds);
-    if (cached) cache.update(out);
-
-    Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
-    const int64_t V = logits.dim(-1);
-    if (step == 0) {
-      res.prefill_logits = Tensor(DType::Float32, {B, V});
-      for (int64_t b = 0; b < B; ++b)
-        std::copy_n(logits.data<float>() + (b * logits.dim(1) + logits.dim(1) - 1) * V, V,
-                    res.prefill_logits.data<float>() + b * V);
-    }
-    for (int64_t b = 0; b < B; ++b) {
-      auto& s = seq[static_cast<size_t>(b)];
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
-        const float* row = logits.data<float>() + ((b * logits.dim(1)) + logits.dim(1) - 1) * V;
+        const float* row = logits.data<float>() + b * V;
         next = samplers[static_cast<size_t>(b)].next(std::vector<float>(row, row + V), res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;
       }
-      s.push_back(next);
+      seq[static_cast<size_t>(b)].push_back(next);
       mask[static_cast<size_t>(b)].push_back(1);
     }
     if (step == 0) {

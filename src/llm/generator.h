@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "llm/decoder_io.h"
+#include "llm/kv_cache.h"
 #include "llm/model_config.h"
 #include "llm/sampler.h"
 
@@ -14,6 +15,9 @@ namespace tern::llm {
 struct GenerateOptions {
   int64_t max_new_tokens = 128;
   SamplingOptions sampling;
+  int num_beams = 1;            // > 1: beam search (Hugging Face semantics), ignores sampling
+  float length_penalty = 1.0f;  // beam score = sum of log-probs / generated_length^length_penalty
+  bool early_stopping = false;  // true: a prompt is done once num_beams hypotheses have ended
   bool use_cache = true;
   std::vector<int64_t> eos_token_ids;  // stop a sequence at any of these (kept in its output)
 };
@@ -24,6 +28,10 @@ struct GenerateResult {
   int64_t prompt_tokens = 0, decode_steps = 0;
   Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
 };
+
+// Left-pads prompts to one length with `pad`; `mask` marks real tokens.
+void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
+              std::vector<std::vector<int64_t>>& mask);
 
 class Generator {
  public:
@@ -36,6 +44,13 @@ class Generator {
                           const std::function<bool(size_t, int64_t)>& on_token = {});
 
  private:
+  using Rows = std::vector<std::vector<int64_t>>;
+  // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
+  // positions without a cache) and returns the last position's logits, [rows, vocab] float32.
+  Tensor forward(const Rows& seq, const Rows& mask, KvCache* cache);
+  GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
+  void check_prompts(const Rows& prompts, const GenerateOptions& options) const;
+  int64_t pad_id() const;
   Tensor ids_tensor(const std::vector<int64_t>& values, Shape shape) const;
   Session& session_;
   ModelConfig config_;

@@ -1,5 +1,7 @@
 #include "llm/kv_cache.h"
 
+#include "kernels/cpu/gather.h"
+
 namespace tern::llm {
 
 KvCache::KvCache(const DecoderIO& io, int64_t batch) : io_(io), batch_(batch) { clear(); }
@@ -16,6 +18,17 @@ void KvCache::clear() {
 
 void KvCache::add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) const {
   for (size_t i = 0; i < io_.past.size(); ++i) feeds.emplace_back(io_.past[i], past_[i]);
+}
+
+void KvCache::reorder(const std::vector<int64_t>& rows) {
+  for (Tensor& t : past_) {
+    const int64_t batch_axis = io_.layout == PastLayout::Stacked ? 1 : 0;
+    const int64_t outer = batch_axis == 1 ? t.dim(0) : 1, n = t.dim(batch_axis);
+    Tensor out(t.dtype(), t.shape());
+    const size_t row_bytes = outer * n ? t.nbytes() / static_cast<size_t>(outer * n) : 0;
+    kernels::gather_rows(t.raw(), outer, n, row_bytes, rows.data(), static_cast<int64_t>(rows.size()), out.raw());
+    t = out;
+  }
 }
 
 void KvCache::update(const Outputs& outputs) {

@@ -17,6 +17,8 @@ class KvCache {
   // Takes the presents of the run just made as the new past.
   void update(const Outputs& outputs);
   void clear();
+  // Row i of the batch becomes old row rows[i] (beam search keeps the beams that survived a step).
+  void reorder(const std::vector<int64_t>& rows);
   int64_t length() const { return length_; }  // cached positions per sequence
 
  private:
