@@ -17,13 +17,15 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Case {
-  const char* model;  // folder under ../shared/models/ort-genai and tests/goldens
+  const char* model;  // folder under tests/goldens, and under the model root
   const char* file;
   double tolerance;
+  bool committed = false;  // model in tests/fixtures (else ../shared/models/ort-genai)
 };
 
 void check_against_ort(const Case& c) {
-  const fs::path model_dir = fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / c.model;
+  const fs::path model_dir = c.committed ? fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / c.model
+                                         : fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / c.model;
   const fs::path golden = fs::path(TERN_SOURCE_DIR) / "tests" / "goldens" / c.model;
   if (!fs::exists(model_dir / c.file)) {
     MESSAGE("skipped: ", (model_dir / c.file).string(), " not found (shared data lives at ../shared)");
@@ -65,4 +67,18 @@ TEST_CASE("tiny GPT-2 (contrib Attention, EmbedLayerNorm, SkipLayerNorm, FastGel
 
 TEST_CASE("tiny Llama fp16 (MultiHeadAttention, contrib RotaryEmbedding, SkipSimplifiedLayerNorm) matches ONNX Runtime") {
   check_against_ort({"tiny-random-LlamaForCausalLM-fp16", "model.onnx", 2e-2});
+}
+
+// Our own fixtures (tools/make_llama_fixtures.py): one set of Llama GQA weights as a torch.onnx.export
+// graph, as opset-23 RMSNormalization/RotaryEmbedding/Attention, and with int4 MatMulNBits weights.
+TEST_CASE("Llama GQA exported by torch.onnx.export matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-torch", "model.onnx", 1e-3, true});
+}
+
+TEST_CASE("the same Llama in opset-23 RMSNormalization/RotaryEmbedding/Attention matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-opset23", "model.onnx", 1e-3, true});
+}
+
+TEST_CASE("the same Llama with int4 MatMulNBits weights matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-int4", "model.onnx", 1e-3, true});
 }
