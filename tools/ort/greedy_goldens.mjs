@@ -5,7 +5,9 @@
 //   node greedy_goldens.mjs MODEL.onnx OUT_DIR '[[1,2,3],[4,5]]' MAX_NEW PAD EOS[,EOS…]
 //
 // OUT_DIR/greedy.json holds prompts and tokens; OUT_DIR/prefill_logits.f32 the last-position
-// logits of the first run, [batch, vocab] little-endian float32.
+// logits of the first run, [batch, vocab] little-endian float32. The last line printed gives ORT's
+// prefill and decode speed. THREADS (default 1) sets intra-op threads; ORT_OPT=all turns ONNX Runtime's
+// graph optimizations on (as a speed peer; goldens are made with them off).
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
@@ -13,7 +15,8 @@ import ort from 'onnxruntime-node';
 const [model, outDir, promptsJson, maxNewStr, padStr, eosStr] = process.argv.slice(2);
 const prompts = JSON.parse(promptsJson);
 const maxNew = Number(maxNewStr), pad = Number(padStr), eos = eosStr.split(',').map(Number);
-const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1, graphOptimizationLevel: 'disabled' });
+const session = await ort.InferenceSession.create(model, {
+  intraOpNumThreads: Number(process.env.THREADS ?? 1), graphOptimizationLevel: process.env.ORT_OPT ?? 'disabled' });
 
 const half = (h) => {  // IEEE half bits -> float
   const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -43,7 +46,7 @@ let past = Object.fromEntries(pastNames.map((n) => {
   const dims = stacked ? [2, B, heads, 0, headSize] : [B, heads, 0, headSize];
   return [n, new ort.Tensor(cacheType, cacheType === 'float16' ? new Uint16Array(0) : new Float32Array(0), dims)];
 }));
-let cached = 0, prefillLogits = null;
+let cached = 0, prefillLogits = null, t0 = performance.now(), prefillMs = 0, decodeSteps = 0;
 for (let step = 0; step < maxNew; step++) {
   const total = seq[0].length, n = total - cached;
   const ids = [], pos = [], m = [];
@@ -80,6 +83,7 @@ for (let step = 0; step < maxNew; step++) {
   }
   past = Object.fromEntries(pastNames.map((p) => [p, out[presentOf(p)]]));
   cached = total;
+  if (step === 0) { prefillMs = performance.now() - t0; t0 = performance.now(); } else decodeSteps++;
   if (done.every(Boolean)) break;
 }
 fs.mkdirSync(outDir, { recursive: true });
@@ -89,4 +93,7 @@ fs.writeFileSync(path.join(outDir, 'greedy.json'), JSON.stringify({
 const flat = new Float32Array(B * prefillLogits[0].length);
 prefillLogits.forEach((r, b) => flat.set(r, b * r.length));
 fs.writeFileSync(path.join(outDir, 'prefill_logits.f32'), Buffer.from(flat.buffer));
+const decodeMs = performance.now() - t0;
 console.log(`${path.basename(model)}: ${tokens.map((t) => t.length).join(',')} tokens; logits [${B}, ${prefillLogits[0].length}]`);
+console.log(`onnxruntime prefill: ${B * longest} tokens, ${Math.round((1000 * B * longest) / prefillMs)} tok/s; ` +
+            `decode: ${decodeSteps * B} tokens, ${Math.round((1000 * decodeSteps * B) / decodeMs)} tok/s`);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The CLI as a user types it: convert llama2.c stories260K, then generate its reference text.
-# Usage: cli_stories260k.sh TERN_BINARY SHARED_DIR WORK_DIR
+# The CLI as a user types it: convert llama2.c stories260K, then generate its reference text; --json
+# on a model whose output is not valid UTF-8.
+# Usage: cli_generate.sh TERN_BINARY SHARED_DIR WORK_DIR
 set -euo pipefail
 tern=$1 shared=$2/models/stories260K work=$3
 if [ ! -f "$shared/stories260K.bin" ]; then
@@ -18,3 +19,8 @@ grep -q -- "--ids" "$work/err.txt"
 "$tern" generate --model "$work/model" --ids "1,410,469,347;1,403" --max-new-tokens 3 > "$work/ids.txt"
 [ "$(wc -l < "$work/ids.txt")" -eq 2 ]
 echo "stories260K CLI: conversion and generation match llama2.c"
+# Random weights emit stray byte tokens: --json must still print valid JSON.
+gpt2=$2/models/ort-genai/tiny-random-gpt2-fp32
+"$tern" generate --model "$gpt2" --ids "98,464,207,758,218;98,116,318" --max-new-tokens 32 --json > "$work/gpt2.json"
+python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['tokens']) == 2" "$work/gpt2.json"
+echo "--json output is valid JSON"
