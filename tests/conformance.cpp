@@ -75,6 +75,10 @@ Result run_case(const fs::path& dir, std::string* why) {
     try {
       auto feeds = tern::read_input_dir(*session, set.string());
       auto expected = tern::read_output_dir(set.string());
+      if (expected.empty()) {
+        *why = set.filename().string() + ": no expected outputs (output_0.pb) to compare with";
+        return Result::Failed;
+      }
       auto outputs = session->run(feeds);
       if (expected.size() > outputs.size()) {
         *why = set.filename().string() + ": " + std::to_string(outputs.size()) + " outputs, expected " +

@@ -105,6 +105,29 @@ def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.flo
     write_case(name, node, inputs, [("Y", F16 if dtype == np.float16 else F32)])
 
 
+def simple(name, op, inputs, n_out, out_types=None, domain="com.microsoft", **attrs):
+    """One node over random inputs; outputs typed float32 unless given."""
+    names = [n for n, _ in inputs]
+    outs = [f"out{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, domain=domain, **attrs)
+    write_case(name, node, inputs, [(o, (out_types or [F32] * n_out)[i]) for i, o in enumerate(outs)])
+
+
+x = rng.standard_normal((2, 3, 16)).astype(np.float32)
+b16 = rng.standard_normal(16).astype(np.float32)
+simple("fastgelu_bias", "FastGelu", [("X", x), ("bias", b16)], 1)
+simple("fastgelu_nobias", "FastGelu", [("X", x)], 1)
+simple("biasgelu", "BiasGelu", [("A", x), ("B", b16)], 1)
+simple("gelu_ms", "Gelu", [("X", x)], 1)
+simple("quickgelu", "QuickGelu", [("X", x)], 1, alpha=1.5)
+gamma, beta = (1 + 0.1 * rng.standard_normal(16)).astype(np.float32), (0.1 * rng.standard_normal(16)).astype(np.float32)
+skip = rng.standard_normal((2, 3, 16)).astype(np.float32)
+simple("skiplayernorm_bias_sum", "SkipLayerNormalization",
+       [("input", x), ("skip", skip), ("gamma", gamma), ("beta", beta), ("bias", b16)], 4, epsilon=1e-5)
+simple("skipsimplifiedlayernorm_bias_sum", "SkipSimplifiedLayerNormalization",
+       [("input", x), ("skip", skip), ("gamma", gamma), ("bias", b16)], 4, epsilon=1e-6)
+# ONNX Runtime registers SimplifiedLayerNormalization in the default domain (as its model builder emits it).
+simple("simplifiedlayernorm", "SimplifiedLayerNormalization", [("X", x), ("scale", gamma)], 1, domain="", epsilon=1e-6)
 gqa("gqa_prompt", B=2, S=5, P=0, Hq=4, Hkv=2, D=8, seqlens=[4, 4])
 gqa("gqa_decode_past", B=2, S=1, P=6, Hq=4, Hkv=2, D=8, seqlens=[6, 6])
 gqa("gqa_decode_ragged", B=2, S=1, P=6, Hq=4, Hkv=1, D=8, seqlens=[6, 3])

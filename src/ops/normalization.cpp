@@ -174,10 +174,8 @@ void register_normalization(OpRegistry& r) {
   auto norm = [](Layout l) { return [l](const Node& n) { return std::make_unique<NormOp>(n, l); }; };
   r.add("", "LayerNormalization", norm(kLayerNorm));
   r.add("", "RMSNormalization", norm(kRmsNorm));
-  // ONNX Runtime registers SimplifiedLayerNormalization in the default domain as well.
+  // ONNX Runtime registers SimplifiedLayerNormalization in the default domain (not com.microsoft).
   r.add("", "SimplifiedLayerNormalization", norm(kRmsNorm));
-  r.add("com.microsoft", "SimplifiedLayerNormalization", norm(kRmsNorm));
-  r.add("com.microsoft", "LayerNormalization", norm(kLayerNorm));
   r.add("com.microsoft", "SkipLayerNormalization", norm(kSkipLayerNorm));
   r.add("com.microsoft", "SkipSimplifiedLayerNormalization", norm(kSkipRmsNorm));
   r.add("com.microsoft", "EmbedLayerNormalization", factory<EmbedLayerNormOp>());

@@ -1,3 +1,1 @@
-Bzero_pointsJm¡n
-Y[
-ÊG#
+Bzero_pointsJ§J	uü•ÿ†

@@ -1,1 +1,1 @@
-Bzero_pointsJ½å‘ûoc¥k±‡½ÙžäÅÝ
+Bzero_pointsJš_û:îúÔ“”ì`ÞÆÔx¨

@@ -1,1 +1,1 @@
-Bzero_pointsJV1Ä+€éÙ´
+Bzero_pointsJ¾É¸®°ãEO

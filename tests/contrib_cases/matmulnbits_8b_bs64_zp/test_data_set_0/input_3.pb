@@ -1,1 +1,1 @@
-Bzero_pointsJ/jι¥ΨΚϋWemc@a@
+Bzero_pointsJ‚µσ«dτ†5ωΊ|Ωκρ
