@@ -1,0 +1,33 @@
+// Attention of new queries over keys/values held in window order, with RoPE applied at read time:
+// keys are stored before RoPE, and key i of the window is rotated to position key_pos[i], the query to
+// query_pos. Streaming softmax (one pass over the keys, no score matrix); each key/value head is
+// rotated once and shared by the query heads of its group. No allocation: `scratch` holds 2·head_dim
+// floats per query head in the group plus head_dim.
+#pragma once
+#include <cstdint>
+
+namespace tern::kernels {
+
+struct RopeTable {
+  const float* cos = nullptr;  // [positions, rot/2]
+  const float* sin = nullptr;
+  int64_t rot_dim = 0;         // rotated leading dims of a head (even); 0: no RoPE
+  bool interleaved = false;
+};
+
+struct RingAttentionArgs {
+  int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t n_keys = 0;
+  const float* const* keys = nullptr;    // n_keys pointers, each [kv_heads][head_dim], pre-RoPE
+  const float* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
+  const int64_t* key_pos = nullptr;      // RoPE position of each key
+  int64_t query_pos = 0;
+  float scale = 1;
+  RopeTable rope;
+  float* scratch = nullptr;
+};
+
+// out[q_heads][head_dim] = softmax(rope(q)·rope(k)ᵀ·scale)·v for one query token (q pre-RoPE).
+void ring_attention(const float* q, float* out, const RingAttentionArgs& a);
+
+}  // namespace tern::kernels

@@ -1,0 +1,74 @@
+#include "llm/kv_ring_buffer.h"
+
+#include <cstring>
+
+namespace tern::llm {
+
+KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c.head_dim) {
+  if (c.batch <= 0 || c.kv_heads <= 0 || c.head_dim <= 0) fail("KvRingBuffer: batch, kv_heads and head_dim must be positive");
+  if (c.capacity <= 0 || c.sinks < 0 || c.sinks >= c.capacity)
+    fail("KvRingBuffer: need 0 <= sinks (", c.sinks, ") < capacity (", c.capacity, ")");
+  const size_t n = static_cast<size_t>(c.batch * c.capacity * token_floats_);
+  keys_.assign(n, 0.0f);
+  values_.assign(n, 0.0f);
+  seen_.assign(static_cast<size_t>(c.batch), 0);
+  key_ptrs_.resize(static_cast<size_t>(c.capacity));
+  value_ptrs_.resize(static_cast<size_t>(c.capacity));
+  positions_.resize(static_cast<size_t>(c.capacity));
+}
+
+void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
+
+int64_t KvRingBuffer::held(int64_t b) const { return std::min(seen(b), c_.capacity); }
+
+// Token t lives in slot t while the buffer fills; afterwards the non-sink tokens cycle through slots
+// [S, W): token t (≥ S) is in slot S + (t − S) mod (W − S).
+int64_t KvRingBuffer::slot(int64_t b, int64_t i) const {
+  const int64_t n = seen(b), W = c_.capacity, S = c_.sinks;
+  if (i < 0 || i >= held(b)) fail("KvRingBuffer: window index ", i, " out of range (", held(b), " held)");
+  if (n <= W || i < S) return i;
+  const int64_t t = n - (W - i);  // the token at window index i (i ≥ S): the (W − i)-th newest
+  return S + (t - S) % (W - S);
+}
+
+void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
+  if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
+  const int64_t t = seen_[static_cast<size_t>(b)]++;
+  const int64_t W = c_.capacity, S = c_.sinks;
+  const int64_t s = t < W ? t : S + (t - S) % (W - S);
+  const size_t at = static_cast<size_t>((b * W + s) * token_floats_);
+  std::memcpy(keys_.data() + at, key, static_cast<size_t>(token_floats_) * sizeof(float));
+  std::memcpy(values_.data() + at, value, static_cast<size_t>(token_floats_) * sizeof(float));
+}
+
+const float* KvRingBuffer::key(int64_t b, int64_t s) const { return keys_.data() + (b * c_.capacity + s) * token_floats_; }
+const float* KvRingBuffer::value(int64_t b, int64_t s) const { return values_.data() + (b * c_.capacity + s) * token_floats_; }
+
+void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
+  if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
+  const int64_t n = held(b), group = q_heads / c_.kv_heads;
+  if (n == 0) fail("KvRingBuffer: attend before any token was appended");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = slot(b, i);
+    key_ptrs_[static_cast<size_t>(i)] = key(b, s);
+    value_ptrs_[static_cast<size_t>(i)] = value(b, s);
+    positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
+  }
+  const size_t need = static_cast<size_t>(group * c_.head_dim + c_.head_dim + 2 * group);
+  if (scratch_.size() < need) scratch_.resize(need);  // once per head configuration
+  kernels::RingAttentionArgs a;
+  a.q_heads = q_heads;
+  a.kv_heads = c_.kv_heads;
+  a.head_dim = c_.head_dim;
+  a.n_keys = n;
+  a.keys = key_ptrs_.data();
+  a.values = value_ptrs_.data();
+  a.key_pos = positions_.data();
+  a.query_pos = n - 1;
+  a.scale = scale;
+  a.rope = rope;
+  a.scratch = scratch_.data();
+  kernels::ring_attention(q, out, a);
+}
+
+}  // namespace tern::llm

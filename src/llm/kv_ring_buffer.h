@@ -1,0 +1,53 @@
+// KvRingBuffer: the key/value cache of one layer for a batch of sequences, with a fixed capacity W
+// preallocated once. Keys are stored before RoPE, so a token's rotation is decided when it is read:
+// positions are re-based to the window (0 … held−1), which lets generation slide past the context the
+// model's RoPE tables cover. The first S slots can be attention sinks (kept forever, StreamingLLM); the
+// other W − S slots hold the most recent tokens and wrap around. Appending writes one slot and copies
+// nothing else.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "kernels/cpu/ring_attention.h"
+
+namespace tern::llm {
+
+struct KvRingConfig {
+  int64_t batch = 1, kv_heads = 1, head_dim = 64;
+  int64_t capacity = 2048;  // W: slots per sequence
+  int64_t sinks = 0;        // S: leading slots never evicted (0 ≤ S < W)
+};
+
+class KvRingBuffer {
+ public:
+  explicit KvRingBuffer(KvRingConfig c);
+  const KvRingConfig& config() const { return c_; }
+
+  // Appends one token of sequence b: key (before RoPE) and value, each [kv_heads][head_dim].
+  void append(int64_t b, const float* key, const float* value);
+  int64_t seen(int64_t b) const { return seen_[static_cast<size_t>(b)]; }  // tokens ever appended
+  int64_t held(int64_t b) const;                                           // tokens in the window
+  void clear();
+
+  // Slot of the i-th held token in window order: sinks first, then oldest to newest.
+  int64_t slot(int64_t b, int64_t i) const;
+  const float* key(int64_t b, int64_t slot) const;
+  const float* value(int64_t b, int64_t slot) const;
+
+  // Attention of one new query token of sequence b (q pre-RoPE, [q_heads][head_dim]) over every held
+  // token, the query at window position held(b) − 1 (append its key first). Allocation-free.
+  void attend(int64_t b, const float* q, int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out);
+
+ private:
+  KvRingConfig c_;
+  int64_t token_floats_;                  // kv_heads · head_dim
+  std::vector<float> keys_, values_;      // [batch][capacity][kv_heads][head_dim]
+  std::vector<int64_t> seen_;
+  // Per-call views, sized once to the capacity so attend() allocates nothing.
+  std::vector<const float*> key_ptrs_, value_ptrs_;
+  std::vector<int64_t> positions_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace tern::llm

@@ -1,0 +1,201 @@
+// KvRingBuffer: wrap-around, sinks, RoPE re-basing against a straightforward reference computed on the
+// same cached keys, equality with plain attention inside the window, and no allocation per token.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <new>
+#include <random>
+
+#include "kernels/cpu/rope.h"
+#include "llm/kv_ring_buffer.h"
+#include "ops/attention_common.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::llm;
+
+// Counts every allocation through operator new in this test binary, so a test can assert a loop
+// allocates nothing. The whole new/delete family is replaced, all on malloc/free, so every pair matches.
+static std::atomic<long> g_allocations{0};
+static void* counted(std::size_t n, std::size_t align = 0) {
+  ++g_allocations;
+  if (n == 0) n = 1;
+  return align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
+}
+static void* or_throw(void* p) {
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+void* operator new(std::size_t n) { return or_throw(counted(n)); }
+void* operator new[](std::size_t n) { return or_throw(counted(n)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return or_throw(counted(n, static_cast<std::size_t>(a))); }
+void* operator new[](std::size_t n, std::align_val_t a) { return or_throw(counted(n, static_cast<std::size_t>(a))); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return counted(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return counted(n, static_cast<std::size_t>(a)); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace {
+
+std::vector<float> held_keys_first_dim(const KvRingBuffer& r, int64_t b) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < r.held(b); ++i) v.push_back(r.key(b, r.slot(b, i))[0]);
+  return v;
+}
+
+struct Rope {
+  std::vector<float> cos, sin;
+  kernels::RopeTable table;
+  Rope(int64_t positions, int64_t rot, bool interleaved) {
+    for (int64_t p = 0; p < positions; ++p)
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        const double angle = p / std::pow(10000.0, 2.0 * i / rot);
+        cos.push_back(static_cast<float>(std::cos(angle)));
+        sin.push_back(static_cast<float>(std::sin(angle)));
+      }
+    table = {cos.data(), sin.data(), rot, interleaved};
+  }
+};
+
+std::vector<float> randoms(size_t n, std::mt19937& g) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tokens") {
+  KvRingBuffer r({/*batch*/ 2, /*kv_heads*/ 1, /*head_dim*/ 2, /*capacity*/ 6, /*sinks*/ 2});
+  auto push = [&](int64_t b, float t) {
+    const float kv[2] = {t, t};
+    r.append(b, kv, kv);
+  };
+  for (int t = 0; t < 3; ++t) push(0, static_cast<float>(t));
+  CHECK(held_keys_first_dim(r, 0) == std::vector<float>{0, 1, 2});
+  for (int t = 3; t < 10; ++t) push(0, static_cast<float>(t));
+  CHECK(r.seen(0) == 10);
+  CHECK(r.held(0) == 6);
+  CHECK(held_keys_first_dim(r, 0) == std::vector<float>{0, 1, 6, 7, 8, 9});  // sinks 0, 1 stay
+  CHECK(r.held(1) == 0);  // sequences are independent
+
+  KvRingBuffer plain({1, 1, 2, 4, 0});
+  for (int t = 0; t < 10; ++t) {
+    const float kv[2] = {static_cast<float>(t), 0};
+    plain.append(0, kv, kv);
+  }
+  CHECK(held_keys_first_dim(plain, 0) == std::vector<float>{6, 7, 8, 9});
+  CHECK(test::contains(test::error_of([] { KvRingBuffer bad({1, 1, 2, 4, 4}); }), "sinks"));
+  CHECK(test::contains(test::error_of([&] {
+          KvRingBuffer empty({1, 1, 2, 4, 0});
+          float q[2] = {1, 1}, out[2];
+          empty.attend(0, q, 1, 1.0f, {}, out);
+        }), "before any token"));
+}
+
+TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-basing)") {
+  for (bool interleaved : {false, true}) {
+    CAPTURE(interleaved);
+    const int64_t Hq = 4, Hkv = 2, D = 8, W = 8, S = 2, tokens = 13;
+    std::mt19937 g(3);
+    Rope rope(W, D, interleaved);
+    KvRingBuffer r({1, Hkv, D, W, S});
+    std::vector<std::vector<float>> keys, values;
+    for (int64_t t = 0; t < tokens; ++t) {
+      keys.push_back(randoms(static_cast<size_t>(Hkv * D), g));
+      values.push_back(randoms(static_cast<size_t>(Hkv * D), g));
+      r.append(0, keys.back().data(), values.back().data());
+    }
+    const std::vector<float> q = randoms(static_cast<size_t>(Hq * D), g);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    std::vector<float> out(static_cast<size_t>(Hq * D));
+    r.attend(0, q.data(), Hq, scale, rope.table, out.data());
+
+    // Reference: the window holds tokens 0, 1 (sinks) and 7…12; key i is rotated to position i, the
+    // query to the last position; plain softmax attention in double.
+    const std::vector<int64_t> window{0, 1, 7, 8, 9, 10, 11, 12};
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t kvh = h / (Hq / Hkv);
+      std::vector<float> qr(D), kr(D);
+      kernels::rope_rotate(q.data() + h * D, qr.data(), rope.cos.data() + (W - 1) * D / 2, rope.sin.data() + (W - 1) * D / 2, D, D, interleaved);
+      std::vector<double> score;
+      for (size_t i = 0; i < window.size(); ++i) {
+        const float* k = keys[static_cast<size_t>(window[i])].data() + kvh * D;
+        kernels::rope_rotate(k, kr.data(), rope.cos.data() + i * D / 2, rope.sin.data() + i * D / 2, D, D, interleaved);
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d) s += static_cast<double>(qr[static_cast<size_t>(d)]) * kr[static_cast<size_t>(d)];
+        score.push_back(s * scale);
+      }
+      double mx = score[0], sum = 0;
+      for (double s : score) mx = std::max(mx, s);
+      for (double& s : score) sum += (s = std::exp(s - mx));
+      for (int64_t d = 0; d < D; ++d) {
+        double o = 0;
+        for (size_t i = 0; i < window.size(); ++i) o += score[i] / sum * values[static_cast<size_t>(window[i])][static_cast<size_t>(kvh * D + d)];
+        CHECK(out[static_cast<size_t>(h * D + d)] == doctest::Approx(o).epsilon(1e-5));
+      }
+    }
+  }
+}
+
+TEST_CASE("inside the window, ring attention equals plain attention over post-RoPE keys") {
+  const int64_t Hq = 4, Hkv = 2, D = 16, T = 9;
+  std::mt19937 g(11);
+  Rope rope(64, D, false);
+  KvRingBuffer r({1, Hkv, D, 32, 4});
+  Tensor K(DType::Float32, {1, Hkv, T, D}), V(DType::Float32, {1, Hkv, T, D}), Q(DType::Float32, {1, Hq, 1, D});
+  for (int64_t t = 0; t < T; ++t) {
+    auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(static_cast<size_t>(Hkv * D), g);
+    r.append(0, k.data(), v.data());
+    for (int64_t h = 0; h < Hkv; ++h) {  // the plain graph's cache: keys rotated at their absolute position
+      kernels::rope_rotate(k.data() + h * D, K.data<float>() + (h * T + t) * D, rope.cos.data() + t * D / 2,
+                           rope.sin.data() + t * D / 2, D, D, false);
+      std::copy_n(v.data() + h * D, D, V.data<float>() + (h * T + t) * D);
+    }
+  }
+  auto q = randoms(static_cast<size_t>(Hq * D), g);
+  for (int64_t h = 0; h < Hq; ++h)
+    kernels::rope_rotate(q.data() + h * D, Q.data<float>() + h * D, rope.cos.data() + (T - 1) * D / 2,
+                         rope.sin.data() + (T - 1) * D / 2, D, D, false);
+  AttentionCall call;
+  call.scale = 0.25f;
+  Tensor plain = attention(Q, K, V, call);
+  std::vector<float> out(static_cast<size_t>(Hq * D));
+  r.attend(0, q.data(), Hq, 0.25f, rope.table, out.data());
+  for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
+}
+
+TEST_CASE("appending and attending allocate nothing once the buffer exists") {
+  const int64_t Hq = 8, Hkv = 2, D = 32;
+  std::mt19937 g(5);
+  Rope rope(64, D, false);
+  KvRingBuffer r({1, Hkv, D, 64, 4});
+  auto k = randoms(static_cast<size_t>(Hkv * D), g), q = randoms(static_cast<size_t>(Hq * D), g);
+  std::vector<float> out(static_cast<size_t>(Hq * D));
+  r.append(0, k.data(), k.data());
+  r.attend(0, q.data(), Hq, 0.2f, rope.table, out.data());  // sizes the scratch once
+  const long before = g_allocations.load();
+  for (int step = 0; step < 200; ++step) {  // wraps around the 64 slots three times
+    r.append(0, k.data(), k.data());
+    r.attend(0, q.data(), Hq, 0.2f, rope.table, out.data());
+  }
+  CHECK(g_allocations.load() == before);
+  { std::vector<int> probe(16); }  // the counter does see allocations
+  CHECK(g_allocations.load() > before);
+}
