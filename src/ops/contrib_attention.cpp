@@ -54,13 +54,39 @@ struct KeyMask {
   }
 };
 
-class ContribAttentionOp : public Op {
- public:
-  explicit ContribAttentionOp(const Node& n)
+// What ONNX Runtime's attention ops share: their attributes, and the step from [B, H, S, D] Q/K/V
+// (past already prepended, P tokens of it) to the output [B, S, H·Dv]: key mask → mask_filter_value,
+// optional causality offset by P, the additive attention_bias, then attention.
+class OrtAttentionBase : public Op {
+ protected:
+  explicit OrtAttentionBase(const Node& n)
       : heads_(n.attr_int("num_heads", 0)), causal_(n.attr_int("unidirectional", 0) != 0),
         filter_(n.attr_float("mask_filter_value", -10000.0f)), has_scale_(n.has_attr("scale")),
-        scale_(n.attr_float("scale", 1)), qkv_sizes_(n.attr_ints("qkv_hidden_sizes")) {
+        scale_(n.attr_float("scale", 1)) {
     if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
+  }
+  Tensor attend(const RunContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t P, int mask_input,
+                int bias_input) const {
+    const int64_t B = q.dim(0), S = q.dim(2), T = k.dim(2);
+    KeyMask km{ctx.has(mask_input) ? &ctx.in(mask_input) : nullptr};
+    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
+      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
+    }, ctx.has(bias_input) ? &ctx.in(bias_input) : nullptr, ctx.node);
+    AttentionCall call;
+    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
+    call.bias = &bias;
+    return from_bhsd(attention(q, k, v, call));
+  }
+  int64_t heads_;
+  bool causal_;
+  float filter_;
+  bool has_scale_;
+  float scale_;
+};
+
+class ContribAttentionOp : public OrtAttentionBase {
+ public:
+  explicit ContribAttentionOp(const Node& n) : OrtAttentionBase(n), qkv_sizes_(n.attr_ints("qkv_hidden_sizes")) {
     if (n.attr_int("do_rotary", 0) || n.attr_int("past_present_share_buffer", 0))
       fail_unsupported(n.describe(), ": do_rotary and past_present_share_buffer are not supported");
   }
@@ -107,15 +133,7 @@ class ContribAttentionOp : public Op {
       k = concat_seq(&pk, k);
       v = concat_seq(&pv, v);
     }
-    const int64_t T = P + S;
-    KeyMask km{ctx.has(3) ? &ctx.in(3) : nullptr};
-    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
-      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
-    }, ctx.has(5) ? &ctx.in(5) : nullptr, ctx.node);
-    AttentionCall call;
-    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
-    call.bias = &bias;
-    convert_tensor(from_bhsd(attention(q, k, v, call)), ctx.out(0));
+    convert_tensor(attend(ctx, q, k, v, P, /*mask_index*/ 3, /*attention_bias*/ 5), ctx.out(0));
     if (ctx.outputs.size() > 1 && ctx.out(1).defined()) {  // present [2, B, H, T, D]
       Tensor& present = ctx.out(1);
       Tensor kv(DType::Float32, present.shape());
@@ -132,22 +150,12 @@ class ContribAttentionOp : public Op {
     const int64_t h = packed.value / 3;
     return {h, h, h};
   }
-  int64_t heads_;
-  bool causal_;
-  float filter_;
-  bool has_scale_;
-  float scale_;
   std::vector<int64_t> qkv_sizes_;
 };
 
-class MultiHeadAttentionOp : public Op {
+class MultiHeadAttentionOp : public OrtAttentionBase {
  public:
-  explicit MultiHeadAttentionOp(const Node& n)
-      : heads_(n.attr_int("num_heads", 0)), causal_(n.attr_int("unidirectional", 0) != 0),
-        filter_(n.attr_float("mask_filter_value", -10000.0f)), has_scale_(n.has_attr("scale")),
-        scale_(n.attr_float("scale", 1)) {
-    if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
-  }
+  explicit MultiHeadAttentionOp(const Node& n) : OrtAttentionBase(n) {}
   void infer(InferContext& ctx) const override {
     const SymShape& q = ctx.shape(0);
     if (q.size() != 3) fail_unsupported(ctx.node.describe(), ": only 3-D query [B, S, hidden] is supported");
@@ -185,7 +193,6 @@ class MultiHeadAttentionOp : public Op {
       }
     }
     Tensor q = to_bhsd(qf, heads_), k = to_bhsd(kf, heads_), v = to_bhsd(vf, heads_);
-    const int64_t B = q.dim(0), S = q.dim(2);
     int64_t P = 0;
     if (ctx.has(6) && ctx.has(7)) {
       Tensor pk = cast_to(ctx.in(6), DType::Float32), pv = cast_to(ctx.in(7), DType::Float32);
@@ -193,25 +200,10 @@ class MultiHeadAttentionOp : public Op {
       k = concat_seq(&pk, k);
       v = concat_seq(&pv, v);
     }
-    const int64_t T = k.dim(2);
-    KeyMask km{ctx.has(4) ? &ctx.in(4) : nullptr};
-    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
-      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
-    }, ctx.has(5) ? &ctx.in(5) : nullptr, ctx.node);
-    AttentionCall call;
-    call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
-    call.bias = &bias;
-    convert_tensor(from_bhsd(attention(q, k, v, call)), ctx.out(0));
+    convert_tensor(attend(ctx, q, k, v, P, /*key_padding_mask*/ 4, /*attention_bias*/ 5), ctx.out(0));
     if (ctx.outputs.size() > 1 && ctx.out(1).defined()) convert_tensor(k, ctx.out(1));
     if (ctx.outputs.size() > 2 && ctx.out(2).defined()) convert_tensor(v, ctx.out(2));
   }
-
- private:
-  int64_t heads_;
-  bool causal_;
-  float filter_;
-  bool has_scale_;
-  float scale_;
 };
 
 }  // namespace
