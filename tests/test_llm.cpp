@@ -138,3 +138,46 @@ TEST_CASE("a graph that is not a decoder is refused, listing what it has") {
   CHECK(contains(e, "inputs: pixels"));
   CHECK(contains(e, "outputs: y"));
 }
+
+TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the window, bounded past it") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  const std::vector<std::vector<int64_t>> prompts{tok->encode("Once upon a time", true), tok->encode("Zoo", true)};
+  const std::string model = (fs::path(stories_dir()) / "model.onnx").string();
+  ModelConfig cfg = read_model_config(stories_dir());
+  GenerateOptions o;
+  o.max_new_tokens = 120;
+  o.eos_token_ids = cfg.eos_token_ids;
+
+  Session plain(model);
+  SessionOptions ring_opt;
+  ring_opt.kv_window = 512;
+  Session ring(model, ring_opt);
+  CHECK(ring.cached_layers() == 5);
+  CHECK(ring.inputs().size() == 3);  // past_key_values.* are gone
+  auto a = Generator(plain, cfg).generate(prompts, o);
+  auto b = Generator(ring, cfg).generate(prompts, o);  // left-padded batch: padding never enters the ring
+  CHECK(a.tokens == b.tokens);
+  CHECK(Generator(ring, cfg).generate(prompts, o).tokens == b.tokens);  // a new generate() starts empty
+
+  // Sliding: a 32-token window with 4 sinks, 700 tokens — past the model's 512 positions.
+  SessionOptions slide_opt;
+  slide_opt.kv_window = 32;
+  slide_opt.kv_sinks = 4;
+  Session slide(model, slide_opt);
+  o.max_new_tokens = 700;
+  o.eos_token_ids.clear();
+  auto c = Generator(slide, cfg).generate({prompts[0]}, o);
+  REQUIRE(c.tokens[0].size() == prompts[0].size() + 700);
+  for (int64_t t : c.tokens[0]) CHECK((t >= 0 && t < 512));
+  // Inside the first 32 tokens nothing has slid yet: the same tokens as the plain graph.
+  auto d = Generator(plain, cfg).generate({prompts[0]}, [] { GenerateOptions g; g.max_new_tokens = 27; return g; }());
+  CHECK(std::equal(d.tokens[0].begin(), d.tokens[0].end(), c.tokens[0].begin()));
+}
+
+TEST_CASE("a window on a graph without the RotaryEmbedding → Attention pattern is refused") {
+  SessionOptions o;
+  o.kv_window = 64;
+  const fs::path torch_model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
+  CHECK(contains(error_of([&] { Session s(torch_model.string(), o); }), "no attention layer matches"));
+}

@@ -21,6 +21,7 @@ struct Case {
   const char* file;
   double tolerance;
   bool committed = false;  // model in tests/fixtures (else ../shared/models/ort-genai)
+  int64_t kv_window = 0;   // > 0: tern keeps the cache in its ring buffer
 };
 
 void check_against_ort(const Case& c) {
@@ -36,7 +37,9 @@ void check_against_ort(const Case& c) {
   const auto prompts = g["prompts"].get<std::vector<std::vector<int64_t>>>();
   const auto expected = g["tokens"].get<std::vector<std::vector<int64_t>>>();
 
-  Session s((model_dir / c.file).string());
+  SessionOptions so;
+  so.kv_window = c.kv_window;
+  Session s((model_dir / c.file).string(), so);
   ModelConfig cfg = read_model_config(model_dir.string());
   Generator gen(s, cfg);
   GenerateOptions o;
@@ -81,4 +84,8 @@ TEST_CASE("the same Llama in opset-23 RMSNormalization/RotaryEmbedding/Attention
 
 TEST_CASE("the same Llama with int4 MatMulNBits weights matches ONNX Runtime") {
   check_against_ort({"llama-gqa-int4", "model.onnx", 1e-3, true});
+}
+
+TEST_CASE("the opset-23 Llama with tern's ring-buffer cache still matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-opset23", "model.onnx", 1e-3, true, 128});
 }

@@ -31,11 +31,13 @@ commands:
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
-           [--chat [--system TEXT]] [--stop TEXT]... [--threads N] [--no-cache] [--json]
+           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S]] [--threads N] [--no-cache] [--json]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
-      Phi-3); --stop ends a sequence when its new text contains TEXT.
+      Phi-3); --stop ends a sequence when its new text contains TEXT. --window keeps each attention
+      layer's keys (before RoPE) in a ring buffer of W tokens with S attention sinks (default 4), so
+      generation can run past the model's context with bounded memory.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
@@ -156,6 +158,11 @@ int cmd_generate(int argc, char** argv) {
   const std::string model_path = resolve_model(f.get("model"), &dir);
   tern::SessionOptions so;
   if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  if (f.has("window")) {
+    so.kv_window = std::stoll(f.get("window"));
+    so.kv_sinks = std::stoll(f.get("sinks", "4"));
+    if (so.kv_window <= 0 || so.kv_sinks < 0) tern::fail("--window must be positive and --sinks not negative");
+  }
   tern::Session session(model_path, so);
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
   tern::llm::Generator gen(session, cfg);

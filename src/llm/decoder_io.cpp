@@ -75,6 +75,10 @@ DecoderIO detect_decoder_io(const Session& s) {
     if (io.kv_heads <= 0 || io.head_size <= 0)
       fail_unsupported(s.model().path, ": cache input '", first->name, "' has no fixed head count and size ", sym_shape_str(sh));
   }
+  if (s.cached_layers() > 0) {
+    if (!io.past.empty()) fail_unsupported(s.model().path, ": some attention layers keep a graph cache and some a ring buffer");
+    io.layout = PastLayout::Internal;
+  }
   for (const auto& i : s.inputs()) {
     bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids;
     for (const auto& p : io.past) known |= i.name == p;

@@ -10,7 +10,8 @@
 
 namespace tern::llm {
 
-enum class PastLayout { None, PerLayerKeyValue, Stacked };
+// Internal: the session holds the cache (ring buffer); the generator feeds only new tokens.
+enum class PastLayout { None, PerLayerKeyValue, Stacked, Internal };
 
 struct DecoderIO {
   std::string input_ids, attention_mask, position_ids, logits;  // mask/positions "" when absent

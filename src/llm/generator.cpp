@@ -27,6 +27,11 @@ void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) c
         fail("token id ", t, " is outside the vocabulary of ", config_.vocab_size);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   }
+  if (io_.layout == PastLayout::Internal) {  // a sliding window re-bases positions: no context limit
+    if (!opt.use_cache) fail("--no-cache cannot be used with a ring-buffer cache (--window)");
+    if (opt.num_beams > 1) fail_unsupported("beam search needs the graph's own cache; run without --window");
+    return;
+  }
   if (config_.context_length > 0 && longest + opt.max_new_tokens > config_.context_length)
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ",
          config_.context_length, " of the model");
@@ -76,7 +81,7 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache) {
   if (cache) cache->add_feeds(feeds);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step
   Outputs out = session_.run(feeds);
-  if (cache) cache->update(out);
+  if (cache) cache->update(out, n);
   Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
   const int64_t S = logits.dim(1), V = logits.dim(2);
   Tensor last(DType::Float32, {B, V});
@@ -87,6 +92,7 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache) {
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
                                    const std::function<bool(size_t, int64_t)>& on_token) {
   check_prompts(prompts, opt);
+  if (io_.layout == PastLayout::Internal) session_.reset();  // a new batch starts with empty rings
   if (opt.num_beams > 1) return beam_search(prompts, opt);
   const int64_t B = static_cast<int64_t>(prompts.size());
   const bool cached = opt.use_cache && io_.layout != PastLayout::None;

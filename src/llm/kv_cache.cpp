@@ -31,7 +31,11 @@ void KvCache::reorder(const std::vector<int64_t>& rows) {
   }
 }
 
-void KvCache::update(const Outputs& outputs) {
+void KvCache::update(const Outputs& outputs, int64_t fed) {
+  if (io_.layout == PastLayout::Internal) {  // the session's ring buffers hold the keys
+    length_ += fed;
+    return;
+  }
   for (size_t i = 0; i < io_.present.size(); ++i) past_[i] = outputs.at(io_.present[i]);
   if (!past_.empty()) length_ = past_[0].dim(-2);
 }

@@ -14,8 +14,8 @@ class KvCache {
   KvCache(const DecoderIO& io, int64_t batch);
   // Adds the past inputs for the next run.
   void add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) const;
-  // Takes the presents of the run just made as the new past.
-  void update(const Outputs& outputs);
+  // Takes the presents of the run just made (which fed `fed` new positions) as the new past.
+  void update(const Outputs& outputs, int64_t fed);
   void clear();
   // Row i of the batch becomes old row rows[i] (beam search keeps the beams that survived a step).
   void reorder(const std::vector<int64_t>& rows);

@@ -93,8 +93,10 @@ class Op {
   // True when run() sets outputs as views of inputs (Reshape, Squeeze…): the executor then
   // allocates nothing for them.
   virtual bool outputs_are_views() const { return false; }
-  // False for ops whose result must not be computed at load time (random generators).
+  // False for ops whose result must not be computed at load time (random generators, stateful ops).
   virtual bool foldable() const { return true; }
+  // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
+  virtual void reset() {}
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;

@@ -4,6 +4,7 @@
 #include <set>
 #include <thread>
 
+#include "graph/fusions.h"
 #include "ops/execute.h"
 
 namespace tern {
@@ -39,6 +40,12 @@ void Session::prepare() {
     for (const auto& m : missing) list += "\n  " + m;
     fail_unsupported(model_.path, ": unsupported ops:", list);
   }
+  if (options_.kv_window > 0) {
+    cached_layers_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks});
+    if (cached_layers_ == 0)
+      fail_unsupported(model_.path, ": no attention layer matches the ring-buffer cache pattern (RotaryEmbedding → "
+                       "Attention with past/present); run without a window");
+  }
   for (const auto& list : {g.inputs, g.outputs})
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
@@ -72,6 +79,10 @@ void Session::prepare() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (last_use[v] >= 0 && !keep[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
+}
+
+void Session::reset() {
+  for (auto& op : ops_) op->reset();
 }
 
 void Session::check_feed(const IOInfo& info, const Tensor& t) const {

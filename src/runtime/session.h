@@ -21,6 +21,11 @@ struct SessionOptions {
   Device device;              // where buffers live and kernels run; CPU until the OpenCL path lands
   int threads = 0;            // 0: all cores
   bool optimize = true;       // constant folding + dead-node removal
+  // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
+  // this many tokens inside the session (past/present inputs and outputs disappear), with `sinks`
+  // leading tokens kept once the window slides. 0: the graph's own past/present cache.
+  int64_t kv_window = 0;
+  int64_t kv_sinks = 4;
   // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
   std::function<void(const Node& node, double start_us, double end_us)> on_node;
 };
@@ -53,6 +58,9 @@ class Session {
 
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order.
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
+  int cached_layers() const { return cached_layers_; }
+  void reset();
 
  private:
   void prepare();
@@ -65,6 +73,7 @@ class Session {
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
+  int cached_layers_ = 0;
 };
 
 }  // namespace tern

@@ -1,0 +1,75 @@
+// CachedAttention (domain "tern"): one decoder layer's attention bound to a KvRingBuffer the op owns,
+// made by the fuse_cached_attention pass from RotaryEmbedding(q), RotaryEmbedding(k) → Attention with
+// past/present. Inputs: q, k (before RoPE, [B, S, H·D]), v, cos_cache, sin_cache, attention_mask
+// [B, total]. Each new token of row b is appended to the ring (padding tokens are skipped) and its
+// query attends over the window, keys rotated to their window positions: causal within the step.
+// Output [B, S, Hq·D]; padding rows are zero.
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "llm/kv_ring_buffer.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+class CachedAttentionOp : public Op {
+ public:
+  explicit CachedAttentionOp(const Node& n)
+      : hq_(n.attr_int("q_num_heads", 0)), hkv_(n.attr_int("kv_num_heads", 0)), window_(n.attr_int("window", 0)),
+        sinks_(n.attr_int("sinks", 0)), interleaved_(n.attr_int("interleaved", 0) != 0),
+        rot_dim_(n.attr_int("rotary_embedding_dim", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)) {
+    if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || window_ <= 0)
+      fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
+  }
+  bool foldable() const override { return false; }
+  void reset() override { ring_.reset(); }
+
+  void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
+
+  void run(RunContext& ctx) const override {
+    Tensor q = cast_to(ctx.in(0), DType::Float32), k = cast_to(ctx.in(1), DType::Float32), v = cast_to(ctx.in(2), DType::Float32);
+    Tensor cos = cast_to(ctx.in(3), DType::Float32), sin = cast_to(ctx.in(4), DType::Float32);
+    const Tensor& mask = ctx.in(5);
+    const int64_t B = q.dim(0), S = q.dim(1), D = q.dim(2) / hq_, total = mask.dim(1);
+    if (!ring_ || ring_->config().batch != B) {
+      const int64_t sinks = std::min(sinks_, window_ - 1);
+      ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks});
+    }
+    const int64_t rot = rot_dim_ ? rot_dim_ : D;
+    if (cos.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", cos.dim(1), " columns for rotary dim ", rot);
+    if (cos.dim(0) < window_)
+      fail(ctx.node.describe(), ": the window (", window_, ") exceeds the ", cos.dim(0), " positions the RoPE tables cover");
+    kernels::RopeTable rope{cos.data<float>(), sin.data<float>(), rot, interleaved_};
+    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
+    Tensor& y = ctx.out(0);
+    Tensor yf = y.dtype() == DType::Float32 ? y : Tensor(DType::Float32, y.shape());
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        float* out = yf.data<float>() + (b * S + s) * hq_ * D;
+        if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output
+          std::memset(out, 0, static_cast<size_t>(hq_ * D) * sizeof(float));
+          continue;
+        }
+        ring_->append(b, k.data<float>() + (b * S + s) * hkv_ * D, v.data<float>() + (b * S + s) * hkv_ * D);
+        ring_->attend(b, q.data<float>() + (b * S + s) * hq_ * D, hq_, scale, rope, out);
+      }
+    if (yf.raw() != y.raw()) convert_tensor(yf, y);
+  }
+
+ private:
+  int64_t hq_, hkv_, window_, sinks_;
+  bool interleaved_;
+  int64_t rot_dim_;
+  bool has_scale_;
+  float scale_;
+  mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
+};
+
+}  // namespace
+
+void register_cached_attention(OpRegistry& r) { r.add("tern", "CachedAttention", factory<CachedAttentionOp>()); }
+
+}  // namespace tern
