@@ -175,6 +175,31 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   CHECK(std::equal(d.tokens[0].begin(), d.tokens[0].end(), c.tokens[0].begin()));
 }
 
+TEST_CASE("chunked prefill equals one-shot prefill, with the graph cache and with the ring buffer") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  const std::vector<std::vector<int64_t>> prompts{
+      tok->encode("Once upon a time, there was a little girl named Lily. She loved to play", true), tok->encode("Zoo", true)};
+  const std::string model = (fs::path(stories_dir()) / "model.onnx").string();
+  ModelConfig cfg = read_model_config(stories_dir());
+  for (int64_t window : {0, 128}) {
+    CAPTURE(window);
+    SessionOptions so;
+    so.kv_window = window;
+    Session s(model, so);
+    GenerateOptions o;
+    o.max_new_tokens = 16;
+    auto whole = Generator(s, cfg).generate(prompts, o);
+    o.prefill_chunk = 5;
+    auto chunked = Generator(s, cfg).generate(prompts, o);
+    CHECK(whole.tokens == chunked.tokens);
+    for (size_t b = 0; b < prompts.size(); ++b)
+      for (int64_t v = 0; v < whole.prefill_logits.dim(1); ++v)
+        CHECK(chunked.prefill_logits.data<float>()[b * 512 + v] ==
+              doctest::Approx(whole.prefill_logits.data<float>()[b * 512 + v]).epsilon(1e-4));
+  }
+}
+
 TEST_CASE("a window on a graph without the RotaryEmbedding → Attention pattern is refused") {
   SessionOptions o;
   o.kv_window = 64;

@@ -89,3 +89,7 @@ TEST_CASE("the same Llama with int4 MatMulNBits weights matches ONNX Runtime") {
 TEST_CASE("the opset-23 Llama with tern's ring-buffer cache still matches ONNX Runtime") {
   check_against_ort({"llama-gqa-opset23", "model.onnx", 1e-3, true, 128});
 }
+
+TEST_CASE("the genai Llama fp16 (MultiHeadAttention) with tern's ring-buffer cache still matches ONNX Runtime") {
+  check_against_ort({"tiny-random-LlamaForCausalLM-fp16", "model.onnx", 2e-2, false, 128});
+}

@@ -31,7 +31,8 @@ commands:
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
-           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S]] [--threads N] [--no-cache] [--json]
+           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S]] [--prefill-chunk N]
+           [--threads N] [--no-cache] [--json]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
@@ -197,6 +198,7 @@ int cmd_generate(int argc, char** argv) {
   tern::llm::GenerateOptions opt;
   opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "128"));
   opt.use_cache = !f.has("no-cache");
+  opt.prefill_chunk = std::stoll(f.get("prefill-chunk", "0"));
   opt.eos_token_ids = cfg.eos_token_ids;
   auto& s = opt.sampling;
   s.greedy = f.has("greedy") || !(f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p"));

@@ -4,6 +4,28 @@
 
 namespace tern {
 
+namespace {
+
+// Where the operands of one attention pattern sit. RoPE inputs are (x, cos, sin) input indices.
+struct AttentionPattern {
+  const char* attention_domain;
+  const char* attention_op;
+  const char* rope_domain;
+  int past_key, past_value;       // attention inputs
+  int rope_x, rope_cos, rope_sin; // RotaryEmbedding inputs
+  int must_be_absent;             // an attention input this rewrite cannot honour (-1: none)
+};
+
+// ONNX opset 23: RotaryEmbedding(x, cos, sin, pos) → Attention(q, k, v, mask, past_k, past_v).
+// ONNX Runtime: RotaryEmbedding(x, pos, cos, sin) → MultiHeadAttention(q, k, v, bias, key_padding_mask,
+// attention_bias, past_k, past_v); a packed bias is not supported here.
+constexpr AttentionPattern kPatterns[] = {
+    {"", "Attention", "", 4, 5, 0, 1, 2, -1},
+    {"com.microsoft", "MultiHeadAttention", "com.microsoft", 6, 7, 0, 2, 3, 3},
+};
+
+}  // namespace
+
 int fuse_cached_attention(Graph& g, const CachedAttentionOptions& opt) {
   link_producers(g);
   const int mask_id = g.find_value("attention_mask");
@@ -14,37 +36,46 @@ int fuse_cached_attention(Graph& g, const CachedAttentionOptions& opt) {
     const int p = id >= 0 ? g.values[static_cast<size_t>(id)].producer : -1;
     return p >= 0 ? &g.nodes[static_cast<size_t>(p)] : nullptr;
   };
+  auto input = [](const Node& n, int i) { return i < static_cast<int>(n.inputs.size()) ? n.inputs[static_cast<size_t>(i)] : -1; };
   std::vector<int> drop_inputs, drop_outputs;
   int fused = 0;
   for (Node& n : g.nodes) {
-    if (n.op_type != "Attention" || !n.domain.empty() || n.inputs.size() < 6 || n.outputs.size() < 3) continue;
-    const Node* rq = producer(n.inputs[0]);
-    const Node* rk = producer(n.inputs[1]);
-    if (!rq || !rk || rq->op_type != "RotaryEmbedding" || rk->op_type != "RotaryEmbedding" || !rq->domain.empty() ||
-        !rk->domain.empty())
+    const AttentionPattern* pat = nullptr;
+    for (const auto& p : kPatterns)
+      if (n.op_type == p.attention_op && n.domain == p.attention_domain) pat = &p;
+    if (!pat || n.outputs.size() != 3) continue;
+    const Node* rq = producer(input(n, 0));
+    const Node* rk = producer(input(n, 1));
+    if (!rq || !rk || rq->op_type != "RotaryEmbedding" || rk->op_type != "RotaryEmbedding" || rq->domain != pat->rope_domain ||
+        rk->domain != pat->rope_domain)
       continue;
-    const int past_k = n.inputs[4], past_v = n.inputs[5], present_k = n.outputs[1], present_v = n.outputs[2];
+    const int past_k = input(n, pat->past_key), past_v = input(n, pat->past_value);
+    const int present_k = n.outputs[1], present_v = n.outputs[2];
     if (past_k < 0 || past_v < 0 || !is_input(past_k) || !is_input(past_v) || present_k < 0 || present_v < 0 ||
         !is_output(present_k) || !is_output(present_v))
       continue;
-    if (n.attr_int("q_num_heads", 0) <= 0 || n.attr_float("softcap", 0) != 0 || n.outputs.size() > 3 ||
-        rq->inputs[1] != rk->inputs[1] || rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0))
+    if ((pat->must_be_absent >= 0 && input(n, pat->must_be_absent) >= 0) || n.attr_float("softcap", 0) != 0 ||
+        input(*rq, pat->rope_cos) != input(*rk, pat->rope_cos) ||
+        rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0))
       continue;
+    const int64_t heads = n.op_type == "Attention" ? n.attr_int("q_num_heads", 0) : n.attr_int("num_heads", 0);
+    const int64_t kv_heads = n.op_type == "Attention" ? n.attr_int("kv_num_heads", 0) : heads;
+    if (heads <= 0 || kv_heads <= 0) continue;  // 4-D layouts carry no head counts: not this pattern
     Node c;
     c.name = n.name + "/cached";
     c.op_type = "CachedAttention";
     c.domain = "tern";
-    c.inputs = {rq->inputs[0], rk->inputs[0], n.inputs[2], rq->inputs[1], rq->inputs[2], mask_id};
+    c.inputs = {input(*rq, pat->rope_x), input(*rk, pat->rope_x), input(n, 2), input(*rq, pat->rope_cos),
+                input(*rq, pat->rope_sin), mask_id};
     c.outputs = {n.outputs[0]};
-    for (const char* a : {"q_num_heads", "kv_num_heads", "scale"})
-      if (const Attribute* at = n.attr(a)) c.attrs[a] = *at;
+    auto set = [&](const char* k, int64_t v) { Attribute a; a.i = v; c.attrs[k] = a; };
+    set("q_num_heads", heads);
+    set("kv_num_heads", kv_heads);
+    set("window", opt.window);
+    set("sinks", opt.sinks);
+    if (const Attribute* at = n.attr("scale")) c.attrs["scale"] = *at;
     for (const char* a : {"interleaved", "rotary_embedding_dim"})
       if (const Attribute* at = rq->attr(a)) c.attrs[a] = *at;
-    Attribute w, s;
-    w.i = opt.window;
-    s.i = opt.sinks;
-    c.attrs["window"] = w;
-    c.attrs["sinks"] = s;
     drop_inputs.insert(drop_inputs.end(), {past_k, past_v});
     drop_outputs.insert(drop_outputs.end(), {present_k, present_v});
     n = std::move(c);

@@ -9,12 +9,12 @@ struct CachedAttentionOptions {
   int64_t sinks = 0;   // leading tokens kept forever once the window slides
 };
 
-// RotaryEmbedding(q), RotaryEmbedding(k) → Attention(q', k', v, mask, past_key, past_value) →
-// (y, present_key, present_value), with past/present as graph inputs/outputs and a 3-D layout (what
-// the llama2.c converter and opset-23 exports write), becomes CachedAttention(q, k, v, cos, sin,
-// attention_mask) owning a KvRingBuffer; those past/present graph inputs and outputs are removed.
-// Assumes the Attention mask is the usual causal + padding mask built from `attention_mask`.
-// Returns the number of layers rewritten.
+// RotaryEmbedding(q), RotaryEmbedding(k) → attention with past/present as graph inputs/outputs, in a
+// 3-D layout, becomes CachedAttention(q, k, v, cos, sin, attention_mask) owning a KvRingBuffer, and
+// those past/present graph inputs and outputs are removed. Two forms: ONNX opset-23 RotaryEmbedding →
+// Attention (the llama2.c converter, opset-23 exports) and ONNX Runtime's RotaryEmbedding →
+// MultiHeadAttention (the onnxruntime-genai model builder). Assumes the attention's mask is the usual
+// causal + padding mask built from `attention_mask`. Returns the number of layers rewritten.
 int fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
 }  // namespace tern

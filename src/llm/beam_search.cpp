@@ -52,7 +52,7 @@ GenerateResult Generator::beam_search(const Rows& prompts, const GenerateOptions
   res.prompt_tokens = static_cast<int64_t>(padded[0].size()) * B;
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    Tensor logits = forward(seq, mask, cached ? &cache : nullptr);
+    Tensor logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
     if (step == 0) {
       res.prefill_logits = Tensor(DType::Float32, {B, V});

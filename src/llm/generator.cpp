@@ -27,6 +27,8 @@ void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) c
         fail("token id ", t, " is outside the vocabulary of ", config_.vocab_size);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   }
+  if (opt.prefill_chunk > 0 && (!opt.use_cache || io_.layout == PastLayout::None))
+    fail("--prefill-chunk needs a KV cache (the model has none, or --no-cache was given)");
   if (io_.layout == PastLayout::Internal) {  // a sliding window re-bases positions: no context limit
     if (!opt.use_cache) fail("--no-cache cannot be used with a ring-buffer cache (--window)");
     if (opt.num_beams > 1) fail_unsupported("beam search needs the graph's own cache; run without --window");
@@ -56,9 +58,20 @@ void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std
   }
 }
 
-Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache) {
+Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk) {
+  const int64_t full = static_cast<int64_t>(seq[0].size());
+  // A long prompt goes through in chunks: each run feeds at most `chunk` positions the cache lacks.
+  while (chunk > 0 && cache && full - cache->length() > chunk) {
+    Rows s(seq.size()), m(mask.size());
+    const size_t upto = static_cast<size_t>(cache->length() + chunk);
+    for (size_t b = 0; b < seq.size(); ++b) {
+      s[b].assign(seq[b].begin(), seq[b].begin() + static_cast<std::ptrdiff_t>(upto));
+      m[b].assign(mask[b].begin(), mask[b].begin() + static_cast<std::ptrdiff_t>(upto));
+    }
+    forward(s, m, cache, 0);
+  }
   const int64_t B = static_cast<int64_t>(seq.size());
-  const int64_t total = static_cast<int64_t>(seq[0].size());
+  const int64_t total = full;
   const int64_t first = cache ? cache->length() : 0;  // first position this run computes
   const int64_t n = total - first;
   std::vector<int64_t> ids, m, pos;
@@ -112,7 +125,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   KvCache cache(io_, B);
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    Tensor logits = forward(seq, mask, cached ? &cache : nullptr);
+    Tensor logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
     if (step == 0) res.prefill_logits = logits;
     for (int64_t b = 0; b < B; ++b) {

@@ -19,6 +19,7 @@ struct GenerateOptions {
   float length_penalty = 1.0f;  // beam score = sum of log-probs / generated_length^length_penalty
   bool early_stopping = false;  // true: a prompt is done once num_beams hypotheses have ended
   bool use_cache = true;
+  int64_t prefill_chunk = 0;    // > 0: feed the prompt in chunks of this many tokens (needs a cache)
   std::vector<int64_t> eos_token_ids;  // stop a sequence at any of these (kept in its output)
 };
 
@@ -46,8 +47,9 @@ class Generator {
  private:
   using Rows = std::vector<std::vector<int64_t>>;
   // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
-  // positions without a cache) and returns the last position's logits, [rows, vocab] float32.
-  Tensor forward(const Rows& seq, const Rows& mask, KvCache* cache);
+  // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns the
+  // last position's logits, [rows, vocab] float32.
+  Tensor forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
   GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
   void check_prompts(const Rows& prompts, const GenerateOptions& options) const;
   int64_t pad_id() const;

@@ -1,6 +1,6 @@
 // CachedAttention (domain "tern"): one decoder layer's attention bound to a KvRingBuffer the op owns,
-// made by the fuse_cached_attention pass from RotaryEmbedding(q), RotaryEmbedding(k) → Attention with
-// past/present. Inputs: q, k (before RoPE, [B, S, H·D]), v, cos_cache, sin_cache, attention_mask
+// made by the fuse_cached_attention pass from RotaryEmbedding(q), RotaryEmbedding(k) → Attention (or
+// ONNX Runtime's MultiHeadAttention) with past/present. Inputs: q, k (before RoPE, [B, S, H·D]), v, cos_cache, sin_cache, attention_mask
 // [B, total]. Each new token of row b is appended to the ring (padding tokens are skipped) and its
 // query attends over the window, keys rotated to their window positions: causal within the step.
 // Output [B, S, Hq·D]; padding rows are zero.
