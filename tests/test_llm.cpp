@@ -158,6 +158,12 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   auto a = Generator(plain, cfg).generate(prompts, o);
   auto b = Generator(ring, cfg).generate(prompts, o);  // left-padded batch: padding never enters the ring
   CHECK(a.tokens == b.tokens);
+  // Bytes per decode step: same weights; the graph cache moves its past three times (read, copied into
+  // present, read by attention), the ring reads it once and writes one slot.
+  CHECK(a.weight_bytes_per_token == b.weight_bytes_per_token);
+  CHECK(a.weight_bytes_per_token > 900'000);  // ~260K fp32 parameters
+  CHECK(b.cache_bytes_per_token > 0);
+  CHECK(b.cache_bytes_per_token * 2 < a.cache_bytes_per_token);
   CHECK(Generator(ring, cfg).generate(prompts, o).tokens == b.tokens);  // a new generate() starts empty
 
   // Sliding: a 32-token window with 4 sinks, 700 tokens — past the model's 512 positions.

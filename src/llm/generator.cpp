@@ -149,6 +149,8 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
   }
   res.decode_ms = ms_since(step_t0);
+  res.weight_bytes_per_token = session_.weight_bytes_per_token();
+  res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? session_.state_bytes_per_token() : cache.bytes_per_token();
   return res;
 }
 

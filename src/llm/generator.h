@@ -28,6 +28,8 @@ struct GenerateResult {
   double prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, decode_steps = 0;
   Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
+  int64_t weight_bytes_per_token = 0;  // weights a decode step reads
+  int64_t cache_bytes_per_token = 0;   // KV-cache bytes the last decode step moved
 };
 
 // Left-pads prompts to one length with `pad`; `mask` marks real tokens.

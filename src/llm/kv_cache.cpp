@@ -20,6 +20,12 @@ void KvCache::add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) cons
   for (size_t i = 0; i < io_.past.size(); ++i) feeds.emplace_back(io_.past[i], past_[i]);
 }
 
+int64_t KvCache::bytes_per_token() const {
+  int64_t past = 0;
+  for (const Tensor& t : past_) past += static_cast<int64_t>(t.nbytes());
+  return 3 * past;
+}
+
 void KvCache::reorder(const std::vector<int64_t>& rows) {
   for (Tensor& t : past_) {
     const int64_t batch_axis = io_.layout == PastLayout::Stacked ? 1 : 0;

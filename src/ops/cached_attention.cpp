@@ -26,6 +26,14 @@ class CachedAttentionOp : public Op {
   }
   bool foldable() const override { return false; }
   void reset() override { ring_.reset(); }
+  // Attention reads every held key and value once per token; the append writes one slot.
+  int64_t state_bytes_per_token() const override {
+    if (!ring_) return 0;
+    const auto& c = ring_->config();
+    int64_t held = 0;
+    for (int64_t b = 0; b < c.batch; ++b) held += ring_->held(b);
+    return (held + c.batch) * 2 * c.kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));
+  }
 
   void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
 

@@ -97,6 +97,8 @@ class Op {
   virtual bool foldable() const { return true; }
   // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
   virtual void reset() {}
+  // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.
+  virtual int64_t state_bytes_per_token() const { return 0; }
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;

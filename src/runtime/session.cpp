@@ -81,6 +81,32 @@ void Session::prepare() {
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
 }
 
+int64_t Session::state_bytes_per_token() const {
+  int64_t n = 0;
+  for (const auto& op : ops_) n += op->state_bytes_per_token();
+  return n;
+}
+
+int64_t Session::weight_bytes_per_token() const {
+  const Graph& g = *model_.graph;
+  int64_t n = 0;
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const Value& val = g.values[v];
+    if (!val.constant || val.constant->numel() < 1024) continue;  // small constants are not weights
+    bool gathered_only = true, used = false;
+    for (const Node& node : g.nodes)
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        if (node.inputs[i] == static_cast<int>(v)) {
+          used = true;
+          gathered_only &= node.op_type == "Gather" && i == 0;
+        }
+    if (!used) continue;
+    const Tensor& t = *val.constant;
+    n += gathered_only ? static_cast<int64_t>(t.nbytes()) / std::max<int64_t>(t.dim(0), 1) : static_cast<int64_t>(t.nbytes());
+  }
+  return n;
+}
+
 void Session::reset() {
   for (auto& op : ops_) op->reset();
 }

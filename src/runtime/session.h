@@ -61,6 +61,11 @@ class Session {
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
   int cached_layers() const { return cached_layers_; }
   void reset();
+  // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
+  int64_t state_bytes_per_token() const;
+  // Bytes of weights a decode step reads: every constant a node reads whole, and one row per token
+  // of a table read by Gather (embeddings).
+  int64_t weight_bytes_per_token() const;
 
  private:
   void prepare();
