@@ -39,7 +39,13 @@ class CachedAttentionOp : public Op {
 
   void run(RunContext& ctx) const override {
     Tensor q = cast_to(ctx.in(0), DType::Float32), k = cast_to(ctx.in(1), DType::Float32), v = cast_to(ctx.in(2), DType::Float32);
-    Tensor cos = cast_to(ctx.in(3), DType::Float32), sin = cast_to(ctx.in(4), DType::Float32);
+    if (cos_src_ != ctx.in(3).raw()) {  // float32 tables, made once (a no-copy view for float32 models)
+      cos_ = cast_to(ctx.in(3), DType::Float32);
+      sin_ = cast_to(ctx.in(4), DType::Float32);
+      cos_src_ = ctx.in(3).raw();
+    }
+    const Tensor& cos = cos_;
+    const Tensor& sin = sin_;
     const Tensor& mask = ctx.in(5);
     const int64_t B = q.dim(0), S = q.dim(1), D = q.dim(2) / hq_, total = mask.dim(1);
     if (!ring_ || ring_->config().batch != B) {
@@ -74,6 +80,8 @@ class CachedAttentionOp : public Op {
   bool has_scale_;
   float scale_;
   mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
+  mutable Tensor cos_, sin_;                         // the RoPE tables as float32
+  mutable const void* cos_src_ = nullptr;            // the table they were made from
 };
 
 }  // namespace

@@ -89,20 +89,21 @@ int64_t Session::state_bytes_per_token() const {
 
 int64_t Session::weight_bytes_per_token() const {
   const Graph& g = *model_.graph;
+  // Per value: read by some node, and read only as a Gather table (then one row per token).
+  std::vector<char> used(g.values.size(), 0), gathered_only(g.values.size(), 1);
+  for (const Node& node : g.nodes)
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int v = node.inputs[i];
+      if (v < 0) continue;
+      used[static_cast<size_t>(v)] = 1;
+      if (!(node.op_type == "Gather" && i == 0)) gathered_only[static_cast<size_t>(v)] = 0;
+    }
   int64_t n = 0;
   for (size_t v = 0; v < g.values.size(); ++v) {
-    const Value& val = g.values[v];
-    if (!val.constant || val.constant->numel() < 1024) continue;  // small constants are not weights
-    bool gathered_only = true, used = false;
-    for (const Node& node : g.nodes)
-      for (size_t i = 0; i < node.inputs.size(); ++i)
-        if (node.inputs[i] == static_cast<int>(v)) {
-          used = true;
-          gathered_only &= node.op_type == "Gather" && i == 0;
-        }
-    if (!used) continue;
-    const Tensor& t = *val.constant;
-    n += gathered_only ? static_cast<int64_t>(t.nbytes()) / std::max<int64_t>(t.dim(0), 1) : static_cast<int64_t>(t.nbytes());
+    const auto& c = g.values[v].constant;
+    if (!used[v] || !c || c->numel() < 1024) continue;  // small constants are not weights
+    const int64_t bytes = static_cast<int64_t>(c->nbytes());
+    n += gathered_only[v] ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
   }
   return n;
 }
