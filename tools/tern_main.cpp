@@ -185,6 +185,7 @@ int cmd_generate(int argc, char** argv) {
     tok = tern::llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
     if (prompts.empty()) prompts.emplace_back("");
     const auto family = f.has("chat") ? tern::llm::detect_chat_family(dir) : tern::llm::ChatFamily::None;
+    if (f.has("chat")) std::cerr << "chat format: " << tern::llm::chat_family_name(family) << "\n";
     for (const auto& p : prompts) {
       if (!f.has("chat")) {
         ids.push_back(tok->encode(p, true));

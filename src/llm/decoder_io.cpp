@@ -4,10 +4,6 @@
 
 namespace tern::llm {
 
-int64_t DecoderIO::layers() const {
-  return layout == PastLayout::PerLayerKeyValue ? static_cast<int64_t>(past.size() / 2) : static_cast<int64_t>(past.size());
-}
-
 DecoderIO detect_decoder_io(const Session& s) {
   auto has_in = [&](const std::string& n) {
     for (const auto& i : s.inputs()) if (i.name == n) return true;

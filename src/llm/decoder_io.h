@@ -20,7 +20,6 @@ struct DecoderIO {
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
   DType cache_dtype = DType::Float32;
   int64_t kv_heads = 0, head_size = 0;
-  int64_t layers() const;
 };
 
 // Fails (UnsupportedError) with the model's input and output names when no convention fits.

@@ -202,7 +202,6 @@ class HfTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
-  int64_t bos_id() const override { return prefix_.empty() ? -1 : prefix_[0]; }
 
  private:
   struct Added {

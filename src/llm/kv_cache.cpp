@@ -31,7 +31,7 @@ void KvCache::reorder(const std::vector<int64_t>& rows) {
     const int64_t batch_axis = io_.layout == PastLayout::Stacked ? 1 : 0;
     const int64_t outer = batch_axis == 1 ? t.dim(0) : 1, n = t.dim(batch_axis);
     Tensor out(t.dtype(), t.shape());
-    const size_t row_bytes = outer * n ? t.nbytes() / static_cast<size_t>(outer * n) : 0;
+    const size_t row_bytes = (outer * n != 0) ? t.nbytes() / static_cast<size_t>(outer * n) : 0;
     kernels::gather_rows(t.raw(), outer, n, row_bytes, rows.data(), static_cast<int64_t>(rows.size()), out.raw());
     t = out;
   }

@@ -81,7 +81,6 @@ class Llama2cTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
-  int64_t bos_id() const override { return 1; }
 
  private:
   // What token `id` prints after `prev`, as llama2.c's decode() does.

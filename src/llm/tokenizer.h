@@ -17,7 +17,6 @@ class Tokenizer {
   // character when the ids do; TextStream reassembles those.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
-  virtual int64_t bos_id() const = 0;
 };
 
 // Loads the tokenizer of a model folder: tokenizer.json (Hugging Face) or tokenizer.bin (llama2.c).

@@ -38,11 +38,4 @@ void BufferPool::give_back(void* p, size_t capacity) {
   free_.emplace(capacity, p);
 }
 
-size_t BufferPool::bytes_held() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t s = 0;
-  for (auto& kv : free_) s += kv.first;
-  return s;
-}
-
 }  // namespace tern

@@ -16,7 +16,6 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   ~BufferPool();
   // A buffer of at least `bytes`; returns to this pool when the last tensor using it is dropped.
   std::shared_ptr<Buffer> acquire(size_t bytes);
-  size_t bytes_held() const;      // free bytes cached for reuse
   size_t system_allocations() const { return system_allocations_; }
 
  private:
