@@ -54,7 +54,7 @@ namespace {
 
 std::vector<float> held_keys_first_dim(const KvRingBuffer& r, int64_t b) {
   std::vector<float> v;
-  for (int64_t i = 0; i < r.held(b); ++i) v.push_back(r.key(b, r.slot(b, i))[0]);
+  for (int64_t i = 0; i < r.held(b); ++i) v.push_back(r.key(b, r.slot(b, i), 0));
   return v;
 }
 
@@ -179,6 +179,24 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
   std::vector<float> out(static_cast<size_t>(Hq * D));
   r.attend(0, q.data(), Hq, 0.25f, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
+}
+
+TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {
+  const int64_t Hq = 4, Hkv = 2, D = 16;
+  std::mt19937 g(9);
+  Rope rope(64, D, false);
+  KvRingBuffer r32({1, Hkv, D, 16, 2}), r16({1, Hkv, D, 16, 2, DType::Float16});
+  for (int t = 0; t < 40; ++t) {  // wraps
+    auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(static_cast<size_t>(Hkv * D), g);
+    r32.append(0, k.data(), v.data());
+    r16.append(0, k.data(), v.data());
+  }
+  CHECK(r16.key(0, 5, 3) == doctest::Approx(r32.key(0, 5, 3)).epsilon(1e-3));
+  auto q = randoms(static_cast<size_t>(Hq * D), g);
+  std::vector<float> a(static_cast<size_t>(Hq * D)), b(a.size());
+  r32.attend(0, q.data(), Hq, 0.25f, rope.table, a.data());
+  r16.attend(0, q.data(), Hq, 0.25f, rope.table, b.data());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2).scale(1.0));
 }
 
 TEST_CASE("appending and attending allocate nothing once the buffer exists") {

@@ -176,6 +176,13 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   auto c = Generator(slide, cfg).generate({prompts[0]}, o);
   REQUIRE(c.tokens[0].size() == prompts[0].size() + 700);
   for (int64_t t : c.tokens[0]) CHECK((t >= 0 && t < 512));
+  // fp16 storage: same tokens as fp32 storage on this model inside the window.
+  SessionOptions half_opt = ring_opt;
+  half_opt.kv_dtype = DType::Float16;
+  Session half(model, half_opt);
+  o.max_new_tokens = 60;
+  o.eos_token_ids = cfg.eos_token_ids;
+  CHECK(Generator(half, cfg).generate(prompts, o).tokens == Generator(ring, cfg).generate(prompts, o).tokens);
   // Inside the first 32 tokens nothing has slid yet: the same tokens as the plain graph.
   auto d = Generator(plain, cfg).generate({prompts[0]}, [] { GenerateOptions g; g.max_new_tokens = 27; return g; }());
   CHECK(std::equal(d.tokens[0].begin(), d.tokens[0].end(), c.tokens[0].begin()));

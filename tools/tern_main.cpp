@@ -31,13 +31,14 @@ commands:
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
-           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S]] [--prefill-chunk N]
+           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--threads N] [--no-cache] [--json] [--stats]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
       Phi-3); --stop ends a sequence when its new text contains TEXT. --window keeps each attention
-      layer's keys (before RoPE) in a ring buffer of W tokens with S attention sinks (default 4), so
+      layer's keys (before RoPE) in a ring buffer of W tokens with S attention sinks (default 4), stored
+      as fp32 or fp16 (--kv-dtype), so
       generation can run past the model's context with bounded memory. --stats adds the bytes a decode
       step moves for weights and for the KV cache.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
@@ -163,6 +164,9 @@ int cmd_generate(int argc, char** argv) {
   if (f.has("window")) {
     so.kv_window = std::stoll(f.get("window"));
     so.kv_sinks = std::stoll(f.get("sinks", "4"));
+    const std::string kv = f.get("kv-dtype", "fp32");
+    if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");
+    so.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
     if (so.kv_window <= 0 || so.kv_sinks < 0) tern::fail("--window must be positive and --sinks not negative");
   }
   tern::Session session(model_path, so);

@@ -73,6 +73,7 @@ int fuse_cached_attention(Graph& g, const CachedAttentionOptions& opt) {
     set("kv_num_heads", kv_heads);
     set("window", opt.window);
     set("sinks", opt.sinks);
+    set("storage", static_cast<int64_t>(opt.storage));
     if (const Attribute* at = n.attr("scale")) c.attrs["scale"] = *at;
     for (const char* a : {"interleaved", "rotary_embedding_dim"})
       if (const Attribute* at = rq->attr(a)) c.attrs[a] = *at;

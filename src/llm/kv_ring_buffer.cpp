@@ -9,11 +9,23 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c
   if (c.capacity <= 0 || c.sinks < 0 || c.sinks >= c.capacity)
     fail("KvRingBuffer: need 0 <= sinks (", c.sinks, ") < capacity (", c.capacity, ")");
   const size_t n = static_cast<size_t>(c.batch * c.capacity * token_floats_);
-  keys_.assign(n, 0.0f);
-  values_.assign(n, 0.0f);
+  if (c.storage == DType::Float32) {
+    keys_.assign(n, 0.0f);
+    values_.assign(n, 0.0f);
+  } else if (c.storage == DType::Float16) {
+    keys16_.assign(n, f16(0.0f));
+    values16_.assign(n, f16(0.0f));
+  } else {
+    fail_unsupported("KvRingBuffer: storage ", dtype_name(c.storage), " (float32 or float16)");
+  }
   seen_.assign(static_cast<size_t>(c.batch), 0);
-  key_ptrs_.resize(static_cast<size_t>(c.capacity));
-  value_ptrs_.resize(static_cast<size_t>(c.capacity));
+  if (c.storage == DType::Float32) {
+    key_ptrs_.resize(static_cast<size_t>(c.capacity));
+    value_ptrs_.resize(static_cast<size_t>(c.capacity));
+  } else {
+    key16_ptrs_.resize(static_cast<size_t>(c.capacity));
+    value16_ptrs_.resize(static_cast<size_t>(c.capacity));
+  }
   positions_.resize(static_cast<size_t>(c.capacity));
 }
 
@@ -36,33 +48,56 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   const int64_t t = seen_[static_cast<size_t>(b)]++;
   const int64_t W = c_.capacity, S = c_.sinks;
   const int64_t s = t < W ? t : S + (t - S) % (W - S);
-  const size_t at = static_cast<size_t>((b * W + s) * token_floats_);
-  std::memcpy(keys_.data() + at, key, static_cast<size_t>(token_floats_) * sizeof(float));
-  std::memcpy(values_.data() + at, value, static_cast<size_t>(token_floats_) * sizeof(float));
+  const size_t o = static_cast<size_t>(at(b, s));
+  if (c_.storage == DType::Float32) {
+    std::memcpy(keys_.data() + o, key, static_cast<size_t>(token_floats_) * sizeof(float));
+    std::memcpy(values_.data() + o, value, static_cast<size_t>(token_floats_) * sizeof(float));
+  } else {
+    for (int64_t d = 0; d < token_floats_; ++d) {
+      keys16_[o + static_cast<size_t>(d)] = f16(key[d]);
+      values16_[o + static_cast<size_t>(d)] = f16(value[d]);
+    }
+  }
 }
 
-const float* KvRingBuffer::key(int64_t b, int64_t s) const { return keys_.data() + (b * c_.capacity + s) * token_floats_; }
-const float* KvRingBuffer::value(int64_t b, int64_t s) const { return values_.data() + (b * c_.capacity + s) * token_floats_; }
+float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const {
+  const size_t i = static_cast<size_t>(at(b, s) + d);
+  return c_.storage == DType::Float32 ? keys_[i] : static_cast<float>(keys16_[i]);
+}
+
+float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const {
+  const size_t i = static_cast<size_t>(at(b, s) + d);
+  return c_.storage == DType::Float32 ? values_[i] : static_cast<float>(values16_[i]);
+}
 
 void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
+  if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
+  if (c_.storage == DType::Float32) attend_as(keys_, values_, b, q, q_heads, scale, rope, out);
+  else attend_as(keys16_, values16_, b, q, q_heads, scale, rope, out);
+}
+
+template <typename T>
+void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
+                             int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
   const int64_t n = held(b), group = q_heads / c_.kv_heads;
-  if (n == 0) fail("KvRingBuffer: attend before any token was appended");
+  auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
+  auto& vp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return value16_ptrs_; else return value_ptrs_; }();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = slot(b, i);
-    key_ptrs_[static_cast<size_t>(i)] = key(b, s);
-    value_ptrs_[static_cast<size_t>(i)] = value(b, s);
+    kp[static_cast<size_t>(i)] = keys.data() + at(b, s);
+    vp[static_cast<size_t>(i)] = values.data() + at(b, s);
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
   const size_t need = static_cast<size_t>(group * c_.head_dim + c_.head_dim + 2 * group);
   if (scratch_.size() < need) scratch_.resize(need);  // once per head configuration
-  kernels::RingAttentionArgs a;
+  kernels::RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
   a.head_dim = c_.head_dim;
   a.n_keys = n;
-  a.keys = key_ptrs_.data();
-  a.values = value_ptrs_.data();
+  a.keys = kp.data();
+  a.values = vp.data();
   a.key_pos = positions_.data();
   a.query_pos = n - 1;
   a.scale = scale;

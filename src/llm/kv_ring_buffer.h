@@ -17,6 +17,7 @@ struct KvRingConfig {
   int64_t batch = 1, kv_heads = 1, head_dim = 64;
   int64_t capacity = 2048;  // W: slots per sequence
   int64_t sinks = 0;        // S: leading slots never evicted (0 ≤ S < W)
+  DType storage = DType::Float32;  // or Float16: half the memory and bandwidth
 };
 
 class KvRingBuffer {
@@ -32,20 +33,29 @@ class KvRingBuffer {
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;
-  const float* key(int64_t b, int64_t slot) const;
-  const float* value(int64_t b, int64_t slot) const;
+  // Element d of the key / value held in `slot` (as stored: rounded to fp16 with that storage).
+  float key(int64_t b, int64_t slot, int64_t d) const;
+  float value(int64_t b, int64_t slot, int64_t d) const;
 
   // Attention of one new query token of sequence b (q pre-RoPE, [q_heads][head_dim]) over every held
   // token, the query at window position held(b) − 1 (append its key first). Allocation-free.
   void attend(int64_t b, const float* q, int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out);
 
  private:
+  template <typename T>
+  void attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q, int64_t q_heads,
+                 float scale, const kernels::RopeTable& rope, float* out);
+  int64_t at(int64_t b, int64_t slot) const { return (b * c_.capacity + slot) * token_floats_; }
+
   KvRingConfig c_;
   int64_t token_floats_;                  // kv_heads · head_dim
-  std::vector<float> keys_, values_;      // [batch][capacity][kv_heads][head_dim]
+  // [batch][capacity][kv_heads][head_dim] in the storage type; the other pair stays empty.
+  std::vector<float> keys_, values_;
+  std::vector<f16> keys16_, values16_;
   std::vector<int64_t> seen_;
-  // Per-call views, sized once to the capacity so attend() allocates nothing.
+  // Per-call views, sized once to the capacity so attend() allocates nothing (one pair per storage type).
   std::vector<const float*> key_ptrs_, value_ptrs_;
+  std::vector<const f16*> key16_ptrs_, value16_ptrs_;
   std::vector<int64_t> positions_;
   std::vector<float> scratch_;
 };

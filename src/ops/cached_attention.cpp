@@ -20,7 +20,8 @@ class CachedAttentionOp : public Op {
   explicit CachedAttentionOp(const Node& n)
       : hq_(n.attr_int("q_num_heads", 0)), hkv_(n.attr_int("kv_num_heads", 0)), window_(n.attr_int("window", 0)),
         sinks_(n.attr_int("sinks", 0)), interleaved_(n.attr_int("interleaved", 0) != 0),
-        rot_dim_(n.attr_int("rotary_embedding_dim", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)) {
+        rot_dim_(n.attr_int("rotary_embedding_dim", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)),
+        storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
     if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || window_ <= 0)
       fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
   }
@@ -32,7 +33,7 @@ class CachedAttentionOp : public Op {
     const auto& c = ring_->config();
     int64_t held = 0;
     for (int64_t b = 0; b < c.batch; ++b) held += ring_->held(b);
-    return (held + c.batch) * 2 * c.kv_heads * c.head_dim * static_cast<int64_t>(sizeof(float));
+    return (held + c.batch) * 2 * c.kv_heads * c.head_dim * static_cast<int64_t>(dtype_size(c.storage));
   }
 
   void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
@@ -50,7 +51,7 @@ class CachedAttentionOp : public Op {
     const int64_t B = q.dim(0), S = q.dim(1), D = q.dim(2) / hq_, total = mask.dim(1);
     if (!ring_ || ring_->config().batch != B) {
       const int64_t sinks = std::min(sinks_, window_ - 1);
-      ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks});
+      ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
     }
     const int64_t rot = rot_dim_ ? rot_dim_ : D;
     if (cos.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", cos.dim(1), " columns for rotary dim ", rot);
@@ -79,6 +80,7 @@ class CachedAttentionOp : public Op {
   int64_t rot_dim_;
   bool has_scale_;
   float scale_;
+  DType storage_;
   mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
   mutable Tensor cos_, sin_;                         // the RoPE tables as float32
   mutable const void* cos_src_ = nullptr;            // the table they were made from

@@ -41,7 +41,7 @@ void Session::prepare() {
     fail_unsupported(model_.path, ": unsupported ops:", list);
   }
   if (options_.kv_window > 0) {
-    cached_layers_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks});
+    cached_layers_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
     if (cached_layers_ == 0)
       fail_unsupported(model_.path, ": no attention layer matches the ring-buffer cache pattern (RotaryEmbedding → "
                        "Attention with past/present); run without a window");

@@ -8,7 +8,8 @@
 
 namespace tern::kernels {
 
-void ring_attention(const float* q, float* out, const RingAttentionArgs& a) {
+template <typename T>
+void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
   const int64_t D = a.head_dim, group = a.q_heads / a.kv_heads;
   float* qr = a.scratch;             // [group][D] rotated queries of this KV head's group
   float* kr = qr + group * D;        // [D] rotated key
@@ -28,8 +29,10 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs& a) {
       std::memset(out + (g * group + j) * D, 0, static_cast<size_t>(D) * sizeof(float));
     }
     for (int64_t i = 0; i < a.n_keys; ++i) {
-      rotate(a.keys[i] + g * D, kr, a.key_pos[i]);
-      const float* v = a.values[i] + g * D;
+      const T* k = a.keys[i] + g * D;
+      for (int64_t d = 0; d < D; ++d) kr[d] = static_cast<float>(k[d]);
+      rotate(kr, kr, a.key_pos[i]);  // in place: each pair is read before it is written
+      const T* v = a.values[i] + g * D;
       for (int64_t j = 0; j < group; ++j) {
         float s = 0;
         for (int64_t d = 0; d < D; ++d) s += qr[j * D + d] * kr[d];
@@ -45,7 +48,7 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs& a) {
         }
         const float p = std::exp(s - m);
         l += p;
-        for (int64_t d = 0; d < D; ++d) o[d] += p * v[d];
+        for (int64_t d = 0; d < D; ++d) o[d] += p * static_cast<float>(v[d]);
       }
     }
     for (int64_t j = 0; j < group; ++j) {
@@ -55,5 +58,8 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs& a) {
     }
   }
 }
+
+template void ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);
+template void ring_attention<f16>(const float*, float*, const RingAttentionArgs<f16>&);
 
 }  // namespace tern::kernels

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace tern::kernels {
 
 struct RopeTable {
@@ -15,11 +17,13 @@ struct RopeTable {
   bool interleaved = false;
 };
 
+// T: how the cache stores keys and values (float, or f16 to halve its memory and bandwidth).
+template <typename T>
 struct RingAttentionArgs {
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
   int64_t n_keys = 0;
-  const float* const* keys = nullptr;    // n_keys pointers, each [kv_heads][head_dim], pre-RoPE
-  const float* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
+  const T* const* keys = nullptr;    // n_keys pointers, each [kv_heads][head_dim], pre-RoPE
+  const T* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
   const int64_t* key_pos = nullptr;      // RoPE position of each key
   int64_t query_pos = 0;
   float scale = 1;
@@ -28,6 +32,7 @@ struct RingAttentionArgs {
 };
 
 // out[q_heads][head_dim] = softmax(rope(q)·rope(k)ᵀ·scale)·v for one query token (q pre-RoPE).
-void ring_attention(const float* q, float* out, const RingAttentionArgs& a);
+template <typename T>
+void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 
 }  // namespace tern::kernels
