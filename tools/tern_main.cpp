@@ -69,35 +69,23 @@ Flags parse(int argc, char** argv, int first, const std::set<std::string>& switc
   return f;
 }
 
-// Flags after the positional argument: --name value pairs.
-std::map<std::string, std::string> parse_flags(int argc, char** argv, int first) {
-  std::map<std::string, std::string> f;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) tern::fail("unexpected argument '", a, "'");
-    if (i + 1 >= argc) tern::fail("flag ", a, " needs a value");
-    f[a.substr(2)] = argv[++i];
-  }
-  return f;
-}
-
 std::string io_line(const tern::IOInfo& io) {
   return io.name + "  " + tern::dtype_name(io.dtype) + "  " + (io.shape ? tern::sym_shape_str(*io.shape) : "[?]");
 }
 
 int cmd_run(int argc, char** argv) {
   if (argc < 3) tern::fail("run needs a model path");
-  auto flags = parse_flags(argc, argv, 3);
-  if (!flags.count("input-dir")) tern::fail("run needs --input-dir DIR");
+  Flags flags = parse(argc, argv, 3, {});
+  if (!flags.has("input-dir")) tern::fail("run needs --input-dir DIR");
   tern::SessionOptions opt;
-  if (flags.count("threads")) opt.threads = std::stoi(flags["threads"]);
+  if (flags.has("threads")) opt.threads = std::stoi(flags.get("threads"));
   tern::Session session(argv[2], opt);
-  auto feeds = tern::read_input_dir(session, flags["input-dir"]);
+  auto feeds = tern::read_input_dir(session, flags.get("input-dir"));
   auto outputs = session.run(feeds);
   for (const auto& [name, t] : outputs.items)
     std::cout << name << "  " << tern::dtype_name(t.dtype()) << "  " << tern::shape_str(t.shape()) << "\n";
-  if (flags.count("output-dir")) tern::write_output_dir(outputs, flags["output-dir"]);
-  auto expected = tern::read_output_dir(flags["input-dir"]);
+  if (flags.has("output-dir")) tern::write_output_dir(outputs, flags.get("output-dir"));
+  auto expected = tern::read_output_dir(flags.get("input-dir"));
   int mismatches = 0;
   for (size_t i = 0; i < expected.size() && i < outputs.size(); ++i) {
     std::string d = tern::compare_tensors(expected[i], outputs[i]);

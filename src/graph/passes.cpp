@@ -47,7 +47,6 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       v.shape = ctx.outputs[i].shape;
       v.sym_value = ctx.outputs[i].sym_value;
       if (!ctx.outputs[i].value) all_values = false;
-      if (stats) ++stats->shapes_inferred;
     }
     if (all_values) {  // the shape rule computed the outputs itself (Shape of known dims, …)
       for (size_t i = 0; i < node.outputs.size(); ++i)

@@ -7,7 +7,6 @@ namespace tern {
 struct PassStats {
   int folded_nodes = 0;      // nodes replaced by constants
   int removed_nodes = 0;     // nodes nothing consumes
-  int shapes_inferred = 0;   // values with a shape after inference
 };
 
 // Walks nodes in order: applies each op's shape rule to (symbolic) input shapes, and when every input

@@ -48,7 +48,6 @@ ModelConfig read_model_config(const std::string& model_dir) {
   if (cfg.contains("model_type") && cfg["model_type"].is_string()) c.model_type = cfg["model_type"];
   take_int(cfg, "vocab_size", c.vocab_size);
   for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"}) take_int(cfg, k, c.context_length);
-  take_int(cfg, "bos_token_id", c.bos_token_id);
   take_int(cfg, "pad_token_id", c.pad_token_id);
   if (cfg.contains("eos_token_id")) c.eos_token_ids = ids_of(cfg["eos_token_id"]);
 
@@ -57,12 +56,10 @@ ModelConfig read_model_config(const std::string& model_dir) {
     if (m.contains("type") && m["type"].is_string() && c.model_type.empty()) c.model_type = m["type"];
     take_int(m, "vocab_size", c.vocab_size);
     take_int(m, "context_length", c.context_length);
-    take_int(m, "bos_token_id", c.bos_token_id);
     take_int(m, "pad_token_id", c.pad_token_id);
     if (m.contains("eos_token_id")) c.eos_token_ids = ids_of(m["eos_token_id"]);
   }
   // generation_config.json is what Hugging Face's generate() reads last, so it wins.
-  take_int(gen, "bos_token_id", c.bos_token_id);
   take_int(gen, "pad_token_id", c.pad_token_id);
   if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
   return c;

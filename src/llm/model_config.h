@@ -11,7 +11,6 @@ struct ModelConfig {
   std::string model_type;             // "llama", "gpt2", … ("" when unknown)
   int64_t vocab_size = 0;
   int64_t context_length = 0;         // max_position_embeddings / n_positions / context_length; 0: unknown
-  int64_t bos_token_id = -1;
   int64_t pad_token_id = -1;
   std::vector<int64_t> eos_token_ids; // generation stops at any of these
 };

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/attention_common.h"
 #include "ops/op.h"
@@ -114,8 +115,8 @@ class ContribAttentionOp : public OrtAttentionBase {
     kernels::gemm<float>(false, false, B * S, N, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), N, 0.0f, qkv.data<float>(), N);
     if (ctx.has(2)) {
       Tensor bias = cast_to(ctx.in(2), DType::Float32);
-      for (int64_t r = 0; r < B * S; ++r)
-        for (int64_t c = 0; c < N; ++c) qkv.data<float>()[r * N + c] += bias.data<float>()[c];
+      kernels::binary_broadcast(qkv.data<float>(), qkv.shape(), bias.data<float>(), {N}, qkv.data<float>(), qkv.shape(),
+                                [](float a, float b) { return a + b; });
     }
     auto part = [&](int64_t from, int64_t width) {  // [B, S, width] slice of the packed projection
       Tensor t(DType::Float32, {B, S, width});
@@ -187,8 +188,8 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
         if (t->rank() != 3) fail_unsupported(ctx.node.describe(), ": bias with 4-D key/value is not supported");
         *t = t->clone();
         const int64_t w = t->dim(2);
-        for (int64_t r = 0; r < t->numel() / w; ++r)
-          for (int64_t c = 0; c < w; ++c) t->data<float>()[r * w + c] += bias.data<float>()[at + c];
+        kernels::binary_broadcast(t->data<float>(), t->shape(), bias.data<float>() + at, {w}, t->data<float>(), t->shape(),
+                                  [](float a, float b) { return a + b; });
         at += w;
       }
     }

@@ -155,7 +155,7 @@ class VariadicOp : public Op {
     Tensor acc = ctx.in(0);
     for (size_t i = 1; i < ctx.inputs.size(); ++i) {
       const Tensor& b = ctx.in(static_cast<int>(i));
-      Shape s = shape_of_broadcast(acc.shape(), b.shape());
+      const Shape s = *concrete(broadcast_shapes(ctx.node, sym_shape(acc.shape()), sym_shape(b.shape())));
       Tensor next = (i + 1 == ctx.inputs.size() && !mean_) ? ctx.out(0) : Tensor(acc.dtype(), s);
       binary_fn(kind_)(acc, b, next);
       acc = next;
@@ -171,14 +171,6 @@ class VariadicOp : public Op {
   }
 
  private:
-  static Shape shape_of_broadcast(const Shape& a, const Shape& b) {
-    Shape o(std::max(a.size(), b.size()), 1);
-    for (size_t k = 0; k < o.size(); ++k) {
-      int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1, db = k < b.size() ? b[b.size() - 1 - k] : 1;
-      o[o.size() - 1 - k] = da == 1 ? db : da;
-    }
-    return o;
-  }
   BinKind kind_;
   bool mean_;
 };

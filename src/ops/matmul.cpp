@@ -1,6 +1,7 @@
 // MatMul (numpy semantics: 1-D promotion, broadcast batch dims) and Gemm. float16/bfloat16 are
 // computed in float32.
 #include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -100,13 +101,7 @@ class GemmOp : public Op {
       if (ctx.has(2) && beta_ != 0.0f) {  // broadcast C into the output, then accumulate on it
         Tensor c = cast_to(ctx.in(2), CT);
         broadcast_shapes(ctx.node, sym_shape(c.shape()), sym_shape(y.shape()));
-        std::array<kernels::Dims, 1> st{kernels::broadcast_strides(c.shape(), y.shape())};
-        C* out = yc.data<C>();
-        const C* src = c.data<C>();
-        kernels::broadcast_loop<1>(y.shape(), st, [&](int64_t o, const std::array<int64_t, 1>& off,
-                                                      const std::array<int64_t, 1>& inc, int64_t n) {
-          for (int64_t i = 0; i < n; ++i) out[o + i] = src[off[0] + i * inc[0]];
-        });
+        kernels::broadcast_copy(c.raw(), c.shape(), yc.raw(), y.shape(), sizeof(C));
         beta = static_cast<C>(beta_);
       }
       kernels::gemm<C>(ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta,

@@ -1,6 +1,7 @@
 // MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 4 or 8 bits per
 // ONNX Runtime's layout. Reference path: the weights are dequantized to float, then the GEMM runs.
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -55,8 +56,8 @@ class MatMulNBitsOp : public Op {
     kernels::gemm<float>(false, false, M, N_, K_, 1.0f, A.data<float>(), K_, W.data<float>(), N_, 0.0f, Y.data<float>(), N_);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias = cast_to(ctx.in(5), DType::Float32);
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N_; ++n) Y.data<float>()[m * N_ + n] += bias.data<float>()[n];
+      kernels::binary_broadcast(Y.data<float>(), {M, N_}, bias.data<float>(), {N_}, Y.data<float>(), {M, N_},
+                                [](float a, float b) { return a + b; });
     }
     if (Y.raw() != ctx.out(0).raw()) convert_tensor(Y, ctx.out(0));
   }

@@ -4,6 +4,7 @@
 //   whose "skip" forms normalize input + skip (+ bias) and can also return that sum (output 3).
 // One op; a Layout says where each operand sits in the node's inputs.
 #include "kernels/cpu/copy.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/norm.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -80,11 +81,8 @@ class NormOp : public Op {
   // x += t, t broadcast to x's shape (skip may be [S, H] against [B, S, H]; bias is [H]).
   static void add_broadcast(Tensor& x, const Tensor& t) {
     Tensor tf = cast_to(t, DType::Float32);
-    Tensor full(DType::Float32, x.shape());
-    kernels::broadcast_copy(tf.raw(), tf.shape(), full.raw(), full.shape(), 4);
-    float* px = x.data<float>();
-    const float* pt = full.data<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) px[i] += pt[i];
+    kernels::binary_broadcast(x.data<float>(), x.shape(), tf.data<float>(), tf.shape(), x.data<float>(), x.shape(),
+                              [](float a, float b) { return a + b; });
   }
   // Scale or beta as float32: as is when it covers one row, else broadcast to X's shape.
   Tensor param(const RunContext& ctx, int i, int64_t n) const {
