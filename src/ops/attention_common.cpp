@@ -33,6 +33,21 @@ Tensor concat_seq(const Tensor* past, const Tensor& cur) {
   return out;
 }
 
+void add_attention_bias(Tensor& bias, const Tensor& extra, const Node& node) {
+  Tensor e = cast_to(extra, DType::Float32);
+  const int64_t B = bias.dim(0), H = bias.dim(1), S = bias.dim(2), T = bias.dim(3);
+  if (e.rank() != 4 || e.dim(2) != S || e.dim(3) > T || (e.dim(0) != 1 && e.dim(0) != B) || (e.dim(1) != 1 && e.dim(1) != H))
+    fail(node.describe(), ": attention_bias ", shape_str(e.shape()), " does not fit [", B, ",", H, ",", S, ",", T, "]");
+  const int64_t Te = e.dim(3);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        const float* src = e.data<float>() + (((e.dim(0) == 1 ? 0 : b) * e.dim(1) + (e.dim(1) == 1 ? 0 : h)) * S + i) * Te;
+        float* dst = bias.data<float>() + ((b * H + h) * S + i) * T;
+        for (int64_t j = 0; j < Te; ++j) dst[j] += src[j];
+      }
+}
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionCall& call) {
   const int64_t B = q.dim(0), Hq = q.dim(1), Sq = q.dim(2), D = q.dim(3);
   const int64_t Hkv = k.dim(1), T = k.dim(2), Dv = v.dim(3);

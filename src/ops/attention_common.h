@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/tensor.h"
+#include "graph/ir.h"
 
 namespace tern {
 
@@ -16,6 +17,25 @@ Tensor to_bhsd(const Tensor& t, int64_t heads);
 Tensor from_bhsd(const Tensor& t);
 // concat(past, cur) along the sequence axis (2) of [B, H, S, D] float32 tensors; past may be null.
 Tensor concat_seq(const Tensor* past, const Tensor& cur);
+
+// Bias [B, H, S, T] that is 0 where allowed(b, i, j) — query i of batch b may see key j — and `masked`
+// elsewhere (the same for every head).
+template <typename Allowed>
+Tensor allowed_bias(int64_t B, int64_t H, int64_t S, int64_t T, float masked, Allowed&& allowed) {
+  Tensor bias(DType::Float32, {B, H, S, T});
+  float* p = bias.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < T; ++j) {
+        const float v = allowed(b, i, j) ? 0.0f : masked;
+        for (int64_t h = 0; h < H; ++h) p[((b * H + h) * S + i) * T + j] = v;
+      }
+  return bias;
+}
+
+// Adds an attention_bias input [B or 1, H or 1, S, T'] to the first T' <= T key columns of `bias`
+// [B, H, S, T]; fails naming the node when it does not fit.
+void add_attention_bias(Tensor& bias, const Tensor& extra, const Node& node);
 
 struct AttentionCall {
   float scale = 1, softcap = 0;

@@ -17,42 +17,24 @@
 namespace tern {
 namespace {
 
-// Bias [B, H, S, T]: `allowed(b, i, j)` → 0, else mask_filter_value; then an additive bias on top.
-template <typename Allowed>
-Tensor mask_bias(int64_t B, int64_t H, int64_t S, int64_t T, float filter, Allowed&& allowed, const Tensor* extra,
-                 const Node& node) {
-  Tensor bias(DType::Float32, {B, H, S, T});
-  float* p = bias.data<float>();
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < S; ++i)
-      for (int64_t j = 0; j < T; ++j) {
-        const float v = allowed(b, i, j) ? 0.0f : filter;
-        for (int64_t h = 0; h < H; ++h) p[((b * H + h) * S + i) * T + j] = v;
-      }
-  if (extra) {  // attention_bias [B or 1, H or 1, S, T]
-    Tensor e = cast_to(*extra, DType::Float32);
-    if (e.rank() != 4 || e.dim(2) != S || e.dim(3) != T || (e.dim(0) != 1 && e.dim(0) != B) || (e.dim(1) != 1 && e.dim(1) != H))
-      fail(node.describe(), ": attention_bias ", shape_str(e.shape()), " does not broadcast to [", B, ",", H, ",", S, ",", T, "]");
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        const float* src = e.data<float>() + ((e.dim(0) == 1 ? 0 : b) * e.dim(1) + (e.dim(1) == 1 ? 0 : h)) * S * T;
-        float* dst = p + (b * H + h) * S * T;
-        for (int64_t k = 0; k < S * T; ++k) dst[k] += src[k];
-      }
-  }
-  return bias;
-}
-
 // Whether key j of batch b is a real token under a key mask: raw [B, T] (1 keeps) or [B, S, T], or
 // per-batch lengths [B] (right padding: keys < length) — the forms ONNX Runtime accepts.
-struct KeyMask {
-  const Tensor* m = nullptr;
+class KeyMask {
+ public:
+  explicit KeyMask(const Tensor* m) : rank_(m ? m->rank() : 0), rows_(m && m->rank() == 3 ? m->dim(1) : 0),
+                                      v_(m ? m->to_i64_vector() : std::vector<int64_t>{}) {}
   bool keep(int64_t b, int64_t i, int64_t j, int64_t T) const {
-    if (!m) return true;
-    if (m->rank() == 1) return j < m->at_i64(b);
-    if (m->rank() == 2) return m->at_i64(b * T + j) != 0;
-    return m->at_i64((b * m->dim(1) + i) * T + j) != 0;
+    switch (rank_) {
+      case 0: return true;
+      case 1: return j < v_[static_cast<size_t>(b)];
+      case 2: return v_[static_cast<size_t>(b * T + j)] != 0;
+      default: return v_[static_cast<size_t>((b * rows_ + i) * T + j)] != 0;
+    }
   }
+
+ private:
+  int64_t rank_, rows_;
+  std::vector<int64_t> v_;  // read once: the mask's values as int64
 };
 
 // What ONNX Runtime's attention ops share: their attributes, and the step from [B, H, S, D] Q/K/V
@@ -69,10 +51,11 @@ class OrtAttentionBase : public Op {
   Tensor attend(const RunContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t P, int mask_input,
                 int bias_input) const {
     const int64_t B = q.dim(0), S = q.dim(2), T = k.dim(2);
-    KeyMask km{ctx.has(mask_input) ? &ctx.in(mask_input) : nullptr};
-    Tensor bias = mask_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
+    KeyMask km(ctx.has(mask_input) ? &ctx.in(mask_input) : nullptr);
+    Tensor bias = allowed_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
       return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
-    }, ctx.has(bias_input) ? &ctx.in(bias_input) : nullptr, ctx.node);
+    });
+    if (ctx.has(bias_input)) add_attention_bias(bias, ctx.in(bias_input), ctx.node);
     AttentionCall call;
     call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
     call.bias = &bias;

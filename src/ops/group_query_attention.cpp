@@ -101,20 +101,12 @@ class GroupQueryAttentionOp : public Op {
 
     // Bias: query i of entry b sits at position past_b + i and sees keys j <= that position
     // (and, with a local window W, the W most recent: j > position − W).
-    Tensor bias(DType::Float32, {B, hq_, S, L});
-    float* pb = bias.data<float>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < S; ++i) {
-        const int64_t pos = past_len[static_cast<size_t>(b)] + i;
-        const int64_t visible = seqlens[static_cast<size_t>(b)] + 1;
-        for (int64_t j = 0; j < L; ++j) {
-          bool ok = causal_ ? j <= pos : j < visible;
-          if (window_ > 0 && j <= pos - window_) ok = false;
-          const float val = ok ? 0.0f : kNegInf;
-          for (int64_t h = 0; h < hq_; ++h) pb[((b * hq_ + h) * S + i) * L + j] = val;
-        }
-      }
-    if (ctx.has(10)) add_attention_bias(ctx, bias);
+    Tensor bias = allowed_bias(B, hq_, S, L, kNegInf, [&](int64_t b, int64_t i, int64_t j) {
+      const int64_t pos = past_len[static_cast<size_t>(b)] + i;
+      const bool seen = causal_ ? j <= pos : j <= seqlens[static_cast<size_t>(b)];
+      return seen && !(window_ > 0 && j <= pos - window_);
+    });
+    if (ctx.has(10)) add_attention_bias(bias, ctx.in(10), ctx.node);
     AttentionCall call;
     call.scale = has_scale_ && scale_ != 0.0f ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
     call.softcap = softcap_;
@@ -145,18 +137,6 @@ class GroupQueryAttentionOp : public Op {
           }
         }
       }
-  }
-  // attention_bias [B or 1, Hq or 1, S, total]: added over the first `total` key columns.
-  void add_attention_bias(const RunContext& ctx, Tensor& bias) const {
-    Tensor e = cast_to(ctx.in(10), DType::Float32);
-    const int64_t B = bias.dim(0), H = bias.dim(1), S = bias.dim(2), L = bias.dim(3), T = e.dim(3);
-    if (e.rank() != 4 || e.dim(2) != S || T > L) fail(ctx.node.describe(), ": attention_bias ", shape_str(e.shape()), " does not fit");
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t i = 0; i < S; ++i)
-          for (int64_t j = 0; j < T; ++j)
-            bias.data<float>()[((b * H + h) * S + i) * L + j] +=
-                e.data<float>()[(((e.dim(0) == 1 ? 0 : b) * e.dim(1) + (e.dim(1) == 1 ? 0 : h)) * S + i) * T + j];
   }
 
   int64_t hq_, hkv_;
