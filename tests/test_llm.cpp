@@ -213,9 +213,37 @@ TEST_CASE("chunked prefill equals one-shot prefill, with the graph cache and wit
   }
 }
 
-TEST_CASE("a window on a graph without the RotaryEmbedding → Attention pattern is refused") {
+TEST_CASE("a window on a graph with no attention the ring can take over is refused") {
+  TempDir d;
+  ModelBuilder b;
+  b.input("attention_mask", onnx::TensorProto::INT64, {1, -1}, {"total"}).output("y");
+  b.node("Identity", {"attention_mask"}, {"y"});
   SessionOptions o;
   o.kv_window = 64;
+  CHECK(contains(error_of([&] { Session s(b.save(d.path / "m.onnx"), o); }), "no attention layer matches"));
+}
+
+TEST_CASE("the decomposed-attention fusion rewrites every torch-export layer, and leaves a graph alone when "
+          "something else reads the cache") {
   const fs::path torch_model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
-  CHECK(contains(error_of([&] { Session s(torch_model.string(), o); }), "no attention layer matches"));
+  SessionOptions o;
+  o.kv_window = 64;
+  Session s(torch_model.string(), o);
+  REQUIRE(s.fusions().size() == 2);
+  CHECK(s.fusions()[0].pattern.find("decomposed attention") != std::string::npos);
+  CHECK(s.inputs().size() == 3);  // input_ids, attention_mask, position_ids
+  CHECK(s.outputs().size() == 1);
+  for (const Node& n : s.graph().nodes) CHECK(n.op_type != "Softmax");  // the whole attention block is gone
+
+  // An extra graph output reading layer 0's present key: the cache cannot leave the graph.
+  Model m = load_onnx(torch_model.string());
+  Graph& g = *m.graph;
+  Node probe;
+  probe.name = "probe";
+  probe.op_type = "Identity";
+  probe.inputs = {g.find_value("present.0.key")};
+  probe.outputs = {g.add_value("probe")};
+  g.nodes.push_back(probe);
+  g.outputs.push_back(probe.outputs[0]);
+  CHECK(contains(error_of([&] { Session bad(std::move(m), o); }), "no attention layer matches"));
 }

@@ -1,8 +1,17 @@
 // Pattern rewrites. Each matches exactly or leaves the graph alone.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "graph/ir.h"
 
 namespace tern {
+
+// One rewrite a fusion pass made: which pattern, and the node it produced.
+struct Fusion {
+  std::string pattern;
+  std::string node;
+};
 
 struct CachedAttentionOptions {
   int64_t window = 0;  // ring capacity in tokens
@@ -10,12 +19,22 @@ struct CachedAttentionOptions {
   DType storage = DType::Float32;  // how the ring stores keys and values (Float32 or Float16)
 };
 
-// RotaryEmbedding(q), RotaryEmbedding(k) → attention with past/present as graph inputs/outputs, in a
-// 3-D layout, becomes CachedAttention(q, k, v, cos, sin, attention_mask) owning a KvRingBuffer, and
-// those past/present graph inputs and outputs are removed. Two forms: ONNX opset-23 RotaryEmbedding →
-// Attention (the llama2.c converter, opset-23 exports) and ONNX Runtime's RotaryEmbedding →
-// MultiHeadAttention (the onnxruntime-genai model builder). Assumes the attention's mask is the usual
-// causal + padding mask built from `attention_mask`. Returns the number of layers rewritten.
-int fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
+// Rewrites each decoder layer's attention with a past/present cache into one CachedAttention node
+// (domain "tern") that owns a KvRingBuffer, and removes those past/present graph inputs and outputs.
+// It takes the keys before RoPE and the RoPE tables, so it recognizes attention whose rotary embedding
+// it can see:
+//   - ONNX RotaryEmbedding-23 → Attention-23/24 (opset-23 exports, the llama2.c converter);
+//   - com.microsoft RotaryEmbedding → MultiHeadAttention or GroupQueryAttention, and GroupQueryAttention
+//     with do_rotary (onnxruntime-genai's model builder; packed QKV too);
+//   - decomposed torch/Optimum graphs: MatMul → Reshape → Transpose → rotate-half RoPE (x·cos +
+//     Concat(−x₂, x₁)·sin) with cos/sin computed from position_ids and constants → Concat(past, new) →
+//     optional repeat_kv (Unsqueeze → Expand → Reshape) → MatMul(Q, Kᵀ) → scale → Add mask → Softmax →
+//     MatMul(V) → Transpose → Reshape. The RoPE tables are computed at load by evaluating the graph's
+//     own cos/sin subgraph for positions 0…window−1.
+// Assumes the attention's mask is the usual causal + padding mask built from the `attention_mask` input.
+// If the rewritten graph would still need a removed input (something else reads the cache), the graph is
+// left untouched and the result is empty. Needs shapes inferred and constants folded (infer_and_fold)
+// beforehand; leaves the replaced nodes for remove_dead_nodes.
+std::vector<Fusion> fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
 }  // namespace tern

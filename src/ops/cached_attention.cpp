@@ -1,7 +1,7 @@
 // CachedAttention (domain "tern"): one decoder layer's attention bound to a KvRingBuffer the op owns,
-// made by the fuse_cached_attention pass from RotaryEmbedding(q), RotaryEmbedding(k) → Attention (or
-// ONNX Runtime's MultiHeadAttention) with past/present. Inputs: q, k (before RoPE, [B, S, H·D]), v, cos_cache, sin_cache, attention_mask
-// [B, total]. Each new token of row b is appended to the ring (padding tokens are skipped) and its
+// made by the fuse_cached_attention pass (graph/fusions.h lists the patterns). Inputs: q, k (before
+// RoPE, [B, S, H·D]), v, cos_cache, sin_cache ([positions, rotary_dim/2]), attention_mask [B, total];
+// k and v omitted: q packs Q, K and V as [B, S, (Hq + 2·Hkv)·D] (GroupQueryAttention's packed form). Each new token of row b is appended to the ring (padding tokens are skipped) and its
 // query attends over the window, keys rotated to their window positions: causal within the step.
 // Output [B, S, Hq·D]; padding rows are zero.
 #include <cmath>
@@ -36,10 +36,17 @@ class CachedAttentionOp : public Op {
     return (held + c.batch) * 2 * c.kv_heads * c.head_dim * static_cast<int64_t>(dtype_size(c.storage));
   }
 
-  void infer(InferContext& ctx) const override { ctx.same_as_input(0, 0); }
+  void infer(InferContext& ctx) const override {
+    SymShape s = ctx.shape(0);
+    if (s.size() != 3) ctx.fail("q must be [batch, sequence, hidden], got ", sym_shape_str(s));
+    if (!ctx.has(1) && s[2].is_known()) s[2] = Dim::known(s[2].value / (hq_ + 2 * hkv_) * hq_);
+    ctx.set(0, ctx.dtype(0), s);
+  }
 
   void run(RunContext& ctx) const override {
-    Tensor q = cast_to(ctx.in(0), DType::Float32), k = cast_to(ctx.in(1), DType::Float32), v = cast_to(ctx.in(2), DType::Float32);
+    const bool packed = !ctx.has(1);
+    const Tensor q = cast_to(ctx.in(0), DType::Float32);
+    const Tensor k = packed ? q : cast_to(ctx.in(1), DType::Float32), v = packed ? q : cast_to(ctx.in(2), DType::Float32);
     if (cos_src_ != ctx.in(3).raw()) {  // float32 tables, made once (a no-copy view for float32 models)
       cos_ = cast_to(ctx.in(3), DType::Float32);
       sin_ = cast_to(ctx.in(4), DType::Float32);
@@ -48,7 +55,10 @@ class CachedAttentionOp : public Op {
     const Tensor& cos = cos_;
     const Tensor& sin = sin_;
     const Tensor& mask = ctx.in(5);
-    const int64_t B = q.dim(0), S = q.dim(1), D = q.dim(2) / hq_, total = mask.dim(1);
+    const int64_t B = q.dim(0), S = q.dim(1), D = q.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_), total = mask.dim(1);
+    // Row strides and where K and V start inside a row: packed rows are [Q | K | V].
+    const int64_t q_row = q.dim(2), k_row = packed ? q_row : hkv_ * D, k_at = packed ? hq_ * D : 0;
+    const int64_t v_at = packed ? (hq_ + hkv_) * D : 0;
     if (!ring_ || ring_->config().batch != B) {
       const int64_t sinks = std::min(sinks_, window_ - 1);
       ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
@@ -68,8 +78,8 @@ class CachedAttentionOp : public Op {
           std::memset(out, 0, static_cast<size_t>(hq_ * D) * sizeof(float));
           continue;
         }
-        ring_->append(b, k.data<float>() + (b * S + s) * hkv_ * D, v.data<float>() + (b * S + s) * hkv_ * D);
-        ring_->attend(b, q.data<float>() + (b * S + s) * hq_ * D, hq_, scale, rope, out);
+        ring_->append(b, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
+        ring_->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scale, rope, out);
       }
     if (yf.raw() != y.raw()) convert_tensor(yf, y);
   }

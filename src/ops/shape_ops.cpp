@@ -238,7 +238,16 @@ class ExpandOp : public Op {
   explicit ExpandOp(const Node&) {}
   void infer(InferContext& ctx) const override {
     auto target = ctx.shape_value(1);
-    if (!target) throw ShapeUnknown{};
+    if (!target) {  // the target's length still gives the rank; dims > 1 of the input survive
+      const SymShape& t = ctx.shape(1);
+      if (t.size() != 1 || !t[0].is_known()) throw ShapeUnknown{};
+      const SymShape& x = ctx.shape(0);
+      SymShape y(static_cast<size_t>(std::max<int64_t>(t[0].value, ctx.rank(0))));
+      for (size_t i = 0; i < x.size(); ++i)
+        if (x[i].is_known() && x[i].value > 1) y[y.size() - x.size() + i] = x[i];
+      ctx.set(0, ctx.dtype(0), y);
+      return;
+    }
     ctx.set(0, ctx.dtype(0), broadcast_shapes(ctx.node, ctx.shape(0), *target));
   }
   void run(RunContext& ctx) const override {
@@ -302,8 +311,11 @@ class RangeOp : public Op {
  public:
   explicit RangeOp(const Node&) {}
   void infer(InferContext& ctx) const override {
-    double start = ctx.require_value(0).at_f64(0), limit = ctx.require_value(1).at_f64(0),
-           delta = ctx.require_value(2).at_f64(0);
+    if (!ctx.value(0) || !ctx.value(1) || !ctx.value(2)) {  // a 1-D tensor of unknown length
+      ctx.set(0, ctx.dtype(0), SymShape{Dim{}});
+      return;
+    }
+    double start = ctx.value(0)->at_f64(0), limit = ctx.value(1)->at_f64(0), delta = ctx.value(2)->at_f64(0);
     if (delta == 0) ctx.fail("delta is zero");
     int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
     ctx.set(0, ctx.dtype(0), Shape{n});

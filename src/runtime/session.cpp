@@ -40,27 +40,31 @@ void Session::prepare() {
     for (const auto& m : missing) list += "\n  " + m;
     fail_unsupported(model_.path, ": unsupported ops:", list);
   }
-  if (options_.kv_window > 0) {
-    cached_layers_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
-    if (cached_layers_ == 0)
-      fail_unsupported(model_.path, ": no attention layer matches the ring-buffer cache pattern (RotaryEmbedding → "
-                       "Attention with past/present); run without a window");
-  }
   for (const auto& list : {g.inputs, g.outputs})
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
-  for (int id : g.inputs) {
-    const Value& v = g.values[static_cast<size_t>(id)];
-    inputs_.push_back({v.name, v.dtype, v.shape});
-  }
   try {
-    infer_and_fold(g, &pass_stats_, options_.optimize);
-    if (options_.optimize) remove_dead_nodes(g, &pass_stats_);
+    // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
+    infer_and_fold(g, &pass_stats_, options_.optimize || options_.kv_window > 0);
+    if (options_.kv_window > 0) {
+      fusions_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
+      if (fusions_.empty())
+        fail_unsupported("no attention layer matches a ring-buffer cache pattern (see graph/fusions.h: attention "
+                         "with past/present whose RoPE tern can see); run without a window");
+      infer_and_fold(g, &pass_stats_, true);
+      remove_dead_nodes(g, &pass_stats_);  // the replaced attention nodes
+    } else if (options_.optimize) {
+      remove_dead_nodes(g, &pass_stats_);
+    }
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(model_.path + ": " + e.what());
   } catch (const Error& e) {
     throw Error(model_.path + ": " + e.what());
+  }
+  for (int id : g.inputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    inputs_.push_back({v.name, v.dtype, v.shape});
   }
   for (int id : g.outputs) {
     const Value& v = g.values[static_cast<size_t>(id)];

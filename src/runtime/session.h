@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "graph/fusions.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes.h"
 #include "ops/op.h"
@@ -60,7 +61,9 @@ class Session {
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order.
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
-  int cached_layers() const { return cached_layers_; }
+  int cached_layers() const { return static_cast<int>(fusions_.size()); }
+  // The rewrites fusion passes made at load (empty without a window).
+  const std::vector<Fusion>& fusions() const { return fusions_; }
   void reset();
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
@@ -79,7 +82,7 @@ class Session {
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
-  int cached_layers_ = 0;
+  std::vector<Fusion> fusions_;
 };
 
 }  // namespace tern
