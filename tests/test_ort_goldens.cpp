@@ -86,6 +86,16 @@ TEST_CASE("the same Llama with int4 MatMulNBits weights matches ONNX Runtime") {
   check_against_ort({"llama-gqa-int4", "model.onnx", 1e-3, true});
 }
 
+// onnxruntime-genai's layout: packed QKV into GroupQueryAttention with do_rotary. One prompt: ONNX
+// Runtime's GroupQueryAttention takes left padding of a first prompt differently (it assumes right padding).
+TEST_CASE("the same Llama as packed-QKV GroupQueryAttention (do_rotary) matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-msft", "model.onnx", 1e-4, true});
+}
+
+TEST_CASE("the GroupQueryAttention Llama with tern's ring-buffer cache still matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-msft", "model.onnx", 1e-4, true, 128});
+}
+
 // Ring-buffer cache (fuse_cached_attention) with a window as long as the context: same tokens, and
 // logits within 1e-4 of ORT's own cache path.
 TEST_CASE("the opset-23 Llama with tern's ring-buffer cache still matches ONNX Runtime") {

@@ -9,6 +9,9 @@
                        and Attention
   llama-gqa-int4/      the torch export with every weight MatMul replaced by MatMulNBits
                        (4 bits, block 32, asymmetric with zero points)
+  llama-gqa-msft/      the layout of onnxruntime-genai's model builder: one packed QKV MatMul into
+                       com.microsoft GroupQueryAttention (do_rotary, cos/sin caches, seqlens_k from
+                       attention_mask), SimplifiedLayerNormalization; no position_ids input
 
 Needs Debian's python3-torch, python3-onnx, python3-numpy:  /usr/bin/python3 tools/make_llama_fixtures.py
 Then: node tools/ort/greedy_goldens.mjs for each folder (see tests/fixtures/README.md).
@@ -195,5 +198,39 @@ del m.graph.node[:]
 m.graph.node.extend(new_nodes)
 m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
 onnx.save(m, os.path.join(int4, "model.onnx"))
-for d in (torch_dir, ops23, int4):
+# ---- onnxruntime-genai layout: packed QKV → GroupQueryAttention(do_rotary) ----
+msft = os.path.join(OUT, "llama-gqa-msft")
+write_configs(msft, "packed QKV MatMul → com.microsoft GroupQueryAttention with do_rotary")
+inits = {"embed": W["embed.weight"], "cos": np.cos(t).astype(np.float32), "sin": np.sin(t).astype(np.float32),
+         "norm": W["norm"], "lm_head": W["lm_head.weight"].T.copy(), "one": np.array(1, np.int64), "ax1": np.array([1], np.int64)}
+nodes = []
+N("ReduceSum", ["attention_mask", "ax1"], ["mask_sum"], keepdims=0); N("Sub", ["mask_sum", "one"], ["seqlens64"])
+N("Cast", ["seqlens64"], ["seqlens_k"], to=TensorProto.INT32)
+N("Shape", ["attention_mask"], ["mshape"]); N("Gather", ["mshape", "one"], ["total64"]); N("Cast", ["total64"], ["total_len"], to=TensorProto.INT32)
+N("Gather", ["embed", "input_ids"], ["h0"])
+h = "h0"
+for i in range(L):
+    p = f"layers.{i}."
+    inits[p + "qkv"] = np.concatenate([W[p + nm + ".weight"].T for nm in ("q", "k", "v")], axis=1).copy()
+    for nm in ("o", "gate", "up", "down"):
+        inits[p + nm] = W[p + nm + ".weight"].T.copy()
+    inits[p + "ln1"], inits[p + "ln2"] = W[p + "ln1"], W[p + "ln2"]
+    N("SimplifiedLayerNormalization", [h, p + "ln1"], [p + "x"], epsilon=1e-5, axis=-1)
+    N("MatMul", [p + "x", p + "qkv"], [p + "qkv_"])
+    N("GroupQueryAttention", [p + "qkv_", "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", "seqlens_k", "total_len", "cos", "sin"],
+      [p + "att", f"present.{i}.key", f"present.{i}.value"], domain="com.microsoft", num_heads=H, kv_num_heads=KV, do_rotary=1)
+    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
+    N("SimplifiedLayerNormalization", [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5, axis=-1)
+    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
+    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
+    N("MatMul", [p + "gu", p + "down"], [p + "d"]); h = f"h{i + 1}"; N("Add", [p + "h1", p + "d"], [h])
+N("SimplifiedLayerNormalization", [h, "norm"], ["hf"], epsilon=1e-5, axis=-1); N("MatMul", ["hf", "lm_head"], ["logits"])
+mg = helper.make_model(helper.make_graph(nodes, "llama_gqa_msft", g_in[:2] + g_in[3:], g_out,
+                                         [numpy_helper.from_array(v, k) for k, v in inits.items()]),
+                       opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                       producer_name="tern/tools/make_llama_fixtures.py")
+mg.ir_version = 8
+onnx.save(mg, os.path.join(msft, "model.onnx"))
+
+for d in (torch_dir, ops23, int4, msft):
     print(d, os.path.getsize(os.path.join(d, "model.onnx")), "bytes")
