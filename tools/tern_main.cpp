@@ -26,8 +26,10 @@ commands:
   run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N]
       Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
       When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
-  inspect MODEL.onnx
+  inspect MODEL.onnx [--fusions [--window W]]
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
+      --fusions loads the model as `generate --window W` would (W defaults to the model's context
+      length) and lists each rewrite the fusion passes made, node by node, or why none matched.
   generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
@@ -273,8 +275,25 @@ int cmd_convert(int argc, char** argv) {
   return 0;
 }
 
+// What the fusion passes make of a model, as `generate --window` loads it.
+void print_fusions(const std::string& path, const Flags& flags, size_t nodes_before) {
+  const auto cfg = tern::llm::read_model_config(std::filesystem::path(path).parent_path().string());
+  tern::SessionOptions o;
+  o.kv_window = flags.has("window") ? std::stoll(flags.get("window")) : cfg.context_length > 0 ? cfg.context_length : 4096;
+  std::cout << "\nfusions (--window " << o.kv_window << "):\n";
+  try {
+    tern::Session s(path, o);
+    for (const auto& f : s.fusions()) std::cout << "  " << f.node << ": " << f.pattern << "\n";
+    std::cout << s.fusions().size() << " rewrite(s); " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
+              << " after folding, fusion and dead-node removal.\n";
+  } catch (const tern::UnsupportedError& e) {
+    std::cout << "  none: " << e.what() << "\n";
+  }
+}
+
 int cmd_inspect(int argc, char** argv) {
   if (argc < 3) tern::fail("inspect needs a model path");
+  Flags flags = parse(argc, argv, 3, {"fusions"});
   tern::Model m = tern::load_onnx(argv[2]);
   const tern::Graph& g = *m.graph;
   std::cout << "model:    " << m.path << "\nir:       " << m.ir_version << "\nproducer: " << m.producer << "\nopsets:  ";
@@ -308,6 +327,7 @@ int cmd_inspect(int argc, char** argv) {
     for (const auto& k : missing) std::cout << " " << k;
     std::cout << "\n";
   }
+  if (flags.has("fusions")) print_fusions(argv[2], flags, g.nodes.size());
   return 0;
 }
 

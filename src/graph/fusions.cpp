@@ -92,6 +92,7 @@ struct CachedAttentionSpec {
   std::optional<float> scale;
   bool interleaved = false;
   int64_t rotary_dim = 0;            // 0: the head size
+  std::string pattern;               // what matched, for `tern inspect --fusions`
 };
 
 // ---- attention ops with their RoPE visible (ONNX Attention, com.microsoft MHA / GQA) ----
@@ -141,6 +142,7 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     s.sin = input_of(n, 8);
     s.interleaved = n.attr_int("rotary_interleaved", 0) != 0;
     if (input_of(n, 9) >= 0) return std::nullopt;  // explicit position_ids: positions are not the mask's
+    s.pattern = std::string(s.k < 0 ? "packed-QKV " : "") + "GroupQueryAttention with do_rotary → CachedAttention";
   } else {
     const Node* rq = m.op(input_of(n, 0), "RotaryEmbedding", pat->attention_domain);
     const Node* rk = m.op(input_of(n, 1), "RotaryEmbedding", pat->attention_domain);
@@ -156,6 +158,7 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     s.sin = input_of(*rq, pat->rope_sin);
     s.interleaved = rq->attr_int("interleaved", 0) != 0;
     s.rotary_dim = rq->attr_int("rotary_embedding_dim", 0);
+    s.pattern = (n.domain.empty() ? "RotaryEmbedding → " : "com.microsoft RotaryEmbedding → ") + n.op_type + " → CachedAttention";
   }
   if (n.op_type == "Attention") {
     s.q_heads = n.attr_int("q_num_heads", 0);
@@ -365,6 +368,7 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   if (s.kv_heads <= 0 || m.dim(s.v, 2) != s.kv_heads * D) return std::nullopt;
   s.scale = static_cast<float>(scale);
   s.attention_node = m.index_of(out);
+  s.pattern = "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
   // Nothing outside the match may read what it computes, except the caches it writes.
   std::sort(d.nodes.begin(), d.nodes.end());
   for (int k : d.nodes)
@@ -439,11 +443,9 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
   Graph g = graph;  // rewritten on a copy: kept only if consistent
   const Matcher m(graph);
   std::vector<CachedAttentionSpec> specs;
-  std::vector<const char*> patterns;
   for (const Node& n : graph.nodes) {
     if (auto s = match_attention_op(m, n, mask)) {
       specs.push_back(*s);
-      patterns.push_back("attention op with RotaryEmbedding → CachedAttention");
     } else if (n.op_type == "Softmax" && n.domain.empty()) {
       if (auto d = match_decomposed(m, n, mask, graph.find_value("input_ids"))) {
         const int64_t D = m.dim(d->q, 2) / d->q_heads;
@@ -459,7 +461,6 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
           v.constant = t;
         }
         specs.push_back(*d);
-        patterns.push_back("decomposed attention (rotate-half RoPE, repeat_kv, softmax) → CachedAttention");
       }
     }
   }
@@ -469,13 +470,11 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
     if (s.past_k < 0 || s.past_v < 0 || !m.is_input(s.past_k) || !m.is_input(s.past_v) || !m.is_output(s.present_k) ||
         !m.is_output(s.present_v)) {
       specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(i));
-      patterns.erase(patterns.begin() + static_cast<std::ptrdiff_t>(i));
     }
   }
   std::vector<int> drop_inputs, drop_outputs;
   std::vector<Fusion> fused;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const CachedAttentionSpec& s = specs[i];
+  for (const CachedAttentionSpec& s : specs) {
     Node& n = g.nodes[static_cast<size_t>(s.attention_node)];
     Node c;
     c.name = n.name + "/cached";
@@ -503,7 +502,7 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
     }
     drop_inputs.insert(drop_inputs.end(), {s.past_k, s.past_v});
     drop_outputs.insert(drop_outputs.end(), {s.present_k, s.present_v});
-    fused.push_back({patterns[i], c.name});
+    fused.push_back({s.pattern, c.name});
     n = std::move(c);
   }
   auto drop = [](std::vector<int>& list, const std::vector<int>& ids) {
