@@ -12,6 +12,7 @@
 #include "kernels/cpu/rope.h"
 #include "llm/kv_ring_buffer.h"
 #include "ops/attention_common.h"
+#include "runtime/session.h"
 #include "test_util.h"
 
 using namespace tern;
@@ -216,4 +217,21 @@ TEST_CASE("appending and attending allocate nothing once the buffer exists") {
   CHECK(g_allocations.load() == before);
   { std::vector<int> probe(16); }  // the counter does see allocations
   CHECK(g_allocations.load() > before);
+}
+
+TEST_CASE("allocations per decode step of a whole session (measured)") {
+  const std::string model = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch/model.onnx";
+  SessionOptions so;
+  so.kv_window = 64;
+  Session s(model, so);
+  auto step = [&](int64_t t) {
+    std::vector<int64_t> mask(static_cast<size_t>(t + 1), 1);
+    return s.run({{"input_ids", Tensor::from_vector<int64_t>({5}, {1, 1})},
+                  {"attention_mask", Tensor::from_vector<int64_t>(mask, {1, t + 1})},
+                  {"position_ids", Tensor::from_vector<int64_t>({t}, {1, 1})}});
+  };
+  for (int64_t t = 0; t < 4; ++t) step(t);
+  const long before = g_allocations.load();
+  for (int64_t t = 4; t < 14; ++t) step(t);
+  MESSAGE("allocations per decode step: ", (g_allocations.load() - before) / 10.0, " for ", s.graph().nodes.size(), " nodes");
 }
