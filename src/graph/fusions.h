@@ -37,4 +37,14 @@ struct CachedAttentionOptions {
 // beforehand; leaves the replaced nodes for remove_dead_nodes.
 std::vector<Fusion> fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
+// Decomposed RMSNorm (Pow → ReduceMean → Add ε → Sqrt → Div/Reciprocal → Mul → Mul weight) →
+// RMSNormalization.
+std::vector<Fusion> fuse_rms_norm(Graph& g);
+// gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
+std::vector<Fusion> fuse_swiglu(Graph& g);
+// MatMuls with constant 2-D weights that read the same input (Q/K/V projections, gate/up) → one MatMul
+// over the concatenated weights, split back — or read packed by SwiGLU / CachedAttention when they are
+// its only consumers. Run after the others: it looks for their nodes.
+std::vector<Fusion> fuse_shared_input_matmuls(Graph& g);
+
 }  // namespace tern

@@ -52,10 +52,21 @@ void Session::prepare() {
       if (fusions_.empty())
         fail_unsupported("no attention layer matches a ring-buffer cache pattern (see graph/fusions.h: attention "
                          "with past/present whose RoPE tern can see); run without a window");
+      cached_layers_ = static_cast<int>(fusions_.size());
       infer_and_fold(g, &pass_stats_, true);
       remove_dead_nodes(g, &pass_stats_);  // the replaced attention nodes
-    } else if (options_.optimize) {
+    }
+    if (options_.optimize) {
       remove_dead_nodes(g, &pass_stats_);
+      for (auto pass : {fuse_rms_norm, fuse_swiglu}) {
+        auto f = pass(g);
+        fusions_.insert(fusions_.end(), f.begin(), f.end());
+      }
+      remove_dead_nodes(g, &pass_stats_);  // fuse_shared_input_matmuls checks single consumers
+      auto f = fuse_shared_input_matmuls(g);
+      fusions_.insert(fusions_.end(), f.begin(), f.end());
+      remove_dead_nodes(g, &pass_stats_);
+      infer_and_fold(g, &pass_stats_, true);  // shapes of the new values
     }
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(model_.path + ": " + e.what());

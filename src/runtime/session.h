@@ -61,8 +61,8 @@ class Session {
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order.
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
-  int cached_layers() const { return static_cast<int>(fusions_.size()); }
-  // The rewrites fusion passes made at load (empty without a window).
+  int cached_layers() const { return cached_layers_; }
+  // The rewrites fusion passes made at load.
   const std::vector<Fusion>& fusions() const { return fusions_; }
   void reset();
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
@@ -83,6 +83,7 @@ class Session {
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
   std::vector<Fusion> fusions_;
+  int cached_layers_ = 0;
 };
 
 }  // namespace tern

@@ -1,0 +1,233 @@
+// Block fusions of decoder layers: decomposed RMSNorm → RMSNormalization, SiLU(gate)·up → SwiGLU, and
+// MatMuls sharing an input → one MatMul over concatenated weights (TVM's qkv_proj / gate_up_proj).
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "graph/fusions.h"
+#include "graph/matcher.h"
+
+namespace tern {
+namespace {
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Int;
+  a.i = v;
+  return a;
+}
+
+Attribute float_attr(float v) {
+  Attribute a;
+  a.kind = Attribute::Kind::Float;
+  a.f = v;
+  return a;
+}
+
+bool is_op(const Node* n, const char* op) { return n && n->op_type == op && n->domain.empty(); }
+
+// The operand of a binary node that is not `x`, or -1 when `x` is not an operand.
+int other_operand(const Node& n, int x) {
+  if (n.inputs.size() != 2) return -1;
+  return n.inputs[0] == x ? n.inputs[1] : n.inputs[1] == x ? n.inputs[0] : -1;
+}
+
+// The only consumer of `id`, when it has exactly one and `id` is no graph output.
+const Node* sole_consumer(const Matcher& m, int id) {
+  return m.single_use(id) ? &m.graph().nodes[static_cast<size_t>(m.consumers(id)[0])] : nullptr;
+}
+
+}  // namespace
+
+// x · 1/√(mean(x²) + ε) · w, as torch exports LlamaRMSNorm: Pow(x, 2) → ReduceMean(last axis) → Add ε →
+// Sqrt → Div(1, ·) or Reciprocal → Mul x → Mul w. Also Div(x, Sqrt(·)).
+std::vector<Fusion> fuse_rms_norm(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<int, Node>> rewrites;  // node index → its replacement
+  for (const Node& mean : g.nodes) {
+    if (!is_op(&mean, "ReduceMean") || mean.attr_int("keepdims", 1) != 1) continue;
+    const Node* sq = m.producer(mean.inputs[0]);
+    int x = -1;
+    if (is_op(sq, "Pow") && m.scalar(sq->inputs[1]) == 2.0) x = sq->inputs[0];
+    else if (is_op(sq, "Mul") && sq->inputs[0] == sq->inputs[1]) x = sq->inputs[0];
+    const int64_t r = m.rank(x);
+    const auto axes = mean.inputs.size() > 1 ? m.ints(mean.inputs[1]) : std::optional(mean.attr_ints("axes"));
+    if (x < 0 || r <= 0 || !axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != r - 1) ||
+        !m.single_use(sq->outputs[0]))
+      continue;
+    const Node* add = sole_consumer(m, mean.outputs[0]);
+    const auto eps = is_op(add, "Add") ? m.scalar(other_operand(*add, mean.outputs[0])) : std::nullopt;
+    const Node* sqrt = eps ? sole_consumer(m, add->outputs[0]) : nullptr;
+    if (!is_op(sqrt, "Sqrt")) continue;
+    const Node* inv = sole_consumer(m, sqrt->outputs[0]);
+    const Node* normed = nullptr;  // x / √(…)
+    if (is_op(inv, "Div") && inv->inputs[1] == sqrt->outputs[0] && inv->inputs[0] == x) {
+      normed = inv;
+    } else if ((is_op(inv, "Div") && inv->inputs[1] == sqrt->outputs[0] && m.scalar(inv->inputs[0]) == 1.0) ||
+               is_op(inv, "Reciprocal")) {
+      normed = sole_consumer(m, inv->outputs[0]);
+      if (!is_op(normed, "Mul") || other_operand(*normed, inv->outputs[0]) != x) continue;
+    } else {
+      continue;
+    }
+    const Node* scaled = sole_consumer(m, normed->outputs[0]);
+    const int w = is_op(scaled, "Mul") ? other_operand(*scaled, normed->outputs[0]) : -1;
+    const Value* wv = w >= 0 ? &m.value(w) : nullptr;
+    if (!wv || !wv->constant || wv->constant->rank() != 1 || wv->constant->dim(0) != m.dim(x, -1) ||
+        wv->dtype != m.value(x).dtype)
+      continue;
+    Node n;
+    n.name = scaled->name + "/rms_norm";
+    n.op_type = "RMSNormalization";
+    n.inputs = {x, w};
+    n.outputs = {scaled->outputs[0]};
+    n.attrs["epsilon"] = float_attr(static_cast<float>(*eps));
+    n.attrs["axis"] = int_attr(-1);
+    rewrites.emplace_back(m.index_of(scaled), std::move(n));
+  }
+  std::vector<Fusion> fused;
+  for (auto& [k, n] : rewrites) {
+    fused.push_back({"Pow → ReduceMean → Add → Sqrt → Div → Mul → Mul(weight) → RMSNormalization", n.name});
+    g.nodes[static_cast<size_t>(k)] = std::move(n);
+  }
+  link_producers(g);
+  return fused;
+}
+
+// gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
+std::vector<Fusion> fuse_swiglu(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<int, Node>> rewrites;
+  for (const Node& sig : g.nodes) {
+    if (!is_op(&sig, "Sigmoid")) continue;
+    const int gate = sig.inputs[0];
+    const Node* silu = sole_consumer(m, sig.outputs[0]);
+    if (!is_op(silu, "Mul") || other_operand(*silu, sig.outputs[0]) != gate) continue;
+    const Node* prod = sole_consumer(m, silu->outputs[0]);
+    const int up = is_op(prod, "Mul") ? other_operand(*prod, silu->outputs[0]) : -1;
+    // Same shape on both sides: a broadcast product is not a gated linear unit.
+    if (up < 0 || !m.value(gate).shape || !m.value(up).shape || m.rank(gate) != m.rank(up) || m.dim(gate, -1) < 0 ||
+        m.dim(gate, -1) != m.dim(up, -1) || m.value(gate).dtype != m.value(up).dtype)
+      continue;
+    Node n;
+    n.name = prod->name + "/swiglu";
+    n.op_type = "SwiGLU";
+    n.domain = "tern";
+    n.inputs = {gate, up};
+    n.outputs = {prod->outputs[0]};
+    rewrites.emplace_back(m.index_of(prod), std::move(n));
+  }
+  std::vector<Fusion> fused;
+  for (auto& [k, n] : rewrites) {
+    fused.push_back({"Sigmoid → Mul(gate) → Mul(up) → SwiGLU", n.name});
+    g.nodes[static_cast<size_t>(k)] = std::move(n);
+  }
+  link_producers(g);
+  return fused;
+}
+
+// MatMul(x, W1), MatMul(x, W2)… with constant 2-D weights of one dtype → MatMul(x, [W1 | W2 | …]) whose
+// output is split back, or read packed by the consumer when it takes packed operands: SwiGLU(gate, up)
+// and CachedAttention(q, k, v) whose operands are exactly the split's outputs, in order.
+std::vector<Fusion> fuse_shared_input_matmuls(Graph& g) {
+  link_producers(g);
+  std::map<int, std::vector<int>> by_input;  // x → MatMul nodes reading it with a constant weight
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (!is_op(&n, "MatMul")) continue;
+    const Value& w = g.values[static_cast<size_t>(n.inputs[1])];
+    if (w.constant && w.constant->rank() == 2 && is_float(w.dtype)) by_input[n.inputs[0]].push_back(static_cast<int>(k));
+  }
+  std::vector<Fusion> fused;
+  std::map<int, Node> replace;   // first MatMul of a group → the concatenated MatMul
+  std::map<int, Node> add_after; // … → the Split after it (when needed)
+  std::vector<char> drop(g.nodes.size(), 0);
+  const Matcher m(g);
+  for (auto& [x, group] : by_input) {
+    if (group.size() < 2) continue;
+    const Tensor& w0 = *g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(group[0])].inputs[1])].constant;
+    std::vector<int> same;  // the members that match the first one's dtype and K
+    for (int k : group) {
+      const Tensor& w = *g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(k)].inputs[1])].constant;
+      if (w.dtype() == w0.dtype() && w.dim(0) == w0.dim(0)) same.push_back(k);
+    }
+    if (same.size() < 2) continue;
+    const int64_t K = w0.dim(0);
+    int64_t N = 0;
+    std::vector<int64_t> sizes;
+    for (int k : same) sizes.push_back(g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(k)].inputs[1])].constant->dim(1));
+    for (int64_t s : sizes) N += s;
+    Tensor cat(w0.dtype(), {K, N});
+    const size_t es = dtype_size(w0.dtype());
+    int64_t col = 0;
+    for (size_t i = 0; i < same.size(); ++i) {
+      const Tensor& w = *g.values[static_cast<size_t>(g.nodes[static_cast<size_t>(same[i])].inputs[1])].constant;
+      for (int64_t r = 0; r < K; ++r)
+        std::memcpy(static_cast<char*>(cat.raw()) + (r * N + col) * es, static_cast<const char*>(w.raw()) + r * sizes[i] * es,
+                    static_cast<size_t>(sizes[i]) * es);
+      col += sizes[i];
+    }
+    const Node& first = g.nodes[static_cast<size_t>(same[0])];
+    const int wid = g.add_value(first.name + "/concat_weight");
+    const int yid = g.add_value(first.name + "/concat_out");
+    Value& wv = g.values[static_cast<size_t>(wid)];
+    wv.dtype = cat.dtype();
+    wv.shape = sym_shape(cat.shape());
+    wv.constant = cat;
+    g.values[static_cast<size_t>(yid)].dtype = cat.dtype();
+    Node mm;
+    mm.name = first.name + "/concat";
+    mm.op_type = "MatMul";
+    mm.inputs = {x, wid};
+    mm.outputs = {yid};
+    std::vector<int> parts;
+    for (int k : same) parts.push_back(g.nodes[static_cast<size_t>(k)].outputs[0]);
+    // A consumer that reads the parts packed, in order, each part read by it alone.
+    const Node* reader = nullptr;
+    bool packed = true;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Node* c = m.single_use(parts[i]) ? &g.nodes[static_cast<size_t>(m.consumers(parts[i])[0])] : nullptr;
+      if (!c || (reader && c != reader) || c->inputs.size() <= i || c->inputs[i] != parts[i]) packed = false;
+      reader = c;
+    }
+    if (packed && reader->op_type == "SwiGLU" && reader->domain == "tern" && parts.size() == 2 && sizes[0] == sizes[1]) {
+      Node& r = g.nodes[static_cast<size_t>(m.index_of(reader))];
+      r.inputs = {yid};
+    } else if (packed && reader->op_type == "CachedAttention" && reader->domain == "tern" && parts.size() == 3 &&
+               sizes[1] == sizes[2] && sizes[0] * reader->attr_int("kv_num_heads", 0) == sizes[1] * reader->attr_int("q_num_heads", 0)) {
+      Node& r = g.nodes[static_cast<size_t>(m.index_of(reader))];
+      r.inputs[0] = yid;
+      r.inputs[1] = r.inputs[2] = -1;
+    } else {
+      Node split;
+      split.name = first.name + "/split";
+      split.op_type = "Split";
+      split.attrs["axis"] = int_attr(-1);
+      Attribute s;
+      s.kind = Attribute::Kind::Ints;
+      s.ints = sizes;
+      split.attrs["split"] = s;
+      split.inputs = {yid};
+      split.outputs = parts;
+      add_after[same[0]] = std::move(split);
+    }
+    fused.push_back({std::to_string(same.size()) + " MatMuls sharing an input → one MatMul over concatenated weights", mm.name});
+    replace[same[0]] = std::move(mm);
+    for (size_t i = 1; i < same.size(); ++i) drop[static_cast<size_t>(same[i])] = 1;
+  }
+  std::vector<Node> nodes;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (drop[k]) continue;
+    auto r = replace.find(static_cast<int>(k));
+    nodes.push_back(r != replace.end() ? std::move(r->second) : std::move(g.nodes[k]));
+    auto s = add_after.find(static_cast<int>(k));
+    if (s != add_after.end()) nodes.push_back(std::move(s->second));
+  }
+  g.nodes = std::move(nodes);
+  link_producers(g);
+  return fused;
+}
+
+}  // namespace tern

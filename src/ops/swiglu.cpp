@@ -1,0 +1,46 @@
+// SwiGLU (domain "tern"): silu(gate) · up, made by fuse_swiglu from Sigmoid → Mul → Mul. Inputs: gate and
+// up of one shape, or one packed [.., 2·F] input whose first half is gate and second half up (what
+// fuse_shared_input_matmuls makes of gate_proj and up_proj sharing their input).
+#include "kernels/cpu/swiglu.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+class SwiGluOp : public Op {
+ public:
+  explicit SwiGluOp(const Node&) {}
+  void infer(InferContext& ctx) const override {
+    SymShape s = ctx.shape(0);
+    if (s.empty()) ctx.fail("input must have rank >= 1");
+    if (ctx.has(1)) {
+      if (ctx.shape(1).size() != s.size()) ctx.fail("gate and up must have one shape");
+    } else if (s.back().is_known()) {
+      if (s.back().value % 2) ctx.fail("a packed input needs an even last dim, got ", s.back().value);
+      s.back() = Dim::known(s.back().value / 2);
+    } else {
+      s.back() = Dim{};
+    }
+    ctx.set(0, ctx.dtype(0), s);
+  }
+  void run(RunContext& ctx) const override {
+    const bool packed = !ctx.has(1);
+    const Tensor x = cast_to(ctx.in(0), DType::Float32);
+    const Tensor u = packed ? x : cast_to(ctx.in(1), DType::Float32);
+    if (!packed && x.shape() != u.shape())
+      fail(ctx.node.describe(), ": gate ", shape_str(x.shape()), " and up ", shape_str(u.shape()), " differ");
+    Tensor& y = ctx.out(0);
+    Tensor yf = y.dtype() == DType::Float32 ? y : Tensor(DType::Float32, y.shape());
+    const int64_t n = y.dim(-1), rows = n ? y.numel() / n : 0;
+    const int64_t stride = packed ? 2 * n : n;
+    kernels::swiglu_rows(x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n);
+    if (yf.raw() != y.raw()) convert_tensor(yf, y);
+  }
+};
+
+}  // namespace
+
+void register_swiglu(OpRegistry& r) { r.add("tern", "SwiGLU", factory<SwiGluOp>()); }
+
+}  // namespace tern
