@@ -96,4 +96,5 @@ fs.writeFileSync(path.join(outDir, 'prefill_logits.f32'), Buffer.from(flat.buffe
 const decodeMs = performance.now() - t0;
 console.log(`${path.basename(model)}: ${tokens.map((t) => t.length).join(',')} tokens; logits [${B}, ${prefillLogits[0].length}]`);
 console.log(`onnxruntime prefill: ${B * longest} tokens, ${Math.round((1000 * B * longest) / prefillMs)} tok/s; ` +
-            `decode: ${decodeSteps * B} tokens, ${Math.round((1000 * decodeSteps * B) / decodeMs)} tok/s`);
+            `decode: ${decodeSteps * B} tokens, ${Math.round((1000 * decodeSteps * B) / decodeMs)} tok/s ` +
+            `(${(decodeMs / Math.max(decodeSteps, 1)).toFixed(1)} ms/step)`);
