@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <map>
 #include <random>
 
 #include "kernels/cpu/rope.h"
@@ -219,19 +220,21 @@ TEST_CASE("appending and attending allocate nothing once the buffer exists") {
   CHECK(g_allocations.load() > before);
 }
 
-TEST_CASE("allocations per decode step of a whole session (measured)") {
+TEST_CASE("a replayed decode step allocates a handful of objects, however many nodes the graph has") {
   const std::string model = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch/model.onnx";
   SessionOptions so;
   so.kv_window = 64;
   Session s(model, so);
-  auto step = [&](int64_t t) {
-    std::vector<int64_t> mask(static_cast<size_t>(t + 1), 1);
-    return s.run({{"input_ids", Tensor::from_vector<int64_t>({5}, {1, 1})},
-                  {"attention_mask", Tensor::from_vector<int64_t>(mask, {1, t + 1})},
-                  {"position_ids", Tensor::from_vector<int64_t>({t}, {1, 1})}});
-  };
-  for (int64_t t = 0; t < 4; ++t) step(t);
+  // One decode step's feeds; the mask covers only the new token, as the generator feeds a ring.
+  const std::vector<std::pair<std::string, Tensor>> feeds{{"input_ids", Tensor::from_vector<int64_t>({5}, {1, 1})},
+                                                          {"attention_mask", Tensor::from_vector<int64_t>({1}, {1, 1})},
+                                                          {"position_ids", Tensor::from_vector<int64_t>({3}, {1, 1})}};
+  for (int i = 0; i < 3; ++i) s.run(feeds);  // infer, infer + plan, first replay
   const long before = g_allocations.load();
-  for (int64_t t = 4; t < 14; ++t) step(t);
-  MESSAGE("allocations per decode step: ", (g_allocations.load() - before) / 10.0, " for ", s.graph().nodes.size(), " nodes");
+  for (int i = 0; i < 10; ++i) s.run(feeds);
+  const double per_step = (g_allocations.load() - before) / 10.0;
+  MESSAGE("allocations per replayed decode step: ", per_step, " for ", s.graph().nodes.size(), " nodes");
+  // What is left is per run, not per node: the returned output's buffer (pool bookkeeping, its shape)
+  // and the Outputs list handed back (7 today; 1437 before step plans).
+  CHECK(per_step <= 8);
 }

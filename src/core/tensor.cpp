@@ -61,6 +61,13 @@ Tensor Tensor::reshaped(Shape shape) const {
   return Tensor(dtype_, std::move(shape), buffer_, offset_);
 }
 
+void Tensor::view_elements_of(const Tensor& src) {
+  TERN_CHECK(src.numel() == numel(), "cannot view ", shape_str(src.shape_), " as ", shape_str(shape_));
+  dtype_ = src.dtype_;
+  buffer_ = src.buffer_;
+  offset_ = src.offset_;
+}
+
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());

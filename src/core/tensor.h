@@ -84,6 +84,9 @@ class Tensor {
 
   // Same data, new shape (numel must match). No copy.
   Tensor reshaped(Shape shape) const;
+  // Makes this tensor a view of src's elements under its own shape (numel must match); allocates
+  // nothing, so a view op can run in a decode step without touching the heap.
+  void view_elements_of(const Tensor& src);
   // Deep copy into fresh memory.
   Tensor clone() const;
   // Reads element i converted to double / int64 (for shape-like tensors and tests; not for hot paths).
@@ -102,5 +105,12 @@ class Tensor {
 // Element-wise conversion between any two numeric dtypes (Cast semantics: float→int truncates).
 void convert_tensor(const Tensor& src, Tensor& dst);
 Tensor cast_to(const Tensor& src, DType dtype);
+// `src` itself when it already has `dtype` (no copy, no allocation), else its conversion, kept in
+// `scratch`. For kernels that compute in one type and must not allocate on the common path.
+inline const Tensor& as_dtype(const Tensor& src, DType dtype, Tensor& scratch) {
+  if (src.dtype() == dtype) return src;
+  scratch = cast_to(src, dtype);
+  return scratch;
+}
 
 }  // namespace tern

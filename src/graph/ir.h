@@ -54,6 +54,7 @@ struct Value {
   std::string name;
   DType dtype = DType::Undefined;
   std::optional<SymShape> shape;  // nullopt: rank unknown
+  bool shape_inferred = false;    // shape set by tern's shape rules (not just declared by the file)
   int producer = -1;              // node index, -1 for graph inputs / initializers
   std::optional<Tensor> constant; // initializers and folded constants
   // For shape-like integer tensors (outputs of Shape and what Gather/Concat/Unsqueeze… make of them):

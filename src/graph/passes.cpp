@@ -29,6 +29,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
         v.constant = outs[i].buffer() ? outs[i] : outs[i].clone();
         v.dtype = outs[i].dtype();
         v.shape = sym_shape(outs[i].shape());
+        v.shape_inferred = true;
       }
       if (stats) ++stats->folded_nodes;
       continue;
@@ -45,6 +46,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       Value& v = g.values[static_cast<size_t>(node.outputs[i])];
       v.dtype = ctx.outputs[i].dtype;
       v.shape = ctx.outputs[i].shape;
+      v.shape_inferred = true;
       v.sym_value = ctx.outputs[i].sym_value;
       if (!ctx.outputs[i].value) all_values = false;
     }

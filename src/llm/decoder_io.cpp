@@ -1,5 +1,6 @@
 #include "llm/decoder_io.h"
 
+#include <algorithm>
 #include <regex>
 
 namespace tern::llm {
@@ -74,6 +75,12 @@ DecoderIO detect_decoder_io(const Session& s) {
   if (s.cached_layers() > 0) {
     if (!io.past.empty()) fail_unsupported(s.model().path, ": some attention layers keep a graph cache and some a ring buffer");
     io.layout = PastLayout::Internal;
+    const int mask = s.graph().find_value(io.attention_mask);
+    bool only_cached = mask >= 0;
+    for (const Node& n : s.graph().nodes)
+      for (int in : n.inputs)
+        if (in == mask && n.op_type != "CachedAttention") only_cached = false;
+    io.mask_new_tokens_only = only_cached && std::count(s.graph().outputs.begin(), s.graph().outputs.end(), mask) == 0;
   }
   for (const auto& i : s.inputs()) {
     bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids;

@@ -20,6 +20,10 @@ struct DecoderIO {
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
   DType cache_dtype = DType::Float32;
   int64_t kv_heads = 0, head_size = 0;
+  // Internal layout whose attention_mask only CachedAttention reads (it looks at the new tokens'
+  // columns): the generator feeds just those columns, so every decode step has the same input shapes
+  // and replays the session's step plan.
+  bool mask_new_tokens_only = false;
 };
 
 // Fails (UnsupportedError) with the model's input and output names when no convention fits.

@@ -85,11 +85,12 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int
         pos.push_back(mb[static_cast<size_t>(t)] ? p : 1);
       }
     }
-    m.insert(m.end(), mb.begin(), mb.end());
+    m.insert(m.end(), mb.begin() + (io_.mask_new_tokens_only ? first : 0), mb.end());
   }
   std::vector<std::pair<std::string, Tensor>> feeds;
   feeds.emplace_back(io_.input_ids, ids_tensor(ids, {B, n}));
-  if (!io_.attention_mask.empty()) feeds.emplace_back(io_.attention_mask, ids_tensor(m, {B, total}));
+  if (!io_.attention_mask.empty())
+    feeds.emplace_back(io_.attention_mask, ids_tensor(m, {B, io_.mask_new_tokens_only ? n : total}));
   if (!io_.position_ids.empty()) feeds.emplace_back(io_.position_ids, ids_tensor(pos, {B, n}));
   if (cache) cache->add_feeds(feeds);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step

@@ -45,8 +45,10 @@ class CachedAttentionOp : public Op {
 
   void run(RunContext& ctx) const override {
     const bool packed = !ctx.has(1);
-    const Tensor q = cast_to(ctx.in(0), DType::Float32);
-    const Tensor k = packed ? q : cast_to(ctx.in(1), DType::Float32), v = packed ? q : cast_to(ctx.in(2), DType::Float32);
+    Tensor q_scratch, k_scratch, v_scratch;  // float32 copies, only for float16 models
+    const Tensor& q = as_dtype(ctx.in(0), DType::Float32, q_scratch);
+    const Tensor& k = packed ? q : as_dtype(ctx.in(1), DType::Float32, k_scratch);
+    const Tensor& v = packed ? q : as_dtype(ctx.in(2), DType::Float32, v_scratch);
     if (cos_src_ != ctx.in(3).raw()) {  // float32 tables, made once (a no-copy view for float32 models)
       cos_ = cast_to(ctx.in(3), DType::Float32);
       sin_ = cast_to(ctx.in(4), DType::Float32);
@@ -70,7 +72,8 @@ class CachedAttentionOp : public Op {
     kernels::RopeTable rope{cos.data<float>(), sin.data<float>(), rot, interleaved_};
     const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
     Tensor& y = ctx.out(0);
-    Tensor yf = y.dtype() == DType::Float32 ? y : Tensor(DType::Float32, y.shape());
+    Tensor y_scratch;
+    Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t s = 0; s < S; ++s) {
         float* out = yf.data<float>() + (b * S + s) * hq_ * D;

@@ -4,6 +4,30 @@ namespace tern {
 
 Tensor allocate_on_heap(DType dtype, const Shape& shape) { return Tensor(dtype, shape); }
 
+namespace {
+[[noreturn]] void rethrow_naming(const Node& node) {
+  try {
+    throw;
+  } catch (const ShapeUnknown&) {
+    fail(node.describe(), ": shape rule could not resolve its outputs from concrete inputs");
+  } catch (const UnsupportedError& e) {
+    if (std::string(e.what()).find(node.name) != std::string::npos) throw;
+    throw UnsupportedError(node.describe() + ": " + e.what());
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("node '" + node.name + "'") != std::string::npos) throw;
+    throw Error(node.describe() + ": " + e.what());
+  }
+}
+}  // namespace
+
+void run_op(const Op& op, RunContext& ctx) {
+  try {
+    op.run(ctx);
+  } catch (...) {
+    rethrow_naming(ctx.node);
+  }
+}
+
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
                                  const Allocator& alloc, Device device, int threads) {
   try {
@@ -28,14 +52,8 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
     RunContext rctx{node, inputs, outputs, device, threads};
     op.run(rctx);
     return outputs;
-  } catch (const ShapeUnknown&) {
-    fail(node.describe(), ": shape rule could not resolve its outputs from concrete inputs");
-  } catch (const UnsupportedError& e) {
-    if (std::string(e.what()).find(node.name) != std::string::npos) throw;
-    throw UnsupportedError(node.describe() + ": " + e.what());
-  } catch (const Error& e) {
-    if (std::string(e.what()).find("node '" + node.name + "'") != std::string::npos) throw;
-    throw Error(node.describe() + ": " + e.what());
+  } catch (...) {
+    rethrow_naming(node);
   }
 }
 

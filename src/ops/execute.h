@@ -11,6 +11,10 @@ using Allocator = std::function<Tensor(DType, const Shape&)>;
 
 Tensor allocate_on_heap(DType dtype, const Shape& shape);
 
+// Runs the kernel of a node whose outputs are already shaped (and allocated unless views), rethrowing
+// errors with the node named.
+void run_op(const Op& op, RunContext& ctx);
+
 // Infers output shapes from the actual inputs, allocates outputs with `alloc`, runs the op.
 // Errors are rethrown with the node named.
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,

@@ -47,10 +47,19 @@ class GatherOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
-    std::vector<int64_t> idx = checked_indices(ctx.node, ctx.in(1), x.dim(axis));
     const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
-    kernels::gather_rows(x.raw(), outer, n, bytes_for(x.dtype(), inner), idx.data(),
-                         static_cast<int64_t>(idx.size()), ctx.out(0).raw());
+    const Tensor& ids = ctx.in(1);
+    // int64 indices already in [0, n) (token ids, mostly) are used in place; others are normalized.
+    const int64_t* direct = nullptr;
+    if (ids.dtype() == DType::Int64) {
+      direct = ids.data<int64_t>();
+      for (int64_t i = 0; i < ids.numel() && direct; ++i)
+        if (direct[i] < 0 || direct[i] >= n) direct = nullptr;
+    }
+    std::vector<int64_t> idx;
+    if (!direct) idx = checked_indices(ctx.node, ids, n);
+    kernels::gather_rows(x.raw(), outer, n, bytes_for(x.dtype(), inner), direct ? direct : idx.data(), ids.numel(),
+                         ctx.out(0).raw());
   }
 
  private:

@@ -42,7 +42,14 @@ class MatMulOp : public Op {
     ctx.set(0, ctx.dtype(0), out);
   }
   void run(RunContext& ctx) const override {
-    Shape as = ctx.in(0).shape(), bs = ctx.in(1).shape();
+    // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows.
+    const Tensor &A = ctx.in(0), &B = ctx.in(1);
+    if (A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
+      const int64_t K = B.dim(0), N = B.dim(1), M = K ? A.numel() / K : 0;
+      kernels::gemm<float>(false, false, M, N, K, 1.0f, A.data<float>(), K, B.data<float>(), N, 0.0f, ctx.out(0).data<float>(), N);
+      return;
+    }
+    Shape as = A.shape(), bs = B.shape();
     if (as.size() == 1) as.insert(as.begin(), 1);
     if (bs.size() == 1) bs.push_back(1);
     const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();

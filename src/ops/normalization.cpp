@@ -45,20 +45,25 @@ class NormOp : public Op {
     int64_t n = 1;
     for (int64_t k = axis; k < x.rank(); ++k) n *= x.dim(k);
     const int64_t rows = n ? x.numel() / n : 0;
-    Tensor xf = cast_to(x, DType::Float32);
+    Tensor x_scratch;
+    Tensor xf = l_.skip >= 0 ? cast_to(x, DType::Float32) : Tensor();
+    const Tensor& xin = l_.skip >= 0 ? xf : as_dtype(x, DType::Float32, x_scratch);
     if (l_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
       xf = xf.clone();
       add_broadcast(xf, ctx.in(l_.skip));
       if (l_.bias >= 0 && ctx.has(l_.bias)) add_broadcast(xf, ctx.in(l_.bias));
       if (ctx.outputs.size() > 3 && ctx.out(3).defined()) convert_tensor(xf, ctx.out(3));
     }
-    Tensor yf = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : Tensor(DType::Float32, x.shape());
+    Tensor y_scratch;
+    Tensor& yf = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : (y_scratch = Tensor(DType::Float32, x.shape()));
     kernels::NormArgs a;
     a.rows = rows;
     a.n = n;
     a.eps = eps_;
     a.rms = rms_;
-    Tensor scale = param(ctx, l_.scale, n), beta = param(ctx, l_.beta, n);
+    Tensor scale_scratch, beta_scratch;
+    const Tensor& scale = param(ctx, l_.scale, n, scale_scratch);
+    const Tensor& beta = param(ctx, l_.beta, n, beta_scratch);
     if (scale.defined()) { a.scale = scale.data<float>(); a.scale_stride = scale.numel() == n ? 0 : n; }
     if (beta.defined()) { a.bias = beta.data<float>(); a.bias_stride = beta.numel() == n ? 0 : n; }
     const bool plain_rms = rms_ && l_.skip < 0;
@@ -73,7 +78,7 @@ class NormOp : public Op {
       std::fill(a.mean_out, a.mean_out + rows, 0.0f);
       a.mean_out = nullptr;
     }
-    kernels::normalize_rows(xf.data<float>(), yf.data<float>(), a);
+    kernels::normalize_rows(xin.data<float>(), yf.data<float>(), a);
     if (yf.raw() != ctx.out(0).raw()) convert_tensor(yf, ctx.out(0));
   }
 
@@ -85,15 +90,18 @@ class NormOp : public Op {
                               [](float a, float b) { return a + b; });
   }
   // Scale or beta as float32: as is when it covers one row, else broadcast to X's shape.
-  Tensor param(const RunContext& ctx, int i, int64_t n) const {
-    if (i < 0 || !ctx.has(i)) return Tensor();
-    Tensor p = cast_to(ctx.in(i), DType::Float32);
+  // Scale or bias as float32: the input itself when it is one row of float32, else made in `scratch`
+  // (converted, or broadcast to the input's full shape). Undefined when absent.
+  const Tensor& param(const RunContext& ctx, int i, int64_t n, Tensor& scratch) const {
+    if (i < 0 || !ctx.has(i)) return scratch;
+    const Tensor& p = as_dtype(ctx.in(i), DType::Float32, scratch);
     if (p.numel() == n) return p;
     const Tensor& x = ctx.in(0);
     broadcast_shapes(ctx.node, sym_shape(p.shape()), sym_shape(x.shape()));
     Tensor full(DType::Float32, x.shape());
     kernels::broadcast_copy(p.raw(), p.shape(), full.raw(), full.shape(), 4);
-    return full;
+    scratch = full;
+    return scratch;
   }
   bool rms_;
   Layout l_;

@@ -72,7 +72,7 @@ class InferContext {
 
 struct RunContext {
   const Node& node;
-  std::vector<const Tensor*> inputs;  // nullptr for omitted optional inputs
+  const std::vector<const Tensor*>& inputs;  // nullptr for omitted optional inputs
   std::vector<Tensor>& outputs;       // allocated by the executor from infer()'s shapes
   Device device;                      // where inputs and outputs live; kernels for it run
   int threads = 1;

@@ -19,7 +19,7 @@ class ViewOp : public Op {
     if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);
   }
   void run(RunContext& ctx) const override {
-    ctx.out(0) = ctx.in(0).reshaped(ctx.out(0).shape());
+    ctx.out(0).view_elements_of(ctx.in(0));
   }
 };
 

@@ -26,12 +26,14 @@ class SwiGluOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const bool packed = !ctx.has(1);
-    const Tensor x = cast_to(ctx.in(0), DType::Float32);
-    const Tensor u = packed ? x : cast_to(ctx.in(1), DType::Float32);
+    Tensor x_scratch, u_scratch;  // float32 copies, only for float16 models
+    const Tensor& x = as_dtype(ctx.in(0), DType::Float32, x_scratch);
+    const Tensor& u = packed ? x : as_dtype(ctx.in(1), DType::Float32, u_scratch);
     if (!packed && x.shape() != u.shape())
       fail(ctx.node.describe(), ": gate ", shape_str(x.shape()), " and up ", shape_str(u.shape()), " differ");
     Tensor& y = ctx.out(0);
-    Tensor yf = y.dtype() == DType::Float32 ? y : Tensor(DType::Float32, y.shape());
+    Tensor y_scratch;
+    Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
     const int64_t n = y.dim(-1), rows = n ? y.numel() / n : 0;
     const int64_t stride = packed ? 2 * n : n;
     kernels::swiglu_rows(x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n);

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -83,6 +84,27 @@ void Session::prepare() {
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n));
 
+  // Replayable when every node output's shape was inferred from dims the graph inputs name.
+  std::set<std::string> symbols;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].shape)
+      for (size_t a = 0; a < inputs_[i].shape->size(); ++a)
+        if (const Dim& d = (*inputs_[i].shape)[a]; !d.is_known() && !d.symbol.empty()) {
+          input_dims_.push_back({i, a, d.symbol});
+          symbols.insert(d.symbol);
+        }
+  replayable_ = true;
+  for (const Node& n : g.nodes)
+    for (int o : n.outputs) {
+      if (o < 0) continue;
+      const Value& v = g.values[static_cast<size_t>(o)];
+      if (!v.shape_inferred || !v.shape) replayable_ = false;
+      else
+        for (const Dim& d : *v.shape)
+          if (!d.is_known() && !symbols.count(d.symbol)) replayable_ = false;
+    }
+  values_.resize(g.values.size());
+
   // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
   std::vector<int> last_use(g.values.size(), -1);
   for (size_t k = 0; k < g.nodes.size(); ++k)
@@ -139,10 +161,9 @@ void Session::check_feed(const IOInfo& info, const Tensor& t) const {
       fail("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
 }
 
-Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds) {
   const Graph& g = *model_.graph;
-  std::vector<Tensor> values(g.values.size());
-  std::vector<char> fed(g.values.size(), 0);
+  fed_.assign(g.inputs.size(), 0);
   for (const auto& [name, tensor] : feeds) {
     int id = g.find_value(name);
     auto it = std::find(g.inputs.begin(), g.inputs.end(), id);
@@ -153,47 +174,163 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
     }
     check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
     if (tensor.device() != options_.device) fail("input '", name, "' lives on another device than the session");
-    values[static_cast<size_t>(id)] = tensor;
-    fed[static_cast<size_t>(id)] = 1;
+    values_[static_cast<size_t>(id)] = tensor;
+    fed_[static_cast<size_t>(it - g.inputs.begin())] = 1;
   }
-  for (const IOInfo& in : inputs_)
-    if (!fed[static_cast<size_t>(g.find_value(in.name))]) fail("missing input '", in.name, "' of ", model_.path);
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].constant) values[v] = *g.values[v].constant;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (!fed_[i]) fail("missing input '", inputs_[i].name, "' of ", model_.path);
+  binding_.resize(input_dims_.size());
+  for (size_t i = 0; i < input_dims_.size(); ++i) {
+    const InputDim& d = input_dims_[i];
+    binding_[i] = values_[static_cast<size_t>(g.inputs[d.input])].dim(static_cast<int64_t>(d.axis));
+  }
+}
 
-  Allocator alloc = [this](DType dt, const Shape& shape) {
-    return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
-  };
-  std::vector<const Tensor*> ins;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    const Node& node = g.nodes[k];
-    ins.assign(node.inputs.size(), nullptr);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      int id = node.inputs[i];
-      if (id < 0) continue;
-      const Tensor& t = values[static_cast<size_t>(id)];
-      if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(id)].name, "' has no value");
-      ins[i] = &t;
-    }
-    double t0 = 0;
-    if (options_.on_node)
-      t0 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    std::vector<Tensor> outs = execute_node(*ops_[k], node, ins, alloc, options_.device, options_.threads);
-    if (options_.on_node) {
-      double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-      options_.on_node(node, t0, t1);
-    }
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] >= 0) values[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
-    for (int v : release_after_[k]) values[static_cast<size_t>(v)] = Tensor();
+void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
+  const Graph& g = *model_.graph;
+  const Node& node = g.nodes[k];
+  ins_.assign(node.inputs.size(), nullptr);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int id = node.inputs[i];
+    if (id < 0) continue;
+    const Tensor& t = values_[static_cast<size_t>(id)];
+    if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(id)].name, "' has no value");
+    ins_[i] = &t;
   }
+  double t0 = 0;
+  if (options_.on_node)
+    t0 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (planned) {
+    RunContext ctx{node, ins_, outputs, options_.device, options_.threads};
+    run_op(*ops_[k], ctx);
+  } else {
+    Allocator alloc = [this](DType dt, const Shape& shape) {
+      return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
+    };
+    outputs = execute_node(*ops_[k], node, ins_, alloc, options_.device, options_.threads);
+  }
+  if (options_.on_node) {
+    double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    options_.on_node(node, t0, t1);
+  }
+}
+
+Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  bind_feeds(feeds);
+  if (plan_.ready && binding_ == plan_.binding) return run_planned();
+  // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
+  plan_.ready = false;
+  const bool make_plan = replayable_ && binding_ == last_binding_;
+  last_binding_ = binding_;
+  if (!make_plan) return run_inferring(nullptr);
+  std::vector<Shape> shapes(model_.graph->values.size());
+  Outputs out = run_inferring(&shapes);
+  build_plan(shapes);
+  return out;
+}
+
+Outputs Session::collect_outputs(bool planned) {
+  const Graph& g = *model_.graph;
   Outputs result;
-  for (int o : g.outputs) {
-    const Tensor& t = values[static_cast<size_t>(o)];
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int o = g.outputs[i];
+    const Tensor& t = values_[static_cast<size_t>(o)];
     if (!t.defined()) fail("graph output '", g.values[static_cast<size_t>(o)].name, "' was not computed");
-    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, t);
+    // A planned output that views a plan buffer would change under the caller at the next run.
+    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, planned && !plan_.fresh[i] ? t.clone() : t);
   }
   return result;
+}
+
+Outputs Session::run_inferring(std::vector<Shape>* shapes) {
+  const Graph& g = *model_.graph;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant) values_[v] = *g.values[v].constant;
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    run_node(k, outs, false);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] >= 0) {
+        if (shapes) (*shapes)[static_cast<size_t>(node.outputs[i])] = outs[i].shape();
+        values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+      }
+    for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
+  }
+  Outputs result = collect_outputs(false);
+  for (Tensor& t : values_) t = Tensor();  // nothing of this run stays held
+  return result;
+}
+
+Outputs Session::run_planned() {
+  const Graph& g = *model_.graph;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    std::vector<Tensor>& outs = plan_.outputs[k];
+    for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run
+      if (node.outputs[i] >= 0 && plan_.fresh_node_output[k][i])
+        outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
+    run_node(k, outs, true);
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = outs[i];
+  }
+  return collect_outputs(true);
+}
+
+void Session::build_plan(const std::vector<Shape>& shapes) {
+  const Graph& g = *model_.graph;
+  // The shapes this run produced must be the symbolic ones with this run's dims put in; if not, the
+  // graph's shapes depend on more than the input dims and it is never replayed.
+  std::map<std::string, int64_t> dims;
+  for (size_t i = 0; i < input_dims_.size(); ++i) dims[input_dims_[i].symbol] = binding_[i];
+  StepPlan plan;
+  plan.binding = binding_;
+  plan.outputs.resize(g.nodes.size());
+  plan.fresh_node_output.resize(g.nodes.size());
+  std::vector<char> is_output(g.values.size(), 0);
+  for (int o : g.outputs) is_output[static_cast<size_t>(o)] = 1;
+  size_t bytes = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    plan.outputs[k].resize(node.outputs.size());
+    plan.fresh_node_output[k].assign(node.outputs.size(), 0);
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const int o = node.outputs[i];
+      if (o < 0) continue;
+      const Value& v = g.values[static_cast<size_t>(o)];
+      const Shape& actual = shapes[static_cast<size_t>(o)];
+      bool same = v.shape->size() == actual.size();
+      for (size_t a = 0; same && a < actual.size(); ++a) {
+        const Dim& d = (*v.shape)[a];
+        same = (d.is_known() ? d.value : dims.at(d.symbol)) == actual[a];
+      }
+      if (!same) {
+        replayable_ = false;
+        return;
+      }
+      const DType dt = v.dtype;
+      if (ops_[k]->outputs_are_views()) {
+        plan.outputs[k][i] = Tensor(dt, actual, nullptr);
+      } else if (is_output[static_cast<size_t>(o)]) {
+        plan.outputs[k][i] = Tensor(dt, actual, nullptr);
+        plan.fresh_node_output[k][i] = 1;
+      } else {
+        bytes += bytes_for(dt, numel_of(actual));
+        plan.outputs[k][i] = Tensor(dt, actual, pool_->acquire(bytes_for(dt, numel_of(actual))));
+      }
+    }
+  }
+  // Every intermediate of the step stays allocated while the plan lives: worth it for small steps.
+  if (bytes > kMaxPlanBytes) return;
+  plan.fresh.resize(g.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const int p = g.values[static_cast<size_t>(g.outputs[i])].producer;
+    plan.fresh[i] = p >= 0 && !ops_[static_cast<size_t>(p)]->outputs_are_views();
+  }
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant) values_[v] = *g.values[v].constant;
+  plan.ready = true;
+  plan_ = std::move(plan);
 }
 
 }  // namespace tern

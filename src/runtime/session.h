@@ -74,6 +74,18 @@ class Session {
  private:
   void prepare();
   void check_feed(const IOInfo& info, const Tensor& t) const;
+  // Binds the feeds to graph-input slots (values_), checking them; fills binding_ with the sizes of
+  // the inputs' symbolic dims.
+  void bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // Runs node k: with `planned`, into the plan's outputs without its shape rule; else shape rule →
+  // outputs from the pool → kernel.
+  void run_node(size_t k, std::vector<Tensor>& outputs, bool planned);
+  Outputs run_planned();
+  // The general path; records each value's shape in `shapes` when given (to build a plan from).
+  Outputs run_inferring(std::vector<Shape>* shapes);
+  void build_plan(const std::vector<Shape>& shapes);
+  Outputs collect_outputs(bool planned);
+  static constexpr size_t kMaxPlanBytes = size_t{64} << 20;
 
   Model model_;
   SessionOptions options_;
@@ -84,6 +96,29 @@ class Session {
   std::shared_ptr<BufferPool> pool_;
   std::vector<Fusion> fusions_;
   int cached_layers_ = 0;
+
+  // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
+  // (`replayable_`, decided at load), a run whose symbolic dims equal the previous run's replays a
+  // plan: outputs preallocated once, no shape rules, no allocation per node — a decode step.
+  struct InputDim {
+    size_t input;  // index in inputs_
+    size_t axis;
+    std::string symbol;
+  };
+  struct StepPlan {
+    std::vector<int64_t> binding;                // sizes of input_dims_ the plan was made for
+    std::vector<std::vector<Tensor>> outputs;    // per node, its outputs with their buffers
+    std::vector<std::vector<char>> fresh_node_output;  // per node output: a graph output, new buffer each run
+    std::vector<char> fresh;                     // per graph output: its buffer is not the plan's
+    bool ready = false;
+  };
+  bool replayable_ = false;
+  std::vector<InputDim> input_dims_;
+  std::vector<int64_t> binding_, last_binding_;
+  StepPlan plan_;
+  std::vector<Tensor> values_;          // the values of the current run, by value id
+  std::vector<const Tensor*> ins_;      // scratch: the current node's inputs
+  std::vector<char> fed_;               // scratch: which graph inputs the feeds gave
 };
 
 }  // namespace tern

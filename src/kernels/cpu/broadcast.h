@@ -11,6 +11,12 @@ namespace tern::kernels {
 
 using Dims = std::vector<int64_t>;
 
+inline int64_t dims_product(const Dims& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
 // Element strides of `in` (right-aligned against `out`), 0 where `in` is broadcast.
 inline Dims broadcast_strides(const Dims& in, const Dims& out) {
   Dims s(out.size(), 0);
