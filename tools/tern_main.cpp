@@ -1,9 +1,12 @@
 // The `tern` command line: one function per subcommand, each a thin layer over the library.
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +18,7 @@
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "ops/op.h"
+#include "runtime/machine.h"
 #include "runtime/session.h"
 #include "runtime/test_data.h"
 
@@ -43,6 +47,11 @@ commands:
       as fp32 or fp16 (--kv-dtype), so
       generation can run past the model's context with bounded memory. --stats adds the bytes a decode
       step moves for weights and for the KV cache.
+  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--json]
+  bench --machine [--threads N]
+      Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
+      step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
+      time and peak memory. --machine measures only the machine.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
@@ -291,6 +300,58 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
   }
 }
 
+int cmd_bench(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {"machine", "json"});
+  const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  const double bandwidth = tern::measure_read_bandwidth(threads);
+  if (f.has("machine")) {
+    std::cout << "read bandwidth: " << bandwidth << " GB/s with " << threads << " thread(s)\n";
+    return 0;
+  }
+  if (!f.has("model")) tern::fail("bench needs --model PATH (or --machine)");
+  std::string dir;
+  const std::string model_path = resolve_model(f.get("model"), &dir);
+  const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "64"));
+  if (prompt_n < 1 || new_n < 2) tern::fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");
+  tern::SessionOptions so;
+  so.threads = threads;
+  if (f.has("window")) so.kv_window = std::stoll(f.get("window"));
+  const auto t0 = std::chrono::steady_clock::now();
+  tern::Session session(model_path, so);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
+  std::vector<int64_t> prompt(static_cast<size_t>(prompt_n));
+  for (int64_t i = 0; i < prompt_n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);  // any valid ids
+  tern::llm::Generator gen(session, cfg);
+  tern::llm::GenerateOptions o;
+  o.max_new_tokens = new_n;  // no eos: always new_n tokens
+  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, {2});  // pages weights in
+  const auto r = gen.generate({prompt}, o);
+  const double prefill_tps = 1000.0 * static_cast<double>(prompt_n) / r.prefill_ms;
+  const double decode_tps = 1000.0 * static_cast<double>(r.decode_steps) / r.decode_ms;
+  const double gbps = static_cast<double>(r.weight_bytes_per_token + r.cache_bytes_per_token) * decode_tps / 1e9;
+  const double rss_gb = static_cast<double>(tern::peak_rss_bytes()) / 1e9;
+  if (f.has("json")) {
+    nlohmann::json j{{"model", model_path}, {"threads", threads}, {"prompt_tokens", prompt_n}, {"new_tokens", new_n},
+                     {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps}, {"decode_ms_per_token", 1000.0 / decode_tps},
+                     {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
+                     {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth}, {"load_s", load_s}, {"peak_rss_gb", rss_gb}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("model       %s (%d thread(s)%s)\n", model_path.c_str(), threads, so.kv_window ? ", ring-buffer cache" : "");
+  std::printf("prefill     %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_n), prefill_tps);
+  std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
+              1000.0 / decode_tps);
+  std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9,
+              r.cache_bytes_per_token / 1e9);
+  std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads\n", gbps, 100.0 * gbps / bandwidth,
+              bandwidth);
+  std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  return 0;
+}
+
 int cmd_inspect(int argc, char** argv) {
   if (argc < 3) tern::fail("inspect needs a model path");
   Flags flags = parse(argc, argv, 3, {"fusions"});
@@ -344,6 +405,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
+    if (cmd == "bench") return cmd_bench(argc, argv);
     std::cerr << "tern: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const tern::UnsupportedError& e) {

@@ -5,6 +5,8 @@
 #include <set>
 #include <thread>
 
+#include <omp.h>
+
 #include "graph/fusions.h"
 #include "ops/execute.h"
 
@@ -24,6 +26,7 @@ Session::Session(Model model, SessionOptions options) : model_(std::move(model))
     fail_unsupported("device ", static_cast<int>(options_.device.kind), ":", options_.device.index,
                      " is not available: tern runs on the CPU only for now");
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  omp_set_num_threads(options_.threads);  // OpenMP's team size is per process: the last session's wins
   pool_ = BufferPool::create();
   prepare();
 }

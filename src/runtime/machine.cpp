@@ -1,0 +1,57 @@
+#include "runtime/machine.h"
+
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <xsimd/xsimd.hpp>
+
+#include "core/error.h"
+
+namespace tern {
+
+double measure_read_bandwidth(int threads) {
+  using batch = xsimd::batch<float>;
+  constexpr size_t kBytes = size_t{512} << 20;
+  const size_t n = kBytes / sizeof(float);
+  std::unique_ptr<float, decltype(&std::free)> buf(static_cast<float*>(std::aligned_alloc(64, kBytes)), &std::free);
+  if (!buf) fail("measure_read_bandwidth: cannot allocate ", kBytes, " bytes");
+  float* a = buf.get();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (size_t i = 0; i < n; ++i) a[i] = 1.0f;  // each thread touches (and so places) the half it reads
+  double best = 0;
+  volatile float sink = 0;
+  for (int pass = 0; pass < 6; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const size_t T = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+      const size_t step = 4 * batch::size, chunk = n / T / step * step;
+      const float* p = a + t * chunk;
+      batch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
+      for (size_t i = 0; i < chunk; i += step) {  // four independent sums keep the loads in flight
+        s0 += batch::load_aligned(p + i);
+        s1 += batch::load_aligned(p + i + batch::size);
+        s2 += batch::load_aligned(p + i + 2 * batch::size);
+        s3 += batch::load_aligned(p + i + 3 * batch::size);
+      }
+      total += xsimd::hadd((s0 + s1) + (s2 + s3));
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink = sink + total;
+    if (pass > 0) best = std::max(best, static_cast<double>(kBytes) / s / 1e9);  // the first pass warms up
+  }
+  return best;
+}
+
+long peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss * 1024L;
+}
+
+}  // namespace tern

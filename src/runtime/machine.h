@@ -1,0 +1,13 @@
+// What the machine allows, measured: the ceiling `tern bench` compares achieved speeds with.
+#pragma once
+
+namespace tern {
+
+// Sustained read bandwidth in GB/s with `threads` threads: the best of several passes summing a buffer
+// far larger than the caches (512 MiB), each thread over its own contiguous half, SIMD loads.
+double measure_read_bandwidth(int threads);
+
+// Peak resident memory of this process so far, in bytes.
+long peak_rss_bytes();
+
+}  // namespace tern
