@@ -3,6 +3,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemv.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -46,6 +47,10 @@ class MatMulOp : public Op {
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
     if (A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
       const int64_t K = B.dim(0), N = B.dim(1), M = K ? A.numel() / K : 0;
+      if (M >= 1 && M <= kernels::kGemvMaxRows && K > 0) {  // decode: stream the weights once
+        kernels::gemv_f32(A.data<float>(), M, K, B.data<float>(), K, N, ctx.out(0).data<float>(), N);
+        return;
+      }
       kernels::gemm<float>(false, false, M, N, K, 1.0f, A.data<float>(), K, B.data<float>(), N, 0.0f, ctx.out(0).data<float>(), N);
       return;
     }

@@ -1,0 +1,16 @@
+// Decode-shaped matrix products: a few rows of activations times a weight matrix, bound by how fast the
+// weights stream from memory. W is [K, N] row-major (ONNX MatMul's B); each thread owns a contiguous
+// column range and streams four weight rows at a time, so every weight byte is read once, sequentially,
+// and each output element is summed in a fixed order whatever the thread count.
+#pragma once
+#include <cstdint>
+
+namespace tern::kernels {
+
+// Rows handled by gemv_f32; callers use GEMM for more.
+constexpr int64_t kGemvMaxRows = 4;
+
+// y[m, :] = x[m, :] · W for m < M (1 ≤ M ≤ kGemvMaxRows); x rows `ldx` apart, y rows `ldy` apart.
+void gemv_f32(const float* x, int64_t M, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy);
+
+}  // namespace tern::kernels
