@@ -156,11 +156,13 @@ TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-
   }
 }
 
-TEST_CASE("inside the window, ring attention equals plain attention over post-RoPE keys") {
-  const int64_t Hq = 4, Hkv = 2, D = 16, T = 9;
+namespace {
+// T tokens appended to a ring of W ≥ T slots, then one query: equals plain attention over the same keys
+// rotated at their absolute positions.
+void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int64_t W) {
   std::mt19937 g(11);
-  Rope rope(64, D, false);
-  KvRingBuffer r({1, Hkv, D, 32, 4});
+  Rope rope(W, D, false);
+  KvRingBuffer r({1, Hkv, D, W, 4});
   Tensor K(DType::Float32, {1, Hkv, T, D}), V(DType::Float32, {1, Hkv, T, D}), Q(DType::Float32, {1, Hq, 1, D});
   for (int64_t t = 0; t < T; ++t) {
     auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(static_cast<size_t>(Hkv * D), g);
@@ -181,6 +183,14 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
   std::vector<float> out(static_cast<size_t>(Hq * D));
   r.attend(0, q.data(), Hq, 0.25f, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
+}
+}  // namespace
+
+TEST_CASE("inside the window, ring attention equals plain attention over post-RoPE keys") {
+  check_ring_equals_plain(4, 2, 16, 9, 32);
+  // several key blocks, KV heads split over threads, head size with SIMD tails
+  check_ring_equals_plain(8, 2, 64, 150, 256);
+  check_ring_equals_plain(6, 3, 20, 200, 256);
 }
 
 TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {

@@ -1,5 +1,7 @@
 #include "llm/kv_ring_buffer.h"
 
+#include <omp.h>
+
 #include <cstring>
 
 namespace tern::llm {
@@ -89,8 +91,9 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
     vp[static_cast<size_t>(i)] = values.data() + at(b, s);
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
-  const size_t need = static_cast<size_t>(group * c_.head_dim + c_.head_dim + 2 * group);
-  if (scratch_.size() < need) scratch_.resize(need);  // once per head configuration
+  const int threads = omp_get_max_threads();
+  const size_t need = static_cast<size_t>(kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, threads));
+  if (scratch_.size() < need) scratch_.resize(need);  // once per head configuration and thread count
   kernels::RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
@@ -103,6 +106,7 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
   a.scale = scale;
   a.rope = rope;
   a.scratch = scratch_.data();
+  a.threads = threads;
   kernels::ring_attention(q, out, a);
 }
 

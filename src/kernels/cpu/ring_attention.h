@@ -1,8 +1,9 @@
 // Attention of new queries over keys/values held in window order, with RoPE applied at read time:
 // keys are stored before RoPE, and key i of the window is rotated to position key_pos[i], the query to
-// query_pos. Streaming softmax (one pass over the keys, no score matrix); each key/value head is
-// rotated once and shared by the query heads of its group. No allocation: `scratch` holds 2·head_dim
-// floats per query head in the group plus head_dim.
+// query_pos. Streaming softmax over blocks of keys (no score matrix beyond one block); each key block
+// is converted and rotated once per KV head and shared by the query heads of its group; KV heads are
+// split over threads; dot products, rotations and value sums are SIMD (xsimd). No allocation: `scratch`
+// holds ring_attention_scratch_floats(…) floats.
 #pragma once
 #include <cstdint>
 
@@ -29,7 +30,11 @@ struct RingAttentionArgs {
   float scale = 1;
   RopeTable rope;
   float* scratch = nullptr;
+  int threads = 1;  // at most the count `scratch` was sized for
 };
+
+// Scratch `ring_attention` needs for `threads` threads.
+int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int threads);
 
 // out[q_heads][head_dim] = softmax(rope(q)·rope(k)ᵀ·scale)·v for one query token (q pre-RoPE).
 template <typename T>
