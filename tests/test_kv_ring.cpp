@@ -248,3 +248,27 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
   // and the Outputs list handed back (7 today; 1437 before step plans).
   CHECK(per_step <= 8);
 }
+
+TEST_CASE("a long window allocates slots as it fills; held tokens survive each growth, per sequence") {
+  const int64_t Hkv = 2, D = 8, W = 1000;
+  KvRingBuffer r({2, Hkv, D, W, 4});
+  auto row = [&](int64_t b, int64_t t, float base) {
+    std::vector<float> v(static_cast<size_t>(Hkv * D));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(b * 100000 + t * 16) + static_cast<float>(i) / 16;
+    return v;
+  };
+  for (int64_t t = 0; t < 1100; ++t)  // 256 → 512 → 1000 slots, then wraps
+    for (int64_t b = 0; b < 2; ++b) {
+      if (b == 1 && t >= 700) continue;  // sequence 1 stops early
+      auto k = row(b, t, 0.0f), v = row(b, t, 0.5f);
+      r.append(b, k.data(), v.data());
+    }
+  CHECK(r.held(0) == W);
+  CHECK(r.held(1) == 700);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i : {int64_t{0}, int64_t{3}, int64_t{255}, int64_t{256}, int64_t{511}, int64_t{699}}) {
+      const int64_t t = b == 0 && i >= 4 ? 1100 - (W - i) : i;  // sequence 0 slid: window index i holds token t
+      CHECK(r.key(b, r.slot(b, i), 5) == doctest::Approx(row(b, t, 0.0f)[5]));
+      CHECK(r.value(b, r.slot(b, i), 9) == doctest::Approx(row(b, t, 0.5f)[9]));
+    }
+}

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tern::llm {
@@ -10,25 +11,35 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c
   if (c.batch <= 0 || c.kv_heads <= 0 || c.head_dim <= 0) fail("KvRingBuffer: batch, kv_heads and head_dim must be positive");
   if (c.capacity <= 0 || c.sinks < 0 || c.sinks >= c.capacity)
     fail("KvRingBuffer: need 0 <= sinks (", c.sinks, ") < capacity (", c.capacity, ")");
-  const size_t n = static_cast<size_t>(c.batch * c.capacity * token_floats_);
-  if (c.storage == DType::Float32) {
-    keys_.assign(n, 0.0f);
-    values_.assign(n, 0.0f);
-  } else if (c.storage == DType::Float16) {
-    keys16_.assign(n, f16(0.0f));
-    values16_.assign(n, f16(0.0f));
-  } else {
+  if (c.storage != DType::Float32 && c.storage != DType::Float16)
     fail_unsupported("KvRingBuffer: storage ", dtype_name(c.storage), " (float32 or float16)");
-  }
   seen_.assign(static_cast<size_t>(c.batch), 0);
-  if (c.storage == DType::Float32) {
-    key_ptrs_.resize(static_cast<size_t>(c.capacity));
-    value_ptrs_.resize(static_cast<size_t>(c.capacity));
+  grow(std::min(c.capacity, kFirstSlots));
+}
+
+// Slots are allocated as the window fills — a long context costs memory only once it is used — and
+// never more than the capacity; growing copies the held tokens once, each doubling.
+void KvRingBuffer::grow(int64_t slots) {
+  const int64_t old = slots_;
+  slots_ = std::min(c_.capacity, std::max(slots, 2 * old));
+  auto regrow = [&](auto& v) {
+    std::remove_reference_t<decltype(v)> bigger(static_cast<size_t>(c_.batch * slots_ * token_floats_));
+    for (int64_t b = 0; b < c_.batch && old > 0; ++b)
+      std::copy_n(v.begin() + b * old * token_floats_, old * token_floats_, bigger.begin() + b * slots_ * token_floats_);
+    v.swap(bigger);
+  };
+  if (c_.storage == DType::Float32) {
+    regrow(keys_);
+    regrow(values_);
+    key_ptrs_.resize(static_cast<size_t>(slots_));
+    value_ptrs_.resize(static_cast<size_t>(slots_));
   } else {
-    key16_ptrs_.resize(static_cast<size_t>(c.capacity));
-    value16_ptrs_.resize(static_cast<size_t>(c.capacity));
+    regrow(keys16_);
+    regrow(values16_);
+    key16_ptrs_.resize(static_cast<size_t>(slots_));
+    value16_ptrs_.resize(static_cast<size_t>(slots_));
   }
-  positions_.resize(static_cast<size_t>(c.capacity));
+  positions_.resize(static_cast<size_t>(slots_));
 }
 
 void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
@@ -50,6 +61,7 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   const int64_t t = seen_[static_cast<size_t>(b)]++;
   const int64_t W = c_.capacity, S = c_.sinks;
   const int64_t s = t < W ? t : S + (t - S) % (W - S);
+  if (s >= slots_) grow(s + 1);
   const size_t o = static_cast<size_t>(at(b, s));
   if (c_.storage == DType::Float32) {
     std::memcpy(keys_.data() + o, key, static_cast<size_t>(token_floats_) * sizeof(float));

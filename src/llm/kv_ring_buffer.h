@@ -1,5 +1,5 @@
 // KvRingBuffer: the key/value cache of one layer for a batch of sequences, with a fixed capacity W
-// preallocated once. Keys are stored before RoPE, so a token's rotation is decided when it is read:
+// (allocated as it fills, in doublings, then never again). Keys are stored before RoPE, so a token's rotation is decided when it is read:
 // positions are re-based to the window (0 … held−1), which lets generation slide past the context the
 // model's RoPE tables cover. The first S slots can be attention sinks (kept forever, StreamingLLM); the
 // other W − S slots hold the most recent tokens and wrap around. Appending writes one slot and copies
@@ -45,11 +45,14 @@ class KvRingBuffer {
   template <typename T>
   void attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q, int64_t q_heads,
                  float scale, const kernels::RopeTable& rope, float* out);
-  int64_t at(int64_t b, int64_t slot) const { return (b * c_.capacity + slot) * token_floats_; }
+  int64_t at(int64_t b, int64_t slot) const { return (b * slots_ + slot) * token_floats_; }
+  void grow(int64_t slots);
+  static constexpr int64_t kFirstSlots = 256;
 
   KvRingConfig c_;
   int64_t token_floats_;                  // kv_heads · head_dim
-  // [batch][capacity][kv_heads][head_dim] in the storage type; the other pair stays empty.
+  int64_t slots_ = 0;                     // slots allocated per sequence (≤ capacity)
+  // [batch][slots_][kv_heads][head_dim] in the storage type; the other pair stays empty.
   std::vector<float> keys_, values_;
   std::vector<f16> keys16_, values16_;
   std::vector<int64_t> seen_;
