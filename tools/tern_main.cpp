@@ -42,12 +42,14 @@ commands:
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
-      Phi-3); --stop ends a sequence when its new text contains TEXT. --window keeps each attention
-      layer's keys (before RoPE) in a ring buffer of W tokens with S attention sinks (default 4), stored
-      as fp32 or fp16 (--kv-dtype), so
-      generation can run past the model's context with bounded memory. --stats adds the bytes a decode
-      step moves for weights and for the KV cache.
+      Phi-3); --stop ends a sequence when its new text contains TEXT. The KV cache is tern's ring
+      buffer whenever the model's attention allows: each layer's keys (before RoPE) in a window of W
+      tokens (default: the model's context length; allocated as it fills) with S attention sinks
+      (default 4) once it slides, stored as fp32 or fp16 (--kv-dtype), so generation can run past the
+      model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
+      cache. --stats adds the bytes a decode step moves for weights and for the KV cache.
   bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--json]
+        (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
       step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
@@ -153,6 +155,24 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
   return rows;
 }
 
+// The KV cache: tern's ring buffer unless the model's attention is not one it can take over (then the
+// graph's own past/present), beam search or --no-cache is asked for, or --window 0. Without --window
+// the window is the model's context length (4096 when unknown): the ring allocates as it fills.
+void set_cache_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::SessionOptions& so, bool ring_possible) {
+  so.kv_sinks = std::stoll(f.get("sinks", "4"));
+  const std::string kv = f.get("kv-dtype", "fp32");
+  if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");
+  so.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
+  if (f.has("window")) {
+    so.kv_window = std::stoll(f.get("window"));
+    if (so.kv_window < 0 || so.kv_sinks < 0) tern::fail("--window and --sinks must not be negative");
+    if (so.kv_window > 0 && !ring_possible) tern::fail("--window needs the KV cache and no beam search");
+  } else if (ring_possible) {
+    so.kv_window = cfg.context_length > 0 ? cfg.context_length : 4096;
+    so.kv_window_required = false;
+  }
+}
+
 int cmd_generate(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats"});
   if (!f.has("model")) tern::fail("generate needs --model PATH");
@@ -160,16 +180,9 @@ int cmd_generate(int argc, char** argv) {
   const std::string model_path = resolve_model(f.get("model"), &dir);
   tern::SessionOptions so;
   if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
-  if (f.has("window")) {
-    so.kv_window = std::stoll(f.get("window"));
-    so.kv_sinks = std::stoll(f.get("sinks", "4"));
-    const std::string kv = f.get("kv-dtype", "fp32");
-    if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");
-    so.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
-    if (so.kv_window <= 0 || so.kv_sinks < 0) tern::fail("--window must be positive and --sinks not negative");
-  }
-  tern::Session session(model_path, so);
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  set_cache_options(f, cfg, so, !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1);
+  tern::Session session(model_path, so);
   tern::llm::Generator gen(session, cfg);
 
   std::vector<std::string> prompts = f.values.count("prompt") ? f.values.at("prompt") : std::vector<std::string>{};
@@ -264,7 +277,7 @@ int cmd_generate(int argc, char** argv) {
   if (f.has("stats"))
     std::cerr << "per decode step: weights " << res.weight_bytes_per_token << " bytes read; KV cache "
               << res.cache_bytes_per_token << " bytes moved ("
-              << (so.kv_window > 0 ? "ring buffer: held keys/values read, one slot written"
+              << (session.cached_layers() > 0 ? "ring buffer: held keys/values read, one slot written"
                                    : "graph cache: past read, copied into present, read by attention")
               << ")\n";
   std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "
@@ -315,11 +328,11 @@ int cmd_bench(int argc, char** argv) {
   if (prompt_n < 1 || new_n < 2) tern::fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");
   tern::SessionOptions so;
   so.threads = threads;
-  if (f.has("window")) so.kv_window = std::stoll(f.get("window"));
+  tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  set_cache_options(f, cfg, so, true);
   const auto t0 = std::chrono::steady_clock::now();
   tern::Session session(model_path, so);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
   const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
   std::vector<int64_t> prompt(static_cast<size_t>(prompt_n));
   for (int64_t i = 0; i < prompt_n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);  // any valid ids
@@ -344,7 +357,8 @@ int cmd_bench(int argc, char** argv) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  std::printf("model       %s (%d thread(s)%s)\n", model_path.c_str(), threads, so.kv_window ? ", ring-buffer cache" : "");
+  std::printf("model       %s (%d thread(s), %s)\n", model_path.c_str(), threads,
+              session.cached_layers() ? "ring-buffer KV cache" : "the graph's KV cache");
   std::printf("prefill     %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_n), prefill_tps);
   std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
               1000.0 / decode_tps);

@@ -53,7 +53,7 @@ void Session::prepare() {
     infer_and_fold(g, &pass_stats_, options_.optimize || options_.kv_window > 0);
     if (options_.kv_window > 0) {
       fusions_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
-      if (fusions_.empty())
+      if (fusions_.empty() && options_.kv_window_required)
         fail_unsupported("no attention layer matches a ring-buffer cache pattern (see graph/fusions.h: attention "
                          "with past/present whose RoPE tern can see); run without a window");
       cached_layers_ = static_cast<int>(fusions_.size());

@@ -27,6 +27,8 @@ struct SessionOptions {
   // leading tokens kept once the window slides. 0: the graph's own past/present cache.
   int64_t kv_window = 0;
   int64_t kv_sinks = 4;
+  // With a window: true fails when no layer matches; false lets such a graph keep its own cache.
+  bool kv_window_required = true;
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
   // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
   std::function<void(const Node& node, double start_us, double end_us)> on_node;
