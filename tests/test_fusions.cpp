@@ -110,3 +110,21 @@ TEST_CASE("block fusions keep the torch-exported Llama's logits, with and withou
       CHECK(got.prefill_logits.data<float>()[i] == doctest::Approx(ref.prefill_logits.data<float>()[i]).epsilon(1e-5));
   }
 }
+
+TEST_CASE("logits of the last position only: the same generation, one row of vocabulary projection") {
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-int4";  // MatMulNBits lm_head
+  llm::ModelConfig cfg = llm::read_model_config(dir);
+  llm::GenerateOptions o;
+  o.max_new_tokens = 10;
+  const std::vector<std::vector<int64_t>> prompts{{1, 17, 93, 204, 5}, {1, 250, 8}};
+  Session all(dir + "/model.onnx");
+  SessionOptions so;
+  so.last_position_output = "logits";
+  Session last(dir + "/model.onnx", so);
+  CHECK(sym_shape_str(*last.outputs()[0].shape) == "[batch_size,1,320]");
+  const auto a = llm::Generator(all, cfg).generate(prompts, o);
+  const auto b = llm::Generator(last, cfg).generate(prompts, o);
+  CHECK(a.tokens == b.tokens);
+  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
+    CHECK(b.prefill_logits.data<float>()[i] == doctest::Approx(a.prefill_logits.data<float>()[i]).epsilon(1e-6));
+}

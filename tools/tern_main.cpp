@@ -159,6 +159,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 // graph's own past/present), beam search or --no-cache is asked for, or --window 0. Without --window
 // the window is the model's context length (4096 when unknown): the ring allocates as it fills.
 void set_cache_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::SessionOptions& so, bool ring_possible) {
+  so.last_position_output = "logits";  // the generator reads no other position
   so.kv_sinks = std::stoll(f.get("sinks", "4"));
   const std::string kv = f.get("kv-dtype", "fp32");
   if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");

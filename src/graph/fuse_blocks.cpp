@@ -230,4 +230,29 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g) {
   return fused;
 }
 
+std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output) {
+  link_producers(g);
+  const int out = g.find_value(output);
+  if (out < 0 || std::count(g.outputs.begin(), g.outputs.end(), out) == 0) return {};
+  const int p = g.values[static_cast<size_t>(out)].producer;
+  if (p < 0) return {};
+  Node& proj = g.nodes[static_cast<size_t>(p)];
+  const bool matmul = (proj.op_type == "MatMul" && proj.domain.empty()) ||
+                      (proj.op_type == "MatMulNBits" && proj.domain == "com.microsoft");
+  const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
+  if (!matmul || !x.shape || x.shape->size() != 3) return {};
+  Node slice;
+  slice.name = proj.name + "/last_position";
+  slice.op_type = "LastPosition";
+  slice.domain = "tern";
+  slice.inputs = {proj.inputs[0]};
+  slice.outputs = {g.add_value(slice.name)};
+  g.values[static_cast<size_t>(slice.outputs[0])].dtype = x.dtype;
+  proj.inputs[0] = slice.outputs[0];
+  const std::string name = slice.name;
+  g.nodes.insert(g.nodes.begin() + p, std::move(slice));
+  link_producers(g);
+  return {{"logits of the last position only (generation reads no other)", name}};
+}
+
 }  // namespace tern

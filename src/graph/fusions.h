@@ -37,6 +37,12 @@ struct CachedAttentionOptions {
 // beforehand; leaves the replaced nodes for remove_dead_nodes.
 std::vector<Fusion> fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
+// For generation, which reads only the last position's logits: the product that makes graph output
+// `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits) gets a tern LastPosition
+// node before it, so the vocabulary projection of a prefill runs on one row instead of S (a fifth
+// of a 1B model's prefill work at S = 128). `output` then has sequence length 1.
+std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output);
+
 // Decomposed RMSNorm (Pow → ReduceMean → Add ε → Sqrt → Div/Reciprocal → Mul → Mul weight) →
 // RMSNormalization.
 std::vector<Fusion> fuse_rms_norm(Graph& g);

@@ -60,6 +60,11 @@ void Session::prepare() {
       infer_and_fold(g, &pass_stats_, true);
       remove_dead_nodes(g, &pass_stats_);  // the replaced attention nodes
     }
+    if (!options_.last_position_output.empty()) {
+      auto f = slice_logits_to_last_position(g, options_.last_position_output);
+      fusions_.insert(fusions_.end(), f.begin(), f.end());
+      infer_and_fold(g, &pass_stats_, options_.optimize);
+    }
     if (options_.optimize) {
       remove_dead_nodes(g, &pass_stats_);
       for (auto pass : {fuse_rms_norm, fuse_swiglu}) {

@@ -29,6 +29,9 @@ struct SessionOptions {
   int64_t kv_sinks = 4;
   // With a window: true fails when no layer matches; false lets such a graph keep its own cache.
   bool kv_window_required = true;
+  // Generation reads only the last position's logits: compute no others (the graph output named here
+  // then has sequence length 1). Empty: the graph's outputs as they are.
+  std::string last_position_output;
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
   // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
   std::function<void(const Node& node, double start_us, double end_us)> on_node;
