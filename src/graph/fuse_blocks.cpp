@@ -241,13 +241,14 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
                       (proj.op_type == "MatMulNBits" && proj.domain == "com.microsoft");
   const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
   if (!matmul || !x.shape || x.shape->size() != 3) return {};
+  const DType dtype = x.dtype;  // add_value below may move the values (and `x` with them)
   Node slice;
   slice.name = proj.name + "/last_position";
   slice.op_type = "LastPosition";
   slice.domain = "tern";
   slice.inputs = {proj.inputs[0]};
   slice.outputs = {g.add_value(slice.name)};
-  g.values[static_cast<size_t>(slice.outputs[0])].dtype = x.dtype;
+  g.values[static_cast<size_t>(slice.outputs[0])].dtype = dtype;
   proj.inputs[0] = slice.outputs[0];
   const std::string name = slice.name;
   g.nodes.insert(g.nodes.begin() + p, std::move(slice));
