@@ -37,6 +37,18 @@ const Node* sole_consumer(const Matcher& m, int id) {
   return m.single_use(id) ? &m.graph().nodes[static_cast<size_t>(m.consumers(id)[0])] : nullptr;
 }
 
+// Puts each new node where the node it replaces was (the last of its pattern, so its inputs come
+// before it); the rest of each pattern is left for remove_dead_nodes.
+std::vector<Fusion> replace_nodes(Graph& g, std::vector<std::pair<int, Node>>& rewrites, const char* pattern) {
+  std::vector<Fusion> fused;
+  for (auto& [k, n] : rewrites) {
+    fused.push_back({pattern, n.name});
+    g.nodes[static_cast<size_t>(k)] = std::move(n);
+  }
+  link_producers(g);
+  return fused;
+}
+
 }  // namespace
 
 // x · 1/√(mean(x²) + ε) · w, as torch exports LlamaRMSNorm: Pow(x, 2) → ReduceMean(last axis) → Add ε →
@@ -86,13 +98,7 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
     n.attrs["axis"] = int_attr(-1);
     rewrites.emplace_back(m.index_of(scaled), std::move(n));
   }
-  std::vector<Fusion> fused;
-  for (auto& [k, n] : rewrites) {
-    fused.push_back({"Pow → ReduceMean → Add → Sqrt → Div → Mul → Mul(weight) → RMSNormalization", n.name});
-    g.nodes[static_cast<size_t>(k)] = std::move(n);
-  }
-  link_producers(g);
-  return fused;
+  return replace_nodes(g, rewrites, "Pow → ReduceMean → Add → Sqrt → Div → Mul → Mul(weight) → RMSNormalization");
 }
 
 // gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
@@ -119,13 +125,7 @@ std::vector<Fusion> fuse_swiglu(Graph& g) {
     n.outputs = {prod->outputs[0]};
     rewrites.emplace_back(m.index_of(prod), std::move(n));
   }
-  std::vector<Fusion> fused;
-  for (auto& [k, n] : rewrites) {
-    fused.push_back({"Sigmoid → Mul(gate) → Mul(up) → SwiGLU", n.name});
-    g.nodes[static_cast<size_t>(k)] = std::move(n);
-  }
-  link_producers(g);
-  return fused;
+  return replace_nodes(g, rewrites, "Sigmoid → Mul(gate) → Mul(up) → SwiGLU");
 }
 
 // MatMul(x, W1), MatMul(x, W2)… with constant 2-D weights of one dtype → MatMul(x, [W1 | W2 | …]) whose
