@@ -340,7 +340,9 @@ int cmd_bench(int argc, char** argv) {
   tern::llm::Generator gen(session, cfg);
   tern::llm::GenerateOptions o;
   o.max_new_tokens = new_n;  // no eos: always new_n tokens
-  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, {2});  // pages weights in
+  tern::llm::GenerateOptions warm;
+  warm.max_new_tokens = 2;
+  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, warm);  // pages weights in
   const auto r = gen.generate({prompt}, o);
   // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
   const double bandwidth_after = tern::measure_read_bandwidth(threads);

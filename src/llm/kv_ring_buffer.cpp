@@ -94,7 +94,7 @@ void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, float scal
 template <typename T>
 void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
                              int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
-  const int64_t n = held(b), group = q_heads / c_.kv_heads;
+  const int64_t n = held(b);
   auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
   auto& vp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return value16_ptrs_; else return value_ptrs_; }();
   for (int64_t i = 0; i < n; ++i) {
