@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 #include <xsimd/xsimd.hpp>
 
 namespace tern::kernels {
@@ -10,14 +11,18 @@ namespace {
 
 using batch = xsimd::batch<float>;
 constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
+// Narrower weights are split by rows: column ranges of a 576-wide matrix are 1 KB pieces of each row, a
+// poor stream; contiguous row bands read at 24 instead of 19 GB/s here (K=576, N=576, 2 threads).
+constexpr int64_t kRowSplitBelowN = 4096;
 
-// Columns [n0, n1) of y[m] = x[m] · W, four weight rows per pass over the y block (which stays in cache).
+// Columns [n0, n1) of y[m] = x[m, k0:k1] · W[k0:k1], four weight rows per pass over the y block (which
+// stays in cache).
 template <int M>
-void gemv_block(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy, int64_t n0,
-                int64_t n1) {
+void gemv_block(const float* x, int64_t ldx, const float* W, int64_t k0, int64_t K, int64_t N, float* y, int64_t ldy,
+                int64_t n0, int64_t n1) {
   for (int m = 0; m < M; ++m) std::fill(y + m * ldy + n0, y + m * ldy + n1, 0.0f);
   const int64_t vec_end = n0 + (n1 - n0) / kLanes * kLanes;
-  int64_t k = 0;
+  int64_t k = k0;
   for (; k + 4 <= K; k += 4) {
     const float* w0 = W + k * N;
     const float* w1 = w0 + N;
@@ -56,14 +61,38 @@ void gemv_block(const float* x, int64_t ldx, const float* W, int64_t K, int64_t 
 
 template <int M>
 void gemv_rows(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
-  // Column ranges in whole cache lines, one per thread; tiny products stay on one thread.
   const int threads = N * K < (int64_t{1} << 15) ? 1 : omp_get_max_threads();
+  if (threads > 1 && N < kRowSplitBelowN) {
+    // Narrow matrices: each thread streams a contiguous band of rows into its own partial sums, then the
+    // partials are added in thread order (the same result every run at a given thread count).
+    thread_local std::vector<float> partials;  // the calling thread's, sized once per shape
+    partials.resize(static_cast<size_t>(threads * M * N));
+    float* part = partials.data();
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+      float* mine = part + t * M * N;
+      const int64_t quads = K / 4;  // bands in whole groups of four rows; the last takes the remainder
+      const int64_t k0 = quads * t / T * 4, k1 = t + 1 == T ? K : quads * (t + 1) / T * 4;
+      gemv_block<M>(x, ldx, W, k0, k1, N, mine, N, 0, N);
+#pragma omp barrier
+      const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
+      for (int m = 0; m < M; ++m)
+        for (int64_t j = n0; j < n1; ++j) {
+          float sum = 0;
+          for (int64_t p = 0; p < T; ++p) sum += part[(p * M + m) * N + j];
+          y[m * ldy + j] = sum;
+        }
+    }
+    return;
+  }
+  // Column ranges in whole cache lines, one per thread; tiny products stay on one thread.
 #pragma omp parallel num_threads(threads)
   {
     const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
     const int64_t lines = (N + 15) / 16;
     const int64_t n0 = std::min(N, lines * t / T * 16), n1 = std::min(N, lines * (t + 1) / T * 16);
-    if (n0 < n1) gemv_block<M>(x, ldx, W, K, N, y, ldy, n0, n1);
+    if (n0 < n1) gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, n0, n1);
   }
 }
 

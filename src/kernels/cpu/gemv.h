@@ -1,7 +1,8 @@
 // Decode-shaped matrix products: a few rows of activations times a weight matrix, bound by how fast the
-// weights stream from memory. W is [K, N] row-major (ONNX MatMul's B); each thread owns a contiguous
-// column range and streams four weight rows at a time, so every weight byte is read once, sequentially,
-// and each output element is summed in a fixed order whatever the thread count.
+// weights stream from memory. W is [K, N] row-major (ONNX MatMul's B), every weight byte read once:
+// wide matrices give each thread a column range (four weight rows streamed per pass), narrow ones a
+// contiguous band of rows whose partial sums are then added in thread order. Each output is summed in a
+// fixed order, so results repeat bit for bit from run to run.
 #pragma once
 #include <cstdint>
 
