@@ -63,7 +63,8 @@ class Session {
   const PassStats& pass_stats() const { return pass_stats_; }
   const BufferPool& pool() const { return *pool_; }
 
-  // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order.
+  // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
+  // stay valid after later runs. One run at a time per session (runs reuse the session's step plan).
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
   int cached_layers() const { return cached_layers_; }
