@@ -302,7 +302,8 @@ int cmd_convert(int argc, char** argv) {
 void print_fusions(const std::string& path, const Flags& flags, size_t nodes_before) {
   const auto cfg = tern::llm::read_model_config(std::filesystem::path(path).parent_path().string());
   tern::SessionOptions o;
-  o.kv_window = flags.has("window") ? std::stoll(flags.get("window")) : cfg.context_length > 0 ? cfg.context_length : 4096;
+  set_cache_options(flags, cfg, o, true);
+  o.kv_window_required = true;  // say why when nothing matches
   std::cout << "\nfusions (--window " << o.kv_window << "):\n";
   try {
     tern::Session s(path, o);

@@ -267,13 +267,16 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   if (m.rank(q_rot) != 4 || heads <= 0 || D <= 0) return std::nullopt;
   // → MatMul(P, V) → Transpose(0, 2, 1, 3) → Reshape [B, S, H·D]: the node CachedAttention replaces
   const auto& g = m.graph();
-  const Node *pv = nullptr, *merge = nullptr, *out = nullptr;
-  for (const Node& n : g.nodes)
-    if (n.op_type == "MatMul" && n.domain.empty() && n.inputs[0] == softmax.outputs[0]) pv = &n;
-  for (const Node& n : g.nodes)
-    if (pv && n.op_type == "Transpose" && n.inputs[0] == pv->outputs[0] && n.attr_ints("perm") == std::vector<int64_t>{0, 2, 1, 3}) merge = &n;
-  for (const Node& n : g.nodes)
-    if (merge && n.op_type == "Reshape" && n.domain.empty() && n.inputs[0] == merge->outputs[0]) out = &n;
+  // The only consumer of `id`, when it is `op_type` reading `id` as its first input.
+  auto next = [&](int id, const char* op_type) -> const Node* {
+    if (!m.single_use(id)) return nullptr;
+    const Node& n = g.nodes[static_cast<size_t>(m.consumers(id)[0])];
+    return n.op_type == op_type && n.domain.empty() && n.inputs[0] == id ? &n : nullptr;
+  };
+  const Node* pv = next(softmax.outputs[0], "MatMul");
+  const Node* merge = pv ? next(pv->outputs[0], "Transpose") : nullptr;
+  if (merge && merge->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) merge = nullptr;
+  const Node* out = merge ? next(merge->outputs[0], "Reshape") : nullptr;
   if (!out || m.rank(out->outputs[0]) != 3 || (m.dim(out->outputs[0], 2) >= 0 && m.dim(out->outputs[0], 2) != heads * D))
     return std::nullopt;
   for (const Node* n : {pv, merge, out}) d.take(n);

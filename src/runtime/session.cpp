@@ -118,11 +118,11 @@ void Session::prepare() {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (int in : g.nodes[k].inputs)
       if (in >= 0) last_use[static_cast<size_t>(in)] = static_cast<int>(k);
-  std::vector<char> keep(g.values.size(), 0);
-  for (int o : g.outputs) keep[static_cast<size_t>(o)] = 1;
+  is_graph_output_.assign(g.values.size(), 0);
+  for (int o : g.outputs) is_graph_output_[static_cast<size_t>(o)] = 1;
   release_after_.assign(g.nodes.size(), {});
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (last_use[v] >= 0 && !keep[v] && !g.values[v].constant)
+    if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
 }
 
@@ -245,7 +245,9 @@ Outputs Session::collect_outputs(bool planned) {
     const Tensor& t = values_[static_cast<size_t>(o)];
     if (!t.defined()) fail("graph output '", g.values[static_cast<size_t>(o)].name, "' was not computed");
     // A planned output that views a plan buffer would change under the caller at the next run.
-    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, planned && !plan_.fresh[i] ? t.clone() : t);
+    const int p = g.values[static_cast<size_t>(o)].producer;
+    const bool own = p >= 0 && owns_graph_output(static_cast<size_t>(p), o);
+    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, planned && !own ? t.clone() : t);
   }
   return result;
 }
@@ -276,7 +278,7 @@ Outputs Session::run_planned() {
     const Node& node = g.nodes[k];
     std::vector<Tensor>& outs = plan_.outputs[k];
     for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run
-      if (node.outputs[i] >= 0 && plan_.fresh_node_output[k][i])
+      if (owns_graph_output(k, node.outputs[i]))
         outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
     run_node(k, outs, true);
     for (size_t i = 0; i < node.outputs.size(); ++i)
@@ -294,14 +296,10 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
   StepPlan plan;
   plan.binding = binding_;
   plan.outputs.resize(g.nodes.size());
-  plan.fresh_node_output.resize(g.nodes.size());
-  std::vector<char> is_output(g.values.size(), 0);
-  for (int o : g.outputs) is_output[static_cast<size_t>(o)] = 1;
   size_t bytes = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     plan.outputs[k].resize(node.outputs.size());
-    plan.fresh_node_output[k].assign(node.outputs.size(), 0);
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const int o = node.outputs[i];
       if (o < 0) continue;
@@ -317,11 +315,8 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
         return;
       }
       const DType dt = v.dtype;
-      if (ops_[k]->outputs_are_views()) {
+      if (ops_[k]->outputs_are_views() || owns_graph_output(k, o)) {  // no plan memory: views, or new per run
         plan.outputs[k][i] = Tensor(dt, actual, nullptr);
-      } else if (is_output[static_cast<size_t>(o)]) {
-        plan.outputs[k][i] = Tensor(dt, actual, nullptr);
-        plan.fresh_node_output[k][i] = 1;
       } else {
         bytes += bytes_for(dt, numel_of(actual));
         plan.outputs[k][i] = Tensor(dt, actual, pool_->acquire(bytes_for(dt, numel_of(actual))));
@@ -330,11 +325,6 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
   }
   // Every intermediate of the step stays allocated while the plan lives: worth it for small steps.
   if (bytes > kMaxPlanBytes) return;
-  plan.fresh.resize(g.outputs.size());
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const int p = g.values[static_cast<size_t>(g.outputs[i])].producer;
-    plan.fresh[i] = p >= 0 && !ops_[static_cast<size_t>(p)]->outputs_are_views();
-  }
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant) values_[v] = *g.values[v].constant;
   plan.ready = true;

@@ -91,6 +91,10 @@ class Session {
   Outputs run_inferring(std::vector<Shape>* shapes);
   void build_plan(const std::vector<Shape>& shapes);
   Outputs collect_outputs(bool planned);
+  // A graph output that node k computes into memory of its own (not a view of another value).
+  bool owns_graph_output(size_t k, int value) const {
+    return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
+  }
   static constexpr size_t kMaxPlanBytes = size_t{64} << 20;
 
   Model model_;
@@ -113,9 +117,7 @@ class Session {
   };
   struct StepPlan {
     std::vector<int64_t> binding;                // sizes of input_dims_ the plan was made for
-    std::vector<std::vector<Tensor>> outputs;    // per node, its outputs with their buffers
-    std::vector<std::vector<char>> fresh_node_output;  // per node output: a graph output, new buffer each run
-    std::vector<char> fresh;                     // per graph output: its buffer is not the plan's
+    std::vector<std::vector<Tensor>> outputs;    // per node, its outputs (graph outputs get a buffer per run)
     bool ready = false;
   };
   bool replayable_ = false;
@@ -123,6 +125,7 @@ class Session {
   std::vector<int64_t> binding_, last_binding_;
   StepPlan plan_;
   std::vector<Tensor> values_;          // the values of the current run, by value id
+  std::vector<char> is_graph_output_;   // by value id
   std::vector<const Tensor*> ins_;      // scratch: the current node's inputs
   std::vector<char> fed_;               // scratch: which graph inputs the feeds gave
 };
