@@ -248,3 +248,32 @@ TEST_CASE("the decomposed-attention fusion rewrites every torch-export layer, an
   g.outputs.push_back(probe.outputs[0]);
   CHECK(contains(error_of([&] { Session bad(std::move(m), o); }), "no attention layer matches"));
 }
+
+TEST_CASE("the opset-24 static-cache fusion checks the write index and the mask on a probe sequence") {
+  const fs::path model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-static24" / "model.onnx";
+  SessionOptions o;
+  o.kv_window = 64;
+  Session s(model.string(), o);
+  CHECK(s.cached_layers() == 2);
+  CHECK(s.inputs().size() == 3);
+  for (const Node& n : s.graph().nodes) CHECK(n.op_type != "TensorScatter");
+
+  // A mask that hides each token from itself (Less for LessOrEqual) is not the cache's causal mask.
+  Model strict = load_onnx(model.string());
+  for (Node& n : strict.graph->nodes)
+    if (n.op_type == "LessOrEqual") n.op_type = "Less";
+  CHECK(contains(error_of([&] { Session bad(std::move(strict), o); }), "no attention layer matches"));
+  // Writing new keys at the total length instead of the past length is not a cache append.
+  Model shifted = load_onnx(model.string());
+  Graph& g = *shifted.graph;
+  for (Node& n : g.nodes)
+    if (n.op_type == "Expand" && n.outputs[0] == g.find_value("write_indices")) n.inputs[0] = g.find_value("total");
+  CHECK(contains(error_of([&] { Session bad(std::move(shifted), o); }), "no attention layer matches"));
+
+  // Without the ring, the graph's buffers bound the sequence.
+  Session plain(model.string());
+  Generator gen(plain, read_model_config(model.parent_path().string()));
+  GenerateOptions go;
+  go.max_new_tokens = 200;
+  CHECK(contains(error_of([&] { gen.generate({{1, 2, 3}}, go); }), "128 positions of the model's static cache"));
+}

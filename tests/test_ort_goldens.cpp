@@ -40,6 +40,7 @@ void check_against_ort(const Case& c) {
   SessionOptions so;
   so.kv_window = c.kv_window;
   Session s((model_dir / c.file).string(), so);
+  if (c.kv_window > 0) REQUIRE(s.cached_layers() > 0);  // the attention fused: the ring holds the cache
   ModelConfig cfg = read_model_config(model_dir.string());
   Generator gen(s, cfg);
   GenerateOptions o;
@@ -84,6 +85,16 @@ TEST_CASE("the same Llama in opset-23 RMSNormalization/RotaryEmbedding/Attention
 
 TEST_CASE("the same Llama with int4 MatMulNBits weights matches ONNX Runtime") {
   check_against_ort({"llama-gqa-int4", "model.onnx", 1e-3, true});
+}
+
+// ONNX opset 24's static cache: fixed-size past buffers updated by TensorScatter, read by Attention
+// with nonpad_kv_seqlen.
+TEST_CASE("the same Llama with an opset-24 static cache (TensorScatter, Attention nonpad_kv_seqlen) matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-static24", "model.onnx", 1e-4, true});
+}
+
+TEST_CASE("the opset-24 static-cache Llama with tern's ring-buffer cache still matches ONNX Runtime") {
+  check_against_ort({"llama-gqa-static24", "model.onnx", 1e-4, true, 128});
 }
 
 // onnxruntime-genai's layout: packed QKV into GroupQueryAttention with do_rotary. One prompt: ONNX

@@ -12,6 +12,10 @@
   llama-gqa-msft/      the layout of onnxruntime-genai's model builder: one packed QKV MatMul into
                        com.microsoft GroupQueryAttention (do_rotary, cos/sin caches, seqlens_k from
                        attention_mask), SimplifiedLayerNormalization; no position_ids input
+  llama-gqa-static24/  ONNX opset 24 with fixed-size caches: past_key_values.N.* are [B, KV, 128, HD]
+                       buffers that TensorScatter (circular) updates at write index = past length, read
+                       whole by Attention-24 with nonpad_kv_seqlen = past + new tokens; present = the
+                       updated buffers (same shape). Inputs otherwise as Optimum's.
 
 Needs Debian's python3-torch, python3-onnx, python3-numpy:  /usr/bin/python3 tools/make_llama_fixtures.py
 Then: node tools/ort/greedy_goldens.mjs for each folder (see tests/fixtures/README.md).
@@ -132,5 +136,57 @@ mg = helper.make_model(helper.make_graph(nodes, "llama_gqa_msft", g_in[:2] + g_i
 mg.ir_version = 8
 onnx.save(mg, os.path.join(msft, "model.onnx"))
 
-for d in (torch_dir, ops23, int4, msft):
+# ---- opset 24 static cache: TensorScatter into fixed-size buffers, Attention-24 with nonpad_kv_seqlen ----
+st24 = os.path.join(OUT, "llama-gqa-static24")
+write_configs(st24, "opset 24: fixed-size caches updated by TensorScatter, Attention with nonpad_kv_seqlen")
+inits = {"embed": W["embed.weight"], "cos": np.cos(t).astype(np.float32), "sin": np.sin(t).astype(np.float32),
+         "norm": W["norm"], "lm_head": W["lm_head.weight"].T.copy(), "one": np.array(1, np.int64), "zero": np.array(0, np.int64),
+         "ax0": np.array([0], np.int64), "ax1": np.array([1], np.int64), "ax12": np.array([1, 2], np.int64),
+         "capacity": np.array(MAXPOS, np.int64), "zeros3": np.zeros(3, np.int64),
+         "q_heads": np.array([0, 0, H, HD], np.int64), "kv_heads": np.array([0, 0, KV, HD], np.int64), "merged": np.array([0, 0, D], np.int64),
+         "allowed": np.array(0, np.float32), "masked": np.array(np.finfo(np.float32).min, np.float32)}
+nodes = []
+N("Shape", ["attention_mask"], ["mshape"]); N("Gather", ["mshape", "one"], ["total"]); N("Gather", ["mshape", "zero"], ["batch"])
+N("Shape", ["input_ids"], ["ishape"]); N("Gather", ["ishape", "one"], ["seq"]); N("Sub", ["total", "seq"], ["past"])
+N("Unsqueeze", ["batch", "ax0"], ["batch1"])
+N("Expand", ["past", "batch1"], ["write_indices"]); N("Expand", ["total", "batch1"], ["nonpad_kv_seqlen"])
+# the mask, zero-padded to the cache length: [B, capacity]
+N("Sub", ["capacity", "total"], ["room"]); N("Unsqueeze", ["room", "ax0"], ["room1"])
+N("Concat", ["zeros3", "room1"], ["pads"], axis=0); N("Pad", ["attention_mask", "pads"], ["mask_full"])
+N("Range", ["past", "total", "one"], ["rows"]); N("Range", ["zero", "capacity", "one"], ["cols"])
+N("Unsqueeze", ["cols", "ax0"], ["cols2"]); N("Unsqueeze", ["rows", "ax1"], ["rows2"]); N("LessOrEqual", ["cols2", "rows2"], ["causal"])
+N("Cast", ["mask_full"], ["keep"], to=TensorProto.BOOL); N("Unsqueeze", ["keep", "ax12"], ["keep4"])
+N("And", ["causal", "keep4"], ["ok"]); N("Where", ["ok", "allowed", "masked"], ["bias"])
+N("Gather", ["embed", "input_ids"], ["h0"])
+h = "h0"
+for i in range(L):
+    p = f"layers.{i}."
+    for nm in ("q", "k", "v", "o", "gate", "up", "down"):
+        inits[p + nm] = W[p + nm + ".weight"].T.copy()
+    inits[p + "ln1"], inits[p + "ln2"] = W[p + "ln1"], W[p + "ln2"]
+    N("RMSNormalization", [h, p + "ln1"], [p + "x"], epsilon=1e-5)
+    for nm, heads in (("q", "q_heads"), ("k", "kv_heads"), ("v", "kv_heads")):  # [B, heads, S, HD]
+        N("MatMul", [p + "x", p + nm], [p + nm + "_"]); N("Reshape", [p + nm + "_", heads], [p + nm + "3"])
+        N("Transpose", [p + nm + "3"], [p + nm + "4"], perm=[0, 2, 1, 3])
+    N("RotaryEmbedding", [p + "q4", "cos", "sin", "position_ids"], [p + "qr"])
+    N("RotaryEmbedding", [p + "k4", "cos", "sin", "position_ids"], [p + "kr"])
+    N("TensorScatter", [f"past_key_values.{i}.key", p + "kr", "write_indices"], [f"present.{i}.key"], mode="circular")
+    N("TensorScatter", [f"past_key_values.{i}.value", p + "v4", "write_indices"], [f"present.{i}.value"], mode="circular")
+    N("Attention", [p + "qr", f"present.{i}.key", f"present.{i}.value", "bias", "", "", "nonpad_kv_seqlen"], [p + "att4"])
+    N("Transpose", [p + "att4"], [p + "att3"], perm=[0, 2, 1, 3]); N("Reshape", [p + "att3", "merged"], [p + "att"])
+    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
+    N("RMSNormalization", [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5)
+    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
+    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
+    N("MatMul", [p + "gu", p + "down"], [p + "d"]); h = f"h{i + 1}"; N("Add", [p + "h1", p + "d"], [h])
+N("RMSNormalization", [h, "norm"], ["hf"], epsilon=1e-5); N("MatMul", ["hf", "lm_head"], ["logits"])
+cache_in = [vi(n, TensorProto.FLOAT, ["batch_size", KV, MAXPOS, HD]) for n in names_in[3:]]
+cache_out = [vi(n, TensorProto.FLOAT, ["batch_size", KV, MAXPOS, HD]) for n in names_out[1:]]
+m24 = helper.make_model(helper.make_graph(nodes, "llama_static_cache_opset24", g_in[:3] + cache_in, g_out[:1] + cache_out,
+                                          [numpy_helper.from_array(v, k) for k, v in inits.items()]),
+                        opset_imports=[helper.make_opsetid("", 24)], producer_name="tern/tools/make_llama_fixtures.py")
+m24.ir_version = 11
+onnx.save(m24, os.path.join(st24, "model.onnx"))
+
+for d in (torch_dir, ops23, int4, msft, st24):
     print(d, os.path.getsize(os.path.join(d, "model.onnx")), "bytes")

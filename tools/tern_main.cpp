@@ -422,6 +422,11 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
+  for (int i = 2; i < argc; ++i)  // `tern generate --help` and the like: the usage names every command's flags
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::cout << kUsage;
+      return 0;
+    }
   try {
     if (cmd == "run") return cmd_run(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);

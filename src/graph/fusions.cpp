@@ -27,6 +27,92 @@ struct CachedAttentionSpec {
   std::string pattern;               // what matched, for `tern inspect --fusions`
 };
 
+// Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
+// on; nullopt when it depends on another input or does not fold.
+std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
+  Graph h;
+  h.values = g.values;
+  h.opsets = g.opsets;
+  for (const auto& [input, bound] : bindings) {
+    Value& in = h.values[static_cast<size_t>(input)];
+    in.constant = bound;
+    in.shape = sym_shape(bound.shape());
+  }
+  std::vector<char> needed(g.nodes.size(), 0);
+  std::vector<int> stack{target};
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (v < 0 || h.values[static_cast<size_t>(v)].constant) continue;
+    const int p = g.values[static_cast<size_t>(v)].producer;
+    if (p < 0) return std::nullopt;  // another graph input
+    if (needed[static_cast<size_t>(p)]) continue;
+    needed[static_cast<size_t>(p)] = 1;
+    stack.insert(stack.end(), g.nodes[static_cast<size_t>(p)].inputs.begin(), g.nodes[static_cast<size_t>(p)].inputs.end());
+  }
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (needed[k]) h.nodes.push_back(g.nodes[k]);
+  for (Value& v : h.values)
+    if (!v.constant) v.shape.reset(), v.sym_value.reset();
+  link_producers(h);
+  infer_and_fold(h);
+  return h.values[static_cast<size_t>(target)].constant;
+}
+
+// The only consumer of `id`, when it is `op_type` (default domain) reading `id` as its first input.
+const Node* only_consumer(const Matcher& m, int id, const char* op_type) {
+  if (!m.single_use(id)) return nullptr;
+  const Node& n = m.graph().nodes[static_cast<size_t>(m.consumers(id)[0])];
+  return n.op_type == op_type && n.domain.empty() && n.inputs[0] == id ? &n : nullptr;
+}
+
+// Probe for the masks and indices a graph derives from attention_mask and input_ids: one sequence with
+// kProbeTotal positions whose first is padding, kProbeNew of them new (so kProbeTotal − kProbeNew cached).
+constexpr int64_t kProbeTotal = 5, kProbeNew = 2;
+std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m, int mask, int ids) {
+  std::vector<std::pair<int, Tensor>> b{
+      {mask, cast_to(Tensor::from_vector<int64_t>({0, 1, 1, 1, 1}, {1, kProbeTotal}), m.value(mask).dtype)}};
+  if (ids >= 0) b.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>({0, 0}, {1, kProbeNew}), m.value(ids).dtype));
+  return b;
+}
+
+// True when `bias` (an attention mask: bool, or additive float) — combined with a causal frontier when
+// `causal` — lets new token i see exactly the unpadded positions up to its own on the probe: the
+// causal + padding mask CachedAttention applies from attention_mask. Columns past the probe's length
+// are not looked at (the callers mask them by length).
+bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, int ids) {
+  if (bias < 0) return false;
+  const auto t = evaluate_with(m.graph(), bias, probe_bindings(m, mask, ids));
+  if (!t || t->rank() < 2 || t->dim(-2) != kProbeNew || t->dim(-1) < kProbeTotal || t->numel() != kProbeNew * t->dim(-1))
+    return false;
+  const Tensor f = cast_to(*t, DType::Float32);  // bool: 1 = attend
+  for (int64_t i = 0; i < kProbeNew; ++i)
+    for (int64_t j = 0; j < kProbeTotal; ++j) {
+      const bool want = j > 0 && j <= kProbeTotal - kProbeNew + i;
+      const float v = f.data<float>()[i * t->dim(-1) + j];
+      bool open = t->dtype() == DType::Bool ? v != 0 : v == 0;
+      const bool shut = t->dtype() == DType::Bool ? v == 0 : v < -1e4f;
+      if (!open && !shut) return false;
+      if (causal && j > kProbeTotal - kProbeNew + i) open = false;
+      if (open != want) return false;
+    }
+  return true;
+}
+
+// `id` evaluates on the probe to one integer per sequence equal to `expected`.
+// ONNX Attention's masking (attn_mask input `bias`, is_causal) is CachedAttention's: causal, plus padding
+// when a mask is given (an unpadded batch needs none).
+bool attention_masks_like_cache(const Matcher& m, const Node& attention, int mask, int ids) {
+  const int bias = input_of(attention, 3);
+  const bool causal = attention.attr_int("is_causal", 0) != 0;
+  return bias < 0 ? causal : is_causal_padding_mask(m, bias, causal, mask, ids);
+}
+
+bool probes_to(const Matcher& m, int id, int64_t expected, int mask, int ids) {
+  const auto t = id >= 0 ? evaluate_with(m.graph(), id, probe_bindings(m, mask, ids)) : std::nullopt;
+  return t && is_integer(t->dtype()) && t->numel() == 1 && t->at_i64(0) == expected;
+}
+
 // ---- attention ops with their RoPE visible (ONNX Attention, com.microsoft MHA / GQA) ----
 
 // Where the operands of one fused-op attention pattern sit. RoPE inputs are (x, cos, sin) indices.
@@ -47,6 +133,25 @@ const OpPattern kOpPatterns[] = {
     {"com.microsoft", "MultiHeadAttention", 6, 7, 0, 2, 3, {3}},
     {"com.microsoft", "GroupQueryAttention", 3, 4, 0, 2, 3, {10, 11}},
 };
+
+// q and k both come out of RotaryEmbedding with the same tables and attributes: records their inputs,
+// the tables and the rotary layout in `s`.
+bool match_rope_pair(const Matcher& m, int q, int k, const OpPattern& pat, CachedAttentionSpec& s) {
+  const Node* rq = m.op(q, "RotaryEmbedding", pat.attention_domain);
+  const Node* rk = m.op(k, "RotaryEmbedding", pat.attention_domain);
+  if (!rq || !rk || input_of(*rq, pat.rope_cos) != input_of(*rk, pat.rope_cos) ||
+      input_of(*rq, pat.rope_sin) != input_of(*rk, pat.rope_sin) ||
+      rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0) ||
+      rq->attr_int("rotary_embedding_dim", 0) != rk->attr_int("rotary_embedding_dim", 0))
+    return false;
+  s.q = input_of(*rq, pat.rope_x);
+  s.k = input_of(*rk, pat.rope_x);
+  s.cos = input_of(*rq, pat.rope_cos);
+  s.sin = input_of(*rq, pat.rope_sin);
+  s.interleaved = rq->attr_int("interleaved", 0) != 0;
+  s.rotary_dim = rq->attr_int("rotary_embedding_dim", 0);
+  return true;
+}
 
 std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const Node& n, int mask) {
   const OpPattern* pat = nullptr;
@@ -76,23 +181,12 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     if (input_of(n, 9) >= 0) return std::nullopt;  // explicit position_ids: positions are not the mask's
     s.pattern = std::string(s.k < 0 ? "packed-QKV " : "") + "GroupQueryAttention with do_rotary → CachedAttention";
   } else {
-    const Node* rq = m.op(input_of(n, 0), "RotaryEmbedding", pat->attention_domain);
-    const Node* rk = m.op(input_of(n, 1), "RotaryEmbedding", pat->attention_domain);
-    if (!rq || !rk || input_of(*rq, pat->rope_cos) != input_of(*rk, pat->rope_cos) ||
-        input_of(*rq, pat->rope_sin) != input_of(*rk, pat->rope_sin) ||
-        rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0) ||
-        rq->attr_int("rotary_embedding_dim", 0) != rk->attr_int("rotary_embedding_dim", 0))
-      return std::nullopt;
-    s.q = input_of(*rq, pat->rope_x);
-    s.k = input_of(*rk, pat->rope_x);
+    if (!match_rope_pair(m, input_of(n, 0), input_of(n, 1), *pat, s)) return std::nullopt;
     s.v = input_of(n, 2);
-    s.cos = input_of(*rq, pat->rope_cos);
-    s.sin = input_of(*rq, pat->rope_sin);
-    s.interleaved = rq->attr_int("interleaved", 0) != 0;
-    s.rotary_dim = rq->attr_int("rotary_embedding_dim", 0);
     s.pattern = (n.domain.empty() ? "RotaryEmbedding → " : "com.microsoft RotaryEmbedding → ") + n.op_type + " → CachedAttention";
   }
   if (n.op_type == "Attention") {
+    if (!attention_masks_like_cache(m, n, mask, m.graph().find_value("input_ids"))) return std::nullopt;
     s.q_heads = n.attr_int("q_num_heads", 0);
     s.kv_heads = n.attr_int("kv_num_heads", 0);
   } else {
@@ -174,6 +268,15 @@ int match_split_heads(Decomposed& d, int x) {
   d.take(t);
   d.take(r);
   return r->inputs[0];
+}
+
+// y [B, H, S, D] → Transpose(0, 2, 1, 3) → Reshape [B, S, H·D] (H·D = `width`): returns the Reshape.
+const Node* match_merge_heads(const Matcher& m, int y, int64_t width) {
+  const Node* merge = only_consumer(m, y, "Transpose");
+  if (merge && merge->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) merge = nullptr;
+  const Node* out = merge ? only_consumer(m, merge->outputs[0], "Reshape") : nullptr;
+  if (!out || m.rank(out->outputs[0]) != 3 || (m.dim(out->outputs[0], 2) >= 0 && m.dim(out->outputs[0], 2) != width)) return nullptr;
+  return out;
 }
 
 // Walks from an attention operand back to the Concat(past, new, axis 2) that makes `present`, through
@@ -267,19 +370,12 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   if (m.rank(q_rot) != 4 || heads <= 0 || D <= 0) return std::nullopt;
   // → MatMul(P, V) → Transpose(0, 2, 1, 3) → Reshape [B, S, H·D]: the node CachedAttention replaces
   const auto& g = m.graph();
-  // The only consumer of `id`, when it is `op_type` reading `id` as its first input.
-  auto next = [&](int id, const char* op_type) -> const Node* {
-    if (!m.single_use(id)) return nullptr;
-    const Node& n = g.nodes[static_cast<size_t>(m.consumers(id)[0])];
-    return n.op_type == op_type && n.domain.empty() && n.inputs[0] == id ? &n : nullptr;
-  };
-  const Node* pv = next(softmax.outputs[0], "MatMul");
-  const Node* merge = pv ? next(pv->outputs[0], "Transpose") : nullptr;
-  if (merge && merge->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) merge = nullptr;
-  const Node* out = merge ? next(merge->outputs[0], "Reshape") : nullptr;
-  if (!out || m.rank(out->outputs[0]) != 3 || (m.dim(out->outputs[0], 2) >= 0 && m.dim(out->outputs[0], 2) != heads * D))
-    return std::nullopt;
-  for (const Node* n : {pv, merge, out}) d.take(n);
+  const Node* pv = only_consumer(m, softmax.outputs[0], "MatMul");
+  const Node* out = pv ? match_merge_heads(m, pv->outputs[0], heads * D) : nullptr;
+  if (!out) return std::nullopt;
+  d.take(pv);
+  d.take(m.producer(out->inputs[0]));
+  d.take(out);
 
   const Node* k_cat = match_cache_read(d, k_operand, true, heads);
   const Node* v_cat = match_cache_read(d, pv->inputs[1], false, heads);
@@ -314,34 +410,48 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   return s;
 }
 
-// Evaluates value `target` with graph input `input` bound to `bound`, by folding a copy of the nodes it
-// depends on; nullopt when it depends on another input or does not fold.
-std::optional<Tensor> evaluate_with(const Graph& g, int target, int input, const Tensor& bound) {
-  Graph h;
-  h.values = g.values;
-  h.opsets = g.opsets;
-  Value& in = h.values[static_cast<size_t>(input)];
-  in.constant = bound;
-  in.shape = sym_shape(bound.shape());
-  std::vector<char> needed(g.nodes.size(), 0);
-  std::vector<int> stack{target};
-  while (!stack.empty()) {
-    const int v = stack.back();
-    stack.pop_back();
-    if (v < 0 || v == input || g.values[static_cast<size_t>(v)].constant) continue;
-    const int p = g.values[static_cast<size_t>(v)].producer;
-    if (p < 0) return std::nullopt;  // another graph input
-    if (needed[static_cast<size_t>(p)]) continue;
-    needed[static_cast<size_t>(p)] = 1;
-    stack.insert(stack.end(), g.nodes[static_cast<size_t>(p)].inputs.begin(), g.nodes[static_cast<size_t>(p)].inputs.end());
+// ---- ONNX opset-24 static cache ----
+// Fixed-size past buffers [B, KV, capacity, D] that TensorScatter updates at write index = past length,
+// read whole by a 4-D Attention-24 whose nonpad_kv_seqlen = past + new tokens:
+//   q = RotaryEmbedding(Transpose(Reshape(q_proj)));  present.k = TensorScatter(past.k, RotaryEmbedding(k), idx)
+//   present.v = TensorScatter(past.v, Transpose(Reshape(v_proj)), idx)
+//   out = Reshape(Transpose(Attention(q, present.k, present.v, mask, nonpad_kv_seqlen)))
+// The write index, lengths and mask are checked on a probe sequence.
+std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m, const Node& n, int mask, int ids) {
+  if (n.op_type != "Attention" || !n.domain.empty() || input_of(n, 4) >= 0 || input_of(n, 5) >= 0) return std::nullopt;
+  for (size_t k = 1; k < n.outputs.size(); ++k)
+    if (n.outputs[k] >= 0 && (!m.consumers(n.outputs[k]).empty() || m.is_output(n.outputs[k]))) return std::nullopt;
+  if (n.attr_float("softcap", 0) != 0) return std::nullopt;
+  const Node* kc = m.op(input_of(n, 1), "TensorScatter");
+  const Node* vc = m.op(input_of(n, 2), "TensorScatter");
+  if (!kc || !vc || m.rank(kc->outputs[0]) != 4) return std::nullopt;
+  for (const Node* c : {kc, vc}) {
+    const int64_t axis = c->attr_int("axis", -2);
+    if ((axis != -2 && axis != 2) || input_of(*c, 2) != input_of(*kc, 2)) return std::nullopt;
   }
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    if (needed[k]) h.nodes.push_back(g.nodes[k]);
-  for (Value& v : h.values)
-    if (!v.constant) v.shape.reset(), v.sym_value.reset();
-  link_producers(h);
-  infer_and_fold(h);
-  return h.values[static_cast<size_t>(target)].constant;
+  constexpr int64_t kCached = kProbeTotal - kProbeNew;
+  if (!probes_to(m, input_of(*kc, 2), kCached, mask, ids) || !probes_to(m, input_of(n, 6), kProbeTotal, mask, ids) ||
+      !attention_masks_like_cache(m, n, mask, ids))
+    return std::nullopt;
+  CachedAttentionSpec s;
+  if (!match_rope_pair(m, input_of(n, 0), kc->inputs[1], kOpPatterns[0], s)) return std::nullopt;
+  s.q_heads = m.dim(s.q, 1);
+  s.kv_heads = m.dim(s.k, 1);
+  const int64_t D = m.dim(s.q, 3);
+  Decomposed d{m, {}};  // the nodes they leave behind die with the Attention
+  s.q = match_split_heads(d, s.q);
+  s.k = match_split_heads(d, s.k);
+  s.v = match_split_heads(d, vc->inputs[1]);
+  const Node* out = match_merge_heads(m, n.outputs[0], s.q_heads * D);
+  if (s.q < 0 || s.k < 0 || s.v < 0 || !out || s.q_heads <= 0 || s.kv_heads <= 0 || D <= 0) return std::nullopt;
+  s.past_k = kc->inputs[0];
+  s.past_v = vc->inputs[0];
+  s.present_k = kc->outputs[0];
+  s.present_v = vc->outputs[0];
+  if (n.has_attr("scale")) s.scale = n.attr_float("scale", 1);
+  s.attention_node = m.index_of(out);
+  s.pattern = "static cache (TensorScatter, RotaryEmbedding → Attention-24 nonpad_kv_seqlen) → CachedAttention";
+  return s;
 }
 
 // cos/sin of the decomposed form ([.., W, D] with equal halves, computed from position_ids) as the
@@ -354,7 +464,7 @@ std::optional<std::pair<Tensor, Tensor>> rope_tables(const Graph& g, const Match
   const Tensor bound = cast_to(Tensor::from_vector<int64_t>(p, {1, W}), m.value(positions).dtype);
   std::pair<Tensor, Tensor> tables;
   for (int which = 0; which < 2; ++which) {
-    const auto full = evaluate_with(g, which ? sin : cos, positions, bound);
+    const auto full = evaluate_with(g, which ? sin : cos, {{positions, bound}});
     if (!full || full->numel() != W * D || full->dim(-1) != D) return std::nullopt;
     const Tensor f = cast_to(*full, DType::Float32);
     Tensor half(DType::Float32, {W, D / 2});
@@ -382,6 +492,8 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
   for (const Node& n : graph.nodes) {
     if (auto s = match_attention_op(m, n, mask)) {
       specs.push_back(*s);
+    } else if (auto st = match_static_cache_attention(m, n, mask, graph.find_value("input_ids"))) {
+      specs.push_back(*st);
     } else if (n.op_type == "Softmax" && n.domain.empty()) {
       if (auto d = match_decomposed(m, n, mask, graph.find_value("input_ids"))) {
         auto known = tables.find({d->cos, d->sin});  // layers share one cos/sin: one pair of tables

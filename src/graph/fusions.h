@@ -24,6 +24,9 @@ struct CachedAttentionOptions {
 // It takes the keys before RoPE and the RoPE tables, so it recognizes attention whose rotary embedding
 // it can see:
 //   - ONNX RotaryEmbedding-23 → Attention-23/24 (opset-23 exports, the llama2.c converter);
+//   - ONNX opset-24 static caches: RotaryEmbedding → TensorScatter (linear or circular) into fixed-size
+//     past buffers → 4-D Attention-24 with nonpad_kv_seqlen; the write index must be the past length,
+//     nonpad_kv_seqlen the total length and the mask causal + padding, all checked on a probe sequence;
 //   - com.microsoft RotaryEmbedding → MultiHeadAttention or GroupQueryAttention, and GroupQueryAttention
 //     with do_rotary (onnxruntime-genai's model builder; packed QKV too);
 //   - decomposed torch/Optimum graphs: MatMul → Reshape → Transpose → rotate-half RoPE (x·cos +
@@ -31,7 +34,8 @@ struct CachedAttentionOptions {
 //     optional repeat_kv (Unsqueeze → Expand → Reshape) → MatMul(Q, Kᵀ) → scale → Add mask → Softmax →
 //     MatMul(V) → Transpose → Reshape. The RoPE tables are computed at load by evaluating the graph's
 //     own cos/sin subgraph for positions 0…window−1.
-// Assumes the attention's mask is the usual causal + padding mask built from the `attention_mask` input.
+// Assumes the attention's mask is the usual causal + padding mask built from the `attention_mask` input
+// (ONNX Attention's mask is evaluated on a probe sequence to make sure).
 // If the rewritten graph would still need a removed input (something else reads the cache), the graph is
 // left untouched and the result is empty. Needs shapes inferred and constants folded (infer_and_fold)
 // beforehand; leaves the replaced nodes for remove_dead_nodes.

@@ -1,5 +1,7 @@
 // How a decoder graph takes its inputs and cache, detected from input/output names and types:
 //   Optimum / onnxruntime-genai: past_key_values.N.key|value → present.N.key|value, [B, H, S, D]
+//     (a fixed S in the input's declared shape: a static cache of that many positions — opset-24
+//     TensorScatter writes the new tokens at index past length, present has the same shape as past)
 //   ORT transformer optimizer (GPT-2): past_N → present_N stacked as [2, B, H, S, D]
 //   no past inputs at all: the whole sequence is recomputed each step.
 #pragma once
@@ -20,6 +22,7 @@ struct DecoderIO {
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
   DType cache_dtype = DType::Float32;
   int64_t kv_heads = 0, head_size = 0;
+  int64_t cache_capacity = 0;  // > 0: static cache buffers of this many positions
   // Internal layout whose attention_mask only CachedAttention reads (it looks at the new tokens'
   // columns): the generator feeds just those columns, so every decode step has the same input shapes
   // and replays the session's step plan.

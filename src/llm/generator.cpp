@@ -34,6 +34,9 @@ void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) c
     if (opt.num_beams > 1) fail_unsupported("beam search needs the graph's own cache; run without --window");
     return;
   }
+  if (io_.cache_capacity > 0 && longest + opt.max_new_tokens > io_.cache_capacity)
+    fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the ", io_.cache_capacity,
+         " positions of the model's static cache ('", io_.past[0], "')");
   if (config_.context_length > 0 && longest + opt.max_new_tokens > config_.context_length)
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ",
          config_.context_length, " of the model");

@@ -1,5 +1,7 @@
 #include "llm/kv_cache.h"
 
+#include <cstring>
+
 #include "kernels/cpu/gather.h"
 
 namespace tern::llm {
@@ -10,9 +12,11 @@ void KvCache::clear() {
   length_ = 0;
   past_.clear();
   for (size_t i = 0; i < io_.past.size(); ++i) {
-    Shape empty = io_.layout == PastLayout::Stacked ? Shape{2, batch_, io_.kv_heads, 0, io_.head_size}
-                                                   : Shape{batch_, io_.kv_heads, 0, io_.head_size};
-    past_.emplace_back(io_.cache_dtype, empty);
+    const int64_t n = io_.cache_capacity;  // a static cache starts as zeros, a growing one empty
+    Shape shape = io_.layout == PastLayout::Stacked ? Shape{2, batch_, io_.kv_heads, n, io_.head_size}
+                                                   : Shape{batch_, io_.kv_heads, n, io_.head_size};
+    past_.emplace_back(io_.cache_dtype, shape);
+    std::memset(past_.back().raw(), 0, past_.back().nbytes());
   }
 }
 
@@ -43,7 +47,7 @@ void KvCache::update(const Outputs& outputs, int64_t fed) {
     return;
   }
   for (size_t i = 0; i < io_.present.size(); ++i) past_[i] = outputs.at(io_.present[i]);
-  if (!past_.empty()) length_ = past_[0].dim(-2);
+  if (!past_.empty()) length_ = io_.cache_capacity > 0 ? length_ + fed : past_[0].dim(-2);
 }
 
 }  // namespace tern::llm

@@ -21,7 +21,7 @@ class KvCache {
   void reorder(const std::vector<int64_t>& rows);
   int64_t length() const { return length_; }  // cached positions per sequence
   // Bytes a decode step moves for a graph cache: the past is read into the graph and copied into a
-  // present one position longer (read + write), then read by attention.
+  // present one position longer (a static cache: of the same size) (read + write), then read by attention.
   int64_t bytes_per_token() const;
 
  private:

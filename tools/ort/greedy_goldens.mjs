@@ -1,6 +1,7 @@
 // Writes ONNX Runtime's greedy generation for a batch of token-id prompts, as tern's generator runs it:
 // left padding, attention_mask, position_ids = cumsum(mask) - 1 (padding positions 1), past/present
-// cache fed back each step, argmax with the first index on ties, sequences stop at an eos id.
+// cache fed back each step, argmax with the first index on ties, sequences stop at an eos id. A cache
+// input with a fixed sequence length (opset-24 static caches) starts as zeros of that length.
 //
 //   node greedy_goldens.mjs MODEL.onnx OUT_DIR '[[1,2,3],[4,5]]' MAX_NEW PAD EOS[,EOS…]
 //
@@ -16,7 +17,7 @@ const [model, outDir, promptsJson, maxNewStr, padStr, eosStr] = process.argv.sli
 const prompts = JSON.parse(promptsJson);
 const maxNew = Number(maxNewStr), pad = Number(padStr), eos = eosStr.split(',').map(Number);
 const session = await ort.InferenceSession.create(model, {
-  intraOpNumThreads: Number(process.env.THREADS ?? 1), graphOptimizationLevel: process.env.ORT_OPT ?? 'disabled' });
+  intraOpNumThreads: Number(process.env.THREADS ?? 1), graphOptimizationLevel: process.env.ORT_OPT ?? 'disabled', logSeverityLevel: 3 });
 
 const half = (h) => {  // IEEE half bits -> float
   const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -32,6 +33,7 @@ const pastMeta = pastNames.length ? inputMeta[pastNames[0]] : null;
 const cacheType = pastMeta?.type ?? 'float32';
 const shape0 = pastMeta?.shape ?? [];
 const heads = shape0[stacked ? 2 : 1], headSize = shape0[stacked ? 4 : 3];
+const capacity = typeof shape0[stacked ? 3 : 2] === 'number' ? shape0[stacked ? 3 : 2] : 0;
 const presentOf = (p) => (stacked ? p.replace('past_', 'present_') : p.replace('past_key_values.', 'present.'));
 
 const ints = (vals, dims) => (idsType === 'int32'
@@ -43,8 +45,9 @@ const mask = prompts.map((p) => Array(longest - p.length).fill(0).concat(Array(p
 const tokens = prompts.map((p) => [...p]);
 const done = Array(B).fill(false);
 let past = Object.fromEntries(pastNames.map((n) => {
-  const dims = stacked ? [2, B, heads, 0, headSize] : [B, heads, 0, headSize];
-  return [n, new ort.Tensor(cacheType, cacheType === 'float16' ? new Uint16Array(0) : new Float32Array(0), dims)];
+  const dims = stacked ? [2, B, heads, capacity, headSize] : [B, heads, capacity, headSize];
+  const count = dims.reduce((a, b) => a * b, 1);
+  return [n, new ort.Tensor(cacheType, cacheType === 'float16' ? new Uint16Array(count) : new Float32Array(count), dims)];
 }));
 let cached = 0, prefillLogits = null, t0 = performance.now(), prefillMs = 0, decodeSteps = 0;
 for (let step = 0; step < maxNew; step++) {
