@@ -97,7 +97,8 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int
   if (!io_.position_ids.empty()) feeds.emplace_back(io_.position_ids, ids_tensor(pos, {B, n}));
   if (cache) cache->add_feeds(feeds);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step
-  Outputs out = session_.run(feeds);
+  session_.run(feeds, step_out_);
+  const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
   Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
   const int64_t S = logits.dim(1), V = logits.dim(2);

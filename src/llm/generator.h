@@ -59,6 +59,7 @@ class Generator {
   Session& session_;
   ModelConfig config_;
   DecoderIO io_;
+  Outputs step_out_;  // handed back to each run: a replayed decode step writes its logits in place
 };
 
 }  // namespace tern::llm

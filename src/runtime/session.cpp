@@ -1,5 +1,7 @@
 #include "runtime/session.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <map>
 #include <set>
@@ -224,22 +226,27 @@ void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
 }
 
 Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  Outputs out;
+  run(feeds, out);
+  return out;
+}
+
+void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out) {
   bind_feeds(feeds);
-  if (plan_.ready && binding_ == plan_.binding) return run_planned();
+  if (plan_.ready && binding_ == plan_.binding) return run_planned(out);
   // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
   plan_.ready = false;
   const bool make_plan = replayable_ && binding_ == last_binding_;
   last_binding_ = binding_;
-  if (!make_plan) return run_inferring(nullptr);
+  if (!make_plan) return run_inferring(nullptr, out);
   std::vector<Shape> shapes(model_.graph->values.size());
-  Outputs out = run_inferring(&shapes);
+  run_inferring(&shapes, out);
   build_plan(shapes);
-  return out;
 }
 
-Outputs Session::collect_outputs(bool planned) {
+void Session::collect_outputs(bool planned, Outputs& result) {
   const Graph& g = *model_.graph;
-  Outputs result;
+  result.items.resize(g.outputs.size());
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const int o = g.outputs[i];
     const Tensor& t = values_[static_cast<size_t>(o)];
@@ -247,12 +254,14 @@ Outputs Session::collect_outputs(bool planned) {
     // A planned output that views a plan buffer would change under the caller at the next run.
     const int p = g.values[static_cast<size_t>(o)].producer;
     const bool own = p >= 0 && owns_graph_output(static_cast<size_t>(p), o);
-    result.items.emplace_back(g.values[static_cast<size_t>(o)].name, planned && !own ? t.clone() : t);
+    auto& [name, tensor] = result.items[i];
+    if (name != g.values[static_cast<size_t>(o)].name) name = g.values[static_cast<size_t>(o)].name;
+    if (planned && !own) tensor = t.clone();
+    else tensor = t;  // (not `?:`, whose result would be a copy)
   }
-  return result;
 }
 
-Outputs Session::run_inferring(std::vector<Shape>* shapes) {
+void Session::run_inferring(std::vector<Shape>* shapes, Outputs& out) {
   const Graph& g = *model_.graph;
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant) values_[v] = *g.values[v].constant;
@@ -267,24 +276,31 @@ Outputs Session::run_inferring(std::vector<Shape>* shapes) {
       }
     for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
   }
-  Outputs result = collect_outputs(false);
+  collect_outputs(false, out);
   for (Tensor& t : values_) t = Tensor();  // nothing of this run stays held
-  return result;
 }
 
-Outputs Session::run_planned() {
+void Session::run_planned(Outputs& out) {
   const Graph& g = *model_.graph;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     std::vector<Tensor>& outs = plan_.outputs[k];
-    for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run
-      if (owns_graph_output(k, node.outputs[i]))
-        outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
+    for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run…
+      if (owns_graph_output(k, node.outputs[i])) {
+        const int o = node.outputs[i];
+        const auto& last = outs[i].buffer();
+        // …unless the caller handed back the one it got from this plan last run and holds it alone
+        // (besides this plan and this session's values).
+        const size_t at = static_cast<size_t>(std::find(g.outputs.begin(), g.outputs.end(), o) - g.outputs.begin());
+        const bool handed_back = at < out.items.size() && last && out.items[at].second.buffer() == last &&
+                                 last.use_count() == 2 + (values_[static_cast<size_t>(o)].buffer() == last);
+        if (!handed_back) outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
+      }
     run_node(k, outs, true);
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = outs[i];
   }
-  return collect_outputs(true);
+  collect_outputs(true, out);
 }
 
 void Session::build_plan(const std::vector<Shape>& shapes) {

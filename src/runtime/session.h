@@ -66,6 +66,10 @@ class Session {
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
   // stay valid after later runs. One run at a time per session (runs reuse the session's step plan).
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // The same, into `out`: pass back the previous run's Outputs and a replayed step writes into the
+  // tensors it returned last time when nothing else holds them (so hand back only outputs you are done
+  // with) — with the step plan, a decode step allocates nothing.
+  void run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out);
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
   int cached_layers() const { return cached_layers_; }
   // The rewrites fusion passes made at load.
@@ -86,11 +90,11 @@ class Session {
   // Runs node k: with `planned`, into the plan's outputs without its shape rule; else shape rule →
   // outputs from the pool → kernel.
   void run_node(size_t k, std::vector<Tensor>& outputs, bool planned);
-  Outputs run_planned();
+  void run_planned(Outputs& out);
   // The general path; records each value's shape in `shapes` when given (to build a plan from).
-  Outputs run_inferring(std::vector<Shape>* shapes);
+  void run_inferring(std::vector<Shape>* shapes, Outputs& out);
   void build_plan(const std::vector<Shape>& shapes);
-  Outputs collect_outputs(bool planned);
+  void collect_outputs(bool planned, Outputs& out);
   // A graph output that node k computes into memory of its own (not a view of another value).
   bool owns_graph_output(size_t k, int value) const {
     return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
