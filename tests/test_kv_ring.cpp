@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/cpu/rope.h"
+#include "llm/generator.h"
 #include "llm/kv_ring_buffer.h"
 #include "ops/attention_common.h"
 #include "runtime/session.h"
@@ -265,6 +266,34 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
   s.run(feeds, out);
   CHECK(out[0].raw() != kept.raw());
   CHECK(std::equal(kept.data<float>(), kept.data<float>() + kept.numel(), kept_copy.data<float>()));
+}
+
+TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+  SessionOptions so;
+  so.kv_window = 128;
+  so.last_position_output = "logits";  // as tern generate loads it
+  Session s(dir + "/model.onnx", so);
+  Generator gen(s, read_model_config(dir));
+  for (const bool greedy : {true, false}) {
+    CAPTURE(greedy);
+    GenerateOptions o;
+    o.sampling.greedy = greedy;
+    o.sampling.temperature = 0.8f;
+    o.sampling.top_p = 0.9f;
+    o.sampling.repetition_penalty = 1.1f;
+    auto allocations_for = [&](int64_t new_tokens) {
+      o.max_new_tokens = new_tokens;
+      const long before = g_allocations.load();
+      const GenerateResult r = gen.generate({{1, 17, 93}}, o);
+      REQUIRE(r.tokens[0].size() == static_cast<size_t>(3 + new_tokens));  // (no EOS in the way)
+      return g_allocations.load() - before;
+    };
+    allocations_for(20);  // warm: scratch sized, plans made
+    const long short_run = allocations_for(20), long_run = allocations_for(60);
+    MESSAGE("allocations for 20 tokens: ", short_run, ", for 60: ", long_run);
+    CHECK(long_run == short_run);
+  }
 }
 
 TEST_CASE("a long window allocates slots as it fills; held tokens survive each growth, per sequence") {

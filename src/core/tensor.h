@@ -1,6 +1,7 @@
 // Tensor = dtype + shape + a view into a Buffer. Buffers know their device and how to free themselves
 // (heap, a memory-pool slot, or a read-only view into a memory-mapped weights file).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,6 +70,8 @@ class Tensor {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  // shape() == dims without building a Shape (no allocation, for per-step checks).
+  bool has_shape(std::initializer_list<int64_t> dims) const { return std::equal(shape_.begin(), shape_.end(), dims.begin(), dims.end()); }
   int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
   int64_t numel() const { return numel_of(shape_); }
   size_t nbytes() const { return bytes_for(dtype_, numel()); }

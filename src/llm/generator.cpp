@@ -13,8 +13,14 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 Generator::Generator(Session& session, ModelConfig config)
     : session_(session), config_(std::move(config)), io_(detect_decoder_io(session)) {}
 
-Tensor Generator::ids_tensor(const std::vector<int64_t>& values, Shape shape) const {
-  return cast_to(Tensor::from_vector<int64_t>(values, std::move(shape)), io_.ids_dtype);
+void Generator::set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols) {
+  if (feeds_.size() <= slot) feeds_.resize(slot + 1);
+  auto& [feed_name, t] = feeds_[slot];
+  if (feed_name != name) feed_name = name;
+  if (!t.defined() || t.buffer().use_count() > 2 || !t.has_shape({rows, cols}))  // held by us and the session's last run only
+    t = Tensor(io_.ids_dtype, {rows, cols});
+  if (io_.ids_dtype == DType::Int64) std::copy(values.begin(), values.end(), t.data<int64_t>());
+  else std::transform(values.begin(), values.end(), t.data<int32_t>(), [](int64_t v) { return static_cast<int32_t>(v); });
 }
 
 void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) const {
@@ -61,7 +67,7 @@ void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std
   }
 }
 
-Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk) {
+const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk) {
   const int64_t full = static_cast<int64_t>(seq[0].size());
   // A long prompt goes through in chunks: each run feeds at most `chunk` positions the cache lacks.
   while (chunk > 0 && cache && full - cache->length() > chunk) {
@@ -77,7 +83,10 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int
   const int64_t total = full;
   const int64_t first = cache ? cache->length() : 0;  // first position this run computes
   const int64_t n = total - first;
-  std::vector<int64_t> ids, m, pos;
+  std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
+  ids.clear();
+  m.clear();
+  pos.clear();
   for (int64_t b = 0; b < B; ++b) {
     const auto& mb = mask[static_cast<size_t>(b)];
     int64_t p = -1;  // position = (real tokens so far) − 1; padding gets 1
@@ -90,21 +99,25 @@ Tensor Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int
     }
     m.insert(m.end(), mb.begin() + (io_.mask_new_tokens_only ? first : 0), mb.end());
   }
-  std::vector<std::pair<std::string, Tensor>> feeds;
-  feeds.emplace_back(io_.input_ids, ids_tensor(ids, {B, n}));
-  if (!io_.attention_mask.empty())
-    feeds.emplace_back(io_.attention_mask, ids_tensor(m, {B, io_.mask_new_tokens_only ? n : total}));
-  if (!io_.position_ids.empty()) feeds.emplace_back(io_.position_ids, ids_tensor(pos, {B, n}));
-  if (cache) cache->add_feeds(feeds);
-  else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds);  // empty past every step
-  session_.run(feeds, step_out_);
+  // Feeds reuse last step's tensors when their shapes match: a decode step allocates nothing here.
+  size_t slot = 0;
+  set_feed(slot++, io_.input_ids, ids, B, n);
+  if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, io_.mask_new_tokens_only ? n : total);
+  if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
+  feeds_.resize(slot);
+  if (cache) cache->add_feeds(feeds_);
+  else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
+  session_.run(feeds_, step_out_);
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
-  Tensor logits = cast_to(out.at(io_.logits), DType::Float32);
+  const Tensor& given = out.at(io_.logits);
+  const bool f32 = given.dtype() == DType::Float32;
+  const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
+  const Tensor& logits = f32 ? given : converted;
   const int64_t S = logits.dim(1), V = logits.dim(2);
-  Tensor last(DType::Float32, {B, V});
-  for (int64_t b = 0; b < B; ++b) std::copy_n(logits.data<float>() + (b * S + S - 1) * V, V, last.data<float>() + b * V);
-  return last;
+  if (last_.buffer().use_count() != 1 || !last_.has_shape({B, V})) last_ = Tensor(DType::Float32, {B, V});  // (kept by a caller)
+  for (int64_t b = 0; b < B; ++b) std::copy_n(logits.data<float>() + (b * S + S - 1) * V, V, last_.data<float>() + b * V);
+  return last_;
 }
 
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
@@ -120,6 +133,11 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   GenerateResult res;
   res.prompt_tokens = static_cast<int64_t>(seq[0].size()) * B;
   res.tokens = prompts;
+  for (size_t b = 0; b < prompts.size(); ++b) {  // room for every new token: no reallocation while decoding
+    seq[b].reserve(seq[b].size() + static_cast<size_t>(opt.max_new_tokens));
+    mask[b].reserve(mask[b].size() + static_cast<size_t>(opt.max_new_tokens));
+    res.tokens[b].reserve(res.tokens[b].size() + static_cast<size_t>(opt.max_new_tokens));
+  }
   std::vector<char> done(static_cast<size_t>(B), 0);
   std::vector<Sampler> samplers;
   for (int64_t b = 0; b < B; ++b) {
@@ -130,14 +148,14 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   KvCache cache(io_, B);
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    Tensor logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
+    const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
-    if (step == 0) res.prefill_logits = logits;
+    if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
     for (int64_t b = 0; b < B; ++b) {
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
-        next = samplers[static_cast<size_t>(b)].next(std::vector<float>(row, row + V), res.tokens[static_cast<size_t>(b)]);
+        next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;

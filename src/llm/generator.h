@@ -50,16 +50,22 @@ class Generator {
   using Rows = std::vector<std::vector<int64_t>>;
   // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
   // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns the
-  // last position's logits, [rows, vocab] float32.
-  Tensor forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
+  // last position's logits, [rows, vocab] float32 (valid until the next call; copy it to keep it).
+  const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
   GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
   void check_prompts(const Rows& prompts, const GenerateOptions& options) const;
   int64_t pad_id() const;
-  Tensor ids_tensor(const std::vector<int64_t>& values, Shape shape) const;
+  // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
+  void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);
   Session& session_;
   ModelConfig config_;
   DecoderIO io_;
-  Outputs step_out_;  // handed back to each run: a replayed decode step writes its logits in place
+  // Per-step state kept between steps so that decoding allocates nothing: the feeds, the outputs
+  // handed back to the session (a replayed step writes its logits in place) and the last logits.
+  std::vector<int64_t> step_ids_, step_mask_, step_pos_;
+  std::vector<std::pair<std::string, Tensor>> feeds_;
+  Outputs step_out_;
+  Tensor last_;
 };
 
 }  // namespace tern::llm

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace tern::llm {
 
@@ -13,50 +12,63 @@ int64_t argmax(const float* v, int64_t n) {
   return best;
 }
 
-int64_t Sampler::next(std::vector<float> logits, const std::vector<int64_t>& history) {
-  const int64_t n = static_cast<int64_t>(logits.size());
+int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>& history) {
+  scores_.assign(logits, logits + n);
   if (o_.repetition_penalty != 1.0f) {  // as HF: shrink positive scores, push negative ones further down
-    std::vector<char> seen(logits.size(), 0);
+    seen_.assign(static_cast<size_t>(n), 0);
     for (int64_t t : history)
-      if (t >= 0 && t < n && !seen[static_cast<size_t>(t)]++) {
-        float& l = logits[static_cast<size_t>(t)];
+      if (t >= 0 && t < n && !seen_[static_cast<size_t>(t)]++) {
+        float& l = scores_[static_cast<size_t>(t)];
         l = l > 0 ? l / o_.repetition_penalty : l * o_.repetition_penalty;
       }
   }
-  if (o_.greedy || o_.temperature <= 0.0f) return argmax(logits.data(), n);
-  for (float& l : logits) l /= o_.temperature;
-  std::vector<int64_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
-  size_t keep = order.size();
-  if (o_.top_k > 0) keep = std::min(keep, static_cast<size_t>(o_.top_k));
-  const float mx = logits[static_cast<size_t>(order[0])];
-  std::vector<double> p(keep);
+  if (o_.greedy || o_.temperature <= 0.0f) return argmax(scores_.data(), n);
+  for (float& l : scores_) l /= o_.temperature;
+  // Candidates: tokens within 50 of the best score. A token further down has exp(−50) ≈ 2e-22 times the
+  // best one's weight, under half an ulp of every sum it would join, so leaving it out changes no
+  // candidate's probability — and saves sorting 100k+ entries per token.
+  const float best = scores_[static_cast<size_t>(argmax(scores_.data(), n))];
+  order_.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (scores_[static_cast<size_t>(i)] >= best - 50.0f) order_.push_back(i);
+  const auto better = [&](int64_t a, int64_t b) {  // higher score first, then lower id (a stable order)
+    const float x = scores_[static_cast<size_t>(a)], y = scores_[static_cast<size_t>(b)];
+    return x > y || (x == y && a < b);
+  };
+  if (o_.top_k > 0 && static_cast<size_t>(o_.top_k) < order_.size()) {
+    std::partial_sort(order_.begin(), order_.begin() + o_.top_k, order_.end(), better);
+    order_.resize(static_cast<size_t>(o_.top_k));
+  } else {
+    std::sort(order_.begin(), order_.end(), better);
+  }
+  size_t keep = order_.size();
+  const float mx = scores_[static_cast<size_t>(order_[0])];
+  p_.resize(keep);
   double sum = 0;
-  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp(static_cast<double>(logits[static_cast<size_t>(order[i])] - mx));
-  for (double& x : p) x /= sum;
+  for (size_t i = 0; i < keep; ++i) sum += p_[i] = std::exp(static_cast<double>(scores_[static_cast<size_t>(order_[i])] - mx));
+  for (double& x : p_) x /= sum;
   if (o_.min_p > 0.0f) {  // drop tokens below min_p × the top probability
     size_t k = 1;
-    while (k < keep && p[k] >= o_.min_p * p[0]) ++k;
+    while (k < keep && p_[k] >= o_.min_p * p_[0]) ++k;
     keep = k;
   }
   if (o_.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
     double acc = 0;
     size_t k = 0;
     while (k < keep) {
-      acc += p[k++];
+      acc += p_[k++];
       if (acc >= o_.top_p) break;
     }
     keep = std::max<size_t>(k, 1);
   }
   double mass = 0;
-  for (size_t i = 0; i < keep; ++i) mass += p[i];
+  for (size_t i = 0; i < keep; ++i) mass += p_[i];
   double u = std::uniform_real_distribution<double>(0.0, mass)(rng_);
   for (size_t i = 0; i < keep; ++i) {
-    u -= p[i];
-    if (u <= 0) return order[i];
+    u -= p_[i];
+    if (u <= 0) return order_[i];
   }
-  return order[keep - 1];
+  return order_[keep - 1];
 }
 
 }  // namespace tern::llm

@@ -20,12 +20,17 @@ struct SamplingOptions {
 class Sampler {
  public:
   explicit Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {}
-  // `logits` has one score per vocabulary entry; `history` holds the tokens the penalty applies to.
-  int64_t next(std::vector<float> logits, const std::vector<int64_t>& history);
+  // `logits` has one score per vocabulary entry (n); `history` holds the tokens the penalty applies to.
+  // Allocates nothing once its scratch has grown to the vocabulary.
+  int64_t next(const float* logits, int64_t n, const std::vector<int64_t>& history);
 
  private:
   SamplingOptions o_;
   std::mt19937_64 rng_;
+  std::vector<float> scores_;    // the logits after penalty and temperature
+  std::vector<int64_t> order_;   // candidates, best first
+  std::vector<double> p_;        // their probabilities
+  std::vector<char> seen_;       // repetition penalty: tokens already penalized
 };
 
 // Index of the largest value; the first one on ties.
