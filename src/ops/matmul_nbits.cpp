@@ -1,8 +1,11 @@
 // MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 4 or 8 bits per
-// ONNX Runtime's layout. Reference path: the weights are dequantized to float, then the GEMM runs.
+// ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
+// and layouts the GEMV does not take, dequantize the weights to float once per call, then run the GEMM.
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemv.h"
+#include "kernels/cpu/gemv_nbits.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -30,36 +33,42 @@ class MatMulNBitsOp : public Op {
     const Tensor& B = ctx.in(1);
     if (B.numel() != N_ * k_blocks * (block_ * bits_ / 8))
       fail(ctx.node.describe(), ": B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * k_blocks * (block_ * bits_ / 8));
-    Tensor scales = cast_to(ctx.in(2), DType::Float32);
+    Tensor scales_f32, zp_f32, a_f32, y_f32;  // conversions, only for inputs that are not float32
+    const Tensor& scales = as_dtype(ctx.in(2), DType::Float32, scales_f32);
     if (scales.numel() != N_ * k_blocks) fail(ctx.node.describe(), ": scales must have N·k_blocks = ", N_ * k_blocks, " values");
     kernels::NBitsWeights w;
     w.N = N_; w.K = K_; w.bits = bits_; w.block = block_;
     w.data = B.data<uint8_t>();
     w.scales = scales.data<float>();
-    Tensor zpf;
     if (ctx.has(3)) {
       const Tensor& zp = ctx.in(3);
       if (zp.dtype() == DType::UInt8) {
         if (zp.numel() != N_ * ((k_blocks * bits_ + 7) / 8)) fail(ctx.node.describe(), ": packed zero_points have the wrong size");
         w.zp_packed = zp.data<uint8_t>();
       } else {
-        zpf = cast_to(zp, DType::Float32);
+        const Tensor& zpf = as_dtype(zp, DType::Float32, zp_f32);
         if (zpf.numel() != N_ * k_blocks) fail(ctx.node.describe(), ": zero_points must have N·k_blocks values");
         w.zp_float = zpf.data<float>();
       }
     }
-    Tensor W(DType::Float32, {K_, N_});
-    kernels::dequantize_nbits_transposed(w, W.data<float>());
-    Tensor A = cast_to(ctx.in(0), DType::Float32);
+    const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
-    Tensor Y = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : Tensor(DType::Float32, ctx.out(0).shape());
-    kernels::gemm<float>(false, false, M, N_, K_, 1.0f, A.data<float>(), K_, W.data<float>(), N_, 0.0f, Y.data<float>(), N_);
-    if (ctx.has(5)) {  // bias [N]
-      Tensor bias = cast_to(ctx.in(5), DType::Float32);
-      kernels::binary_broadcast(Y.data<float>(), {M, N_}, bias.data<float>(), {N_}, Y.data<float>(), {M, N_},
-                                [](float a, float b) { return a + b; });
+    Tensor& out = ctx.out(0);
+    if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
+    float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
+    if (M <= kernels::kGemvMaxRows && kernels::gemv_nbits_supported(w)) {
+      kernels::gemv_nbits(A.data<float>(), M, w, Y);  // decode: the packed weights streamed as stored
+    } else {  // reference path, and prefill: dequantize once per call, then one GEMM
+      Tensor W(DType::Float32, {K_, N_});
+      kernels::dequantize_nbits_transposed(w, W.data<float>());
+      kernels::gemm<float>(false, false, M, N_, K_, 1.0f, A.data<float>(), K_, W.data<float>(), N_, 0.0f, Y, N_);
     }
-    if (Y.raw() != ctx.out(0).raw()) convert_tensor(Y, ctx.out(0));
+    if (ctx.has(5)) {  // bias [N]
+      Tensor bias_f32;
+      const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);
+      kernels::binary_broadcast(Y, {M, N_}, bias.data<float>(), {N_}, Y, {M, N_}, [](float a, float b) { return a + b; });
+    }
+    if (y_f32.defined()) convert_tensor(y_f32, out);
   }
 
  private:
