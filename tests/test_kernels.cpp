@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
@@ -85,4 +86,65 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4-bit blocks, with and
               CHECK(std::abs(y[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
             }
         }
+}
+
+namespace {
+// max |got − want| ≤ 1e-5 · Σ|terms| per element, against a float64 product of the same inputs.
+void check_product(const std::vector<float>& A, const std::vector<float>& B, int64_t M, int64_t K, int64_t N,
+                   const std::vector<float>& got) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = static_cast<double>(A[static_cast<size_t>(m * K + k)]) * B[static_cast<size_t>(k * N + n)];
+        ref += t;
+        mag += std::abs(t);
+      }
+      REQUIRE(std::abs(got[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
+    }
+}
+}  // namespace
+
+TEST_CASE("matmul_packed equals the float64 product for GEMV and GEMM row counts, panel and K-block tails") {
+  std::mt19937 g(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 64})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {64, 16}, {300, 33}, {513, 100}}) {
+      CAPTURE(M); CAPTURE(K); CAPTURE(N);
+      std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
+      for (float& v : A) v = u(g);
+      for (float& v : B) v = u(g);
+      const kernels::PackedMatrix P = kernels::pack_matrix(B.data(), K, N);
+      std::vector<float> C(static_cast<size_t>(M * N), 7.0f), again(C.size());
+      kernels::matmul_packed(A.data(), M, P, C.data());
+      kernels::matmul_packed(A.data(), M, P, again.data());
+      CHECK(C == again);
+      check_product(A, B, M, K, N, C);
+    }
+}
+
+TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a time) equals the float64 product") {
+  std::mt19937 g(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t bits : {4, 8})
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 3}, {20, 300, 40}, {9, 600, 17}}) {
+      CAPTURE(bits); CAPTURE(M); CAPTURE(K); CAPTURE(N);
+      const int64_t block = 32, kb = (K + block - 1) / block;
+      std::vector<uint8_t> q(static_cast<size_t>(N * kb * block * bits / 8)), zp(static_cast<size_t>(N * ((kb * bits + 7) / 8)));
+      std::vector<float> scales(static_cast<size_t>(N * kb)), A(static_cast<size_t>(M * K));
+      for (auto& v : q) v = static_cast<uint8_t>(byte(g));
+      for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
+      for (auto& v : scales) v = 0.01f + 0.1f * std::abs(u(g));
+      for (auto& v : A) v = u(g);
+      kernels::NBitsWeights w;
+      w.N = N; w.K = K; w.bits = bits; w.block = block;
+      w.data = q.data();
+      w.scales = scales.data();
+      w.zp_packed = zp.data();
+      std::vector<float> W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
+      kernels::dequantize_nbits_transposed(w, W.data());
+      kernels::gemm_nbits(A.data(), M, w, C.data());
+      check_product(A, W, M, K, N, C);
+    }
 }

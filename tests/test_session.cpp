@@ -200,3 +200,24 @@ TEST_CASE("a device tern cannot use yet is refused clearly") {
   std::string e = error_of([&] { Session s(matmul_model(d), opt); });
   CHECK(contains(e, "CPU only"));
 }
+
+TEST_CASE("a constant weight MatMul repacks is freed once every reader has repacked it; one still read stays") {
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {2, 3}).output("y").output("z");
+  b.initializer_f32("w", {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.initializer_f32("v", {3, 2}, {1, 0, 0, 1, 1, 1});
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.node("MatMul", {"x", "v"}, {"xv"});
+  b.node("Identity", {"v"}, {"z"});  // reads v as it is: v stays
+  Session s(b.save(d.path / "m.onnx"));
+  const Graph& g = s.graph();
+  CHECK(g.values[static_cast<size_t>(g.find_value("w"))].constant->raw() == nullptr);  // only MatMul read it
+  CHECK(g.values[static_cast<size_t>(g.find_value("w"))].constant->nbytes() == 24);    // its size is still known
+  CHECK(g.values[static_cast<size_t>(g.find_value("v"))].constant->raw() != nullptr);
+  const Outputs out = s.run({{"x", Tensor::from_vector<float>({1, 0, -1, 2, 1, 0}, {2, 3})}});
+  const float* y = out[0].data<float>();
+  CHECK(std::vector<float>(y, y + 4) == std::vector<float>{-4, -4, 5, 8});
+  const float* z = out[1].data<float>();
+  CHECK(std::vector<float>(z, z + 6) == std::vector<float>{1, 0, 0, 1, 1, 1});
+}

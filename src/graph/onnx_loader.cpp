@@ -27,6 +27,18 @@ struct MappedFile {
   }
 };
 
+// A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
+// the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses
+// nothing: a later read would fault them in from the file again).
+std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes) {
+  return std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) {
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  });
+}
+
 std::shared_ptr<MappedFile> map_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open '", path, "': ", std::strerror(errno));
@@ -148,7 +160,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     char* at = static_cast<char*>(file->data) + offset;
     size_t align = std::max<size_t>(dtype_size(dt), 1);
     if (reinterpret_cast<uintptr_t>(at) % align == 0)  // zero-copy view into the mapping
-      return Tensor(dt, shape, Buffer::view(at, nbytes, file));
+      return Tensor(dt, shape, mapped_view(file, at, nbytes));
     Tensor t(dt, shape);
     std::memcpy(t.raw(), at, nbytes);
     return t;

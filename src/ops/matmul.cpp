@@ -1,8 +1,11 @@
 // MatMul (numpy semantics: 1-D promotion, broadcast batch dims) and Gemm. float16/bfloat16 are
 // computed in float32.
+#include <optional>
+
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -27,6 +30,13 @@ void with_compute_type(DType t, F&& f) {
 class MatMulOp : public Op {
  public:
   explicit MatMulOp(const Node&) {}
+  // A 2-D float32 weight is repacked into the kernels' panel layout once; the original is not read again.
+  std::vector<int> prepack(const std::vector<const Tensor*>& constants) override {
+    const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
+    if (!B || B->rank() != 2 || B->dtype() != DType::Float32 || B->numel() == 0) return {};
+    packed_ = kernels::pack_matrix(B->data<float>(), B->dim(0), B->dim(1));
+    return {1};
+  }
   void infer(InferContext& ctx) const override {
     if (ctx.dtype(0) != ctx.dtype(1)) ctx.fail("A and B have different types");
     SymShape a = ctx.shape(0), b = ctx.shape(1);
@@ -43,8 +53,14 @@ class MatMulOp : public Op {
     ctx.set(0, ctx.dtype(0), out);
   }
   void run(RunContext& ctx) const override {
-    // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows.
+    // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows,
+    // on the repacked weight when it is a constant.
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
+    if (packed_) {
+      const int64_t M = A.numel() / packed_->K;
+      if (M > 0) kernels::matmul_packed(A.data<float>(), M, *packed_, ctx.out(0).data<float>());
+      return;
+    }
     if (A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
       const int64_t K = B.dim(0), N = B.dim(1), M = K ? A.numel() / K : 0;
       if (M >= 1 && M <= kernels::kGemvMaxRows && K > 0) {  // decode: stream the weights once
@@ -86,6 +102,9 @@ class MatMulOp : public Op {
       if (yc.raw() != y.raw()) convert_tensor(yc, y);
     });
   }
+
+ private:
+  std::optional<kernels::PackedMatrix> packed_;
 };
 
 class GemmOp : public Op {

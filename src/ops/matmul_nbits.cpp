@@ -1,9 +1,10 @@
 // MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 4 or 8 bits per
 // ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
-// and layouts the GEMV does not take, dequantize the weights to float once per call, then run the GEMM.
+// and layouts the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
+// time into L1 (no dequantized copy of the matrix).
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/elementwise.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "ops/op.h"
@@ -58,10 +59,8 @@ class MatMulNBitsOp : public Op {
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
     if (M <= kernels::kGemvMaxRows && kernels::gemv_nbits_supported(w)) {
       kernels::gemv_nbits(A.data<float>(), M, w, Y);  // decode: the packed weights streamed as stored
-    } else {  // reference path, and prefill: dequantize once per call, then one GEMM
-      Tensor W(DType::Float32, {K_, N_});
-      kernels::dequantize_nbits_transposed(w, W.data<float>());
-      kernels::gemm<float>(false, false, M, N_, K_, 1.0f, A.data<float>(), K_, W.data<float>(), N_, 0.0f, Y, N_);
+    } else {  // prefill: the packed GEMM, dequantizing one panel block at a time
+      kernels::gemm_nbits(A.data<float>(), M, w, Y);
     }
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;

@@ -95,6 +95,10 @@ class Op {
   virtual bool outputs_are_views() const { return false; }
   // False for ops whose result must not be computed at load time (random generators, stateful ops).
   virtual bool foldable() const { return true; }
+  // Called once at load with the node's constant inputs (null for the others): an op may repack a
+  // weight into its kernel's layout. Returns the inputs it will not read again; the session frees
+  // those no other node reads (their dtype and shape stay, the data goes).
+  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/) { return {}; }
   // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
   virtual void reset() {}
   // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.

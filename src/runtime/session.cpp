@@ -93,6 +93,7 @@ void Session::prepare() {
     outputs_.push_back({v.name, v.dtype, v.shape});
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n));
+  prepack_constants();
 
   // Replayable when every node output's shape was inferred from dims the graph inputs name.
   std::set<std::string> symbols;
@@ -222,6 +223,33 @@ void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
   if (options_.on_node) {
     double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
     options_.on_node(node, t0, t1);
+  }
+}
+
+void Session::prepack_constants() {
+  Graph& g = *model_.graph;
+  std::vector<int> readers(g.values.size(), 0), done_with(g.values.size(), 0);
+  for (const Node& n : g.nodes)
+    for (int in : n.inputs)
+      if (in >= 0 && g.values[static_cast<size_t>(in)].constant) ++readers[static_cast<size_t>(in)];
+  for (int o : g.outputs) readers[static_cast<size_t>(o)] = -1;  // handed to the caller: kept
+  std::vector<const Tensor*> constants;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    constants.assign(n.inputs.size(), nullptr);
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
+        constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
+    for (int i : ops_[k]->prepack(constants)) {
+      // A weight every reader has repacked is dropped at once (load never holds two copies of all the
+      // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
+      // was mapped from — goes back to the system.
+      const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
+      if (++done_with[v] == readers[v]) {
+        Tensor& c = *g.values[v].constant;
+        c = Tensor(c.dtype(), c.shape(), nullptr);
+      }
+    }
   }
 }
 

@@ -83,6 +83,8 @@ class Session {
 
  private:
   void prepare();
+  // Lets each op repack its constant weights (Op::prepack) and frees the originals nobody reads.
+  void prepack_constants();
   void check_feed(const IOInfo& info, const Tensor& t) const;
   // Binds the feeds to graph-input slots (values_), checking them; fills binding_ with the sizes of
   // the inputs' symbolic dims.

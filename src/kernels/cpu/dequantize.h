@@ -15,5 +15,7 @@ struct NBitsWeights {
 };
 
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
+// The part rows [n0, n1) × columns [k0, k1) of W, transposed: out[(k − k0)·ld + (n − n0)].
+void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
 
 }  // namespace tern::kernels

@@ -1,0 +1,165 @@
+#include "kernels/cpu/gemm_packed.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+
+#include "kernels/cpu/gemv.h"
+
+namespace tern::kernels {
+namespace {
+
+using batch = xsimd::batch<float>;
+constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
+constexpr int64_t kNR = 2 * kLanes;  // panel width: two registers per row of the C tile
+constexpr int64_t kMR = 6;           // rows of the C tile: 12 accumulators + 2 B registers + 1 broadcast
+constexpr int64_t kKC = 256;         // K block: an A slice (M × KC) stays in L2, a B micro-panel in L1
+constexpr int64_t kNC = 16;          // panels per column block: its C block (M × 256 floats) stays in L2
+
+// C tile [mr × nr] (+)= A micro-panel [kc][kMR] · B micro-panel [kc][kNR].
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
+  batch acc[kMR][2];
+  for (auto& row : acc) row[0] = row[1] = batch(0.0f);
+  for (int64_t k = 0; k < kc; ++k) {
+    const batch b0 = batch::load_aligned(b + k * kNR), b1 = batch::load_aligned(b + k * kNR + kLanes);
+    for (int64_t r = 0; r < kMR; ++r) {
+      const batch ar(a[k * kMR + r]);
+      acc[r][0] = xsimd::fma(ar, b0, acc[r][0]);
+      acc[r][1] = xsimd::fma(ar, b1, acc[r][1]);
+    }
+  }
+  if (mr == kMR && nr == kNR) {
+    for (int64_t r = 0; r < kMR; ++r)
+      for (int h = 0; h < 2; ++h) {
+        float* out = c + r * ldc + h * kLanes;
+        (accumulate ? acc[r][h] + batch::load_unaligned(out) : acc[r][h]).store_unaligned(out);
+      }
+    return;
+  }
+  alignas(64) float tile[kMR * kNR];  // edge tile: only the rows and columns that exist
+  for (int64_t r = 0; r < kMR; ++r) {
+    acc[r][0].store_aligned(tile + r * kNR);
+    acc[r][1].store_aligned(tile + r * kNR + kLanes);
+  }
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r * kNR + j];
+}
+
+// The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
+// 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`).
+template <typename MicroPanel>
+void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
+  const int64_t panels = (N + kNR - 1) / kNR, row_panels = (M + kMR - 1) / kMR;
+  // A packed whole, once per call: [row panel][K][kMR], rows past M zero.
+  thread_local std::vector<float> a_packed;
+  a_packed.resize(static_cast<size_t>(row_panels * kMR * K));
+  float* ap = a_packed.data();
+#pragma omp parallel
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < row_panels; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t r = 0; r < kMR; ++r) {
+          const int64_t m = i * kMR + r;
+          ap[(i * K + k) * kMR + r] = m < M ? A[m * K + k] : 0.0f;
+        }
+    alignas(64) float scratch[kKC * kNR];
+    const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t j_begin = panels * t / T, j_end = panels * (t + 1) / T;
+    for (int64_t jc = j_begin; jc < j_end; jc += kNC)
+      for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        for (int64_t j = jc; j < std::min(j_end, jc + kNC); ++j) {
+          const float* b = micro_panel(j, k0, kc, scratch);
+          const int64_t nr = std::min(kNR, N - j * kNR);
+          for (int64_t i = 0; i < row_panels; ++i)
+            micro_kernel(kc, ap + (i * K + k0) * kMR, b, C + i * kMR * N + j * kNR, N, k0 > 0, std::min(kMR, M - i * kMR), nr);
+        }
+      }
+  }
+}
+
+// y[m, :] = x[m, :] · B for M ≤ kGemvMaxRows: each panel streamed once, four K rows per step.
+template <int M>
+void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
+  const int64_t K = B.K, N = B.N, panels = (N + kNR - 1) / kNR;
+  const int threads = N * K < (int64_t{1} << 15) ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t j = 0; j < panels; ++j) {
+    const float* p = B.data() + j * K * kNR;
+    batch acc[M][2][2];  // [row][half][k parity]: independent chains hide the FMA latency
+    for (auto& row : acc)
+      for (auto& half : row) half[0] = half[1] = batch(0.0f);
+    int64_t k = 0;
+    for (; k + 2 <= K; k += 2)
+      for (int64_t u = 0; u < 2; ++u) {
+        const batch b0 = batch::load_aligned(p + (k + u) * kNR), b1 = batch::load_aligned(p + (k + u) * kNR + kLanes);
+        for (int m = 0; m < M; ++m) {
+          const batch xm(x[m * K + k + u]);
+          acc[m][0][u] = xsimd::fma(xm, b0, acc[m][0][u]);
+          acc[m][1][u] = xsimd::fma(xm, b1, acc[m][1][u]);
+        }
+      }
+    for (; k < K; ++k) {
+      const batch b0 = batch::load_aligned(p + k * kNR), b1 = batch::load_aligned(p + k * kNR + kLanes);
+      for (int m = 0; m < M; ++m) {
+        acc[m][0][0] = xsimd::fma(batch(x[m * K + k]), b0, acc[m][0][0]);
+        acc[m][1][0] = xsimd::fma(batch(x[m * K + k]), b1, acc[m][1][0]);
+      }
+    }
+    const int64_t nr = std::min(kNR, N - j * kNR);
+    for (int m = 0; m < M; ++m) {
+      alignas(64) float out[kNR];
+      (acc[m][0][0] + acc[m][0][1]).store_aligned(out);
+      (acc[m][1][0] + acc[m][1][1]).store_aligned(out + kLanes);
+      std::memcpy(y + m * N + j * kNR, out, static_cast<size_t>(nr) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+const int64_t kPanel = kNR;
+
+PackedMatrix pack_matrix(const float* B, int64_t K, int64_t N) {
+  const int64_t panels = (N + kNR - 1) / kNR;
+  PackedMatrix p;
+  p.K = K;
+  p.N = N;
+  p.panels = Buffer::allocate(static_cast<size_t>(panels * K * kNR) * sizeof(float));
+  float* out = static_cast<float*>(p.panels->data());
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < panels; ++j)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < kNR; ++c) {
+        const int64_t n = j * kNR + c;
+        out[(j * K + k) * kNR + c] = n < N ? B[k * N + n] : 0.0f;
+      }
+  return p;
+}
+
+void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C) {
+  switch (M) {
+    case 1: return gemv_panels<1>(A, B, C);
+    case 2: return gemv_panels<2>(A, B, C);
+    case 3: return gemv_panels<3>(A, B, C);
+    case 4: return gemv_panels<4>(A, B, C);
+    default: break;
+  }
+  const float* data = B.data();
+  gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t, float*) { return data + (j * B.K + k0) * kNR; });
+}
+
+void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
+  gemm_panels(A, M, W.K, W.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) {
+    const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
+    if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
+    dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
+    return static_cast<const float*>(scratch);
+  });
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,36 @@
+// Products with a constant weight matrix repacked once, at load, into the layout the kernels stream:
+// column panels of kPanel columns, each panel K rows of kPanel contiguous floats ([N/kPanel][K][kPanel],
+// the last panel zero-padded). Prefill (many rows) runs a register-blocked GEMM — 6 rows × kPanel
+// columns of C in registers, A packed per call, each panel read once per call in cache-sized K blocks —
+// and decode (a few rows) a GEMV that streams each panel front to back. The same driver takes 4-bit
+// MatMulNBits weights, dequantizing one K block of one panel at a time into L1, so prefill needs no
+// dequantized copy of the matrix either. Threads split the panels; every output is summed in a fixed
+// order, so results repeat bit for bit from run to run.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "core/tensor.h"
+#include "kernels/cpu/dequantize.h"
+
+namespace tern::kernels {
+
+struct PackedMatrix {
+  int64_t K = 0, N = 0;
+  std::shared_ptr<Buffer> panels;  // [ceil(N / kPanel)][K][kPanel] floats
+  const float* data() const { return static_cast<const float*>(panels->data()); }
+  int64_t bytes() const { return static_cast<int64_t>(panels->bytes()); }
+};
+
+extern const int64_t kPanel;  // columns per panel: two SIMD registers
+
+// Packs row-major B [K, N] (ONNX MatMul's weight).
+PackedMatrix pack_matrix(const float* B, int64_t K, int64_t N);
+
+// C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (a GEMV below kGemvMaxRows rows, else the GEMM).
+void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
+
+// C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
+void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
+
+}  // namespace tern::kernels
