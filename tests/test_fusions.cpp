@@ -125,6 +125,8 @@ TEST_CASE("logits of the last position only: the same generation, one row of voc
   const auto a = llm::Generator(all, cfg).generate(prompts, o);
   const auto b = llm::Generator(last, cfg).generate(prompts, o);
   CHECK(a.tokens == b.tokens);
+  // One row goes through the GEMV, all rows through the GEMM: the same products summed in another
+  // order, so equal to float rounding (1e-4 absolute, the fp32 logit tolerance of the ORT goldens).
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
-    CHECK(b.prefill_logits.data<float>()[i] == doctest::Approx(a.prefill_logits.data<float>()[i]).epsilon(1e-6));
+    CHECK(std::abs(b.prefill_logits.data<float>()[i] - a.prefill_logits.data<float>()[i]) <= 1e-4f);
 }
