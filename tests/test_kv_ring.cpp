@@ -194,6 +194,28 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
   check_ring_equals_plain(6, 3, 20, 200, 256);
 }
 
+TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {
+  const int64_t Hq = 6, Hkv = 2, D = 20, W = 300, n = 150;
+  for (DType storage : {DType::Float32, DType::Float16}) {
+    CAPTURE(dtype_name(storage));
+    std::mt19937 g(3);
+    Rope rope(W, D, false);
+    const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
+    const auto q = randoms(static_cast<size_t>(n * Hq * D), g);
+    KvRingBuffer one({1, Hkv, D, W, 4, storage}), chunk({1, Hkv, D, W, 4, storage});
+    std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size());
+    const int64_t lead = 10;  // a first run token by token, then a chunk of the rest after it
+    for (int64_t t = 0; t < n; ++t) {
+      one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
+      one.attend(0, q.data() + t * Hq * D, Hq, 0.3f, rope.table, by_token.data() + t * Hq * D);
+      chunk.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
+      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, 0.3f, rope.table, at_once.data() + t * Hq * D);
+    }
+    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, 0.3f, rope.table, at_once.data() + lead * Hq * D, Hq * D);
+    for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {
   const int64_t Hq = 4, Hkv = 2, D = 16;
   std::mt19937 g(9);

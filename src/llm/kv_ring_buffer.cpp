@@ -91,6 +91,67 @@ void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, float scal
   else attend_as(keys16_, values16_, b, q, q_heads, scale, rope, out);
 }
 
+void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, float scale,
+                                const kernels::RopeTable& rope, float* out, int64_t out_stride) {
+  if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
+  if (count <= 0 || count > held(b) || seen(b) > c_.capacity)
+    fail("KvRingBuffer: attend_chunk over ", count, " tokens needs them appended to a window that has not slid");
+  if (c_.storage == DType::Float32) attend_chunk_as(keys_, values_, b, q, q_stride, count, q_heads, scale, rope, out, out_stride);
+  else attend_chunk_as(keys16_, values16_, b, q, q_stride, count, q_heads, scale, rope, out, out_stride);
+}
+
+template <typename T>
+void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
+                                   int64_t q_stride, int64_t count, int64_t q_heads, float scale,
+                                   const kernels::RopeTable& rope, float* out, int64_t out_stride) {
+  const int64_t n = held(b), first = n - count, D = c_.head_dim;
+  chunk_keys_.resize(static_cast<size_t>(n * token_floats_));
+  if constexpr (!std::is_same_v<T, float>) chunk_values_.resize(static_cast<size_t>(n * token_floats_));
+  if (key_ptrs_.size() < static_cast<size_t>(n)) key_ptrs_.resize(static_cast<size_t>(n));  // (fp16 storage)
+  if (value_ptrs_.size() < static_cast<size_t>(n)) value_ptrs_.resize(static_cast<size_t>(n));
+  // Every held key, converted and rotated to its window position once (the window has not slid: the
+  // position is the index); values as float.
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = slot(b, i);
+    float* k = chunk_keys_.data() + i * token_floats_;
+    for (int64_t d = 0; d < token_floats_; ++d) k[d] = static_cast<float>(keys[static_cast<size_t>(at(b, s) + d)]);
+    for (int64_t h = 0; h < c_.kv_heads; ++h) kernels::rotate_head(k + h * D, D, rope, i);
+    key_ptrs_[static_cast<size_t>(i)] = k;
+    if constexpr (std::is_same_v<T, float>) {
+      value_ptrs_[static_cast<size_t>(i)] = values.data() + at(b, s);
+    } else {
+      float* v = chunk_values_.data() + i * token_floats_;
+      for (int64_t d = 0; d < token_floats_; ++d) v[d] = static_cast<float>(values[static_cast<size_t>(at(b, s) + d)]);
+      value_ptrs_[static_cast<size_t>(i)] = v;
+    }
+  }
+  // Queries over threads, each single-threaded with scratch of its own (later queries see more keys:
+  // dynamic schedule). Each query's result does not depend on the split.
+  const int threads = omp_get_max_threads();
+  const int64_t per = kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, D, 1) + q_heads * D;
+  chunk_query_.resize(static_cast<size_t>(per * threads));
+  kernels::RingAttentionArgs<float> a;
+  a.q_heads = q_heads;
+  a.kv_heads = c_.kv_heads;
+  a.head_dim = D;
+  a.keys = key_ptrs_.data();
+  a.values = value_ptrs_.data();
+  a.key_pos = positions_.data();  // unused: nothing is rotated in the kernel
+  a.scale = scale;
+  a.threads = 1;
+  float* scratch = chunk_query_.data();
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+  for (int64_t t = 0; t < count; ++t) {  // query t sees the keys up to its own
+    kernels::RingAttentionArgs<float> mine = a;
+    float* query = scratch + omp_get_thread_num() * per;
+    mine.scratch = query + q_heads * D;
+    mine.n_keys = first + t + 1;
+    std::copy_n(q + t * q_stride, q_heads * D, query);
+    for (int64_t h = 0; h < q_heads; ++h) kernels::rotate_head(query + h * D, D, rope, first + t);
+    kernels::ring_attention(query, out + t * out_stride, mine);
+  }
+}
+
 template <typename T>
 void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
                              int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {

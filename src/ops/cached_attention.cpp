@@ -74,7 +74,14 @@ class CachedAttentionOp : public Op {
     Tensor& y = ctx.out(0);
     Tensor y_scratch;
     Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
-    for (int64_t b = 0; b < B; ++b)
+    for (int64_t b = 0; b < B; ++b) {
+      // Real tokens after any left padding: a prompt chunk attends in one call (keys rotated once)
+      // unless the window slides during it.
+      int64_t first = 0;
+      while (first < S && mask.at_i64(b * total + total - S + first) == 0) ++first;
+      bool contiguous = true;
+      for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
+      const bool chunk = contiguous && S - first > 1 && ring_->seen(b) + (S - first) <= window_;
       for (int64_t s = 0; s < S; ++s) {
         float* out = yf.data<float>() + (b * S + s) * hq_ * D;
         if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output
@@ -82,8 +89,12 @@ class CachedAttentionOp : public Op {
           continue;
         }
         ring_->append(b, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
-        ring_->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scale, rope, out);
+        if (!chunk) ring_->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scale, rope, out);
       }
+      if (chunk)
+        ring_->attend_chunk(b, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scale, rope,
+                            yf.data<float>() + (b * S + first) * hq_ * D, hq_ * D);
+    }
     if (yf.raw() != y.raw()) convert_tensor(yf, y);
   }
 

@@ -41,8 +41,10 @@ void scale_in_place(float c, float* y, int64_t n) {
   for (; i < n; ++i) y[i] *= c;
 }
 
-// In place: x rotated to the table row `pos` (half-split pairs vectorized; interleaved pairs scalar).
-void rotate(float* x, int64_t D, const RopeTable& r, int64_t pos) {
+}  // namespace
+
+// Half-split pairs vectorized; interleaved pairs scalar.
+void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos) {
   if (r.rot_dim <= 0) return;
   const int64_t half = r.rot_dim / 2;
   const float* c = r.cos + pos * half;
@@ -64,6 +66,8 @@ void rotate(float* x, int64_t D, const RopeTable& r, int64_t pos) {
     x[half + i] = x1 * s[i] + x2 * c[i];
   }
 }
+
+namespace {
 
 template <typename T>
 void load_row(const T* src, float* dst, int64_t n) {
@@ -91,7 +95,7 @@ void attend_kv_head(const float* q, float* out, const RingAttentionArgs<T>& a, i
   float* l = m + G;
   for (int64_t j = 0; j < G; ++j) {
     std::memcpy(qr + j * D, q + (g * G + j) * D, static_cast<size_t>(D) * sizeof(float));
-    rotate(qr + j * D, D, a.rope, a.query_pos);
+    rotate_head(qr + j * D, D, a.rope, a.query_pos);
     m[j] = -std::numeric_limits<float>::infinity();
     l[j] = 0;
     std::memset(out + (g * G + j) * D, 0, static_cast<size_t>(D) * sizeof(float));
@@ -100,7 +104,7 @@ void attend_kv_head(const float* q, float* out, const RingAttentionArgs<T>& a, i
     const int64_t nb = std::min(kBlock, a.n_keys - i0);
     for (int64_t i = 0; i < nb; ++i) {
       load_row(a.keys[i0 + i] + g * D, kb + i * D, D);
-      rotate(kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+      rotate_head(kb + i * D, D, a.rope, a.key_pos[i0 + i]);
     }
     for (int64_t j = 0; j < G; ++j) {
       float* sj = s + j * kBlock;

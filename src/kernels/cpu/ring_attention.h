@@ -33,6 +33,9 @@ struct RingAttentionArgs {
   int threads = 1;  // at most the count `scratch` was sized for
 };
 
+// In place: head vector x [D] rotated to table row `pos` (no-op when r.rot_dim is 0).
+void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
+
 // Scratch `ring_attention` needs for `threads` threads.
 int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int threads);
 
