@@ -7,9 +7,10 @@
 #include <random>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
-#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 
@@ -49,24 +50,25 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
     }
 }
 
-TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4-bit blocks, with and without zero points, any tail") {
+TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4- and 8-bit blocks, with and without zero points, any tail") {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t bits : {4, 8})
   for (int64_t block : {16, 32, 128})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{16, 1}, {48, 7}, {100, 9}, {256, 64}, {1000, 300}})
       for (bool with_zp : {false, true})
         for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
-          CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(with_zp); CAPTURE(M);
+          CAPTURE(bits); CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(with_zp); CAPTURE(M);
           const int64_t kb = (K + block - 1) / block;
-          std::vector<uint8_t> q(static_cast<size_t>(N * kb * block / 2)), zp(static_cast<size_t>(N * ((kb + 1) / 2)));
+          std::vector<uint8_t> q(static_cast<size_t>(N * kb * block * bits / 8)), zp(static_cast<size_t>(N * ((kb * bits + 7) / 8)));
           std::vector<float> scales(static_cast<size_t>(N * kb)), x(static_cast<size_t>(M * K));
           for (auto& v : q) v = static_cast<uint8_t>(byte(g));
           for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
           for (auto& v : scales) v = 0.01f + 0.1f * std::abs(u(g));
           for (auto& v : x) v = u(g);
           kernels::NBitsWeights w;
-          w.N = N; w.K = K; w.bits = 4; w.block = block;
+          w.N = N; w.K = K; w.bits = bits; w.block = block;
           w.data = q.data();
           w.scales = scales.data();
           if (with_zp) w.zp_packed = zp.data();
@@ -105,7 +107,7 @@ void check_product(const std::vector<float>& A, const std::vector<float>& B, int
 }
 }  // namespace
 
-TEST_CASE("matmul_packed equals the float64 product for GEMV and GEMM row counts, panel and K-block tails") {
+TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product for GEMV and GEMM row counts, every tail") {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 64})
@@ -114,12 +116,17 @@ TEST_CASE("matmul_packed equals the float64 product for GEMV and GEMM row counts
       std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
       for (float& v : A) v = u(g);
       for (float& v : B) v = u(g);
-      const kernels::PackedMatrix P = kernels::pack_matrix(B.data(), K, N);
-      std::vector<float> C(static_cast<size_t>(M * N), 7.0f), again(C.size());
-      kernels::matmul_packed(A.data(), M, P, C.data());
-      kernels::matmul_packed(A.data(), M, P, again.data());
-      CHECK(C == again);
-      check_product(A, B, M, K, N, C);
+      for (DType type : {DType::Float32, DType::Float16, DType::BFloat16}) {  // --weights fp16 / bf16: the
+        CAPTURE(dtype_name(type));                                          // product of the rounded weights
+        std::vector<float> rounded(B);
+        for (float& v : rounded) v = type == DType::Float16 ? static_cast<float>(f16(v)) : type == DType::BFloat16 ? static_cast<float>(bf16(v)) : v;
+        const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
+        std::vector<float> C(static_cast<size_t>(M * N), 7.0f), again(C.size());
+        kernels::matmul_packed(A.data(), M, P, C.data());
+        kernels::matmul_packed(A.data(), M, P, again.data());
+        CHECK(C == again);
+        check_product(A, rounded, M, K, N, C);
+      }
     }
 }
 
@@ -147,4 +154,26 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
       kernels::gemm_nbits(A.data(), M, w, C.data());
       check_product(A, W, M, K, N, C);
     }
+}
+
+TEST_CASE("quantize_nbits: every weight comes back within half a step of its block, zero exact, both bit widths") {
+  std::mt19937 g(13);
+  std::normal_distribution<float> d(0, 0.05f);
+  const int64_t K = 100, N = 7;  // a partial last block
+  std::vector<float> W(static_cast<size_t>(K * N));
+  for (float& v : W) v = d(g);
+  W[5] = 0.0f;
+  for (int64_t bits : {4, 8}) {
+    CAPTURE(bits);
+    const kernels::QuantizedWeights q = kernels::quantize_nbits(W.data(), K, N, bits, 32);
+    std::vector<float> back(W.size());
+    kernels::dequantize_nbits_transposed(q.view(), back.data());
+    const int64_t k_blocks = (K + 31) / 32;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const float step = q.scales[static_cast<size_t>(n * k_blocks + k / 32)];
+        CHECK(std::abs(back[static_cast<size_t>(k * N + n)] - W[static_cast<size_t>(k * N + n)]) <= 0.5f * step * 1.0001f);
+      }
+    CHECK(back[5] == 0.0f);
+  }
 }

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "llm/evaluate.h"
 #include "llm/generator.h"
 #include "llm/llama2c.h"
 #include "llm/tokenizer.h"
@@ -276,4 +278,29 @@ TEST_CASE("the opset-24 static-cache fusion checks the write index and the mask 
   GenerateOptions go;
   go.max_new_tokens = 200;
   CHECK(contains(error_of([&] { gen.generate({{1, 2, 3}}, go); }), "128 positions of the model's static cache"));
+}
+
+// --weights on real weights: perplexity of a short hand-written story (tests/fixtures/story.txt) for
+// each weight format. fp32 equals ONNX Runtime's on the same ids (tools/ort/nll.mjs: mean NLL
+// 1.0257590822 nats); the converted formats stay within documented margins of it.
+TEST_CASE("stories260K perplexity: fp32 equals ONNX Runtime's; fp16, bf16, int8 and int4 weights stay close") {
+  if (!have_stories()) return;
+  const auto tok = load_tokenizer(stories_dir());
+  const auto ids = tok->encode(read_text(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "story.txt"), true);
+  REQUIRE(ids.size() == 283);
+  std::map<WeightFormat, double> nll;
+  for (WeightFormat w : {WeightFormat::AsStored, WeightFormat::Float16, WeightFormat::BFloat16, WeightFormat::Int8, WeightFormat::Int4}) {
+    SessionOptions so;
+    so.weights = w;
+    Session s((fs::path(stories_dir()) / "model.onnx").string(), so);
+    nll[w] = perplexity(s, ids, 512).mean_nll;
+  }
+  MESSAGE("mean NLL fp32 ", nll[WeightFormat::AsStored], ", fp16 ", nll[WeightFormat::Float16], ", bf16 ",
+          nll[WeightFormat::BFloat16], ", int8 ", nll[WeightFormat::Int8], ", int4 ", nll[WeightFormat::Int4]);
+  CHECK(std::abs(nll[WeightFormat::AsStored] - 1.0257590822) < 1e-4);
+  const double base = nll[WeightFormat::AsStored];
+  CHECK(std::abs(nll[WeightFormat::Float16] - base) < 0.002 * base);
+  CHECK(std::abs(nll[WeightFormat::BFloat16] - base) < 0.005 * base);
+  CHECK(std::abs(nll[WeightFormat::Int8] - base) < 0.01 * base);
+  CHECK(std::abs(nll[WeightFormat::Int4] - base) < 0.15 * base);
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "llm/chat_template.h"
+#include "llm/evaluate.h"
 #include "llm/generator.h"
 #include "llm/llama2c.h"
 #include "llm/model_config.h"
@@ -38,7 +39,7 @@ commands:
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
-           [--threads N] [--no-cache] [--json] [--stats]
+           [--weights fp32|fp16|bf16|int8|int4] [--threads N] [--no-cache] [--json] [--stats]
       Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
       stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
@@ -47,13 +48,19 @@ commands:
       tokens (default: the model's context length; allocated as it fills) with S attention sinks
       (default 4) once it slides, stored as fp32 or fp16 (--kv-dtype), so generation can run past the
       model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
-      cache. --stats adds the bytes a decode step moves for weights and for the KV cache.
-  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--json]
+      cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
+      int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
+      --stats adds the bytes a decode step moves for weights and for the KV cache.
+  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
       step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
       time and peak memory. --machine measures only the machine.
+  eval --model PATH --text FILE [--context N] [--weights F] [--threads N]
+      Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
+      (BOS first), cut into windows of N tokens (default: the model's context length), every
+      next-token prediction scored.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
@@ -155,11 +162,12 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
   return rows;
 }
 
-// The KV cache: tern's ring buffer unless the model's attention is not one it can take over (then the
+// --weights, and the KV cache: tern's ring buffer unless the model's attention is not one it can take over (then the
 // graph's own past/present), beam search or --no-cache is asked for, or --window 0. Without --window
 // the window is the model's context length (4096 when unknown): the ring allocates as it fills.
-void set_cache_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::SessionOptions& so, bool ring_possible) {
+void set_generation_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::SessionOptions& so, bool ring_possible) {
   so.last_position_output = "logits";  // the generator reads no other position
+  so.weights = tern::parse_weight_format(f.get("weights", "fp32"));
   so.kv_sinks = std::stoll(f.get("sinks", "4"));
   const std::string kv = f.get("kv-dtype", "fp32");
   if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");
@@ -174,6 +182,28 @@ void set_cache_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::
   }
 }
 
+int cmd_eval(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {});
+  if (!f.has("model") || !f.has("text")) tern::fail("eval needs --model PATH and --text FILE");
+  std::string dir;
+  const std::string model_path = resolve_model(f.get("model"), &dir);
+  std::ifstream in(f.get("text"), std::ios::binary);
+  if (!in) tern::fail("cannot read text file '", f.get("text"), "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  const auto tokenizer = tern::llm::load_tokenizer(dir);  // says what is missing when there is none
+  tern::SessionOptions so;
+  if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  so.weights = tern::parse_weight_format(f.get("weights", "fp32"));
+  tern::Session session(model_path, so);
+  const int64_t context = std::stoll(f.get("context", std::to_string(cfg.context_length > 0 ? cfg.context_length : 512)));
+  const auto ids = tokenizer->encode(text, true);
+  const auto r = tern::llm::perplexity(session, ids, context);
+  std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll
+            << " nats, perplexity " << r.perplexity() << "\n";
+  return 0;
+}
+
 int cmd_generate(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats"});
   if (!f.has("model")) tern::fail("generate needs --model PATH");
@@ -182,7 +212,7 @@ int cmd_generate(int argc, char** argv) {
   tern::SessionOptions so;
   if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
-  set_cache_options(f, cfg, so, !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1);
+  set_generation_options(f, cfg, so, !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1);
   tern::Session session(model_path, so);
   tern::llm::Generator gen(session, cfg);
 
@@ -302,7 +332,7 @@ int cmd_convert(int argc, char** argv) {
 void print_fusions(const std::string& path, const Flags& flags, size_t nodes_before) {
   const auto cfg = tern::llm::read_model_config(std::filesystem::path(path).parent_path().string());
   tern::SessionOptions o;
-  set_cache_options(flags, cfg, o, true);
+  set_generation_options(flags, cfg, o, true);
   o.kv_window_required = true;  // say why when nothing matches
   std::cout << "\nfusions (--window " << o.kv_window << "):\n";
   try {
@@ -331,7 +361,7 @@ int cmd_bench(int argc, char** argv) {
   tern::SessionOptions so;
   so.threads = threads;
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
-  set_cache_options(f, cfg, so, true);
+  set_generation_options(f, cfg, so, true);
   const auto t0 = std::chrono::steady_clock::now();
   tern::Session session(model_path, so);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -431,6 +461,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return cmd_run(argc, argv);
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "generate") return cmd_generate(argc, argv);
+    if (cmd == "eval") return cmd_eval(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);
     std::cerr << "tern: unknown command '" << cmd << "'\n" << kUsage;

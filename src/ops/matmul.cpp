@@ -6,6 +6,8 @@
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -30,12 +32,28 @@ void with_compute_type(DType t, F&& f) {
 class MatMulOp : public Op {
  public:
   explicit MatMulOp(const Node&) {}
-  // A 2-D float32 weight is repacked into the kernels' panel layout once; the original is not read again.
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants) override {
+  // A constant 2-D float32/float16 weight is repacked once — into the kernels' panel layout (as stored,
+  // or as fp16/bf16), or block-quantized to int8/int4 — and the original is not read again.
+  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
-    if (!B || B->rank() != 2 || B->dtype() != DType::Float32 || B->numel() == 0) return {};
-    packed_ = kernels::pack_matrix(B->data<float>(), B->dim(0), B->dim(1));
+    if (!B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) || B->numel() == 0) return {};
+    switch (options.weights) {
+      case WeightFormat::Int8:
+      case WeightFormat::Int4: {
+        const Tensor W = cast_to(*B, DType::Float32);
+        quantized_ = kernels::quantize_nbits(W.data<float>(), W.dim(0), W.dim(1), options.weights == WeightFormat::Int8 ? 8 : 4, 32);
+        break;
+      }
+      case WeightFormat::Float16: packed_ = kernels::pack_matrix(*B, DType::Float16); break;
+      case WeightFormat::BFloat16: packed_ = kernels::pack_matrix(*B, DType::BFloat16); break;
+      case WeightFormat::AsStored: packed_ = kernels::pack_matrix(*B, B->dtype()); break;
+    }
     return {1};
+  }
+  int64_t packed_weight_bytes() const override {
+    if (packed_) return packed_->bytes();
+    if (quantized_) return static_cast<int64_t>(quantized_->data.size() + quantized_->zero_points.size() + quantized_->scales.size() * 4);
+    return 0;
   }
   void infer(InferContext& ctx) const override {
     if (ctx.dtype(0) != ctx.dtype(1)) ctx.fail("A and B have different types");
@@ -56,9 +74,17 @@ class MatMulOp : public Op {
     // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows,
     // on the repacked weight when it is a constant.
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
-    if (packed_) {
-      const int64_t M = A.numel() / packed_->K;
-      if (M > 0) kernels::matmul_packed(A.data<float>(), M, *packed_, ctx.out(0).data<float>());
+    if (packed_ || quantized_) {  // computed in float32 whatever the model's float type
+      Tensor a_f32, y_f32;
+      const Tensor& a = as_dtype(A, DType::Float32, a_f32);
+      Tensor& y = ctx.out(0);
+      if (y.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, y.shape());
+      float* out = y_f32.defined() ? y_f32.data<float>() : y.data<float>();
+      const int64_t K = packed_ ? packed_->K : quantized_->K, M = a.numel() / K;
+      if (M > 0 && packed_) kernels::matmul_packed(a.data<float>(), M, *packed_, out);
+      else if (M > 0 && M <= kernels::kGemvMaxRows) kernels::gemv_nbits(a.data<float>(), M, quantized_->view(), out);
+      else if (M > 0) kernels::gemm_nbits(a.data<float>(), M, quantized_->view(), out);
+      if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }
     if (A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
@@ -104,7 +130,8 @@ class MatMulOp : public Op {
   }
 
  private:
-  std::optional<kernels::PackedMatrix> packed_;
+  std::optional<kernels::PackedMatrix> packed_;        // or
+  std::optional<kernels::QuantizedWeights> quantized_;
 };
 
 class GemmOp : public Op {

@@ -2,7 +2,7 @@
 // ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
 // and layouts the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
 // time into L1 (no dequantized copy of the matrix).
-#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"

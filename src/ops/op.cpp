@@ -157,4 +157,13 @@ SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b
   return out;
 }
 
+WeightFormat parse_weight_format(const std::string& name) {
+  if (name == "fp32" || name == "as-stored") return WeightFormat::AsStored;
+  if (name == "fp16") return WeightFormat::Float16;
+  if (name == "bf16") return WeightFormat::BFloat16;
+  if (name == "int8") return WeightFormat::Int8;
+  if (name == "int4") return WeightFormat::Int4;
+  fail("--weights must be fp32, fp16, bf16, int8 or int4, got '", name, "'");
+}
+
 }  // namespace tern

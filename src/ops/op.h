@@ -85,6 +85,15 @@ struct RunContext {
   InferContext values() const;
 };
 
+// How ops keep the constant weights they repack at load (SessionOptions::weights, `--weights`): as the
+// file stores them, or converted — fewer bytes streamed per token, for some accuracy.
+enum class WeightFormat { AsStored, Float16, BFloat16, Int8, Int4 };
+struct PrepackOptions {
+  WeightFormat weights = WeightFormat::AsStored;
+};
+// "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
+WeightFormat parse_weight_format(const std::string& name);
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -98,7 +107,11 @@ class Op {
   // Called once at load with the node's constant inputs (null for the others): an op may repack a
   // weight into its kernel's layout. Returns the inputs it will not read again; the session frees
   // those no other node reads (their dtype and shape stay, the data goes).
-  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/) { return {}; }
+  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& /*options*/) {
+    return {};
+  }
+  // Bytes of the weights prepack() made (read whole at every run).
+  virtual int64_t packed_weight_bytes() const { return 0; }
   // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
   virtual void reset() {}
   // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.

@@ -147,9 +147,10 @@ int64_t Session::weight_bytes_per_token() const {
       if (!(node.op_type == "Gather" && i == 0)) gathered_only[static_cast<size_t>(v)] = 0;
     }
   int64_t n = 0;
+  for (const auto& op : ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& c = g.values[v].constant;
-    if (!used[v] || !c || c->numel() < 1024) continue;  // small constants are not weights
+    if (!used[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
     const int64_t bytes = static_cast<int64_t>(c->nbytes());
     n += gathered_only[v] ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
   }
@@ -240,7 +241,7 @@ void Session::prepack_constants() {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
-    for (int i : ops_[k]->prepack(constants)) {
+    for (int i : ops_[k]->prepack(constants, {options_.weights})) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
       // was mapped from — goes back to the system.

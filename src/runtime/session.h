@@ -33,6 +33,8 @@ struct SessionOptions {
   // then has sequence length 1). Empty: the graph's outputs as they are.
   std::string last_position_output;
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
+  // Weights of MatMuls with a constant 2-D float matrix, converted once at load (Op::prepack).
+  WeightFormat weights = WeightFormat::AsStored;
   // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
   std::function<void(const Node& node, double start_us, double end_us)> on_node;
 };

@@ -7,7 +7,9 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
-#include "kernels/cpu/gemv.h"
+#if defined(__AVX2__) && defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace tern::kernels {
 namespace {
@@ -18,6 +20,25 @@ constexpr int64_t kNR = 2 * kLanes;  // panel width: two registers per row of th
 constexpr int64_t kMR = 6;           // rows of the C tile: 12 accumulators + 2 B registers + 1 broadcast
 constexpr int64_t kKC = 256;         // K block: an A slice (M × KC) stays in L2, a B micro-panel in L1
 constexpr int64_t kNC = 16;          // panels per column block: its C block (M × 256 floats) stays in L2
+
+// kLanes elements of a panel as floats.
+template <typename T>
+batch load_lanes(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return batch::load_aligned(p);
+  } else {
+#if defined(__AVX2__) && defined(__F16C__)
+    static_assert(kLanes == 8, "the fp16/bf16 widening below is written for 8 lanes");
+    const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (std::is_same_v<T, f16>) return batch(_mm256_cvtph_ps(h));
+    else return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+#else
+    alignas(64) float f[kLanes];
+    for (int64_t i = 0; i < kLanes; ++i) f[i] = static_cast<float>(p[i]);
+    return batch::load_aligned(f);
+#endif
+  }
+}
 
 // C tile [mr × nr] (+)= A micro-panel [kc][kMR] · B micro-panel [kc][kNR].
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
@@ -83,20 +104,21 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
 }
 
 // y[m, :] = x[m, :] · B for M ≤ kGemvMaxRows: each panel streamed once, four K rows per step.
-template <int M>
+template <int M, typename T>
 void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
   const int64_t K = B.K, N = B.N, panels = (N + kNR - 1) / kNR;
+  const T* data = static_cast<const T*>(B.panels->data());
   const int threads = N * K < (int64_t{1} << 15) ? 1 : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t j = 0; j < panels; ++j) {
-    const float* p = B.data() + j * K * kNR;
+    const T* p = data + j * K * kNR;
     batch acc[M][2][2];  // [row][half][k parity]: independent chains hide the FMA latency
     for (auto& row : acc)
       for (auto& half : row) half[0] = half[1] = batch(0.0f);
     int64_t k = 0;
     for (; k + 2 <= K; k += 2)
       for (int64_t u = 0; u < 2; ++u) {
-        const batch b0 = batch::load_aligned(p + (k + u) * kNR), b1 = batch::load_aligned(p + (k + u) * kNR + kLanes);
+        const batch b0 = load_lanes(p + (k + u) * kNR), b1 = load_lanes(p + (k + u) * kNR + kLanes);
         for (int m = 0; m < M; ++m) {
           const batch xm(x[m * K + k + u]);
           acc[m][0][u] = xsimd::fma(xm, b0, acc[m][0][u]);
@@ -104,7 +126,7 @@ void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
         }
       }
     for (; k < K; ++k) {
-      const batch b0 = batch::load_aligned(p + k * kNR), b1 = batch::load_aligned(p + k * kNR + kLanes);
+      const batch b0 = load_lanes(p + k * kNR), b1 = load_lanes(p + k * kNR + kLanes);
       for (int m = 0; m < M; ++m) {
         acc[m][0][0] = xsimd::fma(batch(x[m * K + k]), b0, acc[m][0][0]);
         acc[m][1][0] = xsimd::fma(batch(x[m * K + k]), b1, acc[m][1][0]);
@@ -120,37 +142,72 @@ void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
   }
 }
 
-}  // namespace
+template <typename T>
+void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
+  switch (M) {
+    case 1: return gemv_panels<1, T>(A, B, C);
+    case 2: return gemv_panels<2, T>(A, B, C);
+    case 3: return gemv_panels<3, T>(A, B, C);
+    case 4: return gemv_panels<4, T>(A, B, C);
+    default: break;
+  }
+  const T* data = static_cast<const T*>(B.panels->data());
+  gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
+    const T* p = data + (j * B.K + k0) * kNR;
+    if constexpr (std::is_same_v<T, float>) {
+      return p;
+    } else {  // widened into L1, once per K block of the panel
+      for (int64_t i = 0; i < kc * kNR; i += kLanes) load_lanes(p + i).store_aligned(scratch + i);
+      return scratch;
+    }
+  });
+}
 
-const int64_t kPanel = kNR;
-
-PackedMatrix pack_matrix(const float* B, int64_t K, int64_t N) {
+template <typename To, typename From>
+void pack_as(const From* src, int64_t K, int64_t N, To* out) {
   const int64_t panels = (N + kNR - 1) / kNR;
-  PackedMatrix p;
-  p.K = K;
-  p.N = N;
-  p.panels = Buffer::allocate(static_cast<size_t>(panels * K * kNR) * sizeof(float));
-  float* out = static_cast<float*>(p.panels->data());
 #pragma omp parallel for schedule(static)
   for (int64_t j = 0; j < panels; ++j)
     for (int64_t k = 0; k < K; ++k)
       for (int64_t c = 0; c < kNR; ++c) {
         const int64_t n = j * kNR + c;
-        out[(j * K + k) * kNR + c] = n < N ? B[k * N + n] : 0.0f;
+        out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[k * N + n]) : 0.0f);
       }
+}
+
+}  // namespace
+
+const int64_t kPanel = kNR;
+
+PackedMatrix pack_matrix(const Tensor& B, DType type) {
+  const int64_t K = B.dim(0), N = B.dim(1), panels = (N + kNR - 1) / kNR;
+  if (type != DType::Float32 && type != DType::Float16 && type != DType::BFloat16)
+    fail_unsupported("packed weights as ", dtype_name(type), " (float32, float16 or bfloat16)");
+  PackedMatrix p;
+  p.K = K;
+  p.N = N;
+  p.type = type;
+  p.panels = Buffer::allocate(static_cast<size_t>(panels * K * kNR) * dtype_size(type));
+  if (B.dtype() != DType::Float32 && B.dtype() != DType::Float16)
+    fail_unsupported("packing ", dtype_name(B.dtype()), " weights (float32 or float16)");
+  auto pack = [&](auto* out) {
+    if (B.dtype() == DType::Float32) pack_as(B.data<float>(), K, N, out);
+    else pack_as(B.data<f16>(), K, N, out);
+  };
+  switch (type) {
+    case DType::Float16: pack(static_cast<f16*>(p.panels->data())); break;
+    case DType::BFloat16: pack(static_cast<bf16*>(p.panels->data())); break;
+    default: pack(static_cast<float*>(p.panels->data())); break;
+  }
   return p;
 }
 
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C) {
-  switch (M) {
-    case 1: return gemv_panels<1>(A, B, C);
-    case 2: return gemv_panels<2>(A, B, C);
-    case 3: return gemv_panels<3>(A, B, C);
-    case 4: return gemv_panels<4>(A, B, C);
-    default: break;
+  switch (B.type) {
+    case DType::Float16: return matmul_as<f16>(A, M, B, C);
+    case DType::BFloat16: return matmul_as<bf16>(A, M, B, C);
+    default: return matmul_as<float>(A, M, B, C);
   }
-  const float* data = B.data();
-  gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t, float*) { return data + (j * B.K + k0) * kNR; });
 }
 
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {

@@ -5,27 +5,29 @@
 // and decode (a few rows) a GEMV that streams each panel front to back. The same driver takes 4-bit
 // MatMulNBits weights, dequantizing one K block of one panel at a time into L1, so prefill needs no
 // dequantized copy of the matrix either. Threads split the panels; every output is summed in a fixed
-// order, so results repeat bit for bit from run to run.
+// order, so results repeat bit for bit from run to run. Panels may hold fp16 or bf16 (--weights): the
+// GEMV widens them as it streams them (half the bytes per token), the GEMM one K block of a panel at a
+// time into L1.
 #pragma once
 #include <cstdint>
 #include <memory>
 
 #include "core/tensor.h"
-#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/nbits.h"
 
 namespace tern::kernels {
 
 struct PackedMatrix {
   int64_t K = 0, N = 0;
-  std::shared_ptr<Buffer> panels;  // [ceil(N / kPanel)][K][kPanel] floats
-  const float* data() const { return static_cast<const float*>(panels->data()); }
+  DType type = DType::Float32;     // of the elements: Float32, Float16 or BFloat16
+  std::shared_ptr<Buffer> panels;  // [ceil(N / kPanel)][K][kPanel] elements
   int64_t bytes() const { return static_cast<int64_t>(panels->bytes()); }
 };
 
 extern const int64_t kPanel;  // columns per panel: two SIMD registers
 
-// Packs row-major B [K, N] (ONNX MatMul's weight).
-PackedMatrix pack_matrix(const float* B, int64_t K, int64_t N);
+// Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`.
+PackedMatrix pack_matrix(const Tensor& B, DType type);
 
 // C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (a GEMV below kGemvMaxRows rows, else the GEMM).
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);

@@ -19,7 +19,8 @@ namespace {
 constexpr int64_t kGroup = 16;
 
 int64_t zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
-  if (!w.zp_packed) return 8;
+  if (!w.zp_packed) return int64_t{1} << (w.bits - 1);
+  if (w.bits == 8) return w.zp_packed[n * k_blocks + kb];
   const int64_t row = (k_blocks + 1) / 2;
   return (w.zp_packed[n * row + kb / 2] >> (4 * (kb % 2))) & 0xF;
 }
@@ -33,9 +34,9 @@ float hsum(__m256 v) {
 }
 
 // Output columns [n0, n0 + R) for one activation row: R weight rows share each load of x.
-template <int R>
+template <int R, int Bits>
 void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block / 2, groups = w.block / kGroup;
+  const int64_t blob = w.block * Bits / 8, groups = w.block / kGroup;
   const __m256i low = _mm256_set1_epi32(0xF);
   __m256 acc[R];
   float zp_part[R];
@@ -54,9 +55,16 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
     for (int64_t g = 0; g < groups; ++g) {
       const __m256 x_even = _mm256_loadu_ps(xb + g * kGroup), x_odd = _mm256_loadu_ps(xb + g * kGroup + 8);
       for (int r = 0; r < R; ++r) {
-        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + g * 8)));
-        block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low)), x_even, block_acc[r]);
-        block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), x_odd, block_acc[r]);
+        if constexpr (Bits == 4) {  // 8 bytes: the even elements' low nibbles, the odd ones' high nibbles
+          const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + g * 8)));
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low)), x_even, block_acc[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), x_odd, block_acc[r]);
+        } else {  // 16 bytes, one element each, in the same even/odd order
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + g * 16));
+          const __m128i even = _mm_and_si128(bytes, _mm_set1_epi16(0xFF)), odd = _mm_srli_epi16(bytes, 8);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(even)), x_even, block_acc[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(odd)), x_odd, block_acc[r]);
+        }
       }
     }
     for (int r = 0; r < R; ++r) {
@@ -69,9 +77,9 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
 }
 #else
 // Portable path: the same arithmetic one element at a time.
-template <int R>
+template <int R, int Bits>
 void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block / 2;
+  const int64_t blob = w.block * Bits / 8;
   for (int r = 0; r < R; ++r) {
     float acc = 0, zp_part = 0;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -80,8 +88,9 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
       float block_acc = 0;
       for (int64_t g = 0; g < w.block / kGroup; ++g)
         for (int i = 0; i < 8; ++i) {
-          const uint8_t b = q[g * 8 + i];
-          block_acc += static_cast<float>(b & 0xF) * xb[g * kGroup + i] + static_cast<float>(b >> 4) * xb[g * kGroup + 8 + i];
+          const float lo = Bits == 4 ? static_cast<float>(q[g * 8 + i] & 0xF) : static_cast<float>(q[g * 16 + 2 * i]);
+          const float hi = Bits == 4 ? static_cast<float>(q[g * 8 + i] >> 4) : static_cast<float>(q[g * 16 + 2 * i + 1]);
+          block_acc += lo * xb[g * kGroup + i] + hi * xb[g * kGroup + 8 + i];
         }
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc += block_acc * scale;
@@ -95,7 +104,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
 }  // namespace
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  return w.bits == 4 && w.block % kGroup == 0 && !w.zp_float && w.N > 0 && w.K > 0;
+  return (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && !w.zp_float && w.N > 0 && w.K > 0;
 }
 
 void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
@@ -117,9 +126,15 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
     const float* xm = xs.data() + m * padded;
     const float* sm = xsum.data() + m * k_blocks;
     float* ym = y + m * w.N;
+    if (w.bits == 4) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t p = 0; p < quads; ++p) rows<4>(xm, sm, w, k_blocks, 4 * p, ym);
-    for (int64_t n = 4 * quads; n < w.N; ++n) rows<1>(xm, sm, w, k_blocks, n, ym);
+      for (int64_t p = 0; p < quads; ++p) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
+      for (int64_t n = 4 * quads; n < w.N; ++n) rows<1, 4>(xm, sm, w, k_blocks, n, ym);
+    } else {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t p = 0; p < quads; ++p) rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
+      for (int64_t n = 4 * quads; n < w.N; ++n) rows<1, 8>(xm, sm, w, k_blocks, n, ym);
+    }
   }
 }
 

@@ -1,0 +1,36 @@
+// ONNX Runtime's MatMulNBits weight layout: weights [N, K] stored row by row in blocks of `block`
+// values, `bits` per value (packed low bits first), one scale and one zero point per (row, block).
+// Dequantization writes W transposed, [K, N] row-major, ready for C = A·W; quantization makes the
+// layout from such a W (for --weights int8/int4 and `tern quantize`).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace tern::kernels {
+
+struct NBitsWeights {
+  int64_t N = 0, K = 0, bits = 4, block = 32;
+  const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]
+  const float* scales = nullptr;       // [N·k_blocks]
+  const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks·bits/8)] or null
+  const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1)
+};
+
+void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
+
+// Block-quantized weights that own their bytes.
+struct QuantizedWeights {
+  int64_t N = 0, K = 0, bits = 4, block = 32;
+  std::vector<uint8_t> data, zero_points;  // [N, k_blocks, block·bits/8]; [N, ceil(k_blocks·bits/8)]
+  std::vector<float> scales;               // [N·k_blocks]
+  NBitsWeights view() const { return {N, K, bits, block, data.data(), scales.data(), zero_points.data(), nullptr}; }
+};
+
+// Quantizes W [K, N] row-major (an ONNX MatMul weight) per column block: asymmetric, the range of each
+// block stretched to include 0, q = round(w / scale) + zp clamped to [0, 2^bits − 1] — the scheme of
+// ONNX Runtime's MatMulNBits quantizer. bits 4 or 8; block a power of two ≥ 16.
+QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block);
+// The part rows [n0, n1) × columns [k0, k1) of W, transposed: out[(k − k0)·ld + (n − n0)].
+void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
+
+}  // namespace tern::kernels

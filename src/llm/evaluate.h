@@ -1,0 +1,20 @@
+// Perplexity of a text under a decoder graph, computed by the runtime itself: the token ids are cut
+// into windows of at most `context` tokens, each run once (no cache, all positions' logits), and every
+// next-token prediction inside a window is scored — the first token of each window has no prediction.
+#pragma once
+#include <vector>
+
+#include "runtime/session.h"
+
+namespace tern::llm {
+
+struct Perplexity {
+  int64_t predictions = 0;  // tokens scored
+  double mean_nll = 0;      // nats per token
+  double perplexity() const;
+};
+
+// Needs a session whose graph gives logits for every position (no last_position_output, no ring).
+Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context);
+
+}  // namespace tern::llm
