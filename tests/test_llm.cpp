@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "graph/quantize.h"
 #include "llm/evaluate.h"
 #include "llm/generator.h"
 #include "llm/llama2c.h"
@@ -303,4 +304,32 @@ TEST_CASE("stories260K perplexity: fp32 equals ONNX Runtime's; fp16, bf16, int8 
   CHECK(std::abs(nll[WeightFormat::BFloat16] - base) < 0.005 * base);
   CHECK(std::abs(nll[WeightFormat::Int8] - base) < 0.01 * base);
   CHECK(std::abs(nll[WeightFormat::Int4] - base) < 0.15 * base);
+}
+
+TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int4 gives at load") {
+  const fs::path src = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
+  TempDir d;
+  const int n = quantize_model(src.string(), (d.path / "model.onnx").string(), 4, 32);
+  CHECK(n == 15);  // 7 per layer × 2 layers + lm_head
+  const Model m = load_onnx((d.path / "model.onnx").string());
+  int nbits = 0, matmul_with_weight = 0;
+  for (const Node& node : m.graph->nodes) {
+    nbits += node.op_type == "MatMulNBits";
+    if (node.op_type == "MatMul" && m.graph->values[static_cast<size_t>(node.inputs[1])].constant) ++matmul_with_weight;
+  }
+  CHECK(nbits == 15);
+  CHECK(matmul_with_weight == 0);
+
+  const ModelConfig cfg = read_model_config(src.parent_path().string());
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  Session file((d.path / "model.onnx").string());
+  SessionOptions so;
+  so.weights = WeightFormat::Int4;
+  Session at_load(src.string(), so);
+  const auto a = Generator(file, cfg).generate({{1, 17, 93, 204, 5}}, o);
+  const auto b = Generator(at_load, cfg).generate({{1, 17, 93, 204, 5}}, o);
+  CHECK(a.tokens == b.tokens);
+  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
+    CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "graph/quantize.h"
 #include "llm/chat_template.h"
 #include "llm/evaluate.h"
 #include "llm/generator.h"
@@ -61,6 +62,10 @@ commands:
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored.
+  quantize --model PATH --out DIR [--bits 4|8] [--block 32]
+      Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
+      com.microsoft MatMulNBits (asymmetric, a scale and zero point per block) — ONNX Runtime runs it
+      too. The folder's other files (config, tokenizer) are copied.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
@@ -180,6 +185,28 @@ void set_generation_options(const Flags& f, const tern::llm::ModelConfig& cfg, t
     so.kv_window = cfg.context_length > 0 ? cfg.context_length : 4096;
     so.kv_window_required = false;
   }
+}
+
+int cmd_quantize(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  Flags f = parse(argc, argv, 2, {});
+  if (!f.has("model") || !f.has("out")) tern::fail("quantize needs --model PATH and --out DIR");
+  std::string dir;
+  const std::string model_path = resolve_model(f.get("model"), &dir);
+  const fs::path out = f.get("out");
+  if (fs::exists(out / "model.onnx")) tern::fail("'", (out / "model.onnx").string(), "' exists; choose another --out");
+  fs::create_directories(out);
+  for (const auto& e : fs::directory_iterator(dir.empty() ? "." : dir)) {  // config, tokenizer, …
+    const std::string name = e.path().filename().string();
+    const bool model_file = e.path().extension() == ".onnx" || name.find(".onnx_data") != std::string::npos ||
+                            name.find(".onnx.data") != std::string::npos;
+    if (e.is_regular_file() && !model_file) fs::copy_file(e.path(), out / name, fs::copy_options::overwrite_existing);
+  }
+  const int n = tern::quantize_model(model_path, (out / "model.onnx").string(), std::stoll(f.get("bits", "4")),
+                                     std::stoll(f.get("block", "32")));
+  std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32")
+            << ": " << (out / "model.onnx").string() << "\n";
+  return 0;
 }
 
 int cmd_eval(int argc, char** argv) {
@@ -462,6 +489,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
+    if (cmd == "quantize") return cmd_quantize(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);
     std::cerr << "tern: unknown command '" << cmd << "'\n" << kUsage;

@@ -354,6 +354,11 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
 
 }  // namespace
 
+void read_model_proto(const std::string& path, onnx::ModelProto& out) {
+  auto file = map_file(path);
+  parse_message(out, file->data, file->size, path, "ONNX model");
+}
+
 Model load_onnx(const std::string& path) {
   auto file = map_file(path);
   onnx::ModelProto mp;

@@ -6,6 +6,10 @@
 
 #include "graph/ir.h"
 
+namespace onnx {
+class ModelProto;
+}
+
 namespace tern {
 
 struct Model {
@@ -19,6 +23,9 @@ struct Model {
 
 // Parses `path`, loads initializers (external data mmapped from the model's folder) and sorts nodes.
 Model load_onnx(const std::string& path);
+
+// The protobuf itself (initializers left as stored), for tools that rewrite models.
+void read_model_proto(const std::string& path, onnx::ModelProto& out);
 
 // A single serialized TensorProto (the ONNX test-data layout: input_0.pb, output_0.pb, ...).
 Tensor load_tensor_pb(const std::string& path, std::string* name = nullptr);

@@ -1,0 +1,78 @@
+#include "graph/quantize.h"
+
+#include <filesystem>
+#include <map>
+
+#include "graph/onnx_builder.h"
+#include "graph/onnx_loader.h"
+#include "kernels/cpu/nbits.h"
+
+namespace tern {
+
+int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block) {
+  if (bits != 4 && bits != 8) fail("quantize: bits must be 4 or 8, got ", bits);
+  if (block < 16 || (block & (block - 1)) != 0) fail("quantize: block must be a power of 2 >= 16, got ", block);
+  onnx::ModelProto proto;
+  read_model_proto(in_path, proto);
+  const Model model = load_onnx(in_path);  // the initializers' values, external data resolved
+  const Graph& g = *model.graph;
+  auto weight = [&](const std::string& name) -> const Tensor* {
+    const int id = g.find_value(name);
+    if (id < 0 || !g.values[static_cast<size_t>(id)].constant) return nullptr;
+    const Tensor& t = *g.values[static_cast<size_t>(id)].constant;
+    const bool is_float = t.dtype() == DType::Float32 || t.dtype() == DType::Float16;
+    return is_float && t.rank() == 2 && t.numel() > 0 ? &t : nullptr;
+  };
+  std::map<std::string, bool> initializers;  // name → still read by a node of the output
+  for (const auto& t : proto.graph().initializer()) initializers[t.name()] = false;
+
+  OnnxBuilder out;
+  out.proto() = proto;
+  out.graph().clear_initializer();
+  out.graph().clear_node();
+  std::map<std::string, bool> quantized;  // weights already written in MatMulNBits form
+  int rewritten = 0;
+  for (const auto& n : proto.graph().node()) {
+    const Tensor* w = n.op_type() == "MatMul" && n.domain().empty() && n.input_size() == 2 ? weight(n.input(1)) : nullptr;
+    if (!w) {
+      *out.graph().add_node() = n;
+      for (const auto& in : n.input())
+        if (initializers.count(in)) initializers[in] = true;
+      continue;
+    }
+    const std::string& name = n.input(1);
+    const int64_t K = w->dim(0), N = w->dim(1);
+    if (!quantized[name]) {
+      const Tensor w32 = cast_to(*w, DType::Float32);
+      const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block);
+      const int64_t k_blocks = (K + block - 1) / block;
+      out.initializer(name + "_q" + std::to_string(bits),
+                      Tensor::from_vector<uint8_t>(q.data, {N, k_blocks, block * bits / 8}));
+      // Scales have the activations' type (MatMulNBits' T1).
+      out.initializer(name + "_scales", cast_to(Tensor::from_vector<float>(q.scales, {N * k_blocks}), w->dtype()));
+      out.initializer(name + "_zp", Tensor::from_vector<uint8_t>(q.zero_points, {static_cast<int64_t>(q.zero_points.size())}));
+      quantized[name] = true;
+    }
+    auto& m = out.node("MatMulNBits", {n.input(0), name + "_q" + std::to_string(bits), name + "_scales", name + "_zp"},
+                       {n.output(0)}, "com.microsoft");
+    m.set_name(n.name().empty() ? name + "_nbits" : n.name() + "_nbits");
+    OnnxBuilder::attr(m, "K", K);
+    OnnxBuilder::attr(m, "N", N);
+    OnnxBuilder::attr(m, "bits", bits);
+    OnnxBuilder::attr(m, "block_size", block);
+    ++rewritten;
+  }
+  // Node order is the input's, which was valid; the new nodes sit where their MatMuls were.
+  for (const auto& t : proto.graph().initializer())
+    if (initializers[t.name()]) {
+      const int id = g.find_value(t.name());
+      out.initializer(t.name(), *g.values[static_cast<size_t>(id)].constant);
+    }
+  bool has_ms = false;
+  for (const auto& os : out.proto().opset_import()) has_ms |= os.domain() == "com.microsoft";
+  if (!has_ms && rewritten > 0) out.add_opset("com.microsoft", 1);
+  out.save(out_path, std::filesystem::path(out_path).filename().string() + "_data");
+  return rewritten;
+}
+
+}  // namespace tern
