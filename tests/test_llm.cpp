@@ -333,3 +333,17 @@ TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
     CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
 }
+
+TEST_CASE("generation_config.json gives the sampling defaults; without it generation is greedy") {
+  TempDir d;
+  CHECK_FALSE(read_model_config(d.path.string()).do_sample);
+  std::ofstream(d.path / "generation_config.json")
+      << R"({"do_sample": true, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "repetition_penalty": 1.1, "eos_token_id": 5})";
+  const ModelConfig c = read_model_config(d.path.string());
+  CHECK(c.do_sample);
+  CHECK(c.temperature == doctest::Approx(0.7));
+  CHECK(c.top_p == doctest::Approx(0.9));
+  CHECK(c.top_k == 40);
+  CHECK(c.repetition_penalty == doctest::Approx(1.1));
+  CHECK(c.eos_token_ids == std::vector<int64_t>{5});
+}

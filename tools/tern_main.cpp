@@ -36,13 +36,15 @@ commands:
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
       --fusions loads the model as `generate --window W` would (W defaults to the model's context
       length) and lists each rewrite the fusion passes made, node by node, or why none matched.
-  generate --model PATH [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
+  generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--weights fp32|fp16|bf16|int8|int4] [--threads N] [--no-cache] [--json] [--stats]
-      Generates text from a model folder (or .onnx file). Text streams to stdout; the last line on
-      stderr gives prefill and decode tokens/s. --ids rows of unequal length are left-padded.
+      Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
+      streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
+      the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
+      repetition_penalty), else greedy. --ids rows of unequal length are left-padded.
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
       Phi-3); --stop ends a sequence when its new text contains TEXT. The KV cache is tern's ring
       buffer whenever the model's attention allows: each layer's keys (before RoPE) in a window of W
@@ -121,6 +123,17 @@ int cmd_run(int argc, char** argv) {
 }
 
 // A folder (model.onnx, or the decoder genai_config.json names, or its only .onnx) or an .onnx file.
+// tern's own trained model (models/default, tools/train_default_model.py): next to the working directory
+// or to the source tree the binary was built in (build/tern → ../models/default).
+std::string default_model(const char* argv0) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  for (const fs::path& p : {fs::path("models/default"), (ec ? fs::path(argv0) : exe).parent_path() / ".." / "models" / "default"})
+    if (fs::exists(p / "model.onnx")) return p.lexically_normal().string();
+  tern::fail("no --model given and no models/default found (run from the tern folder, or give --model PATH)");
+}
+
 std::string resolve_model(const std::string& path, std::string* dir) {
   namespace fs = std::filesystem;
   if (!fs::exists(path)) tern::fail("model '", path, "' does not exist");
@@ -233,9 +246,8 @@ int cmd_eval(int argc, char** argv) {
 
 int cmd_generate(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats"});
-  if (!f.has("model")) tern::fail("generate needs --model PATH");
   std::string dir;
-  const std::string model_path = resolve_model(f.get("model"), &dir);
+  const std::string model_path = resolve_model(f.has("model") ? f.get("model") : default_model(argv[0]), &dir);
   tern::SessionOptions so;
   if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
@@ -277,12 +289,14 @@ int cmd_generate(int argc, char** argv) {
   opt.prefill_chunk = std::stoll(f.get("prefill-chunk", "0"));
   opt.eos_token_ids = cfg.eos_token_ids;
   auto& s = opt.sampling;
-  s.greedy = f.has("greedy") || !(f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p"));
-  s.temperature = std::stof(f.get("temperature", "1"));
-  s.top_k = std::stoi(f.get("top-k", "0"));
-  s.top_p = std::stof(f.get("top-p", "1"));
+  // Flags win; what they leave open comes from generation_config.json (sampling only if it says do_sample).
+  const bool sampling_flags = f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p");
+  s.greedy = f.has("greedy") || (!sampling_flags && !cfg.do_sample);
+  s.temperature = f.has("temperature") ? std::stof(f.get("temperature")) : cfg.temperature;
+  s.top_k = f.has("top-k") ? std::stoi(f.get("top-k")) : cfg.top_k;
+  s.top_p = f.has("top-p") ? std::stof(f.get("top-p")) : cfg.top_p;
   s.min_p = std::stof(f.get("min-p", "0"));
-  s.repetition_penalty = std::stof(f.get("repetition-penalty", "1"));
+  s.repetition_penalty = f.has("repetition-penalty") ? std::stof(f.get("repetition-penalty")) : cfg.repetition_penalty;
   s.seed = std::stoull(f.get("seed", "0"));
   opt.num_beams = std::stoi(f.get("num-beams", "1"));
   opt.length_penalty = std::stof(f.get("length-penalty", "1"));

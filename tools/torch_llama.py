@@ -100,12 +100,12 @@ class Llama(torch.nn.Module):
         return (logits, *presents)
 
 
-def write_configs(d, s: LlamaShape, note):
+def write_configs(d, s: LlamaShape, note, bos=1, eos=2):
     os.makedirs(d, exist_ok=True)
     json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": s.vocab, "hidden_size": s.hidden,
                "intermediate_size": s.ffn, "num_hidden_layers": s.layers, "num_attention_heads": s.heads,
                "num_key_value_heads": s.kv_heads, "max_position_embeddings": s.max_positions, "rms_norm_eps": 1e-5,
-               "rope_theta": s.rope_theta, "tie_word_embeddings": s.tied, "bos_token_id": 1, "eos_token_id": 2,
+               "rope_theta": s.rope_theta, "tie_word_embeddings": s.tied, "bos_token_id": bos, "eos_token_id": eos,
                "_tern_fixture": note}, open(os.path.join(d, "config.json"), "w"), indent=1)
 
 

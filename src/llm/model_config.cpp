@@ -62,6 +62,14 @@ ModelConfig read_model_config(const std::string& model_dir) {
   // generation_config.json is what Hugging Face's generate() reads last, so it wins.
   take_int(gen, "pad_token_id", c.pad_token_id);
   if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
+  if (gen.contains("do_sample") && gen["do_sample"].is_boolean()) c.do_sample = gen["do_sample"];
+  auto take_float = [&](const char* k, float& v) {
+    if (gen.contains(k) && gen[k].is_number()) v = gen[k].get<float>();
+  };
+  take_float("temperature", c.temperature);
+  take_float("top_p", c.top_p);
+  take_float("repetition_penalty", c.repetition_penalty);
+  if (gen.contains("top_k") && gen["top_k"].is_number_integer()) c.top_k = gen["top_k"].get<int>();
   return c;
 }
 
