@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "graph/quantize.h"
 #include "llm/evaluate.h"
@@ -346,4 +347,20 @@ TEST_CASE("generation_config.json gives the sampling defaults; without it genera
   CHECK(c.top_k == 40);
   CHECK(c.repetition_penalty == doctest::Approx(1.1));
   CHECK(c.eos_token_ids == std::vector<int64_t>{5});
+}
+
+// The committed default model (tools/train_default_model.py): tern's own perplexity on the validation
+// text equals the validation loss torch measured at the end of training (train_log.json) within 1%.
+TEST_CASE("models/default: tern eval reproduces torch's validation loss") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  std::ifstream log_file(dir / "train_log.json");
+  REQUIRE(log_file);
+  const nlohmann::json log = nlohmann::json::parse(log_file);
+  const double torch_loss = log["val_loss"].back().get<double>();
+  Session s((dir / "model.onnx").string());
+  const auto tok = load_tokenizer(dir.string());
+  const auto ids = tok->encode(read_text(dir / "validation.txt"), true);
+  const Perplexity p = perplexity(s, ids, 128);  // the training script's validation windows
+  MESSAGE("validation loss: torch ", torch_loss, ", tern ", p.mean_nll, " nats/token over ", p.predictions, " predictions");
+  CHECK(std::abs(p.mean_nll - torch_loss) < 0.01 * torch_loss);
 }

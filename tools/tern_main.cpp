@@ -324,7 +324,7 @@ int cmd_generate(int argc, char** argv) {
       if (new_text[b].find(s) != std::string::npos) return false;
     return true;
   });
-  if (stream) std::cout << out->flush() << "\n";
+  if (stream) std::cout << out->flush() << std::endl;  // (flushed before the stderr stats line)
   std::vector<std::string> texts;
   for (const auto& t : res.tokens) texts.push_back(tok ? tok->decode(t) : "");
   if (!json && !stream)
