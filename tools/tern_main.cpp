@@ -21,6 +21,7 @@
 #include "llm/tokenizer.h"
 #include "ops/op.h"
 #include "runtime/machine.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "runtime/test_data.h"
 
@@ -60,6 +61,11 @@ commands:
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
       step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
       time and peak memory. --machine measures only the machine.
+  profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--threads N] [--weights F] [--window W]
+          [--trace FILE.json]
+      Per op type, for prefill and for decode: calls, time, share, GFLOP and GB moved (from shapes and
+      dtypes), achieved GFLOP/s and GB/s, and the share of this machine's roofline (peak fp32 GFLOP/s
+      and read bandwidth, measured first). --trace writes a Chrome trace with ONNX Runtime's fields.
   eval --model PATH --text FILE [--context N] [--weights F] [--threads N]
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
@@ -219,6 +225,55 @@ int cmd_quantize(int argc, char** argv) {
                                      std::stoll(f.get("block", "32")));
   std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32")
             << ": " << (out / "model.onnx").string() << "\n";
+  return 0;
+}
+
+int cmd_profile(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {});
+  if (!f.has("model")) tern::fail("profile needs --model PATH");
+  std::string dir;
+  const std::string model_path = resolve_model(f.get("model"), &dir);
+  const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "16"));
+  if (prompt_n < 1 || new_n < 2) tern::fail("profile needs --prompt-tokens >= 1 and --new-tokens >= 2");
+  const double bandwidth = tern::measure_read_bandwidth(threads), peak = tern::measure_peak_gflops(threads);
+  tern::SessionOptions so;
+  so.threads = threads;
+  tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  set_generation_options(f, cfg, so, true);
+  tern::Profiler prof;
+  prof.attach(so);
+  tern::Session session(model_path, so);
+  tern::llm::Generator gen(session, cfg);
+  const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
+  std::vector<int64_t> prompt(static_cast<size_t>(prompt_n));
+  for (int64_t i = 0; i < prompt_n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);  // as bench
+  tern::llm::GenerateOptions o;
+  o.max_new_tokens = 2;
+  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, o);  // pages weights in, plans made
+  prof.clear();
+  o.max_new_tokens = new_n;
+  prof.set_phase("prefill");
+  auto mark = std::chrono::steady_clock::now();
+  auto ms_since = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mark).count(); };
+  bool first = true;
+  gen.generate({prompt}, o, [&](size_t, int64_t) {
+    if (first) {  // the prefill run is over; every run from here decodes one token
+      prof.add_step_time("prefill", ms_since());
+      prof.set_phase("decode");
+      mark = std::chrono::steady_clock::now();
+      first = false;
+    }
+    return true;
+  });
+  prof.add_step_time("decode", ms_since());
+  std::printf("%s: %lld prompt tokens, %lld decode steps, %d thread(s); machine: %.1f GFLOP/s peak fp32, %.1f GB/s read\n",
+              model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(new_n - 1), threads, peak, bandwidth);
+  prof.write_table(std::cout, peak, bandwidth);
+  if (f.has("trace")) {
+    prof.write_chrome_trace(f.get("trace"));
+    std::cout << "trace: " << f.get("trace") << " (chrome://tracing, Perfetto; ONNX Runtime's profile fields)\n";
+  }
   return 0;
 }
 
@@ -503,6 +558,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(argc, argv);
     if (cmd == "generate") return cmd_generate(argc, argv);
     if (cmd == "eval") return cmd_eval(argc, argv);
+    if (cmd == "profile") return cmd_profile(argc, argv);
     if (cmd == "quantize") return cmd_quantize(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);

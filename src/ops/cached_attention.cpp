@@ -28,6 +28,21 @@ class CachedAttentionOp : public Op {
   bool foldable() const override { return false; }
   void reset() override { ring_.reset(); }
   // Attention reads every held key and value once per token; the append writes one slot.
+  // Each new token scores and sums over the window it sees (about half the prompt on average, in a
+  // prompt chunk); reads every held key and value once per token.
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    if (!ring_) return {};
+    const auto& c = ring_->config();
+    double flops = 0, bytes = static_cast<double>(in[0]->nbytes() + out[0].nbytes());
+    const int64_t S = in[0]->dim(1);
+    for (int64_t b = 0; b < c.batch; ++b) {
+      const double held = static_cast<double>(ring_->held(b)), seen_by_new = held - static_cast<double>(S - 1) / 2.0;
+      flops += 4.0 * static_cast<double>(S) * std::max(seen_by_new, 1.0) * static_cast<double>(hq_ * c.head_dim);
+      bytes += static_cast<double>(S) * std::max(seen_by_new, 1.0) * 2.0 * static_cast<double>(c.kv_heads * c.head_dim) *
+               static_cast<double>(dtype_size(c.storage));
+    }
+    return {flops, bytes};
+  }
   int64_t state_bytes_per_token() const override {
     if (!ring_) return 0;
     const auto& c = ring_->config();

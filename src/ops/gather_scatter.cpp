@@ -24,6 +24,10 @@ std::vector<int64_t> checked_indices(const Node& node, const Tensor& t, int64_t 
 class GatherOp : public Op {
  public:
   explicit GatherOp(const Node& n) : axis_(n.attr_int("axis", 0)) {}
+  // Reads only the rows it copies (an embedding lookup touches a few rows of the table).
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    return {0, static_cast<double>(in[1]->nbytes() + 2 * out[0].nbytes())};
+  }
   void infer(InferContext& ctx) const override {
     const SymShape& data = ctx.shape(0);
     const SymShape& idx = ctx.shape(1);

@@ -11,6 +11,9 @@ namespace {
 class LastPositionOp : public Op {
  public:
   explicit LastPositionOp(const Node&) {}
+  OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out) const override {
+    return {0, 2.0 * static_cast<double>(out[0].nbytes())};  // one row read, one written
+  }
   void infer(InferContext& ctx) const override {
     SymShape s = ctx.shape(0);
     if (s.size() != 3) ctx.fail("input must be [batch, sequence, hidden], got ", sym_shape_str(s));

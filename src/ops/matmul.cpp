@@ -50,6 +50,14 @@ class MatMulOp : public Op {
     }
     return {1};
   }
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    const Tensor& A = *in[0];
+    const int64_t K = A.rank() ? A.dim(-1) : 1, N = out[0].rank() ? out[0].dim(-1) : 1;
+    const double rows = K ? static_cast<double>(out[0].numel()) / static_cast<double>(N) : 0;
+    const double weights = packed_weight_bytes() ? static_cast<double>(packed_weight_bytes()) : static_cast<double>(in[1]->nbytes());
+    return {2.0 * rows * static_cast<double>(N) * static_cast<double>(K),
+            static_cast<double>(A.nbytes()) + weights + static_cast<double>(out[0].nbytes())};
+  }
   int64_t packed_weight_bytes() const override {
     if (packed_) return packed_->bytes();
     if (quantized_) return static_cast<int64_t>(quantized_->data.size() + quantized_->zero_points.size() + quantized_->scales.size() * 4);

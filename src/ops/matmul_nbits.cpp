@@ -21,6 +21,12 @@ class MatMulNBitsOp : public Op {
     if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
   }
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    double bytes = static_cast<double>(out[0].nbytes());
+    for (const Tensor* t : in)
+      if (t) bytes += static_cast<double>(t->nbytes());  // activations, packed blocks, scales, zero points
+    return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
+  }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);
     if (a.empty() || (a.back().is_known() && a.back().value != K_)) ctx.fail("A's last dimension must be K = ", K_);

@@ -166,4 +166,16 @@ WeightFormat parse_weight_format(const std::string& name) {
   fail("--weights must be fp32, fp16, bf16, int8 or int4, got '", name, "'");
 }
 
+OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const {
+  OpCost c;
+  for (const Tensor* t : inputs)
+    if (t && t->raw()) c.bytes += static_cast<double>(t->nbytes());
+  for (const Tensor& t : outputs) {
+    c.bytes += static_cast<double>(t.nbytes());
+    c.flops += static_cast<double>(t.numel());
+  }
+  if (outputs_are_views()) c = {};  // no data moves
+  return c;
+}
+
 }  // namespace tern

@@ -94,6 +94,13 @@ struct PrepackOptions {
 // "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
 WeightFormat parse_weight_format(const std::string& name);
 
+// What one run of a node costs: arithmetic and memory traffic, from its tensors' shapes and dtypes (the
+// profiler's roofline). Estimates of the work the kernel must do, not counters.
+struct OpCost {
+  double flops = 0;  // floating-point operations (a multiply-add counts 2)
+  double bytes = 0;  // bytes read and written
+};
+
 class Op {
  public:
   virtual ~Op() = default;
@@ -112,6 +119,9 @@ class Op {
   }
   // Bytes of the weights prepack() made (read whole at every run).
   virtual int64_t packed_weight_bytes() const { return 0; }
+  // The cost of one run with these tensors. Default: every input read and output written once, one
+  // operation per output element (element-wise ops); ops whose work differs say so.
+  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const;
   // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
   virtual void reset() {}
   // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.

@@ -48,6 +48,34 @@ double measure_read_bandwidth(int threads) {
   return best;
 }
 
+double measure_peak_gflops(int threads) {
+  using batch = xsimd::batch<float>;
+  constexpr int kChains = 10;            // enough independent FMAs to cover their latency on two pipes
+  constexpr int64_t kIters = 20'000'000;
+  double best = 0;
+  volatile float sink = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    float total = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      batch acc[kChains];
+      for (int c = 0; c < kChains; ++c) acc[c] = batch(static_cast<float>(c + omp_get_thread_num()) * 1e-3f);
+      const batch mul(0.999999f), add(1e-7f);
+      for (int64_t i = 0; i < kIters; ++i)
+        for (int c = 0; c < kChains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
+      batch s(0.0f);
+      for (int c = 0; c < kChains; ++c) s += acc[c];
+      total += xsimd::hadd(s);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    sink = sink + total;
+    const double flops = 2.0 * static_cast<double>(batch::size) * kChains * static_cast<double>(kIters) * threads;
+    best = std::max(best, flops / s / 1e9);
+  }
+  return best;
+}
+
 long peak_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

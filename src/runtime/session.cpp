@@ -223,7 +223,7 @@ void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
   }
   if (options_.on_node) {
     double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    options_.on_node(node, t0, t1);
+    options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, t1});
   }
 }
 

@@ -18,6 +18,15 @@
 
 namespace tern {
 
+// One node's run, as the per-node hook sees it.
+struct NodeRun {
+  const Node& node;
+  const Op& op;
+  const std::vector<const Tensor*>& inputs;
+  const std::vector<Tensor>& outputs;
+  double start_us, end_us;  // steady clock
+};
+
 struct SessionOptions {
   Device device;              // where buffers live and kernels run; CPU until the OpenCL path lands
   int threads = 0;            // 0: all cores
@@ -35,8 +44,8 @@ struct SessionOptions {
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
   // Weights of MatMuls with a constant 2-D float matrix, converted once at load (Op::prepack).
   WeightFormat weights = WeightFormat::AsStored;
-  // Per-node timing hook (the profiler builds on it). Unset: no clock is read at all.
-  std::function<void(const Node& node, double start_us, double end_us)> on_node;
+  // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
+  std::function<void(const NodeRun& run)> on_node;
 };
 
 struct IOInfo {
