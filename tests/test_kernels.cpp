@@ -50,28 +50,43 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
     }
 }
 
+namespace {
+// Random block-quantized weights N × K (random codes, zero points and positive scales) and their view.
+struct RandomNBits {
+  std::vector<uint8_t> q, zp;
+  std::vector<float> scales;
+  kernels::NBitsWeights w;
+  RandomNBits(std::mt19937& g, int64_t N, int64_t K, int64_t bits, int64_t block, bool with_zp) {
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::uniform_real_distribution<float> u(0, 1);
+    const int64_t kb = (K + block - 1) / block;
+    q.resize(static_cast<size_t>(N * kb * block * bits / 8));
+    zp.resize(static_cast<size_t>(N * ((kb * bits + 7) / 8)));
+    scales.resize(static_cast<size_t>(N * kb));
+    for (auto& v : q) v = static_cast<uint8_t>(byte(g));
+    for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
+    for (auto& v : scales) v = 0.01f + 0.1f * u(g);
+    w.N = N; w.K = K; w.bits = bits; w.block = block;
+    w.data = q.data();
+    w.scales = scales.data();
+    w.zp_packed = with_zp ? zp.data() : nullptr;
+  }
+};
+}  // namespace
+
 TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4- and 8-bit blocks, with and without zero points, any tail") {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> byte(0, 255);
   for (int64_t bits : {4, 8})
   for (int64_t block : {16, 32, 128})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{16, 1}, {48, 7}, {100, 9}, {256, 64}, {1000, 300}})
       for (bool with_zp : {false, true})
         for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
           CAPTURE(bits); CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(with_zp); CAPTURE(M);
-          const int64_t kb = (K + block - 1) / block;
-          std::vector<uint8_t> q(static_cast<size_t>(N * kb * block * bits / 8)), zp(static_cast<size_t>(N * ((kb * bits + 7) / 8)));
-          std::vector<float> scales(static_cast<size_t>(N * kb)), x(static_cast<size_t>(M * K));
-          for (auto& v : q) v = static_cast<uint8_t>(byte(g));
-          for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
-          for (auto& v : scales) v = 0.01f + 0.1f * std::abs(u(g));
+          const RandomNBits r(g, N, K, bits, block, with_zp);
+          const kernels::NBitsWeights& w = r.w;
+          std::vector<float> x(static_cast<size_t>(M * K));
           for (auto& v : x) v = u(g);
-          kernels::NBitsWeights w;
-          w.N = N; w.K = K; w.bits = bits; w.block = block;
-          w.data = q.data();
-          w.scales = scales.data();
-          if (with_zp) w.zp_packed = zp.data();
           REQUIRE(kernels::gemv_nbits_supported(w));
           std::vector<float> W(static_cast<size_t>(K * N)), y(static_cast<size_t>(M * N), 7.0f), y_again(y.size());
           kernels::dequantize_nbits_transposed(w, W.data());
@@ -133,22 +148,13 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
 TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a time) equals the float64 product") {
   std::mt19937 g(9);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::uniform_int_distribution<int> byte(0, 255);
   for (int64_t bits : {4, 8})
     for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 3}, {20, 300, 40}, {9, 600, 17}}) {
       CAPTURE(bits); CAPTURE(M); CAPTURE(K); CAPTURE(N);
-      const int64_t block = 32, kb = (K + block - 1) / block;
-      std::vector<uint8_t> q(static_cast<size_t>(N * kb * block * bits / 8)), zp(static_cast<size_t>(N * ((kb * bits + 7) / 8)));
-      std::vector<float> scales(static_cast<size_t>(N * kb)), A(static_cast<size_t>(M * K));
-      for (auto& v : q) v = static_cast<uint8_t>(byte(g));
-      for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
-      for (auto& v : scales) v = 0.01f + 0.1f * std::abs(u(g));
+      const RandomNBits r(g, N, K, bits, 32, true);
+      const kernels::NBitsWeights& w = r.w;
+      std::vector<float> A(static_cast<size_t>(M * K));
       for (auto& v : A) v = u(g);
-      kernels::NBitsWeights w;
-      w.N = N; w.K = K; w.bits = bits; w.block = block;
-      w.data = q.data();
-      w.scales = scales.data();
-      w.zp_packed = zp.data();
       std::vector<float> W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
       kernels::dequantize_nbits_transposed(w, W.data());
       kernels::gemm_nbits(A.data(), M, w, C.data());

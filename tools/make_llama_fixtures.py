@@ -41,6 +41,25 @@ def write_configs(d, note):
     write_shape_configs(d, SHAPE, note)
 
 
+def causal_padding_bias(columns, mask):
+    """bias [B, 1, S, columns]: 0 where new token i (at position past + i) may see key j ≤ its position that
+    `mask` keeps, float32 min elsewhere (needs past, total, zero, one, ax0/ax1/ax12, allowed, masked)."""
+    N("Range", ["past", "total", "one"], ["rows"]); N("Range", ["zero", columns, "one"], ["cols"])
+    N("Unsqueeze", ["cols", "ax0"], ["cols2"]); N("Unsqueeze", ["rows", "ax1"], ["rows2"]); N("LessOrEqual", ["cols2", "rows2"], ["causal"])
+    N("Cast", [mask], ["keep"], to=TensorProto.BOOL); N("Unsqueeze", ["keep", "ax12"], ["keep4"])
+    N("And", ["causal", "keep4"], ["ok"]); N("Where", ["ok", "allowed", "masked"], ["bias"])
+
+
+def attention_out_and_mlp(p, h, i, norm, norm_attrs):
+    """Layer i after attention (output p + "att"): o projection, residual, norm, SwiGLU MLP, residual."""
+    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
+    N(norm, [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5, **norm_attrs)
+    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
+    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
+    N("MatMul", [p + "gu", p + "down"], [p + "d"]); N("Add", [p + "h1", p + "d"], [f"h{i + 1}"])
+    return f"h{i + 1}"
+
+
 model = Llama(SHAPE, weight_gain=2.0).eval()
 names_in = ["input_ids", "attention_mask", "position_ids"] + [f"past_key_values.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
 names_out = ["logits"] + [f"present.{i}.{kv}" for i in range(L) for kv in ("key", "value")]
@@ -61,10 +80,7 @@ inits.update({"embed": W["embed.weight"], "cos": np.cos(t).astype(np.float32), "
               "allowed": np.array(0, np.float32), "masked": np.array(np.finfo(np.float32).min, np.float32)})
 N("Shape", ["attention_mask"], ["mshape"]); N("Gather", ["mshape", "one"], ["total"])
 N("Shape", ["input_ids"], ["ishape"]); N("Gather", ["ishape", "one"], ["seq"]); N("Sub", ["total", "seq"], ["past"])
-N("Range", ["past", "total", "one"], ["rows"]); N("Range", ["zero", "total", "one"], ["cols"])
-N("Unsqueeze", ["cols", "ax0"], ["cols2"]); N("Unsqueeze", ["rows", "ax1"], ["rows2"]); N("LessOrEqual", ["cols2", "rows2"], ["causal"])
-N("Cast", ["attention_mask"], ["keep"], to=TensorProto.BOOL); N("Unsqueeze", ["keep", "ax12"], ["keep4"])
-N("And", ["causal", "keep4"], ["ok"]); N("Where", ["ok", "allowed", "masked"], ["bias"])
+causal_padding_bias("total", "attention_mask")
 N("Gather", ["embed", "input_ids"], ["h0"])
 h = "h0"
 for i in range(L):
@@ -79,11 +95,7 @@ for i in range(L):
     N("RotaryEmbedding", [p + "k_", "cos", "sin", "position_ids"], [p + "kr"], num_heads=KV)
     N("Attention", [p + "qr", p + "kr", p + "v_", "bias", f"past_key_values.{i}.key", f"past_key_values.{i}.value"],
       [p + "att", f"present.{i}.key", f"present.{i}.value"], q_num_heads=H, kv_num_heads=KV)
-    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
-    N("RMSNormalization", [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5)
-    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
-    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
-    N("MatMul", [p + "gu", p + "down"], [p + "d"]); h = f"h{i + 1}"; N("Add", [p + "h1", p + "d"], [h])
+    h = attention_out_and_mlp(p, h, i, "RMSNormalization", {})
 N("RMSNormalization", [h, "norm"], ["hf"], epsilon=1e-5); N("MatMul", ["hf", "lm_head"], ["logits"])
 vi = lambda n, t, s: helper.make_tensor_value_info(n, t, s)
 g_in = [vi("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]), vi("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
@@ -123,11 +135,7 @@ for i in range(L):
     N("MatMul", [p + "x", p + "qkv"], [p + "qkv_"])
     N("GroupQueryAttention", [p + "qkv_", "", "", f"past_key_values.{i}.key", f"past_key_values.{i}.value", "seqlens_k", "total_len", "cos", "sin"],
       [p + "att", f"present.{i}.key", f"present.{i}.value"], domain="com.microsoft", num_heads=H, kv_num_heads=KV, do_rotary=1)
-    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
-    N("SimplifiedLayerNormalization", [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5, axis=-1)
-    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
-    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
-    N("MatMul", [p + "gu", p + "down"], [p + "d"]); h = f"h{i + 1}"; N("Add", [p + "h1", p + "d"], [h])
+    h = attention_out_and_mlp(p, h, i, "SimplifiedLayerNormalization", {"axis": -1})
 N("SimplifiedLayerNormalization", [h, "norm"], ["hf"], epsilon=1e-5, axis=-1); N("MatMul", ["hf", "lm_head"], ["logits"])
 mg = helper.make_model(helper.make_graph(nodes, "llama_gqa_msft", g_in[:2] + g_in[3:], g_out,
                                          [numpy_helper.from_array(v, k) for k, v in inits.items()]),
@@ -153,10 +161,7 @@ N("Expand", ["past", "batch1"], ["write_indices"]); N("Expand", ["total", "batch
 # the mask, zero-padded to the cache length: [B, capacity]
 N("Sub", ["capacity", "total"], ["room"]); N("Unsqueeze", ["room", "ax0"], ["room1"])
 N("Concat", ["zeros3", "room1"], ["pads"], axis=0); N("Pad", ["attention_mask", "pads"], ["mask_full"])
-N("Range", ["past", "total", "one"], ["rows"]); N("Range", ["zero", "capacity", "one"], ["cols"])
-N("Unsqueeze", ["cols", "ax0"], ["cols2"]); N("Unsqueeze", ["rows", "ax1"], ["rows2"]); N("LessOrEqual", ["cols2", "rows2"], ["causal"])
-N("Cast", ["mask_full"], ["keep"], to=TensorProto.BOOL); N("Unsqueeze", ["keep", "ax12"], ["keep4"])
-N("And", ["causal", "keep4"], ["ok"]); N("Where", ["ok", "allowed", "masked"], ["bias"])
+causal_padding_bias("capacity", "mask_full")
 N("Gather", ["embed", "input_ids"], ["h0"])
 h = "h0"
 for i in range(L):
@@ -174,11 +179,7 @@ for i in range(L):
     N("TensorScatter", [f"past_key_values.{i}.value", p + "v4", "write_indices"], [f"present.{i}.value"], mode="circular")
     N("Attention", [p + "qr", f"present.{i}.key", f"present.{i}.value", "bias", "", "", "nonpad_kv_seqlen"], [p + "att4"])
     N("Transpose", [p + "att4"], [p + "att3"], perm=[0, 2, 1, 3]); N("Reshape", [p + "att3", "merged"], [p + "att"])
-    N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
-    N("RMSNormalization", [p + "h1", p + "ln2"], [p + "x2"], epsilon=1e-5)
-    N("MatMul", [p + "x2", p + "gate"], [p + "g"]); N("MatMul", [p + "x2", p + "up"], [p + "u"])
-    N("Sigmoid", [p + "g"], [p + "sg"]); N("Mul", [p + "g", p + "sg"], [p + "silu"]); N("Mul", [p + "silu", p + "u"], [p + "gu"])
-    N("MatMul", [p + "gu", p + "down"], [p + "d"]); h = f"h{i + 1}"; N("Add", [p + "h1", p + "d"], [h])
+    h = attention_out_and_mlp(p, h, i, "RMSNormalization", {})
 N("RMSNormalization", [h, "norm"], ["hf"], epsilon=1e-5); N("MatMul", ["hf", "lm_head"], ["logits"])
 cache_in = [vi(n, TensorProto.FLOAT, ["batch_size", KV, MAXPOS, HD]) for n in names_in[3:]]
 cache_out = [vi(n, TensorProto.FLOAT, ["batch_size", KV, MAXPOS, HD]) for n in names_out[1:]]
