@@ -50,6 +50,13 @@ def causal_padding_bias(columns, mask):
     N("And", ["causal", "keep4"], ["ok"]); N("Where", ["ok", "allowed", "masked"], ["bias"])
 
 
+def add_layer_weights(p):
+    """Layer p's projections as [in, out] initializers and its two norm weights (into the current inits)."""
+    for nm in ("q", "k", "v", "o", "gate", "up", "down"):
+        inits[p + nm] = W[p + nm + ".weight"].T.copy()
+    inits[p + "ln1"], inits[p + "ln2"] = W[p + "ln1"], W[p + "ln2"]
+
+
 def attention_out_and_mlp(p, h, i, norm, norm_attrs):
     """Layer i after attention (output p + "att"): o projection, residual, norm, SwiGLU MLP, residual."""
     N("MatMul", [p + "att", p + "o"], [p + "o_"]); N("Add", [h, p + "o_"], [p + "h1"])
@@ -85,9 +92,7 @@ N("Gather", ["embed", "input_ids"], ["h0"])
 h = "h0"
 for i in range(L):
     p = f"layers.{i}."
-    for nm in ("q", "k", "v", "o", "gate", "up", "down"):
-        inits[p + nm] = W[p + nm + ".weight"].T.copy()
-    inits[p + "ln1"], inits[p + "ln2"] = W[p + "ln1"], W[p + "ln2"]
+    add_layer_weights(p)
     N("RMSNormalization", [h, p + "ln1"], [p + "x"], epsilon=1e-5)
     for nm in ("q", "k", "v"):
         N("MatMul", [p + "x", p + nm], [p + nm + "_"])
@@ -166,9 +171,7 @@ N("Gather", ["embed", "input_ids"], ["h0"])
 h = "h0"
 for i in range(L):
     p = f"layers.{i}."
-    for nm in ("q", "k", "v", "o", "gate", "up", "down"):
-        inits[p + nm] = W[p + nm + ".weight"].T.copy()
-    inits[p + "ln1"], inits[p + "ln2"] = W[p + "ln1"], W[p + "ln2"]
+    add_layer_weights(p)
     N("RMSNormalization", [h, p + "ln1"], [p + "x"], epsilon=1e-5)
     for nm, heads in (("q", "q_heads"), ("k", "kv_heads"), ("v", "kv_heads")):  # [B, heads, S, HD]
         N("MatMul", [p + "x", p + nm], [p + nm + "_"]); N("Reshape", [p + nm + "_", heads], [p + nm + "3"])
