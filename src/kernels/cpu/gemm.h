@@ -1,5 +1,6 @@
 // Reference GEMM: C = alpha * op(A) * op(B) + beta * C, row-major, with leading dimensions.
-// Eigen does the math; the fast packed kernels of the kernels issue will sit behind the same call.
+// Eigen does the math: the general path (any transpose, integer types, products whose B is not a
+// constant). Constant weights go through gemm_packed, repacked once at load.
 #pragma once
 #include <cstdint>
 

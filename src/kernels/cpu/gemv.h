@@ -1,5 +1,6 @@
-// Decode-shaped matrix products: a few rows of activations times a weight matrix, bound by how fast the
-// weights stream from memory. W is [K, N] row-major (ONNX MatMul's B), every weight byte read once:
+// Decode-shaped matrix products: a few rows of activations times a row-major matrix that is not a
+// constant (constant weights are repacked and go through gemm_packed's GEMV), bound by how fast W
+// streams from memory. W is [K, N] row-major (ONNX MatMul's B), every byte read once:
 // wide matrices give each thread a column range (four weight rows streamed per pass), narrow ones a
 // contiguous band of rows whose partial sums are then added in thread order. Each output is summed in a
 // fixed order, so results repeat bit for bit from run to run.
