@@ -228,6 +228,15 @@ int cmd_quantize(int argc, char** argv) {
   return 0;
 }
 
+// bench's and profile's prompt: n valid token ids spread over the vocabulary (bench/vs_ort.sh feeds ONNX
+// Runtime the same ones).
+std::vector<int64_t> synthetic_prompt(const tern::llm::ModelConfig& cfg, int64_t n) {
+  const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
+  std::vector<int64_t> prompt(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);
+  return prompt;
+}
+
 int cmd_profile(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {});
   if (!f.has("model")) tern::fail("profile needs --model PATH");
@@ -245,9 +254,7 @@ int cmd_profile(int argc, char** argv) {
   prof.attach(so);
   tern::Session session(model_path, so);
   tern::llm::Generator gen(session, cfg);
-  const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
-  std::vector<int64_t> prompt(static_cast<size_t>(prompt_n));
-  for (int64_t i = 0; i < prompt_n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);  // as bench
+  const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
   tern::llm::GenerateOptions o;
   o.max_new_tokens = 2;
   gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, o);  // pages weights in, plans made
@@ -461,9 +468,7 @@ int cmd_bench(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   tern::Session session(model_path, so);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const int64_t vocab = cfg.vocab_size > 2 ? cfg.vocab_size : 2;
-  std::vector<int64_t> prompt(static_cast<size_t>(prompt_n));
-  for (int64_t i = 0; i < prompt_n; ++i) prompt[static_cast<size_t>(i)] = 1 + (i * 7919) % (vocab - 1);  // any valid ids
+  const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
   tern::llm::Generator gen(session, cfg);
   tern::llm::GenerateOptions o;
   o.max_new_tokens = new_n;  // no eos: always new_n tokens

@@ -6,7 +6,6 @@
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
-#include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
 #include "ops/op.h"
@@ -90,8 +89,7 @@ class MatMulOp : public Op {
       float* out = y_f32.defined() ? y_f32.data<float>() : y.data<float>();
       const int64_t K = packed_ ? packed_->K : quantized_->K, M = a.numel() / K;
       if (M > 0 && packed_) kernels::matmul_packed(a.data<float>(), M, *packed_, out);
-      else if (M > 0 && M <= kernels::kGemvMaxRows) kernels::gemv_nbits(a.data<float>(), M, quantized_->view(), out);
-      else if (M > 0) kernels::gemm_nbits(a.data<float>(), M, quantized_->view(), out);
+      else if (M > 0) kernels::matmul_nbits(a.data<float>(), M, quantized_->view(), out);
       if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }

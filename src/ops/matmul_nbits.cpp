@@ -6,7 +6,6 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
-#include "kernels/cpu/gemv_nbits.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -63,11 +62,7 @@ class MatMulNBitsOp : public Op {
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    if (M <= kernels::kGemvMaxRows && kernels::gemv_nbits_supported(w)) {
-      kernels::gemv_nbits(A.data<float>(), M, w, Y);  // decode: the packed weights streamed as stored
-    } else {  // prefill: the packed GEMM, dequantizing one panel block at a time
-      kernels::gemm_nbits(A.data<float>(), M, w, Y);
-    }
+    kernels::matmul_nbits(A.data<float>(), M, w, Y);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);

@@ -7,6 +7,9 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/cpu/gemv.h"
+#include "kernels/cpu/gemv_nbits.h"
+
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -103,7 +106,7 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
   }
 }
 
-// y[m, :] = x[m, :] · B for M ≤ kGemvMaxRows: each panel streamed once, four K rows per step.
+// y[m, :] = x[m, :] · B for M ≤ kGemvMaxRows: each panel streamed once, two K rows per step.
 template <int M, typename T>
 void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
   const int64_t K = B.K, N = B.N, panels = (N + kNR - 1) / kNR;
@@ -217,6 +220,11 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
     dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
     return static_cast<const float*>(scratch);
   });
+}
+
+void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
+  if (M <= kGemvMaxRows && gemv_nbits_supported(W)) gemv_nbits(A, M, W, C);
+  else gemm_nbits(A, M, W, C);
 }
 
 }  // namespace tern::kernels

@@ -34,5 +34,7 @@ void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
 
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
+// The same for any M: gemv_nbits on the blocks as stored for a few rows when it takes them, else gemm_nbits.
+void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
 
 }  // namespace tern::kernels
