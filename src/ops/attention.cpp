@@ -23,6 +23,9 @@ class AttentionOp : public Op {
     if (mode_ < 0 || mode_ > 3) fail(n.describe(), ": qk_matmul_output_mode must be 0..3");
   }
 
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    return attention_cost(in, out);
+  }
   void infer(InferContext& ctx) const override {
     const SymShape &q = ctx.shape(0), &k = ctx.shape(1), &v = ctx.shape(2);
     if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))

@@ -75,4 +75,18 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   return y;
 }
 
+OpCost attention_cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) {
+  OpCost c;
+  for (const Tensor* t : in)
+    if (t && t->raw()) c.bytes += static_cast<double>(t->nbytes());
+  for (const Tensor& t : out)
+    if (t.defined()) c.bytes += static_cast<double>(t.nbytes());
+  int64_t keys = in[0]->rank() >= 2 ? in[0]->dim(1) : 1;
+  if (out.size() > 1 && out[1].defined() && out[1].rank() >= 2) keys = out[1].dim(out[1].rank() - 2);
+  else if (in.size() > 1 && in[1] && in[1]->rank() == 3) keys = in[1]->dim(1);
+  else if (in.size() > 1 && in[1] && in[1]->rank() == 4) keys = in[1]->dim(2);
+  c.flops = 4.0 * static_cast<double>(out[0].numel()) * static_cast<double>(keys);
+  return c;
+}
+
 }  // namespace tern

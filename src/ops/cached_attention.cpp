@@ -43,6 +43,9 @@ class CachedAttentionOp : public Op {
     }
     return {flops, bytes};
   }
+  std::string kernel(const std::vector<const Tensor*>& in) const override {
+    return in[0]->dim(1) > 1 ? "ring attend_chunk" : "ring attend";  // (a chunk the window slides in goes token by token)
+  }
   int64_t state_bytes_per_token() const override {
     if (!ring_) return 0;
     const auto& c = ring_->config();

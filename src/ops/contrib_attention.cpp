@@ -48,6 +48,13 @@ class OrtAttentionBase : public Op {
         scale_(n.attr_float("scale", 1)) {
     if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
   }
+
+ public:
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    return attention_cost(in, out);
+  }
+
+ protected:
   Tensor attend(const RunContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t P, int mask_input,
                 int bias_input) const {
     const int64_t B = q.dim(0), S = q.dim(2), T = k.dim(2);

@@ -28,6 +28,9 @@ class GroupQueryAttentionOp : public Op {
       if (n.attr_int(a, 0) != 0) fail_unsupported(n.describe(), ": attribute ", a, " is not supported");
   }
 
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+    return attention_cost(in, out);
+  }
   void infer(InferContext& ctx) const override {
     const SymShape& q = ctx.shape(0);
     if (q.size() != 3) ctx.fail("query must be [batch, sequence, hidden]");

@@ -57,6 +57,12 @@ class MatMulOp : public Op {
     return {2.0 * rows * static_cast<double>(N) * static_cast<double>(K),
             static_cast<double>(A.nbytes()) + weights + static_cast<double>(out[0].nbytes())};
   }
+  std::string kernel(const std::vector<const Tensor*>& in) const override {
+    const Tensor& A = *in[0];
+    if (packed_) return kernels::matmul_packed_kernel(A.numel() / packed_->K, *packed_);
+    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view());
+    return {};
+  }
   int64_t packed_weight_bytes() const override {
     if (packed_) return packed_->bytes();
     if (quantized_) return static_cast<int64_t>(quantized_->data.size() + quantized_->zero_points.size() + quantized_->scales.size() * 4);

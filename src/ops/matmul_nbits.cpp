@@ -26,6 +26,16 @@ class MatMulNBitsOp : public Op {
       if (t) bytes += static_cast<double>(t->nbytes());  // activations, packed blocks, scales, zero points
     return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
   }
+  std::string kernel(const std::vector<const Tensor*>& in) const override {
+    // The dispatch looks at the shape and at which zero-point form is given, not at the data.
+    static const uint8_t any_packed = 0;
+    static const float any_float = 0;
+    kernels::NBitsWeights w;
+    w.N = N_, w.K = K_, w.bits = bits_, w.block = block_;
+    if (in.size() > 3 && in[3] && in[3]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
+    else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
+    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w);
+  }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);
     if (a.empty() || (a.back().is_known() && a.back().value != K_)) ctx.fail("A's last dimension must be K = ", K_);

@@ -122,6 +122,9 @@ class Op {
   // The cost of one run with these tensors. Default: every input read and output written once, one
   // operation per output element (element-wise ops); ops whose work differs say so.
   virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const;
+  // The kernel run() picks for these inputs, named for profiles ("gemv_panels fp32", "gemm_nbits int4");
+  // empty: the op's own loop.
+  virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }
   // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
   virtual void reset() {}
   // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.

@@ -147,6 +147,7 @@ void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
 
 template <typename T>
 void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
+  static_assert(kGemvMaxRows == 4, "the GEMV cases below and matmul_packed_kernel's name follow kGemvMaxRows");
   switch (M) {
     case 1: return gemv_panels<1, T>(A, B, C);
     case 2: return gemv_panels<2, T>(A, B, C);
@@ -222,9 +223,22 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
   });
 }
 
+namespace {
+bool nbits_uses_gemv(int64_t M, const NBitsWeights& W) { return M <= kGemvMaxRows && gemv_nbits_supported(W); }
+}  // namespace
+
 void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
-  if (M <= kGemvMaxRows && gemv_nbits_supported(W)) gemv_nbits(A, M, W, C);
+  if (nbits_uses_gemv(M, W)) gemv_nbits(A, M, W, C);
   else gemm_nbits(A, M, W, C);
+}
+
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W) {
+  return std::string(nbits_uses_gemv(M, W) ? "gemv_nbits int" : "gemm_nbits int") + std::to_string(W.bits);
+}
+
+std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
+  return std::string(M <= kGemvMaxRows ? "gemv_panels " : "gemm_panels ") +
+         (B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32");
 }
 
 }  // namespace tern::kernels

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/tensor.h"
 #include "kernels/cpu/nbits.h"
@@ -31,10 +32,13 @@ PackedMatrix pack_matrix(const Tensor& B, DType type);
 
 // C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (a GEMV below kGemvMaxRows rows, else the GEMM).
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
+// The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.
+std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
 // The same for any M: gemv_nbits on the blocks as stored for a few rows when it takes them, else gemm_nbits.
 void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W);  // "gemv_nbits int4", "gemm_nbits int8"…
 
 }  // namespace tern::kernels
