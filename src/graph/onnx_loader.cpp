@@ -363,6 +363,10 @@ Model load_onnx(const std::string& path) {
   auto file = map_file(path);
   onnx::ModelProto mp;
   parse_message(mp, file->data, file->size, path, "ONNX model");
+  return load_onnx(mp, path);
+}
+
+Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
   if (!mp.has_graph()) fail("'", path, "' has no graph (not an ONNX model?)");
   Model m;
   m.path = path;

@@ -23,6 +23,9 @@ struct Model {
 
 // Parses `path`, loads initializers (external data mmapped from the model's folder) and sorts nodes.
 Model load_onnx(const std::string& path);
+// A model already parsed (OnnxBuilder's, in memory); `path` names it in messages, and its folder is where
+// external data would have to be.
+Model load_onnx(const onnx::ModelProto& proto, const std::string& path);
 
 // The protobuf itself (initializers left as stored), for tools that rewrite models.
 void read_model_proto(const std::string& path, onnx::ModelProto& out);

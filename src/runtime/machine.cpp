@@ -6,7 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <xsimd/xsimd.hpp>
 
 #include "core/error.h"
@@ -74,6 +78,52 @@ double measure_peak_gflops(int threads) {
     best = std::max(best, flops / s / 1e9);
   }
   return best;
+}
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) return line.substr(line.find(':') + 2);
+  return "unknown cpu";
+}
+
+std::filesystem::path machine_cache_path() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "tern" / "machine.json";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "tern" / "machine.json";
+  return {};
+}
+
+}  // namespace
+
+MachinePeaks machine_peaks(int threads, bool remeasure) {
+  const auto path = machine_cache_path();
+  const std::string key = cpu_model() + ", " + std::to_string(threads) + " thread(s)";
+  nlohmann::json cache = nlohmann::json::object();
+  if (!path.empty()) {
+    std::ifstream f(path);
+    if (f) cache = nlohmann::json::parse(f, nullptr, false);
+    if (!cache.is_object()) cache = nlohmann::json::object();  // unreadable: measured again, rewritten
+  }
+  if (!remeasure && cache.contains(key) && cache[key].is_object()) {
+    const auto& e = cache[key];
+    if (e.value("gflops", 0.0) > 0 && e.value("gb_s", 0.0) > 0)
+      return {e["gflops"].get<double>(), e["gb_s"].get<double>(),
+              "cached in " + path.string() + " (measured " + e.value("date", std::string("?")) + "; tern bench --machine measures again)"};
+  }
+  MachinePeaks p{measure_peak_gflops(threads), measure_read_bandwidth(threads), "measured now"};
+  if (!path.empty()) {  // a cache that cannot be written only costs a measurement next time
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", std::localtime(&now));
+    cache[key] = {{"gflops", p.gflops}, {"gb_s", p.gb_s}, {"date", date}};
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    std::ofstream(path) << cache.dump(2) << "\n";
+  }
+  return p;
 }
 
 long peak_rss_bytes() {

@@ -1,5 +1,6 @@
 // What the machine allows, measured: the ceiling `tern bench` compares achieved speeds with.
 #pragma once
+#include <string>
 
 namespace tern {
 
@@ -10,6 +11,16 @@ double measure_read_bandwidth(int threads);
 // Peak fp32 arithmetic in GFLOP/s with `threads` threads: independent SIMD FMA chains on registers
 // (a multiply-add counts 2), the best of several passes.
 double measure_peak_gflops(int threads);
+
+// The roofline's two ceilings with `threads` threads: measured once and cached in
+// $XDG_CACHE_HOME/tern/machine.json (else ~/.cache/tern/machine.json), keyed by CPU model and thread
+// count, so profiles compare against the same roofs; `remeasure` (tern bench --machine) measures again.
+struct MachinePeaks {
+  double gflops = 0;  // peak fp32
+  double gb_s = 0;    // read bandwidth
+  std::string source;  // "measured now" or "cached in PATH (measured DATE)"
+};
+MachinePeaks machine_peaks(int threads, bool remeasure = false);
 
 // Peak resident memory of this process so far, in bytes.
 long peak_rss_bytes();

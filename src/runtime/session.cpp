@@ -223,7 +223,7 @@ void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
   }
   if (options_.on_node) {
     double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, t1});
+    options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, t1, runs_ - 1});
   }
 }
 
@@ -261,6 +261,7 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
 }
 
 void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out) {
+  ++runs_;
   bind_feeds(feeds);
   if (plan_.ready && binding_ == plan_.binding) return run_planned(out);
   // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.

@@ -25,6 +25,7 @@ struct NodeRun {
   const std::vector<const Tensor*>& inputs;
   const std::vector<Tensor>& outputs;
   double start_us, end_us;  // steady clock
+  int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session)
 };
 
 struct SessionOptions {
@@ -116,6 +117,7 @@ class Session {
 
   Model model_;
   SessionOptions options_;
+  int64_t runs_ = 0;  // Session::run calls so far (NodeRun::run_index)
   PassStats pass_stats_;
   std::vector<IOInfo> inputs_, outputs_;
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
