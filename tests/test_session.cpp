@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "model_builder.h"
-#include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -225,48 +224,4 @@ TEST_CASE("a constant weight MatMul repacks is freed once every reader has repac
   CHECK(std::vector<float>(y, y + 4) == std::vector<float>{-4, -4, 5, 8});
   const float* z = out[1].data<float>();
   CHECK(std::vector<float>(z, z + 6) == std::vector<float>{1, 0, 0, 1, 1, 1});
-}
-
-TEST_CASE("profiler: hand-derived MatMul cost, per-op-type rows that add up, a Chrome trace with ORT's fields") {
-  TempDir d;
-  ModelBuilder b(17);
-  b.input("x", onnx::TensorProto::FLOAT, {2, 3}).output("y");
-  b.initializer_f32("w", {3, 4}, std::vector<float>(12, 0.5f));
-  b.node("MatMul", {"x", "w"}, {"xw"});
-  b.node("Relu", {"xw"}, {"y"});
-  SessionOptions so;
-  Profiler prof;
-  prof.attach(so);
-  Session s(b.save(d.path / "m.onnx"), so);
-  prof.set_phase("prefill");
-  s.run({{"x", Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3})}});
-  prof.add_step_time("prefill", 1.0);
-  const auto rows = prof.by_op_type("prefill");
-  REQUIRE(rows.size() == 2);
-  for (const auto& r : rows) {
-    CHECK(r.calls == 1);
-    if (r.op_type == "MatMul") {
-      CHECK(r.flops == 2 * 2 * 3 * 4);
-      // x 24 bytes + the weight as MatMul keeps it (panels of 16 columns: 3 × 16 floats) + y 32
-      CHECK(r.bytes == 24 + 3 * 16 * 4 + 32);
-    } else {
-      CHECK(r.op_type == "Relu");
-      CHECK(r.flops == 8);
-      CHECK(r.bytes == 64);
-    }
-  }
-  CHECK(rows[0].ms + rows[1].ms == doctest::Approx(prof.node_ms("prefill")));
-  prof.write_chrome_trace((d.path / "trace.json").string());
-  std::ifstream f(d.path / "trace.json");
-  const auto trace = nlohmann::json::parse(f);
-  REQUIRE(trace.size() == 2);
-  for (const auto& e : trace) {
-    CHECK(e["cat"] == "Node");
-    CHECK(e["ph"] == "X");
-    CHECK(e.contains("ts"));
-    CHECK(e.contains("dur"));
-    CHECK(e["args"].contains("op_name"));
-  }
-  CHECK(trace[0]["args"]["input_type_shape"] == nlohmann::json::parse(R"([{"float":[2,3]},{"float":[3,4]}])"));
-  CHECK(trace[0]["args"]["output_type_shape"] == nlohmann::json::parse(R"([{"float":[2,4]}])"));
 }

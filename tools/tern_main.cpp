@@ -21,6 +21,9 @@
 #include "llm/tokenizer.h"
 #include "ops/op.h"
 #include "runtime/machine.h"
+#include "runtime/op_bench.h"
+#include "runtime/profile_compare.h"
+#include "runtime/profile_report.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "runtime/test_data.h"
@@ -30,9 +33,10 @@ namespace {
 const char* kUsage = R"(usage: tern <command> [options]
 
 commands:
-  run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N]
+  run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N] [--profile [--trace F.json] [--html F.html]]
       Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
       When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
+      --profile prints the run's per-op-type and per-node table (see profile).
   inspect MODEL.onnx [--fusions [--window W]]
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
       --fusions loads the model as `generate --window W` would (W defaults to the model's context
@@ -60,13 +64,23 @@ commands:
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
       step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
-      time and peak memory. --machine measures only the machine.
-  profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--threads N] [--weights F] [--window W]
-          [--trace FILE.json]
-      Per op type, for prefill and for decode: calls, time, share, GFLOP and GB moved (from shapes and
-      dtypes), achieved GFLOP/s and GB/s, and the share of this machine's roofline (peak fp32 GFLOP/s
-      and read bandwidth, measured first). --trace writes a Chrome trace with ONNX Runtime's fields.
-  eval --model PATH --text FILE [--context N] [--weights F] [--threads N]
+      time and peak memory. --machine measures the machine's peak fp32 GFLOP/s and read bandwidth and
+      caches them (~/.cache/tern/machine.json) for profile and bench-op's rooflines.
+  profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--steps prefill|decode|both] [--threads N]
+          [--weights F] [--window W] [--top N] [--trace FILE.json] [--html FILE.html] [--svg FILE.svg]
+      Per op type and per node (the N slowest, default 10), for prefill and for decode: calls, time,
+      share, GFLOP and GB moved (from shapes and dtypes), arithmetic intensity, achieved GFLOP/s and
+      GB/s, and the share of this machine's roofline (bench --machine's peaks, measured on first use).
+      --trace writes a Chrome trace (Perfetto) with ONNX Runtime's event fields plus kernel and phase;
+      --html a self-contained report (roofline chart, time by op type, per-layer timelines); --svg the
+      roofline chart alone. The profiler's own overhead is printed last.
+  profile --compare A.json B.json
+      Per-op-type time deltas between two traces: tern's (--trace) or ONNX Runtime profiles.
+  bench-op OP --shape D1,D2,... [--dtype fp32|fp16] [--weights F] [--kv-dtype fp32|fp16] [--threads N]
+      One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
+)";
+// (bench-op's list: op_bench_usage())
+const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--weights F] [--threads N]
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored.
@@ -77,6 +91,8 @@ commands:
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
 )";
+
+std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
 
 // --name value flags, plus bare boolean flags; repeated flags accumulate.
 struct Flags {
@@ -106,15 +122,40 @@ std::string io_line(const tern::IOInfo& io) {
   return io.name + "  " + tern::dtype_name(io.dtype) + "  " + (io.shape ? tern::sym_shape_str(*io.shape) : "[?]");
 }
 
+// The profile's tables on stdout, then the files --trace / --html / --svg ask for.
+void write_profile(const tern::Profiler& prof, const tern::MachinePeaks& machine, const Flags& f, const std::string& title) {
+  prof.write_table(std::cout, machine, std::stoi(f.get("top", "10")));
+  if (f.has("trace")) {
+    prof.write_chrome_trace(f.get("trace"));
+    std::cout << "trace: " << f.get("trace") << " (Perfetto, chrome://tracing; ONNX Runtime's profile fields)\n";
+  }
+  if (f.has("html")) {
+    tern::write_html_report(prof, machine, title, f.get("html"));
+    std::cout << "report: " << f.get("html") << "\n";
+  }
+  if (f.has("svg")) {
+    tern::write_roofline_svg(prof, machine, f.get("svg"));
+    std::cout << "roofline: " << f.get("svg") << "\n";
+  }
+}
+
 int cmd_run(int argc, char** argv) {
   if (argc < 3) tern::fail("run needs a model path");
-  Flags flags = parse(argc, argv, 3, {});
+  Flags flags = parse(argc, argv, 3, {"profile"});
   if (!flags.has("input-dir")) tern::fail("run needs --input-dir DIR");
   tern::SessionOptions opt;
   if (flags.has("threads")) opt.threads = std::stoi(flags.get("threads"));
+  tern::Profiler prof;
+  if (flags.has("profile")) prof.attach(opt);
   tern::Session session(argv[2], opt);
   auto feeds = tern::read_input_dir(session, flags.get("input-dir"));
+  const auto t0 = std::chrono::steady_clock::now();
   auto outputs = session.run(feeds);
+  if (flags.has("profile")) {
+    prof.add_step_time("run", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
+    write_profile(prof, tern::machine_peaks(threads), flags, std::string(argv[2]) + " on " + flags.get("input-dir"));
+  }
   for (const auto& [name, t] : outputs.items)
     std::cout << name << "  " << tern::dtype_name(t.dtype()) << "  " << tern::shape_str(t.shape()) << "\n";
   if (flags.has("output-dir")) tern::write_output_dir(outputs, flags.get("output-dir"));
@@ -238,14 +279,21 @@ std::vector<int64_t> synthetic_prompt(const tern::llm::ModelConfig& cfg, int64_t
 }
 
 int cmd_profile(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[2]) == "--compare") {
+    if (argc != 5) tern::fail("usage: tern profile --compare A.json B.json");
+    tern::compare_profiles(tern::read_profile_trace(argv[3]), tern::read_profile_trace(argv[4]), std::cout);
+    return 0;
+  }
   Flags f = parse(argc, argv, 2, {});
-  if (!f.has("model")) tern::fail("profile needs --model PATH");
+  if (!f.has("model")) tern::fail("profile needs --model PATH (or --compare A.json B.json)");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
   const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
   const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "16"));
   if (prompt_n < 1 || new_n < 2) tern::fail("profile needs --prompt-tokens >= 1 and --new-tokens >= 2");
-  const double bandwidth = tern::measure_read_bandwidth(threads), peak = tern::measure_peak_gflops(threads);
+  const std::string steps = f.get("steps", "both");
+  if (steps != "prefill" && steps != "decode" && steps != "both") tern::fail("--steps must be prefill, decode or both");
+  const tern::MachinePeaks machine = tern::machine_peaks(threads);
   tern::SessionOptions so;
   so.threads = threads;
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
@@ -259,28 +307,61 @@ int cmd_profile(int argc, char** argv) {
   o.max_new_tokens = 2;
   gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, o);  // pages weights in, plans made
   prof.clear();
-  o.max_new_tokens = new_n;
-  prof.set_phase("prefill");
+  o.max_new_tokens = steps == "prefill" ? 1 : new_n;
+  auto phase = [&](const std::string& p) { return steps == "both" || steps == p ? p : std::string(); };
+  prof.set_phase(phase("prefill"));
   auto mark = std::chrono::steady_clock::now();
   auto ms_since = [&] { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - mark).count(); };
   bool first = true;
   gen.generate({prompt}, o, [&](size_t, int64_t) {
     if (first) {  // the prefill run is over; every run from here decodes one token
       prof.add_step_time("prefill", ms_since());
-      prof.set_phase("decode");
+      prof.set_phase(phase("decode"));
       mark = std::chrono::steady_clock::now();
       first = false;
     }
     return true;
   });
-  prof.add_step_time("decode", ms_since());
-  std::printf("%s: %lld prompt tokens, %lld decode steps, %d thread(s); machine: %.1f GFLOP/s peak fp32, %.1f GB/s read\n",
-              model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(new_n - 1), threads, peak, bandwidth);
-  prof.write_table(std::cout, peak, bandwidth);
-  if (f.has("trace")) {
-    prof.write_chrome_trace(f.get("trace"));
-    std::cout << "trace: " << f.get("trace") << " (chrome://tracing, Perfetto; ONNX Runtime's profile fields)\n";
+  if (steps != "prefill") prof.add_step_time("decode", ms_since());
+  std::printf("%s: %lld prompt tokens, %lld decode steps, %d thread(s)\nmachine: %.1f GFLOP/s peak fp32, %.1f GB/s read (%s)\n",
+              model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(o.max_new_tokens - 1), threads,
+              machine.gflops, machine.gb_s, machine.source.c_str());
+  write_profile(prof, machine, f,
+                model_path + ": " + std::to_string(prompt_n) + " prompt tokens, " + std::to_string(o.max_new_tokens - 1) +
+                    " decode steps, weights " + f.get("weights", "as stored"));
+  return 0;
+}
+
+int cmd_bench_op(int argc, char** argv) {
+  if (argc < 3 || argv[2][0] == '-') tern::fail("usage: tern bench-op OP --shape D1,D2,...; OPs:\n", tern::op_bench_usage());
+  Flags f = parse(argc, argv, 3, {});
+  tern::OpBenchSpec spec;
+  spec.op = argv[2];
+  std::stringstream dims(f.get("shape"));
+  for (std::string d; std::getline(dims, d, ',');) {
+    try {
+      spec.shape.push_back(std::stoll(d));
+    } catch (const std::exception&) {
+      tern::fail("--shape: '", d, "' is not a dimension");
+    }
   }
+  const std::string dtype = f.get("dtype", "fp32"), kv = f.get("kv-dtype", "fp32");
+  if ((dtype != "fp32" && dtype != "fp16") || (kv != "fp32" && kv != "fp16")) tern::fail("--dtype and --kv-dtype take fp32 or fp16");
+  spec.dtype = dtype == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
+  spec.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
+  spec.weights = tern::parse_weight_format(f.get("weights", "fp32"));
+  spec.threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  const tern::MachinePeaks machine = tern::machine_peaks(spec.threads);
+  const tern::OpBenchResult r = tern::bench_op(spec);
+  tern::Profiler::Row row;  // the achieved rates and roofline share, as the profile computes them
+  row.ms = r.median_ms, row.flops = r.flops, row.bytes = r.bytes;
+  std::printf("%s\nkernel   %s, %d thread(s), %lld runs\ntime     median %.4f ms, best %.4f ms\n", r.graph.c_str(),
+              r.kernel.empty() ? "(the op's own loop)" : r.kernel.c_str(), spec.threads, static_cast<long long>(r.runs),
+              r.median_ms, r.min_ms);
+  std::printf("work     %.4f GFLOP, %.4f GB moved, %.2f flop/byte\nachieved %.1f GFLOP/s, %.1f GB/s = %.0f%% of the roofline "
+              "(%.1f GFLOP/s peak, %.1f GB/s; %s)\n",
+              r.flops / 1e9, r.bytes / 1e9, row.intensity(), row.gflops_per_s(), row.gb_per_s(), row.roofline_pct(machine),
+              machine.gflops, machine.gb_s, machine.source.c_str());
   return 0;
 }
 
@@ -451,11 +532,13 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
 int cmd_bench(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"machine", "json"});
   const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
-  const double bandwidth_before = tern::measure_read_bandwidth(threads);
   if (f.has("machine")) {
-    std::cout << "read bandwidth: " << bandwidth_before << " GB/s with " << threads << " thread(s)\n";
+    const tern::MachinePeaks m = tern::machine_peaks(threads, true);
+    std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
+              << " thread(s) (cached for profile and bench-op)\n";
     return 0;
   }
+  const double bandwidth_before = tern::measure_read_bandwidth(threads);
   if (!f.has("model")) tern::fail("bench needs --model PATH (or --machine)");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
@@ -549,13 +632,13 @@ int cmd_inspect(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::cout << kUsage;
+    std::cout << usage();
     return argc < 2 ? 2 : 0;
   }
   std::string cmd = argv[1];
   for (int i = 2; i < argc; ++i)  // `tern generate --help` and the like: the usage names every command's flags
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::cout << kUsage;
+      std::cout << usage();
       return 0;
     }
   try {
@@ -567,7 +650,8 @@ int main(int argc, char** argv) {
     if (cmd == "quantize") return cmd_quantize(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);
-    std::cerr << "tern: unknown command '" << cmd << "'\n" << kUsage;
+    if (cmd == "bench-op") return cmd_bench_op(argc, argv);
+    std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();
     return 2;
   } catch (const tern::UnsupportedError& e) {
     std::cerr << "tern: " << e.what() << "\n";

@@ -1,0 +1,32 @@
+// `tern bench-op`: one op, alone, at a given shape — the op as a session runs it (its prepacked weights,
+// its kernel choice), timed by the profiler's hook and costed by Op::cost, for kernel work.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+
+namespace tern {
+
+struct OpBenchSpec {
+  std::string op;              // matmul, rmsnorm, rope, softmax, swiglu, attention
+  std::vector<int64_t> shape;  // what each op's dims mean: op_bench_usage()
+  DType dtype = DType::Float32;                        // activations (and float weights)
+  WeightFormat weights = WeightFormat::AsStored;       // matmul: how the constant weight is kept
+  DType kv_dtype = DType::Float32;                     // attention: ring storage
+  int threads = 0;
+  double seconds = 0.5;  // timed runs go on until this much node time, at least 10 and at most 10,000
+};
+
+struct OpBenchResult {
+  std::string graph;   // the node benchmarked, e.g. "MatMul [1,2048] x [2048,8192] (constant, int4)"
+  std::string kernel;  // Op::kernel
+  int64_t runs = 0;
+  double median_ms = 0, min_ms = 0;
+  double flops = 0, bytes = 0;  // per run (Op::cost)
+};
+
+OpBenchResult bench_op(const OpBenchSpec& spec);
+const char* op_bench_usage();
+
+}  // namespace tern
