@@ -1,13 +1,13 @@
 // An ONNX Runtime profile of one prefill run (N prompt tokens, empty past), to compare with tern's
-// (`tern profile --compare`):  node profile.mjs MODEL.onnx N OUT.json
+// (`tern profile --compare`):  node profile.mjs MODEL.onnx N OUT.json [THREADS, default 1]
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-const [model, nArg, outFile] = process.argv.slice(2);
+const [model, nArg, outFile, threads = '1'] = process.argv.slice(2);
 const n = Number(nArg);
 const s = await ort.InferenceSession.create(model, {
   enableProfiling: true, profileFilePrefix: outFile.replace(/\.json$/, ''), logSeverityLevel: 3,
-  intraOpNumThreads: 1, executionMode: 'sequential' });
+  intraOpNumThreads: Number(threads), executionMode: 'sequential' });
 const i64 = (a) => new ort.Tensor('int64', BigInt64Array.from(a.map(BigInt)), [1, a.length]);
 const ids = Array.from({ length: n }, (_, i) => 1 + (i * 7919) % 100);
 const feeds = { input_ids: i64(ids), attention_mask: i64(ids.map(() => 1)), position_ids: i64(ids.map((_, i) => i)) };
