@@ -22,6 +22,7 @@
 #include "ops/op.h"
 #include "runtime/machine.h"
 #include "runtime/op_bench.h"
+#include "runtime/opencl.h"
 #include "runtime/profile_compare.h"
 #include "runtime/profile_report.h"
 #include "runtime/profiler.h"
@@ -90,6 +91,8 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--wei
       too. The folder's other files (config, tokenizer) are copied.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
+  devices
+      Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
 )";
 
 std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
@@ -588,6 +591,19 @@ int cmd_bench(int argc, char** argv) {
   return 0;
 }
 
+int cmd_devices() {
+  std::cout << "cpu       " << std::thread::hardware_concurrency() << " thread(s)\n";
+  const auto devices = tern::cl::list_devices();
+  if (devices.empty()) std::cout << "opencl    none found (no OpenCL platform/driver; on Debian: apt-get install pocl-opencl-icd)\n";
+  for (const auto& d : devices)
+    std::printf("opencl:%-3d %s (%s, %s)\n           %s, %s; %d compute units, %.1f GB global, %lld KB local, work-group <= %zu, "
+                "fp16 %s, subgroups %s\n",
+                d.index, d.name.c_str(), d.platform.c_str(), d.gpu ? "GPU" : "not a GPU", d.version.c_str(), d.driver.c_str(),
+                d.compute_units, static_cast<double>(d.global_mem_bytes) / 1e9, static_cast<long long>(d.local_mem_bytes / 1024),
+                d.max_work_group, d.fp16 ? "yes" : "no", d.subgroups ? "yes" : "no");
+  return 0;
+}
+
 int cmd_inspect(int argc, char** argv) {
   if (argc < 3) tern::fail("inspect needs a model path");
   Flags flags = parse(argc, argv, 3, {"fusions"});
@@ -651,6 +667,7 @@ int main(int argc, char** argv) {
     if (cmd == "convert") return cmd_convert(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);
     if (cmd == "bench-op") return cmd_bench_op(argc, argv);
+    if (cmd == "devices") return cmd_devices();
     std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();
     return 2;
   } catch (const tern::UnsupportedError& e) {

@@ -1,0 +1,199 @@
+// The OpenCL path on whatever device is installed (PoCL in CI): device listing, the program cache, and
+// each kernel against a plain-loop reference on the host.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/nbits.h"
+#include "kernels/opencl/kernels.h"
+#include "kernels/opencl/sources.h"
+#include "model_builder.h"
+#include "runtime/opencl.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::test;
+namespace ocl = tern::kernels::opencl;
+
+namespace {
+
+// Device 0, or null (with a message) when this machine has no OpenCL device; CI must have one (PoCL).
+std::unique_ptr<cl::Context> device_or_skip() {
+  if (cl::list_devices().empty()) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::string(ci) == "true") FAIL("CI needs an OpenCL device: apt-get install pocl-opencl-icd");
+    MESSAGE("skipped: no OpenCL device (apt-get install pocl-opencl-icd)");
+    return nullptr;
+  }
+  return std::make_unique<cl::Context>(0);
+}
+
+std::vector<float> random_floats(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(g);
+  return v;
+}
+
+template <typename T>
+std::unique_ptr<cl::Buffer> upload(cl::Context& c, const std::vector<T>& v) {
+  auto b = std::make_unique<cl::Buffer>(c, v.size() * sizeof(T));
+  c.upload(*b, v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+std::vector<T> download(cl::Context& c, const cl::Buffer& b, size_t n) {
+  std::vector<T> v(n);
+  c.download(b, v.data(), n * sizeof(T));
+  return v;
+}
+
+float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("OpenCL devices are listed with what they can do; a missing one is named") {
+  const auto devices = cl::list_devices();
+  for (const auto& d : devices) {
+    CHECK(!d.name.empty());
+    CHECK(d.max_work_group >= 1);
+    CHECK(d.global_mem_bytes > 0);
+  }
+  CHECK(contains(error_of([&] { cl::Context c(static_cast<int>(devices.size()) + 3); }), "no OpenCL device"));
+}
+
+TEST_CASE("OpenCL programs build once per context and are cached on disk per device") {
+  auto c = device_or_skip();
+  if (!c) return;
+  TempDir d;
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", d.path.c_str(), 1);
+  const std::string src = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }\n";
+  cl_program p = c->program(src);
+  CHECK(c->program(src) == p);  // the same program object, not rebuilt
+  CHECK(c->compiled_programs() == 1);
+  cl::Context fresh(0);
+  fresh.program(src);
+  CHECK(fresh.compiled_programs() == 0);  // loaded from the binary the first context saved
+  auto x = upload(fresh, std::vector<float>{1, 2, 3, 4});
+  cl::Kernel k = fresh.kernel(fresh.program(src), "twice");
+  k.args(*x);
+  fresh.launch(k, 4, 1);
+  CHECK(download<float>(fresh, *x, 4) == std::vector<float>{2, 4, 6, 8});
+  CHECK(fresh.transfers().to_device == 16);
+  CHECK(fresh.transfers().to_host == 16);
+  CHECK(contains(error_of([&] { fresh.program("__kernel void broken( {"); }), "building kernels"));
+  if (old) setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else unsetenv("XDG_CACHE_HOME");
+}
+
+TEST_CASE("OpenCL decoder kernels equal the host reference") {
+  auto c = device_or_skip();
+  if (!c) return;
+  ocl::Kernels k(*c);
+  const int M = 2, K = 200, N = 37;  // K not a multiple of any work-group size
+  const auto x = random_floats(static_cast<size_t>(M * K), 1), w = random_floats(static_cast<size_t>(N * K), 2);
+  std::vector<float> ref(static_cast<size_t>(M * N));
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double s = 0;
+      for (int i = 0; i < K; ++i) s += static_cast<double>(x[static_cast<size_t>(m * K + i)]) * w[static_cast<size_t>(n * K + i)];
+      ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
+    }
+  auto xb = upload(*c, x), yb = std::make_unique<cl::Buffer>(*c, ref.size() * 4);
+  SUBCASE("gemv fp32 and fp16 weights") {
+    k.gemv(*xb, *upload(*c, w), false, *yb, M, K, N);
+    CHECK(max_diff(download<float>(*c, *yb, ref.size()), ref) < 1e-4f);
+    const Tensor w16 = cast_to(Tensor::from_vector<float>(w, {N, K}), DType::Float16);
+    const uint16_t* h = static_cast<const uint16_t*>(w16.raw());
+    k.gemv(*xb, *upload(*c, std::vector<uint16_t>(h, h + N * K)), true, *yb, M, K, N);
+    CHECK(max_diff(download<float>(*c, *yb, ref.size()), ref) < 2e-2f);  // fp16 weights: ~1e-3 relative
+  }
+  SUBCASE("gemv of MatMulNBits blocks equals the CPU kernel") {
+    for (int bits : {4, 8}) {
+      // quantize_nbits takes W as [K, N] (ONNX MatMul) and stores it as [N, k_blocks, blob]
+      std::vector<float> wkn(static_cast<size_t>(K * N));
+      for (int n = 0; n < N; ++n)
+        for (int i = 0; i < K; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
+      const auto q = kernels::quantize_nbits(wkn.data(), K, N, bits, 32);
+      std::vector<float> cpu(ref.size());
+      kernels::matmul_nbits(x.data(), M, q.view(), cpu.data());
+      auto zp = upload(*c, q.zero_points);
+      k.gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), zp.get(), *yb, M, K, N, bits, 32);
+      CHECK(max_diff(download<float>(*c, *yb, ref.size()), cpu) < 1e-4f);
+    }
+  }
+  SUBCASE("rms_norm, plain and with a residual") {
+    const int R = 3, D = 300;
+    const auto a = random_floats(R * D, 3), r = random_floats(R * D, 4), scale = random_floats(D, 5);
+    std::vector<float> plain(R * D), skip(R * D), sum(R * D);
+    for (int row = 0; row < R; ++row)
+      for (bool with_residual : {false, true}) {
+        double ss = 0;
+        for (int i = 0; i < D; ++i) {
+          const float v = a[row * D + i] + (with_residual ? r[row * D + i] : 0.0f);
+          if (with_residual) sum[row * D + i] = v;
+          ss += static_cast<double>(v) * v;
+        }
+        const double inv = 1.0 / std::sqrt(ss / D + 1e-5);
+        for (int i = 0; i < D; ++i)
+          (with_residual ? skip : plain)[row * D + i] =
+              static_cast<float>((a[row * D + i] + (with_residual ? r[row * D + i] : 0.0f)) * inv * scale[i]);
+      }
+    auto ab = upload(*c, a), rb = upload(*c, r), sb = upload(*c, scale);
+    cl::Buffer y(*c, R * D * 4), s(*c, R * D * 4);
+    k.rms_norm(*ab, nullptr, nullptr, *sb, y, R, D, 1e-5f);
+    CHECK(max_diff(download<float>(*c, y, R * D), plain) < 1e-5f);
+    k.rms_norm(*ab, rb.get(), &s, *sb, y, R, D, 1e-5f);
+    CHECK(max_diff(download<float>(*c, y, R * D), skip) < 1e-5f);
+    CHECK(max_diff(download<float>(*c, s, R * D), sum) == 0);
+  }
+  SUBCASE("swiglu, add, embedding rows and argmax") {
+    const int R = 2, F = 70;
+    const auto gu = random_floats(R * 2 * F, 6);
+    std::vector<float> sw(R * F);
+    for (int row = 0; row < R; ++row)
+      for (int i = 0; i < F; ++i) {
+        const float g = gu[row * 2 * F + i], u = gu[row * 2 * F + F + i];
+        sw[row * F + i] = g / (1 + std::exp(-g)) * u;
+      }
+    cl::Buffer y(*c, R * F * 4);
+    k.swiglu_packed(*upload(*c, gu), y, R, F);
+    CHECK(max_diff(download<float>(*c, y, R * F), sw) < 1e-6f);
+    k.add(*upload(*c, sw), *upload(*c, sw), y, R * F);
+    const auto twice = download<float>(*c, y, R * F);
+    CHECK(twice[5] == 2 * sw[5]);
+
+    const int rows = 10, D = 7;
+    const auto table = random_floats(rows * D, 7);
+    cl::Buffer e(*c, 3 * D * 4);
+    auto bad = upload(*c, std::vector<int32_t>{0});
+    k.embed_rows(*upload(*c, std::vector<int32_t>{9, 0, 4}), *upload(*c, table), e, 3, rows, D, *bad);
+    const auto got = download<float>(*c, e, 3 * D);
+    CHECK(std::vector<float>(got.begin(), got.begin() + D) == std::vector<float>(table.begin() + 9 * D, table.begin() + 10 * D));
+    CHECK(download<int32_t>(*c, *bad, 1)[0] == 0);
+    k.embed_rows(*upload(*c, std::vector<int32_t>{1, 10, -1}), *upload(*c, table), e, 3, rows, D, *bad);
+    const int32_t bad_at = download<int32_t>(*c, *bad, 1)[0];
+    CHECK((bad_at == 2 || bad_at == 3));  // one of the out-of-range positions (1-based)
+
+    auto logits = random_floats(1000, 8);
+    logits[613] = 5;
+    logits[777] = 5;  // a tie: the first wins
+    cl::Buffer out(*c, 4);
+    k.argmax(*upload(*c, logits), 1000, out);
+    CHECK(download<int32_t>(*c, out, 1)[0] == 613);
+  }
+}
