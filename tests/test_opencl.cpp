@@ -13,6 +13,7 @@
 #include "kernels/cpu/nbits.h"
 #include "kernels/opencl/kernels.h"
 #include "kernels/opencl/sources.h"
+#include "llm/kv_ring_buffer.h"
 #include "model_builder.h"
 #include "runtime/opencl.h"
 #include "test_util.h"
@@ -132,7 +133,7 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
       std::vector<float> cpu(ref.size());
       kernels::matmul_nbits(x.data(), M, q.view(), cpu.data());
       auto zp = upload(*c, q.zero_points);
-      k.gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), zp.get(), *yb, M, K, N, bits, 32);
+      k.gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), *zp, *yb, M, K, N, bits, 32);
       CHECK(max_diff(download<float>(*c, *yb, ref.size()), cpu) < 1e-4f);
     }
   }
@@ -157,7 +158,7 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
     cl::Buffer y(*c, R * D * 4), s(*c, R * D * 4);
     k.rms_norm(*ab, nullptr, nullptr, *sb, y, R, D, 1e-5f);
     CHECK(max_diff(download<float>(*c, y, R * D), plain) < 1e-5f);
-    k.rms_norm(*ab, rb.get(), &s, *sb, y, R, D, 1e-5f);
+    k.rms_norm(*ab, *rb, s, *sb, y, R, D, 1e-5f);
     CHECK(max_diff(download<float>(*c, y, R * D), skip) < 1e-5f);
     CHECK(max_diff(download<float>(*c, s, R * D), sum) == 0);
   }
@@ -195,5 +196,43 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
     cl::Buffer out(*c, 4);
     k.argmax(*upload(*c, logits), 1000, out);
     CHECK(download<int32_t>(*c, out, 1)[0] == 613);
+  }
+}
+
+TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding past its window with sinks") {
+  auto c = device_or_skip();
+  if (!c) return;
+  ocl::Kernels k(*c);
+  const int Hq = 4, Hkv = 2, D = 8, W = 6, S = 2, positions = 16;
+  for (bool half : {false, true}) {
+    CAPTURE(half);
+    llm::KvRingBuffer ring({1, Hkv, D, W, S, half ? DType::Float16 : DType::Float32});
+    std::vector<float> cos(positions * D / 2), sin(positions * D / 2);
+    for (int p = 0; p < positions; ++p)
+      for (int j = 0; j < D / 2; ++j) {
+        cos[p * D / 2 + j] = std::cos(p * std::pow(100.0f, -2.0f * j / D));
+        sin[p * D / 2 + j] = std::sin(p * std::pow(100.0f, -2.0f * j / D));
+      }
+    const kernels::RopeTable rope{cos.data(), sin.data(), D, false};
+    auto cos_b = upload(*c, cos), sin_b = upload(*c, sin);
+    const ocl::DeviceRope drope{*cos_b, *sin_b, D, false};
+    const int row = (Hq + 2 * Hkv) * D;  // packed [q | k | v] rows, as GroupQueryAttention's
+    cl::Buffer keys(*c, W * Hkv * D * 4), values(*c, W * Hkv * D * 4), scores(*c, 4 * Hq * W * 4), out(*c, 4 * Hq * D * 4);
+    const float scale = 0.35f;
+    int seen = 0;
+    // A 4-token prompt chunk, then 8 single tokens: the window (6, 2 sinks) slides from the 7th on.
+    for (int count : {4, 1, 1, 1, 1, 1, 1, 1, 1}) {
+      const auto rows = random_floats(static_cast<size_t>(count * row), static_cast<unsigned>(100 + seen));
+      std::vector<float> cpu(static_cast<size_t>(count * Hq * D));
+      for (int s = 0; s < count; ++s) ring.append(0, rows.data() + s * row + Hq * D, rows.data() + s * row + (Hq + Hkv) * D);
+      if (count > 1) ring.attend_chunk(0, rows.data(), row, count, Hq, scale, rope, cpu.data(), Hq * D);
+      else ring.attend(0, rows.data(), Hq, scale, rope, cpu.data());
+      auto src = upload(*c, rows);
+      k.ring_write(*src, row, Hq * D, (Hq + Hkv) * D, count, seen, W, S, Hkv * D, half, keys, values);
+      seen += count;
+      k.ring_attend(*src, row, count, Hq, Hkv, D, std::min(seen, W), seen, W, S, half, keys, values, drope, scale, scores, out,
+                    Hq * D);
+      CHECK(max_diff(download<float>(*c, out, cpu.size()), cpu) < 1e-5f);
+    }
   }
 }

@@ -137,8 +137,8 @@ Kernel::~Kernel() {
   if (k_) clReleaseKernel(k_);
 }
 
-Kernel& Kernel::arg(int i, const Buffer& b) {
-  cl_mem m = b.handle();
+Kernel& Kernel::arg(int i, const Buffer& b) { return arg(i, b.handle()); }
+Kernel& Kernel::arg(int i, cl_mem m) {
   check(clSetKernelArg(k_, static_cast<cl_uint>(i), sizeof m, &m), name_.c_str());
   return *this;
 }

@@ -67,6 +67,7 @@ class Kernel {
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
   Kernel& arg(int i, const Buffer& b);
+  Kernel& arg(int i, cl_mem m);
   Kernel& arg(int i, int32_t v);
   Kernel& arg(int i, float v);
   Kernel& local(int i, size_t bytes);  // __local scratch of this size

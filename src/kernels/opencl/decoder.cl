@@ -140,3 +140,117 @@ __kernel void argmax(__global const float* x, int n, __global int* out, __local 
   }
   if (lid == 0) out[0] = best_i[0] == 0x7fffffff ? 0 : best_i[0];
 }
+
+// y[b, :] = x[b, S − 1, :] for rows of `row` floats: the last position of each sequence.
+__kernel void last_rows(__global const float* x, __global float* y, int S, int row, int total) {
+  const int i = get_global_id(0);
+  if (i >= total) return;
+  const int b = i / row, c = i % row;
+  y[i] = x[((size_t)b * S + S - 1) * row + c];
+}
+
+// The ring-buffer KV cache on the device, with the CPU cache's semantics (llm/kv_ring_buffer.h): keys
+// stored before RoPE in slots [W][kv_heads][D]; token t sits in slot t while the buffer fills, then
+// non-sink tokens cycle through slots [S, W). Stored as float or half (`half_kv`, vstore_half: core).
+int ring_slot_of_token(int t, int W, int sinks) { return t < W ? t : sinks + (t - sinks) % (W - sinks); }
+
+// Window index i (sinks first, then oldest to newest) of a sequence that has seen `seen` tokens.
+int ring_slot_of_index(int i, int seen, int W, int sinks) {
+  if (seen <= W || i < sinks) return i;
+  const int t = seen - (W - i);
+  return sinks + (t - sinks) % (W - sinks);
+}
+
+// Appends `count` tokens (the sequence has seen `seen_before`): their keys and values are read from
+// rows `src_stride` floats apart, at `k_at` / `v_at` within a row.
+__kernel void ring_write(__global const float* src, int src_stride, int k_at, int v_at, int count, int seen_before,
+                         int W, int sinks, int kv_floats, int half_kv, __global void* keys, __global void* values) {
+  const int i = get_global_id(0);
+  if (i >= count * kv_floats) return;
+  const int s = i / kv_floats, d = i % kv_floats;
+  const size_t at = (size_t)ring_slot_of_token(seen_before + s, W, sinks) * kv_floats + d;
+  const float k = src[(size_t)s * src_stride + k_at + d], v = src[(size_t)s * src_stride + v_at + d];
+  if (half_kv) {
+    vstore_half(k, at, (__global half*)keys);
+    vstore_half(v, at, (__global half*)values);
+  } else {
+    ((__global float*)keys)[at] = k;
+    ((__global float*)values)[at] = v;
+  }
+}
+
+float ring_load(__global const void* p, size_t i, int half_kv) {
+  return half_kv ? vload_half(i, (__global const half*)p) : ((__global const float*)p)[i];
+}
+
+// Element d of a head vector x rotated to RoPE row `pos` (cos/sin [positions, rot/2]; dims ≥ rot pass).
+float rope_elem(float xd, float partner, int d, int rot, int interleaved, __global const float* cos_t,
+                __global const float* sin_t, int pos) {
+  if (d >= rot) return xd;
+  const int half_rot = rot / 2;
+  const int j = interleaved ? d / 2 : (d < half_rot ? d : d - half_rot);
+  const bool first = interleaved ? (d % 2 == 0) : d < half_rot;
+  const float c = cos_t[(size_t)pos * half_rot + j], s = sin_t[(size_t)pos * half_rot + j];
+  return first ? xd * c - partner * s : xd * c + partner * s;
+}
+
+// The partner of element d in its rotation pair.
+int rope_partner(int d, int rot, int interleaved) {
+  if (d >= rot) return d;
+  return interleaved ? (d ^ 1) : (d < rot / 2 ? d + rot / 2 : d - rot / 2);
+}
+
+// Attention of `count` new query tokens (rows `q_stride` floats apart, pre-RoPE) over the window: query
+// s at window position first + s sees window indices 0 … first + s (the window as it stood after its own
+// append; first = held − count), keys rotated to their window index as read. One work-group per (query
+// token, query head); scores go through `scores` ([count, q_heads, W] floats), then a max, a sum and the
+// weighted values, each a work-group reduction. Output rows `out_stride` floats apart, [q_heads][D].
+__kernel void ring_attend(__global const float* q, int q_stride, int count, int q_heads, int kv_heads, int D,
+                          int held, int seen, int W, int sinks, int half_kv, __global const void* keys,
+                          __global const void* values, __global const float* cos_t, __global const float* sin_t,
+                          int rot, int interleaved, float scale, __global float* scores, __global float* out,
+                          int out_stride, __local float* qrot, __local float* scratch) {
+  const int s = get_group_id(0) / q_heads, h = get_group_id(0) % q_heads;
+  const int lid = get_local_id(0), wg = get_local_size(0);
+  const int kvh = h / (q_heads / kv_heads), kv_floats = kv_heads * D;
+  const int qpos = held - count + s, n = qpos + 1;
+  __global const float* qh = q + (size_t)s * q_stride + (size_t)h * D;
+  for (int d = lid; d < D; d += wg) qrot[d] = rope_elem(qh[d], qh[rope_partner(d, rot, interleaved)], d, rot, interleaved, cos_t, sin_t, qpos);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  __global float* sc = scores + ((size_t)s * q_heads + h) * W;
+  float mx = -INFINITY;
+  for (int i = lid; i < n; i += wg) {
+    const size_t base = (size_t)ring_slot_of_index(i, seen, W, sinks) * kv_floats + (size_t)kvh * D;
+    float dot = 0.0f;
+    for (int d = 0; d < D; ++d) {
+      const float kd = ring_load(keys, base + d, half_kv), kp = ring_load(keys, base + rope_partner(d, rot, interleaved), half_kv);
+      dot += qrot[d] * rope_elem(kd, kp, d, rot, interleaved, cos_t, sin_t, i);
+    }
+    sc[i] = dot * scale;
+    mx = fmax(mx, dot * scale);
+  }
+  // max over the group (a reduction of its own: group_sum adds)
+  scratch[lid] = mx;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int st = wg / 2; st > 0; st /= 2) {
+    if (lid < st) scratch[lid] = fmax(scratch[lid], scratch[lid + st]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  mx = scratch[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float sum = 0.0f;
+  for (int i = lid; i < n; i += wg) {
+    const float p = exp(sc[i] - mx);
+    sc[i] = p;
+    sum += p;
+  }
+  barrier(CLK_GLOBAL_MEM_FENCE);  // every sc[i] of the group visible to every work-item
+  sum = group_sum(sum, scratch);
+  __global float* o = out + (size_t)s * out_stride + (size_t)h * D;
+  for (int d = lid; d < D; d += wg) {
+    float acc = 0.0f;
+    for (int i = 0; i < n; ++i)
+      acc += sc[i] * ring_load(values, (size_t)ring_slot_of_index(i, seen, W, sinks) * kv_floats + (size_t)kvh * D + d, half_kv);
+    o[d] = acc / sum;
+  }
+}

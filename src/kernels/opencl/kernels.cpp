@@ -9,7 +9,8 @@ Kernels::Kernels(cl::Context& ctx)
     : ctx_(ctx), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
       gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
       rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu_packed"), add_(program_, "add"),
-      embed_(program_, "embed_rows"), argmax_(program_, "argmax") {}
+      embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
+      ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
 
 size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
   const size_t limit = std::min(want, ctx_.max_work_group(k));
@@ -18,52 +19,75 @@ size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
   return g;
 }
 
-void Kernels::gemv(const cl::Buffer& x, const cl::Buffer& w, bool half_weights, cl::Buffer& y, int M, int K, int N) {
+void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) {
   cl::Kernel& k = half_weights ? gemv_f16_ : gemv_f32_;
   const size_t wg = group_size(k, 64);
   k.args(x, w, y, M, K, N).local(6, wg * sizeof(float));
   ctx_.launch(k, static_cast<size_t>(N) * wg, wg);
 }
 
-void Kernels::gemv_nbits(const cl::Buffer& x, const cl::Buffer& w, const cl::Buffer& scales, const cl::Buffer* zero_points,
-                         cl::Buffer& y, int M, int K, int N, int bits, int block) {
+void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
+                         Mem y, int M, int K, int N, int bits, int block) {
   if ((bits != 4 && bits != 8) || block <= 0 || block % 2) fail("OpenCL gemv_nbits: bits must be 4 or 8 and block even");
   const size_t wg = group_size(gemv_nbits_, 64);
-  gemv_nbits_.args(x, w, scales, zero_points ? *zero_points : scales, zero_points ? 1 : 0, y, M, K, N, bits, block)
+  gemv_nbits_.args(x, w, scales, zero_points.m ? zero_points : scales, int32_t{zero_points.m != nullptr}, y, M, K, N, bits, block)
       .local(11, wg * sizeof(float));
   ctx_.launch(gemv_nbits_, static_cast<size_t>(N) * wg, wg);
 }
 
-void Kernels::rms_norm(const cl::Buffer& x, const cl::Buffer* residual, cl::Buffer* sum_out, const cl::Buffer& scale,
-                       cl::Buffer& y, int rows, int D, float eps) {
-  if ((residual == nullptr) != (sum_out == nullptr)) fail("OpenCL rms_norm: a residual needs a sum_out buffer and back");
+void Kernels::rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale,
+                       Mem y, int rows, int D, float eps) {
+  if ((residual.m == nullptr) != (sum_out.m == nullptr)) fail("OpenCL rms_norm: a residual needs a sum_out buffer and back");
   const size_t wg = group_size(rms_norm_, 256);
-  rms_norm_.args(x, residual ? *residual : x, residual ? 1 : 0, sum_out ? *sum_out : y, scale, y, D, eps)
+  rms_norm_.args(x, residual.m ? residual : x, int32_t{residual.m != nullptr}, sum_out.m ? sum_out : y, scale, y, D, eps)
       .local(8, wg * sizeof(float));
   ctx_.launch(rms_norm_, static_cast<size_t>(rows) * wg, wg);
 }
 
-void Kernels::swiglu_packed(const cl::Buffer& x, cl::Buffer& y, int rows, int F) {
+void Kernels::swiglu_packed(Mem x, Mem y, int rows, int F) {
   const int total = rows * F;
   swiglu_.args(x, y, F, total);
   ctx_.launch(swiglu_, static_cast<size_t>(total), group_size(swiglu_, 64));
 }
 
-void Kernels::add(const cl::Buffer& a, const cl::Buffer& b, cl::Buffer& y, int n) {
+void Kernels::add(Mem a, Mem b, Mem y, int n) {
   add_.args(a, b, y, n);
   ctx_.launch(add_, static_cast<size_t>(n), group_size(add_, 64));
 }
 
-void Kernels::embed_rows(const cl::Buffer& ids, const cl::Buffer& table, cl::Buffer& y, int T, int rows, int D, cl::Buffer& bad) {
+void Kernels::embed_rows(Mem ids, Mem table, Mem y, int T, int rows, int D, Mem bad) {
   const size_t wg = group_size(embed_, 64);
   embed_.args(ids, table, y, rows, D, bad);
   ctx_.launch(embed_, static_cast<size_t>(T) * wg, wg);
 }
 
-void Kernels::argmax(const cl::Buffer& x, int n, cl::Buffer& out) {
+void Kernels::argmax(Mem x, int n, Mem out) {
   const size_t wg = group_size(argmax_, 256);
   argmax_.args(x, n, out).local(3, wg * sizeof(float)).local(4, wg * sizeof(int32_t));
   ctx_.launch(argmax_, wg, wg);
+}
+
+void Kernels::last_rows(Mem x, Mem y, int B, int S, int row) {
+  const int total = B * row;
+  last_rows_.args(x, y, S, row, total);
+  ctx_.launch(last_rows_, static_cast<size_t>(total), group_size(last_rows_, 64));
+}
+
+void Kernels::ring_write(Mem src, int src_stride, int k_at, int v_at, int count, int seen_before, int W, int sinks,
+                         int kv_floats, bool half_kv, Mem keys, Mem values) {
+  ring_write_.args(src, src_stride, k_at, v_at, count, seen_before, W, sinks, kv_floats, int32_t{half_kv}, keys, values);
+  ctx_.launch(ring_write_, static_cast<size_t>(count) * static_cast<size_t>(kv_floats), group_size(ring_write_, 64));
+}
+
+void Kernels::ring_attend(Mem q, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
+                          int sinks, bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores,
+                          Mem out, int out_stride) {
+  const size_t wg = group_size(ring_attend_, 64);
+  ring_attend_.args(q, q_stride, count, q_heads, kv_heads, D, held, seen, W, sinks, int32_t{half_kv}, keys, values, rope.cos,
+                    rope.sin, rope.rot, int32_t{rope.interleaved}, scale, scores, out, out_stride)
+      .local(21, static_cast<size_t>(D) * sizeof(float))
+      .local(22, wg * sizeof(float));
+  ctx_.launch(ring_attend_, static_cast<size_t>(count) * static_cast<size_t>(q_heads) * wg, wg);
 }
 
 }  // namespace tern::kernels::opencl

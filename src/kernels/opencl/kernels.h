@@ -8,35 +8,61 @@
 
 namespace tern::kernels::opencl {
 
+// A device buffer argument: a cl::Buffer, or the cl_mem of a device-resident tensor.
+struct Mem {
+  cl_mem m;
+  Mem(const cl::Buffer& b) : m(b.handle()) {}  // NOLINT: implicit on purpose
+  Mem(cl_mem mem) : m(mem) {}                 // NOLINT
+  operator cl_mem() const { return m; }       // NOLINT: passes as a kernel argument
+};
+
+// The RoPE tables a ring attention reads: cos/sin [positions, rot/2] on the device.
+struct DeviceRope {
+  Mem cos, sin;
+  int rot = 0;
+  bool interleaved = false;
+};
+
 class Kernels {
  public:
   explicit Kernels(cl::Context& ctx);
   cl::Context& context() { return ctx_; }
 
   // y[M, N] = x[M, K] · Wᵀ, W [N, K] float32 or half (`half_weights`).
-  void gemv(const cl::Buffer& x, const cl::Buffer& w, bool half_weights, cl::Buffer& y, int M, int K, int N);
+  void gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N);
   // The same for MatMulNBits blocks (bits 4 or 8): w [N, k_blocks, block·bits/8], scales [N·k_blocks],
-  // packed zero points or null for the default.
-  void gemv_nbits(const cl::Buffer& x, const cl::Buffer& w, const cl::Buffer& scales, const cl::Buffer* zero_points,
-                  cl::Buffer& y, int M, int K, int N, int bits, int block);
-  // y = rms_norm(x (+ residual, the sum also written to sum_out)) · scale, rows of D.
-  void rms_norm(const cl::Buffer& x, const cl::Buffer* residual, cl::Buffer* sum_out, const cl::Buffer& scale, cl::Buffer& y,
+  // packed zero points or a null Mem (nullptr) for the default.
+  void gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
+                  Mem y, int M, int K, int N, int bits, int block);
+  // y = rms_norm(x (+ residual, the sum also written to sum_out)) · scale, rows of D; no residual: both nullptr.
+  void rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale, Mem y,
                 int rows, int D, float eps);
   // y [rows, F] = silu(gate) · up from x [rows, 2F] = [gate | up].
-  void swiglu_packed(const cl::Buffer& x, cl::Buffer& y, int rows, int F);
-  void add(const cl::Buffer& a, const cl::Buffer& b, cl::Buffer& y, int n);
+  void swiglu_packed(Mem x, Mem y, int rows, int F);
+  void add(Mem a, Mem b, Mem y, int n);
   // y [T, D] = table [rows, D] at int32 ids [T]; `bad` (one int32) gets 1 + the first bad position, else
   // stays as it was.
-  void embed_rows(const cl::Buffer& ids, const cl::Buffer& table, cl::Buffer& y, int T, int rows, int D, cl::Buffer& bad);
+  void embed_rows(Mem ids, Mem table, Mem y, int T, int rows, int D, Mem bad);
   // out (one int32) = the index of the largest of x[0..n), the first on ties.
-  void argmax(const cl::Buffer& x, int n, cl::Buffer& out);
+  void argmax(Mem x, int n, Mem out);
+  // y [B, 1, row] = x [B, S, row] at the last position.
+  void last_rows(Mem x, Mem y, int B, int S, int row);
+  // Ring-buffer KV cache of one sequence (the CPU KvRingBuffer's slots and window order): appends
+  // `count` tokens whose key and value sit at `k_at` / `v_at` in rows of `src_stride` floats, after
+  // `seen_before` tokens.
+  void ring_write(Mem src, int src_stride, int k_at, int v_at, int count, int seen_before, int W, int sinks, int kv_floats,
+                  bool half_kv, Mem keys, Mem values);
+  // Attention of the last `count` appended tokens (queries pre-RoPE, rows `q_stride` apart) over the
+  // window of a sequence holding `held` tokens of `seen`; `scores` holds count·q_heads·W floats.
+  void ring_attend(Mem q, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W, int sinks,
+                   bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out, int out_stride);
 
  private:
   // The largest power of two ≤ `want` this kernel can run as one work-group here.
   size_t group_size(const cl::Kernel& k, size_t want) const;
   cl::Context& ctx_;
   cl_program program_;
-  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, rms_norm_, swiglu_, add_, embed_, argmax_;
+  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
 };
 
 }  // namespace tern::kernels::opencl
