@@ -235,6 +235,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 // the window is the model's context length (4096 when unknown): the ring allocates as it fills.
 void set_generation_options(const Flags& f, const tern::llm::ModelConfig& cfg, tern::SessionOptions& so, bool ring_possible) {
   so.last_position_output = "logits";  // the generator reads no other position
+  so.device = tern::parse_device(f.get("device", "cpu"));
   so.weights = tern::parse_weight_format(f.get("weights", "fp32"));
   so.kv_sinks = std::stoll(f.get("sinks", "4"));
   const std::string kv = f.get("kv-dtype", "fp32");

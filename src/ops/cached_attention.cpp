@@ -9,8 +9,10 @@
 #include <memory>
 
 #include "llm/kv_ring_buffer.h"
+#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "runtime/opencl.h"
 
 namespace tern {
 namespace {
@@ -26,7 +28,17 @@ class CachedAttentionOp : public Op {
       fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
   }
   bool foldable() const override { return false; }
-  void reset() override { ring_.reset(); }
+  void reset() override {
+    ring_.reset();
+    device_seen_ = 0;
+  }
+  // On OpenCL: one float32 sequence; the ring lives in device memory with the CPU ring's semantics.
+  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
+    if (d.kind == DeviceKind::CPU) return true;
+    for (int i : {0, 1, 2})
+      if (in[static_cast<size_t>(i)] && in[static_cast<size_t>(i)]->dtype() != DType::Float32) return false;
+    return in[0]->dim(0) == 1 && !cl::on_device(*in[5]);
+  }
   // Attention reads every held key and value once per token; the append writes one slot.
   // Each new token scores and sums over the window it sees (about half the prompt on average, in a
   // prompt chunk); reads every held key and value once per token.
@@ -62,16 +74,13 @@ class CachedAttentionOp : public Op {
   }
 
   void run(RunContext& ctx) const override {
+    if (ctx.device.kind == DeviceKind::OpenCL) return run_opencl(ctx);
     const bool packed = !ctx.has(1);
     Tensor q_scratch, k_scratch, v_scratch;  // float32 copies, only for float16 models
     const Tensor& q = as_dtype(ctx.in(0), DType::Float32, q_scratch);
     const Tensor& k = packed ? q : as_dtype(ctx.in(1), DType::Float32, k_scratch);
     const Tensor& v = packed ? q : as_dtype(ctx.in(2), DType::Float32, v_scratch);
-    if (cos_src_ != ctx.in(3).raw()) {  // float32 tables, made once (a no-copy view for float32 models)
-      cos_ = cast_to(ctx.in(3), DType::Float32);
-      sin_ = cast_to(ctx.in(4), DType::Float32);
-      cos_src_ = ctx.in(3).raw();
-    }
+    make_tables(ctx);
     const Tensor& cos = cos_;
     const Tensor& sin = sin_;
     const Tensor& mask = ctx.in(5);
@@ -83,10 +92,7 @@ class CachedAttentionOp : public Op {
       const int64_t sinks = std::min(sinks_, window_ - 1);
       ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
     }
-    const int64_t rot = rot_dim_ ? rot_dim_ : D;
-    if (cos.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", cos.dim(1), " columns for rotary dim ", rot);
-    if (cos.dim(0) < window_)
-      fail(ctx.node.describe(), ": the window (", window_, ") exceeds the ", cos.dim(0), " positions the RoPE tables cover");
+    const int64_t rot = check_tables(ctx, D);
     kernels::RopeTable rope{cos.data<float>(), sin.data<float>(), rot, interleaved_};
     const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
     Tensor& y = ctx.out(0);
@@ -117,6 +123,74 @@ class CachedAttentionOp : public Op {
   }
 
  private:
+  // The RoPE tables as float32, made once (a no-copy view for float32 models).
+  void make_tables(const RunContext& ctx) const {
+    if (cos_src_ == ctx.in(3).raw()) return;
+    cos_ = cast_to(ctx.in(3), DType::Float32);
+    sin_ = cast_to(ctx.in(4), DType::Float32);
+    cos_src_ = ctx.in(3).raw();
+  }
+  // The rotary dim, after checking the tables cover it and the window.
+  int64_t check_tables(const RunContext& ctx, int64_t D) const {
+    const int64_t rot = rot_dim_ ? rot_dim_ : D;
+    if (cos_.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", cos_.dim(1), " columns for rotary dim ", rot);
+    if (cos_.dim(0) < window_)
+      fail(ctx.node.describe(), ": the window (", window_, ") exceeds the ", cos_.dim(0), " positions the RoPE tables cover");
+    return rot;
+  }
+  // One sequence on the device: append the step's tokens to the device ring, attend. Same order as the
+  // CPU path: a chunk at once while the window has room, token by token once it slides.
+  void run_opencl(RunContext& ctx) const {
+    const bool packed = !ctx.has(1);
+    const Tensor& q = ctx.in(0);
+    const Tensor& mask = ctx.in(5);
+    const int64_t S = q.dim(1), D = q.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_), total = mask.dim(1);
+    for (int64_t s = 0; s < S; ++s)
+      if (mask.at_i64(total - S + s) == 0) fail_unsupported(ctx.node.describe(), ": padding tokens on the OpenCL device");
+    make_tables(ctx);
+    const int64_t rot = check_tables(ctx, D);
+    auto& c = ctx.opencl->context();
+    const int64_t kv_floats = hkv_ * D, elem = storage_ == DType::Float16 ? 2 : 4;
+    const int64_t W = window_, sinks = std::min(sinks_, window_ - 1);
+    // Slots grow in doublings up to the window, as the CPU ring's.
+    const int64_t need = std::min(W, device_seen_ + S);
+    if (device_slots_ < need) {
+      int64_t slots = std::max<int64_t>(device_slots_ ? device_slots_ : 256, 1);
+      while (slots < need) slots *= 2;
+      slots = std::min(slots, W);
+      for (Tensor* t : {&device_keys_, &device_values_}) {
+        Tensor grown = cl::device_tensor(c, DType::UInt8, {slots * kv_floats * elem});
+        if (t->defined()) c.copy(cl::mem_of(*t), cl::mem_of(grown), static_cast<size_t>(device_slots_ * kv_floats * elem));
+        *t = grown;
+      }
+      device_slots_ = slots;
+    }
+    Tensor qd, kd, vd;
+    const cl_mem qm = device_input(ctx, 0, qd), km = packed ? qm : device_input(ctx, 1, kd), vm = packed ? qm : device_input(ctx, 2, vd);
+    const int q_row = static_cast<int>(q.dim(2)), k_row = static_cast<int>(packed ? q.dim(2) : kv_floats);
+    const int k_at = static_cast<int>(packed ? hq_ * D : 0), v_at = static_cast<int>(packed ? (hq_ + hkv_) * D : 0);
+    const kernels::opencl::DeviceRope rope{cos_dev_.get(ctx, cos_), sin_dev_.get(ctx, sin_), static_cast<int>(rot), interleaved_};
+    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
+    const bool half = storage_ == DType::Float16;
+    const cl_mem keys = cl::mem_of(device_keys_), values = cl::mem_of(device_values_), out = device_output(ctx, 0);
+    const int64_t held_after = std::min(W, device_seen_ + S);
+    if (!scores_.defined() || scores_.numel() < S * hq_ * held_after)
+      scores_ = cl::device_tensor(c, DType::Float32, {S * hq_ * held_after});
+    // A chunk attends at once while the window has room for all of it; else token by token.
+    const int64_t step = device_seen_ + S <= W ? S : 1;
+    for (int64_t s = 0; s < S; s += step) {
+      ctx.opencl->ring_write(km, static_cast<int>(k_at + s * k_row), k_row, vm, static_cast<int>(v_at + s * k_row), k_row,
+                             static_cast<int>(step), static_cast<int>(device_seen_), static_cast<int>(W), static_cast<int>(sinks),
+                             static_cast<int>(kv_floats), half, keys, values);
+      device_seen_ += step;
+      const int64_t held = std::min(W, device_seen_);
+      ctx.opencl->ring_attend(qm, static_cast<int>(s * q_row), q_row, static_cast<int>(step), static_cast<int>(hq_),
+                              static_cast<int>(hkv_), static_cast<int>(D), static_cast<int>(held), static_cast<int>(device_seen_),
+                              static_cast<int>(W), static_cast<int>(sinks), half, keys, values, rope, scale, cl::mem_of(scores_),
+                              out, static_cast<int>(s * hq_ * D), static_cast<int>(hq_ * D));
+    }
+  }
+
   int64_t hq_, hkv_, window_, sinks_;
   bool interleaved_;
   int64_t rot_dim_;
@@ -126,6 +200,11 @@ class CachedAttentionOp : public Op {
   mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
   mutable Tensor cos_, sin_;                         // the RoPE tables as float32
   mutable const void* cos_src_ = nullptr;            // the table they were made from
+  // OpenCL: the ring in device memory ([slots][kv_heads][D] keys and values, as storage_), tokens
+  // appended so far, the RoPE tables and the scores scratch.
+  mutable Tensor device_keys_, device_values_, scores_;
+  mutable int64_t device_seen_ = 0, device_slots_ = 0;
+  mutable DeviceConstant cos_dev_, sin_dev_;
 };
 
 }  // namespace

@@ -29,14 +29,15 @@ void run_op(const Op& op, RunContext& ctx) {
 }
 
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, Device device, int threads) {
+                                 const Allocator& alloc, Device device, int threads, kernels::opencl::Kernels* opencl) {
   try {
     std::vector<SymShape> shapes(inputs.size());
     std::vector<InferContext::Input> infos(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i]) continue;
       shapes[i] = sym_shape(inputs[i]->shape());
-      infos[i] = {inputs[i]->dtype(), &shapes[i], inputs[i], true, nullptr};
+      const bool host = !inputs[i]->buffer() || inputs[i]->buffer()->device().kind == DeviceKind::CPU;
+      infos[i] = {inputs[i]->dtype(), &shapes[i], host ? inputs[i] : nullptr, true, nullptr};
     }
     InferContext ictx(node, std::move(infos));
     op.infer(ictx);
@@ -49,7 +50,7 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
       if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
       else outputs[i] = alloc(o.dtype, *shape);
     }
-    RunContext rctx{node, inputs, outputs, device, threads};
+    RunContext rctx{node, inputs, outputs, device, threads, opencl};
     op.run(rctx);
     return outputs;
   } catch (...) {

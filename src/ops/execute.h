@@ -15,9 +15,10 @@ Tensor allocate_on_heap(DType dtype, const Shape& shape);
 // errors with the node named.
 void run_op(const Op& op, RunContext& ctx);
 
-// Infers output shapes from the actual inputs, allocates outputs with `alloc`, runs the op.
-// Errors are rethrown with the node named.
+// Infers output shapes from the actual inputs (device tensors give their shapes, not their values),
+// allocates outputs with `alloc`, runs the op on `device`. Errors are rethrown with the node named.
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, Device device = {}, int threads = 1);
+                                 const Allocator& alloc, Device device = {}, int threads = 1,
+                                 kernels::opencl::Kernels* opencl = nullptr);
 
 }  // namespace tern

@@ -4,8 +4,10 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gather.h"
+#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "runtime/opencl.h"
 
 namespace tern {
 namespace {
@@ -48,11 +50,27 @@ class GatherOp : public Op {
       ctx.set_sym_value(0, picked);
     }
   }
+  // On OpenCL: the embedding lookup — a float32 table [rows, D] kept on the device, integer ids read on
+  // the host (checked there, uploaded as int32: 4 bytes a token).
+  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
+    if (d.kind == DeviceKind::CPU) return true;
+    return in[0] && in[1] && !cl::on_device(*in[0]) && !cl::on_device(*in[1]) && in[0]->dtype() == DType::Float32 &&
+           in[0]->rank() == 2 && (axis_ == 0 || axis_ == -2) && (in[1]->dtype() == DType::Int64 || in[1]->dtype() == DType::Int32);
+  }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
     const Tensor& ids = ctx.in(1);
+    if (ctx.device.kind == DeviceKind::OpenCL) {
+      const std::vector<int64_t> idx = checked_indices(ctx.node, ids, n);
+      Tensor ids32(DType::Int32, {static_cast<int64_t>(idx.size())});
+      for (size_t i = 0; i < idx.size(); ++i) ids32.data<int32_t>()[i] = static_cast<int32_t>(idx[i]);
+      const Tensor ids_dev = cl::to_device(ctx.opencl->context(), ids32);
+      ctx.opencl->embed_rows(cl::mem_of(ids_dev), table_.get(ctx, x), device_output(ctx, 0), static_cast<int>(idx.size()),
+                             static_cast<int>(inner));
+      return;
+    }
     // int64 indices already in [0, n) (token ids, mostly) are used in place; others are normalized.
     const int64_t* direct = nullptr;
     if (ids.dtype() == DType::Int64) {
@@ -67,6 +85,7 @@ class GatherOp : public Op {
   }
 
  private:
+  mutable DeviceConstant table_;  // OpenCL: the table, uploaded once
   int64_t axis_;
 };
 

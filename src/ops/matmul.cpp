@@ -8,8 +8,10 @@
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "runtime/opencl.h"
 
 namespace tern {
 namespace {
@@ -83,10 +85,16 @@ class MatMulOp : public Op {
     if (!b1) out.push_back(b.back());
     ctx.set(0, ctx.dtype(0), out);
   }
+  // On OpenCL: float32 activations times the repacked constant weight, kept on the device as [N, K]
+  // (float32 or half) or as its int8/int4 blocks.
+  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
+    return d.kind == DeviceKind::CPU || ((packed_ || quantized_) && in[0] && in[0]->dtype() == DType::Float32);
+  }
   void run(RunContext& ctx) const override {
     // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows,
     // on the repacked weight when it is a constant.
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
+    if (ctx.device.kind == DeviceKind::OpenCL) return run_opencl(ctx);
     if (packed_ || quantized_) {  // computed in float32 whatever the model's float type
       Tensor a_f32, y_f32;
       const Tensor& a = as_dtype(A, DType::Float32, a_f32);
@@ -142,8 +150,33 @@ class MatMulOp : public Op {
   }
 
  private:
+  void run_opencl(RunContext& ctx) const {
+    const int64_t K = packed_ ? packed_->K : quantized_->K, N = packed_ ? packed_->N : quantized_->N;
+    const int M = static_cast<int>(ctx.in(0).numel() / K);
+    Tensor a;
+    const cl_mem x = device_input(ctx, 0, a), y = device_output(ctx, 0);
+    if (device_w_.empty()) {  // the weights go to the device once
+      auto& c = ctx.opencl->context();
+      if (packed_) {
+        device_w_.push_back(cl::to_device(c, kernels::unpack_transposed(*packed_)));
+      } else {
+        device_w_.push_back(cl::to_device(c, Tensor::from_vector<uint8_t>(quantized_->data, {static_cast<int64_t>(quantized_->data.size())})));
+        device_w_.push_back(cl::to_device(c, Tensor::from_vector<float>(quantized_->scales, {static_cast<int64_t>(quantized_->scales.size())})));
+        device_w_.push_back(cl::to_device(
+            c, Tensor::from_vector<uint8_t>(quantized_->zero_points, {static_cast<int64_t>(quantized_->zero_points.size())})));
+      }
+    }
+    if (packed_)
+      ctx.opencl->gemv(x, cl::mem_of(device_w_[0]), device_w_[0].dtype() == DType::Float16, y, M, static_cast<int>(K),
+                       static_cast<int>(N));
+    else
+      ctx.opencl->gemv_nbits(x, cl::mem_of(device_w_[0]), cl::mem_of(device_w_[1]), cl::mem_of(device_w_[2]), y, M,
+                             static_cast<int>(K), static_cast<int>(N), static_cast<int>(quantized_->bits),
+                             static_cast<int>(quantized_->block));
+  }
   std::optional<kernels::PackedMatrix> packed_;        // or
   std::optional<kernels::QuantizedWeights> quantized_;
+  mutable std::vector<Tensor> device_w_;               // OpenCL: [N, K] weights, or blocks, scales, zero points
 };
 
 class GemmOp : public Op {

@@ -3,11 +3,15 @@
 //   SimplifiedLayerNormalization (RMS), SkipLayerNormalization and SkipSimplifiedLayerNormalization,
 //   whose "skip" forms normalize input + skip (+ bias) and can also return that sum (output 3).
 // One op; a Layout says where each operand sits in the node's inputs.
+#include <algorithm>
+
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "runtime/opencl.h"
 
 namespace tern {
 namespace {
@@ -23,7 +27,24 @@ class NormOp : public Op {
  public:
   NormOp(const Node& n, Layout layout)
       : rms_(layout.rms), l_(layout), axis_(n.attr_int("axis", -1)),
-        eps_(n.attr_float("epsilon", layout.skip >= 0 ? 1e-12f : 1e-5f)) {}
+        eps_(n.attr_float("epsilon", layout.skip >= 0 ? 1e-12f : 1e-5f)),
+        statistics_(std::any_of(n.outputs.begin() + std::min<size_t>(1, n.outputs.size()),
+                                n.outputs.begin() + std::min<size_t>(3, n.outputs.size()), [](int o) { return o >= 0; })) {}
+  // On OpenCL: the RMS forms in float32 over the last axis with a one-row scale, plain or with a skip
+  // of the input's shape (no bias), when no statistics output is read.
+  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
+    if (d.kind == DeviceKind::CPU) return true;
+    const Tensor* x = in[0];
+    const Tensor* scale = static_cast<size_t>(l_.scale) < in.size() ? in[static_cast<size_t>(l_.scale)] : nullptr;
+    if (!rms_ || statistics_ || !x || !scale || x->dtype() != DType::Float32 || x->rank() < 1) return false;
+    if (normalize_axis_quiet(axis_, x->rank()) != x->rank() - 1 || cl::on_device(*scale) || scale->dtype() != DType::Float32 ||
+        scale->numel() != x->dim(-1))
+      return false;
+    if (l_.skip < 0) return true;
+    const Tensor* skip = in[static_cast<size_t>(l_.skip)];
+    const bool bias = l_.bias >= 0 && static_cast<size_t>(l_.bias) < in.size() && in[static_cast<size_t>(l_.bias)];
+    return skip && skip->dtype() == DType::Float32 && skip->shape() == x->shape() && !bias;
+  }
   void infer(InferContext& ctx) const override {
     const SymShape& x = ctx.shape(0);
     int64_t axis = normalize_axis(ctx.node, axis_, static_cast<int64_t>(x.size()));
@@ -41,6 +62,24 @@ class NormOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
+    if (ctx.device.kind == DeviceKind::OpenCL) {
+      Tensor xd, skip;
+      const int D = static_cast<int>(x.dim(-1)), rows = static_cast<int>(x.numel() / x.dim(-1));
+      const cl_mem scale = scale_.get(ctx, ctx.in(l_.scale));
+      const bool sum = l_.skip >= 0 && ctx.outputs.size() > 3 && ctx.out(3).defined();
+      if (l_.skip < 0)
+        ctx.opencl->rms_norm(device_input(ctx, 0, xd), nullptr, nullptr, scale, device_output(ctx, 0), rows, D, eps_);
+      else if (sum)
+        ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, l_.skip, skip), device_output(ctx, 3), scale,
+                             device_output(ctx, 0), rows, D, eps_);
+      else {  // the sum goes nowhere: a scratch of the device's
+        if (!sum_scratch_.defined() || sum_scratch_.numel() < x.numel())
+          sum_scratch_ = cl::device_tensor(ctx.opencl->context(), DType::Float32, x.shape());
+        ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, l_.skip, skip), cl::mem_of(sum_scratch_), scale,
+                             device_output(ctx, 0), rows, D, eps_);
+      }
+      return;
+    }
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     int64_t n = 1;
     for (int64_t k = axis; k < x.rank(); ++k) n *= x.dim(k);
@@ -103,10 +142,14 @@ class NormOp : public Op {
     scratch = full;
     return scratch;
   }
+  static int64_t normalize_axis_quiet(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
   bool rms_;
   Layout l_;
   int64_t axis_;
   float eps_;
+  bool statistics_;                    // the node reads a Mean / InvStdDev output
+  mutable DeviceConstant scale_;       // OpenCL: the scale, uploaded once
+  mutable Tensor sum_scratch_;         // OpenCL: input + skip when the node does not output it
 };
 
 // EmbedLayerNormalization (com.microsoft): LayerNorm(word[ids] + position[pos] (+ segment[seg])).

@@ -1,5 +1,8 @@
 #include "ops/op.h"
 
+#include "kernels/opencl/kernels.h"
+#include "runtime/opencl.h"
+
 #include "ops/register_all.h"
 
 namespace tern {
@@ -176,6 +179,23 @@ OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tens
   }
   if (outputs_are_views()) c = {};  // no data moves
   return c;
+}
+
+cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch) {
+  const Tensor& t = ctx.in(i);
+  if (cl::on_device(t)) return cl::mem_of(t);
+  scratch = cl::to_device(ctx.opencl->context(), t);
+  return cl::mem_of(scratch);
+}
+
+cl_mem device_output(RunContext& ctx, int i) { return cl::mem_of(ctx.out(i)); }
+
+cl_mem DeviceConstant::get(const RunContext& ctx, const Tensor& host) {
+  if (!device_.defined() || source_ != host.raw()) {
+    device_ = cl::to_device(ctx.opencl->context(), host);
+    source_ = host.raw();
+  }
+  return cl::mem_of(device_);
 }
 
 }  // namespace tern

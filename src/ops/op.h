@@ -8,6 +8,11 @@
 
 #include "graph/ir.h"
 
+namespace tern::kernels::opencl {
+class Kernels;
+}
+typedef struct _cl_mem* cl_mem;
+
 namespace tern {
 
 // Thrown by InferContext when a rule needs a shape or value that is not known yet (load time only);
@@ -74,8 +79,9 @@ struct RunContext {
   const Node& node;
   const std::vector<const Tensor*>& inputs;  // nullptr for omitted optional inputs
   std::vector<Tensor>& outputs;       // allocated by the executor from infer()'s shapes
-  Device device;                      // where inputs and outputs live; kernels for it run
+  Device device;                      // where outputs live and kernels run (inputs: see Op::runs_on)
   int threads = 1;
+  kernels::opencl::Kernels* opencl = nullptr;  // the device's kernels when device is OpenCL
 
   bool has(int i) const { return i < static_cast<int>(inputs.size()) && inputs[static_cast<size_t>(i)]; }
   const Tensor& in(int i) const;
@@ -122,6 +128,13 @@ class Op {
   // The cost of one run with these tensors. Default: every input read and output written once, one
   // operation per output element (element-wise ops); ops whose work differs say so.
   virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const;
+  // Whether run() can compute this node on `device` with these inputs (which may be host or device
+  // tensors: an op reads on the host what it needs there — ids, masks — and takes the rest as device
+  // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
+  // must answer the same for every run of a sequence.
+  virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const {
+    return device.kind == DeviceKind::CPU;
+  }
   // The kernel run() picks for these inputs, named for profiles ("gemv_panels fp32", "gemm_nbits int4");
   // empty: the op's own loop.
   virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }
@@ -129,6 +142,22 @@ class Op {
   virtual void reset() {}
   // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.
   virtual int64_t state_bytes_per_token() const { return 0; }
+};
+
+// OpenCL runs (RunContext::opencl set): input i as device memory — itself when it is there, else
+// uploaded into `scratch` (counted as a transfer).
+cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch);
+cl_mem device_output(RunContext& ctx, int i);
+// A host constant (weights, scales, RoPE tables) kept on the device: uploaded at the first get() and
+// again only if a different host tensor is passed.
+class DeviceConstant {
+ public:
+  cl_mem get(const RunContext& ctx, const Tensor& host);
+  bool empty() const { return !device_.defined(); }
+
+ private:
+  const void* source_ = nullptr;
+  Tensor device_;
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;

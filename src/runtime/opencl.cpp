@@ -234,18 +234,24 @@ cl_program Context::program(const std::string& source, const std::string& option
   return p;
 }
 
-void Context::upload(Buffer& dst, const void* src, size_t bytes, size_t offset) {
-  if (offset + bytes > dst.bytes()) fail("OpenCL: upload of ", bytes, " bytes at ", offset, " overruns a ", dst.bytes(), "-byte buffer");
-  check(clEnqueueWriteBuffer(queue_, dst.handle(), CL_TRUE, offset, bytes, src, 0, nullptr, nullptr), "upload");
+void Context::upload(cl_mem dst, size_t dst_bytes, const void* src, size_t bytes, size_t offset) {
+  if (offset + bytes > dst_bytes) fail("OpenCL: upload of ", bytes, " bytes at ", offset, " overruns a ", dst_bytes, "-byte buffer");
+  if (bytes == 0) return;
+  check(clEnqueueWriteBuffer(queue_, dst, CL_TRUE, offset, bytes, src, 0, nullptr, nullptr), "upload");
   transfers_.to_device += static_cast<int64_t>(bytes);
   ++transfers_.uploads;
 }
 
-void Context::download(const Buffer& src, void* dst, size_t bytes, size_t offset) {
-  if (offset + bytes > src.bytes()) fail("OpenCL: download of ", bytes, " bytes at ", offset, " overruns a ", src.bytes(), "-byte buffer");
-  check(clEnqueueReadBuffer(queue_, src.handle(), CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "download");
+void Context::download(cl_mem src, size_t src_bytes, void* dst, size_t bytes, size_t offset) {
+  if (offset + bytes > src_bytes) fail("OpenCL: download of ", bytes, " bytes at ", offset, " overruns a ", src_bytes, "-byte buffer");
+  if (bytes == 0) return;
+  check(clEnqueueReadBuffer(queue_, src, CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "download");
   transfers_.to_host += static_cast<int64_t>(bytes);
   ++transfers_.downloads;
+}
+
+void Context::copy(cl_mem src, cl_mem dst, size_t bytes) {
+  if (bytes) check(clEnqueueCopyBuffer(queue_, src, dst, 0, 0, bytes, 0, nullptr, nullptr), "device copy");
 }
 
 void Context::launch(const Kernel& k, size_t global, size_t local) {
@@ -265,6 +271,32 @@ size_t Context::max_work_group(const Kernel& k) const {
   size_t n = 0;
   check(clGetKernelWorkGroupInfo(k.handle(), device_, CL_KERNEL_WORK_GROUP_SIZE, sizeof n, &n, nullptr), "work-group size");
   return n;
+}
+
+Tensor device_tensor(Context& ctx, DType dtype, const Shape& shape) {
+  auto* b = new Buffer(ctx, bytes_for(dtype, numel_of(shape)));
+  auto buf = std::make_shared<tern::Buffer>(static_cast<void*>(b->handle()), b->bytes(), Device{DeviceKind::OpenCL, ctx.info().index},
+                                            [b](void*) { delete b; });
+  return Tensor(dtype, shape, std::move(buf));
+}
+
+cl_mem mem_of(const Tensor& t) {
+  if (!on_device(t)) fail("OpenCL: a host tensor where device memory was expected");
+  return static_cast<cl_mem>(t.buffer()->data());
+}
+
+bool on_device(const Tensor& t) { return t.buffer() && t.buffer()->device().kind == DeviceKind::OpenCL; }
+
+Tensor to_device(Context& ctx, const Tensor& host) {
+  Tensor d = device_tensor(ctx, host.dtype(), host.shape());
+  ctx.upload(mem_of(d), d.buffer()->bytes(), host.raw(), host.nbytes());
+  return d;
+}
+
+Tensor to_host(Context& ctx, const Tensor& dev) {
+  Tensor h(dev.dtype(), dev.shape());
+  ctx.download(mem_of(dev), dev.buffer()->bytes(), h.raw(), h.nbytes(), 0);
+  return h;
 }
 
 }  // namespace tern::cl

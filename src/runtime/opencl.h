@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/tensor.h"
+
 typedef struct _cl_context* cl_context;
 typedef struct _cl_command_queue* cl_command_queue;
 typedef struct _cl_mem* cl_mem;
@@ -102,8 +104,12 @@ class Context {
   cl_program program(const std::string& source, const std::string& options = "");
   Kernel kernel(cl_program program, const std::string& name) { return Kernel(program, name); }
 
-  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0);
-  void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0);
+  void upload(Buffer& dst, const void* src, size_t bytes, size_t offset = 0) { upload(dst.handle(), dst.bytes(), src, bytes, offset); }
+  void download(const Buffer& src, void* dst, size_t bytes, size_t offset = 0) { download(src.handle(), src.bytes(), dst, bytes, offset); }
+  void upload(cl_mem dst, size_t dst_bytes, const void* src, size_t bytes, size_t offset = 0);
+  void download(cl_mem src, size_t src_bytes, void* dst, size_t bytes, size_t offset = 0);
+  // Device-to-device copy (no host transfer).
+  void copy(cl_mem src, cl_mem dst, size_t bytes);
   // Enqueues a 1-D launch: `global` work-items in groups of `local` (global rounded up to a multiple).
   void launch(const Kernel& k, size_t global, size_t local);
   void launch_2d(const Kernel& k, size_t global0, size_t global1, size_t local0, size_t local1);
@@ -124,6 +130,14 @@ class Context {
   TransferStats transfers_;
   int compiled_ = 0;
 };
+
+// Tensors on the device: a tern::Tensor whose Buffer is device memory (Device{OpenCL, index}; its
+// data pointer is the cl_mem). Only device code and these helpers may touch it.
+Tensor device_tensor(Context& ctx, DType dtype, const Shape& shape);
+cl_mem mem_of(const Tensor& t);
+bool on_device(const Tensor& t);
+Tensor to_device(Context& ctx, const Tensor& host);  // upload (counted)
+Tensor to_host(Context& ctx, const Tensor& dev);     // download (counted)
 
 // "CL_OUT_OF_RESOURCES (-5)" for an OpenCL status code.
 std::string error_name(int status);

@@ -10,7 +10,9 @@
 #include <omp.h>
 
 #include "graph/fusions.h"
+#include "kernels/opencl/kernels.h"
 #include "ops/execute.h"
+#include "runtime/opencl.h"
 
 namespace tern {
 
@@ -20,13 +22,30 @@ const Tensor& Outputs::at(const std::string& name) const {
   fail("no output named '", name, "'");
 }
 
+// The OpenCL device a session runs on: its context (queue, transfers) and compiled kernels.
+struct OpenClDevice {
+  explicit OpenClDevice(int index) : context(index), kernels(context) {}
+  cl::Context context;
+  kernels::opencl::Kernels kernels;
+};
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return {};
+  if (name == "opencl") return {DeviceKind::OpenCL, 0};
+  if (name.rfind("opencl:", 0) == 0 && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos)
+    return {DeviceKind::OpenCL, std::stoi(name.substr(7))};
+  fail("device '", name, "': use cpu, opencl or opencl:N (tern devices lists the OpenCL devices)");
+}
+
 Session::Session(const std::string& model_path, SessionOptions options)
     : Session(load_onnx(model_path), std::move(options)) {}
 
+Session::~Session() = default;
+
+const cl::TransferStats* Session::device_transfers() const { return opencl_ ? &opencl_->context.transfers() : nullptr; }
+
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
-  if (options_.device.kind != DeviceKind::CPU)
-    fail_unsupported("device ", static_cast<int>(options_.device.kind), ":", options_.device.index,
-                     " is not available: tern runs on the CPU only for now");
+  if (options_.device.kind == DeviceKind::OpenCL) opencl_ = std::make_unique<OpenClDevice>(options_.device.index);
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(options_.threads);  // OpenMP's team size is per process: the last session's wins
   pool_ = BufferPool::create();
@@ -185,7 +204,7 @@ void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feed
       fail("'", name, "' is not an input of ", model_.path, " (inputs: ", names, ")");
     }
     check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
-    if (tensor.device() != options_.device) fail("input '", name, "' lives on another device than the session");
+    if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a host tensor (the session moves it)");
     values_[static_cast<size_t>(id)] = tensor;
     fed_[static_cast<size_t>(it - g.inputs.begin())] = 1;
   }
@@ -263,6 +282,7 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
 void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out) {
   ++runs_;
   bind_feeds(feeds);
+  if (opencl_) return run_on_device(out);
   if (plan_.ready && binding_ == plan_.binding) return run_planned(out);
   // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
   plan_.ready = false;
@@ -375,6 +395,68 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
     if (g.values[v].constant) values_[v] = *g.values[v].constant;
   plan.ready = true;
   plan_ = std::move(plan);
+}
+
+void Session::run_on_device(Outputs& out) {
+  const Graph& g = *model_.graph;
+  cl::Context& ctx = opencl_->context;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant) values_[v] = *g.values[v].constant;
+  device_outputs_.resize(g.nodes.size());
+  host_nodes_.clear();
+  std::vector<Tensor> outs, host_copies;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& node = g.nodes[k];
+    const Op& op = *ops_[k];
+    ins_.assign(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0) {
+        const Tensor& t = values_[static_cast<size_t>(node.inputs[i])];
+        if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(node.inputs[i])].name, "' has no value");
+        ins_[i] = &t;
+      }
+    const bool on_device = op.runs_on(options_.device, ins_);
+    const auto clock_us = [] {
+      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+    const double t0 = options_.on_node ? clock_us() : 0;
+    if (on_device) {
+      // Outputs in device memory this node reuses from run to run when it is large enough.
+      size_t n_alloc = 0;
+      std::vector<Tensor>& cache = device_outputs_[k];
+      Allocator alloc = [&](DType dt, const Shape& shape) {
+        const size_t j = n_alloc++;
+        if (cache.size() <= j) cache.resize(j + 1);
+        const size_t need = bytes_for(dt, numel_of(shape));
+        if (!cache[j].defined() || cache[j].buffer()->bytes() < need || cache[j].buffer().use_count() > 1)
+          cache[j] = cl::device_tensor(ctx, dt, shape);
+        return Tensor(dt, shape, cache[j].buffer());
+      };
+      outs = execute_node(op, node, ins_, alloc, options_.device, options_.threads, &opencl_->kernels);
+    } else {
+      host_nodes_.push_back(node.name + " (" + node.op_type + ")");
+      host_copies.clear();
+      host_copies.reserve(ins_.size());
+      for (auto& in : ins_)
+        if (in && cl::on_device(*in)) {
+          host_copies.push_back(cl::to_host(ctx, *in));
+          in = &host_copies.back();
+        }
+      Allocator alloc = [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
+      outs = execute_node(op, node, ins_, alloc, Device{}, options_.threads);
+    }
+    if (options_.on_node) {
+      ctx.finish();  // the node's kernels have run, not only been queued
+      options_.on_node(NodeRun{node, op, ins_, outs, t0, clock_us(), runs_ - 1});
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i)
+      if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+    for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
+  }
+  for (int o : g.outputs)  // what the caller reads comes back to the host
+    if (Tensor& t = values_[static_cast<size_t>(o)]; t.defined() && cl::on_device(t)) t = cl::to_host(ctx, t);
+  collect_outputs(false, out);
+  for (Tensor& t : values_) t = Tensor();
 }
 
 }  // namespace tern

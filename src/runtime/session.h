@@ -29,7 +29,10 @@ struct NodeRun {
 };
 
 struct SessionOptions {
-  Device device;              // where buffers live and kernels run; CPU until the OpenCL path lands
+  // Where nodes run: the CPU, or an OpenCL device (runtime/opencl.h) — nodes whose op can run there
+  // (Op::runs_on) do, with their outputs and the ops' weights and caches kept in device memory; the
+  // others run on the CPU with their inputs downloaded (Session::host_nodes lists them).
+  Device device;
   int threads = 0;            // 0: all cores
   bool optimize = true;       // constant folding + dead-node removal
   // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
@@ -49,6 +52,9 @@ struct SessionOptions {
   std::function<void(const NodeRun& run)> on_node;
 };
 
+// "cpu", "opencl" (device 0) or "opencl:N" (`tern devices` lists them); fails naming the choices.
+Device parse_device(const std::string& name);
+
 struct IOInfo {
   std::string name;
   DType dtype = DType::Undefined;
@@ -63,10 +69,16 @@ class Outputs {
   size_t size() const { return items.size(); }
 };
 
+namespace cl {
+struct TransferStats;
+}
+struct OpenClDevice;
+
 class Session {
  public:
   explicit Session(const std::string& model_path, SessionOptions options = {});
   Session(Model model, SessionOptions options);
+  ~Session();
 
   const std::vector<IOInfo>& inputs() const { return inputs_; }
   const std::vector<IOInfo>& outputs() const { return outputs_; }
@@ -92,6 +104,10 @@ class Session {
   // Bytes of weights a decode step reads: every constant a node reads whole, and one row per token
   // of a table read by Gather (embeddings).
   int64_t weight_bytes_per_token() const;
+  // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
+  // computed on the CPU instead ("name (op type)").
+  const cl::TransferStats* device_transfers() const;
+  const std::vector<std::string>& host_nodes() const { return host_nodes_; }
 
  private:
   void prepare();
@@ -107,6 +123,8 @@ class Session {
   void run_planned(Outputs& out);
   // The general path; records each value's shape in `shapes` when given (to build a plan from).
   void run_inferring(std::vector<Shape>* shapes, Outputs& out);
+  // Every node on the OpenCL device that can run it, the rest on the CPU; outputs downloaded.
+  void run_on_device(Outputs& out);
   void build_plan(const std::vector<Shape>& shapes);
   void collect_outputs(bool planned, Outputs& out);
   // A graph output that node k computes into memory of its own (not a view of another value).
@@ -147,6 +165,9 @@ class Session {
   std::vector<char> is_graph_output_;   // by value id
   std::vector<const Tensor*> ins_;      // scratch: the current node's inputs
   std::vector<char> fed_;               // scratch: which graph inputs the feeds gave
+  std::unique_ptr<OpenClDevice> opencl_;
+  std::vector<std::vector<Tensor>> device_outputs_;  // per node, device memory its outputs reuse run after run
+  std::vector<std::string> host_nodes_;
 };
 
 }  // namespace tern

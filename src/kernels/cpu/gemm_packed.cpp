@@ -206,6 +206,26 @@ PackedMatrix pack_matrix(const Tensor& B, DType type) {
   return p;
 }
 
+Tensor unpack_transposed(const PackedMatrix& B) {
+  Tensor out(B.type == DType::Float16 ? DType::Float16 : DType::Float32, {B.N, B.K});
+  auto unpack = [&](const auto* panels, auto* o) {
+    for (int64_t n = 0; n < B.N; ++n)
+      for (int64_t k = 0; k < B.K; ++k) o[n * B.K + k] = panels[((n / kNR) * B.K + k) * kNR + n % kNR];
+  };
+  switch (B.type) {
+    case DType::Float16: unpack(static_cast<const f16*>(B.panels->data()), out.data<f16>()); break;
+    case DType::BFloat16: {
+      const bf16* p = static_cast<const bf16*>(B.panels->data());
+      float* o = out.data<float>();
+      for (int64_t n = 0; n < B.N; ++n)
+        for (int64_t k = 0; k < B.K; ++k) o[n * B.K + k] = static_cast<float>(p[((n / kNR) * B.K + k) * kNR + n % kNR]);
+      break;
+    }
+    default: unpack(static_cast<const float*>(B.panels->data()), out.data<float>()); break;
+  }
+  return out;
+}
+
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   switch (B.type) {
     case DType::Float16: return matmul_as<f16>(A, M, B, C);

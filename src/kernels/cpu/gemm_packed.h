@@ -30,6 +30,10 @@ extern const int64_t kPanel;  // columns per panel: two SIMD registers
 // Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`.
 PackedMatrix pack_matrix(const Tensor& B, DType type);
 
+// B back as [N, K] row-major (each output column's weights contiguous, the layout GPU GEMVs stream):
+// float16 for fp16 panels, float32 otherwise.
+Tensor unpack_transposed(const PackedMatrix& B);
+
 // C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (a GEMV below kGemvMaxRows rows, else the GEMM).
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
 // The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.

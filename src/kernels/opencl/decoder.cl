@@ -95,13 +95,15 @@ __kernel void rms_norm(__global const float* x, __global const float* residual, 
   }
 }
 
-// y[r, i] = silu(gate) · up from rows packed as [gate (F) | up (F)].
-__kernel void swiglu_packed(__global const float* x, __global float* y, int F, int total) {
+// y[r, c] = silu(gate[r·stride + c]) · up[up_at + r·stride + c]: two tensors [rows, F] (stride F,
+// up_at 0), or one packed [rows, 2F] = [gate | up] (both the same buffer, stride 2F, up_at F).
+__kernel void swiglu(__global const float* gate, __global const float* up, int stride, int up_at, __global float* y, int F,
+                     int total) {
   const int i = get_global_id(0);
   if (i >= total) return;
-  const int r = i / F, c = i % F;
-  const float g = x[(size_t)r * 2 * F + c], u = x[(size_t)r * 2 * F + F + c];
-  y[i] = g / (1.0f + exp(-g)) * u;
+  const size_t at = (size_t)(i / F) * stride + i % F;
+  const float g = gate[at];
+  y[i] = g / (1.0f + exp(-g)) * up[up_at + at];
 }
 
 __kernel void add(__global const float* a, __global const float* b, __global float* y, int total) {
@@ -109,15 +111,11 @@ __kernel void add(__global const float* a, __global const float* b, __global flo
   if (i < total) y[i] = a[i] + b[i];
 }
 
-// y[t, :] = table[ids[t], :]; an id outside [0, rows) sets *bad to t + 1 and writes zeros (the host
-// reports it naming the token).
-__kernel void embed_rows(__global const int* ids, __global const float* table, __global float* y, int rows, int D,
-                         __global int* bad) {
+// y[t, :] = table[ids[t], :] (ids checked by the host, which has them).
+__kernel void embed_rows(__global const int* ids, __global const float* table, __global float* y, int D) {
   const int t = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
-  const int id = ids[t];
-  const bool ok = id >= 0 && id < rows;
-  if (!ok && lid == 0) *bad = t + 1;
-  for (int i = lid; i < D; i += wg) y[(size_t)t * D + i] = ok ? table[(size_t)id * D + i] : 0.0f;
+  const size_t id = (size_t)ids[t];
+  for (int i = lid; i < D; i += wg) y[(size_t)t * D + i] = table[id * D + i];
 }
 
 // out[0] = the index of the largest of x[0..n) (the first on ties), from one work-group.
@@ -161,21 +159,22 @@ int ring_slot_of_index(int i, int seen, int W, int sinks) {
   return sinks + (t - sinks) % (W - sinks);
 }
 
-// Appends `count` tokens (the sequence has seen `seen_before`): their keys and values are read from
-// rows `src_stride` floats apart, at `k_at` / `v_at` within a row.
-__kernel void ring_write(__global const float* src, int src_stride, int k_at, int v_at, int count, int seen_before,
-                         int W, int sinks, int kv_floats, int half_kv, __global void* keys, __global void* values) {
+// Appends `count` tokens (the sequence has seen `seen_before`): token s's key is read at
+// k[k_at + s·k_stride], its value at v[v_at + s·v_stride] (the same buffer for packed rows).
+__kernel void ring_write(__global const float* k, int k_at, int k_stride, __global const float* v, int v_at, int v_stride,
+                         int count, int seen_before, int W, int sinks, int kv_floats, int half_kv, __global void* keys,
+                         __global void* values) {
   const int i = get_global_id(0);
   if (i >= count * kv_floats) return;
   const int s = i / kv_floats, d = i % kv_floats;
   const size_t at = (size_t)ring_slot_of_token(seen_before + s, W, sinks) * kv_floats + d;
-  const float k = src[(size_t)s * src_stride + k_at + d], v = src[(size_t)s * src_stride + v_at + d];
+  const float kd = k[k_at + (size_t)s * k_stride + d], vd = v[v_at + (size_t)s * v_stride + d];
   if (half_kv) {
-    vstore_half(k, at, (__global half*)keys);
-    vstore_half(v, at, (__global half*)values);
+    vstore_half(kd, at, (__global half*)keys);
+    vstore_half(vd, at, (__global half*)values);
   } else {
-    ((__global float*)keys)[at] = k;
-    ((__global float*)values)[at] = v;
+    ((__global float*)keys)[at] = kd;
+    ((__global float*)values)[at] = vd;
   }
 }
 
@@ -200,24 +199,24 @@ int rope_partner(int d, int rot, int interleaved) {
   return interleaved ? (d ^ 1) : (d < rot / 2 ? d + rot / 2 : d - rot / 2);
 }
 
-// Attention of `count` new query tokens (rows `q_stride` floats apart, pre-RoPE) over the window: query
+// Attention of `count` new query tokens (from q_at, rows `q_stride` floats apart, pre-RoPE) over the window: query
 // s at window position first + s sees window indices 0 … first + s (the window as it stood after its own
 // append; first = held − count), keys rotated to their window index as read. One work-group per (query
-// token, query head); scores go through `scores` ([count, q_heads, W] floats), then a max, a sum and the
-// weighted values, each a work-group reduction. Output rows `out_stride` floats apart, [q_heads][D].
-__kernel void ring_attend(__global const float* q, int q_stride, int count, int q_heads, int kv_heads, int D,
+// token, query head); scores go through `scores` ([count, q_heads, held] floats), then a max, a sum and the
+// weighted values, each a work-group reduction. Output rows from out_at, `out_stride` floats apart, [q_heads][D].
+__kernel void ring_attend(__global const float* q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D,
                           int held, int seen, int W, int sinks, int half_kv, __global const void* keys,
                           __global const void* values, __global const float* cos_t, __global const float* sin_t,
                           int rot, int interleaved, float scale, __global float* scores, __global float* out,
-                          int out_stride, __local float* qrot, __local float* scratch) {
+                          int out_at, int out_stride, __local float* qrot, __local float* scratch) {
   const int s = get_group_id(0) / q_heads, h = get_group_id(0) % q_heads;
   const int lid = get_local_id(0), wg = get_local_size(0);
   const int kvh = h / (q_heads / kv_heads), kv_floats = kv_heads * D;
   const int qpos = held - count + s, n = qpos + 1;
-  __global const float* qh = q + (size_t)s * q_stride + (size_t)h * D;
+  __global const float* qh = q + q_at + (size_t)s * q_stride + (size_t)h * D;
   for (int d = lid; d < D; d += wg) qrot[d] = rope_elem(qh[d], qh[rope_partner(d, rot, interleaved)], d, rot, interleaved, cos_t, sin_t, qpos);
   barrier(CLK_LOCAL_MEM_FENCE);
-  __global float* sc = scores + ((size_t)s * q_heads + h) * W;
+  __global float* sc = scores + ((size_t)s * q_heads + h) * held;
   float mx = -INFINITY;
   for (int i = lid; i < n; i += wg) {
     const size_t base = (size_t)ring_slot_of_index(i, seen, W, sinks) * kv_floats + (size_t)kvh * D;
@@ -246,7 +245,7 @@ __kernel void ring_attend(__global const float* q, int q_stride, int count, int 
   }
   barrier(CLK_GLOBAL_MEM_FENCE);  // every sc[i] of the group visible to every work-item
   sum = group_sum(sum, scratch);
-  __global float* o = out + (size_t)s * out_stride + (size_t)h * D;
+  __global float* o = out + out_at + (size_t)s * out_stride + (size_t)h * D;
   for (int d = lid; d < D; d += wg) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i)

@@ -8,7 +8,7 @@ namespace tern::kernels::opencl {
 Kernels::Kernels(cl::Context& ctx)
     : ctx_(ctx), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
       gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
-      rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu_packed"), add_(program_, "add"),
+      rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu"), add_(program_, "add"),
       embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
       ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
 
@@ -44,9 +44,10 @@ void Kernels::rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale,
   ctx_.launch(rms_norm_, static_cast<size_t>(rows) * wg, wg);
 }
 
-void Kernels::swiglu_packed(Mem x, Mem y, int rows, int F) {
+void Kernels::swiglu(Mem gate, Mem up, Mem y, int rows, int F) {
   const int total = rows * F;
-  swiglu_.args(x, y, F, total);
+  const bool packed = up.m == nullptr;
+  swiglu_.args(gate, packed ? gate : up, packed ? 2 * F : F, packed ? F : 0, y, F, total);
   ctx_.launch(swiglu_, static_cast<size_t>(total), group_size(swiglu_, 64));
 }
 
@@ -55,9 +56,9 @@ void Kernels::add(Mem a, Mem b, Mem y, int n) {
   ctx_.launch(add_, static_cast<size_t>(n), group_size(add_, 64));
 }
 
-void Kernels::embed_rows(Mem ids, Mem table, Mem y, int T, int rows, int D, Mem bad) {
+void Kernels::embed_rows(Mem ids, Mem table, Mem y, int T, int D) {
   const size_t wg = group_size(embed_, 64);
-  embed_.args(ids, table, y, rows, D, bad);
+  embed_.args(ids, table, y, D);
   ctx_.launch(embed_, static_cast<size_t>(T) * wg, wg);
 }
 
@@ -73,20 +74,20 @@ void Kernels::last_rows(Mem x, Mem y, int B, int S, int row) {
   ctx_.launch(last_rows_, static_cast<size_t>(total), group_size(last_rows_, 64));
 }
 
-void Kernels::ring_write(Mem src, int src_stride, int k_at, int v_at, int count, int seen_before, int W, int sinks,
-                         int kv_floats, bool half_kv, Mem keys, Mem values) {
-  ring_write_.args(src, src_stride, k_at, v_at, count, seen_before, W, sinks, kv_floats, int32_t{half_kv}, keys, values);
+void Kernels::ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W,
+                         int sinks, int kv_floats, bool half_kv, Mem keys, Mem values) {
+  ring_write_.args(k, k_at, k_stride, v, v_at, v_stride, count, seen_before, W, sinks, kv_floats, int32_t{half_kv}, keys, values);
   ctx_.launch(ring_write_, static_cast<size_t>(count) * static_cast<size_t>(kv_floats), group_size(ring_write_, 64));
 }
 
-void Kernels::ring_attend(Mem q, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
+void Kernels::ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
                           int sinks, bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores,
-                          Mem out, int out_stride) {
+                          Mem out, int out_at, int out_stride) {
   const size_t wg = group_size(ring_attend_, 64);
-  ring_attend_.args(q, q_stride, count, q_heads, kv_heads, D, held, seen, W, sinks, int32_t{half_kv}, keys, values, rope.cos,
-                    rope.sin, rope.rot, int32_t{rope.interleaved}, scale, scores, out, out_stride)
-      .local(21, static_cast<size_t>(D) * sizeof(float))
-      .local(22, wg * sizeof(float));
+  ring_attend_.args(q, q_at, q_stride, count, q_heads, kv_heads, D, held, seen, W, sinks, int32_t{half_kv}, keys, values,
+                    rope.cos, rope.sin, rope.rot, int32_t{rope.interleaved}, scale, scores, out, out_at, out_stride)
+      .local(23, static_cast<size_t>(D) * sizeof(float))
+      .local(24, wg * sizeof(float));
   ctx_.launch(ring_attend_, static_cast<size_t>(count) * static_cast<size_t>(q_heads) * wg, wg);
 }
 

@@ -37,25 +37,27 @@ class Kernels {
   // y = rms_norm(x (+ residual, the sum also written to sum_out)) · scale, rows of D; no residual: both nullptr.
   void rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale, Mem y,
                 int rows, int D, float eps);
-  // y [rows, F] = silu(gate) · up from x [rows, 2F] = [gate | up].
-  void swiglu_packed(Mem x, Mem y, int rows, int F);
+  // y [rows, F] = silu(gate) · up from gate and up [rows, F], or (up a null Mem) from gate [rows, 2F] =
+  // [gate | up].
+  void swiglu(Mem gate, Mem up, Mem y, int rows, int F);
   void add(Mem a, Mem b, Mem y, int n);
-  // y [T, D] = table [rows, D] at int32 ids [T]; `bad` (one int32) gets 1 + the first bad position, else
-  // stays as it was.
-  void embed_rows(Mem ids, Mem table, Mem y, int T, int rows, int D, Mem bad);
+  // y [T, D] = table [rows, D] at int32 ids [T], each already checked to be in [0, rows).
+  void embed_rows(Mem ids, Mem table, Mem y, int T, int D);
   // out (one int32) = the index of the largest of x[0..n), the first on ties.
   void argmax(Mem x, int n, Mem out);
   // y [B, 1, row] = x [B, S, row] at the last position.
   void last_rows(Mem x, Mem y, int B, int S, int row);
   // Ring-buffer KV cache of one sequence (the CPU KvRingBuffer's slots and window order): appends
-  // `count` tokens whose key and value sit at `k_at` / `v_at` in rows of `src_stride` floats, after
-  // `seen_before` tokens.
-  void ring_write(Mem src, int src_stride, int k_at, int v_at, int count, int seen_before, int W, int sinks, int kv_floats,
-                  bool half_kv, Mem keys, Mem values);
-  // Attention of the last `count` appended tokens (queries pre-RoPE, rows `q_stride` apart) over the
-  // window of a sequence holding `held` tokens of `seen`; `scores` holds count·q_heads·W floats.
-  void ring_attend(Mem q, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W, int sinks,
-                   bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out, int out_stride);
+  // `count` tokens after `seen_before`, token s's key at k[k_at + s·k_stride] and value at
+  // v[v_at + s·v_stride] (offsets and strides in floats).
+  void ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W, int sinks,
+                  int kv_floats, bool half_kv, Mem keys, Mem values);
+  // Attention of the last `count` appended tokens (queries pre-RoPE from q_at, rows `q_stride` apart)
+  // over the window of a sequence holding `held` tokens of `seen`; `scores` holds count·q_heads·held
+  // floats; output rows from out_at, `out_stride` apart.
+  void ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
+                   int sinks, bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out,
+                   int out_at, int out_stride);
 
  private:
   // The largest power of two ≤ `want` this kernel can run as one work-group here.
