@@ -46,7 +46,7 @@ commands:
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
-           [--weights fp32|fp16|bf16|int8|int4] [--threads N] [--no-cache] [--json] [--stats]
+           [--weights fp32|fp16|bf16|int8|int4] [--device cpu|opencl[:N]] [--threads N] [--no-cache] [--json] [--stats]
       Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
       streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
       the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
@@ -60,7 +60,11 @@ commands:
       cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
       int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
       --stats adds the bytes a decode step moves for weights and for the KV cache.
-  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F] [--json]
+      --device opencl runs every node the OpenCL device can take there (weights, activations and the
+      ring KV cache stay in device memory; greedy decoding moves one token id each way per step), the
+      others on the CPU (bench and --stats list them).
+  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
+        [--device cpu|opencl[:N]] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
@@ -562,7 +566,15 @@ int cmd_bench(int argc, char** argv) {
   tern::llm::GenerateOptions warm;
   warm.max_new_tokens = 2;
   gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, warm);  // pages weights in
-  const auto r = gen.generate({prompt}, o);
+  // On a device: the bytes moved host↔device by the decode steps after the first (per token below).
+  int64_t token = 0, up = 0, down = 0;
+  const tern::cl::TransferStats* moved = session.device_transfers();
+  const auto r = gen.generate({prompt}, o, [&](size_t, int64_t) {
+    if (moved && ++token == 2) up = -moved->to_device, down = -moved->to_host;
+    return true;
+  });
+  if (moved) up += moved->to_device, down += moved->to_host;
+  const double per_step = r.decode_steps > 1 ? 1.0 / static_cast<double>(r.decode_steps - 1) : 0.0;
   // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
   const double bandwidth_after = tern::measure_read_bandwidth(threads);
   const double bandwidth = std::max(bandwidth_before, bandwidth_after);
@@ -576,6 +588,12 @@ int cmd_bench(int argc, char** argv) {
                      {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
                      {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
                      {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb}};
+    if (moved) {
+      j["device"] = f.get("device");
+      j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
+      j["device_to_host_bytes_per_token"] = static_cast<double>(down) * per_step;
+      j["nodes_on_host"] = session.host_nodes();
+    }
     std::cout << j.dump() << "\n";
     return 0;
   }
@@ -589,6 +607,12 @@ int cmd_bench(int argc, char** argv) {
   std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n",
               gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
   std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  if (moved) {
+    std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
+                f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,
+                session.host_nodes().size());
+    for (const auto& n : session.host_nodes()) std::printf("            on the CPU: %s\n", n.c_str());
+  }
   return 0;
 }
 

@@ -110,6 +110,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   session_.run(feeds_, step_out_);
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
+  if (!session_.device_argmax().empty()) return last_;  // the device chose the token (generate reads it)
   const Tensor& given = out.at(io_.logits);
   const bool f32 = given.dtype() == DType::Float32;
   const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
@@ -146,8 +147,18 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     samplers.emplace_back(s);
   }
   KvCache cache(io_, B);
+  // Greedy decoding of one sequence on an OpenCL device: after the prefill (whose logits the result
+  // keeps), the device picks each token and only its id comes back.
+  const auto& so = opt.sampling;
+  const bool device_greedy = session_.device_transfers() && B == 1 && so.greedy && so.repetition_penalty == 1.0f &&
+                             io_.layout == PastLayout::Internal;
+  struct ArgmaxOff {  // whatever happens, the session downloads its logits again afterwards
+    Session& s;
+    ~ArgmaxOff() { s.set_device_argmax(""); }
+  } argmax_off{session_};
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
+    if (device_greedy && step == 1) session_.set_device_argmax(io_.logits);
     const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
     if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
@@ -155,7 +166,8 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
-        next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
+        next = !session_.device_argmax().empty() ? session_.argmax_result()
+                                                 : samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;

@@ -27,6 +27,7 @@ struct OpenClDevice {
   explicit OpenClDevice(int index) : context(index), kernels(context) {}
   cl::Context context;
   kernels::opencl::Kernels kernels;
+  std::unique_ptr<cl::Buffer> argmax_out;  // Session::set_device_argmax's result
 };
 
 Device parse_device(const std::string& name) {
@@ -43,6 +44,13 @@ Session::Session(const std::string& model_path, SessionOptions options)
 Session::~Session() = default;
 
 const cl::TransferStats* Session::device_transfers() const { return opencl_ ? &opencl_->context.transfers() : nullptr; }
+
+void Session::set_device_argmax(const std::string& name) {
+  if (!name.empty() && !opencl_) fail("device argmax needs an OpenCL session");
+  if (!name.empty() && std::none_of(outputs_.begin(), outputs_.end(), [&](const IOInfo& o) { return o.name == name; }))
+    fail("device argmax: no graph output named '", name, "'");
+  argmax_output_ = name;
+}
 
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
   if (options_.device.kind == DeviceKind::OpenCL) opencl_ = std::make_unique<OpenClDevice>(options_.device.index);
@@ -453,8 +461,22 @@ void Session::run_on_device(Outputs& out) {
       if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
     for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
   }
-  for (int o : g.outputs)  // what the caller reads comes back to the host
-    if (Tensor& t = values_[static_cast<size_t>(o)]; t.defined() && cl::on_device(t)) t = cl::to_host(ctx, t);
+  for (int o : g.outputs) {  // what the caller reads comes back to the host…
+    Tensor& t = values_[static_cast<size_t>(o)];
+    if (!t.defined() || !cl::on_device(t)) continue;
+    if (g.values[static_cast<size_t>(o)].name == argmax_output_) {  // …or only its argmax
+      if (t.dtype() != DType::Float32 || t.rank() != 3 || t.dim(0) != 1) fail("device argmax needs [1, S, V] float32 scores");
+      const int64_t S = t.dim(1), V = t.dim(2);
+      if (!opencl_->argmax_out) opencl_->argmax_out = std::make_unique<cl::Buffer>(ctx, sizeof(int32_t));
+      opencl_->kernels.argmax(cl::mem_of(t), static_cast<int>((S - 1) * V), static_cast<int>(V), *opencl_->argmax_out);
+      int32_t id = 0;
+      ctx.download(*opencl_->argmax_out, &id, sizeof id);
+      argmax_result_ = id;
+      t = Tensor(t.dtype(), t.shape(), nullptr);  // shape only: the scores stay on the device
+      continue;
+    }
+    t = cl::to_host(ctx, t);
+  }
   collect_outputs(false, out);
   for (Tensor& t : values_) t = Tensor();
 }

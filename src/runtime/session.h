@@ -107,6 +107,13 @@ class Session {
   // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
   // computed on the CPU instead ("name (op type)").
   const cl::TransferStats* device_transfers() const;
+  // With an OpenCL device and a single sequence: from the next run on, the graph output `name`
+  // ([1, S, V] scores) is not downloaded; the index of the largest score of its last position is
+  // computed on the device and only it comes back (argmax_result). Empty name: back to downloading.
+  // Greedy decoding then moves one token id each way per step.
+  void set_device_argmax(const std::string& name);
+  const std::string& device_argmax() const { return argmax_output_; }
+  int64_t argmax_result() const { return argmax_result_; }
   const std::vector<std::string>& host_nodes() const { return host_nodes_; }
 
  private:
@@ -168,6 +175,8 @@ class Session {
   std::unique_ptr<OpenClDevice> opencl_;
   std::vector<std::vector<Tensor>> device_outputs_;  // per node, device memory its outputs reuse run after run
   std::vector<std::string> host_nodes_;
+  std::string argmax_output_;
+  int64_t argmax_result_ = -1;
 };
 
 }  // namespace tern

@@ -118,9 +118,10 @@ __kernel void embed_rows(__global const int* ids, __global const float* table, _
   for (int i = lid; i < D; i += wg) y[(size_t)t * D + i] = table[id * D + i];
 }
 
-// out[0] = the index of the largest of x[0..n) (the first on ties), from one work-group.
-__kernel void argmax(__global const float* x, int n, __global int* out, __local float* best_v, __local int* best_i) {
+// out[0] = the index of the largest of x[x_at .. x_at + n) (the first on ties), from one work-group.
+__kernel void argmax(__global const float* x, int x_at, int n, __global int* out, __local float* best_v, __local int* best_i) {
   const int lid = get_local_id(0), wg = get_local_size(0);
+  x += x_at;
   float bv = -INFINITY;
   int bi = 0x7fffffff;
   for (int i = lid; i < n; i += wg)

@@ -62,9 +62,9 @@ void Kernels::embed_rows(Mem ids, Mem table, Mem y, int T, int D) {
   ctx_.launch(embed_, static_cast<size_t>(T) * wg, wg);
 }
 
-void Kernels::argmax(Mem x, int n, Mem out) {
+void Kernels::argmax(Mem x, int x_at, int n, Mem out) {
   const size_t wg = group_size(argmax_, 256);
-  argmax_.args(x, n, out).local(3, wg * sizeof(float)).local(4, wg * sizeof(int32_t));
+  argmax_.args(x, x_at, n, out).local(4, wg * sizeof(float)).local(5, wg * sizeof(int32_t));
   ctx_.launch(argmax_, wg, wg);
 }
 

@@ -43,8 +43,8 @@ class Kernels {
   void add(Mem a, Mem b, Mem y, int n);
   // y [T, D] = table [rows, D] at int32 ids [T], each already checked to be in [0, rows).
   void embed_rows(Mem ids, Mem table, Mem y, int T, int D);
-  // out (one int32) = the index of the largest of x[0..n), the first on ties.
-  void argmax(Mem x, int n, Mem out);
+  // out (one int32) = the index of the largest of x[x_at .. x_at + n), the first on ties.
+  void argmax(Mem x, int x_at, int n, Mem out);
   // y [B, 1, row] = x [B, S, row] at the last position.
   void last_rows(Mem x, Mem y, int B, int S, int row);
   // Ring-buffer KV cache of one sequence (the CPU KvRingBuffer's slots and window order): appends
