@@ -38,8 +38,9 @@ commands:
       Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
       When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
       --profile prints the run's per-op-type and per-node table (see profile).
-  inspect MODEL.onnx [--fusions [--window W]]
+  inspect MODEL.onnx [--fusions [--window W]] [--device opencl[:N]]
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
+      --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
       --fusions loads the model as `generate --window W` would (W defaults to the model's context
       length) and lists each rewrite the fusion passes made, node by node, or why none matched.
   generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
@@ -82,6 +83,7 @@ commands:
   profile --compare A.json B.json
       Per-op-type time deltas between two traces: tern's (--trace) or ONNX Runtime profiles.
   bench-op OP --shape D1,D2,... [--dtype fp32|fp16] [--weights F] [--kv-dtype fp32|fp16] [--threads N]
+           [--device cpu|opencl[:N]]
       One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
 )";
 // (bench-op's list: op_bench_usage())
@@ -286,6 +288,17 @@ std::vector<int64_t> synthetic_prompt(const tern::llm::ModelConfig& cfg, int64_t
   return prompt;
 }
 
+// Which nodes a device session's last run left on the CPU (their op cannot run on the device, or not
+// with these inputs), and why that matters.
+void print_host_nodes(const tern::Session& session, const std::string& device) {
+  const auto& nodes = session.host_nodes();
+  std::cout << "device " << device << ": " << session.graph().nodes.size() - nodes.size() << " of " << session.graph().nodes.size()
+            << " nodes on the device";
+  if (nodes.empty()) std::cout << ", none on the CPU\n";
+  else std::cout << "; on the CPU (inputs downloaded, outputs on the host):\n";
+  for (const auto& n : nodes) std::cout << "  " << n << "\n";
+}
+
 int cmd_profile(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[2]) == "--compare") {
     if (argc != 5) tern::fail("usage: tern profile --compare A.json B.json");
@@ -334,9 +347,10 @@ int cmd_profile(int argc, char** argv) {
   std::printf("%s: %lld prompt tokens, %lld decode steps, %d thread(s)\nmachine: %.1f GFLOP/s peak fp32, %.1f GB/s read (%s)\n",
               model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(o.max_new_tokens - 1), threads,
               machine.gflops, machine.gb_s, machine.source.c_str());
+  if (session.device_transfers()) print_host_nodes(session, f.get("device"));
   write_profile(prof, machine, f,
                 model_path + ": " + std::to_string(prompt_n) + " prompt tokens, " + std::to_string(o.max_new_tokens - 1) +
-                    " decode steps, weights " + f.get("weights", "as stored"));
+                    " decode steps, weights " + f.get("weights", "as stored") + ", device " + f.get("device", "cpu"));
   return 0;
 }
 
@@ -359,12 +373,14 @@ int cmd_bench_op(int argc, char** argv) {
   spec.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
   spec.weights = tern::parse_weight_format(f.get("weights", "fp32"));
   spec.threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  spec.device = tern::parse_device(f.get("device", "cpu"));
   const tern::MachinePeaks machine = tern::machine_peaks(spec.threads);
   const tern::OpBenchResult r = tern::bench_op(spec);
   tern::Profiler::Row row;  // the achieved rates and roofline share, as the profile computes them
   row.ms = r.median_ms, row.flops = r.flops, row.bytes = r.bytes;
-  std::printf("%s\nkernel   %s, %d thread(s), %lld runs\ntime     median %.4f ms, best %.4f ms\n", r.graph.c_str(),
-              r.kernel.empty() ? "(the op's own loop)" : r.kernel.c_str(), spec.threads, static_cast<long long>(r.runs),
+  std::printf("%s\nkernel   %s, %s, %lld runs\ntime     median %.4f ms, best %.4f ms\n", r.graph.c_str(),
+              r.on_device ? "OpenCL" : r.kernel.empty() ? "(the op's own loop)" : r.kernel.c_str(),
+              r.on_device ? f.get("device").c_str() : (std::to_string(spec.threads) + " thread(s)").c_str(), static_cast<long long>(r.runs),
               r.median_ms, r.min_ms);
   std::printf("work     %.4f GFLOP, %.4f GB moved, %.2f flop/byte\nachieved %.1f GFLOP/s, %.1f GB/s = %.0f%% of the roofline "
               "(%.1f GFLOP/s peak, %.1f GB/s; %s)\n",
@@ -666,6 +682,18 @@ int cmd_inspect(int argc, char** argv) {
     std::cout << "\n";
   }
   if (flags.has("fusions")) print_fusions(argv[2], flags, g.nodes.size());
+  if (flags.has("device")) {  // which nodes run where: decided per run, so one short greedy generation tells
+    const auto cfg = tern::llm::read_model_config(std::filesystem::path(argv[2]).parent_path().string());
+    tern::SessionOptions o;
+    set_generation_options(flags, cfg, o, true);
+    tern::Session s(argv[2], o);
+    tern::llm::Generator gen(s, cfg);
+    tern::llm::GenerateOptions go;
+    go.max_new_tokens = 2;
+    gen.generate({synthetic_prompt(cfg, 4)}, go);
+    std::cout << "\n";
+    print_host_nodes(s, flags.get("device"));
+  }
   return 0;
 }
 

@@ -43,16 +43,19 @@ class CachedAttentionOp : public Op {
   // Each new token scores and sums over the window it sees (about half the prompt on average, in a
   // prompt chunk); reads every held key and value once per token.
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
-    if (!ring_) return {};
-    const auto& c = ring_->config();
+    const bool packed = in.size() < 2 || !in[1];
+    const int64_t S = in[0]->dim(1), D = in[0]->dim(2) / (packed ? hq_ + 2 * hkv_ : hq_);
+    const double elem = static_cast<double>(dtype_size(storage_));
     double flops = 0, bytes = static_cast<double>(in[0]->nbytes() + out[0].nbytes());
-    const int64_t S = in[0]->dim(1);
-    for (int64_t b = 0; b < c.batch; ++b) {
-      const double held = static_cast<double>(ring_->held(b)), seen_by_new = held - static_cast<double>(S - 1) / 2.0;
-      flops += 4.0 * static_cast<double>(S) * std::max(seen_by_new, 1.0) * static_cast<double>(hq_ * c.head_dim);
-      bytes += static_cast<double>(S) * std::max(seen_by_new, 1.0) * 2.0 * static_cast<double>(c.kv_heads * c.head_dim) *
-               static_cast<double>(dtype_size(c.storage));
-    }
+    auto add = [&](int64_t held_tokens) {
+      const double seen_by_new = std::max(static_cast<double>(held_tokens) - static_cast<double>(S - 1) / 2.0, 1.0);
+      flops += 4.0 * static_cast<double>(S) * seen_by_new * static_cast<double>(hq_ * D);
+      bytes += static_cast<double>(S) * seen_by_new * 2.0 * static_cast<double>(hkv_ * D) * elem;
+    };
+    if (ring_)
+      for (int64_t b = 0; b < ring_->config().batch; ++b) add(ring_->held(b));
+    else if (device_seen_ > 0)  // the ring on the OpenCL device (one sequence)
+      add(std::min(window_, device_seen_));
     return {flops, bytes};
   }
   std::string kernel(const std::vector<const Tensor*>& in) const override {

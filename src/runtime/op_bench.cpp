@@ -122,6 +122,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
   SessionOptions so;
   so.threads = spec.threads;
   so.weights = spec.weights;
+  so.device = spec.device;
   Profiler prof;
   prof.attach(so);
   Session session(load_onnx(b.proto(), "bench-op " + spec.op), so);
@@ -141,6 +142,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
   }
   const auto& e = prof.events();
   r.runs = static_cast<int64_t>(ms.size());
+  r.on_device = spec.device.kind != DeviceKind::CPU && session.host_nodes().empty();
   r.kernel = e.front().kernel;
   double flops = 0, bytes = 0;
   for (const auto& ev : e) flops += ev.flops, bytes += ev.bytes;

@@ -15,12 +15,14 @@ struct OpBenchSpec {
   WeightFormat weights = WeightFormat::AsStored;       // matmul: how the constant weight is kept
   DType kv_dtype = DType::Float32;                     // attention: ring storage
   int threads = 0;
+  Device device;         // cpu, or an OpenCL device (the op runs there when it can)
   double seconds = 0.5;  // timed runs go on until this much node time, at least 10 and at most 10,000
 };
 
 struct OpBenchResult {
   std::string graph;   // the node benchmarked, e.g. "MatMul [1,2048] x [2048,8192] (constant, int4)"
   std::string kernel;  // Op::kernel
+  bool on_device = false;  // ran on spec.device (else on the CPU)
   int64_t runs = 0;
   double median_ms = 0, min_ms = 0;
   double flops = 0, bytes = 0;  // per run (Op::cost)

@@ -54,8 +54,10 @@ void Profiler::attach(SessionOptions& options) {
     std::vector<const Tensor*> outs;
     for (const Tensor& t : r.outputs) outs.push_back(&t);
     const OpCost c = r.op.cost(r.inputs, r.outputs);
-    events_.push_back({r.node.name, r.node.op_type, r.op.kernel(r.inputs), phase_, type_shapes(r.inputs), type_shapes(outs),
-                       r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops, c.bytes});
+    const bool on_device = !r.outputs.empty() && r.outputs[0].device().kind != DeviceKind::CPU;
+    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device,
+                       type_shapes(r.inputs), type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us,
+                       c.flops, c.bytes});
     hook_us_ += now_us() - entered;
   };
 }
@@ -170,7 +172,8 @@ void Profiler::write_chrome_trace(const std::string& path) const {
     const Event& e = events_[i];
     f << "{\"cat\":\"Node\",\"pid\":1,\"tid\":1,\"ph\":\"X\",\"ts\":" << static_cast<int64_t>(e.ts_us)
       << ",\"dur\":" << std::max<int64_t>(static_cast<int64_t>(e.dur_us), 1) << ",\"name\":" << json_string(e.name + "_kernel_time")
-      << ",\"args\":{\"op_name\":" << json_string(e.op_type) << ",\"provider\":\"tern-cpu\",\"kernel\":" << json_string(e.kernel)
+      << ",\"args\":{\"op_name\":" << json_string(e.op_type) << ",\"provider\":" << (e.on_device ? "\"tern-opencl\"" : "\"tern-cpu\"")
+      << ",\"kernel\":" << json_string(e.kernel)
       << ",\"thread_count\":" << threads_ << ",\"phase\":" << json_string(e.phase) << ",\"run\":" << e.run
       << ",\"input_type_shape\":" << e.inputs << ",\"output_type_shape\":" << e.outputs << ",\"flops\":" << e.flops
       << ",\"bytes\":" << e.bytes << "}}" << (i + 1 < events_.size() ? ",\n" : "\n");

@@ -1,5 +1,5 @@
 // Per-node profile of a session's runs: every node's time (SessionOptions::on_node), cost (Op::cost) and
-// kernel (Op::kernel), grouped by phase (the caller says when prefill ends and decode starts), by op
+// kernel (Op::kernel; "opencl" for nodes that ran on the OpenCL device), grouped by phase (the caller says when prefill ends and decode starts), by op
 // type and by node, against this machine's roofline — achieved GFLOP/s and GB/s, arithmetic intensity,
 // and the share of what min(peak GFLOP/s, intensity × bandwidth) allows. Chrome traces carry ONNX
 // Runtime's profiler fields (cat, name, ph, ts, dur, args.op_name, args.input_type_shape, …) so scripts
@@ -24,6 +24,7 @@ class Profiler {
  public:
   struct Event {
     std::string name, op_type, kernel, phase;
+    bool on_device;               // ran on an OpenCL device (outputs in device memory)
     std::string inputs, outputs;  // ONNX Runtime's [{"float":[dims]}, …] JSON
     int64_t run;                  // Session::run index: events of one step share it
     double ts_us, dur_us;         // from the first recorded node

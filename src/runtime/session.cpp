@@ -463,8 +463,17 @@ void Session::run_on_device(Outputs& out) {
   }
   for (int o : g.outputs) {  // what the caller reads comes back to the host…
     Tensor& t = values_[static_cast<size_t>(o)];
-    if (!t.defined() || !cl::on_device(t)) continue;
-    if (g.values[static_cast<size_t>(o)].name == argmax_output_) {  // …or only its argmax
+    if (!t.defined()) continue;
+    const bool argmax = g.values[static_cast<size_t>(o)].name == argmax_output_;
+    if (argmax && !cl::on_device(t)) {  // computed on the CPU after all (a node the device lacks): pick it here
+      const Tensor f = cast_to(t, DType::Float32);
+      const int64_t V = f.dim(-1);
+      const float* row = f.data<float>() + f.numel() - V;
+      argmax_result_ = std::max_element(row, row + V) - row;
+      continue;
+    }
+    if (!cl::on_device(t)) continue;
+    if (argmax) {  // …or only its argmax
       if (t.dtype() != DType::Float32 || t.rank() != 3 || t.dim(0) != 1) fail("device argmax needs [1, S, V] float32 scores");
       const int64_t S = t.dim(1), V = t.dim(2);
       if (!opencl_->argmax_out) opencl_->argmax_out = std::make_unique<cl::Buffer>(ctx, sizeof(int32_t));

@@ -37,38 +37,84 @@ float group_sum(float v, __local float* scratch) {
 GEMV(gemv_f32, LOAD_F32)
 GEMV(gemv_f16, LOAD_F16)
 
+// The same with one work-item per output column n streaming its row alone, four at a time: no barriers,
+// for CPU devices (PoCL), where a work-group's items run as a loop and per-group reductions cost more
+// than they save. GPUs take the work-group form above (coalesced rows).
+#define GEMV_ROWS(name, LOAD4, LOAD)                                                                    \
+  __kernel void name(__global const float* x, __global const void* w_raw, __global float* y, int M,    \
+                     int K, int N) {                                                                   \
+    const int n = get_global_id(0);                                                                    \
+    if (n >= N) return;                                                                                \
+    const size_t row = (size_t)n * K;                                                                  \
+    for (int m = 0; m < M; ++m) {                                                                      \
+      __global const float* xm = x + (size_t)m * K;                                                   \
+      float4 acc = (float4)(0.0f);                                                                     \
+      int k = 0;                                                                                       \
+      if ((K & 3) == 0)                                                                                \
+        for (; k < K; k += 4) acc += vload4(0, xm + k) * LOAD4(w_raw, row + k);                        \
+      float s = acc.x + acc.y + acc.z + acc.w;                                                         \
+      for (; k < K; ++k) s += xm[k] * LOAD(w_raw, row + k);                                            \
+      y[(size_t)m * N + n] = s;                                                                        \
+    }                                                                                                  \
+  }
+#define LOAD4_F32(w, i) vload4(0, ((__global const float*)(w)) + (i))
+#define LOAD4_F16(w, i) vload_half4(0, ((__global const half*)(w)) + (i))
+GEMV_ROWS(gemv_rows_f32, LOAD4_F32, LOAD_F32)
+GEMV_ROWS(gemv_rows_f16, LOAD4_F16, LOAD_F16)
+
 // MatMulNBits weights as ONNX Runtime stores them: row n holds k_blocks blocks of `block` values,
 // `bits` (4 or 8) each, low nibble first; scales [N, k_blocks]; zero points packed like the values
-// ([N, ceil(k_blocks·bits/8)] bytes) or, when has_zp is 0, 2^(bits−1). One work-group per n, one
-// work-item per block at a time.
+// ([N, ceil(k_blocks·bits/8)] bytes) or, when has_zp is 0, 2^(bits−1).
+// Block b of row n against x's matching block: scale · (Σ q·x − zero_point · Σ x).
+float nbits_block_dot(__global const float* xm, __global const uchar* w, __global const float* scales, __global const uchar* zp,
+                      int has_zp, int n, int b, int K, int bits, int block, int k_blocks) {
+  const int blob = block * bits / 8, zp_row = (k_blocks * bits + 7) / 8;
+  const size_t nb = (size_t)n * k_blocks + b;
+  float z = (float)(1 << (bits - 1));
+  if (has_zp) {
+    const uchar packed = zp[(size_t)n * zp_row + (b * bits) / 8];
+    z = bits == 8 ? (float)packed : (float)((b & 1) ? packed >> 4 : packed & 15);
+  }
+  __global const uchar* q = w + nb * blob;
+  __global const float* xs = xm + (size_t)b * block;
+  const int len = min(block, K - b * block);
+  float dot = 0.0f, xsum = 0.0f;
+  for (int i = 0; i < len; ++i) {
+    const float v = bits == 8 ? (float)q[i] : (float)((i & 1) ? q[i / 2] >> 4 : q[i / 2] & 15);
+    dot += v * xs[i];
+    xsum += xs[i];
+  }
+  return scales[nb] * (dot - z * xsum);
+}
+
+// One work-group per n, one work-item per block at a time (GPUs).
 __kernel void gemv_nbits(__global const float* x, __global const uchar* w, __global const float* scales,
                          __global const uchar* zp, int has_zp, __global float* y, int M, int K, int N, int bits,
                          int block, __local float* scratch) {
   const int n = get_group_id(0), lid = get_local_id(0), wg = get_local_size(0);
   if (n >= N) return;
-  const int k_blocks = (K + block - 1) / block, blob = block * bits / 8, zp_row = (k_blocks * bits + 7) / 8;
+  const int k_blocks = (K + block - 1) / block;
   for (int m = 0; m < M; ++m) {
     float acc = 0.0f;
-    for (int b = lid; b < k_blocks; b += wg) {
-      const size_t nb = (size_t)n * k_blocks + b;
-      float z = (float)(1 << (bits - 1));
-      if (has_zp) {
-        const uchar packed = zp[(size_t)n * zp_row + (b * bits) / 8];
-        z = bits == 8 ? (float)packed : (float)((b & 1) ? packed >> 4 : packed & 15);
-      }
-      __global const uchar* q = w + nb * blob;
-      __global const float* xs = x + (size_t)m * K + (size_t)b * block;
-      const int len = min(block, K - b * block);
-      float dot = 0.0f, xsum = 0.0f;
-      for (int i = 0; i < len; ++i) {
-        const float v = bits == 8 ? (float)q[i] : (float)((i & 1) ? q[i / 2] >> 4 : q[i / 2] & 15);
-        dot += v * xs[i];
-        xsum += xs[i];
-      }
-      acc += scales[nb] * (dot - z * xsum);
-    }
+    for (int b = lid; b < k_blocks; b += wg)
+      acc += nbits_block_dot(x + (size_t)m * K, w, scales, zp, has_zp, n, b, K, bits, block, k_blocks);
     acc = group_sum(acc, scratch);
-    if (get_local_id(0) == 0) y[(size_t)m * N + n] = acc;
+    if (lid == 0) y[(size_t)m * N + n] = acc;
+  }
+}
+
+// One work-item per n over its whole row (CPU devices, as gemv_rows_*).
+__kernel void gemv_rows_nbits(__global const float* x, __global const uchar* w, __global const float* scales,
+                              __global const uchar* zp, int has_zp, __global float* y, int M, int K, int N, int bits,
+                              int block) {
+  const int n = get_global_id(0);
+  if (n >= N) return;
+  const int k_blocks = (K + block - 1) / block;
+  for (int m = 0; m < M; ++m) {
+    float acc = 0.0f;
+    for (int b = 0; b < k_blocks; ++b)
+      acc += nbits_block_dot(x + (size_t)m * K, w, scales, zp, has_zp, n, b, K, bits, block, k_blocks);
+    y[(size_t)m * N + n] = acc;
   }
 }
 

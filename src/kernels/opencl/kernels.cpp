@@ -5,9 +5,13 @@
 
 namespace tern::kernels::opencl {
 
-Kernels::Kernels(cl::Context& ctx)
-    : ctx_(ctx), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
+Kernels::Kernels(cl::Context& ctx) : Kernels(ctx, !ctx.info().gpu) {}
+
+Kernels::Kernels(cl::Context& ctx, bool row_per_item)
+    : ctx_(ctx), row_per_item_(row_per_item), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
       gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
+      gemv_rows_f32_(program_, "gemv_rows_f32"), gemv_rows_f16_(program_, "gemv_rows_f16"),
+      gemv_rows_nbits_(program_, "gemv_rows_nbits"),
       rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu"), add_(program_, "add"),
       embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
       ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
@@ -20,6 +24,11 @@ size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
 }
 
 void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) {
+  if (row_per_item_) {
+    cl::Kernel& k = half_weights ? gemv_rows_f16_ : gemv_rows_f32_;
+    k.args(x, w, y, M, K, N);
+    return ctx_.launch(k, static_cast<size_t>(N), group_size(k, 64));
+  }
   cl::Kernel& k = half_weights ? gemv_f16_ : gemv_f32_;
   const size_t wg = group_size(k, 64);
   k.args(x, w, y, M, K, N).local(6, wg * sizeof(float));
@@ -29,6 +38,10 @@ void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) 
 void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
                          Mem y, int M, int K, int N, int bits, int block) {
   if ((bits != 4 && bits != 8) || block <= 0 || block % 2) fail("OpenCL gemv_nbits: bits must be 4 or 8 and block even");
+  if (row_per_item_) {
+    gemv_rows_nbits_.args(x, w, scales, zero_points.m ? zero_points : scales, int32_t{zero_points.m != nullptr}, y, M, K, N, bits, block);
+    return ctx_.launch(gemv_rows_nbits_, static_cast<size_t>(N), group_size(gemv_rows_nbits_, 64));
+  }
   const size_t wg = group_size(gemv_nbits_, 64);
   gemv_nbits_.args(x, w, scales, zero_points.m ? zero_points : scales, int32_t{zero_points.m != nullptr}, y, M, K, N, bits, block)
       .local(11, wg * sizeof(float));

@@ -25,7 +25,10 @@ struct DeviceRope {
 
 class Kernels {
  public:
+  // GEMVs run one work-group per output column on GPUs and one work-item per column on other devices
+  // (row_per_item; defaults to "not a GPU").
   explicit Kernels(cl::Context& ctx);
+  Kernels(cl::Context& ctx, bool row_per_item);
   cl::Context& context() { return ctx_; }
 
   // y[M, N] = x[M, K] · Wᵀ, W [N, K] float32 or half (`half_weights`).
@@ -63,8 +66,9 @@ class Kernels {
   // The largest power of two ≤ `want` this kernel can run as one work-group here.
   size_t group_size(const cl::Kernel& k, size_t want) const;
   cl::Context& ctx_;
+  bool row_per_item_;
   cl_program program_;
-  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
+  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, gemv_rows_f32_, gemv_rows_f16_, gemv_rows_nbits_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
 };
 
 }  // namespace tern::kernels::opencl
