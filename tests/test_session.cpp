@@ -197,12 +197,17 @@ TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic di
   CHECK(out.at("width").at_i64(0) == 8);
 }
 
-TEST_CASE("a device tern cannot use yet is refused clearly") {
+TEST_CASE("a device that does not exist is refused naming the ones there are; device names parse") {
   TempDir d;
   SessionOptions opt;
-  opt.device = Device{DeviceKind::OpenCL, 0};
+  opt.device = Device{DeviceKind::OpenCL, 99};
   std::string e = error_of([&] { Session s(matmul_model(d), opt); });
-  CHECK(contains(e, "CPU only"));
+  CHECK(contains(e, "no OpenCL device 99"));
+  CHECK(parse_device("cpu") == Device{});
+  CHECK(parse_device("opencl") == Device{DeviceKind::OpenCL, 0});
+  CHECK(parse_device("opencl:2") == Device{DeviceKind::OpenCL, 2});
+  CHECK(contains(error_of([] { parse_device("cuda"); }), "cpu, opencl or opencl:N"));
+  CHECK(contains(error_of([] { parse_device("opencl:x"); }), "opencl:N"));
 }
 
 TEST_CASE("a constant weight MatMul repacks is freed once every reader has repacked it; one still read stays") {
