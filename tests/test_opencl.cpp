@@ -153,6 +153,39 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
       }
     }
   }
+  SUBCASE("many rows: the tiled GEMM (GPU form) and the row GEMV (CPU form), fp32, half and MatMulNBits weights") {
+    const int R = 37;  // not a multiple of the 16×16 tiles, nor K = 200, nor N = 37
+    const auto xs = random_floats(static_cast<size_t>(R * K), 9);
+    std::vector<float> expect(static_cast<size_t>(R * N));
+    for (int m = 0; m < R; ++m)
+      for (int n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int i = 0; i < K; ++i) acc += static_cast<double>(xs[static_cast<size_t>(m * K + i)]) * w[static_cast<size_t>(n * K + i)];
+        expect[static_cast<size_t>(m * N + n)] = static_cast<float>(acc);
+      }
+    auto xr = upload(*c, xs);
+    cl::Buffer yr(*c, expect.size() * 4);
+    const Tensor w16 = cast_to(Tensor::from_vector<float>(w, {N, K}), DType::Float16);
+    const uint16_t* h = static_cast<const uint16_t*>(w16.raw());
+    for (ocl::Kernels* g : {&per_group, &per_item}) {
+      g->gemv(*xr, *upload(*c, w), false, yr, R, K, N);
+      CHECK(max_diff(download<float>(*c, yr, expect.size()), expect) < 1e-4f);
+      g->gemv(*xr, *upload(*c, std::vector<uint16_t>(h, h + N * K)), true, yr, R, K, N);
+      CHECK(max_diff(download<float>(*c, yr, expect.size()), expect) < 2e-2f);
+    }
+    std::vector<float> wkn(static_cast<size_t>(K * N));
+    for (int n = 0; n < N; ++n)
+      for (int i = 0; i < K; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
+    for (int bits : {4, 8}) {
+      const auto q = kernels::quantize_nbits(wkn.data(), K, N, bits, 32);
+      std::vector<float> cpu(expect.size());
+      kernels::matmul_nbits(xs.data(), R, q.view(), cpu.data());
+      for (ocl::Kernels* g : {&per_group, &per_item}) {
+        g->gemv_nbits(*xr, *upload(*c, q.data), *upload(*c, q.scales), *upload(*c, q.zero_points), yr, R, K, N, bits, 32);
+        CHECK(max_diff(download<float>(*c, yr, expect.size()), cpu) < 1e-4f);
+      }
+    }
+  }
   SUBCASE("rms_norm, plain and with a residual") {
     const int R = 3, D = 300;
     const auto a = random_floats(R * D, 3), r = random_floats(R * D, 4), scale = random_floats(D, 5);

@@ -300,3 +300,41 @@ __kernel void ring_attend(__global const float* q, int q_at, int q_stride, int c
     o[d] = acc / sum;
   }
 }
+
+// Y[m, n] = Σ_k X[m, k] · W[n, k] for many rows (prefill): 16×16 tiles of X and W staged in __local
+// memory, one output per work-item of a 16×16 work-group. W is float32, half, or MatMulNBits blocks
+// (FORMAT 0, 1, 2 — one kernel each, below), dequantized as its tile is loaded.
+#define TILE 16
+float gemm_load_w(__global const void* w, __global const float* scales, __global const uchar* zp, int has_zp, int format,
+                  int n, int k, int K, int bits, int block) {
+  if (format == 0) return ((__global const float*)w)[(size_t)n * K + k];
+  if (format == 1) return vload_half((size_t)n * K + k, (__global const half*)w);
+  const int k_blocks = (K + block - 1) / block, b = k / block, i = k % block, blob = block * bits / 8;
+  const size_t nb = (size_t)n * k_blocks + b;
+  const uchar byte = ((__global const uchar*)w)[nb * blob + (size_t)i * bits / 8];
+  const float q = bits == 8 ? (float)byte : (float)((i & 1) ? byte >> 4 : byte & 15);
+  float z = (float)(1 << (bits - 1));
+  if (has_zp) {
+    const uchar packed = zp[(size_t)n * ((k_blocks * bits + 7) / 8) + (b * bits) / 8];
+    z = bits == 8 ? (float)packed : (float)((b & 1) ? packed >> 4 : packed & 15);
+  }
+  return (q - z) * scales[nb];
+}
+
+__kernel void gemm_tiled(__global const float* x, __global const void* w, __global const float* scales,
+                         __global const uchar* zp, int has_zp, int format, int bits, int block, __global float* y, int M,
+                         int K, int N) {
+  __local float xt[TILE][TILE], wt[TILE][TILE + 1];  // (+1: no bank conflicts on the transposed read)
+  const int lm = get_local_id(1), ln = get_local_id(0);
+  const int m = get_group_id(1) * TILE + lm, n0 = get_group_id(0) * TILE, n = n0 + ln;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += TILE) {
+    // this item loads X[m, k0 + ln] and W[n0 + lm, k0 + ln]
+    xt[lm][ln] = (m < M && k0 + ln < K) ? x[(size_t)m * K + k0 + ln] : 0.0f;
+    wt[lm][ln] = (n0 + lm < N && k0 + ln < K) ? gemm_load_w(w, scales, zp, has_zp, format, n0 + lm, k0 + ln, K, bits, block) : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < TILE; ++kk) acc += xt[lm][kk] * wt[ln][kk];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (m < M && n < N) y[(size_t)m * N + n] = acc;
+}

@@ -11,7 +11,7 @@ Kernels::Kernels(cl::Context& ctx, bool row_per_item)
     : ctx_(ctx), row_per_item_(row_per_item), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
       gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
       gemv_rows_f32_(program_, "gemv_rows_f32"), gemv_rows_f16_(program_, "gemv_rows_f16"),
-      gemv_rows_nbits_(program_, "gemv_rows_nbits"),
+      gemv_rows_nbits_(program_, "gemv_rows_nbits"), gemm_tiled_(program_, "gemm_tiled"),
       rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu"), add_(program_, "add"),
       embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
       ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
@@ -23,7 +23,16 @@ size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
   return g;
 }
 
+bool Kernels::gemm(Mem x, Mem w, Mem scales, Mem zero_points, int format, int bits, int block, Mem y, int M, int K, int N) {
+  if (ctx_.max_work_group(gemm_tiled_) < 256) return false;
+  gemm_tiled_.args(x, w, scales.m ? scales : x, zero_points.m ? zero_points : x, int32_t{zero_points.m != nullptr}, format, bits,
+                   block, y, M, K, N);
+  ctx_.launch_2d(gemm_tiled_, static_cast<size_t>(N), static_cast<size_t>(M), 16, 16);
+  return true;
+}
+
 void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) {
+  if (M > kGemvRows && !row_per_item_ && gemm(x, w, nullptr, nullptr, half_weights ? 1 : 0, 0, 0, y, M, K, N)) return;
   if (row_per_item_) {
     cl::Kernel& k = half_weights ? gemv_rows_f16_ : gemv_rows_f32_;
     k.args(x, w, y, M, K, N);
@@ -38,6 +47,7 @@ void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) 
 void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
                          Mem y, int M, int K, int N, int bits, int block) {
   if ((bits != 4 && bits != 8) || block <= 0 || block % 2) fail("OpenCL gemv_nbits: bits must be 4 or 8 and block even");
+  if (M > kGemvRows && !row_per_item_ && gemm(x, w, scales, zero_points, 2, bits, block, y, M, K, N)) return;
   if (row_per_item_) {
     gemv_rows_nbits_.args(x, w, scales, zero_points.m ? zero_points : scales, int32_t{zero_points.m != nullptr}, y, M, K, N, bits, block);
     return ctx_.launch(gemv_rows_nbits_, static_cast<size_t>(N), group_size(gemv_rows_nbits_, 64));
