@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -248,6 +249,20 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
     CHECK(download<int32_t>(*c, out, 1)[0] == 613);
     k.argmax(*upload(*c, logits), 700, 300, out);  // a row further on: 777 is the largest there, index 77
     CHECK(download<int32_t>(*c, out, 1)[0] == 77);
+    // top-k against a host partial sort with the sampler's order (higher score, then lower id)
+    logits[10] = 5;  // a three-way tie at the top
+    std::vector<int32_t> order(1000);
+    for (int i = 0; i < 1000; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    auto lb = upload(*c, logits);
+    cl::Buffer sv(*c, ocl::Kernels::kTopKItems * 64 * 4), si(*c, ocl::Kernels::kTopKItems * 64 * 4), tv(*c, 64 * 4), ti(*c, 64 * 4);
+    for (int kk : {1, 3, 40, 64}) {
+      k.top_k(*lb, 0, 1000, kk, sv, si, tv, ti);
+      const auto ids = download<int32_t>(*c, ti, static_cast<size_t>(kk));
+      const auto vals = download<float>(*c, tv, static_cast<size_t>(kk));
+      CHECK(ids == std::vector<int32_t>(order.begin(), order.begin() + kk));
+      for (int j = 0; j < kk; ++j) CHECK(vals[j] == logits[ids[j]]);
+    }
   }
 }
 
@@ -297,7 +312,8 @@ struct DeviceRun {
   int64_t up = 0, down = 0;  // bytes host → device and back during the decode steps after the first
 };
 
-DeviceRun generate_on(const std::string& model, Device device, int64_t window, int64_t sinks, int64_t new_tokens) {
+DeviceRun generate_on(const std::string& model, Device device, int64_t window, int64_t sinks, int64_t new_tokens,
+                      llm::SamplingOptions sampling = {}) {
   SessionOptions so;
   so.device = device;
   so.kv_window = window;
@@ -308,6 +324,7 @@ DeviceRun generate_on(const std::string& model, Device device, int64_t window, i
   llm::Generator gen(s, llm::read_model_config((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model).string()));
   llm::GenerateOptions o;
   o.max_new_tokens = new_tokens;
+  o.sampling = sampling;
   DeviceRun r;
   int64_t step = 0;
   r.result = gen.generate({{1, 5, 9, 200, 31, 7, 64}}, o, [&](size_t, int64_t) {
@@ -350,6 +367,25 @@ TEST_CASE("the decoder on the OpenCL device: the CPU's tokens and logits, weight
       CHECK(gpu.down == steps * 4);
     }
   }
+}
+
+TEST_CASE("top-k sampling on the OpenCL device: the CPU's tokens from k candidates a step") {
+  if (cl::list_devices().empty()) {
+    (void)device_or_skip();
+    return;
+  }
+  llm::SamplingOptions s;
+  s.greedy = false;
+  s.temperature = 0.9f;
+  s.top_k = 20;
+  s.top_p = 0.95f;
+  s.seed = 11;
+  const DeviceRun cpu = generate_on("llama-gqa-torch", Device{}, 128, 4, 40, s);
+  const DeviceRun gpu = generate_on("llama-gqa-torch", Device{DeviceKind::OpenCL, 0}, 128, 4, 40, s);
+  CHECK(gpu.result.tokens == cpu.result.tokens);
+  const int64_t steps = static_cast<int64_t>(gpu.result.tokens[0].size()) - 7 - 2;
+  CHECK(gpu.up == steps * 4);
+  CHECK(gpu.down == steps * 20 * 8);  // 20 scores and 20 ids a step
 }
 
 TEST_CASE("nodes the device cannot take run on the CPU, with the same tokens (fp16 Llama, GPT-2 graph cache)") {

@@ -62,8 +62,8 @@ commands:
       int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
       --stats adds the bytes a decode step moves for weights and for the KV cache.
       --device opencl runs every node the OpenCL device can take there (weights, activations and the
-      ring KV cache stay in device memory; greedy decoding moves one token id each way per step), the
-      others on the CPU (bench and --stats list them).
+      ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
+      sampling k scores and ids back), the others on the CPU (bench and inspect --device list them).
   bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
         [--device cpu|opencl[:N]] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)

@@ -1,7 +1,9 @@
 #include "llm/generator.h"
 
 #include <chrono>
+#include <limits>
 
+#include "kernels/opencl/kernels.h"
 
 namespace tern::llm {
 namespace {
@@ -110,8 +112,18 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   session_.run(feeds_, step_out_);
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
-  if (!session_.device_argmax().empty()) return last_;  // the device chose the token (generate reads it)
   const Tensor& given = out.at(io_.logits);
+  if (session_.device_top_k() > 0) {  // only the best scores came back: the others are as good as never
+    const int64_t V = given.dim(2);
+    if (last_.buffer().use_count() != 1 || !last_.has_shape({1, V})) last_ = Tensor(DType::Float32, {1, V});
+    float* row = last_.data<float>();
+    std::fill(row, row + V, -std::numeric_limits<float>::infinity());
+    const auto& ids = session_.top_k_ids();
+    const auto& values = session_.top_k_values();
+    for (size_t j = 0; j < ids.size(); ++j)
+      if (ids[j] >= 0) row[ids[j]] = ids.size() == 1 ? 0.0f : values[j];
+    return last_;
+  }
   const bool f32 = given.dtype() == DType::Float32;
   const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
   const Tensor& logits = f32 ? given : converted;
@@ -147,18 +159,21 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     samplers.emplace_back(s);
   }
   KvCache cache(io_, B);
-  // Greedy decoding of one sequence on an OpenCL device: after the prefill (whose logits the result
-  // keeps), the device picks each token and only its id comes back.
+  // One sequence on an OpenCL device, greedy or top-k sampling without a repetition penalty: after the
+  // prefill (whose logits the result keeps), only the k best scores of each step come back — the
+  // sampler sees every other token at −∞, which its top-k would have cut anyway.
   const auto& so = opt.sampling;
-  const bool device_greedy = session_.device_transfers() && B == 1 && so.greedy && so.repetition_penalty == 1.0f &&
-                             io_.layout == PastLayout::Internal;
-  struct ArgmaxOff {  // whatever happens, the session downloads its logits again afterwards
+  const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
+  const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
+                            device_k <= kernels::opencl::Kernels::kTopKMax && so.repetition_penalty == 1.0f &&
+                            io_.layout == PastLayout::Internal;
+  struct TopKOff {  // whatever happens, the session downloads its logits again afterwards
     Session& s;
-    ~ArgmaxOff() { s.set_device_argmax(""); }
-  } argmax_off{session_};
+    ~TopKOff() { s.set_device_top_k("", 0); }
+  } top_k_off{session_};
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    if (device_greedy && step == 1) session_.set_device_argmax(io_.logits);
+    if (device_top_k && step == 1) session_.set_device_top_k(io_.logits, device_k);
     const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
     if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
@@ -166,8 +181,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
-        next = !session_.device_argmax().empty() ? session_.argmax_result()
-                                                 : samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
+        next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;

@@ -27,7 +27,7 @@ struct OpenClDevice {
   explicit OpenClDevice(int index) : context(index), kernels(context) {}
   cl::Context context;
   kernels::opencl::Kernels kernels;
-  std::unique_ptr<cl::Buffer> argmax_out;  // Session::set_device_argmax's result
+  std::unique_ptr<cl::Buffer> top_ids, top_values, scratch_ids, scratch_values;  // Session::set_device_top_k's
 };
 
 Device parse_device(const std::string& name) {
@@ -45,11 +45,13 @@ Session::~Session() = default;
 
 const cl::TransferStats* Session::device_transfers() const { return opencl_ ? &opencl_->context.transfers() : nullptr; }
 
-void Session::set_device_argmax(const std::string& name) {
-  if (!name.empty() && !opencl_) fail("device argmax needs an OpenCL session");
-  if (!name.empty() && std::none_of(outputs_.begin(), outputs_.end(), [&](const IOInfo& o) { return o.name == name; }))
-    fail("device argmax: no graph output named '", name, "'");
-  argmax_output_ = name;
+void Session::set_device_top_k(const std::string& name, int k) {
+  if (k > 0 && !opencl_) fail("device top-k needs an OpenCL session");
+  if (k > kernels::opencl::Kernels::kTopKMax) fail("device top-k: k = ", k, " exceeds ", kernels::opencl::Kernels::kTopKMax);
+  if (k > 0 && std::none_of(outputs_.begin(), outputs_.end(), [&](const IOInfo& o) { return o.name == name; }))
+    fail("device top-k: no graph output named '", name, "'");
+  top_k_output_ = k > 0 ? name : std::string();
+  top_k_ = std::max(k, 0);
 }
 
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
@@ -405,6 +407,42 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
   plan_ = std::move(plan);
 }
 
+void Session::take_top_k(const Tensor& t) {
+  if (t.rank() != 3 || t.dim(0) != 1) fail("device top-k needs [1, S, V] scores, got ", shape_str(t.shape()));
+  const int64_t S = t.dim(1), V = t.dim(2);
+  const int k = static_cast<int>(std::min<int64_t>(top_k_, V));
+  top_ids_.resize(static_cast<size_t>(k));
+  top_values_.assign(static_cast<size_t>(k), 0.0f);
+  if (!cl::on_device(t)) {  // computed on the CPU after all (a node the device lacks): picked here
+    const Tensor f = cast_to(t, DType::Float32);
+    const float* row = f.data<float>() + (S - 1) * V;
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) order[static_cast<size_t>(i)] = i;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+    for (int j = 0; j < k; ++j) top_ids_[static_cast<size_t>(j)] = order[static_cast<size_t>(j)], top_values_[static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
+    return;
+  }
+  if (t.dtype() != DType::Float32) fail("device top-k needs float32 scores");
+  OpenClDevice& d = *opencl_;
+  cl::Context& ctx = d.context;
+  const int at = static_cast<int>((S - 1) * V);
+  if (!d.top_ids) {
+    const size_t n = static_cast<size_t>(kernels::opencl::Kernels::kTopKMax);
+    d.top_ids = std::make_unique<cl::Buffer>(ctx, n * 4);
+    d.top_values = std::make_unique<cl::Buffer>(ctx, n * 4);
+    d.scratch_ids = std::make_unique<cl::Buffer>(ctx, n * kernels::opencl::Kernels::kTopKItems * 4);
+    d.scratch_values = std::make_unique<cl::Buffer>(ctx, n * kernels::opencl::Kernels::kTopKItems * 4);
+  }
+  if (k == 1) {
+    d.kernels.argmax(cl::mem_of(t), at, static_cast<int>(V), *d.top_ids);
+  } else {
+    d.kernels.top_k(cl::mem_of(t), at, static_cast<int>(V), k, *d.scratch_values, *d.scratch_ids, *d.top_values, *d.top_ids);
+    ctx.download(*d.top_values, top_values_.data(), static_cast<size_t>(k) * 4);
+  }
+  ctx.download(*d.top_ids, top_ids_.data(), static_cast<size_t>(k) * 4);
+}
+
 void Session::run_on_device(Outputs& out) {
   const Graph& g = *model_.graph;
   cl::Context& ctx = opencl_->context;
@@ -464,27 +502,12 @@ void Session::run_on_device(Outputs& out) {
   for (int o : g.outputs) {  // what the caller reads comes back to the host…
     Tensor& t = values_[static_cast<size_t>(o)];
     if (!t.defined()) continue;
-    const bool argmax = g.values[static_cast<size_t>(o)].name == argmax_output_;
-    if (argmax && !cl::on_device(t)) {  // computed on the CPU after all (a node the device lacks): pick it here
-      const Tensor f = cast_to(t, DType::Float32);
-      const int64_t V = f.dim(-1);
-      const float* row = f.data<float>() + f.numel() - V;
-      argmax_result_ = std::max_element(row, row + V) - row;
+    if (top_k_ > 0 && g.values[static_cast<size_t>(o)].name == top_k_output_) {  // …or only its best scores
+      take_top_k(t);
+      t = Tensor(t.dtype(), t.shape(), nullptr);  // shape only: the scores stay where they are
       continue;
     }
-    if (!cl::on_device(t)) continue;
-    if (argmax) {  // …or only its argmax
-      if (t.dtype() != DType::Float32 || t.rank() != 3 || t.dim(0) != 1) fail("device argmax needs [1, S, V] float32 scores");
-      const int64_t S = t.dim(1), V = t.dim(2);
-      if (!opencl_->argmax_out) opencl_->argmax_out = std::make_unique<cl::Buffer>(ctx, sizeof(int32_t));
-      opencl_->kernels.argmax(cl::mem_of(t), static_cast<int>((S - 1) * V), static_cast<int>(V), *opencl_->argmax_out);
-      int32_t id = 0;
-      ctx.download(*opencl_->argmax_out, &id, sizeof id);
-      argmax_result_ = id;
-      t = Tensor(t.dtype(), t.shape(), nullptr);  // shape only: the scores stay on the device
-      continue;
-    }
-    t = cl::to_host(ctx, t);
+    if (cl::on_device(t)) t = cl::to_host(ctx, t);
   }
   collect_outputs(false, out);
   for (Tensor& t : values_) t = Tensor();

@@ -108,12 +108,14 @@ class Session {
   // computed on the CPU instead ("name (op type)").
   const cl::TransferStats* device_transfers() const;
   // With an OpenCL device and a single sequence: from the next run on, the graph output `name`
-  // ([1, S, V] scores) is not downloaded; the index of the largest score of its last position is
-  // computed on the device and only it comes back (argmax_result). Empty name: back to downloading.
-  // Greedy decoding then moves one token id each way per step.
-  void set_device_argmax(const std::string& name);
-  const std::string& device_argmax() const { return argmax_output_; }
-  int64_t argmax_result() const { return argmax_result_; }
+  // ([1, S, V] scores) is not downloaded; the k best scores of its last position are found on the
+  // device and only they come back (k = 1: the argmax's id alone), best first, ties to the lower index —
+  // all a greedy or top-k sampler needs. Greedy decoding then moves one token id each way per step.
+  // k = 0: back to downloading the output.
+  void set_device_top_k(const std::string& name, int k);
+  int device_top_k() const { return top_k_; }
+  const std::vector<int32_t>& top_k_ids() const { return top_ids_; }
+  const std::vector<float>& top_k_values() const { return top_values_; }  // (k = 1: not fetched, 0)
   const std::vector<std::string>& host_nodes() const { return host_nodes_; }
 
  private:
@@ -132,6 +134,8 @@ class Session {
   void run_inferring(std::vector<Shape>* shapes, Outputs& out);
   // Every node on the OpenCL device that can run it, the rest on the CPU; outputs downloaded.
   void run_on_device(Outputs& out);
+  // set_device_top_k's candidates from the scores `t` (on the device, or on the host after a fallback).
+  void take_top_k(const Tensor& t);
   void build_plan(const std::vector<Shape>& shapes);
   void collect_outputs(bool planned, Outputs& out);
   // A graph output that node k computes into memory of its own (not a view of another value).
@@ -175,8 +179,10 @@ class Session {
   std::unique_ptr<OpenClDevice> opencl_;
   std::vector<std::vector<Tensor>> device_outputs_;  // per node, device memory its outputs reuse run after run
   std::vector<std::string> host_nodes_;
-  std::string argmax_output_;
-  int64_t argmax_result_ = -1;
+  std::string top_k_output_;
+  int top_k_ = 0;
+  std::vector<int32_t> top_ids_;
+  std::vector<float> top_values_;
 };
 
 }  // namespace tern

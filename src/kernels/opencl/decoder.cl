@@ -338,3 +338,46 @@ __kernel void gemm_tiled(__global const float* x, __global const void* w, __glob
   }
   if (m < M && n < N) y[(size_t)m * N + n] = acc;
 }
+
+// The k (≤ TOPK_MAX) largest scores of x[x_at .. x_at + n) and their indices, best first, ties to the
+// lower index — the candidates a top-k sampler draws from. Pass 1: each work-item keeps its slice's best
+// k in private memory and writes them to cand_v / cand_i [items][k]; pass 2: one work-item merges them.
+#define TOPK_MAX 64
+void topk_insert(float* bv, int* bi, int* cnt, int k, float v, int id) {
+  if (*cnt == k && !(v > bv[k - 1] || (v == bv[k - 1] && id < bi[k - 1]))) return;
+  int j = *cnt < k ? (*cnt)++ : k - 1;
+  while (j > 0 && (v > bv[j - 1] || (v == bv[j - 1] && id < bi[j - 1]))) {
+    bv[j] = bv[j - 1];
+    bi[j] = bi[j - 1];
+    --j;
+  }
+  bv[j] = v;
+  bi[j] = id;
+}
+
+__kernel void topk_partial(__global const float* x, int x_at, int n, int k, __global float* cand_v, __global int* cand_i) {
+  const int item = get_global_id(0), items = get_global_size(0);
+  float bv[TOPK_MAX];
+  int bi[TOPK_MAX], cnt = 0;
+  for (int i = item; i < n; i += items) {
+    const float v = x[x_at + i];
+    if (!isnan(v)) topk_insert(bv, bi, &cnt, k, v, i);
+  }
+  for (int j = 0; j < k; ++j) {
+    cand_v[item * k + j] = j < cnt ? bv[j] : -INFINITY;
+    cand_i[item * k + j] = j < cnt ? bi[j] : -1;
+  }
+}
+
+__kernel void topk_merge(__global const float* cand_v, __global const int* cand_i, int total, int k, __global float* out_v,
+                         __global int* out_i) {
+  if (get_global_id(0) != 0) return;
+  float bv[TOPK_MAX];
+  int bi[TOPK_MAX], cnt = 0;
+  for (int c = 0; c < total; ++c)
+    if (cand_i[c] >= 0) topk_insert(bv, bi, &cnt, k, cand_v[c], cand_i[c]);
+  for (int j = 0; j < k; ++j) {
+    out_v[j] = j < cnt ? bv[j] : -INFINITY;
+    out_i[j] = j < cnt ? bi[j] : -1;
+  }
+}

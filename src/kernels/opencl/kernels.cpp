@@ -12,6 +12,7 @@ Kernels::Kernels(cl::Context& ctx, bool row_per_item)
       gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
       gemv_rows_f32_(program_, "gemv_rows_f32"), gemv_rows_f16_(program_, "gemv_rows_f16"),
       gemv_rows_nbits_(program_, "gemv_rows_nbits"), gemm_tiled_(program_, "gemm_tiled"),
+      topk_partial_(program_, "topk_partial"), topk_merge_(program_, "topk_merge"),
       rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu"), add_(program_, "add"),
       embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
       ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
@@ -89,6 +90,14 @@ void Kernels::argmax(Mem x, int x_at, int n, Mem out) {
   const size_t wg = group_size(argmax_, 256);
   argmax_.args(x, x_at, n, out).local(4, wg * sizeof(float)).local(5, wg * sizeof(int32_t));
   ctx_.launch(argmax_, wg, wg);
+}
+
+void Kernels::top_k(Mem x, int x_at, int n, int k, Mem scratch_v, Mem scratch_i, Mem values, Mem ids) {
+  if (k < 1 || k > kTopKMax) fail("OpenCL top_k: k must be in [1, ", kTopKMax, "], got ", k);
+  topk_partial_.args(x, x_at, n, k, scratch_v, scratch_i);
+  ctx_.launch(topk_partial_, kTopKItems, group_size(topk_partial_, 64));
+  topk_merge_.args(scratch_v, scratch_i, kTopKItems * k, k, values, ids);
+  ctx_.launch(topk_merge_, 1, 1);
 }
 
 void Kernels::last_rows(Mem x, Mem y, int B, int S, int row) {

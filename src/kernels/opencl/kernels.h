@@ -52,6 +52,10 @@ class Kernels {
   void embed_rows(Mem ids, Mem table, Mem y, int T, int D);
   // out (one int32) = the index of the largest of x[x_at .. x_at + n), the first on ties.
   void argmax(Mem x, int x_at, int n, Mem out);
+  // values / ids (k each, best first, ties to the lower index; -1 ids past n) = the k ≤ kTopKMax largest
+  // of x[x_at .. x_at + n). `scratch_v` / `scratch_i` hold kTopKItems·k floats / ints.
+  void top_k(Mem x, int x_at, int n, int k, Mem scratch_v, Mem scratch_i, Mem values, Mem ids);
+  static constexpr int kTopKMax = 64, kTopKItems = 256;
   // y [B, 1, row] = x [B, S, row] at the last position.
   void last_rows(Mem x, Mem y, int B, int S, int row);
   // Ring-buffer KV cache of one sequence (the CPU KvRingBuffer's slots and window order): appends
@@ -74,7 +78,7 @@ class Kernels {
   cl::Context& ctx_;
   bool row_per_item_;
   cl_program program_;
-  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, gemv_rows_f32_, gemv_rows_f16_, gemv_rows_nbits_, gemm_tiled_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
+  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, gemv_rows_f32_, gemv_rows_f16_, gemv_rows_nbits_, gemm_tiled_, topk_partial_, topk_merge_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
 };
 
 }  // namespace tern::kernels::opencl
