@@ -79,7 +79,15 @@ float nbits_block_dot(__global const float* xm, __global const uchar* w, __globa
   __global const float* xs = xm + (size_t)b * block;
   const int len = min(block, K - b * block);
   float dot = 0.0f, xsum = 0.0f;
-  for (int i = 0; i < len; ++i) {
+  int i = 0;
+  if (bits == 4)  // a byte at a time: its low nibble, then its high one
+    for (; i + 1 < len; i += 2) {
+      const uchar byte = q[i / 2];
+      const float2 xv = vload2(0, xs + i);
+      dot += (float)(byte & 15) * xv.x + (float)(byte >> 4) * xv.y;
+      xsum += xv.x + xv.y;
+    }
+  for (; i < len; ++i) {  // 8-bit values, and an odd 4-bit tail
     const float v = bits == 8 ? (float)q[i] : (float)((i & 1) ? q[i / 2] >> 4 : q[i / 2] & 15);
     dot += v * xs[i];
     xsum += xs[i];
