@@ -64,10 +64,13 @@ class GatherOp : public Op {
     const Tensor& ids = ctx.in(1);
     if (ctx.device.kind == DeviceKind::OpenCL) {
       const std::vector<int64_t> idx = checked_indices(ctx.node, ids, n);
-      Tensor ids32(DType::Int32, {static_cast<int64_t>(idx.size())});
-      for (size_t i = 0; i < idx.size(); ++i) ids32.data<int32_t>()[i] = static_cast<int32_t>(idx[i]);
-      const Tensor ids_dev = cl::to_device(ctx.opencl->context(), ids32);
-      ctx.opencl->embed_rows(cl::mem_of(ids_dev), table_.get(ctx, x), device_output(ctx, 0), static_cast<int>(idx.size()),
+      ids32_.resize(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) ids32_[i] = static_cast<int32_t>(idx[i]);
+      auto& c = ctx.opencl->context();
+      if (!ids_dev_.defined() || ids_dev_.numel() < static_cast<int64_t>(idx.size()))  // grown, not made per token
+        ids_dev_ = cl::device_tensor(c, DType::Int32, {static_cast<int64_t>(idx.size())});
+      c.upload(cl::mem_of(ids_dev_), ids_dev_.nbytes(), ids32_.data(), idx.size() * sizeof(int32_t));
+      ctx.opencl->embed_rows(cl::mem_of(ids_dev_), table_.get(ctx, x), device_output(ctx, 0), static_cast<int>(idx.size()),
                              static_cast<int>(inner));
       return;
     }
@@ -86,6 +89,8 @@ class GatherOp : public Op {
 
  private:
   mutable DeviceConstant table_;  // OpenCL: the table, uploaded once
+  mutable std::vector<int32_t> ids32_;  // OpenCL: this run's ids, and the device buffer they go to
+  mutable Tensor ids_dev_;
   int64_t axis_;
 };
 
