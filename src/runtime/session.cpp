@@ -15,6 +15,9 @@
 #include "runtime/opencl.h"
 
 namespace tern {
+namespace {
+double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
 
 const Tensor& Outputs::at(const std::string& name) const {
   for (const auto& kv : items)
@@ -227,33 +230,32 @@ void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feed
   }
 }
 
-void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
-  const Graph& g = *model_.graph;
-  const Node& node = g.nodes[k];
+void Session::gather_inputs(const Node& node) {
   ins_.assign(node.inputs.size(), nullptr);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const int id = node.inputs[i];
     if (id < 0) continue;
     const Tensor& t = values_[static_cast<size_t>(id)];
-    if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(id)].name, "' has no value");
+    if (!t.defined()) fail(node.describe(), ": input '", model_.graph->values[static_cast<size_t>(id)].name, "' has no value");
     ins_[i] = &t;
   }
-  double t0 = 0;
-  if (options_.on_node)
-    t0 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
+  const Node& node = model_.graph->nodes[k];
+  gather_inputs(node);
+  const double t0 = options_.on_node ? now_us() : 0;
   if (planned) {
     RunContext ctx{node, ins_, outputs, options_.device, options_.threads};
     run_op(*ops_[k], ctx);
   } else {
-    Allocator alloc = [this](DType dt, const Shape& shape) {
-      return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
-    };
-    outputs = execute_node(*ops_[k], node, ins_, alloc, options_.device, options_.threads);
+    outputs = execute_node(*ops_[k], node, ins_, pool_allocator(), options_.device, options_.threads);
   }
-  if (options_.on_node) {
-    double t1 = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, t1, runs_ - 1});
-  }
+  if (options_.on_node) options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, now_us(), runs_ - 1});
+}
+
+Allocator Session::pool_allocator() {
+  return [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
 }
 
 void Session::prepack_constants() {
@@ -454,18 +456,9 @@ void Session::run_on_device(Outputs& out) {
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     const Op& op = *ops_[k];
-    ins_.assign(node.inputs.size(), nullptr);
-    for (size_t i = 0; i < node.inputs.size(); ++i)
-      if (node.inputs[i] >= 0) {
-        const Tensor& t = values_[static_cast<size_t>(node.inputs[i])];
-        if (!t.defined()) fail(node.describe(), ": input '", g.values[static_cast<size_t>(node.inputs[i])].name, "' has no value");
-        ins_[i] = &t;
-      }
+    gather_inputs(node);
     const bool on_device = op.runs_on(options_.device, ins_);
-    const auto clock_us = [] {
-      return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    };
-    const double t0 = options_.on_node ? clock_us() : 0;
+    const double t0 = options_.on_node ? now_us() : 0;
     if (on_device) {
       // Outputs in device memory this node reuses from run to run when it is large enough.
       size_t n_alloc = 0;
@@ -488,12 +481,11 @@ void Session::run_on_device(Outputs& out) {
           host_copies.push_back(cl::to_host(ctx, *in));
           in = &host_copies.back();
         }
-      Allocator alloc = [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
-      outs = execute_node(op, node, ins_, alloc, Device{}, options_.threads);
+      outs = execute_node(op, node, ins_, pool_allocator(), Device{}, options_.threads);
     }
     if (options_.on_node) {
       ctx.finish();  // the node's kernels have run, not only been queued
-      options_.on_node(NodeRun{node, op, ins_, outs, t0, clock_us(), runs_ - 1});
+      options_.on_node(NodeRun{node, op, ins_, outs, t0, now_us(), runs_ - 1});
     }
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);

@@ -13,6 +13,7 @@
 #include "graph/fusions.h"
 #include "graph/onnx_loader.h"
 #include "graph/passes.h"
+#include "ops/execute.h"
 #include "ops/op.h"
 #include "runtime/buffer_pool.h"
 
@@ -126,6 +127,9 @@ class Session {
   // Binds the feeds to graph-input slots (values_), checking them; fills binding_ with the sizes of
   // the inputs' symbolic dims.
   void bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // Points ins_ at the node's input values; fails naming an input that has none.
+  void gather_inputs(const Node& node);
+  Allocator pool_allocator();  // host tensors from the session's buffer pool
   // Runs node k: with `planned`, into the plan's outputs without its shape rule; else shape rule →
   // outputs from the pool → kernel.
   void run_node(size_t k, std::vector<Tensor>& outputs, bool planned);
