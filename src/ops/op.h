@@ -153,7 +153,6 @@ cl_mem device_output(RunContext& ctx, int i);
 class DeviceConstant {
  public:
   cl_mem get(const RunContext& ctx, const Tensor& host);
-  bool empty() const { return !device_.defined(); }
 
  private:
   const void* source_ = nullptr;

@@ -239,7 +239,6 @@ void Context::upload(cl_mem dst, size_t dst_bytes, const void* src, size_t bytes
   if (bytes == 0) return;
   check(clEnqueueWriteBuffer(queue_, dst, CL_TRUE, offset, bytes, src, 0, nullptr, nullptr), "upload");
   transfers_.to_device += static_cast<int64_t>(bytes);
-  ++transfers_.uploads;
 }
 
 void Context::download(cl_mem src, size_t src_bytes, void* dst, size_t bytes, size_t offset) {
@@ -247,7 +246,6 @@ void Context::download(cl_mem src, size_t src_bytes, void* dst, size_t bytes, si
   if (bytes == 0) return;
   check(clEnqueueReadBuffer(queue_, src, CL_TRUE, offset, bytes, dst, 0, nullptr, nullptr), "download");
   transfers_.to_host += static_cast<int64_t>(bytes);
-  ++transfers_.downloads;
 }
 
 void Context::copy(cl_mem src, cl_mem dst, size_t bytes) {

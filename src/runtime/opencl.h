@@ -40,7 +40,6 @@ std::vector<DeviceInfo> list_devices();
 // Bytes moved between host and device since the context was made (bench and tests read them).
 struct TransferStats {
   int64_t to_device = 0, to_host = 0;
-  int64_t uploads = 0, downloads = 0;
 };
 
 class Context;
