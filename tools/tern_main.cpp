@@ -257,6 +257,16 @@ void set_generation_options(const Flags& f, const tern::llm::ModelConfig& cfg, t
   }
 }
 
+// One warning when a decoder's attention missed the ring-buffer cache: what it costs, and per layer where
+// matching stopped. Never a silent fallback.
+void warn_if_graph_cache(const tern::Session& s) {
+  if (s.fusion_misses().empty()) return;
+  std::cerr << "tern: warning: the attention did not fuse into tern's ring-buffer KV cache; this model runs on the graph's "
+               "own past/present cache instead: no sliding window (generation stops at the context length), keys and "
+               "values copied by Concat every step. Where matching stopped:\n";
+  for (const auto& miss : s.fusion_misses()) std::cerr << "  " << miss.str() << "\n";
+}
+
 int cmd_quantize(int argc, char** argv) {
   namespace fs = std::filesystem;
   Flags f = parse(argc, argv, 2, {});
@@ -322,6 +332,7 @@ int cmd_profile(int argc, char** argv) {
   tern::Profiler prof;
   prof.attach(so);
   tern::Session session(model_path, so);
+  warn_if_graph_cache(session);
   tern::llm::Generator gen(session, cfg);
   const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
   tern::llm::GenerateOptions o;
@@ -420,6 +431,7 @@ int cmd_generate(int argc, char** argv) {
   tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
   set_generation_options(f, cfg, so, !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1);
   tern::Session session(model_path, so);
+  warn_if_graph_cache(session);
   tern::llm::Generator gen(session, cfg);
 
   std::vector<std::string> prompts = f.values.count("prompt") ? f.values.at("prompt") : std::vector<std::string>{};
@@ -541,16 +553,16 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
   const auto cfg = tern::llm::read_model_config(std::filesystem::path(path).parent_path().string());
   tern::SessionOptions o;
   set_generation_options(flags, cfg, o, true);
-  o.kv_window_required = true;  // say why when nothing matches
   std::cout << "\nfusions (--window " << o.kv_window << "):\n";
-  try {
-    tern::Session s(path, o);
-    for (const auto& f : s.fusions()) std::cout << "  " << f.node << ": " << f.pattern << "\n";
-    std::cout << s.fusions().size() << " rewrite(s); " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
-              << " after folding, fusion and dead-node removal.\n";
-  } catch (const tern::UnsupportedError& e) {
-    std::cout << "  none: " << e.what() << "\n";
+  tern::Session s(path, o);
+  for (const auto& f : s.fusions()) std::cout << "  " << f.node << ": " << f.pattern << "\n";
+  if (!s.fusion_misses().empty()) {
+    std::cout << "ring-buffer KV cache: not used (every layer must match; the graph keeps its past/present). Where matching "
+                 "stopped, per layer:\n";
+    for (const auto& miss : s.fusion_misses()) std::cout << "  " << miss.str() << "\n";
   }
+  std::cout << s.fusions().size() << " rewrite(s); " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
+            << " after folding, fusion and dead-node removal.\n";
 }
 
 int cmd_bench(int argc, char** argv) {
@@ -574,6 +586,7 @@ int cmd_bench(int argc, char** argv) {
   set_generation_options(f, cfg, so, true);
   const auto t0 = std::chrono::steady_clock::now();
   tern::Session session(model_path, so);
+  warn_if_graph_cache(session);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
   tern::llm::Generator gen(session, cfg);

@@ -27,6 +27,19 @@ struct CachedAttentionSpec {
   std::string pattern;               // what matched, for `tern inspect --fusions`
 };
 
+// Where and why one attempt to match stopped: the first reason recorded wins (the outer matcher
+// records only what its helpers did not already explain).
+struct Why {
+  std::string node, reason;
+  std::nullopt_t stop(const Node* n, std::string r) {
+    if (reason.empty()) {
+      node = n ? n->op_type + " '" + n->name + "'" : "";
+      reason = std::move(r);
+    }
+    return std::nullopt;
+  }
+};
+
 // Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
 // on; nullopt when it depends on another input or does not fold.
 std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
@@ -66,13 +79,36 @@ const Node* only_consumer(const Matcher& m, int id, const char* op_type) {
   return n.op_type == op_type && n.domain.empty() && n.inputs[0] == id ? &n : nullptr;
 }
 
-// Probe for the masks and indices a graph derives from attention_mask and input_ids: one sequence with
-// kProbeTotal positions whose first is padding, kProbeNew of them new (so kProbeTotal − kProbeNew cached).
+// The cache inputs of a graph: float inputs of rank 4 (past keys and values) or 5 (stacked past_N).
+std::vector<int> cache_inputs(const Matcher& m) {
+  std::vector<int> caches;
+  for (int i : m.graph().inputs)
+    if (is_float(m.value(i).dtype) && (m.rank(i) == 4 || m.rank(i) == 5)) caches.push_back(i);
+  return caches;
+}
+
+// Probe for what a graph derives from its inputs (masks, indices, cache lengths): one sequence with
+// kProbeTotal positions whose first is padding, kProbeNew of them new (so kProbeTotal − kProbeNew cached):
+// attention_mask 0 1 1 1 1, input_ids 0 0, position_ids 2 3 (Hugging Face's: cumsum(mask) − 1), and every
+// other float input of rank 4 — a cache — zeros of kProbeTotal − kProbeNew positions where its length is
+// symbolic (a fixed-size static cache keeps its size).
 constexpr int64_t kProbeTotal = 5, kProbeNew = 2;
 std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m, int mask, int ids) {
   std::vector<std::pair<int, Tensor>> b{
       {mask, cast_to(Tensor::from_vector<int64_t>({0, 1, 1, 1, 1}, {1, kProbeTotal}), m.value(mask).dtype)}};
   if (ids >= 0) b.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>({0, 0}, {1, kProbeNew}), m.value(ids).dtype));
+  const int positions = m.graph().find_value("position_ids");
+  if (positions >= 0 && m.is_input(positions))
+    b.emplace_back(positions, cast_to(Tensor::from_vector<int64_t>({2, 3}, {1, kProbeNew}), m.value(positions).dtype));
+  for (int in : cache_inputs(m)) {
+    const Value& v = m.value(in);
+    if (m.rank(in) != 4) continue;
+    std::vector<int64_t> shape{1, std::max<int64_t>(m.dim(in, 1), 1), m.dim(in, 2) >= 0 ? m.dim(in, 2) : kProbeTotal - kProbeNew,
+                               std::max<int64_t>(m.dim(in, 3), 1)};
+    Tensor zeros(v.dtype, shape);
+    std::fill_n(static_cast<char*>(zeros.raw()), zeros.nbytes(), 0);
+    b.emplace_back(in, zeros);
+  }
   return b;
 }
 
@@ -153,11 +189,16 @@ bool match_rope_pair(const Matcher& m, int q, int k, const OpPattern& pat, Cache
   return true;
 }
 
-std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const Node& n, int mask) {
-  const OpPattern* pat = nullptr;
+const OpPattern* op_pattern(const Node& n) {
   for (const auto& p : kOpPatterns)
-    if (n.op_type == p.attention_op && n.domain == p.attention_domain) pat = &p;
-  if (!pat || n.outputs.size() < 3) return std::nullopt;
+    if (n.op_type == p.attention_op && n.domain == p.attention_domain) return &p;
+  return nullptr;
+}
+
+std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const Node& n, int mask, Why& why) {
+  const OpPattern* pat = op_pattern(n);
+  if (!pat) return std::nullopt;
+  if (n.outputs.size() < 3) return why.stop(&n, "no present key/value outputs (the cache is not this node's)");
   CachedAttentionSpec s;
   s.attention_node = m.index_of(&n);
   s.past_k = input_of(n, pat->past_key);
@@ -165,44 +206,49 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
   s.present_k = n.outputs[1];
   s.present_v = n.outputs[2];
   for (int i : pat->must_be_absent)
-    if (input_of(n, i) >= 0) return std::nullopt;
-  if (n.attr_float("softcap", 0) != 0 || n.attr_int("smooth_softmax", 0) != 0 || n.attr_int("local_window_size", -1) != -1)
-    return std::nullopt;
+    if (input_of(n, i) >= 0) return why.stop(&n, "input " + std::to_string(i) + " is set (an attention bias the ring cannot apply)");
+  if (n.attr_float("softcap", 0) != 0) return why.stop(&n, "softcap attribute (logit soft-capping)");
+  if (n.attr_int("smooth_softmax", 0) != 0) return why.stop(&n, "smooth_softmax attribute");
+  if (n.attr_int("local_window_size", -1) != -1) return why.stop(&n, "local_window_size attribute (a local window)");
   const bool gqa = n.op_type == "GroupQueryAttention";
-  if (gqa && !m.depends_only_on(input_of(n, 5), {mask})) return std::nullopt;  // seqlens_k from attention_mask
+  if (gqa && !m.depends_only_on(input_of(n, 5), {mask}))  // seqlens_k from attention_mask
+    return why.stop(&n, "seqlens_k is not computed from attention_mask alone");
   if (gqa && n.attr_int("do_rotary", 0) != 0) {
     s.q = input_of(n, 0);
     s.k = input_of(n, 1);
     s.v = input_of(n, 2);
-    if ((s.k < 0) != (s.v < 0)) return std::nullopt;
+    if ((s.k < 0) != (s.v < 0)) return why.stop(&n, "key given without value (or value without key)");
     s.cos = input_of(n, 7);
     s.sin = input_of(n, 8);
     s.interleaved = n.attr_int("rotary_interleaved", 0) != 0;
-    if (input_of(n, 9) >= 0) return std::nullopt;  // explicit position_ids: positions are not the mask's
+    if (input_of(n, 9) >= 0) return why.stop(&n, "explicit position_ids (positions that are not the mask's)");
     s.pattern = std::string(s.k < 0 ? "packed-QKV " : "") + "GroupQueryAttention with do_rotary → CachedAttention";
   } else {
-    if (!match_rope_pair(m, input_of(n, 0), input_of(n, 1), *pat, s)) return std::nullopt;
+    if (!match_rope_pair(m, input_of(n, 0), input_of(n, 1), *pat, s))
+      return why.stop(&n, "query and key do not both come from RotaryEmbedding with the same tables (tern stores keys before RoPE)");
     s.v = input_of(n, 2);
     s.pattern = (n.domain.empty() ? "RotaryEmbedding → " : "com.microsoft RotaryEmbedding → ") + n.op_type + " → CachedAttention";
   }
   if (n.op_type == "Attention") {
-    if (!attention_masks_like_cache(m, n, mask, m.graph().find_value("input_ids"))) return std::nullopt;
+    if (!attention_masks_like_cache(m, n, mask, m.graph().find_value("input_ids")))
+      return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe sequence");
     s.q_heads = n.attr_int("q_num_heads", 0);
     s.kv_heads = n.attr_int("kv_num_heads", 0);
   } else {
     s.q_heads = n.attr_int("num_heads", 0);
     s.kv_heads = gqa ? n.attr_int("kv_num_heads", 0) : s.q_heads;
   }
-  if (s.q_heads <= 0 || s.kv_heads <= 0) return std::nullopt;  // 4-D layouts carry no head counts: not this pattern
+  if (s.q_heads <= 0 || s.kv_heads <= 0) return why.stop(&n, "no head counts (a 4-D layout; not a cache this pattern reads)");
   if (n.has_attr("scale")) s.scale = n.attr_float("scale", 1);
   return s;
 }
 
-// ---- decomposed attention (torch.onnx.export of Hugging Face / Optimum Llama-family models) ----
+// ---- decomposed attention (torch.onnx.export, the dynamo exporter, Optimum) ----
 
 // Collects the nodes a decomposed match consumed (they die once the attention is replaced).
 struct Decomposed {
   const Matcher& m;
+  Why& why;
   std::vector<int> nodes;
   const Node* take(const Node* n) {
     if (n) nodes.push_back(m.index_of(n));
@@ -233,7 +279,7 @@ struct RotateHalf {
 std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
   const Matcher& m = d.m;
   const Node* add = m.op(y, "Add");
-  if (!add) return std::nullopt;
+  if (!add) return d.why.stop(m.producer(y), "expected RoPE's Add(x·cos, rotate_half(x)·sin) here (keys are stored before RoPE)");
   for (int a = 0; a < 2; ++a) {
     const Node* mul_cos = m.op(add->inputs[static_cast<size_t>(a)], "Mul");
     const Node* mul_sin = m.op(add->inputs[static_cast<size_t>(1 - a)], "Mul");
@@ -254,7 +300,7 @@ std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
       return RotateHalf{x, cos, mul_sin->inputs[static_cast<size_t>(1 - b)]};
     }
   }
-  return std::nullopt;
+  return d.why.stop(add, "an Add that is not x·cos + Concat(−x[D/2:], x[:D/2])·sin over the whole head (rotate-half RoPE)");
 }
 
 // x = Transpose(Reshape(p, [B, S, H, D]), perm 0,2,1,3) with p [B, S, H·D]: returns p.
@@ -262,9 +308,15 @@ int match_split_heads(Decomposed& d, int x) {
   const Matcher& m = d.m;
   const Node* t = m.op(x, "Transpose");
   const Node* r = t ? m.op(t->inputs[0], "Reshape") : nullptr;
-  if (!r || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3} || m.rank(r->inputs[0]) != 3 || m.rank(x) != 4) return -1;
+  if (!r || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3} || m.rank(r->inputs[0]) != 3 || m.rank(x) != 4) {
+    d.why.stop(m.producer(x), "expected the heads split from a projection: Reshape [B, S, H, D] → Transpose(0, 2, 1, 3)");
+    return -1;
+  }
   const int64_t H = m.dim(x, 1), D = m.dim(x, 3), HD = m.dim(r->inputs[0], 2);
-  if (H <= 0 || D <= 0 || HD != H * D) return -1;
+  if (H <= 0 || D <= 0 || HD != H * D) {
+    d.why.stop(r, "head count and size are not fixed numbers whose product is the projection width");
+    return -1;
+  }
   d.take(t);
   d.take(r);
   return r->inputs[0];
@@ -280,47 +332,53 @@ const Node* match_merge_heads(const Matcher& m, int y, int64_t width) {
 }
 
 // Walks from an attention operand back to the Concat(past, new, axis 2) that makes `present`, through
-// repeat_kv — Unsqueeze(axis 2) → Expand → Reshape to [B, heads, T, D] — and, for keys, the
-// Transpose of the last two axes.
+// data-movement nodes only, and checks by running them on a probe cache that they compute repeat_kv —
+// each of the `heads` query heads reads KV head h / (heads / kv_heads) — and, for keys, swap the last
+// two axes. Any spelling passes: Unsqueeze → Expand → Reshape, Tile, Gather, 3-D Reshape/Transpose pairs.
 const Node* match_cache_read(Decomposed& d, int operand, bool keys, int64_t heads) {
   const Matcher& m = d.m;
-  std::vector<const Node*> chain;  // operand back to the Concat
+  static const char* const kMoves[] = {"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Tile", "Gather", "Identity"};
   int id = operand;
   const Node* n = nullptr;
+  std::vector<const Node*> chain;
   while ((n = m.producer(id)) && n->domain.empty() &&
-         (n->op_type == "Transpose" || n->op_type == "Reshape" || n->op_type == "Expand" || n->op_type == "Unsqueeze")) {
+         std::any_of(std::begin(kMoves), std::end(kMoves), [&](const char* op) { return n->op_type == op; })) {
     chain.push_back(n);
     id = n->inputs[0];
   }
   const Node* cat = m.op(id, "Concat");
-  if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, 2) || m.rank(id) != 4) return nullptr;
-  const int64_t kv_heads = m.dim(id, 1);
-  if (keys) {  // exactly one Transpose swapping the last two axes, first or last in the chain
-    auto is_t = [](const Node* x) { return x->op_type == "Transpose" && x->attr_ints("perm") == std::vector<int64_t>{0, 1, 3, 2}; };
-    if (!chain.empty() && is_t(chain.front())) chain.erase(chain.begin());
-    else if (!chain.empty() && is_t(chain.back())) chain.pop_back();
-    else return nullptr;
+  const char* what = keys ? "keys" : "values";
+  if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, 2) || m.rank(id) != 4)
+    return d.why.stop(n ? n : m.producer(operand), std::string("expected the ") + what +
+                                                       " read from Concat(past, new, axis 2) through reshapes and transposes"),
+           nullptr;
+  const int64_t kv_heads = m.dim(id, 1), D = m.dim(id, 3);
+  if (kv_heads <= 0 || D <= 0 || heads % kv_heads)
+    return d.why.stop(cat, std::string("the cached ") + what + " have no fixed head count and size dividing the query heads"), nullptr;
+  // Probe: a cache of T positions whose every element is distinct, read through the chain.
+  constexpr int64_t T = kProbeTotal;
+  Tensor probe(DType::Float32, {1, kv_heads, T, D});
+  for (int64_t i = 0; i < probe.numel(); ++i) probe.data<float>()[i] = static_cast<float>(i);
+  auto bindings = probe_bindings(m, m.graph().find_value("attention_mask"), m.graph().find_value("input_ids"));
+  bindings.emplace_back(id, cast_to(probe, m.value(id).dtype));
+  const auto got = evaluate_with(m.graph(), operand, bindings);
+  const std::vector<int64_t> want_shape = keys ? std::vector<int64_t>{1, heads, D, T} : std::vector<int64_t>{1, heads, T, D};
+  bool same = got && got->shape() == want_shape;
+  if (same) {
+    const Tensor f = cast_to(*got, DType::Float32);
+    for (int64_t h = 0; h < heads && same; ++h)
+      for (int64_t t = 0; t < T && same; ++t)
+        for (int64_t e = 0; e < D && same; ++e) {
+          const int64_t at = keys ? (h * D + e) * T + t : (h * T + t) * D + e;
+          same = f.data<float>()[at] == static_cast<float>(((h / (heads / kv_heads)) * T + t) * D + e);
+        }
   }
-  if (chain.empty()) {
-    if (kv_heads != heads) return nullptr;
-  } else {  // chain (operand → Concat) is Reshape ← Expand ← Unsqueeze
-    if (chain.size() != 3 || chain[0]->op_type != "Reshape" || chain[1]->op_type != "Expand" || chain[2]->op_type != "Unsqueeze")
-      return nullptr;
-    const auto axes = chain[2]->inputs.size() > 1 ? m.ints(chain[2]->inputs[1]) : std::optional(chain[2]->attr_ints("axes"));
-    const int rep = chain[0]->outputs[0], expanded = chain[1]->outputs[0];
-    if (!axes || *axes != std::vector<int64_t>{2} || kv_heads <= 0 || heads % kv_heads || m.rank(expanded) != 5 ||
-        m.dim(expanded, 1) != kv_heads || m.rank(rep) != 4 || m.dim(rep, 1) != heads)
-      return nullptr;
-    const int64_t n_rep = m.dim(expanded, 2);
-    if (n_rep != -1 && n_rep != heads / kv_heads) return nullptr;
-  }
-  // Every node between operand and Concat, including the key Transpose.
-  id = operand;
-  while (id != cat->outputs[0]) {
-    const Node* p = m.producer(id);
-    d.take(p);
-    id = p->inputs[0];
-  }
+  if (!same)
+    return d.why.stop(chain.empty() ? cat : chain.front(),
+                      std::string("the ") + what + " are not read as repeat_kv of the cache" + (keys ? " with the last two axes swapped" : "") +
+                          " (checked on a probe)"),
+           nullptr;
+  for (const Node* c : chain) d.take(c);
   d.take(cat);
   return cat;
 }
@@ -345,40 +403,86 @@ int strip_scalar_scale(const Matcher& m, int id, double& scale, Decomposed& d) {
   }
 }
 
-std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node& softmax, int mask, int input_ids) {
-  Decomposed d{m, {}};
+// Float-to-float Casts around the softmax (`softmax(scores.float()).to(dtype)`): CachedAttention computes
+// its softmax in fp32 whatever the graph's type, so it honours them. Steps over them from `id` upward.
+int skip_float_casts(Decomposed& d, int id) {
+  const Node* c;
+  while ((c = d.m.op(id, "Cast")) && is_float(d.m.value(c->inputs[0]).dtype) && is_float(d.m.value(id).dtype)) {
+    d.take(c);
+    id = c->inputs[0];
+  }
+  return id;
+}
+
+// Where(IsNaN(p), 0, p) after the softmax: PyTorch's scaled_dot_product_attention gives rows whose every
+// key is masked zeros instead of NaN. Only padding queries have such rows, and the ring gives them no NaN
+// either. Returns the Where.
+const Node* match_nan_guard(const Matcher& m, int probs) {
+  const auto& readers = m.consumers(probs);
+  if (readers.size() != 2 || m.is_output(probs)) return nullptr;
+  for (int k : readers) {
+    const Node& isnan = m.graph().nodes[static_cast<size_t>(k)];
+    if (isnan.op_type != "IsNaN" || !m.single_use(isnan.outputs[0])) continue;
+    const Node& where = m.graph().nodes[static_cast<size_t>(m.consumers(isnan.outputs[0])[0])];
+    if (where.op_type == "Where" && where.inputs.size() == 3 && where.inputs[0] == isnan.outputs[0] && m.scalar(where.inputs[1]) == 0.0 &&
+        where.inputs[2] == probs && std::count(readers.begin(), readers.end(), m.index_of(&where)))
+      return &where;
+  }
+  return nullptr;
+}
+
+std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node& softmax, int mask, int input_ids, Why& why) {
+  Decomposed d{m, why, {}};
   const int64_t sm_axis = softmax.attr_int("axis", -1);
-  if (m.rank(softmax.outputs[0]) != 4 || (sm_axis != -1 && sm_axis != 3)) return std::nullopt;
+  if (m.rank(softmax.outputs[0]) != 4 || (sm_axis != -1 && sm_axis != 3))
+    return why.stop(&softmax, "not a softmax over the last axis of [B, H, S, T] scores");
   d.take(&softmax);
   // Softmax(scale · (Q·Kᵀ) + bias(attention_mask))
-  const Node* add = m.op(softmax.inputs[0], "Add");
-  if (!add) return std::nullopt;
+  const int in = skip_float_casts(d, softmax.inputs[0]);
+  const Node* add = m.op(in, "Add");
+  if (!add) return why.stop(m.producer(in), "expected Add(scores, mask bias) before Softmax");
   d.take(add);
   int scores = -1;
-  for (int a = 0; a < 2 && scores < 0; ++a)
-    if (m.depends_only_on(add->inputs[static_cast<size_t>(1 - a)], {mask, input_ids}) &&
-        !m.depends_only_on(add->inputs[static_cast<size_t>(a)], {mask, input_ids}))
+  const std::vector<int> derived_from = {mask, input_ids};
+  for (int a = 0; a < 2 && scores < 0; ++a)  // lengths may come from any tensor's shape
+    if (m.depends_only_on(add->inputs[static_cast<size_t>(1 - a)], derived_from, true) &&
+        !m.depends_only_on(add->inputs[static_cast<size_t>(a)], derived_from, true))
       scores = add->inputs[static_cast<size_t>(a)];
-  if (scores < 0) return std::nullopt;
+  if (scores < 0) return why.stop(add, "neither operand is a bias computed from attention_mask (and cache lengths) alone");
+  const int bias = add->inputs[0] == scores ? add->inputs[1] : add->inputs[0];
+  if (!is_causal_padding_mask(m, bias, false, mask, input_ids))
+    return why.stop(m.producer(bias), "the mask bias is not causal + padding from attention_mask on a probe sequence");
   double scale = 1;
-  const Node* qk = m.op(strip_scalar_scale(m, scores, scale, d), "MatMul");
-  if (!qk) return std::nullopt;
+  const int unscaled = strip_scalar_scale(m, scores, scale, d);
+  const Node* qk = m.op(unscaled, "MatMul");
+  if (!qk) return why.stop(m.producer(unscaled), "expected the scores MatMul(Q, Kᵀ), scaled by constants");
   d.take(qk);
   const int q_rot = strip_scalar_scale(m, qk->inputs[0], scale, d);
   const int k_operand = strip_scalar_scale(m, qk->inputs[1], scale, d);
   const int64_t heads = m.dim(q_rot, 1), D = m.dim(q_rot, 3);
-  if (m.rank(q_rot) != 4 || heads <= 0 || D <= 0) return std::nullopt;
+  if (m.rank(q_rot) != 4 || heads <= 0 || D <= 0) return why.stop(qk, "queries are not [B, H, S, D] with a fixed head count and size");
   // → MatMul(P, V) → Transpose(0, 2, 1, 3) → Reshape [B, S, H·D]: the node CachedAttention replaces
   const auto& g = m.graph();
-  const Node* pv = only_consumer(m, softmax.outputs[0], "MatMul");
-  const Node* out = pv ? match_merge_heads(m, pv->outputs[0], heads * D) : nullptr;
-  if (!out) return std::nullopt;
+  int probs = softmax.outputs[0];
+  for (const Node* c; m.single_use(probs) && (c = only_consumer(m, probs, "Cast")) && is_float(m.value(c->outputs[0]).dtype);) {
+    d.take(c);
+    probs = c->outputs[0];
+  }
+  if (const Node* guard = match_nan_guard(m, probs)) {
+    d.take(m.producer(guard->inputs[0]));
+    d.take(guard);
+    probs = guard->outputs[0];
+  }
+  const Node* pv = only_consumer(m, probs, "MatMul");
+  if (!pv) return why.stop(&softmax, "its probabilities are not read by one MatMul with the values alone");
+  const Node* out = match_merge_heads(m, pv->outputs[0], heads * D);
+  if (!out) return why.stop(pv, "its output is not merged back to [B, S, H·D] by Transpose(0, 2, 1, 3) → Reshape");
   d.take(pv);
   d.take(m.producer(out->inputs[0]));
   d.take(out);
 
   const Node* k_cat = match_cache_read(d, k_operand, true, heads);
-  const Node* v_cat = match_cache_read(d, pv->inputs[1], false, heads);
+  const Node* v_cat = k_cat ? match_cache_read(d, pv->inputs[1], false, heads) : nullptr;
   if (!k_cat || !v_cat) return std::nullopt;
   CachedAttentionSpec s;
   s.past_k = k_cat->inputs[0];
@@ -386,17 +490,18 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   s.present_k = k_cat->outputs[0];
   s.present_v = v_cat->outputs[0];
   const auto q_rope = match_rotate_half(d, q_rot);
-  const auto k_rope = match_rotate_half(d, k_cat->inputs[1]);
-  if (!q_rope || !k_rope || q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin) return std::nullopt;
+  const auto k_rope = q_rope ? match_rotate_half(d, k_cat->inputs[1]) : std::nullopt;
+  if (!q_rope || !k_rope) return std::nullopt;
+  if (q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin) return why.stop(qk, "queries and keys rotate with different cos/sin");
   s.q = match_split_heads(d, q_rope->x);
-  s.k = match_split_heads(d, k_rope->x);
-  s.v = match_split_heads(d, k_cat == v_cat ? -1 : v_cat->inputs[1]);
+  s.k = s.q >= 0 ? match_split_heads(d, k_rope->x) : -1;
+  s.v = s.k >= 0 ? match_split_heads(d, v_cat->inputs[1]) : -1;
   if (s.q < 0 || s.k < 0 || s.v < 0) return std::nullopt;
   s.cos = q_rope->cos;  // [.., positions, D] in rotate-half layout; made into tables by the caller
   s.sin = q_rope->sin;
   s.q_heads = heads;
   s.kv_heads = m.dim(k_rope->x, 1);
-  if (s.kv_heads <= 0 || m.dim(s.v, 2) != s.kv_heads * D) return std::nullopt;
+  if (s.kv_heads <= 0 || m.dim(s.v, 2) != s.kv_heads * D) return why.stop(v_cat, "values do not have the keys' head count and size");
   s.scale = static_cast<float>(scale);
   s.attention_node = m.index_of(out);
   s.pattern = "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
@@ -405,7 +510,8 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   for (int k : d.nodes)
     for (int o : g.nodes[static_cast<size_t>(k)].outputs) {
       if (o < 0 || o == out->outputs[0]) continue;
-      if (m.is_output(o) && o != s.present_k && o != s.present_v) return std::nullopt;
+      if (m.is_output(o) && o != s.present_k && o != s.present_v)
+        return why.stop(&g.nodes[static_cast<size_t>(k)], "an intermediate of the attention is a graph output ('" + m.value(o).name + "')");
     }
   return s;
 }
@@ -417,33 +523,39 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
 //   present.v = TensorScatter(past.v, Transpose(Reshape(v_proj)), idx)
 //   out = Reshape(Transpose(Attention(q, present.k, present.v, mask, nonpad_kv_seqlen)))
 // The write index, lengths and mask are checked on a probe sequence.
-std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m, const Node& n, int mask, int ids) {
-  if (n.op_type != "Attention" || !n.domain.empty() || input_of(n, 4) >= 0 || input_of(n, 5) >= 0) return std::nullopt;
+// Only reached for an Attention-24 that reads no past inputs (match_attention_op takes those).
+std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m, const Node& n, int mask, int ids, Why& why) {
   for (size_t k = 1; k < n.outputs.size(); ++k)
-    if (n.outputs[k] >= 0 && (!m.consumers(n.outputs[k]).empty() || m.is_output(n.outputs[k]))) return std::nullopt;
-  if (n.attr_float("softcap", 0) != 0) return std::nullopt;
+    if (n.outputs[k] >= 0 && (!m.consumers(n.outputs[k]).empty() || m.is_output(n.outputs[k])))
+      return why.stop(&n, "its present outputs are read (expected a static cache written by TensorScatter)");
+  if (n.attr_float("softcap", 0) != 0) return why.stop(&n, "softcap attribute (logit soft-capping)");
   const Node* kc = m.op(input_of(n, 1), "TensorScatter");
   const Node* vc = m.op(input_of(n, 2), "TensorScatter");
-  if (!kc || !vc || m.rank(kc->outputs[0]) != 4) return std::nullopt;
+  if (!kc || !vc || m.rank(kc->outputs[0]) != 4)
+    return why.stop(&n, "keys and values are neither past inputs nor 4-D TensorScatter static caches");
   for (const Node* c : {kc, vc}) {
     const int64_t axis = c->attr_int("axis", -2);
-    if ((axis != -2 && axis != 2) || input_of(*c, 2) != input_of(*kc, 2)) return std::nullopt;
+    if ((axis != -2 && axis != 2) || input_of(*c, 2) != input_of(*kc, 2))
+      return why.stop(c, "the static caches are not written on the sequence axis at one shared index");
   }
   constexpr int64_t kCached = kProbeTotal - kProbeNew;
-  if (!probes_to(m, input_of(*kc, 2), kCached, mask, ids) || !probes_to(m, input_of(n, 6), kProbeTotal, mask, ids) ||
-      !attention_masks_like_cache(m, n, mask, ids))
-    return std::nullopt;
+  if (!probes_to(m, input_of(*kc, 2), kCached, mask, ids)) return why.stop(kc, "the write index is not the past length on a probe");
+  if (!probes_to(m, input_of(n, 6), kProbeTotal, mask, ids)) return why.stop(&n, "nonpad_kv_seqlen is not the total length on a probe");
+  if (!attention_masks_like_cache(m, n, mask, ids)) return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe");
   CachedAttentionSpec s;
-  if (!match_rope_pair(m, input_of(n, 0), kc->inputs[1], kOpPatterns[0], s)) return std::nullopt;
+  if (!match_rope_pair(m, input_of(n, 0), kc->inputs[1], kOpPatterns[0], s))
+    return why.stop(&n, "query and key do not both come from RotaryEmbedding with the same tables (tern stores keys before RoPE)");
   s.q_heads = m.dim(s.q, 1);
   s.kv_heads = m.dim(s.k, 1);
   const int64_t D = m.dim(s.q, 3);
-  Decomposed d{m, {}};  // the nodes they leave behind die with the Attention
+  Decomposed d{m, why, {}};  // the nodes they leave behind die with the Attention
   s.q = match_split_heads(d, s.q);
-  s.k = match_split_heads(d, s.k);
-  s.v = match_split_heads(d, vc->inputs[1]);
+  s.k = s.q >= 0 ? match_split_heads(d, s.k) : -1;
+  s.v = s.k >= 0 ? match_split_heads(d, vc->inputs[1]) : -1;
+  if (s.q < 0 || s.k < 0 || s.v < 0) return std::nullopt;
   const Node* out = match_merge_heads(m, n.outputs[0], s.q_heads * D);
-  if (s.q < 0 || s.k < 0 || s.v < 0 || !out || s.q_heads <= 0 || s.kv_heads <= 0 || D <= 0) return std::nullopt;
+  if (!out || s.q_heads <= 0 || s.kv_heads <= 0 || D <= 0)
+    return why.stop(&n, "its output is not merged back to [B, S, H·D] by Transpose(0, 2, 1, 3) → Reshape");
   s.past_k = kc->inputs[0];
   s.past_v = vc->inputs[0];
   s.present_k = kc->outputs[0];
@@ -455,23 +567,33 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
 }
 
 // cos/sin of the decomposed form ([.., W, D] with equal halves, computed from position_ids) as the
-// [W, D/2] tables CachedAttention reads. Fails (nullopt) when they are not of that form.
-std::optional<std::pair<Tensor, Tensor>> rope_tables(const Graph& g, const Matcher& m, int cos, int sin, int positions, int64_t W,
-                                                     int64_t D) {
-  if (positions < 0 || !m.depends_only_on(cos, {positions}) || !m.depends_only_on(sin, {positions})) return std::nullopt;
+// [W, D/2] tables CachedAttention reads, by evaluating them for positions 0…W−1 (input_ids bound to W
+// tokens and caches to none, for graphs that read their shapes). Fails (nullopt, with why) when they are
+// not of that form.
+std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, Why& why) {
+  const Graph& g = m.graph();
+  const int positions = g.find_value("position_ids"), ids = g.find_value("input_ids");
+  const std::vector<int> caches = cache_inputs(m);
+  if (positions < 0 || !m.is_input(positions) || !m.depends_only_on(cos, {positions}, true) || !m.depends_only_on(sin, {positions}, true))
+    return why.stop(m.producer(cos), "cos/sin are not computed from position_ids alone (tern evaluates them for window positions)");
   std::vector<int64_t> p(static_cast<size_t>(W));
   for (int64_t i = 0; i < W; ++i) p[static_cast<size_t>(i)] = i;
-  const Tensor bound = cast_to(Tensor::from_vector<int64_t>(p, {1, W}), m.value(positions).dtype);
+  std::vector<std::pair<int, Tensor>> bindings{{positions, cast_to(Tensor::from_vector<int64_t>(p, {1, W}), m.value(positions).dtype)}};
+  if (ids >= 0) bindings.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(p.size(), 0), {1, W}), m.value(ids).dtype));
+  for (int c : caches)
+    if (m.rank(c) == 4)
+      bindings.emplace_back(c, Tensor(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), 0, std::max<int64_t>(m.dim(c, 3), 1)}));
   std::pair<Tensor, Tensor> tables;
   for (int which = 0; which < 2; ++which) {
-    const auto full = evaluate_with(g, which ? sin : cos, {{positions, bound}});
-    if (!full || full->numel() != W * D || full->dim(-1) != D) return std::nullopt;
+    const auto full = evaluate_with(g, which ? sin : cos, bindings);
+    if (!full || full->numel() != W * D || full->dim(-1) != D)
+      return why.stop(m.producer(which ? sin : cos), "cos/sin do not evaluate to [positions, head size] tables");
     const Tensor f = cast_to(*full, DType::Float32);
     Tensor half(DType::Float32, {W, D / 2});
     for (int64_t w = 0; w < W; ++w)
       for (int64_t j = 0; j < D / 2; ++j) {
         const float a = f.data<float>()[w * D + j], b = f.data<float>()[w * D + D / 2 + j];
-        if (a != b) return std::nullopt;  // not the rotate-half layout
+        if (a != b) return why.stop(m.producer(which ? sin : cos), "cos/sin halves differ (not the rotate-half layout)");
         half.data<float>()[w * (D / 2) + j] = a;
       }
     (which ? tables.second : tables.first) = half;
@@ -479,27 +601,83 @@ std::optional<std::pair<Tensor, Tensor>> rope_tables(const Graph& g, const Match
   return tables;
 }
 
+// The first node, in graph order, that a layer's attention pattern starts from (a Softmax, or an
+// attention op) and that a cache input flows into — or, for values, whose probabilities meet it in
+// MatMul(P, V): where to look for why that layer did not fuse. Shape reads (mask lengths) do not count.
+int attention_anchor(const Matcher& m, int cache) {
+  std::vector<char> seen(m.graph().values.size(), 0);
+  std::vector<int> stack{cache};
+  int best = -1;
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (seen[static_cast<size_t>(v)]) continue;
+    seen[static_cast<size_t>(v)] = 1;
+    for (int k : m.consumers(v)) {
+      const Node& n = m.graph().nodes[static_cast<size_t>(k)];
+      if (n.op_type == "Shape") continue;
+      if ((n.op_type == "Softmax" && n.domain.empty()) || op_pattern(n)) {
+        if (best < 0 || k < best) best = k;
+        continue;
+      }
+      if (n.op_type == "MatMul")  // P·V: the Softmax a few nodes up the other operand (Cast, Where(IsNaN)…)
+        for (int in : n.inputs) {
+          std::vector<std::pair<int, int>> up{{in, 0}};
+          while (!up.empty()) {
+            const auto [u, depth] = up.back();
+            up.pop_back();
+            const Node* p = m.producer(u);
+            if (!p || depth > 3) continue;
+            if (p->op_type == "Softmax") {
+              if (best < 0 || m.index_of(p) < best) best = m.index_of(p);
+              continue;
+            }
+            for (int x : p->inputs) up.emplace_back(x, depth + 1);
+          }
+        }
+      for (int o : n.outputs)
+        if (o >= 0) stack.push_back(o);
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
-std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOptions& opt) {
+std::string FusionMiss::str() const {
+  return layer + ": " + (node.empty() ? "" : node + ": ") + reason;
+}
+
+CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionOptions& opt) {
   link_producers(graph);
   const int mask = graph.find_value("attention_mask");
-  if (mask < 0 || opt.window <= 0) return {};
-  Graph g = graph;  // rewritten on a copy: kept only if consistent
+  const int ids = graph.find_value("input_ids");
+  if (opt.window <= 0) return {};
   const Matcher m(graph);
+  const std::vector<int> caches = cache_inputs(m);
+  if (caches.empty()) return {};  // nothing to take over
+  CachedAttentionFusion result;
+  if (mask < 0) {
+    result.missed.push_back({"all layers", "", "the graph has no attention_mask input (tern's cache reads its positions from it)"});
+    return result;
+  }
+  Graph g = graph;  // rewritten on a copy: kept only if every layer fuses
   std::vector<CachedAttentionSpec> specs;
+  std::map<int, Why> why;  // anchor node → why its match stopped
   std::map<std::pair<int, int>, std::pair<int, int>> tables;  // graph cos/sin → table values
   for (const Node& n : graph.nodes) {
-    if (auto s = match_attention_op(m, n, mask)) {
-      specs.push_back(*s);
-    } else if (auto st = match_static_cache_attention(m, n, mask, graph.find_value("input_ids"))) {
-      specs.push_back(*st);
+    const int k = m.index_of(&n);
+    std::optional<CachedAttentionSpec> s;
+    if (op_pattern(n)) {
+      const bool static24 = n.op_type == "Attention" && input_of(n, 4) < 0 && input_of(n, 5) < 0;
+      s = static24 ? match_static_cache_attention(m, n, mask, ids, why[k]) : match_attention_op(m, n, mask, why[k]);
     } else if (n.op_type == "Softmax" && n.domain.empty()) {
-      if (auto d = match_decomposed(m, n, mask, graph.find_value("input_ids"))) {
-        auto known = tables.find({d->cos, d->sin});  // layers share one cos/sin: one pair of tables
+      s = match_decomposed(m, n, mask, ids, why[k]);
+      if (s) {
+        auto known = tables.find({s->cos, s->sin});  // layers share one cos/sin: one pair of tables
         if (known == tables.end()) {
-          const int64_t D = m.dim(d->q, 2) / d->q_heads;
-          auto t = rope_tables(graph, m, d->cos, d->sin, graph.find_value("position_ids"), opt.window, D);
+          const int64_t D = m.dim(s->q, 2) / s->q_heads;
+          auto t = rope_tables(m, s->cos, s->sin, opt.window, D, why[k]);
           if (!t) continue;
           const int cos = g.add_value(n.name + "/rope_cos_table"), sin = g.add_value(n.name + "/rope_sin_table");
           for (auto [id, table] : {std::pair{cos, t->first}, std::pair{sin, t->second}}) {
@@ -508,23 +686,40 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
             v.shape = sym_shape(table.shape());
             v.constant = table;
           }
-          known = tables.emplace(std::pair{d->cos, d->sin}, std::pair{cos, sin}).first;
+          known = tables.emplace(std::pair{s->cos, s->sin}, std::pair{cos, sin}).first;
         }
-        std::tie(d->cos, d->sin) = known->second;
-        specs.push_back(*d);
+        std::tie(s->cos, s->sin) = known->second;
       }
     }
-  }
-  // Only layers whose cache the graph takes in and gives out: the ring replaces exactly that.
-  for (size_t i = specs.size(); i-- > 0;) {
-    const auto& s = specs[i];
-    if (s.past_k < 0 || s.past_v < 0 || !m.is_input(s.past_k) || !m.is_input(s.past_v) || !m.is_output(s.present_k) ||
-        !m.is_output(s.present_v)) {
-      specs.erase(specs.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!s) continue;
+    // Only layers whose cache the graph takes in and gives out: the ring replaces exactly that.
+    if (s->past_k < 0 || s->past_v < 0 || !m.is_input(s->past_k) || !m.is_input(s->past_v) || !m.is_output(s->present_k) ||
+        !m.is_output(s->present_v)) {
+      why[k].stop(&n, "its past keys/values are not graph inputs, or its present ones not graph outputs");
+      continue;
     }
+    specs.push_back(*s);
   }
+  // Every cache input must belong to a match: the generator runs one cache kind for all layers.
+  std::map<int, std::string> unmatched;  // anchor → the cache inputs that reach it
+  for (int c : caches) {
+    if (std::any_of(specs.begin(), specs.end(), [&](const CachedAttentionSpec& s) { return s.past_k == c || s.past_v == c; })) continue;
+    std::string& names = unmatched[attention_anchor(m, c)];
+    names += (names.empty() ? "" : ", ") + m.value(c).name;
+  }
+  for (const auto& [anchor, names] : unmatched) {
+    if (anchor < 0) {
+      result.missed.push_back({names, "", "no Softmax or attention op reads it"});
+      continue;
+    }
+    const Why& w = why[anchor];
+    const Node& a = graph.nodes[static_cast<size_t>(anchor)];
+    result.missed.push_back({names, w.reason.empty() ? a.op_type + " '" + a.name + "'" : w.node,
+                             w.reason.empty() ? "matched no ring-buffer pattern" : w.reason});
+  }
+  if (!result.missed.empty()) return result;
+
   std::vector<int> drop_inputs, drop_outputs;
-  std::vector<Fusion> fused;
   for (const CachedAttentionSpec& s : specs) {
     Node& n = g.nodes[static_cast<size_t>(s.attention_node)];
     Node c;
@@ -553,7 +748,7 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
     }
     drop_inputs.insert(drop_inputs.end(), {s.past_k, s.past_v});
     drop_outputs.insert(drop_outputs.end(), {s.present_k, s.present_v});
-    fused.push_back({s.pattern, c.name});
+    result.fused.push_back({s.pattern, c.name});
     n = std::move(c);
   }
   auto drop = [](std::vector<int>& list, const std::vector<int>& ids) {
@@ -566,10 +761,16 @@ std::vector<Fusion> fuse_cached_attention(Graph& graph, const CachedAttentionOpt
   remove_dead_nodes(live);
   for (const Node& n : live.nodes)
     for (int in : n.inputs)
-      if (in >= 0 && std::count(drop_inputs.begin(), drop_inputs.end(), in)) return {};
+      if (in >= 0 && std::count(drop_inputs.begin(), drop_inputs.end(), in)) {
+        result.missed.push_back({graph.values[static_cast<size_t>(in)].name, n.op_type + " '" + n.name + "'",
+                                 "reads the cache, and something besides the attention still needs what it computes "
+                                 "(another node or graph output)"});
+        result.fused.clear();
+        return result;
+      }
   link_producers(g);
   graph = std::move(g);
-  return fused;
+  return result;
 }
 
 }  // namespace tern

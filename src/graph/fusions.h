@@ -19,6 +19,20 @@ struct CachedAttentionOptions {
   DType storage = DType::Float32;  // how the ring stores keys and values (Float32 or Float16)
 };
 
+// A decoder layer whose attention did not become a CachedAttention: its cache inputs, the node where
+// matching stopped (empty when there is none) and why.
+struct FusionMiss {
+  std::string layer;
+  std::string node;
+  std::string reason;
+  std::string str() const;  // "past_key_values.3.key, past_key_values.3.value: Cast 'attn/Cast_1': …"
+};
+
+struct CachedAttentionFusion {
+  std::vector<Fusion> fused;
+  std::vector<FusionMiss> missed;  // non-empty: nothing was rewritten (all layers or none)
+};
+
 // Rewrites each decoder layer's attention with a past/present cache into one CachedAttention node
 // (domain "tern") that owns a KvRingBuffer, and removes those past/present graph inputs and outputs.
 // It takes the keys before RoPE and the RoPE tables, so it recognizes attention whose rotary embedding
@@ -36,10 +50,12 @@ struct CachedAttentionOptions {
 //     own cos/sin subgraph for positions 0…window−1.
 // Assumes the attention's mask is the usual causal + padding mask built from the `attention_mask` input
 // (ONNX Attention's mask is evaluated on a probe sequence to make sure).
-// If the rewritten graph would still need a removed input (something else reads the cache), the graph is
-// left untouched and the result is empty. Needs shapes inferred and constants folded (infer_and_fold)
-// beforehand; leaves the replaced nodes for remove_dead_nodes.
-std::vector<Fusion> fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
+// All layers or none: when one cache input (a float graph input of rank 4 or 5) belongs to no match, or
+// the rewritten graph would still need a removed input, the graph is left untouched and `missed` says,
+// per layer, where matching stopped and why. A graph with no cache inputs gives an empty result. Needs
+// shapes inferred and constants folded (infer_and_fold) beforehand; leaves the replaced nodes for
+// remove_dead_nodes.
+CachedAttentionFusion fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
 // For generation, which reads only the last position's logits: the product that makes graph output
 // `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits) gets a tern LastPosition

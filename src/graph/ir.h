@@ -26,6 +26,9 @@ struct Dim {
   std::string str() const { return is_known() ? std::to_string(value) : (symbol.empty() ? "?" : symbol); }
 };
 using SymShape = std::vector<Dim>;
+// Among a shape-like vector's symbolic elements (Value::sym_value): a -1, which Reshape reads as "the
+// dim the others leave" (Reshape(x, Concat(Shape(x)[0:2], [-1, 16])) is how exporters split heads).
+inline constexpr const char* kInferredDim = "(-1)";
 
 SymShape sym_shape(const Shape& s);
 // The concrete shape, if every dim is known.

@@ -55,8 +55,9 @@ class Matcher {
     for (int64_t i = 0; i < value(id).constant->numel(); ++i) v.push_back(value(id).constant->at_i64(i));
     return v;
   }
-  // True when every graph input `id` depends on is in `allowed` (constants are always allowed).
-  bool depends_only_on(int id, const std::vector<int>& allowed) const {
+  // True when every graph input `id` depends on is in `allowed` (constants are always allowed). With
+  // `any_shape`, what is read only through Shape nodes does not count (lengths, not data).
+  bool depends_only_on(int id, const std::vector<int>& allowed, bool any_shape = false) const {
     std::vector<char> seen(g_.values.size(), 0);
     std::vector<int> stack{id};
     while (!stack.empty()) {
@@ -70,6 +71,7 @@ class Matcher {
         if (std::count(allowed.begin(), allowed.end(), v) == 0) return false;
         continue;
       }
+      if (any_shape && p->op_type == "Shape" && p->domain.empty()) continue;
       stack.insert(stack.end(), p->inputs.begin(), p->inputs.end());
     }
     return true;

@@ -48,8 +48,8 @@ std::optional<SymShape> InferContext::shape_value(int i) const {
   if (in.value && is_integer(in.value->dtype()) && in.value->rank() <= 1) {
     SymShape s;
     for (int64_t v : in.value->to_i64_vector()) {
-      if (v < 0) return std::nullopt;
-      s.push_back(Dim::known(v));
+      if (v < -1) return std::nullopt;
+      s.push_back(v == -1 ? Dim::named(kInferredDim) : Dim::known(v));
     }
     return s;
   }

@@ -1,6 +1,7 @@
 // Ops that only reshape or describe shapes. Reshape-like ops return views of their input (no copy).
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/elementwise.h"
@@ -28,10 +29,10 @@ class ReshapeOp : public ViewOp {
   explicit ReshapeOp(const Node& n) : allowzero_(n.attr_int("allowzero", 0) != 0) {}
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);
-    if (!ctx.value(1)) {  // target known only symbolically (Concat of Shape parts): dims as they are
+    if (!ctx.value(1)) {  // target known only symbolically (Concat of Shape parts)
       auto target = ctx.shape_value(1);
       if (!target) throw ShapeUnknown{};
-      ctx.set(0, ctx.dtype(0), *target);
+      ctx.set(0, ctx.dtype(0), symbolic_target(ctx, in, *target));
       keep_elements(ctx);
       return;
     }
@@ -77,6 +78,41 @@ class ReshapeOp : public ViewOp {
   }
 
  private:
+  // 0 copies the input's dim (unless allowzero); the one -1 takes what the other dims leave: known when
+  // the input's and the target's symbols cancel and their known parts divide, a symbol when one is left.
+  SymShape symbolic_target(const InferContext& ctx, const SymShape& in, SymShape out) const {
+    int infer_at = -1;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].symbol == kInferredDim) {
+        if (infer_at >= 0) ctx.fail("shape ", sym_shape_str(out), " has more than one -1");
+        infer_at = static_cast<int>(i);
+      } else if (out[i].is_known() && out[i].value == 0 && !allowzero_) {
+        if (i >= in.size()) ctx.fail("shape ", sym_shape_str(out), " copies dim ", i, " that input ", sym_shape_str(in), " lacks");
+        out[i] = in[i];
+      }
+    }
+    if (infer_at < 0) return out;
+    out[static_cast<size_t>(infer_at)] = Dim{};
+    std::multiset<std::string> left;  // the input's symbols not matched in the target
+    int64_t in_known = 1, out_known = 1;
+    for (const Dim& d : in) {
+      if (d.is_known()) in_known *= d.value;
+      else if (!d.symbol.empty()) left.insert(d.symbol);
+      else return out;
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (static_cast<int>(i) == infer_at) continue;
+      if (out[i].is_known()) out_known *= out[i].value;
+      else if (auto it = left.find(out[i].symbol); !out[i].symbol.empty() && it != left.end()) left.erase(it);
+      else return out;
+    }
+    if (left.empty() && out_known > 0 && in_known % out_known == 0)
+      out[static_cast<size_t>(infer_at)] = Dim::known(in_known / out_known);
+    else if (left.size() == 1 && in_known == out_known)
+      out[static_cast<size_t>(infer_at)] = Dim::named(*left.begin());
+    return out;
+  }
+
   bool allowzero_;
 };
 

@@ -13,7 +13,13 @@ class SliceOp : public Op {
 
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);
-    Params p = params(ctx, static_cast<int64_t>(in.size()));
+    Params p;
+    try {
+      p = params(ctx, static_cast<int64_t>(in.size()));
+    } catch (const ShapeUnknown&) {  // bounds computed at run time: the rank stays, sliced dims unknown
+      ctx.set(0, ctx.dtype(0), rank_only(ctx, in));
+      return;
+    }
     SymShape out = in;
     for (size_t k = 0; k < p.axes.size(); ++k) {
       size_t a = static_cast<size_t>(p.axes[k]);
@@ -46,6 +52,20 @@ class SliceOp : public Op {
   }
 
  private:
+  // The input's shape with every dim the slice may cut made unknown (all, when the axes are unknown too).
+  SymShape rank_only(const InferContext& ctx, SymShape out) const {
+    std::vector<int64_t> axes = axes_;
+    if (from_inputs_ && ctx.has(3)) {
+      if (!ctx.value(3)) axes.clear();
+      else axes = ctx.value(3)->to_i64_vector();
+    } else if (from_inputs_) {
+      axes.clear();
+    }
+    if (axes.empty()) return SymShape(out.size());
+    for (int64_t a : axes) out[static_cast<size_t>(normalize_axis(ctx.node, a, static_cast<int64_t>(out.size())))] = Dim{};
+    return out;
+  }
+
   struct Params {
     std::vector<int64_t> starts, ends, axes, steps;
   };

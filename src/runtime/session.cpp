@@ -86,10 +86,16 @@ void Session::prepare() {
     // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
     infer_and_fold(g, &pass_stats_, options_.optimize || options_.kv_window > 0);
     if (options_.kv_window > 0) {
-      fusions_ = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
-      if (fusions_.empty() && options_.kv_window_required)
-        fail_unsupported("no attention layer matches a ring-buffer cache pattern (see graph/fusions.h: attention "
-                         "with past/present whose RoPE tern can see); run without a window");
+      auto cached = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
+      fusions_ = std::move(cached.fused);
+      fusion_misses_ = std::move(cached.missed);
+      if (fusions_.empty() && options_.kv_window_required) {
+        std::string why;
+        for (const auto& miss : fusion_misses_) why += "\n  " + miss.str();
+        if (why.empty()) why = " the graph has no past key/value inputs";
+        fail_unsupported("the attention does not match a ring-buffer cache pattern (graph/fusions.h lists them); run "
+                         "without a window:", why);
+      }
       cached_layers_ = static_cast<int>(fusions_.size());
       infer_and_fold(g, &pass_stats_, true);
       remove_dead_nodes(g, &pass_stats_);  // the replaced attention nodes

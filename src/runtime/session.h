@@ -99,6 +99,9 @@ class Session {
   int cached_layers() const { return cached_layers_; }
   // The rewrites fusion passes made at load.
   const std::vector<Fusion>& fusions() const { return fusions_; }
+  // With a window: why the attention did not become ring-buffer layers, per layer (empty when it did,
+  // or when the graph has no cache inputs).
+  const std::vector<FusionMiss>& fusion_misses() const { return fusion_misses_; }
   void reset();
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
@@ -157,6 +160,7 @@ class Session {
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
   std::vector<Fusion> fusions_;
+  std::vector<FusionMiss> fusion_misses_;
   int cached_layers_ = 0;
 
   // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
