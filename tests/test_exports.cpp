@@ -1,0 +1,118 @@
+// The exporter matrix (tests/fixtures/exports, made by tools/exporters/make_exports.py): each
+// architecture × exporter cell must give ONNX Runtime's greedy tokens for one prompt and a left-padded
+// batch of two, on the graph's own cache and on tern's ring buffer; the ring must take over every cell
+// not listed in kGraphCacheOnly (with the reason the fusion reports); and the ring must slide past the
+// model's context with its state bounded by the window.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "llm/generator.h"
+
+using namespace tern;
+using namespace tern::llm;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Cells the ring-buffer cache cannot take over yet, and the reason inspect --fusions gives for it.
+const std::map<std::string, std::string> kGraphCacheOnly = {};
+
+fs::path exports_dir() { return fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "exports"; }
+
+std::vector<fs::path> cells() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(exports_dir()))
+    if (fs::exists(e.path() / "greedy.json")) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+nlohmann::json golden_of(const fs::path& cell) {
+  std::ifstream f(cell / "greedy.json");
+  return nlohmann::json::parse(f);
+}
+
+// Greedy generation of every golden case on one session; tokens must equal ORT's and the prefill's
+// last-position logits agree within `tolerance`.
+void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden, double tolerance) {
+  Generator gen(s, read_model_config(cell.string()));
+  GenerateOptions o;
+  o.max_new_tokens = golden["max_new_tokens"].get<int64_t>();
+  o.eos_token_ids = golden["eos"].get<std::vector<int64_t>>();
+  for (const auto& c : golden["cases"]) {
+    const auto prompts = c["prompts"].get<std::vector<std::vector<int64_t>>>();
+    CAPTURE(prompts.size());
+    s.reset();
+    const GenerateResult r = gen.generate(prompts, o);
+    CHECK(r.tokens == c["tokens"].get<std::vector<std::vector<int64_t>>>());
+    const auto ort_logits = c["prefill_logits"].get<std::vector<std::vector<float>>>();
+    REQUIRE(static_cast<int64_t>(ort_logits.size()) == r.prefill_logits.dim(0));
+    double worst = 0;
+    for (size_t b = 0; b < ort_logits.size(); ++b)
+      for (size_t v = 0; v < ort_logits[b].size(); ++v)
+        worst = std::max(worst, std::abs(double(r.prefill_logits.data<float>()[b * ort_logits[b].size() + v]) - ort_logits[b][v]));
+    CHECK(worst <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the graph's own cache") {
+  for (const fs::path& cell : cells()) {
+    CAPTURE(cell.filename().string());
+    Session s((cell / "model.onnx").string());
+    check_cases(s, cell, golden_of(cell), 1e-3);
+  }
+}
+
+TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and gives ONNX Runtime's tokens") {
+  for (const fs::path& cell : cells()) {
+    const std::string name = cell.filename().string();
+    CAPTURE(name);
+    SessionOptions so;
+    so.kv_window = 256;
+    so.kv_window_required = false;
+    Session s((cell / "model.onnx").string(), so);
+    std::string why;
+    for (const auto& m : s.fusion_misses()) why += m.str() + "; ";
+    if (auto known = kGraphCacheOnly.find(name); known != kGraphCacheOnly.end()) {
+      CHECK(s.cached_layers() == 0);
+      CHECK(why.find(known->second) != std::string::npos);
+      MESSAGE(name, ": graph cache only: ", why);
+      continue;
+    }
+    CHECK_MESSAGE(s.cached_layers() > 0, why);
+    if (s.cached_layers() > 0) check_cases(s, cell, golden_of(cell), 1e-3);
+  }
+}
+
+TEST_CASE("exporter matrix: the ring slides past the model's context (3x) with its state bounded by the window") {
+  for (const fs::path& cell : cells()) {
+    const std::string name = cell.filename().string();
+    if (kGraphCacheOnly.count(name)) continue;
+    CAPTURE(name);
+    const ModelConfig cfg = read_model_config(cell.string());
+    REQUIRE(cfg.context_length > 0);
+    SessionOptions so;
+    so.kv_window = 32;
+    so.kv_sinks = 4;
+    Session s((cell / "model.onnx").string(), so);
+    Generator gen(s, cfg);
+    const auto prompt = golden_of(cell)["cases"][0]["prompts"][0].get<std::vector<int64_t>>();
+    GenerateOptions o;
+    o.max_new_tokens = 40;  // the 32-token window is full
+    gen.generate({prompt}, o);
+    const int64_t full = s.state_bytes_per_token();
+    s.reset();
+    o.max_new_tokens = 3 * cfg.context_length;  // no eos: the whole length
+    const GenerateResult r = gen.generate({prompt}, o);
+    CHECK(static_cast<int64_t>(r.tokens[0].size()) == static_cast<int64_t>(prompt.size()) + o.max_new_tokens);
+    CHECK(full > 0);
+    CHECK(s.state_bytes_per_token() == full);  // flat: the same window, however long the sequence
+  }
+}

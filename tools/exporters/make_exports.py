@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""The exporter matrix: small random-weight models of each architecture, built from their transformers
+config classes (no hub), exported by each exporter, with ONNX Runtime's greedy tokens as goldens.
+
+    $(tools/exporters/setup_venv.sh) tools/exporters/make_exports.py [--out tests/fixtures/exports]
+                                                                      [--only ARCH[-EXPORTER],...]
+
+Each cell becomes OUT/<arch>-<exporter>/ holding model.onnx (weights inside; under 1 MB), config.json,
+generation_config.json, the genai builder's genai_config.json where it made one, tokenizer.json (256
+byte-level tokens) and greedy.json: ONNX Runtime's greedy tokens for one prompt and for a left-padded
+batch of two (equal lengths for the genai builder: ORT's GroupQueryAttention reads a first prompt as
+right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
+  torchscript  torch.onnx.export(dynamo=False) of the model in eager attention, fed a 4-D additive mask
+               built in the graph from attention_mask as transformers <= 4.35 did (softmax in fp32: a Cast)
+  dynamo       torch.onnx.export(dynamo=True) with SDPA attention
+  optimum      Optimum's exporter, task text-generation-with-past
+  genai-fp32, genai-int4   the onnxruntime-genai model builder (GroupQueryAttention, MatMulNBits)
+A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import DynamicCache, PreTrainedTokenizerFast
+
+VOCAB, NEW_TOKENS = 256, 64
+SMALL = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+
+
+def arch_configs():
+    t = transformers
+    return {
+        "llama": t.LlamaConfig(**SMALL, tie_word_embeddings=False),
+        "smollm2": t.LlamaConfig(**SMALL, tie_word_embeddings=True, rope_theta=100000.0),  # SmolLM2: tied embeddings
+        "qwen2": t.Qwen2Config(**SMALL, tie_word_embeddings=False),  # q/k/v biases
+        "qwen3": t.Qwen3Config(**SMALL, head_dim=16, tie_word_embeddings=False),  # QK-norm
+        "mistral": t.MistralConfig(**SMALL, sliding_window=None),
+        "phi3": t.Phi3Config(**SMALL),  # fused qkv_proj and gate_up_proj
+        "gemma2": t.Gemma2Config(**SMALL, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096),
+        "gpt_neox": t.GPTNeoXConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, max_position_embeddings=256, rotary_pct=0.25,
+                                    use_parallel_residual=True, bos_token_id=1, eos_token_id=2),
+        "gpt2": t.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1,
+                             eos_token_id=2),
+    }
+
+
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4"]
+PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
+
+
+def byte_tokenizer(cfg):
+    """256 byte-level tokens, no merges: what the exporters and `tern generate --prompt` need."""
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    byte_to_char = {b: c for b, c in zip(range(256), sorted(alphabet, key=lambda c: _byte_of(c)))}
+    vocab = {byte_to_char[b]: b for b in range(256)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=byte_to_char[cfg.bos_token_id],
+                                   eos_token=byte_to_char[cfg.eos_token_id], pad_token=byte_to_char[0])
+
+
+def _byte_of(c):  # GPT-2's byte-to-unicode map, inverted
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    if ord(c) in printable:
+        return ord(c)
+    return sorted(set(range(256)) - set(printable))[ord(c) - 256]
+
+
+def head_dim(cfg):
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
+class FlatCache(torch.nn.Module):
+    """The model with past/present as flat tensors (past_key_values.N.key/value → present.N.key/value)."""
+
+    def __init__(self, model, mask_4d):
+        super().__init__()
+        self.model, self.mask_4d, self.layers = model, mask_4d, model.config.num_hidden_layers
+
+    def forward(self, input_ids, attention_mask, position_ids, *past):
+        cache = DynamicCache()
+        for i in range(self.layers):
+            cache.update(past[2 * i], past[2 * i + 1], i)
+        mask = attention_mask
+        if self.mask_4d:  # as transformers <= 4.35 built it: causal + padding, additive, min-float
+            total, new = attention_mask.shape[1], input_ids.shape[1]
+            dtype = self.model.dtype
+            q_pos = torch.arange(new, device=input_ids.device) + (total - new)
+            causal = torch.arange(total, device=input_ids.device)[None, :] <= q_pos[:, None]
+            allowed = causal[None, None, :, :] & attention_mask[:, None, None, :].bool()
+            mask = (1.0 - allowed.to(dtype)) * torch.finfo(dtype).min
+        out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids, past_key_values=cache,
+                         use_cache=True)
+        flat = []
+        for layer in out.past_key_values.layers:
+            flat += [layer.keys, layer.values]
+        return (out.logits, *flat)
+
+
+def export_torch(model_dir, out_dir, dynamo):
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa" if dynamo else "eager").eval()
+    cfg = model.config
+    L, kv, D = cfg.num_hidden_layers, getattr(cfg, "num_key_value_heads", cfg.num_attention_heads), head_dim(cfg)
+    B, S, P = 2, 3, 4
+    ids = torch.randint(3, VOCAB, (B, S))
+    mask = torch.ones(B, S + P, dtype=torch.int64)
+    pos = torch.arange(P, P + S).expand(B, S)
+    past = [torch.randn(B, kv, P, D) for _ in range(2 * L)]
+    past_names = [f"past_key_values.{i}.{k}" for i in range(L) for k in ("key", "value")]
+    present_names = [f"present.{i}.{k}" for i in range(L) for k in ("key", "value")]
+    names = ["input_ids", "attention_mask", "position_ids"] + past_names
+    path = str(out_dir / "model.onnx")
+    if dynamo:
+        b, s, p, t = (torch.export.Dim(n) for n in ("batch", "sequence_length", "past_sequence_length", "total_sequence_length"))
+        shapes = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: t}, "position_ids": {0: b, 1: s},
+                  "past": [{0: b, 2: p}] * (2 * L)}
+        torch.onnx.export(FlatCache(model, False), (ids, mask, pos, *past), path, input_names=names,
+                          output_names=["logits"] + present_names, dynamic_shapes=_flat_shapes(shapes, L), dynamo=True,
+                          opset_version=18, external_data=False)
+    else:
+        axes = {"input_ids": {0: "batch", 1: "sequence_length"}, "attention_mask": {0: "batch", 1: "total_sequence_length"},
+                "position_ids": {0: "batch", 1: "sequence_length"}, "logits": {0: "batch", 1: "sequence_length"}}
+        axes.update({n: {0: "batch", 2: "past_sequence_length"} for n in past_names})
+        axes.update({n: {0: "batch", 2: "total_sequence_length"} for n in present_names})
+        torch.onnx.export(FlatCache(model, True), (ids, mask, pos, *past), path, input_names=names,
+                          output_names=["logits"] + present_names, dynamic_axes=axes, opset_version=17, dynamo=False)
+
+
+def _flat_shapes(shapes, L):  # forward(input_ids, attention_mask, position_ids, *past): past is one nested entry
+    return [shapes["input_ids"], shapes["attention_mask"], shapes["position_ids"], tuple(shapes["past"])]
+
+
+def export_optimum(model_dir, out_dir):
+    from optimum.exporters.onnx import main_export
+    main_export(str(model_dir), output=str(out_dir), task="text-generation-with-past", do_validation=False)
+
+
+def export_genai(model_dir, out_dir, precision):
+    with tempfile.TemporaryDirectory() as cache:
+        r = subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(model_dir), "-o", str(out_dir),
+                            "-p", precision, "-e", "cpu", "-c", cache], capture_output=True, text=True)
+    if not (out_dir / "model.onnx").exists():
+        raise RuntimeError((r.stdout + r.stderr).strip().splitlines()[-1])
+
+
+def single_file(out_dir):
+    """Weights inside model.onnx (the fixtures are small); drops what tern's tests do not read."""
+    m = onnx.load(str(out_dir / "model.onnx"))
+    for f in out_dir.iterdir():
+        if f.name.startswith("model.onnx") and f.name != "model.onnx" or f.suffix in (".data",) or f.name in (
+                "special_tokens_map.json", "tokenizer_config.json", "chat_template.jinja"):
+            f.unlink()
+    onnx.save(m, str(out_dir / "model.onnx"))
+
+
+def ort_greedy(model_path, prompts, eos):
+    """Greedy generation as tern's generator runs it: left padding, position_ids = cumsum(mask) − 1
+    (padding 1), the cache fed back, argmax (first index on ties), stop at eos."""
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    inputs = {i.name: i for i in sess.get_inputs()}
+    past_names = [n for n in inputs if n.startswith("past")]
+    np_type = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
+    B, longest = len(prompts), max(map(len, prompts))
+    seq = [[0] * (longest - len(p)) + p for p in prompts]
+    mask = [[0] * (longest - len(p)) + [1] * len(p) for p in prompts]
+    tokens, done = [list(p) for p in prompts], [False] * B
+    past = {n: np.zeros([B, inputs[n].shape[1], 0, inputs[n].shape[3]], np_type[inputs[n].type]) for n in past_names}
+    cached, prefill = 0, None
+    for step in range(NEW_TOKENS):
+        total = len(seq[0])
+        ids, pos = [], []
+        for b in range(B):
+            p = np.cumsum(mask[b]) - 1
+            ids.append(seq[b][cached:])
+            pos.append([int(p[t]) if mask[b][t] else 1 for t in range(cached, total)])
+        feeds = {"input_ids": np.array(ids, np_type[inputs["input_ids"].type]), **past}
+        if "attention_mask" in inputs:
+            feeds["attention_mask"] = np.array(mask, np_type[inputs["attention_mask"].type])
+        if "position_ids" in inputs:
+            feeds["position_ids"] = np.array(pos, np_type[inputs["position_ids"].type])
+        outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        last = outs["logits"][:, -1, :].astype(np.float32)
+        if step == 0:
+            prefill = last
+        for b in range(B):
+            nxt = 0 if done[b] else int(np.argmax(last[b]))
+            if not done[b]:
+                tokens[b].append(nxt)
+                done[b] = nxt in eos
+            seq[b].append(nxt)
+            mask[b].append(1)
+        past = {n: outs[n.replace("past_key_values.", "present.")] for n in past_names}
+        cached = total
+        if all(done):
+            break
+    return tokens, prefill
+
+
+def exact_oracle(model, copy):
+    """The model ORT should run as the reference: MatMulNBits with accuracy_level 4 (the genai builder's
+    default for CPU) makes ORT quantize activations to int8 per block, which is not the product the file
+    states; the oracle runs a copy at accuracy_level 0 (fp32 activations)."""
+    m = onnx.load(str(model))
+    changed = False
+    for n in m.graph.node:
+        for a in n.attribute:
+            if n.op_type == "MatMulNBits" and a.name == "accuracy_level" and a.i != 0:
+                a.i, changed = 0, True
+    if not changed:
+        return str(model)
+    onnx.save(m, str(copy))
+    return str(copy)
+
+
+def make_cell(arch, cfg, exporter, out_root, work):
+    name = f"{arch}-{exporter}"
+    out_dir = out_root / name
+    model_dir = work / arch
+    if not model_dir.exists():
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        with torch.no_grad():  # weights large enough to keep logits apart (near-ties would make goldens fragile)
+            for pname, p in model.named_parameters():
+                if p.dim() > 1 or pname.endswith("bias"):
+                    p.normal_(0, 0.1)
+                else:  # norm scales (Gemma's are 1 + w: around 1 either way)
+                    p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+        model.eval().save_pretrained(model_dir)
+        byte_tokenizer(cfg).save_pretrained(model_dir)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
+    try:
+        if exporter in ("torchscript", "dynamo"):
+            export_torch(model_dir, out_dir, exporter == "dynamo")
+        elif exporter == "optimum":
+            export_optimum(model_dir, out_dir)
+        else:
+            export_genai(model_dir, out_dir, exporter.split("-")[1])
+        single_file(out_dir)
+    except Exception as e:  # the exporter lacks the architecture: reported, no cell
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return f"{name}: not exported ({type(e).__name__}: {str(e).strip().splitlines()[-1][:160] if str(e).strip() else ''})"
+    for f in ("config.json", "generation_config.json", "tokenizer.json"):
+        if (model_dir / f).exists() and not (out_dir / f).exists():
+            shutil.copy(model_dir / f, out_dir / f)
+    genai = exporter.startswith("genai")
+    eos = [cfg.eos_token_id]
+    cases = []
+    oracle = exact_oracle(out_dir / "model.onnx", work / f"{name}-oracle.onnx")
+    for prompts in ([PROMPTS[0]], PROMPTS if not genai else [PROMPTS[0], PROMPTS[0][::-1]]):
+        tokens, prefill = ort_greedy(oracle, prompts, eos)
+        cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
+    golden = {"exporter": exporter, "arch": arch, "max_new_tokens": NEW_TOKENS, "eos": eos, "cases": cases,
+              "oracle": "accuracy_level 0" if oracle != str(out_dir / "model.onnx") else "as exported",
+              "made_with": {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__}}
+    (out_dir / "greedy.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")
+    size = sum(f.stat().st_size for f in out_dir.iterdir())
+    return f"{name}: {size / 1024:.0f} KiB"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "exports"))
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    out_root = Path(args.out)
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch, cfg in arch_configs().items():
+            for exporter in EXPORTERS:
+                if only and arch not in only and f"{arch}-{exporter}" not in only:
+                    continue
+                print(make_cell(arch, cfg, exporter, out_root, Path(tmp)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
