@@ -7,6 +7,7 @@
 
 #include "llm/generator.h"
 #include "model_builder.h"
+#include "graph/canonicalize.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -129,4 +130,63 @@ TEST_CASE("logits of the last position only: the same generation, one row of voc
   // order, so equal to float rounding (1e-4 absolute, the fp32 logit tolerance of the ORT goldens).
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
     CHECK(std::abs(b.prefill_logits.data<float>()[i] - a.prefill_logits.data<float>()[i]) <= 1e-4f);
+}
+
+TEST_CASE("canonicalization bypasses Identity, Dropout, same-type Casts and exact round-trip Casts, nothing else") {
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT16, {2, 3}).input("z", onnx::TensorProto::FLOAT, {2, 3}).output("y").output("lossy");
+  b.node("Identity", {"x"}, {"a"});
+  b.node("Dropout", {"a"}, {"b"});
+  auto& same = b.node("Cast", {"b"}, {"c"});
+  OnnxBuilder::attr(same, "to", int64_t{onnx::TensorProto::FLOAT16});
+  auto& up = b.node("Cast", {"c"}, {"wide"});  // f16 → f32 → f16: exact
+  OnnxBuilder::attr(up, "to", int64_t{onnx::TensorProto::FLOAT});
+  auto& down = b.node("Cast", {"wide"}, {"back"});
+  OnnxBuilder::attr(down, "to", int64_t{onnx::TensorProto::FLOAT16});
+  b.node("Neg", {"back"}, {"y"});
+  auto& narrow = b.node("Cast", {"z"}, {"narrow"});  // f32 → f16 → f32 rounds: kept
+  OnnxBuilder::attr(narrow, "to", int64_t{onnx::TensorProto::FLOAT16});
+  auto& widen = b.node("Cast", {"narrow"}, {"lossy"});
+  OnnxBuilder::attr(widen, "to", int64_t{onnx::TensorProto::FLOAT});
+  Model m = load_onnx(b.save(d.path / "casts.onnx"));
+  Graph& g = *m.graph;
+  infer_and_fold(g, nullptr, false);
+  CHECK(remove_no_op_nodes(g) == 3);  // Identity, Dropout, Cast f16 → f16
+  CHECK(remove_round_trip_casts(g) == 1);
+  remove_dead_nodes(g);
+  // Left: Neg, reading x, and the f32 → f16 → f32 pair.
+  REQUIRE(g.nodes.size() == 3);
+  for (const Node& n : g.nodes) {
+    if (n.op_type == "Neg") CHECK(n.inputs[0] == g.find_value("x"));
+    else CHECK(n.op_type == "Cast");
+  }
+}
+
+TEST_CASE("a decoder whose attention matches no pattern keeps its graph cache, and says where matching stopped") {
+  const fs::path model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "exports" / "llama-optimum" / "model.onnx";
+  Model m = load_onnx(model.string());
+  Graph& g = *m.graph;
+  // An op tern's patterns do not know between layer 0's mask Add and its Softmax.
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (g.nodes[k].op_type == "Softmax" && g.nodes[k].name.find("layers.0") != std::string::npos) {
+      Node odd;
+      odd.name = "odd_op";
+      odd.op_type = "Sigmoid";
+      odd.inputs = {g.nodes[k].inputs[0]};
+      odd.outputs = {g.add_value("odd_out")};
+      g.nodes[k].inputs[0] = odd.outputs[0];
+      g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(k), odd);
+      break;
+    }
+  SessionOptions o;
+  o.kv_window = 64;
+  o.kv_window_required = false;
+  Session s(std::move(m), o);
+  CHECK(s.cached_layers() == 0);  // all layers or none
+  REQUIRE(s.fusion_misses().size() == 1);
+  CHECK(s.fusion_misses()[0].str() ==
+        "past_key_values.0.key, past_key_values.0.value: Sigmoid 'odd_op': expected Add(scores, mask bias) before Softmax");
+  for (const auto& in : s.inputs()) CAPTURE(in.name);
+  CHECK(s.inputs().size() == 7);  // the graph keeps its past inputs
 }

@@ -108,7 +108,7 @@ TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tok
   CHECK(test::contains(test::error_of([&] {
           KvRingBuffer empty({1, 1, 2, 4, 0});
           float q[2] = {1, 1}, out[2];
-          empty.attend(0, q, 1, 1.0f, {}, out);
+          empty.attend(0, q, 1, {1.0f}, {}, out);
         }), "before any token"));
 }
 
@@ -128,7 +128,7 @@ TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-
     const std::vector<float> q = randoms(static_cast<size_t>(Hq * D), g);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     std::vector<float> out(static_cast<size_t>(Hq * D));
-    r.attend(0, q.data(), Hq, scale, rope.table, out.data());
+    r.attend(0, q.data(), Hq, {scale}, rope.table, out.data());
 
     // Reference: the window holds tokens 0, 1 (sinks) and 7…12; key i is rotated to position i, the
     // query to the last position; plain softmax attention in double.
@@ -182,7 +182,7 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
   call.scale = 0.25f;
   Tensor plain = attention(Q, K, V, call);
   std::vector<float> out(static_cast<size_t>(Hq * D));
-  r.attend(0, q.data(), Hq, 0.25f, rope.table, out.data());
+  r.attend(0, q.data(), Hq, {0.25f}, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
 }
 }  // namespace
@@ -207,11 +207,11 @@ TEST_CASE("a prompt chunk attended at once equals appending and attending token 
     const int64_t lead = 10;  // a first run token by token, then a chunk of the rest after it
     for (int64_t t = 0; t < n; ++t) {
       one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      one.attend(0, q.data() + t * Hq * D, Hq, 0.3f, rope.table, by_token.data() + t * Hq * D);
+      one.attend(0, q.data() + t * Hq * D, Hq, {0.3f}, rope.table, by_token.data() + t * Hq * D);
       chunk.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, 0.3f, rope.table, at_once.data() + t * Hq * D);
+      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, {0.3f}, rope.table, at_once.data() + t * Hq * D);
     }
-    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, 0.3f, rope.table, at_once.data() + lead * Hq * D, Hq * D);
+    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, {0.3f}, rope.table, at_once.data() + lead * Hq * D, Hq * D);
     for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
   }
 }
@@ -229,8 +229,8 @@ TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32"
   CHECK(r16.key(0, 5, 3) == doctest::Approx(r32.key(0, 5, 3)).epsilon(1e-3));
   auto q = randoms(static_cast<size_t>(Hq * D), g);
   std::vector<float> a(static_cast<size_t>(Hq * D)), b(a.size());
-  r32.attend(0, q.data(), Hq, 0.25f, rope.table, a.data());
-  r16.attend(0, q.data(), Hq, 0.25f, rope.table, b.data());
+  r32.attend(0, q.data(), Hq, {0.25f}, rope.table, a.data());
+  r16.attend(0, q.data(), Hq, {0.25f}, rope.table, b.data());
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2).scale(1.0));
 }
 
@@ -242,11 +242,11 @@ TEST_CASE("appending and attending allocate nothing once the buffer exists") {
   auto k = randoms(static_cast<size_t>(Hkv * D), g), q = randoms(static_cast<size_t>(Hq * D), g);
   std::vector<float> out(static_cast<size_t>(Hq * D));
   r.append(0, k.data(), k.data());
-  r.attend(0, q.data(), Hq, 0.2f, rope.table, out.data());  // sizes the scratch once
+  r.attend(0, q.data(), Hq, {0.2f}, rope.table, out.data());  // sizes the scratch once
   const long before = g_allocations.load();
   for (int step = 0; step < 200; ++step) {  // wraps around the 64 slots three times
     r.append(0, k.data(), k.data());
-    r.attend(0, q.data(), Hq, 0.2f, rope.table, out.data());
+    r.attend(0, q.data(), Hq, {0.2f}, rope.table, out.data());
   }
   CHECK(g_allocations.load() == before);
   { std::vector<int> probe(16); }  // the counter does see allocations

@@ -292,8 +292,8 @@ TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding
       const auto rows = random_floats(static_cast<size_t>(count * row), static_cast<unsigned>(100 + seen));
       std::vector<float> cpu(static_cast<size_t>(count * Hq * D));
       for (int s = 0; s < count; ++s) ring.append(0, rows.data() + s * row + Hq * D, rows.data() + s * row + (Hq + Hkv) * D);
-      if (count > 1) ring.attend_chunk(0, rows.data(), row, count, Hq, scale, rope, cpu.data(), Hq * D);
-      else ring.attend(0, rows.data(), Hq, scale, rope, cpu.data());
+      if (count > 1) ring.attend_chunk(0, rows.data(), row, count, Hq, {scale}, rope, cpu.data(), Hq * D);
+      else ring.attend(0, rows.data(), Hq, {scale}, rope, cpu.data());
       auto src = upload(*c, rows);
       k.ring_write(*src, Hq * D, row, *src, (Hq + Hkv) * D, row, count, seen, W, S, Hkv * D, half, keys, values);
       seen += count;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -22,9 +23,12 @@ struct CachedAttentionSpec {
   int past_k = -1, past_v = -1, present_k = -1, present_v = -1;
   int64_t q_heads = 0, kv_heads = 0;
   std::optional<float> scale;
+  float softcap = 0;                 // > 0: scores soft-capped (Gemma-2)
+  int64_t local_window = 0;          // > 0: the layer attends to its last local_window keys (Mistral, Gemma)
   bool interleaved = false;
   int64_t rotary_dim = 0;            // 0: the head size
   std::string pattern;               // what matched, for `tern inspect --fusions`
+  std::vector<int> heads_first;      // q/k/v values laid out [B, H, S, D] (the rewrite transposes them)
 };
 
 // Where and why one attempt to match stopped: the first reason recorded wins (the outer matcher
@@ -87,6 +91,19 @@ std::vector<int> cache_inputs(const Matcher& m) {
   return caches;
 }
 
+// The one consumer of `id` other than Shape nodes, when it is `op_type` (default domain) reading `id` as
+// its first input and `id` is no graph output.
+const Node* data_consumer(const Matcher& m, int id, const char* op_type) {
+  const Node* found = nullptr;
+  for (int k : m.consumers(id)) {
+    const Node& n = m.graph().nodes[static_cast<size_t>(k)];
+    if (n.op_type == "Shape" && n.domain.empty()) continue;
+    if (found) return nullptr;
+    found = &n;
+  }
+  return found && !m.is_output(id) && found->op_type == op_type && found->domain.empty() && found->inputs[0] == id ? found : nullptr;
+}
+
 // Probe for what a graph derives from its inputs (masks, indices, cache lengths): one sequence with
 // kProbeTotal positions whose first is padding, kProbeNew of them new (so kProbeTotal − kProbeNew cached):
 // attention_mask 0 1 1 1 1, input_ids 0 0, position_ids 2 3 (Hugging Face's: cumsum(mask) − 1), and every
@@ -116,11 +133,18 @@ std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m, int mask, i
 // `causal` — lets new token i see exactly the unpadded positions up to its own on the probe: the
 // causal + padding mask CachedAttention applies from attention_mask. Columns past the probe's length
 // are not looked at (the callers mask them by length).
-bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, int ids) {
+// `gate` (optional, bool) also shuts what it is false for: a mask applied by Where(gate, scores, min).
+bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, int ids, int gate = -1) {
   if (bias < 0) return false;
-  const auto t = evaluate_with(m.graph(), bias, probe_bindings(m, mask, ids));
-  if (!t || t->rank() < 2 || t->dim(-2) != kProbeNew || t->dim(-1) < kProbeTotal || t->numel() != kProbeNew * t->dim(-1))
-    return false;
+  const auto probe = probe_bindings(m, mask, ids);
+  const auto t = evaluate_with(m.graph(), bias, probe);
+  auto probe_shape_ok = [](const std::optional<Tensor>& x) {
+    return x && x->rank() >= 2 && x->dim(-2) == kProbeNew && x->dim(-1) >= kProbeTotal && x->numel() == kProbeNew * x->dim(-1);
+  };
+  if (!probe_shape_ok(t)) return false;
+  std::optional<Tensor> open_gate;
+  if (gate >= 0 && !probe_shape_ok(open_gate = evaluate_with(m.graph(), gate, probe))) return false;
+  const Tensor gf = open_gate ? cast_to(*open_gate, DType::Float32) : Tensor();
   const Tensor f = cast_to(*t, DType::Float32);  // bool: 1 = attend
   for (int64_t i = 0; i < kProbeNew; ++i)
     for (int64_t j = 0; j < kProbeTotal; ++j) {
@@ -130,6 +154,7 @@ bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, i
       const bool shut = t->dtype() == DType::Bool ? v == 0 : v < -1e4f;
       if (!open && !shut) return false;
       if (causal && j > kProbeTotal - kProbeNew + i) open = false;
+      if (open_gate && gf.data<float>()[i * open_gate->dim(-1) + j] == 0) open = false;
       if (open != want) return false;
     }
   return true;
@@ -207,9 +232,9 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
   s.present_v = n.outputs[2];
   for (int i : pat->must_be_absent)
     if (input_of(n, i) >= 0) return why.stop(&n, "input " + std::to_string(i) + " is set (an attention bias the ring cannot apply)");
-  if (n.attr_float("softcap", 0) != 0) return why.stop(&n, "softcap attribute (logit soft-capping)");
+  s.softcap = n.attr_float("softcap", 0);
   if (n.attr_int("smooth_softmax", 0) != 0) return why.stop(&n, "smooth_softmax attribute");
-  if (n.attr_int("local_window_size", -1) != -1) return why.stop(&n, "local_window_size attribute (a local window)");
+  s.local_window = std::max<int64_t>(n.attr_int("local_window_size", -1), 0);  // GQA: keys j > position − W
   const bool gqa = n.op_type == "GroupQueryAttention";
   if (gqa && !m.depends_only_on(input_of(n, 5), {mask}))  // seqlens_k from attention_mask
     return why.stop(&n, "seqlens_k is not computed from attention_mask alone");
@@ -250,6 +275,7 @@ struct Decomposed {
   const Matcher& m;
   Why& why;
   std::vector<int> nodes;
+  std::vector<int> heads_first;  // see CachedAttentionSpec
   const Node* take(const Node* n) {
     if (n) nodes.push_back(m.index_of(n));
     return n;
@@ -275,6 +301,7 @@ bool concat_on_axis(const Matcher& m, const Node& c, int64_t axis) {
 // y = x·cos + rotate_half(x)·sin, rotate_half(x) = Concat(−x[..., D/2:], x[..., :D/2]) (operands in any order).
 struct RotateHalf {
   int x = -1, cos = -1, sin = -1;
+  int64_t rotary_dim = 0;  // 0: the whole head
 };
 std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
   const Matcher& m = d.m;
@@ -303,32 +330,59 @@ std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
   return d.why.stop(add, "an Add that is not x·cos + Concat(−x[D/2:], x[:D/2])·sin over the whole head (rotate-half RoPE)");
 }
 
-// x = Transpose(Reshape(p, [B, S, H, D]), perm 0,2,1,3) with p [B, S, H·D]: returns p.
+// Partial rotary: Concat(RoPE(x[..., :r]), x[..., r:]) on the last axis (GPT-NeoX, StableLM, Phi; Phi-3
+// writes it with r = D and an empty pass-through), else RoPE over the whole head.
+std::optional<RotateHalf> match_rope(Decomposed& d, int y) {
+  const Matcher& m = d.m;
+  const Node* cat = m.op(y, "Concat");
+  const Node* pass = cat && cat->inputs.size() == 2 && concat_on_axis(m, *cat, -1) ? m.op(cat->inputs[1], "Slice") : nullptr;
+  if (!pass) return match_rotate_half(d, y);
+  auto rope = match_rotate_half(d, cat->inputs[0]);
+  const Node* rot = rope ? m.op(rope->x, "Slice") : nullptr;
+  const int x = pass->inputs[0];
+  const int64_t r = m.dim(rope ? rope->x : -1, -1), D = m.dim(x, -1);
+  if (!rot || rot->inputs[0] != x || r <= 0 || D < r || !slices_last_axis(m, *rot, 0, r) || !slices_last_axis(m, *pass, r, D))
+    return rope ? d.why.stop(cat, "a Concat that is not Concat(RoPE(x[..., :r]), x[..., r:]) (partial rotary)") : std::nullopt;
+  for (const Node* n : {cat, pass, rot}) d.take(n);
+  return RotateHalf{x, rope->cos, rope->sin, r < D ? r : 0};
+}
+
+// The heads x [B, H, S, D] before RoPE, as CachedAttention reads them: p when x = Transpose(Reshape(p
+// [B, S, H·D]), perm 0,2,1,3) (a projection split into heads); y when x = Transpose(y [B, S, H, D]) —
+// heads normalized after the split (Qwen3's QK-norm), which the rewrite flattens; else x itself, which
+// the rewrite transposes back (GPT-NeoX slices q, k and v out of [B, H, S, 3·D] after the transpose).
 int match_split_heads(Decomposed& d, int x) {
   const Matcher& m = d.m;
-  const Node* t = m.op(x, "Transpose");
-  const Node* r = t ? m.op(t->inputs[0], "Reshape") : nullptr;
-  if (!r || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3} || m.rank(r->inputs[0]) != 3 || m.rank(x) != 4) {
-    d.why.stop(m.producer(x), "expected the heads split from a projection: Reshape [B, S, H, D] → Transpose(0, 2, 1, 3)");
+  const int64_t H = m.dim(x, 1), D = m.dim(x, 3);
+  if (m.rank(x) != 4 || H <= 0 || D <= 0) {
+    d.why.stop(m.producer(x), "expected heads [B, H, S, D] with a fixed head count and size");
     return -1;
   }
-  const int64_t H = m.dim(x, 1), D = m.dim(x, 3), HD = m.dim(r->inputs[0], 2);
-  if (H <= 0 || D <= 0 || HD != H * D) {
-    d.why.stop(r, "head count and size are not fixed numbers whose product is the projection width");
-    return -1;
+  const Node* t = m.op(x, "Transpose");
+  if (!t || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) {
+    d.heads_first.push_back(x);
+    return x;
   }
   d.take(t);
-  d.take(r);
-  return r->inputs[0];
+  const Node* r = m.op(t->inputs[0], "Reshape");
+  if (r && m.rank(r->inputs[0]) == 3 && m.dim(r->inputs[0], 2) == H * D) {
+    d.take(r);
+    return r->inputs[0];
+  }
+  return t->inputs[0];
 }
 
 // y [B, H, S, D] → Transpose(0, 2, 1, 3) → Reshape [B, S, H·D] (H·D = `width`): returns the Reshape.
+// y [B, H, S, D] → Transpose(0, 2, 1, 3), then usually Reshape to [B, S, H·D] (H·D = `width`): returns
+// the node CachedAttention replaces — that Reshape, or the Transpose itself when its [B, S, H, D] goes on
+// otherwise (GPT-2's dynamo export flattens it to [B·S, H·D] for a Gemm), which the rewrite rebuilds from
+// CachedAttention's output. Shape nodes reading the Transpose do not count: they die with the match.
 const Node* match_merge_heads(const Matcher& m, int y, int64_t width) {
-  const Node* merge = only_consumer(m, y, "Transpose");
-  if (merge && merge->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) merge = nullptr;
-  const Node* out = merge ? only_consumer(m, merge->outputs[0], "Reshape") : nullptr;
-  if (!out || m.rank(out->outputs[0]) != 3 || (m.dim(out->outputs[0], 2) >= 0 && m.dim(out->outputs[0], 2) != width)) return nullptr;
-  return out;
+  const Node* merge = data_consumer(m, y, "Transpose");
+  if (!merge || merge->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
+  const Node* out = data_consumer(m, merge->outputs[0], "Reshape");
+  if (out && m.rank(out->outputs[0]) == 3 && m.dim(out->outputs[0], 2) == width) return out;
+  return merge;
 }
 
 // Walks from an attention operand back to the Concat(past, new, axis 2) that makes `present`, through
@@ -403,6 +457,26 @@ int strip_scalar_scale(const Matcher& m, int id, double& scale, Decomposed& d) {
   }
 }
 
+// cap·tanh(x / cap) (or tanh(x · 1/cap) · cap): Gemma-2's logit soft-capping. Returns x and sets
+// `softcap`, or returns `id` untouched.
+int strip_softcap(const Matcher& m, int id, float& softcap, Decomposed& d) {
+  const Node* outer = m.op(id, "Mul");
+  if (!outer) return id;
+  for (int a = 0; a < 2; ++a) {
+    const auto cap = m.scalar(outer->inputs[static_cast<size_t>(1 - a)]);
+    const Node* tanh = m.op(outer->inputs[static_cast<size_t>(a)], "Tanh");
+    const Node* inner = tanh ? m.producer(tanh->inputs[0]) : nullptr;
+    if (!cap || *cap <= 0 || !inner || !inner->domain.empty() || (inner->op_type != "Div" && inner->op_type != "Mul")) continue;
+    const auto c = m.scalar(inner->inputs[1]);
+    const double want = inner->op_type == "Div" ? *cap : 1.0 / *cap;
+    if (!c || std::abs(*c - want) > 1e-6 * want) continue;
+    for (const Node* n : {outer, tanh, inner}) d.take(n);
+    softcap = static_cast<float>(*cap);
+    return inner->inputs[0];
+  }
+  return id;
+}
+
 // Float-to-float Casts around the softmax (`softmax(scores.float()).to(dtype)`): CachedAttention computes
 // its softmax in fp32 whatever the graph's type, so it honours them. Steps over them from `id` upward.
 int skip_float_casts(Decomposed& d, int id) {
@@ -450,8 +524,18 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
       scores = add->inputs[static_cast<size_t>(a)];
   if (scores < 0) return why.stop(add, "neither operand is a bias computed from attention_mask (and cache lengths) alone");
   const int bias = add->inputs[0] == scores ? add->inputs[1] : add->inputs[0];
-  if (!is_causal_padding_mask(m, bias, false, mask, input_ids))
+  // Where(gate, x, very negative): a mask applied by selection (GPT-2's causal buffer), checked with the bias.
+  int gate = -1;
+  if (const Node* w = m.op(scores, "Where"); w && w->inputs.size() == 3 && m.scalar(w->inputs[2]) && *m.scalar(w->inputs[2]) < -1e4 &&
+                                             m.depends_only_on(w->inputs[0], derived_from, true)) {
+    d.take(w);
+    gate = w->inputs[0];
+    scores = w->inputs[1];
+  }
+  if (!is_causal_padding_mask(m, bias, false, mask, input_ids, gate))
     return why.stop(m.producer(bias), "the mask bias is not causal + padding from attention_mask on a probe sequence");
+  float softcap = 0;
+  scores = strip_softcap(m, scores, softcap, d);
   double scale = 1;
   const int unscaled = strip_scalar_scale(m, scores, scale, d);
   const Node* qk = m.op(unscaled, "MatMul");
@@ -476,9 +560,9 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   const Node* pv = only_consumer(m, probs, "MatMul");
   if (!pv) return why.stop(&softmax, "its probabilities are not read by one MatMul with the values alone");
   const Node* out = match_merge_heads(m, pv->outputs[0], heads * D);
-  if (!out) return why.stop(pv, "its output is not merged back to [B, S, H·D] by Transpose(0, 2, 1, 3) → Reshape");
+  if (!out) return why.stop(pv, "its output is not merged back to [B, S, H, D] by Transpose(0, 2, 1, 3)");
   d.take(pv);
-  d.take(m.producer(out->inputs[0]));
+  if (out->op_type == "Reshape") d.take(m.producer(out->inputs[0]));
   d.take(out);
 
   const Node* k_cat = match_cache_read(d, k_operand, true, heads);
@@ -489,22 +573,35 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   s.past_v = v_cat->inputs[0];
   s.present_k = k_cat->outputs[0];
   s.present_v = v_cat->outputs[0];
-  const auto q_rope = match_rotate_half(d, q_rot);
-  const auto k_rope = q_rope ? match_rotate_half(d, k_cat->inputs[1]) : std::nullopt;
+  // No RoPE (GPT-2's learned positions): queries and new keys are the projections' heads as they are.
+  auto projection_heads = [&](int x) {
+    const Node* t = m.op(x, "Transpose");
+    return t && t->attr_ints("perm") == std::vector<int64_t>{0, 2, 1, 3};
+  };
+  const bool no_rope = projection_heads(q_rot) && projection_heads(k_cat->inputs[1]);
+  const auto q_rope = no_rope ? std::optional(RotateHalf{q_rot}) : match_rope(d, q_rot);
+  const auto k_rope = no_rope ? std::optional(RotateHalf{k_cat->inputs[1]}) : q_rope ? match_rope(d, k_cat->inputs[1]) : std::nullopt;
   if (!q_rope || !k_rope) return std::nullopt;
-  if (q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin) return why.stop(qk, "queries and keys rotate with different cos/sin");
+  if (q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin || q_rope->rotary_dim != k_rope->rotary_dim)
+    return why.stop(qk, "queries and keys rotate with different cos/sin");
+  s.rotary_dim = q_rope->rotary_dim;
   s.q = match_split_heads(d, q_rope->x);
   s.k = s.q >= 0 ? match_split_heads(d, k_rope->x) : -1;
   s.v = s.k >= 0 ? match_split_heads(d, v_cat->inputs[1]) : -1;
   if (s.q < 0 || s.k < 0 || s.v < 0) return std::nullopt;
+  s.heads_first = d.heads_first;
   s.cos = q_rope->cos;  // [.., positions, D] in rotate-half layout; made into tables by the caller
   s.sin = q_rope->sin;
   s.q_heads = heads;
   s.kv_heads = m.dim(k_rope->x, 1);
-  if (s.kv_heads <= 0 || m.dim(s.v, 2) != s.kv_heads * D) return why.stop(v_cat, "values do not have the keys' head count and size");
+  const bool v_heads_first = std::count(s.heads_first.begin(), s.heads_first.end(), s.v) > 0;
+  const int64_t v_width = m.rank(s.v) == 4 ? m.dim(s.v, v_heads_first ? 1 : 2) * m.dim(s.v, 3) : m.dim(s.v, 2);
+  if (s.kv_heads <= 0 || v_width != s.kv_heads * D) return why.stop(v_cat, "values do not have the keys' head count and size");
   s.scale = static_cast<float>(scale);
+  s.softcap = softcap;
   s.attention_node = m.index_of(out);
-  s.pattern = "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
+  s.pattern = no_rope ? "decomposed attention (no RoPE, scale, mask, Softmax) → CachedAttention"
+                      : "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
   // Nothing outside the match may read what it computes, except the caches it writes.
   std::sort(d.nodes.begin(), d.nodes.end());
   for (int k : d.nodes)
@@ -528,7 +625,6 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
   for (size_t k = 1; k < n.outputs.size(); ++k)
     if (n.outputs[k] >= 0 && (!m.consumers(n.outputs[k]).empty() || m.is_output(n.outputs[k])))
       return why.stop(&n, "its present outputs are read (expected a static cache written by TensorScatter)");
-  if (n.attr_float("softcap", 0) != 0) return why.stop(&n, "softcap attribute (logit soft-capping)");
   const Node* kc = m.op(input_of(n, 1), "TensorScatter");
   const Node* vc = m.op(input_of(n, 2), "TensorScatter");
   if (!kc || !vc || m.rank(kc->outputs[0]) != 4)
@@ -555,40 +651,56 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
   if (s.q < 0 || s.k < 0 || s.v < 0) return std::nullopt;
   const Node* out = match_merge_heads(m, n.outputs[0], s.q_heads * D);
   if (!out || s.q_heads <= 0 || s.kv_heads <= 0 || D <= 0)
-    return why.stop(&n, "its output is not merged back to [B, S, H·D] by Transpose(0, 2, 1, 3) → Reshape");
+    return why.stop(&n, "its output is not merged back to [B, S, H, D] by Transpose(0, 2, 1, 3)");
   s.past_k = kc->inputs[0];
   s.past_v = vc->inputs[0];
   s.present_k = kc->outputs[0];
   s.present_v = vc->outputs[0];
   if (n.has_attr("scale")) s.scale = n.attr_float("scale", 1);
+  s.softcap = n.attr_float("softcap", 0);
   s.attention_node = m.index_of(out);
   s.pattern = "static cache (TensorScatter, RotaryEmbedding → Attention-24 nonpad_kv_seqlen) → CachedAttention";
   return s;
 }
 
-// cos/sin of the decomposed form ([.., W, D] with equal halves, computed from position_ids) as the
-// [W, D/2] tables CachedAttention reads, by evaluating them for positions 0…W−1 (input_ids bound to W
-// tokens and caches to none, for graphs that read their shapes). Fails (nullopt, with why) when they are
-// not of that form.
+// Bindings for `n` new tokens after `past` cached ones in one unpadded sequence: input_ids, the caches'
+// lengths, and position_ids past…past+n−1 when the graph takes them.
+std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t past, int64_t n) {
+  const Graph& g = m.graph();
+  std::vector<std::pair<int, Tensor>> b;
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = past + i;
+  if (const int positions = g.find_value("position_ids"); positions >= 0 && m.is_input(positions))
+    b.emplace_back(positions, cast_to(Tensor::from_vector<int64_t>(p, {1, n}), m.value(positions).dtype));
+  if (const int ids = g.find_value("input_ids"); ids >= 0)
+    b.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(p.size(), 0), {1, n}), m.value(ids).dtype));
+  for (int c : cache_inputs(m))
+    if (m.rank(c) == 4)
+      b.emplace_back(c, Tensor(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), past, std::max<int64_t>(m.dim(c, 3), 1)}));
+  return b;
+}
+
+// cos/sin of the decomposed form ([.., W, D] with equal halves) as the [W, D/2] tables CachedAttention
+// reads, by evaluating them for positions 0…W−1. They must come from position_ids, or — exports without
+// them (Optimum's Gemma-2) — from the cache length, positions past…past+n−1: checked by evaluating the
+// last position alone after W−1 cached tokens. Fails (nullopt, with why) when they are not of that form.
 std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, Why& why) {
   const Graph& g = m.graph();
-  const int positions = g.find_value("position_ids"), ids = g.find_value("input_ids");
-  const std::vector<int> caches = cache_inputs(m);
-  if (positions < 0 || !m.is_input(positions) || !m.depends_only_on(cos, {positions}, true) || !m.depends_only_on(sin, {positions}, true))
-    return why.stop(m.producer(cos), "cos/sin are not computed from position_ids alone (tern evaluates them for window positions)");
-  std::vector<int64_t> p(static_cast<size_t>(W));
-  for (int64_t i = 0; i < W; ++i) p[static_cast<size_t>(i)] = i;
-  std::vector<std::pair<int, Tensor>> bindings{{positions, cast_to(Tensor::from_vector<int64_t>(p, {1, W}), m.value(positions).dtype)}};
-  if (ids >= 0) bindings.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(p.size(), 0), {1, W}), m.value(ids).dtype));
-  for (int c : caches)
-    if (m.rank(c) == 4)
-      bindings.emplace_back(c, Tensor(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), 0, std::max<int64_t>(m.dim(c, 3), 1)}));
+  const int positions = g.find_value("position_ids");
+  const std::vector<int> from = positions >= 0 && m.is_input(positions) ? std::vector<int>{positions} : std::vector<int>{};
+  if (!m.depends_only_on(cos, from, true) || !m.depends_only_on(sin, from, true))
+    return why.stop(m.producer(cos), "cos/sin are not computed from position_ids or the cache length (tern evaluates them for window positions)");
+  const auto bindings = sequence_bindings(m, 0, W);
   std::pair<Tensor, Tensor> tables;
   for (int which = 0; which < 2; ++which) {
+    const auto last = evaluate_with(g, which ? sin : cos, sequence_bindings(m, W - 1, 1));
     const auto full = evaluate_with(g, which ? sin : cos, bindings);
     if (!full || full->numel() != W * D || full->dim(-1) != D)
       return why.stop(m.producer(which ? sin : cos), "cos/sin do not evaluate to [positions, head size] tables");
     const Tensor f = cast_to(*full, DType::Float32);
+    if (!last || last->numel() != D ||
+        std::memcmp(cast_to(*last, DType::Float32).raw(), f.data<float>() + (W - 1) * D, static_cast<size_t>(D) * sizeof(float)) != 0)
+      return why.stop(m.producer(which ? sin : cos), "cos/sin for a token after W−1 cached ones are not row W−1 of the table");
     Tensor half(DType::Float32, {W, D / 2});
     for (int64_t w = 0; w < W; ++w)
       for (int64_t j = 0; j < D / 2; ++j) {
@@ -673,10 +785,10 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
       s = static24 ? match_static_cache_attention(m, n, mask, ids, why[k]) : match_attention_op(m, n, mask, why[k]);
     } else if (n.op_type == "Softmax" && n.domain.empty()) {
       s = match_decomposed(m, n, mask, ids, why[k]);
-      if (s) {
+      if (s && s->cos >= 0) {
         auto known = tables.find({s->cos, s->sin});  // layers share one cos/sin: one pair of tables
         if (known == tables.end()) {
-          const int64_t D = m.dim(s->q, 2) / s->q_heads;
+          const int64_t D = s->rotary_dim ? s->rotary_dim : m.rank(s->q) == 4 ? m.dim(s->q, 3) : m.dim(s->q, 2) / s->q_heads;
           auto t = rope_tables(m, s->cos, s->sin, opt.window, D, why[k]);
           if (!t) continue;
           const int cos = g.add_value(n.name + "/rope_cos_table"), sin = g.add_value(n.name + "/rope_sin_table");
@@ -720,7 +832,37 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
   if (!result.missed.empty()) return result;
 
   std::vector<int> drop_inputs, drop_outputs;
-  for (const CachedAttentionSpec& s : specs) {
+  std::map<int, std::vector<Node>, std::greater<>> before;  // new nodes, in order, to go right before the node at each index
+  // [B, S, H, D] → Reshape(·, [0, 0, −1]) → [B, S, H·D], the layout CachedAttention reads; heads-first
+  // [B, H, S, D] are transposed to [B, S, H, D] first.
+  auto flatten_heads = [&](int id, int at, const std::vector<int>& heads_first) {
+    if (m.rank(id) != 4) return id;
+    if (std::count(heads_first.begin(), heads_first.end(), id)) {
+      Node t;
+      t.name = m.value(id).name + "/seq_first";
+      t.op_type = "Transpose";
+      t.attrs["perm"].kind = Attribute::Kind::Ints;
+      t.attrs["perm"].ints = {0, 2, 1, 3};
+      t.inputs = {id};
+      t.outputs = {g.add_value(t.name)};
+      id = t.outputs[0];
+      before[at].push_back(std::move(t));
+    }
+    Node r;
+    r.name = g.values[static_cast<size_t>(id)].name + "/flatten_heads";
+    r.op_type = "Reshape";
+    const int shape = g.add_value(r.name + "/shape");
+    g.values[static_cast<size_t>(shape)].dtype = DType::Int64;
+    g.values[static_cast<size_t>(shape)].shape = SymShape{Dim::known(3)};
+    g.values[static_cast<size_t>(shape)].constant = Tensor::from_vector<int64_t>({0, 0, -1}, {3});
+    r.inputs = {id, shape};
+    r.outputs = {g.add_value(r.name)};
+    const int out = r.outputs[0];
+    before[at].push_back(std::move(r));
+    return out;
+  };
+  for (CachedAttentionSpec s : specs) {
+    for (int* x : {&s.q, &s.k, &s.v}) *x = flatten_heads(*x, s.attention_node, s.heads_first);
     Node& n = g.nodes[static_cast<size_t>(s.attention_node)];
     Node c;
     c.name = n.name + "/cached";
@@ -728,6 +870,20 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     c.domain = "tern";
     c.inputs = {s.q, s.k, s.v, s.cos, s.sin, mask};
     c.outputs = {n.outputs[0]};
+    if (n.op_type == "Transpose") {  // the heads go on as [B, S, H, D]: rebuilt from [B, S, H·D] after it
+      const int64_t H = s.q_heads, D = m.dim(n.outputs[0], 3);
+      Node r;
+      r.name = c.name + "/split_heads";
+      r.op_type = "Reshape";
+      const int shape = g.add_value(r.name + "/shape");
+      g.values[static_cast<size_t>(shape)].dtype = DType::Int64;
+      g.values[static_cast<size_t>(shape)].shape = SymShape{Dim::known(4)};
+      g.values[static_cast<size_t>(shape)].constant = Tensor::from_vector<int64_t>({0, 0, H, D}, {4});
+      c.outputs = {g.add_value(c.name)};
+      r.inputs = {c.outputs[0], shape};
+      r.outputs = {n.outputs[0]};
+      before[s.attention_node + 1].push_back(std::move(r));
+    }
     auto set = [&](const char* k, int64_t v) {
       Attribute a;
       a.i = v;
@@ -735,27 +891,41 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     };
     set("q_num_heads", s.q_heads);
     set("kv_num_heads", s.kv_heads);
-    set("window", opt.window);
-    set("sinks", opt.sinks);
+    // A layer with a local window shorter than the ring's is exactly a ring of that many slots, no sinks.
+    const bool local = s.local_window > 0 && s.local_window < opt.window;
+    set("window", local ? s.local_window : opt.window);
+    set("sinks", local ? 0 : opt.sinks);
     set("storage", static_cast<int64_t>(opt.storage));
     set("interleaved", s.interleaved);
     if (s.rotary_dim) set("rotary_embedding_dim", s.rotary_dim);
-    if (s.scale) {
-      Attribute a;
-      a.kind = Attribute::Kind::Float;
-      a.f = *s.scale;
-      c.attrs["scale"] = a;
-    }
+    for (const auto& [name, value] : {std::pair{"scale", s.scale}, std::pair{"softcap", s.softcap ? std::optional(s.softcap) : std::nullopt}})
+      if (value) {
+        Attribute a;
+        a.kind = Attribute::Kind::Float;
+        a.f = *value;
+        c.attrs[name] = a;
+      }
     drop_inputs.insert(drop_inputs.end(), {s.past_k, s.past_v});
     drop_outputs.insert(drop_outputs.end(), {s.present_k, s.present_v});
     result.fused.push_back({s.pattern, c.name});
     n = std::move(c);
   }
+  for (auto& [at, nodes] : before) g.nodes.insert(g.nodes.begin() + at, nodes.begin(), nodes.end());
   auto drop = [](std::vector<int>& list, const std::vector<int>& ids) {
     list.erase(std::remove_if(list.begin(), list.end(), [&](int id) { return std::count(ids.begin(), ids.end(), id) > 0; }), list.end());
   };
   drop(g.inputs, drop_inputs);
   drop(g.outputs, drop_outputs);
+  // Shape(past)[0:1] — the batch size, which the dynamo exporter reads from whichever input has it —
+  // reads attention_mask instead: the same dim, and it stays.
+  for (Node& n : g.nodes) {
+    if (n.op_type != "Shape" || !n.domain.empty() || !std::count(drop_inputs.begin(), drop_inputs.end(), n.inputs[0])) continue;
+    const auto& past = *g.values[static_cast<size_t>(n.inputs[0])].shape;
+    const auto& mask_shape = g.values[static_cast<size_t>(mask)].shape;
+    const int64_t r = static_cast<int64_t>(past.size()), start = n.attr_int("start", 0), end = n.attr_int("end", r);
+    if ((start == 0 || start == -r) && (end == 1 || end == 1 - r) && mask_shape && !mask_shape->empty() && (*mask_shape)[0] == past[0])
+      n.inputs[0] = mask;
+  }
   // What still reaches an output must not read a removed input.
   Graph live = g;
   remove_dead_nodes(live);

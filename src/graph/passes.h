@@ -7,6 +7,7 @@ namespace tern {
 struct PassStats {
   int folded_nodes = 0;      // nodes replaced by constants
   int removed_nodes = 0;     // nodes nothing consumes
+  int canonicalized = 0;     // no-op nodes and round-trip Casts bypassed (graph/canonicalize.h)
 };
 
 // Walks nodes in order: applies each op's shape rule to (symbolic) input shapes, and when every input

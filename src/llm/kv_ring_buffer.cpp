@@ -84,25 +84,25 @@ float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const {
   return c_.storage == DType::Float32 ? values_[i] : static_cast<float>(values16_[i]);
 }
 
-void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
+void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
-  if (c_.storage == DType::Float32) attend_as(keys_, values_, b, q, q_heads, scale, rope, out);
-  else attend_as(keys16_, values16_, b, q, q_heads, scale, rope, out);
+  if (c_.storage == DType::Float32) attend_as(keys_, values_, b, q, q_heads, scoring, rope, out);
+  else attend_as(keys16_, values16_, b, q, q_heads, scoring, rope, out);
 }
 
-void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, float scale,
+void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const kernels::Scoring& scoring,
                                 const kernels::RopeTable& rope, float* out, int64_t out_stride) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (count <= 0 || count > held(b) || seen(b) > c_.capacity)
     fail("KvRingBuffer: attend_chunk over ", count, " tokens needs them appended to a window that has not slid");
-  if (c_.storage == DType::Float32) attend_chunk_as(keys_, values_, b, q, q_stride, count, q_heads, scale, rope, out, out_stride);
-  else attend_chunk_as(keys16_, values16_, b, q, q_stride, count, q_heads, scale, rope, out, out_stride);
+  if (c_.storage == DType::Float32) attend_chunk_as(keys_, values_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
+  else attend_chunk_as(keys16_, values16_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
 }
 
 template <typename T>
 void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
-                                   int64_t q_stride, int64_t count, int64_t q_heads, float scale,
+                                   int64_t q_stride, int64_t count, int64_t q_heads, const kernels::Scoring& scoring,
                                    const kernels::RopeTable& rope, float* out, int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim;
   chunk_keys_.resize(static_cast<size_t>(n * token_floats_));
@@ -137,7 +137,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   a.keys = key_ptrs_.data();
   a.values = value_ptrs_.data();
   a.key_pos = positions_.data();  // unused: nothing is rotated in the kernel
-  a.scale = scale;
+  a.scoring = scoring;
   a.threads = 1;
   float* scratch = chunk_query_.data();
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
@@ -154,7 +154,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
 
 template <typename T>
 void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
-                             int64_t q_heads, float scale, const kernels::RopeTable& rope, float* out) {
+                             int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out) {
   const int64_t n = held(b);
   auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
   auto& vp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return value16_ptrs_; else return value_ptrs_; }();
@@ -176,7 +176,7 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
   a.values = vp.data();
   a.key_pos = positions_.data();
   a.query_pos = n - 1;
-  a.scale = scale;
+  a.scoring = scoring;
   a.rope = rope;
   a.scratch = scratch_.data();
   a.threads = threads;

@@ -61,8 +61,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
       const int64_t g = h / (Hq / Hkv);
       kernels::AttentionArgs a;
       a.q_len = Sq; a.kv_len = T; a.head = D; a.v_head = Dv;
-      a.scale = call.scale;
-      a.softcap = call.softcap;
+      a.scoring = {call.scale, call.softcap};
       a.bias = call.bias ? call.bias->data<float>() + (b * Hq + h) * Sq * T : nullptr;
       a.scores = scores.data();
       if (call.record) {

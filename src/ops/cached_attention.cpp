@@ -3,7 +3,8 @@
 // RoPE, [B, S, H·D]), v, cos_cache, sin_cache ([positions, rotary_dim/2]), attention_mask [B, total];
 // k and v omitted: q packs Q, K and V as [B, S, (Hq + 2·Hkv)·D] (GroupQueryAttention's packed form). Each new token of row b is appended to the ring (padding tokens are skipped) and its
 // query attends over the window, keys rotated to their window positions: causal within the step.
-// Output [B, S, Hq·D]; padding rows are zero.
+// Output [B, S, Hq·D]; padding rows are zero. Attribute softcap > 0: scores are soft-capped (Gemma-2).
+// cos/sin omitted: no RoPE (GPT-2's learned positions are in the hidden state already).
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -23,7 +24,7 @@ class CachedAttentionOp : public Op {
       : hq_(n.attr_int("q_num_heads", 0)), hkv_(n.attr_int("kv_num_heads", 0)), window_(n.attr_int("window", 0)),
         sinks_(n.attr_int("sinks", 0)), interleaved_(n.attr_int("interleaved", 0) != 0),
         rot_dim_(n.attr_int("rotary_embedding_dim", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)),
-        storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
+        softcap_(n.attr_float("softcap", 0)), storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
     if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || window_ <= 0)
       fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
   }
@@ -35,6 +36,7 @@ class CachedAttentionOp : public Op {
   // On OpenCL: one float32 sequence; the ring lives in device memory with the CPU ring's semantics.
   bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
     if (d.kind == DeviceKind::CPU) return true;
+    if (softcap_ != 0 || !in[3]) return false;  // decoder.cl scores without soft-capping, and always rotates
     for (int i : {0, 1, 2})
       if (in[static_cast<size_t>(i)] && in[static_cast<size_t>(i)]->dtype() != DType::Float32) return false;
     return in[0]->dim(0) == 1 && !cl::on_device(*in[5]);
@@ -96,8 +98,8 @@ class CachedAttentionOp : public Op {
       ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
     }
     const int64_t rot = check_tables(ctx, D);
-    kernels::RopeTable rope{cos.data<float>(), sin.data<float>(), rot, interleaved_};
-    const float scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
+    kernels::RopeTable rope{rot ? cos.data<float>() : nullptr, rot ? sin.data<float>() : nullptr, rot, interleaved_};
+    const kernels::Scoring scoring{has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(D)), softcap_};
     Tensor& y = ctx.out(0);
     Tensor y_scratch;
     Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
@@ -116,10 +118,10 @@ class CachedAttentionOp : public Op {
           continue;
         }
         ring_->append(b, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
-        if (!chunk) ring_->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scale, rope, out);
+        if (!chunk) ring_->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scoring, rope, out);
       }
       if (chunk)
-        ring_->attend_chunk(b, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scale, rope,
+        ring_->attend_chunk(b, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scoring, rope,
                             yf.data<float>() + (b * S + first) * hq_ * D, hq_ * D);
     }
     if (yf.raw() != y.raw()) convert_tensor(yf, y);
@@ -128,13 +130,14 @@ class CachedAttentionOp : public Op {
  private:
   // The RoPE tables as float32, made once (a no-copy view for float32 models).
   void make_tables(const RunContext& ctx) const {
-    if (cos_src_ == ctx.in(3).raw()) return;
+    if (!ctx.has(3) || cos_src_ == ctx.in(3).raw()) return;
     cos_ = cast_to(ctx.in(3), DType::Float32);
     sin_ = cast_to(ctx.in(4), DType::Float32);
     cos_src_ = ctx.in(3).raw();
   }
   // The rotary dim, after checking the tables cover it and the window.
   int64_t check_tables(const RunContext& ctx, int64_t D) const {
+    if (!ctx.has(3)) return 0;  // no RoPE
     const int64_t rot = rot_dim_ ? rot_dim_ : D;
     if (cos_.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", cos_.dim(1), " columns for rotary dim ", rot);
     if (cos_.dim(0) < window_)
@@ -199,6 +202,7 @@ class CachedAttentionOp : public Op {
   int64_t rot_dim_;
   bool has_scale_;
   float scale_;
+  float softcap_;
   DType storage_;
   mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
   mutable Tensor cos_, sin_;                         // the RoPE tables as float32

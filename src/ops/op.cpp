@@ -155,6 +155,7 @@ SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b
     } else if (*da == *db) out[i] = *da;
     else if (da->is_known()) out[i] = *da;  // a symbol must equal the known size (or be 1)
     else if (db->is_known()) out[i] = *db;
+    else if (da->symbol.empty() != db->symbol.empty()) out[i] = da->symbol.empty() ? *db : *da;  // ? is 1 or that symbol
     else out[i] = Dim{};
   }
   return out;

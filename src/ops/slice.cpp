@@ -28,8 +28,15 @@ class SliceOp : public Op {
         continue;
       }
       auto [start, count] = clamp(in[a].value, p.starts[k], p.ends[k], p.steps[k]);
-      (void)start;
       out[a] = Dim::known(count);
+      // Slicing a shape-like vector (Shape(x)[1:2]) keeps its picked elements symbolic.
+      if (auto e = ctx.shape_value(0); e && in.size() == 1) {
+        SymShape picked;
+        for (int64_t i = 0; i < count; ++i) picked.push_back((*e)[static_cast<size_t>(start + i * p.steps[k])]);
+        ctx.set(0, ctx.dtype(0), out);
+        ctx.set_sym_value(0, picked);
+        return;
+      }
     }
     ctx.set(0, ctx.dtype(0), out);
   }

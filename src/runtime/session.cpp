@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "graph/canonicalize.h"
 #include "graph/fusions.h"
 #include "kernels/opencl/kernels.h"
 #include "ops/execute.h"
@@ -85,6 +86,10 @@ void Session::prepare() {
   try {
     // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
     infer_and_fold(g, &pass_stats_, options_.optimize || options_.kv_window > 0);
+    if (options_.optimize || options_.kv_window > 0) {  // one spelling before the fusions look
+      pass_stats_.canonicalized = canonicalize(g);
+      remove_dead_nodes(g, &pass_stats_);  // what it bypassed
+    }
     if (options_.kv_window > 0) {
       auto cached = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
       fusions_ = std::move(cached.fused);

@@ -13,9 +13,7 @@ void attention_head(const float* q, const float* k, const float* v, float* out, 
     for (int64_t j = 0; j < a.kv_len; ++j) {
       float s = 0;
       for (int64_t d = 0; d < a.head; ++d) s += q[i * a.head + d] * k[j * a.head + d];
-      s *= a.scale;
-      if (a.softcap > 0) s = a.softcap * std::tanh(s / a.softcap);
-      a.scores[i * a.kv_len + j] = s;
+      a.scores[i * a.kv_len + j] = a.scoring(s);
     }
   if (a.record && a.record_stage == 0) std::memcpy(a.record, a.scores, static_cast<size_t>(n) * sizeof(float));
   if (a.bias)

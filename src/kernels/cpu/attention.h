@@ -3,12 +3,25 @@
 #pragma once
 #include <cstdint>
 
+#include <cmath>
+
 namespace tern::kernels {
+
+// How a query·key dot product becomes an attention score: times scale, then, when softcap > 0,
+// softcap·tanh(score/softcap) (Gemma-2's logit soft-capping), before any mask. Every attention kernel
+// scores through this.
+struct Scoring {
+  float scale = 1;
+  float softcap = 0;
+  float operator()(float dot) const {
+    const float s = dot * scale;
+    return softcap > 0 ? softcap * std::tanh(s / softcap) : s;
+  }
+};
 
 struct AttentionArgs {
   int64_t q_len = 0, kv_len = 0, head = 0, v_head = 0;
-  float scale = 1;
-  float softcap = 0;              // > 0: scores = softcap·tanh(scores/softcap), before the bias
+  Scoring scoring;                // scores before the bias
   const float* bias = nullptr;    // [q_len, kv_len] added to the scores (-inf masks), may be null
   float* scores = nullptr;        // [q_len, kv_len] workspace; holds the probabilities on return
   float* record = nullptr;        // optional copy of the scores at stage `record_stage`

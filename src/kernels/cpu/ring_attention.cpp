@@ -110,7 +110,7 @@ void attend_kv_head(const float* q, float* out, const RingAttentionArgs<T>& a, i
       float* sj = s + j * kBlock;
       float block_max = -std::numeric_limits<float>::infinity();
       for (int64_t i = 0; i < nb; ++i) {
-        sj[i] = dot(qr + j * D, kb + i * D, D) * a.scale;
+        sj[i] = a.scoring(dot(qr + j * D, kb + i * D, D));
         block_max = std::max(block_max, sj[i]);
       }
       if (block_max > m[j]) {  // rescale what was accumulated under the old maximum

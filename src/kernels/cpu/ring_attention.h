@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/attention.h"
 
 namespace tern::kernels {
 
@@ -27,7 +28,7 @@ struct RingAttentionArgs {
   const T* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
   const int64_t* key_pos = nullptr;      // RoPE position of each key
   int64_t query_pos = 0;
-  float scale = 1;
+  Scoring scoring;
   RopeTable rope;
   float* scratch = nullptr;
   int threads = 1;  // at most the count `scratch` was sized for
@@ -39,7 +40,7 @@ void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
 // Scratch `ring_attention` needs for `threads` threads.
 int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int threads);
 
-// out[q_heads][head_dim] = softmax(rope(q)·rope(k)ᵀ·scale)·v for one query token (q pre-RoPE).
+// out[q_heads][head_dim] = softmax(scoring(rope(q)·rope(k)ᵀ))·v for one query token (q pre-RoPE).
 template <typename T>
 void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 

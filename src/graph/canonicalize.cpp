@@ -1,0 +1,78 @@
+#include "graph/canonicalize.h"
+
+#include <algorithm>
+
+#include "graph/matcher.h"
+
+namespace tern {
+namespace {
+
+// Every reader of `from` reads `to` instead, unless `from` is a graph output (then nothing changes and
+// false is returned: the node that makes it stays).
+bool redirect(Graph& g, int from, int to) {
+  if (std::count(g.outputs.begin(), g.outputs.end(), from)) return false;
+  for (Node& n : g.nodes)
+    for (int& in : n.inputs)
+      if (in == from) in = to;
+  return true;
+}
+
+bool is_default(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
+
+// B holds every value of A: the widening a round trip through B undoes exactly.
+bool holds_exactly(DType a, DType b) {
+  switch (a) {
+    case DType::Float16:
+    case DType::BFloat16: return b == DType::Float32 || b == DType::Float64;
+    case DType::Float32: return b == DType::Float64;
+    case DType::Int8: return b == DType::Int16 || b == DType::Int32 || b == DType::Int64;
+    case DType::Int16: return b == DType::Int32 || b == DType::Int64;
+    case DType::Int32: return b == DType::Int64;
+    case DType::UInt8: return b == DType::UInt16 || b == DType::Int16 || b == DType::UInt32 || b == DType::Int32 || b == DType::Int64;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+int remove_no_op_nodes(Graph& g) {
+  link_producers(g);
+  int n = 0;
+  for (Node& node : g.nodes) {
+    if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0) continue;
+    const int x = node.inputs[0], y = node.outputs[0];
+    bool no_op = is_default(node, "Identity");
+    if (is_default(node, "Dropout"))  // inference: y = x; the mask output, when there, must be unread
+      no_op = (node.outputs.size() < 2 || node.outputs[1] < 0) && (node.inputs.size() < 3 || node.inputs[2] < 0);
+    if (is_default(node, "Cast"))
+      no_op = g.values[static_cast<size_t>(x)].dtype != DType::Undefined &&
+              g.values[static_cast<size_t>(x)].dtype == static_cast<DType>(node.attr_int("to", 0));
+    if (no_op && redirect(g, y, x)) ++n;
+  }
+  return n;
+}
+
+int remove_round_trip_casts(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<int, int>> pairs;  // (second cast's output, first cast's input)
+  for (const Node& back : g.nodes) {
+    if (!is_default(back, "Cast")) continue;
+    const Node* there = m.op(back.inputs[0], "Cast");
+    if (!there) continue;
+    const DType a = m.value(there->inputs[0]).dtype, b = m.value(back.inputs[0]).dtype;
+    if (a != DType::Undefined && static_cast<DType>(back.attr_int("to", 0)) == a && holds_exactly(a, b))
+      pairs.emplace_back(back.outputs[0], there->inputs[0]);
+  }
+  int n = 0;
+  for (auto [from, to] : pairs) n += redirect(g, from, to);
+  return n;
+}
+
+int canonicalize(Graph& g) {
+  const int n = remove_no_op_nodes(g) + remove_round_trip_casts(g);
+  link_producers(g);
+  return n;
+}
+
+}  // namespace tern

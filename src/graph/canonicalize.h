@@ -1,0 +1,23 @@
+// Canonicalization: load-time rewrites that make different exporters' spellings of the same math one
+// spelling before the fusion passes look for patterns. Each is exact: results stay bit-for-bit what the
+// original graph computes. Needs linked producers; leaves what it bypasses for remove_dead_nodes.
+//
+// What the fusion matchers accept without a pass here, because one spelling covers it: Mul or Div by a
+// constant scale on Q, K or QKᵀ (folded into one scale); float Casts around Softmax and SDPA's
+// Where(IsNaN(p), 0, p) guard; repeat_kv in any data-movement spelling (checked on a probe); masks
+// built any way from attention_mask (checked on a probe); RMSNorm with fp32 Casts around it.
+#pragma once
+#include "graph/ir.h"
+
+namespace tern {
+
+// Identity; Dropout with no mask output read (inference); Cast to the type its input already has. Their
+// readers read the input instead (a graph output keeps its node). Returns how many were bypassed.
+int remove_no_op_nodes(Graph& g);
+// Cast(A→B) → Cast(B→A) where B holds every value of A exactly (f16/bf16 → f32 → back, int32 → int64 →
+// int32, …): readers of the second read the first's input. Returns how many pairs were bypassed.
+int remove_round_trip_casts(Graph& g);
+// Both, in that order. Returns the total.
+int canonicalize(Graph& g);
+
+}  // namespace tern
