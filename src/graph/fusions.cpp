@@ -25,6 +25,7 @@ struct CachedAttentionSpec {
   std::optional<float> scale;
   float softcap = 0;                 // > 0: scores soft-capped (Gemma-2)
   int64_t local_window = 0;          // > 0: the layer attends to its last local_window keys (Mistral, Gemma)
+  int mask_bias = -1, mask_gate = -1;  // decomposed: the mask, for reading its window off a long probe
   bool interleaved = false;
   int64_t rotary_dim = 0;            // 0: the head size
   std::string pattern;               // what matched, for `tern inspect --fusions`
@@ -599,6 +600,8 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   if (s.kv_heads <= 0 || v_width != s.kv_heads * D) return why.stop(v_cat, "values do not have the keys' head count and size");
   s.scale = static_cast<float>(scale);
   s.softcap = softcap;
+  s.mask_bias = bias;
+  s.mask_gate = gate;
   s.attention_node = m.index_of(out);
   s.pattern = no_rope ? "decomposed attention (no RoPE, scale, mask, Softmax) → CachedAttention"
                       : "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
@@ -754,6 +757,30 @@ int attention_anchor(const Matcher& m, int cache) {
   return best;
 }
 
+// The keys a decomposed mask lets the last of W tokens see: all W (0 returned), or only the last w < W —
+// a sliding window (Mistral, Gemma's local layers) — read off one unpadded sequence of W tokens whose
+// last is new. nullopt when the visible keys are not such a suffix.
+std::optional<int64_t> mask_window(const Matcher& m, int bias, int gate, int64_t W) {
+  auto bindings = sequence_bindings(m, W - 1, 1);
+  const int mask = m.graph().find_value("attention_mask");
+  bindings.emplace_back(mask, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(W), 1), {1, W}), m.value(mask).dtype));
+  const auto t = evaluate_with(m.graph(), bias, bindings);
+  const auto gt = gate >= 0 ? evaluate_with(m.graph(), gate, bindings) : std::nullopt;
+  if (!t || t->numel() < W || (gate >= 0 && (!gt || gt->numel() < W))) return std::nullopt;
+  const Tensor f = cast_to(*t, DType::Float32), gf = gt ? cast_to(*gt, DType::Float32) : Tensor();
+  int64_t visible = 0;
+  bool suffix = true;
+  for (int64_t j = W - 1; j >= 0; --j) {
+    const float v = f.data<float>()[j];
+    bool open = t->dtype() == DType::Bool ? v != 0 : v == 0;
+    if (gt && gf.data<float>()[j] == 0) open = false;
+    if (open && !suffix) return std::nullopt;  // a hole: not a window
+    if (open) ++visible;
+    else suffix = false;
+  }
+  return visible == W ? 0 : visible;
+}
+
 }  // namespace
 
 std::string FusionMiss::str() const {
@@ -804,6 +831,14 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
       }
     }
     if (!s) continue;
+    if (s->mask_bias >= 0) {  // a decomposed mask may hide keys past a sliding window
+      const auto w = mask_window(m, s->mask_bias, s->mask_gate, opt.window);
+      if (!w) {
+        why[k].stop(&n, "its mask hides keys other than those past a sliding window (checked over the window)");
+        continue;
+      }
+      s->local_window = *w;
+    }
     // Only layers whose cache the graph takes in and gives out: the ring replaces exactly that.
     if (s->past_k < 0 || s->past_v < 0 || !m.is_input(s->past_k) || !m.is_input(s->past_v) || !m.is_output(s->present_k) ||
         !m.is_output(s->present_v)) {
@@ -907,7 +942,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
       }
     drop_inputs.insert(drop_inputs.end(), {s.past_k, s.past_v});
     drop_outputs.insert(drop_outputs.end(), {s.present_k, s.present_v});
-    result.fused.push_back({s.pattern, c.name});
+    result.fused.push_back({s.pattern + (local ? " (sliding window of " + std::to_string(s.local_window) + ", no sinks)" : ""), c.name});
     n = std::move(c);
   }
   for (auto& [at, nodes] : before) g.nodes.insert(g.nodes.begin() + at, nodes.begin(), nodes.end());

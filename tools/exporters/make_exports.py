@@ -49,6 +49,7 @@ def arch_configs():
         "qwen2": t.Qwen2Config(**SMALL, tie_word_embeddings=False),  # q/k/v biases
         "qwen3": t.Qwen3Config(**SMALL, head_dim=16, tie_word_embeddings=False),  # QK-norm
         "mistral": t.MistralConfig(**SMALL, sliding_window=None),
+        "mistral_sw": t.MistralConfig(**SMALL, sliding_window=16),  # a window the 64 new tokens pass
         "phi3": t.Phi3Config(**SMALL),  # fused qkv_proj and gate_up_proj
         # soft-capping at 1.0 so it changes these small scores (Gemma-2's 50 would not); local layers' window
         # longer than any test sequence
