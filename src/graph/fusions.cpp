@@ -105,29 +105,37 @@ const Node* data_consumer(const Matcher& m, int id, const char* op_type) {
   return found && !m.is_output(id) && found->op_type == op_type && found->domain.empty() && found->inputs[0] == id ? found : nullptr;
 }
 
-// Probe for what a graph derives from its inputs (masks, indices, cache lengths): one sequence with
-// kProbeTotal positions whose first is padding, kProbeNew of them new (so kProbeTotal − kProbeNew cached):
-// attention_mask 0 1 1 1 1, input_ids 0 0, position_ids 2 3 (Hugging Face's: cumsum(mask) − 1), and every
-// other float input of rank 4 — a cache — zeros of kProbeTotal − kProbeNew positions where its length is
-// symbolic (a fixed-size static cache keeps its size).
-constexpr int64_t kProbeTotal = 5, kProbeNew = 2;
-std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m, int mask, int ids) {
-  std::vector<std::pair<int, Tensor>> b{
-      {mask, cast_to(Tensor::from_vector<int64_t>({0, 1, 1, 1, 1}, {1, kProbeTotal}), m.value(mask).dtype)}};
-  if (ids >= 0) b.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>({0, 0}, {1, kProbeNew}), m.value(ids).dtype));
-  const int positions = m.graph().find_value("position_ids");
-  if (positions >= 0 && m.is_input(positions))
-    b.emplace_back(positions, cast_to(Tensor::from_vector<int64_t>({2, 3}, {1, kProbeNew}), m.value(positions).dtype));
-  for (int in : cache_inputs(m)) {
-    const Value& v = m.value(in);
-    if (m.rank(in) != 4) continue;
-    std::vector<int64_t> shape{1, std::max<int64_t>(m.dim(in, 1), 1), m.dim(in, 2) >= 0 ? m.dim(in, 2) : kProbeTotal - kProbeNew,
-                               std::max<int64_t>(m.dim(in, 3), 1)};
-    Tensor zeros(v.dtype, shape);
+// Bindings for one sequence of `past` cached and `n` new tokens, as the generator feeds it:
+// attention_mask `mask` (past + n entries; empty: all ones), input_ids zeros, position_ids as Hugging
+// Face computes them (cumsum(mask) − 1) for the new tokens, and every rank-4 cache input zeros of `past`
+// positions where its length is symbolic (a fixed-size static cache keeps its size).
+std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t past, int64_t n, std::vector<int64_t> mask = {}) {
+  const Graph& g = m.graph();
+  if (mask.empty()) mask.assign(static_cast<size_t>(past + n), 1);
+  std::vector<std::pair<int, Tensor>> b;
+  auto bind = [&](int id, const std::vector<int64_t>& v) {
+    if (id >= 0 && m.is_input(id)) b.emplace_back(id, cast_to(Tensor::from_vector<int64_t>(v, {1, static_cast<int64_t>(v.size())}), m.value(id).dtype));
+  };
+  std::vector<int64_t> positions;
+  for (int64_t i = 0, p = -1; i < past + n; ++i)
+    if ((p += mask[static_cast<size_t>(i)]), i >= past) positions.push_back(std::max<int64_t>(p, 0));
+  bind(g.find_value("attention_mask"), mask);
+  bind(g.find_value("input_ids"), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  bind(g.find_value("position_ids"), positions);
+  for (int c : cache_inputs(m)) {
+    if (m.rank(c) != 4) continue;
+    Tensor zeros(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), m.dim(c, 2) >= 0 ? m.dim(c, 2) : past, std::max<int64_t>(m.dim(c, 3), 1)});
     std::fill_n(static_cast<char*>(zeros.raw()), zeros.nbytes(), 0);
-    b.emplace_back(in, zeros);
+    b.emplace_back(c, zeros);
   }
   return b;
+}
+
+// The probe for what a graph derives from attention_mask (masks, indices, cache lengths): one sequence of
+// kProbeTotal positions whose first is padding, kProbeNew of them new — mask 0 1 1 1 1, positions 2 3.
+constexpr int64_t kProbeTotal = 5, kProbeNew = 2;
+std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m) {
+  return sequence_bindings(m, kProbeTotal - kProbeNew, kProbeNew, {0, 1, 1, 1, 1});
 }
 
 // True when `bias` (an attention mask: bool, or additive float) — combined with a causal frontier when
@@ -135,9 +143,9 @@ std::vector<std::pair<int, Tensor>> probe_bindings(const Matcher& m, int mask, i
 // causal + padding mask CachedAttention applies from attention_mask. Columns past the probe's length
 // are not looked at (the callers mask them by length).
 // `gate` (optional, bool) also shuts what it is false for: a mask applied by Where(gate, scores, min).
-bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, int ids, int gate = -1) {
+bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int gate = -1) {
   if (bias < 0) return false;
-  const auto probe = probe_bindings(m, mask, ids);
+  const auto probe = probe_bindings(m);
   const auto t = evaluate_with(m.graph(), bias, probe);
   auto probe_shape_ok = [](const std::optional<Tensor>& x) {
     return x && x->rank() >= 2 && x->dim(-2) == kProbeNew && x->dim(-1) >= kProbeTotal && x->numel() == kProbeNew * x->dim(-1);
@@ -164,14 +172,14 @@ bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int mask, i
 // `id` evaluates on the probe to one integer per sequence equal to `expected`.
 // ONNX Attention's masking (attn_mask input `bias`, is_causal) is CachedAttention's: causal, plus padding
 // when a mask is given (an unpadded batch needs none).
-bool attention_masks_like_cache(const Matcher& m, const Node& attention, int mask, int ids) {
+bool attention_masks_like_cache(const Matcher& m, const Node& attention) {
   const int bias = input_of(attention, 3);
   const bool causal = attention.attr_int("is_causal", 0) != 0;
-  return bias < 0 ? causal : is_causal_padding_mask(m, bias, causal, mask, ids);
+  return bias < 0 ? causal : is_causal_padding_mask(m, bias, causal);
 }
 
-bool probes_to(const Matcher& m, int id, int64_t expected, int mask, int ids) {
-  const auto t = id >= 0 ? evaluate_with(m.graph(), id, probe_bindings(m, mask, ids)) : std::nullopt;
+bool probes_to(const Matcher& m, int id, int64_t expected) {
+  const auto t = id >= 0 ? evaluate_with(m.graph(), id, probe_bindings(m)) : std::nullopt;
   return t && is_integer(t->dtype()) && t->numel() == 1 && t->at_i64(0) == expected;
 }
 
@@ -256,7 +264,7 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     s.pattern = (n.domain.empty() ? "RotaryEmbedding → " : "com.microsoft RotaryEmbedding → ") + n.op_type + " → CachedAttention";
   }
   if (n.op_type == "Attention") {
-    if (!attention_masks_like_cache(m, n, mask, m.graph().find_value("input_ids")))
+    if (!attention_masks_like_cache(m, n))
       return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe sequence");
     s.q_heads = n.attr_int("q_num_heads", 0);
     s.kv_heads = n.attr_int("kv_num_heads", 0);
@@ -414,7 +422,7 @@ const Node* match_cache_read(Decomposed& d, int operand, bool keys, int64_t head
   constexpr int64_t T = kProbeTotal;
   Tensor probe(DType::Float32, {1, kv_heads, T, D});
   for (int64_t i = 0; i < probe.numel(); ++i) probe.data<float>()[i] = static_cast<float>(i);
-  auto bindings = probe_bindings(m, m.graph().find_value("attention_mask"), m.graph().find_value("input_ids"));
+  auto bindings = probe_bindings(m);
   bindings.emplace_back(id, cast_to(probe, m.value(id).dtype));
   const auto got = evaluate_with(m.graph(), operand, bindings);
   const std::vector<int64_t> want_shape = keys ? std::vector<int64_t>{1, heads, D, T} : std::vector<int64_t>{1, heads, T, D};
@@ -507,7 +515,7 @@ const Node* match_nan_guard(const Matcher& m, int probs) {
 }
 
 std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node& softmax, int mask, int input_ids, Why& why) {
-  Decomposed d{m, why, {}};
+  Decomposed d{m, why, {}, {}};
   const int64_t sm_axis = softmax.attr_int("axis", -1);
   if (m.rank(softmax.outputs[0]) != 4 || (sm_axis != -1 && sm_axis != 3))
     return why.stop(&softmax, "not a softmax over the last axis of [B, H, S, T] scores");
@@ -533,7 +541,7 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
     gate = w->inputs[0];
     scores = w->inputs[1];
   }
-  if (!is_causal_padding_mask(m, bias, false, mask, input_ids, gate))
+  if (!is_causal_padding_mask(m, bias, false, gate))
     return why.stop(m.producer(bias), "the mask bias is not causal + padding from attention_mask on a probe sequence");
   float softcap = 0;
   scores = strip_softcap(m, scores, softcap, d);
@@ -624,7 +632,7 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
 //   out = Reshape(Transpose(Attention(q, present.k, present.v, mask, nonpad_kv_seqlen)))
 // The write index, lengths and mask are checked on a probe sequence.
 // Only reached for an Attention-24 that reads no past inputs (match_attention_op takes those).
-std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m, const Node& n, int mask, int ids, Why& why) {
+std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m, const Node& n, Why& why) {
   for (size_t k = 1; k < n.outputs.size(); ++k)
     if (n.outputs[k] >= 0 && (!m.consumers(n.outputs[k]).empty() || m.is_output(n.outputs[k])))
       return why.stop(&n, "its present outputs are read (expected a static cache written by TensorScatter)");
@@ -638,16 +646,16 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
       return why.stop(c, "the static caches are not written on the sequence axis at one shared index");
   }
   constexpr int64_t kCached = kProbeTotal - kProbeNew;
-  if (!probes_to(m, input_of(*kc, 2), kCached, mask, ids)) return why.stop(kc, "the write index is not the past length on a probe");
-  if (!probes_to(m, input_of(n, 6), kProbeTotal, mask, ids)) return why.stop(&n, "nonpad_kv_seqlen is not the total length on a probe");
-  if (!attention_masks_like_cache(m, n, mask, ids)) return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe");
+  if (!probes_to(m, input_of(*kc, 2), kCached)) return why.stop(kc, "the write index is not the past length on a probe");
+  if (!probes_to(m, input_of(n, 6), kProbeTotal)) return why.stop(&n, "nonpad_kv_seqlen is not the total length on a probe");
+  if (!attention_masks_like_cache(m, n)) return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe");
   CachedAttentionSpec s;
   if (!match_rope_pair(m, input_of(n, 0), kc->inputs[1], kOpPatterns[0], s))
     return why.stop(&n, "query and key do not both come from RotaryEmbedding with the same tables (tern stores keys before RoPE)");
   s.q_heads = m.dim(s.q, 1);
   s.kv_heads = m.dim(s.k, 1);
   const int64_t D = m.dim(s.q, 3);
-  Decomposed d{m, why, {}};  // the nodes they leave behind die with the Attention
+  Decomposed d{m, why, {}, {}};  // the nodes they leave behind die with the Attention
   s.q = match_split_heads(d, s.q);
   s.k = s.q >= 0 ? match_split_heads(d, s.k) : -1;
   s.v = s.k >= 0 ? match_split_heads(d, vc->inputs[1]) : -1;
@@ -666,23 +674,6 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
   return s;
 }
 
-// Bindings for `n` new tokens after `past` cached ones in one unpadded sequence: input_ids, the caches'
-// lengths, and position_ids past…past+n−1 when the graph takes them.
-std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t past, int64_t n) {
-  const Graph& g = m.graph();
-  std::vector<std::pair<int, Tensor>> b;
-  std::vector<int64_t> p(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = past + i;
-  if (const int positions = g.find_value("position_ids"); positions >= 0 && m.is_input(positions))
-    b.emplace_back(positions, cast_to(Tensor::from_vector<int64_t>(p, {1, n}), m.value(positions).dtype));
-  if (const int ids = g.find_value("input_ids"); ids >= 0)
-    b.emplace_back(ids, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(p.size(), 0), {1, n}), m.value(ids).dtype));
-  for (int c : cache_inputs(m))
-    if (m.rank(c) == 4)
-      b.emplace_back(c, Tensor(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), past, std::max<int64_t>(m.dim(c, 3), 1)}));
-  return b;
-}
-
 // cos/sin of the decomposed form ([.., W, D] with equal halves) as the [W, D/2] tables CachedAttention
 // reads, by evaluating them for positions 0…W−1. They must come from position_ids, or — exports without
 // them (Optimum's Gemma-2) — from the cache length, positions past…past+n−1: checked by evaluating the
@@ -693,11 +684,11 @@ std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, 
   const std::vector<int> from = positions >= 0 && m.is_input(positions) ? std::vector<int>{positions} : std::vector<int>{};
   if (!m.depends_only_on(cos, from, true) || !m.depends_only_on(sin, from, true))
     return why.stop(m.producer(cos), "cos/sin are not computed from position_ids or the cache length (tern evaluates them for window positions)");
-  const auto bindings = sequence_bindings(m, 0, W);
+  const auto window = sequence_bindings(m, 0, W), after = sequence_bindings(m, W - 1, 1);
   std::pair<Tensor, Tensor> tables;
   for (int which = 0; which < 2; ++which) {
-    const auto last = evaluate_with(g, which ? sin : cos, sequence_bindings(m, W - 1, 1));
-    const auto full = evaluate_with(g, which ? sin : cos, bindings);
+    const auto full = evaluate_with(g, which ? sin : cos, window);
+    const auto last = evaluate_with(g, which ? sin : cos, after);
     if (!full || full->numel() != W * D || full->dim(-1) != D)
       return why.stop(m.producer(which ? sin : cos), "cos/sin do not evaluate to [positions, head size] tables");
     const Tensor f = cast_to(*full, DType::Float32);
@@ -761,9 +752,7 @@ int attention_anchor(const Matcher& m, int cache) {
 // a sliding window (Mistral, Gemma's local layers) — read off one unpadded sequence of W tokens whose
 // last is new. nullopt when the visible keys are not such a suffix.
 std::optional<int64_t> mask_window(const Matcher& m, int bias, int gate, int64_t W) {
-  auto bindings = sequence_bindings(m, W - 1, 1);
-  const int mask = m.graph().find_value("attention_mask");
-  bindings.emplace_back(mask, cast_to(Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(W), 1), {1, W}), m.value(mask).dtype));
+  const auto bindings = sequence_bindings(m, W - 1, 1);
   const auto t = evaluate_with(m.graph(), bias, bindings);
   const auto gt = gate >= 0 ? evaluate_with(m.graph(), gate, bindings) : std::nullopt;
   if (!t || t->numel() < W || (gate >= 0 && (!gt || gt->numel() < W))) return std::nullopt;
@@ -779,6 +768,27 @@ std::optional<int64_t> mask_window(const Matcher& m, int bias, int gate, int64_t
     else suffix = false;
   }
   return visible == W ? 0 : visible;
+}
+
+// A new constant value of `g` holding `t`.
+int add_constant(Graph& g, const std::string& name, const Tensor& t) {
+  const int id = g.add_value(name);
+  Value& v = g.values[static_cast<size_t>(id)];
+  v.dtype = t.dtype();
+  v.shape = sym_shape(t.shape());
+  v.constant = t;
+  return id;
+}
+
+// A Reshape of `in` to constant `dims` (0 copies a dim) writing `out` (a new value when -1).
+Node reshape_node(Graph& g, const std::string& name, int in, std::vector<int64_t> dims, int out = -1) {
+  Node r;
+  r.name = name;
+  r.op_type = "Reshape";
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  r.inputs = {in, add_constant(g, name + "/shape", Tensor::from_vector<int64_t>(std::move(dims), {rank}))};
+  r.outputs = {out >= 0 ? out : g.add_value(name)};
+  return r;
 }
 
 }  // namespace
@@ -809,7 +819,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     std::optional<CachedAttentionSpec> s;
     if (op_pattern(n)) {
       const bool static24 = n.op_type == "Attention" && input_of(n, 4) < 0 && input_of(n, 5) < 0;
-      s = static24 ? match_static_cache_attention(m, n, mask, ids, why[k]) : match_attention_op(m, n, mask, why[k]);
+      s = static24 ? match_static_cache_attention(m, n, why[k]) : match_attention_op(m, n, mask, why[k]);
     } else if (n.op_type == "Softmax" && n.domain.empty()) {
       s = match_decomposed(m, n, mask, ids, why[k]);
       if (s && s->cos >= 0) {
@@ -818,14 +828,8 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
           const int64_t D = s->rotary_dim ? s->rotary_dim : m.rank(s->q) == 4 ? m.dim(s->q, 3) : m.dim(s->q, 2) / s->q_heads;
           auto t = rope_tables(m, s->cos, s->sin, opt.window, D, why[k]);
           if (!t) continue;
-          const int cos = g.add_value(n.name + "/rope_cos_table"), sin = g.add_value(n.name + "/rope_sin_table");
-          for (auto [id, table] : {std::pair{cos, t->first}, std::pair{sin, t->second}}) {
-            Value& v = g.values[static_cast<size_t>(id)];
-            v.dtype = DType::Float32;
-            v.shape = sym_shape(table.shape());
-            v.constant = table;
-          }
-          known = tables.emplace(std::pair{s->cos, s->sin}, std::pair{cos, sin}).first;
+          known = tables.emplace(std::pair{s->cos, s->sin}, std::pair{add_constant(g, n.name + "/rope_cos_table", t->first),
+                                                                       add_constant(g, n.name + "/rope_sin_table", t->second)}).first;
         }
         std::tie(s->cos, s->sin) = known->second;
       }
@@ -883,15 +887,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
       id = t.outputs[0];
       before[at].push_back(std::move(t));
     }
-    Node r;
-    r.name = g.values[static_cast<size_t>(id)].name + "/flatten_heads";
-    r.op_type = "Reshape";
-    const int shape = g.add_value(r.name + "/shape");
-    g.values[static_cast<size_t>(shape)].dtype = DType::Int64;
-    g.values[static_cast<size_t>(shape)].shape = SymShape{Dim::known(3)};
-    g.values[static_cast<size_t>(shape)].constant = Tensor::from_vector<int64_t>({0, 0, -1}, {3});
-    r.inputs = {id, shape};
-    r.outputs = {g.add_value(r.name)};
+    Node r = reshape_node(g, g.values[static_cast<size_t>(id)].name + "/flatten_heads", id, {0, 0, -1});
     const int out = r.outputs[0];
     before[at].push_back(std::move(r));
     return out;
@@ -906,18 +902,9 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     c.inputs = {s.q, s.k, s.v, s.cos, s.sin, mask};
     c.outputs = {n.outputs[0]};
     if (n.op_type == "Transpose") {  // the heads go on as [B, S, H, D]: rebuilt from [B, S, H·D] after it
-      const int64_t H = s.q_heads, D = m.dim(n.outputs[0], 3);
-      Node r;
-      r.name = c.name + "/split_heads";
-      r.op_type = "Reshape";
-      const int shape = g.add_value(r.name + "/shape");
-      g.values[static_cast<size_t>(shape)].dtype = DType::Int64;
-      g.values[static_cast<size_t>(shape)].shape = SymShape{Dim::known(4)};
-      g.values[static_cast<size_t>(shape)].constant = Tensor::from_vector<int64_t>({0, 0, H, D}, {4});
       c.outputs = {g.add_value(c.name)};
-      r.inputs = {c.outputs[0], shape};
-      r.outputs = {n.outputs[0]};
-      before[s.attention_node + 1].push_back(std::move(r));
+      before[s.attention_node + 1].push_back(
+          reshape_node(g, c.name + "/split_heads", c.outputs[0], {0, 0, s.q_heads, m.dim(n.outputs[0], 3)}, n.outputs[0]));
     }
     auto set = [&](const char* k, int64_t v) {
       Attribute a;
