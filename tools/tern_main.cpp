@@ -561,7 +561,8 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
                  "stopped, per layer:\n";
     for (const auto& miss : s.fusion_misses()) std::cout << "  " << miss.str() << "\n";
   }
-  std::cout << s.fusions().size() << " rewrite(s); " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
+  std::cout << s.fusions().size() << " rewrite(s), " << s.pass_stats().canonicalized
+            << " no-op node(s) bypassed by canonicalization; " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
             << " after folding, fusion and dead-node removal.\n";
 }
 

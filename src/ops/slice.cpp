@@ -59,15 +59,10 @@ class SliceOp : public Op {
   }
 
  private:
-  // The input's shape with every dim the slice may cut made unknown (all, when the axes are unknown too).
+  // The input's shape with every dim the slice may cut made unknown (all, unless the axes input is a
+  // constant). Only bounds given as inputs (opset >= 10) can be unknown.
   SymShape rank_only(const InferContext& ctx, SymShape out) const {
-    std::vector<int64_t> axes = axes_;
-    if (from_inputs_ && ctx.has(3)) {
-      if (!ctx.value(3)) axes.clear();
-      else axes = ctx.value(3)->to_i64_vector();
-    } else if (from_inputs_) {
-      axes.clear();
-    }
+    const std::vector<int64_t> axes = ctx.has(3) && ctx.value(3) ? ctx.value(3)->to_i64_vector() : std::vector<int64_t>{};
     if (axes.empty()) return SymShape(out.size());
     for (int64_t a : axes) out[static_cast<size_t>(normalize_axis(ctx.node, a, static_cast<int64_t>(out.size())))] = Dim{};
     return out;

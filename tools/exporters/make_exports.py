@@ -19,7 +19,6 @@ A cell an exporter cannot make is reported and skipped (the README's table gives
 """
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -135,7 +134,7 @@ def export_torch(model_dir, out_dir, dynamo):
         shapes = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: t}, "position_ids": {0: b, 1: s},
                   "past": [{0: b, 2: p}] * (2 * L)}
         torch.onnx.export(FlatCache(model, False), (ids, mask, pos, *past), path, input_names=names,
-                          output_names=["logits"] + present_names, dynamic_shapes=_flat_shapes(shapes, L), dynamo=True,
+                          output_names=["logits"] + present_names, dynamic_shapes=_flat_shapes(shapes), dynamo=True,
                           opset_version=18, external_data=False)
     else:
         axes = {"input_ids": {0: "batch", 1: "sequence_length"}, "attention_mask": {0: "batch", 1: "total_sequence_length"},
@@ -146,7 +145,7 @@ def export_torch(model_dir, out_dir, dynamo):
                           output_names=["logits"] + present_names, dynamic_axes=axes, opset_version=17, dynamo=False)
 
 
-def _flat_shapes(shapes, L):  # forward(input_ids, attention_mask, position_ids, *past): past is one nested entry
+def _flat_shapes(shapes):  # forward(input_ids, attention_mask, position_ids, *past): past is one nested entry
     return [shapes["input_ids"], shapes["attention_mask"], shapes["position_ids"], tuple(shapes["past"])]
 
 

@@ -83,13 +83,16 @@ def ort_greedy(model, ids, eos, threads):
     decode tok/s. Runs a copy at MatMulNBits accuracy_level 0 when the file asks for int8 activations."""
     path = str(model)
     m = onnx.load(path, load_external_data=False)
-    if any(n.op_type == "MatMulNBits" and any(a.name == "accuracy_level" and a.i for a in n.attribute) for n in m.graph.node):
+    oracle = Path(model).with_name("oracle.onnx")
+    if oracle.exists():  # made for an earlier prompt
+        path = str(oracle)
+    elif any(n.op_type == "MatMulNBits" and any(a.name == "accuracy_level" and a.i for a in n.attribute) for n in m.graph.node):
         m = onnx.load(path)
         for n in m.graph.node:
             for a in n.attribute:
                 if n.op_type == "MatMulNBits" and a.name == "accuracy_level":
                     a.i = 0
-        path = str(Path(model).with_name("oracle.onnx"))
+        path = str(oracle)
         onnx.save(m, path, save_as_external_data=True, location="oracle.onnx.data")
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
