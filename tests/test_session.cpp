@@ -197,6 +197,81 @@ TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic di
   CHECK(out.at("width").at_i64(0) == 8);
 }
 
+TEST_CASE("shape arithmetic becomes one DimsOf per distinct shape; duplicates merge; feeds must agree on symbols") {
+  TempDir d;
+  ModelBuilder b(13);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, -1, 8}, {"batch", "seq"})
+      .input("past", onnx::TensorProto::FLOAT, {-1, 2, -1, 4}, {"batch", "past"})
+      .input("mask", onnx::TensorProto::INT64, {-1, -1}, {"batch", "past + seq"})
+      .output("y")
+      .output("total");
+  b.initializer_i64("i0", {}, {0});
+  b.initializer_i64("i1", {}, {1});
+  b.initializer_i64("i2", {}, {2});
+  auto axis0 = [](onnx::NodeProto& n) { ModelBuilder::attr(n, "axis", int64_t{0}); };
+  // Two "layers" that each build the same reshape target from Shape(x), with their own constants.
+  for (const std::string l : {"a", "b"}) {
+    b.initializer_i64(l + "ax", {1}, {0});
+    b.initializer_i64(l + "heads", {1}, {2});
+    b.initializer_i64(l + "head", {1}, {4});
+    b.node("Shape", {"x"}, {l + "s"});
+    axis0(b.node("Gather", {l + "s", "i0"}, {l + "batch"}));
+    axis0(b.node("Gather", {l + "s", "i1"}, {l + "seq"}));
+    b.node("Unsqueeze", {l + "batch", l + "ax"}, {l + "b1"});
+    b.node("Unsqueeze", {l + "seq", l + "ax"}, {l + "s1"});
+    axis0(b.node("Concat", {l + "b1", l + "s1", l + "heads", l + "head"}, {l + "target"}));
+    b.node("Reshape", {"x", l + "target"}, {l + "y"});
+  }
+  b.node("Add", {"ay", "by"}, {"y"});
+  // The total length, from the past's Shape and x's: "past + seq", which the mask's dim names.
+  b.node("Shape", {"past"}, {"ps"});
+  axis0(b.node("Gather", {"ps", "i2"}, {"plen"}));
+  b.node("Add", {"plen", "aseq"}, {"tlen"});
+  b.node("Unsqueeze", {"tlen", "aax"}, {"total"});
+  Session s(b.save(d.path / "m.onnx"));
+  CHECK(s.pass_stats().shape_values >= 2);
+  CHECK(s.pass_stats().merged_nodes >= 1);
+  int dims_of = 0;
+  for (const Node& n : s.graph().nodes) {
+    CHECK(n.op_type != "Shape");
+    CHECK(n.op_type != "Concat");
+    dims_of += n.op_type == "DimsOf";
+  }
+  CHECK(dims_of == 2);  // the reshape target, once for both layers, and the total
+  CHECK(s.graph().nodes.size() == 4);  // + the Add of one Reshape twice: the layers' Reshapes merged too
+  std::vector<float> xs(3 * 2 * 8);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
+  const Tensor x = Tensor::from_vector<float>(xs, {3, 2, 8});
+  auto past = [](int64_t batch, int64_t len) { return Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(batch * 2 * len * 4), 0.f), {batch, 2, len, 4}); };
+  auto mask = [](int64_t batch, int64_t len) { return Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(batch * len), 1), {batch, len}); };
+  auto out = s.run({{"x", x}, {"past", past(3, 5)}, {"mask", mask(3, 7)}});
+  CHECK(out.at("y").shape() == Shape{3, 2, 2, 4});
+  CHECK(out.at("y").data<float>()[13] == 26.0f);
+  CHECK(out.at("total").shape() == Shape{1});
+  CHECK(out.at("total").at_i64(0) == 7);
+  // What DimsOf reads from one input must hold in the others: a clear error, naming both.
+  auto e = error_of([&] { s.run({{"x", x}, {"past", past(3, 5)}, {"mask", mask(3, 6)}}); });
+  CHECK(contains(e, "input 'mask' dim 1 (past + seq) is 6, but the other inputs make it 7"));
+  e = error_of([&] { s.run({{"x", x}, {"past", past(2, 5)}, {"mask", mask(3, 7)}}); });
+  CHECK(contains(e, "input 'past' dim 0 (batch) is 2, but input 'x' dim 0 gives batch = 3"));
+}
+
+TEST_CASE("a DimsOf node whose attributes point outside its inputs is refused naming it") {
+  TempDir d;
+  ModelBuilder b(13);
+  b.add_opset("tern", 1);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 8}, {"n"}).output("y");
+  auto& n = b.node("DimsOf", {"x"}, {"y"}, "tern");
+  n.set_name("hostile");
+  ModelBuilder::attr(n, "to", int64_t{7});
+  ModelBuilder::attr(n, "shape", std::vector<int64_t>{2});
+  ModelBuilder::attr(n, "constants", std::vector<int64_t>{0, 0});
+  ModelBuilder::attr(n, "terms", std::vector<int64_t>{1, 3, 0});  // input 3 does not exist
+  const auto e = error_of([&] { Session s(b.save(d.path / "m.onnx")); });
+  CHECK(contains(e, "hostile"));
+  CHECK(contains(e, "names an element, input or axis that does not exist"));
+}
+
 TEST_CASE("a device that does not exist is refused naming the ones there are; device names parse") {
   TempDir d;
   SessionOptions opt;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/contrib_cases/<case>/model.onnx and test_data_set_0/input_<i>.pb for ONNX Runtime's
-com.microsoft ops that the ONNX node tests do not cover (GroupQueryAttention, MatMulNBits).
+com.microsoft ops that the ONNX node tests do not cover (GroupQueryAttention, MatMulNBits, FusedMatMul…).
 Outputs come from ONNX Runtime itself: run `node tools/ort/run_cases.mjs tests/contrib_cases` next.
 
 Needs Debian's python3-onnx and python3-numpy:  /usr/bin/python3 tools/make_contrib_cases.py
@@ -143,4 +143,9 @@ nbits("matmulnbits_4b_bs128_float_zp", [1, 2], 256, 8, 4, 128, zero_points="floa
 nbits("matmulnbits_8b_bs64_zp", [2], 128, 8, 8, 64, zero_points="packed")
 nbits("matmulnbits_4b_bs256", [1], 512, 4, 4, 256)
 nbits("matmulnbits_4b_fp16", [2, 2], 64, 8, 4, 32, zero_points="packed", dtype=np.float16)
+# FusedMatMul: what fuse_kv_matmuls makes of Q·Kᵀ (transB, alpha) and P·V over grouped heads (batch broadcast).
+simple("fusedmatmul_transb_alpha", "FusedMatMul", [("A", rng.standard_normal((2, 3, 4, 8)).astype(np.float32)),
+       ("B", rng.standard_normal((2, 3, 5, 8)).astype(np.float32))], 1, transB=1, alpha=0.35)
+simple("fusedmatmul_transa_broadcast", "FusedMatMul", [("A", rng.standard_normal((2, 1, 8, 4)).astype(np.float32)),
+       ("B", rng.standard_normal((3, 8, 5)).astype(np.float32))], 1, transA=1, alpha=-1.5)
 print("wrote", ROOT)

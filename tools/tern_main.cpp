@@ -561,8 +561,10 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
                  "stopped, per layer:\n";
     for (const auto& miss : s.fusion_misses()) std::cout << "  " << miss.str() << "\n";
   }
-  std::cout << s.fusions().size() << " rewrite(s), " << s.pass_stats().canonicalized
-            << " no-op node(s) bypassed by canonicalization; " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
+  const tern::PassStats& stats = s.pass_stats();
+  std::cout << s.fusions().size() << " rewrite(s), " << stats.canonicalized << " no-op node(s) bypassed by canonicalization, "
+            << stats.shape_values << " shape computation(s) resolved from the input dims, " << stats.merged_nodes
+            << " duplicate node(s) merged; " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
             << " after folding, fusion and dead-node removal.\n";
 }
 

@@ -46,7 +46,8 @@ struct Why {
 };
 
 // Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
-// on; nullopt when it depends on another input or does not fold.
+// on; nullopt when it depends on another input or does not fold (a binding whose shape the graph's
+// folded constants contradict — a probe cache where the file's shapes are static — is one).
 std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
   Graph h;
   h.values = g.values;
@@ -73,7 +74,11 @@ std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vecto
   for (Value& v : h.values)
     if (!v.constant) v.shape.reset(), v.sym_value.reset();
   link_producers(h);
-  infer_and_fold(h);
+  try {
+    infer_and_fold(h);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   return h.values[static_cast<size_t>(target)].constant;
 }
 
@@ -394,54 +399,70 @@ const Node* match_merge_heads(const Matcher& m, int y, int64_t width) {
   return merge;
 }
 
-// Walks from an attention operand back to the Concat(past, new, axis 2) that makes `present`, through
-// data-movement nodes only, and checks by running them on a probe cache that they compute repeat_kv —
-// each of the `heads` query heads reads KV head h / (heads / kv_heads) — and, for keys, swap the last
-// two axes. Any spelling passes: Unsqueeze → Expand → Reshape, Tile, Gather, 3-D Reshape/Transpose pairs.
-const Node* match_cache_read(Decomposed& d, int operand, bool keys, int64_t heads) {
-  const Matcher& m = d.m;
-  static const char* const kMoves[] = {"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Tile", "Gather", "Identity"};
-  int id = operand;
-  const Node* n = nullptr;
+// Data-movement nodes (any spelling of repeat_kv and of a transpose of the last two axes) read back from
+// an attention operand: `chain` from the operand up, and `source`, the value they read.
+struct MovesBack {
   std::vector<const Node*> chain;
-  while ((n = m.producer(id)) && n->domain.empty() &&
+  int source = -1;
+};
+MovesBack walk_moves_back(const Matcher& m, int operand) {
+  static const char* const kMoves[] = {"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Tile", "Gather", "Identity"};
+  MovesBack w{{}, operand};
+  const Node* n = nullptr;
+  while ((n = m.producer(w.source)) && n->domain.empty() &&
          std::any_of(std::begin(kMoves), std::end(kMoves), [&](const char* op) { return n->op_type == op; })) {
-    chain.push_back(n);
-    id = n->inputs[0];
+    w.chain.push_back(n);
+    w.source = n->inputs[0];
   }
-  const Node* cat = m.op(id, "Concat");
-  const char* what = keys ? "keys" : "values";
-  if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, 2) || m.rank(id) != 4)
-    return d.why.stop(n ? n : m.producer(operand), std::string("expected the ") + what +
-                                                       " read from Concat(past, new, axis 2) through reshapes and transposes"),
-           nullptr;
-  const int64_t kv_heads = m.dim(id, 1), D = m.dim(id, 3);
-  if (kv_heads <= 0 || D <= 0 || heads % kv_heads)
-    return d.why.stop(cat, std::string("the cached ") + what + " have no fixed head count and size dividing the query heads"), nullptr;
-  // Probe: a cache of T positions whose every element is distinct, read through the chain.
+  return w;
+}
+
+// Whether `operand`, computed from the [B, kv_heads, T, D] value `source`, is repeat_kv of it to `heads`
+// heads — each query head h reads KV head h / (heads / kv_heads) — with, for `keys`, the last two axes
+// swapped. Checked by running the nodes between on a probe whose every element is distinct.
+bool reads_as_repeat_kv(const Matcher& m, int operand, int source, bool keys, int64_t heads) {
+  const int64_t kv_heads = m.dim(source, 1), D = m.dim(source, 3);
+  if (m.rank(source) != 4 || kv_heads <= 0 || D <= 0 || heads % kv_heads) return false;
   constexpr int64_t T = kProbeTotal;
   Tensor probe(DType::Float32, {1, kv_heads, T, D});
   for (int64_t i = 0; i < probe.numel(); ++i) probe.data<float>()[i] = static_cast<float>(i);
   auto bindings = probe_bindings(m);
-  bindings.emplace_back(id, cast_to(probe, m.value(id).dtype));
+  std::erase_if(bindings, [&](const auto& b) { return b.first == source; });
+  bindings.emplace_back(source, cast_to(probe, m.value(source).dtype));
   const auto got = evaluate_with(m.graph(), operand, bindings);
   const std::vector<int64_t> want_shape = keys ? std::vector<int64_t>{1, heads, D, T} : std::vector<int64_t>{1, heads, T, D};
-  bool same = got && got->shape() == want_shape;
-  if (same) {
-    const Tensor f = cast_to(*got, DType::Float32);
-    for (int64_t h = 0; h < heads && same; ++h)
-      for (int64_t t = 0; t < T && same; ++t)
-        for (int64_t e = 0; e < D && same; ++e) {
-          const int64_t at = keys ? (h * D + e) * T + t : (h * T + t) * D + e;
-          same = f.data<float>()[at] == static_cast<float>(((h / (heads / kv_heads)) * T + t) * D + e);
-        }
-  }
-  if (!same)
-    return d.why.stop(chain.empty() ? cat : chain.front(),
+  if (!got || got->shape() != want_shape) return false;
+  const Tensor f = cast_to(*got, DType::Float32);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < D; ++e) {
+        const int64_t at = keys ? (h * D + e) * T + t : (h * T + t) * D + e;
+        if (f.data<float>()[at] != static_cast<float>(((h / (heads / kv_heads)) * T + t) * D + e)) return false;
+      }
+  return true;
+}
+
+// Walks from an attention operand back to the Concat(past, new, axis 2) that makes `present`, through
+// data-movement nodes only, and checks on a probe that they compute repeat_kv (and, for keys, swap the
+// last two axes). Any spelling passes: Unsqueeze → Expand → Reshape, Tile, Gather, 3-D Reshape/Transpose pairs.
+const Node* match_cache_read(Decomposed& d, int operand, bool keys, int64_t heads) {
+  const Matcher& m = d.m;
+  const MovesBack w = walk_moves_back(m, operand);
+  const Node* cat = m.op(w.source, "Concat");
+  const char* what = keys ? "keys" : "values";
+  if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, 2) || m.rank(w.source) != 4)
+    return d.why.stop(m.producer(w.source) ? m.producer(w.source) : m.producer(operand),
+                      std::string("expected the ") + what + " read from Concat(past, new, axis 2) through reshapes and transposes"),
+           nullptr;
+  const int64_t kv_heads = m.dim(w.source, 1), D = m.dim(w.source, 3);
+  if (kv_heads <= 0 || D <= 0 || heads % kv_heads)
+    return d.why.stop(cat, std::string("the cached ") + what + " have no fixed head count and size dividing the query heads"), nullptr;
+  if (!reads_as_repeat_kv(m, operand, w.source, keys, heads))
+    return d.why.stop(w.chain.empty() ? cat : w.chain.front(),
                       std::string("the ") + what + " are not read as repeat_kv of the cache" + (keys ? " with the last two axes swapped" : "") +
                           " (checked on a probe)"),
            nullptr;
-  for (const Node* c : chain) d.take(c);
+  for (const Node* c : w.chain) d.take(c);
   d.take(cat);
   return cat;
 }
@@ -791,6 +812,24 @@ Node reshape_node(Graph& g, const std::string& name, int in, std::vector<int64_t
   return r;
 }
 
+// Puts each rewrite's nodes where the node it replaces was (ascending node indices; the rest of each
+// pattern is left for remove_dead_nodes).
+void replace_with(Graph& g, std::vector<std::pair<size_t, std::vector<Node>>>& rewrites) {
+  if (rewrites.empty()) return;
+  std::vector<Node> nodes;
+  size_t next = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (next < rewrites.size() && rewrites[next].first == k) {
+      for (Node& n : rewrites[next].second) nodes.push_back(std::move(n));
+      ++next;
+    } else {
+      nodes.push_back(std::move(g.nodes[k]));
+    }
+  }
+  g.nodes = std::move(nodes);
+  link_producers(g);
+}
+
 }  // namespace
 
 std::string FusionMiss::str() const {
@@ -963,6 +1002,126 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
   link_producers(g);
   graph = std::move(g);
   return result;
+}
+
+std::vector<Fusion> fuse_kv_matmuls(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<size_t, std::vector<Node>>> rewrites;  // node index → the nodes that replace it
+  std::vector<Fusion> fused;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node mm = g.nodes[k];
+    if (mm.op_type != "MatMul" || !mm.domain.empty() || mm.inputs.size() != 2 || m.rank(mm.inputs[0]) != 4) continue;
+    const int64_t heads = m.dim(mm.inputs[0], 1);
+    int b = mm.inputs[1];
+    double alpha = 1;  // a constant factor on the cache side (the √scale exporters put on both Q and Kᵀ)
+    if (const Node* s = m.producer(b); s && s->domain.empty() && m.single_use(b) && (s->op_type == "Mul" || s->op_type == "Div")) {
+      const auto c1 = m.scalar(s->inputs[1]), c0 = s->op_type == "Mul" ? m.scalar(s->inputs[0]) : std::nullopt;
+      if (c1) alpha = s->op_type == "Mul" ? *c1 : 1.0 / *c1, b = s->inputs[0];
+      else if (c0) alpha = *c0, b = s->inputs[1];
+    }
+    const MovesBack w = walk_moves_back(m, b);
+    if (heads <= 0 || w.chain.empty() || m.rank(w.source) != 4 || !is_float(m.value(w.source).dtype)) continue;
+    const bool keys = reads_as_repeat_kv(m, b, w.source, true, heads);
+    if (!keys && !reads_as_repeat_kv(m, b, w.source, false, heads)) continue;
+    const int64_t kv_heads = m.dim(w.source, 1);
+    // [B, H, S, X] = [B, kv_heads, group·S, X] (query head h = kv_head · group + j): each KV head's group of
+    // query rows is one matrix product over the cache as it lies, instead of one per query head over a copy.
+    std::vector<Node> nodes;
+    int a = mm.inputs[0];
+    if (kv_heads != heads) {
+      nodes.push_back(reshape_node(g, mm.name + "/kv_groups", a, {0, kv_heads, -1, 0}));
+      a = nodes.back().outputs[0];
+    }
+    Node p;
+    p.name = mm.name + "/kv_read";
+    p.op_type = "MatMul";
+    if (keys || alpha != 1) {
+      p.op_type = "FusedMatMul";
+      p.domain = "com.microsoft";
+      Attribute t, f;
+      t.i = keys ? 1 : 0;
+      f.kind = Attribute::Kind::Float;
+      f.f = static_cast<float>(alpha);
+      p.attrs["transB"] = t;
+      p.attrs["alpha"] = f;
+    }
+    p.inputs = {a, w.source};
+    p.outputs = {kv_heads != heads ? g.add_value(p.name) : mm.outputs[0]};
+    nodes.push_back(p);
+    if (kv_heads != heads) nodes.push_back(reshape_node(g, mm.name + "/heads", p.outputs[0], {0, heads, -1, 0}, mm.outputs[0]));
+    fused.push_back({std::string(keys ? "Q·Kᵀ" : "P·V") + " over repeat_kv" + (keys ? " and a transpose" : "") +
+                         " → grouped product on the cache as stored",
+                     mm.name});
+    rewrites.emplace_back(k, std::move(nodes));
+  }
+  replace_with(g, rewrites);
+  return fused;
+}
+
+
+std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<char> taken(g.nodes.size(), 0);
+  std::vector<std::pair<size_t, std::vector<Node>>> rewrites;
+  std::vector<Fusion> fused;
+  const auto probe = probe_bindings(m);
+  for (size_t k = g.nodes.size(); k-- > 0;) {  // last first: a partial rotary's Concat before its inner Add
+    const Node& root = g.nodes[k];
+    if (taken[k] || !root.domain.empty() || (root.op_type != "Add" && root.op_type != "Concat") || root.outputs.size() != 1) continue;
+    Why why;
+    Decomposed d{m, why, {}, {}};
+    const auto rope = match_rope(d, root.outputs[0]);
+    if (!rope || m.rank(rope->x) != 4) continue;
+    const int64_t D = m.dim(rope->x, 3), rot = rope->rotary_dim ? rope->rotary_dim : D;
+    // The op reads cos/sin as [B, S, rot/2] rows: the graph's must be [B, 1, S, rot] (or [B, S, rot]) over
+    // the same B and S as x, with equal halves (cat(freqs, freqs)) — the halves checked on a probe.
+    const auto& xs = *m.value(rope->x).shape;
+    bool fits = D > 0 && rot > 0 && rot % 2 == 0;
+    for (int table : {rope->cos, rope->sin}) {
+      const auto& ts = m.value(table).shape;
+      const int64_t r = m.rank(table);
+      fits = fits && ts && (r == 3 || (r == 4 && m.dim(table, 1) == 1)) && (*ts)[0] == xs[0] && (*ts)[static_cast<size_t>(r - 2)] == xs[2] &&
+             m.dim(table, -1) == rot;
+      const auto t = fits ? evaluate_with(g, table, probe) : std::nullopt;
+      const Tensor f = t ? cast_to(*t, DType::Float32) : Tensor();
+      fits = fits && t && t->numel() % rot == 0;
+      for (int64_t i = 0; fits && i < (t ? t->numel() : 0); ++i)
+        fits = f.data<float>()[i] == f.data<float>()[i - i % rot + (i % rot + rot / 2) % rot];
+    }
+    if (!fits) continue;
+    std::vector<Node> nodes;
+    auto first_half = [&](int table, const char* what) {
+      Node sl;
+      sl.name = root.name + "/rope_" + what + "_half";
+      sl.op_type = "Slice";
+      sl.opset = 13;  // bounds as inputs
+      sl.inputs = {table, add_constant(g, sl.name + "/starts", Tensor::from_vector<int64_t>({0}, {1})),
+                   add_constant(g, sl.name + "/ends", Tensor::from_vector<int64_t>({rot / 2}, {1})),
+                   add_constant(g, sl.name + "/axes", Tensor::from_vector<int64_t>({-1}, {1}))};
+      sl.outputs = {g.add_value(sl.name)};
+      nodes.push_back(sl);
+      return sl.outputs[0];
+    };
+    Node r;
+    r.name = root.name + "/rotary_embedding";
+    r.op_type = "RotaryEmbedding";
+    r.inputs = {rope->x, first_half(rope->cos, "cos"), first_half(rope->sin, "sin")};
+    r.outputs = root.outputs;
+    if (rope->rotary_dim) {
+      Attribute a;
+      a.i = rot;
+      r.attrs["rotary_embedding_dim"] = a;
+    }
+    nodes.push_back(r);
+    for (int n : d.nodes) taken[static_cast<size_t>(n)] = 1;
+    fused.push_back({std::string("rotate-half RoPE (Slice, Neg, Concat, Mul, Add") + (rope->rotary_dim ? ", partial" : "") + ") → RotaryEmbedding", root.name});
+    rewrites.emplace_back(k, std::move(nodes));
+  }
+  std::reverse(rewrites.begin(), rewrites.end());
+  replace_with(g, rewrites);
+  return fused;
 }
 
 }  // namespace tern

@@ -68,6 +68,16 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
 std::vector<Fusion> fuse_rms_norm(Graph& g);
 // gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
 std::vector<Fusion> fuse_swiglu(Graph& g);
+// What attention that stays decomposed (the graph's own cache) reads through repeat_kv and a transpose:
+// MatMul(Q, Mul(Transpose(repeat_kv(K)), c)) → FusedMatMul(Q as [B, kv_heads, group·S, D], K, transB, alpha c)
+// and MatMul(P, repeat_kv(V)) → MatMul(P as [B, kv_heads, group·S, T], V), reshaped back to query heads —
+// no copy of the cache per step (repeat_kv and the transpose checked on a probe, any spelling).
+std::vector<Fusion> fuse_kv_matmuls(Graph& g);
+// Rotate-half RoPE that stays decomposed (the graph's own cache): x·cos + Concat(−x[D/2:], x[:D/2])·sin,
+// or its partial-rotary form, on [B, H, S, D] heads → RotaryEmbedding(x, cos[..., :rot/2], sin[..., :rot/2])
+// — one node for fourteen per layer. Only when the tables are [B, 1, S, rot] over x's B and S with equal
+// halves (checked on a probe).
+std::vector<Fusion> fuse_rotary_embedding(Graph& g);
 // MatMuls with constant 2-D weights that read the same input (Q/K/V projections, gate/up) → one MatMul
 // over the concatenated weights, split back — or read packed by SwiGLU / CachedAttention when they are
 // its only consumers. Run after the others: it looks for their nodes.

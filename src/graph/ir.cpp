@@ -11,6 +11,15 @@ SymShape sym_shape(const Shape& s) {
   return r;
 }
 
+Dim dim_sum(const Dim& a, const Dim& b) {
+  if (a.is_known() && b.is_known()) return Dim::known(a.value + b.value);
+  if (a.is_known() && a.value == 0) return b;
+  if (b.is_known() && b.value == 0) return a;
+  const bool named = !a.is_known() && !b.is_known() && !a.symbol.empty() && !b.symbol.empty();
+  if (!named || a.symbol == kInferredDim || b.symbol == kInferredDim) return Dim{};
+  return Dim::named(a.symbol + " + " + b.symbol);
+}
+
 std::optional<Shape> concrete(const SymShape& s) {
   Shape r;
   r.reserve(s.size());

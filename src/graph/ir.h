@@ -31,6 +31,10 @@ using SymShape = std::vector<Dim>;
 inline constexpr const char* kInferredDim = "(-1)";
 
 SymShape sym_shape(const Shape& s);
+// a + b: known sizes add, 0 adds nothing, two named dims give the symbol "a + b" — how exporters name
+// a total length (Optimum's attention_mask is [batch_size, past_sequence_length + sequence_length]), so a
+// Concat of past and new keys gets the mask's own dim. Anything else is unknown.
+Dim dim_sum(const Dim& a, const Dim& b);
 // The concrete shape, if every dim is known.
 std::optional<Shape> concrete(const SymShape& s);
 std::string sym_shape_str(const SymShape& s);

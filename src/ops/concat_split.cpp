@@ -27,8 +27,7 @@ class ConcatOp : public Op {
       if (s.size() != out.size()) ctx.fail("inputs have different ranks (", sym_shape_str(out), " vs ", sym_shape_str(s), ")");
       for (size_t k = 0; k < s.size(); ++k) {
         if (static_cast<int64_t>(k) == axis) {
-          Dim& d = out[k];
-          d = (d.is_known() && s[k].is_known()) ? Dim::known(d.value + s[k].value) : Dim{};
+          out[k] = dim_sum(out[k], s[k]);
         } else if (!out[k].is_known() && s[k].is_known()) {
           out[k] = s[k];
         } else if (out[k].is_known() && s[k].is_known() && out[k].value != s[k].value) {

@@ -134,6 +134,7 @@ class BinaryOp : public Op {
     DType out = (is_comparison(kind_) || kind_ == BinKind::And || kind_ == BinKind::Or || kind_ == BinKind::Xor)
                     ? DType::Bool : ctx.dtype(0);
     ctx.set(0, out, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)));
+    symbolic_elements(ctx);
   }
   // On OpenCL: the residual Add — two float32 tensors of one shape.
   bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
@@ -151,6 +152,41 @@ class BinaryOp : public Op {
   }
 
  private:
+  // Shape arithmetic at load: the sum of two shape-like values keeps its symbols (past + new length),
+  // and a comparison that the symbols decide folds (a dim is never -1: Equal(shape, -1) is false).
+  void symbolic_elements(InferContext& ctx) const {
+    if (kind_ != BinKind::Add && kind_ != BinKind::Equal) return;
+    auto a = ctx.shape_value(0), b = ctx.shape_value(1);
+    if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return;
+    const size_t n = std::max(a->size(), b->size());
+    auto at = [n](const SymShape& s, size_t i) -> const Dim& { return s.size() == n ? s[i] : s[0]; };
+    if (kind_ == BinKind::Add) {
+      SymShape sum(n);
+      for (size_t i = 0; i < n; ++i) sum[i] = dim_sum(at(*a, i), at(*b, i));
+      ctx.set_sym_value(0, sum);
+      return;
+    }
+    auto number = [](const Dim& d) -> std::optional<int64_t> {
+      if (d.is_known()) return d.value;
+      if (d.symbol == kInferredDim) return -1;
+      return std::nullopt;
+    };
+    std::vector<uint8_t> equal(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Dim &x = at(*a, i), &y = at(*b, i);
+      const auto nx = number(x), ny = number(y);
+      if (nx && ny) equal[i] = *nx == *ny;
+      else if (!nx && !ny && !x.symbol.empty() && x.symbol == y.symbol) equal[i] = 1;
+      else if ((nx && *nx < 0) || (ny && *ny < 0)) equal[i] = 0;  // a size against a negative number
+      else return;
+    }
+    const auto shape = concrete(*ctx.outputs[0].shape);
+    if (!shape || numel_of(*shape) != static_cast<int64_t>(n)) return;
+    Tensor t(DType::Bool, *shape);
+    std::copy(equal.begin(), equal.end(), t.data<bool>());
+    ctx.set_value(0, std::move(t));
+  }
+
   BinKind kind_;
 };
 
@@ -198,6 +234,20 @@ class WhereOp : public Op {
     if (ctx.dtype(1) != ctx.dtype(2)) ctx.fail("X and Y have different types");
     ctx.set(0, ctx.dtype(1),
             broadcast_shapes(ctx.node, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)), ctx.shape(2)));
+    // A known condition picking between shape-like values (exporters write Expand's target as
+    // Where(Equal(shape, -1), 1, shape)) keeps their symbolic elements.
+    const Tensor* cond = ctx.value(0);
+    auto x = ctx.shape_value(1), y = ctx.shape_value(2);
+    if (!cond || !x || !y) return;
+    const int64_t n = cond->numel();
+    auto fits = [n](const SymShape& s) { return static_cast<int64_t>(s.size()) == n || s.size() == 1; };
+    if (cond->rank() > 1 || !fits(*x) || !fits(*y)) return;
+    SymShape picked(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const SymShape& from = cond->data<bool>()[i] ? *x : *y;
+      picked[static_cast<size_t>(i)] = from.size() == 1 ? from[0] : from[static_cast<size_t>(i)];
+    }
+    ctx.set_sym_value(0, picked);
   }
   void run(RunContext& ctx) const override {
     const Tensor &c = ctx.in(0), &x = ctx.in(1), &y = ctx.in(2);

@@ -30,14 +30,20 @@ void with_compute_type(DType t, F&& f) {
   }
 }
 
+// MatMul, and com.microsoft FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes when
+// transA / transB is set (what fuse_kv_matmuls makes of Q·Kᵀ so the key cache is read where it lies).
 class MatMulOp : public Op {
  public:
-  explicit MatMulOp(const Node&) {}
+  explicit MatMulOp(const Node& n)
+      : trans_a_(n.attr_int("transA", 0) != 0), trans_b_(n.attr_int("transB", 0) != 0), alpha_(n.attr_float("alpha", 1)) {
+    if (n.attr_int("transBatchA", 0) || n.attr_int("transBatchB", 0))
+      fail_unsupported(n.describe(), ": transBatchA / transBatchB are not supported");
+  }
   // A constant 2-D float32/float16 weight is repacked once — into the kernels' panel layout (as stored,
   // or as fp16/bf16), or block-quantized to int8/int4 — and the original is not read again.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
-    if (!B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) || B->numel() == 0) return {};
+    if (!plain() || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) || B->numel() == 0) return {};
     switch (options.weights) {
       case WeightFormat::Int8:
       case WeightFormat::Int4: {
@@ -74,6 +80,9 @@ class MatMulOp : public Op {
     if (ctx.dtype(0) != ctx.dtype(1)) ctx.fail("A and B have different types");
     SymShape a = ctx.shape(0), b = ctx.shape(1);
     if (a.empty() || b.empty()) ctx.fail("inputs must have rank >= 1");
+    if ((trans_a_ && a.size() < 2) || (trans_b_ && b.size() < 2)) ctx.fail("a transposed input must have rank >= 2");
+    if (trans_a_) std::swap(a[a.size() - 1], a[a.size() - 2]);
+    if (trans_b_) std::swap(b[b.size() - 1], b[b.size() - 2]);
     bool a1 = a.size() == 1, b1 = b.size() == 1;
     if (a1) a.insert(a.begin(), Dim::known(1));
     if (b1) b.push_back(Dim::known(1));
@@ -107,7 +116,7 @@ class MatMulOp : public Op {
       if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }
-    if (A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
+    if (plain() && A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
       const int64_t K = B.dim(0), N = B.dim(1), M = K ? A.numel() / K : 0;
       if (M >= 1 && M <= kernels::kGemvMaxRows && K > 0) {  // decode: stream the weights once
         kernels::gemv_f32(A.data<float>(), M, K, B.data<float>(), K, N, ctx.out(0).data<float>(), N);
@@ -119,7 +128,8 @@ class MatMulOp : public Op {
     Shape as = A.shape(), bs = B.shape();
     if (as.size() == 1) as.insert(as.begin(), 1);
     if (bs.size() == 1) bs.push_back(1);
-    const int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+    const int64_t M = as[as.size() - (trans_a_ ? 1 : 2)], K = as[as.size() - (trans_a_ ? 2 : 1)],
+                  N = bs[bs.size() - (trans_b_ ? 2 : 1)];
     Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
     Shape batch(std::max(batch_a.size(), batch_b.size()));
     for (size_t k = 0; k < batch.size(); ++k) {
@@ -143,8 +153,8 @@ class MatMulOp : public Op {
       Tensor& y = ctx.out(0);
       Tensor yc = y.dtype() == dtype_of<C>::value ? y : Tensor(dtype_of<C>::value, y.shape());
       for (size_t i = 0; i < a_off.size(); ++i)
-        kernels::gemm<C>(false, false, M, N, K, C(1), a.data<C>() + a_off[i], K, b.data<C>() + b_off[i], N, C(0),
-                         yc.data<C>() + static_cast<int64_t>(i) * M * N, N);
+        kernels::gemm<C>(trans_a_, trans_b_, M, N, K, static_cast<C>(alpha_), a.data<C>() + a_off[i], trans_a_ ? M : K,
+                         b.data<C>() + b_off[i], trans_b_ ? K : N, C(0), yc.data<C>() + static_cast<int64_t>(i) * M * N, N);
       if (yc.raw() != y.raw()) convert_tensor(yc, y);
     });
   }
@@ -174,6 +184,9 @@ class MatMulOp : public Op {
                              static_cast<int>(K), static_cast<int>(N), static_cast<int>(quantized_->bits),
                              static_cast<int>(quantized_->block));
   }
+  bool plain() const { return !trans_a_ && !trans_b_ && alpha_ == 1.0f; }  // MatMul's own semantics
+  bool trans_a_, trans_b_;
+  float alpha_;
   std::optional<kernels::PackedMatrix> packed_;        // or
   std::optional<kernels::QuantizedWeights> quantized_;
   mutable std::vector<Tensor> device_w_;               // OpenCL: [N, K] weights, or blocks, scales, zero points
@@ -222,6 +235,7 @@ class GemmOp : public Op {
 
 void register_matmul(OpRegistry& r) {
   r.add("", "MatMul", factory<MatMulOp>());
+  r.add("com.microsoft", "FusedMatMul", factory<MatMulOp>());
   r.add("", "Gemm", factory<GemmOp>());
 }
 

@@ -26,6 +26,7 @@ void register_matmul_nbits(OpRegistry& r);        // matmul_nbits.cpp (com.micro
 void register_cached_attention(OpRegistry& r);    // cached_attention.cpp (tern: made by fusion)
 void register_swiglu(OpRegistry& r);              // swiglu.cpp (tern: made by fusion)
 void register_last_position(OpRegistry& r);       // last_position.cpp (tern: made for generation)
+void register_dims_of(OpRegistry& r);             // dims_of.cpp (tern: made by resolve_shape_values)
 void register_tensor_scatter(OpRegistry& r);      // tensor_scatter.cpp
 void register_trilu(OpRegistry& r);               // trilu.cpp
 void register_cumsum(OpRegistry& r);              // cumsum.cpp
@@ -52,6 +53,7 @@ inline void register_all_ops(OpRegistry& r) {
   register_cached_attention(r);
   register_swiglu(r);
   register_last_position(r);
+  register_dims_of(r);
   register_tensor_scatter(r);
   register_trilu(r);
   register_cumsum(r);

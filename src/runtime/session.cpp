@@ -11,6 +11,7 @@
 
 #include "graph/canonicalize.h"
 #include "graph/fusions.h"
+#include "graph/shape_values.h"
 #include "kernels/opencl/kernels.h"
 #include "ops/execute.h"
 #include "runtime/opencl.h"
@@ -117,10 +118,15 @@ void Session::prepare() {
         fusions_.insert(fusions_.end(), f.begin(), f.end());
       }
       remove_dead_nodes(g, &pass_stats_);  // fuse_shared_input_matmuls checks single consumers
-      auto f = fuse_shared_input_matmuls(g);
-      fusions_.insert(fusions_.end(), f.begin(), f.end());
+      for (auto pass : {fuse_shared_input_matmuls, fuse_kv_matmuls, fuse_rotary_embedding}) {
+        auto f = pass(g);
+        fusions_.insert(fusions_.end(), f.begin(), f.end());
+      }
       remove_dead_nodes(g, &pass_stats_);
       infer_and_fold(g, &pass_stats_, true);  // shapes of the new values
+      pass_stats_.shape_values = resolve_shape_values(g);
+      remove_dead_nodes(g, &pass_stats_);  // the chains that computed them
+      pass_stats_.merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
     }
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(model_.path + ": " + e.what());
@@ -144,9 +150,27 @@ void Session::prepare() {
     if (inputs_[i].shape)
       for (size_t a = 0; a < inputs_[i].shape->size(); ++a)
         if (const Dim& d = (*inputs_[i].shape)[a]; !d.is_known() && !d.symbol.empty()) {
-          input_dims_.push_back({i, a, d.symbol});
+          input_dims_.push_back({i, a, d.symbol, -1, {}});
           symbols.insert(d.symbol);
         }
+  for (size_t i = 0; i < input_dims_.size(); ++i) {
+    InputDim& d = input_dims_[i];
+    auto first = [&](const std::string& symbol) -> int {
+      for (size_t j = 0; j < input_dims_.size(); ++j)
+        if (input_dims_[j].symbol == symbol) return static_cast<int>(j);
+      return -1;
+    };
+    if (const int j = first(d.symbol); j >= 0 && static_cast<size_t>(j) < i) d.same_as = j;
+    const auto terms = symbol_terms(d.symbol);
+    for (size_t t = 0; t < terms.size() && terms.size() > 1; ++t) {
+      const int j = first(terms[t]);
+      if (j < 0) {
+        d.terms.clear();
+        break;
+      }
+      d.terms.push_back(static_cast<size_t>(j));
+    }
+  }
   replayable_ = true;
   for (const Node& n : g.nodes)
     for (int o : n.outputs) {
@@ -238,6 +262,17 @@ void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feed
   for (size_t i = 0; i < input_dims_.size(); ++i) {
     const InputDim& d = input_dims_[i];
     binding_[i] = values_[static_cast<size_t>(g.inputs[d.input])].dim(static_cast<int64_t>(d.axis));
+  }
+  auto where = [&](const InputDim& d) { return "input '" + inputs_[d.input].name + "' dim " + std::to_string(d.axis); };
+  for (size_t i = 0; i < input_dims_.size(); ++i) {
+    const InputDim& d = input_dims_[i];
+    if (d.same_as >= 0 && binding_[i] != binding_[static_cast<size_t>(d.same_as)]) {
+      const InputDim& e = input_dims_[static_cast<size_t>(d.same_as)];
+      fail(where(d), " (", d.symbol, ") is ", binding_[i], ", but ", where(e), " gives ", d.symbol, " = ", binding_[static_cast<size_t>(d.same_as)]);
+    }
+    int64_t sum = 0;
+    for (size_t t : d.terms) sum += binding_[t];
+    if (!d.terms.empty() && sum != binding_[i]) fail(where(d), " (", d.symbol, ") is ", binding_[i], ", but the other inputs make it ", sum);
   }
 }
 

@@ -170,6 +170,11 @@ class Session {
     size_t input;  // index in inputs_
     size_t axis;
     std::string symbol;
+    // Feeds must agree on what a symbol is (tern::DimsOf reads each from one input): the earlier input
+    // dim with this symbol, if any, and for a sum ("past_sequence_length + sequence_length") the input
+    // dims of its terms, when every term has one.
+    int same_as = -1;
+    std::vector<size_t> terms;
   };
   struct StepPlan {
     std::vector<int64_t> binding;                // sizes of input_dims_ the plan was made for

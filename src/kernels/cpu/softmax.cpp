@@ -19,14 +19,20 @@ void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, 
         continue;
       }
       if (std::isinf(mx) && mx < 0) mx = 0;  // a row of -inf: stay finite until the division
+      // One float exp per element, kept in y, summed in double: a decode step's [9, ~150] attention rows
+      // took 14 µs per call with two exps each in double (tern profile, SmolLM2-135M --window 0).
       double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(px[i * inner] - mx));
+      for (int64_t i = 0; i < n; ++i) {
+        const float e = std::exp(px[i * inner] - mx);
+        sum += e;
+        if (kind == SoftmaxKind::Softmax) py[i * inner] = e;
+      }
       if (kind == SoftmaxKind::LogSoftmax) {
         float lse = static_cast<float>(std::log(sum));
         for (int64_t i = 0; i < n; ++i) py[i * inner] = px[i * inner] - mx - lse;
       } else {
         float inv = static_cast<float>(1.0 / sum);
-        for (int64_t i = 0; i < n; ++i) py[i * inner] = std::exp(px[i * inner] - mx) * inv;
+        for (int64_t i = 0; i < n; ++i) py[i * inner] *= inv;
       }
     }
 }
