@@ -13,53 +13,12 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
+#include "core/mapped_file.h"
+
 namespace tern {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A read-only file mapping that lives as long as any tensor viewing it.
-struct MappedFile {
-  void* data = nullptr;
-  size_t size = 0;
-  ~MappedFile() {
-    if (data && size) munmap(data, size);
-  }
-};
-
-// A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
-// the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses
-// nothing: a later read would fault them in from the file again).
-std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes) {
-  return std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) {
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  });
-}
-
-std::shared_ptr<MappedFile> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("'", path, "' is not a regular file");
-  }
-  auto m = std::make_shared<MappedFile>();
-  m->size = static_cast<size_t>(st.st_size);
-  if (m->size > 0) {
-    m->data = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m->data == MAP_FAILED) {
-      m->data = nullptr;
-      ::close(fd);
-      fail("cannot map '", path, "': ", std::strerror(errno));
-    }
-  }
-  ::close(fd);
-  return m;
-}
 
 template <typename Msg>
 void parse_message(Msg& msg, const void* data, size_t size, const std::string& path, const char* what) {

@@ -1,0 +1,136 @@
+// The GGUF reader: a file written here byte by byte (the format as llama.cpp's gguf.cpp writes it), read
+// back; every truncation and the hostile claims a crafted file can make fail with a message, never a
+// read past the end.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "llm/gguf.h"
+#include "model_builder.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::llm;
+using namespace tern::test;
+
+namespace {
+
+// Little-endian GGUF bytes.
+struct GgufWriter {
+  std::string b;
+  template <typename T>
+  GgufWriter& put(T v) {
+    b.append(reinterpret_cast<const char*>(&v), sizeof v);
+    return *this;
+  }
+  GgufWriter& str(const std::string& s) {
+    put<uint64_t>(s.size());
+    b += s;
+    return *this;
+  }
+  void pad(size_t alignment) {
+    while (b.size() % alignment) b += '\0';
+  }
+};
+
+// Version 3: a string, a uint32, a float, a string array; a 2×32 F32 tensor and a 32-element Q8_0 one.
+std::string small_gguf(uint32_t alignment = 32) {
+  GgufWriter w;
+  w.put<uint32_t>(0x46554747).put<uint32_t>(3).put<uint64_t>(2).put<uint64_t>(5);
+  w.str("general.architecture").put<uint32_t>(8).str("llama");
+  w.str("llama.block_count").put<uint32_t>(4).put<uint32_t>(30);
+  w.str("llama.rope.freq_base").put<uint32_t>(6).put<float>(10000.0f);
+  w.str("tokenizer.ggml.tokens").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(3).str("<s>").str("a").str("b");
+  w.str("general.alignment").put<uint32_t>(4).put<uint32_t>(alignment);
+  w.str("weight").put<uint32_t>(2).put<uint64_t>(32).put<uint64_t>(2).put<uint32_t>(0).put<uint64_t>(0);
+  w.str("blocks").put<uint32_t>(1).put<uint64_t>(32).put<uint32_t>(8).put<uint64_t>(alignment * ((256 + alignment - 1) / alignment));
+  w.pad(alignment);
+  for (int i = 0; i < 64; ++i) w.put<float>(static_cast<float>(i));
+  w.pad(alignment);
+  w.put<uint16_t>(0x3c00);  // Q8_0: fp16 scale 1.0, then 32 int8
+  for (int i = 0; i < 32; ++i) w.put<int8_t>(static_cast<int8_t>(i - 16));
+  return w.b;
+}
+
+std::string write(const TempDir& d, const std::string& bytes, const char* name = "m.gguf") {
+  const std::string path = (d.path / name).string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("GGUF: metadata and tensors read back as written") {
+  TempDir d;
+  GgufFile f(write(d, small_gguf()));
+  CHECK(f.version() == 3);
+  CHECK(f.string("general.architecture") == "llama");
+  CHECK(f.integer("llama.block_count") == 30);
+  CHECK(f.number("llama.rope.freq_base") == 10000.0);
+  REQUIRE(f.array("tokenizer.ggml.tokens").size() == 3);
+  CHECK(f.array("tokenizer.ggml.tokens")[2].s == "b");
+  REQUIRE(f.tensors().size() == 2);
+  const GgufTensor* w = f.tensor("weight");
+  REQUIRE(w);
+  CHECK(w->dims == std::vector<int64_t>{32, 2});
+  CHECK(w->bytes == 256);
+  float last;
+  std::memcpy(&last, w->data + 63 * 4, 4);
+  CHECK(last == 63.0f);
+  const GgufTensor* q = f.tensor("blocks");
+  REQUIRE(q);
+  CHECK(q->type == GgmlType::Q8_0);
+  CHECK(q->bytes == 34);
+  CHECK(static_cast<int8_t>(q->data[2 + 31]) == 15);
+  CHECK(error_of([&] { f.string("llama.block_count"); }).find("is not a string") != std::string::npos);
+  CHECK(error_of([&] { f.integer("llama.context_length"); }).find("has no metadata 'llama.context_length'") != std::string::npos);
+}
+
+TEST_CASE("GGUF: every truncation of a valid file is refused with a message") {
+  TempDir d;
+  const std::string full = small_gguf();
+  for (size_t n = 0; n < full.size(); ++n) {
+    CAPTURE(n);
+    const std::string e = error_of([&] { GgufFile f(write(d, full.substr(0, n))); });
+    CHECK(!e.empty());
+  }
+}
+
+TEST_CASE("GGUF: hostile claims are refused naming the field") {
+  TempDir d;
+  auto header = [](uint32_t version, uint64_t tensors, uint64_t kvs) {
+    GgufWriter w;
+    w.put<uint32_t>(0x46554747).put<uint32_t>(version).put<uint64_t>(tensors).put<uint64_t>(kvs);
+    return w;
+  };
+  CHECK(contains(error_of([&] { GgufFile f(write(d, "GGML and more bytes than a header")); }), "not a GGUF file"));
+  CHECK(contains(error_of([&] { GgufFile f(write(d, header(1, 0, 0).b)); }), "version 1"));
+  CHECK(contains(error_of([&] { GgufFile f(write(d, header(3, 0, uint64_t{1} << 60).b)); }), "cannot hold them"));
+  {  // an array claiming more elements than the file holds
+    GgufWriter w = header(3, 0, 1);
+    w.str("tokenizer.ggml.tokens").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(uint64_t{1} << 40);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "cannot fit"));
+  }
+  {  // a string longer than the file
+    GgufWriter w = header(3, 0, 1);
+    w.str("general.name").put<uint32_t>(8).put<uint64_t>(uint64_t{1} << 62);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "truncated or corrupt"));
+  }
+  {  // a tensor past the end of the data, one of an unknown type, one of an impossible size
+    GgufWriter w = header(3, 1, 0);
+    w.str("t").put<uint32_t>(1).put<uint64_t>(32).put<uint32_t>(0).put<uint64_t>(1 << 20);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "tensor 't'"));
+    GgufWriter u = header(3, 1, 0);
+    u.str("odd").put<uint32_t>(1).put<uint64_t>(32).put<uint32_t>(99).put<uint64_t>(0);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, u.b)); }), "tensor 'odd' has ggml type 99, which tern does not know"));
+    GgufWriter v = header(3, 1, 0);
+    v.str("huge").put<uint32_t>(2).put<uint64_t>(uint64_t{1} << 39).put<uint64_t>(uint64_t{1} << 39).put<uint32_t>(0).put<uint64_t>(0);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, v.b)); }), "impossible dim"));
+  }
+  {  // an alignment that is not a power of two
+    GgufWriter w = header(3, 0, 1);
+    w.str("general.alignment").put<uint32_t>(4).put<uint32_t>(24);
+    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "power of two"));
+  }
+}
