@@ -9,8 +9,9 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   python3-onnx python3-numpy
 )
-# --ci: also what only some tests need — headless Chromium renders the profiler's HTML report.
-[ "${1:-}" = "--ci" ] && packages+=(chromium)
+# --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
+# types into `tern chat`.
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

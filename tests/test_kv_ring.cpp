@@ -341,3 +341,29 @@ TEST_CASE("a long window allocates slots as it fills; held tokens survive each g
       CHECK(r.value(b, r.slot(b, i), 9) == doctest::Approx(row(b, t, 0.5f)[9]));
     }
 }
+
+TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefill of the whole prompt gives") {
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+  SessionOptions so;
+  so.kv_window = 128;
+  so.last_position_output = "logits";
+  Session s(dir + "/model.onnx", so);
+  Generator gen(s, read_model_config(dir));
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.resume = true;
+  const GenerateResult first = gen.generate({{1, 17, 93}}, o);
+  std::vector<int64_t> next = first.tokens[0];
+  next.insert(next.end(), {5, 42});
+  const GenerateResult resumed = gen.generate({next}, o);
+  CHECK(resumed.prompt_tokens == 3);  // the last answer token and the two new ones
+  o.resume = false;
+  const GenerateResult fresh = gen.generate({next}, o);
+  CHECK(fresh.prompt_tokens == static_cast<int64_t>(next.size()));
+  CHECK(resumed.tokens == fresh.tokens);
+  // A prompt that does not continue the cached tokens starts over.
+  o.resume = true;
+  gen.generate({{1, 17, 93}}, o);
+  const GenerateResult other = gen.generate({{1, 18, 93, 4}}, o);
+  CHECK(other.prompt_tokens == 4);
+}

@@ -1,5 +1,7 @@
 // The `tern` command line: one function per subcommand, each a thin layer over the library.
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +18,7 @@
 #include "llm/chat_template.h"
 #include "llm/evaluate.h"
 #include "llm/generator.h"
+#include "llm/gguf_import.h"
 #include "llm/llama2c.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
@@ -97,6 +100,14 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--wei
       too. The folder's other files (config, tokenizer) are copied.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
+  chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [--greedy | sampling flags as generate] [--window W] [--stats]
+      An interactive conversation in the model's chat format. Each turn is prefilled on top of the KV
+      cache the last one left (only the new turn is fed), the answer streams; Ctrl-C stops an answer,
+      Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
+  import-gguf FILE.gguf OUT_DIR
+      Writes a llama.cpp GGUF (Llama family) as an ONNX model folder: the same graph, the weights' exact
+      values (Q4_0/Q4_1/Q8_0 as MatMulNBits blocks, others as float32), config.json, tokenizer.json from
+      the GGUF vocabulary and the chat template.
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
 )";
@@ -422,6 +433,20 @@ int cmd_eval(int argc, char** argv) {
   return 0;
 }
 
+// Flags win; what they leave open comes from generation_config.json (sampling only if it says do_sample).
+tern::llm::SamplingOptions sampling_options(const Flags& f, const tern::llm::ModelConfig& cfg) {
+  tern::llm::SamplingOptions s;
+  const bool sampling_flags = f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p");
+  s.greedy = f.has("greedy") || (!sampling_flags && !cfg.do_sample);
+  s.temperature = f.has("temperature") ? std::stof(f.get("temperature")) : cfg.temperature;
+  s.top_k = f.has("top-k") ? std::stoi(f.get("top-k")) : cfg.top_k;
+  s.top_p = f.has("top-p") ? std::stof(f.get("top-p")) : cfg.top_p;
+  s.min_p = std::stof(f.get("min-p", "0"));
+  s.repetition_penalty = f.has("repetition-penalty") ? std::stof(f.get("repetition-penalty")) : cfg.repetition_penalty;
+  s.seed = std::stoull(f.get("seed", "0"));
+  return s;
+}
+
 int cmd_generate(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats"});
   std::string dir;
@@ -467,16 +492,7 @@ int cmd_generate(int argc, char** argv) {
   opt.use_cache = !f.has("no-cache");
   opt.prefill_chunk = std::stoll(f.get("prefill-chunk", "0"));
   opt.eos_token_ids = cfg.eos_token_ids;
-  auto& s = opt.sampling;
-  // Flags win; what they leave open comes from generation_config.json (sampling only if it says do_sample).
-  const bool sampling_flags = f.has("temperature") || f.has("top-k") || f.has("top-p") || f.has("min-p");
-  s.greedy = f.has("greedy") || (!sampling_flags && !cfg.do_sample);
-  s.temperature = f.has("temperature") ? std::stof(f.get("temperature")) : cfg.temperature;
-  s.top_k = f.has("top-k") ? std::stoi(f.get("top-k")) : cfg.top_k;
-  s.top_p = f.has("top-p") ? std::stof(f.get("top-p")) : cfg.top_p;
-  s.min_p = std::stof(f.get("min-p", "0"));
-  s.repetition_penalty = f.has("repetition-penalty") ? std::stof(f.get("repetition-penalty")) : cfg.repetition_penalty;
-  s.seed = std::stoull(f.get("seed", "0"));
+  opt.sampling = sampling_options(f, cfg);
   opt.num_beams = std::stoi(f.get("num-beams", "1"));
   opt.length_penalty = std::stof(f.get("length-penalty", "1"));
   opt.early_stopping = f.has("early-stopping");
@@ -534,6 +550,109 @@ int cmd_generate(int argc, char** argv) {
   std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "
             << res.decode_steps * static_cast<int64_t>(ids.size()) << " tokens, "
             << (per_token > 0 ? static_cast<int64_t>(1000.0 * static_cast<double>(ids.size()) / per_token) : 0) << " tok/s\n";
+  return 0;
+}
+
+// Ctrl-C while an answer streams stops that answer; at the prompt it starts a new line.
+std::atomic<bool> interrupted{false};
+extern "C" void on_sigint(int) { interrupted = true; }
+
+// An interactive conversation: each turn is prefilled on top of the cache the last one left (only the
+// new text is fed when the conversation so far tokenizes as it was generated), the answer streams.
+int cmd_chat(int argc, char** argv) {
+  Flags f = parse(argc, argv, 3, {"greedy", "stats"});
+  if (argc < 3 || argv[2][0] == '-') tern::fail("usage: tern chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [sampling flags]");
+  std::string dir;
+  const std::string model_path = resolve_model(argv[2], &dir);
+  tern::SessionOptions so;
+  if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  const tern::llm::ModelConfig cfg = tern::llm::read_model_config(dir);
+  set_generation_options(f, cfg, so, true);
+  tern::Session session(model_path, so);
+  warn_if_graph_cache(session);
+  tern::llm::Generator gen(session, cfg);
+  const auto tok = tern::llm::load_tokenizer(dir);
+  const auto family = tern::llm::detect_chat_family(dir);
+  tern::llm::GenerateOptions opt;
+  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "512"));
+  opt.eos_token_ids = cfg.eos_token_ids;
+  opt.sampling = sampling_options(f, cfg);
+  opt.resume = true;
+  bool stats = f.has("stats");
+  std::vector<tern::llm::ChatMessage> msgs;
+  if (f.has("system")) msgs.push_back({"system", f.get("system")});
+  const size_t first_turn = msgs.size();
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read
+  sigaction(SIGINT, &sa, nullptr);
+  std::cerr << "chat with " << dir << " (" << tern::llm::chat_family_name(family)
+            << " format). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
+  for (;;) {
+    std::cout << "> " << std::flush;
+    std::string line;
+    interrupted = false;
+    if (!std::getline(std::cin, line)) {
+      if (interrupted && !std::cin.eof()) {  // Ctrl-C at the prompt
+        std::cin.clear();
+        std::cout << "\n";
+        continue;
+      }
+      std::cout << "\n";
+      return 0;  // Ctrl-D
+    }
+    if (line.empty()) continue;
+    if (line == "/stats") {
+      stats = !stats;
+      std::cerr << "speed after each answer: " << (stats ? "on" : "off") << "\n";
+      continue;
+    }
+    if (line == "/reset") {
+      msgs.resize(first_turn);
+      std::cerr << "conversation forgotten\n";
+      continue;
+    }
+    msgs.push_back({"user", line});
+    std::vector<int64_t> ids;
+    if (family == tern::llm::ChatFamily::None) {  // no template: one running text, each answer continuing its line
+      for (size_t i = 0; i < msgs.size(); ++i) {
+        const bool new_line = i > 0 && msgs[i].role == "user";
+        const auto part = tok->encode(new_line ? "\n" + msgs[i].content : msgs[i].content, i == 0);
+        ids.insert(ids.end(), part.begin(), part.end());
+      }
+    } else {
+      ids = tok->encode(tern::llm::format_chat(family, msgs), false);  // the template writes BOS
+    }
+    tern::llm::TextStream out(*tok, ids);
+    std::string answer;
+    interrupted = false;
+    const auto res = gen.generate({ids}, opt, [&](size_t, int64_t t) {
+      const bool end = std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end();
+      if (!end) {
+        const std::string piece = out.push(t);
+        answer += piece;
+        std::cout << piece << std::flush;
+      }
+      return !interrupted.load();
+    });
+    std::cout << out.flush() << "\n";
+    if (interrupted) std::cerr << "[stopped]\n";
+    msgs.push_back({"assistant", answer});
+    if (stats) {
+      const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+      std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
+                << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
+                << " tok/s; " << res.decode_steps << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
+                << " tok/s]\n";
+    }
+  }
+}
+
+int cmd_import_gguf(int argc, char** argv) {
+  if (argc != 4) tern::fail("usage: tern import-gguf FILE.gguf OUT_DIR");
+  const auto t0 = std::chrono::steady_clock::now();
+  tern::llm::import_gguf(argv[2], argv[3]);
+  std::cout << "wrote " << argv[3] << " in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
   return 0;
 }
 
@@ -734,6 +853,8 @@ int main(int argc, char** argv) {
     if (cmd == "profile") return cmd_profile(argc, argv);
     if (cmd == "quantize") return cmd_quantize(argc, argv);
     if (cmd == "convert") return cmd_convert(argc, argv);
+    if (cmd == "import-gguf") return cmd_import_gguf(argc, argv);
+    if (cmd == "chat") return cmd_chat(argc, argv);
     if (cmd == "bench") return cmd_bench(argc, argv);
     if (cmd == "bench-op") return cmd_bench_op(argc, argv);
     if (cmd == "devices") return cmd_devices();

@@ -136,15 +136,19 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
                                    const std::function<bool(size_t, int64_t)>& on_token) {
   check_prompts(prompts, opt);
-  if (io_.layout == PastLayout::Internal) session_.reset();  // a new batch starts with empty rings
-  if (opt.num_beams > 1) return beam_search(prompts, opt);
   const int64_t B = static_cast<int64_t>(prompts.size());
   const bool cached = opt.use_cache && io_.layout != PastLayout::None;
+  const bool resume = opt.resume && cached && B == 1 && opt.num_beams == 1 && resumable_ &&
+                      resumable_tokens_.size() < prompts[0].size() &&
+                      std::equal(resumable_tokens_.begin(), resumable_tokens_.end(), prompts[0].begin());
+  std::unique_ptr<KvCache> kept = std::move(resumable_);
+  resumable_tokens_.clear();
+  if (io_.layout == PastLayout::Internal && !resume) session_.reset();  // a new batch starts with empty rings
+  if (opt.num_beams > 1) return beam_search(prompts, opt);
   const int64_t pad = pad_id();
   Rows seq, mask;
   left_pad(prompts, pad, seq, mask);
   GenerateResult res;
-  res.prompt_tokens = static_cast<int64_t>(seq[0].size()) * B;
   res.tokens = prompts;
   for (size_t b = 0; b < prompts.size(); ++b) {  // room for every new token: no reallocation while decoding
     seq[b].reserve(seq[b].size() + static_cast<size_t>(opt.max_new_tokens));
@@ -158,7 +162,8 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     s.seed += static_cast<uint64_t>(b);
     samplers.emplace_back(s);
   }
-  KvCache cache(io_, B);
+  KvCache cache = resume ? std::move(*kept) : KvCache(io_, B);
+  res.prompt_tokens = (static_cast<int64_t>(seq[0].size()) - cache.length()) * B;  // what the prefill feeds
   // One sequence on an OpenCL device, greedy or top-k sampling without a repetition penalty: after the
   // prefill (whose logits the result keeps), only the k best scores of each step come back — the
   // sampler sees every other token at −∞, which its top-k would have cut anyway.
@@ -200,6 +205,10 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   res.decode_ms = ms_since(step_t0);
   res.weight_bytes_per_token = session_.weight_bytes_per_token();
   res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? session_.state_bytes_per_token() : cache.bytes_per_token();
+  if (opt.resume && cached && B == 1) {  // for a next turn: the cache and the tokens it holds
+    resumable_tokens_.assign(seq[0].begin(), seq[0].begin() + cache.length());
+    resumable_ = std::make_unique<KvCache>(std::move(cache));
+  }
   return res;
 }
 

@@ -21,12 +21,16 @@ struct GenerateOptions {
   bool use_cache = true;
   int64_t prefill_chunk = 0;    // > 0: feed the prompt in chunks of this many tokens (needs a cache)
   std::vector<int64_t> eos_token_ids;  // stop a sequence at any of these (kept in its output)
+  // One sequence: when the tokens the last resuming generate() left in the cache begin this prompt,
+  // continue from that cache — a chat's earlier turns are not fed again (`tern chat`) — and keep this
+  // one's for the next. Else (or false) a fresh cache.
+  bool resume = false;
 };
 
 struct GenerateResult {
   std::vector<std::vector<int64_t>> tokens;  // per sequence: prompt then generated ids, no padding
   double prefill_ms = 0, decode_ms = 0;
-  int64_t prompt_tokens = 0, decode_steps = 0;
+  int64_t prompt_tokens = 0, decode_steps = 0;  // prompt_tokens: positions the prefill fed (resume: the new ones)
   Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
   int64_t weight_bytes_per_token = 0;  // weights a decode step reads
   int64_t cache_bytes_per_token = 0;   // KV-cache bytes the last decode step moved
@@ -60,6 +64,9 @@ class Generator {
   Session& session_;
   ModelConfig config_;
   DecoderIO io_;
+  // What the last resuming generate() left cached, and the tokens it holds (GenerateOptions::resume).
+  std::unique_ptr<KvCache> resumable_;
+  std::vector<int64_t> resumable_tokens_;
   // Per-step state kept between steps so that decoding allocates nothing: the feeds, the outputs
   // handed back to the session (a replayed step writes its logits in place) and the last logits.
   std::vector<int64_t> step_ids_, step_mask_, step_pos_;

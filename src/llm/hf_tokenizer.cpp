@@ -15,6 +15,13 @@
 #include "llm/unicode.h"
 
 namespace tern::llm {
+
+const char* const kGpt2SplitRegex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kLlama3SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kQwen2SplitRegex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 namespace {
 
 using json = nlohmann::json;
@@ -40,16 +47,10 @@ const ByteMap& byte_map() {
 
 // The split regexes tokenizers ship, matched by hand (tern has no regex engine with \p{...}).
 enum class SplitPattern { Gpt2, Llama3, Qwen2 };
-const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* kLlama3Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const char* kQwen2Pattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 SplitPattern pattern_of(const std::string& p) {
-  if (p == kGpt2Pattern) return SplitPattern::Gpt2;
-  if (p == kLlama3Pattern) return SplitPattern::Llama3;
-  if (p == kQwen2Pattern) return SplitPattern::Qwen2;
+  if (p == kGpt2SplitRegex) return SplitPattern::Gpt2;
+  if (p == kLlama3SplitRegex) return SplitPattern::Llama3;
+  if (p == kQwen2SplitRegex) return SplitPattern::Qwen2;
   fail_unsupported("tokenizer.json: split pattern '", p, "' is not one tern knows (GPT-2, Llama-3, Qwen2)");
 }
 
@@ -329,6 +330,18 @@ class HfTokenizer : public Tokenizer {
         fail_unsupported("tokenizer.json: Split behaviour other than Isolated is not supported");
       const SplitPattern sp = pattern_of(p["pattern"]["Regex"]);
       pre_.push_back([sp](const std::string& s, bool) { return regex_split(s, sp); });
+    } else if (type == "Digits") {  // digits apart from the rest: each alone, or runs of them
+      const bool individual = p.value("individual_digits", false);
+      pre_.push_back([individual](const std::string& s, bool) {
+        std::vector<std::string> pieces;
+        const std::vector<char32_t> u = utf8_decode(s);
+        size_t start = 0;
+        for (size_t i = 1; i <= u.size(); ++i) {
+          const bool d = i < u.size() && is_number(u[i]), before = is_number(u[i - 1]);
+          if (i == u.size() || d != before || (d && individual)) pieces.push_back(utf8_encode(u, start, i)), start = i;
+        }
+        return pieces;
+      });
     } else if (type == "Metaspace") {
       const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
       const bool split = p.value("split", true);

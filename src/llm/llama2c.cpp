@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "graph/onnx_builder.h"
+#include "llm/llama_onnx.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -132,112 +132,33 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
     cos = r.take("freq_cis_real", {c.seq_len, head / 2});
     sin = r.take("freq_cis_imag", {c.seq_len, head / 2});
   } else {  // computed as llama2.c's run.c does, in float
-    cos = Tensor(DType::Float32, {c.seq_len, head / 2});
-    sin = Tensor(DType::Float32, {c.seq_len, head / 2});
-    for (int64_t p = 0; p < c.seq_len; ++p)
-      for (int64_t i = 0; i < head / 2; ++i) {
-        float freq = 1.0f / std::pow(10000.0f, static_cast<float>(2 * i) / static_cast<float>(head));
-        float val = static_cast<float>(p) * freq;
-        cos.data<float>()[p * (head / 2) + i] = std::cos(val);
-        sin.data<float>()[p * (head / 2) + i] = std::sin(val);
-      }
+    rope_tables(c.seq_len, head, 10000.0f, cos, sin);
   }
   wcls = c.shared_classifier ? tok_emb : r.take("wcls", {V, D});
   if (r.remaining() != 0)
     fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");
 
-  OnnxBuilder b(23, "llama2c");
-  const std::string batch = "batch_size", seq = "sequence_length", past = "past_sequence_length",
-                    total = "total_sequence_length";
-  b.input("input_ids", DType::Int64, {batch, seq});
-  b.input("attention_mask", DType::Int64, {batch, total});
-  b.input("position_ids", DType::Int64, {batch, seq});
-  for (int64_t l = 0; l < L; ++l)
-    for (const char* kv : {"key", "value"})
-      b.input("past_key_values." + std::to_string(l) + "." + kv, DType::Float32, {batch, KV, past, head});
-  b.output("logits", DType::Float32, {batch, seq, V});
-  for (int64_t l = 0; l < L; ++l)
-    for (const char* kv : {"key", "value"})
-      b.output(std::string("present.") + std::to_string(l) + "." + kv, DType::Float32, {batch, KV, total, head});
-
-  b.initializer("model.embed_tokens.weight", tok_emb);
-  b.initializer("rope.cos", cos);
-  b.initializer("rope.sin", sin);
-  b.initializer("const.zero", Tensor::scalar<int64_t>(0));
-  b.initializer("const.one", Tensor::scalar<int64_t>(1));
-  b.initializer("const.axes0", Tensor::from_vector<int64_t>({0}, {1}));
-  b.initializer("const.axes1", Tensor::from_vector<int64_t>({1}, {1}));
-  b.initializer("const.axes12", Tensor::from_vector<int64_t>({1, 2}, {2}));
-  b.initializer("const.allowed", Tensor::scalar<float>(0.0f));
-  b.initializer("const.masked", Tensor::scalar<float>(-1e30f));  // finite: a fully padded row stays finite
-
-  // Additive attention bias [batch, 1, seq, total]: query i (absolute position past+i) sees key j when
-  // j <= past+i and attention_mask[b, j] is 1.
-  b.node("Shape", {"attention_mask"}, {"mask.shape"});
-  b.node("Gather", {"mask.shape", "const.one"}, {"mask.total"});
-  b.node("Shape", {"input_ids"}, {"ids.shape"});
-  b.node("Gather", {"ids.shape", "const.one"}, {"mask.seq"});
-  b.node("Sub", {"mask.total", "mask.seq"}, {"mask.past"});
-  b.node("Range", {"mask.past", "mask.total", "const.one"}, {"mask.rows"});
-  b.node("Range", {"const.zero", "mask.total", "const.one"}, {"mask.cols"});
-  b.node("Unsqueeze", {"mask.cols", "const.axes0"}, {"mask.cols2"});
-  b.node("Unsqueeze", {"mask.rows", "const.axes1"}, {"mask.rows2"});
-  b.node("LessOrEqual", {"mask.cols2", "mask.rows2"}, {"mask.causal"});
-  OnnxBuilder::attr(b.node("Cast", {"attention_mask"}, {"mask.keep"}), "to", static_cast<int64_t>(DType::Bool));
-  b.node("Unsqueeze", {"mask.keep", "const.axes12"}, {"mask.keep4"});
-  b.node("And", {"mask.causal", "mask.keep4"}, {"mask.allowed"});
-  b.node("Where", {"mask.allowed", "const.allowed", "const.masked"}, {"attn.bias"});
-
-  b.node("Gather", {"model.embed_tokens.weight", "input_ids"}, {"h.0"});
-  std::string h = "h.0";
+  LlamaShape shape;
+  shape.layers = L, shape.hidden = D, shape.ffn = F, shape.heads = H, shape.kv_heads = KV, shape.vocab = V;
+  LlamaWeights w;
+  w.embed = tok_emb;
+  w.cos = cos;
+  w.sin = sin;
   for (int64_t l = 0; l < L; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    b.initializer(p + "input_layernorm.weight", layer_row(rms_att, l));
-    b.initializer(p + "self_attn.q_proj.weight", layer_transposed(wq, l));
-    b.initializer(p + "self_attn.k_proj.weight", layer_transposed(wk, l));
-    b.initializer(p + "self_attn.v_proj.weight", layer_transposed(wv, l));
-    b.initializer(p + "self_attn.o_proj.weight", layer_transposed(wo, l));
-    b.initializer(p + "post_attention_layernorm.weight", layer_row(rms_ffn, l));
-    b.initializer(p + "mlp.gate_proj.weight", layer_transposed(w1, l));
-    b.initializer(p + "mlp.down_proj.weight", layer_transposed(w2, l));
-    b.initializer(p + "mlp.up_proj.weight", layer_transposed(w3, l));
-
-    OnnxBuilder::attr(b.node("RMSNormalization", {h, p + "input_layernorm.weight"}, {p + "x"}), "epsilon", 1e-5f);
-    b.node("MatMul", {p + "x", p + "self_attn.q_proj.weight"}, {p + "q"});
-    b.node("MatMul", {p + "x", p + "self_attn.k_proj.weight"}, {p + "k"});
-    b.node("MatMul", {p + "x", p + "self_attn.v_proj.weight"}, {p + "v"});
-    auto& rq = b.node("RotaryEmbedding", {p + "q", "rope.cos", "rope.sin", "position_ids"}, {p + "q_rot"});
-    OnnxBuilder::attr(rq, "interleaved", int64_t{1});
-    OnnxBuilder::attr(rq, "num_heads", H);
-    auto& rk = b.node("RotaryEmbedding", {p + "k", "rope.cos", "rope.sin", "position_ids"}, {p + "k_rot"});
-    OnnxBuilder::attr(rk, "interleaved", int64_t{1});
-    OnnxBuilder::attr(rk, "num_heads", KV);
-    const std::string l_s = std::to_string(l);
-    auto& att = b.node("Attention", {p + "q_rot", p + "k_rot", p + "v", "attn.bias", "past_key_values." + l_s + ".key",
-                                     "past_key_values." + l_s + ".value"},
-                       {p + "attn", "present." + l_s + ".key", "present." + l_s + ".value"});
-    OnnxBuilder::attr(att, "q_num_heads", H);
-    OnnxBuilder::attr(att, "kv_num_heads", KV);
-    b.node("MatMul", {p + "attn", p + "self_attn.o_proj.weight"}, {p + "o"});
-    b.node("Add", {h, p + "o"}, {p + "h_attn"});
-    OnnxBuilder::attr(b.node("RMSNormalization", {p + "h_attn", p + "post_attention_layernorm.weight"}, {p + "x2"}),
-                      "epsilon", 1e-5f);
-    b.node("MatMul", {p + "x2", p + "mlp.gate_proj.weight"}, {p + "gate"});
-    b.node("MatMul", {p + "x2", p + "mlp.up_proj.weight"}, {p + "up"});
-    b.node("Sigmoid", {p + "gate"}, {p + "gate_sig"});
-    b.node("Mul", {p + "gate", p + "gate_sig"}, {p + "gate_silu"});
-    b.node("Mul", {p + "gate_silu", p + "up"}, {p + "gate_up"});
-    b.node("MatMul", {p + "gate_up", p + "mlp.down_proj.weight"}, {p + "down"});
-    h = "h." + std::to_string(l + 1);
-    b.node("Add", {p + "h_attn", p + "down"}, {h});
+    LlamaLayer& lw = w.layers.emplace_back();
+    lw.attn_norm = layer_row(rms_att, l);
+    lw.ffn_norm = layer_row(rms_ffn, l);
+    lw.q.matrix = layer_transposed(wq, l);
+    lw.k.matrix = layer_transposed(wk, l);
+    lw.v.matrix = layer_transposed(wv, l);
+    lw.o.matrix = layer_transposed(wo, l);
+    lw.gate.matrix = layer_transposed(w1, l);
+    lw.down.matrix = layer_transposed(w2, l);
+    lw.up.matrix = layer_transposed(w3, l);
   }
-  b.initializer("model.norm.weight", rms_final);
-  b.initializer("lm_head.weight", transposed(wcls));
-  OnnxBuilder::attr(b.node("RMSNormalization", {h, "model.norm.weight"}, {"h.final"}), "epsilon", 1e-5f);
-  b.node("MatMul", {"h.final", "lm_head.weight"}, {"logits"});
-
-  fs::create_directories(out_dir);
-  b.save(fs::path(out_dir) / "model.onnx", "model.onnx.data");
+  w.final_norm = rms_final;
+  w.lm_head.matrix = transposed(wcls);
+  write_llama_onnx(shape, w, out_dir, "llama2c");
   fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.bin", fs::copy_options::overwrite_existing);
   std::ofstream cfg(fs::path(out_dir) / "config.json");
   cfg << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"

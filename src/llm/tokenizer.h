@@ -19,6 +19,12 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
 };
 
+// The pre-tokenizer split regexes tern matches (by hand: there is no \p{...} regex engine), spelled as
+// tokenizer.json files spell them: GPT-2's, Llama-3's (digits in threes) and Qwen2's (digits alone).
+extern const char* const kGpt2SplitRegex;
+extern const char* const kLlama3SplitRegex;
+extern const char* const kQwen2SplitRegex;
+
 // Loads the tokenizer of a model folder: tokenizer.json (Hugging Face) or tokenizer.bin (llama2.c).
 // Fails with a message naming what was looked for.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);

@@ -18,8 +18,10 @@ namespace {
 // for the second, with no shuffles in the inner loop.
 constexpr int64_t kGroup = 16;
 
-int64_t zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
-  if (!w.zp_packed) return int64_t{1} << (w.bits - 1);
+// The block's zero point: given as floats (a GGUF Q4_1 block's −min/scale), packed, or the default.
+float zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
+  if (w.zp_float) return w.zp_float[n * k_blocks + kb];
+  if (!w.zp_packed) return static_cast<float>(int64_t{1} << (w.bits - 1));
   if (w.bits == 8) return w.zp_packed[n * k_blocks + kb];
   const int64_t row = (k_blocks + 1) / 2;
   return (w.zp_packed[n * row + kb / 2] >> (4 * (kb % 2))) & 0xF;
@@ -70,7 +72,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
     for (int r = 0; r < R; ++r) {
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc[r] = _mm256_fmadd_ps(block_acc[r], _mm256_set1_ps(scale), acc[r]);
-      zp_part[r] += static_cast<float>(zero_point(w, n0 + r, kb, k_blocks)) * scale * xsum[kb];
+      zp_part[r] += zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
     }
   }
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zp_part[r];
@@ -94,7 +96,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
         }
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc += block_acc * scale;
-      zp_part += static_cast<float>(zero_point(w, n0 + r, kb, k_blocks)) * scale * xsum[kb];
+      zp_part += zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
     }
     y[n0 + r] = acc - zp_part;
   }
@@ -104,7 +106,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
 }  // namespace
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  return (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && !w.zp_float && w.N > 0 && w.K > 0;
+  return (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && w.N > 0 && w.K > 0;
 }
 
 void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {

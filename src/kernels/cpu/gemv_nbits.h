@@ -11,7 +11,7 @@
 
 namespace tern::kernels {
 
-// Whether gemv_nbits takes these weights: 4 or 8 bits, blocks a multiple of 16, packed or default zero points.
+// Whether gemv_nbits takes these weights: 4 or 8 bits, blocks a multiple of 16 (any zero-point form).
 bool gemv_nbits_supported(const NBitsWeights& w);
 
 // y[m, :] = x[m, :] · dequant(W)ᵀ for m < M (x [M, K] and y [M, N], rows contiguous).

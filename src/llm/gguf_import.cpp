@@ -1,0 +1,255 @@
+#include "llm/gguf_import.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "llm/gguf.h"
+#include "llm/llama_onnx.h"
+#include "llm/tokenizer.h"
+
+namespace tern::llm {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+float half(const uint8_t* p) {
+  f16 h;
+  std::memcpy(&h.bits, p, 2);
+  return static_cast<float>(h);
+}
+
+// The float values of a GGUF tensor, exactly (each type's values are representable in float32).
+Tensor dequantize(const GgufFile& f, const GgufTensor& t) {
+  Tensor out(DType::Float32, {t.elements});
+  float* y = out.data<float>();
+  const uint8_t* p = t.data;
+  switch (t.type) {
+    case GgmlType::F32: std::memcpy(y, p, static_cast<size_t>(t.bytes)); break;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < t.elements; ++i) y[i] = half(p + 2 * i);
+      break;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < t.elements; ++i) {
+        const uint32_t bits = static_cast<uint32_t>(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
+        std::memcpy(y + i, &bits, 4);
+      }
+      break;
+    case GgmlType::Q8_0:  // d · q
+      for (int64_t b = 0; b < t.elements / 32; ++b, p += 34)
+        for (int j = 0; j < 32; ++j) y[b * 32 + j] = half(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
+      break;
+    case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
+      for (int64_t b = 0; b < t.elements / 32; ++b, p += 18)
+        for (int j = 0; j < 16; ++j) {
+          y[b * 32 + j] = half(p) * static_cast<float>((p[2 + j] & 15) - 8);
+          y[b * 32 + j + 16] = half(p) * static_cast<float>((p[2 + j] >> 4) - 8);
+        }
+      break;
+    case GgmlType::Q4_1:  // d · q + m
+      for (int64_t b = 0; b < t.elements / 32; ++b, p += 20)
+        for (int j = 0; j < 16; ++j) {
+          y[b * 32 + j] = half(p) * static_cast<float>(p[4 + j] & 15) + half(p + 2);
+          y[b * 32 + j + 16] = half(p) * static_cast<float>(p[4 + j] >> 4) + half(p + 2);
+        }
+      break;
+    default:
+      fail_unsupported("'", f.path(), "': tensor '", t.name, "' is ", ggml_type_name(t.type),
+                       "; tern imports F32, F16, BF16, Q4_0, Q4_1 and Q8_0 (other types are not converted yet)");
+  }
+  return out;
+}
+
+const GgufTensor& tensor_of(const GgufFile& f, const std::string& name, const std::vector<int64_t>& dims) {
+  const GgufTensor* t = f.tensor(name);
+  if (!t) fail("'", f.path(), "' has no tensor '", name, "'");
+  if (t->dims != dims) {
+    auto str = [](const std::vector<int64_t>& v) {
+      std::string s;
+      for (int64_t d : v) {
+        if (!s.empty()) s += ',';
+        s += std::to_string(d);
+      }
+      return s;
+    };
+    fail("'", f.path(), "': tensor '", name, "' is {", str(t->dims), "}, the metadata make it {", str(dims), "}");
+  }
+  return *t;
+}
+
+// A [N rows, K] GGUF matrix (K contiguous) as the float W [K, N] of x · W.
+Projection float_projection(const GgufFile& f, const GgufTensor& t, int64_t K, int64_t N) {
+  const Tensor rows = dequantize(f, t);
+  Projection w;
+  w.K = K, w.N = N;
+  w.matrix = Tensor(DType::Float32, {K, N});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w.matrix.data<float>()[k * N + n] = rows.data<float>()[n * K + k];
+  return w;
+}
+
+// A [N rows, K] GGUF matrix as x · W: its blocks as they are for Q4_0 / Q4_1 / Q8_0, else floats.
+Projection projection(const GgufFile& f, const std::string& name, int64_t K, int64_t N) {
+  const GgufTensor& t = tensor_of(f, name, {K, N});
+  const bool q4 = t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1, q8 = t.type == GgmlType::Q8_0;
+  if (!q4 && !q8) return float_projection(f, t, K, N);
+  Projection w;
+  w.K = K, w.N = N;
+  // MatMulNBits: N rows of K/32 blocks; a 4-bit block packs element 2i in the low nibble of byte i and 2i+1
+  // in the high one (ggml: element i low, i + 16 high); 8-bit blocks hold q + 128 (zero point 128).
+  const int64_t blocks = N * (K / 32), blob = q4 ? 16 : 32;
+  w.bits = q4 ? 4 : 8, w.block = 32;
+  w.blocks = Tensor(DType::UInt8, {N, K / 32, blob});
+  w.scales = Tensor(DType::Float32, {blocks});
+  if (t.type == GgmlType::Q4_1) w.zero_points = Tensor(DType::Float32, {blocks});
+  const int64_t stride = ggml_block(t.type).bytes;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* p = t.data + b * stride;
+    uint8_t* out = w.blocks.data<uint8_t>() + b * blob;
+    const float d = half(p);
+    w.scales.data<float>()[b] = d;
+    if (q8) {
+      for (int j = 0; j < 32; ++j) out[j] = static_cast<uint8_t>(static_cast<int8_t>(p[2 + j]) + 128);
+      continue;
+    }
+    const uint8_t* qs = p + (t.type == GgmlType::Q4_1 ? 4 : 2);
+    auto nibble = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
+    for (int i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(nibble(2 * i) | (nibble(2 * i + 1) << 4));
+    if (t.type == GgmlType::Q4_1) {
+      // d·q + m = (q − zp)·d with zp = −m/d. A block with d = 0 is the constant m, which no zero point
+      // can give: such a tensor is kept as floats instead.
+      const float m = half(p + 2);
+      if (d == 0.0f && m != 0.0f) return float_projection(f, t, K, N);
+      w.zero_points.data<float>()[b] = d == 0.0f ? 0.0f : -m / d;
+    }
+  }
+  return w;
+}
+
+Tensor vector_of(const GgufFile& f, const std::string& name, int64_t n) { return dequantize(f, tensor_of(f, name, {n})); }
+
+// tokenizer.json for a gpt2-style (byte-level BPE) GGUF vocabulary.
+json tokenizer_json(const GgufFile& f) {
+  const std::string model = f.string("tokenizer.ggml.model");
+  if (model != "gpt2") fail_unsupported("'", f.path(), "': tokenizer model '", model, "' is not imported yet (tern imports gpt2-style BPE)");
+  const auto& tokens = f.array("tokenizer.ggml.tokens");
+  const auto& merges = f.array("tokenizer.ggml.merges");
+  const std::vector<GgufValue> no_types;
+  const auto& types = f.has("tokenizer.ggml.token_type") ? f.array("tokenizer.ggml.token_type") : no_types;
+  json vocab = json::object(), added = json::array(), merge_list = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i].type != GgufValue::Type::String) fail("'", f.path(), "': tokenizer.ggml.tokens[", i, "] is not a string");
+    vocab[tokens[i].s] = i;
+    const int64_t type = i < types.size() ? types[i].i : 1;
+    if (type == 3 || type == 4)  // control, user-defined: matched whole before BPE
+      added.push_back({{"id", i}, {"content", tokens[i].s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                       {"normalized", false}, {"special", type == 3}});
+  }
+  for (const auto& m : merges) merge_list.push_back(m.s);
+  // Pre-tokenization as llama.cpp names it (tokenizer.ggml.pre) in Hugging Face's terms.
+  const std::string pre = f.has("tokenizer.ggml.pre") ? f.string("tokenizer.ggml.pre") : "default";
+  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  json pre_tokenizer;
+  if (pre == "default" || pre == "gpt2") {
+    pre_tokenizer = byte_level;
+  } else if (pre == "smollm") {  // digits one by one, then GPT-2's split
+    pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}};
+  } else if (pre == "llama-bpe" || pre == "llama3" || pre == "qwen2") {
+    byte_level["use_regex"] = false;
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", pre == "qwen2" ? kQwen2SplitRegex : kLlama3SplitRegex}}},
+                        {"behavior", "Isolated"}, {"invert", false}};
+    pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
+  } else {
+    fail_unsupported("'", f.path(), "': pre-tokenizer '", pre, "' is not imported yet (tern knows default, gpt2, smollm, llama-bpe, qwen2)");
+  }
+  json post = nullptr;
+  if (f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") && f.has("tokenizer.ggml.bos_token_id")) {
+    const std::string bos = tokens.at(static_cast<size_t>(f.integer("tokenizer.ggml.bos_token_id"))).s;
+    post = {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", json::array()},
+            {"special_tokens", {{bos, {{"id", bos}, {"ids", {f.integer("tokenizer.ggml.bos_token_id")}}, {"tokens", {bos}}}}}}};
+  }
+  return {{"version", "1.0"}, {"added_tokens", added}, {"normalizer", nullptr}, {"pre_tokenizer", pre_tokenizer},
+          {"post_processor", post}, {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}, {"byte_fallback", false}}}};
+}
+
+void write_json(const fs::path& path, const json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  if (!out) fail("cannot write '", path.string(), "'");
+}
+
+}  // namespace
+
+void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
+  const GgufFile f(gguf_path);
+  const std::string arch = f.string("general.architecture");
+  if (arch != "llama") fail_unsupported("'", gguf_path, "': architecture '", arch, "' is not imported yet (tern imports llama)");
+  auto key = [&](const std::string& k) { return arch + "." + k; };
+  LlamaShape s;
+  s.layers = f.integer(key("block_count"));
+  s.hidden = f.integer(key("embedding_length"));
+  s.ffn = f.integer(key("feed_forward_length"));
+  s.heads = f.integer(key("attention.head_count"));
+  s.kv_heads = f.has(key("attention.head_count_kv")) ? f.integer(key("attention.head_count_kv")) : s.heads;
+  s.rms_eps = static_cast<float>(f.number(key("attention.layer_norm_rms_epsilon")));
+  const int64_t context = f.integer(key("context_length"));
+  if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads ||
+      s.heads % s.kv_heads || context <= 0 || context > (int64_t{1} << 24))
+    fail("'", gguf_path, "': implausible hyperparameters (layers ", s.layers, ", hidden ", s.hidden, ", heads ", s.heads, "/", s.kv_heads,
+         ", context ", context, ")");
+  const int64_t head = s.hidden / s.heads, kv_dim = head * s.kv_heads;
+  s.rotary_dim = f.has(key("rope.dimension_count")) ? f.integer(key("rope.dimension_count")) : head;
+  if (s.rotary_dim <= 0 || s.rotary_dim > head || s.rotary_dim % 2) fail("'", gguf_path, "': rope.dimension_count ", s.rotary_dim, " does not fit head size ", head);
+  const float theta = f.has(key("rope.freq_base")) ? static_cast<float>(f.number(key("rope.freq_base"))) : 10000.0f;
+
+  const GgufTensor* embed = f.tensor("token_embd.weight");
+  if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
+  s.vocab = embed->dims[1];
+  LlamaWeights w;
+  w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
+  rope_tables(context, s.rotary_dim, theta, w.cos, w.sin);
+  for (int64_t l = 0; l < s.layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LlamaLayer& lw = w.layers.emplace_back();
+    lw.attn_norm = vector_of(f, p + "attn_norm.weight", s.hidden);
+    lw.ffn_norm = vector_of(f, p + "ffn_norm.weight", s.hidden);
+    lw.q = projection(f, p + "attn_q.weight", s.hidden, s.hidden);
+    lw.k = projection(f, p + "attn_k.weight", s.hidden, kv_dim);
+    lw.v = projection(f, p + "attn_v.weight", s.hidden, kv_dim);
+    lw.o = projection(f, p + "attn_output.weight", s.hidden, s.hidden);
+    lw.gate = projection(f, p + "ffn_gate.weight", s.hidden, s.ffn);
+    lw.up = projection(f, p + "ffn_up.weight", s.hidden, s.ffn);
+    lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
+  }
+  w.final_norm = vector_of(f, "output_norm.weight", s.hidden);
+  const bool tied = !f.tensor("output.weight");
+  w.lm_head = projection(f, tied ? "token_embd.weight" : "output.weight", s.hidden, s.vocab);
+  write_llama_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
+
+  const fs::path dir(out_dir);
+  auto id = [&](const char* k) -> json { return f.has(k) ? json(f.integer(k)) : json(nullptr); };
+  write_json(dir / "config.json",
+             {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", s.hidden},
+              {"intermediate_size", s.ffn}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
+              {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab}, {"max_position_embeddings", context},
+              {"rms_norm_eps", s.rms_eps}, {"rope_theta", theta}, {"bos_token_id", id("tokenizer.ggml.bos_token_id")},
+              {"eos_token_id", id("tokenizer.ggml.eos_token_id")}, {"tie_word_embeddings", tied},
+              {"imported_from", fs::path(gguf_path).filename().string()}});
+  write_json(dir / "generation_config.json",
+             {{"bos_token_id", id("tokenizer.ggml.bos_token_id")}, {"eos_token_id", id("tokenizer.ggml.eos_token_id")}});
+  write_json(dir / "tokenizer.json", tokenizer_json(f));
+  json tcfg = {{"add_bos_token", f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") != 0}};
+  const auto& tokens = f.array("tokenizer.ggml.tokens");
+  for (const auto& [field, k] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"}})
+    if (f.has(k) && f.integer(k) >= 0 && static_cast<size_t>(f.integer(k)) < tokens.size()) tcfg[field] = tokens[static_cast<size_t>(f.integer(k))].s;
+  if (f.has("tokenizer.chat_template")) tcfg["chat_template"] = f.string("tokenizer.chat_template");
+  write_json(dir / "tokenizer_config.json", tcfg);
+}
+
+}  // namespace tern::llm

@@ -1,0 +1,50 @@
+// The ONNX decoder tern's converters write (llama2.c checkpoints, GGUF files): a Llama-family graph in the
+// Optimum layout (input_ids, attention_mask, position_ids, past_key_values.N.key/value → logits,
+// present.N.key/value) from standard opset-23 ops — Gather, RMSNormalization, MatMul or com.microsoft
+// MatMulNBits, RotaryEmbedding, Attention (GQA, past/present), Sigmoid·Mul — the shapes the ring-buffer
+// fusion takes whole.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tern::llm {
+
+struct LlamaShape {
+  int64_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0;
+  float rms_eps = 1e-5f;
+  bool interleaved_rope = true;  // pairs (2i, 2i+1), as llama2.c and llama.cpp's Llama rotate
+  int64_t rotary_dim = 0;        // 0: the head size
+};
+
+// A projection y = x · W with W [K, N]: a float matrix for MatMul, or MatMulNBits blocks (N rows of
+// K/block blocks, 4 or 8 bits each; scales [N · K/block]; zero_points empty (the default 2^(bits−1)) or
+// float [N · K/block]).
+struct Projection {
+  Tensor matrix;  // [K, N] float32, or undefined when the blocks below are set
+  Tensor blocks, scales, zero_points;
+  int64_t K = 0, N = 0, bits = 0, block = 0;
+};
+
+struct LlamaLayer {
+  Tensor attn_norm, ffn_norm;  // [hidden] float32
+  Projection q, k, v, o, gate, up, down;
+};
+
+struct LlamaWeights {
+  Tensor embed;     // [vocab, hidden] float32 (Gather reads one row per token)
+  Tensor cos, sin;  // [positions, rotary_dim / 2] float32
+  std::vector<LlamaLayer> layers;
+  Tensor final_norm;
+  Projection lm_head;
+};
+
+// Writes `out_dir`/model.onnx and model.onnx.data (creating the folder).
+void write_llama_onnx(const LlamaShape& shape, const LlamaWeights& w, const std::string& out_dir, const std::string& graph_name);
+
+// RoPE tables cos/sin(p · θ^(−2i/rotary_dim)) for p < positions, i < rotary_dim/2, in float (as llama2.c's
+// run.c and llama.cpp compute them).
+void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos, Tensor& sin);
+
+}  // namespace tern::llm

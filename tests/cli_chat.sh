@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `tern chat` as a user types it, under tmux: two turns (the second prefills only its own tokens), /stats,
+# Ctrl-C stopping an answer, Ctrl-D quitting. On models/default (a running-text model) always; on
+# models/smollm2-135m-instruct (scripts/get-smollm2.sh) when it is there, with a fixed greedy answer.
+# Usage: cli_chat.sh TERN_BINARY REPO_DIR WORK_DIR
+set -euo pipefail
+tern=$1 repo=$2 work=$3
+command -v tmux > /dev/null || { echo "skipped: tmux is not installed"; exit 0; }
+rm -rf "$work" && mkdir -p "$work"
+session=tern-chat-$$
+trap 'tmux kill-session -t "$session" 2> /dev/null || true' EXIT
+
+# Waits (up to 120 s) until the pane shows `pattern` on at least N (default 1) lines.
+wait_for() {
+  for _ in $(seq 1 240); do
+    tmux capture-pane -p -J -S - -t "$session" > "$work/pane.txt"
+    [ "$(grep -c -- "$1" "$work/pane.txt")" -ge "${2:-1}" ] && return 0
+    sleep 0.5
+  done
+  echo "timed out waiting for: $1"; cat "$work/pane.txt"; exit 1
+}
+
+chat() {  # MODEL FIRST SECOND → leaves the pane in $work/pane.txt
+  tmux new-session -d -s "$session" -x 200 -y 100 "$tern chat $1 --greedy --max-new-tokens ${4:-24} --threads 2; echo CHAT-EXITED; sleep 600"
+  wait_for "Ctrl-D quits"
+  tmux send-keys -t "$session" "/stats" Enter
+  wait_for "speed after each answer: on"
+  tmux send-keys -t "$session" "$2" Enter
+  wait_for "prefilled .* of .* conversation tokens"
+  tmux send-keys -t "$session" "$3" Enter
+  wait_for "prefilled .* of .* conversation tokens" 2
+}
+
+chat "$repo/models/default" "And God said" "Let there be light" 24
+# The second turn is fed on top of the first's cache: fewer positions than the conversation has.
+second=$(grep -o "prefilled [0-9]* of [0-9]*" "$work/pane.txt" | sed -n 2p)
+read -r fed total <<< "$(echo "$second" | awk '{print $2, $4}')"
+[ "$fed" -lt "$total" ] || { echo "the second turn was prefilled whole: $second"; exit 1; }
+tmux send-keys -t "$session" C-d
+wait_for "CHAT-EXITED"
+tmux kill-session -t "$session"
+# An answer that would run for minutes: Ctrl-C stops it and the conversation goes on.
+tmux new-session -d -s "$session" -x 200 -y 100 "$tern chat $repo/models/default --greedy --max-new-tokens 1000000 --threads 2; echo CHAT-EXITED; sleep 600"
+wait_for "Ctrl-D quits"
+tmux send-keys -t "$session" "And God said" Enter
+sleep 1
+tmux send-keys -t "$session" C-c
+wait_for "\[stopped\]"
+wait_for "^> " 2
+tmux send-keys -t "$session" C-d
+wait_for "CHAT-EXITED"
+tmux kill-session -t "$session"
+echo "chat: a resumed second turn ($second), Ctrl-C stopped an answer, Ctrl-D quit"
+
+smol=$repo/models/smollm2-135m-instruct
+if [ -f "$smol/model.onnx" ]; then
+  chat "$smol" "What is the capital of France?" "And of Germany?" 40
+  grep -q "The capital of France is Paris." "$work/pane.txt"
+  grep -q "The capital of Germany is Berlin." "$work/pane.txt"
+  echo "chat: SmolLM2-135M-Instruct answers both turns"
+else
+  echo "skipped the SmolLM2 turns: $smol is absent (scripts/get-smollm2.sh fetches it)"
+fi
