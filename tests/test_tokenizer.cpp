@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "llm/tokenizer.h"
@@ -56,4 +57,31 @@ TEST_CASE("Llama-2 SentencePiece-style tokenizer.json (byte fallback) matches Hu
   auto tok = load_tokenizer(dir.string());
   CHECK(tok->encode("Hello world", true) == std::vector<int64_t>{1, 15043, 3186});  // <s> ▁Hello ▁world
   CHECK(tok->decode({1, 15043, 3186, 2}) == "Hello world");                     // control tokens vanish
+}
+
+TEST_CASE("SmolLM2's tokenizer imported from its GGUF gives llama.cpp's ids on 1,000 mixed lines") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
+  if (!fs::exists(dir / "tokenizer.json")) {
+    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-smollm2.sh imports it)");
+    return;
+  }
+  auto tok = load_tokenizer(dir.string());
+  const fs::path fixtures = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "tokenizer";
+  std::ifstream text(fixtures / "mixed_1000.txt"), golden(fixtures / "smollm2_llama_cpp_ids.txt");
+  std::string line, ids_line;
+  int lines = 0, same = 0;
+  while (std::getline(text, line) && std::getline(golden, ids_line)) {
+    std::vector<int64_t> want;
+    std::istringstream in(ids_line);
+    for (int64_t id; in >> id;) want.push_back(id);
+    const auto got = tok->encode(line, false);
+    CAPTURE(line);
+    CHECK(got == want);
+    ++lines;
+    same += got == want;
+    // And back: the ids decode to the line.
+    CHECK(tok->decode(got) == line);
+  }
+  CHECK(lines == 1000);
+  MESSAGE(same, " of ", lines, " lines tokenize as llama.cpp does");
 }
