@@ -90,10 +90,11 @@ commands:
       One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
 )";
 // (bench-op's list: op_bench_usage())
-const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--weights F] [--threads N]
+const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--second-half] [--weights F] [--threads N]
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
-      next-token prediction scored.
+      next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
+      windows only, the predictions of their second half.
   quantize --model PATH --out DIR [--bits 4|8] [--block 32]
       Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
       com.microsoft MatMulNBits (asymmetric, a scale and zero point per block) — ONNX Runtime runs it
@@ -412,7 +413,7 @@ int cmd_bench_op(int argc, char** argv) {
 }
 
 int cmd_eval(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {});
+  Flags f = parse(argc, argv, 2, {"second-half"});
   if (!f.has("model") || !f.has("text")) tern::fail("eval needs --model PATH and --text FILE");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
@@ -427,7 +428,7 @@ int cmd_eval(int argc, char** argv) {
   tern::Session session(model_path, so);
   const int64_t context = std::stoll(f.get("context", std::to_string(cfg.context_length > 0 ? cfg.context_length : 512)));
   const auto ids = tokenizer->encode(text, true);
-  const auto r = tern::llm::perplexity(session, ids, context);
+  const auto r = tern::llm::perplexity(session, ids, context, f.has("second-half"));
   std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll
             << " nats, perplexity " << r.perplexity() << "\n";
   return 0;

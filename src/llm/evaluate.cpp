@@ -10,7 +10,7 @@ namespace tern::llm {
 
 double Perplexity::perplexity() const { return std::exp(mean_nll); }
 
-Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context) {
+Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half) {
   const DecoderIO io = detect_decoder_io(session);
   if (io.layout == PastLayout::Internal) fail("perplexity needs the graph's own cache (load without a ring window)");
   if (context < 2) fail("perplexity needs a context of at least 2 tokens");
@@ -19,7 +19,7 @@ Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t
   double nll = 0;
   for (size_t start = 0; start + 1 < ids.size(); start += static_cast<size_t>(context)) {
     const int64_t n = std::min<int64_t>(context, static_cast<int64_t>(ids.size() - start));
-    if (n < 2) break;
+    if (n < 2 || (second_half && n < context)) break;
     std::vector<int64_t> window(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start) + n);
     std::vector<int64_t> positions(static_cast<size_t>(n)), ones(static_cast<size_t>(n), 1);
     for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
@@ -33,7 +33,7 @@ Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t
     if (logits.rank() != 3 || logits.dim(1) != n)
       fail("perplexity needs logits for every position; the graph gives ", shape_str(logits.shape()));
     const int64_t V = logits.dim(2);
-    for (int64_t i = 0; i + 1 < n; ++i) {  // log-softmax of position i at the next token
+    for (int64_t i = second_half ? context / 2 : 0; i + 1 < n; ++i) {  // log-softmax of position i at the next token
       const float* row = logits.data<float>() + i * V;
       const int64_t next = window[static_cast<size_t>(i + 1)];
       if (next < 0 || next >= V) fail("token id ", next, " is outside the vocabulary of ", V);
@@ -44,6 +44,7 @@ Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t
       ++r.predictions;
     }
   }
+  if (r.predictions == 0) fail("the text has no whole window of ", context, " tokens to score");
   r.mean_nll = nll / static_cast<double>(r.predictions);
   return r;
 }
