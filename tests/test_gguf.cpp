@@ -3,8 +3,10 @@
 // read past the end.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "llm/gguf.h"
 #include "model_builder.h"
@@ -133,4 +135,30 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
     w.str("general.alignment").put<uint32_t>(4).put<uint32_t>(24);
     CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "power of two"));
   }
+}
+
+TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf package decodes it") {
+  // tests/fixtures/gguf_blocks/cases.json: random blocks and gguf.quants.dequantize's values for them
+  // (tools/exporters/make_gguf_block_cases.py).
+  std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
+  const nlohmann::json cases = nlohmann::json::parse(in);
+  CHECK(cases.size() == 10);
+  for (const auto& [name, c] : cases.items()) {
+    CAPTURE(name);
+    const std::string hex = c["bytes"];
+    std::vector<uint8_t> bytes(hex.size() / 2);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    const auto want = c["values"].get<std::vector<float>>();
+    std::vector<float> got(want.size());
+    dequantize_blocks(static_cast<GgmlType>(c["type"].get<int>()), bytes.data(), static_cast<int64_t>(got.size()), got.data());
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1e-3, std::abs(double(want[i]))));
+    CHECK(worst < 1e-6);
+  }
+  CHECK(contains(error_of([] {
+                   float y[32];
+                   const uint8_t b[64] = {};
+                   dequantize_blocks(GgmlType::I8, b, 32, y);
+                 }),
+                 "not decoded"));
 }

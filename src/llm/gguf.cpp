@@ -1,5 +1,7 @@
 #include "llm/gguf.h"
 
+#include "core/dtype.h"
+
 #include <cstring>
 #include <limits>
 #include <set>
@@ -58,6 +60,157 @@ GgmlBlock ggml_block(GgmlType t) {
     case GgmlType::Q8_K: return {256, 4 + 256 + 256 / 16 * 2};
   }
   return {0, 0};
+}
+
+namespace {
+
+float half_at(const uint8_t* p) {
+  f16 h;
+  std::memcpy(&h.bits, p, 2);
+  return static_cast<float>(h);
+}
+
+// A K-quant super-block's 6-bit scale and min number j of 8, packed in 12 bytes (Q4_K, Q5_K).
+void scale_min_k4(int j, const uint8_t* q, float& scale, float& min) {
+  if (j < 4) {
+    scale = static_cast<float>(q[j] & 63), min = static_cast<float>(q[j + 4] & 63);
+  } else {
+    scale = static_cast<float>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    min = static_cast<float>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace
+
+void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y) {
+  const GgmlBlock block = ggml_block(t);
+  if (block.elements == 0 || elements % block.elements) fail("cannot decode ", elements, " values of ggml ", ggml_type_name(t));
+  const int64_t blocks = elements / block.elements;
+  switch (t) {
+    case GgmlType::F32: std::memcpy(y, p, static_cast<size_t>(elements) * 4); return;
+    case GgmlType::F16:
+      for (int64_t i = 0; i < elements; ++i) y[i] = half_at(p + 2 * i);
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < elements; ++i) {
+        const uint32_t bits = static_cast<uint32_t>(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
+        std::memcpy(y + i, &bits, 4);
+      }
+      return;
+    default: break;
+  }
+  for (int64_t b = 0; b < blocks; ++b, p += block.bytes, y += block.elements) {
+    switch (t) {
+      case GgmlType::Q8_0:  // d · q
+        for (int j = 0; j < 32; ++j) y[j] = half_at(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
+        break;
+      case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
+        for (int j = 0; j < 16; ++j) {
+          y[j] = half_at(p) * static_cast<float>((p[2 + j] & 15) - 8);
+          y[j + 16] = half_at(p) * static_cast<float>((p[2 + j] >> 4) - 8);
+        }
+        break;
+      case GgmlType::Q4_1:  // d · q + m
+        for (int j = 0; j < 16; ++j) {
+          y[j] = half_at(p) * static_cast<float>(p[4 + j] & 15) + half_at(p + 2);
+          y[j + 16] = half_at(p) * static_cast<float>(p[4 + j] >> 4) + half_at(p + 2);
+        }
+        break;
+      case GgmlType::Q5_0:  // d · (q − 16), the fifth bits in a 32-bit mask
+      case GgmlType::Q5_1: {  // d · q + m
+        const bool one = t == GgmlType::Q5_1;
+        const float d = half_at(p);
+        uint32_t qh;
+        std::memcpy(&qh, p + (one ? 4 : 2), 4);
+        const uint8_t* qs = p + (one ? 8 : 6);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = (qs[j] & 15) | static_cast<int>(((qh >> j) << 4) & 0x10);
+          const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+          if (one) {
+            y[j] = d * static_cast<float>(lo) + half_at(p + 2), y[j + 16] = d * static_cast<float>(hi) + half_at(p + 2);
+          } else {
+            y[j] = d * static_cast<float>(lo - 16), y[j + 16] = d * static_cast<float>(hi - 16);
+          }
+        }
+        break;
+      }
+      case GgmlType::Q2_K: {  // 16 sub-blocks of 16: scale and min 4 bits each, values 2 bits
+        const uint8_t *scales = p, *q = p + 16;
+        const float d = half_at(p + 80), dmin = half_at(p + 82);
+        float* out = y;
+        for (int half = 0, is = 0; half < 2; ++half, q += 32)
+          for (int shift = 0; shift < 8; shift += 2)
+            for (int part = 0; part < 2; ++part, ++is)
+              for (int l = 0; l < 16; ++l)
+                *out++ = d * static_cast<float>(scales[is] & 15) * static_cast<float>((q[l + 16 * part] >> shift) & 3) -
+                         dmin * static_cast<float>(scales[is] >> 4);
+        break;
+      }
+      case GgmlType::Q3_K: {  // 16 sub-blocks of 16: 6-bit signed scales, values 2 bits + a high bit mask
+        const uint8_t *hmask = p, *q = p + 32;
+        const float d = half_at(p + 108);
+        uint32_t aux[4];
+        std::memcpy(aux, p + 96, 12);
+        const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
+        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+        int8_t scales[16];
+        std::memcpy(scales, aux, 16);
+        float* out = y;
+        uint8_t m = 1;
+        for (int half = 0, is = 0; half < 2; ++half, q += 32)
+          for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
+            for (int part = 0; part < 2; ++part, ++is)
+              for (int l = 0; l < 16; ++l) {
+                const int k = l + 16 * part;
+                const int v = ((q[k] >> shift) & 3) - ((hmask[k] & m) ? 0 : 4);
+                *out++ = d * static_cast<float>(scales[is] - 32) * static_cast<float>(v);
+              }
+        break;
+      }
+      case GgmlType::Q4_K:    // 8 sub-blocks of 32: 6-bit scales and mins, values 4 bits
+      case GgmlType::Q5_K: {  // the same with a fifth bit per value
+        const bool five = t == GgmlType::Q5_K;
+        const float d = half_at(p), dmin = half_at(p + 2);
+        const uint8_t *scales = p + 4, *qh = p + 16, *ql = p + (five ? 48 : 16);
+        float* out = y;
+        for (int j = 0, is = 0; j < 256; j += 64, ql += 32, is += 2) {
+          float sc1, m1, sc2, m2;
+          scale_min_k4(is, scales, sc1, m1);
+          scale_min_k4(is + 1, scales, sc2, m2);
+          const uint8_t u1 = static_cast<uint8_t>(1 << is), u2 = static_cast<uint8_t>(2 << is);
+          for (int l = 0; l < 32; ++l)
+            *out++ = d * sc1 * static_cast<float>((ql[l] & 15) + (five && (qh[l] & u1) ? 16 : 0)) - dmin * m1;
+          for (int l = 0; l < 32; ++l)
+            *out++ = d * sc2 * static_cast<float>((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - dmin * m2;
+        }
+        break;
+      }
+      case GgmlType::Q6_K: {  // 16 sub-blocks of 16: int8 scales, values 4 + 2 bits, minus 32
+        const uint8_t *ql = p, *qh = p + 128;
+        const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+        const float d = half_at(p + 208);
+        for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[n + l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+            y[n + l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+            y[n + l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+            y[n + l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+          }
+        break;
+      }
+      default:
+        fail_unsupported("ggml ", ggml_type_name(t), " values are not decoded by tern (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+                         "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
+    }
+  }
 }
 
 bool GgufValue::is_integer() const {

@@ -27,6 +27,10 @@ struct GgmlBlock {
   int64_t elements = 0, bytes = 0;
 };
 GgmlBlock ggml_block(GgmlType t);
+// The float values of `elements` values stored as `t` (whole blocks), as ggml decodes them: exact for the
+// float types; d·q (+ m) per block or sub-block for the quantized ones. Fails for the integer types and
+// types tern does not decode.
+void dequantize_blocks(GgmlType t, const uint8_t* data, int64_t elements, float* out);
 
 // One metadata value. Scalars: integers in `i` (unsigned ones too, when they fit) or `u`, floats in `f`,
 // bools in `i`, strings in `s`; arrays in `array`, all of `element_type`.

@@ -22,43 +22,13 @@ float half(const uint8_t* p) {
   return static_cast<float>(h);
 }
 
-// The float values of a GGUF tensor, exactly (each type's values are representable in float32).
+// The float values of a GGUF tensor, as ggml decodes them.
 Tensor dequantize(const GgufFile& f, const GgufTensor& t) {
   Tensor out(DType::Float32, {t.elements});
-  float* y = out.data<float>();
-  const uint8_t* p = t.data;
-  switch (t.type) {
-    case GgmlType::F32: std::memcpy(y, p, static_cast<size_t>(t.bytes)); break;
-    case GgmlType::F16:
-      for (int64_t i = 0; i < t.elements; ++i) y[i] = half(p + 2 * i);
-      break;
-    case GgmlType::BF16:
-      for (int64_t i = 0; i < t.elements; ++i) {
-        const uint32_t bits = static_cast<uint32_t>(p[2 * i] | (p[2 * i + 1] << 8)) << 16;
-        std::memcpy(y + i, &bits, 4);
-      }
-      break;
-    case GgmlType::Q8_0:  // d · q
-      for (int64_t b = 0; b < t.elements / 32; ++b, p += 34)
-        for (int j = 0; j < 32; ++j) y[b * 32 + j] = half(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
-      break;
-    case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
-      for (int64_t b = 0; b < t.elements / 32; ++b, p += 18)
-        for (int j = 0; j < 16; ++j) {
-          y[b * 32 + j] = half(p) * static_cast<float>((p[2 + j] & 15) - 8);
-          y[b * 32 + j + 16] = half(p) * static_cast<float>((p[2 + j] >> 4) - 8);
-        }
-      break;
-    case GgmlType::Q4_1:  // d · q + m
-      for (int64_t b = 0; b < t.elements / 32; ++b, p += 20)
-        for (int j = 0; j < 16; ++j) {
-          y[b * 32 + j] = half(p) * static_cast<float>(p[4 + j] & 15) + half(p + 2);
-          y[b * 32 + j + 16] = half(p) * static_cast<float>(p[4 + j] >> 4) + half(p + 2);
-        }
-      break;
-    default:
-      fail_unsupported("'", f.path(), "': tensor '", t.name, "' is ", ggml_type_name(t.type),
-                       "; tern imports F32, F16, BF16, Q4_0, Q4_1 and Q8_0 (other types are not converted yet)");
+  try {
+    dequantize_blocks(t.type, t.data, t.elements, out.data<float>());
+  } catch (const Error& e) {
+    fail_unsupported("'", f.path(), "': tensor '", t.name, "': ", e.what());
   }
   return out;
 }
