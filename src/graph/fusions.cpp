@@ -1067,6 +1067,19 @@ std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
   std::vector<std::pair<size_t, std::vector<Node>>> rewrites;
   std::vector<Fusion> fused;
   const auto probe = probe_bindings(m);
+  // Whether a table is cat(freqs, freqs) over its last `rot` elements, on the probe: every layer reads the
+  // same two tables, so each is evaluated once.
+  std::map<std::pair<int, int64_t>, bool> checked;
+  auto halves_equal = [&](int table, int64_t rot) {
+    auto [it, fresh] = checked.emplace(std::pair{table, rot}, false);
+    if (!fresh) return it->second;
+    const auto t = evaluate_with(g, table, probe);
+    bool equal = t && t->numel() % rot == 0;
+    const Tensor f = equal ? cast_to(*t, DType::Float32) : Tensor();
+    for (int64_t i = 0; equal && i < t->numel(); ++i)
+      equal = f.data<float>()[i] == f.data<float>()[i - i % rot + (i % rot + rot / 2) % rot];
+    return it->second = equal;
+  };
   for (size_t k = g.nodes.size(); k-- > 0;) {  // last first: a partial rotary's Concat before its inner Add
     const Node& root = g.nodes[k];
     if (taken[k] || !root.domain.empty() || (root.op_type != "Add" && root.op_type != "Concat") || root.outputs.size() != 1) continue;
@@ -1084,11 +1097,7 @@ std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
       const int64_t r = m.rank(table);
       fits = fits && ts && (r == 3 || (r == 4 && m.dim(table, 1) == 1)) && (*ts)[0] == xs[0] && (*ts)[static_cast<size_t>(r - 2)] == xs[2] &&
              m.dim(table, -1) == rot;
-      const auto t = fits ? evaluate_with(g, table, probe) : std::nullopt;
-      const Tensor f = t ? cast_to(*t, DType::Float32) : Tensor();
-      fits = fits && t && t->numel() % rot == 0;
-      for (int64_t i = 0; fits && i < (t ? t->numel() : 0); ++i)
-        fits = f.data<float>()[i] == f.data<float>()[i - i % rot + (i % rot + rot / 2) % rot];
+      if (fits) fits = halves_equal(table, rot);
     }
     if (!fits) continue;
     std::vector<Node> nodes;

@@ -62,13 +62,13 @@ GgmlBlock ggml_block(GgmlType t) {
   return {0, 0};
 }
 
-namespace {
-
-float half_at(const uint8_t* p) {
+float ggml_half(const uint8_t* p) {
   f16 h;
   std::memcpy(&h.bits, p, 2);
   return static_cast<float>(h);
 }
+
+namespace {
 
 // A K-quant super-block's 6-bit scale and min number j of 8, packed in 12 bytes (Q4_K, Q5_K).
 void scale_min_k4(int j, const uint8_t* q, float& scale, float& min) {
@@ -89,7 +89,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
   switch (t) {
     case GgmlType::F32: std::memcpy(y, p, static_cast<size_t>(elements) * 4); return;
     case GgmlType::F16:
-      for (int64_t i = 0; i < elements; ++i) y[i] = half_at(p + 2 * i);
+      for (int64_t i = 0; i < elements; ++i) y[i] = ggml_half(p + 2 * i);
       return;
     case GgmlType::BF16:
       for (int64_t i = 0; i < elements; ++i) {
@@ -102,24 +102,24 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
   for (int64_t b = 0; b < blocks; ++b, p += block.bytes, y += block.elements) {
     switch (t) {
       case GgmlType::Q8_0:  // d · q
-        for (int j = 0; j < 32; ++j) y[j] = half_at(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
+        for (int j = 0; j < 32; ++j) y[j] = ggml_half(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
         break;
       case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
         for (int j = 0; j < 16; ++j) {
-          y[j] = half_at(p) * static_cast<float>((p[2 + j] & 15) - 8);
-          y[j + 16] = half_at(p) * static_cast<float>((p[2 + j] >> 4) - 8);
+          y[j] = ggml_half(p) * static_cast<float>((p[2 + j] & 15) - 8);
+          y[j + 16] = ggml_half(p) * static_cast<float>((p[2 + j] >> 4) - 8);
         }
         break;
       case GgmlType::Q4_1:  // d · q + m
         for (int j = 0; j < 16; ++j) {
-          y[j] = half_at(p) * static_cast<float>(p[4 + j] & 15) + half_at(p + 2);
-          y[j + 16] = half_at(p) * static_cast<float>(p[4 + j] >> 4) + half_at(p + 2);
+          y[j] = ggml_half(p) * static_cast<float>(p[4 + j] & 15) + ggml_half(p + 2);
+          y[j + 16] = ggml_half(p) * static_cast<float>(p[4 + j] >> 4) + ggml_half(p + 2);
         }
         break;
       case GgmlType::Q5_0:  // d · (q − 16), the fifth bits in a 32-bit mask
       case GgmlType::Q5_1: {  // d · q + m
         const bool one = t == GgmlType::Q5_1;
-        const float d = half_at(p);
+        const float d = ggml_half(p);
         uint32_t qh;
         std::memcpy(&qh, p + (one ? 4 : 2), 4);
         const uint8_t* qs = p + (one ? 8 : 6);
@@ -127,7 +127,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
           const int lo = (qs[j] & 15) | static_cast<int>(((qh >> j) << 4) & 0x10);
           const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
           if (one) {
-            y[j] = d * static_cast<float>(lo) + half_at(p + 2), y[j + 16] = d * static_cast<float>(hi) + half_at(p + 2);
+            y[j] = d * static_cast<float>(lo) + ggml_half(p + 2), y[j + 16] = d * static_cast<float>(hi) + ggml_half(p + 2);
           } else {
             y[j] = d * static_cast<float>(lo - 16), y[j + 16] = d * static_cast<float>(hi - 16);
           }
@@ -136,7 +136,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
       }
       case GgmlType::Q2_K: {  // 16 sub-blocks of 16: scale and min 4 bits each, values 2 bits
         const uint8_t *scales = p, *q = p + 16;
-        const float d = half_at(p + 80), dmin = half_at(p + 82);
+        const float d = ggml_half(p + 80), dmin = ggml_half(p + 82);
         float* out = y;
         for (int half = 0, is = 0; half < 2; ++half, q += 32)
           for (int shift = 0; shift < 8; shift += 2)
@@ -148,7 +148,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
       }
       case GgmlType::Q3_K: {  // 16 sub-blocks of 16: 6-bit signed scales, values 2 bits + a high bit mask
         const uint8_t *hmask = p, *q = p + 32;
-        const float d = half_at(p + 108);
+        const float d = ggml_half(p + 108);
         uint32_t aux[4];
         std::memcpy(aux, p + 96, 12);
         const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
@@ -173,7 +173,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
       case GgmlType::Q4_K:    // 8 sub-blocks of 32: 6-bit scales and mins, values 4 bits
       case GgmlType::Q5_K: {  // the same with a fifth bit per value
         const bool five = t == GgmlType::Q5_K;
-        const float d = half_at(p), dmin = half_at(p + 2);
+        const float d = ggml_half(p), dmin = ggml_half(p + 2);
         const uint8_t *scales = p + 4, *qh = p + 16, *ql = p + (five ? 48 : 16);
         float* out = y;
         for (int j = 0, is = 0; j < 256; j += 64, ql += 32, is += 2) {
@@ -191,7 +191,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
       case GgmlType::Q6_K: {  // 16 sub-blocks of 16: int8 scales, values 4 + 2 bits, minus 32
         const uint8_t *ql = p, *qh = p + 128;
         const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-        const float d = half_at(p + 208);
+        const float d = ggml_half(p + 208);
         for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
           for (int l = 0; l < 32; ++l) {
             const int is = l / 16;

@@ -27,6 +27,8 @@ struct GgmlBlock {
   int64_t elements = 0, bytes = 0;
 };
 GgmlBlock ggml_block(GgmlType t);
+// The little-endian fp16 at `p` (ggml blocks keep their scales so), as float.
+float ggml_half(const uint8_t* p);
 // The float values of `elements` values stored as `t` (whole blocks), as ggml decodes them: exact for the
 // float types; d·q (+ m) per block or sub-block for the quantized ones. Fails for the integer types and
 // types tern does not decode.

@@ -16,12 +16,6 @@ using json = nlohmann::json;
 
 namespace {
 
-float half(const uint8_t* p) {
-  f16 h;
-  std::memcpy(&h.bits, p, 2);
-  return static_cast<float>(h);
-}
-
 // The float values of a GGUF tensor, as ggml decodes them.
 Tensor dequantize(const GgufFile& f, const GgufTensor& t) {
   Tensor out(DType::Float32, {t.elements});
@@ -79,7 +73,7 @@ Projection projection(const GgufFile& f, const std::string& name, int64_t K, int
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* p = t.data + b * stride;
     uint8_t* out = w.blocks.data<uint8_t>() + b * blob;
-    const float d = half(p);
+    const float d = ggml_half(p);
     w.scales.data<float>()[b] = d;
     if (q8) {
       for (int j = 0; j < 32; ++j) out[j] = static_cast<uint8_t>(static_cast<int8_t>(p[2 + j]) + 128);
@@ -91,7 +85,7 @@ Projection projection(const GgufFile& f, const std::string& name, int64_t K, int
     if (t.type == GgmlType::Q4_1) {
       // d·q + m = (q − zp)·d with zp = −m/d. A block with d = 0 is the constant m, which no zero point
       // can give: such a tensor is kept as floats instead.
-      const float m = half(p + 2);
+      const float m = ggml_half(p + 2);
       if (d == 0.0f && m != 0.0f) return float_projection(f, t, K, N);
       w.zero_points.data<float>()[b] = d == 0.0f ? 0.0f : -m / d;
     }

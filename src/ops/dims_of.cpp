@@ -2,6 +2,8 @@
 // is constants[i] plus the dims that `terms` (triples: element, input, axis) add to it. Made by
 // resolve_shape_values (graph/shape_values.h) in place of the Shape/Gather/Unsqueeze/Concat chains
 // exporters build reshape targets with; it reads no input data.
+#include <type_traits>
+
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -39,14 +41,21 @@ class DimsOfOp : public Op {
     }
     ctx.set_sym_value(0, elements);
   }
+  // Straight into the output: a decode step that replays its plan allocates nothing here.
   void run(RunContext& ctx) const override {
-    std::vector<int64_t> values = constants_;
-    for (size_t t = 0; t < terms_.size(); t += 3) {
-      const Tensor& x = ctx.in(static_cast<int>(terms_[t + 1]));
-      if (terms_[t + 2] >= x.rank()) fail(ctx.node.describe(), ": input ", terms_[t + 1], " has no axis ", terms_[t + 2]);
-      values[static_cast<size_t>(terms_[t])] += x.dim(terms_[t + 2]);
-    }
-    convert_tensor(Tensor::from_vector<int64_t>(values, shape_), ctx.out(0));
+    for (size_t t = 0; t < terms_.size(); t += 3)
+      if (terms_[t + 2] >= ctx.in(static_cast<int>(terms_[t + 1])).rank())
+        fail(ctx.node.describe(), ": input ", terms_[t + 1], " has no axis ", terms_[t + 2]);
+    Tensor& y = ctx.out(0);
+    visit_numeric(to_, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        T* out = y.data<T>();
+        for (size_t i = 0; i < constants_.size(); ++i) out[i] = static_cast<T>(constants_[i]);
+        for (size_t t = 0; t < terms_.size(); t += 3)
+          out[terms_[t]] = static_cast<T>(out[terms_[t]] + ctx.in(static_cast<int>(terms_[t + 1])).dim(terms_[t + 2]));
+      }
+    });
   }
 
  private:
