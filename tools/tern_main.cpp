@@ -698,6 +698,7 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   const double bandwidth_before = tern::measure_read_bandwidth(threads);
+  tern::reset_peak_rss();  // the probe's buffer is not the model's memory
   if (!f.has("model")) tern::fail("bench needs --model PATH (or --machine)");
   std::string dir;
   const std::string model_path = resolve_model(f.get("model"), &dir);
@@ -727,13 +728,13 @@ int cmd_bench(int argc, char** argv) {
   });
   if (moved) up += moved->to_device, down += moved->to_host;
   const double per_step = r.decode_steps > 1 ? 1.0 / static_cast<double>(r.decode_steps - 1) : 0.0;
+  const double rss_gb = static_cast<double>(tern::peak_rss_bytes()) / 1e9;  // before the second probe
   // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
   const double bandwidth_after = tern::measure_read_bandwidth(threads);
   const double bandwidth = std::max(bandwidth_before, bandwidth_after);
   const double prefill_tps = 1000.0 * static_cast<double>(prompt_n) / r.prefill_ms;
   const double decode_tps = 1000.0 * static_cast<double>(r.decode_steps) / r.decode_ms;
   const double gbps = static_cast<double>(r.weight_bytes_per_token + r.cache_bytes_per_token) * decode_tps / 1e9;
-  const double rss_gb = static_cast<double>(tern::peak_rss_bytes()) / 1e9;
   if (f.has("json")) {
     nlohmann::json j{{"model", model_path}, {"threads", threads}, {"prompt_tokens", prompt_n}, {"new_tokens", new_n},
                      {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps}, {"decode_ms_per_token", 1000.0 / decode_tps},

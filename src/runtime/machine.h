@@ -22,7 +22,10 @@ struct MachinePeaks {
 };
 MachinePeaks machine_peaks(int threads, bool remeasure = false);
 
-// Peak resident memory of this process so far, in bytes.
+// Peak resident memory of this process so far (since the last reset_peak_rss), in bytes.
 long peak_rss_bytes();
+// Starts the peak over from what is resident now (Linux: /proc/self/clear_refs), so a measurement's own
+// buffers (the bandwidth probe's 512 MB) do not count as the model's; does nothing where unsupported.
+void reset_peak_rss();
 
 }  // namespace tern
