@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -103,6 +104,69 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4- and 8-bit blocks, w
               CHECK(std::abs(y[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
             }
         }
+}
+
+TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at every ISA tier this CPU runs, bit for bit") {
+  std::vector<std::string> tiers;
+  for (kernels::Isa isa : kernels::machine_isas()) tiers.push_back(kernels::isa_name(isa));
+  MESSAGE("int8 GEMV tiers tested on this CPU (" << kernels::cpu_feature_list() << "): " << [&] {
+    std::string s;
+    for (const auto& t : tiers) s += t + " ";
+    return s;
+  }());
+  std::mt19937 g(13);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t bits : {4, 8})
+    for (int64_t block : {32, 64, 128})
+      for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {1000, 301}})
+        for (int zp_form : {0, 1, 2})  // none, packed, float (a GGUF Q4_1 block's −min/scale)
+          for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
+            CAPTURE(bits); CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(zp_form); CAPTURE(M);
+            RandomNBits r(g, N, K, bits, block, zp_form == 1);
+            const int64_t k_blocks = (K + block - 1) / block;
+            std::vector<float> zp_float(static_cast<size_t>(N * k_blocks));
+            for (auto& v : zp_float) v = (u(g) + 1) * 0.5f * static_cast<float>((1 << bits) - 1);
+            if (zp_form == 2) r.w.zp_float = zp_float.data();
+            const kernels::NBitsWeights& w = r.w;
+            REQUIRE(kernels::gemv_nbits_i8_supported(w));
+            std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
+            for (auto& v : x) v = u(g);
+            kernels::dequantize_nbits_transposed(w, W.data());
+            // The activations as the kernel must see them: per block xs = max|x| / 127, xq = round(x / xs).
+            std::vector<double> xd(x.size());
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t kb = 0; kb < k_blocks; ++kb) {
+                const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);
+                float amax = 0;
+                for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::abs(x[static_cast<size_t>(m * K + k)]));
+                for (int64_t k = k0; k < k1; ++k) {
+                  const size_t i = static_cast<size_t>(m * K + k);
+                  xd[i] = amax > 0 ? std::nearbyint(x[i] * (127.0f / amax)) * static_cast<double>(amax / 127.0f) : 0.0;
+                }
+              }
+            std::vector<float> first;
+            for (kernels::Isa isa : kernels::machine_isas()) {
+              CAPTURE(kernels::isa_name(isa));
+              std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
+              kernels::gemv_nbits_i8(x.data(), M, w, y.data(), isa);
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) {
+                  double ref = 0, mag = 0, fp32 = 0;
+                  for (int64_t k = 0; k < K; ++k) {
+                    const double wk = W[static_cast<size_t>(k * N + n)];
+                    ref += xd[static_cast<size_t>(m * K + k)] * wk;
+                    mag += std::abs(xd[static_cast<size_t>(m * K + k)] * wk);
+                    fp32 += static_cast<double>(x[static_cast<size_t>(m * K + k)]) * wk;
+                  }
+                  const float got = y[static_cast<size_t>(m * N + n)];
+                  REQUIRE(std::abs(got - ref) <= 1e-5 * mag + 1e-6);
+                  CHECK(std::abs(got - fp32) <= 0.01 * mag + 1e-6);  // int8 activations stay near the fp32 product
+                }
+              // The integer dot products are exact and the float steps the same: every tier, the same bits.
+              if (first.empty()) first = y;
+              else CHECK(y == first);
+            }
+          }
 }
 
 namespace {

@@ -74,7 +74,7 @@ def gqa(name, B, S, P, Hq, Hkv, D, seqlens, packed=False, rotary=False, interlea
     write_case(name, node, inputs, [("output", t), ("present_key", t), ("present_value", t)])
 
 
-def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.float32):
+def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.float32, accuracy_level=0):
     k_blocks = (K + block - 1) // block
     q = rng.integers(0, 2 ** bits, size=(N, k_blocks * block)).astype(np.uint8)
     if bits == 4:
@@ -101,8 +101,11 @@ def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.flo
             names.append("")
         inputs.append(("bias", rng.standard_normal(N).astype(dtype)))
         names.append("bias")
-    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block)
-    write_case(name, node, inputs, [("Y", F16 if dtype == np.float16 else F32)])
+    attrs = dict(accuracy_level=accuracy_level) if accuracy_level else {}
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block, **attrs)
+    # ORT quantizes activations only for weights it can prepack: constant ones (fed as inputs it stays fp32).
+    inits = inputs[1:] if accuracy_level else []
+    write_case(name, node, inputs[:1] if accuracy_level else inputs, [("Y", F16 if dtype == np.float16 else F32)], inits)
 
 
 def simple(name, op, inputs, n_out, out_types=None, domain="com.microsoft", **attrs):
@@ -143,6 +146,10 @@ nbits("matmulnbits_4b_bs128_float_zp", [1, 2], 256, 8, 4, 128, zero_points="floa
 nbits("matmulnbits_8b_bs64_zp", [2], 128, 8, 8, 64, zero_points="packed")
 nbits("matmulnbits_4b_bs256", [1], 512, 4, 4, 256)
 nbits("matmulnbits_4b_fp16", [2, 2], 64, 8, 4, 32, zero_points="packed", dtype=np.float16)
+# accuracy_level 4: ORT quantizes the activations to int8 per block; tern's decode rows (M <= 4) do too.
+nbits("matmulnbits_4b_bs32_zp_int8_activations", [1], 256, 40, 4, 32, zero_points="packed", accuracy_level=4)
+nbits("matmulnbits_4b_bs64_int8_activations", [3], 320, 24, 4, 64, accuracy_level=4)
+nbits("matmulnbits_8b_bs32_int8_activations", [2], 192, 20, 8, 32, accuracy_level=4)
 # FusedMatMul: what fuse_kv_matmuls makes of Q·Kᵀ (transB, alpha) and P·V over grouped heads (batch broadcast).
 simple("fusedmatmul_transb_alpha", "FusedMatMul", [("A", rng.standard_normal((2, 3, 4, 8)).astype(np.float32)),
        ("B", rng.standard_normal((2, 3, 5, 8)).astype(np.float32))], 1, transB=1, alpha=0.35)

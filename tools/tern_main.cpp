@@ -50,7 +50,8 @@ commands:
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
-           [--weights fp32|fp16|bf16|int8|int4] [--device cpu|opencl[:N]] [--threads N] [--no-cache] [--json] [--stats]
+           [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
+           [--no-cache] [--json] [--stats]
       Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
       streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
       the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
@@ -63,6 +64,10 @@ commands:
       model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
       cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
       int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
+      --activations: decode steps of block-quantized products quantize their activations to int8 per
+      block (integer dot products: faster, slightly less exact) where the model's MatMulNBits ask for it
+      (accuracy_level 4, as ONNX Runtime does; GGUF imports do, as llama.cpp computes) — or always
+      (int8), or never (fp32). Prefill stays fp32.
       --stats adds the bytes a decode step moves for weights and for the KV cache.
       --device opencl runs every node the OpenCL device can take there (weights, activations and the
       ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
@@ -90,7 +95,7 @@ commands:
       One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
 )";
 // (bench-op's list: op_bench_usage())
-const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--second-half] [--weights F] [--threads N]
+const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--second-half] [--weights F] [--activations A] [--threads N]
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
@@ -255,6 +260,7 @@ void set_generation_options(const Flags& f, const tern::llm::ModelConfig& cfg, t
   so.last_position_output = "logits";  // the generator reads no other position
   so.device = tern::parse_device(f.get("device", "cpu"));
   so.weights = tern::parse_weight_format(f.get("weights", "fp32"));
+  so.activations = tern::parse_activation_format(f.get("activations", "auto"));
   so.kv_sinks = std::stoll(f.get("sinks", "4"));
   const std::string kv = f.get("kv-dtype", "fp32");
   if (kv != "fp32" && kv != "fp16") tern::fail("--kv-dtype must be fp32 or fp16, got '", kv, "'");
@@ -425,6 +431,7 @@ int cmd_eval(int argc, char** argv) {
   tern::SessionOptions so;
   if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
   so.weights = tern::parse_weight_format(f.get("weights", "fp32"));
+  so.activations = tern::parse_activation_format(f.get("activations", "auto"));
   tern::Session session(model_path, so);
   const int64_t context = std::stoll(f.get("context", std::to_string(cfg.context_length > 0 ? cfg.context_length : 512)));
   const auto ids = tokenizer->encode(text, true);

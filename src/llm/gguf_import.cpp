@@ -66,6 +66,9 @@ Projection projection(const GgufFile& f, const std::string& name, int64_t K, int
   // in the high one (ggml: element i low, i + 16 high); 8-bit blocks hold q + 128 (zero point 128).
   const int64_t blocks = N * (K / 32), blob = q4 ? 16 : 32;
   w.bits = q4 ? 4 : 8, w.block = 32;
+  // llama.cpp multiplies these blocks with activations quantized to 8 bits per block of 32 (its Q8_0/Q8_1);
+  // accuracy_level 4 asks tern and ONNX Runtime for the same arithmetic in decode.
+  w.accuracy_level = 4;
   w.blocks = Tensor(DType::UInt8, {N, K / 32, blob});
   w.scales = Tensor(DType::Float32, {blocks});
   if (t.type == GgmlType::Q4_1) w.zero_points = Tensor(DType::Float32, {blocks});

@@ -42,6 +42,7 @@ void project(OnnxBuilder& b, const std::string& name, const Projection& w, const
   OnnxBuilder::attr(n, "N", w.N);
   OnnxBuilder::attr(n, "bits", w.bits);
   OnnxBuilder::attr(n, "block_size", w.block);
+  if (w.accuracy_level) OnnxBuilder::attr(n, "accuracy_level", w.accuracy_level);
 }
 
 }  // namespace

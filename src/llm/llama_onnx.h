@@ -25,6 +25,8 @@ struct Projection {
   Tensor matrix;  // [K, N] float32, or undefined when the blocks below are set
   Tensor blocks, scales, zero_points;
   int64_t K = 0, N = 0, bits = 0, block = 0;
+  // MatMulNBits' accuracy_level: 4 asks runtimes for int8 activations (llama.cpp's arithmetic on GGUF blocks).
+  int64_t accuracy_level = 0;
 };
 
 struct LlamaLayer {

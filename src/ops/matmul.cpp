@@ -49,6 +49,7 @@ class MatMulOp : public Op {
       case WeightFormat::Int4: {
         const Tensor W = cast_to(*B, DType::Float32);
         quantized_ = kernels::quantize_nbits(W.data<float>(), W.dim(0), W.dim(1), options.weights == WeightFormat::Int8 ? 8 : 4, 32);
+        activations_ = options.activations == ActivationFormat::Int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
         break;
       }
       case WeightFormat::Float16: packed_ = kernels::pack_matrix(*B, DType::Float16); break;
@@ -68,7 +69,7 @@ class MatMulOp : public Op {
   std::string kernel(const std::vector<const Tensor*>& in) const override {
     const Tensor& A = *in[0];
     if (packed_) return kernels::matmul_packed_kernel(A.numel() / packed_->K, *packed_);
-    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view());
+    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view(), activations_);
     return {};
   }
   int64_t packed_weight_bytes() const override {
@@ -112,7 +113,7 @@ class MatMulOp : public Op {
       float* out = y_f32.defined() ? y_f32.data<float>() : y.data<float>();
       const int64_t K = packed_ ? packed_->K : quantized_->K, M = a.numel() / K;
       if (M > 0 && packed_) kernels::matmul_packed(a.data<float>(), M, *packed_, out);
-      else if (M > 0) kernels::matmul_nbits(a.data<float>(), M, quantized_->view(), out);
+      else if (M > 0) kernels::matmul_nbits(a.data<float>(), M, quantized_->view(), out, activations_);
       if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }
@@ -189,6 +190,7 @@ class MatMulOp : public Op {
   float alpha_;
   std::optional<kernels::PackedMatrix> packed_;        // or
   std::optional<kernels::QuantizedWeights> quantized_;
+  kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // for quantized_
   mutable std::vector<Tensor> device_w_;               // OpenCL: [N, K] weights, or blocks, scales, zero points
 };
 

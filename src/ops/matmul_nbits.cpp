@@ -1,7 +1,8 @@
 // MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 4 or 8 bits per
 // ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
 // and layouts the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
-// time into L1 (no dequantized copy of the matrix).
+// time into L1 (no dequantized copy of the matrix). accuracy_level 4 asks for int8 activations: the
+// decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way).
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
@@ -17,10 +18,17 @@ namespace {
 class MatMulNBitsOp : public Op {
  public:
   explicit MatMulNBitsOp(const Node& n)
-      : K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), bits_(n.attr_int("bits", 4)), block_(n.attr_int("block_size", 0)) {
+      : K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), bits_(n.attr_int("bits", 4)), block_(n.attr_int("block_size", 0)),
+        accuracy_level_(n.attr_int("accuracy_level", 0)) {
     if (K_ <= 0 || N_ <= 0) fail(n.describe(), ": attributes K and N are required");
     if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
+  }
+  std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& options) override {
+    const bool int8 = options.activations == ActivationFormat::Int8 ||
+                      (options.activations == ActivationFormat::AsModel && accuracy_level_ == 4);
+    activations_ = int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
+    return {};
   }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
     double bytes = static_cast<double>(out[0].nbytes());
@@ -36,7 +44,7 @@ class MatMulNBitsOp : public Op {
     w.N = N_, w.K = K_, w.bits = bits_, w.block = block_;
     if (in.size() > 3 && in[3] && in[3]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
     else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
-    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w);
+    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, activations_);
   }
   // On OpenCL: float32 activations and scales, packed (or no) zero points, no bias; the blocks are
   // uploaded once, as stored.
@@ -92,7 +100,7 @@ class MatMulNBitsOp : public Op {
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    kernels::matmul_nbits(A.data<float>(), M, w, Y);
+    kernels::matmul_nbits(A.data<float>(), M, w, Y, activations_);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);
@@ -102,7 +110,8 @@ class MatMulNBitsOp : public Op {
   }
 
  private:
-  int64_t K_, N_, bits_, block_;
+  int64_t K_, N_, bits_, block_, accuracy_level_;
+  kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
   mutable DeviceConstant blocks_, scales_, zero_points_;  // OpenCL: the weights, uploaded once
 };
 

@@ -170,6 +170,13 @@ WeightFormat parse_weight_format(const std::string& name) {
   fail("--weights must be fp32, fp16, bf16, int8 or int4, got '", name, "'");
 }
 
+ActivationFormat parse_activation_format(const std::string& name) {
+  if (name == "auto") return ActivationFormat::AsModel;
+  if (name == "fp32") return ActivationFormat::Float32;
+  if (name == "int8") return ActivationFormat::Int8;
+  fail("--activations must be auto, fp32 or int8, got '", name, "'");
+}
+
 OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const {
   OpCost c;
   for (const Tensor* t : inputs)

@@ -94,11 +94,18 @@ struct RunContext {
 // How ops keep the constant weights they repack at load (SessionOptions::weights, `--weights`): as the
 // file stores them, or converted — fewer bytes streamed per token, for some accuracy.
 enum class WeightFormat { AsStored, Float16, BFloat16, Int8, Int4 };
+// How decode rows of block-quantized products (MatMulNBits, --weights int8/int4) treat the activations
+// (SessionOptions::activations, `--activations`): as the model asks — int8 where a MatMulNBits says
+// accuracy_level 4, as ONNX Runtime does, fp32 elsewhere — or fp32 / int8 everywhere.
+enum class ActivationFormat { AsModel, Float32, Int8 };
 struct PrepackOptions {
   WeightFormat weights = WeightFormat::AsStored;
+  ActivationFormat activations = ActivationFormat::AsModel;
 };
 // "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
 WeightFormat parse_weight_format(const std::string& name);
+// "auto" (as the model asks), "fp32", "int8"; fails naming the choices.
+ActivationFormat parse_activation_format(const std::string& name);
 
 // What one run of a node costs: arithmetic and memory traffic, from its tensors' shapes and dtypes (the
 // profiler's roofline). Estimates of the work the kernel must do, not counters.

@@ -318,7 +318,7 @@ void Session::prepack_constants() {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
-    for (int i : ops_[k]->prepack(constants, {options_.weights})) {
+    for (int i : ops_[k]->prepack(constants, {options_.weights, options_.activations})) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
       // was mapped from — goes back to the system.

@@ -49,6 +49,8 @@ struct SessionOptions {
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
   // Weights of MatMuls with a constant 2-D float matrix, converted once at load (Op::prepack).
   WeightFormat weights = WeightFormat::AsStored;
+  // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
+  ActivationFormat activations = ActivationFormat::AsModel;
   // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
   std::function<void(const NodeRun& run)> on_node;
 };

@@ -245,15 +245,21 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
 
 namespace {
 bool nbits_uses_gemv(int64_t M, const NBitsWeights& W) { return M <= kGemvMaxRows && gemv_nbits_supported(W); }
+bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) {
+  return act == NBitsActivations::Int8 && M <= kGemvMaxRows && gemv_nbits_i8_supported(W);
+}
 }  // namespace
 
-void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
-  if (nbits_uses_gemv(M, W)) gemv_nbits(A, M, W, C);
+void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
+  if (nbits_uses_gemv_i8(M, W, act)) gemv_nbits_i8(A, M, W, C);
+  else if (nbits_uses_gemv(M, W)) gemv_nbits(A, M, W, C);
   else gemm_nbits(A, M, W, C);
 }
 
-std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W) {
-  return std::string(nbits_uses_gemv(M, W) ? "gemv_nbits int" : "gemm_nbits int") + std::to_string(W.bits);
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
+  const std::string bits = "int" + std::to_string(W.bits);
+  if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits " + bits + "·int8 " + isa_name(active_isa());
+  return (nbits_uses_gemv(M, W) ? "gemv_nbits " : "gemm_nbits ") + bits;
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {

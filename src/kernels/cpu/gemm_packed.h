@@ -41,8 +41,13 @@ std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
-// The same for any M: gemv_nbits on the blocks as stored for a few rows when it takes them, else gemm_nbits.
-void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
-std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W);  // "gemv_nbits int4", "gemm_nbits int8"…
+// How matmul_nbits treats the activations of its decode rows: as fp32, or quantized to int8 per block
+// (gemv_nbits_i8: MatMulNBits accuracy_level 4). Prefill rows (more than kGemvMaxRows) run the fp32 GEMM
+// either way.
+enum class NBitsActivations { Float32, Int8 };
+// The same for any M: gemv_nbits(_i8) on the blocks as stored for a few rows when it takes them, else gemm_nbits.
+void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
+// "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits int4·int8 avx2"…
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act = NBitsActivations::Float32);
 
 }  // namespace tern::kernels

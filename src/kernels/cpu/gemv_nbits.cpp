@@ -3,7 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "kernels/cpu/x86/gemv_nbits_i8.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -17,15 +20,6 @@ namespace {
 // ones next: then 8 bytes widened to 8 lanes give the low nibbles for the first half, the high nibbles
 // for the second, with no shuffles in the inner loop.
 constexpr int64_t kGroup = 16;
-
-// The block's zero point: given as floats (a GGUF Q4_1 block's −min/scale), packed, or the default.
-float zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
-  if (w.zp_float) return w.zp_float[n * k_blocks + kb];
-  if (!w.zp_packed) return static_cast<float>(int64_t{1} << (w.bits - 1));
-  if (w.bits == 8) return w.zp_packed[n * k_blocks + kb];
-  const int64_t row = (k_blocks + 1) / 2;
-  return (w.zp_packed[n * row + kb / 2] >> (4 * (kb % 2))) & 0xF;
-}
 
 #if defined(__AVX2__) && defined(__FMA__)
 float hsum(__m256 v) {
@@ -72,7 +66,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
     for (int r = 0; r < R; ++r) {
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc[r] = _mm256_fmadd_ps(block_acc[r], _mm256_set1_ps(scale), acc[r]);
-      zp_part[r] += zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+      zp_part[r] += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
     }
   }
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zp_part[r];
@@ -96,7 +90,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
         }
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc += block_acc * scale;
-      zp_part += zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+      zp_part += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
     }
     y[n0 + r] = acc - zp_part;
   }
@@ -136,6 +130,57 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int64_t p = 0; p < quads; ++p) rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
       for (int64_t n = 4 * quads; n < w.N; ++n) rows<1, 8>(xm, sm, w, k_blocks, n, ym);
+    }
+  }
+}
+
+bool gemv_nbits_i8_supported(const NBitsWeights& w) {
+  return (w.bits == 4 || w.bits == 8) && w.block % 32 == 0 && w.N > 0 && w.K > 0;
+}
+
+void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  using RowsFn = void (*)(const Int8Row&, const NBitsWeights&, int64_t, int64_t, float*);
+  const RowsFn rows_fn = isa == Isa::Avx512Vnni ? gemv_nbits_i8_avx512vnni
+                         : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
+                                                : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
+  const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
+  // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xscale, xsum;
+  xq.assign(static_cast<size_t>(M * padded), 0);
+  xscale.resize(static_cast<size_t>(M * k_blocks));
+  xsum.resize(static_cast<size_t>(M * k_blocks));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      const float* xb = x + m * w.K + kb * w.block;
+      const int64_t len = std::min(w.block, w.K - kb * w.block);
+      float amax = 0;
+      for (int64_t i = 0; i < len; ++i) amax = std::max(amax, std::fabs(xb[i]));
+      const float scale = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+      int32_t sum = 0;
+      int8_t* qb = xq.data() + m * padded + kb * w.block;
+      for (int64_t i = 0; i < len; ++i) {
+        const int v = static_cast<int>(std::nearbyint(xb[i] * inv));
+        sum += v;
+        // 4-bit weights pair values 2j and 2j + 1 in a byte: per 32 values, the even ones first.
+        const int64_t at = w.bits == 4 ? (i / 32) * 32 + (i % 2) * 16 + (i % 32) / 2 : i;
+        qb[at] = static_cast<int8_t>(v);
+      }
+      xscale[static_cast<size_t>(m * k_blocks + kb)] = scale;
+      xsum[static_cast<size_t>(m * k_blocks + kb)] = scale * static_cast<float>(sum);
+    }
+  // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
+  // one fixed order, so results repeat bit for bit whatever the thread count.
+  const int64_t groups = (w.N + 3) / 4;
+  const int threads = w.N * w.K < (int64_t{1} << 16) ? 1 : omp_get_max_threads();
+  for (int64_t m = 0; m < M; ++m) {
+    const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks};
+    float* ym = y + m * w.N;
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
+      if (g0 < g1) rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym);
     }
   }
 }

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/nbits.h"
 
 namespace tern::kernels {
@@ -16,5 +17,12 @@ bool gemv_nbits_supported(const NBitsWeights& w);
 
 // y[m, :] = x[m, :] · dequant(W)ᵀ for m < M (x [M, K] and y [M, N], rows contiguous).
 void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y);
+
+// The same with each row of x first quantized to int8 per weight block (xs = max|x| / 127, round to
+// nearest even) and integer dot products (x86/gemv_nbits_i8.h) — MatMulNBits' accuracy_level 4, llama.cpp's
+// numerics for its quantized matrices. Not bitwise equal to gemv_nbits: the activations lose bits.
+// Takes 4 or 8 bits, blocks a multiple of 32; `isa` picks the dot product (any tier the CPU runs).
+bool gemv_nbits_i8_supported(const NBitsWeights& w);
+void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
 
 }  // namespace tern::kernels

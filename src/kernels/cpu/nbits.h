@@ -16,6 +16,17 @@ struct NBitsWeights {
   const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1)
 };
 
+// The zero point of row n's block kb: the float one given (a GGUF Q4_1 block's −min/scale), the packed
+// one, or the default 2^(bits−1). `static`: the per-ISA kernel files (x86/*_<tier>.cpp) compile their own
+// copy with their own flags, and internal linkage keeps each copy in its file (an inline function would
+// let the linker pick an AVX-512 copy for every caller).
+static inline float nbits_zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
+  if (w.zp_float) return w.zp_float[n * k_blocks + kb];
+  if (!w.zp_packed) return static_cast<float>(int64_t{1} << (w.bits - 1));
+  const int64_t bit = kb * w.bits, row = (k_blocks * w.bits + 7) / 8;
+  return static_cast<float>((w.zp_packed[n * row + bit / 8] >> (bit % 8)) & ((1 << w.bits) - 1));
+}
+
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
 
 // Block-quantized weights that own their bytes.

@@ -1,0 +1,29 @@
+// The x86 instruction-set tier the CPU kernels run at, chosen once at start from cpuid: one binary runs
+// on every x86-64-v3 machine and uses what the one it runs on has. TERN_ISA=avx2|avxvnni|avx512|avx512vnni
+// forces a lower tier (for tests and for comparing paths); asking for one the CPU lacks is an error.
+//
+// Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp, compiled
+// with that tier's flags):
+//   avx2        AVX2, FMA, F16C — the build's baseline (-march=x86-64-v3)
+//   avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
+//   avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
+//   avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
+// A machine's tier is the highest whose instructions it has all of.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tern::kernels {
+
+enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni };
+
+const char* isa_name(Isa isa);
+// Every tier this CPU can execute, lowest first (always starts with avx2).
+std::vector<Isa> machine_isas();
+// The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
+// CPU cannot run throws, naming what it has).
+Isa active_isa();
+// What the CPU offers beyond the tiers, for `tern bench --machine`: "avx2 fma f16c avx512f … avx512bf16".
+std::string cpu_feature_list();
+
+}  // namespace tern::kernels

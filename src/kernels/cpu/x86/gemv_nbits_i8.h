@@ -1,0 +1,26 @@
+// Decode rows of MatMulNBits with the activations quantized to int8 per weight block — what ONNX Runtime
+// does for accuracy_level 4 and llama.cpp for every quantized matrix (its Q8 activations). Integer dot
+// products replace the float unpacking of gemv_nbits: per block of row n,
+//   y[n] += ws[n,kb] · xs[kb] · (Σ_k q[n,k] · xq[k] − zp[n,kb] · Σ_k xq[k])
+// with the products summed exactly in int32. One entry point per ISA tier (x86/gemv_nbits_i8_<tier>.cpp,
+// each compiled with its tier's flags); gemv_nbits.cpp quantizes the activations and picks the tier.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/nbits.h"
+
+namespace tern::kernels {
+
+// One activation row, quantized per weight block (symmetric: xq = round(x / xs), xs = max|x| / 127).
+struct Int8Row {
+  const int8_t* q = nullptr;    // [k_blocks · block]; for 4-bit weights each 32 values reordered (see gemv_nbits_i8)
+  const float* scale = nullptr;  // [k_blocks] xs
+  const float* sum = nullptr;    // [k_blocks] xs · Σ xq: the zero points' share
+};
+
+// y[n] for n in [n0, n1). Weights of 4 or 8 bits, block a multiple of 32.
+void gemv_nbits_i8_avx2(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+void gemv_nbits_i8_avxvnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+
+}  // namespace tern::kernels

@@ -1,0 +1,27 @@
+// AVX2: vpmaddubsw multiplies u8·s8 into int16 pairs, vpmaddwd sums them into int32. A 4-bit weight
+// (≤ 15) times |x| ≤ 127 cannot saturate the int16 pair sum; an 8-bit one (≤ 255) could, so 8-bit
+// weights are read as signed (w − 128, whose magnitude times 127, twice, still fits) and their zero
+// point is shifted by 128 to match.
+#include "kernels/cpu/x86/gemv_nbits_i8_impl.h"
+
+namespace tern::kernels {
+namespace {
+
+struct DotAvx2 {
+  static constexpr float kW8Offset = 128.0f;
+  static __m256i u8s8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static __m256i w8(__m256i acc, __m256i w, __m256i s) {
+    const __m256i ws = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));  // w − 128 as int8
+    return u8s8(acc, _mm256_abs_epi8(ws), _mm256_sign_epi8(s, ws));                     // |w'| · (s · sign w')
+  }
+};
+
+}  // namespace
+
+void gemv_nbits_i8_avx2(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
+  gemv_rows<DotAvx2>(x, w, n0, n1, y);
+}
+
+}  // namespace tern::kernels

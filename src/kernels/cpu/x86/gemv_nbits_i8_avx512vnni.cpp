@@ -1,0 +1,20 @@
+// AVX512_VNNI on 256-bit registers (AVX512VL): the EVEX vpdpbusd. One 32-value block per register keeps
+// one scale per register; a 512-bit variant (two blocks per register) is not written or measured yet.
+#include "kernels/cpu/x86/gemv_nbits_i8_impl.h"
+
+namespace tern::kernels {
+namespace {
+
+struct DotAvx512Vnni {
+  static constexpr float kW8Offset = 0.0f;
+  static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }
+};
+
+}  // namespace
+
+void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
+  gemv_rows<DotAvx512Vnni>(x, w, n0, n1, y);
+}
+
+}  // namespace tern::kernels
