@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "graph/quantize.h"
+#include "kernels/cpu/isa.h"
 #include "llm/chat_template.h"
 #include "llm/evaluate.h"
 #include "llm/generator.h"
@@ -701,7 +702,9 @@ int cmd_bench(int argc, char** argv) {
   if (f.has("machine")) {
     const tern::MachinePeaks m = tern::machine_peaks(threads, true);
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
-              << " thread(s) (cached for profile and bench-op)\n";
+              << " thread(s) (cached for profile and bench-op)\n"
+              << "kernels: ISA tier " << tern::kernels::isa_name(tern::kernels::active_isa()) << " (CPU: "
+              << tern::kernels::cpu_feature_list() << "; TERN_ISA=avx2|avxvnni|avx512|avx512vnni caps it)\n";
     return 0;
   }
   const double bandwidth_before = tern::measure_read_bandwidth(threads);
@@ -747,7 +750,8 @@ int cmd_bench(int argc, char** argv) {
                      {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps}, {"decode_ms_per_token", 1000.0 / decode_tps},
                      {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
                      {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
-                     {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb}};
+                     {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb},
+                     {"isa", tern::kernels::isa_name(tern::kernels::active_isa())}};
     if (moved) {
       j["device"] = f.get("device");
       j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
@@ -777,7 +781,9 @@ int cmd_bench(int argc, char** argv) {
 }
 
 int cmd_devices() {
-  std::cout << "cpu       " << std::thread::hardware_concurrency() << " thread(s)\n";
+  const char* tier = tern::kernels::isa_name(tern::kernels::active_isa());  // fails on a bad TERN_ISA before printing
+  std::cout << "cpu       " << std::thread::hardware_concurrency() << " thread(s), ISA tier " << tier << " ("
+            << tern::kernels::cpu_feature_list() << ")\n";
   const auto devices = tern::cl::list_devices();
   if (devices.empty()) std::cout << "opencl    none found (no OpenCL platform/driver; on Debian: apt-get install pocl-opencl-icd)\n";
   for (const auto& d : devices)
