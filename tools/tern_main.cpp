@@ -402,6 +402,7 @@ int cmd_bench_op(int argc, char** argv) {
   spec.dtype = dtype == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
   spec.kv_dtype = kv == "fp16" ? tern::DType::Float16 : tern::DType::Float32;
   spec.weights = tern::parse_weight_format(f.get("weights", "fp32"));
+  spec.activations = tern::parse_activation_format(f.get("activations", "auto"));
   spec.threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
   spec.device = tern::parse_device(f.get("device", "cpu"));
   const tern::MachinePeaks machine = tern::machine_peaks(spec.threads);

@@ -33,7 +33,8 @@ void need(const OpBenchSpec& s, size_t n, const char* meaning) {
 }  // namespace
 
 const char* op_bench_usage() {
-  return "  matmul    --shape M,K,N      [M,K] activations x a constant [K,N] weight (--weights fp32|fp16|bf16|int8|int4)\n"
+  return "  matmul    --shape M,K,N      [M,K] activations x a constant [K,N] weight (--weights fp32|fp16|bf16|int8|int4\n"
+         "                               [--activations fp32|int8])\n"
          "  rmsnorm   --shape ROWS,DIM   RMSNormalization over the last dim\n"
          "  rope      --shape SEQ,HEADS,HEAD_DIM   RotaryEmbedding of [1, SEQ, HEADS*HEAD_DIM]\n"
          "  softmax   --shape ROWS,N     Softmax over the last dim\n"
@@ -122,6 +123,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
   SessionOptions so;
   so.threads = spec.threads;
   so.weights = spec.weights;
+  so.activations = spec.activations;
   so.device = spec.device;
   Profiler prof;
   prof.attach(so);

@@ -21,6 +21,31 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Σ_kb zp[n,kb] · ws[n,kb] · xs·Σxq[kb], the zero points' share of row n, once per row after the dot
+// products (inside the block loop its scalar arithmetic cost as much as the integer products). The
+// default and float zero points run 8 blocks per step; packed ones are read one by one. `offset` is what
+// the dot product already subtracted from each weight (Dot::kW8Offset for 8 bits).
+float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64_t k_blocks, float offset) {
+  const float* ws = w.scales + n * k_blocks;
+  if (w.zp_packed) {
+    float share = 0;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) share += (nbits_zero_point(w, n, kb, k_blocks) - offset) * ws[kb] * x.sum[kb];
+    return share;
+  }
+  const float* zf = w.zp_float ? w.zp_float + n * k_blocks : nullptr;
+  const float fixed = static_cast<float>(int64_t{1} << (w.bits - 1)) - offset;  // the default zero point
+  if (!zf && fixed == 0) return 0;
+  __m256 acc = _mm256_setzero_ps();
+  int64_t kb = 0;
+  for (; kb + 8 <= k_blocks; kb += 8) {
+    const __m256 zp = zf ? _mm256_sub_ps(_mm256_loadu_ps(zf + kb), _mm256_set1_ps(offset)) : _mm256_set1_ps(fixed);
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(zp, _mm256_loadu_ps(ws + kb)), _mm256_loadu_ps(x.sum + kb), acc);
+  }
+  float share = hsum(acc);
+  for (; kb < k_blocks; ++kb) share += (zf ? zf[kb] - offset : fixed) * ws[kb] * x.sum[kb];
+  return share;
+}
+
 // R output rows share each activation load. Dot::u8s8(acc, u, s) adds Σ u·s over each group of four bytes
 // to acc's int32 lanes; 8-bit weights go through Dot::w8 (which may offset them, see kW8Offset).
 template <class Dot, int Bits, int R>
@@ -28,12 +53,12 @@ void rows(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0,
   const int64_t blob = w.block * Bits / 8, chunks = w.block / 32;
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   __m256 acc[R];
-  float zp_part[R];
   const uint8_t* q[R];
+  const float* ws[R];
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm256_setzero_ps();
-    zp_part[r] = 0;
     q[r] = w.data + (n0 + r) * k_blocks * blob;
+    ws[r] = w.scales + (n0 + r) * k_blocks;
   }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     __m256i dot[R];
@@ -52,14 +77,11 @@ void rows(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0,
         }
       }
     }
-    for (int r = 0; r < R; ++r) {
-      const float ws = w.scales[(n0 + r) * k_blocks + kb];
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_set1_ps(ws * x.scale[kb]), acc[r]);
-      const float zp = nbits_zero_point(w, n0 + r, kb, k_blocks) - (Bits == 8 ? Dot::kW8Offset : 0.0f);
-      zp_part[r] += zp * ws * x.sum[kb];
-    }
+    const float xs = x.scale[kb];
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_set1_ps(ws[r][kb] * xs), acc[r]);
   }
-  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zp_part[r];
+  const float offset = Bits == 8 ? Dot::kW8Offset : 0.0f;
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks, offset);
 }
 
 template <class Dot>
