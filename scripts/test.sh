@@ -9,5 +9,5 @@ dir=build
 [ "${1:-}" = "--sanitize" ] && dir=build-asan
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt  # PoCL's own allocations
-"$dir/tern" devices | head -n 1  # the kernels' ISA tier on this machine (the kernel tests run every tier it has)
+"$dir/tern" devices | sed -n 1p  # the kernels' ISA tier on this machine (the kernel tests run every tier it has)
 ctest --test-dir "$dir" --output-on-failure
