@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "model_builder.h"
+#include "kernels/cpu/isa.h"
 #include "runtime/op_bench.h"
 #include "runtime/profile_compare.h"
 #include "runtime/profile_report.h"
@@ -195,8 +196,10 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
   CHECK(r.median_ms >= r.min_ms);
   spec.weights = WeightFormat::Int4;
   CHECK(bench_op(spec).kernel == "gemv_nbits int4");
+  spec.activations = ActivationFormat::Int8;  // the session option reaches the op: int8 decode rows
+  CHECK(bench_op(spec).kernel == std::string("gemv_nbits_i8 int4 ") + kernels::isa_name(kernels::active_isa()));
   spec.shape = {16, 64, 48};
-  CHECK(bench_op(spec).kernel == "gemm_nbits int4");
+  CHECK(bench_op(spec).kernel == "gemm_nbits int4");  // prefill rows stay fp32
   spec = {};
   spec.op = "attention";
   spec.shape = {4, 2, 16, 32};

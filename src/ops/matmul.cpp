@@ -49,7 +49,7 @@ class MatMulOp : public Op {
       case WeightFormat::Int4: {
         const Tensor W = cast_to(*B, DType::Float32);
         quantized_ = kernels::quantize_nbits(W.data<float>(), W.dim(0), W.dim(1), options.weights == WeightFormat::Int8 ? 8 : 4, 32);
-        activations_ = options.activations == ActivationFormat::Int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
+        activations_ = nbits_activations(options.activations, false);
         break;
       }
       case WeightFormat::Float16: packed_ = kernels::pack_matrix(*B, DType::Float16); break;

@@ -25,9 +25,7 @@ class MatMulNBitsOp : public Op {
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
   }
   std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& options) override {
-    const bool int8 = options.activations == ActivationFormat::Int8 ||
-                      (options.activations == ActivationFormat::AsModel && accuracy_level_ == 4);
-    activations_ = int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
+    activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
     return {};
   }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {

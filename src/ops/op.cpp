@@ -1,5 +1,6 @@
 #include "ops/op.h"
 
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/opencl/kernels.h"
 #include "runtime/opencl.h"
 
@@ -175,6 +176,11 @@ ActivationFormat parse_activation_format(const std::string& name) {
   if (name == "fp32") return ActivationFormat::Float32;
   if (name == "int8") return ActivationFormat::Int8;
   fail("--activations must be auto, fp32 or int8, got '", name, "'");
+}
+
+kernels::NBitsActivations nbits_activations(ActivationFormat format, bool model_asks_int8) {
+  const bool int8 = format == ActivationFormat::Int8 || (format == ActivationFormat::AsModel && model_asks_int8);
+  return int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
 }
 
 OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const {

@@ -8,6 +8,10 @@
 
 #include "graph/ir.h"
 
+namespace tern::kernels {
+enum class NBitsActivations;  // kernels/cpu/gemm_packed.h
+}
+
 namespace tern::kernels::opencl {
 class Kernels;
 }
@@ -106,6 +110,9 @@ struct PrepackOptions {
 WeightFormat parse_weight_format(const std::string& name);
 // "auto" (as the model asks), "fp32", "int8"; fails naming the choices.
 ActivationFormat parse_activation_format(const std::string& name);
+// What a block-quantized product's decode rows run with under `format`, where the model asks for int8
+// (MatMulNBits accuracy_level 4) or not (tern's own --weights int8/int4 matrices).
+kernels::NBitsActivations nbits_activations(ActivationFormat format, bool model_asks_int8);
 
 // What one run of a node costs: arithmetic and memory traffic, from its tensors' shapes and dtypes (the
 // profiler's roofline). Estimates of the work the kernel must do, not counters.

@@ -135,12 +135,12 @@ void Profiler::write_table(std::ostream& out, const MachinePeaks& machine, int t
     const auto node_rows = by_node(phase);
     if (top_nodes <= 0 || node_rows.empty()) continue;
     out << "  slowest nodes:\n";
-    std::snprintf(line, sizeof line, "  %-40s %-18s %-20s %6s %10s %6s %9s %9s %9s\n", "node", "op type", "kernel", "calls",
+    std::snprintf(line, sizeof line, "  %-40s %-18s %-29s %6s %10s %6s %9s %9s %9s\n", "node", "op type", "kernel", "calls",
                   "total ms", "share", "GFLOP/s", "GB/s", "roofline");
     out << line;
     for (size_t i = 0; i < node_rows.size() && i < static_cast<size_t>(top_nodes); ++i) {
       const Row& r = node_rows[i];
-      std::snprintf(line, sizeof line, "  %-40.40s %-18.18s %-20.20s %6lld %10.2f %5.1f%% %9.1f %9.1f %8.0f%%\n", r.name.c_str(),
+      std::snprintf(line, sizeof line, "  %-40.40s %-18.18s %-29.29s %6lld %10.2f %5.1f%% %9.1f %9.1f %8.0f%%\n", r.name.c_str(),
                     r.op_type.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str(), static_cast<long long>(r.calls), r.ms,
                     nodes > 0 ? 100.0 * r.ms / nodes : 0.0, r.gflops_per_s(), r.gb_per_s(), r.roofline_pct(machine));
       out << line;

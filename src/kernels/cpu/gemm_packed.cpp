@@ -258,7 +258,7 @@ void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NB
 
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
   const std::string bits = "int" + std::to_string(W.bits);
-  if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits " + bits + "·int8 " + isa_name(active_isa());
+  if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits_i8 " + bits + " " + isa_name(active_isa());
   return (nbits_uses_gemv(M, W) ? "gemv_nbits " : "gemm_nbits ") + bits;
 }
 

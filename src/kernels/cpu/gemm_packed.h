@@ -47,7 +47,7 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
 enum class NBitsActivations { Float32, Int8 };
 // The same for any M: gemv_nbits(_i8) on the blocks as stored for a few rows when it takes them, else gemm_nbits.
 void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
-// "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits int4·int8 avx2"…
+// "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits_i8 int4 avx2"…
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act = NBitsActivations::Float32);
 
 }  // namespace tern::kernels

@@ -21,6 +21,9 @@ namespace {
 // for the second, with no shuffles in the inner loop.
 constexpr int64_t kGroup = 16;
 
+// Below 64k weights a product is done before a second thread would have started.
+int threads_for(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16) ? 1 : omp_get_max_threads(); }
+
 #if defined(__AVX2__) && defined(__FMA__)
 float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -117,7 +120,7 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
       xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
     }
   const int64_t quads = w.N / 4;
-  const int threads = w.N * w.K < (int64_t{1} << 16) ? 1 : omp_get_max_threads();
+  const int threads = threads_for(w);
   for (int64_t m = 0; m < M; ++m) {
     const float* xm = xs.data() + m * padded;
     const float* sm = xsum.data() + m * k_blocks;
@@ -172,7 +175,7 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
   // one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t groups = (w.N + 3) / 4;
-  const int threads = w.N * w.K < (int64_t{1} << 16) ? 1 : omp_get_max_threads();
+  const int threads = threads_for(w);
   for (int64_t m = 0; m < M; ++m) {
     const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks};
     float* ym = y + m * w.N;

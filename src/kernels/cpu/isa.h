@@ -23,7 +23,8 @@ std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
 Isa active_isa();
-// What the CPU offers beyond the tiers, for `tern bench --machine`: "avx2 fma f16c avx512f … avx512bf16".
+// The x86 features the tiers (and later kernels) care about that this CPU has, for `tern devices` and
+// `tern bench --machine`: "avx2 fma avxvnni avx512f … avx512bf16".
 std::string cpu_feature_list();
 
 }  // namespace tern::kernels
