@@ -1,6 +1,7 @@
 // KvRingBuffer: wrap-around, sinks, RoPE re-basing against a straightforward reference computed on the
 // same cached keys, equality with plain attention inside the window, and no allocation per token.
 #include <doctest/doctest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -181,9 +182,15 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
   AttentionCall call;
   call.scale = 0.25f;
   Tensor plain = attention(Q, K, V, call);
-  std::vector<float> out(static_cast<size_t>(Hq * D));
+  std::vector<float> out(static_cast<size_t>(Hq * D)), one_thread(out.size());
   r.attend(0, q.data(), Hq, {0.25f}, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
+  // The key blocks depend on the key count only: one thread gives the same bits as several.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  r.attend(0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
+  omp_set_num_threads(threads);
+  CHECK(one_thread == out);
 }
 }  // namespace
 
@@ -192,6 +199,7 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
   // several key blocks, KV heads split over threads, head size with SIMD tails
   check_ring_equals_plain(8, 2, 64, 150, 256);
   check_ring_equals_plain(6, 3, 20, 200, 256);
+  check_ring_equals_plain(6, 2, 64, 2500, 3000);  // past 2,048 keys blocks grow (64 blocks at most)
 }
 
 TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {

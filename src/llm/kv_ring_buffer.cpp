@@ -128,7 +128,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   // Queries over threads, each single-threaded with scratch of its own (later queries see more keys:
   // dynamic schedule). Each query's result does not depend on the split.
   const int threads = omp_get_max_threads();
-  const int64_t per = kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, D, 1) + q_heads * D;
+  const int64_t per = kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, D, n, 1) + q_heads * D;
   chunk_query_.resize(static_cast<size_t>(per * threads));
   kernels::RingAttentionArgs<float> a;
   a.q_heads = q_heads;
@@ -165,8 +165,9 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
   const int threads = omp_get_max_threads();
-  const size_t need = static_cast<size_t>(kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, threads));
-  if (scratch_.size() < need) scratch_.resize(need);  // once per head configuration and thread count
+  // Sized for every slot the ring has allocated: it grows only when the ring does.
+  const size_t need = static_cast<size_t>(kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
+  if (scratch_.size() < need) scratch_.resize(need);
   kernels::RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;

@@ -95,8 +95,9 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     need(spec, 4, "HEADS,KV_HEADS,HEAD_DIM,CONTEXT");
     const int64_t H = s[0], Hkv = s[1], D = s[2], C = s[3];
     if (H % Hkv || D % 2) fail("bench-op attention: KV_HEADS must divide HEADS and HEAD_DIM be even");
-    // Room for every timed token: the window never slides, so each run attends over C + (runs so far).
-    const int64_t window = C + 10001;
+    // A window of C + 1 tokens: full after the first warm-up run, it slides from then on, so every timed
+    // run attends over exactly C + 1 keys with the ring at its final size (no growth inside a run).
+    const int64_t window = C + 1;
     for (const char* n : {"q", "k", "v"}) b.input(n, dt, {int64_t{1}, std::string("s"), (n[0] == 'q' ? H : Hkv) * D});
     b.input("mask", DType::Int64, {int64_t{1}, std::string("total")});
     b.initializer("cos", random_tensor({window, D / 2}, DType::Float32, 4));

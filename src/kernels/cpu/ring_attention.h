@@ -1,9 +1,11 @@
 // Attention of new queries over keys/values held in window order, with RoPE applied at read time:
 // keys are stored before RoPE, and key i of the window is rotated to position key_pos[i], the query to
-// query_pos. Streaming softmax over blocks of keys (no score matrix beyond one block); each key block
-// is converted and rotated once per KV head and shared by the query heads of its group; KV heads are
-// split over threads; dot products, rotations and value sums are SIMD (xsimd). No allocation: `scratch`
-// holds ring_attention_scratch_floats(…) floats.
+// query_pos. Keys are taken in blocks (32, more in windows over 2,048 keys: at most 64 blocks); each
+// (KV head, block) pair is one unit of work — keys converted and rotated once, shared by the query heads
+// of the group — giving a partial softmax (its own maximum and sum) per query head; the partials are
+// merged in block order, so threads split the units without changing a bit of the result. Dot
+// products, rotations and value sums are SIMD (xsimd). No allocation: `scratch` holds
+// ring_attention_scratch_floats(…) floats.
 #pragma once
 #include <cstdint>
 
@@ -37,8 +39,8 @@ struct RingAttentionArgs {
 // In place: head vector x [D] rotated to table row `pos` (no-op when r.rot_dim is 0).
 void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
 
-// Scratch `ring_attention` needs for `threads` threads.
-int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int threads);
+// Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).
+int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads);
 
 // out[q_heads][head_dim] = softmax(scoring(rope(q)·rope(k)ᵀ))·v for one query token (q pre-RoPE).
 template <typename T>
