@@ -42,29 +42,33 @@ void scale_in_place(float c, float* y, int64_t n) {
 
 }  // namespace
 
-// Half-split pairs vectorized; interleaved pairs scalar.
-void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos) {
-  if (r.rot_dim <= 0) return;
-  const int64_t half = r.rot_dim / 2;
+// Half-split pairs vectorized; interleaved pairs scalar. y may be x.
+void rotate_head(const float* x, float* y, int64_t D, const RopeTable& r, int64_t pos) {
+  const int64_t rot = std::max<int64_t>(r.rot_dim, 0);
+  if (y != x) std::memcpy(y + rot, x + rot, static_cast<size_t>(D - rot) * sizeof(float));  // dims past the rotary ones
+  if (rot == 0) return;
+  const int64_t half = rot / 2;
   const float* c = r.cos + pos * half;
   const float* s = r.sin + pos * half;
   if (r.interleaved) {
-    rope_rotate(x, x, c, s, r.rot_dim, D, true);
+    rope_rotate(x, y, c, s, rot, rot, true);
     return;
   }
   int64_t i = 0;
   for (; i + kLanes <= half; i += kLanes) {
     const batch x1 = batch::load_unaligned(x + i), x2 = batch::load_unaligned(x + half + i);
     const batch cb = batch::load_unaligned(c + i), sb = batch::load_unaligned(s + i);
-    xsimd::fms(x1, cb, x2 * sb).store_unaligned(x + i);
-    xsimd::fma(x1, sb, x2 * cb).store_unaligned(x + half + i);
+    xsimd::fms(x1, cb, x2 * sb).store_unaligned(y + i);
+    xsimd::fma(x1, sb, x2 * cb).store_unaligned(y + half + i);
   }
   for (; i < half; ++i) {
     const float x1 = x[i], x2 = x[half + i];
-    x[i] = x1 * c[i] - x2 * s[i];
-    x[half + i] = x1 * s[i] + x2 * c[i];
+    y[i] = x1 * c[i] - x2 * s[i];
+    y[half + i] = x1 * s[i] + x2 * c[i];
   }
 }
+
+void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos) { rotate_head(x, x, D, r, pos); }
 
 namespace {
 
@@ -156,9 +160,13 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
       prefetch_row(a.keys[i0 + i + kPrefetchKeys] + g * D, D);
       prefetch_row(a.values[i0 + i + kPrefetchKeys] + g * D, D);
     }
-    load_row(a.keys[i0 + i] + g * D, kb + i * D, D);
-    rotate_head(kb + i * D, D, a.rope, a.key_pos[i0 + i]);
-    if constexpr (!std::is_same_v<T, float>) load_row(a.values[i0 + i] + g * D, vb + i * D, D);
+    if constexpr (std::is_same_v<T, float>) {
+      rotate_head(a.keys[i0 + i] + g * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+    } else {
+      load_row(a.keys[i0 + i] + g * D, kb + i * D, D);
+      rotate_head(kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+      load_row(a.values[i0 + i] + g * D, vb + i * D, D);
+    }
   }
   // Float values are read where they are; others as converted above.
   auto value_row = [&](int64_t i) -> const float* {
@@ -168,15 +176,26 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
   for (int64_t j = 0; j < G; ++j) {
     float* sj = s + j * L.block;
     score_block(qr + (g * G + j) * D, kb, nb, D, sj);
-    if (a.scoring.softcap > 0)
-      for (int64_t i = 0; i < nb; ++i) sj[i] = a.scoring(sj[i]);
-    else
-      for (int64_t i = 0; i < nb; ++i) sj[i] *= a.scoring.scale;
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < nb; ++i) m = std::max(m, sj[i]);
+    int64_t i = 0;
+    if (a.scoring.softcap > 0) {
+      for (; i < nb; ++i) m = std::max(m, sj[i] = a.scoring(sj[i]));
+    } else {  // scale and maximum 8 scores at a time
+      const batch scale(a.scoring.scale);
+      batch mx(m);
+      for (; i + kLanes <= nb; i += kLanes) {
+        const batch v = batch::load_unaligned(sj + i) * scale;
+        v.store_unaligned(sj + i);
+        mx = xsimd::max(mx, v);
+      }
+      alignas(32) float lanes[kLanes];
+      mx.store_aligned(lanes);
+      for (float v : lanes) m = std::max(m, v);
+      for (; i < nb; ++i) m = std::max(m, sj[i] *= a.scoring.scale);
+    }
     const batch mb(m);
     batch lsum(0.0f);
-    int64_t i = 0;
+    i = 0;
     for (; i + kLanes <= nb; i += kLanes) {
       const batch p = xsimd::exp(batch::load_unaligned(sj + i) - mb);
       p.store_unaligned(sj + i);

@@ -36,7 +36,8 @@ struct RingAttentionArgs {
   int threads = 1;  // at most the count `scratch` was sized for
 };
 
-// In place: head vector x [D] rotated to table row `pos` (no-op when r.rot_dim is 0).
+// Head vector x [D] rotated to table row `pos` into y (dims past r.rot_dim copied), or in place.
+void rotate_head(const float* x, float* y, int64_t D, const RopeTable& r, int64_t pos);
 void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
 
 // Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).
