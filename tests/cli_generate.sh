@@ -24,3 +24,17 @@ gpt2=$2/models/ort-genai/tiny-random-gpt2-fp32
 "$tern" generate --model "$gpt2" --ids "98,464,207,758,218;98,116,318" --max-new-tokens 32 --json > "$work/gpt2.json"
 python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert len(j['tokens']) == 2" "$work/gpt2.json"
 echo "--json output is valid JSON"
+# --top-logits: per sequence, per step, N (token, logit) pairs, highest first, the first the greedy token.
+"$tern" generate --model "$gpt2" --ids "98,464,207;98,116" --max-new-tokens 4 --greedy --json --top-logits 3 > "$work/top.json"
+python3 - "$work/top.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for seq, steps in zip(j["tokens"], j["top_logits"]):
+    assert len(steps) == 4, steps
+    for k, step in enumerate(steps):
+        assert len(step) == 3 and step[0][1] >= step[1][1] >= step[2][1], step
+        assert step[0][0] == seq[len(seq) - 4 + k], (step, seq)
+PY
+if "$tern" generate --model "$gpt2" --ids "98" --top-logits 3 2> "$work/err.txt"; then exit 1; fi
+grep -q -- "--top-logits needs --json" "$work/err.txt"
+echo "--top-logits lists each step's best logits"

@@ -1,5 +1,6 @@
 #include "llm/generator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -9,6 +10,17 @@ namespace tern::llm {
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Appends row's n highest logits, highest first (ties: lower id first), to sequence b's steps.
+void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& res, int64_t b) {
+  if (res.top_logits.size() <= static_cast<size_t>(b)) res.top_logits.resize(static_cast<size_t>(b) + 1);
+  std::vector<int64_t> ids(static_cast<size_t>(V));
+  for (int64_t i = 0; i < V; ++i) ids[static_cast<size_t>(i)] = i;
+  const auto first = ids.begin() + std::min(n, V);
+  std::partial_sort(ids.begin(), first, ids.end(), [&](int64_t x, int64_t y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
+  auto& step = res.top_logits[static_cast<size_t>(b)].emplace_back();
+  for (auto it = ids.begin(); it != first; ++it) step.emplace_back(*it, row[*it]);
 }
 }  // namespace
 
@@ -186,6 +198,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
+        if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b);
         next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;

@@ -25,6 +25,9 @@ struct GenerateOptions {
   // continue from that cache — a chat's earlier turns are not fed again (`tern chat`) — and keep this
   // one's for the next. Else (or false) a fresh cache.
   bool resume = false;
+  // > 0: GenerateResult::top_logits keeps each step's this many highest logits per sequence — where two
+  // runtimes' greedy tokens part, it shows whether the step was a near-tie.
+  int64_t top_logits = 0;
 };
 
 struct GenerateResult {
@@ -34,6 +37,8 @@ struct GenerateResult {
   Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
   int64_t weight_bytes_per_token = 0;  // weights a decode step reads
   int64_t cache_bytes_per_token = 0;   // KV-cache bytes the last decode step moved
+  // [sequence][step]: (token, logit), highest first (GenerateOptions::top_logits; sampling only).
+  std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> top_logits;
 };
 
 // Left-pads prompts to one length with `pad`; `mask` marks real tokens.
