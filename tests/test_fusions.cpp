@@ -7,7 +7,7 @@
 
 #include "llm/generator.h"
 #include "model_builder.h"
-#include "graph/canonicalize.h"
+#include "passes/canonicalize.h"
 #include "runtime/session.h"
 #include "test_util.h"
 

@@ -13,13 +13,15 @@
 
 #include "kernels/cpu/rope.h"
 #include "llm/generator.h"
-#include "llm/kv_ring_buffer.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "ops/attention_common.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
 using namespace tern;
 using namespace tern::llm;
+using tern::kernels::KvRingBuffer;
+using tern::kernels::KvRingConfig;
 
 // Counts every allocation through operator new in this test binary, so a test can assert a loop
 // allocates nothing. The whole new/delete family is replaced, all on malloc/free, so every pair matches.

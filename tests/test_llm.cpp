@@ -7,7 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "graph/quantize.h"
+#include "passes/quantize.h"
 #include "llm/evaluate.h"
 #include "llm/generator.h"
 #include "llm/llama2c.h"

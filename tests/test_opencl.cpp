@@ -15,9 +15,9 @@
 #include "kernels/opencl/kernels.h"
 #include "kernels/opencl/sources.h"
 #include "llm/generator.h"
-#include "llm/kv_ring_buffer.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "model_builder.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 #include "test_util.h"
 
 using namespace tern;
@@ -273,7 +273,7 @@ TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding
   const int Hq = 4, Hkv = 2, D = 8, W = 6, S = 2, positions = 16;
   for (bool half : {false, true}) {
     CAPTURE(half);
-    llm::KvRingBuffer ring({1, Hkv, D, W, S, half ? DType::Float16 : DType::Float32});
+    kernels::KvRingBuffer ring({1, Hkv, D, W, S, half ? DType::Float16 : DType::Float32});
     std::vector<float> cos(positions * D / 2), sin(positions * D / 2);
     for (int p = 0; p < positions; ++p)
       for (int j = 0; j < D / 2; ++j) {

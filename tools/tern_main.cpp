@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "graph/quantize.h"
+#include "passes/quantize.h"
 #include "kernels/cpu/isa.h"
 #include "llm/chat_template.h"
 #include "llm/evaluate.h"
@@ -26,7 +26,7 @@
 #include "ops/op.h"
 #include "runtime/machine.h"
 #include "runtime/op_bench.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 #include "runtime/profile_compare.h"
 #include "runtime/profile_report.h"
 #include "runtime/profiler.h"

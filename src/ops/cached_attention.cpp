@@ -1,5 +1,5 @@
 // CachedAttention (domain "tern"): one decoder layer's attention bound to a KvRingBuffer the op owns,
-// made by the fuse_cached_attention pass (graph/fusions.h lists the patterns). Inputs: q, k (before
+// made by the fuse_cached_attention pass (passes/fusions.h lists the patterns). Inputs: q, k (before
 // RoPE, [B, S, H·D]), v, cos_cache, sin_cache ([positions, rotary_dim/2]), attention_mask [B, total];
 // k and v omitted: q packs Q, K and V as [B, S, (Hq + 2·Hkv)·D] (GroupQueryAttention's packed form). Each new token of row b is appended to the ring (padding tokens are skipped) and its
 // query attends over the window, keys rotated to their window positions: causal within the step.
@@ -9,11 +9,11 @@
 #include <cstring>
 #include <memory>
 
-#include "llm/kv_ring_buffer.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -95,7 +95,7 @@ class CachedAttentionOp : public Op {
     const int64_t v_at = packed ? (hq_ + hkv_) * D : 0;
     if (!ring_ || ring_->config().batch != B) {
       const int64_t sinks = std::min(sinks_, window_ - 1);
-      ring_ = std::make_unique<llm::KvRingBuffer>(llm::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
+      ring_ = std::make_unique<kernels::KvRingBuffer>(kernels::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
     }
     const int64_t rot = check_tables(ctx, D);
     kernels::RopeTable rope{rot ? cos.data<float>() : nullptr, rot ? sin.data<float>() : nullptr, rot, interleaved_};
@@ -158,12 +158,10 @@ class CachedAttentionOp : public Op {
     auto& c = ctx.opencl->context();
     const int64_t kv_floats = hkv_ * D, elem = storage_ == DType::Float16 ? 2 : 4;
     const int64_t W = window_, sinks = std::min(sinks_, window_ - 1);
-    // Slots grow in doublings up to the window, as the CPU ring's.
+    // Slots grow as the CPU ring's (kernels/ring_slots.h).
     const int64_t need = std::min(W, device_seen_ + S);
     if (device_slots_ < need) {
-      int64_t slots = std::max<int64_t>(device_slots_ ? device_slots_ : 256, 1);
-      while (slots < need) slots *= 2;
-      slots = std::min(slots, W);
+      const int64_t slots = kernels::ring_slots_for(device_slots_, need, W);
       for (Tensor* t : {&device_keys_, &device_values_}) {
         Tensor grown = cl::device_tensor(c, DType::UInt8, {slots * kv_floats * elem});
         if (t->defined()) c.copy(cl::mem_of(*t), cl::mem_of(grown), static_cast<size_t>(device_slots_ * kv_floats * elem));
@@ -204,7 +202,7 @@ class CachedAttentionOp : public Op {
   float scale_;
   float softcap_;
   DType storage_;
-  mutable std::unique_ptr<llm::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
+  mutable std::unique_ptr<kernels::KvRingBuffer> ring_;  // the layer's cache: state of a session, not of a call
   mutable Tensor cos_, sin_;                         // the RoPE tables as float32
   mutable const void* cos_src_ = nullptr;            // the table they were made from
   // OpenCL: the ring in device memory ([slots][kv_heads][D] keys and values, as storage_), tokens

@@ -1,6 +1,6 @@
 // DimsOf (domain "tern"): a shape-like integer tensor computed from its inputs' shapes alone — element i
 // is constants[i] plus the dims that `terms` (triples: element, input, axis) add to it. Made by
-// resolve_shape_values (graph/shape_values.h) in place of the Shape/Gather/Unsqueeze/Concat chains
+// resolve_shape_values (passes/shape_values.h) in place of the Shape/Gather/Unsqueeze/Concat chains
 // exporters build reshape targets with; it reads no input data.
 #include <type_traits>
 

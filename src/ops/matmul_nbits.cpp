@@ -10,7 +10,7 @@
 #include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/opencl/kernels.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 #include "ops/register_all.h"
 

@@ -9,12 +9,12 @@
 
 #include <omp.h>
 
-#include "graph/canonicalize.h"
-#include "graph/fusions.h"
-#include "graph/shape_values.h"
+#include "passes/canonicalize.h"
+#include "passes/fusions.h"
+#include "passes/shape_values.h"
 #include "kernels/opencl/kernels.h"
 #include "ops/execute.h"
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -99,7 +99,7 @@ void Session::prepare() {
         std::string why;
         for (const auto& miss : fusion_misses_) why += "\n  " + miss.str();
         if (why.empty()) why = " the graph has no past key/value inputs";
-        fail_unsupported("the attention does not match a ring-buffer cache pattern (graph/fusions.h lists them); run "
+        fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/fusions.h lists them); run "
                          "without a window:", why);
       }
       cached_layers_ = static_cast<int>(fusions_.size());

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "graph/fusions.h"
+#include "passes/fusions.h"
 #include "graph/onnx_loader.h"
-#include "graph/passes.h"
+#include "passes/passes.h"
 #include "ops/execute.h"
 #include "ops/op.h"
 #include "runtime/buffer_pool.h"
@@ -30,7 +30,7 @@ struct NodeRun {
 };
 
 struct SessionOptions {
-  // Where nodes run: the CPU, or an OpenCL device (runtime/opencl.h) — nodes whose op can run there
+  // Where nodes run: the CPU, or an OpenCL device (kernels/opencl/device.h) — nodes whose op can run there
   // (Op::runs_on) do, with their outputs and the ops' weights and caches kept in device memory; the
   // others run on the CPU with their inputs downloaded (Session::host_nodes lists them).
   Device device;

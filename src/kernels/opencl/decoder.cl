@@ -202,17 +202,10 @@ __kernel void last_rows(__global const float* x, __global float* y, int S, int r
   y[i] = x[((size_t)b * S + S - 1) * row + c];
 }
 
-// The ring-buffer KV cache on the device, with the CPU cache's semantics (llm/kv_ring_buffer.h): keys
-// stored before RoPE in slots [W][kv_heads][D]; token t sits in slot t while the buffer fills, then
-// non-sink tokens cycle through slots [S, W). Stored as float or half (`half_kv`, vstore_half: core).
-int ring_slot_of_token(int t, int W, int sinks) { return t < W ? t : sinks + (t - sinks) % (W - sinks); }
-
-// Window index i (sinks first, then oldest to newest) of a sequence that has seen `seen` tokens.
-int ring_slot_of_index(int i, int seen, int W, int sinks) {
-  if (seen <= W || i < sinks) return i;
-  const int t = seen - (W - i);
-  return sinks + (t - sinks) % (W - sinks);
-}
+// The ring-buffer KV cache on the device, with the CPU cache's semantics (kernels/cpu/kv_ring_buffer.h):
+// keys stored before RoPE in slots [W][kv_heads][D], in the slots kernels/ring_slots.h assigns; stored as
+// float or half (`half_kv`, vstore_half: core).
+#include "kernels/ring_slots.h"
 
 // Appends `count` tokens (the sequence has seen `seen_before`): token s's key is read at
 // k[k_at + s·k_stride], its value at v[v_at + s·v_stride] (the same buffer for packed rows).

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 namespace tern::kernels::opencl {
 

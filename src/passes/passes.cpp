@@ -1,4 +1,4 @@
-#include "graph/passes.h"
+#include "passes/passes.h"
 
 #include "ops/execute.h"
 

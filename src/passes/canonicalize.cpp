@@ -1,8 +1,8 @@
-#include "graph/canonicalize.h"
+#include "passes/canonicalize.h"
 
 #include <algorithm>
 
-#include "graph/matcher.h"
+#include "passes/matcher.h"
 
 namespace tern {
 namespace {

@@ -1,4 +1,4 @@
-#include "graph/shape_values.h"
+#include "passes/shape_values.h"
 
 #include <algorithm>
 #include <cstring>

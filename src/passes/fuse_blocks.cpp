@@ -4,8 +4,8 @@
 #include <cstring>
 #include <map>
 
-#include "graph/fusions.h"
-#include "graph/matcher.h"
+#include "passes/fusions.h"
+#include "passes/matcher.h"
 
 namespace tern {
 namespace {

@@ -1,4 +1,4 @@
-#include "graph/fusions.h"
+#include "passes/fusions.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 #include <tuple>
 #include <optional>
 
-#include "graph/matcher.h"
-#include "graph/passes.h"
+#include "passes/matcher.h"
+#include "passes/passes.h"
 
 namespace tern {
 

@@ -1,4 +1,4 @@
-#include "graph/quantize.h"
+#include "passes/quantize.h"
 
 #include <filesystem>
 #include <map>

@@ -1,11 +1,11 @@
-#include "llm/kv_ring_buffer.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
-namespace tern::llm {
+namespace tern::kernels {
 
 KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c.head_dim) {
   if (c.batch <= 0 || c.kv_heads <= 0 || c.head_dim <= 0) fail("KvRingBuffer: batch, kv_heads and head_dim must be positive");
@@ -14,14 +14,13 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c
   if (c.storage != DType::Float32 && c.storage != DType::Float16)
     fail_unsupported("KvRingBuffer: storage ", dtype_name(c.storage), " (float32 or float16)");
   seen_.assign(static_cast<size_t>(c.batch), 0);
-  grow(std::min(c.capacity, kFirstSlots));
+  grow(ring_slots_for(0, 1, c.capacity));
 }
 
-// Slots are allocated as the window fills — a long context costs memory only once it is used — and
-// never more than the capacity; growing copies the held tokens once, each doubling.
+// To `slots` slots (ring_slots_for decides how many): the held tokens are copied once.
 void KvRingBuffer::grow(int64_t slots) {
   const int64_t old = slots_;
-  slots_ = std::min(c_.capacity, std::max(slots, 2 * old));
+  slots_ = slots;
   auto regrow = [&](auto& v) {
     std::remove_reference_t<decltype(v)> bigger(static_cast<size_t>(c_.batch * slots_ * token_floats_));
     for (int64_t b = 0; b < c_.batch && old > 0; ++b)
@@ -46,22 +45,15 @@ void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
 
 int64_t KvRingBuffer::held(int64_t b) const { return std::min(seen(b), c_.capacity); }
 
-// Token t lives in slot t while the buffer fills; afterwards the non-sink tokens cycle through slots
-// [S, W): token t (≥ S) is in slot S + (t − S) mod (W − S).
 int64_t KvRingBuffer::slot(int64_t b, int64_t i) const {
-  const int64_t n = seen(b), W = c_.capacity, S = c_.sinks;
   if (i < 0 || i >= held(b)) fail("KvRingBuffer: window index ", i, " out of range (", held(b), " held)");
-  if (n <= W || i < S) return i;
-  const int64_t t = n - (W - i);  // the token at window index i (i ≥ S): the (W − i)-th newest
-  return S + (t - S) % (W - S);
+  return ring_slot_of_index(i, seen(b), c_.capacity, c_.sinks);
 }
 
 void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
-  const int64_t t = seen_[static_cast<size_t>(b)]++;
-  const int64_t W = c_.capacity, S = c_.sinks;
-  const int64_t s = t < W ? t : S + (t - S) % (W - S);
-  if (s >= slots_) grow(s + 1);
+  const int64_t s = ring_slot_of_token(seen_[static_cast<size_t>(b)]++, c_.capacity, c_.sinks);
+  if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
   const size_t o = static_cast<size_t>(at(b, s));
   if (c_.storage == DType::Float32) {
     std::memcpy(keys_.data() + o, key, static_cast<size_t>(token_floats_) * sizeof(float));
@@ -84,15 +76,15 @@ float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const {
   return c_.storage == DType::Float32 ? values_[i] : static_cast<float>(values16_[i]);
 }
 
-void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out) {
+void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
   if (c_.storage == DType::Float32) attend_as(keys_, values_, b, q, q_heads, scoring, rope, out);
   else attend_as(keys16_, values16_, b, q, q_heads, scoring, rope, out);
 }
 
-void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const kernels::Scoring& scoring,
-                                const kernels::RopeTable& rope, float* out, int64_t out_stride) {
+void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+                                const RopeTable& rope, float* out, int64_t out_stride) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (count <= 0 || count > held(b) || seen(b) > c_.capacity)
     fail("KvRingBuffer: attend_chunk over ", count, " tokens needs them appended to a window that has not slid");
@@ -102,8 +94,8 @@ void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int
 
 template <typename T>
 void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
-                                   int64_t q_stride, int64_t count, int64_t q_heads, const kernels::Scoring& scoring,
-                                   const kernels::RopeTable& rope, float* out, int64_t out_stride) {
+                                   int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+                                   const RopeTable& rope, float* out, int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim;
   chunk_keys_.resize(static_cast<size_t>(n * token_floats_));
   if constexpr (!std::is_same_v<T, float>) chunk_values_.resize(static_cast<size_t>(n * token_floats_));
@@ -115,7 +107,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
     const int64_t s = slot(b, i);
     float* k = chunk_keys_.data() + i * token_floats_;
     for (int64_t d = 0; d < token_floats_; ++d) k[d] = static_cast<float>(keys[static_cast<size_t>(at(b, s) + d)]);
-    for (int64_t h = 0; h < c_.kv_heads; ++h) kernels::rotate_head(k + h * D, D, rope, i);
+    for (int64_t h = 0; h < c_.kv_heads; ++h) rotate_head(k + h * D, D, rope, i);
     key_ptrs_[static_cast<size_t>(i)] = k;
     if constexpr (std::is_same_v<T, float>) {
       value_ptrs_[static_cast<size_t>(i)] = values.data() + at(b, s);
@@ -128,9 +120,9 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   // Queries over threads, each single-threaded with scratch of its own (later queries see more keys:
   // dynamic schedule). Each query's result does not depend on the split.
   const int threads = omp_get_max_threads();
-  const int64_t per = kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, D, n, 1) + q_heads * D;
+  const int64_t per = ring_attention_scratch_floats(q_heads, c_.kv_heads, D, n, 1) + q_heads * D;
   chunk_query_.resize(static_cast<size_t>(per * threads));
-  kernels::RingAttentionArgs<float> a;
+  RingAttentionArgs<float> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
   a.head_dim = D;
@@ -142,19 +134,19 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   float* scratch = chunk_query_.data();
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
   for (int64_t t = 0; t < count; ++t) {  // query t sees the keys up to its own
-    kernels::RingAttentionArgs<float> mine = a;
+    RingAttentionArgs<float> mine = a;
     float* query = scratch + omp_get_thread_num() * per;
     mine.scratch = query + q_heads * D;
     mine.n_keys = first + t + 1;
     std::copy_n(q + t * q_stride, q_heads * D, query);
-    for (int64_t h = 0; h < q_heads; ++h) kernels::rotate_head(query + h * D, D, rope, first + t);
-    kernels::ring_attention(query, out + t * out_stride, mine);
+    for (int64_t h = 0; h < q_heads; ++h) rotate_head(query + h * D, D, rope, first + t);
+    ring_attention(query, out + t * out_stride, mine);
   }
 }
 
 template <typename T>
 void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
-                             int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out) {
+                             int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
   const int64_t n = held(b);
   auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
   auto& vp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return value16_ptrs_; else return value_ptrs_; }();
@@ -166,9 +158,9 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
   }
   const int threads = omp_get_max_threads();
   // Sized for every slot the ring has allocated: it grows only when the ring does.
-  const size_t need = static_cast<size_t>(kernels::ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
+  const size_t need = static_cast<size_t>(ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
   if (scratch_.size() < need) scratch_.resize(need);
-  kernels::RingAttentionArgs<T> a;
+  RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
   a.head_dim = c_.head_dim;
@@ -181,7 +173,7 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
   a.rope = rope;
   a.scratch = scratch_.data();
   a.threads = threads;
-  kernels::ring_attention(q, out, a);
+  ring_attention(q, out, a);
 }
 
-}  // namespace tern::llm
+}  // namespace tern::kernels

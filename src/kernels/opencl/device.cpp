@@ -1,4 +1,4 @@
-#include "runtime/opencl.h"
+#include "kernels/opencl/device.h"
 
 #define CL_TARGET_OPENCL_VERSION 120
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS

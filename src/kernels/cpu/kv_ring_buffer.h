@@ -10,8 +10,9 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/ring_attention.h"
+#include "kernels/ring_slots.h"
 
-namespace tern::llm {
+namespace tern::kernels {
 
 struct KvRingConfig {
   int64_t batch = 1, kv_heads = 1, head_dim = 64;
@@ -39,24 +40,23 @@ class KvRingBuffer {
 
   // Attention of one new query token of sequence b (q pre-RoPE, [q_heads][head_dim]) over every held
   // token, the query at window position held(b) − 1 (append its key first). Allocation-free.
-  void attend(int64_t b, const float* q, int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out);
+  void attend(int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
   // The same for each of the last `count` appended tokens (a prompt chunk; queries `q_stride` floats
   // apart, outputs `out_stride` apart), each over the window as it stood after its own append: keys
   // are rotated once for the chunk rather than once per query. Needs a window that has not slid during
   // the chunk (seen(b) ≤ capacity).
-  void attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const kernels::Scoring& scoring,
-                    const kernels::RopeTable& rope, float* out, int64_t out_stride);
+  void attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+                    const RopeTable& rope, float* out, int64_t out_stride);
 
  private:
   template <typename T>
   void attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q, int64_t q_stride,
-                       int64_t count, int64_t q_heads, const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out, int64_t out_stride);
+                       int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
   template <typename T>
   void attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q, int64_t q_heads,
-                 const kernels::Scoring& scoring, const kernels::RopeTable& rope, float* out);
+                 const Scoring& scoring, const RopeTable& rope, float* out);
   int64_t at(int64_t b, int64_t slot) const { return (b * slots_ + slot) * token_floats_; }
   void grow(int64_t slots);
-  static constexpr int64_t kFirstSlots = 256;
 
   KvRingConfig c_;
   int64_t token_floats_;                  // kv_heads · head_dim
@@ -73,4 +73,4 @@ class KvRingBuffer {
   std::vector<float> chunk_keys_, chunk_values_, chunk_query_;  // attend_chunk: rotated keys, float values, per-thread query + scratch
 };
 
-}  // namespace tern::llm
+}  // namespace tern::kernels
