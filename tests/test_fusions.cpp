@@ -5,6 +5,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include <random>
+
+#include "graph/onnx_builder.h"
+#include "graph/onnx_loader.h"
 #include "llm/generator.h"
 #include "model_builder.h"
 #include "passes/canonicalize.h"
@@ -87,6 +91,55 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   const float g[3] = {0.5f, -2.0f, -4.5f}, u[3] = {-3.5f, 0.5f, 2.5f};
   for (int i = 0; i < 3; ++i) CHECK(out[0].data<float>()[i] == doctest::Approx(g[i] / (1 + std::exp(-g[i])) * u[i]).epsilon(1e-6));
   CHECK(out[1].data<float>()[0] == doctest::Approx(0.5f * 3 - 2.0f * 4));
+}
+
+TEST_CASE("MatMulNBits sharing an input and their quantization become one over concatenated rows, bit for bit") {
+  // Three 4-bit products of x (block 32, packed zero points, accuracy_level 4: int8 activations in decode)
+  // and a fourth with another block size that must stay apart.
+  const int64_t K = 64, blocks = 2;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.01f, 0.1f);
+  OnnxBuilder b(21);
+  b.add_opset("com.microsoft", 1);
+  b.input("x", DType::Float32, {DeclaredDim(std::string("m")), DeclaredDim(K)});
+  auto product = [&](const std::string& y, int64_t N, int64_t block) {
+    const int64_t k_blocks = K / block;
+    std::vector<uint8_t> q(static_cast<size_t>(N * K / 2)), zp(static_cast<size_t>(N * ((k_blocks + 1) / 2)));
+    std::vector<float> sc(static_cast<size_t>(N * k_blocks));
+    for (auto& v : q) v = static_cast<uint8_t>(byte(rng));
+    for (auto& v : zp) v = static_cast<uint8_t>(byte(rng));
+    for (auto& v : sc) v = scale(rng);
+    b.initializer(y + "_B", Tensor::from_vector<uint8_t>(q, {N, k_blocks, block / 2}));
+    b.initializer(y + "_scales", Tensor::from_vector<float>(sc, {N * k_blocks}));
+    b.initializer(y + "_zp", Tensor::from_vector<uint8_t>(zp, {static_cast<int64_t>(zp.size())}));
+    auto& n = b.node("MatMulNBits", {"x", y + "_B", y + "_scales", y + "_zp"}, {y}, "com.microsoft");
+    OnnxBuilder::attr(n, "K", K);
+    OnnxBuilder::attr(n, "N", N);
+    OnnxBuilder::attr(n, "bits", int64_t{4});
+    OnnxBuilder::attr(n, "block_size", block);
+    OnnxBuilder::attr(n, "accuracy_level", int64_t{4});
+    b.output(y);
+  };
+  product("q", 8, K / blocks);
+  product("k", 4, K / blocks);
+  product("v", 4, K / blocks);
+  product("other", 4, K);
+  SessionOptions plain;
+  plain.optimize = false;
+  Session fused(load_onnx(b.proto(), "nbits"), SessionOptions{}), apart(load_onnx(b.proto(), "nbits"), plain);
+  CHECK(count_ops(fused, "MatMulNBits") == 2);  // q, k, v in one; `other` (block 64) alone
+  CHECK(count_ops(fused, "Split") == 1);
+  for (int64_t M : {1, 3}) {  // a decode row (int8 activations) and prefill rows
+    CAPTURE(M);
+    std::vector<float> x(static_cast<size_t>(M * K));
+    for (auto& v : x) v = scale(rng) * 20 - 1;
+    const auto want = apart.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
+    const auto got = fused.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
+    REQUIRE(got.size() == want.size());
+    for (size_t o = 0; o < got.size(); ++o)
+      for (int64_t i = 0; i < want[o].numel(); ++i) CHECK(got[o].data<float>()[i] == want[o].data<float>()[i]);
+  }
 }
 
 TEST_CASE("block fusions keep the torch-exported Llama's logits, with and without the ring-buffer cache") {
