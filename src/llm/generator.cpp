@@ -12,10 +12,11 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Appends row's n highest logits, highest first (ties: lower id first), to sequence b's steps.
-void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& res, int64_t b) {
+// Appends row's n highest logits, highest first (ties: lower id first), to sequence b's steps; `ids` is
+// scratch kept across steps.
+void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& res, int64_t b, std::vector<int64_t>& ids) {
   if (res.top_logits.size() <= static_cast<size_t>(b)) res.top_logits.resize(static_cast<size_t>(b) + 1);
-  std::vector<int64_t> ids(static_cast<size_t>(V));
+  ids.resize(static_cast<size_t>(V));
   for (int64_t i = 0; i < V; ++i) ids[static_cast<size_t>(i)] = i;
   const auto first = ids.begin() + std::min(n, V);
   std::partial_sort(ids.begin(), first, ids.end(), [&](int64_t x, int64_t y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
@@ -183,11 +184,12 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
                             device_k <= kernels::opencl::Kernels::kTopKMax && so.repetition_penalty == 1.0f &&
-                            io_.layout == PastLayout::Internal;
+                            io_.layout == PastLayout::Internal && opt.top_logits <= device_k;  // --top-logits needs the scores
   struct TopKOff {  // whatever happens, the session downloads its logits again afterwards
     Session& s;
     ~TopKOff() { s.set_device_top_k("", 0); }
   } top_k_off{session_};
+  std::vector<int64_t> top_ids;  // record_top_logits' scratch
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
     if (device_top_k && step == 1) session_.set_device_top_k(io_.logits, device_k);
@@ -198,7 +200,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
-        if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b);
+        if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b, top_ids);
         next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;

@@ -240,8 +240,7 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
   float* qr = a.scratch;  // the queries, rotated
   float* partials = qr + a.q_heads * D;
   float* per_thread = partials + L.blocks * a.q_heads * L.partial();
-  std::memcpy(qr, q, static_cast<size_t>(a.q_heads * D) * sizeof(float));
-  for (int64_t h = 0; h < a.q_heads; ++h) rotate_head(qr + h * D, D, a.rope, a.query_pos);
+  for (int64_t h = 0; h < a.q_heads; ++h) rotate_head(q + h * D, qr + h * D, D, a.rope, a.query_pos);
   const int64_t units = a.kv_heads * L.blocks;
   // Short windows stay on one thread: a parallel region costs more than they do.
   const int threads = a.n_keys * a.q_heads * D < 32768 ? 1 : static_cast<int>(std::min<int64_t>(std::max(a.threads, 1), units));
