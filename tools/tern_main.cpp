@@ -26,7 +26,7 @@
 #include "ops/op.h"
 #include "runtime/machine.h"
 #include "runtime/op_bench.h"
-#include "kernels/opencl/device.h"
+#include "runtime/device_executor.h"
 #include "runtime/profile_compare.h"
 #include "runtime/profile_report.h"
 #include "runtime/profiler.h"
@@ -737,7 +737,7 @@ int cmd_bench(int argc, char** argv) {
   gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, warm);  // pages weights in
   // On a device: the bytes moved host↔device by the decode steps after the first (per token below).
   int64_t token = 0, up = 0, down = 0;
-  const tern::cl::TransferStats* moved = session.device_transfers();
+  const tern::TransferStats* moved = session.device_transfers();
   const auto r = gen.generate({prompt}, o, [&](size_t, int64_t) {
     if (moved && ++token == 2) up = -moved->to_device, down = -moved->to_host;
     return true;
@@ -790,14 +790,7 @@ int cmd_devices() {
   const char* tier = tern::kernels::isa_name(tern::kernels::active_isa());  // fails on a bad TERN_ISA before printing
   std::cout << "cpu       " << std::thread::hardware_concurrency() << " thread(s), ISA tier " << tier << " ("
             << tern::kernels::cpu_feature_list() << ")\n";
-  const auto devices = tern::cl::list_devices();
-  if (devices.empty()) std::cout << "opencl    none found (no OpenCL platform/driver; on Debian: apt-get install pocl-opencl-icd)\n";
-  for (const auto& d : devices)
-    std::printf("opencl:%-3d %s (%s, %s)\n           %s, %s; %d compute units, %.1f GB global, %lld KB local, work-group <= %zu, "
-                "fp16 %s, subgroups %s\n",
-                d.index, d.name.c_str(), d.platform.c_str(), d.gpu ? "GPU" : "not a GPU", d.version.c_str(), d.driver.c_str(),
-                d.compute_units, static_cast<double>(d.global_mem_bytes) / 1e9, static_cast<long long>(d.local_mem_bytes / 1024),
-                d.max_work_group, d.fp16 ? "yes" : "no", d.subgroups ? "yes" : "no");
+  std::cout << tern::DeviceExecutor::describe_devices();
   return 0;
 }
 

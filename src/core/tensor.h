@@ -25,6 +25,11 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
+// Bytes moved between the host and a device since it was opened (bench and tests read them).
+struct TransferStats {
+  int64_t to_device = 0, to_host = 0;
+};
+
 class Buffer {
  public:
   // Owns `bytes` of 64-byte aligned host memory.

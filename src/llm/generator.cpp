@@ -4,7 +4,6 @@
 #include <chrono>
 #include <limits>
 
-#include "kernels/opencl/kernels.h"
 
 namespace tern::llm {
 namespace {
@@ -183,7 +182,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const auto& so = opt.sampling;
   const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
-                            device_k <= kernels::opencl::Kernels::kTopKMax && so.repetition_penalty == 1.0f &&
+                            device_k <= Session::max_device_top_k() && so.repetition_penalty == 1.0f &&
                             io_.layout == PastLayout::Internal && opt.top_logits <= device_k;  // --top-logits needs the scores
   struct TopKOff {  // whatever happens, the session downloads its logits again afterwards
     Session& s;

@@ -23,7 +23,7 @@ class AttentionOp : public Op {
     if (mode_ < 0 || mode_ > 3) fail(n.describe(), ": qk_matmul_output_mode must be 0..3");
   }
 
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     return attention_cost(in, out);
   }
   void infer(InferContext& ctx) const override {

@@ -50,7 +50,7 @@ class OrtAttentionBase : public Op {
   }
 
  public:
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     return attention_cost(in, out);
   }
 

@@ -26,7 +26,7 @@ class DimsOfOp : public Op {
           terms_[t + 1] >= static_cast<int64_t>(n.inputs.size()) || terms_[t + 2] < 0)
         fail(n.describe(), ": term ", t / 3, " names an element, input or axis that does not exist");
   }
-  OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out, const OpState*) const override {
     return {0, static_cast<double>(out[0].nbytes())};
   }
   void infer(InferContext& ctx) const override {

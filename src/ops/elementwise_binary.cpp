@@ -3,10 +3,8 @@
 #include <cmath>
 
 #include "kernels/cpu/elementwise.h"
-#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -136,18 +134,7 @@ class BinaryOp : public Op {
     ctx.set(0, out, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)));
     symbolic_elements(ctx);
   }
-  // On OpenCL: the residual Add — two float32 tensors of one shape.
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    if (d.kind == DeviceKind::CPU) return true;
-    return kind_ == BinKind::Add && in[0] && in[1] && in[0]->dtype() == DType::Float32 && in[1]->dtype() == DType::Float32 &&
-           in[0]->shape() == in[1]->shape();
-  }
   void run(RunContext& ctx) const override {
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      Tensor a, b;
-      ctx.opencl->add(device_input(ctx, 0, a), device_input(ctx, 1, b), device_output(ctx, 0), static_cast<int>(ctx.out(0).numel()));
-      return;
-    }
     binary_fn(kind_)(ctx.in(0), ctx.in(1), ctx.out(0));
   }
 

@@ -29,7 +29,8 @@ void run_op(const Op& op, RunContext& ctx) {
 }
 
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, Device device, int threads, kernels::opencl::Kernels* opencl) {
+                                 const Allocator& alloc, Device device, int threads, kernels::opencl::Kernels* opencl,
+                                 OpState* state) {
   try {
     std::vector<SymShape> shapes(inputs.size());
     std::vector<InferContext::Input> infos(inputs.size());
@@ -50,7 +51,7 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
       if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
       else outputs[i] = alloc(o.dtype, *shape);
     }
-    RunContext rctx{node, inputs, outputs, device, threads, opencl};
+    RunContext rctx{node, inputs, outputs, device, threads, opencl, state};
     op.run(rctx);
     return outputs;
   } catch (...) {

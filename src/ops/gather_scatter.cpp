@@ -4,15 +4,14 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gather.h"
-#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
 
-// Indices as int64 with negatives wrapped; fails on anything outside [-dim, dim).
+}  // namespace
+
 std::vector<int64_t> checked_indices(const Node& node, const Tensor& t, int64_t dim) {
   if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32) fail(node.describe(), ": indices must be int32 or int64");
   std::vector<int64_t> v = t.to_i64_vector();
@@ -23,11 +22,13 @@ std::vector<int64_t> checked_indices(const Node& node, const Tensor& t, int64_t 
   return v;
 }
 
+namespace {
+
 class GatherOp : public Op {
  public:
   explicit GatherOp(const Node& n) : axis_(n.attr_int("axis", 0)) {}
   // Reads only the rows it copies (an embedding lookup touches a few rows of the table).
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     return {0, static_cast<double>(in[1]->nbytes() + 2 * out[0].nbytes())};
   }
   void infer(InferContext& ctx) const override {
@@ -50,30 +51,11 @@ class GatherOp : public Op {
       ctx.set_sym_value(0, picked);
     }
   }
-  // On OpenCL: the embedding lookup — a float32 table [rows, D] kept on the device, integer ids read on
-  // the host (checked there, uploaded as int32: 4 bytes a token).
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    if (d.kind == DeviceKind::CPU) return true;
-    return in[0] && in[1] && !cl::on_device(*in[0]) && !cl::on_device(*in[1]) && in[0]->dtype() == DType::Float32 &&
-           in[0]->rank() == 2 && (axis_ == 0 || axis_ == -2) && (in[1]->dtype() == DType::Int64 || in[1]->dtype() == DType::Int32);
-  }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
     const Tensor& ids = ctx.in(1);
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      const std::vector<int64_t> idx = checked_indices(ctx.node, ids, n);
-      ids32_.resize(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i) ids32_[i] = static_cast<int32_t>(idx[i]);
-      auto& c = ctx.opencl->context();
-      if (!ids_dev_.defined() || ids_dev_.numel() < static_cast<int64_t>(idx.size()))  // grown, not made per token
-        ids_dev_ = cl::device_tensor(c, DType::Int32, {static_cast<int64_t>(idx.size())});
-      c.upload(cl::mem_of(ids_dev_), ids_dev_.nbytes(), ids32_.data(), idx.size() * sizeof(int32_t));
-      ctx.opencl->embed_rows(cl::mem_of(ids_dev_), table_.get(ctx, x), device_output(ctx, 0), static_cast<int>(idx.size()),
-                             static_cast<int>(inner));
-      return;
-    }
     // int64 indices already in [0, n) (token ids, mostly) are used in place; others are normalized.
     const int64_t* direct = nullptr;
     if (ids.dtype() == DType::Int64) {
@@ -88,9 +70,6 @@ class GatherOp : public Op {
   }
 
  private:
-  mutable DeviceConstant table_;  // OpenCL: the table, uploaded once
-  mutable std::vector<int32_t> ids32_;  // OpenCL: this run's ids, and the device buffer they go to
-  mutable Tensor ids_dev_;
   int64_t axis_;
 };
 

@@ -28,7 +28,7 @@ class GroupQueryAttentionOp : public Op {
       if (n.attr_int(a, 0) != 0) fail_unsupported(n.describe(), ": attribute ", a, " is not supported");
   }
 
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     return attention_cost(in, out);
   }
   void infer(InferContext& ctx) const override {

@@ -2,10 +2,8 @@
 // slice_logits_to_last_position so a prefill projects only the position generation reads.
 #include <cstring>
 
-#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -13,7 +11,7 @@ namespace {
 class LastPositionOp : public Op {
  public:
   explicit LastPositionOp(const Node&) {}
-  OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out, const OpState*) const override {
     return {0, 2.0 * static_cast<double>(out[0].nbytes())};  // one row read, one written
   }
   void infer(InferContext& ctx) const override {
@@ -23,19 +21,10 @@ class LastPositionOp : public Op {
     s[1] = Dim::known(1);
     ctx.set(0, ctx.dtype(0), s);
   }
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    return d.kind == DeviceKind::CPU || (in[0] && in[0]->dtype() == DType::Float32);
-  }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const int64_t B = x.dim(0), S = x.dim(1);
     if (S < 1) fail(ctx.node.describe(), ": a sequence of 0 positions has no last one");
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      Tensor xd;
-      ctx.opencl->last_rows(device_input(ctx, 0, xd), device_output(ctx, 0), static_cast<int>(B), static_cast<int>(S),
-                            static_cast<int>(x.dim(2)));
-      return;
-    }
     const size_t row = x.nbytes() / static_cast<size_t>(B * S);
     for (int64_t b = 0; b < B; ++b)
       std::memcpy(static_cast<char*>(ctx.out(0).raw()) + static_cast<size_t>(b) * row,

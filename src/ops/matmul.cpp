@@ -5,13 +5,10 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
-#include "kernels/opencl/kernels.h"
-#include "ops/op.h"
+#include "ops/matmul.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -32,7 +29,7 @@ void with_compute_type(DType t, F&& f) {
 
 // MatMul, and com.microsoft FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes when
 // transA / transB is set (what fuse_kv_matmuls makes of Q·Kᵀ so the key cache is read where it lies).
-class MatMulOp : public Op {
+class MatMulOp : public RepackedMatMul {
  public:
   explicit MatMulOp(const Node& n)
       : trans_a_(n.attr_int("transA", 0) != 0), trans_b_(n.attr_int("transB", 0) != 0), alpha_(n.attr_float("alpha", 1)) {
@@ -58,7 +55,7 @@ class MatMulOp : public Op {
     }
     return {1};
   }
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const Tensor& A = *in[0];
     const int64_t K = A.rank() ? A.dim(-1) : 1, N = out[0].rank() ? out[0].dim(-1) : 1;
     const double rows = K ? static_cast<double>(out[0].numel()) / static_cast<double>(N) : 0;
@@ -95,16 +92,12 @@ class MatMulOp : public Op {
     if (!b1) out.push_back(b.back());
     ctx.set(0, ctx.dtype(0), out);
   }
-  // On OpenCL: float32 activations times the repacked constant weight, kept on the device as [N, K]
-  // (float32 or half) or as its int8/int4 blocks.
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    return d.kind == DeviceKind::CPU || ((packed_ || quantized_) && in[0] && in[0]->dtype() == DType::Float32);
-  }
+  const kernels::PackedMatrix* packed() const override { return packed_ ? &*packed_ : nullptr; }
+  const kernels::QuantizedWeights* quantized() const override { return quantized_ ? &*quantized_ : nullptr; }
   void run(RunContext& ctx) const override {
     // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows,
     // on the repacked weight when it is a constant.
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
-    if (ctx.device.kind == DeviceKind::OpenCL) return run_opencl(ctx);
     if (packed_ || quantized_) {  // computed in float32 whatever the model's float type
       Tensor a_f32, y_f32;
       const Tensor& a = as_dtype(A, DType::Float32, a_f32);
@@ -161,37 +154,12 @@ class MatMulOp : public Op {
   }
 
  private:
-  void run_opencl(RunContext& ctx) const {
-    const int64_t K = packed_ ? packed_->K : quantized_->K, N = packed_ ? packed_->N : quantized_->N;
-    const int M = static_cast<int>(ctx.in(0).numel() / K);
-    Tensor a;
-    const cl_mem x = device_input(ctx, 0, a), y = device_output(ctx, 0);
-    if (device_w_.empty()) {  // the weights go to the device once
-      auto& c = ctx.opencl->context();
-      if (packed_) {
-        device_w_.push_back(cl::to_device(c, kernels::unpack_transposed(*packed_)));
-      } else {
-        device_w_.push_back(cl::to_device(c, Tensor::from_vector<uint8_t>(quantized_->data, {static_cast<int64_t>(quantized_->data.size())})));
-        device_w_.push_back(cl::to_device(c, Tensor::from_vector<float>(quantized_->scales, {static_cast<int64_t>(quantized_->scales.size())})));
-        device_w_.push_back(cl::to_device(
-            c, Tensor::from_vector<uint8_t>(quantized_->zero_points, {static_cast<int64_t>(quantized_->zero_points.size())})));
-      }
-    }
-    if (packed_)
-      ctx.opencl->gemv(x, cl::mem_of(device_w_[0]), device_w_[0].dtype() == DType::Float16, y, M, static_cast<int>(K),
-                       static_cast<int>(N));
-    else
-      ctx.opencl->gemv_nbits(x, cl::mem_of(device_w_[0]), cl::mem_of(device_w_[1]), cl::mem_of(device_w_[2]), y, M,
-                             static_cast<int>(K), static_cast<int>(N), static_cast<int>(quantized_->bits),
-                             static_cast<int>(quantized_->block));
-  }
   bool plain() const { return !trans_a_ && !trans_b_ && alpha_ == 1.0f; }  // MatMul's own semantics
   bool trans_a_, trans_b_;
   float alpha_;
   std::optional<kernels::PackedMatrix> packed_;        // or
   std::optional<kernels::QuantizedWeights> quantized_;
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // for quantized_
-  mutable std::vector<Tensor> device_w_;               // OpenCL: [N, K] weights, or blocks, scales, zero points
 };
 
 class GemmOp : public Op {

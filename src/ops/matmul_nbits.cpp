@@ -7,10 +7,8 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
-#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -28,7 +26,7 @@ class MatMulNBitsOp : public Op {
     activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
     return {};
   }
-  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out) const override {
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     double bytes = static_cast<double>(out[0].nbytes());
     for (const Tensor* t : in)
       if (t) bytes += static_cast<double>(t->nbytes());  // activations, packed blocks, scales, zero points
@@ -44,15 +42,6 @@ class MatMulNBitsOp : public Op {
     else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
     return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, activations_);
   }
-  // On OpenCL: float32 activations and scales, packed (or no) zero points, no bias; the blocks are
-  // uploaded once, as stored.
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    if (d.kind == DeviceKind::CPU) return true;
-    const bool zp_ok = in.size() <= 3 || !in[3] || in[3]->dtype() == DType::UInt8;
-    const bool no_bias = in.size() <= 5 || !in[5];
-    return in[0]->dtype() == DType::Float32 && in[2]->dtype() == DType::Float32 && zp_ok && no_bias && !cl::on_device(*in[1]) &&
-           block_ % 2 == 0;
-  }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);
     if (a.empty() || (a.back().is_known() && a.back().value != K_)) ctx.fail("A's last dimension must be K = ", K_);
@@ -62,15 +51,6 @@ class MatMulNBitsOp : public Op {
     ctx.set(0, ctx.dtype(0), a);
   }
   void run(RunContext& ctx) const override {
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      Tensor a;
-      const bool zp = ctx.has(3);
-      ctx.opencl->gemv_nbits(device_input(ctx, 0, a), blocks_.get(ctx, ctx.in(1)), scales_.get(ctx, ctx.in(2)),
-                             zp ? zero_points_.get(ctx, ctx.in(3)) : nullptr, device_output(ctx, 0),
-                             static_cast<int>(ctx.in(0).numel() / K_), static_cast<int>(K_), static_cast<int>(N_),
-                             static_cast<int>(bits_), static_cast<int>(block_));
-      return;
-    }
     const int64_t k_blocks = (K_ + block_ - 1) / block_;
     const Tensor& B = ctx.in(1);
     if (B.numel() != N_ * k_blocks * (block_ * bits_ / 8))
@@ -110,7 +90,6 @@ class MatMulNBitsOp : public Op {
  private:
   int64_t K_, N_, bits_, block_, accuracy_level_;
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
-  mutable DeviceConstant blocks_, scales_, zero_points_;  // OpenCL: the weights, uploaded once
 };
 
 }  // namespace

@@ -2,95 +2,69 @@
 //   LayerNormalization (opset 17), RMSNormalization (opset 23), and ONNX Runtime's
 //   SimplifiedLayerNormalization (RMS), SkipLayerNormalization and SkipSimplifiedLayerNormalization,
 //   whose "skip" forms normalize input + skip (+ bias) and can also return that sum (output 3).
-// One op; a Layout says where each operand sits in the node's inputs.
+// One op; NormParams (ops/normalization.h) say where each operand sits in the node's inputs.
 #include <algorithm>
+#include <map>
 
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/norm.h"
-#include "kernels/opencl/kernels.h"
-#include "ops/op.h"
+#include "ops/normalization.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
 
-struct Layout {
-  bool rms;
-  int skip, scale, beta, bias;  // input indices; -1 when the op has no such input
-};
-constexpr Layout kLayerNorm{false, -1, 1, 2, -1}, kRmsNorm{true, -1, 1, -1, -1},
-    kSkipLayerNorm{false, 1, 2, 3, 4}, kSkipRmsNorm{true, 1, 2, -1, 3};
+}  // namespace
+
+NormParams norm_params(const Node& n) {
+  NormParams p;
+  static const std::map<std::string, NormParams> layouts = {
+      {"LayerNormalization", {false, -1, 1, 2, -1}}, {"RMSNormalization", {true, -1, 1, -1, -1}},
+      {"SimplifiedLayerNormalization", {true, -1, 1, -1, -1}}, {"SkipLayerNormalization", {false, 1, 2, 3, 4}},
+      {"SkipSimplifiedLayerNormalization", {true, 1, 2, -1, 3}}};
+  if (auto it = layouts.find(n.op_type); it != layouts.end()) p = it->second;
+  else fail(n.describe(), ": not a row normalization");
+  p.axis = n.attr_int("axis", -1);
+  p.eps = n.attr_float("epsilon", p.skip >= 0 ? 1e-12f : 1e-5f);
+  p.statistics = std::any_of(n.outputs.begin() + std::min<size_t>(1, n.outputs.size()),
+                             n.outputs.begin() + std::min<size_t>(3, n.outputs.size()), [](int o) { return o >= 0; });
+  return p;
+}
+
+namespace {
 
 class NormOp : public Op {
  public:
-  NormOp(const Node& n, Layout layout)
-      : rms_(layout.rms), l_(layout), axis_(n.attr_int("axis", -1)),
-        eps_(n.attr_float("epsilon", layout.skip >= 0 ? 1e-12f : 1e-5f)),
-        statistics_(std::any_of(n.outputs.begin() + std::min<size_t>(1, n.outputs.size()),
-                                n.outputs.begin() + std::min<size_t>(3, n.outputs.size()), [](int o) { return o >= 0; })) {}
-  // On OpenCL: the RMS forms in float32 over the last axis with a one-row scale, plain or with a skip
-  // of the input's shape (no bias), when no statistics output is read.
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    if (d.kind == DeviceKind::CPU) return true;
-    const Tensor* x = in[0];
-    const Tensor* scale = static_cast<size_t>(l_.scale) < in.size() ? in[static_cast<size_t>(l_.scale)] : nullptr;
-    if (!rms_ || statistics_ || !x || !scale || x->dtype() != DType::Float32 || x->rank() < 1) return false;
-    if (normalize_axis_quiet(axis_, x->rank()) != x->rank() - 1 || cl::on_device(*scale) || scale->dtype() != DType::Float32 ||
-        scale->numel() != x->dim(-1))
-      return false;
-    if (l_.skip < 0) return true;
-    const Tensor* skip = in[static_cast<size_t>(l_.skip)];
-    const bool bias = l_.bias >= 0 && static_cast<size_t>(l_.bias) < in.size() && in[static_cast<size_t>(l_.bias)];
-    return skip && skip->dtype() == DType::Float32 && skip->shape() == x->shape() && !bias;
-  }
+  explicit NormOp(const Node& n) : p_(norm_params(n)) {}
   void infer(InferContext& ctx) const override {
     const SymShape& x = ctx.shape(0);
-    int64_t axis = normalize_axis(ctx.node, axis_, static_cast<int64_t>(x.size()));
+    int64_t axis = normalize_axis(ctx.node, p_.axis, static_cast<int64_t>(x.size()));
     ctx.same_as_input(0, 0);
     SymShape stat = x;
     for (size_t k = static_cast<size_t>(axis); k < stat.size(); ++k) stat[k] = Dim::known(1);
     // Statistics outputs: LayerNorm (Mean, InvStdDev), RMSNorm (InvStdDev), skip forms (Mean, InvStdDev, Sum).
-    if (rms_ && l_.skip < 0) {
+    if (p_.rms && p_.skip < 0) {
       ctx.set(1, DType::Float32, stat);
     } else {
       ctx.set(1, DType::Float32, stat);
       ctx.set(2, DType::Float32, stat);
     }
-    if (l_.skip >= 0) ctx.same_as_input(3, 0);
+    if (p_.skip >= 0) ctx.same_as_input(3, 0);
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      Tensor xd, skip;
-      const int D = static_cast<int>(x.dim(-1)), rows = static_cast<int>(x.numel() / x.dim(-1));
-      const cl_mem scale = scale_.get(ctx, ctx.in(l_.scale));
-      const bool sum = l_.skip >= 0 && ctx.outputs.size() > 3 && ctx.out(3).defined();
-      if (l_.skip < 0)
-        ctx.opencl->rms_norm(device_input(ctx, 0, xd), nullptr, nullptr, scale, device_output(ctx, 0), rows, D, eps_);
-      else if (sum)
-        ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, l_.skip, skip), device_output(ctx, 3), scale,
-                             device_output(ctx, 0), rows, D, eps_);
-      else {  // the sum goes nowhere: a scratch of the device's
-        if (!sum_scratch_.defined() || sum_scratch_.numel() < x.numel())
-          sum_scratch_ = cl::device_tensor(ctx.opencl->context(), DType::Float32, x.shape());
-        ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, l_.skip, skip), cl::mem_of(sum_scratch_), scale,
-                             device_output(ctx, 0), rows, D, eps_);
-      }
-      return;
-    }
-    int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
+    int64_t axis = normalize_axis(ctx.node, p_.axis, x.rank());
     int64_t n = 1;
     for (int64_t k = axis; k < x.rank(); ++k) n *= x.dim(k);
     const int64_t rows = n ? x.numel() / n : 0;
     Tensor x_scratch;
-    Tensor xf = l_.skip >= 0 ? cast_to(x, DType::Float32) : Tensor();
-    const Tensor& xin = l_.skip >= 0 ? xf : as_dtype(x, DType::Float32, x_scratch);
-    if (l_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
+    Tensor xf = p_.skip >= 0 ? cast_to(x, DType::Float32) : Tensor();
+    const Tensor& xin = p_.skip >= 0 ? xf : as_dtype(x, DType::Float32, x_scratch);
+    if (p_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
       xf = xf.clone();
-      add_broadcast(xf, ctx.in(l_.skip));
-      if (l_.bias >= 0 && ctx.has(l_.bias)) add_broadcast(xf, ctx.in(l_.bias));
+      add_broadcast(xf, ctx.in(p_.skip));
+      if (p_.bias >= 0 && ctx.has(p_.bias)) add_broadcast(xf, ctx.in(p_.bias));
       if (ctx.outputs.size() > 3 && ctx.out(3).defined()) convert_tensor(xf, ctx.out(3));
     }
     Tensor y_scratch;
@@ -98,14 +72,14 @@ class NormOp : public Op {
     kernels::NormArgs a;
     a.rows = rows;
     a.n = n;
-    a.eps = eps_;
-    a.rms = rms_;
+    a.eps = p_.eps;
+    a.rms = p_.rms;
     Tensor scale_scratch, beta_scratch;
-    const Tensor& scale = param(ctx, l_.scale, n, scale_scratch);
-    const Tensor& beta = param(ctx, l_.beta, n, beta_scratch);
+    const Tensor& scale = param(ctx, p_.scale, n, scale_scratch);
+    const Tensor& beta = param(ctx, p_.beta, n, beta_scratch);
     if (scale.defined()) { a.scale = scale.data<float>(); a.scale_stride = scale.numel() == n ? 0 : n; }
     if (beta.defined()) { a.bias = beta.data<float>(); a.bias_stride = beta.numel() == n ? 0 : n; }
-    const bool plain_rms = rms_ && l_.skip < 0;
+    const bool plain_rms = p_.rms && p_.skip < 0;
     auto stat = [&](size_t i) { return ctx.outputs.size() > i && ctx.out(static_cast<int>(i)).defined() ? ctx.out(static_cast<int>(i)).data<float>() : nullptr; };
     if (plain_rms) {
       a.inv_std_out = stat(1);
@@ -113,7 +87,7 @@ class NormOp : public Op {
       a.mean_out = stat(1);
       a.inv_std_out = stat(2);
     }
-    if (rms_ && a.mean_out) {  // an RMS norm has no mean: report zeros rather than garbage
+    if (p_.rms && a.mean_out) {  // an RMS norm has no mean: report zeros rather than garbage
       std::fill(a.mean_out, a.mean_out + rows, 0.0f);
       a.mean_out = nullptr;
     }
@@ -142,14 +116,7 @@ class NormOp : public Op {
     scratch = full;
     return scratch;
   }
-  static int64_t normalize_axis_quiet(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
-  bool rms_;
-  Layout l_;
-  int64_t axis_;
-  float eps_;
-  bool statistics_;                    // the node reads a Mean / InvStdDev output
-  mutable DeviceConstant scale_;       // OpenCL: the scale, uploaded once
-  mutable Tensor sum_scratch_;         // OpenCL: input + skip when the node does not output it
+  NormParams p_;
 };
 
 // EmbedLayerNormalization (com.microsoft): LayerNorm(word[ids] + position[pos] (+ segment[seg])).
@@ -220,13 +187,12 @@ class EmbedLayerNormOp : public Op {
 }  // namespace
 
 void register_normalization(OpRegistry& r) {
-  auto norm = [](Layout l) { return [l](const Node& n) { return std::make_unique<NormOp>(n, l); }; };
-  r.add("", "LayerNormalization", norm(kLayerNorm));
-  r.add("", "RMSNormalization", norm(kRmsNorm));
+  r.add("", "LayerNormalization", factory<NormOp>());
+  r.add("", "RMSNormalization", factory<NormOp>());
   // ONNX Runtime registers SimplifiedLayerNormalization in the default domain (not com.microsoft).
-  r.add("", "SimplifiedLayerNormalization", norm(kRmsNorm));
-  r.add("com.microsoft", "SkipLayerNormalization", norm(kSkipLayerNorm));
-  r.add("com.microsoft", "SkipSimplifiedLayerNormalization", norm(kSkipRmsNorm));
+  r.add("", "SimplifiedLayerNormalization", factory<NormOp>());
+  r.add("com.microsoft", "SkipLayerNormalization", factory<NormOp>());
+  r.add("com.microsoft", "SkipSimplifiedLayerNormalization", factory<NormOp>());
   r.add("com.microsoft", "EmbedLayerNormalization", factory<EmbedLayerNormOp>());
 }
 

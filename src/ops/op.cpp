@@ -1,8 +1,6 @@
 #include "ops/op.h"
 
 #include "kernels/cpu/gemm_packed.h"
-#include "kernels/opencl/kernels.h"
-#include "kernels/opencl/device.h"
 
 #include "ops/register_all.h"
 
@@ -107,12 +105,20 @@ void OpRegistry::add(const std::string& domain, const std::string& op_type, OpFa
   factories_[domain + "::" + op_type] = std::move(f);
 }
 
+void OpRegistry::add_variant(DeviceKind device, const std::string& domain, const std::string& op_type, OpFactory f) {
+  if (device != DeviceKind::OpenCL) fail("op variants are for the OpenCL device");
+  opencl_variants_[domain + "::" + op_type] = std::move(f);
+}
+
 bool OpRegistry::has(const std::string& domain, const std::string& op_type) const {
   return factories_.count(domain + "::" + op_type) != 0;
 }
 
-std::unique_ptr<Op> OpRegistry::create(const Node& node) const {
-  auto it = factories_.find(node.domain + "::" + node.op_type);
+std::unique_ptr<Op> OpRegistry::create(const Node& node, DeviceKind device) const {
+  const std::string key = node.domain + "::" + node.op_type;
+  if (device == DeviceKind::OpenCL)
+    if (auto v = opencl_variants_.find(key); v != opencl_variants_.end()) return v->second(node);
+  auto it = factories_.find(key);
   if (it == factories_.end())
     fail_unsupported("unsupported op ", node.op_type, " (domain '", node.domain.empty() ? "ai.onnx" : node.domain,
                      "', opset ", node.opset, ") at node '", node.name, "'");
@@ -183,7 +189,7 @@ kernels::NBitsActivations nbits_activations(ActivationFormat format, bool model_
   return int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
 }
 
-OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const {
+OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState*) const {
   OpCost c;
   for (const Tensor* t : inputs)
     if (t && t->raw()) c.bytes += static_cast<double>(t->nbytes());
@@ -193,23 +199,6 @@ OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tens
   }
   if (outputs_are_views()) c = {};  // no data moves
   return c;
-}
-
-cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch) {
-  const Tensor& t = ctx.in(i);
-  if (cl::on_device(t)) return cl::mem_of(t);
-  scratch = cl::to_device(ctx.opencl->context(), t);
-  return cl::mem_of(scratch);
-}
-
-cl_mem device_output(RunContext& ctx, int i) { return cl::mem_of(ctx.out(i)); }
-
-cl_mem DeviceConstant::get(const RunContext& ctx, const Tensor& host) {
-  if (!device_.defined() || source_ != host.raw()) {
-    device_ = cl::to_device(ctx.opencl->context(), host);
-    source_ = host.raw();
-  }
-  return cl::mem_of(device_);
 }
 
 }  // namespace tern

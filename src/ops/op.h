@@ -15,7 +15,6 @@ enum class NBitsActivations;  // kernels/cpu/gemm_packed.h
 namespace tern::kernels::opencl {
 class Kernels;
 }
-typedef struct _cl_mem* cl_mem;
 
 namespace tern {
 
@@ -79,6 +78,16 @@ class InferContext {
   std::vector<Input> inputs_;
 };
 
+// What an op keeps between runs of one sequence — a KV ring and how far it is filled — made by the op
+// (Op::make_state), owned by the session and handed to run() as RunContext::state. Ops themselves do
+// not change after prepare; a new sequence gets a new state.
+class OpState {
+ public:
+  virtual ~OpState() = default;
+  // Bytes of state a decode token reads (a KV cache's window at its fill).
+  virtual int64_t bytes_per_token() const { return 0; }
+};
+
 struct RunContext {
   const Node& node;
   const std::vector<const Tensor*>& inputs;  // nullptr for omitted optional inputs
@@ -86,6 +95,7 @@ struct RunContext {
   Device device;                      // where outputs live and kernels run (inputs: see Op::runs_on)
   int threads = 1;
   kernels::opencl::Kernels* opencl = nullptr;  // the device's kernels when device is OpenCL
+  OpState* state = nullptr;                    // the node's sequence state (Op::make_state), if any
 
   bool has(int i) const { return i < static_cast<int>(inputs.size()) && inputs[static_cast<size_t>(i)]; }
   const Tensor& in(int i) const;
@@ -105,6 +115,8 @@ enum class ActivationFormat { AsModel, Float32, Int8 };
 struct PrepackOptions {
   WeightFormat weights = WeightFormat::AsStored;
   ActivationFormat activations = ActivationFormat::AsModel;
+  // The OpenCL device a session runs on: device variants (ops/opencl/) upload their weights to it.
+  kernels::opencl::Kernels* device = nullptr;
 };
 // "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
 WeightFormat parse_weight_format(const std::string& name);
@@ -139,9 +151,10 @@ class Op {
   }
   // Bytes of the weights prepack() made (read whole at every run).
   virtual int64_t packed_weight_bytes() const { return 0; }
-  // The cost of one run with these tensors. Default: every input read and output written once, one
-  // operation per output element (element-wise ops); ops whose work differs say so.
-  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) const;
+  // The cost of one run with these tensors (and the node's state, as the run left it). Default: every
+  // input read and output written once, one operation per output element (element-wise ops); ops whose
+  // work differs say so.
+  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) const;
   // Whether run() can compute this node on `device` with these inputs (which may be host or device
   // tensors: an op reads on the host what it needs there — ids, masks — and takes the rest as device
   // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
@@ -152,25 +165,8 @@ class Op {
   // The kernel run() picks for these inputs, named for profiles ("gemv_panels fp32", "gemm_nbits int4");
   // empty: the op's own loop.
   virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }
-  // Stateful ops (the cached attention that owns a KV cache) forget their state: a new sequence starts.
-  virtual void reset() {}
-  // Bytes of state a stateful op reads per decode token (its KV cache window); 0 for others.
-  virtual int64_t state_bytes_per_token() const { return 0; }
-};
-
-// OpenCL runs (RunContext::opencl set): input i as device memory — itself when it is there, else
-// uploaded into `scratch` (counted as a transfer).
-cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch);
-cl_mem device_output(RunContext& ctx, int i);
-// A host constant (weights, scales, RoPE tables) kept on the device: uploaded at the first get() and
-// again only if a different host tensor is passed.
-class DeviceConstant {
- public:
-  cl_mem get(const RunContext& ctx, const Tensor& host);
-
- private:
-  const void* source_ = nullptr;
-  Tensor device_;
+  // Stateful ops (the cached attention and its KV ring): an empty state for a new sequence.
+  virtual std::unique_ptr<OpState> make_state() const { return nullptr; }
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;
@@ -179,14 +175,18 @@ class OpRegistry {
  public:
   static OpRegistry& instance();
   void add(const std::string& domain, const std::string& op_type, OpFactory f);
+  // A device's variant of an op (ops/opencl/<op>_opencl.cpp: the CPU op with runs_on() and run() for
+  // the device), built instead of the CPU op for sessions on that device.
+  void add_variant(DeviceKind device, const std::string& domain, const std::string& op_type, OpFactory f);
   bool has(const std::string& domain, const std::string& op_type) const;
-  // Builds the op for a node; throws UnsupportedError naming the op, its domain and the node.
-  std::unique_ptr<Op> create(const Node& node) const;
+  // Builds the op for a node — the device's variant when it has one; throws UnsupportedError naming the
+  // op, its domain and the node.
+  std::unique_ptr<Op> create(const Node& node, DeviceKind device = DeviceKind::CPU) const;
   std::vector<std::string> names() const;
 
  private:
   OpRegistry();
-  std::map<std::string, OpFactory> factories_;
+  std::map<std::string, OpFactory> factories_, opencl_variants_;
 };
 
 // Convenience for the common case of an op whose constructor takes the node.
@@ -197,6 +197,8 @@ OpFactory factory() {
 
 // Normalizes a possibly negative axis against `rank`; fails naming the node when out of range.
 int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank);
+// Indices as int64 with negatives wrapped; fails naming the node on anything outside [-dim, dim).
+std::vector<int64_t> checked_indices(const Node& node, const Tensor& indices, int64_t dim);
 // A shape viewed as [outer, n, inner] around `axis`: the product of the dims before it, its size, and
 // the product of the dims after it.
 struct AxisSplit {

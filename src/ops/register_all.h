@@ -32,6 +32,19 @@ void register_trilu(OpRegistry& r);               // trilu.cpp
 void register_cumsum(OpRegistry& r);              // cumsum.cpp
 void register_topk(OpRegistry& r);                // topk.cpp
 
+#ifdef TERN_OPENCL
+// OpenCL variants (opencl/<op>_opencl.cpp), built with -DTERN_OPENCL=ON: sessions on a device get these
+// for their nodes instead of the CPU ops (OpRegistry::create).
+void register_add_opencl(OpRegistry& r);
+void register_gather_opencl(OpRegistry& r);
+void register_matmul_opencl(OpRegistry& r);
+void register_matmul_nbits_opencl(OpRegistry& r);
+void register_normalization_opencl(OpRegistry& r);
+void register_swiglu_opencl(OpRegistry& r);
+void register_last_position_opencl(OpRegistry& r);
+void register_cached_attention_opencl(OpRegistry& r);
+#endif
+
 inline void register_all_ops(OpRegistry& r) {
   register_elementwise_binary(r);
   register_elementwise_unary(r);
@@ -58,6 +71,16 @@ inline void register_all_ops(OpRegistry& r) {
   register_trilu(r);
   register_cumsum(r);
   register_topk(r);
+#ifdef TERN_OPENCL
+  register_add_opencl(r);
+  register_gather_opencl(r);
+  register_matmul_opencl(r);
+  register_matmul_nbits_opencl(r);
+  register_normalization_opencl(r);
+  register_swiglu_opencl(r);
+  register_last_position_opencl(r);
+  register_cached_attention_opencl(r);
+#endif
 }
 
 }  // namespace tern

@@ -2,10 +2,8 @@
 // up of one shape, or one packed [.., 2·F] input whose first half is gate and second half up (what
 // fuse_shared_input_matmuls makes of gate_proj and up_proj sharing their input).
 #include "kernels/cpu/swiglu.h"
-#include "kernels/opencl/kernels.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
-#include "kernels/opencl/device.h"
 
 namespace tern {
 namespace {
@@ -26,20 +24,8 @@ class SwiGluOp : public Op {
     }
     ctx.set(0, ctx.dtype(0), s);
   }
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const override {
-    return d.kind == DeviceKind::CPU ||
-           (in[0]->dtype() == DType::Float32 && (in.size() < 2 || !in[1] || in[1]->dtype() == DType::Float32));
-  }
   void run(RunContext& ctx) const override {
     const bool packed = !ctx.has(1);
-    if (ctx.device.kind == DeviceKind::OpenCL) {
-      Tensor g, u;
-      const int64_t n = ctx.out(0).dim(-1);
-      if (!packed && ctx.in(0).shape() != ctx.in(1).shape()) fail(ctx.node.describe(), ": gate and up differ in shape");
-      ctx.opencl->swiglu(device_input(ctx, 0, g), packed ? nullptr : device_input(ctx, 1, u), device_output(ctx, 0),
-                         static_cast<int>(ctx.out(0).numel() / n), static_cast<int>(n));
-      return;
-    }
     Tensor x_scratch, u_scratch;  // float32 copies, only for float16 models
     const Tensor& x = as_dtype(ctx.in(0), DType::Float32, x_scratch);
     const Tensor& u = packed ? x : as_dtype(ctx.in(1), DType::Float32, u_scratch);

@@ -9,12 +9,9 @@
 
 #include <omp.h>
 
-#include "passes/canonicalize.h"
-#include "passes/fusions.h"
-#include "passes/shape_values.h"
-#include "kernels/opencl/kernels.h"
 #include "ops/execute.h"
-#include "kernels/opencl/device.h"
+#include "passes/shape_values.h"
+#include "runtime/device_executor.h"
 
 namespace tern {
 namespace {
@@ -27,13 +24,13 @@ const Tensor& Outputs::at(const std::string& name) const {
   fail("no output named '", name, "'");
 }
 
-// The OpenCL device a session runs on: its context (queue, transfers) and compiled kernels.
-struct OpenClDevice {
-  explicit OpenClDevice(int index) : context(index), kernels(context) {}
-  cl::Context context;
-  kernels::opencl::Kernels kernels;
-  std::unique_ptr<cl::Buffer> top_ids, top_values, scratch_ids, scratch_values;  // Session::set_device_top_k's
-};
+#ifndef TERN_OPENCL
+std::unique_ptr<DeviceExecutor> DeviceExecutor::open(const Device&) {
+  fail_unsupported("this tern was built without OpenCL (-DTERN_OPENCL=OFF): use --device cpu");
+}
+int DeviceExecutor::max_top_k() { return 0; }
+std::string DeviceExecutor::describe_devices() { return "opencl    not built (-DTERN_OPENCL=OFF)\n"; }
+#endif
 
 Device parse_device(const std::string& name) {
   if (name == "cpu") return {};
@@ -48,11 +45,13 @@ Session::Session(const std::string& model_path, SessionOptions options)
 
 Session::~Session() = default;
 
-const cl::TransferStats* Session::device_transfers() const { return opencl_ ? &opencl_->context.transfers() : nullptr; }
+const TransferStats* Session::device_transfers() const { return device_ ? &device_->transfers() : nullptr; }
+
+int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
 
 void Session::set_device_top_k(const std::string& name, int k) {
-  if (k > 0 && !opencl_) fail("device top-k needs an OpenCL session");
-  if (k > kernels::opencl::Kernels::kTopKMax) fail("device top-k: k = ", k, " exceeds ", kernels::opencl::Kernels::kTopKMax);
+  if (k > 0 && !device_) fail("device top-k needs an OpenCL session");
+  if (k > max_device_top_k()) fail("device top-k: k = ", k, " exceeds ", max_device_top_k());
   if (k > 0 && std::none_of(outputs_.begin(), outputs_.end(), [&](const IOInfo& o) { return o.name == name; }))
     fail("device top-k: no graph output named '", name, "'");
   top_k_output_ = k > 0 ? name : std::string();
@@ -60,7 +59,7 @@ void Session::set_device_top_k(const std::string& name, int k) {
 }
 
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
-  if (options_.device.kind == DeviceKind::OpenCL) opencl_ = std::make_unique<OpenClDevice>(options_.device.index);
+  if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   omp_set_num_threads(options_.threads);  // OpenMP's team size is per process: the last session's wins
   pool_ = BufferPool::create();
@@ -84,55 +83,9 @@ void Session::prepare() {
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
-  try {
-    // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
-    infer_and_fold(g, &pass_stats_, options_.optimize || options_.kv_window > 0);
-    if (options_.optimize || options_.kv_window > 0) {  // one spelling before the fusions look
-      pass_stats_.canonicalized = canonicalize(g);
-      remove_dead_nodes(g, &pass_stats_);  // what it bypassed
-    }
-    if (options_.kv_window > 0) {
-      auto cached = fuse_cached_attention(g, {options_.kv_window, options_.kv_sinks, options_.kv_dtype});
-      fusions_ = std::move(cached.fused);
-      fusion_misses_ = std::move(cached.missed);
-      if (fusions_.empty() && options_.kv_window_required) {
-        std::string why;
-        for (const auto& miss : fusion_misses_) why += "\n  " + miss.str();
-        if (why.empty()) why = " the graph has no past key/value inputs";
-        fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/fusions.h lists them); run "
-                         "without a window:", why);
-      }
-      cached_layers_ = static_cast<int>(fusions_.size());
-      infer_and_fold(g, &pass_stats_, true);
-      remove_dead_nodes(g, &pass_stats_);  // the replaced attention nodes
-    }
-    if (!options_.last_position_output.empty()) {
-      auto f = slice_logits_to_last_position(g, options_.last_position_output);
-      fusions_.insert(fusions_.end(), f.begin(), f.end());
-      infer_and_fold(g, &pass_stats_, options_.optimize);
-    }
-    if (options_.optimize) {
-      remove_dead_nodes(g, &pass_stats_);
-      for (auto pass : {fuse_rms_norm, fuse_swiglu}) {
-        auto f = pass(g);
-        fusions_.insert(fusions_.end(), f.begin(), f.end());
-      }
-      remove_dead_nodes(g, &pass_stats_);  // fuse_shared_input_matmuls checks single consumers
-      for (auto pass : {fuse_shared_input_matmuls, fuse_kv_matmuls, fuse_rotary_embedding}) {
-        auto f = pass(g);
-        fusions_.insert(fusions_.end(), f.begin(), f.end());
-      }
-      remove_dead_nodes(g, &pass_stats_);
-      infer_and_fold(g, &pass_stats_, true);  // shapes of the new values
-      pass_stats_.shape_values = resolve_shape_values(g);
-      remove_dead_nodes(g, &pass_stats_);  // the chains that computed them
-      pass_stats_.merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
-    }
-  } catch (const UnsupportedError& e) {
-    throw UnsupportedError(model_.path + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(model_.path + ": " + e.what());
-  }
+  passes_ = optimize_graph(g, {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype,
+                                options_.kv_window_required, options_.last_position_output},
+                           model_.path);
   for (int id : g.inputs) {
     const Value& v = g.values[static_cast<size_t>(id)];
     inputs_.push_back({v.name, v.dtype, v.shape});
@@ -141,9 +94,27 @@ void Session::prepare() {
     const Value& v = g.values[static_cast<size_t>(id)];
     outputs_.push_back({v.name, v.dtype, v.shape});
   }
-  for (const Node& n : g.nodes) ops_.push_back(registry.create(n));
+  for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
   prepack_constants();
+  for (const auto& op : ops_) states_.push_back(op->make_state());
+  find_input_dims();
+  values_.resize(g.values.size());
 
+  // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int in : g.nodes[k].inputs)
+      if (in >= 0) last_use[static_cast<size_t>(in)] = static_cast<int>(k);
+  is_graph_output_.assign(g.values.size(), 0);
+  for (int o : g.outputs) is_graph_output_[static_cast<size_t>(o)] = 1;
+  release_after_.assign(g.nodes.size(), {});
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
+      release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
+}
+
+void Session::find_input_dims() {
+  const Graph& g = *model_.graph;
   // Replayable when every node output's shape was inferred from dims the graph inputs name.
   std::set<std::string> symbols;
   for (size_t i = 0; i < inputs_.size(); ++i)
@@ -181,24 +152,12 @@ void Session::prepare() {
         for (const Dim& d : *v.shape)
           if (!d.is_known() && !symbols.count(d.symbol)) replayable_ = false;
     }
-  values_.resize(g.values.size());
-
-  // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
-  std::vector<int> last_use(g.values.size(), -1);
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int in : g.nodes[k].inputs)
-      if (in >= 0) last_use[static_cast<size_t>(in)] = static_cast<int>(k);
-  is_graph_output_.assign(g.values.size(), 0);
-  for (int o : g.outputs) is_graph_output_[static_cast<size_t>(o)] = 1;
-  release_after_.assign(g.nodes.size(), {});
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
-      release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
 }
 
 int64_t Session::state_bytes_per_token() const {
   int64_t n = 0;
-  for (const auto& op : ops_) n += op->state_bytes_per_token();
+  for (const auto& state : states_)
+    if (state) n += state->bytes_per_token();
   return n;
 }
 
@@ -225,7 +184,7 @@ int64_t Session::weight_bytes_per_token() const {
 }
 
 void Session::reset() {
-  for (auto& op : ops_) op->reset();
+  for (size_t k = 0; k < ops_.size(); ++k) states_[k] = ops_[k]->make_state();
 }
 
 void Session::check_feed(const IOInfo& info, const Tensor& t) const {
@@ -287,19 +246,6 @@ void Session::gather_inputs(const Node& node) {
   }
 }
 
-void Session::run_node(size_t k, std::vector<Tensor>& outputs, bool planned) {
-  const Node& node = model_.graph->nodes[k];
-  gather_inputs(node);
-  const double t0 = options_.on_node ? now_us() : 0;
-  if (planned) {
-    RunContext ctx{node, ins_, outputs, options_.device, options_.threads};
-    run_op(*ops_[k], ctx);
-  } else {
-    outputs = execute_node(*ops_[k], node, ins_, pool_allocator(), options_.device, options_.threads);
-  }
-  if (options_.on_node) options_.on_node(NodeRun{node, *ops_[k], ins_, outputs, t0, now_us(), runs_ - 1});
-}
-
 Allocator Session::pool_allocator() {
   return [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
 }
@@ -318,7 +264,7 @@ void Session::prepack_constants() {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
-    for (int i : ops_[k]->prepack(constants, {options_.weights, options_.activations})) {
+    for (int i : ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr})) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
       // was mapped from — goes back to the system.
@@ -340,15 +286,15 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
 void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out) {
   ++runs_;
   bind_feeds(feeds);
-  if (opencl_) return run_on_device(out);
-  if (plan_.ready && binding_ == plan_.binding) return run_planned(out);
+  // Step plans are for the CPU: a device session keeps its outputs in the device's memory.
+  if (!device_ && plan_.ready && binding_ == plan_.binding) return run_nodes(true, nullptr, out);
   // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
   plan_.ready = false;
-  const bool make_plan = replayable_ && binding_ == last_binding_;
+  const bool make_plan = !device_ && replayable_ && binding_ == last_binding_;
   last_binding_ = binding_;
-  if (!make_plan) return run_inferring(nullptr, out);
+  if (!make_plan) return run_nodes(false, nullptr, out);
   std::vector<Shape> shapes(model_.graph->values.size());
-  run_inferring(&shapes, out);
+  run_nodes(false, &shapes, out);
   build_plan(shapes);
 }
 
@@ -369,46 +315,74 @@ void Session::collect_outputs(bool planned, Outputs& result) {
   }
 }
 
-void Session::run_inferring(std::vector<Shape>* shapes, Outputs& out) {
+void Session::run_nodes(bool planned, std::vector<Shape>* shapes, Outputs& out) {
   const Graph& g = *model_.graph;
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].constant) values_[v] = *g.values[v].constant;
-  std::vector<Tensor> outs;
+  if (!planned)  // (a plan holds them from when it was built)
+    for (size_t v = 0; v < g.values.size(); ++v)
+      if (g.values[v].constant) values_[v] = *g.values[v].constant;
+  host_nodes_.clear();
+  std::vector<Tensor> fresh;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
-    run_node(k, outs, false);
+    const Op& op = *ops_[k];
+    gather_inputs(node);
+    const bool on_device = device_ && op.runs_on(options_.device, ins_);
+    if (device_ && !on_device) {
+      host_nodes_.push_back(node.name + " (" + node.op_type + ")");
+      host_copies_.clear();
+      host_copies_.reserve(ins_.size());
+      for (auto& in : ins_)
+        if (in && device_->holds(*in)) {
+          host_copies_.push_back(device_->to_host(*in));
+          in = &host_copies_.back();
+        }
+    }
+    const Device where = on_device ? options_.device : Device{};
+    kernels::opencl::Kernels* kernels = on_device ? device_->kernels() : nullptr;
+    const double t0 = options_.on_node ? now_us() : 0;
+    std::vector<Tensor>& outs = planned ? planned_outputs(k, out) : fresh;
+    if (planned) {
+      RunContext ctx{node, ins_, outs, where, options_.threads, kernels, states_[k].get()};
+      run_op(op, ctx);
+    } else {
+      outs = execute_node(op, node, ins_, on_device ? device_->allocator(k) : pool_allocator(), where, options_.threads, kernels,
+                          states_[k].get());
+    }
+    if (options_.on_node) {
+      if (device_) device_->finish();  // the node's kernels have run, not only been queued
+      options_.on_node(NodeRun{node, op, ins_, outs, states_[k].get(), on_device, t0, now_us(), runs_ - 1});
+    }
     for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] >= 0) {
-        if (shapes) (*shapes)[static_cast<size_t>(node.outputs[i])] = outs[i].shape();
-        values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
+      if (const int o = node.outputs[i]; o >= 0) {
+        if (shapes) (*shapes)[static_cast<size_t>(o)] = outs[i].shape();
+        if (planned) values_[static_cast<size_t>(o)] = outs[i];
+        else values_[static_cast<size_t>(o)] = std::move(outs[i]);
       }
-    for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
+    if (!planned)
+      for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
   }
-  collect_outputs(false, out);
-  for (Tensor& t : values_) t = Tensor();  // nothing of this run stays held
+  if (device_) bring_outputs_to_host();
+  collect_outputs(planned, out);
+  if (!planned)
+    for (Tensor& t : values_) t = Tensor();  // nothing of this run stays held
 }
 
-void Session::run_planned(Outputs& out) {
+std::vector<Tensor>& Session::planned_outputs(size_t k, const Outputs& out) {
   const Graph& g = *model_.graph;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    const Node& node = g.nodes[k];
-    std::vector<Tensor>& outs = plan_.outputs[k];
-    for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run…
-      if (owns_graph_output(k, node.outputs[i])) {
-        const int o = node.outputs[i];
-        const auto& last = outs[i].buffer();
-        // …unless the caller handed back the one it got from this plan last run and holds it alone
-        // (besides this plan and this session's values).
-        const size_t at = static_cast<size_t>(std::find(g.outputs.begin(), g.outputs.end(), o) - g.outputs.begin());
-        const bool handed_back = at < out.items.size() && last && out.items[at].second.buffer() == last &&
-                                 last.use_count() == 2 + (values_[static_cast<size_t>(o)].buffer() == last);
-        if (!handed_back) outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
-      }
-    run_node(k, outs, true);
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = outs[i];
-  }
-  collect_outputs(true, out);
+  const Node& node = g.nodes[k];
+  std::vector<Tensor>& outs = plan_.outputs[k];
+  for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run…
+    if (owns_graph_output(k, node.outputs[i])) {
+      const int o = node.outputs[i];
+      const auto& last = outs[i].buffer();
+      // …unless the caller handed back the one it got from this plan last run and holds it alone
+      // (besides this plan and this session's values).
+      const size_t at = static_cast<size_t>(std::find(g.outputs.begin(), g.outputs.end(), o) - g.outputs.begin());
+      const bool handed_back = at < out.items.size() && last && out.items[at].second.buffer() == last &&
+                               last.use_count() == 2 + (values_[static_cast<size_t>(o)].buffer() == last);
+      if (!handed_back) outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
+    }
+  return outs;
 }
 
 void Session::build_plan(const std::vector<Shape>& shapes) {
@@ -455,100 +429,18 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
   plan_ = std::move(plan);
 }
 
-void Session::take_top_k(const Tensor& t) {
-  if (t.rank() != 3 || t.dim(0) != 1) fail("device top-k needs [1, S, V] scores, got ", shape_str(t.shape()));
-  const int64_t S = t.dim(1), V = t.dim(2);
-  const int k = static_cast<int>(std::min<int64_t>(top_k_, V));
-  top_ids_.resize(static_cast<size_t>(k));
-  top_values_.assign(static_cast<size_t>(k), 0.0f);
-  if (!cl::on_device(t)) {  // computed on the CPU after all (a node the device lacks): picked here
-    const Tensor f = cast_to(t, DType::Float32);
-    const float* row = f.data<float>() + (S - 1) * V;
-    std::vector<int32_t> order(static_cast<size_t>(V));
-    for (int32_t i = 0; i < static_cast<int32_t>(V); ++i) order[static_cast<size_t>(i)] = i;
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
-    for (int j = 0; j < k; ++j) top_ids_[static_cast<size_t>(j)] = order[static_cast<size_t>(j)], top_values_[static_cast<size_t>(j)] = row[order[static_cast<size_t>(j)]];
-    return;
-  }
-  if (t.dtype() != DType::Float32) fail("device top-k needs float32 scores");
-  OpenClDevice& d = *opencl_;
-  cl::Context& ctx = d.context;
-  const int at = static_cast<int>((S - 1) * V);
-  if (!d.top_ids) {
-    const size_t n = static_cast<size_t>(kernels::opencl::Kernels::kTopKMax);
-    d.top_ids = std::make_unique<cl::Buffer>(ctx, n * 4);
-    d.top_values = std::make_unique<cl::Buffer>(ctx, n * 4);
-    d.scratch_ids = std::make_unique<cl::Buffer>(ctx, n * kernels::opencl::Kernels::kTopKItems * 4);
-    d.scratch_values = std::make_unique<cl::Buffer>(ctx, n * kernels::opencl::Kernels::kTopKItems * 4);
-  }
-  if (k == 1) {
-    d.kernels.argmax(cl::mem_of(t), at, static_cast<int>(V), *d.top_ids);
-  } else {
-    d.kernels.top_k(cl::mem_of(t), at, static_cast<int>(V), k, *d.scratch_values, *d.scratch_ids, *d.top_values, *d.top_ids);
-    ctx.download(*d.top_values, top_values_.data(), static_cast<size_t>(k) * 4);
-  }
-  ctx.download(*d.top_ids, top_ids_.data(), static_cast<size_t>(k) * 4);
-}
-
-void Session::run_on_device(Outputs& out) {
+void Session::bring_outputs_to_host() {
   const Graph& g = *model_.graph;
-  cl::Context& ctx = opencl_->context;
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].constant) values_[v] = *g.values[v].constant;
-  device_outputs_.resize(g.nodes.size());
-  host_nodes_.clear();
-  std::vector<Tensor> outs, host_copies;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    const Node& node = g.nodes[k];
-    const Op& op = *ops_[k];
-    gather_inputs(node);
-    const bool on_device = op.runs_on(options_.device, ins_);
-    const double t0 = options_.on_node ? now_us() : 0;
-    if (on_device) {
-      // Outputs in device memory this node reuses from run to run when it is large enough.
-      size_t n_alloc = 0;
-      std::vector<Tensor>& cache = device_outputs_[k];
-      Allocator alloc = [&](DType dt, const Shape& shape) {
-        const size_t j = n_alloc++;
-        if (cache.size() <= j) cache.resize(j + 1);
-        const size_t need = bytes_for(dt, numel_of(shape));
-        if (!cache[j].defined() || cache[j].buffer()->bytes() < need || cache[j].buffer().use_count() > 1)
-          cache[j] = cl::device_tensor(ctx, dt, shape);
-        return Tensor(dt, shape, cache[j].buffer());
-      };
-      outs = execute_node(op, node, ins_, alloc, options_.device, options_.threads, &opencl_->kernels);
-    } else {
-      host_nodes_.push_back(node.name + " (" + node.op_type + ")");
-      host_copies.clear();
-      host_copies.reserve(ins_.size());
-      for (auto& in : ins_)
-        if (in && cl::on_device(*in)) {
-          host_copies.push_back(cl::to_host(ctx, *in));
-          in = &host_copies.back();
-        }
-      outs = execute_node(op, node, ins_, pool_allocator(), Device{}, options_.threads);
-    }
-    if (options_.on_node) {
-      ctx.finish();  // the node's kernels have run, not only been queued
-      options_.on_node(NodeRun{node, op, ins_, outs, t0, now_us(), runs_ - 1});
-    }
-    for (size_t i = 0; i < node.outputs.size(); ++i)
-      if (node.outputs[i] >= 0) values_[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
-    for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
-  }
-  for (int o : g.outputs) {  // what the caller reads comes back to the host…
+  for (int o : g.outputs) {
     Tensor& t = values_[static_cast<size_t>(o)];
     if (!t.defined()) continue;
-    if (top_k_ > 0 && g.values[static_cast<size_t>(o)].name == top_k_output_) {  // …or only its best scores
-      take_top_k(t);
+    if (top_k_ > 0 && g.values[static_cast<size_t>(o)].name == top_k_output_) {  // only the best scores
+      device_->top_k(t, top_k_, top_ids_, top_values_);
       t = Tensor(t.dtype(), t.shape(), nullptr);  // shape only: the scores stay where they are
       continue;
     }
-    if (cl::on_device(t)) t = cl::to_host(ctx, t);
+    if (device_->holds(t)) t = device_->to_host(t);
   }
-  collect_outputs(false, out);
-  for (Tensor& t : values_) t = Tensor();
 }
 
 }  // namespace tern

@@ -10,11 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "passes/fusions.h"
 #include "graph/onnx_loader.h"
-#include "passes/passes.h"
 #include "ops/execute.h"
 #include "ops/op.h"
+#include "passes/pipeline.h"
 #include "runtime/buffer_pool.h"
 
 namespace tern {
@@ -25,14 +24,17 @@ struct NodeRun {
   const Op& op;
   const std::vector<const Tensor*>& inputs;
   const std::vector<Tensor>& outputs;
+  const OpState* state;     // the node's sequence state after the run (null for stateless ops)
+  bool on_device;           // computed by the session's device (else the CPU)
   double start_us, end_us;  // steady clock
   int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session)
 };
 
 struct SessionOptions {
-  // Where nodes run: the CPU, or an OpenCL device (kernels/opencl/device.h) — nodes whose op can run there
-  // (Op::runs_on) do, with their outputs and the ops' weights and caches kept in device memory; the
-  // others run on the CPU with their inputs downloaded (Session::host_nodes lists them).
+  // Where nodes run: the CPU, or an OpenCL device (kernels/opencl/device.h; needs -DTERN_OPENCL=ON) —
+  // nodes whose op variant takes them there (ops/opencl/, Op::runs_on) do, with their outputs and the
+  // ops' weights and caches kept in device memory; the others run on the CPU with their inputs
+  // downloaded (Session::host_nodes lists them).
   Device device;
   int threads = 0;            // 0: all cores
   bool optimize = true;       // constant folding + dead-node removal
@@ -72,10 +74,7 @@ class Outputs {
   size_t size() const { return items.size(); }
 };
 
-namespace cl {
-struct TransferStats;
-}
-struct OpenClDevice;
+class DeviceExecutor;
 
 class Session {
  public:
@@ -87,7 +86,7 @@ class Session {
   const std::vector<IOInfo>& outputs() const { return outputs_; }
   const Model& model() const { return model_; }
   const Graph& graph() const { return *model_.graph; }
-  const PassStats& pass_stats() const { return pass_stats_; }
+  const PassStats& pass_stats() const { return passes_.stats; }
   const BufferPool& pool() const { return *pool_; }
 
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
@@ -98,12 +97,12 @@ class Session {
   // with) — with the step plan, a decode step allocates nothing.
   void run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out);
   // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
-  int cached_layers() const { return cached_layers_; }
+  int cached_layers() const { return passes_.cached_layers; }
   // The rewrites fusion passes made at load.
-  const std::vector<Fusion>& fusions() const { return fusions_; }
+  const std::vector<Fusion>& fusions() const { return passes_.fusions; }
   // With a window: why the attention did not become ring-buffer layers, per layer (empty when it did,
   // or when the graph has no cache inputs).
-  const std::vector<FusionMiss>& fusion_misses() const { return fusion_misses_; }
+  const std::vector<FusionMiss>& fusion_misses() const { return passes_.misses; }
   void reset();
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
@@ -112,13 +111,14 @@ class Session {
   int64_t weight_bytes_per_token() const;
   // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
   // computed on the CPU instead ("name (op type)").
-  const cl::TransferStats* device_transfers() const;
+  const TransferStats* device_transfers() const;
   // With an OpenCL device and a single sequence: from the next run on, the graph output `name`
   // ([1, S, V] scores) is not downloaded; the k best scores of its last position are found on the
   // device and only they come back (k = 1: the argmax's id alone), best first, ties to the lower index —
   // all a greedy or top-k sampler needs. Greedy decoding then moves one token id each way per step.
-  // k = 0: back to downloading the output.
+  // k = 0: back to downloading the output. k ≤ max_device_top_k().
   void set_device_top_k(const std::string& name, int k);
+  static int max_device_top_k();
   int device_top_k() const { return top_k_; }
   const std::vector<int32_t>& top_k_ids() const { return top_ids_; }
   const std::vector<float>& top_k_values() const { return top_values_; }  // (k = 1: not fetched, 0)
@@ -128,6 +128,8 @@ class Session {
   void prepare();
   // Lets each op repack its constant weights (Op::prepack) and frees the originals nobody reads.
   void prepack_constants();
+  // Decides at load whether decode steps can replay a plan (replayable_, input_dims_).
+  void find_input_dims();
   void check_feed(const IOInfo& info, const Tensor& t) const;
   // Binds the feeds to graph-input slots (values_), checking them; fills binding_ with the sizes of
   // the inputs' symbolic dims.
@@ -135,16 +137,15 @@ class Session {
   // Points ins_ at the node's input values; fails naming an input that has none.
   void gather_inputs(const Node& node);
   Allocator pool_allocator();  // host tensors from the session's buffer pool
-  // Runs node k: with `planned`, into the plan's outputs without its shape rule; else shape rule →
-  // outputs from the pool → kernel.
-  void run_node(size_t k, std::vector<Tensor>& outputs, bool planned);
-  void run_planned(Outputs& out);
-  // The general path; records each value's shape in `shapes` when given (to build a plan from).
-  void run_inferring(std::vector<Shape>* shapes, Outputs& out);
-  // Every node on the OpenCL device that can run it, the rest on the CPU; outputs downloaded.
-  void run_on_device(Outputs& out);
-  // set_device_top_k's candidates from the scores `t` (on the device, or on the host after a fallback).
-  void take_top_k(const Tensor& t);
+  // The node loop, for every run: each node on the device when the session has one and the node's op
+  // takes its inputs there, else on the CPU (device inputs downloaded first). `planned`: into the step
+  // plan's outputs, no shape rules; else shape rule → outputs → kernel, recording each value's shape in
+  // `shapes` when given (to build a plan from).
+  void run_nodes(bool planned, std::vector<Shape>* shapes, Outputs& out);
+  // Node k's plan outputs, graph outputs given fresh memory unless the caller handed last run's back.
+  std::vector<Tensor>& planned_outputs(size_t k, const Outputs& out);
+  // With a device: graph outputs downloaded, or only their best scores (set_device_top_k).
+  void bring_outputs_to_host();
   void build_plan(const std::vector<Shape>& shapes);
   void collect_outputs(bool planned, Outputs& out);
   // A graph output that node k computes into memory of its own (not a view of another value).
@@ -156,14 +157,12 @@ class Session {
   Model model_;
   SessionOptions options_;
   int64_t runs_ = 0;  // Session::run calls so far (NodeRun::run_index)
-  PassStats pass_stats_;
+  PipelineResult passes_;  // what the passes did at load
   std::vector<IOInfo> inputs_, outputs_;
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
+  std::vector<std::unique_ptr<OpState>> states_;    // parallel to ops_: their sequence state (or null)
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
-  std::vector<Fusion> fusions_;
-  std::vector<FusionMiss> fusion_misses_;
-  int cached_layers_ = 0;
 
   // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
   // (`replayable_`, decided at load), a run whose symbolic dims equal the previous run's replays a
@@ -191,8 +190,8 @@ class Session {
   std::vector<char> is_graph_output_;   // by value id
   std::vector<const Tensor*> ins_;      // scratch: the current node's inputs
   std::vector<char> fed_;               // scratch: which graph inputs the feeds gave
-  std::unique_ptr<OpenClDevice> opencl_;
-  std::vector<std::vector<Tensor>> device_outputs_;  // per node, device memory its outputs reuse run after run
+  std::vector<Tensor> host_copies_;     // scratch: device inputs downloaded for a node run on the CPU
+  std::unique_ptr<DeviceExecutor> device_;
   std::vector<std::string> host_nodes_;
   std::string top_k_output_;
   int top_k_ = 0;

@@ -37,10 +37,7 @@ struct DeviceInfo {
 // Every OpenCL device of every platform the ICD loader finds; empty (never throws) when there is none.
 std::vector<DeviceInfo> list_devices();
 
-// Bytes moved between host and device since the context was made (bench and tests read them).
-struct TransferStats {
-  int64_t to_device = 0, to_host = 0;
-};
+using TransferStats = ::tern::TransferStats;  // (core/tensor.h: sessions report it without OpenCL)
 
 class Context;
 

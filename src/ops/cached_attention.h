@@ -1,0 +1,77 @@
+// CachedAttention (domain "tern"): one decoder layer's attention over a KV ring, made by the
+// fuse_cached_attention pass (passes/fusions.h lists the patterns). Inputs: q, k (before RoPE,
+// [B, S, H·D]), v, cos_cache, sin_cache ([positions, rotary_dim/2]), attention_mask [B, total]; k and v
+// omitted: q packs Q, K and V as [B, S, (Hq + 2·Hkv)·D] (GroupQueryAttention's packed form). Each new
+// token of row b is appended to the ring (padding tokens are skipped) and its query attends over the
+// window, keys rotated to their window positions: causal within the step. Output [B, S, Hq·D]; padding
+// rows are zero. Attribute softcap > 0: scores are soft-capped (Gemma-2). cos/sin omitted: no RoPE
+// (GPT-2's learned positions are in the hidden state already).
+//
+// The ring is the node's sequence state (KvRingState), owned by the session; the op itself is fixed
+// after prepack. ops/opencl/cached_attention_opencl.cpp is its OpenCL variant.
+#pragma once
+#include <memory>
+
+#include "kernels/cpu/kv_ring_buffer.h"
+#include "ops/op.h"
+
+namespace tern {
+
+// The layer's cache for the batch of sequences the session runs: made at the first run (which fixes
+// the batch and head size), dropped with the state.
+struct KvRingState : OpState {
+  std::unique_ptr<kernels::KvRingBuffer> ring;
+  // Tokens each row holds (the window it attends over); empty before the first run.
+  virtual std::vector<int64_t> held_tokens() const;
+  int64_t bytes_per_token() const override;
+};
+
+class CachedAttentionOp : public Op {
+ public:
+  explicit CachedAttentionOp(const Node& n);
+  bool foldable() const override { return false; }
+  // The RoPE tables as float32, once (a view for float32 models).
+  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override;
+  std::unique_ptr<OpState> make_state() const override { return std::make_unique<KvRingState>(); }
+  // Each new token scores and sums over the window it sees (about half the prompt on average, in a
+  // prompt chunk), reading every held key and value once.
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const override;
+  std::string kernel(const std::vector<const Tensor*>& in) const override;
+  void infer(InferContext& ctx) const override;
+  void run(RunContext& ctx) const override;
+
+  // What its OpenCL variant shares.
+  struct Tables {
+    Tensor cos, sin;  // float32; undefined without RoPE
+  };
+  // This run's RoPE tables as float32: the prepacked ones when the inputs are the constants, else made
+  // in `scratch` (a reference, not a copy: a decode step allocates nothing).
+  const Tables& tables(const RunContext& ctx, Tables& scratch) const;
+  // The rotary dim, after checking the tables cover it and the window (0: no RoPE).
+  int64_t check_tables(const RunContext& ctx, const Tables& t, int64_t D) const;
+  bool packed(const RunContext& ctx) const { return !ctx.has(1); }
+  int64_t head_dim(const Tensor& q, bool packed) const { return q.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_); }
+  float scale(int64_t D) const;
+  const Tables& prepacked_tables() const { return prepacked_; }
+  const void* prepacked_from() const { return prepacked_from_; }
+  struct Attributes {
+    int64_t q_heads, kv_heads, window, sinks;
+    bool interleaved;
+    float softcap;
+    DType storage;
+  };
+  Attributes attributes() const { return {hq_, hkv_, window_, sinks_, interleaved_, softcap_, storage_}; }
+
+ private:
+  int64_t hq_, hkv_, window_, sinks_;
+  bool interleaved_;
+  int64_t rot_dim_;
+  bool has_scale_;
+  float scale_;
+  float softcap_;
+  DType storage_;
+  Tables prepacked_;
+  const void* prepacked_from_ = nullptr;  // the cos table the prepacked ones were made from
+};
+
+}  // namespace tern

@@ -1,0 +1,19 @@
+#include "ops/opencl/device_io.h"
+
+namespace tern {
+
+cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch) {
+  const Tensor& t = ctx.in(i);
+  if (cl::on_device(t)) return cl::mem_of(t);
+  scratch = cl::to_device(ctx.opencl->context(), t);
+  return cl::mem_of(scratch);
+}
+
+cl_mem device_output(RunContext& ctx, int i) { return cl::mem_of(ctx.out(i)); }
+
+Tensor upload_constant(const PrepackOptions& options, const Tensor* constant) {
+  if (!options.device || !constant || !constant->raw()) return {};
+  return cl::to_device(options.device->context(), *constant);
+}
+
+}  // namespace tern

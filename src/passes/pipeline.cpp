@@ -1,0 +1,66 @@
+#include "passes/pipeline.h"
+
+#include "ops/op.h"
+#include "passes/canonicalize.h"
+#include "passes/shape_values.h"
+
+namespace tern {
+namespace {
+
+void append(std::vector<Fusion>& to, std::vector<Fusion> more) { to.insert(to.end(), more.begin(), more.end()); }
+
+void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
+  PassStats* stats = &r.stats;
+  // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
+  infer_and_fold(g, stats, o.optimize || o.kv_window > 0);
+  if (o.optimize || o.kv_window > 0) {  // one spelling before the fusions look
+    stats->canonicalized = canonicalize(g);
+    remove_dead_nodes(g, stats);  // what it bypassed
+  }
+  if (o.kv_window > 0) {
+    auto cached = fuse_cached_attention(g, {o.kv_window, o.kv_sinks, o.kv_dtype});
+    r.fusions = std::move(cached.fused);
+    r.misses = std::move(cached.missed);
+    if (r.fusions.empty() && o.kv_window_required) {
+      std::string why;
+      for (const auto& miss : r.misses) why += "\n  " + miss.str();
+      if (why.empty()) why = " the graph has no past key/value inputs";
+      fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/fusions.h lists them); run "
+                       "without a window:", why);
+    }
+    r.cached_layers = static_cast<int>(r.fusions.size());
+    infer_and_fold(g, stats, true);
+    remove_dead_nodes(g, stats);  // the replaced attention nodes
+  }
+  if (!o.last_position_output.empty()) {
+    append(r.fusions, slice_logits_to_last_position(g, o.last_position_output));
+    infer_and_fold(g, stats, o.optimize);
+  }
+  if (!o.optimize) return;
+  remove_dead_nodes(g, stats);
+  for (auto pass : {fuse_rms_norm, fuse_swiglu}) append(r.fusions, pass(g));
+  remove_dead_nodes(g, stats);  // fuse_shared_input_matmuls checks single consumers
+  for (auto pass : {fuse_shared_input_matmuls, fuse_kv_matmuls, fuse_rotary_embedding}) append(r.fusions, pass(g));
+  remove_dead_nodes(g, stats);
+  infer_and_fold(g, stats, true);  // shapes of the new values
+  stats->shape_values = resolve_shape_values(g);
+  remove_dead_nodes(g, stats);  // the chains that computed them
+  const auto& registry = OpRegistry::instance();
+  stats->merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
+}
+
+}  // namespace
+
+PipelineResult optimize_graph(Graph& g, const PipelineOptions& options, const std::string& model_path) {
+  PipelineResult r;
+  try {
+    run_passes(g, options, r);
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(model_path + ": " + e.what());
+  } catch (const Error& e) {
+    throw Error(model_path + ": " + e.what());
+  }
+  return r;
+}
+
+}  // namespace tern

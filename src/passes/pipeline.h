@@ -1,0 +1,32 @@
+// The order the passes run in, in one place: fold → canonicalize → the ring-buffer cache → the
+// last-position slice → fusions → shape values → merging duplicates. Session::prepare runs it once.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "passes/fusions.h"
+#include "passes/passes.h"
+
+namespace tern {
+
+struct PipelineOptions {
+  bool optimize = true;  // constant folding, dead-node removal and the fusions
+  // > 0: attention layers become CachedAttention over a ring of this many tokens (SessionOptions::kv_window).
+  int64_t kv_window = 0;
+  int64_t kv_sinks = 4;
+  DType kv_dtype = DType::Float32;
+  bool kv_window_required = true;  // fail when no layer matches
+  std::string last_position_output;  // graph output generation reads only the last position of
+};
+
+struct PipelineResult {
+  PassStats stats;
+  std::vector<Fusion> fusions;       // rewrites made, in order
+  std::vector<FusionMiss> misses;    // why attention did not become ring layers (with a window)
+  int cached_layers = 0;
+};
+
+// Rewrites `g` in place; errors name `model_path`.
+PipelineResult optimize_graph(Graph& g, const PipelineOptions& options, const std::string& model_path);
+
+}  // namespace tern
