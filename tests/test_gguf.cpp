@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "llm/generator.h"
+#include "llm/model_folder.h"
 #include "llm/gguf.h"
 #include "model_builder.h"
 #include "test_util.h"
@@ -178,10 +179,10 @@ TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at nea
   // Per prompt: its ids | the 32 tokens llama.cpp's greedy decoding gives on the GGUF itself
   // (tools/llama_cpp_greedy.sh, llama.cpp c392e5094).
   std::ifstream golden(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "smollm2_llama_cpp_greedy.txt");
-  SessionOptions so;
-  so.kv_window = 256;  // the ring cache, as `tern generate` runs it
-  Session s((dir / "model.onnx").string(), so);
   const ModelConfig cfg = read_model_config(dir.string());
+  llm::DecoderOptions d;
+  d.window = 256;
+  Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));  // as `tern generate` runs it
   Generator g(s, cfg);
   GenerateOptions o;
   o.max_new_tokens = 32;

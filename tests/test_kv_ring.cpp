@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/rope.h"
 #include "llm/generator.h"
+#include "llm/model_folder.h"
 #include "kernels/cpu/kv_ring_buffer.h"
 #include "ops/attention_common.h"
 #include "runtime/session.h"
@@ -302,10 +303,9 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
 
 TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
   const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
-  SessionOptions so;
-  so.kv_window = 128;
-  so.last_position_output = "logits";  // as tern generate loads it
-  Session s(dir + "/model.onnx", so);
+  llm::DecoderOptions d;
+  d.window = 128;
+  Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));  // as tern generate loads it
   Generator gen(s, read_model_config(dir));
   for (const bool greedy : {true, false}) {
     CAPTURE(greedy);
@@ -354,10 +354,9 @@ TEST_CASE("a long window allocates slots as it fills; held tokens survive each g
 
 TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefill of the whole prompt gives") {
   const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
-  SessionOptions so;
-  so.kv_window = 128;
-  so.last_position_output = "logits";
-  Session s(dir + "/model.onnx", so);
+  llm::DecoderOptions d;
+  d.window = 128;
+  Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));
   Generator gen(s, read_model_config(dir));
   GenerateOptions o;
   o.max_new_tokens = 6;

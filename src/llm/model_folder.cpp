@@ -1,0 +1,81 @@
+#include "llm/model_folder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tern::llm {
+namespace fs = std::filesystem;
+
+ModelFiles resolve_model(const std::string& path) {
+  if (!fs::exists(path)) fail("model '", path, "' does not exist");
+  if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
+  std::ifstream genai(fs::path(path) / "genai_config.json");
+  if (genai) {
+    auto j = nlohmann::json::parse(genai, nullptr, false);
+    if (!j.is_discarded() && j.contains("model") && j["model"].contains("decoder") && j["model"]["decoder"].contains("filename") &&
+        j["model"]["decoder"]["filename"].is_string())
+      return {(fs::path(path) / j["model"]["decoder"]["filename"].get<std::string>()).string(), path};
+  }
+  if (fs::exists(fs::path(path) / "model.onnx")) return {(fs::path(path) / "model.onnx").string(), path};
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(path))
+    if (e.path().extension() == ".onnx") found.push_back(e.path().string());
+  if (found.size() == 1) return {found[0], path};
+  fail("'", path, "' holds ", found.size(), " .onnx files and no model.onnx: name the file");
+}
+
+std::string default_model_dir(const std::string& exe) {
+  for (const fs::path& p : {fs::path("models/default"), fs::path(exe).parent_path() / ".." / "models" / "default"})
+    if (fs::exists(p / "model.onnx")) return p.lexically_normal().string();
+  fail("no --model given and no models/default found (run from the tern folder, or give --model PATH)");
+}
+
+SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
+  SessionOptions so;
+  so.threads = o.threads;
+  so.last_position_output = "logits";  // the generator reads no other position
+  so.device = parse_device(o.device);
+  so.weights = parse_weight_format(o.weights);
+  so.activations = parse_activation_format(o.activations);
+  so.kv_sinks = o.sinks;
+  if (o.kv_dtype != "fp32" && o.kv_dtype != "fp16") fail("--kv-dtype must be fp32 or fp16, got '", o.kv_dtype, "'");
+  so.kv_dtype = o.kv_dtype == "fp16" ? DType::Float16 : DType::Float32;
+  if (o.window) {
+    so.kv_window = *o.window;
+    if (so.kv_window < 0 || so.kv_sinks < 0) fail("--window and --sinks must not be negative");
+    if (so.kv_window > 0 && !ring_possible) fail("--window needs the KV cache and no beam search");
+  } else if (ring_possible) {  // allocated as it fills: a long context costs nothing until used
+    so.kv_window = cfg.context_length > 0 ? cfg.context_length : 4096;
+    so.kv_window_required = false;
+  }
+  return so;
+}
+
+std::string graph_cache_warning(const Session& s) {
+  if (s.fusion_misses().empty()) return {};
+  std::ostringstream w;
+  w << "the attention did not fuse into tern's ring-buffer KV cache; this model runs on the graph's own past/present "
+       "cache instead: no sliding window (generation stops at the context length), keys and values copied by Concat "
+       "every step. Where matching stopped:\n";
+  for (const auto& miss : s.fusion_misses()) w << "  " << miss.str() << "\n";
+  return w.str();
+}
+
+SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg) {
+  SamplingOptions s;
+  const bool sampling_set = c.temperature || c.top_k || c.top_p || c.min_p;
+  s.greedy = c.greedy || (!sampling_set && !cfg.do_sample);
+  s.temperature = c.temperature.value_or(cfg.temperature);
+  s.top_k = c.top_k.value_or(cfg.top_k);
+  s.top_p = c.top_p.value_or(cfg.top_p);
+  s.min_p = c.min_p.value_or(0.0f);
+  s.repetition_penalty = c.repetition_penalty.value_or(cfg.repetition_penalty);
+  s.seed = c.seed;
+  return s;
+}
+
+}  // namespace tern::llm

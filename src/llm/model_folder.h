@@ -1,0 +1,54 @@
+// How generation finds and loads a model: the folder's decoder file, the session options a decoder runs
+// with (last-position logits, the ring KV cache, weights, device) and the sampling settings a model's
+// generation_config.json leaves to the caller. The CLI's flags, tests and (later) the C API all go
+// through these, so the rules live here once.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "llm/model_config.h"
+#include "llm/sampler.h"
+#include "runtime/session.h"
+
+namespace tern::llm {
+
+struct ModelFiles {
+  std::string onnx;  // the decoder graph
+  std::string dir;   // its folder: config, tokenizer, genai_config
+};
+// A folder (model.onnx, the decoder genai_config.json names, or its only .onnx) or an .onnx file; fails
+// saying what is missing or ambiguous.
+ModelFiles resolve_model(const std::string& path);
+// tern's own trained model (models/default, tools/train_default_model.py): under the working directory,
+// or next to the source tree the executable at `exe` was built in (build/tern → models/default).
+std::string default_model_dir(const std::string& exe);
+
+struct DecoderOptions {
+  std::string device = "cpu";         // cpu, opencl, opencl:N
+  std::string weights = "fp32";       // fp32 (as stored), fp16, bf16, int8, int4
+  std::string activations = "auto";   // auto, fp32, int8
+  std::string kv_dtype = "fp32";      // the ring's storage: fp32 or fp16
+  // The ring's window in tokens (0: the graph's own past/present cache). Unset: the model's context
+  // length (4096 when unknown), and a graph whose attention the ring cannot take keeps its own cache.
+  std::optional<int64_t> window;
+  int64_t sinks = 4;
+  int threads = 0;  // 0: all cores
+};
+// The session options generation loads a decoder with: only the last position's logits, and the ring KV
+// cache unless `ring_possible` is false (beam search, no cache) — asking for a window then fails.
+SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible);
+// One warning when a decoder's attention missed the ring-buffer cache: what it costs, and per layer
+// where matching stopped (empty when it did not miss). Never a silent fallback.
+std::string graph_cache_warning(const Session& s);
+
+// What a caller sets of the sampling; the rest comes from generation_config.json (sampling only if it
+// says do_sample and the caller sets no sampling parameter).
+struct SamplingChoices {
+  bool greedy = false;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int> top_k;
+  uint64_t seed = 0;
+};
+SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg);
+
+}  // namespace tern::llm

@@ -1,0 +1,81 @@
+// The rules generation loads a model by (llm/model_folder.h): which file of a folder is the decoder,
+// the session options a decoder runs with, and how flags and generation_config.json make the sampling.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "llm/model_folder.h"
+#include "model_builder.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::llm;
+using namespace tern::test;
+namespace fs = std::filesystem;
+
+namespace {
+void touch(const fs::path& p, const std::string& text = "") { std::ofstream(p) << text; }
+}  // namespace
+
+TEST_CASE("resolve_model finds a folder's decoder: genai_config's, else model.onnx, else the only .onnx") {
+  TempDir d;
+  touch(d.path / "a.onnx");
+  CHECK(resolve_model(d.path.string()).onnx == (d.path / "a.onnx").string());
+  CHECK(resolve_model(d.path.string()).dir == d.path.string());
+  touch(d.path / "b.onnx");
+  CHECK(contains(error_of([&] { resolve_model(d.path.string()); }), "holds 2 .onnx files and no model.onnx: name the file"));
+  touch(d.path / "model.onnx");
+  CHECK(resolve_model(d.path.string()).onnx == (d.path / "model.onnx").string());
+  touch(d.path / "genai_config.json", R"({"model": {"decoder": {"filename": "b.onnx"}}})");
+  CHECK(resolve_model(d.path.string()).onnx == (d.path / "b.onnx").string());
+  const auto file = resolve_model((d.path / "a.onnx").string());  // a file names itself; its folder holds the rest
+  CHECK(file.onnx == (d.path / "a.onnx").string());
+  CHECK(file.dir == d.path.string());
+  CHECK(contains(error_of([&] { resolve_model((d.path / "absent").string()); }), "does not exist"));
+}
+
+TEST_CASE("decoder_session_options: the last position's logits, a ring as long as the context unless asked otherwise") {
+  ModelConfig cfg;
+  cfg.context_length = 2048;
+  DecoderOptions o;
+  SessionOptions so = decoder_session_options(o, cfg, true);
+  CHECK(so.last_position_output == "logits");
+  CHECK(so.kv_window == 2048);
+  CHECK_FALSE(so.kv_window_required);  // a graph the ring cannot take keeps its own cache (with a warning)
+  CHECK(decoder_session_options(o, ModelConfig{}, true).kv_window == 4096);  // context unknown
+  CHECK(decoder_session_options(o, cfg, false).kv_window == 0);             // beam search, no cache
+  o.window = 64;
+  o.kv_dtype = "fp16";
+  o.weights = "int4";
+  so = decoder_session_options(o, cfg, true);
+  CHECK(so.kv_window == 64);
+  CHECK(so.kv_window_required);  // asked for: a miss is an error naming where matching stopped
+  CHECK(so.kv_dtype == DType::Float16);
+  CHECK(so.weights == WeightFormat::Int4);
+  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, false); }), "--window needs the KV cache and no beam search"));
+  o.kv_dtype = "int8";
+  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--kv-dtype must be fp32 or fp16, got 'int8'"));
+}
+
+TEST_CASE("sampling_options: what the caller sets wins, generation_config.json fills the rest, greedy unless sampling is asked") {
+  ModelConfig cfg;
+  cfg.temperature = 0.6f;
+  cfg.top_p = 0.9f;
+  CHECK(sampling_options({}, cfg).greedy);  // the config does not say do_sample
+  cfg.do_sample = true;
+  SamplingOptions s = sampling_options({}, cfg);
+  CHECK_FALSE(s.greedy);
+  CHECK(s.temperature == 0.6f);
+  CHECK(s.top_p == 0.9f);
+  SamplingChoices c;
+  c.greedy = true;
+  CHECK(sampling_options(c, cfg).greedy);
+  cfg.do_sample = false;
+  c = {};
+  c.temperature = 0.8f;  // any sampling parameter asks for sampling
+  s = sampling_options(c, cfg);
+  CHECK_FALSE(s.greedy);
+  CHECK(s.temperature == 0.8f);
+  CHECK(s.top_p == 0.9f);
+}

@@ -1,0 +1,96 @@
+#include "tools/cli/cli.h"
+
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kernels/cpu/isa.h"
+#include "llm/generator.h"
+
+namespace tern::cli {
+
+int bench(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {"machine", "json"});
+  const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  if (f.has("machine")) {
+    const MachinePeaks m = machine_peaks(threads, true);
+    std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
+              << " thread(s) (cached for profile and bench-op)\n"
+              << "kernels: ISA tier " << kernels::isa_name(kernels::active_isa()) << " (CPU: "
+              << kernels::cpu_feature_list() << "; TERN_ISA=avx2|avxvnni|avx512|avx512vnni caps it)\n";
+    return 0;
+  }
+  const double bandwidth_before = measure_read_bandwidth(threads);
+  reset_peak_rss();  // the probe's buffer is not the model's memory
+  if (!f.has("model")) fail("bench needs --model PATH (or --machine)");
+  const llm::ModelFiles files = llm::resolve_model(f.get("model"));
+  const std::string &model_path = files.onnx, &dir = files.dir;
+  const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "64"));
+  if (prompt_n < 1 || new_n < 2) fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");
+  llm::ModelConfig cfg = llm::read_model_config(dir);
+  SessionOptions so = llm::decoder_session_options(decoder_options(f), cfg, true);
+  so.threads = threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  Session session(model_path, so);
+  warn_if_graph_cache(session);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
+  llm::Generator gen(session, cfg);
+  llm::GenerateOptions o;
+  o.max_new_tokens = new_n;  // no eos: always new_n tokens
+  llm::GenerateOptions warm;
+  warm.max_new_tokens = 2;
+  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, warm);  // pages weights in
+  // On a device: the bytes moved host↔device by the decode steps after the first (per token below).
+  int64_t token = 0, up = 0, down = 0;
+  const TransferStats* moved = session.device_transfers();
+  const auto r = gen.generate({prompt}, o, [&](size_t, int64_t) {
+    if (moved && ++token == 2) up = -moved->to_device, down = -moved->to_host;
+    return true;
+  });
+  if (moved) up += moved->to_device, down += moved->to_host;
+  const double per_step = r.decode_steps > 1 ? 1.0 / static_cast<double>(r.decode_steps - 1) : 0.0;
+  const double rss_gb = static_cast<double>(peak_rss_bytes()) / 1e9;  // before the second probe
+  // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
+  const double bandwidth_after = measure_read_bandwidth(threads);
+  const double bandwidth = std::max(bandwidth_before, bandwidth_after);
+  const double prefill_tps = 1000.0 * static_cast<double>(prompt_n) / r.prefill_ms;
+  const double decode_tps = 1000.0 * static_cast<double>(r.decode_steps) / r.decode_ms;
+  const double gbps = static_cast<double>(r.weight_bytes_per_token + r.cache_bytes_per_token) * decode_tps / 1e9;
+  if (f.has("json")) {
+    nlohmann::json j{{"model", model_path}, {"threads", threads}, {"prompt_tokens", prompt_n}, {"new_tokens", new_n},
+                     {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps}, {"decode_ms_per_token", 1000.0 / decode_tps},
+                     {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
+                     {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
+                     {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb},
+                     {"isa", kernels::isa_name(kernels::active_isa())}};
+    if (moved) {
+      j["device"] = f.get("device");
+      j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
+      j["device_to_host_bytes_per_token"] = static_cast<double>(down) * per_step;
+      j["nodes_on_host"] = session.host_nodes();
+    }
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("model       %s (%d thread(s), %s)\n", model_path.c_str(), threads,
+              session.cached_layers() ? "ring-buffer KV cache" : "the graph's KV cache");
+  std::printf("prefill     %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_n), prefill_tps);
+  std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
+              1000.0 / decode_tps);
+  std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9,
+              r.cache_bytes_per_token / 1e9);
+  std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n",
+              gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
+  std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  if (moved) {
+    std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
+                f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,
+                session.host_nodes().size());
+    for (const auto& n : session.host_nodes()) std::printf("            on the CPU: %s\n", n.c_str());
+  }
+  return 0;
+}
+
+}  // namespace tern::cli

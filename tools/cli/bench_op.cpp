@@ -1,0 +1,46 @@
+#include "tools/cli/cli.h"
+
+#include <sstream>
+#include <thread>
+
+#include "runtime/op_bench.h"
+
+namespace tern::cli {
+
+int bench_op(int argc, char** argv) {
+  if (argc < 3 || argv[2][0] == '-') fail("usage: tern bench-op OP --shape D1,D2,...; OPs:\n", op_bench_usage());
+  Flags f = parse(argc, argv, 3, {});
+  OpBenchSpec spec;
+  spec.op = argv[2];
+  std::stringstream dims(f.get("shape"));
+  for (std::string d; std::getline(dims, d, ',');) {
+    try {
+      spec.shape.push_back(std::stoll(d));
+    } catch (const std::exception&) {
+      fail("--shape: '", d, "' is not a dimension");
+    }
+  }
+  const std::string dtype = f.get("dtype", "fp32"), kv = f.get("kv-dtype", "fp32");
+  if ((dtype != "fp32" && dtype != "fp16") || (kv != "fp32" && kv != "fp16")) fail("--dtype and --kv-dtype take fp32 or fp16");
+  spec.dtype = dtype == "fp16" ? DType::Float16 : DType::Float32;
+  spec.kv_dtype = kv == "fp16" ? DType::Float16 : DType::Float32;
+  spec.weights = parse_weight_format(f.get("weights", "fp32"));
+  spec.activations = parse_activation_format(f.get("activations", "auto"));
+  spec.threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  spec.device = parse_device(f.get("device", "cpu"));
+  const MachinePeaks machine = machine_peaks(spec.threads);
+  const OpBenchResult r = bench_op(spec);
+  Profiler::Row row;  // the achieved rates and roofline share, as the profile computes them
+  row.ms = r.median_ms, row.flops = r.flops, row.bytes = r.bytes;
+  std::printf("%s\nkernel   %s, %s, %lld runs\ntime     median %.4f ms, best %.4f ms\n", r.graph.c_str(),
+              r.on_device ? "OpenCL" : r.kernel.empty() ? "(the op's own loop)" : r.kernel.c_str(),
+              r.on_device ? f.get("device").c_str() : (std::to_string(spec.threads) + " thread(s)").c_str(), static_cast<long long>(r.runs),
+              r.median_ms, r.min_ms);
+  std::printf("work     %.4f GFLOP, %.4f GB moved, %.2f flop/byte\nachieved %.1f GFLOP/s, %.1f GB/s = %.0f%% of the roofline "
+              "(%.1f GFLOP/s peak, %.1f GB/s; %s)\n",
+              r.flops / 1e9, r.bytes / 1e9, row.intensity(), row.gflops_per_s(), row.gb_per_s(), row.roofline_pct(machine),
+              machine.gflops, machine.gb_s, machine.source.c_str());
+  return 0;
+}
+
+}  // namespace tern::cli

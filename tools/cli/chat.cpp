@@ -1,0 +1,106 @@
+#include "tools/cli/cli.h"
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "llm/chat_template.h"
+#include "llm/generator.h"
+#include "llm/tokenizer.h"
+
+namespace tern::cli {
+
+// Ctrl-C while an answer streams stops that answer; at the prompt it starts a new line.
+namespace {
+std::atomic<bool> interrupted{false};
+extern "C" void on_sigint(int) { interrupted = true; }
+}  // namespace
+
+// An interactive conversation: each turn is prefilled on top of the cache the last one left (only the
+// new text is fed when the conversation so far tokenizes as it was generated), the answer streams.
+int chat(int argc, char** argv) {
+  Flags f = parse(argc, argv, 3, {"greedy", "stats"});
+  if (argc < 3 || argv[2][0] == '-') fail("usage: tern chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [sampling flags]");
+  const llm::ModelFiles files = llm::resolve_model(argv[2]);
+  const std::string &model_path = files.onnx, &dir = files.dir;
+  const llm::ModelConfig cfg = llm::read_model_config(dir);
+  Session session(model_path, llm::decoder_session_options(decoder_options(f), cfg, true));
+  warn_if_graph_cache(session);
+  llm::Generator gen(session, cfg);
+  const auto tok = llm::load_tokenizer(dir);
+  const auto family = llm::detect_chat_family(dir);
+  llm::GenerateOptions opt;
+  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "512"));
+  opt.eos_token_ids = cfg.eos_token_ids;
+  opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
+  opt.resume = true;
+  bool stats = f.has("stats");
+  std::vector<llm::ChatMessage> msgs;
+  if (f.has("system")) msgs.push_back({"system", f.get("system")});
+  const size_t first_turn = msgs.size();
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read
+  sigaction(SIGINT, &sa, nullptr);
+  std::cerr << "chat with " << dir << " (" << llm::chat_family_name(family)
+            << " format). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
+  for (;;) {
+    std::cout << "> " << std::flush;
+    std::string line;
+    interrupted = false;
+    if (!std::getline(std::cin, line)) {
+      if (interrupted && !std::cin.eof()) {  // Ctrl-C at the prompt
+        std::cin.clear();
+        std::cout << "\n";
+        continue;
+      }
+      std::cout << "\n";
+      return 0;  // Ctrl-D
+    }
+    if (line.empty()) continue;
+    if (line == "/stats") {
+      stats = !stats;
+      std::cerr << "speed after each answer: " << (stats ? "on" : "off") << "\n";
+      continue;
+    }
+    if (line == "/reset") {
+      msgs.resize(first_turn);
+      std::cerr << "conversation forgotten\n";
+      continue;
+    }
+    msgs.push_back({"user", line});
+    std::vector<int64_t> ids;
+    if (family == llm::ChatFamily::None) {  // no template: one running text, each answer continuing its line
+      for (size_t i = 0; i < msgs.size(); ++i) {
+        const bool new_line = i > 0 && msgs[i].role == "user";
+        const auto part = tok->encode(new_line ? "\n" + msgs[i].content : msgs[i].content, i == 0);
+        ids.insert(ids.end(), part.begin(), part.end());
+      }
+    } else {
+      ids = tok->encode(llm::format_chat(family, msgs), false);  // the template writes BOS
+    }
+    llm::TextStream out(*tok, ids);
+    std::string answer;
+    interrupted = false;
+    const auto res = gen.generate({ids}, opt, [&](size_t, int64_t t) {
+      const bool end = std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end();
+      if (!end) {
+        const std::string piece = out.push(t);
+        answer += piece;
+        std::cout << piece << std::flush;
+      }
+      return !interrupted.load();
+    });
+    std::cout << out.flush() << "\n";
+    if (interrupted) std::cerr << "[stopped]\n";
+    msgs.push_back({"assistant", answer});
+    if (stats) {
+      const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+      std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
+                << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
+                << " tok/s; " << res.decode_steps << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
+                << " tok/s]\n";
+    }
+  }
+}
+
+}  // namespace tern::cli

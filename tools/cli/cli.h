@@ -1,0 +1,63 @@
+// What the `tern` commands share: flag parsing, the flags that become library options, and the
+// printing several commands do. Each command is one file in tools/cli/ over library calls.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "llm/model_folder.h"
+#include "runtime/machine.h"
+#include "runtime/profiler.h"
+#include "runtime/session.h"
+
+namespace tern::cli {
+
+// --name value flags, plus bare boolean flags; repeated flags accumulate.
+struct Flags {
+  std::map<std::string, std::vector<std::string>> values;
+  std::set<std::string> switches;
+  bool has(const std::string& k) const { return values.count(k) || switches.count(k); }
+  std::string get(const std::string& k, const std::string& dflt = "") const {
+    auto it = values.find(k);
+    return it == values.end() ? dflt : it->second.back();
+  }
+};
+
+// Flags from argv[first]: `--name value`, or `--name` alone for the names in `switches`.
+Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches);
+
+// --device, --weights, --activations, --kv-dtype, --window, --sinks, --threads.
+llm::DecoderOptions decoder_options(const Flags& f);
+// --greedy, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed.
+llm::SamplingChoices sampling_choices(const Flags& f);
+// The running executable's path (for models/default next to the source tree).
+std::string executable_path(const char* argv0);
+// llm::graph_cache_warning on stderr, when there is one.
+void warn_if_graph_cache(const Session& s);
+
+std::string io_line(const IOInfo& io);
+// The profile's tables on stdout, then the files --trace / --html / --svg ask for.
+void write_profile(const Profiler& prof, const MachinePeaks& machine, const Flags& f, const std::string& title);
+// bench's and profile's prompt: n valid token ids spread over the vocabulary (bench/vs_ort.sh feeds ONNX
+// Runtime the same ones).
+std::vector<int64_t> synthetic_prompt(const llm::ModelConfig& cfg, int64_t n);
+// Which nodes a device session's last run left on the CPU (their op cannot run on the device, or not
+// with these inputs).
+void print_host_nodes(const Session& session, const std::string& device);
+
+// The commands (tools/cli/<command>.cpp).
+int run(int argc, char** argv);
+int inspect(int argc, char** argv);
+int generate(int argc, char** argv);
+int chat(int argc, char** argv);
+int eval(int argc, char** argv);
+int profile(int argc, char** argv);
+int bench(int argc, char** argv);
+int bench_op(int argc, char** argv);
+int quantize(int argc, char** argv);
+int convert(int argc, char** argv);
+int import_gguf(int argc, char** argv);
+int devices(int argc, char** argv);
+
+}  // namespace tern::cli

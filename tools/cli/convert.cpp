@@ -1,0 +1,20 @@
+#include "tools/cli/cli.h"
+
+#include <iostream>
+
+#include "llm/llama2c.h"
+
+namespace tern::cli {
+
+int convert(int argc, char** argv) {
+  if (argc < 4 || std::string(argv[2]) != "llama2c") fail("usage: tern convert llama2c MODEL.bin --tokenizer T.bin --out DIR");
+  Flags f = parse(argc, argv, 4, {});
+  if (!f.has("tokenizer") || !f.has("out")) fail("convert llama2c needs --tokenizer and --out");
+  llm::convert_llama2c(argv[3], f.get("tokenizer"), f.get("out"));
+  auto c = llm::read_llama2c_config(argv[3]);
+  std::cout << "wrote " << f.get("out") << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads
+            << " heads (" << c.n_kv_heads << " kv), vocab " << c.vocab_size << ", context " << c.seq_len << "\n";
+  return 0;
+}
+
+}  // namespace tern::cli

@@ -1,0 +1,34 @@
+#include "tools/cli/cli.h"
+
+#include <fstream>
+#include <iostream>
+
+#include "llm/evaluate.h"
+#include "llm/tokenizer.h"
+
+namespace tern::cli {
+
+int eval(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {"second-half"});
+  if (!f.has("model") || !f.has("text")) fail("eval needs --model PATH and --text FILE");
+  const llm::ModelFiles files = llm::resolve_model(f.get("model"));
+  const std::string &model_path = files.onnx, &dir = files.dir;
+  std::ifstream in(f.get("text"), std::ios::binary);
+  if (!in) fail("cannot read text file '", f.get("text"), "'");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const llm::ModelConfig cfg = llm::read_model_config(dir);
+  const auto tokenizer = llm::load_tokenizer(dir);  // says what is missing when there is none
+  SessionOptions so;
+  if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  so.weights = parse_weight_format(f.get("weights", "fp32"));
+  so.activations = parse_activation_format(f.get("activations", "auto"));
+  Session session(model_path, so);
+  const int64_t context = std::stoll(f.get("context", std::to_string(cfg.context_length > 0 ? cfg.context_length : 512)));
+  const auto ids = tokenizer->encode(text, true);
+  const auto r = llm::perplexity(session, ids, context, f.has("second-half"));
+  std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll
+            << " nats, perplexity " << r.perplexity() << "\n";
+  return 0;
+}
+
+}  // namespace tern::cli

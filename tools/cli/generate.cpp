@@ -1,0 +1,147 @@
+#include "tools/cli/cli.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "llm/chat_template.h"
+#include "llm/generator.h"
+#include "llm/tokenizer.h"
+
+namespace tern::cli {
+
+namespace {
+
+std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
+  std::vector<std::vector<int64_t>> rows(1);
+  std::string num;
+  auto flush = [&] {
+    if (num.empty()) return;
+    try {
+      rows.back().push_back(std::stoll(num));
+    } catch (const std::exception&) {
+      fail("--ids: '", num, "' is not a token id");
+    }
+    num.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ') flush();
+    else if (c == ';') { flush(); rows.emplace_back(); }
+    else num += c;
+  }
+  flush();
+  for (const auto& r : rows)
+    if (r.empty()) fail("--ids: empty row in '", text, "'");
+  return rows;
+}
+
+}  // namespace
+
+int generate(int argc, char** argv) {
+  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats"});
+  const llm::ModelFiles files = llm::resolve_model(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])));
+  const std::string &model_path = files.onnx, &dir = files.dir;
+  llm::ModelConfig cfg = llm::read_model_config(dir);
+  const bool ring_possible = !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1;
+  Session session(model_path, llm::decoder_session_options(decoder_options(f), cfg, ring_possible));
+  warn_if_graph_cache(session);
+  llm::Generator gen(session, cfg);
+
+  std::vector<std::string> prompts = f.values.count("prompt") ? f.values.at("prompt") : std::vector<std::string>{};
+  if (f.has("prompt-file")) {
+    std::ifstream pf(f.get("prompt-file"));
+    if (!pf) fail("cannot read --prompt-file '", f.get("prompt-file"), "'");
+    prompts.emplace_back(std::string(std::istreambuf_iterator<char>(pf), {}));
+  }
+  std::unique_ptr<llm::Tokenizer> tok;
+  std::vector<std::vector<int64_t>> ids;
+  if (f.has("ids")) {
+    if (!prompts.empty()) fail("give --ids or --prompt, not both");
+    ids = parse_ids(f.get("ids"));
+    try { tok = llm::load_tokenizer(dir); } catch (const Error&) {}  // text output is optional
+  } else {
+    tok = llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
+    if (prompts.empty()) prompts.emplace_back("");
+    const auto family = f.has("chat") ? llm::detect_chat_family(dir) : llm::ChatFamily::None;
+    if (f.has("chat")) std::cerr << "chat format: " << llm::chat_family_name(family) << "\n";
+    for (const auto& p : prompts) {
+      if (!f.has("chat")) {
+        ids.push_back(tok->encode(p, true));
+        continue;
+      }
+      std::vector<llm::ChatMessage> msgs;
+      if (f.has("system")) msgs.push_back({"system", f.get("system")});
+      msgs.push_back({"user", p});
+      ids.push_back(tok->encode(llm::format_chat(family, msgs), false));  // the template writes BOS
+    }
+  }
+  llm::GenerateOptions opt;
+  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "128"));
+  opt.use_cache = !f.has("no-cache");
+  opt.prefill_chunk = std::stoll(f.get("prefill-chunk", "0"));
+  opt.eos_token_ids = cfg.eos_token_ids;
+  opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
+  opt.num_beams = std::stoi(f.get("num-beams", "1"));
+  opt.length_penalty = std::stof(f.get("length-penalty", "1"));
+  opt.early_stopping = f.has("early-stopping");
+  if (opt.num_beams < 1) fail("--num-beams must be at least 1");
+  opt.top_logits = std::stoll(f.get("top-logits", "0"));
+  if (opt.top_logits > 0 && (!f.has("json") || opt.num_beams > 1)) fail("--top-logits needs --json and no beam search");
+
+  const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;
+  std::unique_ptr<llm::TextStream> out;
+  if (stream) {  // the prompt as the tokenizer reads it back, then each new token's text
+    out = std::make_unique<llm::TextStream>(*tok);
+    for (int64_t t : ids[0]) std::cout << out->push(t);
+    std::cout << std::flush;
+  }
+  // New text per sequence, for --stop.
+  const std::vector<std::string> stops = f.values.count("stop") ? f.values.at("stop") : std::vector<std::string>{};
+  std::vector<std::unique_ptr<llm::TextStream>> texts_so_far;
+  std::vector<std::string> new_text(ids.size());
+  if (tok && !stops.empty())
+    for (size_t b = 0; b < ids.size(); ++b) texts_so_far.push_back(std::make_unique<llm::TextStream>(*tok, ids[b]));
+  auto res = gen.generate(ids, opt, [&](size_t b, int64_t t) {
+    if (stream) std::cout << out->push(t) << std::flush;
+    if (texts_so_far.empty()) return true;
+    new_text[b] += texts_so_far[b]->push(t);
+    for (const auto& s : stops)
+      if (new_text[b].find(s) != std::string::npos) return false;
+    return true;
+  });
+  if (stream) std::cout << out->flush() << std::endl;  // (flushed before the stderr stats line)
+  std::vector<std::string> texts;
+  for (const auto& t : res.tokens) texts.push_back(tok ? tok->decode(t) : "");
+  if (!json && !stream)
+    for (size_t b = 0; b < texts.size(); ++b) {
+      if (tok) std::cout << texts[b] << "\n";
+      else {
+        for (int64_t t : res.tokens[b]) std::cout << t << " ";
+        std::cout << "\n";
+      }
+    }
+  const double prefill_tps = res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0;
+  const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+  if (json) {
+    nlohmann::json j;
+    j["tokens"] = res.tokens;
+    j["text"] = texts;
+    j["prefill_ms"] = res.prefill_ms;
+    j["decode_ms_per_token"] = per_token;
+    if (opt.top_logits > 0) j["top_logits"] = res.top_logits;  // [sequence][step] → [[token, logit], …]
+    // Generated bytes need not be valid UTF-8 (byte tokens, random weights): replace, never fail.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  if (f.has("stats"))
+    std::cerr << "per decode step: weights " << res.weight_bytes_per_token << " bytes read; KV cache "
+              << res.cache_bytes_per_token << " bytes moved ("
+              << (session.cached_layers() > 0 ? "ring buffer: held keys/values read, one slot written"
+                                   : "graph cache: past read, copied into present, read by attention")
+              << ")\n";
+  std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "
+            << res.decode_steps * static_cast<int64_t>(ids.size()) << " tokens, "
+            << (per_token > 0 ? static_cast<int64_t>(1000.0 * static_cast<double>(ids.size()) / per_token) : 0) << " tok/s\n";
+  return 0;
+}
+
+}  // namespace tern::cli

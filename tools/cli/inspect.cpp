@@ -1,0 +1,86 @@
+#include "tools/cli/cli.h"
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "graph/onnx_loader.h"
+#include "llm/generator.h"
+
+namespace tern::cli {
+
+// What the fusion passes make of a model, as `generate --window` loads it.
+namespace {
+
+void print_fusions(const std::string& path, const Flags& flags, size_t nodes_before) {
+  const auto cfg = llm::read_model_config(std::filesystem::path(path).parent_path().string());
+  const SessionOptions o = llm::decoder_session_options(decoder_options(flags), cfg, true);
+  std::cout << "\nfusions (--window " << o.kv_window << "):\n";
+  Session s(path, o);
+  for (const auto& f : s.fusions()) std::cout << "  " << f.node << ": " << f.pattern << "\n";
+  if (!s.fusion_misses().empty()) {
+    std::cout << "ring-buffer KV cache: not used (every layer must match; the graph keeps its past/present). Where matching "
+                 "stopped, per layer:\n";
+    for (const auto& miss : s.fusion_misses()) std::cout << "  " << miss.str() << "\n";
+  }
+  const PassStats& stats = s.pass_stats();
+  std::cout << s.fusions().size() << " rewrite(s), " << stats.canonicalized << " no-op node(s) bypassed by canonicalization, "
+            << stats.shape_values << " shape computation(s) resolved from the input dims, " << stats.merged_nodes
+            << " duplicate node(s) merged; " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
+            << " after folding, fusion and dead-node removal.\n";
+}
+
+}  // namespace
+
+int inspect(int argc, char** argv) {
+  if (argc < 3) fail("inspect needs a model path");
+  Flags flags = parse(argc, argv, 3, {"fusions"});
+  Model m = load_onnx(argv[2]);
+  const Graph& g = *m.graph;
+  std::cout << "model:    " << m.path << "\nir:       " << m.ir_version << "\nproducer: " << m.producer << "\nopsets:  ";
+  for (const auto& [d, v] : g.opsets) std::cout << " " << (d.empty() ? "ai.onnx" : d) << "=" << v;
+  std::cout << "\n\ninputs:\n";
+  for (int id : g.inputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    std::cout << "  " << io_line({v.name, v.dtype, v.shape}) << "\n";
+  }
+  std::cout << "outputs:\n";
+  for (int id : g.outputs) {
+    const Value& v = g.values[static_cast<size_t>(id)];
+    std::cout << "  " << io_line({v.name, v.dtype, v.shape}) << "\n";
+  }
+  size_t n_init = 0, init_bytes = 0;
+  for (const auto& v : g.values)
+    if (v.constant) { ++n_init; init_bytes += v.constant->nbytes(); }
+  std::cout << "initializers: " << n_init << " (" << init_bytes << " bytes)\n\nops (" << g.nodes.size() << " nodes):\n";
+  std::map<std::string, int> hist;
+  std::set<std::string> missing;
+  const auto& reg = OpRegistry::instance();
+  for (const auto& n : g.nodes) {
+    std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type;
+    ++hist[key];
+    if (!reg.has(n.domain, n.op_type)) missing.insert(key);
+  }
+  for (const auto& [k, c] : hist) std::cout << "  " << c << "\t" << k << (missing.count(k) ? "   (not supported)" : "") << "\n";
+  if (missing.empty()) std::cout << "\ntern can run every op in this model.\n";
+  else {
+    std::cout << "\ntern cannot run " << missing.size() << " op type(s):";
+    for (const auto& k : missing) std::cout << " " << k;
+    std::cout << "\n";
+  }
+  if (flags.has("fusions")) print_fusions(argv[2], flags, g.nodes.size());
+  if (flags.has("device")) {  // which nodes run where: decided per run, so one short greedy generation tells
+    const auto cfg = llm::read_model_config(std::filesystem::path(argv[2]).parent_path().string());
+    Session s(argv[2], llm::decoder_session_options(decoder_options(flags), cfg, true));
+    llm::Generator gen(s, cfg);
+    llm::GenerateOptions go;
+    go.max_new_tokens = 2;
+    gen.generate({synthetic_prompt(cfg, 4)}, go);
+    std::cout << "\n";
+    print_host_nodes(s, flags.get("device"));
+  }
+  return 0;
+}
+
+}  // namespace tern::cli

@@ -1,0 +1,130 @@
+// The `tern` command line: one file per command in tools/cli/, each a thin layer over the library.
+#include <cstring>
+#include <iostream>
+
+#include "runtime/op_bench.h"
+#include "tools/cli/cli.h"
+
+namespace {
+
+const char* kUsage = R"(usage: tern <command> [options]
+
+commands:
+  run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N] [--profile [--trace F.json] [--html F.html]]
+      Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
+      When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
+      --profile prints the run's per-op-type and per-node table (see profile).
+  inspect MODEL.onnx [--fusions [--window W]] [--device opencl[:N]]
+      Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
+      --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
+      --fusions loads the model as `generate --window W` would (W defaults to the model's context
+      length) and lists each rewrite the fusion passes made, node by node, or why none matched.
+  generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
+           [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
+           [--num-beams B [--length-penalty L] [--early-stopping]]
+           [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
+           [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
+           [--no-cache] [--json [--top-logits N]] [--stats]
+      Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
+      streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
+      the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
+      repetition_penalty), else greedy. --ids rows of unequal length are left-padded.
+      --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
+      Phi-3); --stop ends a sequence when its new text contains TEXT. The KV cache is tern's ring
+      buffer whenever the model's attention allows: each layer's keys (before RoPE) in a window of W
+      tokens (default: the model's context length; allocated as it fills) with S attention sinks
+      (default 4) once it slides, stored as fp32 or fp16 (--kv-dtype), so generation can run past the
+      model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
+      cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
+      int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
+      --activations: decode steps of block-quantized products quantize their activations to int8 per
+      block (integer dot products: faster, slightly less exact) where the model's MatMulNBits ask for it
+      (accuracy_level 4, as ONNX Runtime does; GGUF imports do, as llama.cpp computes) — or always
+      (int8), or never (fp32). Prefill stays fp32.
+      --stats adds the bytes a decode step moves for weights and for the KV cache. --top-logits N adds
+      each step's N highest logits per sequence to the JSON ([[token, logit], ...] per step), to tell a
+      near-tie from a real difference where another runtime's greedy tokens part from tern's.
+      --device opencl runs every node the OpenCL device can take there (weights, activations and the
+      ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
+      sampling k scores and ids back), the others on the CPU (bench and inspect --device list them).
+  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
+        [--device cpu|opencl[:N]] [--json]
+        (the KV cache as `generate` chooses it; --window 0 for the graph's own)
+  bench --machine [--threads N]
+      Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
+      step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
+      time and peak memory. --machine measures the machine's peak fp32 GFLOP/s and read bandwidth and
+      caches them (~/.cache/tern/machine.json) for profile and bench-op's rooflines.
+  profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--steps prefill|decode|both] [--threads N]
+          [--weights F] [--window W] [--top N] [--trace FILE.json] [--html FILE.html] [--svg FILE.svg]
+      Per op type and per node (the N slowest, default 10), for prefill and for decode: calls, time,
+      share, GFLOP and GB moved (from shapes and dtypes), arithmetic intensity, achieved GFLOP/s and
+      GB/s, and the share of this machine's roofline (bench --machine's peaks, measured on first use).
+      --trace writes a Chrome trace (Perfetto) with ONNX Runtime's event fields plus kernel and phase;
+      --html a self-contained report (roofline chart, time by op type, per-layer timelines); --svg the
+      roofline chart alone. The profiler's own overhead is printed last.
+  profile --compare A.json B.json
+      Per-op-type time deltas between two traces: tern's (--trace) or ONNX Runtime profiles.
+  bench-op OP --shape D1,D2,... [--dtype fp32|fp16] [--weights F] [--kv-dtype fp32|fp16] [--threads N]
+           [--device cpu|opencl[:N]]
+      One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
+)";
+// (bench-op's list: op_bench_usage())
+const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--second-half] [--weights F] [--activations A] [--threads N]
+      Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
+      (BOS first), cut into windows of N tokens (default: the model's context length), every
+      next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
+      windows only, the predictions of their second half.
+  quantize --model PATH --out DIR [--bits 4|8] [--block 32]
+      Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
+      com.microsoft MatMulNBits (asymmetric, a scale and zero point per block) — ONNX Runtime runs it
+      too. The folder's other files (config, tokenizer) are copied.
+  convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
+      Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
+  chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [--greedy | sampling flags as generate] [--window W] [--stats]
+      An interactive conversation in the model's chat format. Each turn is prefilled on top of the KV
+      cache the last one left (only the new turn is fed), the answer streams; Ctrl-C stops an answer,
+      Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
+  import-gguf FILE.gguf OUT_DIR
+      Writes a llama.cpp GGUF (Llama family) as an ONNX model folder: the same graph, the weights' exact
+      values (Q4_0/Q4_1/Q8_0 as MatMulNBits blocks, others as float32), config.json, tokenizer.json from
+      the GGUF vocabulary and the chat template.
+  devices
+      Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
+)";
+
+std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tern::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::cout << usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  for (int i = 2; i < argc; ++i)  // `tern generate --help` and the like: the usage names every command's flags
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::cout << usage();
+      return 0;
+    }
+  const std::map<std::string, int (*)(int, char**)> commands = {
+      {"run", run},         {"inspect", inspect},   {"generate", generate},       {"eval", eval},
+      {"profile", profile}, {"quantize", quantize}, {"convert", convert},         {"import-gguf", import_gguf},
+      {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices}};
+  const auto it = commands.find(cmd);
+  if (it == commands.end()) {
+    std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();
+    return 2;
+  }
+  try {
+    return it->second(argc, argv);
+  } catch (const tern::UnsupportedError& e) {
+    std::cerr << "tern: " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "tern: " << e.what() << "\n";
+    return 1;
+  }
+}

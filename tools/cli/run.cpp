@@ -1,0 +1,41 @@
+#include "tools/cli/cli.h"
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "runtime/test_data.h"
+
+namespace tern::cli {
+
+int run(int argc, char** argv) {
+  if (argc < 3) fail("run needs a model path");
+  Flags flags = parse(argc, argv, 3, {"profile"});
+  if (!flags.has("input-dir")) fail("run needs --input-dir DIR");
+  SessionOptions opt;
+  if (flags.has("threads")) opt.threads = std::stoi(flags.get("threads"));
+  Profiler prof;
+  if (flags.has("profile")) prof.attach(opt);
+  Session session(argv[2], opt);
+  auto feeds = read_input_dir(session, flags.get("input-dir"));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto outputs = session.run(feeds);
+  if (flags.has("profile")) {
+    prof.add_step_time("run", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
+    write_profile(prof, machine_peaks(threads), flags, std::string(argv[2]) + " on " + flags.get("input-dir"));
+  }
+  for (const auto& [name, t] : outputs.items)
+    std::cout << name << "  " << dtype_name(t.dtype()) << "  " << shape_str(t.shape()) << "\n";
+  if (flags.has("output-dir")) write_output_dir(outputs, flags.get("output-dir"));
+  auto expected = read_output_dir(flags.get("input-dir"));
+  int mismatches = 0;
+  for (size_t i = 0; i < expected.size() && i < outputs.size(); ++i) {
+    std::string d = compare_tensors(expected[i], outputs[i]);
+    std::cout << "  " << outputs.items[i].first << ": " << (d.empty() ? "matches output_" + std::to_string(i) + ".pb" : d) << "\n";
+    mismatches += !d.empty();
+  }
+  return mismatches ? 4 : 0;
+}
+
+}  // namespace tern::cli
