@@ -1,17 +1,19 @@
 // Fast kernels against the reference path: same results (within fp32 summation-order rounding), every
 // tail handled, and the same bits whatever the thread count.
 #include <doctest/doctest.h>
-#include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/nbits.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 
@@ -27,13 +29,13 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
       for (float& v : w) v = u(g);
       std::vector<float> ref(static_cast<size_t>(M * N)), y1(ref.size(), 7.0f), y2(ref.size(), 7.0f), y3(ref.size());
       kernels::gemm<float>(false, false, M, N, K, 1.0f, x.data(), K, w.data(), N, 0.0f, ref.data(), N);
-      const int before = omp_get_max_threads();
-      omp_set_num_threads(1);
+      const int before = kernels::kernel_threads();
+      kernels::set_kernel_threads(1);
       kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y1.data(), N);
-      omp_set_num_threads(3);  // more threads than this machine's cores: another split
+      kernels::set_kernel_threads(3);  // more threads than this machine's cores: another split
       kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y2.data(), N);
       kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y3.data(), N);
-      omp_set_num_threads(before);
+      kernels::set_kernel_threads(before);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n) {  // against a float64 sum, within float32 rounding of the terms
           double exact = 0, magnitude = 0;
@@ -246,4 +248,45 @@ TEST_CASE("quantize_nbits: every weight comes back within half a step of its blo
       }
     CHECK(back[5] == 0.0f);
   }
+}
+
+TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested and from two threads at once") {
+  const int before = kernels::kernel_threads();
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    kernels::set_kernel_threads(threads);
+    for (auto [n, chunks] : {std::pair<int64_t, int64_t>{1000, 7}, {5, 12}, {64, 64}, {0, 4}}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::atomic<int> bad_slot{0}, calls{0};
+      kernels::parallel_chunks(n, chunks, [&](int64_t b, int64_t e, int slot) {
+        ++calls;
+        if (slot < 0 || slot >= threads) ++bad_slot;
+        for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+        // A nested call runs on this thread, whole.
+        int64_t inner = 0;
+        kernels::parallel_chunks(10, 5, [&](int64_t ib, int64_t ie, int) { inner += ie - ib; });
+        CHECK(inner == 10);
+      });
+      CHECK(calls == std::min(chunks, std::max<int64_t>(n, 0)));
+      CHECK(bad_slot == 0);
+      for (auto& s : seen) CHECK(s == 1);
+    }
+    // Two callers at once (two sessions' threads): each job completes, whichever runs it.
+    std::vector<int64_t> sums(2, 0);
+    auto job = [&](int k) {
+      for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int64_t> sum{0};
+        kernels::parallel_chunks(100, 8, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) sum += i;
+        });
+        sums[static_cast<size_t>(k)] += sum;
+      }
+    };
+    std::thread other(job, 1);
+    job(0);
+    other.join();
+    CHECK(sums[0] == 200 * 4950);
+    CHECK(sums[1] == 200 * 4950);
+  }
+  kernels::set_kernel_threads(before);
 }

@@ -1,7 +1,6 @@
 // KvRingBuffer: wrap-around, sinks, RoPE re-basing against a straightforward reference computed on the
 // same cached keys, equality with plain attention inside the window, and no allocation per token.
 #include <doctest/doctest.h>
-#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -11,6 +10,7 @@
 #include <map>
 #include <random>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rope.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -189,10 +189,10 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
   r.attend(0, q.data(), Hq, {0.25f}, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
   // The key blocks depend on the key count only: one thread gives the same bits as several.
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
+  const int threads = kernels::kernel_threads();
+  kernels::set_kernel_threads(1);
   r.attend(0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
-  omp_set_num_threads(threads);
+  kernels::set_kernel_threads(threads);
   CHECK(one_thread == out);
 }
 }  // namespace

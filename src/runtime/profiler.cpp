@@ -1,6 +1,7 @@
 #include "runtime/profiler.h"
 
-#include <omp.h>
+#include "kernels/cpu/parallel.h"
+
 
 #include <algorithm>
 #include <chrono>
@@ -46,7 +47,7 @@ std::string json_string(const std::string& v) {
 }  // namespace
 
 void Profiler::attach(SessionOptions& options) {
-  threads_ = options.threads > 0 ? options.threads : omp_get_max_threads();
+  threads_ = options.threads > 0 ? options.threads : kernels::kernel_threads();
   options.on_node = [this](const NodeRun& r) {
     if (phase_.empty()) return;
     const double entered = now_us();

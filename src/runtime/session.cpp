@@ -11,6 +11,7 @@
 
 #include "ops/execute.h"
 #include "passes/shape_values.h"
+#include "kernels/cpu/parallel.h"
 #include "runtime/device_executor.h"
 
 namespace tern {
@@ -61,7 +62,10 @@ void Session::set_device_top_k(const std::string& name, int k) {
 Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
   if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  omp_set_num_threads(options_.threads);  // OpenMP's team size is per process: the last session's wins
+  // Both are per process: the last session's count wins. The kernels run on tern's pool
+  // (kernels/cpu/parallel.h); OpenMP is left to Eigen's reference GEMM.
+  kernels::set_kernel_threads(options_.threads);
+  omp_set_num_threads(options_.threads);
   pool_ = BufferPool::create();
   prepare();
 }

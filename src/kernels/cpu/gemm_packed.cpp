@@ -1,6 +1,6 @@
 #include "kernels/cpu/gemm_packed.h"
 
-#include <omp.h>
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -81,18 +81,17 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
   thread_local std::vector<float> a_packed;
   a_packed.resize(static_cast<size_t>(row_panels * kMR * K));
   float* ap = a_packed.data();
-#pragma omp parallel
-  {
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < row_panels; ++i)
+  parallel_chunks(row_panels, balanced_chunks(row_panels), [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i)
       for (int64_t k = 0; k < K; ++k)
         for (int64_t r = 0; r < kMR; ++r) {
           const int64_t m = i * kMR + r;
           ap[(i * K + k) * kMR + r] = m < M ? A[m * K + k] : 0.0f;
         }
+  });
+  // Column panels in chunks (each C element is summed in one order, whoever computes it).
+  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j_begin, int64_t j_end, int) {
     alignas(64) float scratch[kKC * kNR];
-    const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t j_begin = panels * t / T, j_end = panels * (t + 1) / T;
     for (int64_t jc = j_begin; jc < j_end; jc += kNC)
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
@@ -103,7 +102,7 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
             micro_kernel(kc, ap + (i * K + k0) * kMR, b, C + i * kMR * N + j * kNR, N, k0 > 0, std::min(kMR, M - i * kMR), nr);
         }
       }
-  }
+  });
 }
 
 // y[m, :] = x[m, :] · B for M ≤ kGemvMaxRows: each panel streamed once, two K rows per step.
@@ -111,9 +110,8 @@ template <int M, typename T>
 void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
   const int64_t K = B.K, N = B.N, panels = (N + kNR - 1) / kNR;
   const T* data = static_cast<const T*>(B.panels->data());
-  const int threads = N * K < (int64_t{1} << 15) ? 1 : omp_get_max_threads();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t j = 0; j < panels; ++j) {
+  parallel_chunks(panels, balanced_chunks(panels, N * K < (int64_t{1} << 15)), [&](int64_t j0, int64_t j1, int) {
+  for (int64_t j = j0; j < j1; ++j) {
     const T* p = data + j * K * kNR;
     batch acc[M][2][2];  // [row][half][k parity]: independent chains hide the FMA latency
     for (auto& row : acc)
@@ -143,6 +141,7 @@ void gemv_panels(const float* x, const PackedMatrix& B, float* y) {
       std::memcpy(y + m * N + j * kNR, out, static_cast<size_t>(nr) * sizeof(float));
     }
   }
+  });
 }
 
 template <typename T>
@@ -170,13 +169,14 @@ void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
 template <typename To, typename From>
 void pack_as(const From* src, int64_t K, int64_t N, To* out) {
   const int64_t panels = (N + kNR - 1) / kNR;
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < panels; ++j)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t c = 0; c < kNR; ++c) {
-        const int64_t n = j * kNR + c;
-        out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[k * N + n]) : 0.0f);
-      }
+  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t c = 0; c < kNR; ++c) {
+          const int64_t n = j * kNR + c;
+          out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[k * N + n]) : 0.0f);
+        }
+  });
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "kernels/cpu/gemv.h"
 
-#include <omp.h>
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <vector>
@@ -61,39 +61,35 @@ void gemv_block(const float* x, int64_t ldx, const float* W, int64_t k0, int64_t
 
 template <int M>
 void gemv_rows(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
-  const int threads = N * K < (int64_t{1} << 15) ? 1 : omp_get_max_threads();
-  if (threads > 1 && N < kRowSplitBelowN) {
-    // Narrow matrices: each thread streams a contiguous band of rows into its own partial sums, then the
-    // partials are added in thread order (the same result every run at a given thread count).
+  const bool small = N * K < (int64_t{1} << 15);
+  const int threads = kernel_threads();
+  if (!small && threads > 1 && N < kRowSplitBelowN) {
+    // Narrow matrices: one band of rows a thread, each streamed into partial sums of its own, then the
+    // partials added in band order (the same result every run at a given thread count).
     thread_local std::vector<float> partials;  // the calling thread's, sized once per shape
     partials.resize(static_cast<size_t>(threads * M * N));
     float* part = partials.data();
-#pragma omp parallel num_threads(threads)
-    {
-      const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-      float* mine = part + t * M * N;
-      const int64_t quads = K / 4;  // bands in whole groups of four rows; the last takes the remainder
+    const int64_t quads = K / 4;  // bands in whole groups of four rows; the last takes the remainder
+    const int64_t T = threads;
+    parallel_chunks(T, T, [&](int64_t t, int64_t, int) {  // chunk t: band t
       const int64_t k0 = quads * t / T * 4, k1 = t + 1 == T ? K : quads * (t + 1) / T * 4;
-      gemv_block<M>(x, ldx, W, k0, k1, N, mine, N, 0, N);
-#pragma omp barrier
-      const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
+      gemv_block<M>(x, ldx, W, k0, k1, N, part + t * M * N, N, 0, N);
+    });
+    parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
       for (int m = 0; m < M; ++m)
         for (int64_t j = n0; j < n1; ++j) {
           float sum = 0;
-          for (int64_t p = 0; p < T; ++p) sum += part[(p * M + m) * N + j];
+          for (int64_t p = 0; p < threads; ++p) sum += part[(p * M + m) * N + j];
           y[m * ldy + j] = sum;
         }
-    }
+    });
     return;
   }
-  // Column ranges in whole cache lines, one per thread; tiny products stay on one thread.
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t lines = (N + 15) / 16;
-    const int64_t n0 = std::min(N, lines * t / T * 16), n1 = std::min(N, lines * (t + 1) / T * 16);
-    if (n0 < n1) gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, n0, n1);
-  }
+  // Column ranges in whole cache lines; tiny products stay on one thread.
+  const int64_t lines = (N + 15) / 16;
+  parallel_chunks(lines, balanced_chunks(lines, small), [&](int64_t l0, int64_t l1, int) {
+    gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, l0 * 16, std::min(N, l1 * 16));
+  });
 }
 
 }  // namespace

@@ -1,11 +1,10 @@
 #include "kernels/cpu/gemv_nbits.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/x86/gemv_nbits_i8.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -22,7 +21,7 @@ namespace {
 constexpr int64_t kGroup = 16;
 
 // Below 64k weights a product is done before a second thread would have started.
-int threads_for(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16) ? 1 : omp_get_max_threads(); }
+bool small(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16); }
 
 #if defined(__AVX2__) && defined(__FMA__)
 float hsum(__m256 v) {
@@ -120,20 +119,18 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
       xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
     }
   const int64_t quads = w.N / 4;
-  const int threads = threads_for(w);
   for (int64_t m = 0; m < M; ++m) {
     const float* xm = xs.data() + m * padded;
     const float* sm = xsum.data() + m * k_blocks;
     float* ym = y + m * w.N;
-    if (w.bits == 4) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (int64_t p = 0; p < quads; ++p) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
-      for (int64_t n = 4 * quads; n < w.N; ++n) rows<1, 4>(xm, sm, w, k_blocks, n, ym);
-    } else {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (int64_t p = 0; p < quads; ++p) rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
-      for (int64_t n = 4 * quads; n < w.N; ++n) rows<1, 8>(xm, sm, w, k_blocks, n, ym);
-    }
+    parallel_chunks(quads, balanced_chunks(quads, small(w)), [&](int64_t p0, int64_t p1, int) {
+      for (int64_t p = p0; p < p1; ++p)
+        if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
+        else rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
+    });
+    for (int64_t n = 4 * quads; n < w.N; ++n)
+      if (w.bits == 4) rows<1, 4>(xm, sm, w, k_blocks, n, ym);
+      else rows<1, 8>(xm, sm, w, k_blocks, n, ym);
   }
 }
 
@@ -217,16 +214,11 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
   // one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t groups = (w.N + 3) / 4;
-  const int threads = threads_for(w);
   for (int64_t m = 0; m < M; ++m) {
     const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks};
     float* ym = y + m * w.N;
-#pragma omp parallel num_threads(threads)
-    {
-      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-      if (g0 < g1) rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym);
-    }
+    parallel_chunks(groups, balanced_chunks(groups, small(w)),
+                    [&](int64_t g0, int64_t g1, int) { rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym); });
   }
 }
 

@@ -1,6 +1,6 @@
 #include "kernels/cpu/kv_ring_buffer.h"
 
-#include <omp.h>
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -119,7 +119,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   }
   // Queries over threads, each single-threaded with scratch of its own (later queries see more keys:
   // dynamic schedule). Each query's result does not depend on the split.
-  const int threads = omp_get_max_threads();
+  const int threads = kernel_threads();
   const int64_t per = ring_attention_scratch_floats(q_heads, c_.kv_heads, D, n, 1) + q_heads * D;
   chunk_query_.resize(static_cast<size_t>(per * threads));
   RingAttentionArgs<float> a;
@@ -132,16 +132,17 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
   a.scoring = scoring;
   a.threads = 1;
   float* scratch = chunk_query_.data();
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
-  for (int64_t t = 0; t < count; ++t) {  // query t sees the keys up to its own
-    RingAttentionArgs<float> mine = a;
-    float* query = scratch + omp_get_thread_num() * per;
-    mine.scratch = query + q_heads * D;
-    mine.n_keys = first + t + 1;
-    std::copy_n(q + t * q_stride, q_heads * D, query);
-    for (int64_t h = 0; h < q_heads; ++h) rotate_head(query + h * D, D, rope, first + t);
-    ring_attention(query, out + t * out_stride, mine);
-  }
+  parallel_chunks(count, (count + 3) / 4, [&](int64_t t0, int64_t t1, int slot) {
+    for (int64_t t = t0; t < t1; ++t) {  // query t sees the keys up to its own
+      RingAttentionArgs<float> mine = a;
+      float* query = scratch + slot * per;
+      mine.scratch = query + q_heads * D;
+      mine.n_keys = first + t + 1;
+      std::copy_n(q + t * q_stride, q_heads * D, query);
+      for (int64_t h = 0; h < q_heads; ++h) rotate_head(query + h * D, D, rope, first + t);
+      ring_attention(query, out + t * out_stride, mine);
+    }
+  });
 }
 
 template <typename T>
@@ -156,7 +157,7 @@ void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& v
     vp[static_cast<size_t>(i)] = values.data() + at(b, s);
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
-  const int threads = omp_get_max_threads();
+  const int threads = kernel_threads();
   // Sized for every slot the ring has allocated: it grows only when the ring does.
   const size_t need = static_cast<size_t>(ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
   if (scratch_.size() < need) scratch_.resize(need);

@@ -1,5 +1,7 @@
 #include "kernels/cpu/nbits.h"
 
+#include "kernels/cpu/parallel.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -36,8 +38,8 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
   q.data.assign(static_cast<size_t>(N * k_blocks * blob), 0);
   q.zero_points.assign(static_cast<size_t>(N * zp_row), 0);
   q.scales.assign(static_cast<size_t>(N * k_blocks), 0.0f);
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n)
+  parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
+  for (int64_t n = n0; n < n1; ++n)
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);
       float lo = 0, hi = 0;
@@ -60,6 +62,7 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
         dst[bit / 8] |= static_cast<uint8_t>(zp << (bit % 8));
       }
     }
+  });
   return q;
 }
 

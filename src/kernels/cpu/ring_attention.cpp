@@ -1,6 +1,6 @@
 #include "kernels/cpu/ring_attention.h"
 
-#include <omp.h>
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -244,14 +244,14 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
   const int64_t units = a.kv_heads * L.blocks;
   // Short windows stay on one thread: a parallel region costs more than they do.
   const int threads = a.n_keys * a.q_heads * D < 32768 ? 1 : static_cast<int>(std::min<int64_t>(std::max(a.threads, 1), units));
-#pragma omp parallel num_threads(threads)
-  {
-    float* sc = per_thread + omp_get_thread_num() * L.per_thread();
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < units; ++u) attend_block(qr, a, L, u % a.kv_heads, u / a.kv_heads, partials, sc);
-#pragma omp for schedule(static)
-    for (int64_t h = 0; h < a.q_heads; ++h) merge_head(partials, L, a.q_heads, h, out + h * D);
-  }
+  // (Inside attend_chunk's per-query chunks this runs on the calling thread: parallel_chunks nests inline.)
+  parallel_chunks(units, threads > 1 ? balanced_chunks(units) : 1, [&](int64_t u0, int64_t u1, int slot) {
+    float* sc = per_thread + slot * L.per_thread();
+    for (int64_t u = u0; u < u1; ++u) attend_block(qr, a, L, u % a.kv_heads, u / a.kv_heads, partials, sc);
+  });
+  parallel_chunks(a.q_heads, threads > 1 ? balanced_chunks(a.q_heads) : 1, [&](int64_t h0, int64_t h1, int) {
+    for (int64_t h = h0; h < h1; ++h) merge_head(partials, L, a.q_heads, h, out + h * D);
+  });
 }
 
 template void ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);

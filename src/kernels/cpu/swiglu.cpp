@@ -3,14 +3,16 @@
 #include <cmath>
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/cpu/parallel.h"
+
 namespace tern::kernels {
 
 void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n) {
   using batch = xsimd::batch<float>;
   constexpr int64_t L = static_cast<int64_t>(batch::size);
   // Prefill rows go to threads; a decode row is too short to be worth a parallel region.
-#pragma omp parallel for schedule(static) if (rows * n >= (int64_t{1} << 16))
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_chunks(rows, balanced_chunks(rows, rows * n < (int64_t{1} << 16)), [&](int64_t r0, int64_t r1, int) {
+  for (int64_t r = r0; r < r1; ++r) {
     const float* g = gate + r * in_stride;
     const float* u = up + r * in_stride;
     float* o = y + r * n;
@@ -21,6 +23,7 @@ void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y
     }
     for (; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   }
+  });
 }
 
 }  // namespace tern::kernels

@@ -1,0 +1,160 @@
+#include "kernels/cpu/parallel.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tern::kernels {
+namespace {
+
+// How long an idle worker spins before it sleeps: a decode step's products follow each other within
+// microseconds (the small ops between them run on the caller), so workers stay awake through a step and
+// sleep between steps and when the machine is busy.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+thread_local bool t_inside = false;  // this thread is running a chunk
+
+constexpr int kChunksShift = 20, kGenerationShift = 40;
+constexpr uint64_t kFieldMask = (uint64_t{1} << 20) - 1, kGenerationMask = (uint64_t{1} << 24) - 1;
+
+class Pool {
+ public:
+  explicit Pool(int threads) : threads_(threads) {
+    for (int slot = 1; slot < threads; ++slot) workers_.emplace_back([this, slot] { work(slot); });
+  }
+  ~Pool() {
+    stop_.store(true);
+    wake_all();
+    for (auto& w : workers_) w.join();
+  }
+  int threads() const { return threads_; }
+
+  // One job at a time; a second caller (another session's thread) runs its chunks itself.
+  bool try_run(int64_t n, int64_t chunks, ChunkFn fn) {
+    std::unique_lock<std::mutex> lock(busy_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    fn_ = fn;
+    n_ = n;
+    chunks_ = chunks;
+    done_.store(0, std::memory_order_relaxed);
+    const uint64_t generation = ((next_.load(std::memory_order_relaxed) >> kGenerationShift) + 1) & kGenerationMask;
+    next_.store(generation << kGenerationShift | static_cast<uint64_t>(chunks) << kChunksShift, std::memory_order_release);
+    wake_all();
+    run_chunks(generation, 0);
+    // The chunks others took: wait for them, yielding the core after a while in case the thread holding
+    // one is waiting for it.
+    for (int spins = 0; done_.load(std::memory_order_acquire) < chunks_; ++spins) {
+      if (spins < 2000) _mm_pause();
+      else sched_yield();
+    }
+    return true;
+  }
+
+ private:
+  // Wakes the idle workers: spinning ones see `wake_` change; sleeping ones are notified under the mutex
+  // they checked `wake_` under, so none misses it (the seq_cst pair sleepers_/wake_ here and in work()
+  // guarantees one side sees the other).
+  void wake_all() {
+    wake_.fetch_add(1);
+    if (sleepers_.load() > 0) {
+      { std::lock_guard<std::mutex> lock(sleep_mutex_); }
+      sleep_cv_.notify_all();
+    }
+  }
+  // Takes chunks of job `generation` until none is left (or a newer job has replaced it). The job's
+  // generation, chunk count and next chunk share one word, so a chunk is taken only from the job that
+  // word describes; its function and size are read after that, while the job cannot end.
+  void run_chunks(uint64_t generation, int slot) {
+    for (;;) {
+      uint64_t v = next_.load(std::memory_order_acquire);
+      int64_t c;
+      do {
+        if ((v >> kGenerationShift) != generation) return;
+        c = static_cast<int64_t>(v & kFieldMask);
+        if (c >= static_cast<int64_t>((v >> kChunksShift) & kFieldMask)) return;
+      } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
+      t_inside = true;
+      fn_(n_ * c / chunks_, n_ * (c + 1) / chunks_, slot);
+      t_inside = false;
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+  void work(int slot) {
+    uint32_t seen = 0;  // (not wake_'s value when this thread starts: that may already be a job's, or the stop's)
+    for (;;) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+      int polls = 0;
+      while (wake_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
+        _mm_pause();
+        if (++polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
+          sleepers_.fetch_add(1);
+          {
+            std::unique_lock<std::mutex> lock(sleep_mutex_);
+            sleep_cv_.wait(lock, [&] { return wake_.load() != seen || stop_.load(); });
+          }
+          sleepers_.fetch_sub(1);
+        }
+      }
+      seen = wake_.load(std::memory_order_acquire);
+      if (stop_.load()) return;
+      run_chunks(next_.load(std::memory_order_acquire) >> kGenerationShift, slot);
+    }
+  }
+
+  const int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex busy_;
+  // The job: its function and size are written before `next_` publishes it (generation | chunk count |
+  // next chunk), and stay until every chunk is done.
+  ChunkFn fn_{};
+  int64_t n_ = 0, chunks_ = 0;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<uint32_t> wake_{0};  // bumped per job: what idle workers wait on
+  std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
+  std::atomic<bool> stop_{false};
+};
+
+std::mutex g_pool_mutex;
+std::shared_ptr<Pool> g_pool;
+
+int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+std::shared_ptr<Pool> pool() {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (!g_pool) g_pool = std::make_shared<Pool>(all_cores());
+  return g_pool;
+}
+
+}  // namespace
+
+void set_kernel_threads(int n) {
+  if (n <= 0) n = all_cores();
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (g_pool && g_pool->threads() == n) return;
+  g_pool = std::make_shared<Pool>(n);  // the old one's workers finish when its last user lets go
+}
+
+int kernel_threads() { return pool()->threads(); }
+
+int64_t balanced_chunks(int64_t units, bool small) { return small ? 1 : std::min<int64_t>(units, 4 * kernel_threads()); }
+
+void parallel_chunks(int64_t n, int64_t chunks, ChunkFn fn) {
+  chunks = std::clamp<int64_t>(chunks, 1, std::min<int64_t>(std::max<int64_t>(n, 1), kFieldMask));
+  if (n <= 0) return;
+  const auto p = chunks > 1 && !t_inside ? pool() : nullptr;
+  if (p && p->threads() > 1 && p->try_run(n, chunks, fn)) return;
+  for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks, 0);
+}
+
+}  // namespace tern::kernels
