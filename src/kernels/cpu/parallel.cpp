@@ -125,14 +125,16 @@ class Pool {
   std::atomic<bool> stop_{false};
 };
 
+int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 std::mutex g_pool_mutex;
 std::shared_ptr<Pool> g_pool;
-
-int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+// The pool's size, readable without the lock (kernels ask for it on every call: chunk counts, scratch).
+std::atomic<int> g_threads{all_cores()};
 
 std::shared_ptr<Pool> pool() {
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool) g_pool = std::make_shared<Pool>(all_cores());
+  if (!g_pool) g_pool = std::make_shared<Pool>(g_threads.load());
   return g_pool;
 }
 
@@ -142,17 +144,18 @@ void set_kernel_threads(int n) {
   if (n <= 0) n = all_cores();
   std::lock_guard<std::mutex> lock(g_pool_mutex);
   if (g_pool && g_pool->threads() == n) return;
+  g_threads.store(n);
   g_pool = std::make_shared<Pool>(n);  // the old one's workers finish when its last user lets go
 }
 
-int kernel_threads() { return pool()->threads(); }
+int kernel_threads() { return g_threads.load(std::memory_order_relaxed); }
 
 int64_t balanced_chunks(int64_t units, bool small) { return small ? 1 : std::min<int64_t>(units, 4 * kernel_threads()); }
 
 void parallel_chunks(int64_t n, int64_t chunks, ChunkFn fn) {
   chunks = std::clamp<int64_t>(chunks, 1, std::min<int64_t>(std::max<int64_t>(n, 1), kFieldMask));
   if (n <= 0) return;
-  const auto p = chunks > 1 && !t_inside ? pool() : nullptr;
+  const auto p = chunks > 1 && !t_inside && kernel_threads() > 1 ? pool() : nullptr;  // (one thread: no lock)
   if (p && p->threads() > 1 && p->try_run(n, chunks, fn)) return;
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks, 0);
 }

@@ -37,7 +37,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
     // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at prepack.
-    if (a_.softcap != 0 || !in[3] || !cos_.defined() || in[3]->raw() != op_.prepacked_from()) return false;
+    if (a_.softcap != 0 || !in[3] || !cos_.device.defined() || in[3]->raw() != op_.prepacked_from()) return false;
     for (int i : {0, 1, 2})
       if (in[static_cast<size_t>(i)] && in[static_cast<size_t>(i)]->dtype() != DType::Float32) return false;
     return in[0]->dim(0) == 1 && !cl::on_device(*in[5]);
@@ -69,7 +69,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
     const cl_mem qm = device_input(ctx, 0, qd), km = packed ? qm : device_input(ctx, 1, kd), vm = packed ? qm : device_input(ctx, 2, vd);
     const int q_row = static_cast<int>(q.dim(2)), k_row = static_cast<int>(packed ? q.dim(2) : kv_floats);
     const int k_at = static_cast<int>(packed ? hq * D : 0), v_at = static_cast<int>(packed ? (hq + hkv) * D : 0);
-    const kernels::opencl::DeviceRope rope{cl::mem_of(cos_), cl::mem_of(sin_), static_cast<int>(rot), a_.interleaved};
+    const kernels::opencl::DeviceRope rope{cos_.mem(), sin_.mem(), static_cast<int>(rot), a_.interleaved};
     const bool half = a_.storage == DType::Float16;
     const cl_mem keys = cl::mem_of(st.keys), values = cl::mem_of(st.values), out = device_output(ctx, 0);
     const int64_t held_after = std::min(W, st.seen + S);
@@ -93,7 +93,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
  private:
   const CachedAttentionOp& op_;
   const CachedAttentionOp::Attributes a_;
-  Tensor cos_, sin_;  // the RoPE tables on the device
+  DeviceCopy cos_, sin_;  // the RoPE tables (as float32) on the device
 };
 
 }  // namespace

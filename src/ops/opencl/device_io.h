@@ -46,8 +46,16 @@ class OpenClVariant : public Op {
 // Input i as device memory: itself when it is there, else uploaded into `scratch` (counted as a transfer).
 cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch);
 cl_mem device_output(RunContext& ctx, int i);
-// A constant uploaded to the session's device (PrepackOptions::device) at prepack; undefined when there
-// is no device or no constant — the variant then leaves the node to the CPU.
-Tensor upload_constant(const PrepackOptions& options, const Tensor* constant);
+// A constant uploaded to the session's device (PrepackOptions::device) at prepack, with the host tensor
+// it came from; `device` is undefined when there is no device or no constant — the variant then leaves
+// the node to the CPU.
+struct DeviceCopy {
+  Tensor device;
+  const void* source = nullptr;
+  // Whether `input` is that constant (another tensor in its place goes to the CPU).
+  bool of(const Tensor* input) const { return device.defined() && input && input->raw() == source; }
+  cl_mem mem() const { return cl::mem_of(device); }
+};
+DeviceCopy upload_constant(const PrepackOptions& options, const Tensor* constant);
 
 }  // namespace tern

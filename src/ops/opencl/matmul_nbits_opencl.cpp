@@ -17,29 +17,27 @@ class MatMulNBitsOpenCl : public OpenClVariant {
       blocks_ = upload_constant(options, at(1));
       scales_ = upload_constant(options, at(2));
       zero_points_ = upload_constant(options, at(3));
-      blocks_from_ = at(1)->raw();
     }
     return OpenClVariant::prepack(constants, options);
   }
 
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
-    const bool zp_ok = in.size() <= 3 || !in[3] || zero_points_.defined();
+    const bool zp_ok = in.size() <= 3 || !in[3] || zero_points_.of(in[3]);
     const bool no_bias = in.size() <= 5 || !in[5];
-    return blocks_.defined() && in[1]->raw() == blocks_from_ && in[0]->dtype() == DType::Float32 && zp_ok && no_bias && block_ % 2 == 0;
+    return blocks_.of(in[1]) && scales_.of(in[2]) && in[0]->dtype() == DType::Float32 && zp_ok && no_bias && block_ % 2 == 0;
   }
   void run_device(RunContext& ctx) const override {
     Tensor a;
-    ctx.opencl->gemv_nbits(device_input(ctx, 0, a), cl::mem_of(blocks_), cl::mem_of(scales_),
-                           ctx.has(3) ? cl::mem_of(zero_points_) : nullptr, device_output(ctx, 0),
+    ctx.opencl->gemv_nbits(device_input(ctx, 0, a), blocks_.mem(), scales_.mem(),
+                           ctx.has(3) ? zero_points_.mem() : nullptr, device_output(ctx, 0),
                            static_cast<int>(ctx.in(0).numel() / K_), static_cast<int>(K_), static_cast<int>(N_),
                            static_cast<int>(bits_), static_cast<int>(block_));
   }
 
  private:
   int64_t K_, N_, bits_, block_;  // (checked by the CPU op, built first)
-  Tensor blocks_, scales_, zero_points_;  // on the device
-  const void* blocks_from_ = nullptr;
+  DeviceCopy blocks_, scales_, zero_points_;
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ class RmsNormOpenCl : public OpenClVariant {
   explicit RmsNormOpenCl(const Node& n) : OpenClVariant(n), p_(norm_params(n)) {}
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* scale = static_cast<size_t>(p_.scale) < constants.size() ? constants[static_cast<size_t>(p_.scale)] : nullptr;
-    if (scale && scale->dtype() == DType::Float32) scale_ = upload_constant(options, scale), scale_from_ = scale->raw();
+    if (scale && scale->dtype() == DType::Float32) scale_ = upload_constant(options, scale);
     return OpenClVariant::prepack(constants, options);
   }
   std::unique_ptr<OpState> make_state() const override { return std::make_unique<SumScratch>(); }
@@ -27,7 +27,7 @@ class RmsNormOpenCl : public OpenClVariant {
   bool device_takes(const std::vector<const Tensor*>& in) const override {
     const Tensor* x = in[0];
     const Tensor* scale = static_cast<size_t>(p_.scale) < in.size() ? in[static_cast<size_t>(p_.scale)] : nullptr;
-    if (!p_.rms || p_.statistics || !x || !scale || !scale_.defined() || scale->raw() != scale_from_ ||
+    if (!p_.rms || p_.statistics || !x || !scale_.of(scale) ||
         x->dtype() != DType::Float32 || x->rank() < 1)
       return false;
     if ((p_.axis < 0 ? p_.axis + x->rank() : p_.axis) != x->rank() - 1 || scale->numel() != x->dim(-1)) return false;
@@ -40,7 +40,7 @@ class RmsNormOpenCl : public OpenClVariant {
     const Tensor& x = ctx.in(0);
     Tensor xd, skip;
     const int D = static_cast<int>(x.dim(-1)), rows = static_cast<int>(x.numel() / x.dim(-1));
-    const cl_mem scale = cl::mem_of(scale_);
+    const cl_mem scale = scale_.mem();
     const bool sum = p_.skip >= 0 && ctx.outputs.size() > 3 && ctx.out(3).defined();
     if (p_.skip < 0) {
       ctx.opencl->rms_norm(device_input(ctx, 0, xd), nullptr, nullptr, scale, device_output(ctx, 0), rows, D, p_.eps);
@@ -57,8 +57,7 @@ class RmsNormOpenCl : public OpenClVariant {
 
  private:
   NormParams p_;
-  Tensor scale_;  // on the device
-  const void* scale_from_ = nullptr;
+  DeviceCopy scale_;
 };
 
 }  // namespace
