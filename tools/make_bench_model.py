@@ -21,25 +21,17 @@ import tempfile
 import onnx
 import torch
 
-from torch_llama import Llama, LlamaShape, export_optimum, quantize_matmul_nbits, write_configs
-
-SHAPES = {
-    "1b": LlamaShape(vocab=128256, hidden=2048, layers=16, heads=32, kv_heads=8, ffn=8192, max_positions=131072,
-                     rope_theta=500000.0, tied=True),
-    "135m": LlamaShape(vocab=49152, hidden=576, layers=30, heads=9, kv_heads=3, ffn=1536, max_positions=8192,
-                       rope_theta=100000.0, tied=True),
-    "tiny": LlamaShape(vocab=512, hidden=128, layers=2, heads=4, kv_heads=2, ffn=256, max_positions=2048),
-}
-
+from llama_shapes import BENCH_SHAPES
+from torch_llama import Llama, export_optimum, quantize_matmul_nbits, write_configs
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shape", choices=SHAPES, required=True)
+    ap.add_argument("--shape", choices=BENCH_SHAPES, required=True)
     ap.add_argument("--dtype", choices=["fp32", "int4"], default="fp32")
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    s = SHAPES[a.shape]
+    s = BENCH_SHAPES[a.shape]
     torch.manual_seed(a.seed)
     model = Llama(s).eval()
     os.makedirs(a.out, exist_ok=True)

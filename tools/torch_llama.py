@@ -6,29 +6,13 @@ Needs Debian's python3-torch (1.13), python3-onnx, python3-numpy.
 """
 import json
 import os
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 import torch
 from onnx import helper, numpy_helper
 
-
-@dataclass
-class LlamaShape:
-    vocab: int
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    ffn: int
-    max_positions: int
-    rope_theta: float = 10000.0
-    tied: bool = False  # lm_head reuses the embedding matrix
-
-    @property
-    def head_dim(self):
-        return self.hidden // self.heads
+from llama_shapes import LlamaShape  # noqa: F401 (re-exported for the fixture makers)
 
 
 class Llama(torch.nn.Module):

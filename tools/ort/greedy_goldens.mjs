@@ -16,8 +16,10 @@ import ort from 'onnxruntime-node';
 const [model, outDir, promptsJson, maxNewStr, padStr, eosStr] = process.argv.slice(2);
 const prompts = JSON.parse(promptsJson);
 const maxNew = Number(maxNewStr), pad = Number(padStr), eos = eosStr.split(',').map(Number);
+const loadStart = performance.now();
 const session = await ort.InferenceSession.create(model, {
   intraOpNumThreads: Number(process.env.THREADS ?? 1), graphOptimizationLevel: process.env.ORT_OPT ?? 'disabled', logSeverityLevel: 3 });
+const loadMs = performance.now() - loadStart;
 
 const half = (h) => {  // IEEE half bits -> float
   const s = h & 0x8000 ? -1 : 1, e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -100,4 +102,4 @@ const decodeMs = performance.now() - t0;
 console.log(`${path.basename(model)}: ${tokens.map((t) => t.length).join(',')} tokens; logits [${B}, ${prefillLogits[0].length}]`);
 console.log(`onnxruntime prefill: ${B * longest} tokens, ${Math.round((1000 * B * longest) / prefillMs)} tok/s; ` +
             `decode: ${decodeSteps * B} tokens, ${Math.round((1000 * decodeSteps * B) / decodeMs)} tok/s ` +
-            `(${(decodeMs / Math.max(decodeSteps, 1)).toFixed(1)} ms/step)`);
+            `(${(decodeMs / Math.max(decodeSteps, 1)).toFixed(2)} ms/step); load: ${(loadMs / 1000).toFixed(2)} s`);
