@@ -137,9 +137,12 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
 namespace {
 
 // One block of activations to int8: scale amax/127, values nearbyint(x · 127/amax) (round to nearest
-// even). 4-bit weights pair values 2j and 2j + 1 in a byte, so per 32 values the even ones come first.
-// `sum` is scale · Σ q, what the zero points multiply.
-void quantize_block(const float* x, int64_t len, bool even_odd, int8_t* q, float& scale, float& sum) {
+// even). `sum` is scale · Σ q (what the zero points multiply) and chunk_sum[c] Σ q over each 32 values.
+// For 8-bit weights q is in order; for 4-bit ones each 32-value chunk c of the row (the block's first is
+// `chunk0`) goes to the 64-value group c / 2 at half c % 2 as Int8Row lays it out: its 16 even values at
+// 16·half, its 16 odd ones at 32 + 16·half — q points at the row.
+void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum,
+                    float& scale, float& sum) {
   float amax = 0;
   int64_t i = 0;
 #if defined(__AVX2__)
@@ -155,6 +158,11 @@ void quantize_block(const float* x, int64_t len, bool even_odd, int8_t* q, float
   for (; i < len; ++i) amax = std::max(amax, std::fabs(x[i]));
   scale = amax / 127.0f;
   const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  auto at = [&](int64_t k) {  // where value k of the block goes
+    if (!four_bit) return k;
+    const int64_t c = chunk0 + k / 32, j = k % 32;
+    return (c / 2) * 64 + (j % 2) * 32 + (c % 2) * 16 + j / 2;
+  };
   int32_t total = 0;
   i = 0;
 #if defined(__AVX2__)
@@ -162,27 +170,34 @@ void quantize_block(const float* x, int64_t len, bool even_odd, int8_t* q, float
   const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes packs' lane interleave
   const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,  //
                                               0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-  __m256i vsum = _mm256_setzero_si256();
   for (; i + 32 <= len; i += 32) {
-    __m256i v[4];
+    __m256i v[4], vsum = _mm256_setzero_si256();
     for (int r = 0; r < 4; ++r) {
       v[r] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * r), vinv));
       vsum = _mm256_add_epi32(vsum, v[r]);
     }
+    alignas(32) int32_t sums[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), vsum);
+    int32_t chunk = 0;
+    for (int32_t t : sums) chunk += t;
+    chunk_sum[i / 32] = chunk;
+    total += chunk;
     __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
     b = _mm256_permutevar8x32_epi32(b, in_order);
-    if (even_odd)  // per 16-byte lane: evens, odds; then quads [lane0 evens, lane1 evens, lane0 odds, lane1 odds]
+    if (four_bit) {  // per 16-byte lane: evens, odds; then quads [lane0 evens, lane1 evens, lane0 odds, lane1 odds]
       b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, evens_odds), _MM_SHUFFLE(3, 1, 2, 0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), b);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at(i)), _mm256_castsi256_si128(b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at(i + 1)), _mm256_extracti128_si256(b, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), b);
+    }
   }
-  alignas(32) int32_t sums[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sums), vsum);
-  for (int32_t v : sums) total += v;
 #endif
   for (; i < len; ++i) {
     const int v = static_cast<int>(std::nearbyint(x[i] * inv));
     total += v;
-    q[even_odd ? (i / 32) * 32 + (i % 2) * 16 + (i % 32) / 2 : i] = static_cast<int8_t>(v);
+    chunk_sum[i / 32] = (i % 32 ? chunk_sum[i / 32] : 0) + v;
+    q[at(i)] = static_cast<int8_t>(v);
   }
   sum = scale * static_cast<float>(total);
 }
@@ -190,7 +205,8 @@ void quantize_block(const float* x, int64_t len, bool even_odd, int8_t* q, float
 }  // namespace
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {
-  return (w.bits == 4 || w.bits == 8) && w.block % 32 == 0 && w.N > 0 && w.K > 0;
+  const bool blocks = w.bits == 4 ? w.block == 32 || w.block % 64 == 0 : w.bits == 8 && w.block % 32 == 0;
+  return blocks && w.N > 0 && w.K > 0;
 }
 
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
@@ -198,24 +214,28 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   const RowsFn rows_fn = isa == Isa::Avx512Vnni ? gemv_nbits_i8_avx512vnni
                          : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
                                                 : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
-  const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
+  const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
   // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xscale, xsum;
+  thread_local std::vector<int32_t> xchunks;
   xq.assign(static_cast<size_t>(M * padded), 0);
+  xchunks.assign(static_cast<size_t>(M * padded / 32), 0);
   xscale.resize(static_cast<size_t>(M * k_blocks));
   xsum.resize(static_cast<size_t>(M * k_blocks));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb;
-      quantize_block(x + m * w.K + kb * w.block, len, w.bits == 4, xq.data() + m * padded + kb * w.block,
-                     xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
+      const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb, k0 = kb * w.block;
+      const bool four_bit = w.bits == 4;
+      quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, xq.data() + m * padded + (four_bit ? 0 : k0),
+                     xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
     }
   // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
   // one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t groups = (w.N + 3) / 4;
   for (int64_t m = 0; m < M; ++m) {
-    const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks};
+    const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
+                      xchunks.data() + m * padded / 32};
     float* ym = y + m * w.N;
     parallel_chunks(groups, balanced_chunks(groups, small(w)),
                     [&](int64_t g0, int64_t g1, int) { rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym); });

@@ -12,10 +12,14 @@
 namespace tern::kernels {
 
 // One activation row, quantized per weight block (symmetric: xq = round(x / xs), xs = max|x| / 127).
+// For 4-bit weights the values come reordered per 64 (two 32-value chunks A, B) as
+// [A evens | B evens | A odds | B odds], 16 each, to meet the nibbles of 32 weight bytes (rows4 in
+// gemv_nbits_i8_impl.h), and padded with zeros to a multiple of 64.
 struct Int8Row {
-  const int8_t* q = nullptr;    // [k_blocks · block]; for 4-bit weights each 32 values reordered (see gemv_nbits_i8)
-  const float* scale = nullptr;  // [k_blocks] xs
-  const float* sum = nullptr;    // [k_blocks] xs · Σ xq: the zero points' share
+  const int8_t* q = nullptr;            // [k_blocks · block, rounded up to 64]
+  const float* scale = nullptr;         // [k_blocks] xs
+  const float* sum = nullptr;           // [k_blocks] xs · Σ xq: the zero points' share
+  const int32_t* chunk_sum = nullptr;   // [chunks, rounded up to 2] Σ xq per 32 values: the default zero point's
 };
 
 // y[n] for n in [n0, n1). Weights of 4 or 8 bits, block a multiple of 32.

@@ -12,6 +12,11 @@ struct DotAvx2 {
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
+  static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {  // two 4-bit products:
+    // |Σ| ≤ 2 · 2 · 15 · 127 still fits the int16 pairs, so one vpmaddwd serves both
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) {
     const __m256i ws = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80)));  // w − 128 as int8
     return u8s8(acc, _mm256_abs_epi8(ws), _mm256_sign_epi8(s, ws));                     // |w'| · (s · sign w')

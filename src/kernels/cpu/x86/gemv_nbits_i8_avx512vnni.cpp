@@ -1,5 +1,5 @@
-// AVX512_VNNI on 256-bit registers (AVX512VL): the EVEX vpdpbusd. One 32-value block per register keeps
-// one scale per register; a 512-bit variant (two blocks per register) is not written or measured yet.
+// AVX512_VNNI on 256-bit registers (AVX512VL): the EVEX vpdpbusd. A 512-bit variant (four 4-bit chunks
+// per load) is not written or measured yet.
 #include "kernels/cpu/x86/gemv_nbits_i8_impl.h"
 
 namespace tern::kernels {
@@ -8,6 +8,7 @@ namespace {
 struct DotAvx512Vnni {
   static constexpr float kW8Offset = 0.0f;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }
 };
 

@@ -3,9 +3,8 @@
 // is compiled with its own tier's flags and must not be merged with another's by the linker.
 //
 // Layout (ONNX Runtime's MatMulNBits, as stored): a 4-bit 32-value chunk is 16 bytes, byte j holding
-// values 2j (low nibble) and 2j + 1 (high nibble). The activations come reordered per 32 values — the 16
-// even ones, then the 16 odd ones — so [low nibbles | high nibbles] in one 256-bit register lines up with
-// them without shuffles. 8-bit chunks are 32 bytes in order, and the activations too.
+// values 2j (low nibble) and 2j + 1 (high nibble); a row's chunks follow one another. The activations come
+// reordered per two chunks (Int8Row). 8-bit chunks are 32 bytes in order, and the activations too.
 #pragma once
 #include <immintrin.h>
 
@@ -52,12 +51,11 @@ float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64
 // Reading past the last row is harmless: a prefetch never faults.
 constexpr int64_t kPrefetchRows = 8;
 
-// R output rows share each activation load. Dot::u8s8(acc, u, s) adds Σ u·s over each group of four bytes
-// to acc's int32 lanes; 8-bit weights go through Dot::w8 (which may offset them, see kW8Offset).
-template <class Dot, int Bits, int R>
-void rows(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block * Bits / 8, chunks = w.block / 32;
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
+// 8-bit weights: R output rows share each activation load. Dot::w8(acc, w, s) adds Σ w·s over each group
+// of four bytes to acc's int32 lanes (and may offset the weights, see kW8Offset).
+template <class Dot, int R>
+void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
+  const int64_t blob = w.block, chunks = w.block / 32;
   __m256 acc[R];
   const uint8_t* q[R];
   const float* ws[R];
@@ -75,20 +73,85 @@ void rows(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0,
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = q[r] + kb * blob;
         _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * k_blocks * blob + 32 * c), _MM_HINT_T0);
-        if constexpr (Bits == 4) {
-          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * c));
-          const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes), nibble);
-          dot[r] = Dot::u8s8(dot[r], u, xv);
-        } else {
-          dot[r] = Dot::w8(dot[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c)), xv);
-        }
+        dot[r] = Dot::w8(dot[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c)), xv);
       }
     }
     const float xs = x.scale[kb];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_set1_ps(ws[r][kb] * xs), acc[r]);
   }
-  const float offset = Bits == 8 ? Dot::kW8Offset : 0.0f;
-  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks, offset);
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks, Dot::kW8Offset);
+}
+
+// 4-bit weights, 64 values (32 bytes: two 32-value chunks A, B) a step: the low nibbles of both chunks line
+// up with the activations' [A evens | B evens], the high ones with [A odds | B odds] (see Int8Row), so one
+// 256-bit load feeds two dot products and no shuffle. Lanes 0–3 of the int32 sums are chunk A's, 4–7
+// chunk B's. Without zero points the default one (8) is folded into the integers: each step's sums start
+// at −8·Σxq of its chunks, exact, and no pass over the blocks is left for afterwards. Per row-block this
+// is half the instructions of one-chunk steps: SmolLM2 … (see the commit measuring it).
+// Blocks of 32 take a scale per chunk; blocks of 64·j one per block, summing j steps in int32 first.
+template <class Dot, int R>
+void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
+  const int64_t row_bytes = k_blocks * w.block / 2, chunks = k_blocks * w.block / 32;
+  const bool folded = !w.zp_packed && !w.zp_float;
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  __m256 acc[R];
+  const uint8_t* q[R];
+  const float* ws[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    q[r] = w.data + (n0 + r) * row_bytes;
+    ws[r] = w.scales + (n0 + r) * k_blocks;
+  }
+  // The int32 start of the step over chunks c, c + 1 (B absent at an odd end): −8·Σxq each, or 0.
+  auto start = [&](int64_t c, bool b) {
+    if (!folded) return _mm256_setzero_si256();
+    return _mm256_setr_epi32(-8 * x.chunk_sum[c], 0, 0, 0, b ? -8 * x.chunk_sum[c + 1] : 0, 0, 0, 0);
+  };
+  // Adds the products of 64 weights v (nibbles) with the step's activations to dot.
+  auto products = [&](__m256i dot, __m256i v, __m256i x_lo, __m256i x_hi) {
+    return Dot::u8s8_2(dot, _mm256_and_si256(v, nibble), x_lo, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), x_hi);
+  };
+  auto load32 = [&](const uint8_t* p) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * row_bytes), _MM_HINT_T0);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  auto x_at = [&](int64_t c, int half) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 32 * c + 32 * half)); };
+  if (w.block == 32) {
+    // One scale per chunk: lanes 0–3 take block c's, 4–7 block c + 1's (an odd end's B lanes are 0, its
+    // scale is A's again so nothing past the row is read).
+    auto pair_scale = [](const float* s, int64_t c, int64_t cb) { return _mm256_setr_m128(_mm_set1_ps(s[c]), _mm_set1_ps(s[cb])); };
+    int64_t c = 0;
+    for (; c + 2 <= chunks; c += 2) {
+      const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, true);
+      const __m256 xs = pair_scale(x.scale, c, c + 1);
+      for (int r = 0; r < R; ++r) {
+        const __m256i dot = products(from, load32(q[r] + 16 * c), x_lo, x_hi);
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(pair_scale(ws[r], c, c + 1), xs), acc[r]);
+      }
+    }
+    if (c < chunks) {
+      const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, false);
+      const __m256 xs = pair_scale(x.scale, c, c);
+      for (int r = 0; r < R; ++r) {
+        const __m256i v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + 16 * c)));
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products(from, v, x_lo, x_hi)), _mm256_mul_ps(pair_scale(ws[r], c, c), xs), acc[r]);
+      }
+    }
+  } else {  // block % 64 == 0
+    const int64_t steps = w.block / 64;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      __m256i dot[R];
+      for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
+      for (int64_t t = 0; t < steps; ++t) {
+        const int64_t c = kb * w.block / 32 + 2 * t;
+        const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, true);
+        for (int r = 0; r < R; ++r) dot[r] = products(_mm256_add_epi32(dot[r], from), load32(q[r] + 16 * c), x_lo, x_hi);
+      }
+      const __m256 xs = _mm256_set1_ps(x.scale[kb]);
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_mul_ps(_mm256_set1_ps(ws[r][kb]), xs), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - (folded ? 0.0f : zero_point_share(x, w, n0 + r, k_blocks, 0.0f));
 }
 
 template <class Dot>
@@ -96,11 +159,11 @@ void gemv_rows(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, 
   const int64_t k_blocks = (w.K + w.block - 1) / w.block;
   int64_t n = n0;
   if (w.bits == 4) {
-    for (; n + 4 <= n1; n += 4) rows<Dot, 4, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows<Dot, 4, 1>(x, w, k_blocks, n, y);
+    for (; n + 4 <= n1; n += 4) rows4<Dot, 4>(x, w, k_blocks, n, y);
+    for (; n < n1; ++n) rows4<Dot, 1>(x, w, k_blocks, n, y);
   } else {
-    for (; n + 4 <= n1; n += 4) rows<Dot, 8, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows<Dot, 8, 1>(x, w, k_blocks, n, y);
+    for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
+    for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
   }
 }
 
