@@ -243,7 +243,7 @@ TEST_CASE("quantize_nbits: every weight comes back within half a step of its blo
     const int64_t k_blocks = (K + 31) / 32;
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) {
-        const float step = q.scales[static_cast<size_t>(n * k_blocks + k / 32)];
+        const float step = q.scales.data<float>()[n * k_blocks + k / 32];
         CHECK(std::abs(back[static_cast<size_t>(k * N + n)] - W[static_cast<size_t>(k * N + n)]) <= 0.5f * step * 1.0001f);
       }
     CHECK(back[5] == 0.0f);

@@ -79,3 +79,15 @@ TEST_CASE("sampling_options: what the caller sets wins, generation_config.json f
   CHECK(s.temperature == 0.8f);
   CHECK(s.top_p == 0.9f);
 }
+
+TEST_CASE("--max-memory sizes: bytes or K/M/G/T in powers of 1024; anything else is refused naming the flag") {
+  CHECK(llm::parse_memory_size("1000") == 1000);
+  CHECK(llm::parse_memory_size("6G") == size_t{6} << 30);
+  CHECK(llm::parse_memory_size("512MiB") == size_t{512} << 20);
+  CHECK(llm::parse_memory_size("1.5GB") == size_t{3} << 29);
+  CHECK(llm::parse_memory_size("64k") == size_t{64} << 10);
+  for (const char* bad : {"", "G", "-1G", "6X", "six", "0"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(llm::parse_memory_size(bad), doctest::Contains("--max-memory"), Error);
+  }
+}

@@ -52,6 +52,12 @@ std::unique_ptr<cl::Buffer> upload(cl::Context& c, const std::vector<T>& v) {
   return b;
 }
 
+std::unique_ptr<cl::Buffer> upload(cl::Context& c, const Tensor& t) {
+  auto b = std::make_unique<cl::Buffer>(c, t.nbytes());
+  c.upload(*b, t.raw(), t.nbytes());
+  return b;
+}
+
 template <typename T>
 std::vector<T> download(cl::Context& c, const cl::Buffer& b, size_t n) {
   std::vector<T> v(n);

@@ -309,3 +309,49 @@ TEST_CASE("a constant weight MatMul repacks is freed once every reader has repac
   const float* z = out[1].data<float>();
   CHECK(std::vector<float>(z, z + 6) == std::vector<float>{1, 0, 0, 1, 1, 1});
 }
+
+TEST_CASE("--max-memory: loading that would pass the cap fails naming the numbers; within it, it runs and gives all back") {
+  TempDir d;
+  // One 1024×1024 float32 weight: repacking it at load takes 4 MiB that tern owns.
+  ModelBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {1, 1024}).output("y");
+  std::vector<float> w(1024 * 1024);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
+  b.initializer_f32("w", {1024, 1024}, w);
+  b.node("MatMul", {"x", "w"}, {"y"});
+  const std::string path = b.save(d.path / "m.onnx");
+  const size_t before = owned_host_bytes();
+  // 1 MiB: the weight itself (4 MiB, read from the protobuf) cannot be loaded. 6 MiB: it can, but not
+  // its repacked copy beside it — the failure names the node.
+  for (auto [cap, where] : {std::pair<size_t, const char*>{1 << 20, "m.onnx"}, {6 << 20, "node 'MatMul"}}) {
+    CAPTURE(cap);
+    SessionOptions capped;
+    capped.max_memory = cap;
+    try {
+      Session s(path, capped);
+      FAIL("a session loaded past its memory cap");
+    } catch (const MemoryLimitError& e) {
+      const std::string msg = e.what();
+      CAPTURE(msg);
+      CHECK(msg.find("m.onnx") != std::string::npos);
+      CHECK(msg.find(where) != std::string::npos);
+      CHECK(msg.find("tern holds") != std::string::npos);
+      CHECK(msg.find("needs 4.2 MB more") != std::string::npos);
+      CHECK(msg.find(cap == (1 << 20) ? "--max-memory 1.0 MB" : "--max-memory 6.3 MB") != std::string::npos);
+    }
+    CHECK(owned_host_bytes() == before);  // what the failed load took is back
+  }
+  SessionOptions roomy;
+  roomy.max_memory = 64 << 20;
+  {
+    Session s(path, roomy);
+    CHECK(owned_host_bytes() >= before + (4 << 20));
+    std::vector<float> x(1024, 0.0f);
+    x[1] = 1.0f;  // y = row 1 of w
+    const Outputs out = s.run({{"x", Tensor::from_vector<float>(x, {1, 1024})}});
+    CHECK(out[0].data<float>()[0] == w[1024]);
+    CHECK(out[0].data<float>()[5] == w[1024 + 5]);
+  }
+  set_host_memory_limit(0);
+  CHECK(owned_host_bytes() == before);  // the session's memory came back to the count
+}

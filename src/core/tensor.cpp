@@ -2,7 +2,9 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -38,24 +40,62 @@ Buffer::~Buffer() {
 // advice does nothing.
 constexpr size_t kHugePage = size_t{2} << 20;
 
+namespace {
+std::atomic<size_t> g_owned{0}, g_limit{0};
+
+// Counts `bytes` as owned, or throws when that would pass the cap (nothing counted then).
+void take(size_t bytes) {
+  const size_t limit = g_limit.load(std::memory_order_relaxed);
+  const size_t now = g_owned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  if (limit && now > limit) {
+    g_owned.fetch_sub(bytes, std::memory_order_relaxed);
+    auto gb = [](size_t b) {
+      char s[32];
+      std::snprintf(s, sizeof s, b < 1000000000 ? "%.1f MB" : "%.2f GB", static_cast<double>(b) / (b < 1000000000 ? 1e6 : 1e9));
+      return std::string(s);
+    };
+    throw MemoryLimitError(detail::concat("the memory cap (--max-memory ", gb(limit), ") would be passed: tern holds ",
+                                          gb(now - bytes), " and needs ", gb(bytes), " more"));
+  }
+}
+}  // namespace
+
+size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }
+void set_host_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
+size_t host_memory_limit() { return g_limit.load(std::memory_order_relaxed); }
+
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   if (bytes >= 2 * kHugePage) {
     const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage, span = rounded + kHugePage;
+    take(rounded);
     void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) fail("out of memory mapping ", bytes, " bytes");
+    if (m == MAP_FAILED) {
+      g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+      fail("out of memory mapping ", bytes, " bytes");
+    }
     // Keep the 2 MiB-aligned part: unmap the head before it and the tail after it.
     const auto base = reinterpret_cast<uintptr_t>(m), aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
     if (aligned > base) munmap(m, aligned - base);
     if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
     void* p = reinterpret_cast<void*>(aligned);
     madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
-    return std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) { munmap(q, rounded); });
+    return std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
+      munmap(q, rounded);
+      g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+    });
   }
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
+  take(rounded);
   void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail("out of memory allocating ", bytes, " bytes");
-  return std::make_shared<Buffer>(p, bytes, Device{}, [](void* q) { std::free(q); });
+  if (!p) {
+    g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+    fail("out of memory allocating ", bytes, " bytes");
+  }
+  return std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
+    std::free(q);
+    g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+  });
 }
 
 std::shared_ptr<Buffer> Buffer::view(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {

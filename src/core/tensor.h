@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace tern {
 
@@ -28,6 +29,20 @@ struct Device {
 // Bytes moved between the host and a device since it was opened (bench and tests read them).
 struct TransferStats {
   int64_t to_device = 0, to_host = 0;
+};
+
+// Host memory tern owns (Buffer::allocate: weights repacked at load, folded constants, KV rings, the
+// activations' pool), counted process-wide — what --max-memory caps. File mappings are not counted:
+// their pages are the kernel's to drop and read again.
+size_t owned_host_bytes();
+// 0: no cap. Otherwise an allocation that would take owned_host_bytes() past `bytes` throws
+// MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
+// created sets it.
+void set_host_memory_limit(size_t bytes);
+size_t host_memory_limit();
+
+struct MemoryLimitError : Error {
+  using Error::Error;
 };
 
 class Buffer {

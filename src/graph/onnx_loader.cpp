@@ -344,6 +344,8 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
     m.graph = graph_from_proto(mp.graph(), opsets, &ext, false);
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(path + ": " + e.what());
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(path + ": " + e.what());
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }
@@ -361,6 +363,8 @@ Tensor load_tensor_pb(const std::string& path, std::string* name) {
     return tensor_from_proto(tp, &ext);
   } catch (const UnsupportedError& e) {
     throw UnsupportedError(path + ": " + e.what());
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(path + ": " + e.what());
   } catch (const Error& e) {
     throw Error(path + ": " + e.what());
   }

@@ -1,5 +1,6 @@
 #include "llm/model_folder.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -34,9 +35,32 @@ std::string default_model_dir(const std::string& exe) {
   fail("no --model given and no models/default found (run from the tern folder, or give --model PATH)");
 }
 
+size_t parse_memory_size(const std::string& text) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  std::string unit = text.substr(used);
+  for (const std::string tail : {"iB", "B"})
+    if (unit.ends_with(tail)) {
+      unit.resize(unit.size() - tail.size());
+      break;
+    }
+  const std::string units = "KMGT";
+  const size_t at = unit.size() == 1 ? units.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])))) : std::string::npos;
+  if (!(v > 0) || (!unit.empty() && at == std::string::npos))
+    fail("--max-memory: '", text, "' is not a size (bytes, or a number with K, M, G or T: 6G, 512MiB)");
+  const double bytes = v * (unit.empty() ? 1.0 : static_cast<double>(size_t{1} << (10 * (at + 1))));
+  if (bytes >= 1e19) fail("--max-memory: '", text, "' is too large");
+  return static_cast<size_t>(bytes);
+}
+
 SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
   SessionOptions so;
   so.threads = o.threads;
+  if (!o.max_memory.empty()) so.max_memory = parse_memory_size(o.max_memory);
   so.last_position_output = "logits";  // the generator reads no other position
   so.device = parse_device(o.device);
   so.weights = parse_weight_format(o.weights);

@@ -33,7 +33,12 @@ struct DecoderOptions {
   std::optional<int64_t> window;
   int64_t sinks = 4;
   int threads = 0;  // 0: all cores
+  // The memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an
+  // optional "B" or "iB" after it): "6G", "512MiB". Empty: no cap.
+  std::string max_memory;
 };
+// "6G" → 6·2^30 bytes (the rule above); fails naming the flag and the text.
+size_t parse_memory_size(const std::string& text);
 // The session options generation loads a decoder with: only the last position's logits, and the ring KV
 // cache unless `ring_possible` is false (beam search, no cache) — asking for a window then fails.
 SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible);

@@ -4,7 +4,6 @@ namespace tern {
 
 Tensor allocate_on_heap(DType dtype, const Shape& shape) { return Tensor(dtype, shape); }
 
-namespace {
 [[noreturn]] void rethrow_naming(const Node& node) {
   try {
     throw;
@@ -13,12 +12,13 @@ namespace {
   } catch (const UnsupportedError& e) {
     if (std::string(e.what()).find(node.name) != std::string::npos) throw;
     throw UnsupportedError(node.describe() + ": " + e.what());
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(node.describe() + ": " + e.what());
   } catch (const Error& e) {
     if (std::string(e.what()).find("node '" + node.name + "'") != std::string::npos) throw;
     throw Error(node.describe() + ": " + e.what());
   }
 }
-}  // namespace
 
 void run_op(const Op& op, RunContext& ctx) {
   try {

@@ -15,6 +15,10 @@ Tensor allocate_on_heap(DType dtype, const Shape& shape);
 // errors with the node named.
 void run_op(const Op& op, RunContext& ctx);
 
+// Inside a catch block: the exception again, its message naming `node` (kept: UnsupportedError,
+// MemoryLimitError).
+[[noreturn]] void rethrow_naming(const Node& node);
+
 // Infers output shapes from the actual inputs (device tensors give their shapes, not their values),
 // allocates outputs with `alloc`, runs the op on `device`. Errors are rethrown with the node named.
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,

@@ -71,7 +71,7 @@ class MatMulOp : public RepackedMatMul {
   }
   int64_t packed_weight_bytes() const override {
     if (packed_) return packed_->bytes();
-    if (quantized_) return static_cast<int64_t>(quantized_->data.size() + quantized_->zero_points.size() + quantized_->scales.size() * 4);
+    if (quantized_) return quantized_->bytes();
     return 0;
   }
   void infer(InferContext& ctx) const override {

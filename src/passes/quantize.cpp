@@ -47,10 +47,10 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
       const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block);
       const int64_t k_blocks = (K + block - 1) / block;
       out.initializer(name + "_q" + std::to_string(bits),
-                      Tensor::from_vector<uint8_t>(q.data, {N, k_blocks, block * bits / 8}));
+                      Tensor(DType::UInt8, {N, k_blocks, block * bits / 8}, q.data.buffer()));
       // Scales have the activations' type (MatMulNBits' T1).
-      out.initializer(name + "_scales", cast_to(Tensor::from_vector<float>(q.scales, {N * k_blocks}), w->dtype()));
-      out.initializer(name + "_zp", Tensor::from_vector<uint8_t>(q.zero_points, {static_cast<int64_t>(q.zero_points.size())}));
+      out.initializer(name + "_scales", cast_to(q.scales, w->dtype()));
+      out.initializer(name + "_zp", q.zero_points);
       quantized[name] = true;
     }
     auto& m = out.node("MatMulNBits", {n.input(0), name + "_q" + std::to_string(bits), name + "_scales", name + "_zp"},

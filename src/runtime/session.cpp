@@ -41,8 +41,20 @@ Device parse_device(const std::string& name) {
   fail("device '", name, "': use cpu, opencl or opencl:N (tern devices lists the OpenCL devices)");
 }
 
+namespace {
+// The memory cap holds from the first byte loaded.
+Model load_capped(const std::string& model_path, size_t max_memory) {
+  set_host_memory_limit(max_memory);
+  try {
+    return load_onnx(model_path);
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(std::string("loading stopped before passing the memory cap: ") + e.what());
+  }
+}
+}  // namespace
+
 Session::Session(const std::string& model_path, SessionOptions options)
-    : Session(load_onnx(model_path), std::move(options)) {}
+    : Session(load_capped(model_path, options.max_memory), std::move(options)) {}
 
 Session::~Session() = default;
 
@@ -66,8 +78,13 @@ Session::Session(Model model, SessionOptions options) : model_(std::move(model))
   // (kernels/cpu/parallel.h); OpenMP is left to Eigen's reference GEMM.
   kernels::set_kernel_threads(options_.threads);
   omp_set_num_threads(options_.threads);
+  set_host_memory_limit(options_.max_memory);
   pool_ = BufferPool::create();
-  prepare();
+  try {
+    prepare();
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(model_.path + ": loading stopped before passing the memory cap: " + e.what());
+  }
 }
 
 void Session::prepare() {
@@ -268,7 +285,13 @@ void Session::prepack_constants() {
     for (size_t i = 0; i < n.inputs.size(); ++i)
       if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
-    for (int i : ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr})) {
+    std::vector<int> repacked;
+    try {
+      repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr});
+    } catch (...) {
+      rethrow_naming(n);
+    }
+    for (int i : repacked) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
       // was mapped from — goes back to the system.

@@ -53,6 +53,11 @@ struct SessionOptions {
   WeightFormat weights = WeightFormat::AsStored;
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
   ActivationFormat activations = ActivationFormat::AsModel;
+  // Host memory tern may own (bytes; 0: no cap): weights repacked at load, folded constants, KV rings,
+  // activations (core/tensor.h owned_host_bytes). Loading or a run that would pass it fails with a
+  // MemoryLimitError naming the numbers, instead of the process being killed for memory. Process-wide:
+  // the last session created sets it.
+  size_t max_memory = 0;
   // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
   std::function<void(const NodeRun& run)> on_node;
 };

@@ -29,6 +29,7 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   if (f.has("window")) o.window = std::stoll(f.get("window"));
   o.sinks = std::stoll(f.get("sinks", "4"));
   if (f.has("threads")) o.threads = std::stoi(f.get("threads"));
+  o.max_memory = f.get("max-memory", "");
   return o;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace tern::kernels {
 
@@ -35,9 +36,13 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
   q.block = block;
   const int64_t k_blocks = (K + block - 1) / block, blob = block * bits / 8, zp_row = (k_blocks * bits + 7) / 8;
   const int levels = (1 << bits) - 1;
-  q.data.assign(static_cast<size_t>(N * k_blocks * blob), 0);
-  q.zero_points.assign(static_cast<size_t>(N * zp_row), 0);
-  q.scales.assign(static_cast<size_t>(N * k_blocks), 0.0f);
+  q.data = Tensor(DType::UInt8, {N * k_blocks * blob});
+  q.zero_points = Tensor(DType::UInt8, {N * zp_row});
+  q.scales = Tensor(DType::Float32, {N * k_blocks});
+  std::memset(q.data.raw(), 0, q.data.nbytes());
+  std::memset(q.zero_points.raw(), 0, q.zero_points.nbytes());
+  uint8_t *data = q.data.data<uint8_t>(), *zero_points = q.zero_points.data<uint8_t>();
+  float* scales = q.scales.data<float>();
   parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
@@ -49,9 +54,9 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
       }
       const float scale = std::max((hi - lo) / static_cast<float>(levels), 1e-8f);
       const int zp = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, levels);
-      q.scales[static_cast<size_t>(n * k_blocks + kb)] = scale;
-      q.zero_points[static_cast<size_t>(n * zp_row + kb * bits / 8)] |= static_cast<uint8_t>(zp << (kb * bits % 8));
-      uint8_t* dst = q.data.data() + (n * k_blocks + kb) * blob;
+      scales[n * k_blocks + kb] = scale;
+      zero_points[n * zp_row + kb * bits / 8] |= static_cast<uint8_t>(zp << (kb * bits % 8));
+      uint8_t* dst = data + (n * k_blocks + kb) * blob;
       for (int64_t k = k0; k < k1; ++k) {
         const int v = std::clamp(static_cast<int>(std::nearbyint(W[k * N + n] / scale)) + zp, 0, levels);
         const int64_t bit = (k - k0) * bits;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace tern::kernels {
 
 struct NBitsWeights {
@@ -29,12 +31,13 @@ static inline float nbits_zero_point(const NBitsWeights& w, int64_t n, int64_t k
 
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
 
-// Block-quantized weights that own their bytes.
+// Block-quantized weights that own their bytes (tensors, so the memory cap counts them).
 struct QuantizedWeights {
   int64_t N = 0, K = 0, bits = 4, block = 32;
-  std::vector<uint8_t> data, zero_points;  // [N, k_blocks, block·bits/8]; [N, ceil(k_blocks·bits/8)]
-  std::vector<float> scales;               // [N·k_blocks]
-  NBitsWeights view() const { return {N, K, bits, block, data.data(), scales.data(), zero_points.data(), nullptr}; }
+  Tensor data, zero_points;  // uint8 [N·k_blocks·block·bits/8]; uint8 [N·ceil(k_blocks·bits/8)]
+  Tensor scales;             // float32 [N·k_blocks]
+  NBitsWeights view() const { return {N, K, bits, block, data.data<uint8_t>(), scales.data<float>(), zero_points.data<uint8_t>(), nullptr}; }
+  int64_t bytes() const { return static_cast<int64_t>(data.nbytes() + zero_points.nbytes() + scales.nbytes()); }
 };
 
 // Quantizes W [K, N] row-major (an ONNX MatMul weight) per column block: asymmetric, the range of each

@@ -18,9 +18,7 @@ class MatMulOpenCl : public OpenClVariant {
     if (const auto* p = op.packed()) {
       weights_.push_back(cl::to_device(c, kernels::unpack_transposed(*p)));
     } else if (const auto* q = op.quantized()) {
-      weights_.push_back(cl::to_device(c, Tensor::from_vector<uint8_t>(q->data, {static_cast<int64_t>(q->data.size())})));
-      weights_.push_back(cl::to_device(c, Tensor::from_vector<float>(q->scales, {static_cast<int64_t>(q->scales.size())})));
-      weights_.push_back(cl::to_device(c, Tensor::from_vector<uint8_t>(q->zero_points, {static_cast<int64_t>(q->zero_points.size())})));
+      for (const Tensor* t : {&q->data, &q->scales, &q->zero_points}) weights_.push_back(cl::to_device(c, *t));
     }
     return freed;
   }
