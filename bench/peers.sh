@@ -10,7 +10,7 @@
 # the PROMPT run (tern's own count, /usr/bin/time for node and llama-bench) and load seconds.
 #
 #   bench/peers.sh WORK_DIR [LLAMA_CPP=/tmp/llama.cpp] [THREADS=2] [ROUNDS=3]
-#   env: SHAPE=1b|135m|tiny (1b)  PROMPT=128  NEW=128  DEPTH=2048 (0 leaves the column out)
+#   env: TERN=./build/tern  SHAPE=1b|135m|tiny (1b)  PROMPT=128  NEW=128  DEPTH=2048 (0 leaves the column out)
 #
 # LLAMA_CPP is a llama.cpp checkout outside this repository (`fetch` github:ggerganov/llama.cpp and clone it);
 # its build/ is made here when missing (Release, GGML_NATIVE, no curl). Never vendor or copy its code.
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 work=$1 llama=${2:-/tmp/llama.cpp} threads=${3:-2} rounds=${4:-3}
 shape=${SHAPE:-1b} prompt=${PROMPT:-128} new=${NEW:-128} depth=${DEPTH:-2048}
 mkdir -p "$work"
-tern=./build/tern
+tern=${TERN:-./build/tern}  # TERN=path/to/tern compares another build
 
 venv=${TERN_PEERS_VENV:-$HOME/.cache/tern/peers-venv}
 [ -x "$venv/bin/python" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q -r bench/requirements.txt; }
