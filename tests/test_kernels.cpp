@@ -228,6 +228,37 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
     }
 }
 
+TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks) gives the scalar rule's bits") {
+  std::mt19937 g(21);
+  std::uniform_real_distribution<float> u(0, 15);
+  for (int64_t block : {32, 64, 128})
+    for (int zp_form : {0, 1, 2}) {  // none, packed, float
+      CAPTURE(block); CAPTURE(zp_form);
+      const int64_t N = 24, K = 256, k_blocks = K / block;
+      RandomNBits r(g, N, K, 4, block, zp_form == 1);
+      std::vector<float> zf(static_cast<size_t>(N * k_blocks));
+      for (auto& v : zf) v = u(g);
+      if (zp_form == 2) r.w.zp_float = zf.data();
+      const kernels::NBitsWeights& w = r.w;
+      for (auto [n0, n1, k0, k1] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}}) {
+        CAPTURE(n0); CAPTURE(k0);
+        const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
+        std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
+        kernels::dequantize_nbits_block(w, n0, n1, k0, k1, got.data(), ld);
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t k = k0; k < k1; ++k) {
+            const int64_t kb = k / block;
+            const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
+            const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
+            const float zp = zp_form == 2 ? zf[static_cast<size_t>(n * k_blocks + kb)]
+                             : zp_form == 1 ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
+                                            : 8.0f;
+            REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
+          }
+      }
+    }
+}
+
 TEST_CASE("quantize_nbits: every weight comes back within half a step of its block, zero exact, both bit widths") {
   std::mt19937 g(13);
   std::normal_distribution<float> d(0, 0.05f);
