@@ -107,6 +107,8 @@ for line in open(sys.argv[1]):
     runs.setdefault(name, []).append(json.loads(row))
 prompt, new, depth = sys.argv[2:5]
 cols = [("pp", f"pp{prompt} tok/s"), ("tg", f"tg{new} tok/s"), ("tg_depth", f"tg32 @{depth}"), ("rss_mb", "peak RSS MB"), ("load_s", "load s")]
+if depth == "0":
+    cols = [c for c in cols if c[0] != "tg_depth"]
 med = {n: {k: statistics.median(r[k] for r in rs) for k, _ in cols} for n, rs in runs.items()}
 print(f"\nmedians of {len(next(iter(runs.values())))} round(s)\n| engine | " + " | ".join(h for _, h in cols) + " |")
 print("| --- " * (len(cols) + 1) + "|")
@@ -116,5 +118,5 @@ print("\nratios (tern / peer)")
 for dtype, peers in (("fp32", ("ORT fp32", "llama.cpp F32")), ("fp16", ("llama.cpp F16",)), ("int4", ("ORT int4", "llama.cpp Q4_0"))):
     for p in peers:
         t = med[f"tern {dtype}"]
-        print(f"tern {dtype} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols[:3] if med[p][k] > 0))
+        print(f"tern {dtype} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols if k.startswith(("pp", "tg")) and med[p][k] > 0))
 PY
