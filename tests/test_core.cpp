@@ -1,9 +1,15 @@
 // Tensors and element types, against hand-derived values.
 #include <doctest/doctest.h>
 
-#include <cmath>
+#include <unistd.h>
 
+#include <cmath>
+#include <fstream>
+
+#include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "runtime/machine.h"
+#include "model_builder.h"
 
 using namespace tern;
 
@@ -37,4 +43,29 @@ TEST_CASE("reshaped views share memory; sizes are checked") {
   CHECK_THROWS_AS(t.reshaped({4}), Error);
   CHECK_THROWS_AS(t.data<float>(), Error);  // wrong element type
   CHECK_THROWS_AS(t.at_i64(6), Error);      // out of range
+}
+
+TEST_CASE("drop_pages gives a mapped file's pages back (they read the same again); owned memory is left alone") {
+  test::TempDir d;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = 2048 * page;  // 8 MiB of 4 KiB pages
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  const auto path = d.path / "w.bin";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(bytes));
+  auto file = map_file(path.string());
+  const auto view = mapped_view(file, file->data, bytes);
+  const auto* p = static_cast<const uint8_t*>(view->data());
+  size_t sum = 0;
+  for (size_t i = 0; i < bytes; i += page) sum += p[i];  // every page mapped in
+  const long before = resident_memory().file;
+  view->drop_pages(p + page / 2, bytes - page);  // all pages but the first and the last lie wholly inside
+  const long dropped = before - resident_memory().file;
+  MESSAGE("file pages resident: ", before, " B, then ", dropped, " B fewer");
+  CHECK(dropped >= static_cast<long>(bytes * 9 / 10));
+  CHECK(std::equal(p, p + bytes, data.begin()));  // read again from the file
+  const auto owned = Buffer::allocate(bytes);
+  std::memset(owned->data(), 5, bytes);
+  owned->drop_pages(owned->data(), bytes);  // not file-backed: nothing happens
+  CHECK(static_cast<const uint8_t*>(owned->data())[bytes - 1] == 5);
+  CHECK(sum > 0);
 }

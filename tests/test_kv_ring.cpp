@@ -376,3 +376,26 @@ TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefi
   const GenerateResult other = gen.generate({{1, 18, 93, 4}}, o);
   CHECK(other.prompt_tokens == 4);
 }
+
+TEST_CASE("memory_use accounts for what a decoding session owns: packed weights, the KV ring, activations (within 5%)") {
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+  const size_t before = owned_host_bytes();
+  {
+    llm::DecoderOptions d;
+    d.window = 64;
+    Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));
+    Generator gen(s, read_model_config(dir));
+    GenerateOptions o;
+    o.max_new_tokens = 40;
+    gen.generate({{1, 17, 93}}, o);
+    const MemoryUse m = s.memory_use();
+    const double owned = static_cast<double>(owned_host_bytes() - before);
+    MESSAGE("owned ", owned, " B: packed ", m.packed_weights, ", constants ", m.owned_constants, " (mapped ", m.mapped_constants,
+            "), KV ", m.kv_cache, ", activations ", m.activations);
+    CHECK(m.kv_cache > 0);
+    CHECK(m.activations > 0);
+    CHECK(m.packed_weights + m.owned_constants > 0);
+    CHECK(std::abs(static_cast<double>(m.owned()) - owned) <= 0.05 * owned);
+  }
+  CHECK(owned_host_bytes() == before);  // all of it given back with the session
+}

@@ -351,6 +351,10 @@ TEST_CASE("--max-memory: loading that would pass the cap fails naming the number
     const Outputs out = s.run({{"x", Tensor::from_vector<float>(x, {1, 1024})}});
     CHECK(out[0].data<float>()[0] == w[1024]);
     CHECK(out[0].data<float>()[5] == w[1024 + 5]);
+    const MemoryUse m = s.memory_use();  // the packed weight, the input and output, all counted
+    CHECK(m.packed_weights == 4 << 20);
+    const double owned = static_cast<double>(owned_host_bytes() - before);
+    CHECK(std::abs(static_cast<double>(m.owned()) - owned) <= 0.05 * owned);
   }
   set_host_memory_limit(0);
   CHECK(owned_host_bytes() == before);  // the session's memory came back to the count

@@ -15,12 +15,14 @@ MappedFile::~MappedFile() {
 }
 
 std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes) {
-  return std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) {
+  auto view = std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) {
     const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
     const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
     if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   });
+  view->set_file_backed();
+  return view;
 }
 
 std::shared_ptr<MappedFile> map_file(const std::string& path) {

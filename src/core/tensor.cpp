@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
@@ -43,8 +44,9 @@ constexpr size_t kHugePage = size_t{2} << 20;
 namespace {
 std::atomic<size_t> g_owned{0}, g_limit{0};
 
-// Counts `bytes` as owned, or throws when that would pass the cap (nothing counted then).
-void take(size_t bytes) {
+}  // namespace
+
+void take_host_bytes(size_t bytes) {
   const size_t limit = g_limit.load(std::memory_order_relaxed);
   const size_t now = g_owned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (limit && now > limit) {
@@ -58,7 +60,8 @@ void take(size_t bytes) {
                                           gb(now - bytes), " and needs ", gb(bytes), " more"));
   }
 }
-}  // namespace
+
+void give_host_bytes(size_t bytes) { g_owned.fetch_sub(bytes, std::memory_order_relaxed); }
 
 size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }
 void set_host_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
@@ -67,10 +70,10 @@ size_t host_memory_limit() { return g_limit.load(std::memory_order_relaxed); }
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   if (bytes >= 2 * kHugePage) {
     const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage, span = rounded + kHugePage;
-    take(rounded);
+    take_host_bytes(rounded);
     void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
-      g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+      give_host_bytes(rounded);
       fail("out of memory mapping ", bytes, " bytes");
     }
     // Keep the 2 MiB-aligned part: unmap the head before it and the tail after it.
@@ -79,23 +82,36 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
     if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
     void* p = reinterpret_cast<void*>(aligned);
     madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
-    return std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
+    auto b = std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
       munmap(q, rounded);
-      g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+      give_host_bytes(rounded);
     });
+    b->owned_ = true;
+    return b;
   }
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  take(rounded);
+  take_host_bytes(rounded);
   void* p = std::aligned_alloc(64, rounded);
   if (!p) {
-    g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+    give_host_bytes(rounded);
     fail("out of memory allocating ", bytes, " bytes");
   }
-  return std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
+  auto b = std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
     std::free(q);
-    g_owned.fetch_sub(rounded, std::memory_order_relaxed);
+    give_host_bytes(rounded);
   });
+  b->owned_ = true;
+  return b;
+}
+
+void Buffer::drop_pages(const void* begin, size_t bytes) const {
+  if (!file_backed_) return;
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto lo = std::max(reinterpret_cast<uintptr_t>(begin), reinterpret_cast<uintptr_t>(data_));
+  const auto hi = std::min(reinterpret_cast<uintptr_t>(begin) + bytes, reinterpret_cast<uintptr_t>(data_) + bytes_);
+  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 std::shared_ptr<Buffer> Buffer::view(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {

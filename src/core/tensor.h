@@ -35,6 +35,10 @@ struct TransferStats {
 // activations' pool), counted process-wide — what --max-memory caps. File mappings are not counted:
 // their pages are the kernel's to drop and read again.
 size_t owned_host_bytes();
+// For allocators beside Buffer::allocate (the activations' pool, the KV rings): count `bytes` more as
+// owned — throwing MemoryLimitError, with nothing counted, when that would pass the cap — or fewer.
+void take_host_bytes(size_t bytes);
+void give_host_bytes(size_t bytes);
 // 0: no cap. Otherwise an allocation that would take owned_host_bytes() past `bytes` throws
 // MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
 // created sets it.
@@ -59,6 +63,14 @@ class Buffer {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Memory tern allocated and counts (Buffer::allocate), not a view into a mapping or a pool slot.
+  bool owned() const { return owned_; }
+  // A view into a read-only file mapping (mapped_view): its pages can be dropped at any time.
+  void set_file_backed() { file_backed_ = true; }
+  // For a file-backed buffer, the resident pages wholly inside [begin, begin + bytes) leave the process
+  // (a later read faults them in from the file again); otherwise nothing. Lets a reader that is done
+  // with part of a mapped weight give it back before it finishes the rest.
+  void drop_pages(const void* begin, size_t bytes) const;
   Device device() const { return device_; }
 
  private:
@@ -66,6 +78,7 @@ class Buffer {
   size_t bytes_;
   Device device_;
   std::function<void(void*)> release_;
+  bool owned_ = false, file_backed_ = false;
 };
 
 class Tensor {

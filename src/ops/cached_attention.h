@@ -24,6 +24,7 @@ struct KvRingState : OpState {
   // Tokens each row holds (the window it attends over); empty before the first run.
   virtual std::vector<int64_t> held_tokens() const;
   int64_t bytes_per_token() const override;
+  int64_t held_bytes() const override { return ring ? ring->storage_bytes() : 0; }
 };
 
 class CachedAttentionOp : public Op {

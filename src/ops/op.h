@@ -86,6 +86,8 @@ class OpState {
   virtual ~OpState() = default;
   // Bytes of state a decode token reads (a KV cache's window at its fill).
   virtual int64_t bytes_per_token() const { return 0; }
+  // Bytes of memory the state holds now (a KV cache as allocated so far).
+  virtual int64_t held_bytes() const { return 0; }
 };
 
 struct RunContext {

@@ -6,7 +6,10 @@
 namespace tern {
 
 BufferPool::~BufferPool() {
-  for (auto& kv : free_) std::free(kv.second);
+  for (auto& kv : free_) {
+    std::free(kv.second);
+    give_host_bytes(kv.first);
+  }
 }
 
 namespace {
@@ -36,14 +39,23 @@ std::shared_ptr<Buffer> BufferPool::acquire(size_t bytes) {
     }
   }
   if (!p) {
+    take_host_bytes(capacity);  // the memory cap covers activations too
     p = std::aligned_alloc(64, capacity);
-    if (!p) fail("out of memory allocating ", bytes, " bytes");
+    if (!p) {
+      give_host_bytes(capacity);
+      fail("out of memory allocating ", bytes, " bytes");
+    }
     ++system_allocations_;
+    held_bytes_ += capacity;
   }
   std::weak_ptr<BufferPool> pool = weak_from_this();
   return std::make_shared<Buffer>(p, bytes, Device{}, [pool, capacity](void* q) {
-    if (auto live = pool.lock()) live->give_back(q, capacity);
-    else std::free(q);
+    if (auto live = pool.lock()) {
+      live->give_back(q, capacity);
+    } else {
+      std::free(q);
+      give_host_bytes(capacity);
+    }
   });
 }
 

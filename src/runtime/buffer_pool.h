@@ -2,6 +2,7 @@
 // consumer runs; its memory goes back here and serves a later allocation of similar size, so a
 // steady-state run (same shapes as the previous one) allocates nothing from the system.
 #pragma once
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // A buffer of at least `bytes`; returns to this pool when the last tensor using it is dropped.
   std::shared_ptr<Buffer> acquire(size_t bytes);
   size_t system_allocations() const { return system_allocations_; }
+  // Bytes of the blocks this pool holds from the system, in use or free (counted as owned host memory).
+  size_t held_bytes() const { return held_bytes_; }
 
  private:
   BufferPool() = default;
@@ -24,6 +27,7 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // capacity → block
   size_t system_allocations_ = 0;
+  std::atomic<size_t> held_bytes_{0};
 };
 
 }  // namespace tern

@@ -137,4 +137,14 @@ long peak_rss_bytes() {
 
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
+ResidentMemory resident_memory() {
+  ResidentMemory r;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("RssAnon:", 0) == 0) r.anon = std::stol(line.substr(8)) * 1024L;
+    if (line.rfind("RssFile:", 0) == 0) r.file = std::stol(line.substr(8)) * 1024L;
+  }
+  return r;
+}
+
 }  // namespace tern

@@ -27,5 +27,10 @@ long peak_rss_bytes();
 // Starts the peak over from what is resident now (Linux: /proc/self/clear_refs), so a measurement's own
 // buffers (the bandwidth probe's 512 MB) do not count as the model's; does nothing where unsupported.
 void reset_peak_rss();
+// Resident memory now (Linux /proc/self/status): anonymous pages and file pages (mapped weights, code).
+struct ResidentMemory {
+  long anon = 0, file = 0;
+};
+ResidentMemory resident_memory();
 
 }  // namespace tern

@@ -182,6 +182,19 @@ int64_t Session::state_bytes_per_token() const {
   return n;
 }
 
+MemoryUse Session::memory_use() const {
+  MemoryUse m;
+  for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
+  for (const auto& state : states_)
+    if (state) m.kv_cache += state->held_bytes();
+  std::set<const Buffer*> seen;  // a buffer several constants view counts once
+  for (const Value& v : model_.graph->values)
+    if (v.constant && v.constant->buffer() && seen.insert(v.constant->buffer().get()).second)
+      (v.constant->buffer()->owned() ? m.owned_constants : m.mapped_constants) += static_cast<int64_t>(v.constant->buffer()->bytes());
+  m.activations = static_cast<int64_t>(pool_->held_bytes());
+  return m;
+}
+
 int64_t Session::weight_bytes_per_token() const {
   const Graph& g = *model_.graph;
   // Per value: read by some node, and read only as a Gather table (then one row per token).

@@ -30,6 +30,17 @@ struct NodeRun {
   int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session)
 };
 
+// Where a session's memory goes. Owned parts are counted in owned_host_bytes (core/tensor.h); the
+// mapped ones are file pages the kernel keeps resident only as far as they are read.
+struct MemoryUse {
+  int64_t packed_weights = 0;    // weights repacked at load (Op::packed_weight_bytes)
+  int64_t owned_constants = 0;   // constants kept in owned memory: folded results, weights read from the protobuf
+  int64_t mapped_constants = 0;  // constants viewing a mapped weights file (Gather tables, MatMulNBits as stored)
+  int64_t kv_cache = 0;          // the ops' sequence state (KV rings) as allocated so far
+  int64_t activations = 0;       // the activations' pool: every block it holds, in use or free
+  int64_t owned() const { return packed_weights + owned_constants + kv_cache + activations; }
+};
+
 struct SessionOptions {
   // Where nodes run: the CPU, or an OpenCL device (kernels/opencl/device.h; needs -DTERN_OPENCL=ON) —
   // nodes whose op variant takes them there (ops/opencl/, Op::runs_on) do, with their outputs and the
@@ -111,6 +122,8 @@ class Session {
   void reset();
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
+  // The memory this session holds now, by what it is for (bytes).
+  MemoryUse memory_use() const;
   // Bytes of weights a decode step reads: every constant a node reads whole, and one row per token
   // of a table read by Gather (embeddings).
   int64_t weight_bytes_per_token() const;

@@ -52,6 +52,9 @@ int bench(int argc, char** argv) {
   if (moved) up += moved->to_device, down += moved->to_host;
   const double per_step = r.decode_steps > 1 ? 1.0 / static_cast<double>(r.decode_steps - 1) : 0.0;
   const double rss_gb = static_cast<double>(peak_rss_bytes()) / 1e9;  // before the second probe
+  const MemoryUse mem = session.memory_use();
+  const double owned_gb = static_cast<double>(owned_host_bytes()) / 1e9;
+  const ResidentMemory resident = resident_memory();
   // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
   const double bandwidth_after = measure_read_bandwidth(threads);
   const double bandwidth = std::max(bandwidth_before, bandwidth_after);
@@ -64,7 +67,11 @@ int bench(int argc, char** argv) {
                      {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
                      {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
                      {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb},
-                     {"isa", kernels::isa_name(kernels::active_isa())}};
+                     {"isa", kernels::isa_name(kernels::active_isa())},
+                     {"memory_gb", {{"resident_anon", resident.anon / 1e9}, {"resident_file", resident.file / 1e9}, {"owned", owned_gb},
+                                    {"packed_weights", mem.packed_weights / 1e9}, {"owned_constants", mem.owned_constants / 1e9},
+                                    {"mapped_constants", mem.mapped_constants / 1e9}, {"kv_cache", mem.kv_cache / 1e9},
+                                    {"activations", mem.activations / 1e9}, {"other_owned", owned_gb - mem.owned() / 1e9}}}};
     if (moved) {
       j["device"] = f.get("device");
       j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
@@ -84,6 +91,10 @@ int bench(int argc, char** argv) {
   std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n",
               gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
   std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  std::printf("memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"
+              "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
+              resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,
+              mem.mapped_constants / 1e9, mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
   if (moved) {
     std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
                 f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,

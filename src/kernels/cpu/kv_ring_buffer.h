@@ -24,6 +24,11 @@ struct KvRingConfig {
 class KvRingBuffer {
  public:
   explicit KvRingBuffer(KvRingConfig c);
+  ~KvRingBuffer();
+  KvRingBuffer(const KvRingBuffer&) = delete;
+  KvRingBuffer& operator=(const KvRingBuffer&) = delete;
+  // Bytes of keys and values allocated now (they grow with the ring; counted as owned host memory).
+  int64_t storage_bytes() const { return static_cast<int64_t>(counted_); }
   const KvRingConfig& config() const { return c_; }
 
   // Appends one token of sequence b: key (before RoPE) and value, each [kv_heads][head_dim].
@@ -61,6 +66,7 @@ class KvRingBuffer {
   KvRingConfig c_;
   int64_t token_floats_;                  // kv_heads · head_dim
   int64_t slots_ = 0;                     // slots allocated per sequence (≤ capacity)
+  size_t counted_ = 0;                    // keys + values bytes, as counted by take_host_bytes
   // [batch][slots_][kv_heads][head_dim] in the storage type; the other pair stays empty.
   std::vector<float> keys_, values_;
   std::vector<f16> keys16_, values16_;
