@@ -114,6 +114,17 @@ void Buffer::drop_pages(const void* begin, size_t bytes) const {
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+bool Buffer::prefault() const {
+#ifdef MADV_POPULATE_READ
+  if (!file_backed_ || !bytes_) return false;
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data_) / page * page, end = reinterpret_cast<uintptr_t>(data_) + bytes_;
+  return madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_READ) == 0;
+#else
+  return false;
+#endif
+}
+
 std::shared_ptr<Buffer> Buffer::view(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {
   return std::make_shared<Buffer>(data, bytes, Device{}, [keep = std::move(keep_alive)](void*) {});
 }

@@ -71,6 +71,9 @@ class Buffer {
   // (a later read faults them in from the file again); otherwise nothing. Lets a reader that is done
   // with part of a mapped weight give it back before it finishes the rest.
   void drop_pages(const void* begin, size_t bytes) const;
+  // For a file-backed buffer, maps all its pages into the process now (MADV_POPULATE_READ), so the
+  // first reads cost no page faults; returns whether it did (false: not file-backed, or unsupported).
+  bool prefault() const;
   Device device() const { return device_; }
 
  private:

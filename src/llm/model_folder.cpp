@@ -61,6 +61,7 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
   SessionOptions so;
   so.threads = o.threads;
   if (!o.max_memory.empty()) so.max_memory = parse_memory_size(o.max_memory);
+  so.prefault = o.prefault;
   so.last_position_output = "logits";  // the generator reads no other position
   so.device = parse_device(o.device);
   so.weights = parse_weight_format(o.weights);

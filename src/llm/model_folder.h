@@ -36,6 +36,7 @@ struct DecoderOptions {
   // The memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an
   // optional "B" or "iB" after it): "6G", "512MiB". Empty: no cap.
   std::string max_memory;
+  bool prefault = false;  // SessionOptions::prefault
 };
 // "6G" → 6·2^30 bytes (the rule above); fails naming the flag and the text.
 size_t parse_memory_size(const std::string& text);

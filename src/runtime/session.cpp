@@ -117,6 +117,7 @@ void Session::prepare() {
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
   prepack_constants();
+  if (options_.prefault) prefault_mapped_weights();
   for (const auto& op : ops_) states_.push_back(op->make_state());
   find_input_dims();
   values_.resize(g.values.size());
@@ -195,24 +196,41 @@ MemoryUse Session::memory_use() const {
   return m;
 }
 
-int64_t Session::weight_bytes_per_token() const {
-  const Graph& g = *model_.graph;
-  // Per value: read by some node, and read only as a Gather table (then one row per token).
-  std::vector<char> used(g.values.size(), 0), gathered_only(g.values.size(), 1);
+namespace {
+// Per value of g: 1 if some node reads it, 2 if every reader reads it as a Gather table (then one row a token).
+std::vector<char> constant_reads(const Graph& g) {
+  std::vector<char> reads(g.values.size(), 0);
   for (const Node& node : g.nodes)
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const int v = node.inputs[i];
       if (v < 0) continue;
-      used[static_cast<size_t>(v)] = 1;
-      if (!(node.op_type == "Gather" && i == 0)) gathered_only[static_cast<size_t>(v)] = 0;
+      const bool table = node.op_type == "Gather" && i == 0;
+      char& r = reads[static_cast<size_t>(v)];
+      r = table && r != 1 ? 2 : 1;
     }
+  return reads;
+}
+}  // namespace
+
+void Session::prefault_mapped_weights() {
+  // Gather tables are left to fault row by row: mapping all of one (a 1 GB embedding) costs its size in
+  // RSS for the few rows a prompt reads.
+  const Graph& g = *model_.graph;
+  const std::vector<char> reads = constant_reads(g);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (reads[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
+}
+
+int64_t Session::weight_bytes_per_token() const {
+  const Graph& g = *model_.graph;
+  const std::vector<char> reads = constant_reads(g);
   int64_t n = 0;
   for (const auto& op : ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& c = g.values[v].constant;
-    if (!used[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
+    if (!reads[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
     const int64_t bytes = static_cast<int64_t>(c->nbytes());
-    n += gathered_only[v] ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
+    n += reads[v] == 2 ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
   }
   return n;
 }

@@ -69,6 +69,10 @@ struct SessionOptions {
   // MemoryLimitError naming the numbers, instead of the process being killed for memory. Process-wide:
   // the last session created sets it.
   size_t max_memory = 0;
+  // Maps every weight still read from the model's files into the process at load (weights used as
+  // stored, such as MatMulNBits blocks; not Gather tables, read a row a token), so the first run takes
+  // no page faults for them; the load takes them instead.
+  bool prefault = false;
   // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
   std::function<void(const NodeRun& run)> on_node;
 };
@@ -145,6 +149,7 @@ class Session {
  private:
   void prepare();
   // Lets each op repack its constant weights (Op::prepack) and frees the originals nobody reads.
+  void prefault_mapped_weights();  // SessionOptions::prefault
   void prepack_constants();
   // Decides at load whether decode steps can replay a plan (replayable_, input_dims_).
   void find_input_dims();

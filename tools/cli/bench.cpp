@@ -11,7 +11,7 @@
 namespace tern::cli {
 
 int bench(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"machine", "json"});
+  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault"});
   const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
     const MachinePeaks m = machine_peaks(threads, true);
@@ -39,9 +39,11 @@ int bench(int argc, char** argv) {
   llm::Generator gen(session, cfg);
   llm::GenerateOptions o;
   o.max_new_tokens = new_n;  // no eos: always new_n tokens
+  // The first run after load: its prefill is the cold time to first token (weight pages faulted in,
+  // buffers allocated — unless --prefault took the faults at load); the measured run after it is warm.
   llm::GenerateOptions warm;
-  warm.max_new_tokens = 2;
-  gen.generate({{prompt.begin(), prompt.begin() + std::min<int64_t>(prompt_n, 4)}}, warm);  // pages weights in
+  warm.max_new_tokens = 1;
+  const double cold_prefill_ms = gen.generate({prompt}, warm).prefill_ms;
   // On a device: the bytes moved host↔device by the decode steps after the first (per token below).
   int64_t token = 0, up = 0, down = 0;
   const TransferStats* moved = session.device_transfers();
@@ -67,6 +69,7 @@ int bench(int argc, char** argv) {
                      {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
                      {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
                      {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb},
+                     {"first_prefill_ms", cold_prefill_ms}, {"prefill_ms", r.prefill_ms},
                      {"isa", kernels::isa_name(kernels::active_isa())},
                      {"memory_gb", {{"resident_anon", resident.anon / 1e9}, {"resident_file", resident.file / 1e9}, {"owned", owned_gb},
                                     {"packed_weights", mem.packed_weights / 1e9}, {"owned_constants", mem.owned_constants / 1e9},
@@ -91,6 +94,7 @@ int bench(int argc, char** argv) {
   std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n",
               gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
   std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  std::printf("first run   prefill %.1f ms (cold: the first after load), then %.1f ms\n", cold_prefill_ms, r.prefill_ms);
   std::printf("memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"
               "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
               resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,

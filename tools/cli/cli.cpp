@@ -30,6 +30,7 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   o.sinks = std::stoll(f.get("sinks", "4"));
   if (f.has("threads")) o.threads = std::stoi(f.get("threads"));
   o.max_memory = f.get("max-memory", "");
+  o.prefault = f.has("prefault");
   return o;
 }
 

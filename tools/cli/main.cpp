@@ -24,7 +24,7 @@ commands:
            [--num-beams B [--length-penalty L] [--early-stopping]]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
-           [--no-cache] [--json [--top-logits N]] [--stats] [--max-memory SIZE]
+           [--no-cache] [--json [--top-logits N]] [--stats] [--max-memory SIZE] [--prefault]
       Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
       streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
       the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
@@ -44,6 +44,9 @@ commands:
       --max-memory SIZE (bytes, or 512M, 6G: powers of 1024) caps the memory tern owns — weights
       repacked at load, KV cache, activations; mapped weight files are the kernel's to page — and
       fails naming the numbers, instead of being killed for memory (also for chat, bench, profile).
+      --prefault maps the weights read from the model's files into the process at load (MatMulNBits
+      blocks; not embedding tables), so the first prompt takes no page faults for them (bench:
+      first_prefill_ms).
       --stats adds the bytes a decode step moves for weights and for the KV cache. --top-logits N adds
       each step's N highest logits per sequence to the JSON ([[token, logit], ...] per step), to tell a
       near-tie from a real difference where another runtime's greedy tokens part from tern's.
@@ -51,7 +54,7 @@ commands:
       ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
       sampling k scores and ids back), the others on the CPU (bench and inspect --device list them).
   bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
-        [--device cpu|opencl[:N]] [--max-memory SIZE] [--json]
+        [--device cpu|opencl[:N]] [--max-memory SIZE] [--prefault] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
