@@ -301,12 +301,19 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
   CHECK(std::equal(kept.data<float>(), kept.data<float>() + kept.numel(), kept_copy.data<float>()));
 }
 
-TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
-  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+namespace {
+// The llama-gqa-torch fixture, loaded as tern generate loads it, with a ring of `window` tokens.
+const std::string kGqaFixture = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+std::unique_ptr<Session> gqa_fixture_session(int64_t window) {
   llm::DecoderOptions d;
-  d.window = 128;
-  Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));  // as tern generate loads it
-  Generator gen(s, read_model_config(dir));
+  d.window = window;
+  return std::make_unique<Session>(kGqaFixture + "/model.onnx", llm::decoder_session_options(d, read_model_config(kGqaFixture), true));
+}
+}  // namespace
+
+TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
+  const auto s = gqa_fixture_session(128);
+  Generator gen(*s, read_model_config(kGqaFixture));
   for (const bool greedy : {true, false}) {
     CAPTURE(greedy);
     GenerateOptions o;
@@ -353,11 +360,8 @@ TEST_CASE("a long window allocates slots as it fills; held tokens survive each g
 }
 
 TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefill of the whole prompt gives") {
-  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
-  llm::DecoderOptions d;
-  d.window = 128;
-  Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));
-  Generator gen(s, read_model_config(dir));
+  const auto s = gqa_fixture_session(128);
+  Generator gen(*s, read_model_config(kGqaFixture));
   GenerateOptions o;
   o.max_new_tokens = 6;
   o.resume = true;
@@ -378,17 +382,14 @@ TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefi
 }
 
 TEST_CASE("memory_use accounts for what a decoding session owns: packed weights, the KV ring, activations (within 5%)") {
-  const std::string dir = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
   const size_t before = owned_host_bytes();
   {
-    llm::DecoderOptions d;
-    d.window = 64;
-    Session s(dir + "/model.onnx", llm::decoder_session_options(d, read_model_config(dir), true));
-    Generator gen(s, read_model_config(dir));
+    const auto s = gqa_fixture_session(64);
+    Generator gen(*s, read_model_config(kGqaFixture));
     GenerateOptions o;
     o.max_new_tokens = 40;
     gen.generate({{1, 17, 93}}, o);
-    const MemoryUse m = s.memory_use();
+    const MemoryUse m = s->memory_use();
     const double owned = static_cast<double>(owned_host_bytes() - before);
     MESSAGE("owned ", owned, " B: packed ", m.packed_weights, ", constants ", m.owned_constants, " (mapped ", m.mapped_constants,
             "), KV ", m.kv_cache, ", activations ", m.activations);

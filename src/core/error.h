@@ -16,6 +16,26 @@ struct UnsupportedError : Error {
   using Error::Error;
 };
 
+// Memory tern would own past the --max-memory cap (core/tensor.h take_host_bytes).
+struct MemoryLimitError : Error {
+  using Error::Error;
+};
+
+// Inside a catch block: the tern error being handled again, its message prefixed (a file, a node) and
+// its type kept, so callers can still tell "unsupported" and "over the memory cap" from other errors.
+// Anything else is rethrown as it is.
+[[noreturn]] inline void rethrow_prefixed(const std::string& prefix) {
+  try {
+    throw;
+  } catch (const UnsupportedError& e) {
+    throw UnsupportedError(prefix + e.what());
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(prefix + e.what());
+  } catch (const Error& e) {
+    throw Error(prefix + e.what());
+  }
+}
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {

@@ -14,13 +14,15 @@ MappedFile::~MappedFile() {
   if (data && size) munmap(data, size);
 }
 
+void drop_mapped_pages(const void* begin, size_t bytes) {
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes) {
-  auto view = std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) {
-    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) / page * page;
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  });
+  auto view = std::make_shared<Buffer>(at, bytes, Device{}, [file, bytes](void* p) { drop_mapped_pages(p, bytes); });
   view->set_file_backed();
   return view;
 }

@@ -20,6 +20,10 @@ std::shared_ptr<MappedFile> map_file(const std::string& path);
 // A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
 // the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses
 // nothing: a later read would fault them in from the file again).
+// The pages of a read-only file mapping wholly inside [begin, begin + bytes) leave the process
+// (MADV_DONTNEED: a later read faults them in from the file again).
+void drop_mapped_pages(const void* begin, size_t bytes);
+
 std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes);
 
 }  // namespace tern

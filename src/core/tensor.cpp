@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include "core/mapped_file.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -65,40 +67,35 @@ void give_host_bytes(size_t bytes) { g_owned.fetch_sub(bytes, std::memory_order_
 
 size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }
 void set_host_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
-size_t host_memory_limit() { return g_limit.load(std::memory_order_relaxed); }
+
+namespace {
+// `rounded` bytes, 2 MiB aligned and advised as huge pages; null when the system has none to give.
+void* map_huge(size_t rounded) {
+  const size_t span = rounded + kHugePage;
+  void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  // Keep the 2 MiB-aligned part: unmap the head before it and the tail after it.
+  const auto base = reinterpret_cast<uintptr_t>(m), aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > base) munmap(m, aligned - base);
+  if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+  return p;
+}
+}  // namespace
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
-  if (bytes >= 2 * kHugePage) {
-    const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage, span = rounded + kHugePage;
-    take_host_bytes(rounded);
-    void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) {
-      give_host_bytes(rounded);
-      fail("out of memory mapping ", bytes, " bytes");
-    }
-    // Keep the 2 MiB-aligned part: unmap the head before it and the tail after it.
-    const auto base = reinterpret_cast<uintptr_t>(m), aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
-    if (aligned > base) munmap(m, aligned - base);
-    if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
-    void* p = reinterpret_cast<void*>(aligned);
-    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
-    auto b = std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
-      munmap(q, rounded);
-      give_host_bytes(rounded);
-    });
-    b->owned_ = true;
-    return b;
-  }
-  size_t rounded = (bytes + 63) / 64 * 64;
-  if (rounded == 0) rounded = 64;
+  const bool huge = bytes >= 2 * kHugePage;
+  const size_t unit = huge ? kHugePage : 64, rounded = std::max<size_t>((bytes + unit - 1) / unit * unit, 64);
   take_host_bytes(rounded);
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = huge ? map_huge(rounded) : std::aligned_alloc(64, rounded);
   if (!p) {
     give_host_bytes(rounded);
     fail("out of memory allocating ", bytes, " bytes");
   }
-  auto b = std::make_shared<Buffer>(p, bytes, Device{}, [rounded](void* q) {
-    std::free(q);
+  auto b = std::make_shared<Buffer>(p, bytes, Device{}, [huge, rounded](void* q) {
+    if (huge) munmap(q, rounded);
+    else std::free(q);
     give_host_bytes(rounded);
   });
   b->owned_ = true;
@@ -106,12 +103,9 @@ std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
 }
 
 void Buffer::drop_pages(const void* begin, size_t bytes) const {
-  if (!file_backed_) return;
-  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto lo = std::max(reinterpret_cast<uintptr_t>(begin), reinterpret_cast<uintptr_t>(data_));
   const auto hi = std::min(reinterpret_cast<uintptr_t>(begin) + bytes, reinterpret_cast<uintptr_t>(data_) + bytes_);
-  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (file_backed_ && hi > lo) drop_mapped_pages(reinterpret_cast<const void*>(lo), hi - lo);
 }
 
 bool Buffer::prefault() const {

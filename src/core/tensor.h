@@ -43,11 +43,6 @@ void give_host_bytes(size_t bytes);
 // MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
 // created sets it.
 void set_host_memory_limit(size_t bytes);
-size_t host_memory_limit();
-
-struct MemoryLimitError : Error {
-  using Error::Error;
-};
 
 class Buffer {
  public:

@@ -342,12 +342,8 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
   ExternalData ext(m.dir);
   try {
     m.graph = graph_from_proto(mp.graph(), opsets, &ext, false);
-  } catch (const UnsupportedError& e) {
-    throw UnsupportedError(path + ": " + e.what());
-  } catch (const MemoryLimitError& e) {
-    throw MemoryLimitError(path + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
+  } catch (const Error&) {
+    rethrow_prefixed(path + ": ");
   }
   return m;
 }
@@ -361,12 +357,8 @@ Tensor load_tensor_pb(const std::string& path, std::string* name) {
   ExternalData ext(dir.string());
   try {
     return tensor_from_proto(tp, &ext);
-  } catch (const UnsupportedError& e) {
-    throw UnsupportedError(path + ": " + e.what());
-  } catch (const MemoryLimitError& e) {
-    throw MemoryLimitError(path + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what());
+  } catch (const Error&) {
+    rethrow_prefixed(path + ": ");
   }
 }
 

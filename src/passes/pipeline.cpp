@@ -55,12 +55,8 @@ PipelineResult optimize_graph(Graph& g, const PipelineOptions& options, const st
   PipelineResult r;
   try {
     run_passes(g, options, r);
-  } catch (const UnsupportedError& e) {
-    throw UnsupportedError(model_path + ": " + e.what());
-  } catch (const MemoryLimitError& e) {
-    throw MemoryLimitError(model_path + ": " + e.what());
-  } catch (const Error& e) {
-    throw Error(model_path + ": " + e.what());
+  } catch (const Error&) {
+    rethrow_prefixed(model_path + ": ");
   }
   return r;
 }
