@@ -12,6 +12,15 @@ rm -rf "$work" && mkdir -p "$work"
 "$tern" convert llama2c "$shared/stories260K.bin" --tokenizer "$shared/tok512.bin" --out "$work/model"
 "$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 > "$work/zoo.txt"
 printf '%s' "$(cat "$work/zoo.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo_n60.txt"
+# tern pack: the same text from a packed copy (int4 weights chosen at pack time), the original untouched.
+"$tern" pack "$work/model" "$work/packed" --weights int4 > "$work/pack.txt"
+[ -f "$work/packed/model.tern-pack" ] && [ ! -e "$work/model/model.tern-pack" ]
+"$tern" generate --model "$work/packed" --prompt Zoo --max-new-tokens 20 > "$work/zoo-pack.txt"
+"$tern" generate --model "$work/packed" --prompt Zoo --max-new-tokens 20 --no-pack --weights int4 > "$work/zoo-int4.txt"
+cmp "$work/zoo-pack.txt" "$work/zoo-int4.txt"
+if "$tern" generate --model "$work/packed" --prompt Zoo --weights fp16 2> "$work/err.txt"; then exit 1; fi
+grep -q "holds weights prepared as int4" "$work/err.txt"
+echo "tern pack: a packed int4 copy generates what --weights int4 does"
 # Without a tokenizer, --prompt says what is missing and --ids still works.
 rm "$work/model/tokenizer.bin"
 if "$tern" generate --model "$work/model" --prompt Zoo 2> "$work/err.txt"; then exit 1; fi

@@ -62,6 +62,11 @@ class ExternalData {
     files_.emplace(location, m);
     return m;
   }
+  std::vector<std::string> paths() const {
+    std::vector<std::string> out;
+    for (const auto& [location, file] : files_) out.push_back((fs::path(dir_.empty() ? "." : dir_) / location).string());
+    return out;
+  }
 
  private:
   std::string dir_, real_dir_;
@@ -345,6 +350,7 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
   } catch (const Error&) {
     rethrow_prefixed(path + ": ");
   }
+  m.external_files = ext.paths();
   return m;
 }
 

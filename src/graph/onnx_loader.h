@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 
@@ -15,6 +16,7 @@ namespace tern {
 struct Model {
   std::string path;  // the .onnx file
   std::string dir;   // the folder external data must stay inside
+  std::vector<std::string> external_files;  // the external data files the initializers are mapped from
   int64_t ir_version = 0;
   std::string producer;
   std::map<std::string, std::string> metadata;

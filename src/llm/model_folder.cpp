@@ -62,6 +62,7 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
   so.threads = o.threads;
   if (!o.max_memory.empty()) so.max_memory = parse_memory_size(o.max_memory);
   so.prefault = o.prefault;
+  so.pack = o.use_pack ? SessionOptions::Pack::Use : SessionOptions::Pack::Ignore;
   so.last_position_output = "logits";  // the generator reads no other position
   so.device = parse_device(o.device);
   so.weights = parse_weight_format(o.weights);

@@ -37,6 +37,7 @@ struct DecoderOptions {
   // optional "B" or "iB" after it): "6G", "512MiB". Empty: no cap.
   std::string max_memory;
   bool prefault = false;  // SessionOptions::prefault
+  bool use_pack = true;   // take the model's pack (tern pack) when it has one: SessionOptions::Pack::Use
 };
 // "6G" → 6·2^30 bytes (the rule above); fails naming the flag and the text.
 size_t parse_memory_size(const std::string& text);

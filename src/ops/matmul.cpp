@@ -37,22 +37,40 @@ class MatMulOp : public RepackedMatMul {
       fail_unsupported(n.describe(), ": transBatchA / transBatchB are not supported");
   }
   // A constant 2-D float32/float16 weight is repacked once — into the kernels' panel layout (as stored,
-  // or as fp16/bf16), or block-quantized to int8/int4 — and the original is not read again.
+  // or as fp16/bf16), or block-quantized to int8/int4 — and the original is not read again. With a pack
+  // the repacked weight comes from it, and the original may be a placeholder the pack left out.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
     if (!plain() || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) || B->numel() == 0) return {};
-    switch (options.weights) {
-      case WeightFormat::Int8:
-      case WeightFormat::Int4: {
-        const Tensor W = cast_to(*B, DType::Float32);
-        quantized_ = kernels::quantize_nbits(W.data<float>(), W.dim(0), W.dim(1), options.weights == WeightFormat::Int8 ? 8 : 4, 32);
-        activations_ = nbits_activations(options.activations, false);
-        break;
-      }
-      case WeightFormat::Float16: packed_ = kernels::pack_matrix(*B, DType::Float16); break;
-      case WeightFormat::BFloat16: packed_ = kernels::pack_matrix(*B, DType::BFloat16); break;
-      case WeightFormat::AsStored: packed_ = kernels::pack_matrix(*B, B->dtype()); break;
+    const int64_t K = B->dim(0), N = B->dim(1);
+    auto source = [&]() -> const Tensor& {
+      if (!B->raw()) fail("its weight was left out of the pack, which holds no prepared form of it for --weights ",
+                          weight_format_name(options.weights), ": run `tern pack` again");
+      return *B;
+    };
+    if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
+      const int64_t bits = options.weights == WeightFormat::Int8 ? 8 : 4, block = 32, k_blocks = (K + block - 1) / block;
+      const auto parts = options.prepared(
+          weight_format_name(options.weights),
+          {{DType::UInt8, N * k_blocks * block * bits / 8}, {DType::UInt8, N * ((k_blocks * bits + 7) / 8)}, {DType::Float32, N * k_blocks}},
+          [&] {
+            const Tensor W = cast_to(source(), DType::Float32);
+            kernels::QuantizedWeights q = kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
+            return std::vector<Tensor>{q.data, q.zero_points, q.scales};
+          });
+      quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
+      activations_ = nbits_activations(options.activations, false);
+      return {1};
     }
+    const DType type = options.weights == WeightFormat::Float16    ? DType::Float16
+                       : options.weights == WeightFormat::BFloat16 ? DType::BFloat16
+                                                                   : B->dtype();
+    const int64_t elements = (N + kernels::kPanel - 1) / kernels::kPanel * kernels::kPanel * K;
+    const auto parts = options.prepared(std::string("panels ") + dtype_name(type), {{type, elements}}, [&] {
+      const kernels::PackedMatrix p = kernels::pack_matrix(source(), type);
+      return std::vector<Tensor>{Tensor(type, {elements}, p.panels)};
+    });
+    packed_ = kernels::PackedMatrix{K, N, type, parts[0].buffer()};
     return {1};
   }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {

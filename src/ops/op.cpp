@@ -1,5 +1,6 @@
 #include "ops/op.h"
 
+#include "graph/weight_pack.h"
 #include "kernels/cpu/gemm_packed.h"
 
 #include "ops/register_all.h"
@@ -175,6 +176,28 @@ WeightFormat parse_weight_format(const std::string& name) {
   if (name == "int8") return WeightFormat::Int8;
   if (name == "int4") return WeightFormat::Int4;
   fail("--weights must be fp32, fp16, bf16, int8 or int4, got '", name, "'");
+}
+
+const char* weight_format_name(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::AsStored: return "fp32";
+    case WeightFormat::Float16: return "fp16";
+    case WeightFormat::BFloat16: return "bf16";
+    case WeightFormat::Int8: return "int8";
+    case WeightFormat::Int4: return "int4";
+  }
+  return "?";
+}
+
+std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
+                                             const std::function<std::vector<Tensor>()>& make) const {
+  if (!pack) return make();
+  const std::string key = node + "/" + part;
+  std::vector<Tensor> parts = pack->prepared(key, make);
+  bool fits = parts.size() == expect.size();
+  for (size_t i = 0; fits && i < parts.size(); ++i) fits = parts[i].dtype() == expect[i].first && parts[i].numel() == expect[i].second;
+  if (!fits) fail("pack '", pack->path(), "': entry '", key, "' does not hold what this node prepares: run `tern pack` again");
+  return parts;
 }
 
 ActivationFormat parse_activation_format(const std::string& name) {

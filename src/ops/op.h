@@ -18,6 +18,8 @@ class Kernels;
 
 namespace tern {
 
+class WeightPack;
+
 // Thrown by InferContext when a rule needs a shape or value that is not known yet (load time only);
 // the inference pass then leaves the outputs unknown.
 struct ShapeUnknown {};
@@ -119,7 +121,18 @@ struct PrepackOptions {
   ActivationFormat activations = ActivationFormat::AsModel;
   // The OpenCL device a session runs on: device variants (ops/opencl/) upload their weights to it.
   kernels::opencl::Kernels* device = nullptr;
+  // The session's pack (graph/weight_pack.h), read or being recorded; null: none.
+  WeightPack* pack = nullptr;
+  std::string node;  // the node being prepared: its name keys its parts in the pack
+
+  // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
+  // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else
+  // make()'s (kept when the session records a pack).
+  std::vector<Tensor> prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
+                               const std::function<std::vector<Tensor>()>& make) const;
 };
+// "fp32", "fp16", "bf16", "int8", "int4": the names parse_weight_format takes.
+const char* weight_format_name(WeightFormat format);
 // "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
 WeightFormat parse_weight_format(const std::string& name);
 // "auto" (as the model asks), "fp32", "int8"; fails naming the choices.

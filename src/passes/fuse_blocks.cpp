@@ -2,8 +2,10 @@
 // MatMuls sharing an input → one MatMul over concatenated weights (TVM's qkv_proj / gate_up_proj).
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
+#include "graph/weight_pack.h"
 #include "passes/fusions.h"
 #include "passes/matcher.h"
 
@@ -191,7 +193,7 @@ int add_constant(Graph& g, const std::string& name, Tensor t) {
 // GGUF import: q/k/v and gate/up, 211 products a token → 121). The output is split back, or read packed by
 // the consumer when it takes packed operands: SwiGLU(gate, up) and CachedAttention(q, k, v) whose operands
 // are exactly the split's outputs, in order. Each output column is computed as before, bit for bit.
-std::vector<Fusion> fuse_shared_input_matmuls(Graph& g) {
+std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
   link_producers(g);
   std::map<int, std::vector<int>> by_input;  // x → products reading it with constant weights
   for (size_t k = 0; k < g.nodes.size(); ++k)
@@ -232,27 +234,38 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g) {
     mm.name = first.name + "/concat";
     mm.op_type = first.op_type;
     mm.domain = first.domain;
+    // Through the pack when the session has one: a later load takes the concatenation from it, or — when
+    // the pack recorded it as dropped, its reader having repacked it — makes none at all.
+    auto derive = [&](const std::string& name, DType dtype, const Shape& shape, const std::function<Tensor()>& make) {
+      return add_constant(g, name, pack ? pack->derived(name, dtype, shape, make) : make());
+    };
     if (first.op_type == "MatMul") {
       const Tensor& w0 = *g.values[static_cast<size_t>(first.inputs[1])].constant;
       const int64_t K = w0.dim(0);
-      Tensor cat(w0.dtype(), {K, N});
-      const size_t es = dtype_size(w0.dtype());
-      int64_t col = 0;
-      for (size_t i = 0; i < same.size(); ++i) {
-        const Tensor& w = *g.values[static_cast<size_t>(members[i]->inputs[1])].constant;
-        for (int64_t r = 0; r < K; ++r)
-          std::memcpy(static_cast<char*>(cat.raw()) + (r * N + col) * es, static_cast<const char*>(w.raw()) + r * sizes[i] * es,
-                      static_cast<size_t>(sizes[i]) * es);
-        col += sizes[i];
-      }
-      mm.inputs = {x, add_constant(g, first.name + "/concat_weight", std::move(cat))};
+      mm.inputs = {x, derive(first.name + "/concat_weight", w0.dtype(), {K, N}, [&] {
+                     Tensor cat(w0.dtype(), {K, N});
+                     const size_t es = dtype_size(w0.dtype());
+                     int64_t col = 0;
+                     for (size_t i = 0; i < same.size(); ++i) {
+                       const Tensor& w = *g.values[static_cast<size_t>(members[i]->inputs[1])].constant;
+                       for (int64_t r = 0; r < K; ++r)
+                         std::memcpy(static_cast<char*>(cat.raw()) + (r * N + col) * es,
+                                     static_cast<const char*>(w.raw()) + r * sizes[i] * es, static_cast<size_t>(sizes[i]) * es);
+                       col += sizes[i];
+                     }
+                     return cat;
+                   })};
     } else {  // B [N, k_blocks, blob], scales and zero points: all N-major
       mm.attrs = first.attrs;
       mm.attrs["N"] = int_attr(N);
       mm.inputs = {x};
       const char* names[] = {"", "/concat_B", "/concat_scales", "/concat_zero_points"};
-      for (size_t i = 1; i < first.inputs.size() && first.inputs[i] >= 0; ++i)
-        mm.inputs.push_back(add_constant(g, first.name + names[i], concat_rows(g, members, i)));
+      for (size_t i = 1; i < first.inputs.size() && first.inputs[i] >= 0; ++i) {
+        int64_t total = 0;
+        for (const Node* n : members) total += g.values[static_cast<size_t>(n->inputs[i])].constant->numel();
+        mm.inputs.push_back(derive(first.name + names[i], g.values[static_cast<size_t>(first.inputs[i])].dtype, {total},
+                                   [&] { return concat_rows(g, members, i); }));
+      }
     }
     const int yid = g.add_value(first.name + "/concat_out");
     g.values[static_cast<size_t>(yid)].dtype = g.values[static_cast<size_t>(first.outputs[0])].dtype;

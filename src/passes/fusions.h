@@ -7,6 +7,8 @@
 
 namespace tern {
 
+class WeightPack;  // graph/weight_pack.h
+
 // One rewrite a fusion pass made: which pattern, and the node it produced.
 struct Fusion {
   std::string pattern;
@@ -80,7 +82,8 @@ std::vector<Fusion> fuse_kv_matmuls(Graph& g);
 std::vector<Fusion> fuse_rotary_embedding(Graph& g);
 // MatMuls with constant 2-D weights that read the same input (Q/K/V projections, gate/up) → one MatMul
 // over the concatenated weights, split back — or read packed by SwiGLU / CachedAttention when they are
-// its only consumers. Run after the others: it looks for their nodes.
-std::vector<Fusion> fuse_shared_input_matmuls(Graph& g);
+// its only consumers. Run after the others: it looks for their nodes. The concatenations go through `pack`
+// when given (graph/weight_pack.h: a later load takes them from the pack or skips them).
+std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack = nullptr);
 
 }  // namespace tern

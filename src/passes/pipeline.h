@@ -17,6 +17,7 @@ struct PipelineOptions {
   DType kv_dtype = DType::Float32;
   bool kv_window_required = true;  // fail when no layer matches
   std::string last_position_output;  // graph output generation reads only the last position of
+  WeightPack* pack = nullptr;        // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)
 };
 
 struct PipelineResult {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "ops/execute.h"
 #include "passes/shape_values.h"
+#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/device_executor.h"
 
@@ -104,8 +106,9 @@ void Session::prepare() {
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
+  open_pack();
   passes_ = optimize_graph(g, {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype,
-                                options_.kv_window_required, options_.last_position_output},
+                                options_.kv_window_required, options_.last_position_output, pack_.get()},
                            model_.path);
   for (int id : g.inputs) {
     const Value& v = g.values[static_cast<size_t>(id)];
@@ -117,7 +120,10 @@ void Session::prepare() {
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
   prepack_constants();
-  if (options_.prefault) prefault_mapped_weights();
+  if (options_.prefault) {
+    prefault_mapped_weights();
+    if (pack_) pack_->prefault();
+  }
   for (const auto& op : ops_) states_.push_back(op->make_state());
   find_input_dims();
   values_.resize(g.values.size());
@@ -186,6 +192,10 @@ int64_t Session::state_bytes_per_token() const {
 MemoryUse Session::memory_use() const {
   MemoryUse m;
   for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
+  if (pack_ && pack_->reading()) {
+    m.mapped_prepared = pack_->bytes_served();
+    m.packed_weights -= m.mapped_prepared;
+  }
   for (const auto& state : states_)
     if (state) m.kv_cache += state->held_bytes();
   std::set<const Buffer*> seen;  // a buffer several constants view counts once
@@ -302,6 +312,33 @@ Allocator Session::pool_allocator() {
   return [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
 }
 
+void Session::open_pack() {
+  if (options_.pack == SessionOptions::Pack::Ignore) return;
+  const std::string path = pack_path_for(model_.path);
+  const bool record = options_.pack == SessionOptions::Pack::Record;
+  std::error_code ec;
+  if (!record && !std::filesystem::exists(path, ec)) return;
+  std::vector<std::string> files{model_.path};
+  files.insert(files.end(), model_.external_files.begin(), model_.external_files.end());
+  // What the panels look like to the kernels; a pack made by a build with other panels is refused.
+  const PackIdentity identity{source_fingerprint(files), "panel" + std::to_string(kernels::kPanel), weight_format_name(options_.weights)};
+  if (record) {
+    pack_ = std::make_shared<WeightPack>(identity);
+    return;
+  }
+  pack_ = WeightPack::open(path, identity);
+  const WeightFormat packed = parse_weight_format(pack_->identity().weights);
+  if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
+    fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",
+         weight_format_name(options_.weights), ": run `tern pack` with that --weights, or load without the pack");
+  options_.weights = packed;
+}
+
+void Session::save_pack(const std::string& path) const {
+  if (!pack_ || pack_->reading()) fail("save_pack: the session was not loaded with SessionOptions::Pack::Record");
+  pack_->save(path);
+}
+
 void Session::prepack_constants() {
   Graph& g = *model_.graph;
   std::vector<int> readers(g.values.size(), 0), done_with(g.values.size(), 0);
@@ -318,7 +355,8 @@ void Session::prepack_constants() {
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
     std::vector<int> repacked;
     try {
-      repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr});
+      repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr,
+                                              pack_.get(), n.name});
     } catch (...) {
       rethrow_naming(n);
     }

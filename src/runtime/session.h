@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "graph/onnx_loader.h"
+#include "graph/weight_pack.h"
 #include "ops/execute.h"
 #include "ops/op.h"
 #include "passes/pipeline.h"
@@ -36,6 +37,7 @@ struct MemoryUse {
   int64_t packed_weights = 0;    // weights repacked at load (Op::packed_weight_bytes)
   int64_t owned_constants = 0;   // constants kept in owned memory: folded results, weights read from the protobuf
   int64_t mapped_constants = 0;  // constants viewing a mapped weights file (Gather tables, MatMulNBits as stored)
+  int64_t mapped_prepared = 0;   // prepared weights read from the model's pack (tern pack), not owned
   int64_t kv_cache = 0;          // the ops' sequence state (KV rings) as allocated so far
   int64_t activations = 0;       // the activations' pool: every block it holds, in use or free
   int64_t owned() const { return packed_weights + owned_constants + kv_cache + activations; }
@@ -73,6 +75,12 @@ struct SessionOptions {
   // stored, such as MatMulNBits blocks; not Gather tables, read a row a token), so the first run takes
   // no page faults for them; the load takes them instead.
   bool prefault = false;
+  // Prepared weights from a pack (`tern pack`, graph/weight_pack.h). Use: when <model>.tern-pack lies
+  // beside the model, the session maps it and takes what it holds instead of preparing it; the pack then
+  // sets the weight format (`weights` asking another one fails). Ignore: the model's files alone.
+  // Record: prepares as usual and keeps everything it prepared for save_pack().
+  enum class Pack { Use, Ignore, Record };
+  Pack pack = Pack::Use;
   // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
   std::function<void(const NodeRun& run)> on_node;
 };
@@ -128,6 +136,10 @@ class Session {
   int64_t state_bytes_per_token() const;
   // The memory this session holds now, by what it is for (bytes).
   MemoryUse memory_use() const;
+  // The pack the session reads its prepared weights from, or records them for; null when none.
+  const WeightPack* pack() const { return pack_.get(); }
+  // With SessionOptions::Pack::Record: writes what the load prepared as the pack at `path`.
+  void save_pack(const std::string& path) const;
   // Bytes of weights a decode step reads: every constant a node reads whole, and one row per token
   // of a table read by Gather (embeddings).
   int64_t weight_bytes_per_token() const;
@@ -148,6 +160,7 @@ class Session {
 
  private:
   void prepare();
+  void open_pack();  // SessionOptions::pack
   // Lets each op repack its constant weights (Op::prepack) and frees the originals nobody reads.
   void prefault_mapped_weights();  // SessionOptions::prefault
   void prepack_constants();
@@ -186,6 +199,7 @@ class Session {
   std::vector<std::unique_ptr<OpState>> states_;    // parallel to ops_: their sequence state (or null)
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
+  std::shared_ptr<WeightPack> pack_;
 
   // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
   // (`replayable_`, decided at load), a run whose symbolic dims equal the previous run's replays a

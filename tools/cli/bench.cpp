@@ -11,7 +11,7 @@
 namespace tern::cli {
 
 int bench(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault"});
+  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack"});
   const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
     const MachinePeaks m = machine_peaks(threads, true);
@@ -73,8 +73,10 @@ int bench(int argc, char** argv) {
                      {"isa", kernels::isa_name(kernels::active_isa())},
                      {"memory_gb", {{"resident_anon", resident.anon / 1e9}, {"resident_file", resident.file / 1e9}, {"owned", owned_gb},
                                     {"packed_weights", mem.packed_weights / 1e9}, {"owned_constants", mem.owned_constants / 1e9},
-                                    {"mapped_constants", mem.mapped_constants / 1e9}, {"kv_cache", mem.kv_cache / 1e9},
+                                    {"mapped_constants", mem.mapped_constants / 1e9}, {"mapped_prepared", mem.mapped_prepared / 1e9},
+                                    {"kv_cache", mem.kv_cache / 1e9},
                                     {"activations", mem.activations / 1e9}, {"other_owned", owned_gb - mem.owned() / 1e9}}}};
+    if (session.pack()) j["pack"] = session.pack()->path();
     if (moved) {
       j["device"] = f.get("device");
       j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
@@ -99,6 +101,8 @@ int bench(int argc, char** argv) {
               "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
               resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,
               mem.mapped_constants / 1e9, mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
+  if (session.pack())
+    std::printf("pack        %s: %.2f GB of prepared weights mapped from it\n", session.pack()->path().c_str(), mem.mapped_prepared / 1e9);
   if (moved) {
     std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
                 f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,

@@ -19,7 +19,7 @@ extern "C" void on_sigint(int) { interrupted = true; }
 // An interactive conversation: each turn is prefilled on top of the cache the last one left (only the
 // new text is fed when the conversation so far tokenizes as it was generated), the answer streams.
 int chat(int argc, char** argv) {
-  Flags f = parse(argc, argv, 3, {"greedy", "stats", "prefault"});
+  Flags f = parse(argc, argv, 3, {"greedy", "stats", "prefault", "no-pack"});
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [sampling flags]");
   const llm::ModelFiles files = llm::resolve_model(argv[2]);
   const std::string &model_path = files.onnx, &dir = files.dir;

@@ -31,6 +31,7 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   if (f.has("threads")) o.threads = std::stoi(f.get("threads"));
   o.max_memory = f.get("max-memory", "");
   o.prefault = f.has("prefault");
+  o.use_pack = !f.has("no-pack");
   return o;
 }
 

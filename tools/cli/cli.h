@@ -58,6 +58,7 @@ int bench_op(int argc, char** argv);
 int quantize(int argc, char** argv);
 int convert(int argc, char** argv);
 int import_gguf(int argc, char** argv);
+int pack(int argc, char** argv);
 int devices(int argc, char** argv);
 
 }  // namespace tern::cli

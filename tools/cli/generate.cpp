@@ -38,7 +38,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 }  // namespace
 
 int generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats", "prefault"});
+  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats", "prefault", "no-pack"});
   const llm::ModelFiles files = llm::resolve_model(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])));
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);

@@ -95,6 +95,15 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Writes a llama.cpp GGUF (Llama family) as an ONNX model folder: the same graph, the weights' exact
       values (Q4_0/Q4_1/Q8_0 as MatMulNBits blocks, others as float32), config.json, tokenizer.json from
       the GGUF vocabulary and the chat template.
+  pack MODEL_DIR [OUT_DIR] [--weights fp32|fp16|bf16|int8|int4]
+      Prepares the model's weights once, as a load would — MatMul weights in the kernels' panel layout
+      (or converted by --weights), the concatenations the fusions make — and writes them to
+      <model>.tern-pack beside the model (with OUT_DIR: in a copy of the folder, its files hard-linked
+      where the file system allows, else copied). Later loads of that folder map the pack read-only and
+      run on it: nothing is repacked or copied, and its pages are the kernel's to share and evict. A pack
+      of int4 weights loads as int4 without --weights. A pack made from other model files (a sampled
+      fingerprint) or by a build with another kernel layout is refused with a message; --no-pack (generate,
+      chat, bench, profile) loads without it.
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
 )";
@@ -118,7 +127,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(int, char**)> commands = {
       {"run", run},         {"inspect", inspect},   {"generate", generate},       {"eval", eval},
       {"profile", profile}, {"quantize", quantize}, {"convert", convert},         {"import-gguf", import_gguf},
-      {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices}};
+      {"pack", pack},       {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices}};
   const auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();

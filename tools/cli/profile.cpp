@@ -15,7 +15,7 @@ int profile(int argc, char** argv) {
     compare_profiles(read_profile_trace(argv[3]), read_profile_trace(argv[4]), std::cout);
     return 0;
   }
-  Flags f = parse(argc, argv, 2, {"prefault"});
+  Flags f = parse(argc, argv, 2, {"prefault", "no-pack"});
   if (!f.has("model")) fail("profile needs --model PATH (or --compare A.json B.json)");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;

@@ -1,0 +1,219 @@
+#include "graph/weight_pack.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace tern {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'E', 'R', 'N', 'P', 'A', 'C', 'K'};
+// Bumped whenever what a session prepares changes meaning (a layout, a key, a quantization rule): an
+// older pack is then refused rather than misread.
+constexpr uint32_t kFormatVersion = 1;
+constexpr size_t kAlign = 64;
+constexpr size_t kPreamble = sizeof(kMagic) + 2 * sizeof(uint32_t);
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+bool known_dtype(int64_t t) {
+  switch (static_cast<DType>(t)) {
+    case DType::Float32: case DType::UInt8: case DType::Int8: case DType::UInt16: case DType::Int16: case DType::Int32:
+    case DType::Int64: case DType::Bool: case DType::Float16: case DType::Float64: case DType::UInt32: case DType::UInt64:
+    case DType::BFloat16:
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string source_fingerprint(const std::vector<std::string>& files) {
+  uint64_t h = 1469598103934665603ULL;
+  std::vector<char> page(4096);
+  for (const std::string& path : files) {
+    const std::string name = fs::path(path).filename().string();
+    h = fnv1a(name.data(), name.size(), h);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot read '", path, "' to fingerprint it");
+    in.seekg(0, std::ios::end);
+    const auto size = static_cast<uint64_t>(in.tellg());
+    h = fnv1a(&size, sizeof size, h);
+    for (uint64_t i = 0; i < 16 && size > 0; ++i) {
+      const uint64_t at = size > page.size() ? (size - page.size()) / 15 * i : 0;
+      in.seekg(static_cast<std::streamoff>(at));
+      in.read(page.data(), static_cast<std::streamsize>(std::min<uint64_t>(page.size(), size - at)));
+      h = fnv1a(page.data(), static_cast<size_t>(in.gcount()), h);
+    }
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+std::string pack_path_for(const std::string& onnx_path) {
+  fs::path p(onnx_path);
+  return p.replace_extension(".tern-pack").string();
+}
+
+std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected) {
+  auto pack = std::make_shared<WeightPack>(PackIdentity{});
+  pack->path_ = path;
+  pack->file_ = map_file(path);
+  const MappedFile& f = *pack->file_;
+  const auto* bytes = static_cast<const char*>(f.data);
+  auto bad = [&](const auto&... why) { fail("pack '", path, "': ", why...); };
+  if (f.size < kPreamble || std::memcmp(bytes, kMagic, sizeof kMagic) != 0) bad("not a tern pack (no TERNPACK magic)");
+  uint32_t version = 0, header_bytes = 0;
+  std::memcpy(&version, bytes + 8, 4);
+  std::memcpy(&header_bytes, bytes + 12, 4);
+  if (version != kFormatVersion)
+    bad("format version ", version, ", this tern reads version ", kFormatVersion, ": run `tern pack` again");
+  if (header_bytes > f.size - kPreamble) bad("header of ", header_bytes, " bytes is past the end of the file (truncated?)");
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(bytes + kPreamble, bytes + kPreamble + header_bytes);
+    pack->identity_ = {h.at("source").get<std::string>(), h.at("layout").get<std::string>(), h.at("weights").get<std::string>()};
+    for (const auto& e : h.at("entries")) {
+      const std::string key = e.at("key").get<std::string>();
+      Entry& entry = pack->entries_[key];
+      entry.dropped = e.value("dropped", false);
+      for (const auto& t : e.value("tensors", nlohmann::json::array())) {
+        const auto dtype = t.at("dtype").get<int64_t>();
+        const auto shape = t.at("shape").get<Shape>();
+        const auto offset = t.at("offset").get<uint64_t>(), nbytes = t.at("bytes").get<uint64_t>();
+        if (!known_dtype(dtype)) bad("entry '", key, "': data type ", dtype, " is not one a pack holds");
+        int64_t numel = 1;
+        for (int64_t d : shape) {
+          if (d < 0 || (d > 0 && numel > (INT64_MAX / 16) / d)) bad("entry '", key, "': shape ", shape_str(shape), " is invalid");
+          numel *= d;
+        }
+        if (nbytes != bytes_for(static_cast<DType>(dtype), numel))
+          bad("entry '", key, "': ", nbytes, " bytes for shape ", shape_str(shape), " of ", dtype_name(static_cast<DType>(dtype)));
+        if (offset % kAlign != 0 || offset > f.size || nbytes > f.size - offset)
+          bad("entry '", key, "': bytes ", offset, "..", offset + nbytes, " are not inside the file's ", f.size, " (truncated?)");
+        entry.tensors.emplace_back(static_cast<DType>(dtype), shape,
+                                   mapped_view(pack->file_, const_cast<char*>(bytes) + offset, static_cast<size_t>(nbytes)));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    bad("header is not valid: ", e.what());
+  }
+  if (pack->identity_.layout != expected.layout)
+    bad("made for the kernel layout '", pack->identity_.layout, "', this build uses '", expected.layout, "': run `tern pack` again");
+  if (pack->identity_.source != expected.source)
+    bad("made from other model files (fingerprint ", pack->identity_.source, ", these are ", expected.source,
+        "): run `tern pack` again, or delete it");
+  return pack;
+}
+
+std::vector<Tensor> WeightPack::prepared(const std::string& key, const std::function<std::vector<Tensor>()>& make) {
+  if (reading()) {
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.dropped) return make();
+    for (const Tensor& t : it->second.tensors) served_ += static_cast<int64_t>(t.nbytes());
+    return it->second.tensors;
+  }
+  Entry& e = entries_[key];
+  e.tensors = make();
+  return e.tensors;
+}
+
+Tensor WeightPack::derived(const std::string& key, DType dtype, const Shape& shape, const std::function<Tensor()>& make) {
+  if (reading()) {
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.dropped) return Tensor(dtype, shape, nullptr);
+    if (it != entries_.end() && it->second.tensors.size() == 1 && it->second.tensors[0].dtype() == dtype &&
+        it->second.tensors[0].shape() == shape)
+      return it->second.tensors[0];
+    return make();
+  }
+  Tensor t = make();
+  Entry& e = entries_[key];
+  e.derived = true;
+  e.dtype = t.dtype();
+  e.shape = t.shape();
+  e.watched = t.buffer();
+  return t;
+}
+
+bool WeightPack::prefault() const {
+  return file_ && mapped_view(file_, file_->data, file_->size)->prefault();
+}
+
+void WeightPack::save(const std::string& path) const {
+  struct Item {
+    const void* data;
+    size_t bytes;
+  };
+  std::vector<Item> items;
+  // The header with the data starting at `start`.
+  auto layout = [&](uint64_t start) {
+    items.clear();
+    nlohmann::json entries = nlohmann::json::array();
+    uint64_t at = start;
+    for (const auto& [key, e] : entries_) {
+      nlohmann::json entry{{"key", key}};
+      std::vector<Tensor> tensors = e.tensors;
+      if (e.derived) {
+        if (auto buffer = e.watched.lock()) tensors.emplace_back(e.dtype, e.shape, buffer);
+        else entry["dropped"] = true;
+      }
+      nlohmann::json list = nlohmann::json::array();
+      for (const Tensor& t : tensors) {
+        at = (at + kAlign - 1) / kAlign * kAlign;
+        list.push_back({{"dtype", static_cast<int64_t>(t.dtype())}, {"shape", t.shape()}, {"offset", at}, {"bytes", t.nbytes()}});
+        items.push_back({t.raw(), t.nbytes()});
+        at += t.nbytes();
+      }
+      if (!list.empty()) entry["tensors"] = list;
+      entries.push_back(entry);
+    }
+    return nlohmann::json{{"source", identity_.source}, {"layout", identity_.layout}, {"weights", identity_.weights},
+                          {"entries", entries}}
+        .dump();
+  };
+  // Laid out once from 0 to learn its size; moving the data past it lengthens each offset by at most 20
+  // digits, so the second layout fits in that room (padded with spaces, which JSON allows).
+  const size_t draft = layout(0).size();
+  const uint64_t start = (kPreamble + draft + 20 * items.size() + kAlign - 1) / kAlign * kAlign;
+  std::string header = layout(start);
+  header.resize(start - kPreamble, ' ');
+  const std::string tmp = path + ".partial";
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (!out) fail("cannot write '", tmp, "': ", std::strerror(errno));
+  auto put = [&](const void* p, size_t n) {
+    if (n && std::fwrite(p, 1, n, out) != n) {
+      std::fclose(out);
+      std::remove(tmp.c_str());
+      fail("writing '", tmp, "' failed (disk full?)");
+    }
+  };
+  const uint32_t version = kFormatVersion, header_bytes = static_cast<uint32_t>(header.size());
+  put(kMagic, sizeof kMagic);
+  put(&version, 4);
+  put(&header_bytes, 4);
+  put(header.data(), header.size());
+  uint64_t at = start;
+  static const char zeros[kAlign] = {};
+  for (const Item& item : items) {
+    const uint64_t aligned = (at + kAlign - 1) / kAlign * kAlign;
+    put(zeros, aligned - at);
+    put(item.data, item.bytes);
+    at = aligned + item.bytes;
+  }
+  if (std::fclose(out) != 0) fail("writing '", tmp, "' failed: ", std::strerror(errno));
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) fail("cannot rename '", tmp, "' to '", path, "': ", ec.message());
+}
+
+}  // namespace tern

@@ -1,0 +1,86 @@
+// A pack (`tern pack`): the weights a session prepares at load — panels in the kernels' layout, weights
+// quantized by --weights, concatenations made by fusions — written once to one file beside the model
+// and mapped read-only by later loads, which run on it with nothing repacked or copied.
+//
+// File: "TERNPACK" · u32 format version · u32 header bytes · a JSON header (what the pack was made from,
+// its entries) · the data, each tensor 64-byte aligned. An entry is a list of tensors under a key (a
+// node's prepared weight: "<node>/panels") or a constant made at load that no one read afterwards (its
+// readers took their prepared weights from the pack), recorded as dropped so a later load does not make
+// it at all.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace tern {
+
+// What a pack must match to be used.
+struct PackIdentity {
+  std::string source;   // source_fingerprint of the model's files
+  std::string layout;   // the kernels' packed layout, named by the session ("panel16")
+  std::string weights;  // the weight format prepared ("fp32", "int4"…; SessionOptions::weights)
+};
+
+// The model's files (the .onnx and its external data) as a fingerprint: each name, size and 16 pages
+// read at evenly spaced offsets, FNV-1a. Cheap by design — 16 page reads a file, so a load stays
+// instant — it tells a re-exported or different model from the one packed, not one changed weight byte.
+std::string source_fingerprint(const std::vector<std::string>& files);
+
+// Where a model's pack lives: model.onnx → model.tern-pack beside it.
+std::string pack_path_for(const std::string& onnx_path);
+
+class WeightPack {
+ public:
+  // An empty pack that records what a session prepares, for save().
+  explicit WeightPack(PackIdentity identity) : identity_(std::move(identity)) {}
+  // Maps the pack at `path` for reading. Fails naming the file and what is wrong when it is not a pack
+  // (magic, version, header, an entry past the end or of the wrong size) or was made from another
+  // source or kernel layout than `expected` (whose `weights` is not checked: see identity()).
+  static std::shared_ptr<WeightPack> open(const std::string& path, const PackIdentity& expected);
+
+  bool reading() const { return file_ != nullptr; }
+  const PackIdentity& identity() const { return identity_; }
+  const std::string& path() const { return path_; }
+
+  // A weight a node prepares from its constants (`key`: "<node>/<part>"). Reading: the tensors stored
+  // under it, views of the file, when it holds them; otherwise — and always when recording — make()'s,
+  // which a recording pack keeps for save().
+  std::vector<Tensor> prepared(const std::string& key, const std::function<std::vector<Tensor>()>& make);
+  // A constant a pass makes from other constants (a fused concatenation; `key`: the new value's name).
+  // Reading: the stored tensor, or — when the pack recorded it as dropped — a shape-only placeholder
+  // (no data: its readers take their prepared weights from the pack), or make()'s when it holds
+  // neither. Recording: make()'s, watched: save() stores it if something still holds it then, else
+  // marks it dropped.
+  Tensor derived(const std::string& key, DType dtype, const Shape& shape, const std::function<Tensor()>& make);
+
+  // Writes the recorded entries to `path` (through a temporary file renamed at the end); fails naming it.
+  void save(const std::string& path) const;
+  // Reading: bytes of prepared weights prepared() has handed out from the file so far.
+  int64_t bytes_served() const { return served_; }
+  // Maps the whole file in now (MADV_POPULATE_READ; --prefault). Returns whether it did.
+  bool prefault() const;
+
+ private:
+  struct Entry {
+    std::vector<Tensor> tensors;  // reading: views of the file; recording: what prepared() made
+    bool dropped = false;         // reading: a derived constant that was not kept
+    // Recording, for derived(): the constant made, kept by save() only if something still holds it.
+    bool derived = false;
+    DType dtype = DType::Undefined;
+    Shape shape;
+    std::weak_ptr<Buffer> watched;
+  };
+  PackIdentity identity_;
+  std::string path_;
+  std::shared_ptr<MappedFile> file_;
+  std::map<std::string, Entry> entries_;
+  int64_t served_ = 0;
+};
+
+}  // namespace tern

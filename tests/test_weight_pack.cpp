@@ -1,0 +1,179 @@
+// tern pack: a session recording what it prepares, the pack saved beside the model, later loads mapping it —
+// the same logits bit for bit, nothing repacked — and packs that do not fit refused with a message.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "llm/generator.h"
+#include "llm/model_folder.h"
+#include "model_builder.h"
+
+using namespace tern;
+using namespace tern::llm;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFixtures = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/";
+
+// The fixture's folder copied into `dir` (so its pack lands there, not in the source tree).
+std::string copy_fixture(const std::string& name, const fs::path& dir) {
+  fs::copy(kFixtures + name, dir, fs::copy_options::recursive);
+  return (dir / "model.onnx").string();
+}
+
+SessionOptions options(const std::string& onnx, SessionOptions::Pack pack, const std::string& weights = "fp32") {
+  DecoderOptions d;
+  d.window = 64;
+  d.weights = weights;
+  SessionOptions so = decoder_session_options(d, read_model_config(fs::path(onnx).parent_path().string()), true);
+  so.pack = pack;
+  return so;
+}
+
+void make_pack(const std::string& onnx, const std::string& weights = "fp32") {
+  Session recorder(onnx, options(onnx, SessionOptions::Pack::Record, weights));
+  recorder.save_pack(pack_path_for(onnx));
+}
+
+GenerateResult greedy(Session& s, const std::string& onnx) {
+  Generator gen(s, read_model_config(fs::path(onnx).parent_path().string()));
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  return gen.generate({{1, 17, 93, 5}}, o);
+}
+
+void check_same(const GenerateResult& a, const GenerateResult& b) {
+  CHECK(a.tokens == b.tokens);
+  REQUIRE(a.prefill_logits.numel() == b.prefill_logits.numel());
+  CHECK(std::memcmp(a.prefill_logits.raw(), b.prefill_logits.raw(), a.prefill_logits.nbytes()) == 0);
+}
+
+// Rewrites the pack's JSON header with `edit` (in place: the header's room is fixed, padded with spaces).
+void edit_header(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  char pre[16];
+  f.read(pre, 16);
+  uint32_t bytes = 0;
+  std::memcpy(&bytes, pre + 12, 4);
+  std::string header(bytes, ' ');
+  f.read(header.data(), bytes);
+  nlohmann::json h = nlohmann::json::parse(header);
+  edit(h);
+  std::string out = h.dump();
+  REQUIRE(out.size() <= bytes);
+  out.resize(bytes, ' ');
+  f.seekp(16);
+  f.write(out.data(), static_cast<std::streamsize>(out.size()));
+}
+
+std::string load_error(const std::string& onnx, const std::string& weights = "fp32") {
+  try {
+    Session s(onnx, options(onnx, SessionOptions::Pack::Use, weights));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+}  // namespace
+
+TEST_CASE("a packed model runs on the pack's prepared weights: the same logits bit for bit, nothing repacked") {
+  for (const char* fixture : {"llama-gqa-torch", "llama-gqa-int4"})
+    for (const char* weights : {"fp32", "fp16", "int4"}) {
+      if (std::string(fixture) == "llama-gqa-int4" && std::string(weights) != "fp32") continue;  // no float MatMuls
+      CAPTURE(fixture);
+      CAPTURE(weights);
+      test::TempDir dir;
+      const std::string onnx = copy_fixture(fixture, dir.path / "model");
+      Session plain(onnx, options(onnx, SessionOptions::Pack::Ignore, weights));
+      const GenerateResult expected = greedy(plain, onnx);
+      const MemoryUse plain_use = plain.memory_use();
+      make_pack(onnx, weights);
+      REQUIRE(fs::exists(dir.path / "model" / "model.tern-pack"));
+      // Packed with --weights X, the pack loads as X without asking.
+      Session packed(onnx, options(onnx, SessionOptions::Pack::Use));
+      REQUIRE(packed.pack() != nullptr);
+      CHECK(packed.pack()->reading());
+      check_same(greedy(packed, onnx), expected);
+      const MemoryUse use = packed.memory_use();
+      CHECK(use.packed_weights == 0);  // owned: none
+      if (std::string(fixture) == "llama-gqa-torch") CHECK(use.mapped_prepared > 0);  // (the int4 fixture has no float MatMul)
+      CHECK(use.mapped_prepared == plain_use.packed_weights);
+      // The same constants kept; fused concatenations MatMulNBits reads as stored come mapped from the pack.
+      CHECK(use.owned_constants + use.mapped_constants == plain_use.owned_constants + plain_use.mapped_constants);
+      if (std::string(fixture) == "llama-gqa-int4") CHECK(use.owned_constants < plain_use.owned_constants);
+    }
+}
+
+TEST_CASE("packs that do not fit the model are refused naming the pack and what is wrong") {
+  test::TempDir dir;
+  const std::string onnx = copy_fixture("llama-gqa-torch", dir.path / "model");
+  const std::string pack = pack_path_for(onnx);
+  make_pack(onnx, "int4");
+  const std::string original = dir.path / "original.tern-pack";
+  fs::copy_file(pack, original);
+  auto restore = [&] { fs::copy_file(original, pack, fs::copy_options::overwrite_existing); };
+
+  SUBCASE("another weight format than asked") {
+    const std::string e = load_error(onnx, "fp16");
+    CHECK(e.find("holds weights prepared as int4, this load asks for fp16") != std::string::npos);
+    CHECK(e.find(pack) != std::string::npos);
+  }
+  SUBCASE("without it (Pack::Ignore) the model loads as usual") {
+    Session s(onnx, options(onnx, SessionOptions::Pack::Ignore, "fp16"));
+    CHECK(s.pack() == nullptr);
+  }
+  SUBCASE("made from other model files") {
+    fs::copy_file(kFixtures + "llama-gqa-int4/model.onnx", onnx, fs::copy_options::overwrite_existing);
+    CHECK(load_error(onnx).find("made from other model files") != std::string::npos);
+  }
+  SUBCASE("not a pack, another version, truncated") {
+    {
+      std::fstream f(pack, std::ios::in | std::ios::out | std::ios::binary);
+      f.write("NOTAPACK", 8);
+    }
+    CHECK(load_error(onnx).find("not a tern pack") != std::string::npos);
+    restore();
+    {
+      std::fstream f(pack, std::ios::in | std::ios::out | std::ios::binary);
+      const uint32_t v = 99;
+      f.seekp(8);
+      f.write(reinterpret_cast<const char*>(&v), 4);
+    }
+    CHECK(load_error(onnx).find("format version 99") != std::string::npos);
+    restore();
+    fs::resize_file(pack, fs::file_size(pack) / 2);
+    CHECK(load_error(onnx).find("are not inside the file") != std::string::npos);
+    fs::resize_file(pack, 20);
+    CHECK(load_error(onnx).find("past the end of the file") != std::string::npos);
+  }
+  SUBCASE("a hostile header") {
+    edit_header(pack, [](nlohmann::json& h) { h["entries"][0]["tensors"][0]["bytes"] = 7; });
+    CHECK(load_error(onnx).find("7 bytes for shape") != std::string::npos);
+    restore();
+    edit_header(pack, [](nlohmann::json& h) { h["entries"][0]["tensors"][0]["dtype"] = 8; });  // string
+    CHECK(load_error(onnx).find("is not one a pack holds") != std::string::npos);
+    restore();
+    edit_header(pack, [](nlohmann::json& h) { h["layout"] = "panel99"; });
+    CHECK(load_error(onnx).find("made for the kernel layout 'panel99'") != std::string::npos);
+    restore();
+    edit_header(pack, [](nlohmann::json& h) { h.erase("entries"); });
+    CHECK(load_error(onnx).find("header is not valid") != std::string::npos);
+    restore();
+    // Well-formed, but not what the node prepares: half the blocks under one node's key.
+    edit_header(pack, [](nlohmann::json& h) {
+      for (auto& e : h["entries"])
+        if (!e.contains("dropped")) {
+          auto& t = e["tensors"][0];
+          t["shape"] = {t["shape"][0].get<int64_t>() / 2};
+          t["bytes"] = t["bytes"].get<int64_t>() / 2;
+          break;
+        }
+    });
+    CHECK(load_error(onnx).find("does not hold what this node prepares") != std::string::npos);
+  }
+}

@@ -1,0 +1,61 @@
+#include "tools/cli/cli.h"
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+namespace tern::cli {
+
+namespace {
+
+// OUT_DIR as a copy of the model folder: each file hard-linked where the file system allows (a
+// multi-gigabyte weights file costs nothing twice), else copied. An old pack is not carried over.
+void mirror_folder(const std::filesystem::path& from, const std::filesystem::path& to) {
+  namespace fs = std::filesystem;
+  fs::create_directories(to);
+  for (const auto& e : fs::recursive_directory_iterator(from)) {
+    const fs::path rel = fs::relative(e.path(), from), dest = to / rel;
+    if (e.is_directory()) {
+      fs::create_directories(dest);
+      continue;
+    }
+    if (!e.is_regular_file() || e.path().extension() == ".tern-pack") continue;
+    if (fs::exists(dest)) fail("'", dest.string(), "' exists; choose an empty OUT_DIR");
+    std::error_code ec;
+    fs::create_hard_link(e.path(), dest, ec);
+    if (ec) fs::copy_file(e.path(), dest);
+  }
+}
+
+}  // namespace
+
+int pack(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  if (argc < 3 || argv[2][0] == '-') fail("pack needs MODEL_DIR [OUT_DIR]");
+  const bool out_given = argc > 3 && argv[3][0] != '-';
+  Flags f = parse(argc, argv, out_given ? 4 : 3, {});
+  const llm::ModelFiles source = llm::resolve_model(argv[2]);
+  std::string onnx = source.onnx;
+  if (out_given) {
+    const fs::path from = source.dir.empty() ? "." : source.dir, to = argv[3];
+    std::error_code ec;
+    if (!fs::equivalent(from, to, ec)) {
+      mirror_folder(from, to);
+      onnx = (to / fs::path(source.onnx).filename()).string();
+    }
+  }
+  // Prepared as generation loads it (the same fusions, so the same nodes), with the weights asked for.
+  llm::DecoderOptions o = decoder_options(f);
+  SessionOptions so = llm::decoder_session_options(o, llm::read_model_config(fs::path(onnx).parent_path().string()), true);
+  so.pack = SessionOptions::Pack::Record;
+  const auto t0 = std::chrono::steady_clock::now();
+  Session session(onnx, so);
+  const std::string path = pack_path_for(onnx);
+  session.save_pack(path);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "packed " << o.weights << " weights: " << path << " (" << static_cast<double>(fs::file_size(path)) / 1e9
+            << " GB, " << s << " s); loads of " << fs::path(onnx).parent_path().string() << " now map it\n";
+  return 0;
+}
+
+}  // namespace tern::cli
