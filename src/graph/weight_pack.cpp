@@ -1,5 +1,8 @@
 #include "graph/weight_pack.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -210,7 +213,13 @@ void WeightPack::save(const std::string& path) const {
     put(item.data, item.bytes);
     at = aligned + item.bytes;
   }
-  if (std::fclose(out) != 0) fail("writing '", tmp, "' failed: ", std::strerror(errno));
+  // On disk before the rename, and out of the page cache: the pages write() left there are small folios,
+  // mapped 4 KiB at a time, while pages read back from disk come in large folios the kernel maps 2 MiB at a
+  // time. Measured on the 1B-shape fp32 pack, prefill of 128 tokens: 53-59 tok/s on the written pages,
+  // 70-74 once read back (4.4 of 4.9 GB then PMD-mapped).
+  const bool synced = std::fflush(out) == 0 && fdatasync(fileno(out)) == 0;
+  if (synced) posix_fadvise(fileno(out), 0, 0, POSIX_FADV_DONTNEED);
+  if (std::fclose(out) != 0 || !synced) fail("writing '", tmp, "' failed: ", std::strerror(errno));
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) fail("cannot rename '", tmp, "' to '", path, "': ", ec.message());
