@@ -3,8 +3,11 @@
 # (tools/make_bench_gguf.py) is the source of every file — llama.cpp's own llama-quantize makes its F16 and
 # Q4_0 (--pure: every matrix Q4_0), and `tern import-gguf` turns the F32 and the Q4_0 into the ONNX folders tern
 # and ONNX Runtime both run (the int4 one is MatMulNBits with llama.cpp's Q4_0 blocks, accuracy_level 4). Rows:
-#   fp32: tern, ORT, llama.cpp F32 · fp16: tern --weights fp16, llama.cpp F16 · int4: tern, ORT, llama.cpp Q4_0
-# Columns (medians over ROUNDS alternated rounds): prefill tok/s of a PROMPT-token prompt; decode tok/s of NEW
+#   fp32: tern, tern from its pack (`tern pack`, a hard-linked copy of the folder), ORT, llama.cpp F32 · fp16: tern
+#   --weights fp16, llama.cpp F16 · int4: tern, tern from its pack, ORT, llama.cpp Q4_0
+# Columns (medians over ROUNDS alternated rounds): prefill tok/s of a PROMPT-token prompt; the time to first token of
+# that prompt in the first run after load (tern's first_prefill_ms; ORT's prefill is its first run; llama-bench
+# warms up, so none for llama.cpp); decode tok/s of NEW
 # tokens after it; decode tok/s of 32 tokens after a DEPTH-token prompt (llama.cpp's two decode figures derived
 # from llama-bench pg runs minus the matching pp run, as its -d option is newer than some builds); peak RSS of
 # the PROMPT run (tern's own count, /usr/bin/time for node and llama-bench) and load seconds.
@@ -36,6 +39,8 @@ fi
 [ -f "$work/q4_0.gguf" ] || "$bin/llama-quantize" --pure "$work/f32.gguf" "$work/q4_0.gguf" Q4_0 > /dev/null 2>&1
 [ -f "$work/onnx-f32/model.onnx" ] || "$tern" import-gguf "$work/f32.gguf" "$work/onnx-f32" > /dev/null
 [ -f "$work/onnx-q4_0/model.onnx" ] || "$tern" import-gguf "$work/q4_0.gguf" "$work/onnx-q4_0" > /dev/null
+[ -f "$work/pack-f32/model.tern-pack" ] || "$tern" pack "$work/onnx-f32" "$work/pack-f32" > /dev/null
+[ -f "$work/pack-q4_0/model.tern-pack" ] || "$tern" pack "$work/onnx-q4_0" "$work/pack-q4_0" > /dev/null
 
 vocab=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$work/onnx-f32/config.json")
 ids() { /usr/bin/python3 -c "import sys; n, v = int(sys.argv[1]), int(sys.argv[2]); print(','.join(str(1 + i * 7919 % (v - 1)) for i in range(n)))" "$1" "$vocab"; }
@@ -44,7 +49,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "shape $shape   prompt $prompt   new $new   depth $depth   threads $threads   ($(date -u +%F), $(nproc) cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), tern ISA tier $("$tern" bench --machine | sed -n 's/.*ISA tier \([a-z0-9]*\).*/\1/p'))"
 
-# Each function prints one JSON row: pp, tg, tg_depth (tok/s; tg_depth 0 when DEPTH=0), rss_mb, load_s.
+# Each function prints one JSON row: pp, ttft_ms (0: not measured), tg, tg_depth (tok/s; tg_depth 0 when DEPTH=0),
+# rss_mb, load_s.
 run_tern() {  # FOLDER [tern bench flags…]
   local dir=$1; shift
   local a b="{}"
@@ -53,7 +59,7 @@ run_tern() {  # FOLDER [tern bench flags…]
   /usr/bin/python3 -c "
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-print(json.dumps({'pp': a['prefill_tok_s'], 'tg': a['decode_tok_s'], 'tg_depth': b.get('decode_tok_s', 0),
+print(json.dumps({'pp': a['prefill_tok_s'], 'ttft_ms': a['first_prefill_ms'], 'tg': a['decode_tok_s'], 'tg_depth': b.get('decode_tok_s', 0),
                   'rss_mb': a['peak_rss_gb'] * 1000, 'load_s': a['load_s']}))" "$a" "$b"
 }
 run_ort() {  # FOLDER
@@ -64,8 +70,8 @@ run_ort() {  # FOLDER
 import json, re, sys
 pat = r'prefill: \d+ tokens, (\d+) tok/s; decode: \d+ tokens, \d+ tok/s \(([\d.]+) ms/step\); load: ([\d.]+) s'
 a, b = re.search(pat, sys.argv[1]), re.search(pat, sys.argv[2])
-print(json.dumps({'pp': float(a.group(1)), 'tg': 1000 / float(a.group(2)), 'tg_depth': 1000 / float(b.group(2)) if b else 0,
-                  'rss_mb': int(sys.argv[3]) / 1024, 'load_s': float(a.group(3))}))" "$a" "$b" "$(tail -1 "$tmp/time")"
+print(json.dumps({'pp': float(a.group(1)), 'ttft_ms': 1000 * int(sys.argv[4]) / float(a.group(1)), 'tg': 1000 / float(a.group(2)), 'tg_depth': 1000 / float(b.group(2)) if b else 0,
+                  'rss_mb': int(sys.argv[3]) / 1024, 'load_s': float(a.group(3))}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$prompt"
 }
 run_llama() {  # FILE.gguf
   local a b="[]" load
@@ -81,13 +87,14 @@ def split(runs):  # pp tok/s and the derived decode tok/s of the pg run: its tok
     n, g = pp['n_prompt'], pg['n_gen']
     return pp['avg_ts'], g / ((n + g) / pg['avg_ts'] - n / pp['avg_ts'])
 pp, tg = split(json.loads(sys.argv[1]))
-print(json.dumps({'pp': pp, 'tg': tg, 'tg_depth': split(json.loads(sys.argv[2]))[1], 'rss_mb': int(sys.argv[3]) / 1024,
+print(json.dumps({'pp': pp, 'ttft_ms': 0, 'tg': tg, 'tg_depth': split(json.loads(sys.argv[2]))[1], 'rss_mb': int(sys.argv[3]) / 1024,
                   'load_s': float(sys.argv[4]) / 1000}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$load"
 }
 
-rows=("tern fp32|run_tern $work/onnx-f32" "ORT fp32|run_ort $work/onnx-f32" "llama.cpp F32|run_llama $work/f32.gguf"
-      "tern fp16|run_tern $work/onnx-f32 --weights fp16" "llama.cpp F16|run_llama $work/f16.gguf"
-      "tern int4|run_tern $work/onnx-q4_0" "ORT int4|run_ort $work/onnx-q4_0" "llama.cpp Q4_0|run_llama $work/q4_0.gguf")
+rows=("tern fp32|run_tern $work/onnx-f32" "tern fp32 pack|run_tern $work/pack-f32" "ORT fp32|run_ort $work/onnx-f32"
+      "llama.cpp F32|run_llama $work/f32.gguf" "tern fp16|run_tern $work/onnx-f32 --weights fp16" "llama.cpp F16|run_llama $work/f16.gguf"
+      "tern int4|run_tern $work/onnx-q4_0" "tern int4 pack|run_tern $work/pack-q4_0" "ORT int4|run_ort $work/onnx-q4_0"
+      "llama.cpp Q4_0|run_llama $work/q4_0.gguf")
 : > "$tmp/results"
 for r in $(seq 1 "$rounds"); do
   # Alternate the order each round so no engine always runs right after the same one.
@@ -106,17 +113,18 @@ for line in open(sys.argv[1]):
     name, row = line.rstrip("\n").split("|", 1)
     runs.setdefault(name, []).append(json.loads(row))
 prompt, new, depth = sys.argv[2:5]
-cols = [("pp", f"pp{prompt} tok/s"), ("tg", f"tg{new} tok/s"), ("tg_depth", f"tg32 @{depth}"), ("rss_mb", "peak RSS MB"), ("load_s", "load s")]
+cols = [("pp", f"pp{prompt} tok/s"), ("ttft_ms", f"first pp{prompt} ms"), ("tg", f"tg{new} tok/s"), ("tg_depth", f"tg32 @{depth}"), ("rss_mb", "peak RSS MB"), ("load_s", "load s")]
 if depth == "0":
     cols = [c for c in cols if c[0] != "tg_depth"]
 med = {n: {k: statistics.median(r[k] for r in rs) for k, _ in cols} for n, rs in runs.items()}
 print(f"\nmedians of {len(next(iter(runs.values())))} round(s)\n| engine | " + " | ".join(h for _, h in cols) + " |")
 print("| --- " * (len(cols) + 1) + "|")
 for n, m in med.items():
-    print(f"| {n} | " + " | ".join(f"{m[k]:.1f}" if k != "load_s" else f"{m[k]:.3f}" for k, _ in cols) + " |")
+    print(f"| {n} | " + " | ".join("-" if k == "ttft_ms" and not m[k] else f"{m[k]:.1f}" if k != "load_s" else f"{m[k]:.3f}" for k, _ in cols) + " |")
 print("\nratios (tern / peer)")
-for dtype, peers in (("fp32", ("ORT fp32", "llama.cpp F32")), ("fp16", ("llama.cpp F16",)), ("int4", ("ORT int4", "llama.cpp Q4_0"))):
+for tern, peers in (("tern fp32", ("ORT fp32", "llama.cpp F32")), ("tern fp32 pack", ("ORT fp32",)), ("tern fp16", ("llama.cpp F16",)),
+                    ("tern int4", ("ORT int4", "llama.cpp Q4_0")), ("tern int4 pack", ("ORT int4",))):
     for p in peers:
-        t = med[f"tern {dtype}"]
-        print(f"tern {dtype} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols if k.startswith(("pp", "tg")) and med[p][k] > 0))
+        t = med[tern]
+        print(f"{tern} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols if med[p][k] > 0 and t[k] > 0))
 PY

@@ -3,7 +3,7 @@
 // and mapped read-only by later loads, which run on it with nothing repacked or copied.
 //
 // File: "TERNPACK" · u32 format version · u32 header bytes · a JSON header (what the pack was made from,
-// its entries) · the data, each tensor 64-byte aligned. An entry is a list of tensors under a key (a
+// its entries) · the data, each tensor page-aligned (4096 bytes). An entry is a list of tensors under a key (a
 // node's prepared weight: "<node>/panels") or a constant made at load that no one read afterwards (its
 // readers took their prepared weights from the pack), recorded as dropped so a later load does not make
 // it at all.
