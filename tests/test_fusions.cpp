@@ -93,6 +93,42 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   CHECK(out[1].data<float>()[0] == doctest::Approx(0.5f * 3 - 2.0f * 4));
 }
 
+TEST_CASE("MatMul of a transposed constant reads the weight as it lies: a tied LM head shares the Gather table") {
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("ids", onnx::TensorProto::INT64, {2}).output("logits").output("other");
+  b.initializer_f32("embed", {3, 2}, {1, 2, 3, 4, 5, 6});  // [vocab 3, hidden 2]
+  b.node("Gather", {"embed", "ids"}, {"h"});                // [2, 2]
+  OnnxBuilder::attr(b.node("Transpose", {"embed"}, {"head"}), "perm", std::vector<int64_t>{1, 0});
+  b.node("MatMul", {"h", "head"}, {"logits"});              // h · embedᵀ: [2, 3]
+  b.initializer_f32("w", {2, 2}, {1, 0, 0, 1});
+  b.node("Transpose", {"w"}, {"wt"});                       // read by a non-MatMul too: left to folding
+  b.node("Add", {"wt", "wt"}, {"other"});
+  const std::string path = b.save(d.path / "m.onnx");
+  Session s(path);
+  CHECK(count_ops(s, "FusedMatMul") == 1);
+  CHECK(count_ops(s, "Transpose") == 0);  // the head's bypassed, the other folded
+  for (const Value& v : s.graph().values)  // no transposed copy of the table was made
+    CHECK_FALSE((v.constant && v.constant->shape() == Shape{2, 3}));
+  CHECK(s.graph().values[static_cast<size_t>(s.graph().find_value("embed"))].constant->raw() != nullptr);  // Gather reads it
+  const auto out = s.run({{"ids", Tensor::from_vector<int64_t>({2, 0}, {2})}});
+  const float expected[6] = {5 * 1 + 6 * 2, 5 * 3 + 6 * 4, 5 * 5 + 6 * 6, 1 * 1 + 2 * 2, 1 * 3 + 2 * 4, 1 * 5 + 2 * 6};
+  for (int i = 0; i < 6; ++i) CHECK(out[0].data<float>()[i] == expected[i]);
+  CHECK(out[1].data<float>()[1] == 0.0f);
+  CHECK(out[1].data<float>()[3] == 2.0f);
+  // Packed as int4 too (quantized from the transpose), and the graph's meaning without optimization is the same.
+  SessionOptions plain;
+  plain.optimize = false;
+  Session reference(path, plain);
+  const auto ref = reference.run({{"ids", Tensor::from_vector<int64_t>({2, 0}, {2})}});
+  for (int i = 0; i < 6; ++i) CHECK(ref[0].data<float>()[i] == expected[i]);
+  SessionOptions int4;
+  int4.weights = WeightFormat::Int4;
+  Session q(path, int4);
+  const auto qo = q.run({{"ids", Tensor::from_vector<int64_t>({2, 0}, {2})}});
+  for (int i = 0; i < 6; ++i) CHECK(qo[0].data<float>()[i] == doctest::Approx(expected[i]).epsilon(0.1));
+}
+
 TEST_CASE("MatMulNBits sharing an input and their quantization become one over concatenated rows, bit for bit") {
   // Three 4-bit products of x (block 32, packed zero points, accuracy_level 4: int8 activations in decode)
   // and a fourth with another block size that must stay apart.

@@ -196,7 +196,10 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   }
   w.final_norm = vector_of(f, "output_norm.weight", s.hidden);
   const bool tied = !f.tensor("output.weight");
+  // A float table ties as itself; a quantized one stays blocks for the head beside the floats Gather reads.
   w.lm_head = projection(f, tied ? "token_embd.weight" : "output.weight", s.hidden, s.vocab);
+  w.tied = tied && w.lm_head.matrix.defined();
+  if (w.tied) w.lm_head = {};
   write_llama_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
 
   const fs::path dir(out_dir);

@@ -157,7 +157,8 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
     lw.up.matrix = layer_transposed(w3, l);
   }
   w.final_norm = rms_final;
-  w.lm_head.matrix = transposed(wcls);
+  w.tied = c.shared_classifier;
+  if (!w.tied) w.lm_head.matrix = transposed(wcls);
   write_llama_onnx(shape, w, out_dir, "llama2c");
   fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.bin", fs::copy_options::overwrite_existing);
   std::ofstream cfg(fs::path(out_dir) / "config.json");

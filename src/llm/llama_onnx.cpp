@@ -131,7 +131,12 @@ void write_llama_onnx(const LlamaShape& s, const LlamaWeights& w, const std::str
   }
   b.initializer("model.norm.weight", w.final_norm);
   OnnxBuilder::attr(b.node("RMSNormalization", {h, "model.norm.weight"}, {"h.final"}), "epsilon", s.rms_eps);
-  project(b, "lm_head.weight", w.lm_head, "h.final", "logits");
+  if (w.tied) {
+    OnnxBuilder::attr(b.node("Transpose", {"model.embed_tokens.weight"}, {"lm_head.weight"}), "perm", std::vector<int64_t>{1, 0});
+    b.node("MatMul", {"h.final", "lm_head.weight"}, {"logits"});
+  } else {
+    project(b, "lm_head.weight", w.lm_head, "h.final", "logits");
+  }
 
   fs::create_directories(out_dir);
   b.save(fs::path(out_dir) / "model.onnx", "model.onnx.data");

@@ -39,7 +39,10 @@ struct LlamaWeights {
   Tensor cos, sin;  // [positions, rotary_dim / 2] float32
   std::vector<LlamaLayer> layers;
   Tensor final_norm;
-  Projection lm_head;
+  Projection lm_head;  // unused when tied
+  // Tied embeddings kept as one tensor: the LM head is MatMul(h, Transpose(embed)) — the file holds the
+  // table once (runtimes repack it as it lies: passes/canonicalize.h), not a transposed copy beside it.
+  bool tied = false;
 };
 
 // Writes `out_dir`/model.onnx and model.onnx.data (creating the folder).

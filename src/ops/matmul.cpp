@@ -36,13 +36,16 @@ class MatMulOp : public RepackedMatMul {
     if (n.attr_int("transBatchA", 0) || n.attr_int("transBatchB", 0))
       fail_unsupported(n.describe(), ": transBatchA / transBatchB are not supported");
   }
-  // A constant 2-D float32/float16 weight is repacked once — into the kernels' panel layout (as stored,
-  // or as fp16/bf16), or block-quantized to int8/int4 — and the original is not read again. With a pack
-  // the repacked weight comes from it, and the original may be a placeholder the pack left out.
+  // A constant 2-D float32/float16 weight — [K, N], or [N, K] read transposed (transB) — is repacked once:
+  // into the kernels' panel layout (as stored, or as fp16/bf16), or block-quantized to int8/int4; the
+  // original is not read again. With a pack the repacked weight comes from it, and the original may be a
+  // placeholder the pack left out.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
-    if (!plain() || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) || B->numel() == 0) return {};
-    const int64_t K = B->dim(0), N = B->dim(1);
+    if (trans_a_ || alpha_ != 1.0f || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) ||
+        B->numel() == 0)
+      return {};
+    const int64_t K = B->dim(trans_b_ ? 1 : 0), N = B->dim(trans_b_ ? 0 : 1);
     auto source = [&]() -> const Tensor& {
       if (!B->raw()) fail("its weight was left out of the pack, which holds no prepared form of it for --weights ",
                           weight_format_name(options.weights), ": run `tern pack` again");
@@ -54,7 +57,7 @@ class MatMulOp : public RepackedMatMul {
           weight_format_name(options.weights),
           {{DType::UInt8, N * k_blocks * block * bits / 8}, {DType::UInt8, N * ((k_blocks * bits + 7) / 8)}, {DType::Float32, N * k_blocks}},
           [&] {
-            const Tensor W = cast_to(source(), DType::Float32);
+            const Tensor W = trans_b_ ? kernels::transposed_to_f32(source()) : cast_to(source(), DType::Float32);
             kernels::QuantizedWeights q = kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
             return std::vector<Tensor>{q.data, q.zero_points, q.scales};
           });
@@ -67,7 +70,7 @@ class MatMulOp : public RepackedMatMul {
                                                                    : B->dtype();
     const int64_t elements = (N + kernels::kPanel - 1) / kernels::kPanel * kernels::kPanel * K;
     const auto parts = options.prepared(std::string("panels ") + dtype_name(type), {{type, elements}}, [&] {
-      const kernels::PackedMatrix p = kernels::pack_matrix(source(), type);
+      const kernels::PackedMatrix p = kernels::pack_matrix(source(), type, trans_b_);
       return std::vector<Tensor>{Tensor(type, {elements}, p.panels)};
     });
     packed_ = kernels::PackedMatrix{K, N, type, parts[0].buffer()};

@@ -69,6 +69,40 @@ int remove_round_trip_casts(Graph& g) {
   return n;
 }
 
+int matmul_transposed_weights(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  int n = 0;
+  for (const Node& t : g.nodes) {
+    if (!is_default(t, "Transpose") || t.inputs.empty() || t.outputs.empty() || t.outputs[0] < 0) continue;
+    const Value& w = g.values[static_cast<size_t>(t.inputs[0])];
+    const auto perm = t.attr_ints("perm");
+    if (!w.constant || w.constant->rank() != 2 || !(perm.empty() || perm == std::vector<int64_t>{1, 0})) continue;
+    const int y = t.outputs[0];
+    if (std::count(g.outputs.begin(), g.outputs.end(), y) || m.consumers(y).empty()) continue;
+    bool all_matmuls = true;
+    for (int k : m.consumers(y)) {
+      const Node& c = g.nodes[static_cast<size_t>(k)];
+      all_matmuls &= is_default(c, "MatMul") && c.inputs.size() == 2 && c.inputs[1] == y && c.inputs[0] != y;
+    }
+    if (!all_matmuls) continue;
+    for (int k : m.consumers(y)) {
+      Node& c = g.nodes[static_cast<size_t>(k)];
+      c.op_type = "FusedMatMul";
+      c.domain = "com.microsoft";
+      c.inputs[1] = t.inputs[0];
+      Attribute trans;
+      trans.kind = Attribute::Kind::Int;
+      trans.i = 1;
+      c.attrs["transB"] = trans;
+      ++n;
+    }
+  }
+  if (n) g.opsets.emplace("com.microsoft", 1);
+  link_producers(g);
+  return n;
+}
+
 int canonicalize(Graph& g) {
   const int n = remove_no_op_nodes(g) + remove_round_trip_casts(g);
   link_producers(g);

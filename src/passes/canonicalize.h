@@ -19,5 +19,10 @@ int remove_no_op_nodes(Graph& g);
 int remove_round_trip_casts(Graph& g);
 // Both, in that order. Returns the total.
 int canonicalize(Graph& g);
+// MatMul(x, Transpose(W)) with W a constant 2-D matrix (perm absent or [1, 0]) and every reader of the
+// Transpose such a MatMul → com.microsoft FusedMatMul(x, W, transB = 1): exact, and run before constant
+// folding, so no transposed copy of W is ever made — the MatMul repacks W as it lies, and a tied LM head
+// shares the embedding table Gather reads (one copy of it in the file and in memory). Returns how many.
+int matmul_transposed_weights(Graph& g);
 
 }  // namespace tern

@@ -332,7 +332,8 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
   if (p < 0) return {};
   Node& proj = g.nodes[static_cast<size_t>(p)];
   const bool matmul = (proj.op_type == "MatMul" && proj.domain.empty()) ||
-                      (proj.op_type == "MatMulNBits" && proj.domain == "com.microsoft");
+                      (proj.op_type == "MatMulNBits" && proj.domain == "com.microsoft") ||
+                      (proj.op_type == "FusedMatMul" && proj.domain == "com.microsoft" && !proj.attr_int("transA", 0));
   const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
   if (!matmul || !x.shape || x.shape->size() != 3) return {};
   const DType dtype = x.dtype;  // add_value below may move the values (and `x` with them)

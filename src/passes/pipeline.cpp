@@ -11,10 +11,14 @@ void append(std::vector<Fusion>& to, std::vector<Fusion> more) { to.insert(to.en
 
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   PassStats* stats = &r.stats;
+  if (o.optimize) {  // before folding would copy the weight it reads
+    stats->canonicalized = matmul_transposed_weights(g);
+    remove_dead_nodes(g, stats);  // the Transposes
+  }
   // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
   infer_and_fold(g, stats, o.optimize || o.kv_window > 0);
   if (o.optimize || o.kv_window > 0) {  // one spelling before the fusions look
-    stats->canonicalized = canonicalize(g);
+    stats->canonicalized += canonicalize(g);
     remove_dead_nodes(g, stats);  // what it bypassed
   }
   if (o.kv_window > 0) {

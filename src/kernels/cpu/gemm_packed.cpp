@@ -187,12 +187,46 @@ void pack_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* sourc
   }
 }
 
+// The same from Bᵀ stored [N, K]: each panel's kNR rows of the source, K contiguous values each, go out
+// column by column; a group of panels' rows is then done with and its pages dropped.
+template <typename To, typename From>
+void pack_transposed_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* source) {
+  const int64_t panels = (N + kNR - 1) / kNR;
+  constexpr int64_t kGroup = 16;  // panels a step: 256 rows of the source
+  for (int64_t g0 = 0; g0 < panels; g0 += kGroup) {
+    const int64_t g1 = std::min(panels, g0 + kGroup);
+    parallel_chunks(g1 - g0, balanced_chunks(g1 - g0), [&](int64_t j0, int64_t j1, int) {
+      for (int64_t j = g0 + j0; j < g0 + j1; ++j)
+        for (int64_t c = 0; c < kNR; ++c) {
+          const int64_t n = j * kNR + c;
+          for (int64_t k = 0; k < K; ++k) out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[n * K + k]) : 0.0f);
+        }
+    });
+    const int64_t n0 = g0 * kNR, n1 = std::min(N, g1 * kNR);
+    if (source) source->drop_pages(src + n0 * K, static_cast<size_t>((n1 - n0) * K) * sizeof(From));
+  }
+}
+
 }  // namespace
 
 const int64_t kPanel = kNR;
 
-PackedMatrix pack_matrix(const Tensor& B, DType type) {
-  const int64_t K = B.dim(0), N = B.dim(1), panels = (N + kNR - 1) / kNR;
+Tensor transposed_to_f32(const Tensor& B) {
+  const int64_t N = B.dim(0), K = B.dim(1);
+  Tensor out(DType::Float32, {K, N});
+  float* o = out.data<float>();
+  auto copy = [&](const auto* src) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) o[k * N + n] = static_cast<float>(src[n * K + k]);
+  };
+  if (B.dtype() == DType::Float32) copy(B.data<float>());
+  else if (B.dtype() == DType::Float16) copy(B.data<f16>());
+  else fail_unsupported("transposing ", dtype_name(B.dtype()), " weights (float32 or float16)");
+  return out;
+}
+
+PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed) {
+  const int64_t K = B.dim(transposed ? 1 : 0), N = B.dim(transposed ? 0 : 1), panels = (N + kNR - 1) / kNR;
   if (type != DType::Float32 && type != DType::Float16 && type != DType::BFloat16)
     fail_unsupported("packed weights as ", dtype_name(type), " (float32, float16 or bfloat16)");
   PackedMatrix p;
@@ -203,8 +237,12 @@ PackedMatrix pack_matrix(const Tensor& B, DType type) {
   if (B.dtype() != DType::Float32 && B.dtype() != DType::Float16)
     fail_unsupported("packing ", dtype_name(B.dtype()), " weights (float32 or float16)");
   auto pack = [&](auto* out) {
-    if (B.dtype() == DType::Float32) pack_as(B.data<float>(), K, N, out, B.buffer().get());
-    else pack_as(B.data<f16>(), K, N, out, B.buffer().get());
+    auto from = [&](const auto* src) {
+      if (transposed) pack_transposed_as(src, K, N, out, B.buffer().get());
+      else pack_as(src, K, N, out, B.buffer().get());
+    };
+    if (B.dtype() == DType::Float32) from(B.data<float>());
+    else from(B.data<f16>());
   };
   switch (type) {
     case DType::Float16: pack(static_cast<f16*>(p.panels->data())); break;

@@ -48,6 +48,10 @@ class MatMulOpenCl : public OpenClVariant {
 
 }  // namespace
 
-void register_matmul_opencl(OpRegistry& r) { r.add_variant(DeviceKind::OpenCL, "", "MatMul", factory<MatMulOpenCl>()); }
+void register_matmul_opencl(OpRegistry& r) {
+  r.add_variant(DeviceKind::OpenCL, "", "MatMul", factory<MatMulOpenCl>());
+  // A weight read transposed (passes/canonicalize.h: a tied LM head) is repacked like any other.
+  r.add_variant(DeviceKind::OpenCL, "com.microsoft", "FusedMatMul", factory<MatMulOpenCl>());
+}
 
 }  // namespace tern
