@@ -20,6 +20,8 @@ printf '%s' "$(cat "$work/zoo.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo
 cmp "$work/zoo-pack.txt" "$work/zoo-int4.txt"
 if "$tern" generate --model "$work/packed" --prompt Zoo --weights fp16 2> "$work/err.txt"; then exit 1; fi
 grep -q "holds weights prepared as int4" "$work/err.txt"
+if "$tern" pack "$work/model" "$work/model/inner" 2> "$work/err.txt"; then exit 1; fi
+grep -q "is inside MODEL_DIR" "$work/err.txt"
 echo "tern pack: a packed int4 copy generates what --weights int4 does"
 # Without a tokenizer, --prompt says what is missing and --ids still works.
 rm "$work/model/tokenizer.bin"

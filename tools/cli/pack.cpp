@@ -1,5 +1,6 @@
 #include "tools/cli/cli.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -40,6 +41,9 @@ int pack(int argc, char** argv) {
     const fs::path from = source.dir.empty() ? "." : source.dir, to = argv[3];
     std::error_code ec;
     if (!fs::equivalent(from, to, ec)) {
+      const fs::path real_from = fs::weakly_canonical(from), real_to = fs::weakly_canonical(to);
+      if (std::mismatch(real_from.begin(), real_from.end(), real_to.begin(), real_to.end()).first == real_from.end())
+        fail("OUT_DIR '", to.string(), "' is inside MODEL_DIR '", from.string(), "': choose a folder beside it");
       mirror_folder(from, to);
       onnx = (to / fs::path(source.onnx).filename()).string();
     }
