@@ -177,3 +177,23 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
     CHECK(load_error(onnx).find("does not hold what this node prepares") != std::string::npos);
   }
 }
+
+TEST_CASE("a pack that marks a weight read as stored dropped is refused at load, not run on a null weight") {
+  test::TempDir dir;
+  const std::string onnx = copy_fixture("llama-gqa-int4", dir.path / "model");
+  make_pack(onnx);
+  bool marked = false;
+  edit_header(pack_path_for(onnx), [&](nlohmann::json& h) {
+    for (auto& e : h["entries"])
+      if (e["key"].get<std::string>().find("/concat_B") != std::string::npos) {
+        e.erase("tensors");
+        e["dropped"] = true;
+        marked = true;
+        break;
+      }
+  });
+  REQUIRE(marked);
+  const std::string e = load_error(onnx);
+  CHECK(e.find("has no data") != std::string::npos);
+  CHECK(e.find("recorded it as dropped") != std::string::npos);
+}

@@ -360,6 +360,13 @@ void Session::prepack_constants() {
     } catch (...) {
       rethrow_naming(n);
     }
+    // A constant with no data (a concatenation a pack recorded as dropped) must be one this node repacked from
+    // the pack: a hostile or stale pack could otherwise hand a run a null weight.
+    for (size_t i = 0; i < constants.size(); ++i)
+      if (constants[i] && constants[i]->numel() > 0 && !constants[i]->raw() &&
+          std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) == repacked.end())
+        fail(n.describe(), ": its input '", g.values[static_cast<size_t>(n.inputs[i])].name, "' has no data (",
+             pack_ ? "the pack '" + pack_->path() + "' recorded it as dropped; run `tern pack` again" : "dropped at load", ")");
     for (int i : repacked) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
