@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/hash.h"
+
 namespace tern {
 namespace fs = std::filesystem;
 
@@ -25,30 +27,13 @@ constexpr uint32_t kFormatVersion = 2;
 constexpr size_t kAlign = 4096;
 constexpr size_t kPreamble = sizeof(kMagic) + 2 * sizeof(uint32_t);
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
-
-bool known_dtype(int64_t t) {
-  switch (static_cast<DType>(t)) {
-    case DType::Float32: case DType::UInt8: case DType::Int8: case DType::UInt16: case DType::Int16: case DType::Int32:
-    case DType::Int64: case DType::Bool: case DType::Float16: case DType::Float64: case DType::UInt32: case DType::UInt64:
-    case DType::BFloat16:
-      return true;
-    default: return false;
-  }
-}
-
 }  // namespace
 
 std::string source_fingerprint(const std::vector<std::string>& files) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnv1aStart;
   std::vector<char> page(4096);
   for (const std::string& path : files) {
-    const std::string name = fs::path(path).filename().string();
-    h = fnv1a(name.data(), name.size(), h);
+    h = fnv1a(fs::path(path).filename().string(), h);
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot read '", path, "' to fingerprint it");
     in.seekg(0, std::ios::end);
@@ -97,7 +82,8 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
         const auto dtype = t.at("dtype").get<int64_t>();
         const auto shape = t.at("shape").get<Shape>();
         const auto offset = t.at("offset").get<uint64_t>(), nbytes = t.at("bytes").get<uint64_t>();
-        if (!known_dtype(dtype)) bad("entry '", key, "': data type ", dtype, " is not one a pack holds");
+        if (dtype <= 0 || dtype > 64 || !dtype_size(static_cast<DType>(dtype)))  // the element types tensors hold whole
+          bad("entry '", key, "': data type ", dtype, " is not one a pack holds");
         int64_t numel = 1;
         for (int64_t d : shape) {
           if (d < 0 || (d > 0 && numel > (INT64_MAX / 16) / d)) bad("entry '", key, "': shape ", shape_str(shape), " is invalid");
@@ -217,10 +203,10 @@ void WeightPack::save(const std::string& path) const {
     put(item.data, item.bytes);
     at = aligned + item.bytes;
   }
-  // On disk before the rename, and out of the page cache: the pages write() left there are small folios,
-  // mapped 4 KiB at a time, while pages read back from disk come in large folios the kernel maps 2 MiB at a
-  // time. Measured on the 1B-shape fp32 pack, prefill of 128 tokens: 53-59 tok/s on the written pages,
-  // 70-74 once read back (4.4 of 4.9 GB then PMD-mapped).
+  // On disk before the rename, and out of the page cache, so loads map pages read back from disk rather than
+  // the ones write() left. Measured on the 1B-shape fp32 pack, prefill of 128 tokens: 53-59 tok/s on the
+  // written pages, 70-74 once read back (single runs on a noisy VM; why is not measured — both were mostly
+  // mapped 2 MiB at a time).
   const bool synced = std::fflush(out) == 0 && fdatasync(fileno(out)) == 0;
   if (synced) posix_fadvise(fileno(out), 0, 0, POSIX_FADV_DONTNEED);
   if (std::fclose(out) != 0 || !synced) fail("writing '", tmp, "' failed: ", std::strerror(errno));

@@ -57,7 +57,12 @@ class MatMulOp : public RepackedMatMul {
           weight_format_name(options.weights),
           {{DType::UInt8, N * k_blocks * block * bits / 8}, {DType::UInt8, N * ((k_blocks * bits + 7) / 8)}, {DType::Float32, N * k_blocks}},
           [&] {
-            const Tensor W = trans_b_ ? kernels::transposed_to_f32(source()) : cast_to(source(), DType::Float32);
+            Tensor W = cast_to(source(), DType::Float32);
+            if (trans_b_) {
+              Tensor t(DType::Float32, {K, N});
+              kernels::transpose(W.raw(), {N, K}, {1, 0}, t.raw(), sizeof(float));
+              W = t;
+            }
             kernels::QuantizedWeights q = kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
             return std::vector<Tensor>{q.data, q.zero_points, q.scales};
           });

@@ -211,20 +211,6 @@ void pack_transposed_as(const From* src, int64_t K, int64_t N, To* out, const Bu
 
 const int64_t kPanel = kNR;
 
-Tensor transposed_to_f32(const Tensor& B) {
-  const int64_t N = B.dim(0), K = B.dim(1);
-  Tensor out(DType::Float32, {K, N});
-  float* o = out.data<float>();
-  auto copy = [&](const auto* src) {
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) o[k * N + n] = static_cast<float>(src[n * K + k]);
-  };
-  if (B.dtype() == DType::Float32) copy(B.data<float>());
-  else if (B.dtype() == DType::Float16) copy(B.data<f16>());
-  else fail_unsupported("transposing ", dtype_name(B.dtype()), " weights (float32 or float16)");
-  return out;
-}
-
 PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed) {
   const int64_t K = B.dim(transposed ? 1 : 0), N = B.dim(transposed ? 0 : 1), panels = (N + kNR - 1) / kNR;
   if (type != DType::Float32 && type != DType::Float16 && type != DType::BFloat16)

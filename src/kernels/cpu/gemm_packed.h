@@ -30,8 +30,6 @@ extern const int64_t kPanel;  // columns per panel: two SIMD registers
 // Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`; `transposed`: B is
 // [N, K] and the product reads Bᵀ (FusedMatMul transB — a tied LM head reading the embedding table).
 PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed = false);
-// [N, K] float32/float16 → its transpose [K, N] as float32.
-Tensor transposed_to_f32(const Tensor& B);
 
 // B back as [N, K] row-major (each output column's weights contiguous, the layout GPU GEMVs stream):
 // float16 for fp16 panels, float32 otherwise.

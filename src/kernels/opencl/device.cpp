@@ -1,3 +1,4 @@
+#include "core/hash.h"
 #include "kernels/opencl/device.h"
 
 #define CL_TARGET_OPENCL_VERSION 120
@@ -77,12 +78,6 @@ std::vector<Found> find_devices() {
     }
   }
   return out;
-}
-
-// FNV-1a: a hash that stays the same across builds, for cache file names.
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
 }
 
 std::filesystem::path binary_cache_dir() {
