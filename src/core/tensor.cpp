@@ -48,18 +48,27 @@ std::atomic<size_t> g_owned{0}, g_limit{0};
 
 }  // namespace
 
+// Without --max-memory the cap is the machine's physical memory: a file claiming more (a 1e12-element
+// tensor, a ConstantOfShape of a huge shape) gets a MemoryLimitError before the allocation, where the
+// kernel's overcommit would otherwise hand out the address space and the OOM killer end the process
+// when it is touched.
+size_t physical_memory() {
+  static const size_t bytes = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
 void take_host_bytes(size_t bytes) {
-  const size_t limit = g_limit.load(std::memory_order_relaxed);
+  const size_t asked = g_limit.load(std::memory_order_relaxed), limit = asked ? asked : physical_memory();
   const size_t now = g_owned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (limit && now > limit) {
+  if (now > limit || now < bytes) {
     g_owned.fetch_sub(bytes, std::memory_order_relaxed);
     auto gb = [](size_t b) {
       char s[32];
       std::snprintf(s, sizeof s, b < 1000000000 ? "%.1f MB" : "%.2f GB", static_cast<double>(b) / (b < 1000000000 ? 1e6 : 1e9));
       return std::string(s);
     };
-    throw MemoryLimitError(detail::concat("the memory cap (--max-memory ", gb(limit), ") would be passed: tern holds ",
-                                          gb(now - bytes), " and needs ", gb(bytes), " more"));
+    throw MemoryLimitError(detail::concat("the memory cap (", asked ? "--max-memory " : "the machine's memory, ", gb(limit),
+                                          ") would be passed: tern holds ", gb(now - bytes), " and needs ", gb(bytes), " more"));
   }
 }
 

@@ -39,7 +39,7 @@ size_t owned_host_bytes();
 // owned — throwing MemoryLimitError, with nothing counted, when that would pass the cap — or fewer.
 void take_host_bytes(size_t bytes);
 void give_host_bytes(size_t bytes);
-// 0: no cap. Otherwise an allocation that would take owned_host_bytes() past `bytes` throws
+// An allocation that would take owned_host_bytes() past `bytes` (0: the machine's physical memory) throws
 // MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
 // created sets it.
 void set_host_memory_limit(size_t bytes);

@@ -46,28 +46,55 @@ const Attribute* Node::attr(const std::string& k) const {
   return &it->second;
 }
 
-int64_t Node::attr_int(const std::string& k, int64_t dflt) const {
+namespace {
+const char* kind_name(Attribute::Kind k) {
+  switch (k) {
+    case Attribute::Kind::Float: return "a float";
+    case Attribute::Kind::Int: return "an int";
+    case Attribute::Kind::String: return "a string";
+    case Attribute::Kind::Tensor: return "a tensor";
+    case Attribute::Kind::Graph: return "a graph";
+    case Attribute::Kind::Floats: return "floats";
+    case Attribute::Kind::Ints: return "ints";
+    case Attribute::Kind::Strings: return "strings";
+    case Attribute::Kind::Tensors: return "tensors";
+    case Attribute::Kind::Graphs: return "graphs";
+    case Attribute::Kind::TypeProto: return "a type";
+  }
+  return "?";
+}
+}  // namespace
+
+// An attribute of the kind the op reads, or null when absent; one of another kind fails naming both (a
+// string where an int belongs is a broken file, not a default).
+const Attribute* Node::attr(const std::string& k, Attribute::Kind kind) const {
   const Attribute* a = attr(k);
+  if (a && a->kind != kind) fail(describe(), ": attribute '", k, "' is ", kind_name(a->kind), ", ", kind_name(kind), " was expected");
+  return a;
+}
+
+int64_t Node::attr_int(const std::string& k, int64_t dflt) const {
+  const Attribute* a = attr(k, Attribute::Kind::Int);
   return a ? a->i : dflt;
 }
 
 float Node::attr_float(const std::string& k, float dflt) const {
-  const Attribute* a = attr(k);
+  const Attribute* a = attr(k, Attribute::Kind::Float);
   return a ? a->f : dflt;
 }
 
 std::string Node::attr_string(const std::string& k, const std::string& dflt) const {
-  const Attribute* a = attr(k);
+  const Attribute* a = attr(k, Attribute::Kind::String);
   return a ? a->s : dflt;
 }
 
 std::vector<int64_t> Node::attr_ints(const std::string& k, std::vector<int64_t> dflt) const {
-  const Attribute* a = attr(k);
+  const Attribute* a = attr(k, Attribute::Kind::Ints);
   return a ? a->ints : dflt;
 }
 
 std::vector<float> Node::attr_floats(const std::string& k, std::vector<float> dflt) const {
-  const Attribute* a = attr(k);
+  const Attribute* a = attr(k, Attribute::Kind::Floats);
   return a ? a->floats : dflt;
 }
 

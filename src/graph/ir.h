@@ -87,6 +87,7 @@ struct Node {
   std::vector<int64_t> attr_ints(const std::string& k, std::vector<int64_t> dflt = {}) const;
   std::vector<float> attr_floats(const std::string& k, std::vector<float> dflt = {}) const;
   const Attribute* attr(const std::string& k) const;
+  const Attribute* attr(const std::string& k, Attribute::Kind kind) const;  // fails when of another kind
   // "Add node 'layer0/add' (domain ai.onnx)": how errors name a node.
   std::string describe() const;
 };

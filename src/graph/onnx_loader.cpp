@@ -54,6 +54,8 @@ class ExternalData {
     std::error_code ec;
     if (!fs::exists(full, ec))
       fail("tensor '", tensor, "': external data file '", full.string(), "' does not exist");
+    if (!fs::is_regular_file(full, ec))
+      fail("tensor '", tensor, "': external data '", full.string(), "' is not a regular file");
     std::string real = fs::canonical(full, ec).string();
     if (ec || real.compare(0, real_dir_.size() + 1, real_dir_ + "/") != 0)
       fail("tensor '", tensor, "': external data file '", full.string(),
@@ -106,10 +108,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     if (!ext) fail("tensor '", name, "': external data is not allowed here");
     std::string location;
     int64_t offset = 0, length = -1;
+    // A byte count as the spec writes it: decimal digits only (no sign, no spaces), fitting 63 bits.
+    auto byte_count = [&](const std::string& key, const std::string& text) {
+      int64_t v = 0;
+      bool ok = !text.empty() && text.size() <= 18;
+      for (char c : text) ok = ok && c >= '0' && c <= '9';
+      if (ok) v = std::stoll(text);
+      else fail("tensor '", name, "': external data ", key, " '", text, "' is not a byte count");
+      return v;
+    };
     for (const auto& kv : p.external_data()) {
       if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      else if (kv.key() == "offset") offset = byte_count("offset", kv.value());
+      else if (kv.key() == "length") length = byte_count("length", kv.value());
     }
     auto file = ext->open(location, name);
     if (offset < 0 || static_cast<size_t>(offset) > file->size)
@@ -130,45 +141,42 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     return t;
   }
 
-  Tensor t(dt, shape);
-  char* out = static_cast<char*>(t.raw());
+  // The data's size is checked against the shape before anything is allocated: the shape is only a claim,
+  // the bytes in the file are what is there.
   if (p.has_raw_data()) {
     if (p.raw_data().size() != nbytes)
       fail("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
            dtype_name(dt), " needs ", nbytes);
-    if (nbytes) std::memcpy(out, p.raw_data().data(), nbytes);
+    Tensor t(dt, shape);
+    if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
     return t;
   }
-  if (numel == 0) return t;
+  if (numel == 0) return Tensor(dt, shape);
   switch (dt) {
-    case DType::Float32:
-      check_count(p.float_data(), numel, name);
-      std::memcpy(out, p.float_data().data(), nbytes);
-      break;
-    case DType::Float64:
-      check_count(p.double_data(), numel, name);
-      std::memcpy(out, p.double_data().data(), nbytes);
-      break;
-    case DType::Int64:
-      check_count(p.int64_data(), numel, name);
-      std::memcpy(out, p.int64_data().data(), nbytes);
-      break;
+    case DType::Float32: check_count(p.float_data(), numel, name); break;
+    case DType::Float64: check_count(p.double_data(), numel, name); break;
+    case DType::Int64: check_count(p.int64_data(), numel, name); break;
+    case DType::UInt32: case DType::UInt64: check_count(p.uint64_data(), numel, name); break;
+    case DType::Int4: case DType::UInt4: check_count(p.int32_data(), static_cast<int64_t>(nbytes), name); break;
+    default: check_count(p.int32_data(), numel, name);
+  }
+  Tensor t(dt, shape);
+  char* out = static_cast<char*>(t.raw());
+  switch (dt) {
+    case DType::Float32: std::memcpy(out, p.float_data().data(), nbytes); break;
+    case DType::Float64: std::memcpy(out, p.double_data().data(), nbytes); break;
+    case DType::Int64: std::memcpy(out, p.int64_data().data(), nbytes); break;
     case DType::UInt32: case DType::UInt64:
-      check_count(p.uint64_data(), numel, name);
       for (int64_t i = 0; i < numel; ++i) {
         if (dt == DType::UInt32) reinterpret_cast<uint32_t*>(out)[i] = static_cast<uint32_t>(p.uint64_data(i));
         else reinterpret_cast<uint64_t*>(out)[i] = p.uint64_data(i);
       }
       break;
-    case DType::Int4: case DType::UInt4: {
-      // int32_data holds the packed bytes, two 4-bit values each.
-      check_count(p.int32_data(), static_cast<int64_t>(nbytes), name);
+    case DType::Int4: case DType::UInt4:  // int32_data holds the packed bytes, two 4-bit values each.
       for (size_t i = 0; i < nbytes; ++i) out[i] = static_cast<char>(p.int32_data(static_cast<int>(i)));
       break;
-    }
     default: {
       // int8/uint8/int16/uint16/bool/int32/float16/bfloat16 all travel in int32_data.
-      check_count(p.int32_data(), numel, name);
       size_t es = dtype_size(dt);
       for (int64_t i = 0; i < numel; ++i) {
         int32_t v = p.int32_data(static_cast<int>(i));
@@ -211,11 +219,15 @@ void read_value_info(Graph& g, const onnx::ValueInfoProto& vi, const char* role)
   v.shape = shape_from_type(type);
 }
 
+// Subgraphs (If/Loop/Scan bodies) nest at most this deep: real exports nest one or two; a hostile file
+// nesting thousands would otherwise recurse through every pass.
+constexpr int kMaxSubgraphDepth = 16;
+
 std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
-                                        ExternalData* ext, bool is_subgraph);
+                                        ExternalData* ext, int depth);
 
 Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std::string, int>& opsets,
-                               ExternalData* ext) {
+                               ExternalData* ext, int depth) {
   Attribute r;
   using A = onnx::AttributeProto;
   switch (a.type()) {
@@ -230,7 +242,7 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
         r.unsupported = std::string("attribute '") + a.name() + "': " + e.what();
       }
       break;
-    case A::GRAPH: r.kind = Attribute::Kind::Graph; r.g = graph_from_proto(a.g(), opsets, ext, true); break;
+    case A::GRAPH: r.kind = Attribute::Kind::Graph; r.g = graph_from_proto(a.g(), opsets, ext, depth + 1); break;
     case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
     case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
     case A::STRINGS: r.kind = Attribute::Kind::Strings; r.strings.assign(a.strings().begin(), a.strings().end()); break;
@@ -240,7 +252,7 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
       break;
     case A::GRAPHS:
       r.kind = Attribute::Kind::Graphs;
-      for (const auto& sg : a.graphs()) r.graphs.push_back(graph_from_proto(sg, opsets, ext, true));
+      for (const auto& sg : a.graphs()) r.graphs.push_back(graph_from_proto(sg, opsets, ext, depth + 1));
       break;
     case A::TYPE_PROTO: case A::TYPE_PROTOS: r.kind = Attribute::Kind::TypeProto; break;
     case A::SPARSE_TENSOR: case A::SPARSE_TENSORS:
@@ -251,7 +263,10 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
 }
 
 std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
-                                        ExternalData* ext, bool is_subgraph) {
+                                        ExternalData* ext, int depth) {
+  if (depth > kMaxSubgraphDepth)
+    fail("graph '", gp.name(), "': subgraphs nest deeper than ", kMaxSubgraphDepth, " levels");
+  const bool is_subgraph = depth > 0;
   auto g = std::make_shared<Graph>();
   g->name = gp.name();
   g->opsets = opsets;
@@ -291,7 +306,7 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
     }
     for (const auto& ap : np.attribute()) {
       if (!ap.ref_attr_name().empty()) fail_unsupported(n.describe(), ": attribute references (functions) are not supported");
-      n.attrs.emplace(ap.name(), attribute_from_proto(ap, opsets, ext));
+      n.attrs.emplace(ap.name(), attribute_from_proto(ap, opsets, ext, depth));
     }
     g->nodes.push_back(std::move(n));
   }
@@ -346,7 +361,7 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
   if (!opsets.count("")) opsets[""] = 1;
   ExternalData ext(m.dir);
   try {
-    m.graph = graph_from_proto(mp.graph(), opsets, &ext, false);
+    m.graph = graph_from_proto(mp.graph(), opsets, &ext, 0);
   } catch (const Error&) {
     rethrow_prefixed(path + ": ");
   }

@@ -134,7 +134,10 @@ json tokenizer_json(const GgufFile& f) {
   }
   json post = nullptr;
   if (f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") && f.has("tokenizer.ggml.bos_token_id")) {
-    const std::string bos = tokens.at(static_cast<size_t>(f.integer("tokenizer.ggml.bos_token_id"))).s;
+    const int64_t bos_id = f.integer("tokenizer.ggml.bos_token_id");
+    if (bos_id < 0 || bos_id >= static_cast<int64_t>(tokens.size()))
+      fail("'", f.path(), "': tokenizer.ggml.bos_token_id ", bos_id, " is outside the vocabulary of ", tokens.size());
+    const std::string bos = tokens[static_cast<size_t>(bos_id)].s;
     post = {{"type", "TemplateProcessing"},
             {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
             {"pair", json::array()},

@@ -132,40 +132,45 @@ class HfTokenizer : public Tokenizer {
     } catch (const json::exception& e) {
       fail("'", path, "' is not valid JSON: ", e.what());
     }
-    const json& m = j.at("model");
-    if (m.value("type", std::string("BPE")) != "BPE")
-      fail_unsupported("'", path, "': model type ", m.value("type", std::string()), " (tern supports BPE)");
-    for (const auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<int64_t>());
-    int rank = 0;
-    for (const auto& mg : m.at("merges")) {
-      std::string a, b;
-      if (mg.is_array()) { a = mg[0]; b = mg[1]; }
-      else {
-        const std::string s = mg;
-        const size_t sp = s.find(' ');
-        if (sp == std::string::npos) fail("'", path, "': merge '", s, "' has no space");
-        a = s.substr(0, sp);
-        b = s.substr(sp + 1);
+    // Fields of the wrong kind or missing surface as the JSON library's message, naming the file.
+    try {
+      const json& m = j.at("model");
+      if (m.value("type", std::string("BPE")) != "BPE")
+        fail_unsupported("'", path, "': model type ", m.value("type", std::string()), " (tern supports BPE)");
+      for (const auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<int64_t>());
+      int rank = 0;
+      for (const auto& mg : m.at("merges")) {
+        std::string a, b;
+        if (mg.is_array()) { a = mg.at(0); b = mg.at(1); }
+        else {
+          const std::string s = mg;
+          const size_t sp = s.find(' ');
+          if (sp == std::string::npos) fail("'", path, "': merge '", s, "' has no space");
+          a = s.substr(0, sp);
+          b = s.substr(sp + 1);
+        }
+        merges_.emplace(a + '\0' + b, rank++);
       }
-      merges_.emplace(a + '\0' + b, rank++);
-    }
-    byte_fallback_ = m.value("byte_fallback", false);
-    ignore_merges_ = m.value("ignore_merges", false);
-    if (m.contains("unk_token") && m["unk_token"].is_string()) {
-      auto it = ids_.find(m["unk_token"].get<std::string>());
-      if (it != ids_.end()) unk_ = it->second;
-    }
-    if (j.contains("added_tokens"))
-      for (const auto& t : j["added_tokens"]) {
-        Added a{t.at("content"), t.at("id"), t.value("special", false), t.value("lstrip", false), t.value("rstrip", false)};
-        add_token(a.content, a.id);
-        if (a.special) special_.insert(a.id);
-        added_.push_back(a);
+      byte_fallback_ = m.value("byte_fallback", false);
+      ignore_merges_ = m.value("ignore_merges", false);
+      if (m.contains("unk_token") && m["unk_token"].is_string()) {
+        auto it = ids_.find(m["unk_token"].get<std::string>());
+        if (it != ids_.end()) unk_ = it->second;
       }
-    read_normalizer(j.value("normalizer", json()));
-    read_pre_tokenizer(j.value("pre_tokenizer", json()));
-    read_post_processor(j.value("post_processor", json()));
-    read_decoder(j.value("decoder", json()));
+      if (j.contains("added_tokens"))
+        for (const auto& t : j["added_tokens"]) {
+          Added a{t.at("content"), t.at("id"), t.value("special", false), t.value("lstrip", false), t.value("rstrip", false)};
+          add_token(a.content, a.id);
+          if (a.special) special_.insert(a.id);
+          added_.push_back(a);
+        }
+      read_normalizer(j.value("normalizer", json()));
+      read_pre_tokenizer(j.value("pre_tokenizer", json()));
+      read_post_processor(j.value("post_processor", json()));
+      read_decoder(j.value("decoder", json()));
+    } catch (const json::exception& e) {
+      fail("'", path, "': ", e.what());
+    }
   }
 
   std::vector<int64_t> encode(const std::string& text, bool add_special) const override {

@@ -23,9 +23,11 @@ class FloatReader {
  public:
   FloatReader(const std::string& bytes, size_t offset, std::string path) : bytes_(bytes), pos_(offset), path_(std::move(path)) {}
   Tensor take(const char* what, Shape shape) {
-    Tensor t(DType::Float32, std::move(shape));
-    if (pos_ + t.nbytes() > bytes_.size())
+    // The header's sizes are claims: checked against the bytes there are before anything is allocated.
+    const double need = 4.0 * static_cast<double>(numel_of(shape));
+    if (static_cast<double>(pos_) + need > static_cast<double>(bytes_.size()))
       fail("'", path_, "': file ends inside tensor '", what, "' (", bytes_.size(), " bytes; truncated or not a llama2.c checkpoint?)");
+    Tensor t(DType::Float32, std::move(shape));
     std::memcpy(t.raw(), bytes_.data() + pos_, t.nbytes());
     pos_ += t.nbytes();
     return t;

@@ -13,7 +13,8 @@ class CumSumOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const int64_t axis = normalize_axis(ctx.node, ctx.in(1).at_i64(0), x.rank());
-    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
+    const AxisSplit at = split_at_axis(x.shape(), axis);  // not a structured binding: clang 14 cannot capture one
+    const int64_t outer = at.outer, n = at.n, inner = at.inner;
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       kernels::cumulative_sum(x.data<T>(), ctx.out(0).data<T>(), outer, n, inner, exclusive_, reverse_);

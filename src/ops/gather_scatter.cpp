@@ -54,7 +54,8 @@ class GatherOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
-    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
+    const AxisSplit at = split_at_axis(x.shape(), axis);  // not a structured binding: clang 14 cannot capture one
+    const int64_t outer = at.outer, n = at.n, inner = at.inner;
     const Tensor& ids = ctx.in(1);
     // int64 indices already in [0, n) (token ids, mostly) are used in place; others are normalized.
     const int64_t* direct = nullptr;

@@ -68,7 +68,8 @@ class ArgOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
-    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
+    const AxisSplit at = split_at_axis(x.shape(), axis);  // not a structured binding: clang 14 cannot capture one
+    const int64_t outer = at.outer, n = at.n, inner = at.inner;
     if (n == 0) fail(ctx.node.describe(), ": cannot take ", is_max_ ? "ArgMax" : "ArgMin", " over an empty axis");
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;

@@ -23,7 +23,8 @@ class TopKOp : public Op {
     const Tensor& x = ctx.in(0);
     const int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     const int64_t k = ctx.in(1).at_i64(0);
-    const auto [outer, n, inner] = split_at_axis(x.shape(), axis);
+    const AxisSplit at = split_at_axis(x.shape(), axis);  // not a structured binding: clang 14 cannot capture one
+    const int64_t outer = at.outer, n = at.n, inner = at.inner;
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       kernels::top_k(x.data<T>(), outer, n, inner, k, largest_, ctx.out(0).data<T>(), ctx.out(1).data<int64_t>());

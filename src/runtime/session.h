@@ -66,7 +66,7 @@ struct SessionOptions {
   WeightFormat weights = WeightFormat::AsStored;
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
   ActivationFormat activations = ActivationFormat::AsModel;
-  // Host memory tern may own (bytes; 0: no cap): weights repacked at load, folded constants, KV rings,
+  // Host memory tern may own (bytes; 0: the machine's physical memory): weights repacked at load, folded constants, KV rings,
   // activations (core/tensor.h owned_host_bytes). Loading or a run that would pass it fails with a
   // MemoryLimitError naming the numbers, instead of the process being killed for memory. Process-wide:
   // the last session created sets it.

@@ -1,11 +1,24 @@
 #include "kernels/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 
 #include "core/error.h"
 
 namespace tern::kernels {
 namespace {
+
+// Features __builtin_cpu_supports does not name in every compiler tern builds with (clang 14 knows
+// neither "avxvnni" nor "amx-tile"), read from CPUID leaf 7 directly.
+bool avx_vnni() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);  // leaf 7.1 EAX bit 4
+}
+bool amx_tile() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1);  // leaf 7.0 EDX bit 24
+}
 
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -15,7 +28,7 @@ bool has_avx512() {
 bool can_run(Isa isa) {
   switch (isa) {
     case Isa::Avx2: return true;  // the baseline the binary was built for
-    case Isa::AvxVnni: return __builtin_cpu_supports("avxvnni");
+    case Isa::AvxVnni: return avx_vnni();
     case Isa::Avx512: return has_avx512();
     case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
   }
@@ -69,14 +82,14 @@ std::string cpu_feature_list() {
   };
   add("avx2", __builtin_cpu_supports("avx2"));
   add("fma", __builtin_cpu_supports("fma"));
-  add("avxvnni", __builtin_cpu_supports("avxvnni"));
+  add("avxvnni", avx_vnni());
   add("avx512f", __builtin_cpu_supports("avx512f"));
   add("avx512bw", __builtin_cpu_supports("avx512bw"));
   add("avx512vl", __builtin_cpu_supports("avx512vl"));
   add("avx512dq", __builtin_cpu_supports("avx512dq"));
   add("avx512vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512bf16", __builtin_cpu_supports("avx512bf16"));
-  add("amx-tile", __builtin_cpu_supports("amx-tile"));
+  add("amx-tile", amx_tile());
   return out;
 }
 

@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/) and the hostile-input regression files
+(tests/bad_inputs/<target>/ and tests/bad_inputs/expected.txt) — every file here is made by this script, from
+the formats' specs, with Debian's python3-onnx and python3-numpy only:
+
+  python3 tests/fuzz/make_corpus.py
+
+The weight_pack seed is the one file it cannot make: `tern pack tests/fuzz/pack_model OUT` writes it.
+Reproducers the fuzzers find are kept in REPRODUCERS below, so a rerun keeps them and their expected errors.
+"""
+import os
+import shutil
+import struct
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+BAD = os.path.join(ROOT, "tests", "bad_inputs")
+
+
+def model_bytes(nodes, inputs, outputs, inits=(), opset=21, value_info=(), ir=10, domains=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits), value_info=list(value_info))
+    ops = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    m = helper.make_model(g, opset_imports=ops, ir_version=ir)
+    return m.SerializeToString()
+
+
+def vi(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def external(name, dims, location, offset=None, length=None, dtype=F):
+    t = TensorProto()
+    t.name, t.data_type = name, dtype
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", offset), ("length", length)):
+        if v is not None:
+            e = t.external_data.add()
+            e.key, e.value = k, str(v)
+    return t
+
+
+def raw(name, dtype, dims, data):
+    """A TensorProto with raw_data, however its type and dims disagree with the bytes."""
+    t = TensorProto()
+    t.name, t.data_type, t.raw_data = name, dtype, data
+    t.dims.extend(dims)
+    return t
+
+
+def ext_model(t):
+    return model_bytes([helper.make_node("Identity", [t.name], ["y"])], [], [vi("y", t.data_type, None)], [t])
+
+
+# --- seeds -------------------------------------------------------------------------------------------------
+def onnx_seeds():
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
+    yield "matmul_add.onnx", model_bytes(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+        [vi("x", F, ["batch", 8])], [vi("y", F, None)], [w, b])
+    table = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "table")
+    shape = numpy_helper.from_array(np.array([0, -1, 2, 4], np.int64), "shape")
+    yield "gather_reshape_softmax.onnx", model_bytes(
+        [helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("Reshape", ["e", "shape"], ["r"]),
+         helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+        [vi("ids", I64, [1, "seq"])], [vi("y", F, None)], [table, shape])
+    scale = numpy_helper.from_array(np.ones(8, np.float32), "scale")
+    yield "norm_rope_attention.onnx", model_bytes(
+        [helper.make_node("RMSNormalization", ["x", "scale"], ["n"], axis=-1, epsilon=1e-5),
+         helper.make_node("MatMul", ["n", "w"], ["q"]),
+         helper.make_node("Attention", ["q", "q", "q"], ["y"], q_num_heads=2, kv_num_heads=2)],
+        [vi("x", F, [1, "seq", 8])], [vi("y", F, None)], [scale, w], opset=23)
+    yield "constant_of_shape_range.onnx", model_bytes(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["c"]),
+         helper.make_node("CumSum", ["c", "axis"], ["y"])],
+        [vi("x", F, [2, "n"])], [vi("y", F, None)], [numpy_helper.from_array(np.array(1, np.int64), "axis")])
+    yield "external_weights.onnx", ext_model(external("w", [4, 4], "weights.bin", 0, 64))
+    yield "if_subgraph.onnx", model_bytes(
+        [helper.make_node("If", ["cond"], ["y"],
+                          then_branch=helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [], [vi("t", F, None)]),
+                          else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, None)]))],
+        [vi("cond", TensorProto.BOOL, []), vi("x", F, [3])], [vi("y", F, None)])
+
+
+def gguf_bytes(tensors, kvs, version=3, alignment=32):
+    """A GGUF file as llama.cpp's gguf.cpp lays it out: header, key/values, tensor infos, aligned data."""
+    def s(x):
+        x = x.encode()
+        return struct.pack("<Q", len(x)) + x
+
+    def value(v):
+        if isinstance(v, bool):
+            return struct.pack("<IB", 7, v)
+        if isinstance(v, int):
+            return struct.pack("<Ii", 5, v)
+        if isinstance(v, float):
+            return struct.pack("<If", 6, v)
+        if isinstance(v, str):
+            return struct.pack("<I", 8) + s(v)
+        if isinstance(v, list):  # of strings
+            return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(s(x) for x in v)
+        raise TypeError(v)
+
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kvs))
+    for k, v in kvs.items():
+        out += s(k) + value(v)
+    data, infos = b"", b""
+    for name, dims, gtype, raw in tensors:
+        data += b"\0" * (-len(data) % alignment)
+        infos += s(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        infos += struct.pack("<IQ", gtype, len(data))
+        data += raw
+    out += infos
+    out += b"\0" * (-len(out) % alignment)
+    return out + data
+
+
+def q8_0(a):
+    """ggml Q8_0 blocks of 32: fp16 scale, 32 int8."""
+    a = a.reshape(-1, 32)
+    out = b""
+    for row in a:
+        d = float(np.abs(row).max()) / 127 or 1.0
+        out += np.float16(d).tobytes() + np.round(row / d).astype(np.int8).tobytes()
+    return out
+
+
+def llama_gguf(quantized=False, **overrides):
+    rng = np.random.default_rng(1)
+    hidden, ffn, vocab = 32, 32, 16
+    kvs = {"general.architecture": "llama", "llama.block_count": 1, "llama.embedding_length": hidden,
+           "llama.feed_forward_length": ffn, "llama.attention.head_count": 2, "llama.attention.head_count_kv": 2,
+           "llama.attention.layer_norm_rms_epsilon": 1e-5, "llama.context_length": 32,
+           "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": [chr(ord("a") + i) for i in range(vocab)],
+           "tokenizer.ggml.merges": ["a b"]}
+    kvs.update(overrides)
+
+    def mat(name, k, n):
+        a = rng.standard_normal((n, k)).astype(np.float32)
+        return (name, [k, n], 8, q8_0(a)) if quantized else (name, [k, n], 0, a.tobytes())
+
+    def vec(name, n):
+        return (name, [n], 0, np.ones(n, np.float32).tobytes())
+
+    tensors = [("token_embd.weight", [hidden, vocab], 0, rng.standard_normal((vocab, hidden)).astype(np.float32).tobytes()),
+               vec("blk.0.attn_norm.weight", hidden), vec("blk.0.ffn_norm.weight", hidden),
+               mat("blk.0.attn_q.weight", hidden, hidden), mat("blk.0.attn_k.weight", hidden, hidden),
+               mat("blk.0.attn_v.weight", hidden, hidden), mat("blk.0.attn_output.weight", hidden, hidden),
+               mat("blk.0.ffn_gate.weight", hidden, ffn), mat("blk.0.ffn_up.weight", hidden, ffn),
+               mat("blk.0.ffn_down.weight", ffn, hidden), vec("output_norm.weight", hidden)]
+    return gguf_bytes(tensors, kvs)
+
+
+def llama2c_bytes(dim=8, hidden=16, layers=1, heads=2, kv_heads=2, vocab=32, seq=16, floats=None):
+    head = struct.pack("<7i", dim, hidden, layers, heads, kv_heads, vocab, seq)
+    hs = dim // heads
+    n = (vocab * dim + layers * (2 * dim + 2 * dim * dim + 2 * dim * (dim // heads * kv_heads) + 3 * dim * hidden)
+         + dim + seq * hs)  # embedding, per layer norms and matrices, final norm, freq_cis (real + imag)
+    if floats is None:
+        floats = n
+    return head + np.random.default_rng(2).standard_normal(floats).astype(np.float32).tobytes()
+
+
+def llama2c_tokenizer_bytes(pieces):
+    out = struct.pack("<i", max(len(p) for p in pieces))
+    for i, p in enumerate(pieces):
+        out += struct.pack("<fi", -float(i), len(p)) + p
+    return out
+
+
+TOKENIZER_JSON = (b'{"version":"1.0","added_tokens":[{"id":0,"content":"<s>","special":true}],"normalizer":null,'
+                  b'"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},"post_processor":null,'
+                  b'"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","vocab":{"<s>":0,"a":1,"b":2,"ab":3,"\\u0120":4},'
+                  b'"merges":["a b"]}}')
+SP_TOKENIZER_JSON = (b'{"version":"1.0","added_tokens":[],"normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend",'
+                     b'"prepend":"\\u2581"},{"type":"Replace","pattern":{"String":" "},"content":"\\u2581"}]},"pre_tokenizer":null,'
+                     b'"decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"\\u2581"},"content":" "},'
+                     b'{"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]},'
+                     b'"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","vocab":{"<unk>":0,"<0x41>":1,"\\u2581":2,"h":3,"i":4,"hi":5},'
+                     b'"merges":["h i"]}}')
+
+
+def seeds():
+    for name, data in onnx_seeds():
+        yield "onnx_model", name, data
+    for name, text in [("weights", "weights.bin\n0\n64\n1\n4,4"), ("offset_f16", "weights.bin\n128\n32\n10\n16"),
+                       ("no_length", "weights.bin\n64\n\n6\n2,2"), ("link", "link.bin\n0\n16\n2\n16")]:
+        yield "external_data", name + ".txt", text.encode()
+    for name in ["models/default", "tests/fixtures/exports/llama-optimum", "tests/fixtures/exports/qwen3-optimum"]:
+        yield "tokenizer_json", name.replace("/", "_") + ".json", open(os.path.join(ROOT, name, "tokenizer.json"), "rb").read()
+    yield "tokenizer_json", "byte_level.json", TOKENIZER_JSON
+    yield "tokenizer_json", "sentencepiece_bpe.json", SP_TOKENIZER_JSON
+    for i, text in enumerate(["Hello world", "naïve 日本語 🙂 12345", "  \t\n<|endoftext|>", "\xff\xfe"]):
+        for pick in range(6):
+            yield "tokenizer_text", f"{pick}_{i}.txt", bytes([pick]) + text.encode("utf-8", "surrogateescape")
+    for pick, rel in [(0, "tests/fixtures/exports/llama-optimum/config.json"), (1, "tests/fixtures/exports/llama-optimum/generation_config.json"),
+                      (0, "tests/fixtures/exports/gpt2-optimum/config.json")]:
+        yield "model_config", f"{pick}_" + rel.split("/")[-2] + "_" + rel.split("/")[-1], bytes([pick]) + open(os.path.join(ROOT, rel), "rb").read()
+    yield "model_config", "2_genai.json", b'\x02{"model":{"type":"llama","vocab_size":32,"context_length":128,"eos_token_id":[2,3]}}'
+    yield "chat_template", "0_default.json", b"\x00" + open(os.path.join(ROOT, "models/default/tokenizer_config.json"), "rb").read()
+    for name, tmpl in [("chatml", "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"),
+                       ("llama3", "<|start_header_id|>{{ role }}<|end_header_id|>\n\n{{ content }}<|eot_id|>"),
+                       ("phi3", "<|user|>\n{{ content }}<|end|>\n<|assistant|>")]:
+        yield "chat_template", "1_" + name + ".jinja", b"\x01" + tmpl.encode()
+        yield "chat_template", "0_" + name + ".json", b"\x00" + ('{"chat_template": %s}' % repr(tmpl).replace("'", '"')).encode()
+    yield "llama2c_checkpoint", "tiny.bin", llama2c_bytes()
+    yield "llama2c_checkpoint", "tiny_gqa_unshared.bin", llama2c_bytes(heads=2, kv_heads=1, vocab=-32) + \
+        np.zeros(32 * 8, np.float32).tobytes()
+    pieces = [b"<unk>", b"<s>", b"</s>"] + [bytes([b]) for b in range(32, 127)] + [b"he", b"ll", b"hell", b"hello", b" "]
+    yield "llama2c_tokenizer", "ascii.bin", struct.pack("<H", len(pieces)) + llama2c_tokenizer_bytes(pieces)
+    yield "gguf", "llama_f32.gguf", llama_gguf()
+    yield "gguf", "llama_q8_0.gguf", llama_gguf(quantized=True)
+
+
+# --- hostile inputs: (target, file, bytes, the error its message must contain) -----------------------------
+def bad_inputs():
+    ok = onnx_seeds()
+    _, good = next(ok)
+    x, y = [vi("x", F, [2])], [vi("y", F, None)]
+    ident = [helper.make_node("Identity", ["x"], ["y"])]
+    yield "onnx_model", "empty.onnx", b"", "has no graph"
+    yield "onnx_model", "truncated.onnx", good[: len(good) // 2], "is not a valid ONNX model (truncated or corrupt protobuf)"
+    yield "onnx_model", "garbage.onnx", bytes(range(256)) * 4, "is not a valid ONNX model"
+    yield "onnx_model", "unknown_op.onnx", model_bytes([helper.make_node("FrobnicateAll", ["x"], ["y"])], x, y), "FrobnicateAll"
+    yield "onnx_model", "unknown_domain_op.onnx", model_bytes([helper.make_node("Foo", ["x"], ["y"], domain="com.evil")], x, y, domains=["com.evil"]), "com.evil"
+    yield "onnx_model", "string_input.onnx", model_bytes(ident, [vi("x", TensorProto.STRING, [2])], y), "string"
+    yield "onnx_model", "unknown_dtype_initializer.onnx", model_bytes(ident, [], y, [raw("x", 99, [1], b"\0\0\0\0")]), "data type 99 is not supported"
+    yield "onnx_model", "raw_data_short.onnx", model_bytes(ident, [], y, [raw("x", F, [4], b"\0" * 8)]), "raw_data has 8 bytes"
+    yield "onnx_model", "negative_dim.onnx", model_bytes(ident, [], y, [raw("x", F, [-3], b"")]), "negative dimension -3"
+    yield "onnx_model", "huge_raw_claim.onnx", model_bytes(ident, [], y, [raw("x", F, [1000000, 1000000], b"\0" * 4)]), "raw_data has 4 bytes, shape [1000000,1000000] of float32 needs 4000000000000"
+    t = raw("x", F, [1000000, 1000000], b"")
+    t.ClearField("raw_data")
+    t.float_data.append(1.0)
+    yield "onnx_model", "huge_typed_claim.onnx", model_bytes(ident, [], y, [t]), "has 1 values, its shape needs 1000000000000"
+    yield "onnx_model", "overflow_dims.onnx", model_bytes(ident, [], y, [raw("x", F, [1 << 40, 1 << 40], b"")]), "shape is too large"
+    for name, t, err in [
+            ("ext_absolute", external("x", [4], "/etc/hostname", 0, 16), "is an absolute path"),
+            ("ext_dotdot", external("x", [4], "../outside/secret.bin", 0, 16), "leaves the model folder ('..')"),
+            ("ext_symlink", external("x", [4], "link.bin", 0, 16), "resolves outside the model folder"),
+            ("ext_missing", external("x", [4], "absent.bin", 0, 16), "does not exist"),
+            ("ext_directory", external("x", [4], ".", 0, 16), "is not a regular file"),
+            ("ext_offset_past_end", external("x", [4], "weights.bin", 5000, 16), "offset 5000 is past the end"),
+            ("ext_bytes_past_end", external("x", [4], "weights.bin", 4088, 16), "are past the end of 'weights.bin'"),
+            ("ext_length_mismatch", external("x", [4], "weights.bin", 0, 12), "external length 12 bytes"),
+            ("ext_offset_not_a_number", external("x", [4], "weights.bin", "12abc", 16), "offset '12abc' is not a byte count"),
+            ("ext_negative_length", external("x", [4], "weights.bin", 0, -16), "length '-16' is not a byte count"),
+            ("ext_no_location", external("x", [4], "", 0, 16), "external data has no location")]:
+        yield "onnx_model", name + ".onnx", ext_model(t), err
+    yield "onnx_model", "output_is_initializer.onnx", model_bytes([helper.make_node("Neg", ["x"], ["w"])], x, y,
+                                                                  [numpy_helper.from_array(np.zeros(2, np.float32), "w")]), "is already a graph input or initializer"
+    yield "onnx_model", "input_not_produced.onnx", model_bytes([helper.make_node("Add", ["x", "ghost"], ["y"])], x, y), "input 'ghost' is not produced"
+    yield "onnx_model", "output_not_produced.onnx", model_bytes(ident, x, [vi("nowhere", F, None)]), "graph output 'nowhere' is not produced"
+    yield "onnx_model", "cycle.onnx", model_bytes([helper.make_node("Add", ["x", "b"], ["a"]), helper.make_node("Neg", ["a"], ["b"]),
+                                                   helper.make_node("Identity", ["a"], ["y"])], x, y), "has a cycle through Add node"
+    yield "onnx_model", "sparse_initializer.onnx", sparse_model(), "sparse initializers are not supported"
+    yield "onnx_model", "matmul_shape_mismatch.onnx", model_bytes([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", F, [2, 3])], y,
+                                                                  [numpy_helper.from_array(np.zeros((4, 5), np.float32), "w")]), "MatMul node 'MatMul_0': inner dimensions differ"
+    yield "onnx_model", "add_dtype_mismatch.onnx", model_bytes([helper.make_node("Add", ["x", "i"], ["y"])], x, y,
+                                                               [numpy_helper.from_array(np.zeros(2, np.int64), "i")]), "Add node 'Add_0': inputs have different types (float32 and int64)"
+    yield "onnx_model", "constant_of_shape_oversize.onnx", model_bytes(
+        [helper.make_node("ConstantOfShape", ["s"], ["y"])], [], y, [numpy_helper.from_array(np.array([100000, 100000, 100], np.int64), "s")]), "memory cap"
+    yield "onnx_model", "expand_oversize.onnx", model_bytes(
+        [helper.make_node("Expand", ["x", "s"], ["y"])], x, y, [numpy_helper.from_array(np.array([1 << 30, 1 << 20, 2], np.int64), "s")]), "memory cap"
+    yield "onnx_model", "range_oversize.onnx", model_bytes(
+        [helper.make_node("Range", ["a", "b", "c"], ["y"])], [], y,
+        [numpy_helper.from_array(np.array(v, np.float32), n) for v, n in ((0, "a"), (1e12, "b"), (1, "c"))]), "memory cap"
+    yield "onnx_model", "reshape_bad_shape.onnx", model_bytes(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])], x, y, [numpy_helper.from_array(np.array([3, 5], np.int64), "s")]), "cannot reshape [2] to [3,5]"
+    yield "onnx_model", "gather_index_out_of_range.onnx", model_bytes(
+        [helper.make_node("Gather", ["t", "i"], ["y"])], [], y,
+        [numpy_helper.from_array(np.zeros((4, 2), np.float32), "t"), numpy_helper.from_array(np.array([7], np.int64), "i")]), "index 7 is out of range for a dimension of size 4"
+    yield "onnx_model", "attribute_wrong_type.onnx", model_bytes([helper.make_node("Softmax", ["x"], ["y"], axis="last")], x, y), "attribute 'axis' is a string, an int was expected"
+    yield "onnx_model", "deep_subgraphs.onnx", nested_if(24), "subgraphs nest deeper than 16 levels"
+
+    for name, text, err in [
+            ("absolute.txt", "/etc/hostname\n0\n16\n2\n16", "is an absolute path"),
+            ("dotdot.txt", "sub/../../outside/secret.bin\n0\n16\n2\n16", "leaves the model folder"),
+            ("symlink.txt", "link.bin\n0\n16\n2\n16", "resolves outside the model folder"),
+            ("missing.txt", "nothing.bin\n0\n16\n2\n16", "does not exist"),
+            ("offset_past_end.txt", "weights.bin\n4097\n2\n2\n1", "offset 4097 is past the end"),
+            ("length_past_end.txt", "weights.bin\n4000\n200\n2\n200", "are past the end of"),
+            ("negative_offset.txt", "weights.bin\n-8\n8\n2\n8", "offset '-8' is not a byte count"),
+            ("offset_overflow.txt", "weights.bin\n99999999999999999999999\n8\n2\n8", "is not a byte count"),
+            ("huge_shape.txt", "weights.bin\n0\n\n1\n1000000000,1000000000", "shape is too large"),
+            ("directory.txt", ".\n0\n16\n2\n16", "is not a regular file"),
+            ("no_location.txt", "", "external data has no location"),
+            ("string_dtype.txt", "weights.bin\n0\n16\n8\n2", "string tensors are not supported")]:
+        yield "external_data", name, text.encode(), err
+
+    for name, data, err in [
+            ("not_json.json", b"{\"model\": ", "is not valid JSON"),
+            ("no_model.json", b"{}", "key 'model' not found"),
+            ("wordpiece.json", b'{"model":{"type":"WordPiece","vocab":{}}}', "model type WordPiece"),
+            ("vocab_id_string.json", b'{"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}}', "type must be number"),
+            ("vocab_id_negative.json", b'{"model":{"type":"BPE","vocab":{"a":-1},"merges":[]}}', "token id -1"),
+            ("vocab_id_huge.json", b'{"model":{"type":"BPE","vocab":{"a":9000000000000},"merges":[]}}', "token id 9000000000000"),
+            ("merge_no_space.json", b'{"model":{"type":"BPE","vocab":{"a":0},"merges":["ab"]}}', "merge 'ab' has no space"),
+            ("merge_short_pair.json", b'{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a"]]}}', "array index 1 is out of range"),
+            ("added_token_no_id.json", b'{"added_tokens":[{"content":"x"}],"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}', "key 'id' not found")]:
+        yield "tokenizer_json", name, data, err
+
+    yield "model_config", "0_not_json.json", b"\x00{", "is not valid JSON"
+    yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "no chat template tern recognizes"
+
+    yield "llama2c_checkpoint", "too_small.bin", b"\x08\0\0\0", "is too small to be a llama2.c checkpoint"
+    yield "llama2c_checkpoint", "zero_dim.bin", llama2c_bytes(dim=0), "implausible header (dim)"
+    yield "llama2c_checkpoint", "heads_do_not_divide.bin", llama2c_bytes(dim=8, heads=3), "implausible header (n_heads)"
+    yield "llama2c_checkpoint", "truncated_weights.bin", llama2c_bytes(floats=100), "file ends inside tensor"
+    yield "llama2c_checkpoint", "huge_claim.bin", llama2c_bytes(dim=65536, hidden=1 << 30, vocab=1 << 30, floats=16), "file ends inside tensor"
+    yield "llama2c_checkpoint", "version_2.bin", b"24ka" + struct.pack("<i", 2) + b"\0" * 300, "version 2"
+
+    yield "llama2c_tokenizer", "truncated.bin", struct.pack("<H", 10) + llama2c_tokenizer_bytes([b"a", b"b"]), "ends at token 2 of 10"
+    yield "llama2c_tokenizer", "negative_length.bin", struct.pack("<H", 1) + struct.pack("<ifi", 4, 0.0, -5), "token 0 has length -5"
+    yield "llama2c_tokenizer", "length_past_end.bin", struct.pack("<H", 1) + struct.pack("<ifi", 4, 0.0, 60000) + b"ab", "ends inside token 0"
+    yield "llama2c_tokenizer", "empty.bin", struct.pack("<H", 4), "is empty"
+
+    good = llama_gguf()
+    yield "gguf", "bad_magic.gguf", b"GGUX" + good[4:], "is not a GGUF file (no GGUF magic)"
+    yield "gguf", "version_1.gguf", good[:4] + struct.pack("<I", 1) + good[8:], "is GGUF version 1, which tern does not read"
+    yield "gguf", "truncated.gguf", good[:200], "claims 11 tensors; the file cannot hold them"
+    yield "gguf", "tensor_count_huge.gguf", good[:8] + struct.pack("<Q", 1 << 60) + good[16:], "claims 1152921504606846976 tensors; the file cannot hold them"
+    yield "gguf", "kv_count_huge.gguf", good[:16] + struct.pack("<Q", 1 << 60) + good[24:], "metadata entries; the file cannot hold them"
+    yield "gguf", "string_length_huge.gguf", good[:24] + struct.pack("<Q", 1 << 62) + good[32:], "a metadata key needs 4611686018427387904 bytes"
+    arr = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 4, 1 << 60)
+    yield "gguf", "array_length_huge.gguf", arr, "an array of 1152921504606846976 elements cannot fit"
+    nested = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<IIQ", 9, 9, 1) * 2000
+    yield "gguf", "nested_arrays.gguf", nested, "elements cannot fit"
+    yield "gguf", "unknown_value_type.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 1) + b"k" + struct.pack("<I", 77), "has value type 77, not a GGUF type"
+    one = lambda dims, gtype=0, off=0: b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + struct.pack("<Q", 1) + b"t" + struct.pack("<I", len(dims)) + \
+        b"".join(struct.pack("<Q", d) for d in dims) + struct.pack("<IQ", gtype, off) + b"\0" * 64
+    yield "gguf", "tensor_past_end.gguf", one([1024]), "ends past the end of the file"
+    yield "gguf", "tensor_dims_overflow.gguf", one([1 << 40, 1 << 40]), "tensor 't' has an impossible dim 1099511627776"
+    yield "gguf", "tensor_unknown_type.gguf", one([4], 99), "has ggml type 99, which tern does not know"
+    yield "gguf", "tensor_too_many_dims.gguf", one([1] * 9), "has 9 dims (1 to 4)"
+    yield "gguf", "tensor_offset_unaligned.gguf", one([1], 0, 3), "not a multiple of the alignment 32"
+    yield "gguf", "bad_alignment.gguf", gguf_bytes([], {"general.alignment": 3}), "general.alignment must be a power of two"
+    yield "gguf", "not_llama.gguf", gguf_bytes([], {"general.architecture": "mamba"}), "architecture 'mamba'"
+    yield "gguf", "implausible_layers.gguf", llama_gguf(**{"llama.block_count": 100000}), "implausible hyperparameters"
+    yield "gguf", "bos_out_of_range.gguf", llama_gguf(**{"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.bos_token_id": 999}), "999"
+    yield "gguf", "missing_tensor.gguf", gguf_bytes(gguf_tensor_subset(), {k: v for k, v in gguf_llama_kvs().items()}), "has no tensor 'blk.0.attn_norm.weight'"
+
+    yield "weight_pack", "empty.tern-pack", b"", "not a tern pack (no TERNPACK magic)"
+    yield "weight_pack", "bad_magic.tern-pack", b"NOTAPACK" + b"\0" * 64, "not a tern pack (no TERNPACK magic)"
+    yield "weight_pack", "huge_header.tern-pack", b"TERNPACK" + struct.pack("<II", 2, 0xFFFFFFF0) + b"{}", "header of 4294967280 bytes is past the end of the file"
+    yield "weight_pack", "header_not_json.tern-pack", b"TERNPACK" + struct.pack("<II", 2, 4) + b"{{{{", "header is not valid"
+    yield "weight_pack", "wrong_version.tern-pack", b"TERNPACK" + struct.pack("<II", 99, 2) + b"{}", "version 99"
+
+
+def gguf_llama_kvs():
+    return {"general.architecture": "llama", "llama.block_count": 1, "llama.embedding_length": 32, "llama.feed_forward_length": 32,
+            "llama.attention.head_count": 2, "llama.attention.layer_norm_rms_epsilon": 1e-5, "llama.context_length": 32,
+            "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b"], "tokenizer.ggml.merges": []}
+
+
+def gguf_tensor_subset():
+    return [("token_embd.weight", [32, 2], 0, np.zeros((2, 32), np.float32).tobytes())]
+
+
+def sparse_model():
+    m = onnx.load_from_string(model_bytes([helper.make_node("Identity", ["x"], ["y"])], [], [vi("y", F, None)]))
+    sp = m.graph.sparse_initializer.add()
+    sp.values.CopyFrom(helper.make_tensor("x", F, [1], [1.0]))
+    sp.indices.CopyFrom(helper.make_tensor("x_i", I64, [1], [0]))
+    sp.dims.extend([4])
+    return m.SerializeToString()
+
+
+def nested_if(depth):
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["o0"])], "leaf", [], [vi("o0", F, None)])
+    g = leaf
+    for d in range(1, depth):
+        g = helper.make_graph([helper.make_node("If", ["c"], [f"o{d}"], then_branch=g, else_branch=leaf)], f"g{d}", [], [vi(f"o{d}", F, None)])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=g, else_branch=leaf)
+    return model_bytes([node], [vi("c", TensorProto.BOOL, []), vi("x", F, [2])], [vi("y", F, None)])
+
+
+# Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
+REPRODUCERS = {}
+
+
+def write(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def pack_model():
+    """tests/fuzz/pack_model/model.onnx: one MatMul of a constant 16x16 weight, what the weight_pack target's packs
+    belong to (their seed: `tern pack tests/fuzz/pack_model OUT` once this file changes)."""
+    w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((16, 16)).astype(np.float32), "w")
+    return model_bytes([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", F, [1, 16])], [vi("y", F, None)], [w])
+
+
+def main():
+    write(os.path.join(ROOT, "tests", "fuzz", "pack_model", "model.onnx"), pack_model())
+    for target in os.listdir(CORPUS) if os.path.isdir(CORPUS) else []:
+        for f in os.listdir(os.path.join(CORPUS, target)):
+            if not f.endswith(".tern-pack"):
+                os.remove(os.path.join(CORPUS, target, f))
+    for target, name, data in seeds():
+        write(os.path.join(CORPUS, target, name), data)
+    lines = ["# <target>/<file>: text the tern::Error message must contain (written by tests/fuzz/make_corpus.py)"]
+    kept = set(REPRODUCERS)
+    if os.path.isdir(BAD):
+        for target in os.listdir(BAD):
+            if os.path.isdir(os.path.join(BAD, target)):
+                for f in os.listdir(os.path.join(BAD, target)):
+                    if f"{target}/{f}" not in kept:
+                        os.remove(os.path.join(BAD, target, f))
+    for target, name, data, err in bad_inputs():
+        write(os.path.join(BAD, target, name), data)
+        lines.append(f"{target}/{name}: {err}")
+    lines += [f"{k}: {v}" for k, v in sorted(REPRODUCERS.items())]
+    write(os.path.join(BAD, "expected.txt"), ("\n".join(lines) + "\n").encode())
+    print(len(lines) - 1, "hostile inputs,", sum(len(os.listdir(os.path.join(CORPUS, t))) for t in os.listdir(CORPUS)), "seeds")
+
+
+if __name__ == "__main__":
+    main()
