@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
-# build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF).
+# build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-fuzz/ with --fuzz: the libFuzzer binary,
+# clang 14 with AddressSanitizer + UBSan, CPU only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
@@ -12,6 +13,12 @@ case "${1:-}" in
   --no-opencl)  # the CPU-only build: no OpenCL package compiled in or linked
     dir=build-no-opencl
     flags+=(-DTERN_OPENCL=OFF) ;;
+  --fuzz)
+    dir=build-fuzz
+    export CC=clang-14 CXX=clang++-14
+    flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DTERN_SANITIZE=ON -DTERN_FUZZ=ON -DTERN_OPENCL=OFF)
+    cmake -S . -B "$dir" "${flags[@]}" > /dev/null
+    exec cmake --build "$dir" -j "$(nproc)" --target tern_fuzz ;;
 esac
 cmake -S . -B "$dir" "${flags[@]}" > /dev/null
 cmake --build "$dir" -j "$(nproc)"

@@ -10,8 +10,9 @@ packages=(
   python3-onnx python3-numpy
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
-# types into `tern chat`.
-[ "${1:-}" = "--ci" ] && packages+=(chromium tmux)
+# types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
+# (scripts/fuzz.sh).
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

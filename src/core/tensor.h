@@ -103,7 +103,13 @@ class Tensor {
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
   // shape() == dims without building a Shape (no allocation, for per-step checks).
   bool has_shape(std::initializer_list<int64_t> dims) const { return std::equal(shape_.begin(), shape_.end(), dims.begin(), dims.end()); }
-  int64_t dim(int64_t i) const { return shape_[static_cast<size_t>(i < 0 ? i + rank() : i)]; }
+  // Dim i (negative: from the end); a dim the tensor does not have fails instead of reading past its shape
+  // (an op handed a tensor of lower rank than a malformed graph promised).
+  int64_t dim(int64_t i) const {
+    const int64_t j = i < 0 ? i + rank() : i;
+    if (j < 0 || j >= rank()) fail("dimension ", i, " of a tensor of shape ", shape_str(shape_), " does not exist");
+    return shape_[static_cast<size_t>(j)];
+  }
   int64_t numel() const { return numel_of(shape_); }
   size_t nbytes() const { return bytes_for(dtype_, numel()); }
   Device device() const { return buffer_ ? buffer_->device() : Device{}; }

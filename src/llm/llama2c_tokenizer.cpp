@@ -17,6 +17,10 @@ class Llama2cTokenizer : public Tokenizer {
   Llama2cTokenizer(const std::string& path, int64_t vocab_size) {
     std::ifstream f(path, std::ios::binary);
     if (!f) fail("cannot open tokenizer '", path, "'");
+    // Unknown characters fall back to byte tokens, which llama2.c's vocabularies keep at ids 3..258
+    // (<0x00>..<0xFF> after <unk>, <s>, </s>); a smaller vocabulary has nowhere to put them.
+    if (vocab_size < 259)
+      fail("'", path, "': a vocabulary of ", vocab_size, " tokens; llama2.c tokenizers hold at least 259 (the 256 byte tokens at 3..258)");
     int32_t max_len = 0;
     if (!f.read(reinterpret_cast<char*>(&max_len), 4)) fail("'", path, "' is empty");
     for (int64_t i = 0; i < vocab_size; ++i) {

@@ -8,6 +8,8 @@ namespace tern {
 Tensor to_bhsd(const Tensor& t, int64_t heads) {
   Tensor f = cast_to(t, DType::Float32);
   if (t.rank() == 4) return f;
+  if (t.rank() != 3 || heads <= 0 || t.dim(2) % heads != 0)
+    fail("input ", shape_str(t.shape()), " does not split into ", heads, " heads");
   const int64_t B = t.dim(0), S = t.dim(1), D = t.dim(2) / heads;
   Tensor out(DType::Float32, {B, heads, S, D});
   kernels::transpose(f.raw(), {B, S, heads, D}, {0, 2, 1, 3}, out.raw(), 4);
@@ -24,7 +26,7 @@ Tensor from_bhsd(const Tensor& t) {
 Tensor concat_seq(const Tensor* past, const Tensor& cur) {
   if (!past) return cur;
   const int64_t B = cur.dim(0), H = cur.dim(1), Sp = past->dim(2), Sc = cur.dim(2), D = cur.dim(3);
-  if (past->dim(0) != B || past->dim(1) != H || past->dim(3) != D)
+  if (past->rank() != 4 || past->dim(0) != B || past->dim(1) != H || past->dim(3) != D)
     fail("past ", shape_str(past->shape()), " does not match the new keys/values ", shape_str(cur.shape()));
   Tensor out(DType::Float32, {B, H, Sp + Sc, D});
   const size_t row = static_cast<size_t>(D) * 4;
@@ -52,6 +54,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const int64_t B = q.dim(0), Hq = q.dim(1), Sq = q.dim(2), D = q.dim(3);
   const int64_t Hkv = k.dim(1), T = k.dim(2), Dv = v.dim(3);
   if (Hkv == 0 || Hq % Hkv != 0) fail(Hq, " query heads are not a multiple of ", Hkv, " key/value heads");
+  if (k.dim(0) != B || v.dim(0) != B) fail("batch of queries ", B, ", keys ", k.dim(0), ", values ", v.dim(0), " differ");
   if (k.dim(3) != D) fail("query head size ", D, " differs from key head size ", k.dim(3));
   if (v.dim(2) != T || v.dim(1) != Hkv) fail("values ", shape_str(v.shape()), " do not match keys ", shape_str(k.shape()));
   Tensor y(DType::Float32, {B, Hq, Sq, Dv});

@@ -74,6 +74,19 @@ class GatherOp : public Op {
   int64_t axis_;
 };
 
+// The data elements GatherElements reads and ScatterElements writes, after checking what the kernel
+// assumes: indices of the data's rank, no larger than the data off the axis, each inside the axis.
+std::vector<int64_t> element_offsets(const Node& node, const Tensor& data, const Tensor& indices, int64_t axis) {
+  if (indices.rank() != data.rank())
+    fail(node.describe(), ": indices of rank ", indices.rank(), " for data of rank ", data.rank(), " (they must match)");
+  for (int64_t k = 0; k < data.rank(); ++k)
+    if (k != axis && indices.dim(k) > data.dim(k))
+      fail(node.describe(), ": indices shape ", shape_str(indices.shape()), " exceeds data shape ", shape_str(data.shape()),
+           " off the axis");
+  std::vector<int64_t> idx = checked_indices(node, indices, data.dim(axis));
+  return kernels::element_offsets(data.shape(), indices.shape(), idx.data(), axis);
+}
+
 class GatherElementsOp : public Op {
  public:
   explicit GatherElementsOp(const Node& n) : axis_(n.attr_int("axis", 0)) {}
@@ -84,11 +97,7 @@ class GatherElementsOp : public Op {
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const Tensor& it = ctx.in(1);
-    int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
-    for (int64_t k = 0; k < x.rank(); ++k)
-      if (k != axis && it.dim(k) > x.dim(k)) fail(ctx.node.describe(), ": indices shape exceeds data shape off the axis");
-    std::vector<int64_t> idx = checked_indices(ctx.node, it, x.dim(axis));
-    std::vector<int64_t> off = kernels::element_offsets(x.shape(), it.shape(), idx.data(), axis);
+    std::vector<int64_t> off = element_offsets(ctx.node, x, it, normalize_axis(ctx.node, axis_, x.rank()));
     visit_by_size(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* s = static_cast<const T*>(x.raw());
@@ -144,11 +153,10 @@ class ScatterElementsOp : public Op {
     const Tensor& x = ctx.in(0);
     const Tensor& it = ctx.in(1);
     Tensor& y = ctx.out(0);
-    int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     if (it.shape() != ctx.in(2).shape()) fail(ctx.node.describe(), ": indices and updates shapes differ");
-    std::vector<int64_t> idx = checked_indices(ctx.node, it, x.dim(axis));
+    std::vector<int64_t> off = element_offsets(ctx.node, x, it, normalize_axis(ctx.node, axis_, x.rank()));
     std::memcpy(y.raw(), x.raw(), x.nbytes());
-    scatter_apply(y, kernels::element_offsets(x.shape(), it.shape(), idx.data(), axis), 1, ctx.in(2), red_);
+    scatter_apply(y, off, 1, ctx.in(2), red_);
   }
 
  private:

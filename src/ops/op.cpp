@@ -134,7 +134,7 @@ std::vector<std::string> OpRegistry::names() const {
 
 int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  if (a < 0 || a >= rank)
     fail(node.describe(), ": axis ", axis, " is out of range for rank ", rank);
   return a;
 }

@@ -353,7 +353,9 @@ class RangeOp : public Op {
     }
     double start = ctx.value(0)->at_f64(0), limit = ctx.value(1)->at_f64(0), delta = ctx.value(2)->at_f64(0);
     if (delta == 0) ctx.fail("delta is zero");
-    int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+    const double count = std::ceil((limit - start) / delta);
+    if (!(count < 9.2e18)) ctx.fail("start ", start, ", limit ", limit, ", delta ", delta, " give no countable length");
+    const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
     ctx.set(0, ctx.dtype(0), Shape{n});
   }
   void run(RunContext& ctx) const override {

@@ -215,7 +215,8 @@ def seeds():
     yield "llama2c_checkpoint", "tiny.bin", llama2c_bytes()
     yield "llama2c_checkpoint", "tiny_gqa_unshared.bin", llama2c_bytes(heads=2, kv_heads=1, vocab=-32) + \
         np.zeros(32 * 8, np.float32).tobytes()
-    pieces = [b"<unk>", b"<s>", b"</s>"] + [bytes([b]) for b in range(32, 127)] + [b"he", b"ll", b"hell", b"hello", b" "]
+    pieces = [b"<unk>", b"<s>", b"</s>"] + [b"<0x%02X>" % b for b in range(256)] + [bytes([b]) for b in range(32, 127)] + \
+        [b"he", b"ll", b"hell", b"hello", b" "]
     yield "llama2c_tokenizer", "ascii.bin", struct.pack("<H", len(pieces)) + llama2c_tokenizer_bytes(pieces)
     yield "gguf", "llama_f32.gguf", llama_gguf()
     yield "gguf", "llama_q8_0.gguf", llama_gguf(quantized=True)
@@ -318,10 +319,10 @@ def bad_inputs():
     yield "llama2c_checkpoint", "huge_claim.bin", llama2c_bytes(dim=65536, hidden=1 << 30, vocab=1 << 30, floats=16), "file ends inside tensor"
     yield "llama2c_checkpoint", "version_2.bin", b"24ka" + struct.pack("<i", 2) + b"\0" * 300, "version 2"
 
-    yield "llama2c_tokenizer", "truncated.bin", struct.pack("<H", 10) + llama2c_tokenizer_bytes([b"a", b"b"]), "ends at token 2 of 10"
-    yield "llama2c_tokenizer", "negative_length.bin", struct.pack("<H", 1) + struct.pack("<ifi", 4, 0.0, -5), "token 0 has length -5"
-    yield "llama2c_tokenizer", "length_past_end.bin", struct.pack("<H", 1) + struct.pack("<ifi", 4, 0.0, 60000) + b"ab", "ends inside token 0"
-    yield "llama2c_tokenizer", "empty.bin", struct.pack("<H", 4), "is empty"
+    yield "llama2c_tokenizer", "truncated.bin", struct.pack("<H", 300) + llama2c_tokenizer_bytes([b"a", b"b"]), "ends at token 2 of 300"
+    yield "llama2c_tokenizer", "negative_length.bin", struct.pack("<H", 300) + struct.pack("<ifi", 4, 0.0, -5), "token 0 has length -5"
+    yield "llama2c_tokenizer", "length_past_end.bin", struct.pack("<H", 300) + struct.pack("<ifi", 4, 0.0, 60000) + b"ab", "ends inside token 0"
+    yield "llama2c_tokenizer", "empty.bin", struct.pack("<H", 300), "is empty"
 
     good = llama_gguf()
     yield "gguf", "bad_magic.gguf", b"GGUX" + good[4:], "is not a GGUF file (no GGUF magic)"
@@ -384,7 +385,15 @@ def nested_if(depth):
 
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
-REPRODUCERS = {}
+REPRODUCERS = {
+    "onnx_model/range_uncountable.onnx": "Range node 'Range_16': start -2.59615e+33, limit 0, delta 1 give no countable length",
+    "onnx_model/topk_scalar.onnx": "TopK node 'TopK_0': axis 0 is out of range for rank 0",
+    "llama2c_tokenizer/vocab_too_small.bin": "a vocabulary of 103 tokens; llama2.c tokenizers hold at least 259",
+    "onnx_model/reduce_scalar_axis.onnx": "axis 0 is out of range for rank 0",
+    "onnx_model/scatternd_scalar_indices.onnx": "ScatterND node 'ScatterND_0': dimension -1 of a tensor of shape [] does not exist",
+    "onnx_model/attention_batch_mismatch.onnx": "Attention node 'Attention_0': batch of queries 1, keys 0, values 1 differ",
+    "onnx_model/scatter_indices_rank.onnx": "indices of rank 2 for data of rank 1 (they must match)",
+}
 
 
 def write(path, data):

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Fuzzes tern's parsers with libFuzzer under AddressSanitizer + UBSan (tests/fuzz/targets.h lists the targets):
+#   bash scripts/fuzz.sh TARGET SECONDS     one target
+#   bash scripts/fuzz.sh all SECONDS        every target, two at a time (CI runs this with 60)
+# Builds build-fuzz/ with clang first (scripts/build.sh --fuzz). Seeds come from tests/fuzz/corpus/TARGET
+# (read only) — for onnx_model also the ONNX node tests' models when ../shared has them; what the fuzzer
+# finds new goes to build-fuzz/corpus/TARGET. A crash, leak, timeout or sanitizer report fails the run and
+# leaves its input in build-fuzz/crashes/: add it to tests/bad_inputs/TARGET/ with the error it must now
+# end in (REPRODUCERS in tests/fuzz/make_corpus.py) once fixed. Each target's final stats line is printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=${1:?usage: scripts/fuzz.sh TARGET|all SECONDS}
+seconds=${2:?usage: scripts/fuzz.sh TARGET|all SECONDS}
+bash scripts/build.sh --fuzz
+bin=build-fuzz/tests/tern_fuzz
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+run_one() {
+  local t=$1
+  local dict=() seeds=(tests/fuzz/corpus/"$t")
+  case $t in
+    onnx_model|external_data) dict=(-dict=tests/fuzz/dicts/onnx.dict) ;;
+    tokenizer_json|model_config|chat_template) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
+    gguf) dict=(-dict=tests/fuzz/dicts/gguf.dict) ;;
+  esac
+  if [ "$t" = onnx_model ] && [ -d ../shared/onnx-node-tests/node ]; then
+    mkdir -p build-fuzz/node-test-seeds
+    for m in ../shared/onnx-node-tests/node/*/model.onnx; do
+      ln -sfn "$(realpath "$m")" "build-fuzz/node-test-seeds/$(basename "$(dirname "$m")").onnx"
+    done
+    seeds+=(build-fuzz/node-test-seeds)
+  fi
+  mkdir -p build-fuzz/corpus/"$t" build-fuzz/crashes
+  local log=build-fuzz/fuzz-$t.log
+  # -timeout: one input may take 10 s; -rss_limit_mb: past it is a bug (targets run under a 256 MB cap).
+  if TERN_FUZZ_TARGET=$t "$bin" build-fuzz/corpus/"$t" "${seeds[@]}" "${dict[@]}" -max_total_time="$seconds" \
+       -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+       -artifact_prefix=build-fuzz/crashes/"$t"- > "$log" 2>&1; then
+    echo "fuzz $t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) · $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') executions, coverage $(grep -oE 'cov: [0-9]+' "$log" | tail -1)"
+  else
+    echo "fuzz $t FAILED (log $log):"
+    grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|#[0-9]+ in ' "$log" | head -40
+    return 1
+  fi
+}
+
+if [ "$target" = all ]; then
+  mapfile -t all < <(TERN_FUZZ_TARGET=list "$bin" | awk '/^  [a-z_0-9]+ /{print $1}')
+  status=0
+  for ((i = 0; i < ${#all[@]}; i += 2)); do
+    run_one "${all[i]}" & a=$!
+    b=""
+    if [ $((i + 1)) -lt ${#all[@]} ]; then run_one "${all[i + 1]}" & b=$!; fi
+    wait $a || status=1
+    [ -z "$b" ] || wait $b || status=1
+  done
+  exit $status
+fi
+run_one "$target"
