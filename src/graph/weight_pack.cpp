@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
+#include "core/json_number.h"
 
 namespace tern {
 namespace fs = std::filesystem;
@@ -79,9 +80,18 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
       Entry& entry = pack->entries_[key];
       entry.dropped = e.value("dropped", false);
       for (const auto& t : e.value("tensors", nlohmann::json::array())) {
-        const auto dtype = t.at("dtype").get<int64_t>();
-        const auto shape = t.at("shape").get<Shape>();
-        const auto offset = t.at("offset").get<uint64_t>(), nbytes = t.at("bytes").get<uint64_t>();
+        auto number = [&](const nlohmann::json& v, const char* field, int64_t lo) -> int64_t {
+          try {
+            return json_int(v, "entry '" + key + "': " + field, lo);
+          } catch (const Error& e) {
+            fail("pack '", path, "': ", e.what());
+          }
+        };
+        const int64_t dtype = number(t.at("dtype"), "dtype", INT64_MIN);
+        Shape shape;
+        for (const auto& d : t.at("shape")) shape.push_back(number(d, "a dim", INT64_MIN));
+        const auto offset = static_cast<uint64_t>(number(t.at("offset"), "offset", 0)),
+                   nbytes = static_cast<uint64_t>(number(t.at("bytes"), "bytes", 0));
         if (dtype <= 0 || dtype > 64 || !dtype_size(static_cast<DType>(dtype)))  // the element types tensors hold whole
           bad("entry '", key, "': data type ", dtype, " is not one a pack holds");
         int64_t numel = 1;

@@ -167,7 +167,9 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   s.ffn = f.integer(key("feed_forward_length"));
   s.heads = f.integer(key("attention.head_count"));
   s.kv_heads = f.has(key("attention.head_count_kv")) ? f.integer(key("attention.head_count_kv")) : s.heads;
-  s.rms_eps = static_cast<float>(f.number(key("attention.layer_norm_rms_epsilon")));
+  const double eps = f.number(key("attention.layer_norm_rms_epsilon"));
+  if (!(eps > 0 && eps < 1)) fail("'", gguf_path, "': ", key("attention.layer_norm_rms_epsilon"), " ", eps, " is not in (0, 1)");
+  s.rms_eps = static_cast<float>(eps);
   const int64_t context = f.integer(key("context_length"));
   if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads ||
       s.heads % s.kv_heads || context <= 0 || context > (int64_t{1} << 24))
@@ -176,7 +178,8 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   const int64_t head = s.hidden / s.heads, kv_dim = head * s.kv_heads;
   s.rotary_dim = f.has(key("rope.dimension_count")) ? f.integer(key("rope.dimension_count")) : head;
   if (s.rotary_dim <= 0 || s.rotary_dim > head || s.rotary_dim % 2) fail("'", gguf_path, "': rope.dimension_count ", s.rotary_dim, " does not fit head size ", head);
-  const float theta = f.has(key("rope.freq_base")) ? static_cast<float>(f.number(key("rope.freq_base"))) : 10000.0f;
+  const double theta = f.has(key("rope.freq_base")) ? f.number(key("rope.freq_base")) : 10000.0;
+  if (!(theta > 1 && theta < 1e30)) fail("'", gguf_path, "': ", key("rope.freq_base"), " ", theta, " is not a rope base");
 
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);

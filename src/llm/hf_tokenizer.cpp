@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/json_number.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
@@ -137,7 +138,7 @@ class HfTokenizer : public Tokenizer {
       const json& m = j.at("model");
       if (m.value("type", std::string("BPE")) != "BPE")
         fail_unsupported("'", path, "': model type ", m.value("type", std::string()), " (tern supports BPE)");
-      for (const auto& [tok, id] : m.at("vocab").items()) add_token(tok, id.get<int64_t>());
+      for (const auto& [tok, id] : m.at("vocab").items()) add_token(tok, json_int(id, "tokenizer.json: the id of '" + tok + "'"));
       int rank = 0;
       for (const auto& mg : m.at("merges")) {
         std::string a, b;
@@ -159,7 +160,8 @@ class HfTokenizer : public Tokenizer {
       }
       if (j.contains("added_tokens"))
         for (const auto& t : j["added_tokens"]) {
-          Added a{t.at("content"), t.at("id"), t.value("special", false), t.value("lstrip", false), t.value("rstrip", false)};
+          Added a{t.at("content"), json_int(t.at("id"), "tokenizer.json: an added token's id"), t.value("special", false),
+                  t.value("lstrip", false), t.value("rstrip", false)};
           add_token(a.content, a.id);
           if (a.special) special_.insert(a.id);
           added_.push_back(a);
@@ -378,7 +380,7 @@ class HfTokenizer : public Tokenizer {
     for (const auto& item : p.at("single")) {
       if (item.contains("Sequence")) { after = true; continue; }
       const std::string name = item.at("SpecialToken").at("id");
-      for (const auto& id : p.at("special_tokens").at(name).at("ids")) (after ? suffix_ : prefix_).push_back(id.get<int64_t>());
+      for (const auto& id : p.at("special_tokens").at(name).at("ids")) (after ? suffix_ : prefix_).push_back(json_int(id, "tokenizer.json: a special token id"));
     }
   }
 
@@ -416,11 +418,12 @@ class HfTokenizer : public Tokenizer {
       });
     } else if (type == "Strip") {
       const std::string c = d.value("content", std::string(" "));
-      const int start = d.value("start", 0), stop = d.value("stop", 0);
+      const int64_t start = json_int(d.value("start", json(0)), "tokenizer.json: Strip start", 0, 1 << 20),
+                    stop = json_int(d.value("stop", json(0)), "tokenizer.json: Strip stop", 0, 1 << 20);
       decoders_.push_back([c, start, stop](std::vector<std::string>& toks) {
         for (auto& t : toks) {
-          for (int k = 0; k < start && t.compare(0, c.size(), c) == 0; ++k) t.erase(0, c.size());
-          for (int k = 0; k < stop && t.size() >= c.size() && t.compare(t.size() - c.size(), c.size(), c) == 0; ++k)
+          for (int64_t k = 0; k < start && t.compare(0, c.size(), c) == 0; ++k) t.erase(0, c.size());
+          for (int64_t k = 0; k < stop && t.size() >= c.size() && t.compare(t.size() - c.size(), c.size(), c) == 0; ++k)
             t.erase(t.size() - c.size());
         }
       });

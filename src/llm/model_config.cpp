@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_number.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -64,12 +65,13 @@ ModelConfig read_model_config(const std::string& model_dir) {
   if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
   if (gen.contains("do_sample") && gen["do_sample"].is_boolean()) c.do_sample = gen["do_sample"];
   auto take_float = [&](const char* k, float& v) {
-    if (gen.contains(k) && gen[k].is_number()) v = gen[k].get<float>();
+    if (gen.contains(k) && gen[k].is_number()) v = json_float(gen[k], std::string("generation_config.json: ") + k);
   };
   take_float("temperature", c.temperature);
   take_float("top_p", c.top_p);
   take_float("repetition_penalty", c.repetition_penalty);
-  if (gen.contains("top_k") && gen["top_k"].is_number_integer()) c.top_k = gen["top_k"].get<int>();
+  if (gen.contains("top_k") && gen["top_k"].is_number_integer())
+    c.top_k = static_cast<int>(json_int(gen["top_k"], "generation_config.json: top_k", 0, INT32_MAX));
   return c;
 }
 

@@ -212,7 +212,7 @@ class GemmOp : public Op {
       C beta = C(0);
       if (ctx.has(2) && beta_ != 0.0f) {  // broadcast C into the output, then accumulate on it
         Tensor c = cast_to(ctx.in(2), CT);
-        broadcast_shapes(ctx.node, sym_shape(c.shape()), sym_shape(y.shape()));
+        check_broadcasts_to(ctx.node, c.shape(), y.shape());
         kernels::broadcast_copy(c.raw(), c.shape(), yc.raw(), y.shape(), sizeof(C));
         beta = static_cast<C>(beta_);
       }

@@ -63,8 +63,8 @@ class NormOp : public Op {
     const Tensor& xin = p_.skip >= 0 ? xf : as_dtype(x, DType::Float32, x_scratch);
     if (p_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
       xf = xf.clone();
-      add_broadcast(xf, ctx.in(p_.skip));
-      if (p_.bias >= 0 && ctx.has(p_.bias)) add_broadcast(xf, ctx.in(p_.bias));
+      add_broadcast(ctx.node, xf, ctx.in(p_.skip));
+      if (p_.bias >= 0 && ctx.has(p_.bias)) add_broadcast(ctx.node, xf, ctx.in(p_.bias));
       if (ctx.outputs.size() > 3 && ctx.out(3).defined()) convert_tensor(xf, ctx.out(3));
     }
     Tensor y_scratch;
@@ -97,7 +97,8 @@ class NormOp : public Op {
 
  private:
   // x += t, t broadcast to x's shape (skip may be [S, H] against [B, S, H]; bias is [H]).
-  static void add_broadcast(Tensor& x, const Tensor& t) {
+  static void add_broadcast(const Node& node, Tensor& x, const Tensor& t) {
+    check_broadcasts_to(node, t.shape(), x.shape());  // a skip or bias never grows the input
     Tensor tf = cast_to(t, DType::Float32);
     kernels::binary_broadcast(x.data<float>(), x.shape(), tf.data<float>(), tf.shape(), x.data<float>(), x.shape(),
                               [](float a, float b) { return a + b; });
@@ -110,7 +111,7 @@ class NormOp : public Op {
     const Tensor& p = as_dtype(ctx.in(i), DType::Float32, scratch);
     if (p.numel() == n) return p;
     const Tensor& x = ctx.in(0);
-    broadcast_shapes(ctx.node, sym_shape(p.shape()), sym_shape(x.shape()));
+    check_broadcasts_to(ctx.node, p.shape(), x.shape());
     Tensor full(DType::Float32, x.shape());
     kernels::broadcast_copy(p.raw(), p.shape(), full.raw(), full.shape(), 4);
     scratch = full;

@@ -146,6 +146,11 @@ AxisSplit split_at_axis(const Shape& shape, int64_t axis) {
   return s;
 }
 
+void check_broadcasts_to(const Node& node, const Shape& from, const Shape& to) {
+  if (broadcast_shapes(node, sym_shape(from), sym_shape(to)) != sym_shape(to))
+    fail(node.describe(), ": ", shape_str(from), " does not broadcast to ", shape_str(to));
+}
+
 SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b) {
   size_t r = std::max(a.size(), b.size());
   SymShape out(r);

@@ -222,5 +222,8 @@ struct AxisSplit {
 AxisSplit split_at_axis(const Shape& shape, int64_t axis);
 // Numpy-style broadcast of symbolic shapes; fails naming the node when incompatible.
 SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b);
+// Fails naming the node unless `from` broadcasts to `to` exactly (no dim of `to` grows): what a kernel
+// writing `from` into a tensor of shape `to` (kernels::broadcast_copy) relies on.
+void check_broadcasts_to(const Node& node, const Shape& from, const Shape& to);
 
 }  // namespace tern

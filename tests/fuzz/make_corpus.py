@@ -301,7 +301,7 @@ def bad_inputs():
             ("not_json.json", b"{\"model\": ", "is not valid JSON"),
             ("no_model.json", b"{}", "key 'model' not found"),
             ("wordpiece.json", b'{"model":{"type":"WordPiece","vocab":{}}}', "model type WordPiece"),
-            ("vocab_id_string.json", b'{"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}}', "type must be number"),
+            ("vocab_id_string.json", b'{"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}}', "the id of 'a' must be an integer, not \"zero\""),
             ("vocab_id_negative.json", b'{"model":{"type":"BPE","vocab":{"a":-1},"merges":[]}}', "token id -1"),
             ("vocab_id_huge.json", b'{"model":{"type":"BPE","vocab":{"a":9000000000000},"merges":[]}}', "token id 9000000000000"),
             ("merge_no_space.json", b'{"model":{"type":"BPE","vocab":{"a":0},"merges":["ab"]}}', "merge 'ab' has no space"),
@@ -386,6 +386,8 @@ def nested_if(depth):
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
 REPRODUCERS = {
+    "onnx_model/norm_scale_grows_input.onnx": "LayerNormalization node 'LayerNormalization_0': [3,2,5] does not broadcast to [2,5]",
+    "tokenizer_json/vocab_id_float.json": "tokenizer.json: the id of 'hab' must be an integer, not 9.111111111111112e+88",
     "onnx_model/range_uncountable.onnx": "Range node 'Range_16': start -2.59615e+33, limit 0, delta 1 give no countable length",
     "onnx_model/topk_scalar.onnx": "TopK node 'TopK_0': axis 0 is out of range for rank 0",
     "llama2c_tokenizer/vocab_too_small.bin": "a vocabulary of 103 tokens; llama2.c tokenizers hold at least 259",
