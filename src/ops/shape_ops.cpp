@@ -296,7 +296,7 @@ class ExpandOp : public Op {
 class ConstantOfShapeOp : public Op {
  public:
   explicit ConstantOfShapeOp(const Node& n) {
-    if (const Attribute* a = n.attr("value")) {
+    if (const Attribute* a = n.attr("value", Attribute::Kind::Tensor)) {
       if (a->t.numel() != 1) fail(n.describe(), ": value must hold exactly one element");
       value_ = a->t;
     } else {
@@ -327,17 +327,20 @@ class ConstantOfShapeOp : public Op {
 class ConstantOp : public Op {
  public:
   explicit ConstantOp(const Node& n) {
-    if (const Attribute* a = n.attr("value")) value_ = a->t;
-    else if (const Attribute* a = n.attr("value_float")) value_ = Tensor::scalar<float>(a->f);
-    else if (const Attribute* a = n.attr("value_int")) value_ = Tensor::scalar<int64_t>(a->i);
-    else if (const Attribute* a = n.attr("value_floats"))
+    using K = Attribute::Kind;
+    if (const Attribute* a = n.attr("value", K::Tensor)) value_ = a->t;
+    else if (const Attribute* a = n.attr("value_float", K::Float)) value_ = Tensor::scalar<float>(a->f);
+    else if (const Attribute* a = n.attr("value_int", K::Int)) value_ = Tensor::scalar<int64_t>(a->i);
+    else if (const Attribute* a = n.attr("value_floats", K::Floats))
       value_ = Tensor::from_vector<float>(a->floats, {static_cast<int64_t>(a->floats.size())});
-    else if (const Attribute* a = n.attr("value_ints"))
+    else if (const Attribute* a = n.attr("value_ints", K::Ints))
       value_ = Tensor::from_vector<int64_t>(a->ints, {static_cast<int64_t>(a->ints.size())});
     else fail_unsupported(n.describe(), ": only tensor, float(s) and int(s) constants are supported");
   }
   void infer(InferContext& ctx) const override { ctx.set(0, value_.dtype(), value_.shape()); }
-  void run(RunContext& ctx) const override { std::memcpy(ctx.out(0).raw(), value_.raw(), value_.nbytes()); }
+  void run(RunContext& ctx) const override {
+    if (value_.nbytes()) std::memcpy(ctx.out(0).raw(), value_.raw(), value_.nbytes());
+  }
 
  private:
   Tensor value_;
