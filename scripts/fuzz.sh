@@ -24,10 +24,15 @@ run_one() {
     gguf) dict=(-dict=tests/fuzz/dicts/gguf.dict) ;;
   esac
   if [ "$t" = onnx_model ] && [ -d ../shared/onnx-node-tests/node ]; then
-    mkdir -p build-fuzz/node-test-seeds
-    for m in ../shared/onnx-node-tests/node/*/model.onnx; do
-      ln -sfn "$(realpath "$m")" "build-fuzz/node-test-seeds/$(basename "$(dirname "$m")").onnx"
-    done
+    if [ ! -d build-fuzz/node-test-seeds ]; then  # links, never copies, to the node tests' models
+      mkdir -p build-fuzz/node-test-seeds
+      local root d
+      root=$(realpath ../shared/onnx-node-tests/node)
+      for d in "$root"/*/; do
+        d=${d%/}
+        [ -f "$d/model.onnx" ] && ln -s "$d/model.onnx" "build-fuzz/node-test-seeds/${d##*/}.onnx"
+      done
+    fi
     seeds+=(build-fuzz/node-test-seeds)
   fi
   mkdir -p build-fuzz/corpus/"$t" build-fuzz/crashes

@@ -31,7 +31,7 @@ class AttentionOp : public Op {
     if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
       ctx.fail("Q, K and V must all be 3-D or all 4-D");
     Dim past = Dim::known(0);
-    if (ctx.has(4)) past = ctx.shape(4).at(2);
+    if (ctx.has(4)) past = ctx.dim(4, 2);
     const bool four = q.size() == 4;
     if (!four && (q_heads_ <= 0 || kv_heads_ <= 0)) ctx.fail("3-D inputs need q_num_heads and kv_num_heads");
     const Dim B = q[0], Sq = four ? q[2] : q[1], Skv = four ? k[2] : k[1];

@@ -90,7 +90,7 @@ class ContribAttentionOp : public OrtAttentionBase {
     ctx.set(0, ctx.dtype(0), SymShape{x[0], x[1], Dim::known(vh)});
     Dim total{};
     if (ctx.has(4)) {
-      const Dim& p = ctx.shape(4).at(3);
+      const Dim& p = ctx.dim(4, 3);
       if (p.is_known() && x[1].is_known()) total = Dim::known(p.value + x[1].value);
     } else {
       total = x[1];
@@ -159,7 +159,7 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
     Dim total{};
     const Dim skv = k4 ? k[2] : k[1];
     if (ctx.has(6)) {
-      const Dim& p = ctx.shape(6).at(2);
+      const Dim& p = ctx.dim(6, 2);
       if (p.is_known() && skv.is_known()) total = Dim::known(p.value + skv.value);
     } else {
       total = skv;

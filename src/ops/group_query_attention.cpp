@@ -41,7 +41,7 @@ class GroupQueryAttentionOp : public Op {
     const Dim D = q[2].is_known() ? Dim::known(q[2].value / (packed ? hq_ + 2 * hkv_ : hq_)) : Dim{};
     Dim len = q[1];
     if (ctx.has(3)) {
-      const Dim& p = ctx.shape(3).at(2);
+      const Dim& p = ctx.dim(3, 2);
       len = p.is_known() && q[1].is_known() ? Dim::known(p.value + q[1].value) : Dim{};
     }
     ctx.set(1, ctx.dtype(0), SymShape{q[0], Dim::known(hkv_), len, D});

@@ -21,6 +21,12 @@ const SymShape& InferContext::shape(int i) const {
   return *s;
 }
 
+const Dim& InferContext::dim(int i, int64_t k) const {
+  const SymShape& s = shape(i);
+  if (k >= static_cast<int64_t>(s.size())) fail("input ", i, " has rank ", s.size(), "; its dim ", k, " is needed");
+  return s[static_cast<size_t>(k)];
+}
+
 const Tensor& InferContext::require_value(int i) const {
   if (!has(i)) fail("input ", i, " is missing");
   const Tensor* v = inputs_[static_cast<size_t>(i)].value;

@@ -52,6 +52,7 @@ class InferContext {
   bool has(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].present; }
   DType dtype(int i) const;
   const SymShape& shape(int i) const;  // throws ShapeUnknown if the rank is unknown
+  const Dim& dim(int i, int64_t k) const;  // dim k of input i; fails naming both when the input has fewer
   int64_t rank(int i) const { return static_cast<int64_t>(shape(i).size()); }
   const Tensor* value(int i) const { return has(i) ? inputs_[static_cast<size_t>(i)].value : nullptr; }
   const Tensor& require_value(int i) const;  // throws ShapeUnknown if unknown

@@ -386,6 +386,7 @@ def nested_if(depth):
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
 REPRODUCERS = {
+    "onnx_model/attention_past_scalar.onnx": "Attention node 'Attention_0': input 4 has rank 0; its dim 2 is needed",
     "onnx_model/constant_value_not_tensor.onnx": "Constant node 'Constant_0': attribute 'value' is a string, a tensor was expected",
     "onnx_model/norm_scale_grows_input.onnx": "LayerNormalization node 'LayerNormalization_0': [3,2,5] does not broadcast to [2,5]",
     "tokenizer_json/vocab_id_float.json": "tokenizer.json: the id of 'hab' must be an integer, not 9.111111111111112e+88",
