@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes tern's parsers with libFuzzer under AddressSanitizer + UBSan (tests/fuzz/targets.h lists the targets):
 #   bash scripts/fuzz.sh TARGET SECONDS     one target
-#   bash scripts/fuzz.sh all SECONDS        every target, two at a time (CI runs this with 60)
+#   bash scripts/fuzz.sh all SECONDS        every target, two at a time
+#   TERN_FUZZ_SEED=N bash scripts/fuzz.sh ...  a fixed libFuzzer seed (default: a random one each run)
+# CI runs `TERN_FUZZ_SEED=1 ... all 60`: with the seed fixed and the corpus starting from the same seeds, the
+# mutations are the same on every machine, and a slower machine runs a prefix of them — so CI replays a fuzz
+# session already run crash-free here (twice as long) instead of failing a commit on a new random finding.
+# New findings come from long runs with random seeds; each becomes a reproducer in tests/bad_inputs.
 # Builds build-fuzz/ with clang first (scripts/build.sh --fuzz). Seeds come from tests/fuzz/corpus/TARGET
 # (read only) — for onnx_model also the ONNX node tests' models when ../shared has them; what the fuzzer
 # finds new goes to build-fuzz/corpus/TARGET. A crash, leak, timeout or sanitizer report fails the run and
@@ -13,6 +18,7 @@ target=${1:?usage: scripts/fuzz.sh TARGET|all SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET|all SECONDS}
 bash scripts/build.sh --fuzz
 bin=build-fuzz/tests/tern_fuzz
+seed=(); [ -z "${TERN_FUZZ_SEED:-}" ] || seed=(-seed="$TERN_FUZZ_SEED")
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 run_one() {
@@ -35,16 +41,19 @@ run_one() {
     fi
     seeds+=(build-fuzz/node-test-seeds)
   fi
-  mkdir -p build-fuzz/corpus/"$t" build-fuzz/crashes
+  # What the fuzzer finds new is kept across runs, except in a fixed-seed replay, which starts from the seeds alone.
+  local found=build-fuzz/corpus/"$t"
+  if [ ${#seed[@]} -gt 0 ]; then found=build-fuzz/replay/"$t"; rm -rf "$found"; fi
+  mkdir -p "$found" build-fuzz/crashes
   local log=build-fuzz/fuzz-$t.log
   # -timeout: one input may take 10 s; -rss_limit_mb: past it is a bug (targets run under a 256 MB cap).
-  if TERN_FUZZ_TARGET=$t "$bin" build-fuzz/corpus/"$t" "${seeds[@]}" "${dict[@]}" -max_total_time="$seconds" \
+  if TERN_FUZZ_TARGET=$t "$bin" "$found" "${seeds[@]}" "${dict[@]}" "${seed[@]}" -max_total_time="$seconds" \
        -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix=build-fuzz/crashes/"$t"- > "$log" 2>&1; then
     echo "fuzz $t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) · $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') executions, coverage $(grep -oE 'cov: [0-9]+' "$log" | tail -1)"
   else
     echo "fuzz $t FAILED (log $log):"
-    grep -E 'ERROR|SUMMARY|==[0-9]+==|Test unit written|#[0-9]+ in ' "$log" | head -40
+    grep -E 'ERROR|SUMMARY|terminate|what\(\)|Test unit written|#[0-9]+ 0x' "$log" | head -40
     return 1
   fi
 }

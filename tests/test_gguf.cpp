@@ -150,7 +150,9 @@ TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf packa
   std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
   const nlohmann::json cases = nlohmann::json::parse(in);
   CHECK(cases.size() == 10);
-  for (const auto& [name, c] : cases.items()) {
+  for (const auto& item : cases.items()) {
+    const std::string name = item.key();  // not a structured binding: CAPTURE's lambda cannot take one in clang 14
+    const nlohmann::json& c = item.value();
     CAPTURE(name);
     const std::string hex = c["bytes"];
     std::vector<uint8_t> bytes(hex.size() / 2);

@@ -17,7 +17,8 @@ namespace tern {
 
 int64_t numel_of(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape ", shape_str(s), " has more elements than an int64 counts");
   return n;
 }
 

@@ -128,8 +128,7 @@ class EmbedLayerNormOp : public Op {
   void infer(InferContext& ctx) const override {
     const SymShape& ids = ctx.shape(0);
     if (ids.size() != 2) ctx.fail("input_ids must be [batch, sequence]");
-    const SymShape& word = ctx.shape(2);
-    SymShape out{ids[0], ids[1], word.at(1)};
+    SymShape out{ids[0], ids[1], ctx.dim(2, 1)};
     ctx.set(0, ctx.dtype(2), out);
     ctx.set(1, DType::Int32, SymShape{ids[0]});
     ctx.set(2, ctx.dtype(2), out);
@@ -142,6 +141,17 @@ class EmbedLayerNormOp : public Op {
     Tensor seg = ctx.has(4) ? cast_to(ctx.in(4), DType::Float32) : Tensor();
     std::vector<int64_t> id = ids.to_i64_vector(), sid = ctx.has(1) ? ctx.in(1).to_i64_vector() : std::vector<int64_t>{};
     std::vector<int64_t> pid = ctx.has(8) ? ctx.in(8).to_i64_vector() : std::vector<int64_t>{};
+    Tensor gamma = cast_to(ctx.in(5), DType::Float32), beta = cast_to(ctx.in(6), DType::Float32);
+    // Every table row and vector is read H wide, every id list B*S long: check them all first.
+    auto need = [&](bool ok, const char* what) {
+      if (!ok) fail(ctx.node.describe(), ": ", what, " does not match input_ids [", B, ", ", S, "] and hidden size ", H);
+    };
+    need(word.rank() == 2 && pos.rank() == 2 && pos.dim(1) == H, "the word and position tables");
+    need(!seg.defined() || (seg.rank() == 2 && seg.dim(1) == H), "the segment table");
+    need(sid.empty() || static_cast<int64_t>(sid.size()) == B * S, "segment_ids");
+    need(pid.empty() || static_cast<int64_t>(pid.size()) == S || static_cast<int64_t>(pid.size()) == B * S, "position_ids");
+    need(gamma.numel() == H && beta.numel() == H, "gamma or beta");
+    need(!ctx.has(7) || ctx.in(7).numel() == B * S, "the mask");
     Tensor sum(DType::Float32, {B, S, H});
     auto row = [&](const Tensor& table, int64_t r, const char* what) {
       if (r < 0 || r >= table.dim(0)) fail(ctx.node.describe(), ": ", what, " index ", r, " is outside the table of ", table.dim(0), " rows");
@@ -157,7 +167,6 @@ class EmbedLayerNormOp : public Op {
         float* o = sum.data<float>() + e * H;
         for (int64_t h = 0; h < H; ++h) o[h] = w[h] + q[h] + (g ? g[h] : 0.0f);
       }
-    Tensor gamma = cast_to(ctx.in(5), DType::Float32), beta = cast_to(ctx.in(6), DType::Float32);
     Tensor y(DType::Float32, {B, S, H});
     kernels::NormArgs a;
     a.rows = B * S;

@@ -59,8 +59,8 @@ class ReshapeOp : public ViewOp {
       bool all_known = in_c.has_value();
       for (size_t i = 0; i < out.size(); ++i)
         if (static_cast<int>(i) != infer_at) {
-          if (out[i].is_known()) known *= out[i].value;
-          else all_known = false;
+          if (!out[i].is_known()) all_known = false;
+          else if (__builtin_mul_overflow(known, out[i].value, &known)) ctx.fail("shape ", shape_str(target), " overflows int64");
         }
       if (all_known) {
         int64_t total = numel_of(*in_c);

@@ -281,6 +281,7 @@ def bad_inputs():
         [numpy_helper.from_array(np.zeros((4, 2), np.float32), "t"), numpy_helper.from_array(np.array([7], np.int64), "i")]), "index 7 is out of range for a dimension of size 4"
     yield "onnx_model", "attribute_wrong_type.onnx", model_bytes([helper.make_node("Softmax", ["x"], ["y"], axis="last")], x, y), "attribute 'axis' is a string, an int was expected"
     yield "onnx_model", "deep_subgraphs.onnx", nested_if(24), "subgraphs nest deeper than 16 levels"
+    yield "onnx_model", "no_op_type.onnx", model_bytes([helper.make_node("", ["x"], ["y"], name="anon")], x, y), "node #0 ('anon') has no op_type"
 
     for name, text, err in [
             ("absolute.txt", "/etc/hostname\n0\n16\n2\n16", "is an absolute path"),
@@ -386,6 +387,7 @@ def nested_if(depth):
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
 REPRODUCERS = {
+    "onnx_model/reshape_known_overflow.onnx": "Reshape node 'Reshape_1': shape [0,-1,281474976710658,48378511624704] overflows int64",
     "onnx_model/attention_past_scalar.onnx": "Attention node 'Attention_0': input 4 has rank 0; its dim 2 is needed",
     "onnx_model/constant_value_not_tensor.onnx": "Constant node 'Constant_0': attribute 'value' is a string, a tensor was expected",
     "onnx_model/norm_scale_grows_input.onnx": "LayerNormalization node 'LayerNormalization_0': [3,2,5] does not broadcast to [2,5]",
