@@ -49,3 +49,20 @@ PY
 if "$tern" generate --model "$gpt2" --ids "98" --top-logits 3 2> "$work/err.txt"; then exit 1; fi
 grep -q -- "--top-logits needs --json" "$work/err.txt"
 echo "--top-logits lists each step's best logits"
+# Malformed flags fail naming the flag and the range, before anything is printed.
+while IFS='|' read -r flags message; do
+  # shellcheck disable=SC2086  # the flags split into words on purpose
+  if "$tern" generate --model "$gpt2" --ids "98,464" $flags > "$work/out.txt" 2> "$work/err.txt"; then exit 1; fi
+  grep -qF -- "$message" "$work/err.txt" || { echo "$flags: got $(cat "$work/err.txt"), want $message"; exit 1; }
+  [ ! -s "$work/out.txt" ]
+done <<'CASES'
+--max-new-tokens 12abc|--max-new-tokens: '12abc' is not an integer
+--max-new-tokens 99999999999999999999|is not an integer
+--max-new-tokens -1|--max-new-tokens -1: must not be negative
+--threads 0|--threads 0: must be at least 1
+--top-p 5|--top-p 5: must be in (0, 1]
+--temperature nan|--temperature nan: must be a finite number >= 0
+--ids 98,x1|--ids: 'x1' is not an integer
+--device opencl:99999999999|device 'opencl:99999999999': use cpu, opencl or opencl:N
+CASES
+echo "malformed flags are named"

@@ -2,7 +2,10 @@
 // llama2.c's own greedy outputs byte for byte. Reads ../shared/models/stories260K; skips when absent.
 #include <doctest/doctest.h>
 
+#include <climits>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -127,6 +130,27 @@ TEST_CASE("bad generation inputs fail with clear messages") {
   CHECK(contains(error_of([&] { g.generate({{1, 600}}, o); }), "token id 600 is outside the vocabulary of 512"));
   CHECK(contains(error_of([&] { g.generate({std::vector<int64_t>(510, 5)}, o); }), "exceeds the context length 512"));
   CHECK(contains(error_of([&] { g.generate({{}}, o); }), "has no tokens"));
+  // Options out of range, each named (NaN and INT64_MAX included), before anything runs.
+  const std::vector<std::pair<std::function<void(GenerateOptions&)>, std::string>> bad = {
+      {[](GenerateOptions& x) { x.max_new_tokens = -3; }, "--max-new-tokens -3: must not be negative"},
+      {[](GenerateOptions& x) { x.max_new_tokens = INT64_MAX; }, "new tokens exceeds the context length 512"},
+      {[](GenerateOptions& x) { x.prefill_chunk = -1; }, "--prefill-chunk -1: must not be negative"},
+      {[](GenerateOptions& x) { x.num_beams = 0; }, "--num-beams 0: must be at least 1 and at most the vocabulary (512)"},
+      {[](GenerateOptions& x) { x.num_beams = 513; }, "--num-beams 513"},
+      {[](GenerateOptions& x) { x.top_logits = 600; }, "--top-logits 600: must be between 0 and the vocabulary (512)"},
+      {[](GenerateOptions& x) { x.length_penalty = std::nanf(""); }, "--length-penalty nan: must be finite"},
+      {[](GenerateOptions& x) { x.sampling.temperature = -1; }, "--temperature -1: must be a finite number >= 0"},
+      {[](GenerateOptions& x) { x.sampling.temperature = std::nanf(""); }, "--temperature nan"},
+      {[](GenerateOptions& x) { x.sampling.top_k = -2; }, "--top-k -2: must be >= 0"},
+      {[](GenerateOptions& x) { x.sampling.top_p = 0; }, "--top-p 0: must be in (0, 1]"},
+      {[](GenerateOptions& x) { x.sampling.min_p = 1.5f; }, "--min-p 1.5: must be in [0, 1]"},
+      {[](GenerateOptions& x) { x.sampling.repetition_penalty = 0; }, "--repetition-penalty 0: must be a finite number > 0"}};
+  for (const auto& item : bad) {
+    GenerateOptions x = o;
+    item.first(x);
+    CAPTURE(item.second);
+    CHECK(contains(error_of([&] { g.generate({{1, 2}}, x); }), item.second));
+  }
 
   TempDir d;  // a folder with a model but no tokenizer
   CHECK(contains(error_of([&] { load_tokenizer(d.path.string()); }), "--ids"));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 
@@ -37,14 +38,22 @@ void Generator::set_feed(size_t slot, const std::string& name, const std::vector
   else std::transform(values.begin(), values.end(), t.data<int32_t>(), [](int64_t v) { return static_cast<int32_t>(v); });
 }
 
-void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) const {
+void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) const {
   if (prompts.empty()) fail("nothing to generate from: no prompts");
+  const int64_t V = config_.vocab_size;
+  if (opt.max_new_tokens < 0) fail("--max-new-tokens ", opt.max_new_tokens, ": must not be negative");
+  if (opt.prefill_chunk < 0) fail("--prefill-chunk ", opt.prefill_chunk, ": must not be negative (0: the whole prompt)");
+  if (opt.num_beams < 1 || (V > 0 && opt.num_beams > V))  // each beam ends in a token of its own
+    fail("--num-beams ", opt.num_beams, ": must be at least 1 and at most the vocabulary (", V, ")");
+  if (!std::isfinite(opt.length_penalty)) fail("--length-penalty ", opt.length_penalty, ": must be finite");
+  if (opt.top_logits < 0 || (V > 0 && opt.top_logits > V))
+    fail("--top-logits ", opt.top_logits, ": must be between 0 and the vocabulary (", V, ")");
+  Sampler{opt.sampling};  // its options' check
   int64_t longest = 0;
   for (const auto& p : prompts) {
     if (p.empty()) fail("a prompt has no tokens (add BOS or text)");
     for (int64_t t : p)
-      if (t < 0 || (config_.vocab_size > 0 && t >= config_.vocab_size))
-        fail("token id ", t, " is outside the vocabulary of ", config_.vocab_size);
+      if (t < 0 || (V > 0 && t >= V)) fail("token id ", t, " is outside the vocabulary of ", V);
     longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
   }
   if (opt.prefill_chunk > 0 && (!opt.use_cache || io_.layout == PastLayout::None))
@@ -54,10 +63,11 @@ void Generator::check_prompts(const Rows& prompts, const GenerateOptions& opt) c
     if (opt.num_beams > 1) fail_unsupported("beam search needs the graph's own cache; run without --window");
     return;
   }
-  if (io_.cache_capacity > 0 && longest + opt.max_new_tokens > io_.cache_capacity)
+  // (Compared as room left, not as a sum: --max-new-tokens may be near INT64_MAX.)
+  if (io_.cache_capacity > 0 && opt.max_new_tokens > io_.cache_capacity - longest)
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the ", io_.cache_capacity,
          " positions of the model's static cache ('", io_.past[0], "')");
-  if (config_.context_length > 0 && longest + opt.max_new_tokens > config_.context_length)
+  if (config_.context_length > 0 && opt.max_new_tokens > config_.context_length - longest)
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ",
          config_.context_length, " of the model");
 }
@@ -147,7 +157,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
 
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
                                    const std::function<bool(size_t, int64_t)>& on_token) {
-  check_prompts(prompts, opt);
+  check_request(prompts, opt);
   const int64_t B = static_cast<int64_t>(prompts.size());
   const bool cached = opt.use_cache && io_.layout != PastLayout::None;
   const bool resume = opt.resume && cached && B == 1 && opt.num_beams == 1 && resumable_ &&
@@ -162,10 +172,13 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   left_pad(prompts, pad, seq, mask);
   GenerateResult res;
   res.tokens = prompts;
-  for (size_t b = 0; b < prompts.size(); ++b) {  // room for every new token: no reallocation while decoding
-    seq[b].reserve(seq[b].size() + static_cast<size_t>(opt.max_new_tokens));
-    mask[b].reserve(mask[b].size() + static_cast<size_t>(opt.max_new_tokens));
-    res.tokens[b].reserve(res.tokens[b].size() + static_cast<size_t>(opt.max_new_tokens));
+  // Room for the new tokens, so decoding does not reallocate — up to 64k of them: a sliding window may be
+  // asked for any number, and a reserve of INT64_MAX would throw.
+  const size_t room = static_cast<size_t>(std::min<int64_t>(opt.max_new_tokens, 1 << 16));
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    seq[b].reserve(seq[b].size() + room);
+    mask[b].reserve(mask[b].size() + room);
+    res.tokens[b].reserve(res.tokens[b].size() + room);
   }
   std::vector<char> done(static_cast<size_t>(B), 0);
   std::vector<Sampler> samplers;

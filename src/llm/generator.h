@@ -54,6 +54,9 @@ class Generator {
   // sequence (stop strings are checked this way, by whoever holds the text).
   GenerateResult generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options,
                           const std::function<bool(size_t, int64_t)>& on_token = {});
+  // What generate() refuses before running anything — an option out of range, a token id outside the
+  // vocabulary, a prompt past the context — as the error it would throw; callers that print first check.
+  void check_request(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options) const;
 
  private:
   using Rows = std::vector<std::vector<int64_t>>;
@@ -62,7 +65,6 @@ class Generator {
   // last position's logits, [rows, vocab] float32 (valid until the next call; copy it to keep it).
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
   GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
-  void check_prompts(const Rows& prompts, const GenerateOptions& options) const;
   int64_t pad_id() const;
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);

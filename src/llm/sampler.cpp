@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace tern::llm {
 
 int64_t argmax(const float* v, int64_t n) {
@@ -10,6 +12,19 @@ int64_t argmax(const float* v, int64_t n) {
   for (int64_t i = 1; i < n; ++i)
     if (v[i] > v[best]) best = i;
   return best;
+}
+
+Sampler::Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {
+  auto need = [](bool ok, const char* flag, float v, const char* range) {
+    if (!ok) fail(flag, " ", v, ": must be ", range);
+  };
+  // (Written so that NaN fails every check.)
+  need(o.temperature >= 0.0f && std::isfinite(o.temperature), "--temperature", o.temperature, "a finite number >= 0 (0: greedy)");
+  need(o.top_k >= 0, "--top-k", static_cast<float>(o.top_k), ">= 0 (0: off)");
+  need(o.top_p > 0.0f && o.top_p <= 1.0f, "--top-p", o.top_p, "in (0, 1] (1: off)");
+  need(o.min_p >= 0.0f && o.min_p <= 1.0f, "--min-p", o.min_p, "in [0, 1] (0: off)");
+  need(o.repetition_penalty > 0.0f && std::isfinite(o.repetition_penalty), "--repetition-penalty", o.repetition_penalty,
+       "a finite number > 0 (1: off)");
 }
 
 int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>& history) {

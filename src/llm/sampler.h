@@ -19,7 +19,9 @@ struct SamplingOptions {
 
 class Sampler {
  public:
-  explicit Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {}
+  // Fails naming the first option outside its range (temperature >= 0, top_k >= 0, top_p in (0, 1],
+  // min_p in [0, 1], repetition_penalty > 0): the one check, whoever sets them (CLI, chat, API callers).
+  explicit Sampler(SamplingOptions o);
   // `logits` has one score per vocabulary entry (n); `history` holds the tokens the penalty applies to.
   // Allocates nothing once its scratch has grown to the vocabulary.
   int64_t next(const float* logits, int64_t n, const std::vector<int64_t>& history);

@@ -38,7 +38,8 @@ std::string DeviceExecutor::describe_devices() { return "opencl    not built (-D
 Device parse_device(const std::string& name) {
   if (name == "cpu") return {};
   if (name == "opencl") return {DeviceKind::OpenCL, 0};
-  if (name.rfind("opencl:", 0) == 0 && name.size() > 7 && name.find_first_not_of("0123456789", 7) == std::string::npos)
+  if (name.rfind("opencl:", 0) == 0 && name.size() > 7 && name.size() <= 10 &&  // up to 3 digits
+      name.find_first_not_of("0123456789", 7) == std::string::npos)
     return {DeviceKind::OpenCL, std::stoi(name.substr(7))};
   fail("device '", name, "': use cpu, opencl or opencl:N (tern devices lists the OpenCL devices)");
 }

@@ -12,7 +12,7 @@ namespace tern::cli {
 
 int bench(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack"});
-  const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
     const MachinePeaks m = machine_peaks(threads, true);
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
@@ -26,7 +26,7 @@ int bench(int argc, char** argv) {
   if (!f.has("model")) fail("bench needs --model PATH (or --machine)");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
-  const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "64"));
+  const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 64, 1);
   if (prompt_n < 1 || new_n < 2) fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");
   llm::ModelConfig cfg = llm::read_model_config(dir);
   SessionOptions so = llm::decoder_session_options(decoder_options(f), cfg, true);

@@ -13,20 +13,14 @@ int bench_op(int argc, char** argv) {
   OpBenchSpec spec;
   spec.op = argv[2];
   std::stringstream dims(f.get("shape"));
-  for (std::string d; std::getline(dims, d, ',');) {
-    try {
-      spec.shape.push_back(std::stoll(d));
-    } catch (const std::exception&) {
-      fail("--shape: '", d, "' is not a dimension");
-    }
-  }
+  for (std::string d; std::getline(dims, d, ',');) spec.shape.push_back(to_int(d, "--shape"));
   const std::string dtype = f.get("dtype", "fp32"), kv = f.get("kv-dtype", "fp32");
   if ((dtype != "fp32" && dtype != "fp16") || (kv != "fp32" && kv != "fp16")) fail("--dtype and --kv-dtype take fp32 or fp16");
   spec.dtype = dtype == "fp16" ? DType::Float16 : DType::Float32;
   spec.kv_dtype = kv == "fp16" ? DType::Float16 : DType::Float32;
   spec.weights = parse_weight_format(f.get("weights", "fp32"));
   spec.activations = parse_activation_format(f.get("activations", "auto"));
-  spec.threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
+  spec.threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   spec.device = parse_device(f.get("device", "cpu"));
   const MachinePeaks machine = machine_peaks(spec.threads);
   const OpBenchResult r = bench_op(spec);

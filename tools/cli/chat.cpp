@@ -30,7 +30,7 @@ int chat(int argc, char** argv) {
   const auto tok = llm::load_tokenizer(dir);
   const auto family = llm::detect_chat_family(dir);
   llm::GenerateOptions opt;
-  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "512"));
+  opt.max_new_tokens = f.get_int("max-new-tokens", 512);
   opt.eos_token_ids = cfg.eos_token_ids;
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
   opt.resume = true;

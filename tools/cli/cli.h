@@ -1,6 +1,7 @@
 // What the `tern` commands share: flag parsing, the flags that become library options, and the
 // printing several commands do. Each command is one file in tools/cli/ over library calls.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -22,7 +23,14 @@ struct Flags {
     auto it = values.find(k);
     return it == values.end() ? dflt : it->second.back();
   }
+  // A number flag's value, the whole of it ("12abc" is no number), at least `min`; else an error naming
+  // the flag.
+  int64_t get_int(const std::string& k, int64_t dflt, int64_t min = INT64_MIN) const;
+  float get_float(const std::string& k, float dflt) const;
 };
+
+// `text` as an integer, the whole of it; else an error naming `what` (a flag, a list's field).
+int64_t to_int(const std::string& text, const std::string& what);
 
 // Flags from argv[first]: `--name value`, or `--name` alone for the names in `switches`.
 Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches);

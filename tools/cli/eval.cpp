@@ -19,11 +19,11 @@ int eval(int argc, char** argv) {
   const llm::ModelConfig cfg = llm::read_model_config(dir);
   const auto tokenizer = llm::load_tokenizer(dir);  // says what is missing when there is none
   SessionOptions so;
-  if (f.has("threads")) so.threads = std::stoi(f.get("threads"));
+  if (f.has("threads")) so.threads = static_cast<int>(f.get_int("threads", 0, 1));
   so.weights = parse_weight_format(f.get("weights", "fp32"));
   so.activations = parse_activation_format(f.get("activations", "auto"));
   Session session(model_path, so);
-  const int64_t context = std::stoll(f.get("context", std::to_string(cfg.context_length > 0 ? cfg.context_length : 512)));
+  const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
   const auto ids = tokenizer->encode(text, true);
   const auto r = llm::perplexity(session, ids, context, f.has("second-half"));
   std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll

@@ -17,11 +17,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
   std::string num;
   auto flush = [&] {
     if (num.empty()) return;
-    try {
-      rows.back().push_back(std::stoll(num));
-    } catch (const std::exception&) {
-      fail("--ids: '", num, "' is not a token id");
-    }
+    rows.back().push_back(to_int(num, "--ids"));
     num.clear();
   };
   for (char c : text) {
@@ -42,7 +38,7 @@ int generate(int argc, char** argv) {
   const llm::ModelFiles files = llm::resolve_model(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])));
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);
-  const bool ring_possible = !f.has("no-cache") && std::stoi(f.get("num-beams", "1")) <= 1;
+  const bool ring_possible = !f.has("no-cache") && f.get_int("num-beams", 1) <= 1;
   Session session(model_path, llm::decoder_session_options(decoder_options(f), cfg, ring_possible));
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
@@ -76,20 +72,20 @@ int generate(int argc, char** argv) {
     }
   }
   llm::GenerateOptions opt;
-  opt.max_new_tokens = std::stoll(f.get("max-new-tokens", "128"));
+  opt.max_new_tokens = f.get_int("max-new-tokens", 128);
   opt.use_cache = !f.has("no-cache");
-  opt.prefill_chunk = std::stoll(f.get("prefill-chunk", "0"));
+  opt.prefill_chunk = f.get_int("prefill-chunk", 0);
   opt.eos_token_ids = cfg.eos_token_ids;
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
-  opt.num_beams = std::stoi(f.get("num-beams", "1"));
-  opt.length_penalty = std::stof(f.get("length-penalty", "1"));
+  opt.num_beams = static_cast<int>(f.get_int("num-beams", 1, 1));
+  opt.length_penalty = f.get_float("length-penalty", 1);
   opt.early_stopping = f.has("early-stopping");
-  if (opt.num_beams < 1) fail("--num-beams must be at least 1");
-  opt.top_logits = std::stoll(f.get("top-logits", "0"));
+  opt.top_logits = f.get_int("top-logits", 0);
   if (opt.top_logits > 0 && (!f.has("json") || opt.num_beams > 1)) fail("--top-logits needs --json and no beam search");
 
   const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;
   std::unique_ptr<llm::TextStream> out;
+  gen.check_request(ids, opt);  // (before the prompt is printed)
   if (stream) {  // the prompt as the tokenizer reads it back, then each new token's text
     out = std::make_unique<llm::TextStream>(*tok);
     for (int64_t t : ids[0]) std::cout << out->push(t);

@@ -19,8 +19,8 @@ int profile(int argc, char** argv) {
   if (!f.has("model")) fail("profile needs --model PATH (or --compare A.json B.json)");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
-  const int threads = f.has("threads") ? std::stoi(f.get("threads")) : static_cast<int>(std::thread::hardware_concurrency());
-  const int64_t prompt_n = std::stoll(f.get("prompt-tokens", "128")), new_n = std::stoll(f.get("new-tokens", "16"));
+  const int threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 16, 1);
   if (prompt_n < 1 || new_n < 2) fail("profile needs --prompt-tokens >= 1 and --new-tokens >= 2");
   const std::string steps = f.get("steps", "both");
   if (steps != "prefill" && steps != "decode" && steps != "both") fail("--steps must be prefill, decode or both");

@@ -22,8 +22,8 @@ int quantize(int argc, char** argv) {
                             name.find(".onnx.data") != std::string::npos;
     if (e.is_regular_file() && !model_file) fs::copy_file(e.path(), out / name, fs::copy_options::overwrite_existing);
   }
-  const int n = quantize_model(model_path, (out / "model.onnx").string(), std::stoll(f.get("bits", "4")),
-                                     std::stoll(f.get("block", "32")));
+  const int n = quantize_model(model_path, (out / "model.onnx").string(), f.get_int("bits", 4),
+                                     f.get_int("block", 32));
   std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32")
             << ": " << (out / "model.onnx").string() << "\n";
   return 0;

@@ -13,7 +13,7 @@ int run(int argc, char** argv) {
   Flags flags = parse(argc, argv, 3, {"profile"});
   if (!flags.has("input-dir")) fail("run needs --input-dir DIR");
   SessionOptions opt;
-  if (flags.has("threads")) opt.threads = std::stoi(flags.get("threads"));
+  if (flags.has("threads")) opt.threads = static_cast<int>(flags.get_int("threads", 0, 1));
   Profiler prof;
   if (flags.has("profile")) prof.attach(opt);
   Session session(argv[2], opt);
