@@ -3,6 +3,7 @@
 #   bash scripts/fuzz.sh TARGET SECONDS     one target
 #   bash scripts/fuzz.sh all SECONDS        every target, two at a time
 #   TERN_FUZZ_SEED=N bash scripts/fuzz.sh ...  a fixed libFuzzer seed (default: a random one each run)
+#   TERN_FUZZ_RUNS=N bash scripts/fuzz.sh ...  stop after N executions, if SECONDS have not passed first
 # CI runs `TERN_FUZZ_SEED=1 ... all 60`: with the seed fixed and the corpus starting from the same seeds, the
 # mutations are the same on every machine, and a slower machine runs a prefix of them — so CI replays a fuzz
 # session already run crash-free here (twice as long) instead of failing a commit on a new random finding.
@@ -19,6 +20,7 @@ seconds=${2:?usage: scripts/fuzz.sh TARGET|all SECONDS}
 bash scripts/build.sh --fuzz
 bin=build-fuzz/tests/tern_fuzz
 seed=(); [ -z "${TERN_FUZZ_SEED:-}" ] || seed=(-seed="$TERN_FUZZ_SEED")
+runs=(); [ -z "${TERN_FUZZ_RUNS:-}" ] || runs=(-runs="$TERN_FUZZ_RUNS")
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 run_one() {
@@ -47,7 +49,7 @@ run_one() {
   mkdir -p "$found" build-fuzz/crashes
   local log=build-fuzz/fuzz-$t.log
   # -timeout: one input may take 10 s; -rss_limit_mb: past it is a bug (targets run under a 256 MB cap).
-  if TERN_FUZZ_TARGET=$t "$bin" "$found" "${seeds[@]}" "${dict[@]}" "${seed[@]}" -max_total_time="$seconds" \
+  if TERN_FUZZ_TARGET=$t "$bin" "$found" "${seeds[@]}" "${dict[@]}" "${seed[@]}" "${runs[@]}" -max_total_time="$seconds" \
        -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
        -artifact_prefix=build-fuzz/crashes/"$t"- > "$log" 2>&1; then
     echo "fuzz $t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) · $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') executions, coverage $(grep -oE 'cov: [0-9]+' "$log" | tail -1)"
