@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
 #include "runtime/machine.h"
@@ -74,4 +75,22 @@ TEST_CASE("drop_pages gives a mapped file's pages back (they read the same again
   CHECK_FALSE(owned->prefault());
   CHECK(static_cast<const uint8_t*>(owned->data())[bytes - 1] == 5);
   CHECK(sum > 0);
+}
+
+TEST_CASE("JSON whose parse would pass the memory cap is refused before it is parsed") {
+  // "[[],[],...]": 3 bytes a value on disk, ~55 parsed (64 counted): 20,000 of them are counted at 1.28 MB.
+  std::string text = "[";
+  for (int i = 0; i < 20000; ++i) text += i ? ",[]" : "[]";
+  text += "]";
+  set_host_memory_limit(1 << 20);
+  std::string error;
+  try {
+    parse_json(text, "'bomb.json'");
+  } catch (const MemoryLimitError& e) {
+    error = e.what();
+  }
+  set_host_memory_limit(0);
+  CHECK(error.find("'bomb.json': parsing its 60001 bytes of JSON would need about 1 MB: the memory cap (--max-memory 1.0 MB)") == 0);
+  CHECK(parse_json(text, "'bomb.json'").size() == 20000);  // under the machine's cap it parses
+  CHECK_THROWS_WITH_AS(parse_json("{\"a\": ", "'cut.json'"), doctest::Contains("'cut.json' is not valid JSON"), Error);
 }

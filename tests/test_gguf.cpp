@@ -142,6 +142,17 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
     w.str("general.alignment").put<uint32_t>(4).put<uint32_t>(24);
     CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "power of two"));
   }
+  {  // 20,000 one-byte elements that fit the file, but as values (~100 bytes each) pass a 1 MB cap
+    GgufWriter w = header(3, 0, 1);
+    w.str("tokenizer.ggml.token_type").put<uint32_t>(9).put<uint32_t>(0).put<uint64_t>(20000);
+    w.b.append(20000, '\1');
+    set_host_memory_limit(1 << 20);
+    const std::string e = error_of([&] { GgufFile f(write(d, w.b)); });
+    set_host_memory_limit(0);
+    CHECK(contains(e, "metadata 'tokenizer.ggml.token_type': an array of 20000 elements: the memory cap (--max-memory 1.0 MB)"));
+    GgufFile f(write(d, w.b));  // under the machine's cap it reads
+    CHECK(f.find("tokenizer.ggml.token_type")->array.size() == 20000);
+  }
 }
 
 TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf package decodes it") {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
-#include "core/json_number.h"
+#include "core/json.h"
 
 namespace tern {
 namespace fs = std::filesystem;
@@ -73,7 +73,7 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
   if (header_bytes > f.size - kPreamble) bad("header of ", header_bytes, " bytes is past the end of the file (truncated?)");
   nlohmann::json h;
   try {
-    h = nlohmann::json::parse(bytes + kPreamble, bytes + kPreamble + header_bytes);
+    h = parse_json(std::string_view(bytes + kPreamble, header_bytes), "pack '" + path + "': its header");
     pack->identity_ = {h.at("source").get<std::string>(), h.at("layout").get<std::string>(), h.at("weights").get<std::string>()};
     for (const auto& e : h.at("entries")) {
       const std::string key = e.at("key").get<std::string>();

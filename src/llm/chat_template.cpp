@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "llm/model_config.h"
 
 namespace tern::llm {
@@ -31,9 +32,9 @@ const char* chat_family_name(ChatFamily f) {
 ChatFamily detect_chat_family(const std::string& model_dir) {
   std::string tmpl;
   const fs::path dir(model_dir);
-  if (std::ifstream f(dir / "tokenizer_config.json"); f) {
-    auto j = nlohmann::json::parse(f, nullptr, false);
-    if (!j.is_discarded() && j.contains("chat_template") && j["chat_template"].is_string()) tmpl = j["chat_template"];
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    const nlohmann::json j = read_json_file((dir / "tokenizer_config.json").string());
+    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) tmpl = j["chat_template"];
   }
   if (tmpl.empty())
     if (std::ifstream f(dir / "chat_template.jinja"); f) tmpl.assign(std::istreambuf_iterator<char>(f), {});

@@ -1,6 +1,7 @@
 #include "llm/gguf.h"
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 #include <cstring>
 #include <limits>
@@ -233,6 +234,7 @@ class Cursor {
   Cursor(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
   size_t at() const { return at_; }
   size_t left() const { return size_ - at_; }
+  size_t values_bytes = 0;  // what the metadata arrays read so far hold in memory
   template <typename T>
   T read(const char* what) {
     need(sizeof(T), what);
@@ -305,6 +307,15 @@ GgufValue read_value(Cursor& c, GgufValue::Type type, const std::string& key, in
       const uint64_t n = c.read<uint64_t>(what);
       if (n > c.left() / min_bytes(v.element_type))
         fail("metadata '", key, "': an array of ", n, " elements cannot fit in the ", c.left(), " bytes left");
+      // A uint8 element is 1 byte in the file and a GgufValue (~100 bytes) here: the arrays' values so far
+      // are checked against the memory cap before they are allocated (a 200 MB file could ask for 20 GB).
+      c.values_bytes += static_cast<size_t>(n) * sizeof(GgufValue);
+      try {
+        take_host_bytes(c.values_bytes);  // only a check: the cap is asked, then given back
+      } catch (...) {
+        rethrow_prefixed(detail::concat("metadata '", key, "': an array of ", n, " elements: "));
+      }
+      give_host_bytes(c.values_bytes);
       v.array.reserve(static_cast<size_t>(n));
       for (uint64_t k = 0; k < n; ++k) v.array.push_back(read_value(c, v.element_type, key, depth + 1));
       break;

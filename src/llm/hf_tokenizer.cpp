@@ -11,7 +11,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "core/json_number.h"
+#include "core/json.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
@@ -125,14 +125,7 @@ std::string string_pattern(const json& step, const char* where) {
 class HfTokenizer : public Tokenizer {
  public:
   explicit HfTokenizer(const std::string& path) {
-    std::ifstream f(path);
-    if (!f) fail("cannot open '", path, "'");
-    json j;
-    try {
-      j = json::parse(f);
-    } catch (const json::exception& e) {
-      fail("'", path, "' is not valid JSON: ", e.what());
-    }
+    const json j = read_json_file(path);
     // Fields of the wrong kind or missing surface as the JSON library's message, naming the file.
     try {
       const json& m = j.at("model");

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/json_number.h"
+#include "core/json.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -15,12 +15,7 @@ namespace {
 
 json read_json(const fs::path& p) {
   if (!fs::exists(p)) return json::object();
-  std::ifstream f(p);
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    fail("'", p.string(), "' is not valid JSON: ", e.what());
-  }
+  return read_json_file(p.string());
 }
 
 // An id field that may be a number or a list of numbers.

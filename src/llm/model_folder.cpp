@@ -8,16 +8,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json.h"
+
 namespace tern::llm {
 namespace fs = std::filesystem;
 
 ModelFiles resolve_model(const std::string& path) {
   if (!fs::exists(path)) fail("model '", path, "' does not exist");
   if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
-  std::ifstream genai(fs::path(path) / "genai_config.json");
-  if (genai) {
-    auto j = nlohmann::json::parse(genai, nullptr, false);
-    if (!j.is_discarded() && j.contains("model") && j["model"].contains("decoder") && j["model"]["decoder"].contains("filename") &&
+  if (fs::exists(fs::path(path) / "genai_config.json")) {
+    const nlohmann::json j = read_json_file((fs::path(path) / "genai_config.json").string());
+    if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
+        j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") &&
         j["model"]["decoder"]["filename"].is_string())
       return {(fs::path(path) / j["model"]["decoder"]["filename"].get<std::string>()).string(), path};
   }

@@ -311,7 +311,7 @@ def bad_inputs():
         yield "tokenizer_json", name, data, err
 
     yield "model_config", "0_not_json.json", b"\x00{", "is not valid JSON"
-    yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "no chat template tern recognizes"
+    yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"
 
     yield "llama2c_checkpoint", "too_small.bin", b"\x08\0\0\0", "is too small to be a llama2.c checkpoint"
     yield "llama2c_checkpoint", "zero_dim.bin", llama2c_bytes(dim=0), "implausible header (dim)"

@@ -1,6 +1,5 @@
-// Numbers read from JSON files, checked. nlohmann's get<int64_t>() of 1e300, or get<float>() of 1e300, is a
-// float conversion out of range — undefined behaviour, not an exception — so numbers tern takes from a file
-// (tokenizer.json, generation_config.json, a pack's header) come through these instead.
+// JSON from files tern is handed (tokenizer.json, config.json, tokenizer_config.json, genai_config.json, a
+// pack's header), parsed and read with checks.
 #pragma once
 #include <cfloat>
 #include <cmath>
@@ -8,10 +7,24 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
 namespace tern {
+
+// Parses `text`, failing with an error naming `what` (a file) when it is not JSON or when the parse would
+// pass the memory cap. A file's size bounds little: "[[],[],…]" is 3 bytes a value on disk and 55 parsed
+// (measured with nlohmann 3.11), so the values are counted first (a SAX pass that keeps nothing) and their
+// cost — 64 bytes a value, 96 more an object member, plus the strings' bytes — checked before anything is
+// allocated. (The cost overestimates: SmolLM2's 2.1 MB tokenizer.json parses into 5.8 MB.)
+nlohmann::json parse_json(std::string_view text, const std::string& what);
+// The file at `path`, as parse_json; fails naming it when it cannot be read.
+nlohmann::json read_json_file(const std::string& path);
+
+// Numbers read from JSON files, checked. nlohmann's get<int64_t>() of 1e300, or get<float>() of 1e300, is a
+// float conversion out of range — undefined behaviour, not an exception — so numbers tern takes from a file
+// come through these instead.
 
 // An integer in [lo, hi]; `what` names the field in the error.
 inline int64_t json_int(const nlohmann::json& v, const std::string& what, int64_t lo = std::numeric_limits<int64_t>::min(),

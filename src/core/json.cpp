@@ -1,0 +1,54 @@
+#include "core/json.h"
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace tern {
+
+namespace {
+
+// nlohmann's SAX interface: counts what a parse would build, keeps nothing.
+struct ParseCost {
+  size_t bytes = 0;
+  bool value() { bytes += 64; return true; }
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(int64_t) { return value(); }
+  bool number_unsigned(uint64_t) { return value(); }
+  bool number_float(double, const std::string&) { return value(); }
+  bool string(std::string& s) { bytes += s.size(); return value(); }
+  bool binary(nlohmann::json::binary_t& b) { bytes += b.size(); return value(); }
+  bool start_object(size_t) { return value(); }
+  bool key(std::string& k) { bytes += 96 + k.size(); return true; }
+  bool end_object() { return true; }
+  bool start_array(size_t) { return value(); }
+  bool end_array() { return true; }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
+};
+
+}  // namespace
+
+nlohmann::json parse_json(std::string_view text, const std::string& what) {
+  ParseCost cost;
+  if (nlohmann::json::sax_parse(text.begin(), text.end(), &cost)) {
+    try {
+      take_host_bytes(cost.bytes);  // only a check: the cap is asked, then given back
+    } catch (...) {
+      rethrow_prefixed(detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ",
+                                      cost.bytes / 1000000, " MB: "));
+    }
+    give_host_bytes(cost.bytes);
+  }
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    fail(what, " is not valid JSON: ", e.what());
+  }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  const auto file = map_file(path);  // (mapped, not read into memory: the file may be anything)
+  return parse_json(std::string_view(static_cast<const char*>(file->data), file->size), "'" + path + "'");
+}
+
+}  // namespace tern
