@@ -9,6 +9,10 @@ namespace tern::kernels {
 
 void attention_head(const float* q, const float* k, const float* v, float* out, const AttentionArgs& a) {
   const int64_t n = a.q_len * a.kv_len;
+  if (n == 0) {  // no keys: every query attends to nothing (and `scores` may be null)
+    if (a.q_len * a.v_head > 0) std::memset(out, 0, static_cast<size_t>(a.q_len * a.v_head) * sizeof(float));
+    return;
+  }
   for (int64_t i = 0; i < a.q_len; ++i)
     for (int64_t j = 0; j < a.kv_len; ++j) {
       float s = 0;
