@@ -30,15 +30,9 @@ struct ParseCost {
 
 nlohmann::json parse_json(std::string_view text, const std::string& what) {
   ParseCost cost;
-  if (nlohmann::json::sax_parse(text.begin(), text.end(), &cost)) {
-    try {
-      take_host_bytes(cost.bytes);  // only a check: the cap is asked, then given back
-    } catch (...) {
-      rethrow_prefixed(detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ",
-                                      cost.bytes / 1000000, " MB: "));
-    }
-    give_host_bytes(cost.bytes);
-  }
+  if (nlohmann::json::sax_parse(text.begin(), text.end(), &cost))
+    check_host_bytes(cost.bytes, detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ",
+                                                cost.bytes / 1000000, " MB: "));
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

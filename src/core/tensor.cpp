@@ -73,6 +73,15 @@ void take_host_bytes(size_t bytes) {
   }
 }
 
+void check_host_bytes(size_t bytes, const std::string& what) {
+  try {
+    take_host_bytes(bytes);
+  } catch (const MemoryLimitError& e) {
+    throw MemoryLimitError(what + e.what());
+  }
+  give_host_bytes(bytes);
+}
+
 void give_host_bytes(size_t bytes) { g_owned.fetch_sub(bytes, std::memory_order_relaxed); }
 
 size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }

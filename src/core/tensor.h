@@ -39,6 +39,10 @@ size_t owned_host_bytes();
 // owned — throwing MemoryLimitError, with nothing counted, when that would pass the cap — or fewer.
 void take_host_bytes(size_t bytes);
 void give_host_bytes(size_t bytes);
+// For what a parser is about to allocate outside Buffer (protobuf messages, JSON values, GGUF metadata):
+// throws MemoryLimitError, its message starting with `what`, when `bytes` more would pass the cap. Takes
+// nothing — a check before the allocation, not a count of it.
+void check_host_bytes(size_t bytes, const std::string& what);
 // An allocation that would take owned_host_bytes() past `bytes` (0: the machine's physical memory) throws
 // MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
 // created sets it.

@@ -82,13 +82,8 @@ void parse_message(Msg& msg, const void* data, size_t size, const std::string& p
   ParseCost cost;
   const auto* bytes = static_cast<const uint8_t*>(data);
   add_parse_cost(Msg::descriptor(), bytes, bytes + size, 0, cost);
-  try {
-    take_host_bytes(cost.bytes);  // only a check: the cap is asked, then given back
-  } catch (...) {
-    rethrow_prefixed(detail::concat("'", path, "' holds ", cost.messages, " protobuf messages in ", size,
-                                    " bytes; parsing it would need about ", cost.bytes / 1000000, " MB: "));
-  }
-  give_host_bytes(cost.bytes);
+  check_host_bytes(cost.bytes, detail::concat("'", path, "' holds ", cost.messages, " protobuf messages in ", size,
+                                              " bytes; parsing it would need about ", cost.bytes / 1000000, " MB: "));
   google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
   google::protobuf::io::CodedInputStream in(&raw);
   in.SetTotalBytesLimit(INT_MAX);

@@ -310,12 +310,7 @@ GgufValue read_value(Cursor& c, GgufValue::Type type, const std::string& key, in
       // A uint8 element is 1 byte in the file and a GgufValue (~100 bytes) here: the arrays' values so far
       // are checked against the memory cap before they are allocated (a 200 MB file could ask for 20 GB).
       c.values_bytes += static_cast<size_t>(n) * sizeof(GgufValue);
-      try {
-        take_host_bytes(c.values_bytes);  // only a check: the cap is asked, then given back
-      } catch (...) {
-        rethrow_prefixed(detail::concat("metadata '", key, "': an array of ", n, " elements: "));
-      }
-      give_host_bytes(c.values_bytes);
+      check_host_bytes(c.values_bytes, detail::concat("metadata '", key, "': an array of ", n, " elements: "));
       v.array.reserve(static_cast<size_t>(n));
       for (uint64_t k = 0; k < n; ++k) v.array.push_back(read_value(c, v.element_type, key, depth + 1));
       break;
