@@ -2,6 +2,7 @@
 
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "llm/unicode.h"
 
 #include <cstring>
 #include <limits>
@@ -247,6 +248,8 @@ class Cursor {
     const uint64_t n = read<uint64_t>(what);
     need(n, what);
     std::string s(reinterpret_cast<const char*>(data_ + at_), static_cast<size_t>(n));
+    // GGUF strings are UTF-8 (the spec); one that is not would only fail later, writing tokenizer.json.
+    if (!is_utf8(s)) fail("'", path_, "' is corrupt: ", what, " holds a string of ", n, " bytes at offset ", at_, " that is not UTF-8");
     at_ += static_cast<size_t>(n);
     return s;
   }
