@@ -77,6 +77,13 @@ TEST_CASE("drop_pages gives a mapped file's pages back (they read the same again
   CHECK(sum > 0);
 }
 
+TEST_CASE("is_utf8 follows RFC 3629") {
+  for (const char* good : {"", "abc", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"}) CHECK(is_utf8(good));
+  // a lone continuation, a cut-off lead, overlong '/', an overlong 3-byte form, a surrogate, past U+10FFFF, 0xFF
+  for (const char* bad : {"\x80", "\xD2", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "a\xFF"})
+    CHECK_FALSE(is_utf8(bad));
+}
+
 TEST_CASE("JSON whose parse would pass the memory cap is refused before it is parsed") {
   // "[[],[],...]": 3 bytes a value on disk, ~55 parsed (64 counted): 20,000 of them are counted at 1.28 MB.
   std::string text = "[";

@@ -15,7 +15,6 @@
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/gguf.h"
-#include "llm/unicode.h"
 #include "model_builder.h"
 #include "test_util.h"
 
@@ -159,13 +158,6 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
     GgufFile f(write(d, w.b));  // under the machine's cap it reads
     CHECK(f.find("tokenizer.ggml.token_type")->array.size() == 20000);
   }
-}
-
-TEST_CASE("is_utf8 follows RFC 3629") {
-  for (const char* good : {"", "abc", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"}) CHECK(is_utf8(good));
-  // a lone continuation, a cut-off lead, overlong '/', an overlong 3-byte form, a surrogate, past U+10FFFF, 0xFF
-  for (const char* bad : {"\x80", "\xD2", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "a\xFF"})
-    CHECK_FALSE(is_utf8(bad));
 }
 
 TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf package decodes it") {

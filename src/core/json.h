@@ -22,6 +22,11 @@ nlohmann::json parse_json(std::string_view text, const std::string& what);
 // The file at `path`, as parse_json; fails naming it when it cannot be read.
 nlohmann::json read_json_file(const std::string& path);
 
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF).
+// JSON text is UTF-8 and nlohmann's dump throws on a string that is not, so names read from model files
+// (which tern later writes into tokenizer.json, pack headers, profiles, HTTP replies) are checked as read.
+bool is_utf8(std::string_view s);
+
 // Numbers read from JSON files, checked. nlohmann's get<int64_t>() of 1e300, or get<float>() of 1e300, is a
 // float conversion out of range — undefined behaviour, not an exception — so numbers tern takes from a file
 // come through these instead.

@@ -13,6 +13,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 
+#include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
 
@@ -26,8 +27,13 @@ namespace {
 // of RSS in `tern inspect` (575 bytes a node: protobuf's message, then our IR's Node), so a 100 MB one would
 // have been an OOM kill. Costs per item, from that measurement and rounded up: a message 600 bytes; a string
 // or bytes field its length plus 300 (a name becomes an IR value too); a number 8; packed floats as stored.
+// The same walk finds the first string field (names, op types, domains) that is not UTF-8 — protobuf's proto2
+// parse does not check — since names end up in JSON (pack headers, profiles, replies), which must be UTF-8.
 struct ParseCost {
   size_t messages = 0, bytes = 0;
+  const uint8_t* begin = nullptr;  // the file's first byte, for offsets
+  const google::protobuf::FieldDescriptor* not_utf8 = nullptr;
+  size_t not_utf8_at = 0;
 };
 
 bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
@@ -66,6 +72,11 @@ bool add_parse_cost(const google::protobuf::Descriptor* type, const uint8_t* p, 
           cost.bytes += fixed ? len : 8 * len;  // varints at least a byte each on disk, 8 in memory
         } else {
           cost.bytes += len + 300;
+          if (field && field->type() == FieldDescriptor::TYPE_STRING && !cost.not_utf8 &&
+              !is_utf8({reinterpret_cast<const char*>(p), static_cast<size_t>(len)})) {
+            cost.not_utf8 = field;
+            cost.not_utf8_at = static_cast<size_t>(p - cost.begin);
+          }
         }
         p += len;
         break;
@@ -81,6 +92,7 @@ void parse_message(Msg& msg, const void* data, size_t size, const std::string& p
     fail("'", path, "' is ", size, " bytes; a protobuf message cannot exceed 2 GB (keep weights as external data)");
   ParseCost cost;
   const auto* bytes = static_cast<const uint8_t*>(data);
+  cost.begin = bytes;
   add_parse_cost(Msg::descriptor(), bytes, bytes + size, 0, cost);
   check_host_bytes(cost.bytes, detail::concat("'", path, "' holds ", cost.messages, " protobuf messages in ", size,
                                               " bytes; parsing it would need about ", cost.bytes / 1000000, " MB: "));
@@ -89,6 +101,8 @@ void parse_message(Msg& msg, const void* data, size_t size, const std::string& p
   in.SetTotalBytesLimit(INT_MAX);
   if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail("'", path, "' is not a valid ", what, " (truncated or corrupt protobuf)");
+  if (cost.not_utf8)
+    fail("'", path, "': the string ", cost.not_utf8->full_name(), " at byte ", cost.not_utf8_at, " is not UTF-8");
 }
 
 // Resolves `location` fields of external tensors, refusing anything outside the model folder.

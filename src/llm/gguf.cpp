@@ -1,8 +1,8 @@
 #include "llm/gguf.h"
 
 #include "core/dtype.h"
+#include "core/json.h"
 #include "core/tensor.h"
-#include "llm/unicode.h"
 
 #include <cstring>
 #include <limits>

@@ -2,7 +2,6 @@
 #pragma once
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace tern::llm {
@@ -10,9 +9,6 @@ namespace tern::llm {
 // Code points of `s`; an invalid byte decodes as itself (U+0080..U+00FF range is never produced by
 // valid UTF-8 lead bytes, so callers see a replacement-free, lossless split).
 std::vector<char32_t> utf8_decode(const std::string& s);
-// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF) —
-// what JSON output requires of every string.
-bool is_utf8(std::string_view s);
 std::string utf8_encode(char32_t c);
 std::string utf8_encode(const std::vector<char32_t>& cs, size_t from = 0, size_t to = SIZE_MAX);
 

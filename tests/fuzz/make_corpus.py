@@ -282,6 +282,9 @@ def bad_inputs():
     yield "onnx_model", "attribute_wrong_type.onnx", model_bytes([helper.make_node("Softmax", ["x"], ["y"], axis="last")], x, y), "attribute 'axis' is a string, an int was expected"
     yield "onnx_model", "deep_subgraphs.onnx", nested_if(24), "subgraphs nest deeper than 16 levels"
     yield "onnx_model", "no_op_type.onnx", model_bytes([helper.make_node("", ["x"], ["y"], name="anon")], x, y), "node #0 ('anon') has no op_type"
+    # a node name that is not UTF-8 (Python's protobuf will not write one: patched in after serializing)
+    yield "onnx_model", "name_not_utf8.onnx", model_bytes([helper.make_node("Relu", ["x"], ["y"], name="anonQ")], x, y).replace(
+        b"anonQ", b"anon\xd2"), "the string onnx.NodeProto.name at byte"
 
     for name, text, err in [
             ("absolute.txt", "/etc/hostname\n0\n16\n2\n16", "is an absolute path"),
