@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "fuzz/targets.h"
 
 namespace fs = std::filesystem;
@@ -25,6 +26,7 @@ TEST_CASE("hostile inputs (tests/bad_inputs) each end in their expected error") 
     expected[line.substr(0, colon)] = line.substr(colon + 2);
   }
   size_t files = 0;
+  tern::set_host_memory_limit(tern::fuzz::kMemoryCap);  // as the fuzzer runs them
   for (const tern::fuzz::Target& target : tern::fuzz::targets()) {
     if (!fs::exists(root / target.name)) continue;
     for (const auto& entry : fs::directory_iterator(root / target.name)) {
@@ -47,6 +49,7 @@ TEST_CASE("hostile inputs (tests/bad_inputs) each end in their expected error") 
       ++files;
     }
   }
+  tern::set_host_memory_limit(0);
   for (const auto& [key, text] : expected) FAIL_CHECK("expected.txt lists ", key, ", which does not exist");
   MESSAGE(files, " hostile inputs replayed");
 }

@@ -96,6 +96,9 @@ Llama2cConfig read_llama2c_config(const std::string& checkpoint) {
   auto bad = [&](const char* what) { fail("'", checkpoint, "': implausible header (", what, "); not a llama2.c checkpoint?"); };
   if (c.dim <= 0 || c.dim > 65536) bad("dim");
   if (c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_layers > 1024 || c.vocab_size <= 0 || c.seq_len <= 0) bad("sizes");
+  // RoPE tables are built for every position (llama2.c models train with 256..4096): a fuzzed header's
+  // 705 M positions was 11 GB of sin/cos, computed for minutes.
+  if (c.seq_len > (1 << 20)) bad("seq_len past 2^20 positions");
   if (c.n_heads <= 0 || c.dim % c.n_heads != 0) bad("n_heads");
   if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) bad("n_kv_heads");
   if ((c.dim / c.n_heads) % 2 != 0) bad("odd head size");

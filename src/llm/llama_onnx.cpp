@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "graph/onnx_builder.h"
 
@@ -12,10 +13,11 @@ void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos
   const int64_t half = rotary_dim / 2;
   cos = Tensor(DType::Float32, {positions, half});
   sin = Tensor(DType::Float32, {positions, half});
+  std::vector<float> freq(static_cast<size_t>(half));  // θ_i, the same float run.c computes at every position
+  for (int64_t i = 0; i < half; ++i) freq[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      const float freq = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
-      const float val = static_cast<float>(p) * freq;
+      const float val = static_cast<float>(p) * freq[static_cast<size_t>(i)];
       cos.data<float>()[p * half + i] = std::cos(val);
       sin.data<float>()[p * half + i] = std::sin(val);
     }

@@ -390,6 +390,7 @@ def nested_if(depth):
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
 REPRODUCERS = {
+    "llama2c_checkpoint/seq_len_huge.bin": "implausible header (seq_len past 2^20 positions)",
     "gguf/token_not_utf8.gguf": "is corrupt: tokenizer.ggml.tokens holds a string of 1 bytes at offset 527 that is not UTF-8",
     "onnx_model/attention_no_keys.onnx": "(no error)",
     "onnx_model/reshape_known_overflow.onnx": "Reshape node 'Reshape_1': shape [0,-1,281474976710658,48378511624704] overflows int64",
