@@ -131,6 +131,40 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
+  return run_feeds(B, cache, n);
+}
+
+const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int64_t>& held) {
+  if (io_.layout != PastLayout::Internal)
+    fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
+  if (!io_.attention_mask.empty() && !io_.mask_new_tokens_only)
+    fail_unsupported("continuous batching: the model's attention_mask is read by more than the ring-buffer attention");
+  const int64_t B = static_cast<int64_t>(new_tokens.size());
+  int64_t n = 1;
+  for (const auto& t : new_tokens) n = std::max<int64_t>(n, static_cast<int64_t>(t.size()));
+  const int64_t pad = pad_id();
+  std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
+  ids.assign(static_cast<size_t>(B * n), pad);
+  m.assign(static_cast<size_t>(B * n), 0);
+  pos.assign(static_cast<size_t>(B * n), 1);  // padding gets position 1, as in forward()
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& t = new_tokens[static_cast<size_t>(b)];
+    const int64_t k = static_cast<int64_t>(t.size()), at = b * n + n - k;  // right-aligned
+    for (int64_t i = 0; i < k; ++i) {
+      ids[static_cast<size_t>(at + i)] = t[static_cast<size_t>(i)];
+      m[static_cast<size_t>(at + i)] = 1;
+      pos[static_cast<size_t>(at + i)] = held[static_cast<size_t>(b)] + i;
+    }
+  }
+  size_t slot = 0;
+  set_feed(slot++, io_.input_ids, ids, B, n);
+  if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
+  if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
+  feeds_.resize(slot);
+  return run_feeds(B, nullptr, n);
+}
+
+const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   session_.run(feeds_, step_out_);
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);

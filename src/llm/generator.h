@@ -58,12 +58,22 @@ class Generator {
   // vocabulary, a prompt past the context — as the error it would throw; callers that print first check.
   void check_request(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options) const;
 
+  // Continuous batching over a ring-buffer cache (PastLayout::Internal; fails otherwise): one run of the
+  // session's rows, row b feeding new_tokens[b] after the held[b] tokens its ring row holds (an empty
+  // row idles: padding, nothing cached). Returns each row's logits at its last new token, [rows, vocab]
+  // float32 (an idle row's are meaningless), valid until the next call. Rows are left-padded to the
+  // longest, so every row's arithmetic is the same whatever the others feed (see ContinuousBatcher).
+  const Tensor& run_rows(const std::vector<std::vector<int64_t>>& new_tokens, const std::vector<int64_t>& held);
+  const ModelConfig& config() const { return config_; }
+
  private:
   using Rows = std::vector<std::vector<int64_t>>;
   // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
   // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns the
   // last position's logits, [rows, vocab] float32 (valid until the next call; copy it to keep it).
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
+  // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
+  const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
   GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
   int64_t pad_id() const;
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.

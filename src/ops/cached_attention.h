@@ -25,6 +25,9 @@ struct KvRingState : OpState {
   virtual std::vector<int64_t> held_tokens() const;
   int64_t bytes_per_token() const override;
   int64_t held_bytes() const override { return ring ? ring->storage_bytes() : 0; }
+  void clear_row(int64_t row) override {
+    if (ring) ring->clear_row(row);
+  }
 };
 
 class CachedAttentionOp : public Op {

@@ -91,6 +91,9 @@ class OpState {
   virtual int64_t bytes_per_token() const { return 0; }
   // Bytes of memory the state holds now (a KV cache as allocated so far).
   virtual int64_t held_bytes() const { return 0; }
+  // Forgets sequence `row` of the batch and keeps the others: continuous batching hands the row to a
+  // new request while the rest go on decoding.
+  virtual void clear_row(int64_t /*row*/) {}
 };
 
 struct RunContext {

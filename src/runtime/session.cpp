@@ -250,6 +250,11 @@ void Session::reset() {
   for (size_t k = 0; k < ops_.size(); ++k) states_[k] = ops_[k]->make_state();
 }
 
+void Session::reset_row(int64_t row) {
+  for (auto& s : states_)
+    if (s) s->clear_row(row);
+}
+
 void Session::check_feed(const IOInfo& info, const Tensor& t) const {
   if (info.dtype != DType::Undefined && t.dtype() != info.dtype)
     fail("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));

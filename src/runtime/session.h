@@ -132,6 +132,9 @@ class Session {
   // or when the graph has no cache inputs).
   const std::vector<FusionMiss>& fusion_misses() const { return passes_.misses; }
   void reset();
+  const SessionOptions& options() const { return options_; }
+  // Empties row `row` of every cache the session holds, keeping the other rows (continuous batching).
+  void reset_row(int64_t row);
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
   // The memory this session holds now, by what it is for (bytes).

@@ -50,6 +50,11 @@ void KvRingBuffer::grow(int64_t slots) {
 
 void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
 
+void KvRingBuffer::clear_row(int64_t b) {
+  if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
+  seen_[static_cast<size_t>(b)] = 0;
+}
+
 int64_t KvRingBuffer::held(int64_t b) const { return std::min(seen(b), c_.capacity); }
 
 int64_t KvRingBuffer::slot(int64_t b, int64_t i) const {

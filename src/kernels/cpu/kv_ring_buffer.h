@@ -36,6 +36,7 @@ class KvRingBuffer {
   int64_t seen(int64_t b) const { return seen_[static_cast<size_t>(b)]; }  // tokens ever appended
   int64_t held(int64_t b) const;                                           // tokens in the window
   void clear();
+  void clear_row(int64_t b);  // sequence b starts again; the others keep their tokens
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;

@@ -17,6 +17,10 @@ struct DeviceRingState : KvRingState {
   std::vector<int64_t> held_tokens() const override {
     return seen > 0 ? std::vector<int64_t>{std::min(window, seen)} : KvRingState::held_tokens();
   }
+  void clear_row(int64_t row) override {  // the device holds one sequence: row 0
+    if (row == 0) seen = 0;
+    KvRingState::clear_row(row);
+  }
 };
 
 class CachedAttentionOpenCl : public OpenClVariant {

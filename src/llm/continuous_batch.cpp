@@ -1,0 +1,92 @@
+#include "llm/continuous_batch.h"
+
+#include <algorithm>
+
+namespace tern::llm {
+
+ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk)
+    : session_(session), generator_(generator), prefill_chunk_(prefill_chunk) {
+  if (rows < 1 || rows > 1024) fail("continuous batching: ", rows, " rows (1 to 1024)");
+  if (prefill_chunk < 0) fail("continuous batching: prefill chunk ", prefill_chunk, " must not be negative");
+  if (generator.io().layout != PastLayout::Internal)
+    fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
+  rows_.resize(static_cast<size_t>(rows));
+  new_tokens_.resize(static_cast<size_t>(rows));
+  held_.resize(static_cast<size_t>(rows));
+  session_.reset();  // the rings are made at the first run, `rows` wide
+}
+
+int64_t ContinuousBatcher::active() const {
+  return std::count_if(rows_.begin(), rows_.end(), [](const Row& r) { return r.active; });
+}
+
+int64_t ContinuousBatcher::held_tokens() const {
+  int64_t n = 0;
+  for (const Row& r : rows_)
+    if (r.active) n += std::min(r.fed, session_.options().kv_window);
+  return n;
+}
+
+int64_t ContinuousBatcher::add(SequenceRequest request) {
+  GenerateOptions o;
+  o.max_new_tokens = request.max_new_tokens;
+  o.sampling = request.sampling;
+  generator_.check_request({request.prompt}, o);
+  if (request.max_new_tokens == 0) {
+    if (request.on_finish) request.on_finish(FinishReason::Length);
+    return -1;
+  }
+  auto free = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.active; });
+  if (free == rows_.end()) fail("continuous batching: all ", rows_.size(), " rows are taken");
+  Row& r = *free;
+  r.active = true;
+  r.sampler.emplace(request.sampling);
+  r.tokens = request.prompt;
+  r.tokens.reserve(r.tokens.size() + static_cast<size_t>(std::min<int64_t>(request.max_new_tokens, 1 << 16)));
+  r.fed = 0;
+  r.generated = 0;
+  r.request = std::move(request);
+  return free - rows_.begin();
+}
+
+void ContinuousBatcher::finish(size_t row, FinishReason why) {
+  Row& r = rows_[row];
+  r.active = false;
+  session_.reset_row(static_cast<int64_t>(row));
+  if (r.request.on_finish) r.request.on_finish(why);
+  r.request = {};  // the callbacks' captures go now, not when the row is next taken
+}
+
+bool ContinuousBatcher::step() {
+  bool any = false;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Row& r = rows_[b];
+    auto& feed = new_tokens_[b];
+    feed.clear();
+    held_[b] = r.fed;
+    if (!r.active) continue;
+    any = true;
+    const int64_t left = static_cast<int64_t>(r.tokens.size()) - r.fed;  // the prompt's rest, or the last token
+    const int64_t take = prefill_chunk_ > 0 ? std::min(left, prefill_chunk_) : left;
+    feed.assign(r.tokens.begin() + r.fed, r.tokens.begin() + r.fed + take);
+  }
+  if (!any) return false;
+  const Tensor& logits = generator_.run_rows(new_tokens_, held_);
+  const int64_t V = logits.dim(1);
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Row& r = rows_[b];
+    if (!r.active) continue;
+    r.fed += static_cast<int64_t>(new_tokens_[b].size());
+    if (r.fed < static_cast<int64_t>(r.tokens.size())) continue;  // more prompt to feed
+    const int64_t next = r.sampler->next(logits.data<float>() + static_cast<int64_t>(b) * V, V, r.tokens);
+    r.tokens.push_back(next);
+    ++r.generated;
+    const bool go = !r.request.on_token || r.request.on_token(next);
+    const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
+    if (!go || eos) finish(b, FinishReason::Stop);
+    else if (r.generated >= r.request.max_new_tokens) finish(b, FinishReason::Length);
+  }
+  return true;
+}
+
+}  // namespace tern::llm

@@ -1,0 +1,63 @@
+// Continuous batching: a fixed number of rows over the session's ring-buffer cache, which requests join
+// and leave between runs. Every run feeds each active row either the next chunk of its prompt (at most
+// `prefill_chunk` tokens) or the one token it chose last, so a new prompt never stalls the others for
+// more than a chunk; a finished row is emptied (Session::reset_row) and taken by the next request.
+//
+// Batch invariance: rows are left-padded to the run's longest and padding is never cached, so a row's
+// arithmetic — its prompt chunks, then one token a run — is the same alone or beside seven others
+// (tests/test_continuous_batch.cpp checks greedy tokens bitwise). One thread calls it (tern serve's
+// scheduler); callbacks run on that thread.
+#pragma once
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "llm/generator.h"
+
+namespace tern::llm {
+
+enum class FinishReason { Length, Stop };  // max_new_tokens reached; an EOS token or on_token said stop
+
+struct SequenceRequest {
+  std::vector<int64_t> prompt;
+  int64_t max_new_tokens = 128;
+  SamplingOptions sampling;
+  std::vector<int64_t> eos_token_ids;  // kept in the output, then the sequence ends
+  // Sees each new token; false ends the sequence there (a stop string matched, the client went away).
+  std::function<bool(int64_t token)> on_token;
+  std::function<void(FinishReason)> on_finish;
+};
+
+class ContinuousBatcher {
+ public:
+  // `rows` sequences at once (the ring's batch); prefill_chunk 0 feeds a prompt whole.
+  ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk);
+  int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
+  int64_t active() const;
+  // Ring tokens held by the active rows (the KV slots in use, per layer).
+  int64_t held_tokens() const;
+  // Checks the request as Generator::generate would (throws naming what is wrong) and gives it a free
+  // row, returned; fails when every row is taken. A request for no new tokens finishes at once (-1).
+  int64_t add(SequenceRequest request);
+  // One run over the active rows, calling their on_token / on_finish. False when no row was active.
+  bool step();
+
+ private:
+  struct Row {
+    bool active = false;
+    SequenceRequest request;
+    std::optional<Sampler> sampler;
+    std::vector<int64_t> tokens;  // prompt, then what was generated
+    int64_t fed = 0;              // tokens the ring row has been fed
+    int64_t generated = 0;
+  };
+  void finish(size_t row, FinishReason why);
+  Session& session_;
+  Generator& generator_;
+  int64_t prefill_chunk_;
+  std::vector<Row> rows_;
+  std::vector<std::vector<int64_t>> new_tokens_;  // per run, kept to allocate nothing in steady decoding
+  std::vector<int64_t> held_;
+};
+
+}  // namespace tern::llm

@@ -1,0 +1,134 @@
+// Continuous batching (llm/continuous_batch.h): requests joining and leaving a running batch get the tokens
+// they get alone — bitwise, greedy and sampled — and rows are emptied and reused.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "llm/continuous_batch.h"
+#include "llm/model_folder.h"
+
+using namespace tern;
+using namespace tern::llm;
+
+namespace {
+const std::string kModel = std::string(TERN_SOURCE_DIR) + "/models/default";
+
+std::unique_ptr<Session> ring_session(int64_t window) {
+  DecoderOptions d;
+  d.window = window;
+  d.threads = 2;
+  return std::make_unique<Session>(kModel + "/model.onnx", decoder_session_options(d, read_model_config(kModel), true));
+}
+
+// Prompts of different lengths (token ids of the default model's vocabulary).
+std::vector<std::vector<int64_t>> prompts(size_t n) {
+  std::vector<std::vector<int64_t>> p;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<int64_t> t{0};
+    for (size_t k = 0; k < 3 + 5 * i; ++k) t.push_back(static_cast<int64_t>(17 + 31 * i + 7 * k) % 1000 + 1);
+    p.push_back(t);
+  }
+  return p;
+}
+
+SamplingOptions sampling(bool greedy, uint64_t seed) {
+  SamplingOptions s;
+  s.greedy = greedy;
+  s.temperature = 0.9f;
+  s.top_p = 0.95f;
+  s.seed = seed;
+  return s;
+}
+
+// Runs `requests` through a batcher of `rows` rows, request i joining at step join_step[i] (or as soon
+// as a row is free after that), request i sampling with seed first_seed + i; returns each request's new tokens.
+std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const std::vector<std::vector<int64_t>>& ps,
+                                              const std::vector<int>& join_step, bool greedy, int64_t max_new,
+                                              uint64_t first_seed = 100) {
+  auto s = ring_session(256);
+  Generator gen(*s, read_model_config(kModel));
+  ContinuousBatcher batcher(*s, gen, rows, chunk);
+  std::vector<std::vector<int64_t>> out(ps.size());
+  std::vector<char> finished(ps.size(), 0), added(ps.size(), 0);
+  for (int step = 0; step < 10000; ++step) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (added[i] || step < join_step[i] || batcher.active() == batcher.rows()) continue;
+      SequenceRequest r;
+      r.prompt = ps[i];
+      r.max_new_tokens = max_new;
+      r.sampling = sampling(greedy, first_seed + i);
+      r.on_token = [&out, i](int64_t t) {
+        out[i].push_back(t);
+        return true;
+      };
+      r.on_finish = [&finished, i](FinishReason why) {
+        CHECK(why == FinishReason::Length);
+        finished[i] = 1;
+      };
+      batcher.add(std::move(r));
+      added[i] = 1;
+    }
+    if (!batcher.step() && std::all_of(added.begin(), added.end(), [](char a) { return a != 0; })) break;
+  }
+  for (size_t i = 0; i < ps.size(); ++i) CHECK_MESSAGE(finished[i], "request ", i, " did not finish");
+  return out;
+}
+}  // namespace
+
+TEST_CASE("continuous batching: each request's tokens are the same alone and joining a batch of 8, bitwise") {
+  const auto ps = prompts(8);
+  for (const bool greedy : {true, false}) {
+    CAPTURE(greedy);
+    // Alone: each request by itself in the 8-row batcher.
+    std::vector<std::vector<int64_t>> alone;
+    for (size_t i = 0; i < ps.size(); ++i) alone.push_back(run_batched(8, 8, {ps[i]}, {0}, greedy, 24, 100 + i)[0]);
+    // Together: joining at different steps, so prompts are prefilled in chunks beside others decoding.
+    const auto together = run_batched(8, 8, ps, {0, 0, 1, 3, 4, 9, 10, 17}, greedy, 24);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      CAPTURE(i);
+      CHECK(together[i] == alone[i]);
+    }
+    // And as Generator::generate gives them, one prompt a call (a batch of one, its own ring).
+    auto s = ring_session(256);
+    Generator gen(*s, read_model_config(kModel));
+    for (size_t i = 0; i < ps.size(); ++i) {
+      GenerateOptions o;
+      o.max_new_tokens = 24;
+      o.prefill_chunk = 8;
+      o.sampling = sampling(greedy, 100 + i);
+      const auto r = gen.generate({ps[i]}, o);
+      CHECK(std::vector<int64_t>(r.tokens[0].begin() + static_cast<std::ptrdiff_t>(ps[i].size()), r.tokens[0].end()) == alone[i]);
+    }
+  }
+}
+
+TEST_CASE("continuous batching: rows are emptied and reused; more requests than rows all complete") {
+  const auto ps = prompts(12);
+  const std::vector<int> join(12, 0);
+  const auto three_rows = run_batched(3, 4, ps, join, true, 10);
+  const auto eight_rows = run_batched(8, 4, ps, join, true, 10);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(three_rows[i].size() == 10);
+    CHECK(three_rows[i] == eight_rows[i]);
+  }
+}
+
+TEST_CASE("continuous batching: bad requests are refused before they take a row") {
+  auto s = ring_session(64);
+  Generator gen(*s, read_model_config(kModel));
+  ContinuousBatcher batcher(*s, gen, 2, 0);
+  SequenceRequest r;
+  r.prompt = {0, 5000};
+  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("token id 5000 is outside the vocabulary of 1024"), Error);
+  r.prompt = {};
+  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("a prompt has no tokens"), Error);
+  r.prompt = {0, 5};
+  r.sampling.top_p = 2;
+  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("top"), Error);
+  CHECK(batcher.active() == 0);
+  r.sampling = {};
+  batcher.add(r);
+  batcher.add(r);
+  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("all 2 rows are taken"), Error);
+}
