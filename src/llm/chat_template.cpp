@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "llm/model_config.h"
+#include "llm/tokenizer.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -82,6 +83,17 @@ std::string format_chat(ChatFamily family, const std::vector<ChatMessage>& messa
     case ChatFamily::None: break;
   }
   fail_unsupported("this model has no chat template tern recognizes (Llama-3, ChatML, Llama-2, Phi-3); use --prompt as plain text");
+}
+
+std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages) {
+  if (family != ChatFamily::None) return tok.encode(format_chat(family, messages), false);  // the template writes BOS
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const bool new_line = i > 0 && messages[i].role == "user";
+    const auto part = tok.encode(new_line ? "\n" + messages[i].content : messages[i].content, i == 0);
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  return ids;
 }
 
 }  // namespace tern::llm

@@ -57,6 +57,11 @@ void ContinuousBatcher::finish(size_t row, FinishReason why) {
   r.request = {};  // the callbacks' captures go now, not when the row is next taken
 }
 
+void ContinuousBatcher::end_all() {
+  for (size_t b = 0; b < rows_.size(); ++b)
+    if (rows_[b].active) finish(b, FinishReason::Error);
+}
+
 bool ContinuousBatcher::step() {
   bool any = false;
   for (size_t b = 0; b < rows_.size(); ++b) {
@@ -71,7 +76,14 @@ bool ContinuousBatcher::step() {
     feed.assign(r.tokens.begin() + r.fed, r.tokens.begin() + r.fed + take);
   }
   if (!any) return false;
-  const Tensor& logits = generator_.run_rows(new_tokens_, held_);
+  const Tensor* run = nullptr;
+  try {
+    run = &generator_.run_rows(new_tokens_, held_);
+  } catch (...) {
+    end_all();
+    throw;
+  }
+  const Tensor& logits = *run;
   const int64_t V = logits.dim(1);
   for (size_t b = 0; b < rows_.size(); ++b) {
     Row& r = rows_[b];

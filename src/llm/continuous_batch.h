@@ -16,7 +16,8 @@
 
 namespace tern::llm {
 
-enum class FinishReason { Length, Stop };  // max_new_tokens reached; an EOS token or on_token said stop
+// max_new_tokens reached; an EOS token or on_token said stop; the run failed or the batch was ended (end_all)
+enum class FinishReason { Length, Stop, Error };
 
 struct SequenceRequest {
   std::vector<int64_t> prompt;
@@ -40,7 +41,10 @@ class ContinuousBatcher {
   // row, returned; fails when every row is taken. A request for no new tokens finishes at once (-1).
   int64_t add(SequenceRequest request);
   // One run over the active rows, calling their on_token / on_finish. False when no row was active.
+  // When the run throws, every active row ends (FinishReason::Error) and the exception propagates.
   bool step();
+  // Ends every active row with FinishReason::Error (a server shutting down).
+  void end_all();
 
  private:
   struct Row {

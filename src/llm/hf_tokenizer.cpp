@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -248,7 +249,10 @@ class HfTokenizer : public Tokenizer {
 
   // BPE: start from characters (or byte-level characters), merge the lowest-ranked pair until none applies.
   std::vector<int64_t> bpe(const std::string& word) const {
-    if (auto it = cache_.find(word); it != cache_.end()) return it->second;
+    {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      if (auto it = cache_.find(word); it != cache_.end()) return it->second;
+    }
     std::vector<int64_t> ids;
     auto direct = ids_.find(word);
     if (ignore_merges_ && direct != ids_.end()) {
@@ -284,6 +288,8 @@ class HfTokenizer : public Tokenizer {
         }
       }
     }
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_.size() >= kMaxCachedWords) cache_.clear();  // a server's clients may send any number of words
     cache_.emplace(word, ids);
     return ids;
   }
@@ -444,7 +450,10 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::function<std::string(const std::string&)>> norm_;
   std::vector<std::function<std::vector<std::string>(const std::string&, bool)>> pre_;
   std::vector<std::function<void(std::vector<std::string>&)>> decoders_;
-  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;  // word → ids
+  // word → ids, shared by the threads that encode (tern serve's HTTP threads), bounded.
+  static constexpr size_t kMaxCachedWords = 1 << 16;
+  mutable std::mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 namespace tern::llm {
 
+// Its const methods may be called from several threads at once (tern serve encodes on each HTTP thread).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;

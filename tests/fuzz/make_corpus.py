@@ -8,6 +8,7 @@ the formats' specs, with Debian's python3-onnx and python3-numpy only:
 The weight_pack seed is the one file it cannot make: `tern pack tests/fuzz/pack_model OUT` writes it.
 Reproducers the fuzzers find are kept in REPRODUCERS below, so a rerun keeps them and their expected errors.
 """
+import json
 import os
 import shutil
 import struct
@@ -220,6 +221,12 @@ def seeds():
     yield "llama2c_tokenizer", "ascii.bin", struct.pack("<H", len(pieces)) + llama2c_tokenizer_bytes(pieces)
     yield "gguf", "llama_f32.gguf", llama_gguf()
     yield "gguf", "llama_q8_0.gguf", llama_gguf(quantized=True)
+    for name, chat, body in [
+            ("completion", 0, {"model": "m", "prompt": "Once upon", "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "END"], "seed": 3}),
+            ("completion_stream", 0, {"prompt": ["x"], "stream": True, "stream_options": {"include_usage": True}, "n": 2, "echo": True}),
+            ("chat", 1, {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+                         "max_completion_tokens": 8, "temperature": 0, "logprobs": False, "response_format": {"type": "text"}})]:
+        yield "serve_request", name + ".json", bytes([chat]) + json.dumps(body).encode()
 
 
 # --- hostile inputs: (target, file, bytes, the error its message must contain) -----------------------------
@@ -314,6 +321,8 @@ def bad_inputs():
         yield "tokenizer_json", name, data, err
 
     yield "model_config", "0_not_json.json", b"\x00{", "is not valid JSON"
+    yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
+    yield "serve_request", "wrong_type.json", b"\x01" + b'{"messages": [{"role": "user", "content": "x"}], "n": "2"}', "'n' must be an integer, not a string"
     yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"
 
     yield "llama2c_checkpoint", "too_small.bin", b"\x08\0\0\0", "is too small to be a llama2.c checkpoint"

@@ -16,6 +16,7 @@
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "runtime/session.h"
+#include "tools/serve/openai_api.h"
 
 namespace tern::fuzz {
 namespace fs = std::filesystem;
@@ -275,6 +276,16 @@ void weight_pack(const uint8_t* data, size_t size) {
   run_once(s);
 }
 
+// A tern serve request body: the first byte picks /v1/chat/completions (odd) or /v1/completions, the rest
+// is the body; a refusal is an ApiError (a tern::Error), the server's 400.
+void serve_request(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const serve::CompletionRequest r = serve::parse_completion_request(as_string(data + 1, size - 1), data[0] % 2);
+  serve::StopScanner stops(r.stop);
+  stops.push(r.chat && !r.messages.empty() ? r.messages.back().content : r.prompt);
+  serve::to_wire(serve::completion_response(r, "id", 0, {{r.prompt, "stop"}}, {}));
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
@@ -289,6 +300,7 @@ const std::vector<Target>& targets() {
       {"llama2c_tokenizer", llama2c_tokenizer, "two bytes of vocabulary size, then tokenizer.bin bytes"},
       {"gguf", gguf, "GGUF file bytes"},
       {"weight_pack", weight_pack, "model.tern-pack bytes beside a one-MatMul model"},
+      {"serve_request", serve_request, "a byte picking chat or completions, then a tern serve request body"},
   };
   return all;
 }

@@ -68,16 +68,7 @@ int chat(int argc, char** argv) {
       continue;
     }
     msgs.push_back({"user", line});
-    std::vector<int64_t> ids;
-    if (family == llm::ChatFamily::None) {  // no template: one running text, each answer continuing its line
-      for (size_t i = 0; i < msgs.size(); ++i) {
-        const bool new_line = i > 0 && msgs[i].role == "user";
-        const auto part = tok->encode(new_line ? "\n" + msgs[i].content : msgs[i].content, i == 0);
-        ids.insert(ids.end(), part.begin(), part.end());
-      }
-    } else {
-      ids = tok->encode(llm::format_chat(family, msgs), false);  // the template writes BOS
-    }
+    const std::vector<int64_t> ids = llm::encode_chat(*tok, family, msgs);
     llm::TextStream out(*tok, ids);
     std::string answer;
     interrupted = false;

@@ -68,5 +68,6 @@ int convert(int argc, char** argv);
 int import_gguf(int argc, char** argv);
 int pack(int argc, char** argv);
 int devices(int argc, char** argv);
+int serve(int argc, char** argv);
 
 }  // namespace tern::cli

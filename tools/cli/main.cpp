@@ -106,6 +106,14 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       chat, bench, profile) loads without it.
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
+  serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
+        [--timeout 600] [--model-name NAME] [--window W] [--weights F] [--threads N] [--max-memory SIZE]
+      An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
+      template; "stream": true for server-sent events), GET /v1/models, /health and /metrics
+      (Prometheus). Requests share one continuously batched run of --parallel sequences over the ring
+      KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding.
+      More than --queue waiting sequences get 429; a request running past --timeout seconds ends (504).
+      --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it.
 )";
 
 std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
@@ -127,7 +135,8 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(int, char**)> commands = {
       {"run", run},         {"inspect", inspect},   {"generate", generate},       {"eval", eval},
       {"profile", profile}, {"quantize", quantize}, {"convert", convert},         {"import-gguf", import_gguf},
-      {"pack", pack},       {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices}};
+      {"pack", pack},       {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices},
+      {"serve", serve}};
   const auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();

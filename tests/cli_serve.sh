@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tern serve over HTTP with curl (and the openai Python client when tests/serve/setup_venv.sh has made
+# its venv): greedy text equal to `tern generate`'s, streamed and not; 8 concurrent requests each equal to
+# its solo answer; stop strings; every malformed request of tests/serve/bad_requests.tsv and the HTTP-level
+# ones (no route, an oversize body, a prompt past the context, a full queue) answered 4xx while the server
+# keeps serving; /metrics agreeing with the requests sent; SIGTERM stopping it.
+# Usage: cli_serve.sh TERN_BINARY REPO_DIR WORK_DIR
+set -euo pipefail
+tern=$1 repo=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+model=$repo/models/default
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+
+start_server() {  # NAME ARGS... → sets $url; the server's stderr in $work/NAME.log
+  local name=$1
+  shift
+  "$tern" serve "$model" --port 0 --threads 2 "$@" 2> "$work/$name.log" &
+  pids+=($!)
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/$name.log" || true)
+    [ -n "$url" ] && return 0
+    sleep 0.1
+  done
+  echo "tern serve did not start:" && cat "$work/$name.log" && exit 1
+}
+post() {  # PATH BODY → body on stdout, status in $work/status
+  curl -s -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$2" "$url$1" > "$work/status"
+  cat "$work/body"
+}
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
+expect_status() { [ "$(cat "$work/status")" = "$1" ] || { echo "expected HTTP $1, got $(cat "$work/status"): $(cat "$work/body")"; exit 1; }; }
+
+start_server main --parallel 4
+[ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
+curl -s "$url/v1/models" | grep -q '"id":"default"'
+
+# Greedy text as `tern generate` gives it (its JSON text is prompt + completion).
+expected=$("$tern" generate --model "$model" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 --json 2>/dev/null |
+           field 'd["text"][0][len("And God said"):]')
+got=$(post /v1/completions '{"prompt": "And God said", "max_tokens": 16, "temperature": 0}' | field 'd["choices"][0]["text"]')
+expect_status 200
+[ "$got" = "$expected" ] || { echo "completion '$got' != tern generate '$expected'"; exit 1; }
+streamed=$(post /v1/completions '{"prompt": "And God said", "max_tokens": 16, "temperature": 0, "stream": true}' |
+           python3 -c "
+import json, sys
+events = [l[6:] for l in sys.stdin.read().split('\n') if l.startswith('data: ')]
+assert events[-1] == '[DONE]', events[-1]
+chunks = [json.loads(e) for e in events[:-1]]
+assert chunks[-1]['choices'][0]['finish_reason'] == 'length', chunks[-1]
+print(''.join(c['choices'][0]['text'] for c in chunks))")
+[ "$streamed" = "$expected" ] || { echo "streamed '$streamed' != '$expected'"; exit 1; }
+echo "serve: greedy completion = tern generate's, streamed and not: '$expected'"
+
+# A stop string (the completion's fourth word): the text ends before it.
+stop=$(python3 -c "import sys; print(' ' + sys.argv[1].split()[3])" "$expected")
+post /v1/completions "{\"prompt\": \"And God said\", \"max_tokens\": 16, \"temperature\": 0, \"stop\": [\"$stop\"]}" > "$work/stop.json"
+expect_status 200
+python3 - "$work/stop.json" "$expected" "$stop" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))["choices"][0]
+full, stop = sys.argv[2], sys.argv[3]
+assert c["text"] == full[:full.index(stop)] and c["finish_reason"] == "stop", (c, full, stop)
+EOF
+
+# 8 requests at once (4 rows: the others queue and join as rows free) each equal to its solo answer.
+for i in $(seq 1 8); do
+  post /v1/completions "{\"prompt\": \"And the LORD spake $i\", \"max_tokens\": 12, \"temperature\": 0}" | field 'd["choices"][0]["text"]' > "$work/solo$i"
+done
+for i in $(seq 1 8); do
+  (curl -s -H 'Content-Type: application/json' --data-binary "{\"prompt\": \"And the LORD spake $i\", \"max_tokens\": 12, \"temperature\": 0}" \
+     "$url/v1/completions" | field 'd["choices"][0]["text"]' > "$work/together$i") &
+done
+wait_jobs() { for j in $(jobs -p); do [ "$j" = "$server_pid" ] || wait "$j"; done; }
+wait_jobs
+for i in $(seq 1 8); do cmp -s "$work/solo$i" "$work/together$i" || { echo "request $i differs in a batch"; exit 1; }; done
+echo "serve: 8 concurrent greedy requests each equal their solo answers"
+
+# Malformed requests: each a 400 with its message, the server serving on.
+bad=0
+while IFS=$'\t' read -r endpoint body message; do
+  case $endpoint in '#'*|'') continue ;; esac
+  path=/v1/completions; [ "$endpoint" = chat ] && path=/v1/chat/completions
+  post "$path" "$body" > /dev/null
+  expect_status 400
+  grep -qF -- "$message" "$work/body" || { echo "'$body': '$(cat "$work/body")' lacks '$message'"; exit 1; }
+  bad=$((bad + 1))
+done < "$repo/tests/serve/bad_requests.tsv"
+post /v1/completions "{\"prompt\": \"$(printf 'word %.0s' $(seq 1 400))\", \"max_tokens\": 4}" > /dev/null
+expect_status 400; grep -q "maximum context length is 256 tokens" "$work/body"
+post /v1/completions '{"prompt": "And God said", "max_tokens": 1000}' > /dev/null
+expect_status 400; grep -q "max_tokens asks for 1000" "$work/body"
+post /nothing '{}' > /dev/null; expect_status 404
+head -c 9000000 /dev/zero | tr '\0' 'a' > "$work/big"
+curl -s -o "$work/body" -w '%{http_code}' --data-binary @"$work/big" "$url/v1/completions" > "$work/status"; expect_status 413
+curl -s -o "$work/body" -w '%{http_code}' "$url/v1/completions" > "$work/status"; [ "$(cat "$work/status")" -ge 400 ]
+[ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
+echo "serve: $bad malformed requests and 5 HTTP-level ones answered 4xx, the server still serving"
+
+# /metrics agrees with what was sent: 1+1+1+8+8 completions answered 200 (+1 from the openai client below).
+curl -s "$url/metrics" > "$work/metrics"
+grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 19$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
+grep -q "^tern_requests_total{endpoint=\"/v1/completions\",status=\"400\"} " "$work/metrics"
+grep -q '^tern_time_to_first_token_seconds_count ' "$work/metrics"
+tokens=$(awk '/^tern_generation_tokens_total/{print $2}' "$work/metrics")
+[ "$tokens" -ge $((16 + 16 + 8 * 12 * 2)) ] || { echo "generation tokens $tokens"; exit 1; }
+grep -q '^tern_batch_size 0$' "$work/metrics"
+echo "serve: /metrics counts 19 completions answered and $tokens tokens"
+
+# The openai client, when its venv exists (tests/serve/setup_venv.sh; CI makes it).
+py=${TERN_SERVE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/serve-venv}/bin/python
+if [ -x "$py" ] && "$py" -c "import openai" 2>/dev/null; then
+  "$py" "$repo/tests/serve/openai_client.py" "$url" "$expected"
+else
+  echo "serve: openai client checks skipped (no venv: bash tests/serve/setup_venv.sh)"
+fi
+
+# SIGTERM: the server stops and says so.
+kill -TERM "$server_pid"
+wait "$server_pid"
+grep -q "tern serve: stopped" "$work/main.log"
+
+# A full queue: one row, no queue — a second request while the first runs gets 429 with Retry-After.
+start_server busy --parallel 1 --queue 0
+(post /v1/completions '{"prompt": "And God said", "max_tokens": 200, "temperature": 0}' > "$work/long.json") &
+long=$!
+for _ in $(seq 1 50); do grep -q '^tern_batch_size 1$' <(curl -s "$url/metrics") && break; sleep 0.05; done
+curl -s -D "$work/headers" -o "$work/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+  --data-binary '{"prompt": "x", "max_tokens": 2}' "$url/v1/completions" > "$work/status"
+expect_status 429
+grep -qi '^retry-after: 1' "$work/headers"
+wait "$long"
+kill -TERM "$server_pid"
+wait "$server_pid"
+echo "serve: a full queue answers 429 with Retry-After; SIGTERM stops the server"

@@ -1,0 +1,103 @@
+// tern serve's OpenAI API layer (tools/serve/openai_api.h): requests read and refused field by field
+// (tests/serve/bad_requests.tsv, which tests/cli_serve.sh also sends over HTTP), stop strings over a
+// stream, and the response shapes the openai client reads.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "tools/serve/openai_api.h"
+
+using namespace tern::serve;
+
+TEST_CASE("tern serve: every malformed request of bad_requests.tsv is a 400 naming the field") {
+  std::ifstream f(std::string(TERN_SOURCE_DIR) + "/tests/serve/bad_requests.tsv");
+  REQUIRE(f);
+  int n = 0;
+  for (std::string line; std::getline(f, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t a = line.find('\t'), b = line.find('\t', a + 1);
+    REQUIRE(b != std::string::npos);
+    const std::string endpoint = line.substr(0, a), body = line.substr(a + 1, b - a - 1), expected = line.substr(b + 1);
+    CAPTURE(body);
+    std::string error = "(accepted)";
+    int status = 0;
+    try {
+      parse_completion_request(body, endpoint == "chat");
+    } catch (const ApiError& e) {
+      error = e.what();
+      status = e.status;
+    }
+    CHECK(status == 400);
+    CHECK_MESSAGE(error.find(expected) != std::string::npos, error);
+    ++n;
+  }
+  CHECK(n >= 20);
+}
+
+TEST_CASE("tern serve: a request's fields are read as OpenAI defines them") {
+  const auto r = parse_completion_request(
+      R"({"model": "m", "prompt": ["Once"], "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3, "seed": 9,
+          "stop": "\n", "n": 2, "stream": true, "stream_options": {"include_usage": true}, "user": "ignored",
+          "logprobs": null, "frequency_penalty": 0, "some_extension": [1, 2]})",
+      false);
+  CHECK(r.prompt == "Once");
+  CHECK(r.max_tokens == 7);
+  CHECK(r.sampling.greedy);  // temperature 0
+  CHECK(r.sampling.top_p == 0.5f);
+  CHECK(r.sampling.top_k == 3);
+  CHECK(r.sampling.seed == 9);
+  CHECK(r.stop == std::vector<std::string>{"\n"});
+  CHECK(r.n == 2);
+  CHECK(r.stream);
+  CHECK(r.include_usage);
+  const auto c = parse_completion_request(
+      R"({"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
+          "max_completion_tokens": 5, "temperature": 0.7})",
+      true);
+  REQUIRE(c.messages.size() == 2);
+  CHECK(c.messages[0].role == "system");
+  CHECK(c.messages[1].content == "Hi there");
+  CHECK(c.max_tokens == 5);
+  CHECK(!c.sampling.greedy);
+  CHECK(c.sampling.temperature == doctest::Approx(0.7f));
+}
+
+TEST_CASE("tern serve: JSON nested a million deep is refused or read, never a crash") {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  CHECK_THROWS_AS(parse_completion_request(deep, false), ApiError);
+}
+
+TEST_CASE("tern serve: stop strings end the text before them, even split across tokens") {
+  StopScanner s({"END", "\n\n"});
+  CHECK(s.push("Hello E") == "Hello ");  // "E" may begin "END": held back
+  CHECK(s.push("x") == "Ex");
+  CHECK(s.push("EN") == "");
+  CHECK(s.push("D and more") == "");
+  CHECK(s.stopped());
+  CHECK(s.flush() == "");
+  StopScanner t({"\n\n"});
+  CHECK(t.push("a\n") == "a");
+  CHECK(t.flush() == "\n");  // the end: what was held goes out
+  CHECK(!t.stopped());
+}
+
+TEST_CASE("tern serve: response and chunk shapes") {
+  CompletionRequest chat = parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}]})", true);
+  chat.model = "m";
+  const auto full = completion_response(chat, "chatcmpl-1", 5, {{"Hi", "stop"}}, {3, 1});
+  CHECK(full["object"] == "chat.completion");
+  CHECK(full["choices"][0]["message"]["content"] == "Hi");
+  CHECK(full["choices"][0]["finish_reason"] == "stop");
+  CHECK(full["usage"]["total_tokens"] == 4);
+  const auto first = completion_chunk(chat, "chatcmpl-1", 5, 0, "", "", true);
+  CHECK(first["choices"][0]["delta"]["role"] == "assistant");
+  CHECK(first["choices"][0]["finish_reason"].is_null());
+  const auto last = completion_chunk(chat, "chatcmpl-1", 5, 0, "", "length");
+  CHECK(last["choices"][0]["delta"].empty());
+  CHECK(last["choices"][0]["finish_reason"] == "length");
+  // Text that is not UTF-8 (a character cut by a stop string) goes out replaced, not as an exception.
+  CHECK(to_wire(completion_chunk(chat, "c", 5, 0, "a\xE2\x82", "")).find("a\xEF\xBF\xBD") != std::string::npos);
+  const auto err = nlohmann::json::parse(error_body(ApiError(400, "'n' must be", "n")));
+  CHECK(err["error"]["param"] == "n");
+  CHECK(err["error"]["type"] == "invalid_request_error");
+}

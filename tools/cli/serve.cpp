@@ -1,0 +1,45 @@
+#include "tools/cli/cli.h"
+
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "tools/serve/server.h"
+
+namespace tern::cli {
+
+int serve(int argc, char** argv) {
+  if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
+  Flags f = parse(argc, argv, 3, {"prefault", "no-pack"});
+  serve::ServerOptions o;
+  o.model_path = argv[2];
+  o.model_name = f.get("model-name", "");
+  o.host = f.get("host", "127.0.0.1");
+  o.port = static_cast<int>(f.get_int("port", 8080, 0));
+  if (o.port > 65535) fail("--port ", o.port, ": at most 65535");
+  o.parallel = f.get_int("parallel", 4, 1);
+  o.queue = f.get_int("queue", 64, 0);
+  o.prefill_chunk = f.get_int("prefill-chunk", 32, 0);
+  o.timeout_s = f.get_float("timeout", 600);
+  o.decoder = decoder_options(f);
+  // SIGINT / SIGTERM stop the server from a thread of its own (nothing is done inside a signal handler).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
+  serve::Server server(o);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != 0) server.stop();
+  });
+  const bool ok = server.run();
+  pthread_kill(waiter.native_handle(), SIGTERM);  // (a no-op stop when the signal already came)
+  waiter.join();
+  if (!ok) fail("cannot listen on ", o.host, ":", o.port, " (in use, or not an address of this machine)");
+  std::cerr << "tern serve: stopped\n";
+  return 0;
+}
+
+}  // namespace tern::cli

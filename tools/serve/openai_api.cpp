@@ -1,0 +1,248 @@
+#include "tools/serve/openai_api.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/json.h"
+
+namespace tern::serve {
+
+namespace {
+using json = nlohmann::json;
+
+[[noreturn]] void bad(const std::string& field, const std::string& why) { throw ApiError(400, "'" + field + "' " + why, field); }
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+  }
+}
+
+std::string shortest(double x) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%g", x);
+  return s;
+}
+
+// The field, or null when absent (null means "default" in OpenAI's API).
+const json& field(const json& body, const char* k) {
+  static const json null;
+  auto it = body.find(k);
+  return it == body.end() ? null : *it;
+}
+
+std::optional<double> number(const json& body, const char* k, double lo, double hi, bool open_lo = false) {
+  const json& v = field(body, k);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number()) bad(k, std::string("must be a number, not ") + type_name(v));
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi || (open_lo && x == lo))
+    bad(k, "must be " + std::string(open_lo ? "> " : "between ") + shortest(lo) + (open_lo ? " and <= " : " and ") + shortest(hi) +
+               ", not " + v.dump());
+  return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* k, int64_t lo, int64_t hi) {
+  const json& v = field(body, k);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number_integer()) bad(k, std::string("must be an integer, not ") + type_name(v));
+  // (nlohmann reads a non-negative integer as unsigned: compared as such, it may pass INT64_MAX)
+  const bool out = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) || (lo > 0 && v.get<uint64_t>() < static_cast<uint64_t>(lo))
+                                          : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
+  if (out)
+    bad(k, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", not " + v.dump());
+  return v.get<int64_t>();
+}
+
+bool boolean(const json& body, const char* k) {
+  const json& v = field(body, k);
+  if (v.is_null()) return false;
+  if (!v.is_boolean()) bad(k, std::string("must be a boolean, not ") + type_name(v));
+  return v.get<bool>();
+}
+
+// A field tern does not implement: accepted only as its default (absent, null, false, 0, "", [] or {}).
+void unsupported_unless_default(const json& body, const char* k) {
+  const json& v = field(body, k);
+  const bool is_default = v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_number() && v.get<double>() == 0) ||
+                          (v.is_string() && v.get<std::string>().empty()) || (v.is_array() && v.empty()) || (v.is_object() && v.empty());
+  if (!is_default) bad(k, "is not supported by tern serve");
+}
+
+std::string text_content(const json& content, const std::string& where) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(where, std::string("must be a string or an array of text parts, not ") + type_name(content));
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string at = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object() || field(part, "type") != "text" || !field(part, "text").is_string())
+      bad(at, "must be a text part, {type: text, text: ...} (tern serve takes text only)");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+}  // namespace
+
+CompletionRequest parse_completion_request(std::string_view body_text, bool chat) {
+  json body;
+  try {
+    body = parse_json(body_text, "the request body");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what());
+  }
+  if (!body.is_object()) throw ApiError(400, std::string("the request body must be a JSON object, not ") + type_name(body));
+  CompletionRequest r;
+  r.chat = chat;
+  if (const json& m = field(body, "model"); !m.is_null()) {
+    if (!m.is_string()) bad("model", std::string("must be a string, not ") + type_name(m));
+    r.model = m.get<std::string>();
+  }
+  if (chat) {
+    const json& ms = field(body, "messages");
+    if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of {role, content}");
+    for (size_t i = 0; i < ms.size(); ++i) {
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      const json& m = ms[i];
+      if (!m.is_object()) bad(at, std::string("must be an object, not ") + type_name(m));
+      const json& role = field(m, "role");
+      if (!role.is_string()) bad(at + ".role", "must be a string");
+      std::string rs = role.get<std::string>();
+      if (rs == "developer") rs = "system";  // OpenAI's newer name for it
+      if (rs != "system" && rs != "user" && rs != "assistant")
+        bad(at + ".role", "must be system, developer, user or assistant, not '" + role.get<std::string>() + "'");
+      r.messages.push_back({rs, text_content(field(m, "content"), at + ".content")});
+    }
+  } else {
+    const json& p = field(body, "prompt");
+    if (p.is_string()) r.prompt = p.get<std::string>();
+    else if (p.is_array() && p.size() == 1 && p[0].is_string()) r.prompt = p[0].get<std::string>();
+    else if (p.is_array()) bad("prompt", "must be one string (send a request per prompt; token-id prompts are not supported)");
+    else bad("prompt", std::string("must be a string, not ") + type_name(p));
+    r.echo = boolean(body, "echo");
+    unsupported_unless_default(body, "suffix");
+    unsupported_unless_default(body, "best_of");
+  }
+  // max_completion_tokens is the newer name; either may be given.
+  r.max_tokens = integer(body, "max_tokens", 0, int64_t{1} << 40);
+  if (auto m = integer(body, "max_completion_tokens", 0, int64_t{1} << 40)) r.max_tokens = m;
+  if (auto t = number(body, "temperature", 0, 2)) {
+    if (*t == 0) r.sampling.greedy = true;
+    else r.sampling.temperature = static_cast<float>(*t);
+  }
+  if (auto p = number(body, "top_p", 0, 1, true)) r.sampling.top_p = static_cast<float>(*p);
+  if (auto k = integer(body, "top_k", 0, 1 << 20)) r.sampling.top_k = static_cast<int>(*k);
+  if (auto m = number(body, "min_p", 0, 1)) r.sampling.min_p = static_cast<float>(*m);
+  if (auto p = number(body, "repetition_penalty", 0, 100, true)) r.sampling.repetition_penalty = static_cast<float>(*p);
+  if (auto s = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*s);
+  for (const char* k : {"frequency_penalty", "presence_penalty"}) {
+    number(body, k, -2, 2);
+    unsupported_unless_default(body, k);  // (repetition_penalty is tern's)
+  }
+  if (const json& s = field(body, "stop"); !s.is_null()) {
+    if (s.is_string()) r.stop.push_back(s.get<std::string>());
+    else if (s.is_array() && s.size() <= 4) {
+      for (const json& x : s) {
+        if (!x.is_string()) bad("stop", "must be a string or an array of up to 4 strings");
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or an array of up to 4 strings");
+    }
+    for (const auto& x : r.stop)
+      if (x.empty()) bad("stop", "must not hold an empty string");
+  }
+  r.n = static_cast<int>(integer(body, "n", 1, 16).value_or(1));
+  r.stream = boolean(body, "stream");
+  if (const json& so = field(body, "stream_options"); !so.is_null()) {
+    if (!so.is_object()) bad("stream_options", std::string("must be an object, not ") + type_name(so));
+    if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+    r.include_usage = boolean(so, "include_usage");
+  }
+  for (const char* k : {"logprobs", "top_logprobs", "logit_bias", "tools", "tool_choice", "functions", "function_call"})
+    unsupported_unless_default(body, k);
+  if (const json& rf = field(body, "response_format"); !rf.is_null() && !(rf.is_object() && field(rf, "type") == "text"))
+    bad("response_format", "is not supported by tern serve (only {\"type\": \"text\"})");
+  return r;
+}
+
+std::string error_body(const ApiError& e) {
+  return to_wire({{"error", {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)}, {"code", nullptr}}}});
+}
+
+std::string to_wire(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::vector<Choice>& choices,
+                         const Usage& usage) {
+  json cs = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    json c = {{"index", i}, {"finish_reason", choices[i].finish_reason}, {"logprobs", nullptr}};
+    if (r.chat) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+    else c["text"] = choices[i].text;
+    cs.push_back(std::move(c));
+  }
+  return {{"id", id}, {"object", r.chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", r.model},
+          {"choices", cs},
+          {"usage", {{"prompt_tokens", usage.prompt_tokens}, {"completion_tokens", usage.completion_tokens},
+                     {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
+}
+
+json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
+                      const std::string& finish_reason, bool role) {
+  json c = {{"index", index}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}, {"logprobs", nullptr}};
+  if (r.chat) {
+    json delta = json::object();
+    if (role) delta["role"] = "assistant";
+    if (!text.empty() || role) delta["content"] = text;
+    c["delta"] = std::move(delta);
+  } else {
+    c["text"] = text;
+  }
+  return {{"id", id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", r.model},
+          {"choices", json::array({c})}};
+}
+
+json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage) {
+  return {{"id", id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", r.model},
+          {"choices", json::array()},
+          {"usage", {{"prompt_tokens", usage.prompt_tokens}, {"completion_tokens", usage.completion_tokens},
+                     {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
+}
+
+std::string StopScanner::push(const std::string& text) {
+  if (stopped_) return "";
+  held_ += text;
+  size_t first = std::string::npos;
+  for (const auto& s : stops_) first = std::min(first, held_.find(s));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest end of the text that begins a stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_)
+    for (size_t len = std::min(s.size() - 1, held_.size()); len > keep; --len)
+      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+        keep = len;
+        break;
+      }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopScanner::flush() {
+  std::string out;
+  out.swap(held_);
+  return stopped_ ? "" : out;
+}
+
+}  // namespace tern::serve

@@ -1,0 +1,87 @@
+// The OpenAI HTTP API as tern serve speaks it: requests of /v1/completions and /v1/chat/completions
+// read and checked field by field (a wrong type or value is a 400 naming the field, in OpenAI's error
+// shape), and the response bodies and stream chunks written back. No I/O here: tools/serve/server.cpp
+// moves the bytes, tests and the fuzzer call these directly.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "llm/chat_template.h"
+#include "llm/model_folder.h"
+
+namespace tern::serve {
+
+// A request refused: the HTTP status and OpenAI's error object (message, type, param).
+struct ApiError : Error {
+  ApiError(int status, const std::string& message, std::string param = "", std::string type = "invalid_request_error")
+      : Error(message), status(status), param(std::move(param)), type(std::move(type)) {}
+  int status;
+  std::string param, type;
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;
+  std::string prompt;                      // /v1/completions
+  std::vector<llm::ChatMessage> messages;  // /v1/chat/completions
+  std::optional<int64_t> max_tokens;       // unset: until the context is full or the model stops
+  llm::SamplingChoices sampling;           // temperature 0 is greedy, as OpenAI's
+  std::vector<std::string> stop;           // up to 4; the text ends before the first one found
+  int n = 1;                               // choices, each its own sequence (seed + i)
+  bool stream = false;
+  bool include_usage = false;              // stream_options.include_usage: a last chunk with usage
+  bool echo = false;                       // completions: the prompt before the completion
+};
+
+// Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
+// Fields OpenAI defines that tern does not implement are refused when set to anything but their
+// default (logprobs, logit_bias, tools, response_format ...); fields nobody defines are ignored, as
+// OpenAI-compatible servers do (clients send their own extras).
+CompletionRequest parse_completion_request(std::string_view body, bool chat);
+
+// The body of an error reply: {"error": {"message", "type", "param", "code"}}.
+std::string error_body(const ApiError& e);
+
+struct Choice {
+  std::string text;
+  std::string finish_reason;  // "stop", "length"
+};
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+// A whole response (stream: false). `id` like "cmpl-…" / "chatcmpl-…"; `created` in Unix seconds.
+nlohmann::json completion_response(const CompletionRequest& r, const std::string& id, int64_t created,
+                                   const std::vector<Choice>& choices, const Usage& usage);
+// One server-sent event of a stream: choice `index`'s new text (with a finish reason on its last
+// chunk, "" before). Chat streams open each choice with a chunk whose delta holds the role.
+nlohmann::json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index,
+                                const std::string& text, const std::string& finish_reason, bool role = false);
+// The stream's usage chunk (stream_options.include_usage), after every choice finished.
+nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage);
+// JSON text of `j` for the wire: generated text need not be valid UTF-8 (a character cut by a stop, byte
+// tokens of a random model), and what is not becomes U+FFFD instead of an exception.
+std::string to_wire(const nlohmann::json& j);
+
+// Stop strings over a stream of text: push() returns what is safe to send — held back while it could be
+// the start of a stop string — and stopped() tells when one was found (the text before it is sent, the
+// stop string and anything after it never).
+class StopScanner {
+ public:
+  explicit StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string push(const std::string& text);
+  std::string flush();  // at the end: what was held back
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+}  // namespace tern::serve

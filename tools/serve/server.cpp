@@ -1,0 +1,444 @@
+#include "tools/serve/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "llm/chat_template.h"
+#include "llm/continuous_batch.h"
+#include "llm/tokenizer.h"
+#include "tools/serve/openai_api.h"
+
+namespace tern::serve {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+
+// A Prometheus histogram (cumulative buckets, sum, count).
+struct Histogram {
+  std::vector<double> bounds;
+  std::vector<int64_t> counts;  // per bucket, not cumulative; the last is +Inf
+  double sum = 0;
+  int64_t count = 0;
+  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void observe(double v) {
+    size_t i = 0;
+    while (i < bounds.size() && v > bounds[i]) ++i;
+    ++counts[i];
+    sum += v;
+    ++count;
+  }
+  void write(std::ostream& o, const std::string& name, const std::string& help) const {
+    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
+    int64_t c = 0;
+    for (size_t i = 0; i < bounds.size(); ++i) o << name << "_bucket{le=\"" << bounds[i] << "\"} " << (c += counts[i]) << "\n";
+    o << name << "_bucket{le=\"+Inf\"} " << count << "\n" << name << "_sum " << sum << "\n" << name << "_count " << count << "\n";
+  }
+};
+
+// One request's exchange between its HTTP thread and the scheduler: per choice, the text ready to send
+// and how it ended. Every member is guarded by `mu`.
+struct Exchange {
+  struct ChoiceState {
+    std::unique_ptr<llm::TextStream> text;
+    StopScanner stops;
+    std::string ready;  // text not yet sent (stream) or the whole text (not streaming)
+    std::string finish_reason;
+    int64_t tokens = 0;
+    Clock::time_point last_token;
+    bool done = false;
+    explicit ChoiceState(std::vector<std::string> s) : stops(std::move(s)) {}
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<ChoiceState> choices;
+  Clock::time_point start = Clock::now(), deadline;
+  bool cancelled = false;  // the client went away
+  bool timed_out = false;
+  std::string error;       // a run failed
+  bool all_done() const {
+    for (const auto& c : choices)
+      if (!c.done) return false;
+    return true;
+  }
+};
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  std::ostringstream s;
+  s << prefix << std::hex << rng();
+  return s.str();
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions opt;
+  std::string model_name;
+  llm::ModelConfig cfg;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<llm::Generator> gen;
+  std::unique_ptr<llm::Tokenizer> tok;
+  llm::ChatFamily chat_family = llm::ChatFamily::None;
+  int64_t context = 0;  // the most tokens a prompt plus its completion may hold
+  std::unique_ptr<llm::ContinuousBatcher> batcher;
+  httplib::Server http;
+
+  // The scheduler's queue: sequences waiting for a row. Guarded by mu.
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<llm::SequenceRequest> pending;
+  bool stopping = false;
+  std::thread scheduler;
+
+  // Metrics (guarded by metrics_mu); the gauges are written by the scheduler after each step.
+  std::mutex metrics_mu;
+  std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) → count
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
+  std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0};
+
+  explicit Impl(const ServerOptions& o) : opt(o) {
+    const llm::ModelFiles files = llm::resolve_model(o.model_path);
+    model_name = !o.model_name.empty() ? o.model_name : std::filesystem::path(files.dir).filename().string();
+    cfg = llm::read_model_config(files.dir);
+    session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o.decoder, cfg, true));
+    gen = std::make_unique<llm::Generator>(*session, cfg);
+    tok = llm::load_tokenizer(files.dir);
+    chat_family = llm::detect_chat_family(files.dir);
+    context = cfg.context_length > 0 ? cfg.context_length : session->options().kv_window;
+    if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
+    if (o.queue < 0) fail("--queue ", o.queue, ": must not be negative");
+    if (!(o.timeout_s > 0)) fail("--timeout ", o.timeout_s, ": must be positive seconds");
+    batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk);
+    routes();
+  }
+
+  void count_request(const std::string& endpoint, int status) {
+    std::lock_guard<std::mutex> lock(metrics_mu);
+    ++requests[{endpoint, status}];
+  }
+
+  void reply_error(httplib::Response& res, const std::string& endpoint, const ApiError& e) {
+    res.status = e.status;
+    if (e.status == 429) res.set_header("Retry-After", "1");
+    res.set_content(error_body(e), "application/json");
+    count_request(endpoint, e.status);
+  }
+
+  // The scheduler: admits waiting sequences into free rows, then runs one step, until stopped.
+  void schedule() {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        wake.wait(lock, [&] { return stopping || !pending.empty() || batcher->active() > 0; });
+        if (stopping) {  // every waiting client gets its answer: an error
+          batcher->end_all();
+          for (auto& r : pending)
+            if (r.on_finish) r.on_finish(llm::FinishReason::Error);
+          pending.clear();
+          return;
+        }
+        while (!pending.empty() && batcher->active() < batcher->rows()) {
+          llm::SequenceRequest r = std::move(pending.front());
+          pending.pop_front();
+          try {
+            batcher->add(std::move(r));
+          } catch (const Error& e) {  // (checked on the HTTP thread already; a last guard)
+            std::cerr << "tern serve: a request was refused at admission: " << e.what() << "\n";
+          }
+        }
+      }
+      try {
+        batcher->step();
+      } catch (const std::exception& e) {  // every active row has ended (FinishReason::Error)
+        std::cerr << "tern serve: a step failed: " << e.what() << "\n";
+      }
+      ++steps;
+      active_rows = batcher->active();
+      kv_slots = batcher->held_tokens();
+    }
+  }
+
+  // Tokenizes and checks a request, queues its choices and returns their exchange; throws ApiError.
+  std::shared_ptr<Exchange> submit(const CompletionRequest& r, int64_t& prompt_len) {
+    std::vector<int64_t> ids;
+    ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages) : tok->encode(r.prompt, true);
+    prompt_len = static_cast<int64_t>(ids.size());
+    if (prompt_len > context)
+      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                              std::to_string(prompt_len), r.chat ? "messages" : "prompt", "context_length_exceeded");
+    const int64_t room = context - prompt_len;
+    if (r.max_tokens && *r.max_tokens > room)
+      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                              std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
+                     "max_tokens", "context_length_exceeded");
+    auto ex = std::make_shared<Exchange>();
+    ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
+    std::vector<llm::SequenceRequest> seqs;
+    for (int i = 0; i < r.n; ++i) {
+      ex->choices.emplace_back(r.stop);
+      ex->choices.back().text = std::make_unique<llm::TextStream>(*tok, ids);
+      llm::SequenceRequest s;
+      s.prompt = ids;
+      s.max_new_tokens = r.max_tokens.value_or(room);
+      s.sampling = llm::sampling_options(r.sampling, cfg);
+      s.sampling.seed += static_cast<uint64_t>(i);
+      s.eos_token_ids = cfg.eos_token_ids;
+      s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, static_cast<size_t>(i), t); };
+      s.on_finish = [ex, i](llm::FinishReason why) { on_finish(*ex, static_cast<size_t>(i), why); };
+      llm::GenerateOptions check;
+      check.max_new_tokens = s.max_new_tokens;
+      check.sampling = s.sampling;
+      try {
+        gen->check_request({s.prompt}, check);
+      } catch (const Error& e) {
+        throw ApiError(400, e.what());
+      }
+      seqs.push_back(std::move(s));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (static_cast<int64_t>(pending.size() + seqs.size()) > opt.queue + batcher_room())
+        throw ApiError(429, "the server is busy: " + std::to_string(pending.size()) + " sequences are waiting; retry later", "",
+                       "rate_limit_exceeded");
+      for (auto& s : seqs) pending.push_back(std::move(s));
+    }
+    wake.notify_one();
+    return ex;
+  }
+  // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
+  int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
+
+  bool on_token(Exchange& ex, size_t i, int64_t token) {
+    std::lock_guard<std::mutex> lock(ex.mu);
+    if (ex.cancelled) return false;
+    auto& c = ex.choices[i];
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> m(metrics_mu);
+      if (c.tokens == 0) ttft.observe(std::chrono::duration<double>(now - ex.start).count());
+      else itl.observe(std::chrono::duration<double>(now - c.last_token).count());
+      ++completion_tokens;
+    }
+    c.last_token = now;
+    ++c.tokens;
+    c.ready += c.stops.push(c.text->push(token));
+    if (c.stops.stopped()) c.finish_reason = "stop";
+    if (now > ex.deadline) ex.timed_out = true;
+    ex.cv.notify_all();
+    return !c.stops.stopped() && !ex.timed_out;
+  }
+
+  static void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
+    std::lock_guard<std::mutex> lock(ex.mu);
+    auto& c = ex.choices[i];
+    if (why == llm::FinishReason::Error) ex.error = "the sequence ended early: its model run failed or the server is stopping (see the server's log)";
+    if (c.finish_reason.empty()) c.finish_reason = why == llm::FinishReason::Length ? "length" : "stop";
+    if (!c.stops.stopped()) c.ready += c.stops.push(c.text->flush()) + c.stops.flush();
+    c.done = true;
+    ex.cv.notify_all();
+  }
+
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+    const std::string endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+    CompletionRequest r;
+    int64_t prompt_len = 0;
+    std::shared_ptr<Exchange> ex;
+    try {
+      r = parse_completion_request(req.body, chat);
+      if (r.model.empty()) r.model = model_name;
+      ex = submit(r, prompt_len);
+    } catch (const ApiError& e) {
+      return reply_error(res, endpoint, e);
+    } catch (const Error& e) {  // a tokenizer or template failing on this text
+      return reply_error(res, endpoint, ApiError(400, e.what()));
+    }
+    {
+      std::lock_guard<std::mutex> m(metrics_mu);
+      prompt_tokens += prompt_len * r.n;
+    }
+    const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
+    const int64_t created = unix_now();
+    const std::string echo = r.echo ? r.prompt : "";
+    if (!r.stream) {
+      std::unique_lock<std::mutex> lock(ex->mu);
+      ex->cv.wait(lock, [&] { return ex->all_done(); });
+      if (ex->timed_out) return reply_error(res, endpoint, ApiError(504, "the request ran past the server's timeout", "", "timeout"));
+      if (!ex->error.empty()) return reply_error(res, endpoint, ApiError(500, ex->error, "", "server_error"));
+      std::vector<Choice> choices;
+      Usage usage{prompt_len * r.n, 0};
+      for (auto& c : ex->choices) {
+        choices.push_back({echo + c.ready, c.finish_reason});
+        usage.completion_tokens += c.tokens;
+      }
+      res.set_content(to_wire(completion_response(r, id, created, choices, usage)), "application/json");
+      return count_request(endpoint, 200);
+    }
+    count_request(endpoint, 200);
+    struct StreamState {
+      std::vector<char> opened;  // per choice: its first chunk (role, echo) sent
+      std::vector<char> finished;
+      bool ended = false;
+    };
+    auto st = std::make_shared<StreamState>();
+    st->opened.assign(static_cast<size_t>(r.n), 0);
+    st->finished.assign(static_cast<size_t>(r.n), 0);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [ex, st, r, id, created, echo, prompt_len](size_t, httplib::DataSink& sink) {
+          if (st->ended) return false;
+          std::string out;
+          {
+            std::unique_lock<std::mutex> lock(ex->mu);
+            auto has_news = [&] {
+              for (size_t i = 0; i < ex->choices.size(); ++i)
+                if (!ex->choices[i].ready.empty() || (ex->choices[i].done && !st->finished[i]) || !st->opened[i]) return true;
+              return false;
+            };
+            ex->cv.wait_for(lock, std::chrono::milliseconds(200), has_news);
+            for (size_t i = 0; i < ex->choices.size(); ++i) {
+              auto& c = ex->choices[i];
+              const bool open = !st->opened[i];
+              if (open || !c.ready.empty()) {
+                out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), (open ? echo : "") + c.ready, "", open && r.chat)) + "\n\n";
+                c.ready.clear();
+                st->opened[i] = 1;
+              }
+              if (c.done && !st->finished[i]) {
+                if (ex->timed_out || !ex->error.empty()) {
+                  const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout", "", "timeout")
+                                                   : ApiError(500, ex->error, "", "server_error");
+                  out += "data: " + error_body(e) + "\n\n";
+                } else {
+                  out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), "", c.finish_reason)) + "\n\n";
+                }
+                st->finished[i] = 1;
+              }
+            }
+            if (ex->all_done() && std::all_of(st->finished.begin(), st->finished.end(), [](char f) { return f != 0; })) {
+              if (r.include_usage) {
+                Usage usage{prompt_len * r.n, 0};
+                for (const auto& c : ex->choices) usage.completion_tokens += c.tokens;
+                out += "data: " + to_wire(usage_chunk(r, id, created, usage)) + "\n\n";
+              }
+              out += "data: [DONE]\n\n";
+              st->ended = true;
+            }
+          }
+          if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+          if (st->ended) sink.done();
+          return true;
+        },
+        [ex](bool) {  // the stream ended or the client went away: stop its sequences at their next token
+          std::lock_guard<std::mutex> lock(ex->mu);
+          ex->cancelled = true;
+        });
+  }
+
+  std::string metrics_text() {
+    std::ostringstream o;
+    std::lock_guard<std::mutex> m(metrics_mu);
+    o << "# HELP tern_requests_total HTTP requests by endpoint and status.\n# TYPE tern_requests_total counter\n";
+    for (const auto& [k, n] : requests) o << "tern_requests_total{endpoint=\"" << k.first << "\",status=\"" << k.second << "\"} " << n << "\n";
+    o << "# HELP tern_prompt_tokens_total Prompt tokens of accepted requests (times n).\n# TYPE tern_prompt_tokens_total counter\n"
+      << "tern_prompt_tokens_total " << prompt_tokens << "\n";
+    o << "# HELP tern_generation_tokens_total Tokens generated.\n# TYPE tern_generation_tokens_total counter\n"
+      << "tern_generation_tokens_total " << completion_tokens << "\n";
+    o << "# HELP tern_decode_steps_total Batched model runs.\n# TYPE tern_decode_steps_total counter\n"
+      << "tern_decode_steps_total " << steps.load() << "\n";
+    size_t queued;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queued = pending.size();
+    }
+    o << "# HELP tern_queue_depth Sequences waiting for a row.\n# TYPE tern_queue_depth gauge\ntern_queue_depth " << queued << "\n";
+    o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load() << "\n";
+    o << "# HELP tern_batch_rows Rows of the batch (--parallel).\n# TYPE tern_batch_rows gauge\ntern_batch_rows " << opt.parallel << "\n";
+    o << "# HELP tern_kv_slots_in_use Ring-cache slots held by running sequences, per layer.\n# TYPE tern_kv_slots_in_use gauge\n"
+      << "tern_kv_slots_in_use " << kv_slots.load() << "\n";
+    ttft.write(o, "tern_time_to_first_token_seconds", "From a request's arrival to its first token.");
+    itl.write(o, "tern_inter_token_latency_seconds", "Between a sequence's consecutive tokens.");
+    return o.str();
+  }
+
+  void routes() {
+    http.new_task_queue = [] { return new httplib::ThreadPool(64); };  // streams hold a thread each
+    http.set_payload_max_length(size_t{8} << 20);
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"status":"ok"})", "application/json");
+      count_request("/health", 200);
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      const json body = {{"object", "list"},
+                         {"data", json::array({{{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"},
+                                                 {"context_length", context}}})}};
+      res.set_content(to_wire(body), "application/json");
+      count_request("/v1/models", 200);
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_text(), "text/plain; version=0.0.4");
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;  // (an ApiError reply already)
+      const int status = res.status;
+      const std::string message = status == 404 ? "no route " + req.method + " " + req.path
+                                  : status == 413 ? "the request body is larger than 8 MB"
+                                                  : "HTTP " + std::to_string(status);
+      res.set_content(error_body(ApiError(status, message)), "application/json");
+      count_request("other", status);
+    });
+  }
+};
+
+Server::Server(const ServerOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+
+Server::~Server() {
+  stop();
+  if (impl_->scheduler.joinable()) impl_->scheduler.join();
+}
+
+bool Server::run() {
+  Impl& s = *impl_;
+  const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
+  if (port < 0) return false;
+  s.scheduler = std::thread([&s] { s.schedule(); });
+  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context
+            << "), listening on http://" << s.opt.host << ":" << port << std::endl;
+  s.http.listen_after_bind();
+  stop();
+  s.scheduler.join();
+  return true;
+}
+
+void Server::stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->http.stop();
+}
+
+}  // namespace tern::serve

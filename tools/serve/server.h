@@ -1,0 +1,40 @@
+// tern serve: the OpenAI HTTP API (tools/serve/openai_api.h) over continuous batching
+// (llm/continuous_batch.h). HTTP threads (cpp-httplib) parse, tokenize and check a request, then queue
+// its sequences; one scheduler thread owns the session and runs a step for every active row, handing
+// each new token back to its request, which streams it (server-sent events) or collects it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "llm/model_folder.h"
+
+namespace tern::serve {
+
+struct ServerOptions {
+  std::string model_path;      // a model folder or .onnx file
+  std::string model_name;      // the id /v1/models lists ("" : the folder's name)
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0: any free port (printed)
+  int64_t parallel = 4;        // sequences decoded at once (rows of the ring cache)
+  int64_t queue = 64;          // sequences waiting for a row; past it requests get 429
+  int64_t prefill_chunk = 32;  // prompt tokens a row feeds per step, so others keep decoding
+  double timeout_s = 600;      // a request still running after this ends (504, or an error event)
+  llm::DecoderOptions decoder;
+};
+
+class Server {
+ public:
+  explicit Server(const ServerOptions& options);  // loads the model; throws naming what is wrong
+  ~Server();
+  // Binds, prints "tern serve: listening on http://HOST:PORT" on stderr, and serves until stop()
+  // (from another thread or a signal). Returns false when the address cannot be bound.
+  bool run();
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tern::serve
