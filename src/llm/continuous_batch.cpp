@@ -12,7 +12,6 @@ ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int
     fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
   rows_.resize(static_cast<size_t>(rows));
   new_tokens_.resize(static_cast<size_t>(rows));
-  held_.resize(static_cast<size_t>(rows));
   session_.reset();  // the rings are made at the first run, `rows` wide
 }
 
@@ -63,34 +62,36 @@ void ContinuousBatcher::end_all() {
 }
 
 bool ContinuousBatcher::step() {
-  bool any = false;
+  size_t n = 0;  // active rows, in row order
+  held_.clear();
+  ring_rows_.clear();
   for (size_t b = 0; b < rows_.size(); ++b) {
     Row& r = rows_[b];
-    auto& feed = new_tokens_[b];
-    feed.clear();
-    held_[b] = r.fed;
     if (!r.active) continue;
-    any = true;
+    auto& feed = new_tokens_[n++];
     const int64_t left = static_cast<int64_t>(r.tokens.size()) - r.fed;  // the prompt's rest, or the last token
     const int64_t take = prefill_chunk_ > 0 ? std::min(left, prefill_chunk_) : left;
     feed.assign(r.tokens.begin() + r.fed, r.tokens.begin() + r.fed + take);
+    held_.push_back(r.fed);
+    ring_rows_.push_back(static_cast<int64_t>(b));
   }
-  if (!any) return false;
+  if (n == 0) return false;
+  const auto& feeds = new_tokens_;  // (a vector a row, capacity reused: the first n are this run's)
   const Tensor* run = nullptr;
   try {
-    run = &generator_.run_rows(new_tokens_, held_);
+    run = &generator_.run_rows(feeds, held_, ring_rows_, rows());
   } catch (...) {
     end_all();
     throw;
   }
   const Tensor& logits = *run;
   const int64_t V = logits.dim(1);
-  for (size_t b = 0; b < rows_.size(); ++b) {
+  for (size_t i = 0; i < n; ++i) {
+    const size_t b = static_cast<size_t>(ring_rows_[i]);
     Row& r = rows_[b];
-    if (!r.active) continue;
-    r.fed += static_cast<int64_t>(new_tokens_[b].size());
+    r.fed += static_cast<int64_t>(feeds[i].size());
     if (r.fed < static_cast<int64_t>(r.tokens.size())) continue;  // more prompt to feed
-    const int64_t next = r.sampler->next(logits.data<float>() + static_cast<int64_t>(b) * V, V, r.tokens);
+    const int64_t next = r.sampler->next(logits.data<float>() + static_cast<int64_t>(i) * V, V, r.tokens);
     r.tokens.push_back(next);
     ++r.generated;
     const bool go = !r.request.on_token || r.request.on_token(next);

@@ -1,11 +1,13 @@
 // Continuous batching: a fixed number of rows over the session's ring-buffer cache, which requests join
-// and leave between runs. Every run feeds each active row either the next chunk of its prompt (at most
-// `prefill_chunk` tokens) or the one token it chose last, so a new prompt never stalls the others for
-// more than a chunk; a finished row is emptied (Session::reset_row) and taken by the next request.
+// and leave between runs. Every run feeds only the active rows (Session::set_batch_rows: idle rows cost
+// nothing), each either the next chunk of its prompt (at most `prefill_chunk` tokens) or the one token it
+// chose last, so a new prompt never stalls the others for more than a chunk; a finished row is emptied
+// (Session::reset_row) and taken by the next request.
 //
 // Batch invariance: rows are left-padded to the run's longest and padding is never cached, so a row's
-// arithmetic — its prompt chunks, then one token a run — is the same alone or beside seven others
-// (tests/test_continuous_batch.cpp checks greedy tokens bitwise). One thread calls it (tern serve's
+// arithmetic — its prompt chunks, then one token a run — is the same alone or beside seven others, as
+// long as the kernels' per-row results do not depend on how many rows a product has
+// (tests/test_continuous_batch.cpp checks greedy and sampled tokens bitwise). One thread calls it (tern serve's
 // scheduler); callbacks run on that thread.
 #pragma once
 #include <functional>
@@ -60,8 +62,9 @@ class ContinuousBatcher {
   Generator& generator_;
   int64_t prefill_chunk_;
   std::vector<Row> rows_;
-  std::vector<std::vector<int64_t>> new_tokens_;  // per run, kept to allocate nothing in steady decoding
-  std::vector<int64_t> held_;
+  // Per run, for the active rows only (kept to allocate nothing in steady decoding).
+  std::vector<std::vector<int64_t>> new_tokens_;
+  std::vector<int64_t> held_, ring_rows_;
 };
 
 }  // namespace tern::llm

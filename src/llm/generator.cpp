@@ -131,17 +131,19 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
+  if (io_.layout == PastLayout::Internal) session_.set_batch_rows({}, 0);  // (after a continuous batch) row b is b
   return run_feeds(B, cache, n);
 }
 
-const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int64_t>& held) {
+const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int64_t>& held, const std::vector<int64_t>& rows,
+                                  int64_t total_rows) {
   if (io_.layout != PastLayout::Internal)
     fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
   if (!io_.attention_mask.empty() && !io_.mask_new_tokens_only)
     fail_unsupported("continuous batching: the model's attention_mask is read by more than the ring-buffer attention");
-  const int64_t B = static_cast<int64_t>(new_tokens.size());
+  const int64_t B = static_cast<int64_t>(rows.size());
   int64_t n = 1;
-  for (const auto& t : new_tokens) n = std::max<int64_t>(n, static_cast<int64_t>(t.size()));
+  for (int64_t b = 0; b < B; ++b) n = std::max<int64_t>(n, static_cast<int64_t>(new_tokens[static_cast<size_t>(b)].size()));
   const int64_t pad = pad_id();
   std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
   ids.assign(static_cast<size_t>(B * n), pad);
@@ -161,6 +163,7 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
   feeds_.resize(slot);
+  session_.set_batch_rows(rows, total_rows);
   return run_feeds(B, nullptr, n);
 }
 

@@ -58,12 +58,14 @@ class Generator {
   // vocabulary, a prompt past the context — as the error it would throw; callers that print first check.
   void check_request(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options) const;
 
-  // Continuous batching over a ring-buffer cache (PastLayout::Internal; fails otherwise): one run of the
-  // session's rows, row b feeding new_tokens[b] after the held[b] tokens its ring row holds (an empty
-  // row idles: padding, nothing cached). Returns each row's logits at its last new token, [rows, vocab]
-  // float32 (an idle row's are meaningless), valid until the next call. Rows are left-padded to the
-  // longest, so every row's arithmetic is the same whatever the others feed (see ContinuousBatcher).
-  const Tensor& run_rows(const std::vector<std::vector<int64_t>>& new_tokens, const std::vector<int64_t>& held);
+  // Continuous batching over a ring-buffer cache (PastLayout::Internal; fails otherwise): one run in which
+  // sequence i < rows.size(), ring row rows[i] of the `total_rows` the cache holds, feeds new_tokens[i]
+  // (at least one; new_tokens may hold more entries, unused)
+  // after the held[i] tokens its row holds. Returns each sequence's logits at its last new token,
+  // [sequences, vocab] float32, valid until the next call. Sequences are left-padded to the longest and
+  // padding is never cached, so each one's arithmetic is the same whatever the others feed.
+  const Tensor& run_rows(const std::vector<std::vector<int64_t>>& new_tokens, const std::vector<int64_t>& held,
+                         const std::vector<int64_t>& rows, int64_t total_rows);
   const ModelConfig& config() const { return config_; }
 
  private:

@@ -93,10 +93,15 @@ void CachedAttentionOp::run(RunContext& ctx) const {
   // Row strides and where K and V start inside a row: packed rows are [Q | K | V].
   const int64_t q_row = q.dim(2), k_row = packed ? q_row : hkv_ * D, k_at = packed ? hq_ * D : 0;
   const int64_t v_at = packed ? (hq_ + hkv_) * D : 0;
-  auto& ring = static_cast<KvRingState*>(ctx.state)->ring;
-  if (!ring || ring->config().batch != B) {
+  auto& state = *static_cast<KvRingState*>(ctx.state);
+  auto& ring = state.ring;
+  const std::vector<int64_t>& rows = state.batch_rows;  // batch index → ring row (continuous batching)
+  if (!rows.empty() && static_cast<int64_t>(rows.size()) != B)
+    fail(ctx.node.describe(), ": the run feeds ", B, " sequences but ", rows.size(), " ring rows were named");
+  const int64_t R = rows.empty() ? B : state.total_rows;
+  if (!ring || ring->config().batch != R) {
     const int64_t sinks = std::min(sinks_, window_ - 1);
-    ring = std::make_unique<kernels::KvRingBuffer>(kernels::KvRingConfig{B, hkv_, D, window_, sinks, storage_});
+    ring = std::make_unique<kernels::KvRingBuffer>(kernels::KvRingConfig{R, hkv_, D, window_, sinks, storage_});
   }
   const int64_t rot = check_tables(ctx, t, D);
   kernels::RopeTable rope{rot ? t.cos.data<float>() : nullptr, rot ? t.sin.data<float>() : nullptr, rot, interleaved_};
@@ -105,24 +110,25 @@ void CachedAttentionOp::run(RunContext& ctx) const {
   Tensor y_scratch;
   Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
   for (int64_t b = 0; b < B; ++b) {
+    const int64_t rb = rows.empty() ? b : rows[static_cast<size_t>(b)];
     // Real tokens after any left padding: a prompt chunk attends in one call (keys rotated once)
     // unless the window slides during it.
     int64_t first = 0;
     while (first < S && mask.at_i64(b * total + total - S + first) == 0) ++first;
     bool contiguous = true;
     for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
-    const bool chunk = contiguous && S - first > 1 && ring->seen(b) + (S - first) <= window_;
+    const bool chunk = contiguous && S - first > 1 && ring->seen(rb) + (S - first) <= window_;
     for (int64_t s = 0; s < S; ++s) {
       float* out = yf.data<float>() + (b * S + s) * hq_ * D;
       if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output
         std::memset(out, 0, static_cast<size_t>(hq_ * D) * sizeof(float));
         continue;
       }
-      ring->append(b, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
-      if (!chunk) ring->attend(b, q.data<float>() + (b * S + s) * q_row, hq_, scoring, rope, out);
+      ring->append(rb, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
+      if (!chunk) ring->attend(rb, q.data<float>() + (b * S + s) * q_row, hq_, scoring, rope, out);
     }
     if (chunk)
-      ring->attend_chunk(b, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scoring, rope,
+      ring->attend_chunk(rb, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scoring, rope,
                          yf.data<float>() + (b * S + first) * hq_ * D, hq_ * D);
   }
   if (yf.raw() != y.raw()) convert_tensor(yf, y);

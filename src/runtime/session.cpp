@@ -250,6 +250,19 @@ void Session::reset() {
   for (size_t k = 0; k < ops_.size(); ++k) states_[k] = ops_[k]->make_state();
 }
 
+void Session::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= total) fail("batch row ", rows[i], " is outside the ", total, " rows");
+    for (size_t k = 0; k < i; ++k)
+      if (rows[k] == rows[i]) fail("batch row ", rows[i], " is named twice");
+  }
+  for (auto& s : states_)
+    if (s) {
+      s->batch_rows = rows;
+      s->total_rows = rows.empty() ? 0 : total;
+    }
+}
+
 void Session::reset_row(int64_t row) {
   for (auto& s : states_)
     if (s) s->clear_row(row);

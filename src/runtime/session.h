@@ -135,6 +135,9 @@ class Session {
   const SessionOptions& options() const { return options_; }
   // Empties row `row` of every cache the session holds, keeping the other rows (continuous batching).
   void reset_row(int64_t row);
+  // Continuous batching: the next runs feed sequences `rows` (distinct, each < total) of caches holding
+  // `total` — batch index i is row rows[i] — so idle rows cost nothing. Empty: index i is row i.
+  void set_batch_rows(const std::vector<int64_t>& rows, int64_t total);
   // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
   int64_t state_bytes_per_token() const;
   // The memory this session holds now, by what it is for (bytes).

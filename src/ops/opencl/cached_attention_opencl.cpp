@@ -48,6 +48,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
   }
   void run_device(RunContext& ctx) const override {
     auto& st = *static_cast<DeviceRingState*>(ctx.state);
+    if (st.total_rows > 1) fail_unsupported(ctx.node.describe(), ": continuous batching of several sequences on the OpenCL device (serve with --parallel 1)");
     const bool packed = op_.packed(ctx);
     const Tensor& q = ctx.in(0);
     const Tensor& mask = ctx.in(5);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tern serve under load, measured from the client (bench/serve_load.py, Python's standard library):
+#   bash bench/serve.sh MODEL_DIR [--tokens 64] [--streams "1 4 8 16"] [--threads N] [--weights F]
+#   bash bench/serve.sh MODEL_DIR --soak 120          16 streams for 120 s: every response complete and equal
+#                                                     to its solo text, RSS sampled, /metrics against the client
+# One server with a row per stream (--parallel 16) serves every phase. Per concurrency: aggregate completion
+# tok/s (and its ratio to one stream), p50/p99 time to first token and inter-token latency, and how many
+# responses differed from their prompt's solo greedy text (must be 0: decoding is batch-invariant).
+# Speed is never asserted; quote the table with the machine (`tern devices` prints the ISA tier).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${1:?usage: bench/serve.sh MODEL_DIR [--tokens N] [--streams LIST] [--soak SECONDS]}
+shift
+tokens=64 streams="1 4 8 16" soak=0 extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tokens) tokens=$2; shift 2 ;;
+    --streams) streams=$2; shift 2 ;;
+    --soak) soak=$2; shift 2 ;;
+    *) extra+=("$1" "$2"); shift 2 ;;
+  esac
+done
+log=$(mktemp)
+build/tern serve "$model" --port 0 --parallel 16 --queue 256 "${extra[@]}" 2> "$log" &
+server=$!
+trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
+url=""
+for _ in $(seq 1 600); do
+  url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" || true)
+  [ -n "$url" ] && break
+  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.5
+done
+[ -n "$url" ] || { echo "tern serve did not start"; cat "$log"; exit 1; }
+build/tern devices | sed -n 1p
+head -1 "$log"
+
+if [ "$soak" != 0 ]; then
+  before=$(curl -s "$url/metrics" | awk '/^tern_requests_total\{endpoint="\/v1\/completions",status="200"\}/{print $2}')
+  out=$(python3 bench/serve_load.py "$url" --streams 16 --tokens "$tokens" --soak "$soak" --pid $server)
+  echo "$out"
+  after=$(curl -s "$url/metrics" | awk '/^tern_requests_total\{endpoint="\/v1\/completions",status="200"\}/{print $2}')
+  python3 - "$out" "${before:-0}" "$after" <<'EOF'
+import json, sys
+o, before, after = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+solo = 8  # serve_load.py's solo reference runs
+served = after - before - solo
+rss = o.get("rss_mb", [])
+warm = rss[len(rss) // 4:] or rss
+print(f"soak: {o['requests']} requests in {o['wall_s']} s, {o['mismatches']} differing from their solo text, "
+      f"{len(o['errors'])} failed; /metrics counted {served} (client: {o['requests']}); "
+      f"RSS after warm-up {min(warm)}..{max(warm)} MB ({len(rss)} samples)")
+ok = o["requests"] > 0 and not o["errors"] and o["mismatches"] == 0 and served == o["requests"]
+ok = ok and (max(warm) - min(warm)) <= 0.05 * max(warm)
+sys.exit(0 if ok else 1)
+EOF
+  exit
+fi
+
+printf "%-8s %12s %8s %10s %10s %10s %10s %10s\n" streams "agg tok/s" "x one" "TTFT p50" "TTFT p99" "ITL p50" "ITL p99" mismatch
+one=""
+for n in $streams; do
+  out=$(python3 bench/serve_load.py "$url" --streams "$n" --tokens "$tokens")
+  python3 - "$out" "${one:-0}" <<'EOF'
+import json, sys
+o, one = json.loads(sys.argv[1]), float(sys.argv[2])
+ratio = o["aggregate_tok_s"] / one if one else 1.0
+print(f"{o['streams']:<8} {o['aggregate_tok_s']:>12.1f} {ratio:>7.2f}x {o['ttft_p50_ms']:>8.1f}ms {o['ttft_p99_ms']:>8.1f}ms "
+      f"{o['itl_p50_ms']:>8.1f}ms {o['itl_p99_ms']:>8.1f}ms {o['mismatches']:>10}")
+EOF
+  [ -n "$one" ] || one=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['aggregate_tok_s'])" "$out")
+done
