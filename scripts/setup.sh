@@ -12,8 +12,8 @@ packages=(
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
 # types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
-# (scripts/fuzz.sh).
-[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev)
+# (scripts/fuzz.sh), nginx balances two `tern serve` replicas (tests/cli_serve.sh).
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev nginx-light)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -3,7 +3,8 @@
 # its venv): greedy text equal to `tern generate`'s, streamed and not; 8 concurrent requests each equal to
 # its solo answer; stop strings; every malformed request of tests/serve/bad_requests.tsv and the HTTP-level
 # ones (no route, an oversize body, a prompt past the context, a full queue) answered 4xx while the server
-# keeps serving; /metrics agreeing with the requests sent; SIGTERM stopping it.
+# keeps serving; /metrics agreeing with the requests sent; SIGTERM stopping it; n choices of one prompt;
+# and two replicas behind Debian's nginx (when installed: scripts/setup.sh --ci) sharing the requests.
 # Usage: cli_serve.sh TERN_BINARY REPO_DIR WORK_DIR
 set -euo pipefail
 tern=$1 repo=$2 work=$3
@@ -64,6 +65,16 @@ full, stop = sys.argv[2], sys.argv[3]
 assert c["text"] == full[:full.index(stop)] and c["finish_reason"] == "stop", (c, full, stop)
 EOF
 
+# n choices share one prefill and sample as solo requests seeded seed, seed+1, ...
+post /v1/completions '{"prompt": "And God said", "max_tokens": 12, "temperature": 0.9, "seed": 5, "n": 3}' > "$work/n3.json"
+expect_status 200
+for k in 0 1 2; do
+  post /v1/completions "{\"prompt\": \"And God said\", \"max_tokens\": 12, \"temperature\": 0.9, \"seed\": $((5 + k))}" |
+    field 'd["choices"][0]["text"]' > "$work/seed$k"
+  field "d['choices'][$k]['text']" < "$work/n3.json" | cmp -s - "$work/seed$k" || { echo "choice $k of n=3 differs from seed $((5 + k)) alone"; exit 1; }
+done
+echo "serve: n=3 choices equal 3 solo requests with seeds 5, 6, 7"
+
 # 8 requests at once (4 rows: the others queue and join as rows free) each equal to its solo answer.
 for i in $(seq 1 8); do
   post /v1/completions "{\"prompt\": \"And the LORD spake $i\", \"max_tokens\": 12, \"temperature\": 0}" | field 'd["choices"][0]["text"]' > "$work/solo$i"
@@ -98,15 +109,15 @@ curl -s -o "$work/body" -w '%{http_code}' "$url/v1/completions" > "$work/status"
 [ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
 echo "serve: $bad malformed requests and 5 HTTP-level ones answered 4xx, the server still serving"
 
-# /metrics agrees with what was sent: 1+1+1+8+8 completions answered 200 (+1 from the openai client below).
+# /metrics agrees with what was sent: 1+1+1+1+3+8+8 completions answered 200.
 curl -s "$url/metrics" > "$work/metrics"
-grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 19$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
+grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 23$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
 grep -q "^tern_requests_total{endpoint=\"/v1/completions\",status=\"400\"} " "$work/metrics"
 grep -q '^tern_time_to_first_token_seconds_count ' "$work/metrics"
 tokens=$(awk '/^tern_generation_tokens_total/{print $2}' "$work/metrics")
 [ "$tokens" -ge $((16 + 16 + 8 * 12 * 2)) ] || { echo "generation tokens $tokens"; exit 1; }
 grep -q '^tern_batch_size 0$' "$work/metrics"
-echo "serve: /metrics counts 19 completions answered and $tokens tokens"
+echo "serve: /metrics counts 23 completions answered and $tokens tokens"
 
 # The openai client, when its venv exists (tests/serve/setup_venv.sh; CI makes it).
 py=${TERN_SERVE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/serve-venv}/bin/python
@@ -141,3 +152,49 @@ done
 kill -TERM "$server_pid"
 wait "$server_pid"
 echo "serve: a full queue answers 429 with Retry-After; SIGTERM stops the server"
+
+# Two replicas behind nginx: requests spread over both and all complete (replicas share nothing).
+nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
+if [ -z "$nginx_bin" ]; then
+  echo "serve: nginx replicas skipped (no nginx: scripts/setup.sh --ci installs nginx-light)"
+  exit 0
+fi
+start_server replica1 --parallel 2; url1=$url; pid1=$server_pid
+start_server replica2 --parallel 2; url2=$url; pid2=$server_pid
+port=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  upstream tern { least_conn; server ${url1#http://}; server ${url2#http://}; }
+  server {
+    listen 127.0.0.1:$port;
+    location / { proxy_pass http://tern; proxy_http_version 1.1; proxy_buffering off; proxy_read_timeout 600s; }
+  }
+}
+EOF
+"$nginx_bin" -c "$work/nginx/nginx.conf" -p "$work/nginx" &
+pids+=($!)
+nginx_pid=$!
+url=http://127.0.0.1:$port
+for _ in $(seq 1 50); do curl -s "$url/health" > /dev/null && break; sleep 0.1; done
+for i in $(seq 1 8); do
+  (curl -s -H 'Content-Type: application/json' --data-binary "{\"prompt\": \"And the LORD spake $i\", \"max_tokens\": 12, \"temperature\": 0}" \
+     "$url/v1/completions" | field 'd["choices"][0]["text"]' > "$work/lb$i") &
+done
+wait_jobs() { for j in $(jobs -p); do case " $pid1 $pid2 $nginx_pid " in *" $j "*) ;; *) wait "$j" ;; esac; done; }
+wait_jobs
+for i in $(seq 1 8); do cmp -s "$work/solo$i" "$work/lb$i" || { echo "request $i through nginx differs"; exit 1; }; done
+served1=$(curl -s "$url1/metrics" | awk '/^tern_requests_total\{endpoint="\/v1\/completions",status="200"\}/{print $2}')
+served2=$(curl -s "$url2/metrics" | awk '/^tern_requests_total\{endpoint="\/v1\/completions",status="200"\}/{print $2}')
+[ "${served1:-0}" -ge 1 ] && [ "${served2:-0}" -ge 1 ] && [ $((served1 + served2)) -eq 8 ] ||
+  { echo "nginx spread: replica 1 served ${served1:-0}, replica 2 ${served2:-0}"; exit 1; }
+kill "$nginx_pid" "$pid1" "$pid2"
+echo "serve: two replicas behind nginx served $served1 + $served2 of 8 requests, each equal to its solo answer"

@@ -130,5 +130,35 @@ TEST_CASE("continuous batching: bad requests are refused before they take a row"
   r.sampling = {};
   batcher.add(r);
   batcher.add(r);
-  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("all 2 rows are taken"), Error);
+  CHECK_THROWS_WITH_AS(batcher.add(r), doctest::Contains("0 of 2 rows are free"), Error);
+}
+
+TEST_CASE("continuous batching: n sequences of one prompt share its prefill and sample as n solo requests") {
+  const auto p = prompts(3)[2];
+  for (const int64_t max_new : {int64_t{1}, int64_t{16}}) {  // 1: the leader ends at the token its followers copy with
+    CAPTURE(max_new);
+    auto s = ring_session(256);
+    Generator gen(*s, read_model_config(kModel));
+    ContinuousBatcher batcher(*s, gen, 4, 4);
+    std::vector<std::vector<int64_t>> out(3);
+    std::vector<SequenceRequest> group(3);
+    for (size_t i = 0; i < 3; ++i) {
+      group[i].prompt = p;
+      group[i].max_new_tokens = max_new;
+      group[i].sampling = sampling(false, 200 + i);
+      group[i].on_token = [&out, i](int64_t t) {
+        out[i].push_back(t);
+        return true;
+      };
+    }
+    CHECK(batcher.add_group(std::move(group)).size() == 3);
+    CHECK(batcher.free_rows() == 1);
+    while (batcher.step()) {
+    }
+    CHECK(batcher.active() == 0);
+    for (size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(out[i] == run_batched(4, 4, {p}, {0}, false, max_new, 200 + i)[0]);
+    }
+  }
 }

@@ -191,7 +191,7 @@ void check_product(const std::vector<float>& A, const std::vector<float>& B, int
 TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product for GEMV and GEMM row counts, every tail") {
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 64})
+  for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 16, 17, 64})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {64, 16}, {300, 33}, {513, 100}}) {
       CAPTURE(M); CAPTURE(K); CAPTURE(N);
       std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
@@ -209,6 +209,29 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
         check_product(A, rounded, M, K, N, C);
       }
     }
+}
+
+TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV or GEMM (continuous batching)") {
+  std::mt19937 g(6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t K = 700, N = 75;
+  const int64_t most = kernels::kPanelGemvMaxRows + 9;  // past it: the GEMM
+  std::vector<float> A(static_cast<size_t>(most * K)), B(static_cast<size_t>(K * N));
+  for (float& v : A) v = u(g);
+  for (float& v : B) v = u(g);
+  for (DType type : {DType::Float32, DType::Float16}) {
+    CAPTURE(dtype_name(type));
+    const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
+    std::vector<float> alone(static_cast<size_t>(N)), all(static_cast<size_t>(most * N));
+    for (int64_t M = 2; M <= most; ++M) {
+      CAPTURE(M);
+      kernels::matmul_packed(A.data(), M, P, all.data());
+      for (int64_t m = 0; m < M; ++m) {
+        kernels::matmul_packed(A.data() + m * K, 1, P, alone.data());
+        CHECK(std::equal(alone.begin(), alone.end(), all.begin() + m * N));
+      }
+    }
+  }
 }
 
 TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a time) equals the float64 product") {

@@ -27,25 +27,44 @@ int64_t ContinuousBatcher::held_tokens() const {
 }
 
 int64_t ContinuousBatcher::add(SequenceRequest request) {
-  GenerateOptions o;
-  o.max_new_tokens = request.max_new_tokens;
-  o.sampling = request.sampling;
-  generator_.check_request({request.prompt}, o);
-  if (request.max_new_tokens == 0) {
-    if (request.on_finish) request.on_finish(FinishReason::Length);
-    return -1;
+  std::vector<SequenceRequest> one;
+  one.push_back(std::move(request));
+  const auto rows = add_group(std::move(one));
+  return rows.empty() ? -1 : rows[0];
+}
+
+std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> group) {
+  for (const auto& request : group) {
+    GenerateOptions o;
+    o.max_new_tokens = request.max_new_tokens;
+    o.sampling = request.sampling;
+    generator_.check_request({request.prompt}, o);
+    if (request.prompt != group[0].prompt) fail("continuous batching: the sequences of a group must share their prompt");
   }
-  auto free = std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.active; });
-  if (free == rows_.end()) fail("continuous batching: all ", rows_.size(), " rows are taken");
-  Row& r = *free;
-  r.active = true;
-  r.sampler.emplace(request.sampling);
-  r.tokens = request.prompt;
-  r.tokens.reserve(r.tokens.size() + static_cast<size_t>(std::min<int64_t>(request.max_new_tokens, 1 << 16)));
-  r.fed = 0;
-  r.generated = 0;
-  r.request = std::move(request);
-  return free - rows_.begin();
+  if (!group.empty() && group[0].max_new_tokens == 0) {  // (a group shares max_new_tokens in practice)
+    for (auto& request : group)
+      if (request.on_finish) request.on_finish(FinishReason::Length);
+    return {};
+  }
+  if (static_cast<int64_t>(group.size()) > free_rows())
+    fail("continuous batching: ", group.size(), " sequence(s) need a row each; ", free_rows(), " of ", rows_.size(), " rows are free");
+  std::vector<int64_t> taken;
+  for (auto& request : group) {
+    const size_t b = static_cast<size_t>(std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.active; }) - rows_.begin());
+    Row& r = rows_[b];
+    r.active = true;
+    r.sampler.emplace(request.sampling);
+    r.tokens = request.prompt;
+    r.tokens.reserve(r.tokens.size() + static_cast<size_t>(std::min<int64_t>(request.max_new_tokens, 1 << 16)));
+    r.fed = 0;
+    r.generated = 0;
+    r.followers.clear();
+    r.following = !taken.empty();
+    r.request = std::move(request);
+    if (r.following) rows_[static_cast<size_t>(taken[0])].followers.push_back(b);
+    taken.push_back(static_cast<int64_t>(b));
+  }
+  return taken;
 }
 
 void ContinuousBatcher::finish(size_t row, FinishReason why) {
@@ -67,7 +86,7 @@ bool ContinuousBatcher::step() {
   ring_rows_.clear();
   for (size_t b = 0; b < rows_.size(); ++b) {
     Row& r = rows_[b];
-    if (!r.active) continue;
+    if (!r.active || r.following) continue;
     auto& feed = new_tokens_[n++];
     const int64_t left = static_cast<int64_t>(r.tokens.size()) - r.fed;  // the prompt's rest, or the last token
     const int64_t take = prefill_chunk_ > 0 ? std::min(left, prefill_chunk_) : left;
@@ -91,15 +110,29 @@ bool ContinuousBatcher::step() {
     Row& r = rows_[b];
     r.fed += static_cast<int64_t>(feeds[i].size());
     if (r.fed < static_cast<int64_t>(r.tokens.size())) continue;  // more prompt to feed
-    const int64_t next = r.sampler->next(logits.data<float>() + static_cast<int64_t>(i) * V, V, r.tokens);
-    r.tokens.push_back(next);
-    ++r.generated;
-    const bool go = !r.request.on_token || r.request.on_token(next);
-    const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
-    if (!go || eos) finish(b, FinishReason::Stop);
-    else if (r.generated >= r.request.max_new_tokens) finish(b, FinishReason::Length);
+    const float* row_logits = logits.data<float>() + static_cast<int64_t>(i) * V;
+    // The prompt is in: its followers copy the cache before the leader's first token (which may end it).
+    for (size_t f : r.followers) {
+      session_.copy_row(static_cast<int64_t>(b), static_cast<int64_t>(f));
+      rows_[f].fed = r.fed;
+      rows_[f].following = false;
+      take_token(f, row_logits, V);
+    }
+    r.followers.clear();
+    take_token(b, row_logits, V);
   }
   return true;
+}
+
+void ContinuousBatcher::take_token(size_t b, const float* logits, int64_t V) {
+  Row& r = rows_[b];
+  const int64_t next = r.sampler->next(logits, V, r.tokens);
+  r.tokens.push_back(next);
+  ++r.generated;
+  const bool go = !r.request.on_token || r.request.on_token(next);
+  const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
+  if (!go || eos) finish(b, FinishReason::Stop);
+  else if (r.generated >= r.request.max_new_tokens) finish(b, FinishReason::Length);
 }
 
 }  // namespace tern::llm

@@ -42,6 +42,11 @@ class ContinuousBatcher {
   // Checks the request as Generator::generate would (throws naming what is wrong) and gives it a free
   // row, returned; fails when every row is taken. A request for no new tokens finishes at once (-1).
   int64_t add(SequenceRequest request);
+  // Sequences of one prompt (an API request's n choices), a row each: the first feeds the prompt, the
+  // others copy its cache (Session::copy_row) and its last logits once it is in, then each samples on its
+  // own. Needs as many free rows; returns them.
+  std::vector<int64_t> add_group(std::vector<SequenceRequest> group);
+  int64_t free_rows() const { return rows() - active(); }
   // One run over the active rows, calling their on_token / on_finish. False when no row was active.
   // When the run throws, every active row ends (FinishReason::Error) and the exception propagates.
   bool step();
@@ -56,8 +61,12 @@ class ContinuousBatcher {
     std::vector<int64_t> tokens;  // prompt, then what was generated
     int64_t fed = 0;              // tokens the ring row has been fed
     int64_t generated = 0;
+    std::vector<size_t> followers;  // rows waiting to copy this one's prompt
+    bool following = false;         // waiting for a leader's prompt: not fed
   };
   void finish(size_t row, FinishReason why);
+  // Samples row `row`'s next token from `logits`, hands it on and ends the row when it is done.
+  void take_token(size_t row, const float* logits, int64_t vocab);
   Session& session_;
   Generator& generator_;
   int64_t prefill_chunk_;

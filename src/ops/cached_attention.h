@@ -28,6 +28,9 @@ struct KvRingState : OpState {
   void clear_row(int64_t row) override {
     if (ring) ring->clear_row(row);
   }
+  void copy_row(int64_t from, int64_t to) override {
+    if (ring) ring->copy_row(from, to);
+  }
 };
 
 class CachedAttentionOp : public Op {

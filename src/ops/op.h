@@ -94,6 +94,8 @@ class OpState {
   // Forgets sequence `row` of the batch and keeps the others: continuous batching hands the row to a
   // new request while the rest go on decoding.
   virtual void clear_row(int64_t /*row*/) {}
+  // Sequence `to` becomes a copy of sequence `from` (n choices of one prompt share its prefill).
+  virtual void copy_row(int64_t /*from*/, int64_t /*to*/) {}
   // Continuous batching (Session::set_batch_rows): a run's batch index i is sequence batch_rows[i] of the
   // state's total_rows, so a run feeds only the active sequences. Empty: index i is sequence i.
   std::vector<int64_t> batch_rows;

@@ -263,6 +263,11 @@ void Session::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
     }
 }
 
+void Session::copy_row(int64_t from, int64_t to) {
+  for (auto& s : states_)
+    if (s) s->copy_row(from, to);
+}
+
 void Session::reset_row(int64_t row) {
   for (auto& s : states_)
     if (s) s->clear_row(row);

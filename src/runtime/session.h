@@ -135,6 +135,8 @@ class Session {
   const SessionOptions& options() const { return options_; }
   // Empties row `row` of every cache the session holds, keeping the other rows (continuous batching).
   void reset_row(int64_t row);
+  // Row `to` of every cache becomes a copy of row `from` (continuous batching: choices sharing a prompt).
+  void copy_row(int64_t from, int64_t to);
   // Continuous batching: the next runs feed sequences `rows` (distinct, each < total) of caches holding
   // `total` — batch index i is row rows[i] — so idle rows cost nothing. Empty: index i is row i.
   void set_batch_rows(const std::vector<int64_t>& rows, int64_t total);

@@ -101,10 +101,11 @@ struct Server::Impl {
   std::unique_ptr<llm::ContinuousBatcher> batcher;
   httplib::Server http;
 
-  // The scheduler's queue: sequences waiting for a row. Guarded by mu.
+  // The scheduler's queue: requests waiting for rows, each its n choices (one prompt). Guarded by mu.
   std::mutex mu;
   std::condition_variable wake;
-  std::deque<llm::SequenceRequest> pending;
+  std::deque<std::vector<llm::SequenceRequest>> pending;
+  int64_t pending_sequences = 0;
   bool stopping = false;
   std::thread scheduler;
 
@@ -152,16 +153,19 @@ struct Server::Impl {
         wake.wait(lock, [&] { return stopping || !pending.empty() || batcher->active() > 0; });
         if (stopping) {  // every waiting client gets its answer: an error
           batcher->end_all();
-          for (auto& r : pending)
-            if (r.on_finish) r.on_finish(llm::FinishReason::Error);
+          for (auto& group : pending)
+            for (auto& r : group)
+              if (r.on_finish) r.on_finish(llm::FinishReason::Error);
           pending.clear();
           return;
         }
-        while (!pending.empty() && batcher->active() < batcher->rows()) {
-          llm::SequenceRequest r = std::move(pending.front());
+        // First come, first served: a request waits until its n choices have rows.
+        while (!pending.empty() && static_cast<int64_t>(pending.front().size()) <= batcher->free_rows()) {
+          std::vector<llm::SequenceRequest> group = std::move(pending.front());
           pending.pop_front();
+          pending_sequences -= static_cast<int64_t>(group.size());
           try {
-            batcher->add(std::move(r));
+            batcher->add_group(std::move(group));
           } catch (const Error& e) {  // (checked on the HTTP thread already; a last guard)
             std::cerr << "tern serve: a request was refused at admission: " << e.what() << "\n";
           }
@@ -187,6 +191,9 @@ struct Server::Impl {
       throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
                               std::to_string(prompt_len), r.chat ? "messages" : "prompt", "context_length_exceeded");
     const int64_t room = context - prompt_len;
+    if (r.n > opt.parallel)
+      throw ApiError(400, "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
+                              " sequences this server runs at once (--parallel)", "n");
     if (r.max_tokens && *r.max_tokens > room)
       throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
                               std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
@@ -217,10 +224,11 @@ struct Server::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (static_cast<int64_t>(pending.size() + seqs.size()) > opt.queue + batcher_room())
-        throw ApiError(429, "the server is busy: " + std::to_string(pending.size()) + " sequences are waiting; retry later", "",
+      if (pending_sequences + static_cast<int64_t>(seqs.size()) > opt.queue + batcher_room())
+        throw ApiError(429, "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting; retry later", "",
                        "rate_limit_exceeded");
-      for (auto& s : seqs) pending.push_back(std::move(s));
+      pending_sequences += static_cast<int64_t>(seqs.size());
+      pending.push_back(std::move(seqs));
     }
     wake.notify_one();
     return ex;
@@ -366,10 +374,10 @@ struct Server::Impl {
       << "tern_generation_tokens_total " << completion_tokens << "\n";
     o << "# HELP tern_decode_steps_total Batched model runs.\n# TYPE tern_decode_steps_total counter\n"
       << "tern_decode_steps_total " << steps.load() << "\n";
-    size_t queued;
+    int64_t queued;
     {
       std::lock_guard<std::mutex> lock(mu);
-      queued = pending.size();
+      queued = pending_sequences;
     }
     o << "# HELP tern_queue_depth Sequences waiting for a row.\n# TYPE tern_queue_depth gauge\ntern_queue_depth " << queued << "\n";
     o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load() << "\n";

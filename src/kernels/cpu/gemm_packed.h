@@ -2,7 +2,9 @@
 // column panels of kPanel columns, each panel K rows of kPanel contiguous floats ([N/kPanel][K][kPanel],
 // the last panel zero-padded). Prefill (many rows) runs a register-blocked GEMM — 6 rows × kPanel
 // columns of C in registers, A packed per call, each panel read once per call in cache-sized K blocks —
-// and decode (a few rows) a GEMV that streams each panel front to back. The same driver takes 4-bit
+// and decode (up to kPanelGemvMaxRows rows) a GEMV that streams each panel front to back, summing each
+// output in the GEMM's order (per K block, then block by block) so a row's bits never depend on how many
+// rows share the product — continuous batching's batch invariance. The same driver takes 4-bit
 // MatMulNBits weights, dequantizing one K block of one panel at a time into L1, so prefill needs no
 // dequantized copy of the matrix either. Threads split the panels; every output is summed in a fixed
 // order, so results repeat bit for bit from run to run. Panels may hold fp16 or bf16 (--weights): the
@@ -35,7 +37,10 @@ PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed = false);
 // float16 for fp16 panels, float32 otherwise.
 Tensor unpack_transposed(const PackedMatrix& B);
 
-// C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (a GEMV below kGemvMaxRows rows, else the GEMM).
+// Rows up to which matmul_packed streams the panels (GEMV, rows in groups of four per panel) rather than
+// running the GEMM: the decode steps of a continuous batch of up to 16 sequences.
+constexpr int64_t kPanelGemvMaxRows = 16;
+// C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (the GEMV up to kPanelGemvMaxRows rows, else the GEMM).
 void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
 // The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);

@@ -50,6 +50,20 @@ void KvRingBuffer::grow(int64_t slots) {
 
 void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
 
+void KvRingBuffer::copy_row(int64_t from, int64_t to) {
+  if (from < 0 || from >= c_.batch || to < 0 || to >= c_.batch) fail("KvRingBuffer: rows ", from, " → ", to, " out of range (batch ", c_.batch, ")");
+  if (from == to) return;
+  const size_t n = static_cast<size_t>(slots_ * token_floats_);
+  auto copy = [&](auto& v) {
+    if (!v.empty()) std::copy_n(v.begin() + at(from, 0), n, v.begin() + at(to, 0));
+  };
+  copy(keys_);
+  copy(values_);
+  copy(keys16_);
+  copy(values16_);
+  seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
+}
+
 void KvRingBuffer::clear_row(int64_t b) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
   seen_[static_cast<size_t>(b)] = 0;

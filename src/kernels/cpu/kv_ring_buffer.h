@@ -37,6 +37,7 @@ class KvRingBuffer {
   int64_t held(int64_t b) const;                                           // tokens in the window
   void clear();
   void clear_row(int64_t b);  // sequence b starts again; the others keep their tokens
+  void copy_row(int64_t from, int64_t to);  // sequence `to` becomes a copy of `from` (a shared prompt)
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;
