@@ -8,12 +8,19 @@ tern=$1 repo=$2 work=$3
 command -v tmux > /dev/null || { echo "skipped: tmux is not installed"; exit 0; }
 rm -rf "$work" && mkdir -p "$work"
 session=tern-chat-$$
-trap 'tmux kill-session -t "$session" 2> /dev/null || true' EXIT
+# A tmux server of this test's own (-L): killing the last session stops a server, and a new session asked
+# of it while it stops fails with "server exited unexpectedly" (seen once in CI) — so a start is retried.
+tm() { tmux -L "$session" "$@"; }
+start() {  # COMMAND: a new detached session running it
+  for _ in 1 2 3 4 5; do tm new-session -d -s "$session" -x 200 -y 100 "$1" && return 0; sleep 0.5; done
+  echo "tmux would not start a session"; exit 1
+}
+trap 'tm kill-server 2> /dev/null || true' EXIT
 
 # Waits (up to 120 s) until the pane shows `pattern` on at least N (default 1) lines.
 wait_for() {
   for _ in $(seq 1 240); do
-    tmux capture-pane -p -J -S - -t "$session" > "$work/pane.txt"
+    tm capture-pane -p -J -S - -t "$session" > "$work/pane.txt"
     [ "$(grep -c -- "$1" "$work/pane.txt")" -ge "${2:-1}" ] && return 0
     sleep 0.5
   done
@@ -21,13 +28,13 @@ wait_for() {
 }
 
 chat() {  # MODEL FIRST SECOND → leaves the pane in $work/pane.txt
-  tmux new-session -d -s "$session" -x 200 -y 100 "$tern chat $1 --greedy --max-new-tokens ${4:-24} --threads 2; echo CHAT-EXITED; sleep 600"
+  start "$tern chat $1 --greedy --max-new-tokens ${4:-24} --threads 2; echo CHAT-EXITED; sleep 600"
   wait_for "Ctrl-D quits"
-  tmux send-keys -t "$session" "/stats" Enter
+  tm send-keys -t "$session" "/stats" Enter
   wait_for "speed after each answer: on"
-  tmux send-keys -t "$session" "$2" Enter
+  tm send-keys -t "$session" "$2" Enter
   wait_for "prefilled .* of .* conversation tokens"
-  tmux send-keys -t "$session" "$3" Enter
+  tm send-keys -t "$session" "$3" Enter
   wait_for "prefilled .* of .* conversation tokens" 2
 }
 
@@ -36,20 +43,20 @@ chat "$repo/models/default" "And God said" "Let there be light" 24
 second=$(grep -o "prefilled [0-9]* of [0-9]*" "$work/pane.txt" | sed -n 2p)
 read -r fed total <<< "$(echo "$second" | awk '{print $2, $4}')"
 [ "$fed" -lt "$total" ] || { echo "the second turn was prefilled whole: $second"; exit 1; }
-tmux send-keys -t "$session" C-d
+tm send-keys -t "$session" C-d
 wait_for "CHAT-EXITED"
-tmux kill-session -t "$session"
+tm kill-session -t "$session"
 # An answer that would run for minutes: Ctrl-C stops it and the conversation goes on.
-tmux new-session -d -s "$session" -x 200 -y 100 "$tern chat $repo/models/default --greedy --max-new-tokens 1000000 --threads 2; echo CHAT-EXITED; sleep 600"
+start "$tern chat $repo/models/default --greedy --max-new-tokens 1000000 --threads 2; echo CHAT-EXITED; sleep 600"
 wait_for "Ctrl-D quits"
-tmux send-keys -t "$session" "And God said" Enter
+tm send-keys -t "$session" "And God said" Enter
 sleep 1
-tmux send-keys -t "$session" C-c
+tm send-keys -t "$session" C-c
 wait_for "\[stopped\]"
 wait_for "^> " 2
-tmux send-keys -t "$session" C-d
+tm send-keys -t "$session" C-d
 wait_for "CHAT-EXITED"
-tmux kill-session -t "$session"
+tm kill-session -t "$session"
 echo "chat: a resumed second turn ($second), Ctrl-C stopped an answer, Ctrl-D quit"
 
 smol=$repo/models/smollm2-135m-instruct
