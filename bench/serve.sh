@@ -46,7 +46,7 @@ o, before, after = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 solo = 8  # serve_load.py's solo reference runs
 served = after - before - solo
 rss = o.get("rss_mb", [])
-warm = rss[len(rss) // 4:] or rss
+warm = rss[len(rss) // 2:] or rss  # the second half: pools and caches fill in the first
 print(f"soak: {o['requests']} requests in {o['wall_s']} s, {o['mismatches']} differing from their solo text, "
       f"{len(o['errors'])} failed; /metrics counted {served} (client: {o['requests']}); "
       f"RSS after warm-up {min(warm)}..{max(warm)} MB ({len(rss)} samples)")
