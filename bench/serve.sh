@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tern serve under load, measured from the client (bench/serve_load.py, Python's standard library):
 #   bash bench/serve.sh MODEL_DIR [--tokens 64] [--streams "1 4 8 16"] [--threads N] [--weights F]
+#   bash bench/serve.sh MODEL_DIR --streams "1 8 1 8 1 8"   alternated phases: paired ratios and their medians
 #   bash bench/serve.sh MODEL_DIR --soak 120          16 streams for 120 s: every response complete and equal
 #                                                     to its solo text, RSS sampled, /metrics against the client
 # One server with a row per stream (--parallel 16) serves every phase. Per concurrency: aggregate completion
@@ -57,16 +58,15 @@ EOF
   exit
 fi
 
-printf "%-8s %12s %8s %10s %10s %10s %10s %10s\n" streams "agg tok/s" "x one" "TTFT p50" "TTFT p99" "ITL p50" "ITL p99" mismatch
-one=""
+printf "%-8s %12s %8s %12s %8s %10s %10s %10s %10s %9s\n" streams "agg tok/s" "x one" "decode tok/s" "x one" \
+  "TTFT p50" "TTFT p99" "ITL p50" "ITL p99" mismatch
+# A phase's "x one" compares it with the last one-stream phase before it, so `--streams "1 8 1 8 1 8"`
+# gives paired ratios, and their medians follow the table. Decode tok/s = streams / ITL p50: the steady
+# rate without the prompts' prefill, which weighs on the aggregate of short completions.
+phases=$(mktemp)
+trap 'kill $server 2>/dev/null || true; rm -f "$log" "$phases"' EXIT
 for n in $streams; do
-  out=$(python3 bench/serve_load.py "$url" --streams "$n" --tokens "$tokens")
-  python3 - "$out" "${one:-0}" <<'EOF'
-import json, sys
-o, one = json.loads(sys.argv[1]), float(sys.argv[2])
-ratio = o["aggregate_tok_s"] / one if one else 1.0
-print(f"{o['streams']:<8} {o['aggregate_tok_s']:>12.1f} {ratio:>7.2f}x {o['ttft_p50_ms']:>8.1f}ms {o['ttft_p99_ms']:>8.1f}ms "
-      f"{o['itl_p50_ms']:>8.1f}ms {o['itl_p99_ms']:>8.1f}ms {o['mismatches']:>10}")
-EOF
-  [ -n "$one" ] || one=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['aggregate_tok_s'])" "$out")
+  python3 bench/serve_load.py "$url" --streams "$n" --tokens "$tokens" >> "$phases"
+  python3 bench/serve_table.py "$phases" --last
 done
+python3 bench/serve_table.py "$phases" --medians

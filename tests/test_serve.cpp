@@ -67,20 +67,6 @@ TEST_CASE("tern serve: JSON nested a million deep is refused or read, never a cr
   CHECK_THROWS_AS(parse_completion_request(deep, false), ApiError);
 }
 
-TEST_CASE("tern serve: stop strings end the text before them, even split across tokens") {
-  StopScanner s({"END", "\n\n"});
-  CHECK(s.push("Hello E") == "Hello ");  // "E" may begin "END": held back
-  CHECK(s.push("x") == "Ex");
-  CHECK(s.push("EN") == "");
-  CHECK(s.push("D and more") == "");
-  CHECK(s.stopped());
-  CHECK(s.flush() == "");
-  StopScanner t({"\n\n"});
-  CHECK(t.push("a\n") == "a");
-  CHECK(t.flush() == "\n");  // the end: what was held goes out
-  CHECK(!t.stopped());
-}
-
 TEST_CASE("tern serve: response and chunk shapes") {
   CompletionRequest chat = parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}]})", true);
   chat.model = "m";

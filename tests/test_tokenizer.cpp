@@ -85,3 +85,17 @@ TEST_CASE("SmolLM2's tokenizer imported from its GGUF gives llama.cpp's ids on 1
   CHECK(lines == 1000);
   MESSAGE(same, " of ", lines, " lines tokenize as llama.cpp does");
 }
+
+TEST_CASE("StopScanner: stop strings end the text before them, even split across tokens") {
+  StopScanner s({"END", "\n\n"});
+  CHECK(s.push("Hello E") == "Hello ");  // "E" may begin "END": held back
+  CHECK(s.push("x") == "Ex");
+  CHECK(s.push("EN") == "");
+  CHECK(s.push("D and more") == "");
+  CHECK(s.stopped());
+  CHECK(s.flush() == "");
+  StopScanner t({"\n\n"});
+  CHECK(t.push("a\n") == "a");
+  CHECK(t.flush() == "\n");  // the end: what was held goes out
+  CHECK(!t.stopped());
+}

@@ -60,4 +60,20 @@ class TextStream {
   Utf8Stream utf8_;
 };
 
+// Stop strings over a stream of text: push() returns what is safe to send — held back while it could be
+// the start of a stop string — and stopped() tells when one was found (the text before it is sent, the
+// stop string and anything after it never).
+class StopScanner {
+ public:
+  explicit StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  std::string push(const std::string& text);
+  std::string flush();  // at the end: what was held back
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
 }  // namespace tern::llm

@@ -281,7 +281,7 @@ void weight_pack(const uint8_t* data, size_t size) {
 void serve_request(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const serve::CompletionRequest r = serve::parse_completion_request(as_string(data + 1, size - 1), data[0] % 2);
-  serve::StopScanner stops(r.stop);
+  llm::StopScanner stops(r.stop);
   stops.push(r.chat && !r.messages.empty() ? r.messages.back().content : r.prompt);
   serve::to_wire(serve::completion_response(r, "id", 0, {{r.prompt, "stop"}}, {}));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layers of src/ depend one way: each may include only itself and the layers before it,
 
-    core -> graph -> kernels -> ops -> passes -> runtime -> llm   (tools/ and tests/ may include any)
+    core -> graph -> kernels -> ops -> passes -> runtime -> llm -> api   (tools/ and tests/ may include any)
 
 Prints every #include "..." under ROOT (default src/) that points the other way, and every file outside
 a layer, and exits 1 if there is one. --self-test plants a back-edge in a scratch tree and checks it is
@@ -11,7 +11,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["core", "graph", "kernels", "ops", "passes", "runtime", "llm"]
+LAYERS = ["core", "graph", "kernels", "ops", "passes", "runtime", "llm", "api"]
 INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
 
 

@@ -215,34 +215,4 @@ json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t crea
                      {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
 }
 
-std::string StopScanner::push(const std::string& text) {
-  if (stopped_) return "";
-  held_ += text;
-  size_t first = std::string::npos;
-  for (const auto& s : stops_) first = std::min(first, held_.find(s));
-  if (first != std::string::npos) {
-    stopped_ = true;
-    std::string out = held_.substr(0, first);
-    held_.clear();
-    return out;
-  }
-  // Hold back the longest end of the text that begins a stop string.
-  size_t keep = 0;
-  for (const auto& s : stops_)
-    for (size_t len = std::min(s.size() - 1, held_.size()); len > keep; --len)
-      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
-        keep = len;
-        break;
-      }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
-  return out;
-}
-
-std::string StopScanner::flush() {
-  std::string out;
-  out.swap(held_);
-  return stopped_ ? "" : out;
-}
-
 }  // namespace tern::serve

@@ -68,20 +68,5 @@ nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, in
 // tokens of a random model), and what is not becomes U+FFFD instead of an exception.
 std::string to_wire(const nlohmann::json& j);
 
-// Stop strings over a stream of text: push() returns what is safe to send — held back while it could be
-// the start of a stop string — and stopped() tells when one was found (the text before it is sent, the
-// stop string and anything after it never).
-class StopScanner {
- public:
-  explicit StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  std::string push(const std::string& text);
-  std::string flush();  // at the end: what was held back
-  bool stopped() const { return stopped_; }
-
- private:
-  std::vector<std::string> stops_;
-  std::string held_;
-  bool stopped_ = false;
-};
 
 }  // namespace tern::serve

@@ -53,7 +53,7 @@ struct Histogram {
 struct Exchange {
   struct ChoiceState {
     std::unique_ptr<llm::TextStream> text;
-    StopScanner stops;
+    llm::StopScanner stops;
     std::string ready;  // text not yet sent (stream) or the whole text (not streaming)
     std::string finish_reason;
     int64_t tokens = 0;

@@ -2,7 +2,10 @@
 
 #include <cpuid.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 
 #include "core/error.h"
 
@@ -37,17 +40,18 @@ bool can_run(Isa isa) {
 
 constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni};
 
-Isa choose() {
-  const std::vector<Isa> have = machine_isas();
-  const char* forced = std::getenv("TERN_ISA");
-  if (!forced || !*forced) return have.back();
+// The tier named `name`; `source` says where the name came from ("TERN_ISA=", "isa ").
+Isa tier_named(const std::string& name, const char* source) {
   for (Isa isa : kAll)
-    if (isa_name(isa) == std::string(forced)) {
-      if (!can_run(isa)) fail("TERN_ISA=", forced, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
+    if (isa_name(isa) == name) {
+      if (!can_run(isa)) fail(source, name, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
       return isa;
     }
-  fail("TERN_ISA=", forced, ": unknown tier (use avx2, avxvnni, avx512 or avx512vnni)");
+  fail(source, name, ": unknown tier (use avx2, avxvnni, avx512 or avx512vnni)");
 }
+
+std::mutex choice_mutex;
+std::optional<Isa> requested, chosen;  // (under choice_mutex)
 
 }  // namespace
 
@@ -69,8 +73,25 @@ std::vector<Isa> machine_isas() {
 }
 
 Isa active_isa() {
-  static const Isa isa = choose();
-  return isa;
+  // Read once per kernel call: the first caller decides, the rest read the atomic copy.
+  static std::atomic<int> cached{-1};
+  const int c = cached.load(std::memory_order_acquire);
+  if (c >= 0) return static_cast<Isa>(c);
+  std::lock_guard<std::mutex> lock(choice_mutex);
+  if (!chosen) {
+    const char* forced = std::getenv("TERN_ISA");
+    chosen = requested ? *requested : forced && *forced ? tier_named(forced, "TERN_ISA=") : machine_isas().back();
+  }
+  cached.store(static_cast<int>(*chosen), std::memory_order_release);
+  return *chosen;
+}
+
+void request_isa(const std::string& name) {
+  const Isa want = tier_named(name, "ISA tier ");
+  std::lock_guard<std::mutex> lock(choice_mutex);
+  if (chosen && *chosen != want)
+    fail("ISA tier ", name, ": the tier is chosen once per process and ", isa_name(*chosen), " is already in use");
+  requested = want;
 }
 
 std::string cpu_feature_list() {

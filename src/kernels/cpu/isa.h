@@ -23,6 +23,9 @@ std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
 Isa active_isa();
+// Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
+// before the tier is first used, or asking for the one in use: the choice is made once per process.
+void request_isa(const std::string& name);
 // The x86 features the tiers (and later kernels) care about that this CPU has, for `tern devices` and
 // `tern bench --machine`: "avx2 fma avxvnni avx512f … avx512bf16".
 std::string cpu_feature_list();

@@ -1,0 +1,218 @@
+/* tern — the C API (C99). Run ONNX transformer language models from C, or from any language with a C FFI.
+ *
+ *   tern_options* o = tern_options_create();
+ *   tern_options_set_threads(o, 2);
+ *   tern_model* m = NULL;
+ *   if (tern_model_load("models/default", o, &m) != TERN_OK) {   // m is set even on failure
+ *     fprintf(stderr, "%s\n", tern_model_error(m));
+ *   }
+ *   tern_generate(m, "Once upon a time", &params, on_text, NULL); // text streams to on_text
+ *   tern_model_free(m);
+ *   tern_options_free(o);
+ *
+ * Handles are opaque. Every function that can fail returns a tern_status; the message of the last failure is
+ * kept by the handle it happened on (tern_model_error, tern_graph_error). A load that fails still gives a
+ * handle holding only its message (as sqlite3_open does), so the error can be read; free it as usual.
+ * No C++ exception crosses this boundary: failures inside tern (a corrupt file, an unsupported op, the memory
+ * cap, a bad token id) come back as statuses.
+ *
+ * Threads: functions on distinct handles may run at once on different threads. One handle is used by one
+ * thread at a time (a tern_model holds its sequence's cache; a tern_graph its run plan) unless a function
+ * says otherwise. tern_version, tern_build_info and tern_status_name may be called from any thread at any
+ * time. Work inside a call uses the number of threads the options set.
+ *
+ * Memory: strings and arrays a function returns belong to the handle and stay valid until the next call on
+ * that handle (or its free), unless a function says otherwise. Buffers the caller passes in stay the caller's.
+ */
+#ifndef TERN_TERN_H
+#define TERN_TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define TERN_API
+#elif defined(__GNUC__)
+#define TERN_API __attribute__((visibility("default")))
+#else
+#define TERN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The API's version: a new function raises the minor, a change to an existing one the major. */
+#define TERN_API_VERSION_MAJOR 1
+#define TERN_API_VERSION_MINOR 0
+
+typedef enum tern_status {
+  TERN_OK = 0,
+  TERN_ERROR_INVALID_ARGUMENT = 1, /* a NULL handle or pointer, a value out of range, an unknown name */
+  TERN_ERROR_MODEL = 2,            /* a file missing, unreadable, corrupt or hostile; a bad input tensor */
+  TERN_ERROR_UNSUPPORTED = 3,      /* an op, data type or feature tern does not implement (or this build lacks) */
+  TERN_ERROR_MEMORY_LIMIT = 4,     /* the memory cap (tern_options_set_max_memory) or the machine's memory */
+  TERN_ERROR_BUFFER_TOO_SMALL = 5, /* the caller's buffer: the size needed is returned beside it */
+  TERN_ERROR_INTERNAL = 6          /* anything else: a bug in tern; the message says what */
+} tern_status;
+
+/* "ok", "invalid argument", … (a static string). */
+TERN_API const char* tern_status_name(tern_status status);
+/* "0.1.0" (a static string). */
+TERN_API const char* tern_version(void);
+/* One line: version, compiler, the CPU kernels' ISA tier in use, whether OpenCL is built in (static). */
+TERN_API const char* tern_build_info(void);
+
+/* ---- Options: how a model or graph is loaded ------------------------------------------------------------ */
+
+typedef struct tern_options tern_options;
+
+/* Defaults: all cores, the CPU, weights as stored, the model's context as window, no memory cap beyond the
+ * machine's. NULL only when out of memory. */
+TERN_API tern_options* tern_options_create(void);
+TERN_API void tern_options_free(tern_options* options);
+/* The message of the last setter that failed on these options ("" when none). */
+TERN_API const char* tern_options_error(const tern_options* options);
+/* Threads for the kernels; 0 = all cores. */
+TERN_API tern_status tern_options_set_threads(tern_options* options, int threads);
+/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni" (as TERN_ISA does). The tier is
+ * chosen once per process, at the first load: a later load asking for another fails. */
+TERN_API tern_status tern_options_set_isa(tern_options* options, const char* isa);
+/* Host memory tern may own: weights, caches, activations, in bytes; 0 = the machine's physical memory.
+ * A load or run that would pass it fails with TERN_ERROR_MEMORY_LIMIT. Process-wide: the last load sets it. */
+TERN_API tern_status tern_options_set_max_memory(tern_options* options, uint64_t bytes);
+/* Generation: the KV cache's window in tokens (a ring buffer that slides past the context; keys are stored
+ * before RoPE). 0 = the model's context length (4096 when the model does not say). */
+TERN_API tern_status tern_options_set_window(tern_options* options, int64_t tokens);
+/* "cpu", "opencl" or "opencl:N" (TERN_ERROR_UNSUPPORTED at load when the build has no OpenCL). */
+TERN_API tern_status tern_options_set_device(tern_options* options, const char* device);
+/* Weights converted at load: "fp32" (as stored), "fp16", "bf16", "int8", "int4". */
+TERN_API tern_status tern_options_set_weights(tern_options* options, const char* format);
+
+/* ---- Tensors ------------------------------------------------------------------------------------------ */
+
+typedef enum tern_dtype {
+  TERN_FLOAT32 = 1,
+  TERN_UINT8 = 2,
+  TERN_INT8 = 3,
+  TERN_INT32 = 6,
+  TERN_INT64 = 7,
+  TERN_BOOL = 9,
+  TERN_FLOAT16 = 10,
+  TERN_BFLOAT16 = 16 /* values are ONNX's TensorProto.DataType numbers */
+} tern_dtype;
+
+#define TERN_MAX_DIMS 8
+
+typedef struct tern_tensor {
+  const char* name;              /* the graph input or output */
+  tern_dtype dtype;
+  int32_t rank;                  /* 0 … TERN_MAX_DIMS */
+  int64_t shape[TERN_MAX_DIMS];
+  void* data;                    /* row-major elements */
+  size_t bytes;                  /* of data's buffer */
+} tern_tensor;
+
+/* ---- Graphs: any ONNX model, run on named tensors ----------------------------------------------------- */
+
+typedef struct tern_graph tern_graph;
+
+/* Loads an .onnx file (external data beside it). `options` may be NULL. *graph is set unless out of memory;
+ * on failure it holds the message (tern_graph_error): free it with tern_graph_free. */
+TERN_API tern_status tern_graph_load(const char* onnx_path, const tern_options* options, tern_graph** graph);
+TERN_API void tern_graph_free(tern_graph* graph);
+TERN_API const char* tern_graph_error(const tern_graph* graph);
+/* The graph's inputs and outputs: count, then name and element type by index (names valid while the graph
+ * lives). */
+TERN_API size_t tern_graph_input_count(const tern_graph* graph);
+TERN_API size_t tern_graph_output_count(const tern_graph* graph);
+TERN_API const char* tern_graph_input_name(const tern_graph* graph, size_t index);
+TERN_API const char* tern_graph_output_name(const tern_graph* graph, size_t index);
+/* Runs the graph on every input (by name). Each output asked for by name in outputs[i].name gets its dtype,
+ * rank and shape filled in; its values are copied into outputs[i].data when that is not NULL and
+ * outputs[i].bytes is large enough (else TERN_ERROR_BUFFER_TOO_SMALL, with .bytes set to the size needed),
+ * or, when data is NULL, .data points at memory the graph owns until its next run. */
+TERN_API tern_status tern_graph_run(tern_graph* graph, const tern_tensor* inputs, size_t input_count,
+                                    tern_tensor* outputs, size_t output_count);
+
+/* ---- Models: a decoder folder (model.onnx, config.json, tokenizer) for text generation ----------------- */
+
+typedef struct tern_model tern_model;
+
+/* Loads a model folder (or its .onnx file) for generation over a ring-buffer KV cache. `options` may be
+ * NULL. *model is set unless out of memory; on failure it holds the message (tern_model_error). */
+TERN_API tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model);
+TERN_API void tern_model_free(tern_model* model);
+TERN_API const char* tern_model_error(const tern_model* model);
+
+typedef struct tern_model_info {
+  int64_t vocab_size;
+  int64_t context_length;  /* the model's (0 when it does not say) */
+  int64_t window;          /* the KV ring's tokens */
+  int64_t bos_token_id;    /* -1 when none */
+  int64_t eos_token_id;    /* the first of the model's end tokens; -1 when none */
+} tern_model_info;
+TERN_API tern_status tern_model_get_info(const tern_model* model, tern_model_info* info);
+
+/* Text → token ids into ids[0 … capacity): *count gets how many the text makes (when over capacity:
+ * TERN_ERROR_BUFFER_TOO_SMALL and nothing written past capacity). add_bos: begin with the model's BOS. */
+TERN_API tern_status tern_tokenize(tern_model* model, const char* text, int add_bos, int32_t* ids,
+                                   size_t capacity, size_t* count);
+/* Token ids → text, NUL-terminated, into text[0 … capacity): *length gets the bytes without the NUL (when
+ * they do not fit: TERN_ERROR_BUFFER_TOO_SMALL). Bytes need not be whole UTF-8 characters at a cut. */
+TERN_API tern_status tern_detokenize(tern_model* model, const int32_t* ids, size_t count, char* text,
+                                     size_t capacity, size_t* length);
+
+/* Sampling: greedy when temperature is 0. tern_sampling_default fills tern's defaults (greedy, no penalty). */
+typedef struct tern_sampling {
+  float temperature;         /* 0: greedy */
+  int32_t top_k;             /* 0: off */
+  float top_p;               /* 1: off */
+  float min_p;               /* 0: off */
+  float repetition_penalty;  /* 1: off */
+  uint64_t seed;
+} tern_sampling;
+TERN_API void tern_sampling_default(tern_sampling* sampling);
+
+/* The step API — one sequence per model, its cache held by the model:
+ *   tern_model_prefill(m, prompt, n);               feed tokens (the prompt, or more later)
+ *   while (tern_model_step(m, &token) == TERN_OK && token != eos) …   choose the next token and feed it
+ * tern_model_reset empties the cache and the sequence. */
+TERN_API tern_status tern_model_reset(tern_model* model);
+/* Feeds `count` tokens after those the sequence holds; the logits of the last one are then current. */
+TERN_API tern_status tern_model_prefill(tern_model* model, const int32_t* ids, size_t count);
+/* Sampling for the following steps (and its random state, from the seed). Default: greedy. */
+TERN_API tern_status tern_model_set_sampling(tern_model* model, const tern_sampling* sampling);
+/* Chooses the next token from the current logits (no feeding). */
+TERN_API tern_status tern_model_sample(tern_model* model, int32_t* token);
+/* One decode step: chooses the next token, feeds it, and returns it. */
+TERN_API tern_status tern_model_step(tern_model* model, int32_t* token);
+/* The current logits: *vocab floats, valid until the next call on the model. */
+TERN_API tern_status tern_model_logits(tern_model* model, const float** logits, int64_t* vocab);
+/* Tokens the sequence holds (fed so far). */
+TERN_API int64_t tern_model_position(const tern_model* model);
+
+/* The whole job: resets the sequence, tokenizes `prompt` (with BOS), generates up to max_new_tokens with
+ * `sampling` (NULL: greedy), and calls on_text with each piece of new text as it is decoded (whole UTF-8
+ * characters). It stops at an end token, at any of the stop strings (the text up to the stop string is
+ * delivered, the stop string is not), or when on_text returns non-zero. Afterwards the sequence holds the
+ * prompt and the generated tokens but the last, whose choice the current logits made (as after
+ * tern_model_sample): tern_model_prefill or tern_model_step can go on from there. */
+typedef int (*tern_text_callback)(const char* text, size_t length, void* user_data);
+typedef struct tern_generate_params {
+  int64_t max_new_tokens;     /* at least 1 (default 128) */
+  const tern_sampling* sampling;
+  const char* const* stop;    /* stop strings, `stop_count` of them */
+  size_t stop_count;
+  int chat;                   /* non-zero: the prompt is one user turn in the model's chat template */
+} tern_generate_params;
+TERN_API void tern_generate_params_default(tern_generate_params* params);
+/* *generated (may be NULL) gets how many tokens were generated. */
+TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params,
+                                   tern_text_callback on_text, void* user_data, int64_t* generated);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TERN_TERN_H */

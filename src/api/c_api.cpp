@@ -1,0 +1,550 @@
+// The C API (include/tern/tern.h) over the C++ library: handles own a Session (and for models the
+// generator, tokenizer and one sequence's state); every entry point catches what tern throws and turns it
+// into a status plus the handle's message. Nothing here decides how a model is loaded or sampled — that is
+// llm/model_folder.h's, as for the CLI.
+#include "tern/tern.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "llm/chat_template.h"
+#include "llm/generator.h"
+#include "llm/model_folder.h"
+#include "llm/tokenizer.h"
+#include "runtime/session.h"
+
+#ifndef TERN_VERSION
+#error "TERN_VERSION is set by CMakeLists.txt (project VERSION)"
+#endif
+
+namespace {
+
+using namespace tern;
+
+// A failure the API itself finds (a NULL pointer, a buffer too small), with its status.
+struct ApiError : Error {
+  tern_status status;
+  ApiError(tern_status s, const std::string& message) : Error(message), status(s) {}
+};
+
+template <typename... Args>
+[[noreturn]] void refuse(tern_status status, const Args&... args) {
+  throw ApiError(status, detail::concat(args...));
+}
+
+template <typename T>
+void need(const T* p, const char* what) {
+  if (!p) refuse(TERN_ERROR_INVALID_ARGUMENT, what, " is NULL");
+}
+
+// Runs `body`, mapping whatever it throws to a status and `error` (the handle's message).
+template <typename Body>
+tern_status guarded(std::string* error, Body&& body) {
+  tern_status status = TERN_OK;
+  std::string message;
+  try {
+    body();
+    return TERN_OK;
+  } catch (const ApiError& e) {
+    status = e.status, message = e.what();
+  } catch (const UnsupportedError& e) {
+    status = TERN_ERROR_UNSUPPORTED, message = e.what();
+  } catch (const MemoryLimitError& e) {
+    status = TERN_ERROR_MEMORY_LIMIT, message = e.what();
+  } catch (const Error& e) {
+    status = TERN_ERROR_MODEL, message = e.what();
+  } catch (const std::bad_alloc&) {
+    status = TERN_ERROR_MEMORY_LIMIT, message = "out of memory";
+  } catch (const std::exception& e) {
+    status = TERN_ERROR_INTERNAL, message = e.what();
+  } catch (...) {
+    status = TERN_ERROR_INTERNAL, message = "an unknown exception";
+  }
+  if (error) {
+    try {
+      *error = message;
+    } catch (...) {  // no memory for the message: the status still says what happened
+    }
+  }
+  return status;
+}
+
+DType dtype_from_c(tern_dtype t, const std::string& tensor) {
+  switch (t) {
+    case TERN_FLOAT32: case TERN_UINT8: case TERN_INT8: case TERN_INT32: case TERN_INT64: case TERN_BOOL:
+    case TERN_FLOAT16: case TERN_BFLOAT16:
+      return static_cast<DType>(t);
+  }
+  refuse(TERN_ERROR_INVALID_ARGUMENT, "tensor '", tensor, "': dtype ", static_cast<int>(t), " is not a tern_dtype");
+}
+
+tern_dtype c_dtype(DType t, const std::string& tensor) {
+  switch (t) {
+    case DType::Float32: case DType::UInt8: case DType::Int8: case DType::Int32: case DType::Int64:
+    case DType::Bool: case DType::Float16: case DType::BFloat16:
+      return static_cast<tern_dtype>(static_cast<int>(t));
+    default:
+      break;
+  }
+  refuse(TERN_ERROR_UNSUPPORTED, "output '", tensor, "' has dtype ", dtype_name(t), ", which the C API does not carry");
+}
+
+}  // namespace
+
+struct tern_options {
+  llm::DecoderOptions decoder;  // device, weights, window, threads, memory cap
+  std::string isa;
+  std::string error;
+};
+
+struct tern_graph {
+  std::string error;
+  std::unique_ptr<Session> session;
+  Outputs outputs;  // the last run's (tern_graph_run hands out pointers into them)
+};
+
+struct tern_model {
+  std::string error;
+  std::string dir;
+  llm::ModelConfig config;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<llm::Generator> generator;
+  std::unique_ptr<llm::Tokenizer> tokenizer;
+  // The one sequence: its tokens (all fed), the logits after the last, and the sampler's state.
+  std::vector<int64_t> tokens;
+  std::vector<float> logits;
+  llm::Sampler sampler{llm::SamplingOptions{}};
+  std::string text;  // tern_detokenize's result until the next call
+};
+
+namespace {
+
+SessionOptions graph_options(const tern_options* o) {
+  SessionOptions s;
+  if (!o) return s;
+  s.threads = o->decoder.threads;
+  s.device = parse_device(o->decoder.device);
+  s.weights = parse_weight_format(o->decoder.weights);
+  if (!o->decoder.max_memory.empty()) s.max_memory = llm::parse_memory_size(o->decoder.max_memory);
+  return s;
+}
+
+void apply_isa(const tern_options* o) {
+  if (!o || o->isa.empty()) return;
+  try {
+    kernels::request_isa(o->isa);
+  } catch (const Error& e) {  // a tier this CPU lacks, or not the one already in use
+    refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
+  }
+}
+
+llm::SamplingOptions sampling_of(const tern_sampling& s) {
+  llm::SamplingOptions o;
+  o.greedy = s.temperature == 0.0f;
+  o.temperature = o.greedy ? 1.0f : s.temperature;
+  o.top_k = s.top_k;
+  o.top_p = s.top_p;
+  o.min_p = s.min_p;
+  o.repetition_penalty = s.repetition_penalty;
+  o.seed = s.seed;
+  return o;
+}
+
+// A sampler for `s`; its range check (llm::Sampler) is the caller's argument error.
+llm::Sampler sampler_for(const tern_sampling& s) {
+  try {
+    return llm::Sampler(sampling_of(s));
+  } catch (const Error& e) {
+    refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
+  }
+}
+
+std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t count) {
+  if (count > 0) need(ids, "ids");
+  std::vector<int64_t> out(ids, ids + count);
+  const int64_t V = m->config.vocab_size;
+  for (size_t i = 0; i < count; ++i)
+    if (out[i] < 0 || (V > 0 && out[i] >= V))
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "token id ", out[i], " at index ", i, " is outside the vocabulary (0 to ", V - 1, ")");
+  return out;
+}
+
+// Feeds `ids` after what the sequence holds; the logits of the last become current.
+void feed(tern_model* m, const std::vector<int64_t>& ids) {
+  if (ids.empty()) return;
+  const int64_t held = static_cast<int64_t>(m->tokens.size());
+  const Tensor& logits = m->generator->run_rows({ids}, {held}, {0}, 1);
+  m->tokens.insert(m->tokens.end(), ids.begin(), ids.end());
+  m->logits.assign(logits.data<float>(), logits.data<float>() + logits.dim(1));
+}
+
+int64_t choose_next(tern_model* m) {
+  if (m->logits.empty()) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+  return m->sampler.next(m->logits.data(), static_cast<int64_t>(m->logits.size()), m->tokens);
+}
+
+void reset(tern_model* m) {
+  m->session->reset_row(0);
+  m->tokens.clear();
+  m->logits.clear();
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* tern_status_name(tern_status status) {
+  switch (status) {
+    case TERN_OK: return "ok";
+    case TERN_ERROR_INVALID_ARGUMENT: return "invalid argument";
+    case TERN_ERROR_MODEL: return "model or input error";
+    case TERN_ERROR_UNSUPPORTED: return "unsupported";
+    case TERN_ERROR_MEMORY_LIMIT: return "memory limit";
+    case TERN_ERROR_BUFFER_TOO_SMALL: return "buffer too small";
+    case TERN_ERROR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* tern_version(void) { return TERN_VERSION; }
+
+const char* tern_build_info(void) {
+  static const std::string info = [] {
+    std::string s = std::string("tern ") + TERN_VERSION + "; " +
+#if defined(__clang__)
+                    "clang " + __clang_version__;
+#else
+                    "g++ " + __VERSION__;
+#endif
+    try {
+      s += std::string("; CPU kernels ") + kernels::isa_name(kernels::active_isa()) + " (" + kernels::cpu_feature_list() + ")";
+    } catch (const std::exception& e) {
+      s += std::string("; CPU kernels: ") + e.what();
+    }
+#ifdef TERN_OPENCL
+    s += "; OpenCL";
+#else
+    s += "; no OpenCL";
+#endif
+    return s;
+  }();
+  return info.c_str();
+}
+
+tern_options* tern_options_create(void) { return new (std::nothrow) tern_options(); }
+void tern_options_free(tern_options* options) { delete options; }
+const char* tern_options_error(const tern_options* options) { return options ? options->error.c_str() : "options is NULL"; }
+
+tern_status tern_options_set_threads(tern_options* o, int threads) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    if (threads < 0 || threads > 1024) refuse(TERN_ERROR_INVALID_ARGUMENT, "threads ", threads, " (0 for all cores, up to 1024)");
+    o->decoder.threads = threads;
+  });
+}
+
+tern_status tern_options_set_isa(tern_options* o, const char* isa) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(isa, "isa");
+    const std::string name = isa;
+    if (name != "avx2" && name != "avxvnni" && name != "avx512" && name != "avx512vnni")
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (avx2, avxvnni, avx512 or avx512vnni)");
+    o->isa = name;
+  });
+}
+
+tern_status tern_options_set_max_memory(tern_options* o, uint64_t bytes) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] { o->decoder.max_memory = bytes ? std::to_string(bytes) : ""; });
+}
+
+tern_status tern_options_set_window(tern_options* o, int64_t tokens) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    if (tokens < 0 || tokens > (int64_t{1} << 24)) refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
+    if (tokens == 0) o->decoder.window.reset();
+    else o->decoder.window = tokens;
+  });
+}
+
+tern_status tern_options_set_device(tern_options* o, const char* device) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(device, "device");
+    parse_device(device);  // names the choices when it is none of them
+    o->decoder.device = device;
+  });
+}
+
+tern_status tern_options_set_weights(tern_options* o, const char* format) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(format, "weights");
+    parse_weight_format(format);
+    o->decoder.weights = format;
+  });
+}
+
+// ---- graphs ----
+
+tern_status tern_graph_load(const char* onnx_path, const tern_options* options, tern_graph** graph) {
+  if (!graph) return TERN_ERROR_INVALID_ARGUMENT;
+  *graph = new (std::nothrow) tern_graph();
+  if (!*graph) return TERN_ERROR_MEMORY_LIMIT;
+  tern_graph* g = *graph;
+  return guarded(&g->error, [&] {
+    need(onnx_path, "onnx_path");
+    apply_isa(options);
+    g->session = std::make_unique<Session>(onnx_path, graph_options(options));
+  });
+}
+
+void tern_graph_free(tern_graph* graph) { delete graph; }
+const char* tern_graph_error(const tern_graph* graph) { return graph ? graph->error.c_str() : "graph is NULL"; }
+
+size_t tern_graph_input_count(const tern_graph* g) { return g && g->session ? g->session->inputs().size() : 0; }
+size_t tern_graph_output_count(const tern_graph* g) { return g && g->session ? g->session->outputs().size() : 0; }
+const char* tern_graph_input_name(const tern_graph* g, size_t i) {
+  return g && g->session && i < g->session->inputs().size() ? g->session->inputs()[i].name.c_str() : nullptr;
+}
+const char* tern_graph_output_name(const tern_graph* g, size_t i) {
+  return g && g->session && i < g->session->outputs().size() ? g->session->outputs()[i].name.c_str() : nullptr;
+}
+
+tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs,
+                           size_t output_count) {
+  if (!g) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&g->error, [&] {
+    if (!g->session) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph did not load: ", g->error);
+    if (input_count > 0) need(inputs, "inputs");
+    if (output_count > 0) need(outputs, "outputs");
+    std::vector<std::pair<std::string, Tensor>> feeds;
+    for (size_t i = 0; i < input_count; ++i) {
+      const tern_tensor& in = inputs[i];
+      need(in.name, "inputs[i].name");
+      if (in.rank < 0 || in.rank > TERN_MAX_DIMS) refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': rank ", in.rank, " (0 to ", TERN_MAX_DIMS, ")");
+      Shape shape(in.shape, in.shape + in.rank);
+      for (int64_t d : shape)
+        if (d < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': shape ", shape_str(shape), " has a negative dimension");
+      const DType dtype = dtype_from_c(in.dtype, in.name);
+      const size_t bytes = bytes_for(dtype, numel_of(shape));
+      if (in.bytes != bytes)
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ", shape_str(shape), " has ", bytes);
+      if (bytes > 0) need(in.data, "input data");
+      check_host_bytes(bytes, "input tensor");
+      Tensor t(dtype, shape);
+      if (bytes > 0) std::memcpy(t.raw(), in.data, bytes);  // copied: kernels may read it aligned
+      feeds.emplace_back(in.name, std::move(t));
+    }
+    g->outputs = g->session->run(feeds);
+    for (size_t i = 0; i < output_count; ++i) {
+      tern_tensor& out = outputs[i];
+      need(out.name, "outputs[i].name");
+      const Tensor& t = g->outputs.at(out.name);
+      if (t.rank() > TERN_MAX_DIMS) refuse(TERN_ERROR_UNSUPPORTED, "output '", out.name, "' has rank ", t.rank(), " (the C API carries up to ", TERN_MAX_DIMS, ")");
+      out.dtype = c_dtype(t.dtype(), out.name);
+      out.rank = static_cast<int32_t>(t.rank());
+      std::copy(t.shape().begin(), t.shape().end(), out.shape);
+      if (!out.data) {
+        out.data = t.raw();
+        out.bytes = t.nbytes();
+      } else if (out.bytes < t.nbytes()) {
+        out.bytes = t.nbytes();
+        refuse(TERN_ERROR_BUFFER_TOO_SMALL, "output '", out.name, "' needs ", t.nbytes(), " bytes");
+      } else {
+        out.bytes = t.nbytes();
+        std::memcpy(out.data, t.raw(), t.nbytes());
+      }
+    }
+  });
+}
+
+// ---- models ----
+
+tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model) {
+  if (!model) return TERN_ERROR_INVALID_ARGUMENT;
+  *model = new (std::nothrow) tern_model();
+  if (!*model) return TERN_ERROR_MEMORY_LIMIT;
+  tern_model* m = *model;
+  return guarded(&m->error, [&] {
+    need(path, "path");
+    apply_isa(options);
+    const llm::ModelFiles files = llm::resolve_model(path);
+    m->dir = files.dir;
+    m->config = llm::read_model_config(files.dir);
+    const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
+    m->session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o, m->config, true));
+    m->generator = std::make_unique<llm::Generator>(*m->session, m->config);
+    if (m->generator->io().layout != llm::PastLayout::Internal)  // the step API feeds one ring row
+      fail_unsupported("the C API generates over the ring-buffer KV cache, which this model's attention did not take: ",
+                       llm::graph_cache_warning(*m->session));
+    m->tokenizer = llm::load_tokenizer(files.dir);
+    if (m->config.vocab_size <= 0) m->config.vocab_size = m->tokenizer->vocab_size();
+  });
+}
+
+void tern_model_free(tern_model* model) { delete model; }
+const char* tern_model_error(const tern_model* model) { return model ? model->error.c_str() : "model is NULL"; }
+
+#define TERN_LOADED(m)                                                                          \
+  if (!(m)) return TERN_ERROR_INVALID_ARGUMENT;                                                 \
+  if (!(m)->session) {                                                                          \
+    return guarded(&(m)->error, [] { refuse(TERN_ERROR_INVALID_ARGUMENT, "the model did not load"); }); \
+  }
+
+tern_status tern_model_get_info(const tern_model* m, tern_model_info* info) {
+  if (!m || !m->session || !info) return TERN_ERROR_INVALID_ARGUMENT;
+  std::string ignored;
+  return guarded(&ignored, [&] {
+    info->vocab_size = m->config.vocab_size;
+    info->context_length = m->config.context_length;
+    info->window = m->session->options().kv_window;
+    const auto bos = m->tokenizer->encode("", true);
+    info->bos_token_id = bos.empty() ? -1 : bos[0];
+    info->eos_token_id = m->config.eos_token_ids.empty() ? -1 : m->config.eos_token_ids[0];
+  });
+}
+
+tern_status tern_tokenize(tern_model* m, const char* text, int add_bos, int32_t* ids, size_t capacity, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(text, "text");
+    need(count, "count");
+    if (capacity > 0) need(ids, "ids");
+    const auto out = m->tokenizer->encode(text, add_bos != 0);
+    *count = out.size();
+    const size_t n = std::min(capacity, out.size());
+    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(out[i]);
+    if (out.size() > capacity) refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text makes ", out.size(), " tokens; ids holds ", capacity);
+  });
+}
+
+tern_status tern_detokenize(tern_model* m, const int32_t* ids, size_t count, char* text, size_t capacity, size_t* length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(length, "length");
+    if (capacity > 0) need(text, "text");
+    m->text = m->tokenizer->decode(ids_of(m, ids, count));
+    *length = m->text.size();
+    if (m->text.size() + 1 > capacity) {
+      if (capacity > 0) text[0] = '\0';
+      refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text is ", m->text.size(), " bytes and its NUL; text holds ", capacity);
+    }
+    std::memcpy(text, m->text.c_str(), m->text.size() + 1);
+  });
+}
+
+void tern_sampling_default(tern_sampling* s) {
+  if (!s) return;
+  *s = tern_sampling{0.0f, 0, 1.0f, 0.0f, 1.0f, 0};
+}
+
+tern_status tern_model_reset(tern_model* m) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] { reset(m); });
+}
+
+tern_status tern_model_prefill(tern_model* m, const int32_t* ids, size_t count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] { feed(m, ids_of(m, ids, count)); });
+}
+
+tern_status tern_model_set_sampling(tern_model* m, const tern_sampling* sampling) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(sampling, "sampling");
+    m->sampler = sampler_for(*sampling);
+  });
+}
+
+tern_status tern_model_sample(tern_model* m, int32_t* token) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(token, "token");
+    *token = static_cast<int32_t>(choose_next(m));
+  });
+}
+
+tern_status tern_model_step(tern_model* m, int32_t* token) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(token, "token");
+    const int64_t next = choose_next(m);
+    feed(m, {next});
+    *token = static_cast<int32_t>(next);
+  });
+}
+
+tern_status tern_model_logits(tern_model* m, const float** logits, int64_t* vocab) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(logits, "logits");
+    need(vocab, "vocab");
+    if (m->logits.empty()) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+    *logits = m->logits.data();
+    *vocab = static_cast<int64_t>(m->logits.size());
+  });
+}
+
+int64_t tern_model_position(const tern_model* m) { return m ? static_cast<int64_t>(m->tokens.size()) : 0; }
+
+void tern_generate_params_default(tern_generate_params* p) {
+  if (!p) return;
+  *p = tern_generate_params{128, nullptr, nullptr, 0, 0};
+}
+
+tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
+                          void* user_data, int64_t* generated) {
+  TERN_LOADED(m);
+  if (generated) *generated = 0;
+  return guarded(&m->error, [&] {
+    need(prompt, "prompt");
+    tern_generate_params p;
+    tern_generate_params_default(&p);
+    if (params) p = *params;
+    if (p.max_new_tokens < 1) refuse(TERN_ERROR_INVALID_ARGUMENT, "max_new_tokens ", p.max_new_tokens, " (at least 1)");
+    if (p.stop_count > 0) need(p.stop, "stop");
+    std::vector<std::string> stops;
+    for (size_t i = 0; i < p.stop_count; ++i) {
+      need(p.stop[i], "stop[i]");
+      if (!*p.stop[i]) refuse(TERN_ERROR_INVALID_ARGUMENT, "stop string ", i, " is empty");
+      stops.emplace_back(p.stop[i]);
+    }
+    tern_sampling greedy;
+    tern_sampling_default(&greedy);
+    m->sampler = sampler_for(p.sampling ? *p.sampling : greedy);
+    const std::vector<int64_t> ids =
+        p.chat ? llm::encode_chat(*m->tokenizer, llm::detect_chat_family(m->dir), {{"user", prompt}})
+               : m->tokenizer->encode(prompt, true);
+    llm::GenerateOptions check;
+    check.max_new_tokens = p.max_new_tokens;
+    m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary
+    reset(m);
+    feed(m, ids);
+    llm::TextStream text(*m->tokenizer, ids);
+    llm::StopScanner stop(stops);
+    bool more = true;
+    auto deliver = [&](const std::string& piece) {
+      if (more && !piece.empty() && on_text) more = on_text(piece.data(), piece.size(), user_data) == 0;
+    };
+    for (int64_t n = 0; n < p.max_new_tokens && more && !stop.stopped(); ++n) {
+      const int64_t next = choose_next(m);
+      if (generated) ++*generated;
+      const bool eos = std::find(m->config.eos_token_ids.begin(), m->config.eos_token_ids.end(), next) != m->config.eos_token_ids.end();
+      deliver(stop.push(text.push(next)));
+      if (eos) break;
+      if (n + 1 < p.max_new_tokens && more && !stop.stopped()) feed(m, {next});  // (the last one chosen is not fed)
+    }
+    deliver(stop.push(text.flush()));
+    deliver(stop.flush());
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,239 @@
+/* The C API from C (compiled as C99 with -pedantic): statuses and messages for each kind of bad call, the
+ * step API against tern_generate, tokenizer round trips, sampling, stop strings, callbacks, graph runs.
+ * Values checked against the C++ library's own path live in tests/test_c_api.cpp.
+ *   test_c_api MODEL_DIR ONNX_FILE        (tern's models/default, examples/tiny_llama_block/model.onnx) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tern/tern.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                     \
+    }                                                                 \
+  } while (0)
+
+typedef struct {
+  char text[4096];
+  size_t length;
+  int calls, stop_after; /* stop_after > 0: the callback says stop at that call */
+} collected;
+
+static int collect(const char* text, size_t length, void* user_data) {
+  collected* c = (collected*)user_data;
+  if (c->length + length < sizeof c->text) {
+    memcpy(c->text + c->length, text, length);
+    c->length += length;
+    c->text[c->length] = '\0';
+  }
+  ++c->calls;
+  return c->stop_after > 0 && c->calls >= c->stop_after;
+}
+
+static void check_options(void) {
+  tern_options* o = tern_options_create();
+  CHECK(o != NULL);
+  CHECK(tern_options_set_threads(o, -1) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_options_error(o), "threads -1") != NULL);
+  CHECK(tern_options_set_device(o, "tpu") != TERN_OK);
+  CHECK(strstr(tern_options_error(o), "tpu") != NULL);
+  CHECK(tern_options_set_weights(o, "fp8") != TERN_OK);
+  CHECK(tern_options_set_isa(o, "sse9") == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_options_set_isa(o, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_options_set_window(o, -5) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_options_set_threads(o, 2) == TERN_OK);
+  CHECK(tern_options_set_threads(NULL, 2) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_options_free(o);
+  tern_options_free(NULL);
+}
+
+static void check_load_failures(void) {
+  tern_model* m = NULL;
+  CHECK(tern_model_load("/nonexistent/model-folder", NULL, &m) == TERN_ERROR_MODEL);
+  CHECK(m != NULL);
+  CHECK(strstr(tern_model_error(m), "/nonexistent/model-folder") != NULL);
+  /* a handle that did not load refuses everything else, by status */
+  int32_t token = 0;
+  CHECK(tern_model_step(m, &token) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_model_free(m);
+  m = NULL;
+  CHECK(tern_model_load(NULL, NULL, &m) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_model_free(m);
+  CHECK(tern_model_load("x", NULL, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_model_free(NULL);
+  CHECK(tern_model_step(NULL, &token) == TERN_ERROR_INVALID_ARGUMENT);
+}
+
+static void check_model(const char* dir) {
+  tern_options* o = tern_options_create();
+  tern_options_set_threads(o, 2);
+  tern_model* m = NULL;
+  const tern_status loaded = tern_model_load(dir, o, &m);
+  tern_options_free(o);
+  CHECK(loaded == TERN_OK);
+  if (loaded != TERN_OK) {
+    fprintf(stderr, "load: %s\n", tern_model_error(m));
+    tern_model_free(m);
+    return;
+  }
+  tern_model_info info;
+  CHECK(tern_model_get_info(m, &info) == TERN_OK);
+  CHECK(info.vocab_size > 0 && info.window > 0 && info.bos_token_id >= 0);
+
+  /* tokenize: too small a buffer says how many it needs; then the ids read back as the text */
+  const char* prompt = "And God said";
+  int32_t ids[64];
+  size_t n = 0;
+  CHECK(tern_tokenize(m, prompt, 1, ids, 1, &n) == TERN_ERROR_BUFFER_TOO_SMALL);
+  CHECK(n > 1);
+  CHECK(tern_tokenize(m, prompt, 1, ids, 64, &n) == TERN_OK);
+  CHECK(ids[0] == info.bos_token_id);
+  char text[4096];
+  size_t length = 0;
+  CHECK(tern_detokenize(m, ids, n, text, 4, &length) == TERN_ERROR_BUFFER_TOO_SMALL);
+  CHECK(length == strlen(prompt));
+  CHECK(tern_detokenize(m, ids, n, text, sizeof text, &length) == TERN_OK);
+  CHECK(strcmp(text, prompt) == 0);
+
+  /* tern_generate, greedy */
+  tern_generate_params p;
+  tern_generate_params_default(&p);
+  p.max_new_tokens = 16;
+  collected greedy = {{0}, 0, 0, 0};
+  int64_t generated = 0;
+  CHECK(tern_generate(m, prompt, &p, collect, &greedy, &generated) == TERN_OK);
+  CHECK(generated == 16 && greedy.length > 0);
+  CHECK(tern_model_position(m) == (int64_t)n + 15); /* the last token chosen, not fed */
+
+  /* the step API gives the same tokens: the prompt's text plus the streamed text */
+  CHECK(tern_model_reset(m) == TERN_OK);
+  int32_t token = 0;
+  CHECK(tern_model_sample(m, &token) == TERN_ERROR_INVALID_ARGUMENT); /* nothing fed yet */
+  CHECK(strstr(tern_model_error(m), "prefill") != NULL);
+  CHECK(tern_model_prefill(m, ids, n) == TERN_OK);
+  const float* logits = NULL;
+  int64_t vocab = 0;
+  CHECK(tern_model_logits(m, &logits, &vocab) == TERN_OK);
+  CHECK(vocab == info.vocab_size && logits != NULL);
+  int32_t seq[80];
+  memcpy(seq, ids, n * sizeof ids[0]);
+  tern_sampling greedy_sampling;
+  tern_sampling_default(&greedy_sampling);
+  CHECK(tern_model_set_sampling(m, &greedy_sampling) == TERN_OK);
+  for (int i = 0; i < 16; ++i) CHECK(tern_model_step(m, &seq[n + (size_t)i]) == TERN_OK);
+  CHECK(tern_detokenize(m, seq, n + 16, text, sizeof text, &length) == TERN_OK);
+  CHECK(strncmp(text, prompt, strlen(prompt)) == 0);
+  CHECK(strcmp(text + strlen(prompt), greedy.text) == 0);
+
+  /* a bad token id names itself and leaves the model usable */
+  const int32_t bad[2] = {1, (int32_t)info.vocab_size};
+  CHECK(tern_model_prefill(m, bad, 2) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "outside the vocabulary") != NULL);
+  const int32_t negative = -3;
+  CHECK(tern_model_prefill(m, &negative, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  collected again = {{0}, 0, 0, 0};
+  CHECK(tern_generate(m, prompt, &p, collect, &again, NULL) == TERN_OK);
+  CHECK(strcmp(again.text, greedy.text) == 0);
+
+  /* sampling: out of range refused; a seed repeats */
+  tern_sampling s;
+  tern_sampling_default(&s);
+  s.temperature = -1.0f;
+  CHECK(tern_model_set_sampling(m, &s) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "temperature") != NULL);
+  s.temperature = 0.9f;
+  s.top_k = 40;
+  s.seed = 7;
+  p.sampling = &s;
+  collected s1 = {{0}, 0, 0, 0}, s2 = {{0}, 0, 0, 0};
+  CHECK(tern_generate(m, prompt, &p, collect, &s1, NULL) == TERN_OK);
+  CHECK(tern_generate(m, prompt, &p, collect, &s2, NULL) == TERN_OK);
+  CHECK(s1.length > 0 && strcmp(s1.text, s2.text) == 0);
+  p.sampling = NULL;
+
+  /* a stop string: the text before it, never it */
+  if (greedy.length > 8) {
+    char stop[4];
+    memcpy(stop, greedy.text + 5, 3);
+    stop[3] = '\0';
+    const char* stops[1] = {stop};
+    p.stop = stops;
+    p.stop_count = 1;
+    collected stopped = {{0}, 0, 0, 0};
+    CHECK(tern_generate(m, prompt, &p, collect, &stopped, NULL) == TERN_OK);
+    const char* first = strstr(greedy.text, stop);
+    CHECK(first != NULL && stopped.length == (size_t)(first - greedy.text));
+    CHECK(strncmp(stopped.text, greedy.text, stopped.length) == 0);
+    const char* empty[1] = {""};
+    p.stop = empty;
+    CHECK(tern_generate(m, prompt, &p, collect, &stopped, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+    p.stop = NULL;
+    p.stop_count = 0;
+  }
+
+  /* the callback ends it */
+  collected one = {{0}, 0, 0, 1};
+  CHECK(tern_generate(m, prompt, &p, collect, &one, &generated) == TERN_OK);
+  CHECK(one.calls == 1 && generated < 16);
+  p.max_new_tokens = 0;
+  CHECK(tern_generate(m, prompt, &p, collect, &one, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_generate(m, NULL, &p, collect, &one, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_model_free(m);
+}
+
+static void check_graph(const char* onnx) {
+  tern_graph* g = NULL;
+  CHECK(tern_graph_load("/nonexistent.onnx", NULL, &g) == TERN_ERROR_MODEL);
+  CHECK(strstr(tern_graph_error(g), "/nonexistent.onnx") != NULL);
+  tern_graph_free(g);
+  g = NULL;
+  CHECK(tern_graph_load(onnx, NULL, &g) == TERN_OK);
+  CHECK(tern_graph_input_count(g) >= 1 && tern_graph_output_count(g) >= 1);
+  CHECK(tern_graph_input_name(g, 1000) == NULL);
+  /* a feed whose bytes do not match its shape is refused, naming it */
+  float x[4] = {0};
+  tern_tensor in;
+  memset(&in, 0, sizeof in);
+  in.name = tern_graph_input_name(g, 0);
+  in.dtype = TERN_FLOAT32;
+  in.rank = 2;
+  in.shape[0] = 2;
+  in.shape[1] = 3;
+  in.data = x;
+  in.bytes = sizeof x;
+  tern_tensor out;
+  memset(&out, 0, sizeof out);
+  out.name = tern_graph_output_name(g, 0);
+  CHECK(tern_graph_run(g, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_graph_error(g), in.name) != NULL);
+  in.rank = 99;
+  CHECK(tern_graph_run(g, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  in.rank = 1;
+  in.shape[0] = 4;
+  in.dtype = (tern_dtype)42;
+  CHECK(tern_graph_run(g, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_graph_run(NULL, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_graph_free(g);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s MODEL_DIR ONNX_FILE\n", argv[0]);
+    return 2;
+  }
+  CHECK(strlen(tern_version()) > 0);
+  CHECK(strstr(tern_build_info(), tern_version()) != NULL);
+  CHECK(strcmp(tern_status_name(TERN_OK), "ok") == 0);
+  CHECK(strcmp(tern_status_name((tern_status)99), "unknown status") == 0);
+  check_options();
+  check_load_failures();
+  check_model(argv[1]);
+  check_graph(argv[2]);
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  else printf("C API: every check passed\n");
+  return failures ? 1 : 0;
+}
