@@ -153,6 +153,41 @@ kill -TERM "$server_pid"
 wait "$server_pid"
 echo "serve: a full queue answers 429 with Retry-After; SIGTERM stops the server"
 
+# The deadline (--timeout 0.1 s): a request still queued or running when it passes is answered 504 then —
+# streamed as an error event — and leaves the queue unrun; no answer comes much after its deadline.
+start_server slow --parallel 1 --queue 8 --timeout 0.1 --threads 1
+# (A long prompt: each admission costs a prefill longer than the gaps between the requests' arrivals, so
+# those behind a request that ran into its deadline are past theirs too and must leave the queue unrun.)
+long_prompt=$(python3 -c "print('And God said unto Moses, ' * 34)")  # 206 tokens
+for i in 1 2 3 4 5 6 7 8; do
+  stream=$([ $i = 8 ] && echo true || echo false)
+  curl -s -o "$work/body$i" -w '%{http_code} %{time_total}' -H 'Content-Type: application/json' \
+    --data-binary "{\"prompt\": \"$long_prompt\", \"max_tokens\": 16, \"temperature\": 0, \"stream\": $stream}" \
+    "$url/v1/completions" > "$work/status$i" &
+done
+wait_jobs
+late=0 timeouts=0
+for i in 1 2 3 4 5 6 7 8; do
+  read -r code seconds <<< "$(cat "$work/status$i")"
+  python3 -c "import sys; sys.exit(float(sys.argv[1]) > 0.1 + 0.4)" "$seconds" || { echo "request $i answered after $seconds s"; late=1; }
+  if [ $i = 8 ]; then  # streamed: 200, then either the whole text or the timeout error event, then [DONE]
+    [ "$code" = 200 ] && grep -q 'data: \[DONE\]' "$work/body$i" || { echo "stream: HTTP $code: $(cat "$work/body$i")"; exit 1; }
+    grep -q "ran past the server's timeout" "$work/body$i" && timeouts=$((timeouts + 1))
+    continue
+  fi
+  case $code in
+    200) ;;
+    504) timeouts=$((timeouts + 1)); grep -q "ran past the server's timeout" "$work/body$i" ;;
+    *) echo "request $i: HTTP $code: $(cat "$work/body$i")"; exit 1 ;;
+  esac
+done
+[ $late = 0 ] && [ $timeouts -ge 1 ] || { echo "deadline: $timeouts timed out, late: $late"; exit 1; }
+dropped=$(curl -s "$url/metrics" | awk '$1 == "tern_queue_dropped_total" {print $2}')
+[ "${dropped:-0}" -ge 1 ] || { echo "no request left the queue unrun (tern_queue_dropped_total '$dropped')"; exit 1; }
+kill -TERM "$server_pid"
+wait "$server_pid"
+echo "serve: $timeouts of 8 requests past the 0.1 s deadline answered 504 within 0.4 s of it ($dropped never run)"
+
 # Two replicas behind nginx: requests spread over both and all complete (replicas share nothing).
 nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
 if [ -z "$nginx_bin" ]; then

@@ -73,6 +73,12 @@ struct Exchange {
       if (!c.done) return false;
     return true;
   }
+  // (under mu) True once the client went away or the deadline passed (then timed_out): its sequences
+  // stop at their next token, or leave the queue before they take a row.
+  bool expired(Clock::time_point now) {
+    if (!cancelled && !all_done() && now > deadline) timed_out = true;
+    return cancelled || timed_out;
+  }
 };
 
 std::string random_id(const char* prefix) {
@@ -104,7 +110,11 @@ struct Server::Impl {
   // The scheduler's queue: requests waiting for rows, each its n choices (one prompt). Guarded by mu.
   std::mutex mu;
   std::condition_variable wake;
-  std::deque<std::vector<llm::SequenceRequest>> pending;
+  struct Waiting {
+    std::shared_ptr<Exchange> ex;
+    std::vector<llm::SequenceRequest> group;  // its n choices
+  };
+  std::deque<Waiting> pending;
   int64_t pending_sequences = 0;
   bool stopping = false;
   std::thread scheduler;
@@ -115,7 +125,7 @@ struct Server::Impl {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
-  std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0};
+  std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0}, dropped{0};
 
   explicit Impl(const ServerOptions& o) : opt(o) {
     const llm::ModelFiles files = llm::resolve_model(o.model_path);
@@ -150,18 +160,37 @@ struct Server::Impl {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mu);
-        wake.wait(lock, [&] { return stopping || !pending.empty() || batcher->active() > 0; });
+        // Idle with requests queued (every row taken by others): wake to drop those past their deadline.
+        wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping || !pending.empty() || batcher->active() > 0; });
         if (stopping) {  // every waiting client gets its answer: an error
           batcher->end_all();
-          for (auto& group : pending)
-            for (auto& r : group)
+          for (auto& w : pending)
+            for (auto& r : w.group)
               if (r.on_finish) r.on_finish(llm::FinishReason::Error);
           pending.clear();
           return;
         }
+        // Requests whose client left or whose deadline passed while they waited leave the queue unrun.
+        const auto now = Clock::now();
+        for (auto it = pending.begin(); it != pending.end();) {
+          bool gone;
+          {
+            std::lock_guard<std::mutex> ex_lock(it->ex->mu);
+            gone = it->ex->expired(now);
+          }
+          if (!gone) {
+            ++it;
+            continue;
+          }
+          for (auto& r : it->group)
+            if (r.on_finish) r.on_finish(llm::FinishReason::Stop);
+          pending_sequences -= static_cast<int64_t>(it->group.size());
+          it = pending.erase(it);
+          ++dropped;
+        }
         // First come, first served: a request waits until its n choices have rows.
-        while (!pending.empty() && static_cast<int64_t>(pending.front().size()) <= batcher->free_rows()) {
-          std::vector<llm::SequenceRequest> group = std::move(pending.front());
+        while (!pending.empty() && static_cast<int64_t>(pending.front().group.size()) <= batcher->free_rows()) {
+          std::vector<llm::SequenceRequest> group = std::move(pending.front().group);
           pending.pop_front();
           pending_sequences -= static_cast<int64_t>(group.size());
           try {
@@ -228,7 +257,7 @@ struct Server::Impl {
         throw ApiError(429, "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting; retry later", "",
                        "rate_limit_exceeded");
       pending_sequences += static_cast<int64_t>(seqs.size());
-      pending.push_back(std::move(seqs));
+      pending.push_back({ex, std::move(seqs)});
     }
     wake.notify_one();
     return ex;
@@ -251,9 +280,9 @@ struct Server::Impl {
     ++c.tokens;
     c.ready += c.stops.push(c.text->push(token));
     if (c.stops.stopped()) c.finish_reason = "stop";
-    if (now > ex.deadline) ex.timed_out = true;
+    const bool gone = ex.expired(now);
     ex.cv.notify_all();
-    return !c.stops.stopped() && !ex.timed_out;
+    return !c.stops.stopped() && !gone;
   }
 
   static void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
@@ -288,8 +317,11 @@ struct Server::Impl {
     const int64_t created = unix_now();
     const std::string echo = r.echo ? r.prompt : "";
     if (!r.stream) {
+      // The answer, or the deadline: then the sequences stop at their next token (or leave the queue) and
+      // the client gets its 504 at once. (cpp-httplib 0.11 tells a handler nothing of a client that left
+      // before its response; the deadline bounds the work such a request can cost.)
       std::unique_lock<std::mutex> lock(ex->mu);
-      ex->cv.wait(lock, [&] { return ex->all_done(); });
+      if (!ex->cv.wait_until(lock, ex->deadline, [&] { return ex->all_done(); })) ex->expired(Clock::now());
       if (ex->timed_out) return reply_error(res, endpoint, ApiError(504, "the request ran past the server's timeout", "", "timeout"));
       if (!ex->error.empty()) return reply_error(res, endpoint, ApiError(500, ex->error, "", "server_error"));
       std::vector<Choice> choices;
@@ -324,6 +356,9 @@ struct Server::Impl {
               return false;
             };
             ex->cv.wait_for(lock, std::chrono::milliseconds(200), has_news);
+            if (ex->expired(Clock::now()) && !ex->all_done()) {  // past the deadline: the error now, not at the next token
+              for (size_t i = 0; i < ex->choices.size(); ++i) ex->choices[i].done = true;
+            }
             for (size_t i = 0; i < ex->choices.size(); ++i) {
               auto& c = ex->choices[i];
               const bool open = !st->opened[i];
@@ -374,6 +409,8 @@ struct Server::Impl {
       << "tern_generation_tokens_total " << completion_tokens << "\n";
     o << "# HELP tern_decode_steps_total Batched model runs.\n# TYPE tern_decode_steps_total counter\n"
       << "tern_decode_steps_total " << steps.load() << "\n";
+    o << "# HELP tern_queue_dropped_total Requests that left the queue unrun: their deadline passed or their client left.\n"
+      << "# TYPE tern_queue_dropped_total counter\ntern_queue_dropped_total " << dropped.load() << "\n";
     int64_t queued;
     {
       std::lock_guard<std::mutex> lock(mu);
