@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
-# build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-fuzz/ with --fuzz: the libFuzzer binary,
-# clang 14 with AddressSanitizer + UBSan, CPU only).
+# build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-aarch64/ with --aarch64: cross-compiled for
+# AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, clang 14 with AddressSanitizer + UBSan, CPU only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
@@ -13,6 +13,9 @@ case "${1:-}" in
   --no-opencl)  # the CPU-only build: no OpenCL package compiled in or linked
     dir=build-no-opencl
     flags+=(-DTERN_OPENCL=OFF) ;;
+  --aarch64)  # cross-compiled for AArch64 (cmake/aarch64-linux-gnu.cmake); ctest runs it under qemu-aarch64
+    dir=build-aarch64
+    flags+=(-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake) ;;
   --fuzz)
     dir=build-fuzz
     export CC=clang-14 CXX=clang++-14

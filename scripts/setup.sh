@@ -14,13 +14,20 @@ packages=(
 # types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
 # (scripts/fuzz.sh), nginx balances two `tern serve` replicas (tests/cli_serve.sh).
 [ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev nginx-light)
+# --aarch64 (and --ci): the AArch64 cross build — Debian's cross compiler, arm64 multiarch libraries and
+# qemu-user to run it. (libonnx-dev:arm64 cannot sit beside the amd64 one — both ship /usr/lib/libonnxifi.so
+# — so only its runtime library is installed; cmake/aarch64-linux-gnu.cmake uses the host's headers.)
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+if [ "${1:-}" = "--ci" ] || [ "${1:-}" = "--aarch64" ]; then
+  packages+=(g++-aarch64-linux-gnu qemu-user libprotobuf-dev:arm64 libonnx1:arm64 libgomp1:arm64 libstdc++6:arm64)
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo_cmd dpkg --add-architecture arm64
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  sudo_cmd=""
-  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"

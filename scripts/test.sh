@@ -2,14 +2,26 @@
 # Builds and runs every test: unit tests, CLI checks and the ONNX node-test conformance suite
 # (which reads ../shared/onnx-node-tests and skips with a message when it is absent).
 # --sanitize does the same in a separate AddressSanitizer + UBSan build, --no-opencl in a build without
-# the OpenCL path (-DTERN_OPENCL=OFF).
+# the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
+# qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh "$@"
 dir=build
 [ "${1:-}" = "--sanitize" ] && dir=build-asan
 [ "${1:-}" = "--no-opencl" ] && dir=build-no-opencl
+[ "${1:-}" = "--aarch64" ] && dir=build-aarch64
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt  # PoCL's own allocations
-"$dir/tern" devices | sed -n 1p  # the kernels' ISA tier on this machine (the kernel tests run every tier it has)
+run=()
+[ "$dir" = build-aarch64 ] && run=(qemu-aarch64)
+"${run[@]}" "$dir/tern" devices | sed -n 1p  # the kernels' ISA tier here (the kernel tests run every tier it has)
 ctest --test-dir "$dir" --output-on-failure
+if [ "$dir" = build-aarch64 ] && [ -x build/tern ]; then  # the same text as the x86-64 build, byte for byte
+  for model in models/default; do
+    a=$(build/tern generate --model "$model" --prompt "And God said" --max-new-tokens 48 --greedy 2>/dev/null)
+    b=$("${run[@]}" build-aarch64/tern generate --model "$model" --prompt "And God said" --max-new-tokens 48 --greedy 2>/dev/null)
+    [ "$a" = "$b" ] || { printf 'x86-64:  %s\naarch64: %s\n' "$a" "$b"; exit 1; }
+    echo "aarch64 and x86-64 generate the same text from $model"
+  done
+fi

@@ -254,8 +254,8 @@ tern_status tern_options_set_isa(tern_options* o, const char* isa) {
   return guarded(&o->error, [&] {
     need(isa, "isa");
     const std::string name = isa;
-    if (name != "avx2" && name != "avxvnni" && name != "avx512" && name != "avx512vnni")
-      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (avx2, avxvnni, avx512 or avx512vnni)");
+    if (name != "avx2" && name != "avxvnni" && name != "avx512" && name != "avx512vnni" && name != "neon" && name != "neondot")
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (avx2, avxvnni, avx512, avx512vnni; neon, neondot)");
     o->isa = name;
   });
 }

@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include "core/error.h"
 
@@ -29,12 +31,27 @@ enum class DType : int32_t {
   Int4 = 22,
 };
 
-// IEEE half: stored as bits, arithmetic happens in float (F16C is part of x86-64-v3).
+// IEEE half: stored as bits, arithmetic happens in float — converted by F16C on x86-64 (part of
+// x86-64-v3) and by the FP16 conversions every AArch64 core has (__fp16), both rounding to nearest even.
 struct f16 {
   uint16_t bits = 0;
   f16() = default;
+#if defined(__x86_64__)
   explicit f16(float f) : bits(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) {}
   operator float() const { return _cvtsh_ss(bits); }
+#elif defined(__aarch64__)
+  explicit f16(float f) {
+    const __fp16 h = static_cast<__fp16>(f);
+    std::memcpy(&bits, &h, 2);
+  }
+  operator float() const {
+    __fp16 h;
+    std::memcpy(&h, &bits, 2);
+    return static_cast<float>(h);
+  }
+#else
+#error "tern builds for x86-64 and AArch64"
+#endif
 };
 
 // bfloat16: the top half of a float, rounded to nearest even.

@@ -4,11 +4,16 @@
 #include <iostream>
 #include <thread>
 
+#ifdef TERN_SERVE
 #include "tools/serve/server.h"
+#endif
 
 namespace tern::cli {
 
 int serve(int argc, char** argv) {
+#ifndef TERN_SERVE
+  fail_unsupported("this tern was built without tern serve (-DTERN_SERVE=OFF)");
+#else
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
   Flags f = parse(argc, argv, 3, {"prefault", "no-pack"});
   serve::ServerOptions o;
@@ -40,6 +45,7 @@ int serve(int argc, char** argv) {
   if (!ok) fail("cannot listen on ", o.host, ":", o.port, " (in use, or not an address of this machine)");
   std::cerr << "tern serve: stopped\n";
   return 0;
+#endif
 }
 
 }  // namespace tern::cli

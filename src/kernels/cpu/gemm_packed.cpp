@@ -12,6 +12,8 @@
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace tern::kernels {
@@ -35,6 +37,11 @@ batch load_lanes(const T* p) {
     const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
     if constexpr (std::is_same_v<T, f16>) return batch(_mm256_cvtph_ps(h));
     else return batch(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+#elif defined(__aarch64__)
+    static_assert(kLanes == 4, "the fp16/bf16 widening below is written for NEON's 4 lanes");
+    const uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(p));
+    if constexpr (std::is_same_v<T, f16>) return batch(vcvt_f32_f16(vreinterpret_f16_u16(h)));
+    else return batch(vreinterpretq_f32_u32(vshll_n_u16(h, 16)));
 #else
     alignas(64) float f[kLanes];
     for (int64_t i = 0; i < kLanes; ++i) f[i] = static_cast<float>(p[i]);

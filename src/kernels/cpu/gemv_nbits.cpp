@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/x86/gemv_nbits_i8.h"
+#include "kernels/cpu/gemv_nbits_i8.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -211,9 +211,13 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
 
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const Int8Row&, const NBitsWeights&, int64_t, int64_t, float*);
+#if defined(__x86_64__)
   const RowsFn rows_fn = isa == Isa::Avx512Vnni ? gemv_nbits_i8_avx512vnni
                          : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
                                                 : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
+#elif defined(__aarch64__)
+  const RowsFn rows_fn = isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
+#endif
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
   // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
   thread_local std::vector<int8_t> xq;

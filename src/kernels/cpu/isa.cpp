@@ -1,6 +1,11 @@
 #include "kernels/cpu/isa.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <atomic>
 #include <cstdlib>
@@ -12,6 +17,7 @@
 namespace tern::kernels {
 namespace {
 
+#if defined(__x86_64__)
 // Features __builtin_cpu_supports does not name in every compiler tern builds with (clang 14 knows
 // neither "avxvnni" nor "amx-tile"), read from CPUID leaf 7 directly.
 bool avx_vnni() {
@@ -34,11 +40,24 @@ bool can_run(Isa isa) {
     case Isa::AvxVnni: return avx_vnni();
     case Isa::Avx512: return has_avx512();
     case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
+    default: return false;
   }
-  return false;
 }
 
 constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni};
+#elif defined(__aarch64__)
+bool hwcap(unsigned long bit) { return (getauxval(AT_HWCAP) & bit) != 0; }
+
+bool can_run(Isa isa) {
+  switch (isa) {
+    case Isa::Neon: return true;  // the baseline
+    case Isa::NeonDot: return hwcap(HWCAP_ASIMDDP);
+    default: return false;
+  }
+}
+
+constexpr Isa kAll[] = {Isa::Neon, Isa::NeonDot};
+#endif
 
 // The tier named `name`; `source` says where the name came from ("TERN_ISA=", "isa ").
 Isa tier_named(const std::string& name, const char* source) {
@@ -47,7 +66,9 @@ Isa tier_named(const std::string& name, const char* source) {
       if (!can_run(isa)) fail(source, name, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
       return isa;
     }
-  fail(source, name, ": unknown tier (use avx2, avxvnni, avx512 or avx512vnni)");
+  std::string names;
+  for (Isa isa : kAll) names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
+  fail(source, name, ": unknown tier (use ", names, ")");
 }
 
 std::mutex choice_mutex;
@@ -61,6 +82,8 @@ const char* isa_name(Isa isa) {
     case Isa::AvxVnni: return "avxvnni";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Neon: return "neon";
+    case Isa::NeonDot: return "neondot";
   }
   return "?";
 }
@@ -101,6 +124,7 @@ std::string cpu_feature_list() {
     if (!out.empty()) out += ' ';
     out += name;
   };
+#if defined(__x86_64__)
   add("avx2", __builtin_cpu_supports("avx2"));
   add("fma", __builtin_cpu_supports("fma"));
   add("avxvnni", avx_vnni());
@@ -111,6 +135,14 @@ std::string cpu_feature_list() {
   add("avx512vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512bf16", __builtin_cpu_supports("avx512bf16"));
   add("amx-tile", amx_tile());
+#elif defined(__aarch64__)
+  add("neon", hwcap(HWCAP_ASIMD));
+  add("fp16", hwcap(HWCAP_FPHP));
+  add("asimddp", hwcap(HWCAP_ASIMDDP));
+  add("sve", hwcap(HWCAP_SVE));
+  add("i8mm", (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0);
+  add("bf16", (getauxval(AT_HWCAP2) & HWCAP2_BF16) != 0);
+#endif
   return out;
 }
 

@@ -1,13 +1,16 @@
-// The x86 instruction-set tier the CPU kernels run at, chosen once at start from cpuid: one binary runs
-// on every x86-64-v3 machine and uses what the one it runs on has. TERN_ISA=avx2|avxvnni|avx512|avx512vnni
-// forces a lower tier (for tests and for comparing paths); asking for one the CPU lacks is an error.
+// The instruction-set tier the CPU kernels run at, chosen once at start (cpuid on x86-64, the kernel's
+// hwcaps on AArch64): one binary runs on every machine of its architecture and uses what the one it runs on
+// has. TERN_ISA=<tier> forces a lower tier (for tests and for comparing paths); asking for one the CPU
+// lacks is an error.
 //
-// Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp, compiled
-// with that tier's flags):
-//   avx2        AVX2, FMA, F16C — the build's baseline (-march=x86-64-v3)
-//   avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
-//   avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
-//   avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
+// Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp or
+// arm/*_<tier>.cpp, compiled with that tier's flags):
+//   x86-64:   avx2        AVX2, FMA, F16C — the build's baseline (-march=x86-64-v3)
+//             avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
+//             avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
+//             avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
+//   AArch64:  neon        Advanced SIMD and FP16 conversions — every AArch64 core (-march=armv8-a)
+//             neondot     + the int8 dot product (sdot, ARMv8.2 DotProd) — Cortex-A55/A76 on, Apple M, Graviton 2+
 // A machine's tier is the highest whose instructions it has all of.
 #pragma once
 #include <string>
@@ -15,10 +18,10 @@
 
 namespace tern::kernels {
 
-enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni };
+enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Neon, NeonDot };
 
 const char* isa_name(Isa isa);
-// Every tier this CPU can execute, lowest first (always starts with avx2).
+// Every tier this CPU can execute, lowest first (always starts with the baseline: avx2 or neon).
 std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
@@ -26,8 +29,8 @@ Isa active_isa();
 // Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
 // before the tier is first used, or asking for the one in use: the choice is made once per process.
 void request_isa(const std::string& name);
-// The x86 features the tiers (and later kernels) care about that this CPU has, for `tern devices` and
-// `tern bench --machine`: "avx2 fma avxvnni avx512f … avx512bf16".
+// The features the tiers (and later kernels) care about that this CPU has, for `tern devices` and
+// `tern bench --machine`: "avx2 fma avxvnni avx512f … avx512bf16", or "neon asimddp …".
 std::string cpu_feature_list();
 
 }  // namespace tern::kernels

@@ -1,7 +1,9 @@
 #include "kernels/cpu/parallel.h"
 
-#include <immintrin.h>
 #include <sched.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +16,15 @@
 
 namespace tern::kernels {
 namespace {
+
+// A spin-wait's pause: the core lets its sibling thread run and saves power.
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 // How long an idle worker spins before it sleeps: a decode step's products follow each other within
 // microseconds (the small ops between them run on the caller), so workers stay awake through a step and
@@ -52,7 +63,7 @@ class Pool {
     // The chunks others took: wait for them, yielding the core after a while in case the thread holding
     // one is waiting for it.
     for (int spins = 0; done_.load(std::memory_order_acquire) < chunks_; ++spins) {
-      if (spins < 2000) _mm_pause();
+      if (spins < 2000) cpu_relax();
       else sched_yield();
     }
     return true;
@@ -93,7 +104,7 @@ class Pool {
       const auto spin_until = std::chrono::steady_clock::now() + kSpin;
       int polls = 0;
       while (wake_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed)) {
-        _mm_pause();
+        cpu_relax();
         if (++polls % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
           sleepers_.fetch_add(1);
           {

@@ -8,7 +8,7 @@
 #pragma once
 #include <immintrin.h>
 
-#include "kernels/cpu/x86/gemv_nbits_i8.h"
+#include "kernels/cpu/gemv_nbits_i8.h"
 
 namespace tern::kernels {
 namespace {

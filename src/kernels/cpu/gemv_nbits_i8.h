@@ -3,7 +3,8 @@
 // products replace the float unpacking of gemv_nbits: per block of row n,
 //   y[n] += ws[n,kb] · xs[kb] · (Σ_k q[n,k] · xq[k] − zp[n,kb] · Σ_k xq[k])
 // with the products summed exactly in int32. One entry point per ISA tier (x86/gemv_nbits_i8_<tier>.cpp,
-// each compiled with its tier's flags); gemv_nbits.cpp quantizes the activations and picks the tier.
+// arm/gemv_nbits_i8_<tier>.cpp, each compiled with its tier's flags); gemv_nbits.cpp quantizes the
+// activations and picks the tier.
 #pragma once
 #include <cstdint>
 
@@ -23,8 +24,13 @@ struct Int8Row {
 };
 
 // y[n] for n in [n0, n1). Weights of 4 or 8 bits, block a multiple of 32.
+#if defined(__x86_64__)
 void gemv_nbits_i8_avx2(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
 void gemv_nbits_i8_avxvnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
 void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+#elif defined(__aarch64__)
+void gemv_nbits_i8_neon(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+void gemv_nbits_i8_neondot(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+#endif
 
 }  // namespace tern::kernels

@@ -1,0 +1,17 @@
+// ARMv8.2 DotProd: sdot adds four s8·s8 products into each int32 lane in one instruction.
+#include "kernels/cpu/arm/gemv_nbits_i8_impl.h"
+
+namespace tern::kernels {
+namespace {
+
+struct DotNeonDot {
+  static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
+};
+
+}  // namespace
+
+void gemv_nbits_i8_neondot(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
+  gemv_rows<DotNeonDot>(x, w, n0, n1, y);
+}
+
+}  // namespace tern::kernels
