@@ -75,13 +75,24 @@ tern_status guarded(std::string* error, Body&& body) {
   return status;
 }
 
-DType dtype_from_c(tern_dtype t, const std::string& tensor) {
+// The integer a caller put in an enum field or argument, read without an enum-typed load: C lets any int
+// through, and in C++ a value outside the enumerators' range is undefined (UBSan stops on it).
+template <typename Enum>
+int raw_value(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+DType dtype_from_c(const tern_dtype& field, const std::string& tensor) {
+  const int t = raw_value(field);
   switch (t) {
     case TERN_FLOAT32: case TERN_UINT8: case TERN_INT8: case TERN_INT32: case TERN_INT64: case TERN_BOOL:
     case TERN_FLOAT16: case TERN_BFLOAT16:
       return static_cast<DType>(t);
   }
-  refuse(TERN_ERROR_INVALID_ARGUMENT, "tensor '", tensor, "': dtype ", static_cast<int>(t), " is not a tern_dtype");
+  refuse(TERN_ERROR_INVALID_ARGUMENT, "tensor '", tensor, "': dtype ", t, " is not a tern_dtype");
 }
 
 tern_dtype c_dtype(DType t, const std::string& tensor) {
@@ -200,7 +211,7 @@ void reset(tern_model* m) {
 extern "C" {
 
 const char* tern_status_name(tern_status status) {
-  switch (status) {
+  switch (raw_value(status)) {
     case TERN_OK: return "ok";
     case TERN_ERROR_INVALID_ARGUMENT: return "invalid argument";
     case TERN_ERROR_MODEL: return "model or input error";
