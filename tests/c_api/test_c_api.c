@@ -1,7 +1,8 @@
 /* The C API from C (compiled as C99 with -pedantic): statuses and messages for each kind of bad call, the
  * step API against tern_generate, tokenizer round trips, sampling, stop strings, callbacks, graph runs.
  * Values checked against the C++ library's own path live in tests/test_c_api.cpp.
- *   test_c_api MODEL_DIR ONNX_FILE        (tern's models/default, examples/tiny_llama_block/model.onnx) */
+ *   test_c_api MODEL_DIR ONNX_FILE BAD_INPUTS_DIR
+ *   (tern's models/default, examples/tiny_llama_block/model.onnx, tests/bad_inputs/onnx_model) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,32 @@ static void check_load_failures(void) {
   CHECK(tern_model_load("x", NULL, NULL) == TERN_ERROR_INVALID_ARGUMENT);
   tern_model_free(NULL);
   CHECK(tern_model_step(NULL, &token) == TERN_ERROR_INVALID_ARGUMENT);
+}
+
+/* Each class of failure a load can meet comes back as its status, with a message naming what is wrong. */
+static void check_load_classes(const char* model_dir, const char* bad) {
+  char path[4096];
+  tern_graph* g = NULL;
+  snprintf(path, sizeof path, "%s/unknown_op.onnx", bad);
+  CHECK(tern_graph_load(path, NULL, &g) == TERN_ERROR_UNSUPPORTED);
+  tern_graph_free(g);
+  g = NULL;
+  snprintf(path, sizeof path, "%s/ext_dotdot.onnx", bad); /* external data outside the model folder */
+  CHECK(tern_graph_load(path, NULL, &g) == TERN_ERROR_MODEL);
+  CHECK(strstr(tern_graph_error(g), "..") != NULL || strstr(tern_graph_error(g), "outside") != NULL);
+  tern_graph_free(g);
+  g = NULL;
+  snprintf(path, sizeof path, "%s/truncated.onnx", bad);
+  CHECK(tern_graph_load(path, NULL, &g) == TERN_ERROR_MODEL);
+  tern_graph_free(g);
+  /* the memory cap: 1 MB cannot hold the default model's packed weights */
+  tern_options* o = tern_options_create();
+  CHECK(tern_options_set_max_memory(o, 1u << 20) == TERN_OK);
+  tern_model* m = NULL;
+  CHECK(tern_model_load(model_dir, o, &m) == TERN_ERROR_MEMORY_LIMIT);
+  CHECK(strstr(tern_model_error(m), "memory") != NULL);
+  tern_model_free(m);
+  tern_options_free(o);
 }
 
 static void check_model(const char* dir) {
@@ -221,8 +248,8 @@ static void check_graph(const char* onnx) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s MODEL_DIR ONNX_FILE\n", argv[0]);
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s MODEL_DIR ONNX_FILE BAD_INPUTS_DIR\n", argv[0]);
     return 2;
   }
   CHECK(strlen(tern_version()) > 0);
@@ -231,7 +258,8 @@ int main(int argc, char** argv) {
   CHECK(strcmp(tern_status_name((tern_status)99), "unknown status") == 0);
   check_options();
   check_load_failures();
-  check_model(argv[1]);
+  check_load_classes(argv[1], argv[3]);
+  check_model(argv[1]); /* (its load sets the memory cap back: no cap but the machine's) */
   check_graph(argv[2]);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
   else printf("C API: every check passed\n");
