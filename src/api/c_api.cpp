@@ -127,23 +127,29 @@ struct tern_model {
   std::unique_ptr<Session> session;
   std::unique_ptr<llm::Generator> generator;
   std::unique_ptr<llm::Tokenizer> tokenizer;
-  // The one sequence: its tokens (all fed), the logits after the last, and the sampler's state.
+  // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next
+  // run, null before the first — and the sampler's state.
   std::vector<int64_t> tokens;
-  std::vector<float> logits;
+  const float* logits = nullptr;
+  int64_t vocab = 0;
   llm::Sampler sampler{llm::SamplingOptions{}};
+  // Generator::run_rows' arguments (one sequence, ring row 0), kept so that a decode step allocates nothing.
+  std::vector<std::vector<int64_t>> new_tokens{1};
+  std::vector<int64_t> held{0}, ring_rows{0};
   std::string text;  // tern_detokenize's result until the next call
 };
 
 namespace {
 
-SessionOptions graph_options(const tern_options* o) {
-  SessionOptions s;
-  if (!o) return s;
-  s.threads = o->decoder.threads;
-  s.device = parse_device(o->decoder.device);
-  s.weights = parse_weight_format(o->decoder.weights);
-  if (!o->decoder.max_memory.empty()) s.max_memory = llm::parse_memory_size(o->decoder.max_memory);
-  return s;
+// A handle made with its error slot, then `body(handle)` run guarded: a failure leaves the handle holding
+// its message (only running out of memory for the handle itself returns none).
+template <typename Handle, typename Body>
+tern_status create(Handle** out, Body&& body) {
+  if (!out) return TERN_ERROR_INVALID_ARGUMENT;
+  *out = new (std::nothrow) Handle();
+  if (!*out) return TERN_ERROR_MEMORY_LIMIT;
+  Handle* h = *out;
+  return guarded(&h->error, [&] { body(*h); });
 }
 
 void apply_isa(const tern_options* o) {
@@ -186,24 +192,26 @@ std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t coun
   return out;
 }
 
-// Feeds `ids` after what the sequence holds; the logits of the last become current.
-void feed(tern_model* m, const std::vector<int64_t>& ids) {
-  if (ids.empty()) return;
-  const int64_t held = static_cast<int64_t>(m->tokens.size());
-  const Tensor& logits = m->generator->run_rows({ids}, {held}, {0}, 1);
-  m->tokens.insert(m->tokens.end(), ids.begin(), ids.end());
-  m->logits.assign(logits.data<float>(), logits.data<float>() + logits.dim(1));
+// Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
+void feed(tern_model* m, const int64_t* ids, size_t n) {
+  if (n == 0) return;
+  m->new_tokens[0].assign(ids, ids + n);
+  m->held[0] = static_cast<int64_t>(m->tokens.size());
+  const Tensor& logits = m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
+  m->tokens.insert(m->tokens.end(), ids, ids + n);
+  m->logits = logits.data<float>();
+  m->vocab = logits.dim(1);
 }
 
 int64_t choose_next(tern_model* m) {
-  if (m->logits.empty()) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
-  return m->sampler.next(m->logits.data(), static_cast<int64_t>(m->logits.size()), m->tokens);
+  if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+  return m->sampler.next(m->logits, m->vocab, m->tokens);
 }
 
 void reset(tern_model* m) {
   m->session->reset_row(0);
   m->tokens.clear();
-  m->logits.clear();
+  m->logits = nullptr;
 }
 
 }  // namespace
@@ -306,14 +314,10 @@ tern_status tern_options_set_weights(tern_options* o, const char* format) {
 // ---- graphs ----
 
 tern_status tern_graph_load(const char* onnx_path, const tern_options* options, tern_graph** graph) {
-  if (!graph) return TERN_ERROR_INVALID_ARGUMENT;
-  *graph = new (std::nothrow) tern_graph();
-  if (!*graph) return TERN_ERROR_MEMORY_LIMIT;
-  tern_graph* g = *graph;
-  return guarded(&g->error, [&] {
+  return create(graph, [&](tern_graph& g) {
     need(onnx_path, "onnx_path");
     apply_isa(options);
-    g->session = std::make_unique<Session>(onnx_path, graph_options(options));
+    g.session = std::make_unique<Session>(onnx_path, llm::load_session_options(options ? options->decoder : llm::DecoderOptions{}));
   });
 }
 
@@ -380,24 +384,20 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
 // ---- models ----
 
 tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model) {
-  if (!model) return TERN_ERROR_INVALID_ARGUMENT;
-  *model = new (std::nothrow) tern_model();
-  if (!*model) return TERN_ERROR_MEMORY_LIMIT;
-  tern_model* m = *model;
-  return guarded(&m->error, [&] {
+  return create(model, [&](tern_model& m) {
     need(path, "path");
     apply_isa(options);
     const llm::ModelFiles files = llm::resolve_model(path);
-    m->dir = files.dir;
-    m->config = llm::read_model_config(files.dir);
+    m.dir = files.dir;
+    m.config = llm::read_model_config(files.dir);
     const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
-    m->session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o, m->config, true));
-    m->generator = std::make_unique<llm::Generator>(*m->session, m->config);
-    if (m->generator->io().layout != llm::PastLayout::Internal)  // the step API feeds one ring row
+    m.session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
+    m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
+    if (m.generator->io().layout != llm::PastLayout::Internal)  // the step API feeds one ring row
       fail_unsupported("the C API generates over the ring-buffer KV cache, which this model's attention did not take: ",
-                       llm::graph_cache_warning(*m->session));
-    m->tokenizer = llm::load_tokenizer(files.dir);
-    if (m->config.vocab_size <= 0) m->config.vocab_size = m->tokenizer->vocab_size();
+                       llm::graph_cache_warning(*m.session));
+    m.tokenizer = llm::load_tokenizer(files.dir);
+    if (m.config.vocab_size <= 0) m.config.vocab_size = m.tokenizer->vocab_size();
   });
 }
 
@@ -464,7 +464,10 @@ tern_status tern_model_reset(tern_model* m) {
 
 tern_status tern_model_prefill(tern_model* m, const int32_t* ids, size_t count) {
   TERN_LOADED(m);
-  return guarded(&m->error, [&] { feed(m, ids_of(m, ids, count)); });
+  return guarded(&m->error, [&] {
+    const std::vector<int64_t> checked = ids_of(m, ids, count);
+    feed(m, checked.data(), checked.size());
+  });
 }
 
 tern_status tern_model_set_sampling(tern_model* m, const tern_sampling* sampling) {
@@ -488,7 +491,7 @@ tern_status tern_model_step(tern_model* m, int32_t* token) {
   return guarded(&m->error, [&] {
     need(token, "token");
     const int64_t next = choose_next(m);
-    feed(m, {next});
+    feed(m, &next, 1);
     *token = static_cast<int32_t>(next);
   });
 }
@@ -498,9 +501,9 @@ tern_status tern_model_logits(tern_model* m, const float** logits, int64_t* voca
   return guarded(&m->error, [&] {
     need(logits, "logits");
     need(vocab, "vocab");
-    if (m->logits.empty()) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
-    *logits = m->logits.data();
-    *vocab = static_cast<int64_t>(m->logits.size());
+    if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+    *logits = m->logits;
+    *vocab = m->vocab;
   });
 }
 
@@ -538,7 +541,7 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
     check.max_new_tokens = p.max_new_tokens;
     m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary
     reset(m);
-    feed(m, ids);
+    feed(m, ids.data(), ids.size());
     llm::TextStream text(*m->tokenizer, ids);
     llm::StopScanner stop(stops);
     bool more = true;
@@ -551,7 +554,7 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
       const bool eos = std::find(m->config.eos_token_ids.begin(), m->config.eos_token_ids.end(), next) != m->config.eos_token_ids.end();
       deliver(stop.push(text.push(next)));
       if (eos) break;
-      if (n + 1 < p.max_new_tokens && more && !stop.stopped()) feed(m, {next});  // (the last one chosen is not fed)
+      if (n + 1 < p.max_new_tokens && more && !stop.stopped()) feed(m, &next, 1);  // (the last one chosen is not fed)
     }
     deliver(stop.push(text.flush()));
     deliver(stop.flush());

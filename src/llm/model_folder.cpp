@@ -59,16 +59,21 @@ size_t parse_memory_size(const std::string& text) {
   return static_cast<size_t>(bytes);
 }
 
-SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
+SessionOptions load_session_options(const DecoderOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
   if (!o.max_memory.empty()) so.max_memory = parse_memory_size(o.max_memory);
   so.prefault = o.prefault;
   so.pack = o.use_pack ? SessionOptions::Pack::Use : SessionOptions::Pack::Ignore;
-  so.last_position_output = "logits";  // the generator reads no other position
   so.device = parse_device(o.device);
   so.weights = parse_weight_format(o.weights);
   so.activations = parse_activation_format(o.activations);
+  return so;
+}
+
+SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
+  SessionOptions so = load_session_options(o);
+  so.last_position_output = "logits";  // the generator reads no other position
   so.kv_sinks = o.sinks;
   if (o.kv_dtype != "fp32" && o.kv_dtype != "fp16") fail("--kv-dtype must be fp32 or fp16, got '", o.kv_dtype, "'");
   so.kv_dtype = o.kv_dtype == "fp16" ? DType::Float16 : DType::Float32;

@@ -356,9 +356,7 @@ struct Server::Impl {
               return false;
             };
             ex->cv.wait_for(lock, std::chrono::milliseconds(200), has_news);
-            if (ex->expired(Clock::now()) && !ex->all_done()) {  // past the deadline: the error now, not at the next token
-              for (size_t i = 0; i < ex->choices.size(); ++i) ex->choices[i].done = true;
-            }
+            ex->expired(Clock::now());  // past its deadline a choice ends now (the error event), not at its next token
             for (size_t i = 0; i < ex->choices.size(); ++i) {
               auto& c = ex->choices[i];
               const bool open = !st->opened[i];
@@ -367,7 +365,7 @@ struct Server::Impl {
                 c.ready.clear();
                 st->opened[i] = 1;
               }
-              if (c.done && !st->finished[i]) {
+              if ((c.done || ex->timed_out) && !st->finished[i]) {
                 if (ex->timed_out || !ex->error.empty()) {
                   const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout", "", "timeout")
                                                    : ApiError(500, ex->error, "", "server_error");
@@ -378,7 +376,7 @@ struct Server::Impl {
                 st->finished[i] = 1;
               }
             }
-            if (ex->all_done() && std::all_of(st->finished.begin(), st->finished.end(), [](char f) { return f != 0; })) {
+            if (std::all_of(st->finished.begin(), st->finished.end(), [](char f) { return f != 0; })) {
               if (r.include_usage) {
                 Usage usage{prompt_len * r.n, 0};
                 for (const auto& c : ex->choices) usage.completion_tokens += c.tokens;
