@@ -21,10 +21,10 @@ while [ $# -gt 0 ]; do
     *) extra+=("$1" "$2"); shift 2 ;;
   esac
 done
-log=$(mktemp)
+log=$(mktemp) phases=$(mktemp)  # the server's stderr; serve_load.py's JSON line per phase
 build/tern serve "$model" --port 0 --parallel 16 --queue 256 "${extra[@]}" 2> "$log" &
 server=$!
-trap 'kill $server 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill $server 2>/dev/null || true; rm -f "$log" "$phases"' EXIT
 url=""
 for _ in $(seq 1 600); do
   url=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" || true)
@@ -63,8 +63,6 @@ printf "%-8s %12s %8s %12s %8s %10s %10s %10s %10s %9s\n" streams "agg tok/s" "x
 # A phase's "x one" compares it with the last one-stream phase before it, so `--streams "1 8 1 8 1 8"`
 # gives paired ratios, and their medians follow the table. Decode tok/s = streams / ITL p50: the steady
 # rate without the prompts' prefill, which weighs on the aggregate of short completions.
-phases=$(mktemp)
-trap 'kill $server 2>/dev/null || true; rm -f "$log" "$phases"' EXIT
 for n in $streams; do
   python3 bench/serve_load.py "$url" --streams "$n" --tokens "$tokens" >> "$phases"
   python3 bench/serve_table.py "$phases" --last

@@ -59,7 +59,7 @@ bool can_run(Isa isa) {
 constexpr Isa kAll[] = {Isa::Neon, Isa::NeonDot};
 #endif
 
-// The tier named `name`; `source` says where the name came from ("TERN_ISA=", "isa ").
+// The tier named `name`; `source` says where the name came from ("TERN_ISA=", "ISA tier ").
 Isa tier_named(const std::string& name, const char* source) {
   for (Isa isa : kAll)
     if (isa_name(isa) == name) {
@@ -71,8 +71,11 @@ Isa tier_named(const std::string& name, const char* source) {
   fail(source, name, ": unknown tier (use ", names, ")");
 }
 
+// The tier in use once the first kernel asked (-1 before): read on every kernel call, so an atomic; the
+// choice itself, and a load's request before it, under choice_mutex.
+std::atomic<int> chosen{-1};
 std::mutex choice_mutex;
-std::optional<Isa> requested, chosen;  // (under choice_mutex)
+std::optional<Isa> requested;
 
 }  // namespace
 
@@ -96,24 +99,23 @@ std::vector<Isa> machine_isas() {
 }
 
 Isa active_isa() {
-  // Read once per kernel call: the first caller decides, the rest read the atomic copy.
-  static std::atomic<int> cached{-1};
-  const int c = cached.load(std::memory_order_acquire);
+  const int c = chosen.load(std::memory_order_acquire);
   if (c >= 0) return static_cast<Isa>(c);
   std::lock_guard<std::mutex> lock(choice_mutex);
-  if (!chosen) {
+  if (chosen.load() < 0) {
     const char* forced = std::getenv("TERN_ISA");
-    chosen = requested ? *requested : forced && *forced ? tier_named(forced, "TERN_ISA=") : machine_isas().back();
+    const Isa isa = requested ? *requested : forced && *forced ? tier_named(forced, "TERN_ISA=") : machine_isas().back();
+    chosen.store(static_cast<int>(isa), std::memory_order_release);
   }
-  cached.store(static_cast<int>(*chosen), std::memory_order_release);
-  return *chosen;
+  return static_cast<Isa>(chosen.load());
 }
 
 void request_isa(const std::string& name) {
   const Isa want = tier_named(name, "ISA tier ");
   std::lock_guard<std::mutex> lock(choice_mutex);
-  if (chosen && *chosen != want)
-    fail("ISA tier ", name, ": the tier is chosen once per process and ", isa_name(*chosen), " is already in use");
+  const int c = chosen.load();
+  if (c >= 0 && static_cast<Isa>(c) != want)
+    fail("ISA tier ", name, ": the tier is chosen once per process and ", isa_name(static_cast<Isa>(c)), " is already in use");
   requested = want;
 }
 
