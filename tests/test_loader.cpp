@@ -2,8 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <set>
+#include <google/protobuf/descriptor.h>
+#include <onnx/onnx_pb.h>
 
 #include "graph/onnx_loader.h"
+#include "graph/onnx_wire.h"
 #include "model_builder.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -249,4 +253,53 @@ TEST_CASE("test-data TensorProto files round-trip through save_tensor_pb/load_te
   CHECK(r.to_i64_vector() == t.to_i64_vector());
   write_bytes(d.path / "bad.pb", "\x0a\xff\xff");
   CHECK(contains(error_of([&] { load_tensor_pb((d.path / "bad.pb").string()); }), "bad.pb"));
+}
+
+// The loader's pre-parse walk reads onnx_wire's table, not descriptors (protobuf-lite has none): here the
+// table is held to the descriptors of Debian's onnx-ml classes, every length-delimited field of every message
+// reachable from ModelProto, both ways.
+TEST_CASE("onnx_wire's schema is the onnx-ml descriptors' schema") {
+  using google::protobuf::FieldDescriptor;
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  std::set<std::string> listed;
+  for (const onnx_wire::Message& m : onnx_wire::messages()) {
+    CAPTURE(m.name);
+    listed.insert(m.name);
+    const google::protobuf::Descriptor* d = pool->FindMessageTypeByName(m.name);
+    REQUIRE(d);
+    int delimited = 0;
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      CAPTURE(f->name());
+      onnx_wire::Kind kind;
+      if (f->type() == FieldDescriptor::TYPE_MESSAGE) kind = onnx_wire::Kind::Message;
+      else if (f->type() == FieldDescriptor::TYPE_STRING) kind = onnx_wire::Kind::String;
+      else if (f->type() == FieldDescriptor::TYPE_BYTES) kind = onnx_wire::Kind::Bytes;
+      else if (f->is_packable())
+        kind = f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT || f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE
+                   ? onnx_wire::Kind::PackedFixed : onnx_wire::Kind::PackedVarint;
+      else continue;  // a single number: never length-delimited
+      ++delimited;
+      const onnx_wire::Field* w = m.find(f->number());
+      REQUIRE(w);
+      CHECK(w->name == f->name());
+      CHECK(w->kind == kind);
+      if (kind == onnx_wire::Kind::Message)
+        CHECK(onnx_wire::messages()[static_cast<size_t>(w->message)].name == f->message_type()->full_name());
+    }
+    CHECK(m.fields.size() == static_cast<size_t>(delimited));
+  }
+  CHECK(std::string(onnx_wire::messages()[static_cast<size_t>(onnx_wire::model_proto())].name) == "onnx.ModelProto");
+  CHECK(std::string(onnx_wire::messages()[static_cast<size_t>(onnx_wire::tensor_proto())].name) == "onnx.TensorProto");
+  // Every message type reachable from ModelProto has its entry.
+  std::vector<const google::protobuf::Descriptor*> todo{onnx::ModelProto::descriptor()};
+  std::set<std::string> seen;
+  while (!todo.empty()) {
+    const auto* d = todo.back();
+    todo.pop_back();
+    if (!seen.insert(d->full_name()).second) continue;
+    CHECK_MESSAGE(listed.count(d->full_name()), d->full_name());
+    for (int i = 0; i < d->field_count(); ++i)
+      if (d->field(i)->message_type()) todo.push_back(d->field(i)->message_type());
+  }
 }

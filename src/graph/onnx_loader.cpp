@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "graph/onnx_wire.h"
 
 namespace tern {
 namespace fs = std::filesystem;
@@ -32,7 +33,8 @@ namespace {
 struct ParseCost {
   size_t messages = 0, bytes = 0;
   const uint8_t* begin = nullptr;  // the file's first byte, for offsets
-  const google::protobuf::FieldDescriptor* not_utf8 = nullptr;
+  const onnx_wire::Message* not_utf8_in = nullptr;
+  const onnx_wire::Field* not_utf8 = nullptr;
   size_t not_utf8_at = 0;
 };
 
@@ -46,40 +48,43 @@ bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
   return false;
 }
 
-// Walks one message of type `type`; false on anything protobuf's own parse will refuse (it then names it).
-bool add_parse_cost(const google::protobuf::Descriptor* type, const uint8_t* p, const uint8_t* end, int depth,
-                    ParseCost& cost) {
-  using google::protobuf::FieldDescriptor;
+// Walks one message of type `type` (onnx_wire's schema); false on anything protobuf's own parse will refuse
+// (it then names it).
+bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint8_t* end, int depth, ParseCost& cost) {
+  using onnx_wire::Kind;
   if (depth > 100) return false;  // protobuf's own recursion limit
   cost.messages += 1;
   cost.bytes += 600;
   while (p < end) {
     uint64_t tag = 0, len = 0;
     if (!read_varint(p, end, tag)) return false;
-    const FieldDescriptor* field = type ? type->FindFieldByNumber(static_cast<int>(tag >> 3)) : nullptr;
     switch (tag & 7) {
       case 0: if (!read_varint(p, end, len)) return false; cost.bytes += 8; break;
       case 1: if (end - p < 8) return false; p += 8; cost.bytes += 8; break;
       case 5: if (end - p < 4) return false; p += 4; cost.bytes += 8; break;
-      case 2:
+      case 2: {
         if (!read_varint(p, end, len) || len > static_cast<uint64_t>(end - p)) return false;
-        if (field && field->type() == FieldDescriptor::TYPE_MESSAGE) {
-          if (!add_parse_cost(field->message_type(), p, p + len, depth + 1, cost)) return false;
-        } else if (field && field->is_packable()) {  // packed numbers: fixed-width ones as on disk,
-          const bool fixed = field->type() == FieldDescriptor::TYPE_FLOAT || field->type() == FieldDescriptor::TYPE_DOUBLE ||
-                             field->type() == FieldDescriptor::TYPE_FIXED32 || field->type() == FieldDescriptor::TYPE_FIXED64 ||
-                             field->type() == FieldDescriptor::TYPE_SFIXED32 || field->type() == FieldDescriptor::TYPE_SFIXED64;
-          cost.bytes += fixed ? len : 8 * len;  // varints at least a byte each on disk, 8 in memory
+        const onnx_wire::Field* field = tag >> 3 <= INT_MAX ? type.find(static_cast<int>(tag >> 3)) : nullptr;
+        const Kind kind = field ? field->kind : Kind::Bytes;
+        if (kind == Kind::Message) {
+          if (!add_parse_cost(onnx_wire::messages()[static_cast<size_t>(field->message)], p, p + len, depth + 1, cost))
+            return false;
+        } else if (kind == Kind::PackedFixed) {
+          cost.bytes += len;
+        } else if (kind == Kind::PackedVarint) {
+          cost.bytes += 8 * len;
         } else {
           cost.bytes += len + 300;
-          if (field && field->type() == FieldDescriptor::TYPE_STRING && !cost.not_utf8 &&
+          if (kind == Kind::String && !cost.not_utf8 &&
               !is_utf8({reinterpret_cast<const char*>(p), static_cast<size_t>(len)})) {
+            cost.not_utf8_in = &type;
             cost.not_utf8 = field;
             cost.not_utf8_at = static_cast<size_t>(p - cost.begin);
           }
         }
         p += len;
         break;
+      }
       default: return false;  // groups: not in ONNX
     }
   }
@@ -87,13 +92,13 @@ bool add_parse_cost(const google::protobuf::Descriptor* type, const uint8_t* p, 
 }
 
 template <typename Msg>
-void parse_message(Msg& msg, const void* data, size_t size, const std::string& path, const char* what) {
+void parse_message(Msg& msg, int wire_type, const void* data, size_t size, const std::string& path, const char* what) {
   if (size > static_cast<size_t>(INT_MAX))
     fail("'", path, "' is ", size, " bytes; a protobuf message cannot exceed 2 GB (keep weights as external data)");
   ParseCost cost;
   const auto* bytes = static_cast<const uint8_t*>(data);
   cost.begin = bytes;
-  add_parse_cost(Msg::descriptor(), bytes, bytes + size, 0, cost);
+  add_parse_cost(onnx_wire::messages()[static_cast<size_t>(wire_type)], bytes, bytes + size, 0, cost);
   check_host_bytes(cost.bytes, detail::concat("'", path, "' holds ", cost.messages, " protobuf messages in ", size,
                                               " bytes; parsing it would need about ", cost.bytes / 1000000, " MB: "));
   google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
@@ -102,7 +107,8 @@ void parse_message(Msg& msg, const void* data, size_t size, const std::string& p
   if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail("'", path, "' is not a valid ", what, " (truncated or corrupt protobuf)");
   if (cost.not_utf8)
-    fail("'", path, "': the string ", cost.not_utf8->full_name(), " at byte ", cost.not_utf8_at, " is not UTF-8");
+    fail("'", path, "': the string ", cost.not_utf8_in->name, ".", cost.not_utf8->name, " at byte ", cost.not_utf8_at,
+         " is not UTF-8");
 }
 
 // Resolves `location` fields of external tensors, refusing anything outside the model folder.
@@ -410,13 +416,13 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
 
 void read_model_proto(const std::string& path, onnx::ModelProto& out) {
   auto file = map_file(path);
-  parse_message(out, file->data, file->size, path, "ONNX model");
+  parse_message(out, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
 }
 
 Model load_onnx(const std::string& path) {
   auto file = map_file(path);
   onnx::ModelProto mp;
-  parse_message(mp, file->data, file->size, path, "ONNX model");
+  parse_message(mp, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
   return load_onnx(mp, path);
 }
 
@@ -447,7 +453,7 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
 Tensor load_tensor_pb(const std::string& path, std::string* name) {
   auto file = map_file(path);
   onnx::TensorProto tp;
-  parse_message(tp, file->data, file->size, path, "TensorProto");
+  parse_message(tp, onnx_wire::tensor_proto(), file->data, file->size, path, "TensorProto");
   if (name) *name = tp.name();
   fs::path dir = fs::path(path).parent_path();
   ExternalData ext(dir.string());
