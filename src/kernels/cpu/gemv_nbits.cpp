@@ -222,7 +222,7 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xscale, xsum;
-  thread_local std::vector<int32_t> xchunks;
+  thread_local std::vector<int32_t> xchunks, xlanes;
   xq.assign(static_cast<size_t>(M * padded), 0);
   xchunks.assign(static_cast<size_t>(M * padded / 32), 0);
   xscale.resize(static_cast<size_t>(M * k_blocks));
@@ -234,12 +234,20 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
       quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, xq.data() + m * padded + (four_bit ? 0 : k0),
                      xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
     }
+#if defined(__x86_64__)
+  if (w.bits == 8) {  // (Int8Row::lane_sum)
+    xlanes.assign(static_cast<size_t>(M * k_blocks * 8), 0);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < k_blocks * w.block; ++k)
+        xlanes[static_cast<size_t>((m * k_blocks + k / w.block) * 8 + k % 32 / 4)] += xq[static_cast<size_t>(m * padded + k)];
+  }
+#endif
   // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
   // one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t groups = (w.N + 3) / 4;
   for (int64_t m = 0; m < M; ++m) {
     const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
-                      xchunks.data() + m * padded / 32};
+                      xchunks.data() + m * padded / 32, w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
     float* ym = y + m * w.N;
     parallel_chunks(groups, balanced_chunks(groups, small(w)),
                     [&](int64_t g0, int64_t g1, int) { rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym); });

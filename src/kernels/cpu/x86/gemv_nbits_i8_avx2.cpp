@@ -1,14 +1,14 @@
 // AVX2: vpmaddubsw multiplies u8·s8 into int16 pairs, vpmaddwd sums them into int32. A 4-bit weight
 // (≤ 15) times |x| ≤ 127 cannot saturate the int16 pair sum; an 8-bit one (≤ 255) could, so 8-bit
-// weights are read as signed (w − 128, whose magnitude times 127, twice, still fits) and their zero
-// point is shifted by 128 to match.
+// weights are read as signed (w − 128, whose magnitude times 127, twice, still fits) and each block's sums
+// start at 128·Σxq to match (gemv_nbits_i8_impl.h: rows8).
 #include "kernels/cpu/x86/gemv_nbits_i8_impl.h"
 
 namespace tern::kernels {
 namespace {
 
 struct DotAvx2 {
-  static constexpr float kW8Offset = 128.0f;
+  static constexpr int32_t kW8Offset = 128;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }

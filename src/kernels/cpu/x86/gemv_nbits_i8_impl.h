@@ -8,6 +8,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "kernels/cpu/gemv_nbits_i8.h"
 
 namespace tern::kernels {
@@ -22,26 +24,26 @@ inline float hsum(__m256 v) {
 
 // Σ_kb zp[n,kb] · ws[n,kb] · xs·Σxq[kb], the zero points' share of row n, once per row after the dot
 // products (inside the block loop its scalar arithmetic cost as much as the integer products). The
-// default and float zero points run 8 blocks per step; packed ones are read one by one. `offset` is what
-// the dot product already subtracted from each weight (Dot::kW8Offset for 8 bits).
-float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64_t k_blocks, float offset) {
+// default and float zero points run 8 blocks per step; packed ones are read one by one. Every tier computes
+// it with the same operations — the scalar steps as explicit fma, not left to each file's contraction — so
+// that the tiers agree bit for bit (tests/test_kernels.cpp).
+float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64_t k_blocks) {
   const float* ws = w.scales + n * k_blocks;
   if (w.zp_packed) {
     float share = 0;
-    for (int64_t kb = 0; kb < k_blocks; ++kb) share += (nbits_zero_point(w, n, kb, k_blocks) - offset) * ws[kb] * x.sum[kb];
+    for (int64_t kb = 0; kb < k_blocks; ++kb) share = std::fma(nbits_zero_point(w, n, kb, k_blocks) * ws[kb], x.sum[kb], share);
     return share;
   }
   const float* zf = w.zp_float ? w.zp_float + n * k_blocks : nullptr;
-  const float fixed = static_cast<float>(int64_t{1} << (w.bits - 1)) - offset;  // the default zero point
-  if (!zf && fixed == 0) return 0;
+  const float fixed = static_cast<float>(int64_t{1} << (w.bits - 1));  // the default zero point
   __m256 acc = _mm256_setzero_ps();
   int64_t kb = 0;
   for (; kb + 8 <= k_blocks; kb += 8) {
-    const __m256 zp = zf ? _mm256_sub_ps(_mm256_loadu_ps(zf + kb), _mm256_set1_ps(offset)) : _mm256_set1_ps(fixed);
+    const __m256 zp = zf ? _mm256_loadu_ps(zf + kb) : _mm256_set1_ps(fixed);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(zp, _mm256_loadu_ps(ws + kb)), _mm256_loadu_ps(x.sum + kb), acc);
   }
   float share = hsum(acc);
-  for (; kb < k_blocks; ++kb) share += (zf ? zf[kb] - offset : fixed) * ws[kb] * x.sum[kb];
+  for (; kb < k_blocks; ++kb) share = std::fma((zf ? zf[kb] : fixed) * ws[kb], x.sum[kb], share);
   return share;
 }
 
@@ -51,8 +53,12 @@ float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64
 // Reading past the last row is harmless: a prefetch never faults.
 constexpr int64_t kPrefetchRows = 8;
 
-// 8-bit weights: R output rows share each activation load. Dot::w8(acc, w, s) adds Σ w·s over each group
-// of four bytes to acc's int32 lanes (and may offset the weights, see kW8Offset).
+// 8-bit weights: R output rows share each activation load. Dot::w8(acc, w, s) adds Σ (w − kW8Offset)·s over
+// each group of four bytes to acc's int32 lanes, so each lane's sum starts at kW8Offset · (its Σs, Int8Row's
+// lane_sum): every lane then holds Σ w·s exactly — the same integers, then the same float steps, on every
+// tier. (Adding kW8Offset·Σxq back per block in float instead left the AVX2 tier's last bits apart from
+// VNNI's. Summing lane_sum here, per row group, cost the AVX2 tier 7% on a 1×2048×8192 int8 product; read
+// precomputed, 0.6% in medians, Zen 4-class AVX-512 machine, TERN_ISA=avx2, 2 threads.)
 template <class Dot, int R>
 void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
   const int64_t blob = w.block, chunks = w.block / 32;
@@ -65,8 +71,11 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
     ws[r] = w.scales + (n0 + r) * k_blocks;
   }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    const __m256i from = Dot::kW8Offset == 0 ? _mm256_setzero_si256()
+                         : _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lane_sum + 8 * kb)),
+                                              _mm256_set1_epi32(Dot::kW8Offset));
     __m256i dot[R];
-    for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
+    for (int r = 0; r < R; ++r) dot[r] = from;
     const int8_t* xq = x.q + kb * w.block;
     for (int64_t c = 0; c < chunks; ++c) {
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * c));
@@ -79,7 +88,7 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
     const float xs = x.scale[kb];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_set1_ps(ws[r][kb] * xs), acc[r]);
   }
-  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks, Dot::kW8Offset);
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks);
 }
 
 // 4-bit weights, 64 values (32 bytes: two 32-value chunks A, B) a step: the low nibbles of both chunks line
@@ -151,7 +160,7 @@ void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
       for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_mul_ps(_mm256_set1_ps(ws[r][kb]), xs), acc[r]);
     }
   }
-  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - (folded ? 0.0f : zero_point_share(x, w, n0 + r, k_blocks, 0.0f));
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - (folded ? 0.0f : zero_point_share(x, w, n0 + r, k_blocks));
 }
 
 template <class Dot>
