@@ -11,22 +11,26 @@ namespace tern::kernels {
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, f16> || std::is_same_v<T, bf16>, float, T>;
 
-template <typename A, typename B, typename O, typename F>
+// kFast: loops of their own (that the compiler vectorizes) for same shapes, a single-element side and
+// contiguous rows. Without it one strided loop does all: a fifth of the code, for ops that run on masks and
+// shape arithmetic rather than activations (ops/elementwise_binary.cpp).
+template <bool kFast = true, typename A, typename B, typename O, typename F>
 void binary_broadcast(const A* a, const Dims& a_shape, const B* b, const Dims& b_shape, O* out, const Dims& out_shape,
                       F&& f) {
-  // Same shapes, or one side a single element: flat loops (and no stride tables to allocate).
-  const int64_t n = dims_product(out_shape), na = dims_product(a_shape), nb = dims_product(b_shape);
-  if (na == n && nb == n && a_shape == out_shape && b_shape == out_shape) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-    return;
-  }
-  if (na == n && nb == 1 && a_shape == out_shape) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[0]);
-    return;
-  }
-  if (nb == n && na == 1 && b_shape == out_shape) {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[0], b[i]);
-    return;
+  if constexpr (kFast) {  // same shapes, or one side a single element: flat loops (no stride tables to allocate)
+    const int64_t n = dims_product(out_shape), na = dims_product(a_shape), nb = dims_product(b_shape);
+    if (na == n && nb == n && a_shape == out_shape && b_shape == out_shape) {
+      for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+      return;
+    }
+    if (na == n && nb == 1 && a_shape == out_shape) {
+      for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[0]);
+      return;
+    }
+    if (nb == n && na == 1 && b_shape == out_shape) {
+      for (int64_t i = 0; i < n; ++i) out[i] = f(a[0], b[i]);
+      return;
+    }
   }
   std::array<Dims, 2> st{broadcast_strides(a_shape, out_shape), broadcast_strides(b_shape, out_shape)};
   broadcast_loop<2>(out_shape, st, [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& inc,
@@ -34,7 +38,7 @@ void binary_broadcast(const A* a, const Dims& a_shape, const B* b, const Dims& b
     const A* pa = a + off[0];
     const B* pb = b + off[1];
     O* po = out + o;
-    if (inc[0] == 1 && inc[1] == 1) {
+    if (kFast && inc[0] == 1 && inc[1] == 1) {
       for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
     } else {
       for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i * inc[0]], pb[i * inc[1]]);
