@@ -1,6 +1,5 @@
 #include "runtime/machine.h"
 
-#include <omp.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,11 +10,32 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 #include <xsimd/xsimd.hpp>
 
 #include "core/error.h"
 
 namespace tern {
+
+namespace {
+
+// fn(t, threads) on `threads` threads of their own, t = 0..threads-1; the sum of what they return. Plain
+// threads, not the kernels' pool: a measurement must run on exactly `threads`, whatever a session set.
+template <typename Fn>
+float on_threads(int threads, const Fn& fn) {
+  threads = std::max(threads, 1);
+  std::vector<float> part(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { part[static_cast<size_t>(t)] = fn(t, threads); });
+  part[0] = fn(0, threads);
+  for (auto& th : pool) th.join();
+  float total = 0;
+  for (float v : part) total += v;
+  return total;
+}
+
+}  // namespace
 
 double measure_read_bandwidth(int threads) {
   using batch = xsimd::batch<float>;
@@ -24,16 +44,17 @@ double measure_read_bandwidth(int threads) {
   std::unique_ptr<float, decltype(&std::free)> buf(static_cast<float*>(std::aligned_alloc(64, kBytes)), &std::free);
   if (!buf) fail("measure_read_bandwidth: cannot allocate ", kBytes, " bytes");
   float* a = buf.get();
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (size_t i = 0; i < n; ++i) a[i] = 1.0f;  // each thread touches (and so places) the half it reads
+  on_threads(threads, [&](int t, int count) {  // each thread touches (and so places) the part it reads
+    const size_t part = n / static_cast<size_t>(count);
+    std::fill(a + part * static_cast<size_t>(t), t + 1 == count ? a + n : a + part * static_cast<size_t>(t + 1), 1.0f);
+    return 0.0f;
+  });
   double best = 0;
   volatile float sink = 0;
   for (int pass = 0; pass < 6; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
-    float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
-      const size_t T = static_cast<size_t>(omp_get_num_threads()), t = static_cast<size_t>(omp_get_thread_num());
+    const float total = on_threads(threads, [&](int thread, int count) {
+      const size_t T = static_cast<size_t>(count), t = static_cast<size_t>(thread);
       const size_t step = 4 * batch::size, chunk = n / T / step * step;
       const float* p = a + t * chunk;
       batch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
@@ -43,8 +64,8 @@ double measure_read_bandwidth(int threads) {
         s2 += batch::load_aligned(p + i + 2 * batch::size);
         s3 += batch::load_aligned(p + i + 3 * batch::size);
       }
-      total += xsimd::hadd((s0 + s1) + (s2 + s3));
-    }
+      return xsimd::hadd((s0 + s1) + (s2 + s3));
+    });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
     if (pass > 0) best = std::max(best, static_cast<double>(kBytes) / s / 1e9);  // the first pass warms up
@@ -60,18 +81,16 @@ double measure_peak_gflops(int threads) {
   volatile float sink = 0;
   for (int pass = 0; pass < 3; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
-    float total = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : total)
-    {
+    const float total = on_threads(threads, [&](int thread, int) {
       batch acc[kChains];
-      for (int c = 0; c < kChains; ++c) acc[c] = batch(static_cast<float>(c + omp_get_thread_num()) * 1e-3f);
+      for (int c = 0; c < kChains; ++c) acc[c] = batch(static_cast<float>(c + thread) * 1e-3f);
       const batch mul(0.999999f), add(1e-7f);
       for (int64_t i = 0; i < kIters; ++i)
         for (int c = 0; c < kChains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
       batch s(0.0f);
       for (int c = 0; c < kChains; ++c) s += acc[c];
-      total += xsimd::hadd(s);
-    }
+      return xsimd::hadd(s);
+    });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
     const double flops = 2.0 * static_cast<double>(batch::size) * kChains * static_cast<double>(kIters) * threads;

@@ -8,7 +8,9 @@
 #include <set>
 #include <thread>
 
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include "ops/execute.h"
 #include "passes/shape_values.h"
@@ -78,9 +80,12 @@ Session::Session(Model model, SessionOptions options) : model_(std::move(model))
   if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
   if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Both are per process: the last session's count wins. The kernels run on tern's pool
-  // (kernels/cpu/parallel.h); OpenMP is left to Eigen's reference GEMM.
+  // (kernels/cpu/parallel.h); OpenMP is left to Eigen's reference GEMM (single-threaded in a TERN_MINIMAL
+  // build, which has no OpenMP).
   kernels::set_kernel_threads(options_.threads);
+#ifdef _OPENMP
   omp_set_num_threads(options_.threads);
+#endif
   set_host_memory_limit(options_.max_memory);
   pool_ = BufferPool::create();
   try {
