@@ -1,7 +1,7 @@
 #include "llm/decoder_io.h"
 
 #include <algorithm>
-#include <regex>
+#include <string_view>
 
 namespace tern::llm {
 
@@ -33,12 +33,16 @@ DecoderIO detect_decoder_io(const Session& s) {
   if (io.ids_dtype != DType::Int64 && io.ids_dtype != DType::Int32)
     fail_unsupported(s.model().path, ": input_ids is ", dtype_name(io.ids_dtype), "; tern expects int32 or int64");
 
-  const std::regex per_layer(R"(past_key_values\.(\d+)\.key)"), stacked(R"(past_(\d+))");
+  // prefix<digits>suffix, the whole name (past_key_values.3.key, past_3)
+  auto numbered = [](std::string_view name, std::string_view prefix, std::string_view suffix) {
+    if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) return false;
+    const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    return std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
   int64_t n_per_layer = 0, n_stacked = 0;
   for (const auto& i : s.inputs()) {
-    std::smatch m;
-    if (std::regex_match(i.name, m, per_layer)) ++n_per_layer;
-    else if (std::regex_match(i.name, m, stacked)) ++n_stacked;
+    if (numbered(i.name, "past_key_values.", ".key")) ++n_per_layer;
+    else if (numbered(i.name, "past_", "")) ++n_stacked;
   }
   const IOInfo* first = nullptr;
   if (n_per_layer > 0) {

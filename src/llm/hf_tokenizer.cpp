@@ -403,11 +403,8 @@ class HfTokenizer : public Tokenizer {
       decoders_.push_back([from, to](std::vector<std::string>& toks) { for (auto& t : toks) t = replace_all(t, from, to); });
     } else if (type == "ByteFallback") {
       decoders_.push_back([](std::vector<std::string>& toks) {
-        for (auto& t : toks) {
-          unsigned b = 0;
-          char tail = 0;
-          if (t.size() == 6 && std::sscanf(t.c_str(), "<0x%02X%c", &b, &tail) == 2 && tail == '>') t = std::string(1, static_cast<char>(b));
-        }
+        for (auto& t : toks)
+          if (const int b = byte_piece(t); b >= 0) t = std::string(1, static_cast<char>(b));
       });
     } else if (type == "Fuse") {
       decoders_.push_back([](std::vector<std::string>& toks) {

@@ -92,10 +92,7 @@ class Llama2cTokenizer : public Tokenizer {
     if (id < 0 || id >= vocab_size()) fail("token id ", id, " is outside the vocabulary of ", vocab_size());
     if (id == 1 || id == 2) return "";  // <s> and </s> are control tokens, not text
     const std::string& p = pieces_[static_cast<size_t>(id)];
-    unsigned byte = 0;
-    char tail = 0;
-    if (p.size() == 6 && std::sscanf(p.c_str(), "<0x%02X%c", &byte, &tail) == 2 && tail == '>')
-      return std::string(1, static_cast<char>(byte));
+    if (const int byte = byte_piece(p); byte >= 0) return std::string(1, static_cast<char>(byte));
     if (prev == 1 && !p.empty() && p[0] == ' ') return p.substr(1);  // SentencePiece drops it after BOS
     return p;
   }

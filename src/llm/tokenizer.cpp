@@ -8,6 +8,13 @@
 namespace tern::llm {
 namespace fs = std::filesystem;
 
+int byte_piece(std::string_view piece) {
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : -1; };
+  if (piece.size() != 6 || !piece.starts_with("<0x") || piece[5] != '>') return -1;
+  const int hi = hex(piece[3]), lo = hex(piece[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 std::string StopScanner::push(const std::string& text) {
   if (stopped_) return "";
   held_ += text;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tern::llm {
@@ -31,6 +32,10 @@ extern const char* const kQwen2SplitRegex;
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir);
 std::unique_ptr<Tokenizer> load_llama2c_tokenizer(const std::string& path, int64_t vocab_size);
 std::unique_ptr<Tokenizer> load_hf_tokenizer(const std::string& tokenizer_json);
+
+// The byte a "<0xNN>" piece stands for (SentencePiece's byte fallback: two hex digits, either case); -1 for
+// any other piece.
+int byte_piece(std::string_view piece);
 
 // Accepts bytes as they are generated and releases only whole UTF-8 characters, so a stream never
 // prints half a character. Invalid bytes pass through rather than stall the stream.
