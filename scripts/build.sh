@@ -2,10 +2,17 @@
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
 # build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-aarch64/ with --aarch64: cross-compiled for
 # AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, clang 14 with AddressSanitizer + UBSan, CPU only).
+# --minimal, alone or after --aarch64, builds the embedded variant instead (build-minimal/, build-aarch64-minimal/):
+# -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the commands that run decoders (docs/embedded.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
 flags=(-DCMAKE_BUILD_TYPE=Release)
+minimal=()
+if [ "${*: -1}" = "--minimal" ]; then
+  minimal=(-DTERN_MINIMAL=ON -DTERN_STATIC=ON)
+  set -- "${@:1:$#-1}"
+fi
 case "${1:-}" in
   --sanitize)
     dir=build-asan
@@ -23,5 +30,9 @@ case "${1:-}" in
     cmake -S . -B "$dir" "${flags[@]}" > /dev/null
     exec cmake --build "$dir" -j "$(nproc)" --target tern_fuzz ;;
 esac
+if [ ${#minimal[@]} -gt 0 ]; then
+  dir=$dir-minimal
+  flags+=("${minimal[@]}")
+fi
 cmake -S . -B "$dir" "${flags[@]}" > /dev/null
 cmake --build "$dir" -j "$(nproc)"

@@ -4,8 +4,16 @@
 # --sanitize does the same in a separate AddressSanitizer + UBSan build, --no-opencl in a build without
 # the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
 # qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
+# --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${*: -1}" = "--minimal" ]; then
+  [ -x build/tern ] || bash scripts/build.sh
+  bash scripts/build.sh "$@"
+  [ "$1" = "--aarch64" ] && dir=build-aarch64-minimal || dir=build-minimal
+  runner=(); [ "$dir" = build-aarch64-minimal ] && runner=(qemu-aarch64)
+  exec bash tests/minimal_build.sh "$dir/tern" build/tern ../shared "$dir/minimal-check" "${runner[@]}"
+fi
 bash scripts/build.sh "$@"
 dir=build
 [ "${1:-}" = "--sanitize" ] && dir=build-asan

@@ -99,3 +99,10 @@ TEST_CASE("StopScanner: stop strings end the text before them, even split across
   CHECK(t.flush() == "\n");  // the end: what was held goes out
   CHECK(!t.stopped());
 }
+
+TEST_CASE("byte_piece reads SentencePiece's <0xNN> pieces and nothing else") {
+  CHECK(byte_piece("<0x0A>") == 10);
+  CHECK(byte_piece("<0xff>") == 255);
+  CHECK(byte_piece("<0xE2>") == 0xE2);
+  for (const char* other : {"<0x1>", "<0x0A", "<0xG0>", "<0x0A>x", "<0X0A>", "abcdef", ""}) CHECK(byte_piece(other) == -1);
+}

@@ -18,12 +18,17 @@ template <typename F>
 void with_compute_type(DType t, F&& f) {
   switch (t) {
     case DType::Float32: case DType::Float16: case DType::BFloat16: f(TypeTag<float>{}); break;
+#ifndef TERN_MINIMAL
     case DType::Float64: f(TypeTag<double>{}); break;
     case DType::Int32: f(TypeTag<int32_t>{}); break;
     case DType::Int64: f(TypeTag<int64_t>{}); break;
     case DType::UInt32: f(TypeTag<uint32_t>{}); break;
     case DType::UInt64: f(TypeTag<uint64_t>{}); break;
     default: fail_unsupported("MatMul/Gemm on ", dtype_name(t), " is not supported");
+#else
+    default: fail_unsupported("MatMul/Gemm on ", dtype_name(t), " is not supported (a TERN_MINIMAL build multiplies "
+                              "float32, float16 and bfloat16 only)");
+#endif
   }
 }
 

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <iostream>
 
+#ifndef TERN_MINIMAL
 #include "runtime/profile_report.h"
+#endif
 
 namespace tern::cli {
 
@@ -93,6 +95,9 @@ void write_profile(const Profiler& prof, const MachinePeaks& machine, const Flag
     prof.write_chrome_trace(f.get("trace"));
     std::cout << "trace: " << f.get("trace") << " (Perfetto, chrome://tracing; ONNX Runtime's profile fields)\n";
   }
+#ifdef TERN_MINIMAL
+  if (f.has("html") || f.has("svg")) fail_unsupported("--html and --svg: this build (TERN_MINIMAL) has no profile reports");
+#else
   if (f.has("html")) {
     write_html_report(prof, machine, title, f.get("html"));
     std::cout << "report: " << f.get("html") << "\n";
@@ -101,6 +106,7 @@ void write_profile(const Profiler& prof, const MachinePeaks& machine, const Flag
     write_roofline_svg(prof, machine, f.get("svg"));
     std::cout << "roofline: " << f.get("svg") << "\n";
   }
+#endif
 }
 
 std::vector<int64_t> synthetic_prompt(const llm::ModelConfig& cfg, int64_t n) {

@@ -2,7 +2,9 @@
 #include <cstring>
 #include <iostream>
 
+#ifndef TERN_MINIMAL
 #include "runtime/op_bench.h"
+#endif
 #include "tools/cli/cli.h"
 
 namespace {
@@ -116,7 +118,13 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it.
 )";
 
+#ifdef TERN_MINIMAL
+// The commands a TERN_MINIMAL build has (CMakeLists.txt leaves out the others' files).
+const char* kMinimalNote = "this build (TERN_MINIMAL) has the commands generate, chat, inspect, pack, bench, devices\n\n";
+std::string usage() { return std::string(kMinimalNote) + kUsage + "  (not in this build)\n" + kUsageTail; }
+#else
 std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
+#endif
 
 }  // namespace
 
@@ -133,12 +141,21 @@ int main(int argc, char** argv) {
       return 0;
     }
   const std::map<std::string, int (*)(int, char**)> commands = {
-      {"run", run},         {"inspect", inspect},   {"generate", generate},       {"eval", eval},
-      {"profile", profile}, {"quantize", quantize}, {"convert", convert},         {"import-gguf", import_gguf},
-      {"pack", pack},       {"chat", chat},       {"bench", bench},       {"bench-op", bench_op},       {"devices", devices},
-      {"serve", serve}};
+      {"generate", generate}, {"chat", chat}, {"inspect", inspect}, {"pack", pack}, {"bench", bench}, {"devices", devices},
+#ifndef TERN_MINIMAL
+      {"run", run}, {"eval", eval}, {"profile", profile}, {"quantize", quantize}, {"convert", convert},
+      {"import-gguf", import_gguf}, {"bench-op", bench_op}, {"serve", serve},
+#endif
+  };
   const auto it = commands.find(cmd);
   if (it == commands.end()) {
+#ifdef TERN_MINIMAL
+    for (const char* full : {"run", "eval", "profile", "quantize", "convert", "import-gguf", "bench-op", "serve"})
+      if (cmd == full) {
+        std::cerr << "tern: '" << cmd << "' is not in this build (TERN_MINIMAL); a full build has it\n";
+        return 2;
+      }
+#endif
     std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();
     return 2;
   }

@@ -23,6 +23,7 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t,
                           float, float*, int64_t);
+#ifndef TERN_MINIMAL  // (a minimal build's MatMul/Gemm compute in float only: ops/matmul.cpp)
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
                            int64_t, double, double*, int64_t);
 template void gemm<int32_t>(bool, bool, int64_t, int64_t, int64_t, int32_t, const int32_t*, int64_t, const int32_t*,
@@ -33,5 +34,6 @@ template void gemm<uint32_t>(bool, bool, int64_t, int64_t, int64_t, uint32_t, co
                              const uint32_t*, int64_t, uint32_t, uint32_t*, int64_t);
 template void gemm<uint64_t>(bool, bool, int64_t, int64_t, int64_t, uint64_t, const uint64_t*, int64_t,
                              const uint64_t*, int64_t, uint64_t, uint64_t*, int64_t);
+#endif
 
 }  // namespace tern::kernels
