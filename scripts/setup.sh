@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   cmake g++ make pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libeigen3-dev libdnnl-dev libxsimd-dev doctest-dev nlohmann-json3-dev libomp-dev
+  libeigen3-dev libxsimd-dev doctest-dev nlohmann-json3-dev libomp-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   python3-onnx python3-numpy
   libcpp-httplib-dev
