@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 dir=build
 flags=(-DCMAKE_BUILD_TYPE=Release)
 minimal=()
-if [ "${*: -1}" = "--minimal" ]; then
+if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
   minimal=(-DTERN_MINIMAL=ON -DTERN_STATIC=ON)
   set -- "${@:1:$#-1}"
 fi

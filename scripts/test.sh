@@ -7,7 +7,7 @@
 # --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${*: -1}" = "--minimal" ]; then
+if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
   [ -x build/tern ] || bash scripts/build.sh
   bash scripts/build.sh "$@"
   [ "$1" = "--aarch64" ] && dir=build-aarch64-minimal || dir=build-minimal
