@@ -12,6 +12,11 @@ rm -rf "$work" && mkdir -p "$work"
 "$tern" convert llama2c "$shared/stories260K.bin" --tokenizer "$shared/tok512.bin" --out "$work/model"
 "$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 > "$work/zoo.txt"
 printf '%s' "$(cat "$work/zoo.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo_n60.txt"
+# --stop: the text ends with the token that completes the stop string (a prefix of the full text).
+"$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 --stop "red ball" > "$work/zoo-stop.txt"
+stopped=$(cat "$work/zoo-stop.txt")
+[[ "$(cat "$shared/expected_greedy_prompt_Zoo_n60.txt")" == "$stopped"* ]] && [[ "$stopped" == *"red ball" ]] || {
+  echo "--stop: got '$stopped'"; exit 1; }
 # tern pack: the same text from a packed copy (int4 weights chosen at pack time), the original untouched.
 "$tern" pack "$work/model" "$work/packed" --weights int4 > "$work/pack.txt"
 [ -f "$work/packed/model.tern-pack" ] && [ ! -e "$work/model/model.tern-pack" ]

@@ -91,19 +91,21 @@ int generate(int argc, char** argv) {
     for (int64_t t : ids[0]) std::cout << out->push(t);
     std::cout << std::flush;
   }
-  // New text per sequence, for --stop.
+  // New text per sequence, for --stop: a sequence ends with the token that completes a stop string (printed,
+  // as everything generated is; tern serve and the C API hold the stop string back instead).
   const std::vector<std::string> stops = f.values.count("stop") ? f.values.at("stop") : std::vector<std::string>{};
   std::vector<std::unique_ptr<llm::TextStream>> texts_so_far;
-  std::vector<std::string> new_text(ids.size());
+  std::vector<llm::StopScanner> scans;
   if (tok && !stops.empty())
-    for (size_t b = 0; b < ids.size(); ++b) texts_so_far.push_back(std::make_unique<llm::TextStream>(*tok, ids[b]));
+    for (size_t b = 0; b < ids.size(); ++b) {
+      texts_so_far.push_back(std::make_unique<llm::TextStream>(*tok, ids[b]));
+      scans.emplace_back(stops);
+    }
   auto res = gen.generate(ids, opt, [&](size_t b, int64_t t) {
     if (stream) std::cout << out->push(t) << std::flush;
-    if (texts_so_far.empty()) return true;
-    new_text[b] += texts_so_far[b]->push(t);
-    for (const auto& s : stops)
-      if (new_text[b].find(s) != std::string::npos) return false;
-    return true;
+    if (scans.empty()) return true;
+    scans[b].push(texts_so_far[b]->push(t));
+    return !scans[b].stopped();
   });
   if (stream) std::cout << out->flush() << std::endl;  // (flushed before the stderr stats line)
   std::vector<std::string> texts;
