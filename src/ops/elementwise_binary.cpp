@@ -161,7 +161,7 @@ class BinaryOp : public Op {
   void symbolic_elements(InferContext& ctx) const {
     if (kind_ != BinKind::Add && kind_ != BinKind::Equal) return;
     auto a = ctx.shape_value(0), b = ctx.shape_value(1);
-    if (!a || !b || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return;
+    if (!a || !b || a->empty() || b->empty() || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return;
     const size_t n = std::max(a->size(), b->size());
     auto at = [n](const SymShape& s, size_t i) -> const Dim& { return s.size() == n ? s[i] : s[0]; };
     if (kind_ == BinKind::Add) {

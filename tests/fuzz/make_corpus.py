@@ -399,6 +399,8 @@ def nested_if(depth):
 
 # Files the fuzzers found (tests/bad_inputs/<target>/<file>, kept as they are): file -> expected error.
 REPRODUCERS = {
+    # An Add of shape-like values, one of them empty: symbolic_elements read element 0 of the empty one.
+    "onnx_model/add_empty_shape_value.onnx": "Expand node 'Expand_45': shapes [2,3,1,18,8] and [3,18] cannot be broadcast",
     "llama2c_checkpoint/seq_len_huge.bin": "implausible header (seq_len past 2^20 positions)",
     "gguf/token_not_utf8.gguf": "is corrupt: tokenizer.ggml.tokens holds a string of 1 bytes at offset 527 that is not UTF-8",
     "onnx_model/attention_no_keys.onnx": "(no error)",
