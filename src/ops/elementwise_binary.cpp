@@ -90,9 +90,9 @@ void run_binary(const Tensor& a, const Tensor& b, Tensor& out) {
       using C = compute_t<T>;
       using R = decltype(scalar_op<K, C>(C{}, C{}));
       using O = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
-      // Fast loops for the arithmetic that runs on activations (residual adds, scales); the rest — comparisons,
-      // logic and bit ops on masks and shapes, Mod, PRelu — share one strided loop. With defined_on, this
-      // file's x86-64 code (-O3) went from 2.05 MB to 0.91 MB.
+      // A vectorized loop for contiguous broadcast rows only for the arithmetic that runs on activations
+      // (residual adds, scales); comparisons, logic and bit ops on masks and shapes, Mod, PRelu broadcast
+      // through the strided loop. With defined_on, this file's x86-64 code (-O3) went from 2.05 MB to 1.41 MB.
       constexpr bool fast = K == BinKind::Add || K == BinKind::Sub || K == BinKind::Mul || K == BinKind::Div ||
                             K == BinKind::Max || K == BinKind::Min;
       kernels::binary_broadcast<fast>(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<O>(), out.shape(),

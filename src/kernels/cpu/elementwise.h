@@ -11,26 +11,25 @@ namespace tern::kernels {
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, f16> || std::is_same_v<T, bf16>, float, T>;
 
-// kFast: loops of their own (that the compiler vectorizes) for same shapes, a single-element side and
-// contiguous rows. Without it one strided loop does all: a fifth of the code, for ops that run on masks and
-// shape arithmetic rather than activations (ops/elementwise_binary.cpp).
+// Same shapes, or one side a single element: flat loops (no stride tables to allocate, so a decode step's
+// masks stay allocation-free). Broadcasts: the strided loop, and with kFast a loop of its own for contiguous
+// rows that the compiler vectorizes — left out for ops that run on masks and shape arithmetic rather than
+// activations (ops/elementwise_binary.cpp), where code size matters more.
 template <bool kFast = true, typename A, typename B, typename O, typename F>
 void binary_broadcast(const A* a, const Dims& a_shape, const B* b, const Dims& b_shape, O* out, const Dims& out_shape,
                       F&& f) {
-  if constexpr (kFast) {  // same shapes, or one side a single element: flat loops (no stride tables to allocate)
-    const int64_t n = dims_product(out_shape), na = dims_product(a_shape), nb = dims_product(b_shape);
-    if (na == n && nb == n && a_shape == out_shape && b_shape == out_shape) {
-      for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-      return;
-    }
-    if (na == n && nb == 1 && a_shape == out_shape) {
-      for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[0]);
-      return;
-    }
-    if (nb == n && na == 1 && b_shape == out_shape) {
-      for (int64_t i = 0; i < n; ++i) out[i] = f(a[0], b[i]);
-      return;
-    }
+  const int64_t n = dims_product(out_shape), na = dims_product(a_shape), nb = dims_product(b_shape);
+  if (na == n && nb == n && a_shape == out_shape && b_shape == out_shape) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+    return;
+  }
+  if (na == n && nb == 1 && a_shape == out_shape) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[0]);
+    return;
+  }
+  if (nb == n && na == 1 && b_shape == out_shape) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[0], b[i]);
+    return;
   }
   std::array<Dims, 2> st{broadcast_strides(a_shape, out_shape), broadcast_strides(b_shape, out_shape)};
   broadcast_loop<2>(out_shape, st, [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& inc,

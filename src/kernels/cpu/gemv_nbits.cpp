@@ -238,8 +238,11 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   if (w.bits == 8) {  // (Int8Row::lane_sum)
     xlanes.assign(static_cast<size_t>(M * k_blocks * 8), 0);
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < k_blocks * w.block; ++k)
-        xlanes[static_cast<size_t>((m * k_blocks + k / w.block) * 8 + k % 32 / 4)] += xq[static_cast<size_t>(m * padded + k)];
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        int32_t* lanes = xlanes.data() + (m * k_blocks + kb) * 8;
+        const int8_t* q = xq.data() + m * padded + kb * w.block;
+        for (int64_t i = 0; i < w.block; i += 4) lanes[i % 32 / 4] += q[i] + q[i + 1] + q[i + 2] + q[i + 3];
+      }
   }
 #endif
   // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
