@@ -7,7 +7,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libeigen3-dev libxsimd-dev doctest-dev nlohmann-json3-dev libomp-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
-  python3-onnx python3-numpy
+  python3-onnx python3-numpy python3-venv
   libcpp-httplib-dev
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux

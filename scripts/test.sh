@@ -5,6 +5,8 @@
 # the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
 # qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
 # --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh).
+# Without an option it ends with the Python package's tests: the wheel built by `pip wheel .`, installed in a
+# venv outside the repository, pytest against it (tests/python/run.sh; skipped with a message without PyPI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
@@ -32,4 +34,7 @@ if [ "$dir" = build-aarch64 ] && [ -x build/tern ]; then  # the same text as the
     [ "$a" = "$b" ] || { printf 'x86-64:  %s\naarch64: %s\n' "$a" "$b"; exit 1; }
     echo "aarch64 and x86-64 generate the same text from $model"
   done
+fi
+if [ $# -eq 0 ]; then
+  bash tests/python/run.sh
 fi

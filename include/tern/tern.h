@@ -44,7 +44,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 1
-#define TERN_API_VERSION_MINOR 0
+#define TERN_API_VERSION_MINOR 1
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -89,18 +89,29 @@ TERN_API tern_status tern_options_set_window(tern_options* options, int64_t toke
 TERN_API tern_status tern_options_set_device(tern_options* options, const char* device);
 /* Weights converted at load: "fp32" (as stored), "fp16", "bf16", "int8", "int4". */
 TERN_API tern_status tern_options_set_weights(tern_options* options, const char* format);
+/* Non-zero: graphs loaded with these options record every node's time, kernel and cost (tern_graph_profile).
+ * Off by default: no clock is read. (API 1.1) */
+TERN_API tern_status tern_options_set_profiling(tern_options* options, int on);
 
 /* ---- Tensors ------------------------------------------------------------------------------------------ */
 
 typedef enum tern_dtype {
+  TERN_UNDEFINED = 0, /* only in tern_value_info: the graph does not say (API 1.1) */
   TERN_FLOAT32 = 1,
   TERN_UINT8 = 2,
   TERN_INT8 = 3,
+  TERN_UINT16 = 4,    /* (API 1.1) */
+  TERN_INT16 = 5,     /* (API 1.1) */
   TERN_INT32 = 6,
   TERN_INT64 = 7,
   TERN_BOOL = 9,
   TERN_FLOAT16 = 10,
-  TERN_BFLOAT16 = 16 /* values are ONNX's TensorProto.DataType numbers */
+  TERN_FLOAT64 = 11,  /* (API 1.1) */
+  TERN_UINT32 = 12,   /* (API 1.1) */
+  TERN_UINT64 = 13,   /* (API 1.1) */
+  TERN_BFLOAT16 = 16, /* values are ONNX's TensorProto.DataType numbers */
+  TERN_UINT4 = 21,    /* 4-bit: two elements a byte, the first in the low nibble, as ONNX packs them (API 1.1) */
+  TERN_INT4 = 22      /* (API 1.1) */
 } tern_dtype;
 
 #define TERN_MAX_DIMS 8
@@ -129,19 +140,51 @@ TERN_API size_t tern_graph_input_count(const tern_graph* graph);
 TERN_API size_t tern_graph_output_count(const tern_graph* graph);
 TERN_API const char* tern_graph_input_name(const tern_graph* graph, size_t index);
 TERN_API const char* tern_graph_output_name(const tern_graph* graph, size_t index);
-/* Runs the graph on every input (by name). Each output asked for by name in outputs[i].name gets its dtype,
- * rank and shape filled in; its values are copied into outputs[i].data when that is not NULL and
- * outputs[i].bytes is large enough (else TERN_ERROR_BUFFER_TOO_SMALL, with .bytes set to the size needed),
- * or, when data is NULL, .data points at memory the graph owns until its next run. */
+/* What the graph declares of an input or output: name, element type (TERN_UNDEFINED when it does not say),
+ * rank (-1 when it does not say) and dims; a dim that is not a fixed size is -1, with its symbol in
+ * dim_names (e.g. "batch_size") or NULL when unnamed. Strings valid while the graph lives. (API 1.1) */
+typedef struct tern_value_info {
+  const char* name;
+  tern_dtype dtype;
+  int32_t rank;
+  int64_t shape[TERN_MAX_DIMS];
+  const char* dim_names[TERN_MAX_DIMS];
+} tern_value_info;
+TERN_API tern_status tern_graph_input_info(const tern_graph* graph, size_t index, tern_value_info* info);
+TERN_API tern_status tern_graph_output_info(const tern_graph* graph, size_t index, tern_value_info* info);
+/* Runs the graph on every input (by name). Inputs are read in place, not copied: each buffer must hold its
+ * elements row-major, aligned to its element size, unchanged until the call returns. Each output asked for
+ * by name in outputs[i].name gets its dtype, rank and shape filled in; its values are copied into
+ * outputs[i].data when that is not NULL and outputs[i].bytes is large enough (else
+ * TERN_ERROR_BUFFER_TOO_SMALL, with .bytes set to the size needed), or, when data is NULL, .data points at
+ * memory the graph owns until its next run (for an output that is an input passed through, the input's). */
 TERN_API tern_status tern_graph_run(tern_graph* graph, const tern_tensor* inputs, size_t input_count,
                                     tern_tensor* outputs, size_t output_count);
+
+/* Per-node profile of the runs since the load (or the last tern_graph_profile_clear) of a graph loaded with
+ * tern_options_set_profiling: one record per node run, in order. Times in microseconds from the first
+ * recorded node; flops and bytes are tern's cost model of the node (what the roofline in `tern profile`
+ * uses). The array and its strings are valid until the next call on the graph. (API 1.1) */
+typedef struct tern_node_profile {
+  const char* node;     /* the node's name */
+  const char* op_type;  /* after tern's passes: fused nodes carry the fused op's type */
+  const char* kernel;   /* the kernel that ran (its ISA tier or "opencl") */
+  int64_t run;          /* which tern_graph_run, from 0 */
+  double start_us, duration_us;
+  double flops, bytes;
+} tern_node_profile;
+TERN_API tern_status tern_graph_profile(tern_graph* graph, const tern_node_profile** nodes, size_t* count);
+TERN_API tern_status tern_graph_profile_clear(tern_graph* graph);
+/* The profile as a Chrome trace (chrome://tracing, Perfetto), with ONNX Runtime's profiler fields. */
+TERN_API tern_status tern_graph_write_profile(tern_graph* graph, const char* path);
 
 /* ---- Models: a decoder folder (model.onnx, config.json, tokenizer) for text generation ----------------- */
 
 typedef struct tern_model tern_model;
 
 /* Loads a model folder (or its .onnx file) for generation over a ring-buffer KV cache. `options` may be
- * NULL. *model is set unless out of memory; on failure it holds the message (tern_model_error). */
+ * NULL. *model is set unless out of memory; on failure it holds the message (tern_model_error). A folder
+ * without a tokenizer loads: the functions that need one then fail with TERN_ERROR_UNSUPPORTED. */
 TERN_API tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model);
 TERN_API void tern_model_free(tern_model* model);
 TERN_API const char* tern_model_error(const tern_model* model);
@@ -163,6 +206,23 @@ TERN_API tern_status tern_tokenize(tern_model* model, const char* text, int add_
  * they do not fit: TERN_ERROR_BUFFER_TOO_SMALL). Bytes need not be whole UTF-8 characters at a cut. */
 TERN_API tern_status tern_detokenize(tern_model* model, const int32_t* ids, size_t count, char* text,
                                      size_t capacity, size_t* length);
+
+/* A conversation's token ids, as `tern chat` feeds them: the messages (roles "system", "user", "assistant")
+ * in the model's chat template, ending with the assistant's turn opened; a model without a template gets
+ * one running text. Capacity and *count as in tern_tokenize. (API 1.1) */
+TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* roles, const char* const* contents,
+                                        size_t message_count, int32_t* ids, size_t capacity, size_t* count);
+
+/* Text as tokens arrive: each push gives the new text the token completes (whole UTF-8 characters; may be
+ * empty), flush what is held back at the end. `context` (may be NULL) is what came before, e.g. the prompt,
+ * so that the first token's leading space is right. The stream uses its model's tokenizer: free it first.
+ * *text is valid until the next call on the stream; failures leave their message on the model. (API 1.1) */
+typedef struct tern_text_stream tern_text_stream;
+TERN_API tern_status tern_text_stream_create(tern_model* model, const int32_t* context, size_t context_count,
+                                             tern_text_stream** stream);
+TERN_API void tern_text_stream_free(tern_text_stream* stream);
+TERN_API tern_status tern_text_stream_push(tern_text_stream* stream, int32_t token, const char** text, size_t* length);
+TERN_API tern_status tern_text_stream_flush(tern_text_stream* stream, const char** text, size_t* length);
 
 /* Sampling: greedy when temperature is 0. tern_sampling_default fills tern's defaults (greedy, no penalty). */
 typedef struct tern_sampling {
@@ -190,6 +250,9 @@ TERN_API tern_status tern_model_sample(tern_model* model, int32_t* token);
 TERN_API tern_status tern_model_step(tern_model* model, int32_t* token);
 /* The current logits: *vocab floats, valid until the next call on the model. */
 TERN_API tern_status tern_model_logits(tern_model* model, const float** logits, int64_t* vocab);
+/* Non-zero when `token` is one of the model's end tokens (config.json / generation_config.json may list
+ * several; tern_model_info gives the first). (API 1.1) */
+TERN_API int tern_model_is_end_token(const tern_model* model, int32_t token);
 /* Tokens the sequence holds (fed so far). */
 TERN_API int64_t tern_model_position(const tern_model* model);
 

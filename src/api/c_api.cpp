@@ -17,6 +17,7 @@
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 
 #ifndef TERN_VERSION
@@ -85,25 +86,27 @@ int raw_value(const Enum& e) {
   return v;
 }
 
+// The element types a tern_tensor carries (all of tern's but strings).
+bool carried(int t) {
+  switch (t) {
+    case TERN_FLOAT32: case TERN_UINT8: case TERN_INT8: case TERN_UINT16: case TERN_INT16: case TERN_INT32:
+    case TERN_INT64: case TERN_BOOL: case TERN_FLOAT16: case TERN_FLOAT64: case TERN_UINT32: case TERN_UINT64:
+    case TERN_BFLOAT16: case TERN_UINT4: case TERN_INT4:
+      return true;
+  }
+  return false;
+}
+
 DType dtype_from_c(const tern_dtype& field, const std::string& tensor) {
   const int t = raw_value(field);
-  switch (t) {
-    case TERN_FLOAT32: case TERN_UINT8: case TERN_INT8: case TERN_INT32: case TERN_INT64: case TERN_BOOL:
-    case TERN_FLOAT16: case TERN_BFLOAT16:
-      return static_cast<DType>(t);
-  }
-  refuse(TERN_ERROR_INVALID_ARGUMENT, "tensor '", tensor, "': dtype ", t, " is not a tern_dtype");
+  if (!carried(t)) refuse(TERN_ERROR_INVALID_ARGUMENT, "tensor '", tensor, "': dtype ", t, " is not a tern_dtype");
+  return static_cast<DType>(t);
 }
 
 tern_dtype c_dtype(DType t, const std::string& tensor) {
-  switch (t) {
-    case DType::Float32: case DType::UInt8: case DType::Int8: case DType::Int32: case DType::Int64:
-    case DType::Bool: case DType::Float16: case DType::BFloat16:
-      return static_cast<tern_dtype>(static_cast<int>(t));
-    default:
-      break;
-  }
-  refuse(TERN_ERROR_UNSUPPORTED, "output '", tensor, "' has dtype ", dtype_name(t), ", which the C API does not carry");
+  if (!carried(static_cast<int>(t)))
+    refuse(TERN_ERROR_UNSUPPORTED, "output '", tensor, "' has dtype ", dtype_name(t), ", which the C API does not carry");
+  return static_cast<tern_dtype>(static_cast<int>(t));
 }
 
 }  // namespace
@@ -111,13 +114,16 @@ tern_dtype c_dtype(DType t, const std::string& tensor) {
 struct tern_options {
   llm::DecoderOptions decoder;  // device, weights, window, threads, memory cap
   std::string isa;
+  bool profiling = false;
   std::string error;
 };
 
 struct tern_graph {
   std::string error;
+  std::unique_ptr<Profiler> profiler;  // before the session, whose hook points at it
   std::unique_ptr<Session> session;
   Outputs outputs;  // the last run's (tern_graph_run hands out pointers into them)
+  std::vector<tern_node_profile> profile;  // tern_graph_profile's, pointing into profiler's events
 };
 
 struct tern_model {
@@ -126,7 +132,8 @@ struct tern_model {
   llm::ModelConfig config;
   std::unique_ptr<Session> session;
   std::unique_ptr<llm::Generator> generator;
-  std::unique_ptr<llm::Tokenizer> tokenizer;
+  std::unique_ptr<llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
+  std::string tokenizer_missing;
   // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next
   // run, null before the first — and the sampler's state.
   std::vector<int64_t> tokens;
@@ -137,6 +144,12 @@ struct tern_model {
   std::vector<std::vector<int64_t>> new_tokens{1};
   std::vector<int64_t> held{0}, ring_rows{0};
   std::string text;  // tern_detokenize's result until the next call
+};
+
+struct tern_text_stream {
+  tern_model* model;
+  llm::TextStream stream;
+  std::string text;  // the last push's or flush's
 };
 
 namespace {
@@ -152,13 +165,18 @@ tern_status create(Handle** out, Body&& body) {
   return guarded(&h->error, [&] { body(*h); });
 }
 
-void apply_isa(const tern_options* o) {
-  if (!o || o->isa.empty()) return;
+// Runs `check`, whose failure (tern's message) is the caller's argument error.
+template <typename Check>
+void as_argument(Check&& check) {
   try {
-    kernels::request_isa(o->isa);
-  } catch (const Error& e) {  // a tier this CPU lacks, or not the one already in use
+    check();
+  } catch (const Error& e) {
     refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
   }
+}
+
+void apply_isa(const tern_options* o) {
+  if (o && !o->isa.empty()) as_argument([&] { kernels::request_isa(o->isa); });  // a tier this CPU lacks, or not the one in use
 }
 
 llm::SamplingOptions sampling_of(const tern_sampling& s) {
@@ -175,11 +193,9 @@ llm::SamplingOptions sampling_of(const tern_sampling& s) {
 
 // A sampler for `s`; its range check (llm::Sampler) is the caller's argument error.
 llm::Sampler sampler_for(const tern_sampling& s) {
-  try {
-    return llm::Sampler(sampling_of(s));
-  } catch (const Error& e) {
-    refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
-  }
+  std::optional<llm::Sampler> sampler;
+  as_argument([&] { sampler.emplace(sampling_of(s)); });
+  return std::move(*sampler);
 }
 
 std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t count) {
@@ -212,6 +228,37 @@ void reset(tern_model* m) {
   m->session->reset_row(0);
   m->tokens.clear();
   m->logits = nullptr;
+}
+
+// Token ids into the caller's ids[0 … capacity); *count gets how many there are.
+void copy_ids(const std::vector<int64_t>& out, int32_t* ids, size_t capacity, size_t* count) {
+  *count = out.size();
+  const size_t n = std::min(capacity, out.size());
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(out[i]);
+  if (out.size() > capacity) refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text makes ", out.size(), " tokens; ids holds ", capacity);
+}
+
+const llm::Tokenizer& tokenizer_of(const tern_model* m) {
+  if (!m->tokenizer) refuse(TERN_ERROR_UNSUPPORTED, m->tokenizer_missing);
+  return *m->tokenizer;
+}
+
+void fill_value_info(const IOInfo& io, tern_value_info* info) {
+  need(info, "info");
+  info->name = io.name.c_str();
+  info->dtype = carried(static_cast<int>(io.dtype)) ? static_cast<tern_dtype>(static_cast<int>(io.dtype)) : TERN_UNDEFINED;
+  info->rank = -1;
+  std::fill(info->shape, info->shape + TERN_MAX_DIMS, -1);
+  std::fill(info->dim_names, info->dim_names + TERN_MAX_DIMS, nullptr);
+  if (!io.shape) return;
+  if (io.shape->size() > TERN_MAX_DIMS)
+    refuse(TERN_ERROR_UNSUPPORTED, "'", io.name, "' has rank ", io.shape->size(), " (the C API carries up to ", TERN_MAX_DIMS, ")");
+  info->rank = static_cast<int32_t>(io.shape->size());
+  for (size_t d = 0; d < io.shape->size(); ++d) {
+    const Dim& dim = (*io.shape)[d];
+    info->shape[d] = dim.is_known() ? dim.value : -1;
+    if (!dim.is_known() && !dim.symbol.empty()) info->dim_names[d] = dim.symbol.c_str();
+  }
 }
 
 }  // namespace
@@ -297,7 +344,7 @@ tern_status tern_options_set_device(tern_options* o, const char* device) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] {
     need(device, "device");
-    parse_device(device);  // names the choices when it is none of them
+    as_argument([&] { parse_device(device); });  // names the choices when it is none of them
     o->decoder.device = device;
   });
 }
@@ -306,9 +353,15 @@ tern_status tern_options_set_weights(tern_options* o, const char* format) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] {
     need(format, "weights");
-    parse_weight_format(format);
+    as_argument([&] { parse_weight_format(format); });
     o->decoder.weights = format;
   });
+}
+
+tern_status tern_options_set_profiling(tern_options* o, int on) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  o->profiling = on != 0;
+  return TERN_OK;
 }
 
 // ---- graphs ----
@@ -317,7 +370,12 @@ tern_status tern_graph_load(const char* onnx_path, const tern_options* options, 
   return create(graph, [&](tern_graph& g) {
     need(onnx_path, "onnx_path");
     apply_isa(options);
-    g.session = std::make_unique<Session>(onnx_path, llm::load_session_options(options ? options->decoder : llm::DecoderOptions{}));
+    SessionOptions so = llm::load_session_options(options ? options->decoder : llm::DecoderOptions{});
+    if (options && options->profiling) {
+      g.profiler = std::make_unique<Profiler>();
+      g.profiler->attach(so);
+    }
+    g.session = std::make_unique<Session>(onnx_path, so);
   });
 }
 
@@ -331,6 +389,18 @@ const char* tern_graph_input_name(const tern_graph* g, size_t i) {
 }
 const char* tern_graph_output_name(const tern_graph* g, size_t i) {
   return g && g->session && i < g->session->outputs().size() ? g->session->outputs()[i].name.c_str() : nullptr;
+}
+
+tern_status tern_graph_input_info(const tern_graph* g, size_t i, tern_value_info* info) {
+  if (!g || !g->session || i >= g->session->inputs().size() || !info) return TERN_ERROR_INVALID_ARGUMENT;
+  std::string ignored;  // (the graph is const: a rank past TERN_MAX_DIMS is the one failure, said by the status)
+  return guarded(&ignored, [&] { fill_value_info(g->session->inputs()[i], info); });
+}
+
+tern_status tern_graph_output_info(const tern_graph* g, size_t i, tern_value_info* info) {
+  if (!g || !g->session || i >= g->session->outputs().size() || !info) return TERN_ERROR_INVALID_ARGUMENT;
+  std::string ignored;
+  return guarded(&ignored, [&] { fill_value_info(g->session->outputs()[i], info); });
 }
 
 tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs,
@@ -353,10 +423,12 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
       if (in.bytes != bytes)
         refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ", shape_str(shape), " has ", bytes);
       if (bytes > 0) need(in.data, "input data");
-      check_host_bytes(bytes, "input tensor");
-      Tensor t(dtype, shape);
-      if (bytes > 0) std::memcpy(t.raw(), in.data, bytes);  // copied: kernels may read it aligned
-      feeds.emplace_back(in.name, std::move(t));
+      const size_t align = std::max<size_t>(dtype_size(dtype), 1);  // (4-bit elements: bytes)
+      if (reinterpret_cast<uintptr_t>(in.data) % align != 0)
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': data is not aligned to its ", align, "-byte elements");
+      // Read in place: no kernel writes its inputs, and none needs more than element alignment from an
+      // activation (aligned loads are only of tern's own prepacked panels and scratch).
+      feeds.emplace_back(in.name, Tensor(dtype, shape, Buffer::view(in.data, bytes, nullptr)));
     }
     g->outputs = g->session->run(feeds);
     for (size_t i = 0; i < output_count; ++i) {
@@ -381,6 +453,38 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
   });
 }
 
+tern_status tern_graph_profile(tern_graph* g, const tern_node_profile** nodes, size_t* count) {
+  if (!g) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&g->error, [&] {
+    need(nodes, "nodes");
+    need(count, "count");
+    if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
+    g->profile.clear();
+    for (const Profiler::Event& e : g->profiler->events())
+      g->profile.push_back({e.name.c_str(), e.op_type.c_str(), e.kernel.c_str(), e.run, e.ts_us, e.dur_us, e.flops, e.bytes});
+    *nodes = g->profile.data();
+    *count = g->profile.size();
+  });
+}
+
+tern_status tern_graph_profile_clear(tern_graph* g) {
+  if (!g) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&g->error, [&] {
+    if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
+    g->profile.clear();
+    g->profiler->clear();
+  });
+}
+
+tern_status tern_graph_write_profile(tern_graph* g, const char* path) {
+  if (!g) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&g->error, [&] {
+    need(path, "path");
+    if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
+    g->profiler->write_chrome_trace(path);
+  });
+}
+
 // ---- models ----
 
 tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model) {
@@ -396,8 +500,13 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
     if (m.generator->io().layout != llm::PastLayout::Internal)  // the step API feeds one ring row
       fail_unsupported("the C API generates over the ring-buffer KV cache, which this model's attention did not take: ",
                        llm::graph_cache_warning(*m.session));
-    m.tokenizer = llm::load_tokenizer(files.dir);
-    if (m.config.vocab_size <= 0) m.config.vocab_size = m.tokenizer->vocab_size();
+    try {
+      m.tokenizer = llm::load_tokenizer(files.dir);
+    } catch (const UnsupportedError& e) {  // none (or of a kind tern cannot read): token ids still work
+      m.tokenizer_missing = e.what();
+    }
+    if (m.config.vocab_size <= 0 && m.tokenizer) m.config.vocab_size = m.tokenizer->vocab_size();
+    if (m.config.vocab_size <= 0) refuse(TERN_ERROR_MODEL, "'", files.dir, "' gives no vocab_size and has no tokenizer: ", m.tokenizer_missing);
   });
 }
 
@@ -417,7 +526,7 @@ tern_status tern_model_get_info(const tern_model* m, tern_model_info* info) {
     info->vocab_size = m->config.vocab_size;
     info->context_length = m->config.context_length;
     info->window = m->session->options().kv_window;
-    const auto bos = m->tokenizer->encode("", true);
+    const auto bos = m->tokenizer ? m->tokenizer->encode("", true) : std::vector<int64_t>{};
     info->bos_token_id = bos.empty() ? -1 : bos[0];
     info->eos_token_id = m->config.eos_token_ids.empty() ? -1 : m->config.eos_token_ids[0];
   });
@@ -429,11 +538,27 @@ tern_status tern_tokenize(tern_model* m, const char* text, int add_bos, int32_t*
     need(text, "text");
     need(count, "count");
     if (capacity > 0) need(ids, "ids");
-    const auto out = m->tokenizer->encode(text, add_bos != 0);
-    *count = out.size();
-    const size_t n = std::min(capacity, out.size());
-    for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(out[i]);
-    if (out.size() > capacity) refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text makes ", out.size(), " tokens; ids holds ", capacity);
+    copy_ids(tokenizer_of(m).encode(text, add_bos != 0), ids, capacity, count);
+  });
+}
+
+tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const char* const* contents, size_t message_count,
+                               int32_t* ids, size_t capacity, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(count, "count");
+    if (capacity > 0) need(ids, "ids");
+    if (message_count > 0) need(roles, "roles"), need(contents, "contents");
+    std::vector<llm::ChatMessage> messages;
+    for (size_t i = 0; i < message_count; ++i) {
+      need(roles[i], "roles[i]");
+      need(contents[i], "contents[i]");
+      const std::string role = roles[i];
+      if (role != "system" && role != "user" && role != "assistant")
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "message ", i, ": role '", role, "' (system, user or assistant)");
+      messages.push_back({role, contents[i]});
+    }
+    copy_ids(llm::encode_chat(tokenizer_of(m), llm::detect_chat_family(m->dir), messages), ids, capacity, count);
   });
 }
 
@@ -442,7 +567,7 @@ tern_status tern_detokenize(tern_model* m, const int32_t* ids, size_t count, cha
   return guarded(&m->error, [&] {
     need(length, "length");
     if (capacity > 0) need(text, "text");
-    m->text = m->tokenizer->decode(ids_of(m, ids, count));
+    m->text = tokenizer_of(m).decode(ids_of(m, ids, count));
     *length = m->text.size();
     if (m->text.size() + 1 > capacity) {
       if (capacity > 0) text[0] = '\0';
@@ -507,6 +632,12 @@ tern_status tern_model_logits(tern_model* m, const float** logits, int64_t* voca
   });
 }
 
+int tern_model_is_end_token(const tern_model* m, int32_t token) {
+  if (!m) return 0;
+  const auto& ends = m->config.eos_token_ids;
+  return std::find(ends.begin(), ends.end(), int64_t{token}) != ends.end() ? 1 : 0;
+}
+
 int64_t tern_model_position(const tern_model* m) { return m ? static_cast<int64_t>(m->tokens.size()) : 0; }
 
 void tern_generate_params_default(tern_generate_params* p) {
@@ -534,15 +665,15 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
     tern_sampling greedy;
     tern_sampling_default(&greedy);
     m->sampler = sampler_for(p.sampling ? *p.sampling : greedy);
+    const llm::Tokenizer& tok = tokenizer_of(m);
     const std::vector<int64_t> ids =
-        p.chat ? llm::encode_chat(*m->tokenizer, llm::detect_chat_family(m->dir), {{"user", prompt}})
-               : m->tokenizer->encode(prompt, true);
+        p.chat ? llm::encode_chat(tok, llm::detect_chat_family(m->dir), {{"user", prompt}}) : tok.encode(prompt, true);
     llm::GenerateOptions check;
     check.max_new_tokens = p.max_new_tokens;
     m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary
     reset(m);
     feed(m, ids.data(), ids.size());
-    llm::TextStream text(*m->tokenizer, ids);
+    llm::TextStream text(tok, ids);
     llm::StopScanner stop(stops);
     bool more = true;
     auto deliver = [&](const std::string& piece) {
@@ -551,13 +682,47 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
     for (int64_t n = 0; n < p.max_new_tokens && more && !stop.stopped(); ++n) {
       const int64_t next = choose_next(m);
       if (generated) ++*generated;
-      const bool eos = std::find(m->config.eos_token_ids.begin(), m->config.eos_token_ids.end(), next) != m->config.eos_token_ids.end();
+      const bool eos = tern_model_is_end_token(m, static_cast<int32_t>(next)) != 0;
       deliver(stop.push(text.push(next)));
       if (eos) break;
       if (n + 1 < p.max_new_tokens && more && !stop.stopped()) feed(m, &next, 1);  // (the last one chosen is not fed)
     }
     deliver(stop.push(text.flush()));
     deliver(stop.flush());
+  });
+}
+
+tern_status tern_text_stream_create(tern_model* m, const int32_t* context, size_t context_count, tern_text_stream** stream) {
+  TERN_LOADED(m);
+  if (stream) *stream = nullptr;
+  return guarded(&m->error, [&] {
+    need(stream, "stream");
+    *stream = new tern_text_stream{m, llm::TextStream(tokenizer_of(m), ids_of(m, context, context_count)), {}};
+  });
+}
+
+void tern_text_stream_free(tern_text_stream* stream) { delete stream; }
+
+tern_status tern_text_stream_push(tern_text_stream* s, int32_t token, const char** text, size_t* length) {
+  if (!s) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&s->model->error, [&] {
+    need(text, "text");
+    need(length, "length");
+    const int64_t id = ids_of(s->model, &token, 1)[0];
+    s->text = s->stream.push(id);
+    *text = s->text.c_str();
+    *length = s->text.size();
+  });
+}
+
+tern_status tern_text_stream_flush(tern_text_stream* s, const char** text, size_t* length) {
+  if (!s) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&s->model->error, [&] {
+    need(text, "text");
+    need(length, "length");
+    s->text = s->stream.flush();
+    *text = s->text.c_str();
+    *length = s->text.size();
   });
 }
 

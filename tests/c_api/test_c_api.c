@@ -162,6 +162,37 @@ static void check_model(const char* dir) {
   CHECK(strstr(tern_model_error(m), "outside the vocabulary") != NULL);
   const int32_t negative = -3;
   CHECK(tern_model_prefill(m, &negative, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  /* end tokens; a conversation's ids (no chat template here: BOS and the text); text as tokens arrive */
+  CHECK(tern_model_is_end_token(m, (int32_t)info.eos_token_id) == 1);
+  CHECK(tern_model_is_end_token(m, -1) == 0 && tern_model_is_end_token(NULL, 0) == 0);
+  const char* roles[1] = {"user"};
+  const char* contents[1] = {prompt};
+  int32_t chat_ids[64];
+  size_t chat_n = 0;
+  CHECK(tern_chat_tokenize(m, roles, contents, 1, chat_ids, 64, &chat_n) == TERN_OK);
+  CHECK(chat_n == n && memcmp(chat_ids, ids, n * sizeof ids[0]) == 0);
+  const char* wizard[1] = {"wizard"};
+  CHECK(tern_chat_tokenize(m, wizard, contents, 1, chat_ids, 64, &chat_n) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "wizard") != NULL);
+  tern_text_stream* stream = NULL;
+  CHECK(tern_text_stream_create(m, seq, n, &stream) == TERN_OK);
+  char streamed[1024] = {0};
+  size_t streamed_length = 0;
+  for (int i = 0; i < 17; ++i) {
+    const char* piece = NULL;
+    size_t piece_length = 0;
+    const tern_status st = i < 16 ? tern_text_stream_push(stream, seq[n + (size_t)i], &piece, &piece_length)
+                                  : tern_text_stream_flush(stream, &piece, &piece_length);
+    CHECK(st == TERN_OK && streamed_length + piece_length < sizeof streamed);
+    memcpy(streamed + streamed_length, piece, piece_length);
+    streamed_length += piece_length;
+  }
+  CHECK(strcmp(streamed, greedy.text) == 0);
+  const char* piece = NULL;
+  size_t piece_length = 0;
+  CHECK(tern_text_stream_push(stream, -7, &piece, &piece_length) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_text_stream_free(stream);
+
   collected again = {{0}, 0, 0, 0};
   CHECK(tern_generate(m, prompt, &p, collect, &again, NULL) == TERN_OK);
   CHECK(strcmp(again.text, greedy.text) == 0);
@@ -244,7 +275,29 @@ static void check_graph(const char* onnx) {
   in.dtype = (tern_dtype)42;
   CHECK(tern_graph_run(g, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
   CHECK(tern_graph_run(NULL, &in, 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
+  /* what the graph declares */
+  tern_value_info info;
+  CHECK(tern_graph_input_info(g, 0, &info) == TERN_OK);
+  CHECK(strcmp(info.name, tern_graph_input_name(g, 0)) == 0 && info.rank >= -1 && info.rank <= TERN_MAX_DIMS);
+  CHECK(tern_graph_output_info(g, 0, &info) == TERN_OK && strcmp(info.name, tern_graph_output_name(g, 0)) == 0);
+  CHECK(tern_graph_input_info(g, 1000, &info) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_graph_input_info(g, 0, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  /* profiles: only of a graph loaded with profiling */
+  const tern_node_profile* nodes = NULL;
+  size_t count = 1;
+  CHECK(tern_graph_profile(g, &nodes, &count) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_graph_error(g), "profiling") != NULL);
   tern_graph_free(g);
+  tern_options* o = tern_options_create();
+  CHECK(tern_options_set_profiling(o, 1) == TERN_OK);
+  g = NULL;
+  CHECK(tern_graph_load(onnx, o, &g) == TERN_OK);
+  CHECK(tern_graph_profile(g, &nodes, &count) == TERN_OK && count == 0);
+  CHECK(tern_graph_profile_clear(g) == TERN_OK);
+  CHECK(tern_graph_write_profile(g, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_graph_write_profile(g, "/nonexistent-dir/profile.json") != TERN_OK);
+  tern_graph_free(g);
+  tern_options_free(o);
 }
 
 int main(int argc, char** argv) {

@@ -1,0 +1,289 @@
+"""Generation as onnxruntime-genai spells it (Model, Tokenizer, GeneratorParams, Generator), over tern's ring-
+buffer KV cache, and a one-call generate().
+
+One sequence per Model: the cache lives in the model (the C API's step functions), so a new Generator on a
+model resets it and the one before stops working (it raises). Load the folder twice for two sequences at
+once; `tern serve` batches many.
+"""
+import ctypes
+import json
+import os
+
+import numpy as np
+
+from . import _capi
+from ._capi import lib
+
+
+class Model:
+    """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation.
+
+    threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context); device: "cpu" or
+    "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); isa: cap the CPU kernels' tier;
+    max_memory: bytes tern may own.
+    """
+
+    def __init__(self, path, *, threads=0, window=0, device=None, weights=None, isa=None, max_memory=0):
+        self._handle = None
+        opts = _capi.make_options(threads=threads, isa=isa, max_memory=max_memory, window=window, device=device,
+                                  weights=weights)
+        try:
+            handle = ctypes.c_void_p()
+            status = lib.tern_model_load(os.fsencode(os.fspath(path)), opts, ctypes.byref(handle))
+            try:
+                _capi.check(status, lib.tern_model_error, handle)
+            except BaseException:
+                lib.tern_model_free(handle)
+                raise
+            self._handle = handle
+        finally:
+            lib.tern_options_free(opts)
+        info = _capi.ModelInfo()
+        self._check(lib.tern_model_get_info(self._handle, ctypes.byref(info)))
+        self.vocab_size = info.vocab_size
+        self.context_length = info.context_length
+        self.window = info.window
+        self.bos_token_id = info.bos_token_id if info.bos_token_id >= 0 else None
+        self.eos_token_id = info.eos_token_id if info.eos_token_id >= 0 else None
+        self._generator = None  # the Generator whose sequence the cache holds
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            lib.tern_model_free(self._handle)
+            self._handle = None
+
+    def _check(self, status):
+        _capi.check(status, lib.tern_model_error, self._handle)
+
+
+def _ids(tokens):
+    a = np.ascontiguousarray(np.asarray(tokens, dtype=np.int64).reshape(-1))
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise _capi.InvalidArgumentError(f"token id {int(a.max()) if a.max() >= 2**31 else int(a.min())} "
+                                         "is outside int32", _capi.INVALID_ARGUMENT)
+    a = a.astype(np.int32)
+    return a, a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
+
+
+class Tokenizer:
+    """The model folder's tokenizer (tokenizer.json or llama2.c's tokenizer.bin)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def _call_ids(self, fn, *args):
+        """Calls a tern function that writes token ids into a buffer, growing it once if it was too small."""
+        count = ctypes.c_size_t()
+        capacity = 256
+        while True:
+            out = np.empty(capacity, dtype=np.int32)
+            status = fn(self._model._handle, *args, out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), capacity,
+                        ctypes.byref(count))
+            if status == _capi.BUFFER_TOO_SMALL and count.value > capacity:
+                capacity = count.value
+                continue
+            self._model._check(status)
+            return out[:count.value].copy()
+
+    def encode(self, text, add_bos=True):
+        """Text → token ids (int32), beginning with the model's BOS unless add_bos is False."""
+        return self._call_ids(lib.tern_tokenize, text.encode("utf-8"), 1 if add_bos else 0)
+
+    def encode_chat(self, messages):
+        """A conversation → token ids, as `tern chat` feeds it: messages are {"role", "content"} dicts (or a JSON
+        string of them) in the model's chat template, ending with the assistant's turn opened."""
+        if isinstance(messages, str):
+            messages = json.loads(messages)
+        roles = (ctypes.c_char_p * max(len(messages), 1))(*[m["role"].encode() for m in messages])
+        contents = (ctypes.c_char_p * max(len(messages), 1))(*[m["content"].encode("utf-8") for m in messages])
+        return self._call_ids(lib.tern_chat_tokenize, roles, contents, len(messages))
+
+    def decode(self, tokens):
+        """Token ids → text."""
+        a, p = _ids(tokens)
+        length = ctypes.c_size_t()
+        capacity = 4 * a.size + 64
+        while True:
+            buf = ctypes.create_string_buffer(capacity)
+            status = lib.tern_detokenize(self._model._handle, p, a.size, buf, capacity, ctypes.byref(length))
+            if status == _capi.BUFFER_TOO_SMALL and length.value + 1 > capacity:
+                capacity = length.value + 1
+                continue
+            self._model._check(status)
+            return buf.raw[:length.value].decode("utf-8", errors="replace")
+
+    def create_stream(self, context=()):
+        return TokenizerStream(self._model, context)
+
+
+class TokenizerStream:
+    """decode(token) gives the text that token completes (whole characters, possibly ""), as
+    onnxruntime-genai's stream does; flush() what is held back at the end."""
+
+    def __init__(self, model, context=()):
+        self._model = model
+        a, p = _ids(context)
+        handle = ctypes.c_void_p()
+        model._check(lib.tern_text_stream_create(model._handle, p, a.size, ctypes.byref(handle)))
+        self._handle = handle
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            lib.tern_text_stream_free(self._handle)
+            self._handle = None
+
+    def _text(self, fn, *args):
+        ptr, length = ctypes.c_void_p(), ctypes.c_size_t()
+        self._model._check(fn(self._handle, *args, ctypes.byref(ptr), ctypes.byref(length)))
+        return ctypes.string_at(ptr, length.value).decode("utf-8", errors="replace") if length.value else ""
+
+    def decode(self, token):
+        return self._text(lib.tern_text_stream_push, int(token))
+
+    def flush(self):
+        return self._text(lib.tern_text_stream_flush)
+
+
+# The search options onnxruntime-genai takes that tern carries out, and their defaults.
+_SEARCH_DEFAULTS = {"max_length": None, "do_sample": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+                    "min_p": 0.0, "repetition_penalty": 1.0, "random_seed": 0, "batch_size": 1, "num_beams": 1}
+
+
+class GeneratorParams:
+    """Search options: max_length (prompt + new tokens; default the model's context), do_sample, temperature,
+    top_k, top_p, min_p, repetition_penalty, random_seed. batch_size and num_beams must be 1 (tern.Generator
+    runs one sequence; `tern generate --beams` and `tern serve` do more)."""
+
+    def __init__(self, model):
+        self._model = model
+        self.search = dict(_SEARCH_DEFAULTS)
+
+    def set_search_options(self, **options):
+        for key, value in options.items():
+            if key not in _SEARCH_DEFAULTS:
+                raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
+                                                 _capi.INVALID_ARGUMENT)
+            if key in ("batch_size", "num_beams") and value != 1:
+                raise _capi.UnsupportedError(f"{key} {value}: tern.Generator runs one sequence (1)", _capi.UNSUPPORTED)
+            self.search[key] = value
+
+    def _sampling(self):
+        s = _capi.Sampling()
+        lib.tern_sampling_default(ctypes.byref(s))
+        o = self.search
+        if o["do_sample"]:
+            s.temperature, s.top_k, s.top_p, s.min_p = o["temperature"], o["top_k"], o["top_p"], o["min_p"]
+            s.seed = o["random_seed"]
+        s.repetition_penalty = o["repetition_penalty"]
+        return s
+
+
+class Generator:
+    """onnxruntime-genai's generate loop:
+
+        generator = tern.Generator(model, params)
+        generator.append_tokens(tokenizer.encode(prompt))
+        while not generator.is_done():
+            generator.generate_next_token()
+            print(stream.decode(generator.get_next_tokens()[0]), end="")
+    """
+
+    def __init__(self, model, params):
+        self._model = model
+        self._max_length = params.search["max_length"] or model.context_length or model.window
+        model._check(lib.tern_model_reset(model._handle))
+        model._check(lib.tern_model_set_sampling(model._handle, ctypes.byref(params._sampling())))
+        model._generator = self
+        self._sequence = []
+        self._unfed = None  # the last token chosen, fed by the next generate_next_token
+        self._done = False
+
+    def _own(self):
+        if self._model._generator is not self:
+            raise _capi.InvalidArgumentError("another Generator was made on this model since: it holds the model's "
+                                             "one sequence (load the model again for a second)",
+                                             _capi.INVALID_ARGUMENT)
+
+    def _feed(self, ids):
+        a, p = _ids(ids)
+        self._model._check(lib.tern_model_prefill(self._model._handle, p, a.size))
+
+    def append_tokens(self, tokens):
+        """Feeds tokens (the prompt, or more later) after the sequence."""
+        self._own()
+        new = [int(t) for t in np.asarray(tokens).reshape(-1)]
+        pending = ([self._unfed] if self._unfed is not None else []) + new
+        if pending:
+            self._feed(pending)
+        self._unfed = None
+        self._sequence += new
+        self._done = len(self._sequence) >= self._max_length
+
+    def generate_next_token(self):
+        """Runs the model on what is not yet fed and chooses the next token."""
+        self._own()
+        if self._done:
+            raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
+        if self._unfed is not None:
+            self._feed([self._unfed])
+            self._unfed = None
+        token = ctypes.c_int32()
+        self._model._check(lib.tern_model_sample(self._model._handle, ctypes.byref(token)))
+        self._sequence.append(token.value)
+        self._unfed = token.value
+        if lib.tern_model_is_end_token(self._model._handle, token.value) or len(self._sequence) >= self._max_length:
+            self._done = True
+
+    def is_done(self):
+        return self._done
+
+    def get_next_tokens(self):
+        return np.array(self._sequence[-1:], dtype=np.int32)
+
+    def get_sequence(self, index=0):
+        if index != 0:
+            raise _capi.InvalidArgumentError(f"sequence {index}: tern.Generator runs one (0)", _capi.INVALID_ARGUMENT)
+        return np.array(self._sequence, dtype=np.int32)
+
+    def get_logits(self):
+        """The logits the next choice is made from: float32, shape (1, vocab)."""
+        self._own()
+        if self._unfed is not None:  # the last chosen token's logits need it fed first
+            self._feed([self._unfed])
+            self._unfed = None
+        ptr, vocab = ctypes.POINTER(ctypes.c_float)(), ctypes.c_int64()
+        self._model._check(lib.tern_model_logits(self._model._handle, ctypes.byref(ptr), ctypes.byref(vocab)))
+        return np.ctypeslib.as_array(ptr, shape=(vocab.value,)).reshape(1, -1).copy()
+
+
+def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=0.0, top_k=0,
+             top_p=1.0, min_p=0.0, repetition_penalty=1.0, seed=0):
+    """The whole job in one call: `prompt` (with BOS; chat=True: one user turn in the model's chat template)
+    continued by up to max_new_tokens tokens, greedy unless temperature > 0. Stops at an end token or a stop
+    string (not included). on_text(piece) is called as text arrives; returns the new text. `model` is a
+    Model or a model folder's path."""
+    if not isinstance(model, Model):
+        model = Model(model)
+    s = _capi.Sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
+    stops = [x.encode("utf-8") for x in ([stop] if isinstance(stop, str) else stop)]
+    stop_array = (ctypes.c_char_p * max(len(stops), 1))(*stops)
+    params = _capi.GenerateParams(max_new_tokens, ctypes.pointer(s), stop_array, len(stops), 1 if chat else 0)
+    pieces, failure = [], []
+
+    def deliver(ptr, length, _user):
+        try:
+            piece = ctypes.string_at(ptr, length).decode("utf-8", errors="replace")
+            pieces.append(piece)
+            if on_text is not None:
+                on_text(piece)
+            return 0
+        except BaseException as e:  # raised again below, after tern has stopped
+            failure.append(e)
+            return 1
+
+    callback = _capi.TEXT_CALLBACK(deliver)
+    model._generator = None  # the sequence is generate()'s now
+    model._check(lib.tern_generate(model._handle, prompt.encode("utf-8"), ctypes.byref(params), callback, None, None))
+    if failure:
+        raise failure[0]
+    return "".join(pieces)

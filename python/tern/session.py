@@ -1,0 +1,292 @@
+"""tern.InferenceSession: any ONNX model run on numpy arrays, called as onnxruntime.InferenceSession is."""
+import ctypes
+import dataclasses
+import enum
+import os
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+from . import _capi
+from ._capi import lib
+
+# tern_dtype (ONNX's TensorProto numbers) ↔ numpy, and ONNX Runtime's type strings (NodeArg.type).
+_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+           9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64}
+try:  # numpy has no bfloat16 or 4-bit ints; ml_dtypes (installed with onnx, JAX, TensorFlow) has them
+    import ml_dtypes
+    _DTYPES.update({16: ml_dtypes.bfloat16, 21: ml_dtypes.uint4, 22: ml_dtypes.int4})
+except ImportError:
+    ml_dtypes = None
+_CODES = {np.dtype(t): code for code, t in _DTYPES.items()}
+_ORT_TYPES = {0: "tensor(undefined)", 1: "tensor(float)", 2: "tensor(uint8)", 3: "tensor(int8)", 4: "tensor(uint16)",
+              5: "tensor(int16)", 6: "tensor(int32)", 7: "tensor(int64)", 9: "tensor(bool)", 10: "tensor(float16)",
+              11: "tensor(double)", 12: "tensor(uint32)", 13: "tensor(uint64)", 16: "tensor(bfloat16)",
+              21: "tensor(uint4)", 22: "tensor(int4)"}
+_PACKED = (21, 22)  # 4-bit: tern holds two a byte (ml_dtypes one)
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output as onnxruntime describes it: shape entries are ints, dim names, or None."""
+    name: str
+    type: str
+    shape: list
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeProfile:
+    """One node's run: times in microseconds from the first recorded node; flops and bytes from tern's cost
+    model of the node (what `tern profile` draws its roofline from)."""
+    node: str
+    op_type: str
+    kernel: str
+    run: int
+    start_us: float
+    duration_us: float
+    flops: float
+    bytes: float
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """Accepted for onnxruntime scripts; tern always runs its whole pass pipeline."""
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """Accepted for onnxruntime scripts; tern runs nodes in order, each kernel on all its threads."""
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+class SessionOptions:
+    """onnxruntime.SessionOptions' common fields, plus tern's own (isa, max_memory, device, weights).
+    Fields tern has no use for are kept and ignored (listed in docs/python.md)."""
+    __slots__ = ("intra_op_num_threads", "inter_op_num_threads", "graph_optimization_level", "execution_mode",
+                 "log_severity_level", "log_verbosity_level", "enable_mem_pattern", "enable_cpu_mem_arena",
+                 "enable_mem_reuse", "optimized_model_filepath", "enable_profiling", "profile_file_prefix",
+                 "isa", "max_memory", "device", "weights", "_config")
+
+    def __init__(self):
+        self.intra_op_num_threads = 0  # 0: all cores
+        self.inter_op_num_threads = 0
+        self.graph_optimization_level = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.execution_mode = ExecutionMode.ORT_SEQUENTIAL
+        self.log_severity_level = 2
+        self.log_verbosity_level = 0
+        self.enable_mem_pattern = True
+        self.enable_cpu_mem_arena = True
+        self.enable_mem_reuse = True
+        self.optimized_model_filepath = ""
+        self.enable_profiling = False
+        self.profile_file_prefix = "tern_profile"
+        self.isa = None         # cap the CPU kernels' tier: "avx2", "avx512", …
+        self.max_memory = 0     # bytes tern may own; 0 = the machine's memory
+        self.device = "cpu"     # or "opencl", "opencl:N"
+        self.weights = None     # convert weights at load: "fp16", "bf16", "int8", "int4"
+        self._config = {}
+
+    def add_session_config_entry(self, key, value):
+        self._config[key] = value
+
+    def get_session_config_entry(self, key):
+        return self._config[key]
+
+
+class RunOptions:
+    """Accepted for onnxruntime scripts (run tags, log levels); tern does not use them."""
+
+    def __init__(self):
+        self.log_severity_level = 2
+        self.run_tag = ""
+        self.terminate = False
+
+
+_PROVIDER_DEVICES = {"CPUExecutionProvider": "cpu"}
+
+
+def get_available_providers():
+    return list(_PROVIDER_DEVICES)
+
+
+def get_device():
+    return "CPU"
+
+
+def _device_from_providers(providers, device):
+    if device is not None or not providers:
+        return device
+    for p in providers:
+        name = p[0] if isinstance(p, (tuple, list)) else p
+        if name in _PROVIDER_DEVICES:
+            return _PROVIDER_DEVICES[name]
+        warnings.warn(f"tern: execution provider '{name}' is not one tern has; using the CPU "
+                      "(tern's OpenCL device: device='opencl')", stacklevel=3)
+    return "cpu"
+
+
+def _node_arg(info):
+    shape = None
+    if info.rank >= 0:
+        shape = [info.shape[d] if info.shape[d] >= 0 else _capi.text(info.dim_names[d]) or None
+                 for d in range(info.rank)]
+    return NodeArg(_capi.text(info.name), _ORT_TYPES.get(info.dtype, "tensor(undefined)"), shape)
+
+
+def _as_input(name, value):
+    """A numpy array tern can read in place: C order, element-aligned, of a type tern carries (a copy only
+    when the value is not already one)."""
+    a = np.asarray(value)
+    if a.dtype not in _CODES:
+        raise _capi.InvalidArgumentError(f"input '{name}': numpy dtype {a.dtype} is not one tern takes "
+                                         f"({', '.join(sorted(str(np.dtype(t)) for t in _DTYPES.values()))})",
+                                         _capi.INVALID_ARGUMENT)
+    if a.ndim > _capi.MAX_DIMS:
+        raise _capi.InvalidArgumentError(f"input '{name}': rank {a.ndim} (tern takes up to {_capi.MAX_DIMS})",
+                                         _capi.INVALID_ARGUMENT)
+    return np.require(a, requirements=("C", "A"))
+
+
+class InferenceSession:
+    """Loads an ONNX model (a path, or the model's bytes) and runs it on numpy arrays.
+
+    Called as onnxruntime.InferenceSession is: sess_options and providers are taken (CPUExecutionProvider is
+    the CPU; others fall back to it with a warning); threads= and device= are tern's short forms.
+    """
+
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *,
+                 threads=None, device=None):
+        o = sess_options or SessionOptions()
+        self._options = o
+        self._providers = providers
+        self._tempdir = None
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            # tern maps model files; bytes are written to a file of their own that lives with the session.
+            self._tempdir = tempfile.TemporaryDirectory(prefix="tern-model-")
+            path = os.path.join(self._tempdir.name, "model.onnx")
+            with open(path, "wb") as f:
+                f.write(path_or_bytes)
+        else:
+            path = os.fspath(path_or_bytes)
+        self._path = path
+        self._handle = None
+        dev = _device_from_providers(providers, device) or o.device or "cpu"
+        opts = _capi.make_options(threads=threads if threads is not None else o.intra_op_num_threads, isa=o.isa,
+                                  max_memory=o.max_memory, device=dev, weights=o.weights, profiling=o.enable_profiling)
+        try:
+            handle = ctypes.c_void_p()
+            status = lib.tern_graph_load(os.fsencode(path), opts, ctypes.byref(handle))
+            try:
+                _capi.check(status, lib.tern_graph_error, handle)
+            except BaseException:
+                lib.tern_graph_free(handle)
+                raise
+            self._handle = handle
+        finally:
+            lib.tern_options_free(opts)
+        self._device = dev
+        self._profile_start = time.time()
+        self._inputs = [self._info(lib.tern_graph_input_info, i) for i in range(lib.tern_graph_input_count(self._handle))]
+        self._outputs = [self._info(lib.tern_graph_output_info, i) for i in range(lib.tern_graph_output_count(self._handle))]
+
+    def _info(self, fn, i):
+        info = _capi.ValueInfo()
+        _capi.check(fn(self._handle, i, ctypes.byref(info)), lib.tern_graph_error, self._handle)
+        return _node_arg(info)
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            lib.tern_graph_free(self._handle)
+            self._handle = None
+
+    def get_inputs(self):
+        return list(self._inputs)
+
+    def get_outputs(self):
+        return list(self._outputs)
+
+    def get_overridable_initializers(self):
+        return []
+
+    def get_providers(self):
+        return ["CPUExecutionProvider"] if self._device == "cpu" else [f"tern:{self._device}"]
+
+    def get_session_options(self):
+        return self._options
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Runs the graph: input_feed maps input names to arrays (read in place when they are C-ordered and of
+        the model's type); returns the outputs asked for (None: all, in the graph's order) as numpy arrays."""
+        names = [a.name for a in self._outputs] if output_names is None else list(output_names)
+        arrays = [(str(k), _as_input(str(k), v)) for k, v in input_feed.items()]
+        inputs = (_capi.Tensor * max(len(arrays), 1))()
+        keep = []  # the encoded names live until the call returns
+        for t, (name, a) in zip(inputs, arrays):
+            keep.append(name.encode())
+            t.name, t.dtype, t.rank = keep[-1], _CODES[a.dtype], a.ndim
+            for d, n in enumerate(a.shape):
+                t.shape[d] = n
+            data = _pack_nibbles(a) if t.dtype in _PACKED else a
+            keep.append(data)
+            t.data, t.bytes = (data.ctypes.data if data.nbytes else None), data.nbytes
+        outputs = (_capi.Tensor * max(len(names), 1))()
+        for t, name in zip(outputs, names):
+            keep.append(str(name).encode())
+            t.name, t.data = keep[-1], None  # NULL: the graph's memory, copied below
+        status = lib.tern_graph_run(self._handle, inputs, len(arrays), outputs, len(names))
+        _capi.check(status, lib.tern_graph_error, self._handle)
+        return [_to_numpy(outputs[i]) for i in range(len(names))]
+
+    # ---- profiling (sess_options.enable_profiling) ----
+
+    def get_profile(self):
+        """Every node run since the session started (or the last end_profiling), as NodeProfile records."""
+        nodes = ctypes.POINTER(_capi.NodeProfileC)()
+        count = ctypes.c_size_t()
+        _capi.check(lib.tern_graph_profile(self._handle, ctypes.byref(nodes), ctypes.byref(count)),
+                    lib.tern_graph_error, self._handle)
+        return [NodeProfile(_capi.text(n.node), _capi.text(n.op_type), _capi.text(n.kernel), n.run, n.start_us,
+                            n.duration_us, n.flops, n.bytes) for n in nodes[:count.value]]
+
+    def end_profiling(self):
+        """Writes the profile as a Chrome trace (ONNX Runtime's profiler fields), starts a new one, and returns
+        the file's name: `<profile_file_prefix>_<date>_<time>.json`, as onnxruntime does."""
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(self._profile_start))
+        path = f"{self._options.profile_file_prefix}_{stamp}.json"
+        _capi.check(lib.tern_graph_write_profile(self._handle, os.fsencode(path)), lib.tern_graph_error, self._handle)
+        _capi.check(lib.tern_graph_profile_clear(self._handle), lib.tern_graph_error, self._handle)
+        self._profile_start = time.time()
+        return path
+
+
+def _pack_nibbles(a):
+    v = a.reshape(-1).view(np.uint8) & 0x0F
+    if v.size % 2:
+        v = np.append(v, np.uint8(0))
+    return np.ascontiguousarray(v[0::2] | (v[1::2] << 4))
+
+
+def _to_numpy(t):
+    # Without ml_dtypes: bfloat16 as its bits (uint16), 4-bit ints one a byte (uint8 / int8).
+    fallback = {16: np.uint16, 21: np.uint8, 22: np.int8}
+    dtype = _DTYPES.get(t.dtype, fallback.get(t.dtype))
+    if dtype is None:
+        raise _capi.UnsupportedError(f"output '{_capi.text(t.name)}': element type {t.dtype}", _capi.UNSUPPORTED)
+    shape = tuple(t.shape[d] for d in range(t.rank))
+    if not t.bytes:
+        return np.empty(shape, dtype=dtype)
+    raw = np.frombuffer((ctypes.c_char * t.bytes).from_address(t.data), dtype=np.uint8)
+    if t.dtype in _PACKED:
+        n = int(np.prod(shape, dtype=np.int64))
+        v = np.empty(2 * raw.size, np.uint8)
+        v[0::2], v[1::2] = raw & 0x0F, raw >> 4
+        v = v[:n]
+        if t.dtype == 22:  # sign-extend
+            v = ((v ^ 8).astype(np.int8) - 8)
+        return v.view(np.int8 if t.dtype == 22 else np.uint8).astype(dtype).reshape(shape)
+    return raw.view(dtype).reshape(shape).copy()  # the graph's memory is reused by the next run

@@ -1,0 +1,213 @@
+# tern.Model / Tokenizer / Generator against ONNX Runtime's own results: greedy tokens and prefill logits from
+# tools/ort/greedy_goldens.mjs (onnxruntime), tokenizations from @huggingface/tokenizers, chat prompts from the
+# models' Jinja templates; the one-call generate() and the C example's text; sampling and its errors.
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tern
+from conftest import REPO, SHARED
+
+GOLDENS = REPO / "tests" / "goldens"
+DEFAULT = REPO / "models" / "default"
+# (golden name, model folder, logits tolerance) — as tests/test_ort_goldens.cpp.
+MODELS = [
+    ("llama-gqa-torch", REPO / "tests" / "fixtures" / "llama-gqa-torch", 1e-3),
+    ("llama-gqa-opset23", REPO / "tests" / "fixtures" / "llama-gqa-opset23", 1e-3),
+    ("llama-gqa-int4", REPO / "tests" / "fixtures" / "llama-gqa-int4", 1e-3),
+    ("llama-gqa-static24", REPO / "tests" / "fixtures" / "llama-gqa-static24", 1e-4),
+    ("llama-gqa-msft", REPO / "tests" / "fixtures" / "llama-gqa-msft", 1e-4),
+    ("tiny-random-LlamaForCausalLM-fp16", SHARED / "models" / "ort-genai" / "tiny-random-LlamaForCausalLM-fp16", 2e-2),
+]
+
+
+def model_or_skip(folder, **kw):
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not found (shared data lives at ../shared)")
+    return tern.Model(folder, threads=2, **kw)
+
+
+@pytest.mark.parametrize("name,folder,tolerance", MODELS, ids=[m[0] for m in MODELS])
+def test_greedy_tokens_and_logits_are_onnxruntimes(name, folder, tolerance):
+    """Each prompt alone gives ONNX Runtime's greedy tokens (its goldens ran the prompts as one left-padded
+    batch), and the logits after the prompt are ORT's within the C++ suite's tolerance."""
+    model = model_or_skip(folder)
+    golden = json.loads((GOLDENS / name / "greedy.json").read_text())
+    ort_logits = np.fromfile(GOLDENS / name / "prefill_logits.f32", dtype=np.float32).reshape(len(golden["prompts"]), -1)
+    for prompt, expected, logits in zip(golden["prompts"], golden["tokens"], ort_logits):
+        params = tern.GeneratorParams(model)
+        params.set_search_options(max_length=len(prompt) + golden["max_new_tokens"])
+        generator = tern.Generator(model, params)
+        generator.append_tokens(prompt)
+        got = generator.get_logits()
+        assert got.shape == (1, model.vocab_size)
+        assert np.abs(got[0] - logits).max() <= tolerance
+        while not generator.is_done():
+            generator.generate_next_token()
+        assert generator.get_sequence(0).tolist() == expected
+
+
+def test_a_model_whose_attention_missed_the_ring_says_so():
+    folder = SHARED / "models" / "ort-genai" / "tiny-random-gpt2-fp32"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} not found")
+    with pytest.raises(tern.UnsupportedError, match="ring-buffer KV cache"):
+        tern.Model(folder)
+
+
+# ---- tokenizer ----
+
+TOKENIZER_MODEL = SHARED / "models" / "ort-genai" / "tiny-random-LlamaForCausalLM-fp16"
+
+
+def test_tokenizer_gives_hugging_faces_ids_and_text():
+    model = model_or_skip(TOKENIZER_MODEL)
+    tok = tern.Tokenizer(model)
+    for case in json.loads((GOLDENS / "tokenizer-llama2.json").read_text())["cases"]:
+        assert tok.encode(case["text"]).tolist() == case["ids"], case["text"]
+        assert tok.encode(case["text"], add_bos=False).tolist() == case["ids_no_special"], case["text"]
+        assert tok.decode(case["ids"]) == case["decoded"], case["text"]
+    assert tok.encode("x" * 3000).size > 256  # (past the first buffer)
+
+
+def test_chat_prompts_follow_the_models_template():
+    model = model_or_skip(TOKENIZER_MODEL)
+    tok = tern.Tokenizer(model)
+    for case in json.loads((GOLDENS / "chat-llama2.json").read_text())["cases"]:
+        assert tok.encode_chat(case["messages"]).tolist() == tok.encode(case["text"], add_bos=False).tolist()
+        assert tok.encode_chat(json.dumps(case["messages"])).tolist() == tok.encode_chat(case["messages"]).tolist()
+    with pytest.raises(tern.InvalidArgumentError, match="role 'wizard'"):
+        tok.encode_chat([{"role": "wizard", "content": "hi"}])
+
+
+def test_stream_pieces_add_up_to_the_decoded_text():
+    model = model_or_skip(DEFAULT)
+    tok = tern.Tokenizer(model)
+    ids = tok.encode("And God said, Let there be light: and there was light. Ἀρχή — ünïcödé")
+    stream = tok.create_stream()
+    text = "".join(stream.decode(t) for t in ids) + stream.flush()
+    assert text == tok.decode(ids)
+
+
+# ---- generation in one call, and the loop ----
+
+PROMPT = "And God said"
+
+
+def test_generate_equals_the_generator_loop_and_the_c_example():
+    model = model_or_skip(DEFAULT)
+    pieces = []
+    text = tern.generate(model, PROMPT, 40, on_text=pieces.append)
+    assert text and "".join(pieces) == text
+    tok = tern.Tokenizer(model)
+    prompt = tok.encode(PROMPT)
+    params = tern.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt) + 40)
+    generator = tern.Generator(model, params)
+    generator.append_tokens(prompt)
+    stream = tok.create_stream(prompt)
+    loop = ""
+    while not generator.is_done():
+        generator.generate_next_token()
+        loop += stream.decode(generator.get_next_tokens()[0])
+    assert loop + stream.flush() == text
+    # The C example (examples/c/generate.c, built by the CMake build) prints the same text after the prompt.
+    example = pathlib.Path(os.environ.get("TERN_C_EXAMPLE", REPO / "build" / "tests" / "c_example"))
+    if example.is_file():
+        out = subprocess.run([str(example), str(DEFAULT), PROMPT, "40", "2"], capture_output=True, text=True, check=True)
+        assert out.stdout == PROMPT + text + "\n"  # (it ends the line)
+
+
+def test_stop_strings_and_a_callback_that_raises():
+    model = model_or_skip(DEFAULT)
+    full = tern.generate(model, PROMPT, 40)
+    stop = full[10:14]
+    assert tern.generate(model, PROMPT, 40, stop=[stop]) == full[:full.index(stop)]
+
+    def boom(piece):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tern.generate(model, PROMPT, 40, on_text=boom)
+    assert tern.generate(model, PROMPT, 40) == full  # the model is fine afterwards
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy():
+    model = model_or_skip(DEFAULT)
+    greedy = tern.generate(model, PROMPT, 30)
+    a = tern.generate(model, PROMPT, 30, temperature=1.0, seed=7)
+    assert a == tern.generate(model, PROMPT, 30, temperature=1.0, seed=7)
+    assert tern.generate(model, PROMPT, 30, temperature=1.0, top_k=1, seed=3) == greedy
+    tok = tern.Tokenizer(model)
+
+    def sequence(**search):
+        params = tern.GeneratorParams(model)
+        params.set_search_options(max_length=40, **search)
+        generator = tern.Generator(model, params)
+        generator.append_tokens(tok.encode(PROMPT))
+        while not generator.is_done():
+            generator.generate_next_token()
+        return generator.get_sequence(0).tolist()
+
+    assert sequence(do_sample=True, top_k=1, temperature=0.8, random_seed=5) == sequence()
+    assert sequence(do_sample=True, random_seed=5) == sequence(do_sample=True, random_seed=5)
+    assert sequence(do_sample=True, random_seed=5) != sequence()
+
+
+def test_generate_takes_a_folder_path():
+    if not DEFAULT.is_dir():
+        pytest.skip("models/default not found")
+    assert tern.generate(str(DEFAULT), PROMPT, 10) == tern.generate(tern.Model(DEFAULT, threads=2), PROMPT, 10)
+
+
+# ---- errors ----
+
+def test_errors_carry_terns_message(tmp_path):
+    with pytest.raises(tern.ModelError, match="no_such_folder"):
+        tern.Model(tmp_path / "no_such_folder")
+    model = model_or_skip(DEFAULT)
+    tok = tern.Tokenizer(model)
+    params = tern.GeneratorParams(model)
+    with pytest.raises(tern.InvalidArgumentError, match="search option 'beam_width'"):
+        params.set_search_options(beam_width=4)
+    with pytest.raises(tern.UnsupportedError, match="num_beams 4"):
+        params.set_search_options(num_beams=4)
+    generator = tern.Generator(model, params)
+    with pytest.raises(tern.InvalidArgumentError, match=f"token id {model.vocab_size} at index 1 is outside the vocabulary"):
+        generator.append_tokens([1, model.vocab_size])
+    with pytest.raises(tern.InvalidArgumentError, match="no logits yet"):
+        generator.generate_next_token()
+    with pytest.raises(tern.InvalidArgumentError, match="token id -5"):
+        tok.decode([-5])
+    with pytest.raises(tern.InvalidArgumentError, match="temperature"):
+        tern.generate(model, PROMPT, 5, temperature=-1.0)
+    with pytest.raises(tern.InvalidArgumentError, match="max_new_tokens 0"):
+        tern.generate(model, PROMPT, 0)
+    # A second Generator takes the model's one sequence; the first one says so instead of mixing them.
+    first = tern.Generator(model, params)
+    first.append_tokens(tok.encode(PROMPT))
+    tern.Generator(model, params)
+    with pytest.raises(tern.InvalidArgumentError, match="another Generator"):
+        first.generate_next_token()
+
+
+def test_a_folder_without_a_tokenizer_generates_from_ids():
+    model = model_or_skip(REPO / "tests" / "fixtures" / "llama-gqa-torch")
+    with pytest.raises(tern.UnsupportedError, match="no tokenizer"):
+        tern.Tokenizer(model).encode("hello")
+    with pytest.raises(tern.UnsupportedError, match="no tokenizer"):
+        tern.generate(model, "hello", 4)
+
+
+def test_the_python_example_prints_the_default_models_text():
+    if not DEFAULT.is_dir():
+        pytest.skip("models/default not found")
+    example = REPO / "examples" / "python" / "chat.py"
+    out = subprocess.run([sys.executable, str(example), "--max-new-tokens", "40", "--threads", "2"], input=PROMPT + "\n",
+                         capture_output=True, text=True, check=True, cwd=REPO)
+    assert tern.generate(tern.Model(DEFAULT, threads=2), PROMPT, 40) in out.stdout
