@@ -186,3 +186,21 @@ def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weigh
         lib.tern_options_free(o)
         raise
     return o
+
+
+def load(kind, path, **options):
+    """A loaded tern_graph or tern_model handle (kind "graph" or "model") for `path`, with make_options'
+    settings; a failed load raises with tern's message (its handle freed)."""
+    load_fn, error_fn, free_fn = (getattr(lib, f"tern_{kind}_{name}") for name in ("load", "error", "free"))
+    opts = make_options(**options)
+    try:
+        handle = ctypes.c_void_p()
+        status = load_fn(os.fsencode(path), opts, ctypes.byref(handle))
+        if status != OK:
+            try:
+                check(status, error_fn, handle)
+            finally:
+                free_fn(handle)
+        return handle
+    finally:
+        lib.tern_options_free(opts)

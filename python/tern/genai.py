@@ -24,20 +24,8 @@ class Model:
     """
 
     def __init__(self, path, *, threads=0, window=0, device=None, weights=None, isa=None, max_memory=0):
-        self._handle = None
-        opts = _capi.make_options(threads=threads, isa=isa, max_memory=max_memory, window=window, device=device,
-                                  weights=weights)
-        try:
-            handle = ctypes.c_void_p()
-            status = lib.tern_model_load(os.fsencode(os.fspath(path)), opts, ctypes.byref(handle))
-            try:
-                _capi.check(status, lib.tern_model_error, handle)
-            except BaseException:
-                lib.tern_model_free(handle)
-                raise
-            self._handle = handle
-        finally:
-            lib.tern_options_free(opts)
+        self._handle = _capi.load("model", os.fspath(path), threads=threads, isa=isa, max_memory=max_memory, window=window,
+                                  device=device, weights=weights)
         info = _capi.ModelInfo()
         self._check(lib.tern_model_get_info(self._handle, ctypes.byref(info)))
         self.vocab_size = info.vocab_size

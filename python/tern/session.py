@@ -163,7 +163,6 @@ class InferenceSession:
                  threads=None, device=None):
         o = sess_options or SessionOptions()
         self._options = o
-        self._providers = providers
         self._tempdir = None
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             # tern maps model files; bytes are written to a file of their own that lives with the session.
@@ -173,22 +172,10 @@ class InferenceSession:
                 f.write(path_or_bytes)
         else:
             path = os.fspath(path_or_bytes)
-        self._path = path
-        self._handle = None
         dev = _device_from_providers(providers, device) or o.device or "cpu"
-        opts = _capi.make_options(threads=threads if threads is not None else o.intra_op_num_threads, isa=o.isa,
-                                  max_memory=o.max_memory, device=dev, weights=o.weights, profiling=o.enable_profiling)
-        try:
-            handle = ctypes.c_void_p()
-            status = lib.tern_graph_load(os.fsencode(path), opts, ctypes.byref(handle))
-            try:
-                _capi.check(status, lib.tern_graph_error, handle)
-            except BaseException:
-                lib.tern_graph_free(handle)
-                raise
-            self._handle = handle
-        finally:
-            lib.tern_options_free(opts)
+        self._handle = _capi.load("graph", path, threads=threads if threads is not None else o.intra_op_num_threads,
+                                  isa=o.isa, max_memory=o.max_memory, device=dev, weights=o.weights,
+                                  profiling=o.enable_profiling)
         self._device = dev
         self._profile_start = time.time()
         self._inputs = [self._info(lib.tern_graph_input_info, i) for i in range(lib.tern_graph_input_count(self._handle))]
