@@ -182,7 +182,8 @@ TERN_API tern_status tern_graph_write_profile(tern_graph* graph, const char* pat
 
 typedef struct tern_model tern_model;
 
-/* Loads a model folder (or its .onnx file) for generation over a ring-buffer KV cache. `options` may be
+/* Loads a model folder (or its .onnx file) for generation over a ring-buffer KV cache (or, for a model whose
+ * attention did not fuse into it — GPT-2's past_N —, the graph's own past fed back each step). `options` may be
  * NULL. *model is set unless out of memory; on failure it holds the message (tern_model_error). A folder
  * without a tokenizer loads: the functions that need one then fail with TERN_ERROR_UNSUPPORTED. */
 TERN_API tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model);

@@ -143,6 +143,9 @@ struct tern_model {
   // Generator::run_rows' arguments (one sequence, ring row 0), kept so that a decode step allocates nothing.
   std::vector<std::vector<int64_t>> new_tokens{1};
   std::vector<int64_t> held{0}, ring_rows{0};
+  // A model whose attention did not take the ring (GPT-2's past_N, say): the graph's own past, fed back by
+  // Generator::extend (null: a graph with no cache, run on the whole sequence each step).
+  std::unique_ptr<llm::KvCache> graph_cache;
   std::string text;  // tern_detokenize's result until the next call
 };
 
@@ -208,13 +211,27 @@ std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t coun
   return out;
 }
 
+bool on_ring(const tern_model* m) { return m->generator->io().layout == llm::PastLayout::Internal; }
+
 // Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
 void feed(tern_model* m, const int64_t* ids, size_t n) {
   if (n == 0) return;
-  m->new_tokens[0].assign(ids, ids + n);
-  m->held[0] = static_cast<int64_t>(m->tokens.size());
-  const Tensor& logits = m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
-  m->tokens.insert(m->tokens.end(), ids, ids + n);
+  const Tensor* out;
+  if (on_ring(m)) {
+    m->new_tokens[0].assign(ids, ids + n);
+    m->held[0] = static_cast<int64_t>(m->tokens.size());
+    out = &m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
+    m->tokens.insert(m->tokens.end(), ids, ids + n);
+  } else {
+    m->tokens.insert(m->tokens.end(), ids, ids + n);
+    try {
+      out = &m->generator->extend(m->tokens, m->graph_cache.get());
+    } catch (...) {  // the sequence is as it was
+      m->tokens.resize(m->tokens.size() - n);
+      throw;
+    }
+  }
+  const Tensor& logits = *out;
   m->logits = logits.data<float>();
   m->vocab = logits.dim(1);
 }
@@ -225,7 +242,8 @@ int64_t choose_next(tern_model* m) {
 }
 
 void reset(tern_model* m) {
-  m->session->reset_row(0);
+  if (on_ring(m)) m->session->reset_row(0);
+  else if (m->generator->io().layout != llm::PastLayout::None) m->graph_cache = std::make_unique<llm::KvCache>(m->generator->io(), 1);
   m->tokens.clear();
   m->logits = nullptr;
 }
@@ -497,9 +515,7 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
     const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
     m.session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
     m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
-    if (m.generator->io().layout != llm::PastLayout::Internal)  // the step API feeds one ring row
-      fail_unsupported("the C API generates over the ring-buffer KV cache, which this model's attention did not take: ",
-                       llm::graph_cache_warning(*m.session));
+    reset(&m);
     try {
       m.tokenizer = llm::load_tokenizer(files.dir);
     } catch (const UnsupportedError& e) {  // none (or of a kind tern cannot read): token ids still work

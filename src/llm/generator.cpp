@@ -167,6 +167,10 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   return run_feeds(B, nullptr, n);
 }
 
+const Tensor& Generator::extend(const std::vector<int64_t>& tokens, KvCache* cache) {
+  return forward({tokens}, {std::vector<int64_t>(tokens.size(), 1)}, cache);
+}
+
 const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   session_.run(feeds_, step_out_);
   const Outputs& out = step_out_;

@@ -66,6 +66,10 @@ class Generator {
   // padding is never cached, so each one's arithmetic is the same whatever the others feed.
   const Tensor& run_rows(const std::vector<std::vector<int64_t>>& new_tokens, const std::vector<int64_t>& held,
                          const std::vector<int64_t>& rows, int64_t total_rows);
+  // One sequence fed a few tokens at a time outside a batch (the C API's step functions on a model whose
+  // attention keeps the graph's own past, or none): runs the positions of `tokens` that `cache` lacks (all of
+  // them without a cache) and returns the last one's logits, [1, vocab] float32, valid until the next call.
+  const Tensor& extend(const std::vector<int64_t>& tokens, KvCache* cache);
   const ModelConfig& config() const { return config_; }
 
  private:
