@@ -7,8 +7,10 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/isa.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
@@ -168,6 +170,13 @@ template <typename T>
 void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   if (M <= kPanelGemvMaxRows) return gemv_panels<T>(A, M, B, C);
   const T* data = static_cast<const T*>(B.panels->data());
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<T, bf16>) {
+    static_assert(kNR == 16, "gemm_bf16_avx512bf16 reads 16-column panels");
+    if (active_isa() == Isa::Avx512Bf16)
+      return gemm_bf16_avx512bf16(A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
+  }
+#endif
   gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     const T* p = data + (j * B.K + k0) * kNR;
     if constexpr (std::is_same_v<T, float>) {
@@ -308,6 +317,7 @@ std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivatio
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
+  if (M > kPanelGemvMaxRows && B.type == DType::BFloat16 && active_isa() == Isa::Avx512Bf16) return "gemm_bf16 avx512bf16";
   return std::string(M <= kPanelGemvMaxRows ? "gemv_panels " : "gemm_panels ") +
          (B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32");
 }

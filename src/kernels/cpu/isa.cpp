@@ -40,11 +40,12 @@ bool can_run(Isa isa) {
     case Isa::AvxVnni: return avx_vnni();
     case Isa::Avx512: return has_avx512();
     case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
+    case Isa::Avx512Bf16: return can_run(Isa::Avx512Vnni) && __builtin_cpu_supports("avx512bf16");
     default: return false;
   }
 }
 
-constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni};
+constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
 #elif defined(__aarch64__)
 bool hwcap(unsigned long bit) { return (getauxval(AT_HWCAP) & bit) != 0; }
 
@@ -85,6 +86,7 @@ const char* isa_name(Isa isa) {
     case Isa::AvxVnni: return "avxvnni";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Avx512Bf16: return "avx512bf16";
     case Isa::Neon: return "neon";
     case Isa::NeonDot: return "neondot";
   }

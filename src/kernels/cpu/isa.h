@@ -9,6 +9,7 @@
 //             avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
 //             avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
 //             avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
+//             avx512bf16  + AVX512_BF16: bf16 pair dot products (vdpbf16ps) — Cooper Lake, Sapphire Rapids, Zen 4/5
 //   AArch64:  neon        Advanced SIMD and FP16 conversions — every AArch64 core (-march=armv8-a)
 //             neondot     + the int8 dot product (sdot, ARMv8.2 DotProd) — Cortex-A55/A76 on, Apple M, Graviton 2+
 // A machine's tier is the highest whose instructions it has all of.
@@ -18,7 +19,7 @@
 
 namespace tern::kernels {
 
-enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Neon, NeonDot };
+enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Neon, NeonDot };
 
 const char* isa_name(Isa isa);
 // Every tier this CPU can execute, lowest first (always starts with the baseline: avx2 or neon).
