@@ -15,6 +15,8 @@
 #include "llm/generator.h"
 #include "llm/llama2c.h"
 #include "llm/tokenizer.h"
+#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/isa.h"
 #include "model_builder.h"
 #include "test_util.h"
 
@@ -330,6 +332,34 @@ TEST_CASE("stories260K perplexity: fp32 equals ONNX Runtime's; fp16, bf16, int8 
   CHECK(std::abs(nll[WeightFormat::BFloat16] - base) < 0.005 * base);
   CHECK(std::abs(nll[WeightFormat::Int8] - base) < 0.01 * base);
   CHECK(std::abs(nll[WeightFormat::Int4] - base) < 0.15 * base);
+}
+
+// bf16 weights (on an AVX512_BF16 CPU: prefill through the vdpbf16ps GEMM, activations in bf16 too) on the
+// trained default model: the same greedy tokens as fp32 after a prompt long enough for the GEMM, and the
+// prefill logits within bf16's precision of fp32's.
+TEST_CASE("models/default: bf16 weights give fp32's greedy tokens and logits within bf16 precision") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  const auto tok = load_tokenizer(dir.string());
+  const auto prompt = tok->encode("And God said, Let there be light: and there was light. And God saw the light, that it was good.", true);
+  REQUIRE(prompt.size() > static_cast<size_t>(kernels::kPanelGemvMaxRows));  // prefill runs the GEMM
+  const ModelConfig cfg = read_model_config(dir.string());
+  GenerateOptions o;
+  o.max_new_tokens = 32;
+  Session fp32((dir / "model.onnx").string());
+  SessionOptions so;
+  so.weights = WeightFormat::BFloat16;
+  Session bf((dir / "model.onnx").string(), so);
+  const auto a = Generator(fp32, cfg).generate({prompt}, o);
+  const auto b = Generator(bf, cfg).generate({prompt}, o);
+  MESSAGE("bf16 prefill at tier ", std::string(kernels::isa_name(kernels::active_isa())));
+  CHECK(a.tokens == b.tokens);
+  double worst = 0, largest = 0;
+  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(a.prefill_logits.data<float>()[i]) - b.prefill_logits.data<float>()[i]));
+    largest = std::max(largest, std::abs(static_cast<double>(a.prefill_logits.data<float>()[i])));
+  }
+  MESSAGE("max |fp32 − bf16| over prefill logits = ", worst, " (largest logit ", largest, ")");
+  CHECK(worst <= 0.01 * largest);  // (bf16 keeps 8 significant bits: 0.4% a value)
 }
 
 TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int4 gives at load") {
