@@ -97,6 +97,14 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks);
 }
 
+// For a tier with 512-bit registers (Dot::kZmm): rows4's four-chunk steps of blocks of 32 from chunk 0, as
+// many as fit, chunks c, c + 1 into acc and c + 2, c + 3 into acc_b (both zero before); returns the first
+// chunk not taken.
+// Defined in that tier's file (it needs the tier's flags).
+template <class Dot, int R>
+int64_t quad_steps(const Int8Row& x, const NBitsWeights& w, const uint8_t* const* q, const float* const* ws, int64_t row_bytes,
+                   int64_t chunks, bool folded, __m256* acc, __m256* acc_b);
+
 // 4-bit weights, 64 values (32 bytes: two 32-value chunks A, B) a step: the low nibbles of both chunks line
 // up with the activations' [A evens | B evens], the high ones with [A odds | B odds] (see Int8Row), so one
 // 256-bit load feeds two dot products and no shuffle. Lanes 0–3 of the int32 sums are chunk A's, 4–7
@@ -133,17 +141,30 @@ void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   auto x_at = [&](int64_t c, int half) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 32 * c + 32 * half)); };
   if (w.block == 32) {
     // One scale per chunk: lanes 0–3 take block c's, 4–7 block c + 1's (an odd end's B lanes are 0, its
-    // scale is A's again so nothing past the row is read).
+    // scale is A's again so nothing past the row is read). Four chunks a step, chunks c, c + 1 into acc
+    // and c + 2, c + 3 into acc_b, summed at the end: a tier with 512-bit registers (Dot::kZmm) does both
+    // in one register, lane for lane the same float operations, so every tier gets the same bits.
     auto pair_scale = [](const float* s, int64_t c, int64_t cb) { return _mm256_setr_m128(_mm_set1_ps(s[c]), _mm_set1_ps(s[cb])); };
-    int64_t c = 0;
-    for (; c + 2 <= chunks; c += 2) {
+    auto pair_step = [&](int64_t c, __m256* into) {  // chunks c, c + 1 of every row
       const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, true);
       const __m256 xs = pair_scale(x.scale, c, c + 1);
       for (int r = 0; r < R; ++r) {
         const __m256i dot = products(from, load32(q[r] + 16 * c), x_lo, x_hi);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(pair_scale(ws[r], c, c + 1), xs), acc[r]);
+        into[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(pair_scale(ws[r], c, c + 1), xs), into[r]);
+      }
+    };
+    __m256 acc_b[R];
+    for (int r = 0; r < R; ++r) acc_b[r] = _mm256_setzero_ps();
+    int64_t c = 0;
+    if constexpr (Dot::kZmm) {
+      c = quad_steps<Dot, R>(x, w, q, ws, row_bytes, chunks, folded, acc, acc_b);
+    } else {
+      for (; c + 4 <= chunks; c += 4) {
+        pair_step(c, acc);
+        pair_step(c + 2, acc_b);
       }
     }
+    for (; c + 2 <= chunks; c += 2) pair_step(c, acc);
     if (c < chunks) {
       const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, false);
       const __m256 xs = pair_scale(x.scale, c, c);
@@ -152,6 +173,7 @@ void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products(from, v, x_lo, x_hi)), _mm256_mul_ps(pair_scale(ws[r], c, c), xs), acc[r]);
       }
     }
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_add_ps(acc[r], acc_b[r]);
   } else {  // block % 64 == 0
     const int64_t steps = w.block / 64;
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
