@@ -213,25 +213,23 @@ std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t coun
 
 bool on_ring(const tern_model* m) { return m->generator->io().layout == llm::PastLayout::Internal; }
 
-// Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
-void feed(tern_model* m, const int64_t* ids, size_t n) {
-  if (n == 0) return;
-  const Tensor* out;
+// The logits after ids[0 … n) are fed to the ring row (allocation-free), or with the graph's own past.
+const Tensor& run_new_tokens(tern_model* m, const int64_t* ids, size_t n) {
   if (on_ring(m)) {
     m->new_tokens[0].assign(ids, ids + n);
     m->held[0] = static_cast<int64_t>(m->tokens.size());
-    out = &m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
-    m->tokens.insert(m->tokens.end(), ids, ids + n);
-  } else {
-    m->tokens.insert(m->tokens.end(), ids, ids + n);
-    try {
-      out = &m->generator->extend(m->tokens, m->graph_cache.get());
-    } catch (...) {  // the sequence is as it was
-      m->tokens.resize(m->tokens.size() - n);
-      throw;
-    }
+    return m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
   }
-  const Tensor& logits = *out;
+  std::vector<int64_t> all(m->tokens);
+  all.insert(all.end(), ids, ids + n);
+  return m->generator->extend(all, m->graph_cache.get());
+}
+
+// Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
+void feed(tern_model* m, const int64_t* ids, size_t n) {
+  if (n == 0) return;
+  const Tensor& logits = run_new_tokens(m, ids, n);
+  m->tokens.insert(m->tokens.end(), ids, ids + n);
   m->logits = logits.data<float>();
   m->vocab = logits.dim(1);
 }
