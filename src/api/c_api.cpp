@@ -336,9 +336,8 @@ tern_status tern_options_set_isa(tern_options* o, const char* isa) {
   return guarded(&o->error, [&] {
     need(isa, "isa");
     const std::string name = isa;
-    if (name != "avx2" && name != "avxvnni" && name != "avx512" && name != "avx512vnni" && name != "avx512bf16" &&
-        name != "neon" && name != "neondot")
-      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (avx2, avxvnni, avx512, avx512vnni, avx512bf16; neon, neondot)");
+    if (!kernels::isa_tier_exists(name))
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (", kernels::isa_tier_names(", "), ")");
     o->isa = name;
   });
 }

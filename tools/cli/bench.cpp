@@ -18,7 +18,7 @@ int bench(int argc, char** argv) {
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
               << " thread(s) (cached for profile and bench-op)\n"
               << "kernels: ISA tier " << kernels::isa_name(kernels::active_isa()) << " (CPU: "
-              << kernels::cpu_feature_list() << "; TERN_ISA=avx2|avxvnni|avx512|avx512vnni|avx512bf16 caps it)\n";
+              << kernels::cpu_feature_list() << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
     return 0;
   }
   const double bandwidth_before = measure_read_bandwidth(threads);

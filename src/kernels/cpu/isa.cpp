@@ -67,9 +67,7 @@ Isa tier_named(const std::string& name, const char* source) {
       if (!can_run(isa)) fail(source, name, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
       return isa;
     }
-  std::string names;
-  for (Isa isa : kAll) names += (names.empty() ? "" : ", ") + std::string(isa_name(isa));
-  fail(source, name, ": unknown tier (use ", names, ")");
+  fail(source, name, ": unknown tier (use ", isa_tier_names(", "), ")");
 }
 
 // The tier in use once the first kernel asked (-1 before): read on every kernel call, so an atomic; the
@@ -91,6 +89,18 @@ const char* isa_name(Isa isa) {
     case Isa::NeonDot: return "neondot";
   }
   return "?";
+}
+
+std::string isa_tier_names(const char* sep) {
+  std::string names;
+  for (Isa isa : kAll) names += (names.empty() ? "" : sep) + std::string(isa_name(isa));
+  return names;
+}
+
+bool isa_tier_exists(const std::string& name) {
+  for (Isa isa : kAll)
+    if (isa_name(isa) == name) return true;
+  return false;
 }
 
 std::vector<Isa> machine_isas() {

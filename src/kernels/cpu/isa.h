@@ -30,6 +30,10 @@ Isa active_isa();
 // Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
 // before the tier is first used, or asking for the one in use: the choice is made once per process.
 void request_isa(const std::string& name);
+// The tiers of this architecture, lowest first, separated by `sep` ("avx2|avxvnni|…" with "|"), and whether
+// `name` is one of them: the one list the C API's option check and the CLI's messages read.
+std::string isa_tier_names(const char* sep);
+bool isa_tier_exists(const std::string& name);
 // The features the tiers (and later kernels) care about that this CPU has, for `tern devices` and
 // `tern bench --machine`: "avx2 fma avxvnni avx512f … avx512bf16", or "neon asimddp …".
 std::string cpu_feature_list();
