@@ -11,7 +11,7 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_avx512.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/nbits.h"

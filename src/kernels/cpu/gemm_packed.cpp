@@ -7,7 +7,7 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
-#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/gemm_avx512.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
@@ -85,6 +85,15 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`).
 template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
+#if defined(__x86_64__)
+  static_assert(kNR == 16, "gemm_f32_avx512 reads 16-column panels");
+  if (isa_has_avx512(active_isa())) {
+    const PanelBlock block = [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
+      return (*static_cast<const MicroPanel*>(context))(j, k0, kc, scratch);
+    };
+    return gemm_f32_avx512(A, M, K, N, block, &micro_panel, C);
+  }
+#endif
   const int64_t panels = (N + kNR - 1) / kNR, row_panels = (M + kMR - 1) / kMR;
   // A packed whole, once per call: [row panel][K][kMR], rows past M zero.
   thread_local std::vector<float> a_packed;
@@ -310,16 +319,23 @@ void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NB
   else gemm_nbits(A, M, W, C);
 }
 
+namespace {
+// The tier gemm_panels runs its tiles at, as profiles name it.
+std::string gemm_panels_tier() { return isa_has_avx512(active_isa()) ? " avx512" : ""; }
+}  // namespace
+
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
   const std::string bits = "int" + std::to_string(W.bits);
   if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits_i8 " + bits + " " + isa_name(active_isa());
-  return (nbits_uses_gemv(M, W) ? "gemv_nbits " : "gemm_nbits ") + bits;
+  if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits;
+  return "gemm_nbits " + bits + gemm_panels_tier();
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
-  if (M > kPanelGemvMaxRows && B.type == DType::BFloat16 && active_isa() == Isa::Avx512Bf16) return "gemm_bf16 avx512bf16";
-  return std::string(M <= kPanelGemvMaxRows ? "gemv_panels " : "gemm_panels ") +
-         (B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32");
+  const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
+  if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
+  if (B.type == DType::BFloat16 && active_isa() == Isa::Avx512Bf16) return "gemm_bf16 avx512bf16";
+  return "gemm_panels " + type + gemm_panels_tier();
 }
 
 }  // namespace tern::kernels

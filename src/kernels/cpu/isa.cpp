@@ -122,6 +122,8 @@ Isa active_isa() {
   return static_cast<Isa>(chosen.load());
 }
 
+bool isa_has_avx512(Isa isa) { return isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
+
 void request_isa(const std::string& name) {
   const Isa want = tier_named(name, "ISA tier ");
   std::lock_guard<std::mutex> lock(choice_mutex);

@@ -27,6 +27,8 @@ std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
 Isa active_isa();
+// Whether tier `isa` has AVX-512 F/BW/VL/DQ (avx512 and the tiers above it).
+bool isa_has_avx512(Isa isa);
 // Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
 // before the tier is first used, or asking for the one in use: the choice is made once per process.
 void request_isa(const std::string& name);

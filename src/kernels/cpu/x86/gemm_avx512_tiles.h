@@ -1,0 +1,102 @@
+// The AVX-512 GEMM driver over gemm_packed.h's 16-column panels, shared by the tiers' kernels and included
+// only by x86/*.cpp files compiled with AVX-512 flags. Everything here has internal linkage, so each
+// including file gets its own copy compiled with its own tier's flags (a shared inline copy could be linked
+// from the wrong tier's file).
+//
+// A tile of C is 12 rows × 32 columns — two panels side by side, 24 zmm accumulators, two B registers and a
+// broadcast of A: the register file's 32 zmm. A is packed once per call, [row panel][step][12]; each K block
+// of the two panels is prepared once (the packed panels themselves, or a widened/dequantized/interleaved copy
+// in L1) and serves every row panel of A. Every C element is one FMA chain from zero per K block of kKC,
+// added to C block by block — the order of gemm_packed.cpp's AVX2 micro-kernel and of its GEMV, so an fp32
+// product has the same bits at every tier and for every row count.
+//
+// A kernel `Steps` names:
+//   A                   the packed element of A (one float, or a bf16 pair in 32 bits)
+//   kK                  K elements per step (1, or 2 for pairs)
+//   a_element(row, k, K)  the packed A element of `row` at K index k (a multiple of kK)
+//   b_block(j, k0, kc, scratch)  panel j's rows [k0, k0 + kc) as steps of 16 lanes (kK values each),
+//                       64-byte aligned: a pointer into the panels or into `scratch` (kKC × 16 floats)
+//   madd(acc, a, b)     acc + a × b over a step, for 16 lanes of b at `b`
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/parallel.h"
+
+namespace tern::kernels {
+namespace {
+
+constexpr int64_t kTileP = 16;   // panel columns (gemm_packed.h's kPanel at the avx2 baseline)
+constexpr int64_t kTileMR = 12;  // C tile rows
+constexpr int64_t kTileKC = 256; // K block: the fp32 order's block (gemm_packed.cpp's kKC); two panels' block (32 KB) in L1/L2
+constexpr int64_t kTileNC = 8;   // panel pairs per column block: the C block (M × 256 floats) stays in L2
+
+// C rows [0, mr) × columns [0, nr ≤ 32) (+)= the steps of A [steps][kTileMR] · two panels' steps.
+template <typename Steps>
+void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c,
+                 int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
+  __m512 acc[kTileMR][2];
+  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < steps; ++p) {
+    const __m512 x0 = _mm512_load_ps(b0 + p * kTileP), x1 = _mm512_load_ps(b1 + p * kTileP);
+    for (int64_t r = 0; r < kTileMR; ++r) {
+      acc[r][0] = s.madd(acc[r][0], a[p * kTileMR + r], x0);
+      acc[r][1] = s.madd(acc[r][1], a[p * kTileMR + r], x1);
+    }
+  }
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t cols = std::min<int64_t>(kTileP, nr - h * kTileP);
+      if (cols <= 0) break;
+      float* out = c + r * ldc + h * kTileP;
+      const __mmask16 m = static_cast<__mmask16>(cols == kTileP ? 0xffff : (1u << cols) - 1);
+      const __m512 v = accumulate ? _mm512_add_ps(acc[r][h], _mm512_maskz_loadu_ps(m, out)) : acc[r][h];
+      _mm512_mask_storeu_ps(out, m, v);
+    }
+}
+
+// C[M, N] = A[M, K] · B for the panels `s` provides.
+template <typename Steps>
+void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N, float* C) {
+  using AElem = typename Steps::A;
+  constexpr int64_t kK = Steps::kK;
+  const int64_t steps = (K + kK - 1) / kK, row_panels = (M + kTileMR - 1) / kTileMR;
+  const int64_t n_panels = (N + kTileP - 1) / kTileP, tiles = (n_panels + 1) / 2;
+  thread_local std::vector<AElem> a_packed;  // rows past M zero
+  a_packed.resize(static_cast<size_t>(row_panels * steps * kTileMR));
+  AElem* ap = a_packed.data();
+  parallel_chunks(row_panels, balanced_chunks(row_panels), [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t p = 0; p < steps; ++p)
+        for (int64_t r = 0; r < kTileMR; ++r) {
+          const int64_t m = i * kTileMR + r;
+          ap[(i * steps + p) * kTileMR + r] = m < M ? s.a_element(A + m * K, p * kK, K) : AElem{};
+        }
+  });
+  // Column tiles in chunks: every C element is summed in one order, whoever computes it.
+  parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {
+    alignas(64) float scratch[2][kTileKC * kTileP];
+    for (int64_t tc = t_begin; tc < t_end; tc += kTileNC)
+      for (int64_t k0 = 0; k0 < K; k0 += kTileKC) {
+        const int64_t kc = std::min(kTileKC, K - k0), kp = (kc + kK - 1) / kK;
+        for (int64_t t = tc; t < std::min(t_end, tc + kTileNC); ++t) {
+          const int64_t j = 2 * t;
+          const float* b0 = s.b_block(j, k0, kc, scratch[0]);
+          const float* b1 = scratch[1];
+          if (j + 1 < n_panels) b1 = s.b_block(j + 1, k0, kc, scratch[1]);
+          else std::memset(scratch[1], 0, sizeof scratch[1]);
+          const int64_t nr = std::min<int64_t>(2 * kTileP, N - j * kTileP);
+          for (int64_t i = 0; i < row_panels; ++i)
+            avx512_tile(s, kp, ap + (i * steps + k0 / kK) * kTileMR, b0, b1, C + i * kTileMR * N + j * kTileP, N, k0 > 0,
+                        std::min(kTileMR, M - i * kTileMR), nr);
+        }
+      }
+  });
+}
+
+}  // namespace
+}  // namespace tern::kernels
