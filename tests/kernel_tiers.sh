@@ -5,7 +5,7 @@
 set -euo pipefail
 cli=$1 tests=$2
 ran=()
-for tier in avx2 avxvnni avx512 avx512vnni avx512bf16 neon neondot; do
+for tier in avx2 avxvnni avx512 avx512vnni avx512bf16 amx neon neondot; do
   TERN_ISA=$tier "$cli" devices > /dev/null 2>&1 || continue  # a tier this CPU cannot run, or of the other architecture
   TERN_ISA=$tier "$tests" -tc="*gemm*,*gemv*,*matmul*,*attention*,*kernel*" > /tmp/kernel-tier-$$.log 2>&1 ||
     { cat /tmp/kernel-tier-$$.log; echo "kernel tests failed at tier $tier"; exit 1; }

@@ -209,7 +209,7 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
         kernels::matmul_packed(A.data(), M, P, again.data());
         CHECK(C == again);
         std::vector<float> a(A);  // the bf16 GEMM of tier avx512bf16 rounds the activations too
-        if (kernels::matmul_packed_kernel(M, P) == "gemm_bf16 avx512bf16")
+        if (kernels::matmul_packed_kernel(M, P).rfind("gemm_bf16 ", 0) == 0)
           for (float& v : a) v = static_cast<float>(bf16(v));
         check_product(a, rounded, M, K, N, C);
       }
@@ -217,28 +217,32 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
 }
 
 #if defined(__x86_64__)
-TEST_CASE("gemm_bf16_avx512bf16 equals the float64 product of the bf16-rounded operands, every tail") {
-  bool runs = false;
-  for (kernels::Isa isa : kernels::machine_isas()) runs |= isa == kernels::Isa::Avx512Bf16;
-  if (!runs) {
-    MESSAGE("skipped: this CPU has no AVX512_BF16 (" << kernels::cpu_feature_list() << ")");
-    return;
-  }
-  std::mt19937 g(8);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (int64_t M : {1, 11, 12, 13, 25, 40})
-    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {2, 16}, {3, 17}, {255, 32}, {257, 33}, {513, 100}}) {  // odd K, K blocks, lone panels
-      CAPTURE(M); CAPTURE(K); CAPTURE(N);
-      std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
-      for (float& v : A) v = u(g);
-      for (float& v : B) v = u(g);
-      const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), DType::BFloat16);
-      std::vector<float> C(static_cast<size_t>(M * N), 7.0f);
-      kernels::gemm_bf16_avx512bf16(A.data(), M, K, N, static_cast<const uint16_t*>(P.panels->data()), C.data());
-      for (float& v : A) v = static_cast<float>(bf16(v));
-      for (float& v : B) v = static_cast<float>(bf16(v));
-      check_product(A, B, M, K, N, C);
+TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of the bf16-rounded operands, every tail") {
+  using Kernel = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
+  const std::vector<kernels::Isa> isas = kernels::machine_isas();
+  for (auto [isa, kernel] : {std::pair<kernels::Isa, Kernel>{kernels::Isa::Avx512Bf16, kernels::gemm_bf16_avx512bf16},
+                             {kernels::Isa::Amx, kernels::gemm_bf16_amx}}) {
+    CAPTURE(kernels::isa_name(isa));
+    if (std::find(isas.begin(), isas.end(), isa) == isas.end()) {
+      MESSAGE("skipped " << kernels::isa_name(isa) << ": this CPU cannot run it (" << kernels::cpu_feature_list() << ")");
+      continue;
     }
+    std::mt19937 g(8);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int64_t M : {1, 11, 12, 13, 25, 33, 40})  // tile rows 12 (avx512bf16) and 16/32 (amx)
+      for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {2, 16}, {3, 17}, {255, 32}, {257, 33}, {513, 100}, {1100, 47}}) {
+        CAPTURE(M); CAPTURE(K); CAPTURE(N);  // odd K, K past a tile step and past K blocks, lone panels
+        std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
+        for (float& v : A) v = u(g);
+        for (float& v : B) v = u(g);
+        const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), DType::BFloat16);
+        std::vector<float> C(static_cast<size_t>(M * N), 7.0f);
+        kernel(A.data(), M, K, N, static_cast<const uint16_t*>(P.panels->data()), C.data());
+        for (float& v : A) v = static_cast<float>(bf16(v));
+        for (float& v : B) v = static_cast<float>(bf16(v));
+        check_product(A, B, M, K, N, C);
+      }
+  }
 }
 #endif
 

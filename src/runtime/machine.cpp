@@ -15,6 +15,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "core/error.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/peak.h"
 
 namespace tern {
 
@@ -74,26 +76,19 @@ double measure_read_bandwidth(int threads) {
 }
 
 double measure_peak_gflops(int threads) {
-  using batch = xsimd::batch<float>;
-  constexpr int kChains = 10;            // enough independent FMAs to cover their latency on two pipes
-  constexpr int64_t kIters = 20'000'000;
+  constexpr int64_t kIterations = 20'000'000;
   double best = 0;
   volatile float sink = 0;
   for (int pass = 0; pass < 3; ++pass) {
+    double flops = 0;
     const auto t0 = std::chrono::steady_clock::now();
     const float total = on_threads(threads, [&](int thread, int) {
-      batch acc[kChains];
-      for (int c = 0; c < kChains; ++c) acc[c] = batch(static_cast<float>(c + thread) * 1e-3f);
-      const batch mul(0.999999f), add(1e-7f);
-      for (int64_t i = 0; i < kIters; ++i)
-        for (int c = 0; c < kChains; ++c) acc[c] = xsimd::fma(acc[c], mul, add);
-      batch s(0.0f);
-      for (int c = 0; c < kChains; ++c) s += acc[c];
-      return xsimd::hadd(s);
+      const kernels::FmaChains run = kernels::run_fma_chains(kIterations, static_cast<float>(thread) * 1e-3f);
+      if (thread == 0) flops = run.flops * threads;
+      return run.sum;
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
-    const double flops = 2.0 * static_cast<double>(batch::size) * kChains * static_cast<double>(kIters) * threads;
     best = std::max(best, flops / s / 1e9);
   }
   return best;
@@ -119,7 +114,8 @@ std::filesystem::path machine_cache_path() {
 
 MachinePeaks machine_peaks(int threads, bool remeasure) {
   const auto path = machine_cache_path();
-  const std::string key = cpu_model() + ", " + std::to_string(threads) + " thread(s)";
+  // Keyed by tier too: TERN_ISA=avx2 on an AVX-512 machine has half the peak.
+  const std::string key = cpu_model() + ", " + kernels::isa_name(kernels::active_isa()) + ", " + std::to_string(threads) + " thread(s)";
   nlohmann::json cache = nlohmann::json::object();
   if (!path.empty()) {
     std::ifstream f(path);

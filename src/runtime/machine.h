@@ -8,13 +8,13 @@ namespace tern {
 // far larger than the caches (512 MiB), each thread over its own contiguous half, SIMD loads.
 double measure_read_bandwidth(int threads);
 
-// Peak fp32 arithmetic in GFLOP/s with `threads` threads: independent SIMD FMA chains on registers
-// (a multiply-add counts 2), the best of several passes.
+// Peak fp32 arithmetic in GFLOP/s with `threads` threads: independent SIMD FMA chains on registers of the
+// active ISA tier's width (kernels/cpu/peak.h; a multiply-add counts 2), the best of several passes.
 double measure_peak_gflops(int threads);
 
 // The roofline's two ceilings with `threads` threads: measured once and cached in
-// $XDG_CACHE_HOME/tern/machine.json (else ~/.cache/tern/machine.json), keyed by CPU model and thread
-// count, so profiles compare against the same roofs; `remeasure` (tern bench --machine) measures again.
+// $XDG_CACHE_HOME/tern/machine.json (else ~/.cache/tern/machine.json), keyed by CPU model, ISA tier and
+// thread count, so profiles compare against the same roofs; `remeasure` (tern bench --machine) measures again.
 struct MachinePeaks {
   double gflops = 0;  // peak fp32
   double gb_s = 0;    // read bandwidth

@@ -30,6 +30,8 @@ using PanelBlock = const float* (*)(const void* context, int64_t j, int64_t k0, 
 void gemm_f32_avx512(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
 // C[M, N] = bf16(A[M, K]) · B for B as bf16 panels ([ceil(N/16)][K][16] bf16 bits).
 void gemm_bf16_avx512bf16(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
+// The same on AMX tiles (tier amx).
+void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
 #endif
 
 }  // namespace tern::kernels

@@ -87,7 +87,7 @@ template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
   static_assert(kNR == 16, "gemm_f32_avx512 reads 16-column panels");
-  if (isa_has_avx512(active_isa())) {
+  if (isa_at_least(active_isa(), Isa::Avx512)) {
     const PanelBlock block = [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
       return (*static_cast<const MicroPanel*>(context))(j, k0, kc, scratch);
     };
@@ -181,9 +181,10 @@ void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   const T* data = static_cast<const T*>(B.panels->data());
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bf16>) {
-    static_assert(kNR == 16, "gemm_bf16_avx512bf16 reads 16-column panels");
-    if (active_isa() == Isa::Avx512Bf16)
-      return gemm_bf16_avx512bf16(A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
+    static_assert(kNR == 16, "gemm_bf16_avx512bf16 and gemm_bf16_amx read 16-column panels");
+    const auto* bits = reinterpret_cast<const uint16_t*>(data);
+    if (active_isa() == Isa::Amx) return gemm_bf16_amx(A, M, B.K, B.N, bits, C);
+    if (active_isa() == Isa::Avx512Bf16) return gemm_bf16_avx512bf16(A, M, B.K, B.N, bits, C);
   }
 #endif
   gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
@@ -321,7 +322,7 @@ void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NB
 
 namespace {
 // The tier gemm_panels runs its tiles at, as profiles name it.
-std::string gemm_panels_tier() { return isa_has_avx512(active_isa()) ? " avx512" : ""; }
+std::string gemm_panels_tier() { return isa_at_least(active_isa(), Isa::Avx512) ? " avx512" : ""; }
 }  // namespace
 
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
@@ -334,7 +335,8 @@ std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivatio
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
   const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
   if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
-  if (B.type == DType::BFloat16 && active_isa() == Isa::Avx512Bf16) return "gemm_bf16 avx512bf16";
+  if (B.type == DType::BFloat16 && (active_isa() == Isa::Avx512Bf16 || active_isa() == Isa::Amx))
+    return std::string("gemm_bf16 ") + isa_name(active_isa());
   return "gemm_panels " + type + gemm_panels_tier();
 }
 

@@ -212,7 +212,7 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const Int8Row&, const NBitsWeights&, int64_t, int64_t, float*);
 #if defined(__x86_64__)
-  const RowsFn rows_fn = isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16 ? gemv_nbits_i8_avx512vnni
+  const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
                          : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
                                                 : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
 #elif defined(__aarch64__)

@@ -2,6 +2,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -28,6 +30,20 @@ bool amx_tile() {
   unsigned a, b, c, d;
   return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1);  // leaf 7.0 EDX bit 24
 }
+bool amx_bf16_int8() {
+  unsigned a, b, c, d;
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 25 & 1);  // leaf 7.0 EDX bits 22, 25
+}
+// Linux hands out the 8 KB of tile registers only to processes that ask (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA, Linux 5.16+); asked once, for the whole process. A kernel that refuses (older, or
+// tiles disabled) leaves AMX unusable, and the tier is not offered.
+bool amx_permitted() {
+  static const bool granted = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return granted;
+}
 
 bool has_avx512() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
@@ -41,11 +57,12 @@ bool can_run(Isa isa) {
     case Isa::Avx512: return has_avx512();
     case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
     case Isa::Avx512Bf16: return can_run(Isa::Avx512Vnni) && __builtin_cpu_supports("avx512bf16");
+    case Isa::Amx: return can_run(Isa::Avx512Bf16) && amx_tile() && amx_bf16_int8() && amx_permitted();
     default: return false;
   }
 }
 
-constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
+constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
 #elif defined(__aarch64__)
 bool hwcap(unsigned long bit) { return (getauxval(AT_HWCAP) & bit) != 0; }
 
@@ -85,6 +102,7 @@ const char* isa_name(Isa isa) {
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
     case Isa::Avx512Bf16: return "avx512bf16";
+    case Isa::Amx: return "amx";
     case Isa::Neon: return "neon";
     case Isa::NeonDot: return "neondot";
   }
@@ -122,7 +140,9 @@ Isa active_isa() {
   return static_cast<Isa>(chosen.load());
 }
 
-bool isa_has_avx512(Isa isa) { return isa == Isa::Avx512 || isa == Isa::Avx512Vnni || isa == Isa::Avx512Bf16; }
+bool isa_at_least(Isa isa, Isa floor) {
+  return static_cast<int>(isa) >= static_cast<int>(floor) && static_cast<int>(isa) <= static_cast<int>(Isa::Amx);
+}
 
 void request_isa(const std::string& name) {
   const Isa want = tier_named(name, "ISA tier ");
@@ -151,6 +171,7 @@ std::string cpu_feature_list() {
   add("avx512vnni", __builtin_cpu_supports("avx512vnni"));
   add("avx512bf16", __builtin_cpu_supports("avx512bf16"));
   add("amx-tile", amx_tile());
+  add("amx-bf16 amx-int8", amx_bf16_int8());
 #elif defined(__aarch64__)
   add("neon", hwcap(HWCAP_ASIMD));
   add("fp16", hwcap(HWCAP_FPHP));

@@ -10,6 +10,10 @@
 //             avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
 //             avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
 //             avx512bf16  + AVX512_BF16: bf16 pair dot products (vdpbf16ps) — Cooper Lake, Sapphire Rapids, Zen 4/5
+//             amx         + AMX-TILE, AMX-BF16, AMX-INT8 with the kernel's permission to use tile data
+//                         (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+) — Sapphire Rapids and later Xeons
+//   Each tier from avx512 up has everything of the tiers from avx512 to it (avxvnni is beside them: Zen 4
+//   has AVX-512 without AVX-VNNI).
 //   AArch64:  neon        Advanced SIMD and FP16 conversions — every AArch64 core (-march=armv8-a)
 //             neondot     + the int8 dot product (sdot, ARMv8.2 DotProd) — Cortex-A55/A76 on, Apple M, Graviton 2+
 // A machine's tier is the highest whose instructions it has all of.
@@ -19,7 +23,7 @@
 
 namespace tern::kernels {
 
-enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Neon, NeonDot };
+enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot };
 
 const char* isa_name(Isa isa);
 // Every tier this CPU can execute, lowest first (always starts with the baseline: avx2 or neon).
@@ -27,8 +31,8 @@ std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
 Isa active_isa();
-// Whether tier `isa` has AVX-512 F/BW/VL/DQ (avx512 and the tiers above it).
-bool isa_has_avx512(Isa isa);
+// Whether tier `isa` has everything tier `floor` (avx512 or one above it) has: `floor` itself or a higher x86 tier.
+bool isa_at_least(Isa isa, Isa floor);
 // Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
 // before the tier is first used, or asking for the one in use: the choice is made once per process.
 void request_isa(const std::string& name);

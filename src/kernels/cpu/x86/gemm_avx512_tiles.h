@@ -35,6 +35,37 @@ constexpr int64_t kTileMR = 12;  // C tile rows
 constexpr int64_t kTileKC = 256; // K block: the fp32 order's block (gemm_packed.cpp's kKC); two panels' block (32 KB) in L1/L2
 constexpr int64_t kTileNC = 8;   // panel pairs per column block: the C block (M × 256 floats) stays in L2
 
+// Lane 2c takes row k's column c, lane 2c + 1 row k + 1's.
+alignas(64) constexpr uint16_t kBf16Pairs[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+// Rows [k0, k0 + kc) of a bf16 panel ([K][16]) as pairs, the layout vdpbf16ps and AMX's TDPBF16PS read:
+// out[p][c] = (B[k0 + 2p][c], B[k0 + 2p + 1][c]), the second 0 past kc. Returns the pair rows written.
+inline int64_t interleave_bf16_pairs(const uint16_t* panel, int64_t k0, int64_t kc, uint16_t* out) {
+  const __m512i idx = _mm512_load_si512(kBf16Pairs);
+  int64_t p = 0;
+  for (; 2 * p + 1 < kc; ++p)
+    _mm512_store_si512(out + p * 2 * kTileP, _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(panel + (k0 + 2 * p) * kTileP)));
+  if (2 * p < kc) {  // odd: the last row with a zero row
+    const __m512i last = _mm512_maskz_loadu_epi16(0xffff, panel + (k0 + 2 * p) * kTileP);
+    _mm512_store_si512(out + p++ * 2 * kTileP, _mm512_permutexvar_epi16(idx, last));
+  }
+  return p;
+}
+
+// Rows [0, mr) × columns [0, nr ≤ 32) of C (row stride ldc) (+)= the 32-column rows of `block` (row stride ldb).
+inline void add_block(const float* block, int64_t ldb, float* c, int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t h = 0; h < 2; ++h) {
+      const int64_t cols = std::min<int64_t>(kTileP, nr - h * kTileP);
+      if (cols <= 0) break;
+      float* out = c + r * ldc + h * kTileP;
+      const __mmask16 m = static_cast<__mmask16>(cols == kTileP ? 0xffff : (1u << cols) - 1);
+      const __m512 v = _mm512_load_ps(block + r * ldb + h * kTileP);
+      _mm512_mask_storeu_ps(out, m, accumulate ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, out)) : v);
+    }
+}
+
 // C rows [0, mr) × columns [0, nr ≤ 32) (+)= the steps of A [steps][kTileMR] · two panels' steps.
 template <typename Steps>
 void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c,
@@ -48,15 +79,12 @@ void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, cons
       acc[r][1] = s.madd(acc[r][1], a[p * kTileMR + r], x1);
     }
   }
-  for (int64_t r = 0; r < mr; ++r)
-    for (int64_t h = 0; h < 2; ++h) {
-      const int64_t cols = std::min<int64_t>(kTileP, nr - h * kTileP);
-      if (cols <= 0) break;
-      float* out = c + r * ldc + h * kTileP;
-      const __mmask16 m = static_cast<__mmask16>(cols == kTileP ? 0xffff : (1u << cols) - 1);
-      const __m512 v = accumulate ? _mm512_add_ps(acc[r][h], _mm512_maskz_loadu_ps(m, out)) : acc[r][h];
-      _mm512_mask_storeu_ps(out, m, v);
-    }
+  alignas(64) float block[kTileMR][2 * kTileP];
+  for (int64_t r = 0; r < mr; ++r) {
+    _mm512_store_ps(block[r], acc[r][0]);
+    _mm512_store_ps(block[r] + kTileP, acc[r][1]);
+  }
+  add_block(block[0], 2 * kTileP, c, ldc, accumulate, mr, nr);
 }
 
 // C[M, N] = A[M, K] · B for the panels `s` provides.

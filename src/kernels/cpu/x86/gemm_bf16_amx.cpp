@@ -1,0 +1,106 @@
+// gemm_avx512.h's bf16 GEMM on AMX tiles. TDPBF16PS multiplies a 16 × 32 bf16 tile of A by a 32 × 16 tile
+// of B — 16 rows of (k, k+1) pairs, the layout interleave_bf16_pairs writes — into a 16 × 16 fp32 tile of
+// C: 8192 products an instruction. A block of C is 32 rows × 32 columns (two panels): four C tiles, two A
+// tiles, two B tiles — the 8 tile registers. The loops are the AVX-512 driver's: A rounded to bf16 once per
+// call ([M padded to 32][K padded to 32], zeros past M and K), column blocks of panel pairs, K blocks whose
+// interleaved pair of panels serves every row block of A, each K block's sum added to C.
+#include <immintrin.h>
+
+#include "kernels/cpu/gemm_avx512.h"
+#include "kernels/cpu/x86/gemm_avx512_tiles.h"
+
+namespace tern::kernels {
+namespace {
+
+constexpr int64_t kTK = 32;   // K per tile step: a 64-byte row of bf16
+constexpr int64_t kMB = 32;   // C block rows: two A tiles
+constexpr int64_t kKB = 512;  // K block: two panels' interleaved block is 32 KB (L1/L2)
+constexpr int64_t kNB = 8;    // panel pairs per column block: its C block (M × 256 floats) stays in L2
+
+// The tile registers' shapes (LDTILECFG's 64-byte operand, palette 1): all 8 are 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Rows [m0, m0 + kMB) of A as bf16 into out ([kMB][Kpad]), zeros past M and past K (round to nearest even;
+// VCVTNEPS2BF16 reads denormals as zero, as AMX itself does).
+void round_rows(const float* A, int64_t M, int64_t K, int64_t Kpad, int64_t m0, uint16_t* out) {
+  for (int64_t r = 0; r < kMB; ++r) {
+    uint16_t* row = out + r * Kpad;
+    const int64_t m = m0 + r;
+    if (m >= M) {
+      std::memset(row, 0, static_cast<size_t>(Kpad) * sizeof(uint16_t));
+      continue;
+    }
+    for (int64_t k = 0; k < Kpad; k += 16) {
+      const int64_t n = std::clamp<int64_t>(K - k, 0, 16);
+      const __mmask16 m16 = static_cast<__mmask16>(n == 16 ? 0xffff : (1u << n) - 1);
+      const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m16, A + m * K + k));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + k), (__m256i)v);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
+  const int64_t Kpad = (K + kTK - 1) / kTK * kTK, row_blocks = (M + kMB - 1) / kMB;
+  const int64_t n_panels = (N + kTileP - 1) / kTileP, pairs = (n_panels + 1) / 2;
+  thread_local std::vector<uint16_t> a_bf16;
+  a_bf16.resize(static_cast<size_t>(row_blocks * kMB * Kpad));
+  uint16_t* ap = a_bf16.data();
+  parallel_chunks(row_blocks, balanced_chunks(row_blocks), [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) round_rows(A, M, K, Kpad, i * kMB, ap + i * kMB * Kpad);
+  });
+  const int64_t lda = Kpad * static_cast<int64_t>(sizeof(uint16_t));
+  parallel_chunks(pairs, balanced_chunks(pairs), [&](int64_t t_begin, int64_t t_end, int) {
+    TileConfig config;  // per thread: the tile configuration is thread state
+    for (int t = 0; t < 8; ++t) {
+      config.colsb[t] = 64;
+      config.rows[t] = 16;
+    }
+    _tile_loadconfig(&config);
+    alignas(64) uint16_t b[2][kKB * kTileP];
+    alignas(64) float block[kMB * 2 * kTileP];
+    for (int64_t tc = t_begin; tc < t_end; tc += kNB)
+      for (int64_t k0 = 0; k0 < K; k0 += kKB) {
+        const int64_t kc = std::min(kKB, K - k0), steps = (kc + kTK - 1) / kTK;
+        for (int64_t t = tc; t < std::min(t_end, tc + kNB); ++t) {
+          const int64_t j = 2 * t;
+          for (int64_t h = 0; h < 2; ++h) {  // pair rows past kc (to the step's end) and a missing panel: zeros
+            const int64_t written = j + h < n_panels ? interleave_bf16_pairs(panels + (j + h) * K * kTileP, k0, kc, b[h]) : 0;
+            std::memset(b[h] + written * 2 * kTileP, 0, static_cast<size_t>((steps * kTK / 2 - written) * 2 * kTileP) * sizeof(uint16_t));
+          }
+          const int64_t nr = std::min<int64_t>(2 * kTileP, N - j * kTileP);
+          for (int64_t i = 0; i < row_blocks; ++i) {
+            const uint16_t* a = ap + i * kMB * Kpad + k0;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int64_t s = 0; s < steps; ++s) {
+              _tile_loadd(4, a + s * kTK, lda);
+              _tile_loadd(5, a + 16 * Kpad + s * kTK, lda);
+              _tile_loadd(6, b[0] + s * kTK * kTileP, 64);
+              _tile_loadd(7, b[1] + s * kTK * kTileP, 64);
+              _tile_dpbf16ps(0, 4, 6);
+              _tile_dpbf16ps(1, 4, 7);
+              _tile_dpbf16ps(2, 5, 6);
+              _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, block, 2 * kTileP * sizeof(float));
+            _tile_stored(1, block + kTileP, 2 * kTileP * sizeof(float));
+            _tile_stored(2, block + 16 * 2 * kTileP, 2 * kTileP * sizeof(float));
+            _tile_stored(3, block + 16 * 2 * kTileP + kTileP, 2 * kTileP * sizeof(float));
+            add_block(block, 2 * kTileP, C + i * kMB * N + j * kTileP, N, k0 > 0, std::min(kMB, M - i * kMB), nr);
+          }
+        }
+      }
+    _tile_release();
+  });
+}
+
+}  // namespace tern::kernels
