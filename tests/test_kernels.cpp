@@ -273,7 +273,7 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
   std::mt19937 g(9);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {4, 8})
-    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 3}, {20, 300, 40}, {9, 600, 17}}) {
+    for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 3}, {20, 300, 40}, {9, 600, 17}, {40, 1088, 33}}) {
       CAPTURE(bits); CAPTURE(M); CAPTURE(K); CAPTURE(N);
       const RandomNBits r(g, N, K, bits, 32, true);
       const kernels::NBitsWeights& w = r.w;
@@ -282,6 +282,14 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
       std::vector<float> W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
       kernels::dequantize_nbits_transposed(w, W.data());
       kernels::gemm_nbits(A.data(), M, w, C.data());
+      check_product(A, W, M, K, N, C);
+      // With precision to spare (accuracy_level 4): at tier amx both operands rounded to bf16, else the same.
+      const auto act = kernels::NBitsActivations::Int8;
+      kernels::gemm_nbits(A.data(), M, w, C.data(), act);
+      if (kernels::matmul_nbits_kernel(M, w, act).find("bf16 amx") != std::string::npos) {
+        for (float& v : A) v = static_cast<float>(bf16(v));
+        for (float& v : W) v = static_cast<float>(bf16(v));
+      }
       check_product(A, W, M, K, N, C);
     }
 }

@@ -75,7 +75,7 @@ TERN_API void tern_options_free(tern_options* options);
 TERN_API const char* tern_options_error(const tern_options* options);
 /* Threads for the kernels; 0 = all cores. */
 TERN_API tern_status tern_options_set_threads(tern_options* options, int threads);
-/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16" on x86-64 (a name of the other architecture is refused), "neon", "neondot" on
+/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx" on x86-64 (a name of the other architecture is refused), "neon", "neondot" on
  * AArch64 (as TERN_ISA does). The tier is
  * chosen once per process, at the first load: a later load asking for another fails. */
 TERN_API tern_status tern_options_set_isa(tern_options* options, const char* isa);

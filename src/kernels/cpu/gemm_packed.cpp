@@ -83,16 +83,21 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 
 // The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
 // 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`).
+#if defined(__x86_64__)
+static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
+// A micro_panel callable as gemm_avx512.h's PanelBlock, whose context is the callable's address.
+template <typename MicroPanel>
+PanelBlock as_panel_block(const MicroPanel&) {
+  return [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
+    return (*static_cast<const MicroPanel*>(context))(j, k0, kc, scratch);
+  };
+}
+#endif
+
 template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
-  static_assert(kNR == 16, "gemm_f32_avx512 reads 16-column panels");
-  if (isa_at_least(active_isa(), Isa::Avx512)) {
-    const PanelBlock block = [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
-      return (*static_cast<const MicroPanel*>(context))(j, k0, kc, scratch);
-    };
-    return gemm_f32_avx512(A, M, K, N, block, &micro_panel, C);
-  }
+  if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
   const int64_t panels = (N + kNR - 1) / kNR, row_panels = (M + kMR - 1) / kMR;
   // A packed whole, once per call: [row panel][K][kMR], rows past M zero.
@@ -298,13 +303,22 @@ void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   }
 }
 
-void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C) {
-  gemm_panels(A, M, W.K, W.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) {
+namespace {
+// Prefill rows whose activations may lose precision (Int8) run in bf16 on AMX tiles where the tier has them.
+bool nbits_prefill_on_amx(NBitsActivations act) { return act == NBitsActivations::Int8 && active_isa() == Isa::Amx; }
+}  // namespace
+
+void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
+  const auto block = [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
     dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
-    return static_cast<const float*>(scratch);
-  });
+    return scratch;
+  };
+#if defined(__x86_64__)
+  if (nbits_prefill_on_amx(act)) return gemm_rounded_bf16_amx(A, M, W.K, W.N, as_panel_block(block), &block, C);
+#endif
+  gemm_panels(A, M, W.K, W.N, C, block);
 }
 
 namespace {
@@ -317,7 +331,7 @@ bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) 
 void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
   if (nbits_uses_gemv_i8(M, W, act)) gemv_nbits_i8(A, M, W, C);
   else if (nbits_uses_gemv(M, W)) gemv_nbits(A, M, W, C);
-  else gemm_nbits(A, M, W, C);
+  else gemm_nbits(A, M, W, C, act);
 }
 
 namespace {
@@ -329,7 +343,7 @@ std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivatio
   const std::string bits = "int" + std::to_string(W.bits);
   if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits_i8 " + bits + " " + isa_name(active_isa());
   if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits;
-  return "gemm_nbits " + bits + gemm_panels_tier();
+  return "gemm_nbits " + bits + (nbits_prefill_on_amx(act) ? " bf16 amx" : gemm_panels_tier());
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {

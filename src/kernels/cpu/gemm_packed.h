@@ -45,12 +45,13 @@ void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
 // The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 
-// C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
-void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C);
-// How matmul_nbits treats the activations of its decode rows: as fp32, or quantized to int8 per block
-// (gemv_nbits_i8: MatMulNBits accuracy_level 4). Prefill rows (more than kGemvMaxRows) run the fp32 GEMM
-// either way.
+// How matmul_nbits treats the activations: as fp32, or with precision to spare (MatMulNBits
+// accuracy_level 4): decode rows quantized to int8 per block (gemv_nbits_i8), prefill rows (more than
+// kGemvMaxRows) rounded to bf16 with the weights on AMX tiles at tier amx (gemm_rounded_bf16_amx), else the
+// fp32 GEMM as for Float32.
 enum class NBitsActivations { Float32, Int8 };
+// C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
+void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
 // The same for any M: gemv_nbits(_i8) on the blocks as stored for a few rows when it takes them, else gemm_nbits.
 void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
 // "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits_i8 int4 avx2"…

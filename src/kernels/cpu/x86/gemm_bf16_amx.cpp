@@ -44,9 +44,22 @@ void round_rows(const float* A, int64_t M, int64_t K, int64_t Kpad, int64_t m0, 
   }
 }
 
-}  // namespace
+// Rows [k0, k0 + kc) of an fp32 block ([kc][16], as PanelBlock gives it) as bf16 pairs, rounded to nearest
+// even, the second 0 past kc; the pair rows written.
+int64_t round_pairs(const float* block, int64_t kc, uint16_t* out) {
+  const __m512i idx = _mm512_load_si512(kBf16Pairs);
+  int64_t p = 0;
+  for (; 2 * p < kc; ++p) {
+    const __m512 lo = _mm512_load_ps(block + 2 * p * kTileP);
+    const __m512 hi = 2 * p + 1 < kc ? _mm512_load_ps(block + (2 * p + 1) * kTileP) : _mm512_setzero_ps();
+    _mm512_store_si512(out + p * 2 * kTileP, _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+  return p;
+}
 
-void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
+// C = bf16(A) · B for the pair blocks `pairs(j, k0, kc, out)` writes (returning the pair rows written).
+template <typename Pairs>
+void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pairs_of, float* C) {
   const int64_t Kpad = (K + kTK - 1) / kTK * kTK, row_blocks = (M + kMB - 1) / kMB;
   const int64_t n_panels = (N + kTileP - 1) / kTileP, pairs = (n_panels + 1) / 2;
   thread_local std::vector<uint16_t> a_bf16;
@@ -71,7 +84,7 @@ void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16
         for (int64_t t = tc; t < std::min(t_end, tc + kNB); ++t) {
           const int64_t j = 2 * t;
           for (int64_t h = 0; h < 2; ++h) {  // pair rows past kc (to the step's end) and a missing panel: zeros
-            const int64_t written = j + h < n_panels ? interleave_bf16_pairs(panels + (j + h) * K * kTileP, k0, kc, b[h]) : 0;
+            const int64_t written = j + h < n_panels ? pairs_of(j + h, k0, kc, b[h]) : 0;
             std::memset(b[h] + written * 2 * kTileP, 0, static_cast<size_t>((steps * kTK / 2 - written) * 2 * kTileP) * sizeof(uint16_t));
           }
           const int64_t nr = std::min<int64_t>(2 * kTileP, N - j * kTileP);
@@ -101,6 +114,26 @@ void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16
       }
     _tile_release();
   });
+}
+
+}  // namespace
+
+void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
+  amx_gemm(A, M, K, N, [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
+    return interleave_bf16_pairs(panels + j * K * kTileP, k0, kc, out);
+  }, C);
+}
+
+void gemm_rounded_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
+  amx_gemm(A, M, K, N, [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
+    alignas(64) float scratch[kTileKC * kTileP];  // PanelBlock's rows at a time: even, so the pairs line up
+    int64_t written = 0;
+    for (int64_t k = 0; k < kc; k += kTileKC) {
+      const int64_t rows = std::min(kTileKC, kc - k);
+      written += round_pairs(block(context, j, k0 + k, rows, scratch), rows, out + written * 2 * kTileP);
+    }
+    return written;
+  }, C);
 }
 
 }  // namespace tern::kernels
