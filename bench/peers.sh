@@ -4,7 +4,8 @@
 # Q4_0 (--pure: every matrix Q4_0), and `tern import-gguf` turns the F32 and the Q4_0 into the ONNX folders tern
 # and ONNX Runtime both run (the int4 one is MatMulNBits with llama.cpp's Q4_0 blocks, accuracy_level 4). Rows:
 #   fp32: tern, tern from its pack (`tern pack`, a hard-linked copy of the folder), ORT, llama.cpp F32 · fp16: tern
-#   --weights fp16, llama.cpp F16 · int4: tern, tern from its pack, ORT, llama.cpp Q4_0
+#   --weights fp16, llama.cpp F16 · bf16: tern --weights bf16 (against ORT fp32 and llama.cpp F16) · int4: tern,
+#   tern from its pack, ORT, llama.cpp Q4_0
 # Columns (medians over ROUNDS alternated rounds): prefill tok/s of a PROMPT-token prompt; the time to first token of
 # that prompt in the first run after load (tern's first_prefill_ms; ORT's prefill is its first run; llama-bench
 # warms up, so none for llama.cpp); decode tok/s of NEW
@@ -93,6 +94,7 @@ print(json.dumps({'pp': pp, 'ttft_ms': 0, 'tg': tg, 'tg_depth': split(json.loads
 
 rows=("tern fp32|run_tern $work/onnx-f32" "tern fp32 pack|run_tern $work/pack-f32" "ORT fp32|run_ort $work/onnx-f32"
       "llama.cpp F32|run_llama $work/f32.gguf" "tern fp16|run_tern $work/onnx-f32 --weights fp16" "llama.cpp F16|run_llama $work/f16.gguf"
+      "tern bf16|run_tern $work/onnx-f32 --weights bf16"
       "tern int4|run_tern $work/onnx-q4_0" "tern int4 pack|run_tern $work/pack-q4_0" "ORT int4|run_ort $work/onnx-q4_0"
       "llama.cpp Q4_0|run_llama $work/q4_0.gguf")
 : > "$tmp/results"
@@ -123,6 +125,7 @@ for n, m in med.items():
     print(f"| {n} | " + " | ".join("-" if k == "ttft_ms" and not m[k] else f"{m[k]:.1f}" if k != "load_s" else f"{m[k]:.3f}" for k, _ in cols) + " |")
 print("\nratios (tern / peer)")
 for tern, peers in (("tern fp32", ("ORT fp32", "llama.cpp F32")), ("tern fp32 pack", ("ORT fp32",)), ("tern fp16", ("llama.cpp F16",)),
+                    ("tern bf16", ("ORT fp32", "llama.cpp F16")),
                     ("tern int4", ("ORT int4", "llama.cpp Q4_0")), ("tern int4 pack", ("ORT int4",))):
     for p in peers:
         t = med[tern]

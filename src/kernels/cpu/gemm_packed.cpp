@@ -81,8 +81,6 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
     for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r * kNR + j];
 }
 
-// The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
-// 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`).
 #if defined(__x86_64__)
 static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
 // A micro_panel callable as gemm_avx512.h's PanelBlock, whose context is the callable's address.
@@ -94,6 +92,9 @@ PanelBlock as_panel_block(const MicroPanel&) {
 }
 #endif
 
+// The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
+// 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`). From tier avx512 up, the
+// 12 × 32 tiles of gemm_f32_avx512 in the same summation order.
 template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
