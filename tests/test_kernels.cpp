@@ -229,7 +229,7 @@ TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of t
     }
     std::mt19937 g(8);
     std::uniform_real_distribution<float> u(-1, 1);
-    for (int64_t M : {1, 11, 12, 13, 25, 33, 40})  // tile rows 12 (avx512bf16) and 16/32 (amx)
+    for (int64_t M : {1, 11, 12, 13, 25, 33, 40})  // tails of 8-row tiles (avx512bf16) and of 32-row blocks (amx)
       for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {2, 16}, {3, 17}, {255, 32}, {257, 33}, {513, 100}, {1100, 47}}) {
         CAPTURE(M); CAPTURE(K); CAPTURE(N);  // odd K, K past a tile step and past K blocks, lone panels
         std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));

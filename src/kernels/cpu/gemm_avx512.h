@@ -1,12 +1,12 @@
 // The prefill GEMMs of the AVX-512 tiers over gemm_packed.h's 16-column panels (x86/gemm_*_<tier>.cpp, each
-// built with its tier's flags on x86/gemm_avx512_tiles.h's 12 × 32 tiles; matmul_packed and matmul_nbits pick
+// built with its tier's flags on x86/gemm_avx512_tiles.h's 8 × 32 tiles; matmul_packed and matmul_nbits pick
 // them by active_isa()):
 //   gemm_f32_avx512       at tier avx512 and above: fp32 products in the AVX2 GEMM's summation order, so
 //                         every tier gives the same bits (and a row the GEMV's). It also runs fp16/bf16
 //                         panels widened into L1 and MatMulNBits blocks dequantized there. Measured with
 //                         `tern bench-op matmul --shape 128,2048,8192 --threads 2`, 3 alternated runs,
-//                         medians: Sapphire Rapids-class Xeon 336 GFLOP/s vs the AVX2 GEMM's 197 (1.70x);
-//                         12-row tiles 326 vs 14-row 311. (On Zen 4, which splits 512-bit FMAs in two, a
+//                         medians: Sapphire Rapids-class Xeon 336 GFLOP/s vs the AVX2 GEMM's 197 (1.70x,
+//                         12-row tiles then; 8 rows since). (On Zen 4, which splits 512-bit FMAs in two, a
 //                         prototype gained 2-3%.)
 //   gemm_bf16_avx512bf16  at tier avx512bf16, for bf16 panels: the activations are rounded to bf16 as well
 //                         and each vdpbf16ps multiplies 32 bf16 pairs — twice the products of an fp32 FMA

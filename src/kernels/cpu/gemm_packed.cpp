@@ -94,7 +94,7 @@ PanelBlock as_panel_block(const MicroPanel&) {
 
 // The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
 // 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`). From tier avx512 up, the
-// 12 × 32 tiles of gemm_f32_avx512 in the same summation order.
+// 8 × 32 tiles of gemm_f32_avx512 in the same summation order.
 template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)

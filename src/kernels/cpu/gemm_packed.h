@@ -1,7 +1,7 @@
 // Products with a constant weight matrix repacked once, at load, into the layout the kernels stream:
 // column panels of kPanel columns, each panel K rows of kPanel contiguous floats ([N/kPanel][K][kPanel],
 // the last panel zero-padded). Prefill (many rows) runs a register-blocked GEMM — 6 rows × kPanel
-// columns of C in registers (12 rows × two panels with AVX-512, gemm_avx512.h), A packed per call, each
+// columns of C in registers (8 rows × two panels with AVX-512, gemm_avx512.h), A packed per call, each
 // panel read once per call in cache-sized K blocks —
 // and decode (up to kPanelGemvMaxRows rows) a GEMV that streams each panel front to back, summing each
 // output in the GEMM's order (per K block, then block by block) so a row's bits never depend on how many

@@ -3,8 +3,8 @@
 // including file gets its own copy compiled with its own tier's flags (a shared inline copy could be linked
 // from the wrong tier's file).
 //
-// A tile of C is 12 rows × 32 columns — two panels side by side, 24 zmm accumulators, two B registers and a
-// broadcast of A: the register file's 32 zmm. A is packed once per call, [row panel][step][12]; each K block
+// A tile of C is 8 rows × 32 columns — two panels side by side, 16 zmm accumulators, two B registers, A
+// broadcast from memory. A is packed once per call, [row panel][step][8]; each K block
 // of the two panels is prepared once (the packed panels themselves, or a widened/dequantized/interleaved copy
 // in L1) and serves every row panel of A. Every C element is one FMA chain from zero per K block of kKC,
 // added to C block by block — the order of gemm_packed.cpp's AVX2 micro-kernel and of its GEMV, so an fp32
@@ -31,7 +31,10 @@ namespace tern::kernels {
 namespace {
 
 constexpr int64_t kTileP = 16;   // panel columns (gemm_packed.h's kPanel at the avx2 baseline)
-constexpr int64_t kTileMR = 12;  // C tile rows
+constexpr int64_t kTileMR = 8;   // C tile rows: `tern bench-op matmul --shape M,2048,8192 --threads 2`, Sapphire
+                                 // Rapids-class Xeon, alternated: M 128 359/360 GFLOP/s against 12 rows' 350/345
+                                 // (128 rows fill 16 tiles of 8, 11 of 12 waste 4 rows), M 200 367/365 against
+                                 // 359/362; 14 rows: 311 at M 128
 constexpr int64_t kTileKC = 256; // K block: the fp32 order's block (gemm_packed.cpp's kKC); two panels' block (32 KB) in L1/L2
 constexpr int64_t kTileNC = 8;   // panel pairs per column block: the C block (M × 256 floats) stays in L2
 
