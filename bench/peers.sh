@@ -72,7 +72,7 @@ import json, re, sys
 pat = r'prefill: \d+ tokens, (\d+) tok/s; decode: \d+ tokens, \d+ tok/s \(([\d.]+) ms/step\); load: ([\d.]+) s'
 a, b = re.search(pat, sys.argv[1]), re.search(pat, sys.argv[2])
 print(json.dumps({'pp': float(a.group(1)), 'ttft_ms': 1000 * int(sys.argv[4]) / float(a.group(1)), 'tg': 1000 / float(a.group(2)), 'tg_depth': 1000 / float(b.group(2)) if b else 0,
-                  'rss_mb': int(sys.argv[3]) / 1024, 'load_s': float(a.group(3))}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$prompt"
+                  'rss_mb': int(sys.argv[3]) * 1024 / 1e6, 'load_s': float(a.group(3))}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$prompt"
 }
 run_llama() {  # FILE.gguf
   local a b="[]" load
@@ -88,7 +88,7 @@ def split(runs):  # pp tok/s and the derived decode tok/s of the pg run: its tok
     n, g = pp['n_prompt'], pg['n_gen']
     return pp['avg_ts'], g / ((n + g) / pg['avg_ts'] - n / pp['avg_ts'])
 pp, tg = split(json.loads(sys.argv[1]))
-print(json.dumps({'pp': pp, 'ttft_ms': 0, 'tg': tg, 'tg_depth': split(json.loads(sys.argv[2]))[1], 'rss_mb': int(sys.argv[3]) / 1024,
+print(json.dumps({'pp': pp, 'ttft_ms': 0, 'tg': tg, 'tg_depth': split(json.loads(sys.argv[2]))[1], 'rss_mb': int(sys.argv[3]) * 1024 / 1e6,
                   'load_s': float(sys.argv[4]) / 1000}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$load"
 }
 
