@@ -99,7 +99,8 @@ class SplitOp : public Op {
     int64_t n = static_cast<int64_t>(ctx.outputs.size());
     if (sizes.empty()) {
       if (!d.is_known()) throw ShapeUnknown{};
-      int64_t parts = ctx.node.attr_int("num_outputs", n);
+      const int64_t parts = ctx.node.attr_int("num_outputs", n);
+      if (parts != n || parts < 1) ctx.fail("num_outputs ", parts, " for ", n, " outputs");
       int64_t chunk = (d.value + parts - 1) / parts;
       for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, d.value - i * chunk)));
     }
