@@ -11,6 +11,7 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/row_panels.h"
 
 #if defined(__AVX2__) && defined(__F16C__)
 #include <immintrin.h>
@@ -83,6 +84,15 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 
 #if defined(__x86_64__)
 static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
+// The GEMM of bf16 products the tier has for bf16 panels (AMX tiles, vdpbf16ps), or none: the widened fp32 GEMM.
+using Bf16Gemm = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
+Bf16Gemm bf16_gemm() {
+  switch (active_isa()) {
+    case Isa::Amx: return gemm_bf16_amx;
+    case Isa::Avx512Bf16: return gemm_bf16_avx512bf16;
+    default: return nullptr;
+  }
+}
 // A micro_panel callable as gemm_avx512.h's PanelBlock, whose context is the callable's address.
 template <typename MicroPanel>
 PanelBlock as_panel_block(const MicroPanel&) {
@@ -105,14 +115,7 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
   thread_local std::vector<float> a_packed;
   a_packed.resize(static_cast<size_t>(row_panels * kMR * K));
   float* ap = a_packed.data();
-  parallel_chunks(row_panels, balanced_chunks(row_panels), [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t r = 0; r < kMR; ++r) {
-          const int64_t m = i * kMR + r;
-          ap[(i * K + k) * kMR + r] = m < M ? A[m * K + k] : 0.0f;
-        }
-  });
+  pack_row_panels<float, kMR>(M, K, [&](int64_t m, int64_t k) { return A[m * K + k]; }, ap);
   // Column panels in chunks (each C element is summed in one order, whoever computes it).
   parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j_begin, int64_t j_end, int) {
     alignas(64) float scratch[kKC * kNR];
@@ -187,10 +190,7 @@ void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   const T* data = static_cast<const T*>(B.panels->data());
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bf16>) {
-    static_assert(kNR == 16, "gemm_bf16_avx512bf16 and gemm_bf16_amx read 16-column panels");
-    const auto* bits = reinterpret_cast<const uint16_t*>(data);
-    if (active_isa() == Isa::Amx) return gemm_bf16_amx(A, M, B.K, B.N, bits, C);
-    if (active_isa() == Isa::Avx512Bf16) return gemm_bf16_avx512bf16(A, M, B.K, B.N, bits, C);
+    if (const Bf16Gemm gemm = bf16_gemm()) return gemm(A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
   }
 #endif
   gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
@@ -350,8 +350,9 @@ std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivatio
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
   const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
   if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
-  if (B.type == DType::BFloat16 && (active_isa() == Isa::Avx512Bf16 || active_isa() == Isa::Amx))
-    return std::string("gemm_bf16 ") + isa_name(active_isa());
+#if defined(__x86_64__)
+  if (B.type == DType::BFloat16 && bf16_gemm()) return std::string("gemm_bf16 ") + isa_name(active_isa());
+#endif
   return "gemm_panels " + type + gemm_panels_tier();
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/row_panels.h"
 
 namespace tern::kernels {
 namespace {
@@ -97,17 +98,10 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
   constexpr int64_t kK = Steps::kK;
   const int64_t steps = (K + kK - 1) / kK, row_panels = (M + kTileMR - 1) / kTileMR;
   const int64_t n_panels = (N + kTileP - 1) / kTileP, tiles = (n_panels + 1) / 2;
-  thread_local std::vector<AElem> a_packed;  // rows past M zero
+  thread_local std::vector<AElem> a_packed;
   a_packed.resize(static_cast<size_t>(row_panels * steps * kTileMR));
   AElem* ap = a_packed.data();
-  parallel_chunks(row_panels, balanced_chunks(row_panels), [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t p = 0; p < steps; ++p)
-        for (int64_t r = 0; r < kTileMR; ++r) {
-          const int64_t m = i * kTileMR + r;
-          ap[(i * steps + p) * kTileMR + r] = m < M ? s.a_element(A + m * K, p * kK, K) : AElem{};
-        }
-  });
+  pack_row_panels<AElem, kTileMR>(M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
   // Column tiles in chunks: every C element is summed in one order, whoever computes it.
   parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {
     alignas(64) float scratch[2][kTileKC * kTileP];

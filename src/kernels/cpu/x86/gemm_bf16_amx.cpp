@@ -19,7 +19,6 @@ constexpr int64_t kMB = 32;  // C block rows: two A tiles
 // Rapids-class Xeon, 2 runs each) 552 GFLOP/s at 256, 620 at 512, 600 at 1024, 730 at 2048; at 128,8192,2048
 // 661 at 2048 against 530 at 8192.
 constexpr int64_t kKB = 2048;
-constexpr int64_t kNB = 8;  // panel pairs per column block: its C block (M × 256 floats) stays in L2
 
 // The tile registers' shapes (LDTILECFG's 64-byte operand, palette 1): all 8 are 16 rows of 64 bytes.
 struct alignas(64) TileConfig {
@@ -89,10 +88,10 @@ void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pair
     uint16_t* b[2] = {b_buffer.data() + (64 - misaligned) % 64 / sizeof(uint16_t), nullptr};
     b[1] = b[0] + kKB * kTileP;
     alignas(64) float block[kMB * 2 * kTileP];
-    for (int64_t tc = t_begin; tc < t_end; tc += kNB)
+    for (int64_t tc = t_begin; tc < t_end; tc += kTileNC)
       for (int64_t k0 = 0; k0 < K; k0 += kKB) {
         const int64_t kc = std::min(kKB, K - k0), steps = (kc + kTK - 1) / kTK;
-        for (int64_t t = tc; t < std::min(t_end, tc + kNB); ++t) {
+        for (int64_t t = tc; t < std::min(t_end, tc + kTileNC); ++t) {
           const int64_t j = 2 * t;
           for (int64_t h = 0; h < 2; ++h) {  // pair rows past kc (to the step's end) and a missing panel: zeros
             const int64_t written = j + h < n_panels ? pairs_of(j + h, k0, kc, b[h]) : 0;
