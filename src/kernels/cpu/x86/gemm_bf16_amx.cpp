@@ -16,8 +16,8 @@ constexpr int64_t kTK = 32;  // K per tile step: a 64-byte row of bf16
 constexpr int64_t kMB = 32;  // C block rows: two A tiles
 // K block: two panels' interleaved block is 128 KB (L2). Fewer blocks mean fewer trips of the C block
 // through memory: `tern bench-op matmul --shape 128,2048,8192 --weights bf16 --threads 1` (Sapphire
-// Rapids-class Xeon, 2 runs each) 552 GFLOP/s at 256, 620 at 512, 600 at 1024, 730 at 2048; at 128,8192,2048
-// 661 at 2048 against 530 at 8192.
+// Rapids-class Xeon, means of 2 runs) 552 GFLOP/s at 256, 562 at 512, 604 at 1024, 658 at 2048; with A's
+// padded rows 620 at 512, 729 at 2048; at 128,8192,2048 661 at 2048 against 530 at 8192.
 constexpr int64_t kKB = 2048;
 
 // The tile registers' shapes (LDTILECFG's 64-byte operand, palette 1): all 8 are 16 rows of 64 bytes.
