@@ -131,11 +131,18 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             std::vector<float> zp_float(static_cast<size_t>(N * k_blocks));
             for (auto& v : zp_float) v = (u(g) + 1) * 0.5f * static_cast<float>((1 << bits) - 1);
             if (zp_form == 2) r.w.zp_float = zp_float.data();
-            const kernels::NBitsWeights& w = r.w;
+            // Scales that are exactly fp16 (as GGUF's are) half the time: grouped, they are kept as fp16.
+            const bool half_scales = (M + zp_form) % 2 == 0;
+            if (half_scales)
+              for (float& v : r.scales) v = static_cast<float>(f16(v));
+            // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over.
+            const kernels::QuantizedWeights grouped = kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+            if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
+            const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
             REQUIRE(kernels::gemv_nbits_i8_supported(w));
             std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
             for (auto& v : x) v = u(g);
-            kernels::dequantize_nbits_transposed(w, W.data());
+            kernels::dequantize_nbits_transposed(r.w, W.data());
             // The activations as the kernel must see them: per block xs = max|x| / 127, xq = round(x / xs).
             std::vector<double> xd(x.size());
             for (int64_t m = 0; m < M; ++m)
@@ -294,7 +301,7 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
     }
 }
 
-TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks) gives the scalar rule's bits") {
+TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped) gives the scalar rule's bits") {
   std::mt19937 g(21);
   std::uniform_real_distribution<float> u(0, 15);
   for (int64_t block : {32, 64, 128})
@@ -305,23 +312,29 @@ TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value c
       std::vector<float> zf(static_cast<size_t>(N * k_blocks));
       for (auto& v : zf) v = u(g);
       if (zp_form == 2) r.w.zp_float = zf.data();
+      if (block == 64)  // scales that are exactly fp16: grouped, kept as fp16
+        for (float& v : r.scales) v = static_cast<float>(f16(v));
       const kernels::NBitsWeights& w = r.w;
-      for (auto [n0, n1, k0, k1] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}}) {
-        CAPTURE(n0); CAPTURE(k0);
-        const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
-        std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
-        kernels::dequantize_nbits_block(w, n0, n1, k0, k1, got.data(), ld);
-        for (int64_t n = n0; n < n1; ++n)
-          for (int64_t k = k0; k < k1; ++k) {
-            const int64_t kb = k / block;
-            const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
-            const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
-            const float zp = zp_form == 2 ? zf[static_cast<size_t>(n * k_blocks + kb)]
-                             : zp_form == 1 ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
-                                            : 8.0f;
-            REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
-          }
-      }
+      const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);  // the same weights, 16 rows a group
+      CHECK(grouped.scales.dtype() == (block == 64 ? DType::Float16 : DType::Float32));
+      for (auto [n0, n1, k0, k1] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256},
+                                    {3, 21, 40, 200}})
+        for (const kernels::NBitsWeights& form : {w, grouped.view()}) {
+          CAPTURE(n0); CAPTURE(k0); CAPTURE(form.grouped);
+          const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
+          std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
+          kernels::dequantize_nbits_block(form, n0, n1, k0, k1, got.data(), ld);
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t k = k0; k < k1; ++k) {
+              const int64_t kb = k / block;
+              const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
+              const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
+              const float zp = zp_form == 2 ? zf[static_cast<size_t>(n * k_blocks + kb)]
+                               : zp_form == 1 ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
+                                              : 8.0f;
+              REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
+            }
+        }
     }
 }
 

@@ -58,21 +58,32 @@ class MatMulOp : public RepackedMatMul {
     };
     if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
       const int64_t bits = options.weights == WeightFormat::Int8 ? 8 : 4, block = 32, k_blocks = (K + block - 1) / block;
+      activations_ = nbits_activations(options.activations, false);
+      auto quantize = [&] {
+        Tensor W = cast_to(source(), DType::Float32);
+        if (trans_b_) {
+          Tensor t(DType::Float32, {K, N});
+          kernels::transpose(W.raw(), {N, K}, {1, 0}, t.raw(), sizeof(float));
+          W = t;
+        }
+        return kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
+      };
+      static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
+      kernels::NBitsWeights shape;
+      shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
+      if (regroups_nbits(shape, activations_, options)) {
+        quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape,
+                                           [&] { return kernels::group_nbits_rows(quantize().view()); });
+        return {1};
+      }
       const auto parts = options.prepared(
           weight_format_name(options.weights),
           {{DType::UInt8, N * k_blocks * block * bits / 8}, {DType::UInt8, N * ((k_blocks * bits + 7) / 8)}, {DType::Float32, N * k_blocks}},
           [&] {
-            Tensor W = cast_to(source(), DType::Float32);
-            if (trans_b_) {
-              Tensor t(DType::Float32, {K, N});
-              kernels::transpose(W.raw(), {N, K}, {1, 0}, t.raw(), sizeof(float));
-              W = t;
-            }
-            kernels::QuantizedWeights q = kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
+            const kernels::QuantizedWeights q = quantize();
             return std::vector<Tensor>{q.data, q.zero_points, q.scales};
           });
       quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
-      activations_ = nbits_activations(options.activations, false);
       return {1};
     }
     const DType type = options.weights == WeightFormat::Float16    ? DType::Float16
@@ -233,6 +244,27 @@ class GemmOp : public Op {
 };
 
 }  // namespace
+
+bool regroups_nbits(const kernels::NBitsWeights& w, kernels::NBitsActivations activations, const PrepackOptions& options) {
+  return activations == kernels::NBitsActivations::Int8 && !options.device && kernels::nbits_groups_native(w);
+}
+
+kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,
+                                                const std::function<kernels::QuantizedWeights()>& make) {
+  const std::vector<int64_t> sizes = kernels::nbits_group_sizes(w);
+  // (scales: float16 or float32, as group_nbits_rows found them; checked below)
+  std::vector<std::pair<DType, int64_t>> expect{{DType::UInt8, sizes[0]}, {DType::Undefined, sizes[2]}};
+  if (sizes[1]) expect.push_back({w.zp_float ? DType::Float32 : DType::UInt8, sizes[1]});
+  const auto parts = options.prepared(part, expect, [&] {
+    const kernels::QuantizedWeights g = make();
+    std::vector<Tensor> out{g.data, g.scales};
+    if (g.zero_points.defined()) out.push_back(g.zero_points);
+    return out;
+  });
+  if (parts[1].dtype() != DType::Float16 && parts[1].dtype() != DType::Float32)
+    fail("entry '", options.node, "/", part, "': scales are ", dtype_name(parts[1].dtype()), ", not float16 or float32");
+  return kernels::QuantizedWeights{w.N, w.K, w.bits, w.block, parts[0], parts.size() > 2 ? parts[2] : Tensor(), parts[1], true};
+}
 
 void register_matmul(OpRegistry& r) {
   r.add("", "MatMul", factory<MatMulOp>());

@@ -1,5 +1,6 @@
 // What MatMul (matmul.cpp) shares with its OpenCL variant (opencl/matmul_opencl.cpp): the weight it
-// repacked at load, which the device takes as it is.
+// repacked at load, which the device takes as it is; and with MatMulNBits (matmul_nbits.cpp): 4-bit
+// weights grouped for the int8 decode GEMV.
 #pragma once
 #include "kernels/cpu/gemm_packed.h"
 #include "ops/op.h"
@@ -13,5 +14,13 @@ class RepackedMatMul : public Op {
   virtual const kernels::PackedMatrix* packed() const = 0;
   virtual const kernels::QuantizedWeights* quantized() const = 0;
 };
+
+// Whether a session prepacking with `options` regroups 4-bit weights shaped like `w` (kernels::
+// group_nbits_rows) for decode rows with `activations`: on x86, for int8 activations, not on a device
+// (whose variant uploads the file's layout).
+bool regroups_nbits(const kernels::NBitsWeights& w, kernels::NBitsActivations activations, const PrepackOptions& options);
+// The grouped weights: the pack's entry `<node>/<part>` or make()'s, checked against `w`'s sizes.
+kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,
+                                                const std::function<kernels::QuantizedWeights()>& make);
 
 }  // namespace tern

@@ -2,11 +2,16 @@
 // ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
 // and layouts the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
 // time into L1 (no dequantized copy of the matrix). accuracy_level 4 asks for int8 activations: the
-// decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way).
+// decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way), and
+// on x86 4-bit weights are re-laid at load 16 rows at a time for it (kernels/cpu/nbits.h: grouped), the
+// file's copy released.
+#include <optional>
+
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
+#include "ops/matmul.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
@@ -17,22 +22,39 @@ class MatMulNBitsOp : public Op {
  public:
   explicit MatMulNBitsOp(const Node& n)
       : K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), bits_(n.attr_int("bits", 4)), block_(n.attr_int("block_size", 0)),
-        accuracy_level_(n.attr_int("accuracy_level", 0)) {
+        accuracy_level_(n.attr_int("accuracy_level", 0)), node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0) {
     if (K_ <= 0 || N_ <= 0) fail(n.describe(), ": attributes K and N are required");
     if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
   }
-  std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& options) override {
+  // With int8 decode activations on x86 the constant weights are re-laid once (kernels::group_nbits_rows,
+  // or read so from a pack) and the file's copies are not read again.
+  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
-    return {};
+    auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
+    const bool zp_constant = constants.size() <= 3 || at(3) || !node_has_zero_points_;
+    if (!at(1) || !at(2) || !zp_constant) return {};
+    Tensor scratch[2];
+    const kernels::NBitsWeights w = weights(*at(1), *at(2), at(3), scratch, "MatMulNBits");
+    if (!regroups_nbits(w, activations_, options)) return {};
+    grouped_ = prepared_nbits_groups(options, "int4 groups", w, [&] {
+      for (const Tensor* t : {at(1), at(2), at(3)})
+        if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
+      return kernels::group_nbits_rows(w);
+    });
+    if (at(3)) return {1, 2, 3};
+    return {1, 2};
   }
+  int64_t packed_weight_bytes() const override { return grouped_ ? grouped_->bytes() : 0; }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
-    double bytes = static_cast<double>(out[0].nbytes());
-    for (const Tensor* t : in)
-      if (t) bytes += static_cast<double>(t->nbytes());  // activations, packed blocks, scales, zero points
+    double bytes = static_cast<double>(out[0].nbytes() + in[0]->nbytes());
+    if (grouped_) bytes += static_cast<double>(grouped_->bytes());
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i] && !(grouped_ && i <= 3)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
     return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
   }
   std::string kernel(const std::vector<const Tensor*>& in) const override {
+    if (grouped_) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, grouped_->view(), activations_);
     // The dispatch looks at the shape and at which zero-point form is given, not at the data.
     static const uint8_t any_packed = 0;
     static const float any_float = 0;
@@ -51,28 +73,9 @@ class MatMulNBitsOp : public Op {
     ctx.set(0, ctx.dtype(0), a);
   }
   void run(RunContext& ctx) const override {
-    const int64_t k_blocks = (K_ + block_ - 1) / block_;
-    const Tensor& B = ctx.in(1);
-    if (B.numel() != N_ * k_blocks * (block_ * bits_ / 8))
-      fail(ctx.node.describe(), ": B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * k_blocks * (block_ * bits_ / 8));
-    Tensor scales_f32, zp_f32, a_f32, y_f32;  // conversions, only for inputs that are not float32
-    const Tensor& scales = as_dtype(ctx.in(2), DType::Float32, scales_f32);
-    if (scales.numel() != N_ * k_blocks) fail(ctx.node.describe(), ": scales must have N·k_blocks = ", N_ * k_blocks, " values");
-    kernels::NBitsWeights w;
-    w.N = N_; w.K = K_; w.bits = bits_; w.block = block_;
-    w.data = B.data<uint8_t>();
-    w.scales = scales.data<float>();
-    if (ctx.has(3)) {
-      const Tensor& zp = ctx.in(3);
-      if (zp.dtype() == DType::UInt8) {
-        if (zp.numel() != N_ * ((k_blocks * bits_ + 7) / 8)) fail(ctx.node.describe(), ": packed zero_points have the wrong size");
-        w.zp_packed = zp.data<uint8_t>();
-      } else {
-        const Tensor& zpf = as_dtype(zp, DType::Float32, zp_f32);
-        if (zpf.numel() != N_ * k_blocks) fail(ctx.node.describe(), ": zero_points must have N·k_blocks values");
-        w.zp_float = zpf.data<float>();
-      }
-    }
+    Tensor scratch[2], a_f32, y_f32;  // conversions, only for inputs that are not float32
+    const kernels::NBitsWeights w =
+        grouped_ ? grouped_->view() : weights(ctx.in(1), ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
     const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
     Tensor& out = ctx.out(0);
@@ -88,8 +91,34 @@ class MatMulNBitsOp : public Op {
   }
 
  private:
+  // The weights as the file gives them, checked against K, N, bits and block_size (`where` names the node
+  // in errors; scales and float zero points not in float32 are converted into `scratch`). In a pack's
+  // placeholders only the sizes are there.
+  kernels::NBitsWeights weights(const Tensor& B, const Tensor& scales_in, const Tensor* zp, Tensor (&scratch)[2],
+                                const std::string& where) const {
+    const int64_t k_blocks = (K_ + block_ - 1) / block_;
+    if (B.numel() != N_ * k_blocks * (block_ * bits_ / 8))
+      fail(where, ": B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * k_blocks * (block_ * bits_ / 8));
+    const Tensor& scales = scales_in.raw() ? as_dtype(scales_in, DType::Float32, scratch[0]) : scales_in;
+    if (scales.numel() != N_ * k_blocks) fail(where, ": scales must have N·k_blocks = ", N_ * k_blocks, " values");
+    kernels::NBitsWeights w;
+    w.N = N_; w.K = K_; w.bits = bits_; w.block = block_;
+    w.data = B.data<uint8_t>();
+    w.scales = scales.dtype() == DType::Float32 ? scales.data<float>() : nullptr;
+    if (zp && zp->dtype() == DType::UInt8) {
+      if (zp->numel() != N_ * ((k_blocks * bits_ + 7) / 8)) fail(where, ": packed zero_points have the wrong size");
+      w.zp_packed = zp->data<uint8_t>();
+    } else if (zp) {
+      if (zp->numel() != N_ * k_blocks) fail(where, ": zero_points must have N·k_blocks values");
+      w.zp_float = zp->raw() ? as_dtype(*zp, DType::Float32, scratch[1]).data<float>() : nullptr;
+    }
+    return w;
+  }
+
   int64_t K_, N_, bits_, block_, accuracy_level_;
+  bool node_has_zero_points_;
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
+  std::optional<kernels::QuantizedWeights> grouped_;                        // set by prepack, or none
 };
 
 }  // namespace

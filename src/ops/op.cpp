@@ -206,7 +206,7 @@ std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std:
   const std::string key = node + "/" + part;
   std::vector<Tensor> parts = pack->prepared(key, make);
   bool fits = parts.size() == expect.size();
-  for (size_t i = 0; fits && i < parts.size(); ++i) fits = parts[i].dtype() == expect[i].first && parts[i].numel() == expect[i].second;
+  for (size_t i = 0; fits && i < parts.size(); ++i) fits = (expect[i].first == DType::Undefined || parts[i].dtype() == expect[i].first) && parts[i].numel() == expect[i].second;
   if (!fits) fail("pack '", pack->path(), "': entry '", key, "' does not hold what this node prepares: run `tern pack` again");
   return parts;
 }

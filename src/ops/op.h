@@ -137,7 +137,7 @@ struct PrepackOptions {
 
   // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
   // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else
-  // make()'s (kept when the session records a pack).
+  // make()'s (kept when the session records a pack). An `expect` dtype Undefined takes any: the op checks it.
   std::vector<Tensor> prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
                                const std::function<std::vector<Tensor>()>& make) const;
 };

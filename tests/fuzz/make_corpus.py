@@ -272,6 +272,11 @@ def bad_inputs():
     yield "onnx_model", "sparse_initializer.onnx", sparse_model(), "sparse initializers are not supported"
     yield "onnx_model", "matmul_shape_mismatch.onnx", model_bytes([helper.make_node("MatMul", ["x", "w"], ["y"])], [vi("x", F, [2, 3])], y,
                                                                   [numpy_helper.from_array(np.zeros((4, 5), np.float32), "w")]), "MatMul node 'MatMul_0': inner dimensions differ"
+    nbits = helper.make_node("MatMulNBits", ["x", "b", "s"], ["y"], domain="com.microsoft", K=32, N=16, bits=4, block_size=32, accuracy_level=4)
+    yield "onnx_model", "matmulnbits_blocks_short.onnx", model_bytes(
+        [nbits], [vi("x", F, [1, 32])], y, [numpy_helper.from_array(np.zeros((16, 1, 1), np.uint8), "b"),
+                                            numpy_helper.from_array(np.ones(16, np.float32), "s")], domains=["com.microsoft"]), \
+        "MatMulNBits node 'MatMulNBits_0' (domain com.microsoft): MatMulNBits: B has 16 bytes, N·k_blocks·blob needs 256"
     yield "onnx_model", "add_dtype_mismatch.onnx", model_bytes([helper.make_node("Add", ["x", "i"], ["y"])], x, y,
                                                                [numpy_helper.from_array(np.zeros(2, np.int64), "i")]), "Add node 'Add_0': inputs have different types (float32 and int64)"
     yield "onnx_model", "constant_of_shape_oversize.onnx", model_bytes(

@@ -102,7 +102,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
 }  // namespace
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  return (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && w.N > 0 && w.K > 0;
+  return !w.grouped && (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && w.N > 0 && w.K > 0;
 }
 
 void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
@@ -205,7 +205,12 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
 }  // namespace
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {
-  const bool blocks = w.bits == 4 ? w.block == 32 || w.block % 64 == 0 : w.bits == 8 && w.block % 32 == 0;
+#if defined(__x86_64__)
+  const bool four_bit = w.grouped;  // (group_nbits_rows)
+#else
+  const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
+#endif
+  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && w.block % 32 == 0;
   return blocks && w.N > 0 && w.K > 0;
 }
 
@@ -230,7 +235,7 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   for (int64_t m = 0; m < M; ++m)
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb, k0 = kb * w.block;
-      const bool four_bit = w.bits == 4;
+      const bool four_bit = w.bits == 4 && !w.grouped;  // (reordered for the file's layout)
       quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, xq.data() + m * padded + (four_bit ? 0 : k0),
                      xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
     }
@@ -245,15 +250,18 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
       }
   }
 #endif
-  // Threads split the output columns in runs of 4 (the kernel's row group); each output is summed in
-  // one fixed order, so results repeat bit for bit whatever the thread count.
-  const int64_t groups = (w.N + 3) / 4;
+  // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
+  // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
+  const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
   for (int64_t m = 0; m < M; ++m) {
     const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
                       xchunks.data() + m * padded / 32, w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
     float* ym = y + m * w.N;
     parallel_chunks(groups, balanced_chunks(groups, small(w)),
-                    [&](int64_t g0, int64_t g1, int) { rows_fn(row, w, 4 * g0, std::min(w.N, 4 * g1), ym); });
+                    [&](int64_t g0, int64_t g1, int) {
+                      if (w.grouped) rows_fn(row, w, g0, g1, ym);
+                      else rows_fn(row, w, unit * g0, std::min(w.N, unit * g1), ym);
+                    });
   }
 }
 

@@ -13,9 +13,9 @@
 namespace tern::kernels {
 
 // One activation row, quantized per weight block (symmetric: xq = round(x / xs), xs = max|x| / 127).
-// For 4-bit weights the values come reordered per 64 (two 32-value chunks A, B) as
-// [A evens | B evens | A odds | B odds], 16 each, to meet the nibbles of 32 weight bytes (rows4 in
-// gemv_nbits_i8_impl.h), and padded with zeros to a multiple of 64.
+// For 4-bit weights in the file's layout (the ARM kernels) the values come reordered per 64 (two 32-value
+// chunks A, B) as [A evens | B evens | A odds | B odds], 16 each, to meet the nibbles of 32 weight bytes
+// (rows4 in arm/gemv_nbits_i8_impl.h); otherwise in order. Padded with zeros to a multiple of 64.
 struct Int8Row {
   const int8_t* q = nullptr;            // [k_blocks · block, rounded up to 64]
   const float* scale = nullptr;         // [k_blocks] xs
@@ -25,7 +25,8 @@ struct Int8Row {
                                         // of every 32) over a block: what offset weights take off each lane
 };
 
-// y[n] for n in [n0, n1). Weights of 4 or 8 bits, block a multiple of 32.
+// y[n] for n in [n0, n1) (grouped weights: for the rows of groups [n0, n1)). Weights of 4 or 8 bits, block
+// a multiple of 32; on x86, 4-bit weights grouped (nbits.h), on ARM as stored.
 #if defined(__x86_64__)
 void gemv_nbits_i8_avx2(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
 void gemv_nbits_i8_avxvnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);

@@ -59,29 +59,123 @@ void dequantize_rows8_chunk4(const NBitsWeights& w, int64_t n0, int64_t k, int64
 }  // namespace
 #endif
 
+#if defined(__AVX2__)
+namespace {
+// Grouped 4-bit weights: rows [n0, n0 + 8) (half h of group g) × the 32 values of chunk c to
+// out[k·ld + r], k from 0: run j's 4 bytes per row, byte t widened to int32 lanes, are values 4j + t
+// (low nibble) and 16 + 4j + t (high) of 8 rows; (q − zp)·scale as the scalar rule computes it.
+void dequantize_group_half_chunk(const NBitsWeights& w, int64_t g, int h, int64_t c, float* out, int64_t ld) {
+  const int64_t kb = c * 32 / w.block, at = (g * nbits_k_blocks(w) + kb) * kNBitsGroupRows + 8 * h;
+  const __m256 vs = w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at)))
+                                 : _mm256_loadu_ps(w.scales + at);
+  const __m256 vz = w.zp_float  ? _mm256_loadu_ps(w.zp_float + at)
+                    : w.zp_packed ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
+                                  : _mm256_set1_ps(8.0f);
+  const uint8_t* p = w.data + (g * (nbits_k_blocks(w) * w.block / 32) + c) * 256 + 32 * h;
+  for (int j = 0; j < 4; ++j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
+    for (int t = 0; t < 4; ++t) {
+      const __m256i b = _mm256_and_si256(_mm256_srli_epi32(v, 8 * t), _mm256_set1_epi32(0xFF));
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x0F)));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+      _mm256_storeu_ps(out + (4 * j + t) * ld, _mm256_mul_ps(_mm256_sub_ps(lo, vz), vs));
+      _mm256_storeu_ps(out + (16 + 4 * j + t) * ld, _mm256_mul_ps(_mm256_sub_ps(hi, vz), vs));
+    }
+  }
+}
+}  // namespace
+#endif
+
+// The 4-bit code of row n's value k in either layout.
+static uint32_t nbits_code(const NBitsWeights& w, int64_t n, int64_t k, int64_t k_blocks) {
+  if (w.grouped) {
+    const int64_t c = k / 32, i = k % 32, chunks = k_blocks * w.block / 32;
+    const uint8_t byte = w.data[((n / kNBitsGroupRows) * chunks + c) * 256 + (i % 16 / 4) * 64 + (n % kNBitsGroupRows) * 4 + i % 4];
+    return i < 16 ? byte & 0xFu : byte >> 4;
+  }
+  const int64_t kb = k / w.block, bit = (k - kb * w.block) * w.bits;
+  return (w.data[(n * k_blocks + kb) * (w.block * w.bits / 8) + bit / 8] >> (bit % 8)) & ((1u << w.bits) - 1);
+}
+
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
   const int64_t k_blocks = (w.K + w.block - 1) / w.block;
+#if defined(__AVX2__)
+  if (w.grouped && n0 % 8 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
+    for (int64_t n = n0; n < n1; n += 8)
+      for (int64_t k = k0; k < k1; k += 32)
+        dequantize_group_half_chunk(w, n / kNBitsGroupRows, static_cast<int>(n % kNBitsGroupRows / 8), k / 32, out + (k - k0) * ld + (n - n0), ld);
+    return;
+  }
+#endif
 #if defined(__AVX2__) && defined(__FMA__)
-  if (w.bits == 4 && w.block % 32 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
+  if (!w.grouped && w.bits == 4 && w.block % 32 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
     for (int64_t n = n0; n < n1; n += 8)
       for (int64_t k = k0; k < k1; k += 32) dequantize_rows8_chunk4(w, n, k, k_blocks, out + (k - k0) * ld + (n - n0), ld);
     return;
   }
 #endif
-  const int64_t blob = w.block * w.bits / 8;
-  const uint32_t mask = (1u << w.bits) - 1;
   for (int64_t n = n0; n < n1; ++n)
     for (int64_t kb = k0 / w.block; kb * w.block < k1; ++kb) {
-      const float scale = w.scales[n * k_blocks + kb];
+      const float scale = nbits_scale(w, n, kb);
       const float zp = nbits_zero_point(w, n, kb, k_blocks);
-      const uint8_t* src = w.data + (n * k_blocks + kb) * blob;
       const int64_t begin = std::max(k0, kb * w.block), end = std::min({k1, (kb + 1) * w.block, w.K});
-      for (int64_t k = begin; k < end; ++k) {
-        const int64_t bit = (k - kb * w.block) * w.bits;
-        const uint32_t q = (src[bit / 8] >> (bit % 8)) & mask;
-        out[(k - k0) * ld + (n - n0)] = (static_cast<float>(q) - zp) * scale;
-      }
+      for (int64_t k = begin; k < end; ++k)
+        out[(k - k0) * ld + (n - n0)] = (static_cast<float>(nbits_code(w, n, k, k_blocks)) - zp) * scale;
     }
+}
+
+bool nbits_groups_native(const NBitsWeights& w) {
+#if defined(__x86_64__)
+  return !w.grouped && w.bits == 4 && w.block % 32 == 0 && w.N > 0 && w.K > 0;
+#else
+  (void)w;
+  return false;
+#endif
+}
+
+std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
+  const int64_t groups = (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows, k_blocks = nbits_k_blocks(w);
+  const int64_t per_block = groups * k_blocks * kNBitsGroupRows;
+  return {groups * k_blocks * w.block / 32 * 256, w.zp_packed || w.zp_float ? per_block : 0, per_block};
+}
+
+QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
+  const std::vector<int64_t> sizes = nbits_group_sizes(w);
+  const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32, groups = sizes[2] / (k_blocks * kNBitsGroupRows);
+  QuantizedWeights g;
+  g.N = w.N, g.K = w.K, g.bits = w.bits, g.block = w.block, g.grouped = true;
+  g.data = Tensor(DType::UInt8, {sizes[0]});
+  // fp16 scales when each one survives the round trip (what a token streams shrinks by 1/9 for blocks of 32).
+  bool half = true;
+  for (int64_t i = 0; half && i < w.N * k_blocks; ++i) half = static_cast<float>(f16(w.scales[i])) == w.scales[i];
+  g.scales = Tensor(half ? DType::Float16 : DType::Float32, {sizes[2]});
+  if (sizes[1]) g.zero_points = Tensor(w.zp_float ? DType::Float32 : DType::UInt8, {sizes[1]});
+  uint8_t* data = g.data.data<uint8_t>();
+  std::memset(data, 0, g.data.nbytes());
+  std::memset(g.scales.raw(), 0, g.scales.nbytes());
+  if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
+  const int64_t blob = w.block / 2;
+  parallel_chunks(groups, balanced_chunks(groups), [&](int64_t g0, int64_t g1, int) {
+    for (int64_t gi = g0; gi < g1; ++gi)
+      for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < w.N; ++r) {
+        const int64_t n = gi * kNBitsGroupRows + r;
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+          const int64_t at = (gi * k_blocks + kb) * kNBitsGroupRows + r;
+          if (half) g.scales.data<f16>()[at] = f16(w.scales[n * k_blocks + kb]);
+          else g.scales.data<float>()[at] = w.scales[n * k_blocks + kb];
+          if (w.zp_float) g.zero_points.data<float>()[at] = w.zp_float[n * k_blocks + kb];
+          else if (w.zp_packed) g.zero_points.data<uint8_t>()[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
+        }
+        for (int64_t c = 0; c < chunks; ++c) {
+          const uint8_t* src = w.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
+          auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
+          for (int64_t j = 0; j < 4; ++j)
+            for (int64_t t = 0; t < 4; ++t)
+              data[(gi * chunks + c) * 256 + j * 64 + r * 4 + t] = static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
+        }
+      }
+  });
+  return g;
 }
 
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out) { dequantize_nbits_block(w, 0, w.N, 0, w.K, out, w.N); }

@@ -10,21 +10,44 @@
 
 namespace tern::kernels {
 
+//
+// Grouped (group_nbits_rows): 4-bit weights re-laid 16 output rows at a time for the int8 decode GEMV on
+// x86, so that one int32 lane of a dot product is one row and a row's sum needs no reduction at the end:
+// chunk c (32 values) of group g is 256 bytes, four runs of 64 — run j holds 4 bytes of each of the 16
+// rows, byte t with value 4j + t in its low nibble and 16 + 4j + t in its high one. Scales and zero points
+// go [group, k_blocks, 16]; zero points one byte each; scales in fp16 when every one of them is exactly an
+// fp16 (GGUF's Q4_0 / Q4_1 scales are: a token then streams 4.5 bits a weight, as llama.cpp's Q4_0 does,
+// not 5), else fp32. Rows past N are zeros.
 struct NBitsWeights {
   int64_t N = 0, K = 0, bits = 4, block = 32;
-  const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]
-  const float* scales = nullptr;       // [N·k_blocks]
-  const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks·bits/8)] or null
-  const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1)
+  const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]; grouped: [groups, K/32 rounded up, 4, 16, 4]
+  const float* scales = nullptr;       // [N·k_blocks]; grouped: [groups, k_blocks, 16]
+  const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks·bits/8)] or null; grouped: [groups, k_blocks, 16]
+  const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1); grouped: as scales
+  bool grouped = false;
+  const f16* scales_f16 = nullptr;     // grouped: the scales as fp16, instead of `scales`
 };
+constexpr int64_t kNBitsGroupRows = 16;
+inline int64_t nbits_k_blocks(const NBitsWeights& w) { return (w.K + w.block - 1) / w.block; }
+
+// Where row n's block kb keeps its scale (and a float zero point) in either layout, and the scale.
+inline int64_t nbits_scale_index(const NBitsWeights& w, int64_t n, int64_t kb) {
+  return w.grouped ? ((n / kNBitsGroupRows) * nbits_k_blocks(w) + kb) * kNBitsGroupRows + n % kNBitsGroupRows
+                   : n * nbits_k_blocks(w) + kb;
+}
+inline float nbits_scale(const NBitsWeights& w, int64_t n, int64_t kb) {
+  const int64_t i = nbits_scale_index(w, n, kb);
+  return w.scales_f16 ? static_cast<float>(w.scales_f16[i]) : w.scales[i];
+}
 
 // The zero point of row n's block kb: the float one given (a GGUF Q4_1 block's −min/scale), the packed
 // one, or the default 2^(bits−1). `static`: the per-ISA kernel files (x86/*_<tier>.cpp) compile their own
 // copy with their own flags, and internal linkage keeps each copy in its file (an inline function would
 // let the linker pick an AVX-512 copy for every caller).
 static inline float nbits_zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
-  if (w.zp_float) return w.zp_float[n * k_blocks + kb];
+  if (w.zp_float) return w.zp_float[nbits_scale_index(w, n, kb)];
   if (!w.zp_packed) return static_cast<float>(int64_t{1} << (w.bits - 1));
+  if (w.grouped) return static_cast<float>(w.zp_packed[nbits_scale_index(w, n, kb)]);
   const int64_t bit = kb * w.bits, row = (k_blocks * w.bits + 7) / 8;
   return static_cast<float>((w.zp_packed[n * row + bit / 8] >> (bit % 8)) & ((1 << w.bits) - 1));
 }
@@ -34,11 +57,30 @@ void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
 // Block-quantized weights that own their bytes (tensors, so the memory cap counts them).
 struct QuantizedWeights {
   int64_t N = 0, K = 0, bits = 4, block = 32;
-  Tensor data, zero_points;  // uint8 [N·k_blocks·block·bits/8]; uint8 [N·ceil(k_blocks·bits/8)]
-  Tensor scales;             // float32 [N·k_blocks]
-  NBitsWeights view() const { return {N, K, bits, block, data.data<uint8_t>(), scales.data<float>(), zero_points.data<uint8_t>(), nullptr}; }
-  int64_t bytes() const { return static_cast<int64_t>(data.nbytes() + zero_points.nbytes() + scales.nbytes()); }
+  Tensor data, zero_points;  // uint8 [N·k_blocks·block·bits/8]; uint8 [N·ceil(k_blocks·bits/8)], float32 or none
+  Tensor scales;             // float32 [N·k_blocks]; grouped: float32 or float16
+  bool grouped = false;      // in NBitsWeights' grouped layout
+  NBitsWeights view() const {
+    const bool zp_float = zero_points.defined() && zero_points.dtype() == DType::Float32;
+    const bool half = scales.dtype() == DType::Float16;
+    return {N, K, bits, block, data.data<uint8_t>(), half ? nullptr : scales.data<float>(),
+            zero_points.defined() && !zp_float ? zero_points.data<uint8_t>() : nullptr,
+            zp_float ? zero_points.data<float>() : nullptr, grouped, half ? scales.data<f16>() : nullptr};
+  }
+  int64_t bytes() const {
+    return static_cast<int64_t>(data.nbytes() + scales.nbytes() + (zero_points.defined() ? zero_points.nbytes() : 0));
+  }
 };
+
+// Whether the int8 decode GEMV of this build takes these weights grouped (group_nbits_rows): 4-bit, blocks
+// a multiple of 32, on x86. Re-laid, the 1B shape's int4 decode streams at 28 GB/s where the file's layout
+// gave 21 (2 threads, Xeon with AVX-512 VNNI; in huge pages, like every large tensor tern allocates).
+bool nbits_groups_native(const NBitsWeights& w);
+// The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
+// (float16 when that loses nothing, else float32).
+QuantizedWeights group_nbits_rows(const NBitsWeights& w);
+// The size of each part group_nbits_rows makes: {data, zero points (0: none), scales} elements.
+std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
 
 // Quantizes W [K, N] row-major (an ONNX MatMul weight) per column block: asymmetric, the range of each
 // block stretched to include 0, q = round(w / scale) + zp clamped to [0, 2^bits − 1] — the scheme of

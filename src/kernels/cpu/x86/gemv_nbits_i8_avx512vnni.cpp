@@ -1,58 +1,47 @@
-// AVX512_VNNI: the EVEX vpdpbusd, on 256-bit registers (AVX512VL) except in the four-chunk steps of 4-bit
-// blocks of 32 (quad_steps), which take 512 bits — 128 weights a row per step.
+// AVX512_VNNI: the EVEX vpdpbusd — on 256-bit registers (AVX512VL) for 8-bit weights, on 512-bit ones for
+// grouped 4-bit weights, a whole 16-row group per register.
 #include "kernels/cpu/x86/gemv_nbits_i8_impl.h"
 
 namespace tern::kernels {
 namespace {
 
 struct DotAvx512Vnni {
-  static constexpr bool kZmm = true;
   static constexpr int32_t kW8Offset = 0;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }
 };
 
-// rows4's steps over chunks c … c + 3 with 512-bit registers: the low half of each is rows4's two-chunk step
-// over c, c + 1 (acc), the high half over c + 2, c + 3 (acc_b), the same integer and float operations lane
-// for lane as the 256-bit tiers, so the results are theirs bit for bit. acc and acc_b are zero on entry.
-template <class Dot, int R>
-int64_t quad_steps(const Int8Row& x, const NBitsWeights& w, const uint8_t* const* q, const float* const* ws, int64_t row_bytes,
-                   int64_t chunks, bool folded, __m256* acc, __m256* acc_b) {
-  const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);  // chunk c + i's scale to lanes 4i …
-  __m512 a[R];
-  for (int r = 0; r < R; ++r) a[r] = _mm512_setzero_ps();
-  int64_t c = 0;
-  for (; c + 4 <= chunks; c += 4) {
-    const __m512i x01 = _mm512_loadu_si512(x.q + 32 * c), x23 = _mm512_loadu_si512(x.q + 32 * c + 64);  // [lo | hi] of a pair
-    const __m512i x_lo = _mm512_shuffle_i64x2(x01, x23, 0x44), x_hi = _mm512_shuffle_i64x2(x01, x23, 0xEE);
-    const int32_t* cs = x.chunk_sum + c;
-    const __m512i from = folded ? _mm512_setr_epi32(-8 * cs[0], 0, 0, 0, -8 * cs[1], 0, 0, 0, -8 * cs[2], 0, 0, 0, -8 * cs[3], 0, 0, 0)
-                                : _mm512_setzero_si512();
-    const __m512 xs = _mm512_permutexvar_ps(spread, _mm512_broadcast_f32x4(_mm_loadu_ps(x.scale + c)));
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = q[r] + 16 * c;
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * row_bytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * row_bytes + 32), _MM_HINT_T0);
-      const __m512i v = _mm512_loadu_si512(p);
-      __m512i dot = _mm512_dpbusd_epi32(from, _mm512_and_si512(v, nibble), x_lo);
-      dot = _mm512_dpbusd_epi32(dot, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), x_hi);
-      const __m512 s = _mm512_permutexvar_ps(spread, _mm512_broadcast_f32x4(_mm_loadu_ps(ws[r] + c)));
-      a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(s, xs), a[r]);
-    }
+// groups4's register set at 512 bits: the same operations lane for lane as Ymm's, 16 rows a register.
+struct Zmm {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int64_t kRows = 16;
+  static I zero_i() { return _mm512_setzero_si512(); }
+  static I set1_i(int32_t v) { return _mm512_set1_epi32(v); }
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static I load_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static I times(I v, int32_t s) { return _mm512_mullo_epi32(v, _mm512_set1_epi32(s)); }
+  static I nibble_dots(I d, I v, int32_t lo, int32_t hi) {
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    d = _mm512_dpbusd_epi32(d, _mm512_and_si512(v, nibble), _mm512_set1_epi32(lo));
+    return _mm512_dpbusd_epi32(d, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), _mm512_set1_epi32(hi));
   }
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_castps512_ps256(a[r]);
-    acc_b[r] = _mm512_extractf32x8_ps(a[r], 1);
-  }
-  return c;
-}
+  static F zero_f() { return _mm512_setzero_ps(); }
+  static F set1_f(float v) { return _mm512_set1_ps(v); }
+  static F load_f(const float* p) { return _mm512_loadu_ps(p); }
+  static F load_h(const f16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static F to_float(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static void store_f(float* p, F v) { _mm512_storeu_ps(p, v); }
+};
 
 }  // namespace
 
 void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
-  gemv_rows<DotAvx512Vnni>(x, w, n0, n1, y);
+  gemv_rows<DotAvx512Vnni, Zmm>(x, w, n0, n1, y);
 }
 
 }  // namespace tern::kernels

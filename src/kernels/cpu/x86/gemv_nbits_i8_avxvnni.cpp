@@ -6,7 +6,6 @@ namespace tern::kernels {
 namespace {
 
 struct DotAvxVnni {
-  static constexpr bool kZmm = false;  // 256-bit registers only
   static constexpr int32_t kW8Offset = 0;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
   static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }

@@ -2,12 +2,12 @@
 // only by the x86/gemv_nbits_i8_<tier>.cpp files. Everything here has internal linkage: each file's copy
 // is compiled with its own tier's flags and must not be merged with another's by the linker.
 //
-// Layout (ONNX Runtime's MatMulNBits, as stored): a 4-bit 32-value chunk is 16 bytes, byte j holding
-// values 2j (low nibble) and 2j + 1 (high nibble); a row's chunks follow one another. The activations come
-// reordered per two chunks (Int8Row). 8-bit chunks are 32 bytes in order, and the activations too.
+// Layouts: 8-bit weights as ONNX Runtime's MatMulNBits stores them (32-byte chunks in order, a row's
+// chunks one after another); 4-bit weights grouped 16 rows at a time (nbits.h). Activations in order.
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -97,111 +97,89 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks);
 }
 
-// For a tier with 512-bit registers (Dot::kZmm): rows4's four-chunk steps of blocks of 32 from chunk 0, as
-// many as fit, chunks c, c + 1 into acc and c + 2, c + 3 into acc_b (both zero before); returns the first
-// chunk not taken.
-// Defined in that tier's file (it needs the tier's flags).
-template <class Dot, int R>
-int64_t quad_steps(const Int8Row& x, const NBitsWeights& w, const uint8_t* const* q, const float* const* ws, int64_t row_bytes,
-                   int64_t chunks, bool folded, __m256* acc, __m256* acc_b);
-
-// 4-bit weights, 64 values (32 bytes: two 32-value chunks A, B) a step: the low nibbles of both chunks line
-// up with the activations' [A evens | B evens], the high ones with [A odds | B odds] (see Int8Row), so one
-// 256-bit load feeds two dot products and no shuffle. Lanes 0–3 of the int32 sums are chunk A's, 4–7
-// chunk B's. Without zero points the default one (8) is folded into the integers: each step's sums start
-// at −8·Σxq of its chunks, exact, and no pass over the blocks is left for afterwards. Per row-block this
-// is half the instructions of one-chunk steps: 1B-shape Q4_0 decode 1.095x (16 pairs, Zen 3, 2 threads).
-// Blocks of 32 take a scale per chunk; blocks of 64·j one per block, summing j steps in int32 first.
-template <class Dot, int R>
-void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t row_bytes = k_blocks * w.block / 2, chunks = k_blocks * w.block / 32;
-  const bool folded = !w.zp_packed && !w.zp_float;
-  const __m256i nibble = _mm256_set1_epi8(0x0F);
-  __m256 acc[R];
-  const uint8_t* q[R];
-  const float* ws[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm256_setzero_ps();
-    q[r] = w.data + (n0 + r) * row_bytes;
-    ws[r] = w.scales + (n0 + r) * k_blocks;
-  }
-  // The int32 start of the step over chunks c, c + 1 (B absent at an odd end): −8·Σxq each, or 0.
-  auto start = [&](int64_t c, bool b) {
-    if (!folded) return _mm256_setzero_si256();
-    return _mm256_setr_epi32(-8 * x.chunk_sum[c], 0, 0, 0, b ? -8 * x.chunk_sum[c + 1] : 0, 0, 0, 0);
-  };
-  // Adds the products of 64 weights v (nibbles) with the step's activations to dot.
-  auto products = [&](__m256i dot, __m256i v, __m256i x_lo, __m256i x_hi) {
-    return Dot::u8s8_2(dot, _mm256_and_si256(v, nibble), x_lo, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble), x_hi);
-  };
-  auto load32 = [&](const uint8_t* p) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * row_bytes), _MM_HINT_T0);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  };
-  auto x_at = [&](int64_t c, int half) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 32 * c + 32 * half)); };
-  if (w.block == 32) {
-    // One scale per chunk: lanes 0–3 take block c's, 4–7 block c + 1's (an odd end's B lanes are 0, its
-    // scale is A's again so nothing past the row is read). Four chunks a step, chunks c, c + 1 into acc
-    // and c + 2, c + 3 into acc_b, summed at the end: a tier with 512-bit registers (Dot::kZmm) does both
-    // in one register, lane for lane the same float operations, so every tier gets the same bits.
-    auto pair_scale = [](const float* s, int64_t c, int64_t cb) { return _mm256_setr_m128(_mm_set1_ps(s[c]), _mm_set1_ps(s[cb])); };
-    auto pair_step = [&](int64_t c, __m256* into) {  // chunks c, c + 1 of every row
-      const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, true);
-      const __m256 xs = pair_scale(x.scale, c, c + 1);
-      for (int r = 0; r < R; ++r) {
-        const __m256i dot = products(from, load32(q[r] + 16 * c), x_lo, x_hi);
-        into[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(pair_scale(ws[r], c, c + 1), xs), into[r]);
-      }
-    };
-    __m256 acc_b[R];
-    for (int r = 0; r < R; ++r) acc_b[r] = _mm256_setzero_ps();
-    int64_t c = 0;
-    if constexpr (Dot::kZmm) {
-      c = quad_steps<Dot, R>(x, w, q, ws, row_bytes, chunks, folded, acc, acc_b);
-    } else {
-      for (; c + 4 <= chunks; c += 4) {
-        pair_step(c, acc);
-        pair_step(c + 2, acc_b);
-      }
-    }
-    for (; c + 2 <= chunks; c += 2) pair_step(c, acc);
-    if (c < chunks) {
-      const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, false);
-      const __m256 xs = pair_scale(x.scale, c, c);
-      for (int r = 0; r < R; ++r) {
-        const __m256i v = _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + 16 * c)));
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(products(from, v, x_lo, x_hi)), _mm256_mul_ps(pair_scale(ws[r], c, c), xs), acc[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_add_ps(acc[r], acc_b[r]);
-  } else {  // block % 64 == 0
-    const int64_t steps = w.block / 64;
+// 4-bit weights grouped (nbits.h): 16 rows a step, one int32 lane per row, so each block's integer sum is
+// the row's and goes into the row's float lane with no reduction. Per block of each row, the same
+// operations on every tier:
+//   d   = Σ q·xq − zp·Σxq (exact in int32; without zero points zp is the default 8)
+//   acc = fma(float(d), ws·xs, acc), and with float zero points acc = fnmadd(zp·ws, xs·Σxq, acc)
+// so every tier gives the same bits (and an output's value does not depend on its row's neighbours).
+// `V` is the tier's register set: V::kRows rows per register (8 or 16), 16 / V::kRows registers a group.
+template <class V>
+void groups4(const Int8Row& x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y) {
+  constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
+  const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* p = w.data + g * chunks * 256;
+    typename V::F acc[H];
+    for (int h = 0; h < H; ++h) acc[h] = V::zero_f();
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      __m256i dot[R];
-      for (int r = 0; r < R; ++r) dot[r] = _mm256_setzero_si256();
-      for (int64_t t = 0; t < steps; ++t) {
-        const int64_t c = kb * w.block / 32 + 2 * t;
-        const __m256i x_lo = x_at(c, 0), x_hi = x_at(c, 1), from = start(c, true);
-        for (int r = 0; r < R; ++r) dot[r] = products(_mm256_add_epi32(dot[r], from), load32(q[r] + 16 * c), x_lo, x_hi);
+      int32_t xq_sum = 0;
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c) xq_sum += x.chunk_sum[c];
+      const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
+      typename V::I d[H];
+      for (int h = 0; h < H; ++h)
+        d[h] = w.zp_float    ? V::zero_i()
+               : w.zp_packed ? V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum)
+                             : V::set1_i(-8 * xq_sum);
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256) {
+        const int8_t* xc = x.q + 32 * c;
+        for (int j = 0; j < 4; ++j) {
+          int32_t lo, hi;  // the 4 activations the low nibbles meet, and the 4 the high ones meet
+          std::memcpy(&lo, xc + 4 * j, 4);
+          std::memcpy(&hi, xc + 16 + 4 * j, 4);
+          for (int h = 0; h < H; ++h) d[h] = V::nibble_dots(d[h], V::load(p + 64 * j + h * 4 * V::kRows), lo, hi);
+        }
       }
-      const __m256 xs = _mm256_set1_ps(x.scale[kb]);
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_mul_ps(_mm256_set1_ps(ws[r][kb]), xs), acc[r]);
+      const typename V::F xs = V::set1_f(x.scale[kb]);
+      for (int h = 0; h < H; ++h) {
+        const typename V::F ws = w.scales_f16 ? V::load_h(w.scales_f16 + at + h * V::kRows) : V::load_f(w.scales + at + h * V::kRows);
+        acc[h] = V::fma(V::to_float(d[h]), V::mul(ws, xs), acc[h]);
+        if (w.zp_float) acc[h] = V::fnma(V::mul(V::load_f(w.zp_float + at + h * V::kRows), ws), V::set1_f(x.sum[kb]), acc[h]);
+      }
     }
+    alignas(64) float rows[kNBitsGroupRows];
+    for (int h = 0; h < H; ++h) V::store_f(rows + h * V::kRows, acc[h]);
+    const int64_t n0 = g * kNBitsGroupRows;
+    std::memcpy(y + n0, rows, static_cast<size_t>(std::min(kNBitsGroupRows, w.N - n0)) * sizeof(float));
   }
-  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - (folded ? 0.0f : zero_point_share(x, w, n0 + r, k_blocks));
 }
 
+// The 256-bit register set over a tier's u8·s8 dot product (Dot::u8s8_2): 8 rows a register.
 template <class Dot>
+struct Ymm {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int64_t kRows = 8;
+  static I zero_i() { return _mm256_setzero_si256(); }
+  static I set1_i(int32_t v) { return _mm256_set1_epi32(v); }
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I load_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static I times(I v, int32_t s) { return _mm256_mullo_epi32(v, _mm256_set1_epi32(s)); }
+  // d + Σ low nibbles · lo's bytes + Σ high nibbles · hi's, per int32 lane.
+  static I nibble_dots(I d, I v, int32_t lo, int32_t hi) {
+    const __m256i nibble = _mm256_set1_epi8(0x0F);
+    return Dot::u8s8_2(d, _mm256_and_si256(v, nibble), _mm256_set1_epi32(lo), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
+                       _mm256_set1_epi32(hi));
+  }
+  static F zero_f() { return _mm256_setzero_ps(); }
+  static F set1_f(float v) { return _mm256_set1_ps(v); }
+  static F load_f(const float* p) { return _mm256_loadu_ps(p); }
+  static F load_h(const f16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F to_float(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static void store_f(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+
+// Rows [n0, n1) of 8-bit weights as stored; groups [n0, n1) of grouped 4-bit ones, with `V`'s registers.
+template <class Dot, class V = Ymm<Dot>>
 void gemv_rows(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
+  if (w.grouped) return groups4<V>(x, w, n0, n1, y);
   const int64_t k_blocks = (w.K + w.block - 1) / w.block;
   int64_t n = n0;
-  if (w.bits == 4) {
-    for (; n + 4 <= n1; n += 4) rows4<Dot, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows4<Dot, 1>(x, w, k_blocks, n, y);
-  } else {
-    for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
-  }
+  for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
+  for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
 }
 
 }  // namespace
