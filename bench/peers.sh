@@ -15,6 +15,7 @@
 #
 #   bench/peers.sh WORK_DIR [LLAMA_CPP=/tmp/llama.cpp] [THREADS=2] [ROUNDS=3]
 #   env: TERN=./build/tern  SHAPE=1b|135m|tiny (1b)  PROMPT=128  NEW=128  DEPTH=2048 (0 leaves the column out)
+#        ROWS=REGEX: only the rows whose name matches (e.g. ROWS='int4|Q4_0')
 #
 # LLAMA_CPP is a llama.cpp checkout outside this repository (`fetch` github:ggerganov/llama.cpp and clone it);
 # its build/ is made here when missing (Release, GGML_NATIVE, no curl). Never vendor or copy its code.
@@ -97,6 +98,11 @@ rows=("tern fp32|run_tern $work/onnx-f32" "tern fp32 pack|run_tern $work/pack-f3
       "tern bf16|run_tern $work/onnx-f32 --weights bf16"
       "tern int4|run_tern $work/onnx-q4_0" "tern int4 pack|run_tern $work/pack-q4_0" "ORT int4|run_ort $work/onnx-q4_0"
       "llama.cpp Q4_0|run_llama $work/q4_0.gguf")
+if [ -n "${ROWS:-}" ]; then
+  kept=()
+  for row in "${rows[@]}"; do [[ ${row%%|*} =~ $ROWS ]] && kept+=("$row"); done
+  rows=("${kept[@]}")
+fi
 : > "$tmp/results"
 for r in $(seq 1 "$rounds"); do
   # Alternate the order each round so no engine always runs right after the same one.
@@ -128,6 +134,8 @@ for tern, peers in (("tern fp32", ("ORT fp32", "llama.cpp F32")), ("tern fp32 pa
                     ("tern bf16", ("ORT fp32", "llama.cpp F16")),
                     ("tern int4", ("ORT int4", "llama.cpp Q4_0")), ("tern int4 pack", ("ORT int4",))):
     for p in peers:
+        if tern not in med or p not in med:
+            continue
         t = med[tern]
         print(f"{tern} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols if med[p][k] > 0 and t[k] > 0))
 PY
