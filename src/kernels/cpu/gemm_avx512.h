@@ -23,7 +23,8 @@ namespace tern::kernels {
 
 #if defined(__x86_64__)
 // Panel j's rows [k0, k0 + kc) of B as [kc][16] floats, 64-byte aligned: a pointer into the packed panels,
-// or into `scratch` ([256][16] floats) where they are widened or dequantized first.
+// or into `scratch` ([256][16] floats) where they are widened or dequantized first. With `scratch` null it
+// only answers where the block lies if it is read in place, and null if it would be made in scratch.
 using PanelBlock = const float* (*)(const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch);
 
 // C[M, N] = A[M, K] · B for B's panels as `block` gives them.

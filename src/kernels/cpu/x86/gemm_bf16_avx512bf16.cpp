@@ -21,6 +21,7 @@ struct Bf16Steps {
     interleave_bf16_pairs(panels + j * K * kTileP, k0, kc, reinterpret_cast<uint16_t*>(scratch));
     return scratch;
   }
+  Span b_memory(int64_t j, int64_t k0, int64_t kc) const { return {panels + (j * K + k0) * kTileP, kc * kTileP * 2}; }
   __m512 madd(__m512 acc, uint32_t a, __m512 b) const {
     return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_set1_epi32(static_cast<int>(a)), (__m512bh)b);
   }

@@ -12,6 +12,10 @@ struct F32Steps {
   const void* context;
   float a_element(const float* row, int64_t k, int64_t) const { return row[k]; }
   const float* b_block(int64_t j, int64_t k0, int64_t kc, float* scratch) const { return block(context, j, k0, kc, scratch); }
+  Span b_memory(int64_t j, int64_t k0, int64_t kc) const {  // panels read in place (fp32); not those made in scratch
+    const float* p = block(context, j, k0, kc, nullptr);
+    return {p, p ? kc * kTileP * static_cast<int64_t>(sizeof(float)) : 0};
+  }
   __m512 madd(__m512 acc, float a, __m512 b) const { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc); }
 };
 
