@@ -127,6 +127,13 @@ void Buffer::drop_pages(const void* begin, size_t bytes) const {
   if (file_backed_ && hi > lo) drop_mapped_pages(reinterpret_cast<const void*>(lo), hi - lo);
 }
 
+void Buffer::release_read(const void* begin, size_t bytes) const {
+  if (!file_backed_) return;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(begin) / kHugePage * kHugePage;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + bytes + kHugePage - 1) / kHugePage * kHugePage;
+  drop_pages(reinterpret_cast<const void*>(lo), hi - lo);
+}
+
 bool Buffer::prefault() const {
 #ifdef MADV_POPULATE_READ
   if (!file_backed_ || !bytes_) return false;

@@ -66,8 +66,18 @@ class GatherOp : public Op {
     }
     std::vector<int64_t> idx;
     if (!direct) idx = checked_indices(ctx.node, ids, n);
-    kernels::gather_rows(x.raw(), outer, n, bytes_for(x.dtype(), inner), direct ? direct : idx.data(), ids.numel(),
-                         ctx.out(0).raw());
+    const int64_t* rows = direct ? direct : idx.data();
+    const size_t row_bytes = bytes_for(x.dtype(), inner);
+    if (outer == 1 && x.buffer() && x.buffer()->file_backed()) {
+      // A table read from the model file's mapping (an embedding): a row at a time, its pages given back once
+      // copied (Buffer::release_read), or a prompt's rows would keep megabytes each resident.
+      for (int64_t i = 0; i < ids.numel(); ++i) {
+        kernels::gather_rows(x.raw(), 1, n, row_bytes, rows + i, 1, static_cast<char*>(ctx.out(0).raw()) + i * row_bytes);
+        x.buffer()->release_read(static_cast<const char*>(x.raw()) + rows[i] * row_bytes, row_bytes);
+      }
+      return;
+    }
+    kernels::gather_rows(x.raw(), outer, n, row_bytes, rows, ids.numel(), ctx.out(0).raw());
   }
 
  private:
