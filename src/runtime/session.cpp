@@ -544,17 +544,21 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
         replayable_ = false;
         return;
       }
-      const DType dt = v.dtype;
-      if (ops_[k]->outputs_are_views() || owns_graph_output(k, o)) {  // no plan memory: views, or new per run
-        plan.outputs[k][i] = Tensor(dt, actual, nullptr);
-      } else {
-        bytes += bytes_for(dt, numel_of(actual));
-        plan.outputs[k][i] = Tensor(dt, actual, pool_->acquire(bytes_for(dt, numel_of(actual))));
-      }
+      plan.outputs[k][i] = Tensor(v.dtype, actual, nullptr);
+      if (!ops_[k]->outputs_are_views() && !owns_graph_output(k, o)) bytes += bytes_for(v.dtype, numel_of(actual));
     }
   }
-  // Every intermediate of the step stays allocated while the plan lives: worth it for small steps.
+  // Every intermediate of the step stays allocated while the plan lives: worth it for small steps. (Sized
+  // before anything is taken from the pool: a 128-token prefill of the 1B shape, too big to plan, had left the
+  // pool holding its 344 MB of would-be plan buffers, and peak RSS grew by them.)
   if (bytes > kMaxPlanBytes) return;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (size_t i = 0; i < g.nodes[k].outputs.size(); ++i) {  // views and graph outputs: no plan memory
+      const int o = g.nodes[k].outputs[i];
+      if (o < 0 || ops_[k]->outputs_are_views() || owns_graph_output(k, o)) continue;
+      Tensor& t = plan.outputs[k][i];
+      t = Tensor(t.dtype(), t.shape(), pool_->acquire(t.nbytes()));
+    }
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant) values_[v] = *g.values[v].constant;
   plan.ready = true;
