@@ -160,6 +160,11 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
               kernels::gemv_nbits_i8(x.data(), M, w, y.data(), isa);
+              if (M > 1) {  // rows of a batch read the weights together: each gets its bits of a batch of one
+                std::vector<float> last(static_cast<size_t>(N));
+                kernels::gemv_nbits_i8(x.data() + (M - 1) * K, 1, w, last.data(), isa);
+                CHECK(std::equal(last.begin(), last.end(), y.begin() + (M - 1) * N));
+              }
               for (int64_t m = 0; m < M; ++m)
                 for (int64_t n = 0; n < N; ++n) {
                   double ref = 0, mag = 0, fp32 = 0;

@@ -215,7 +215,7 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
 }
 
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
-  using RowsFn = void (*)(const Int8Row&, const NBitsWeights&, int64_t, int64_t, float*);
+  using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
 #if defined(__x86_64__)
   const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
                          : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
@@ -253,15 +253,21 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
   // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
-  for (int64_t m = 0; m < M; ++m) {
-    const Int8Row row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
-                      xchunks.data() + m * padded / 32, w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
-    float* ym = y + m * w.N;
-    parallel_chunks(groups, balanced_chunks(groups, small(w)),
-                    [&](int64_t g0, int64_t g1, int) {
-                      if (w.grouped) rows_fn(row, w, g0, g1, ym);
-                      else rows_fn(row, w, unit * g0, std::min(w.N, unit * g1), ym);
-                    });
+  // Up to 4 activation rows a pass: grouped weights are read once for them all.
+  constexpr int64_t kRowsAPass = 4;
+  for (int64_t m0 = 0; m0 < M; m0 += kRowsAPass) {
+    const int64_t rows_now = std::min(kRowsAPass, M - m0);
+    Int8Row rows[kRowsAPass];
+    for (int64_t i = 0; i < rows_now; ++i) {
+      const int64_t m = m0 + i;
+      rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
+                        xchunks.data() + m * padded / 32, w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
+    }
+    float* ym = y + m0 * w.N;
+    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) {
+      if (w.grouped) rows_fn(rows, rows_now, w, g0, g1, ym, w.N);
+      else rows_fn(rows, rows_now, w, unit * g0, std::min(w.N, unit * g1), ym, w.N);
+    });
   }
 }
 

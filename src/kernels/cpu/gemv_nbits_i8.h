@@ -25,15 +25,16 @@ struct Int8Row {
                                         // of every 32) over a block: what offset weights take off each lane
 };
 
-// y[n] for n in [n0, n1) (grouped weights: for the rows of groups [n0, n1)). Weights of 4 or 8 bits, block
-// a multiple of 32; on x86, 4-bit weights grouped (nbits.h), on ARM as stored.
+// y[m, n] (row stride ldy) for the M ≤ 4 activation rows x[0..M) and n in [n0, n1) (grouped weights: the
+// rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32; on x86,
+// 4-bit weights grouped (nbits.h), on ARM as stored.
 #if defined(__x86_64__)
-void gemv_nbits_i8_avx2(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
-void gemv_nbits_i8_avxvnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
-void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+void gemv_nbits_i8_avx2(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void gemv_nbits_i8_avxvnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void gemv_nbits_i8_avx512vnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 #elif defined(__aarch64__)
-void gemv_nbits_i8_neon(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
-void gemv_nbits_i8_neondot(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
+void gemv_nbits_i8_neon(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void gemv_nbits_i8_neondot(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 #endif
 
 }  // namespace tern::kernels

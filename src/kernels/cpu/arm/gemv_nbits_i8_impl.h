@@ -80,16 +80,21 @@ void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   for (int r = 0; r < R; ++r) y[n0 + r] = acc[r] - (folded ? 0.0f : zero_point_share(x, w, n0 + r, k_blocks, 0.0f));
 }
 
+// Rows [n0, n1) for each of the M activation rows (y is [M, ldy]).
 template <class Dot>
-void gemv_rows(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
+void gemv_rows(const Int8Row* rows, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* out, int64_t ldy) {
   const int64_t k_blocks = (w.K + w.block - 1) / w.block;
-  int64_t n = n0;
-  if (w.bits == 4) {
-    for (; n + 4 <= n1; n += 4) rows4<Dot, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows4<Dot, 1>(x, w, k_blocks, n, y);
-  } else {
-    for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
-    for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
+  for (int64_t m = 0; m < M; ++m) {
+    const Int8Row& x = rows[m];
+    float* y = out + m * ldy;
+    int64_t n = n0;
+    if (w.bits == 4) {
+      for (; n + 4 <= n1; n += 4) rows4<Dot, 4>(x, w, k_blocks, n, y);
+      for (; n < n1; ++n) rows4<Dot, 1>(x, w, k_blocks, n, y);
+    } else {
+      for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
+      for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
+    }
   }
 }
 

@@ -14,8 +14,8 @@ struct DotNeon {
 
 }  // namespace
 
-void gemv_nbits_i8_neon(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
-  gemv_rows<DotNeon>(x, w, n0, n1, y);
+void gemv_nbits_i8_neon(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  gemv_rows<DotNeon>(x, M, w, n0, n1, y, ldy);
 }
 
 }  // namespace tern::kernels

@@ -22,10 +22,13 @@ struct Zmm {
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static I load_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static I times(I v, int32_t s) { return _mm512_mullo_epi32(v, _mm512_set1_epi32(s)); }
-  static I nibble_dots(I d, I v, int32_t lo, int32_t hi) {
+  static void nibbles(I v, I& lo, I& hi) {
     const __m512i nibble = _mm512_set1_epi8(0x0F);
-    d = _mm512_dpbusd_epi32(d, _mm512_and_si512(v, nibble), _mm512_set1_epi32(lo));
-    return _mm512_dpbusd_epi32(d, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble), _mm512_set1_epi32(hi));
+    lo = _mm512_and_si512(v, nibble);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+  }
+  static I dots(I d, I lo_nibbles, int32_t lo, I hi_nibbles, int32_t hi) {
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d, lo_nibbles, _mm512_set1_epi32(lo)), hi_nibbles, _mm512_set1_epi32(hi));
   }
   static F zero_f() { return _mm512_setzero_ps(); }
   static F set1_f(float v) { return _mm512_set1_ps(v); }
@@ -40,8 +43,8 @@ struct Zmm {
 
 }  // namespace
 
-void gemv_nbits_i8_avx512vnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
-  gemv_rows<DotAvx512Vnni, Zmm>(x, w, n0, n1, y);
+void gemv_nbits_i8_avx512vnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  gemv_rows<DotAvx512Vnni, Zmm>(x, M, w, n0, n1, y, ldy);
 }
 
 }  // namespace tern::kernels

@@ -14,8 +14,8 @@ struct DotAvxVnni {
 
 }  // namespace
 
-void gemv_nbits_i8_avxvnni(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
-  gemv_rows<DotAvxVnni>(x, w, n0, n1, y);
+void gemv_nbits_i8_avxvnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  gemv_rows<DotAvxVnni>(x, M, w, n0, n1, y, ldy);
 }
 
 }  // namespace tern::kernels

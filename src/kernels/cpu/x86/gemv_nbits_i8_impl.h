@@ -98,49 +98,59 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
 }
 
 // 4-bit weights grouped (nbits.h): 16 rows a step, one int32 lane per row, so each block's integer sum is
-// the row's and goes into the row's float lane with no reduction. Per block of each row, the same
-// operations on every tier:
+// the row's and goes into the row's float lane with no reduction; the M ≤ 4 activation rows of a decode
+// batch share each load of the weights. Per block of each row, the same operations on every tier and for
+// every M:
 //   d   = Σ q·xq − zp·Σxq (exact in int32; without zero points zp is the default 8)
 //   acc = fma(float(d), ws·xs, acc), and with float zero points acc = fnmadd(zp·ws, xs·Σxq, acc)
 // so every tier gives the same bits (and an output's value does not depend on its row's neighbours).
 // `V` is the tier's register set: V::kRows rows per register (8 or 16), 16 / V::kRows registers a group.
-template <class V>
-void groups4(const Int8Row& x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y) {
+template <class V, int M>
+void groups4(const Int8Row* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
   const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* p = w.data + g * chunks * 256;
-    typename V::F acc[H];
-    for (int h = 0; h < H; ++h) acc[h] = V::zero_f();
+    typename V::F acc[M][H];
+    for (int m = 0; m < M; ++m)
+      for (int h = 0; h < H; ++h) acc[m][h] = V::zero_f();
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      int32_t xq_sum = 0;
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c) xq_sum += x.chunk_sum[c];
       const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
-      typename V::I d[H];
-      for (int h = 0; h < H; ++h)
-        d[h] = w.zp_float    ? V::zero_i()
-               : w.zp_packed ? V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum)
-                             : V::set1_i(-8 * xq_sum);
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256) {
-        const int8_t* xc = x.q + 32 * c;
-        for (int j = 0; j < 4; ++j) {
-          int32_t lo, hi;  // the 4 activations the low nibbles meet, and the 4 the high ones meet
-          std::memcpy(&lo, xc + 4 * j, 4);
-          std::memcpy(&hi, xc + 16 + 4 * j, 4);
-          for (int h = 0; h < H; ++h) d[h] = V::nibble_dots(d[h], V::load(p + 64 * j + h * 4 * V::kRows), lo, hi);
-        }
+      typename V::I d[M][H];
+      for (int m = 0; m < M; ++m) {
+        int32_t xq_sum = 0;
+        for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c) xq_sum += x[m].chunk_sum[c];
+        for (int h = 0; h < H; ++h)
+          d[m][h] = w.zp_float    ? V::zero_i()
+                    : w.zp_packed ? V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum)
+                                  : V::set1_i(-8 * xq_sum);
       }
-      const typename V::F xs = V::set1_f(x.scale[kb]);
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256)
+        for (int j = 0; j < 4; ++j) {
+          typename V::I lo_nibbles[H], hi_nibbles[H];
+          for (int h = 0; h < H; ++h) V::nibbles(V::load(p + 64 * j + h * 4 * V::kRows), lo_nibbles[h], hi_nibbles[h]);
+          for (int m = 0; m < M; ++m) {
+            int32_t lo, hi;  // the 4 activations the low nibbles meet, and the 4 the high ones meet
+            std::memcpy(&lo, x[m].q + 32 * c + 4 * j, 4);
+            std::memcpy(&hi, x[m].q + 32 * c + 16 + 4 * j, 4);
+            for (int h = 0; h < H; ++h) d[m][h] = V::dots(d[m][h], lo_nibbles[h], lo, hi_nibbles[h], hi);
+          }
+        }
       for (int h = 0; h < H; ++h) {
         const typename V::F ws = w.scales_f16 ? V::load_h(w.scales_f16 + at + h * V::kRows) : V::load_f(w.scales + at + h * V::kRows);
-        acc[h] = V::fma(V::to_float(d[h]), V::mul(ws, xs), acc[h]);
-        if (w.zp_float) acc[h] = V::fnma(V::mul(V::load_f(w.zp_float + at + h * V::kRows), ws), V::set1_f(x.sum[kb]), acc[h]);
+        const typename V::F zw = w.zp_float ? V::mul(V::load_f(w.zp_float + at + h * V::kRows), ws) : V::zero_f();
+        for (int m = 0; m < M; ++m) {
+          acc[m][h] = V::fma(V::to_float(d[m][h]), V::mul(ws, V::set1_f(x[m].scale[kb])), acc[m][h]);
+          if (w.zp_float) acc[m][h] = V::fnma(zw, V::set1_f(x[m].sum[kb]), acc[m][h]);
+        }
       }
     }
-    alignas(64) float rows[kNBitsGroupRows];
-    for (int h = 0; h < H; ++h) V::store_f(rows + h * V::kRows, acc[h]);
     const int64_t n0 = g * kNBitsGroupRows;
-    std::memcpy(y + n0, rows, static_cast<size_t>(std::min(kNBitsGroupRows, w.N - n0)) * sizeof(float));
+    for (int m = 0; m < M; ++m) {
+      alignas(64) float rows[kNBitsGroupRows];
+      for (int h = 0; h < H; ++h) V::store_f(rows + h * V::kRows, acc[m][h]);
+      std::memcpy(y + m * ldy + n0, rows, static_cast<size_t>(std::min(kNBitsGroupRows, w.N - n0)) * sizeof(float));
+    }
   }
 }
 
@@ -155,11 +165,15 @@ struct Ymm {
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static I load_u8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
   static I times(I v, int32_t s) { return _mm256_mullo_epi32(v, _mm256_set1_epi32(s)); }
-  // d + Σ low nibbles · lo's bytes + Σ high nibbles · hi's, per int32 lane.
-  static I nibble_dots(I d, I v, int32_t lo, int32_t hi) {
+  // v's low and high nibbles as bytes.
+  static void nibbles(I v, I& lo, I& hi) {
     const __m256i nibble = _mm256_set1_epi8(0x0F);
-    return Dot::u8s8_2(d, _mm256_and_si256(v, nibble), _mm256_set1_epi32(lo), _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble),
-                       _mm256_set1_epi32(hi));
+    lo = _mm256_and_si256(v, nibble);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+  }
+  // d + Σ lo_nibbles · lo's bytes + Σ hi_nibbles · hi's, per int32 lane.
+  static I dots(I d, I lo_nibbles, int32_t lo, I hi_nibbles, int32_t hi) {
+    return Dot::u8s8_2(d, lo_nibbles, _mm256_set1_epi32(lo), hi_nibbles, _mm256_set1_epi32(hi));
   }
   static F zero_f() { return _mm256_setzero_ps(); }
   static F set1_f(float v) { return _mm256_set1_ps(v); }
@@ -172,14 +186,24 @@ struct Ymm {
   static void store_f(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 
-// Rows [n0, n1) of 8-bit weights as stored; groups [n0, n1) of grouped 4-bit ones, with `V`'s registers.
+// Rows [n0, n1) of 8-bit weights as stored, for each of the M activation rows; groups [n0, n1) of grouped
+// 4-bit ones, all M rows at once, with `V`'s registers. y is [M, ldy].
 template <class Dot, class V = Ymm<Dot>>
-void gemv_rows(const Int8Row& x, const NBitsWeights& w, int64_t n0, int64_t n1, float* y) {
-  if (w.grouped) return groups4<V>(x, w, n0, n1, y);
+void gemv_rows(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  if (w.grouped) {
+    switch (M) {
+      case 1: return groups4<V, 1>(x, w, n0, n1, y, ldy);
+      case 2: return groups4<V, 2>(x, w, n0, n1, y, ldy);
+      case 3: return groups4<V, 3>(x, w, n0, n1, y, ldy);
+      default: return groups4<V, 4>(x, w, n0, n1, y, ldy);  // (M ≤ kGemvMaxRows = 4: gemv_nbits_i8)
+    }
+  }
   const int64_t k_blocks = (w.K + w.block - 1) / w.block;
-  int64_t n = n0;
-  for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x, w, k_blocks, n, y);
-  for (; n < n1; ++n) rows8<Dot, 1>(x, w, k_blocks, n, y);
+  for (int64_t m = 0; m < M; ++m) {
+    int64_t n = n0;
+    for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x[m], w, k_blocks, n, y + m * ldy);
+    for (; n < n1; ++n) rows8<Dot, 1>(x[m], w, k_blocks, n, y + m * ldy);
+  }
 }
 
 }  // namespace
