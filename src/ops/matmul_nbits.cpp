@@ -32,7 +32,7 @@ class MatMulNBitsOp : public Op {
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
-    const bool zp_constant = constants.size() <= 3 || at(3) || !node_has_zero_points_;
+    const bool zp_constant = !node_has_zero_points_ || at(3);
     if (!at(1) || !at(2) || !zp_constant) return {};
     Tensor scratch[2];
     const kernels::NBitsWeights w = weights(*at(1), *at(2), at(3), scratch, "MatMulNBits");

@@ -121,19 +121,18 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
     alignas(64) float scratch[kKC * kNR];
     for (int64_t jc = j_begin; jc < j_end; jc += kNC)
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-        const int64_t kc = std::min(kKC, K - k0), j_last = std::min(j_end, jc + kNC);
-        for (int64_t j = jc; j < j_last; ++j) {
+        const int64_t kc = std::min(kKC, K - k0);
+        for (int64_t j = jc; j < std::min(j_end, jc + kNC); ++j) {
           const float* b = micro_panel(j, k0, kc, scratch);
           const int64_t nr = std::min(kNR, N - j * kNR);
           // The next panel block in this loop's order (when read in place) into L2 a slice per row panel, as
           // x86/gemm_avx512_tiles.h does: `TERN_ISA=avx2 tern bench-op matmul --shape 128,2048,8192 --threads 2`
           // on that file's Xeon, alternated with the build before: 182 / 187 / 182 → 217 / 217 / 219 GFLOP/s.
-          const int64_t nj = j + 1 < j_last ? j + 1 : k0 + kKC < K ? jc : jc + kNC, nk0 = j + 1 < j_last ? k0 : k0 + kKC < K ? k0 + kKC : 0;
-          const float* next = nj < j_end ? micro_panel(nj, nk0, std::min(kKC, K - nk0), nullptr) : nullptr;
-          const int64_t lines = next ? std::min(kKC, K - nk0) * kNR * static_cast<int64_t>(sizeof(float)) / 64 : 0;
+          const NextBlock next = next_block(j, k0, jc, kNC, j_end, kKC, K);
+          const float* next_at = next.unit >= 0 ? micro_panel(next.unit, next.k0, std::min(kKC, K - next.k0), nullptr) : nullptr;
+          const int64_t next_bytes = std::min(kKC, K - next.k0) * kNR * static_cast<int64_t>(sizeof(float));
           for (int64_t i = 0; i < row_panels; ++i) {
-            for (int64_t l = lines * i / row_panels; l < lines * (i + 1) / row_panels; ++l)
-              __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * l, 0, 2);
+            prefetch_slice(next_at, next_bytes, i, row_panels);
             micro_kernel(kc, ap + (i * K + k0) * kMR, b, C + i * kMR * N + j * kNR, N, k0 > 0, std::min(kMR, M - i * kMR), nr);
           }
         }

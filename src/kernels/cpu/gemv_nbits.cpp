@@ -253,11 +253,9 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
   // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
-  // Up to 4 activation rows a pass: grouped weights are read once for them all.
-  constexpr int64_t kRowsAPass = 4;
-  for (int64_t m0 = 0; m0 < M; m0 += kRowsAPass) {
-    const int64_t rows_now = std::min(kRowsAPass, M - m0);
-    Int8Row rows[kRowsAPass];
+  for (int64_t m0 = 0; m0 < M; m0 += kInt8RowsAPass) {
+    const int64_t rows_now = std::min(kInt8RowsAPass, M - m0);
+    Int8Row rows[kInt8RowsAPass];
     for (int64_t i = 0; i < rows_now; ++i) {
       const int64_t m = m0 + i;
       rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,

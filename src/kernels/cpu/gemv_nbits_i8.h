@@ -25,7 +25,10 @@ struct Int8Row {
                                         // of every 32) over a block: what offset weights take off each lane
 };
 
-// y[m, n] (row stride ldy) for the M ≤ 4 activation rows x[0..M) and n in [n0, n1) (grouped weights: the
+// Activation rows a kernel call takes at most (grouped weights are read once for them all).
+constexpr int64_t kInt8RowsAPass = 4;
+
+// y[m, n] (row stride ldy) for the M ≤ kInt8RowsAPass activation rows x[0..M) and n in [n0, n1) (grouped weights: the
 // rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32; on x86,
 // 4-bit weights grouped (nbits.h), on ARM as stored.
 #if defined(__x86_64__)

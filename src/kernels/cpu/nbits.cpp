@@ -98,7 +98,7 @@ static uint32_t nbits_code(const NBitsWeights& w, int64_t n, int64_t k, int64_t 
 }
 
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
-  const int64_t k_blocks = (w.K + w.block - 1) / w.block;
+  const int64_t k_blocks = nbits_k_blocks(w);
 #if defined(__AVX2__)
   if (w.grouped && n0 % 8 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
     for (int64_t n = n0; n < n1; n += 8)
@@ -141,7 +141,8 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
 
 QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
   const std::vector<int64_t> sizes = nbits_group_sizes(w);
-  const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32, groups = sizes[2] / (k_blocks * kNBitsGroupRows);
+  const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32;
+  const int64_t groups = (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows;
   QuantizedWeights g;
   g.N = w.N, g.K = w.K, g.bits = w.bits, g.block = w.block, g.grouped = true;
   g.data = Tensor(DType::UInt8, {sizes[0]});
@@ -151,6 +152,10 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
   g.scales = Tensor(half ? DType::Float16 : DType::Float32, {sizes[2]});
   if (sizes[1]) g.zero_points = Tensor(w.zp_float ? DType::Float32 : DType::UInt8, {sizes[1]});
   uint8_t* data = g.data.data<uint8_t>();
+  f16* scales_half = half ? g.scales.data<f16>() : nullptr;
+  float* scales = half ? nullptr : g.scales.data<float>();
+  float* zp_float = w.zp_float ? g.zero_points.data<float>() : nullptr;
+  uint8_t* zp_bytes = w.zp_packed ? g.zero_points.data<uint8_t>() : nullptr;
   std::memset(data, 0, g.data.nbytes());
   std::memset(g.scales.raw(), 0, g.scales.nbytes());
   if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
@@ -161,10 +166,10 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
         const int64_t n = gi * kNBitsGroupRows + r;
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
           const int64_t at = (gi * k_blocks + kb) * kNBitsGroupRows + r;
-          if (half) g.scales.data<f16>()[at] = f16(w.scales[n * k_blocks + kb]);
-          else g.scales.data<float>()[at] = w.scales[n * k_blocks + kb];
-          if (w.zp_float) g.zero_points.data<float>()[at] = w.zp_float[n * k_blocks + kb];
-          else if (w.zp_packed) g.zero_points.data<uint8_t>()[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
+          if (half) scales_half[at] = f16(w.scales[n * k_blocks + kb]);
+          else scales[at] = w.scales[n * k_blocks + kb];
+          if (zp_float) zp_float[at] = w.zp_float[n * k_blocks + kb];
+          else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
         }
         for (int64_t c = 0; c < chunks; ++c) {
           const uint8_t* src = w.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1

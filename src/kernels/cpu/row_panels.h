@@ -1,7 +1,8 @@
-// A packed for a register-blocked GEMM, once per call: panels of `Rows` rows, [panel][step][Rows], rows past
+// What the register-blocked GEMM drivers share. A packed for a register-blocked GEMM, once per call: panels of `Rows` rows, [panel][step][Rows], rows past
 // M zero — the AVX2 GEMM's floats (gemm_packed.cpp) and the AVX-512 tiles' floats or bf16 pairs
 // (x86/gemm_avx512_tiles.h). Internal linkage: each including file compiles its copy with its own flags.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/parallel.h"
@@ -21,6 +22,27 @@ void pack_row_panels(int64_t M, int64_t steps, const ElementOf& element_of, Elem
           out[(i * steps + p) * Rows + r] = m < M ? element_of(m, p) : Elem{};
         }
   });
+}
+
+// The column unit and K block the drivers' loop — for each group of `nc` units from `first` (below `end`): for
+// each K block of `kc`: for each unit of the group — visits after (unit, k0), or unit −1 after the last: the
+// block whose panels are prefetched while (unit, k0) is multiplied.
+struct NextBlock {
+  int64_t unit, k0;
+};
+inline NextBlock next_block(int64_t unit, int64_t k0, int64_t group_first, int64_t nc, int64_t end, int64_t kc, int64_t K) {
+  if (unit + 1 < std::min(end, group_first + nc)) return {unit + 1, k0};
+  if (k0 + kc < K) return {group_first, k0 + kc};
+  if (group_first + nc < end) return {group_first + nc, 0};
+  return {-1, 0};
+}
+
+// Slice `part` of `parts` of [p, p + bytes) into L2 (nothing for a null p): a block prefetched a slice per row
+// panel while the block before is multiplied (gemm_packed.cpp, x86/gemm_avx512_tiles.h).
+inline void prefetch_slice(const void* p, int64_t bytes, int64_t part, int64_t parts) {
+  if (!p) return;
+  const int64_t lines = (bytes + 63) / 64;
+  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) __builtin_prefetch(static_cast<const char*>(p) + 64 * l, 0, 2);
 }
 
 }  // namespace

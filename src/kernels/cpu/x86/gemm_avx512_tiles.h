@@ -77,14 +77,6 @@ struct Span {
   int64_t bytes = 0;
 };
 
-// Cache line `line` of `lines` of each span into L2.
-inline void prefetch_l2(const Span& a, const Span& b, int64_t line0, int64_t line1) {
-  for (int64_t l = line0; l < line1; ++l) {
-    if (64 * l < a.bytes) _mm_prefetch(static_cast<const char*>(a.at) + 64 * l, _MM_HINT_T1);
-    if (64 * l < b.bytes) _mm_prefetch(static_cast<const char*>(b.at) + 64 * l, _MM_HINT_T1);
-  }
-}
-
 // C rows [0, mr) × columns [0, nr ≤ 32) (+)= the steps of A [steps][kTileMR] · two panels' steps.
 template <typename Steps>
 void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c,
@@ -118,17 +110,12 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
   AElem* ap = a_packed.data();
   pack_row_panels<AElem, kTileMR>(M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
   // Column tiles in chunks: every C element is summed in one order, whoever computes it.
-  // Where the two panels of tile t's K block from k0 lie (for the prefetch).
-  auto memory = [&](int64_t t, int64_t k0) {
-    const int64_t kc = std::min(kTileKC, K - k0);
-    return std::pair{s.b_memory(2 * t, k0, kc), 2 * t + 1 < n_panels ? s.b_memory(2 * t + 1, k0, kc) : Span{}};
-  };
   parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {
     alignas(64) float scratch[2][kTileKC * kTileP];
     for (int64_t tc = t_begin; tc < t_end; tc += kTileNC)
       for (int64_t k0 = 0; k0 < K; k0 += kTileKC) {
-        const int64_t kc = std::min(kTileKC, K - k0), kp = (kc + kK - 1) / kK, t_last = std::min(t_end, tc + kTileNC);
-        for (int64_t t = tc; t < t_last; ++t) {
+        const int64_t kc = std::min(kTileKC, K - k0), kp = (kc + kK - 1) / kK;
+        for (int64_t t = tc; t < std::min(t_end, tc + kTileNC); ++t) {
           const int64_t j = 2 * t;
           const float* b0 = s.b_block(j, k0, kc, scratch[0]);
           const float* b1 = scratch[1];
@@ -139,13 +126,13 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
           // B comes from L3 or memory, and the first row panel of each block had waited for it. `tern bench-op
           // matmul --shape 128,2048,8192 --threads 1|2` (Xeon, tier amx), alternated: 149 / 154 → 167 / 174
           // GFLOP/s on one thread, 295 / 304 → 340 / 347 on two (into L1 instead: 166 / 166, 333 / 335).
-          const auto [next0, next1] = t + 1 < t_last        ? memory(t + 1, k0)
-                                      : k0 + kTileKC < K    ? memory(tc, k0 + kTileKC)
-                                      : tc + kTileNC < t_end ? memory(tc + kTileNC, 0)
-                                                             : std::pair<Span, Span>{};
-          const int64_t lines = (std::max(next0.bytes, next1.bytes) + 63) / 64;
+          const NextBlock next = next_block(t, k0, tc, kTileNC, t_end, kTileKC, K);
+          const int64_t next_kc = std::min(kTileKC, K - next.k0);
+          const Span next0 = next.unit >= 0 ? s.b_memory(2 * next.unit, next.k0, next_kc) : Span{};
+          const Span next1 = next.unit >= 0 && 2 * next.unit + 1 < n_panels ? s.b_memory(2 * next.unit + 1, next.k0, next_kc) : Span{};
           for (int64_t i = 0; i < row_panels; ++i) {
-            prefetch_l2(next0, next1, lines * i / row_panels, lines * (i + 1) / row_panels);
+            prefetch_slice(next0.at, next0.bytes, i, row_panels);
+            prefetch_slice(next1.at, next1.bytes, i, row_panels);
             avx512_tile(s, kp, ap + (i * steps + k0 / kK) * kTileMR, b0, b1, C + i * kTileMR * N + j * kTileP, N, k0 > 0,
                         std::min(kTileMR, M - i * kTileMR), nr);
           }

@@ -23,7 +23,7 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Σ_kb zp[n,kb] · ws[n,kb] · xs·Σxq[kb], the zero points' share of row n, once per row after the dot
+// Σ_kb zp[n,kb] · ws[n,kb] · xs·Σxq[kb], the zero points' share of 8-bit row n, once per row after the dot
 // products (inside the block loop its scalar arithmetic cost as much as the integer products). The
 // default and float zero points run 8 blocks per step; packed ones are read one by one. Every tier computes
 // it with the same operations — the scalar steps as explicit fma, not left to each file's contraction — so
@@ -31,22 +31,17 @@ inline float hsum(__m256 v) {
 float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64_t k_blocks) {
   const float* ws = w.scales + n * k_blocks;
   const float* zf = w.zp_float ? w.zp_float + n * k_blocks : nullptr;
-  // Packed zero points (row n's k_blocks values of w.bits, 4 or 8): 8 blocks' from 4 or 8 bytes. Vectorized,
-  // the 1B shape's int4 decode (tern quantize: asymmetric blocks of 32) ran 1.2x faster than one by one.
-  const uint8_t* zp8 = w.zp_packed ? w.zp_packed + n * ((k_blocks * w.bits + 7) / 8) : nullptr;
-  const float fixed = static_cast<float>(int64_t{1} << (w.bits - 1));  // the default zero point
+  // Packed zero points (row n's k_blocks bytes: 8-bit weights, the only ones read as stored here): 8 blocks'
+  // a step, vectorized.
+  const uint8_t* zp8 = w.zp_packed ? w.zp_packed + n * k_blocks : nullptr;
   auto zero_points = [&](int64_t kb) {  // blocks kb … kb + 7
     if (zf) return _mm256_loadu_ps(zf + kb);
-    if (!zp8) return _mm256_set1_ps(fixed);
-    if (w.bits == 8) return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zp8 + kb))));
-    int32_t four;  // 4-bit: eight nibbles, block kb in the low one
-    std::memcpy(&four, zp8 + kb / 2, 4);
-    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(four), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
-    return _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF)));
+    if (!zp8) return _mm256_set1_ps(128.0f);  // the default zero point
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(zp8 + kb))));
   };
   __m256 acc = _mm256_setzero_ps();
   int64_t kb = 0;
-  for (; kb + 8 <= k_blocks; kb += 8)  // (gemv_nbits_i8 takes 4- and 8-bit weights)
+  for (; kb + 8 <= k_blocks; kb += 8)
     acc = _mm256_fmadd_ps(_mm256_mul_ps(zero_points(kb), _mm256_loadu_ps(ws + kb)), _mm256_loadu_ps(x.sum + kb), acc);
   float share = hsum(acc);
   for (; kb < k_blocks; ++kb) share = std::fma(nbits_zero_point(w, n, kb, k_blocks) * ws[kb], x.sum[kb], share);
@@ -190,15 +185,16 @@ struct Ymm {
 // 4-bit ones, all M rows at once, with `V`'s registers. y is [M, ldy].
 template <class Dot, class V = Ymm<Dot>>
 void gemv_rows(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
+  static_assert(kInt8RowsAPass == 4, "groups4 is instantiated for 1 to 4 rows");
   if (w.grouped) {
     switch (M) {
       case 1: return groups4<V, 1>(x, w, n0, n1, y, ldy);
       case 2: return groups4<V, 2>(x, w, n0, n1, y, ldy);
       case 3: return groups4<V, 3>(x, w, n0, n1, y, ldy);
-      default: return groups4<V, 4>(x, w, n0, n1, y, ldy);  // (M ≤ kGemvMaxRows = 4: gemv_nbits_i8)
+      default: return groups4<V, 4>(x, w, n0, n1, y, ldy);
     }
   }
-  const int64_t k_blocks = (w.K + w.block - 1) / w.block;
+  const int64_t k_blocks = nbits_k_blocks(w);
   for (int64_t m = 0; m < M; ++m) {
     int64_t n = n0;
     for (; n + 4 <= n1; n += 4) rows8<Dot, 4>(x[m], w, k_blocks, n, y + m * ldy);
