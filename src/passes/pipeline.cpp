@@ -1,5 +1,8 @@
 #include "passes/pipeline.h"
 
+#include <string>
+#include <unordered_map>
+
 #include "ops/op.h"
 #include "passes/canonicalize.h"
 #include "passes/shape_values.h"
@@ -9,7 +12,31 @@ namespace {
 
 void append(std::vector<Fusion>& to, std::vector<Fusion> more) { to.insert(to.end(), more.begin(), more.end()); }
 
+// Standard ops whose inputs the passes read by position, and how many ONNX (opsets 14–24) gives each. An op's own
+// shape rule reports a missing input, but only once its inputs' types are known, and a pass may look first: a
+// hostile Add with one input reached the RoPE matcher (fuzz target onnx_model).
+int required_inputs(const Node& n) {
+  static const std::unordered_map<std::string, int> required = {
+      {"Add", 2},     {"Sub", 2},     {"Mul", 2},       {"Div", 2},     {"Pow", 2},     {"MatMul", 2},  {"Equal", 2},
+      {"Reshape", 2}, {"Gather", 2},  {"Expand", 2},    {"Slice", 3},   {"Where", 3},   {"Range", 3},   {"Neg", 1},
+      {"Sqrt", 1},    {"Reciprocal", 1}, {"Sigmoid", 1}, {"Tanh", 1},   {"Exp", 1},     {"Cast", 1},    {"Softmax", 1},
+      {"Transpose", 1}, {"Shape", 1}, {"ReduceMean", 1}, {"Concat", 1}, {"Squeeze", 1}};
+  if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
+  const auto it = required.find(n.op_type);
+  return it == required.end() ? 0 : it->second;
+}
+
+void check_input_counts(const Graph& g) {
+  for (const Node& n : g.nodes) {
+    const int need = required_inputs(n);
+    int given = 0;
+    for (int i = 0; i < need && i < static_cast<int>(n.inputs.size()); ++i) given += n.inputs[static_cast<size_t>(i)] >= 0;
+    if (given < need) fail(n.describe(), ": ", n.op_type, " takes ", need, " inputs, the file gives ", given);
+  }
+}
+
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
+  check_input_counts(g);
   PassStats* stats = &r.stats;
   if (o.optimize) {  // before folding would copy the weight it reads
     stats->canonicalized = matmul_transposed_weights(g);

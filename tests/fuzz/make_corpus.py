@@ -279,6 +279,10 @@ def bad_inputs():
         "MatMulNBits node 'MatMulNBits_0' (domain com.microsoft): MatMulNBits: B has 16 bytes, N·k_blocks·blob needs 256"
     yield "onnx_model", "add_dtype_mismatch.onnx", model_bytes([helper.make_node("Add", ["x", "i"], ["y"])], x, y,
                                                                [numpy_helper.from_array(np.zeros(2, np.int64), "i")]), "Add node 'Add_0': inputs have different types (float32 and int64)"
+    # An Add with one input behind an op whose output type is unknown (no shape rule runs first): the RoPE matcher
+    # read its second input past the end (fuzz target onnx_model, fixed seed, 2026-11-25).
+    yield "onnx_model", "add_one_input.onnx", model_bytes([helper.make_node("Add", ["x"], ["y"])], x, y), \
+        "Add node 'Add_0': Add takes 2 inputs, the file gives 1"
     yield "onnx_model", "constant_of_shape_oversize.onnx", model_bytes(
         [helper.make_node("ConstantOfShape", ["s"], ["y"])], [], y, [numpy_helper.from_array(np.array([100000, 100000, 100], np.int64), "s")]), "memory cap"
     yield "onnx_model", "expand_oversize.onnx", model_bytes(
@@ -416,6 +420,9 @@ REPRODUCERS = {
     "tokenizer_json/vocab_id_float.json": "tokenizer.json: the id of 'hab' must be an integer, not 9.111111111111112e+88",
     "onnx_model/range_uncountable.onnx": "Range node 'Range_16': start -2.59615e+33, limit 0, delta 1 give no countable length",
     "onnx_model/topk_scalar.onnx": "TopK node 'TopK_0': axis 0 is out of range for rank 0",
+    # A RoPE-shaped chain whose Add has one input, its other operand's type unknown: the RoPE matcher read past
+    # the Add's inputs (CI's fuzz pass, 2026-11-25).
+    "onnx_model/rope_add_one_input.onnx": "Add takes 2 inputs, the file gives 1",
     "llama2c_tokenizer/vocab_too_small.bin": "a vocabulary of 103 tokens; llama2.c tokenizers hold at least 259",
     "onnx_model/reduce_scalar_axis.onnx": "axis 0 is out of range for rank 0",
     "onnx_model/scatternd_scalar_indices.onnx": "ScatterND node 'ScatterND_0': dimension -1 of a tensor of shape [] does not exist",
