@@ -141,10 +141,11 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
 }
 
 // A panel is one sequential stream, which the hardware prefetchers alone (the L2 streamer stops at each 4 KB
-// page) leave short of the memory's rate: the bytes 6 KB ahead of each step are requested into L2. Llama-3.2-
-// 1B-shaped model, `tern bench --prompt-tokens 16 --new-tokens 24 --threads 2`, Xeon (tier amx), 3 alternated
-// rounds: fp32 decode 6.38–6.44 → 7.08–7.19 tok/s (3 KB 7.06–7.11, 4 KB 6.74–6.92, 8 KB and more 6.42–6.58),
-// --weights bf16 11.30–11.64 → 13.33–13.38.
+// page) leave short of the memory's rate: the line 6 KB ahead of each step's is requested into L2, once a line.
+// Llama-3.2-1B-shaped model, `tern bench --prompt-tokens 16 --new-tokens 24 --threads 2`, Xeon (tier amx), 3
+// alternated rounds: fp32 decode 6.38–6.44 → 7.08–7.19 tok/s (3 KB 7.06–7.11, 4 KB 6.74–6.92, 8 KB and more
+// 6.42–6.58), --weights bf16 11.30–11.64 → 13.33–13.38 (a prefetch each 32-byte step, twice a line), 13.76–13.82
+// once a line (against 13.09–13.25 twice, alternated).
 constexpr int64_t kPanelPrefetchBytes = 6144;
 
 // One panel's kNR outputs of rows x[0..M) (M ≤ 4) into y[m, 0..nr). Summed in the GEMM's order — per
@@ -158,8 +159,9 @@ void panel_rows(const float* x, int64_t K, const T* p, float* y, int64_t ldy, in
     const int64_t k1 = std::min(K, k0 + kKC);
     batch acc[M][2];
     for (auto& row : acc) row[0] = row[1] = batch(0.0f);
+    constexpr int64_t steps_a_line = std::max<int64_t>(1, 64 / (kNR * static_cast<int64_t>(sizeof(T))));  // (fp16/bf16: 2)
     for (int64_t k = k0; k < k1; ++k) {
-      __builtin_prefetch(reinterpret_cast<const char*>(p + k * kNR) + kPanelPrefetchBytes, 0, 2);
+      if (k % steps_a_line == 0) __builtin_prefetch(reinterpret_cast<const char*>(p + k * kNR) + kPanelPrefetchBytes, 0, 2);
       const batch b0 = load_lanes(p + k * kNR), b1 = load_lanes(p + k * kNR + kLanes);
       for (int m = 0; m < M; ++m) {
         const batch xm(x[m * K + k]);

@@ -134,7 +134,7 @@ bool nbits_groups_native(const NBitsWeights& w) {
 }
 
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
-  const int64_t groups = (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows, k_blocks = nbits_k_blocks(w);
+  const int64_t groups = nbits_groups(w), k_blocks = nbits_k_blocks(w);
   const int64_t per_block = groups * k_blocks * kNBitsGroupRows;
   return {groups * k_blocks * w.block / 32 * 256, w.zp_packed || w.zp_float ? per_block : 0, per_block};
 }
@@ -142,7 +142,7 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
 QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
   const std::vector<int64_t> sizes = nbits_group_sizes(w);
   const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32;
-  const int64_t groups = (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows;
+  const int64_t groups = nbits_groups(w);
   QuantizedWeights g;
   g.N = w.N, g.K = w.K, g.bits = w.bits, g.block = w.block, g.grouped = true;
   g.data = Tensor(DType::UInt8, {sizes[0]});

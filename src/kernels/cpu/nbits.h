@@ -29,6 +29,8 @@ struct NBitsWeights {
 };
 constexpr int64_t kNBitsGroupRows = 16;
 inline int64_t nbits_k_blocks(const NBitsWeights& w) { return (w.K + w.block - 1) / w.block; }
+// 16-row groups of the grouped layout (the last one padded with zero rows).
+inline int64_t nbits_groups(const NBitsWeights& w) { return (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows; }
 
 // Where row n's block kb keeps its scale (and a float zero point) in either layout, and the scale.
 inline int64_t nbits_scale_index(const NBitsWeights& w, int64_t n, int64_t kb) {

@@ -1,6 +1,6 @@
-// What the register-blocked GEMM drivers share. A packed for a register-blocked GEMM, once per call: panels of `Rows` rows, [panel][step][Rows], rows past
-// M zero — the AVX2 GEMM's floats (gemm_packed.cpp) and the AVX-512 tiles' floats or bf16 pairs
-// (x86/gemm_avx512_tiles.h). Internal linkage: each including file compiles its copy with its own flags.
+// What the register-blocked GEMM drivers share — the AVX2 GEMM's (gemm_packed.cpp) and the AVX-512 tiles'
+// (x86/gemm_avx512_tiles.h): A packed once per call, and the next B block's prefetch. Internal linkage: each
+// including file compiles its copy with its own flags.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -10,6 +10,7 @@
 namespace tern::kernels {
 namespace {
 
+// A packed in panels of `Rows` rows, [panel][step][Rows], rows past M zero (floats, or bf16 pairs):
 // out[(i * steps + p) * Rows + r] = element_of(m, p) for row m = i * Rows + r < M, else Elem{}.
 template <typename Elem, int64_t Rows, typename ElementOf>
 void pack_row_panels(int64_t M, int64_t steps, const ElementOf& element_of, Elem* out) {
