@@ -145,20 +145,24 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
     }
   }
   SUBCASE("gemv of MatMulNBits blocks equals the CPU kernel") {
-    for (int bits : {4, 8}) {
-      // quantize_nbits takes W as [K, N] (ONNX MatMul) and stores it as [N, k_blocks, blob]
-      std::vector<float> wkn(static_cast<size_t>(K * N));
-      for (int n = 0; n < N; ++n)
-        for (int i = 0; i < K; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
-      const auto q = kernels::quantize_nbits(wkn.data(), K, N, bits, 32);
-      std::vector<float> cpu(ref.size());
-      kernels::matmul_nbits(x.data(), M, q.view(), cpu.data());
-      auto zp = upload(*c, q.zero_points);
-      for (ocl::Kernels* g : {&per_group, &per_item}) {
-        g->gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), *zp, *yb, M, K, N, bits, 32);
-        CHECK(max_diff(download<float>(*c, *yb, ref.size()), cpu) < 1e-4f);
+    // K - 3: x ends inside a 32-bit word of the last block (the GPU form's partial word)
+    for (int k_len : {K, K - 3})
+      for (int bits : {4, 8}) {
+        CAPTURE(k_len);
+        CAPTURE(bits);
+        // quantize_nbits takes W as [K, N] (ONNX MatMul) and stores it as [N, k_blocks, blob]
+        std::vector<float> wkn(static_cast<size_t>(k_len * N));
+        for (int n = 0; n < N; ++n)
+          for (int i = 0; i < k_len; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
+        const auto q = kernels::quantize_nbits(wkn.data(), k_len, N, bits, 32);
+        std::vector<float> cpu(ref.size());
+        kernels::matmul_nbits(x.data(), M, q.view(), cpu.data());
+        auto zp = upload(*c, q.zero_points);
+        for (ocl::Kernels* g : {&per_group, &per_item}) {
+          g->gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), *zp, *yb, M, k_len, N, bits, 32);
+          CHECK(max_diff(download<float>(*c, *yb, ref.size()), cpu) < 1e-4f);
+        }
       }
-    }
   }
   SUBCASE("many rows: the tiled GEMM (GPU form) and the row GEMV (CPU form), fp32, half and MatMulNBits weights") {
     const int R = 37;  // not a multiple of the 16×16 tiles, nor K = 200, nor N = 37

@@ -49,7 +49,9 @@ void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
                          Mem y, int M, int K, int N, int bits, int block) {
   if ((bits != 4 && bits != 8) || block <= 0 || block % 2) fail("OpenCL gemv_nbits: bits must be 4 or 8 and block even");
   if (M > kGemvRows && !row_per_item_ && gemm(x, w, scales, zero_points, 2, bits, block, y, M, K, N)) return;
-  if (row_per_item_) {
+  // The GPU form reads whole 32-bit words of a block; a block of fewer values (not in ONNX's MatMulNBits,
+  // whose blocks are powers of two from 16) takes the row-per-item form.
+  if (row_per_item_ || block % (32 / bits) != 0) {
     gemv_rows_nbits_.args(x, w, scales, zero_points.m ? zero_points : scales, int32_t{zero_points.m != nullptr}, y, M, K, N, bits, block);
     return ctx_.launch(gemv_rows_nbits_, static_cast<size_t>(N), group_size(gemv_rows_nbits_, 64));
   }
