@@ -58,17 +58,23 @@ class NormOp : public Op {
     int64_t n = 1;
     for (int64_t k = axis; k < x.rank(); ++k) n *= x.dim(k);
     const int64_t rows = n ? x.numel() / n : 0;
-    Tensor x_scratch;
-    Tensor xf = p_.skip >= 0 ? cast_to(x, DType::Float32) : Tensor();
-    const Tensor& xin = p_.skip >= 0 ? xf : as_dtype(x, DType::Float32, x_scratch);
-    if (p_.skip >= 0) {  // normalize input + skip (+ bias); the sum may be an output too
-      xf = xf.clone();
-      add_broadcast(ctx.node, xf, ctx.in(p_.skip));
-      if (p_.bias >= 0 && ctx.has(p_.bias)) add_broadcast(ctx.node, xf, ctx.in(p_.bias));
-      if (ctx.outputs.size() > 3 && ctx.out(3).defined()) convert_tensor(xf, ctx.out(3));
-    }
-    Tensor y_scratch;
+    Tensor x_scratch, y_scratch;
+    const Tensor& xf = as_dtype(x, DType::Float32, x_scratch);
     Tensor& yf = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : (y_scratch = Tensor(DType::Float32, x.shape()));
+    const Tensor* xin = &xf;
+    if (p_.skip >= 0) {  // normalize input + skip (+ bias), summed into the Sum output when it is float32, else
+                         // into the output itself (the kernel normalizes in place): no scratch in a decode step
+      const bool sum_out = ctx.outputs.size() > 3 && ctx.out(3).defined();
+      Tensor& sum = sum_out && ctx.out(3).dtype() == DType::Float32 ? ctx.out(3) : yf;
+      Tensor skip_scratch;
+      const Tensor& skip = as_dtype(ctx.in(p_.skip), DType::Float32, skip_scratch);
+      if (skip.shape() != x.shape()) check_broadcasts_to(ctx.node, skip.shape(), x.shape());  // a skip never grows the input
+      kernels::binary_broadcast(xf.data<float>(), xf.shape(), skip.data<float>(), skip.shape(), sum.data<float>(), sum.shape(),
+                                [](float a, float b) { return a + b; });
+      if (p_.bias >= 0 && ctx.has(p_.bias)) add_broadcast(ctx.node, sum, ctx.in(p_.bias));
+      if (sum_out && sum.raw() != ctx.out(3).raw()) convert_tensor(sum, ctx.out(3));
+      xin = &sum;
+    }
     kernels::NormArgs a;
     a.rows = rows;
     a.n = n;
@@ -91,12 +97,12 @@ class NormOp : public Op {
       std::fill(a.mean_out, a.mean_out + rows, 0.0f);
       a.mean_out = nullptr;
     }
-    kernels::normalize_rows(xin.data<float>(), yf.data<float>(), a);
+    kernels::normalize_rows(xin->data<float>(), yf.data<float>(), a);
     if (yf.raw() != ctx.out(0).raw()) convert_tensor(yf, ctx.out(0));
   }
 
  private:
-  // x += t, t broadcast to x's shape (skip may be [S, H] against [B, S, H]; bias is [H]).
+  // x += t, t (the bias, [H]) broadcast to x's shape.
   static void add_broadcast(const Node& node, Tensor& x, const Tensor& t) {
     check_broadcasts_to(node, t.shape(), x.shape());  // a skip or bias never grows the input
     Tensor tf = cast_to(t, DType::Float32);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "graph/weight_pack.h"
 #include "passes/fusions.h"
@@ -101,6 +102,45 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
     rewrites.emplace_back(m.index_of(scaled), std::move(n));
   }
   return replace_nodes(g, rewrites, "Pow → ReduceMean → Add → Sqrt → Div → Mul → Mul(weight) → RMSNormalization");
+}
+
+// Add(a, b) → RMSNormalization: one SkipSimplifiedLayerNormalization (com.microsoft, as ONNX Runtime's
+// builder writes it) that outputs the sum too, for the next residual Add. It takes the fused node the
+// Add's place (its operands are ready there; the norm's readers come later) and drops the norm.
+std::vector<Fusion> fuse_skip_rms_norm(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<int, Node>> rewrites;
+  std::vector<int> drop;
+  std::set<const Node*> taken;  // an Add read by two norms fuses with the first
+  for (const Node& norm : g.nodes) {
+    if (!is_op(&norm, "RMSNormalization") && !is_op(&norm, "SimplifiedLayerNormalization")) continue;
+    const int x = norm.inputs[0];
+    const Node* add = m.producer(x);
+    const int64_t r = m.rank(x);
+    // The skip form normalizes the last axis of a sum of two same-shape operands, and has no InvStdDev
+    // output to give (ONNX's RMSNormalization has none; the contrib op's is Mean/InvStdDev).
+    if (!is_op(add, "Add") || r < 1 || norm.inputs.size() < 2 || norm.outputs.size() != 1 ||
+        (norm.attr_int("axis", -1) != -1 && norm.attr_int("axis", -1) != r - 1))
+      continue;
+    const int a = add->inputs[0], b = add->inputs[1];
+    const auto &sa = m.value(a).shape, &sb = m.value(b).shape;
+    if (!sa || !sb || *sa != *sb || m.value(a).dtype != m.value(b).dtype || !taken.insert(add).second) continue;
+    Node n;
+    n.name = norm.name + "/skip";
+    n.op_type = "SkipSimplifiedLayerNormalization";
+    n.domain = "com.microsoft";
+    n.inputs = {a, b, norm.inputs[1]};
+    n.outputs = {norm.outputs[0], -1, -1, x};
+    n.attrs["epsilon"] = float_attr(norm.attr_float("epsilon", 1e-5f));
+    rewrites.emplace_back(m.index_of(add), std::move(n));
+    drop.push_back(m.index_of(&norm));
+  }
+  std::vector<Fusion> fused = replace_nodes(g, rewrites, "Add → RMSNormalization → SkipSimplifiedLayerNormalization");
+  std::sort(drop.rbegin(), drop.rend());
+  for (int k : drop) g.nodes.erase(g.nodes.begin() + k);
+  link_producers(g);
+  return fused;
 }
 
 // gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").

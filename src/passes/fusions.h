@@ -68,6 +68,10 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
 // Decomposed RMSNorm (Pow → ReduceMean → Add ε → Sqrt → Div/Reciprocal → Mul → Mul weight) →
 // RMSNormalization.
 std::vector<Fusion> fuse_rms_norm(Graph& g);
+// Add(a, b) → RMSNormalization(sum) over the last axis, a and b of one shape → com.microsoft
+// SkipSimplifiedLayerNormalization(a, b, scale) giving the norm and the sum (the residual stream): one
+// pass over the row instead of two, and on a device one launch instead of two.
+std::vector<Fusion> fuse_skip_rms_norm(Graph& g);
 // gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
 std::vector<Fusion> fuse_swiglu(Graph& g);
 // What attention that stays decomposed (the graph's own cache) reads through repeat_kv and a transpose:

@@ -72,7 +72,7 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   for (auto pass : {fuse_rms_norm, fuse_swiglu}) append(r.fusions, pass(g));
   remove_dead_nodes(g, stats);  // fuse_shared_input_matmuls checks single consumers
   append(r.fusions, fuse_shared_input_matmuls(g, o.pack));
-  for (auto pass : {fuse_kv_matmuls, fuse_rotary_embedding}) append(r.fusions, pass(g));
+  for (auto pass : {fuse_kv_matmuls, fuse_rotary_embedding, fuse_skip_rms_norm}) append(r.fusions, pass(g));
   remove_dead_nodes(g, stats);
   infer_and_fold(g, stats, true);  // shapes of the new values
   stats->shape_values = resolve_shape_values(g);

@@ -17,6 +17,7 @@ struct NormArgs {
   float* inv_std_out = nullptr; // per row, optional
 };
 
+// y may be x (each row is read whole before it is written).
 void normalize_rows(const float* x, float* y, const NormArgs& a);
 
 }  // namespace tern::kernels
