@@ -9,6 +9,7 @@ namespace {
 
 struct DotAvx2 {
   static constexpr int32_t kW8Offset = 128;
+  static constexpr bool kTwoChains = false;  // its 4-bit step ends in a 1-cycle add: no latency chain;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }

@@ -7,6 +7,7 @@ namespace {
 
 struct DotAvx512Vnni {
   static constexpr int32_t kW8Offset = 0;
+  static constexpr bool kTwoChains = true;  // groups4: vpdpbusd is a 5-cycle chain;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }
@@ -17,11 +18,13 @@ struct Zmm {
   using I = __m512i;
   using F = __m512;
   static constexpr int64_t kRows = 16;
+  static constexpr bool kTwoChains = true;
   static I zero_i() { return _mm512_setzero_si512(); }
   static I set1_i(int32_t v) { return _mm512_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static I load_u8(const uint8_t* p) { return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   static I times(I v, int32_t s) { return _mm512_mullo_epi32(v, _mm512_set1_epi32(s)); }
+  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
   static void nibbles(I v, I& lo, I& hi) {
     const __m512i nibble = _mm512_set1_epi8(0x0F);
     lo = _mm512_and_si512(v, nibble);
