@@ -1,5 +1,6 @@
-// tern pack: a session recording what it prepares, the pack saved beside the model, later loads mapping it —
-// the same logits bit for bit, nothing repacked — and packs that do not fit refused with a message.
+// tern pack: a session recording what it prepares, the pack saved beside the model, later loads mapping it
+// (or reading it into memory, --prefault) — the same logits bit for bit, nothing repacked — and packs that do
+// not fit refused with a message.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -106,6 +107,17 @@ TEST_CASE("a packed model runs on the pack's prepared weights: the same logits b
       // The same constants kept; fused concatenations MatMulNBits reads as stored come mapped from the pack.
       CHECK(use.owned_constants + use.mapped_constants == plain_use.owned_constants + plain_use.mapped_constants);
       if (std::string(fixture) == "llama-gqa-int4") CHECK(use.owned_constants < plain_use.owned_constants);
+      // --prefault reads the pack into owned memory: the same bits, the prepared weights owned, none mapped.
+      SessionOptions in_memory = options(onnx, SessionOptions::Pack::Use);
+      in_memory.prefault = true;
+      Session copied(onnx, in_memory);
+      REQUIRE(copied.pack() != nullptr);
+      CHECK(copied.pack()->in_memory());
+      CHECK(copied.pack()->prefault());
+      check_same(greedy(copied, onnx), expected);
+      const MemoryUse copied_use = copied.memory_use();
+      CHECK(copied_use.mapped_prepared == 0);
+      CHECK(copied_use.packed_weights == plain_use.packed_weights);
     }
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -57,12 +58,27 @@ std::string pack_path_for(const std::string& onnx_path) {
   return p.replace_extension(".tern-pack").string();
 }
 
-std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected) {
+std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected, bool in_memory) {
   auto pack = std::make_shared<WeightPack>(PackIdentity{});
   pack->path_ = path;
   pack->file_ = map_file(path);
   const MappedFile& f = *pack->file_;
   const auto* bytes = static_cast<const char*>(f.data);
+  std::shared_ptr<Buffer> copy;  // in_memory: the file's bytes, which the entries view instead of the mapping
+  if (in_memory && f.size > 0) {
+    copy = Buffer::allocate(f.size);
+    constexpr size_t kChunk = size_t{64} << 20;  // each chunk's file pages leave once copied: peak RSS ≈ one copy
+    for (size_t at = 0; at < f.size; at += kChunk) {
+      const size_t n = std::min(kChunk, f.size - at);
+      std::memcpy(static_cast<char*>(copy->data()) + at, bytes + at, n);
+      drop_mapped_pages(bytes + at, n);  // (the header is read from the mapping again, a few pages)
+    }
+    pack->in_memory_ = true;
+  }
+  auto view = [&](size_t offset, size_t nbytes) {
+    if (!copy) return mapped_view(pack->file_, const_cast<char*>(bytes) + offset, nbytes);
+    return std::make_shared<Buffer>(static_cast<char*>(copy->data()) + offset, nbytes, Device{}, [copy](void*) {});
+  };
   auto bad = [&](const auto&... why) { fail("pack '", path, "': ", why...); };
   if (f.size < kPreamble || std::memcmp(bytes, kMagic, sizeof kMagic) != 0) bad("not a tern pack (no TERNPACK magic)");
   uint32_t version = 0, header_bytes = 0;
@@ -103,8 +119,7 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
           bad("entry '", key, "': ", nbytes, " bytes for shape ", shape_str(shape), " of ", dtype_name(static_cast<DType>(dtype)));
         if (offset % kAlign != 0 || offset > f.size || nbytes > f.size - offset)
           bad("entry '", key, "': bytes ", offset, "..", offset + nbytes, " are not inside the file's ", f.size, " (truncated?)");
-        entry.tensors.emplace_back(static_cast<DType>(dtype), shape,
-                                   mapped_view(pack->file_, const_cast<char*>(bytes) + offset, static_cast<size_t>(nbytes)));
+        entry.tensors.emplace_back(static_cast<DType>(dtype), shape, view(static_cast<size_t>(offset), static_cast<size_t>(nbytes)));
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -149,7 +164,7 @@ Tensor WeightPack::derived(const std::string& key, DType dtype, const Shape& sha
 }
 
 bool WeightPack::prefault() const {
-  return file_ && mapped_view(file_, file_->data, file_->size)->prefault();
+  return file_ && (in_memory_ || mapped_view(file_, file_->data, file_->size)->prefault());
 }
 
 void WeightPack::save(const std::string& path) const {

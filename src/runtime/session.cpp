@@ -198,7 +198,7 @@ int64_t Session::state_bytes_per_token() const {
 MemoryUse Session::memory_use() const {
   MemoryUse m;
   for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
-  if (pack_ && pack_->reading()) {
+  if (pack_ && pack_->reading() && !pack_->in_memory()) {  // (read into memory: owned, packed weights)
     m.mapped_prepared = pack_->bytes_served();
     m.packed_weights -= m.mapped_prepared;
   }
@@ -355,7 +355,7 @@ void Session::open_pack() {
     pack_ = std::make_shared<WeightPack>(identity);
     return;
   }
-  pack_ = WeightPack::open(path, identity);
+  pack_ = WeightPack::open(path, identity, options_.prefault);
   const WeightFormat packed = parse_weight_format(pack_->identity().weights);
   if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
     fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",

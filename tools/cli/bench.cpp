@@ -102,7 +102,9 @@ int bench(int argc, char** argv) {
               resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,
               mem.mapped_constants / 1e9, mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
   if (session.pack())
-    std::printf("pack        %s: %.2f GB of prepared weights mapped from it\n", session.pack()->path().c_str(), mem.mapped_prepared / 1e9);
+    std::printf("pack        %s: %.2f GB of prepared weights %s\n", session.pack()->path().c_str(),
+                (session.pack()->in_memory() ? mem.packed_weights : mem.mapped_prepared) / 1e9,
+                session.pack()->in_memory() ? "read into memory from it (--prefault)" : "mapped from it");
   if (moved) {
     std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
                 f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,

@@ -48,7 +48,8 @@ commands:
       fails naming the numbers, instead of being killed for memory (also for chat, bench, profile).
       --prefault maps the weights read from the model's files into the process at load (MatMulNBits
       blocks; not embedding tables), so the first prompt takes no page faults for them (bench:
-      first_prefill_ms).
+      first_prefill_ms); a pack (tern pack) is read into memory instead of served mapped: a longer
+      load and owned memory (counted by --max-memory) for faster decoding (1B int4: +24%).
       --stats adds the bytes a decode step moves for weights and for the KV cache. --top-logits N adds
       each step's N highest logits per sequence to the JSON ([[token, logit], ...] per step), to tell a
       near-tie from a real difference where another runtime's greedy tokens part from tern's.
