@@ -138,4 +138,9 @@ for tern, peers in (("tern fp32", ("ORT fp32", "llama.cpp F32")), ("tern fp32 pa
             continue
         t = med[tern]
         print(f"{tern} / {p}: " + ", ".join(f"{k} {t[k] / med[p][k]:.2f}" for k, _ in cols if med[p][k] > 0 and t[k] > 0))
+        # the same ratios round by round (rounds alternate the engines, so round i pairs runs minutes apart)
+        pairs = list(zip(runs[tern], runs[p]))
+        if len(pairs) > 1:
+            print("    per round: " + ", ".join(k + " " + " / ".join(f"{a[k] / b[k]:.2f}" for a, b in pairs)
+                                            for k, _ in cols if all(a[k] > 0 and b[k] > 0 for a, b in pairs)))
 PY
