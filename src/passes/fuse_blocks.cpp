@@ -105,8 +105,8 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
 }
 
 // Add(a, b) → RMSNormalization: one SkipSimplifiedLayerNormalization (com.microsoft, as ONNX Runtime's
-// builder writes it) that outputs the sum too, for the next residual Add. It takes the fused node the
-// Add's place (its operands are ready there; the norm's readers come later) and drops the norm.
+// builder writes it) that outputs the sum too, for the next residual Add. The fused node takes the Add's
+// place (its operands are ready there; the norm's readers come later) and the norm is dropped.
 std::vector<Fusion> fuse_skip_rms_norm(Graph& g) {
   link_producers(g);
   const Matcher m(g);
