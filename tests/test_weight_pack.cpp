@@ -163,6 +163,26 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
     fs::resize_file(pack, 20);
     CHECK(load_error(onnx).find("past the end of the file") != std::string::npos);
   }
+  SUBCASE("read into memory (--prefault): the checks first, then only the bytes the entries span") {
+    SessionOptions so = options(onnx, SessionOptions::Pack::Use, "int4");
+    so.prefault = true;
+    fs::resize_file(pack, fs::file_size(pack) + (uintmax_t{64} << 30));  // a sparse 64 GiB past the entries
+    {
+      Session s(onnx, so);
+      REQUIRE(s.pack() != nullptr);
+      CHECK(s.pack()->in_memory());
+      CHECK(s.memory_use().packed_weights < (int64_t{1} << 30));
+    }
+    restore();
+    edit_header(pack, [](nlohmann::json& h) { h["layout"] = "panel99"; });
+    std::string e = "loaded";
+    try {
+      Session s(onnx, so);
+    } catch (const Error& x) {
+      e = x.what();
+    }
+    CHECK(e.find("made for the kernel layout 'panel99'") != std::string::npos);
+  }
   SUBCASE("a hostile header") {
     edit_header(pack, [](nlohmann::json& h) { h["entries"][0]["tensors"][0]["bytes"] = 7; });
     CHECK(load_error(onnx).find("7 bytes for shape") != std::string::npos);

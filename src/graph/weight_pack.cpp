@@ -64,21 +64,6 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
   pack->file_ = map_file(path);
   const MappedFile& f = *pack->file_;
   const auto* bytes = static_cast<const char*>(f.data);
-  std::shared_ptr<Buffer> copy;  // in_memory: the file's bytes, which the entries view instead of the mapping
-  if (in_memory && f.size > 0) {
-    copy = Buffer::allocate(f.size);
-    constexpr size_t kChunk = size_t{64} << 20;  // each chunk's file pages leave once copied: peak RSS ≈ one copy
-    for (size_t at = 0; at < f.size; at += kChunk) {
-      const size_t n = std::min(kChunk, f.size - at);
-      std::memcpy(static_cast<char*>(copy->data()) + at, bytes + at, n);
-      drop_mapped_pages(bytes + at, n);  // (the header is read from the mapping again, a few pages)
-    }
-    pack->in_memory_ = true;
-  }
-  auto view = [&](size_t offset, size_t nbytes) {
-    if (!copy) return mapped_view(pack->file_, const_cast<char*>(bytes) + offset, nbytes);
-    return std::make_shared<Buffer>(static_cast<char*>(copy->data()) + offset, nbytes, Device{}, [copy](void*) {});
-  };
   auto bad = [&](const auto&... why) { fail("pack '", path, "': ", why...); };
   if (f.size < kPreamble || std::memcmp(bytes, kMagic, sizeof kMagic) != 0) bad("not a tern pack (no TERNPACK magic)");
   uint32_t version = 0, header_bytes = 0;
@@ -119,7 +104,8 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
           bad("entry '", key, "': ", nbytes, " bytes for shape ", shape_str(shape), " of ", dtype_name(static_cast<DType>(dtype)));
         if (offset % kAlign != 0 || offset > f.size || nbytes > f.size - offset)
           bad("entry '", key, "': bytes ", offset, "..", offset + nbytes, " are not inside the file's ", f.size, " (truncated?)");
-        entry.tensors.emplace_back(static_cast<DType>(dtype), shape, view(static_cast<size_t>(offset), static_cast<size_t>(nbytes)));
+        entry.tensors.emplace_back(static_cast<DType>(dtype), shape,
+                                   mapped_view(pack->file_, const_cast<char*>(bytes) + offset, static_cast<size_t>(nbytes)));
       }
     }
   } catch (const nlohmann::json::exception& e) {
@@ -130,7 +116,32 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
   if (pack->identity_.source != expected.source)
     bad("made from other model files (fingerprint ", pack->identity_.source, ", these are ", expected.source,
         "): run `tern pack` again, or delete it");
+  if (in_memory) pack->read_into_memory();
   return pack;
+}
+
+// Checked first (open), then the bytes the entries span copied and the entries pointed at the copy: a file
+// longer than its entries claim costs nothing, and one that fails its checks is never read whole.
+void WeightPack::read_into_memory() {
+  const auto* bytes = static_cast<const char*>(file_->data);
+  size_t end = 0;
+  for (const auto& [key, entry] : entries_)
+    for (const Tensor& t : entry.tensors) end = std::max(end, static_cast<size_t>(static_cast<const char*>(t.raw()) - bytes) + t.nbytes());
+  if (end == 0) return;
+  const std::shared_ptr<Buffer> copy = Buffer::allocate(end);  // counted against --max-memory
+  char* to = static_cast<char*>(copy->data());
+  constexpr size_t kChunk = size_t{64} << 20;  // each chunk's file pages leave once copied: peak RSS ≈ one copy
+  for (size_t at = 0; at < end; at += kChunk) {
+    const size_t n = std::min(kChunk, end - at);
+    std::memcpy(to + at, bytes + at, n);
+    drop_mapped_pages(bytes + at, n);
+  }
+  for (auto& [key, entry] : entries_)
+    for (Tensor& t : entry.tensors) {
+      const size_t at = static_cast<size_t>(static_cast<const char*>(t.raw()) - bytes);
+      t = Tensor(t.dtype(), t.shape(), std::make_shared<Buffer>(to + at, t.nbytes(), Device{}, [copy](void*) {}));
+    }
+  in_memory_ = true;
 }
 
 std::vector<Tensor> WeightPack::prepared(const std::string& key, const std::function<std::vector<Tensor>()>& make) {

@@ -84,6 +84,7 @@ class WeightPack {
   };
   PackIdentity identity_;
   std::string path_;
+  void read_into_memory();  // open's in_memory
   std::shared_ptr<MappedFile> file_;
   bool in_memory_ = false;
   std::map<std::string, Entry> entries_;
