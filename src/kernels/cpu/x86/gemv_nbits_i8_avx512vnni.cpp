@@ -18,7 +18,7 @@ struct Zmm {
   using I = __m512i;
   using F = __m512;
   static constexpr int64_t kRows = 16;
-  static constexpr bool kTwoChains = true;
+  static constexpr bool kTwoChains = DotAvx512Vnni::kTwoChains;
   static I zero_i() { return _mm512_setzero_si512(); }
   static I set1_i(int32_t v) { return _mm512_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
