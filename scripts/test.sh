@@ -26,7 +26,13 @@ export LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt  # PoCL's own 
 run=()
 [ "$dir" = build-aarch64 ] && run=(qemu-aarch64)
 "${run[@]}" "$dir/tern" devices | sed -n 1p  # the kernels' ISA tier here (the kernel tests run every tier it has)
-ctest --test-dir "$dir" --output-on-failure
+ctest --test-dir "$dir" --output-on-failure || {
+  # A long test's output is cut in the middle by log viewers: its failures, crashes and sanitizer reports
+  # again, last, with the test case each came from.
+  grep -n -B12 -A40 -E "CRASHED|ERROR: (Address|Leak)Sanitizer|runtime error:|terminate called|is NOT correct|ERROR: test case THREW" \
+    "$dir/Testing/Temporary/LastTest.log" | tail -n 150
+  exit 1
+}
 if [ "$dir" = build-aarch64 ] && [ -x build/tern ]; then  # the same text as the x86-64 build, byte for byte
   for model in models/default; do
     a=$(build/tern generate --model "$model" --prompt "And God said" --max-new-tokens 48 --greedy 2>/dev/null)
