@@ -205,8 +205,12 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
   check_ring_equals_plain(6, 2, 64, 2500, 3000);  // past 2,048 keys blocks grow (64 blocks at most)
 }
 
-TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {
-  const int64_t Hq = 6, Hkv = 2, D = 20, W = 300, n = 150;
+namespace {
+// A ring fed `lead` tokens one by one, then a chunk of the rest attended at once (kernels/cpu/chunk_attention):
+// equals attending token by token (the decode kernel, checked against plain attention above), and one
+// thread gives the chunk the same bits as several.
+void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, int64_t lead, kernels::Scoring scoring) {
+  const int64_t W = 300;
   for (DType storage : {DType::Float32, DType::Float16}) {
     CAPTURE(dtype_name(storage));
     std::mt19937 g(3);
@@ -214,17 +218,31 @@ TEST_CASE("a prompt chunk attended at once equals appending and attending token 
     const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
     const auto q = randoms(static_cast<size_t>(n * Hq * D), g);
     KvRingBuffer one({1, Hkv, D, W, 4, storage}), chunk({1, Hkv, D, W, 4, storage});
-    std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size());
-    const int64_t lead = 10;  // a first run token by token, then a chunk of the rest after it
+    std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size()), one_thread(by_token.size());
     for (int64_t t = 0; t < n; ++t) {
       one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      one.attend(0, q.data() + t * Hq * D, Hq, {0.3f}, rope.table, by_token.data() + t * Hq * D);
+      one.attend(0, q.data() + t * Hq * D, Hq, scoring, rope.table, by_token.data() + t * Hq * D);
       chunk.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, {0.3f}, rope.table, at_once.data() + t * Hq * D);
+      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, scoring, rope.table, at_once.data() + t * Hq * D);
     }
-    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, {0.3f}, rope.table, at_once.data() + lead * Hq * D, Hq * D);
+    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, at_once.data() + lead * Hq * D, Hq * D);
     for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
+    const int threads = kernels::kernel_threads();
+    kernels::set_kernel_threads(1);
+    std::copy_n(at_once.begin(), lead * Hq * D, one_thread.begin());
+    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, one_thread.data() + lead * Hq * D, Hq * D);
+    kernels::set_kernel_threads(threads);
+    CHECK(one_thread == at_once);
   }
+}
+}  // namespace
+
+TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {
+  check_chunk_equals_tokens(6, 2, 20, 150, 10, {0.3f});  // a head size with SIMD tails, ten key blocks
+  check_chunk_equals_tokens(32, 8, 64, 70, 0, {0.125f});  // Llama-3.2-1B's heads
+  check_chunk_equals_tokens(4, 4, 128, 37, 5, {0.09f});   // no grouping, rows not a multiple of four
+  check_chunk_equals_tokens(14, 2, 64, 33, 1, {0.125f});  // groups of 7 (Qwen2.5-0.5B)
+  check_chunk_equals_tokens(8, 4, 32, 40, 3, {0.2f, 5.0f});  // soft-capped scores (Gemma 2)
 }
 
 TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {

@@ -1,5 +1,6 @@
 #include "kernels/cpu/kv_ring_buffer.h"
 
+#include "kernels/cpu/chunk_attention.h"
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
@@ -122,53 +123,47 @@ template <typename T>
 void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
                                    int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
                                    const RopeTable& rope, float* out, int64_t out_stride) {
-  const int64_t n = held(b), first = n - count, D = c_.head_dim;
-  chunk_keys_.resize(static_cast<size_t>(n * token_floats_));
-  if constexpr (!std::is_same_v<T, float>) chunk_values_.resize(static_cast<size_t>(n * token_floats_));
-  if (key_ptrs_.size() < static_cast<size_t>(n)) key_ptrs_.resize(static_cast<size_t>(n));  // (fp16 storage)
-  if (value_ptrs_.size() < static_cast<size_t>(n)) value_ptrs_.resize(static_cast<size_t>(n));
-  // Every held key, converted and rotated to its window position once (the window has not slid: the
-  // position is the index); values as float.
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t s = slot(b, i);
-    float* k = chunk_keys_.data() + i * token_floats_;
-    for (int64_t d = 0; d < token_floats_; ++d) k[d] = static_cast<float>(keys[static_cast<size_t>(at(b, s) + d)]);
-    for (int64_t h = 0; h < c_.kv_heads; ++h) rotate_head(k + h * D, D, rope, i);
-    key_ptrs_[static_cast<size_t>(i)] = k;
-    if constexpr (std::is_same_v<T, float>) {
-      value_ptrs_[static_cast<size_t>(i)] = values.data() + at(b, s);
-    } else {
-      float* v = chunk_values_.data() + i * token_floats_;
-      for (int64_t d = 0; d < token_floats_; ++d) v[d] = static_cast<float>(values[static_cast<size_t>(at(b, s) + d)]);
-      value_ptrs_[static_cast<size_t>(i)] = v;
-    }
-  }
-  // Queries over threads, each single-threaded with scratch of its own (later queries see more keys:
-  // dynamic schedule). Each query's result does not depend on the split.
-  const int threads = kernel_threads();
-  const int64_t per = ring_attention_scratch_floats(q_heads, c_.kv_heads, D, n, 1) + q_heads * D;
-  chunk_query_.resize(static_cast<size_t>(per * threads));
-  RingAttentionArgs<float> a;
-  a.q_heads = q_heads;
-  a.kv_heads = c_.kv_heads;
-  a.head_dim = D;
-  a.keys = key_ptrs_.data();
-  a.values = value_ptrs_.data();
-  a.key_pos = positions_.data();  // unused: nothing is rotated in the kernel
-  a.scoring = scoring;
-  a.threads = 1;
-  float* scratch = chunk_query_.data();
-  parallel_chunks(count, (count + 3) / 4, [&](int64_t t0, int64_t t1, int slot) {
-    for (int64_t t = t0; t < t1; ++t) {  // query t sees the keys up to its own
-      RingAttentionArgs<float> mine = a;
-      float* query = scratch + slot * per;
-      mine.scratch = query + q_heads * D;
-      mine.n_keys = first + t + 1;
-      std::copy_n(q + t * q_stride, q_heads * D, query);
-      for (int64_t h = 0; h < q_heads; ++h) rotate_head(query + h * D, D, rope, first + t);
-      ring_attention(query, out + t * out_stride, mine);
+  const int64_t n = held(b), first = n - count, D = c_.head_dim, H = c_.kv_heads, blocks = chunk_key_blocks(n);
+  // One scratch for every layer's ring (layers run one after another): fresh per ring, its first touch
+  // cost ~1 ms a layer in a 1B-shape 128-token prefill. It keeps the largest chunk's size.
+  thread_local std::vector<float> scratch;
+  const int64_t key_floats = H * blocks * D * kChunkKeyBlock, value_floats = n * token_floats_;
+  const int64_t per_thread = chunk_attention_scratch_floats(D), threads = kernel_threads();
+  scratch.resize(static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(scratch.size()), key_floats + value_floats + per_thread * threads)));
+  float* keys_t = scratch.data();
+  float* values_f = keys_t + key_floats;
+  std::fill(keys_t, keys_t + key_floats, 0.0f);  // (the last block's padding)
+  // Every held key converted and rotated to its window position once (the window has not slid: the
+  // position is the index), stored transposed in blocks (chunk_key_at); values as float, each KV head's
+  // together. KV heads over threads.
+  parallel_chunks(H, H, [&](int64_t g, int64_t, int thread) {
+    float* row = values_f + value_floats + thread * per_thread;
+    float* vg = values_f + g * n * D;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at_g = at(b, slot(b, i)) + g * D;
+      for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(keys[static_cast<size_t>(at_g + d)]);
+      rotate_head(row, D, rope, i);
+      for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
+      for (int64_t d = 0; d < D; ++d) vg[i * D + d] = static_cast<float>(values[static_cast<size_t>(at_g + d)]);
     }
   });
+  ChunkAttentionArgs a;
+  a.q_heads = q_heads;
+  a.kv_heads = H;
+  a.head_dim = D;
+  a.count = count;
+  a.first = first;
+  a.q = q;
+  a.q_stride = q_stride;
+  a.rope = rope;
+  a.keys_t = keys_t;
+  a.key_blocks = blocks;
+  a.values = values_f;
+  a.scoring = scoring;
+  a.out = out;
+  a.out_stride = out_stride;
+  a.scratch = values_f + value_floats;
+  chunk_attention(a);
 }
 
 template <typename T>

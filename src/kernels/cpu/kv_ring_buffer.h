@@ -78,7 +78,6 @@ class KvRingBuffer {
   std::vector<const f16*> key16_ptrs_, value16_ptrs_;
   std::vector<int64_t> positions_;
   std::vector<float> scratch_;
-  std::vector<float> chunk_keys_, chunk_values_, chunk_query_;  // attend_chunk: rotated keys, float values, per-thread query + scratch
 };
 
 }  // namespace tern::kernels
