@@ -20,6 +20,12 @@ double sum8(const float* x, int64_t n, const F& f) {
 }
 
 void normalize_row(const float* px, float* py, int64_t r, const NormArgs& a) {
+  if (a.skip) {  // (inside the row loop: the add shares out over the threads with the rest)
+    float* ps = a.sum + r * a.n;
+    const float* pk = a.skip + r * a.n;
+    for (int64_t i = 0; i < a.n; ++i) ps[i] = px[i] + pk[i];
+    px = ps;
+  }
   double mean = 0;
   if (!a.rms) mean = sum8(px, a.n, [](float v) { return static_cast<double>(v); }) / static_cast<double>(a.n);
   const double var = sum8(px, a.n, [mean](float v) { const double d = v - mean; return d * d; }) / static_cast<double>(a.n);

@@ -15,6 +15,8 @@ struct NormArgs {
   int64_t bias_stride = 0;
   float* mean_out = nullptr;    // per row, optional
   float* inv_std_out = nullptr; // per row, optional
+  const float* skip = nullptr;  // [rows, n], optional: x + skip is normalized, the sum written to `sum`
+  float* sum = nullptr;         //   (may be y or x)
 };
 
 // y may be x (each row is read whole before it is written).
