@@ -54,7 +54,8 @@ void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
 void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   if (from < 0 || from >= c_.batch || to < 0 || to >= c_.batch) fail("KvRingBuffer: rows ", from, " → ", to, " out of range (batch ", c_.batch, ")");
   if (from == to) return;
-  const size_t n = static_cast<size_t>(slots_ * token_floats_);
+  // The slots holding tokens: the first seen ones until the window is full, then all of them.
+  const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_floats_);
   auto copy = [&](auto& v) {
     if (!v.empty()) std::copy_n(v.begin() + at(from, 0), n, v.begin() + at(to, 0));
   };
@@ -120,7 +121,7 @@ void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int
 }
 
 template <typename T>
-void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
+void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
                                    int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
                                    const RopeTable& rope, float* out, int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim, H = c_.kv_heads, blocks = chunk_key_blocks(n);
@@ -167,7 +168,7 @@ void KvRingBuffer::attend_chunk_as(const std::vector<T>& keys, const std::vector
 }
 
 template <typename T>
-void KvRingBuffer::attend_as(const std::vector<T>& keys, const std::vector<T>& values, int64_t b, const float* q,
+void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
                              int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
   const int64_t n = held(b);
   auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
