@@ -1,5 +1,6 @@
 #include "runtime/machine.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -15,7 +17,6 @@
 #include <xsimd/xsimd.hpp>
 
 #include "core/error.h"
-#include "core/tensor.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/peak.h"
 
@@ -41,7 +42,7 @@ float on_threads(int threads, const Fn& fn) {
 }  // namespace
 
 // Read as the decode kernels stream their weights: from memory the size of a model's (2 MiB pages where the
-// kernel gives them, as Buffer::allocate's), each line requested into L2 3 KB ahead. Without the prefetch
+// kernel gives them, as weights repacked at load), each line requested into L2 3 KB ahead. Without the prefetch
 // and the huge pages the probe read less than the int4 and fp32 GEMVs stream (rooflines over 100%): on the
 // 2-core Xeon VM (tier amx), `tern bench --machine --threads 2`, 3 alternated runs, 21.9-22.2 -> 32.2-34.3 GB/s.
 constexpr size_t kReadPrefetchBytes = 3072;
@@ -50,8 +51,13 @@ double measure_read_bandwidth(int threads) {
   using batch = xsimd::batch<float>;
   constexpr size_t kBytes = size_t{512} << 20;
   const size_t n = kBytes / sizeof(float);
-  const std::shared_ptr<Buffer> buf = Buffer::allocate(kBytes);
-  float* a = static_cast<float*>(buf->data());
+  // Mapped here rather than by Buffer::allocate: the probe is not tern's memory and must not count against
+  // --max-memory (bench probes again after loading the model under it).
+  void* m = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) fail("measure_read_bandwidth: cannot map ", kBytes, " bytes");
+  const std::unique_ptr<void, std::function<void(void*)>> mapping(m, [](void* p) { munmap(p, kBytes); });
+  madvise(m, kBytes, MADV_HUGEPAGE);  // advice only
+  float* a = static_cast<float*>(m);
   on_threads(threads, [&](int t, int count) {  // each thread touches (and so places) the part it reads
     const size_t part = n / static_cast<size_t>(count);
     std::fill(a + part * static_cast<size_t>(t), t + 1 == count ? a + n : a + part * static_cast<size_t>(t + 1), 1.0f);
