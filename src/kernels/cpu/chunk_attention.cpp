@@ -49,7 +49,8 @@ void score_block(const Rows& r, const float* kt, int64_t D, float (*s)[kChunkKey
     for (int64_t v = 0; v < kVecs; ++v) acc[i][v].store_unaligned(s[i] + v * kLanes);
 }
 
-// out_i += Σ_j p[i][j] · value row j (D floats apart) over the block's `keys` keys, each output element one fma chain in key order.
+// out_i += Σ_j p[i][j] · value row j (D floats apart) over the block's `keys` keys: each output element one
+// fma chain in key order.
 template <int N>
 void add_values(const Rows& r, const float (*p)[kChunkKeyBlock], const float* values, int64_t D, int64_t keys) {
   int64_t d = 0;
@@ -138,7 +139,8 @@ void chunk_attention(const ChunkAttentionArgs& a) {
   const int64_t D = a.head_dim, G = a.q_heads / a.kv_heads, rows = a.count * G, sets = (rows + kRows - 1) / kRows;
   const int64_t units = a.kv_heads * sets;
   // Later queries see more keys: small chunks, taken in turn, keep the threads even. Each row is computed
-  // whole by one unit, so the split changes no bit.
+  // whole by one unit, so the split changes no bit. A KV head's units come one after another, so its keys
+  // and values stay in the core's L2 (a 2,048-token prompt: 205 → 151 ms against heads interleaved).
   parallel_chunks(units, (units + 3) / 4, [&](int64_t u0, int64_t u1, int slot) {
     float* rotated = a.scratch + slot * chunk_attention_scratch_floats(D);
     for (int64_t u = u0; u < u1; ++u) {
