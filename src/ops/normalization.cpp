@@ -63,24 +63,23 @@ class NormOp : public Op {
     Tensor& yf = ctx.out(0).dtype() == DType::Float32 ? ctx.out(0) : (y_scratch = Tensor(DType::Float32, x.shape()));
     const Tensor* xin = &xf;
     kernels::NormArgs a;
-    Tensor skip_scratch, sum_scratch;
-    Tensor* sum_to_convert = nullptr;  // the Sum output's float32 copy, when it is not float32
+    Tensor skip_scratch;
     if (p_.skip >= 0) {  // normalize input + skip (+ bias), summed into the Sum output when it is float32, else
                          // into the output itself (the kernel normalizes in place): no scratch in a decode step
       const bool sum_out = ctx.outputs.size() > 3 && ctx.out(3).defined();
       const bool sum_f32 = sum_out && ctx.out(3).dtype() == DType::Float32;
-      Tensor& sum = sum_f32 ? ctx.out(3) : sum_out ? (sum_scratch = Tensor(DType::Float32, x.shape())) : yf;
-      if (sum_out && !sum_f32) sum_to_convert = &sum;
+      Tensor& sum = sum_f32 ? ctx.out(3) : yf;
       const Tensor& skip = as_dtype(ctx.in(p_.skip), DType::Float32, skip_scratch);
       const bool bias = p_.bias >= 0 && ctx.has(p_.bias);
-      if (skip.shape() == x.shape() && !bias) {  // the usual residual add: done row by row by the kernel
+      if (skip.shape() == x.shape() && !bias && (!sum_out || sum_f32)) {  // the usual residual add: row by row in the kernel
         a.skip = skip.data<float>();
         a.sum = sum.data<float>();
-      } else {
+      } else {  // (a Sum output in another type is converted before the kernel normalizes `sum` in place)
         check_broadcasts_to(ctx.node, skip.shape(), x.shape());  // a skip never grows the input
         kernels::binary_broadcast(xf.data<float>(), xf.shape(), skip.data<float>(), skip.shape(), sum.data<float>(), sum.shape(),
                                   [](float a, float b) { return a + b; });
         if (bias) add_broadcast(ctx.node, sum, ctx.in(p_.bias));
+        if (sum_out && !sum_f32) convert_tensor(sum, ctx.out(3));
         xin = &sum;
       }
     }
@@ -106,7 +105,6 @@ class NormOp : public Op {
       a.mean_out = nullptr;
     }
     kernels::normalize_rows(xin->data<float>(), yf.data<float>(), a);
-    if (sum_to_convert) convert_tensor(*sum_to_convert, ctx.out(3));
     if (yf.raw() != ctx.out(0).raw()) convert_tensor(yf, ctx.out(0));
   }
 

@@ -16,6 +16,7 @@ constexpr int64_t kVecs = kChunkKeyBlock / kLanes;  // vectors a key block
 static_assert(kChunkKeyBlock % kLanes == 0, "a key block is whole vectors");
 constexpr int kRows = 4;  // query rows a pass: 4 × 2 score accumulators (AVX2), 4 × 2 output ones
 
+static_assert(kChunkKeyBlock == 16, "kKeyIndex lists a block's key indices");
 alignas(64) constexpr float kKeyIndex[kChunkKeyBlock] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 float largest(batch v) {
@@ -78,12 +79,6 @@ void add_values(const Rows& r, const float (*p)[kChunkKeyBlock], const float* va
     }
 }
 
-void scale_row(float* y, float c, int64_t D) {
-  int64_t d = 0;
-  for (; d + kLanes <= D; d += kLanes) (batch::load_unaligned(y + d) * batch(c)).store_unaligned(y + d);
-  for (; d < D; ++d) y[d] *= c;
-}
-
 // The N rows (of KV head g) over their keys, block by block: scores, the running maximum m and sum l of
 // each row (earlier blocks' output and sum rescaled by e^(m_old − m_new) when the maximum grows), values.
 template <int N>
@@ -122,13 +117,13 @@ void attend_rows(const ChunkAttentionArgs& a, int64_t g, const Rows& r) {
         sum += p;
       }
       const float c = std::exp(m[i] - m_new);  // 0 on the first block; 1 when the maximum held
-      if (c != 1.0f) scale_row(r.out[i], c, D);
+      if (c != 1.0f) scale_in_place(c, r.out[i], D);
       l[i] = l[i] * c + xsimd::hadd(sum);
       m[i] = m_new;
     }
     add_values<N>(r, s, a.values + (g * (a.first + a.count) + j0) * D, D, std::min(kChunkKeyBlock, last - j0 + 1));
   }
-  for (int i = 0; i < N; ++i) scale_row(r.out[i], l[i] > 0 ? 1.0f / l[i] : 0.0f, D);
+  for (int i = 0; i < N; ++i) scale_in_place(l[i] > 0 ? 1.0f / l[i] : 0.0f, r.out[i], D);
 }
 
 }  // namespace

@@ -133,7 +133,6 @@ void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage
   scratch.resize(static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(scratch.size()), key_floats + value_floats + per_thread * threads)));
   float* keys_t = scratch.data();
   float* values_f = keys_t + key_floats;
-  std::fill(keys_t, keys_t + key_floats, 0.0f);  // (the last block's padding)
   // Every held key converted and rotated to its window position once (the window has not slid: the
   // position is the index), stored transposed in blocks (chunk_key_at); values as float, each KV head's
   // together. KV heads over threads.
@@ -147,6 +146,8 @@ void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
       for (int64_t d = 0; d < D; ++d) vg[i * D + d] = static_cast<float>(values[static_cast<size_t>(at_g + d)]);
     }
+    for (int64_t i = n; i < blocks * kChunkKeyBlock; ++i)  // the last block's padding: finite (masked out)
+      for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = 0.0f;
   });
   ChunkAttentionArgs a;
   a.q_heads = q_heads;

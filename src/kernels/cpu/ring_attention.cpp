@@ -33,14 +33,14 @@ void axpy(float p, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += p * x[i];
 }
 
+}  // namespace
+
 void scale_in_place(float c, float* y, int64_t n) {
   const batch cb(c);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) (batch::load_unaligned(y + i) * cb).store_unaligned(y + i);
   for (; i < n; ++i) y[i] *= c;
 }
-
-}  // namespace
 
 // Half-split pairs vectorized; interleaved pairs scalar. y may be x.
 void rotate_head(const float* x, float* y, int64_t D, const RopeTable& r, int64_t pos) {

@@ -40,6 +40,9 @@ struct RingAttentionArgs {
 void rotate_head(const float* x, float* y, int64_t D, const RopeTable& r, int64_t pos);
 void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
 
+// y[0, n) *= c (SIMD): a softmax's rescaling and normalization of an output row.
+void scale_in_place(float c, float* y, int64_t n);
+
 // Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).
 int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads);
 
