@@ -72,24 +72,72 @@ inline void add_block(const float* block, int64_t ldb, float* c, int64_t ldc, bo
     }
 }
 
+// Rows [0, 8) of A (row stride K) as gemm's packed row panel [K][8], eight columns at a time through an
+// 8 × 8 transpose in registers. The generic element-by-element packing took 0.6 ms of a 128 × 8192 × 2048
+// GEMM's ~12 ms (its time at N = 32, `tern bench-op`-shaped harness, 2 threads): this one a third less.
+inline void pack_f32_row_panel(const float* A, int64_t K, float* out) {
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(A + i * K + k);
+    for (int i = 0; i < 8; i += 2) {  // row pairs interleaved: t[i] columns 0,1|4,5, t[i + 1] columns 2,3|6,7
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {  // rows h..h + 3 of columns c|c + 4 in u[h + c]
+      u[h] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; ++c) {
+      _mm256_storeu_ps(out + (k + c) * 8, _mm256_permute2f128_ps(u[c], u[c + 4], 0x20));
+      _mm256_storeu_ps(out + (k + c + 4) * 8, _mm256_permute2f128_ps(u[c], u[c + 4], 0x31));
+    }
+  }
+  for (; k < K; ++k)
+    for (int i = 0; i < 8; ++i) out[k * 8 + i] = A[i * K + k];
+}
+
 struct Span {
   const void* at = nullptr;
   int64_t bytes = 0;
 };
 
-// C rows [0, mr) × columns [0, nr ≤ 32) (+)= the steps of A [steps][kTileMR] · two panels' steps.
+// Lines of the next B block a tile requests into L2 while it runs: `lines` lines from each of at[0] and at[1]
+// (either may be null).
+struct NextLines {
+  const char* at[2] = {nullptr, nullptr};
+  int64_t lines = 0;
+};
+
+// C rows [0, mr) × columns [0, nr ≤ 32) (+)= the steps of A [steps][kTileMR] · two panels' steps, requesting
+// `next` into L2 a line of each panel every 16 steps. (Issued together before the tile, the 32 requests a row
+// panel makes stalled the tile that crossed into a new 4 KB page of the next block: rdtsc around each tile of
+// a 128 × 2048 × 8192 GEMM, one thread, TSC cycles: row panels 4 / 8 / 12 at 2,215 / 3,077 / 2,265 against
+// ~1,800 for the others; spread, all ~1,800.)
 template <typename Steps>
 void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c,
-                 int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
+                 int64_t ldc, bool accumulate, int64_t mr, int64_t nr, const NextLines& next) {
+  constexpr int64_t kStepsALine = 16;
   __m512 acc[kTileMR][2];
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < steps; ++p) {
-    const __m512 x0 = _mm512_load_ps(b0 + p * kTileP), x1 = _mm512_load_ps(b1 + p * kTileP);
-    for (int64_t r = 0; r < kTileMR; ++r) {
-      acc[r][0] = s.madd(acc[r][0], a[p * kTileMR + r], x0);
-      acc[r][1] = s.madd(acc[r][1], a[p * kTileMR + r], x1);
+  int64_t p = 0;
+  const auto run_to = [&](int64_t end) {
+    for (; p < end; ++p) {
+      const __m512 x0 = _mm512_load_ps(b0 + p * kTileP), x1 = _mm512_load_ps(b1 + p * kTileP);
+      for (int64_t r = 0; r < kTileMR; ++r) {
+        acc[r][0] = s.madd(acc[r][0], a[p * kTileMR + r], x0);
+        acc[r][1] = s.madd(acc[r][1], a[p * kTileMR + r], x1);
+      }
     }
+  };
+  for (int64_t line = 0; line < next.lines; ++line) {
+    for (const char* at : next.at)
+      if (at) _mm_prefetch(at + 64 * line, _MM_HINT_T1);
+    run_to(std::min(steps, p + kStepsALine));
   }
+  run_to(steps);
   alignas(64) float block[kTileMR][2 * kTileP];
   for (int64_t r = 0; r < mr; ++r) {
     _mm512_store_ps(block[r], acc[r][0]);
@@ -108,7 +156,17 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
   thread_local std::vector<AElem> a_packed;
   a_packed.resize(static_cast<size_t>(row_panels * steps * kTileMR));
   AElem* ap = a_packed.data();
-  pack_row_panels<AElem, kTileMR>(M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
+  if constexpr (std::is_same_v<AElem, float> && kK == 1) {  // fp32 rows as they are: whole panels transposed in registers
+    const int64_t full = M / kTileMR;
+    parallel_chunks(full, balanced_chunks(full), [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i) pack_f32_row_panel(A + i * kTileMR * K, K, ap + i * K * kTileMR);
+    });
+    if (full < row_panels)
+      pack_row_panels<AElem, kTileMR>(M - full * kTileMR, steps, [&](int64_t m, int64_t p) { return A[(full * kTileMR + m) * K + p]; },
+                                      ap + full * K * kTileMR);
+  } else {
+    pack_row_panels<AElem, kTileMR>(M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
+  }
   // Column tiles in chunks: every C element is summed in one order, whoever computes it.
   parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {
     alignas(64) float scratch[2][kTileKC * kTileP];
@@ -126,15 +184,22 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
           // B comes from L3 or memory, and the first row panel of each block had waited for it. `tern bench-op
           // matmul --shape 128,2048,8192 --threads 1|2` (Xeon, tier amx), alternated: 149 / 154 → 167 / 174
           // GFLOP/s on one thread, 295 / 304 → 340 / 347 on two (into L1 instead: 166 / 166, 333 / 335).
+          // The last row panel also takes the next block's first 8 lines of each panel into L1, where the first
+          // row panel starts on them: its tile 2,926 → 2,094 TSC cycles (measured as above; 32 lines: 2,819).
           const NextBlock next = next_block(t, k0, tc, kTileNC, t_end, kTileKC, K);
           const int64_t next_kc = std::min(kTileKC, K - next.k0);
           const Span next0 = next.unit >= 0 ? s.b_memory(2 * next.unit, next.k0, next_kc) : Span{};
           const Span next1 = next.unit >= 0 && 2 * next.unit + 1 < n_panels ? s.b_memory(2 * next.unit + 1, next.k0, next_kc) : Span{};
+          const int64_t next_lines = (std::max(next0.bytes, next1.bytes) + 63) / 64;
           for (int64_t i = 0; i < row_panels; ++i) {
-            prefetch_slice(next0.at, next0.bytes, i, row_panels);
-            prefetch_slice(next1.at, next1.bytes, i, row_panels);
+            const int64_t l0 = next_lines * i / row_panels, l1 = next_lines * (i + 1) / row_panels;
+            const auto slice = [&](const Span& span) { return span.at ? static_cast<const char*>(span.at) + 64 * l0 : nullptr; };
+            if (i + 1 == row_panels)
+              for (const Span& span : {next0, next1})
+                for (int64_t l = 0; span.at && l < std::min<int64_t>(8, next_lines); ++l)
+                  _mm_prefetch(static_cast<const char*>(span.at) + 64 * l, _MM_HINT_T0);
             avx512_tile(s, kp, ap + (i * steps + k0 / kK) * kTileMR, b0, b1, C + i * kTileMR * N + j * kTileP, N, k0 > 0,
-                        std::min(kTileMR, M - i * kTileMR), nr);
+                        std::min(kTileMR, M - i * kTileMR), nr, NextLines{{slice(next0), slice(next1)}, l1 - l0});
           }
         }
       }
