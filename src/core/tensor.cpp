@@ -3,6 +3,9 @@
 #include "core/mapped_file.h"
 
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include <atomic>
@@ -143,6 +146,59 @@ bool Buffer::prefault() const {
 #else
   return false;
 #endif
+}
+
+// A slab: kSlabBytes of address space from map_huge, of which `mapped` are still mapped (the rest given back
+// by trim). Its bytes are counted as owned as they are placed, and given back with it.
+constexpr size_t kSlabBytes = size_t{32} << 20;
+struct BufferArena::Slab {
+  char* base = nullptr;
+  size_t mapped = kSlabBytes, counted = 0;
+  ~Slab() {
+    munmap(base, mapped);
+    give_host_bytes(counted);
+  }
+};
+
+BufferArena::~BufferArena() {
+  trim();
+#if defined(__GLIBC__)
+  // The heap copies the slabs replaced are free but still resident: glibc returns only the heap's top.
+  if (slab_) malloc_trim(0);
+#endif
+}
+
+// The slab's pages past its last placed byte (rounded up to a huge page: THP backs that one whole) go back.
+void BufferArena::trim() {
+  if (!slab_) return;
+  const size_t keep = (used_ + kHugePage - 1) / kHugePage * kHugePage;
+  if (keep < slab_->mapped) {
+    munmap(slab_->base + keep, slab_->mapped - keep);
+    slab_->mapped = keep;
+  }
+}
+
+Tensor BufferArena::hold(const Tensor& t) {
+  const std::shared_ptr<Buffer>& from = t.buffer();
+  const size_t bytes = t.nbytes();
+  if (!from || !from->owned() || from->device().kind != DeviceKind::CPU || bytes == 0 || bytes >= 2 * kHugePage) return t;
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  if (!slab_ || used_ + rounded > slab_->mapped) {
+    trim();
+    auto slab = std::make_shared<Slab>();
+    slab->base = static_cast<char*>(map_huge(kSlabBytes));
+    if (!slab->base) return t;  // (no address space: the heap copy stays)
+    slab_ = std::move(slab);
+    used_ = 0;
+  }
+  take_host_bytes(rounded);
+  slab_->counted += rounded;
+  char* at = slab_->base + used_;
+  used_ += rounded;
+  std::memcpy(at, t.raw(), bytes);
+  auto buffer = std::make_shared<Buffer>(at, bytes, Device{}, [slab = slab_](void*) {});
+  buffer->owned_ = true;
+  return Tensor(t.dtype(), t.shape(), std::move(buffer));
 }
 
 std::shared_ptr<Buffer> Buffer::view(void* data, size_t bytes, std::shared_ptr<void> keep_alive) {

@@ -87,6 +87,7 @@ class Buffer {
   Device device_;
   std::function<void(void*)> release_;
   bool owned_ = false, file_backed_ = false;
+  friend class BufferArena;
 };
 
 class Tensor {
@@ -150,6 +151,27 @@ class Tensor {
   Shape shape_;
   std::shared_ptr<Buffer> buffer_;
   size_t offset_ = 0;
+};
+
+// Buffers that live as long as a session — its prepared weights — side by side in huge-page slabs, where
+// Buffer::allocate keeps those under 4 MiB in the heap's 4 KiB pages. A 1B-shaped Q4_0 model's int4
+// attention matrices (2.1 and 3.1 MB a layer) and its scales are such buffers; streamed each token through
+// 4 KiB pages they cost its decode ~5% (see tensor.cpp). Each placed buffer keeps its slab mapped; a slab's
+// pages past its last placed byte are given back when the next slab starts or the arena ends.
+class BufferArena {
+ public:
+  BufferArena() = default;
+  BufferArena(const BufferArena&) = delete;
+  BufferArena& operator=(const BufferArena&) = delete;
+  ~BufferArena();
+  // `t` copied into the arena when it is a host tensor in tern's own memory under 4 MiB; else `t` itself.
+  Tensor hold(const Tensor& t);
+
+ private:
+  struct Slab;
+  void trim();
+  std::shared_ptr<Slab> slab_;
+  size_t used_ = 0;
 };
 
 // Element-wise conversion between any two numeric dtypes (Cast semantics: float→int truncates).

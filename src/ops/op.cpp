@@ -202,9 +202,15 @@ const char* weight_format_name(WeightFormat format) {
 
 std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
                                              const std::function<std::vector<Tensor>()>& make) const {
-  if (!pack) return make();
+  const auto made = [&] {
+    std::vector<Tensor> parts = make();
+    if (arena)
+      for (Tensor& t : parts) t = arena->hold(t);
+    return parts;
+  };
+  if (!pack) return made();
   const std::string key = node + "/" + part;
-  std::vector<Tensor> parts = pack->prepared(key, make);
+  std::vector<Tensor> parts = pack->prepared(key, made);
   bool fits = parts.size() == expect.size();
   for (size_t i = 0; fits && i < parts.size(); ++i) fits = (expect[i].first == DType::Undefined || parts[i].dtype() == expect[i].first) && parts[i].numel() == expect[i].second;
   if (!fits) fail("pack '", pack->path(), "': entry '", key, "' does not hold what this node prepares: run `tern pack` again");

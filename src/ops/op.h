@@ -134,6 +134,8 @@ struct PrepackOptions {
   // The session's pack (graph/weight_pack.h), read or being recorded; null: none.
   WeightPack* pack = nullptr;
   std::string node;  // the node being prepared: its name keys its parts in the pack
+  // Where prepared parts under 4 MiB are kept, side by side in huge pages (core/tensor.h); null: where made.
+  BufferArena* arena = nullptr;
 
   // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
   // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else

@@ -376,6 +376,7 @@ void Session::prepack_constants() {
       if (in >= 0 && g.values[static_cast<size_t>(in)].constant) ++readers[static_cast<size_t>(in)];
   for (int o : g.outputs) readers[static_cast<size_t>(o)] = -1;  // handed to the caller: kept
   std::vector<const Tensor*> constants;
+  BufferArena arena;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     constants.assign(n.inputs.size(), nullptr);
@@ -385,7 +386,7 @@ void Session::prepack_constants() {
     std::vector<int> repacked;
     try {
       repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr,
-                                              pack_.get(), n.name});
+                                              pack_.get(), n.name, &arena});
     } catch (...) {
       rethrow_naming(n);
     }
