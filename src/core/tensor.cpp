@@ -91,7 +91,10 @@ size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }
 void set_host_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
 
 namespace {
-// `rounded` bytes, 2 MiB aligned and advised as huge pages; null when the system has none to give.
+// From this size up a buffer gets a mapping of its own in huge pages; below, the heap (or a BufferArena slab).
+constexpr size_t kOwnMappingBytes = 2 * kHugePage;
+}  // namespace
+
 void* map_huge(size_t rounded) {
   const size_t span = rounded + kHugePage;
   void* m = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -104,10 +107,9 @@ void* map_huge(size_t rounded) {
   madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
   return p;
 }
-}  // namespace
 
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
-  const bool huge = bytes >= 2 * kHugePage;
+  const bool huge = bytes >= kOwnMappingBytes;
   const size_t unit = huge ? kHugePage : 64, rounded = std::max<size_t>((bytes + unit - 1) / unit * unit, 64);
   take_host_bytes(rounded);
   void* p = huge ? map_huge(rounded) : std::aligned_alloc(64, rounded);
@@ -181,7 +183,7 @@ void BufferArena::trim() {
 Tensor BufferArena::hold(const Tensor& t) {
   const std::shared_ptr<Buffer>& from = t.buffer();
   const size_t bytes = t.nbytes();
-  if (!from || !from->owned() || from->device().kind != DeviceKind::CPU || bytes == 0 || bytes >= 2 * kHugePage) return t;
+  if (!from || !from->owned() || from->device().kind != DeviceKind::CPU || bytes == 0 || bytes >= kOwnMappingBytes) return t;
   const size_t rounded = (bytes + 63) / 64 * 64;
   if (!slab_ || used_ + rounded > slab_->mapped) {
     trim();

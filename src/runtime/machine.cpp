@@ -1,5 +1,7 @@
 #include "runtime/machine.h"
 
+#include "core/tensor.h"
+
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -51,12 +53,11 @@ double measure_read_bandwidth(int threads) {
   using batch = xsimd::batch<float>;
   constexpr size_t kBytes = size_t{512} << 20;
   const size_t n = kBytes / sizeof(float);
-  // Mapped here rather than by Buffer::allocate: the probe is not tern's memory and must not count against
+  // map_huge rather than Buffer::allocate: the probe is not tern's memory and must not count against
   // --max-memory (bench probes again after loading the model under it).
-  void* m = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) fail("measure_read_bandwidth: cannot map ", kBytes, " bytes");
+  void* m = map_huge(kBytes);
+  if (!m) fail("measure_read_bandwidth: cannot map ", kBytes, " bytes");
   const std::unique_ptr<void, std::function<void(void*)>> mapping(m, [](void* p) { munmap(p, kBytes); });
-  madvise(m, kBytes, MADV_HUGEPAGE);  // advice only
   float* a = static_cast<float*>(m);
   on_threads(threads, [&](int t, int count) {  // each thread touches (and so places) the part it reads
     const size_t part = n / static_cast<size_t>(count);
