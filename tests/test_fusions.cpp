@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <random>
+#include <set>
 
 #include "graph/onnx_builder.h"
 #include "graph/onnx_loader.h"
@@ -221,6 +222,42 @@ TEST_CASE("logits of the last position only: the same generation, one row of voc
   // order, so equal to float rounding (1e-4 absolute, the fp32 logit tolerance of the ORT goldens).
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
     CHECK(std::abs(b.prefill_logits.data<float>()[i] - a.prefill_logits.data<float>()[i]) <= 1e-4f);
+}
+
+TEST_CASE("the last position is taken before the position-wise nodes that feed the logits, not across one that mixes positions") {
+  // x [1, S, 2] → MatMul w1 → CumSum over positions → MatMul w2 (`mid`) → Sigmoid → Add x → MatMul w3 → logits
+  for (bool mid_is_output : {false, true}) {
+    CAPTURE(mid_is_output);
+    TempDir d;
+    ModelBuilder b(17);
+    b.input("x", onnx::TensorProto::FLOAT, {1, -1, 2}, {"S"}).output("logits");
+    if (mid_is_output) b.output("mid");
+    b.initializer_f32("w1", {2, 2}, {1, 2, -1, 0.5f});
+    b.initializer_f32("w2", {2, 2}, {0.25f, -1, 2, 1});
+    b.initializer_f32("w3", {2, 3}, {1, 0, -2, 3, 1, 0.5f});
+    b.initializer_i64("axis", {}, {1});
+    b.node("MatMul", {"x", "w1"}, {"h"});
+    b.node("CumSum", {"h", "axis"}, {"c"});
+    b.node("MatMul", {"c", "w2"}, {"mid"});
+    b.node("Sigmoid", {"mid"}, {"s"});
+    b.node("Add", {"s", "x"}, {"r"});
+    b.node("MatMul", {"r", "w3"}, {"logits"});
+    const std::string path = b.save(d.path / "m.onnx");
+    SessionOptions so;
+    so.last_position_output = "logits";
+    Session last(path, so);
+    std::multiset<std::string> sliced;  // what the LastPosition nodes read
+    for (const Node& n : last.graph().nodes)
+      if (n.op_type == "LastPosition") sliced.insert(last.graph().values[static_cast<size_t>(n.inputs[0])].name);
+    // Up to CumSum, which sums over positions; with `mid` returned whole, up to `mid`.
+    CHECK(sliced == std::multiset<std::string>{mid_is_output ? "mid" : "c", "x"});
+    Session all(path);
+    const Tensor x = Tensor::from_vector<float>({0.5f, -1, 2, 0.25f, -0.75f, 1.5f}, {1, 3, 2});
+    const auto want = all.run({{"x", x}}), got = last.run({{"x", x}});
+    REQUIRE(got[0].shape() == std::vector<int64_t>{1, 1, 3});
+    for (int j = 0; j < 3; ++j) CHECK(got[0].data<float>()[j] == doctest::Approx(want[0].data<float>()[6 + j]).epsilon(1e-6));
+    if (mid_is_output) CHECK(got[1].shape() == std::vector<int64_t>{1, 3, 2});
+  }
 }
 
 TEST_CASE("canonicalization bypasses Identity, Dropout, same-type Casts and exact round-trip Casts, nothing else") {

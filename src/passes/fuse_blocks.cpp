@@ -391,4 +391,117 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
   return {{"logits of the last position only (generation reads no other)", name}};
 }
 
+namespace {
+
+// True when position s of each output of `n` reads position s of its activations alone (axis 1 of [B, S, ·]),
+// weights and other constants aside: products with constant weights, last-axis norms, SwiGLU, element-wise
+// ops, a last-axis Split. Attention, which mixes positions, is not.
+bool position_wise(const Graph& g, const Node& n) {
+  const auto constant = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant; };
+  const auto last_axis = [&] { const int64_t a = n.attr_int("axis", -1); return a == -1 || a == 2; };
+  static const std::set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Relu", "Erf", "Gelu", "Cast"};
+  if (n.domain.empty()) {
+    if (n.op_type == "MatMul") return constant(1) && g.values[static_cast<size_t>(n.inputs[1])].constant->rank() == 2;
+    if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" || n.op_type == "SimplifiedLayerNormalization") return last_axis();
+    if (n.op_type == "Split") return n.has_attr("axis") && last_axis();
+    return elementwise.count(n.op_type) > 0;
+  }
+  if (n.domain == "com.microsoft") {
+    if (n.op_type == "MatMulNBits") return constant(1);
+    if (n.op_type == "FusedMatMul")
+      return !n.attr_int("transA", 0) && !n.attr_int("transBatchA", 0) && !n.attr_int("transBatchB", 0) && constant(1) &&
+             g.values[static_cast<size_t>(n.inputs[1])].constant->rank() == 2;
+    if (n.op_type == "SimplifiedLayerNormalization") return last_axis();
+    return n.op_type == "SkipSimplifiedLayerNormalization" || n.op_type == "SkipLayerNormalization" || n.op_type == "FastGelu" ||
+           n.op_type == "Gelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu";
+  }
+  return n.domain == "tern" && n.op_type == "SwiGLU";
+}
+
+bool is_last_position(const Node& n) { return n.op_type == "LastPosition" && n.domain == "tern"; }
+
+}  // namespace
+
+std::vector<Fusion> hoist_last_position(Graph& g) {
+  std::vector<Fusion> moved;
+  for (bool again = true; again;) {
+    again = false;
+    link_producers(g);
+    const Matcher m(g);
+    for (const Node& last : g.nodes) {
+      if (!is_last_position(last) || !m.value(last.inputs[0]).shape || m.rank(last.inputs[0]) != 3) continue;
+      const SymShape xs = *m.value(last.inputs[0]).shape;
+      const Node* p = m.producer(last.inputs[0]);
+      if (!p || !position_wise(g, *p)) continue;
+      // Every output read by LastPosition alone (whose own output is no graph output, keeping that name).
+      bool only_last = true;
+      for (int o : p->outputs) {
+        if (o < 0) continue;
+        if (m.is_output(o)) only_last = false;
+        for (int c : m.consumers(o)) {
+          const Node& reader = g.nodes[static_cast<size_t>(c)];
+          only_last = only_last && is_last_position(reader) && !m.is_output(reader.outputs[0]);
+        }
+      }
+      // Each operand a constant or activations [B, S, ·] of the same B and S, which get the slice instead.
+      std::vector<size_t> rows;
+      for (size_t i = 0; i < p->inputs.size() && only_last; ++i) {
+        const int in = p->inputs[i];
+        if (in < 0 || m.value(in).constant) continue;
+        const auto& s = m.value(in).shape;
+        if (s && s->size() == 3 && (*s)[0] == xs[0] && (*s)[1] == xs[1]) rows.push_back(i);
+        else only_last = false;
+      }
+      if (!only_last || rows.empty()) continue;
+      const int k = m.index_of(p);
+      std::vector<int> bypassed;  // the LastPosition nodes after p
+      for (int o : p->outputs)
+        if (o >= 0) bypassed.insert(bypassed.end(), m.consumers(o).begin(), m.consumers(o).end());
+      Node moved_node = g.nodes[static_cast<size_t>(k)];
+      std::vector<Node> slices;
+      for (size_t i : rows) {
+        const int in = moved_node.inputs[i];
+        Node slice;
+        slice.name = moved_node.name + "/last_position_" + std::to_string(i);
+        slice.op_type = "LastPosition";
+        slice.domain = "tern";
+        slice.inputs = {in};
+        slice.outputs = {g.add_value(slice.name)};
+        Value& v = g.values[static_cast<size_t>(slice.outputs[0])];
+        v.dtype = g.values[static_cast<size_t>(in)].dtype;
+        v.shape = g.values[static_cast<size_t>(in)].shape;
+        (*v.shape)[1] = Dim::known(1);
+        moved_node.inputs[i] = slice.outputs[0];
+        slices.push_back(std::move(slice));
+      }
+      // Readers of the bypassed slices read p's outputs, now one position long.
+      for (int b : bypassed) {
+        const int from = g.nodes[static_cast<size_t>(b)].outputs[0], to = g.nodes[static_cast<size_t>(b)].inputs[0];
+        for (Node& n : g.nodes)
+          for (int& in : n.inputs)
+            if (in == from) in = to;
+      }
+      for (int o : moved_node.outputs)
+        if (o >= 0 && g.values[static_cast<size_t>(o)].shape && g.values[static_cast<size_t>(o)].shape->size() == 3)
+          (*g.values[static_cast<size_t>(o)].shape)[1] = Dim::known(1);
+      moved.push_back({"last position taken before " + moved_node.op_type + " (position-wise; generation reads no other)", moved_node.name});
+      std::vector<Node> nodes;
+      for (size_t n = 0; n < g.nodes.size(); ++n) {
+        if (std::count(bypassed.begin(), bypassed.end(), static_cast<int>(n))) continue;
+        if (static_cast<int>(n) == k) {
+          for (Node& slice : slices) nodes.push_back(std::move(slice));
+          nodes.push_back(std::move(moved_node));
+        } else {
+          nodes.push_back(std::move(g.nodes[n]));
+        }
+      }
+      g.nodes = std::move(nodes);
+      again = true;
+      break;
+    }
+  }
+  link_producers(g);
+  return moved;
+}
+
 }  // namespace tern

@@ -64,6 +64,12 @@ CachedAttentionFusion fuse_cached_attention(Graph& g, const CachedAttentionOptio
 // node before it, so the vocabulary projection of a prefill runs on one row instead of S (a fifth
 // of a 1B model's prefill work at S = 128). `output` then has sequence length 1.
 std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output);
+// Then, with the blocks fused: each LastPosition moves up through the nodes that work position by position
+// (passes/fuse_blocks.cpp's position_wise: products with constant weights, last-axis norms, SwiGLU, element-wise
+// ops) while everything they make is read through LastPosition alone — a prefill runs the last layer's output
+// projection and MLP on one row, as llama.cpp does for the outputs it does not return (1/layers of the prefill's
+// products). It stops at attention, whose keys and values every position feeds.
+std::vector<Fusion> hoist_last_position(Graph& g);
 
 // Decomposed RMSNorm (Pow → ReduceMean → Add ε → Sqrt → Div/Reciprocal → Mul → Mul weight) →
 // RMSNormalization.

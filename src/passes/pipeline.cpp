@@ -77,6 +77,8 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   infer_and_fold(g, stats, true);  // shapes of the new values
   stats->shape_values = resolve_shape_values(g);
   remove_dead_nodes(g, stats);  // the chains that computed them
+  append(r.fusions, hoist_last_position(g));  // reads the fused nodes' shapes
+  infer_and_fold(g, stats, false);             // the shorter rows'
   const auto& registry = OpRegistry::instance();
   stats->merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
 }
