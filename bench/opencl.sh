@@ -21,8 +21,10 @@ venv=${TERN_PEERS_VENV:-$HOME/.cache/tern/peers-venv}
 [ -x "$venv/bin/python" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q -r bench/requirements.txt; }
 mkdir -p "$work"
 model=$work/onnx-f32
-if [ ! -f "$model/model.onnx" ]; then
+if [ ! -f "$model/model.onnx" ]; then  # each step named as it starts: a run cut short shows where it was
+  echo "making the $shape model ($(date -u +%T))"
   "$venv/bin/python" tools/make_bench_gguf.py --shape "$shape" --out "$work/f32.gguf" > /dev/null
+  echo "importing it ($(date -u +%T))"
   "$tern" import-gguf "$work/f32.gguf" "$model" > /dev/null
   rm -f "$work/f32.gguf"
 fi
@@ -34,6 +36,7 @@ trap 'rm -f "$rows"' EXIT
 for ((r = 0; r < rounds; ++r)); do
   for weights in fp32 int4; do
     for dev in "$device" cpu; do
+      echo "round $((r + 1)): $weights on $dev ($(date -u +%T))"
       "$tern" bench --model "$model" --weights "$weights" --device "$dev" --threads "$threads" --prompt-tokens "$prompt" \
         --new-tokens "$new" --json | "$venv/bin/python" -c "import json, sys; d = json.load(sys.stdin); d['row'] = sys.argv[1]; print(json.dumps(d))" "$weights $dev" >> "$rows"
     done
