@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "core/hash.h"
 #include "core/json.h"
@@ -58,7 +60,7 @@ std::string pack_path_for(const std::string& onnx_path) {
   return p.replace_extension(".tern-pack").string();
 }
 
-std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected, bool in_memory) {
+std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected, bool in_memory, int threads) {
   auto pack = std::make_shared<WeightPack>(PackIdentity{});
   pack->path_ = path;
   pack->file_ = map_file(path);
@@ -116,13 +118,13 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
   if (pack->identity_.source != expected.source)
     bad("made from other model files (fingerprint ", pack->identity_.source, ", these are ", expected.source,
         "): run `tern pack` again, or delete it");
-  if (in_memory) pack->read_into_memory();
+  if (in_memory) pack->read_into_memory(threads);
   return pack;
 }
 
 // Checked first (open), then the bytes the entries span copied and the entries pointed at the copy: a file
 // longer than its entries claim costs nothing, and one that fails its checks is never read whole.
-void WeightPack::read_into_memory() {
+void WeightPack::read_into_memory(int threads) {
   const auto* bytes = static_cast<const char*>(file_->data);
   size_t end = 0;
   for (const auto& [key, entry] : entries_)
@@ -130,12 +132,26 @@ void WeightPack::read_into_memory() {
   if (end == 0) return;
   const std::shared_ptr<Buffer> copy = Buffer::allocate(end);  // counted against --max-memory
   char* to = static_cast<char*>(copy->data());
-  constexpr size_t kChunk = size_t{64} << 20;  // each chunk's file pages leave once copied: peak RSS ≈ one copy
-  for (size_t at = 0; at < end; at += kChunk) {
-    const size_t n = std::min(kChunk, end - at);
-    std::memcpy(to + at, bytes + at, n);
-    drop_mapped_pages(bytes + at, n);
-  }
+  // Each chunk's file pages leave once copied: peak RSS ≈ one copy. The threads take chunks in turn, 8 a thread
+  // (64 KiB to 64 MiB each): the copy is page faults on both sides more than memory traffic. `tern bench --model
+  // DIR --prefault --threads 1|2`, 1B-shape packs, alternated: int4 load 0.24 / 0.23 → 0.15 / 0.14 s, fp32 2.99 /
+  // 1.78 → 0.71 / 0.70 s.
+  constexpr size_t kGrain = size_t{64} << 10;
+  const size_t share = end / (8 * static_cast<size_t>(std::max(threads, 1)));
+  const size_t chunk = std::clamp((share + kGrain - 1) / kGrain * kGrain, kGrain, size_t{64} << 20);
+  const size_t chunks = (end + chunk - 1) / chunk;
+  std::atomic<size_t> next{0};
+  const auto copy_chunks = [&] {
+    for (size_t c; (c = next++) < chunks;) {
+      const size_t at = c * chunk, n = std::min(chunk, end - at);
+      std::memcpy(to + at, bytes + at, n);
+      drop_mapped_pages(bytes + at, n);
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads && static_cast<size_t>(t) < chunks; ++t) helpers.emplace_back(copy_chunks);
+  copy_chunks();
+  for (std::thread& h : helpers) h.join();
   for (auto& [key, entry] : entries_)
     for (Tensor& t : entry.tensors) {
       const size_t at = static_cast<size_t>(static_cast<const char*>(t.raw()) - bytes);

@@ -45,8 +45,9 @@ class WeightPack {
   // `in_memory` (--prefault), once the checks pass, copies the bytes the entries span into owned memory (2 MiB
   // pages where the kernel gives them, counted against --max-memory) and serves the entries from there: a
   // 1B-shape int4 pack decoded at 42.3-42.8 tok/s from it against 34.1-34.5 mapped (page-cache pages; huge-page
-  // advice on the file mapping did not close the gap).
-  static std::shared_ptr<WeightPack> open(const std::string& path, const PackIdentity& expected, bool in_memory = false);
+  // advice on the file mapping did not close the gap). `threads` copy it, each a share of the chunks.
+  static std::shared_ptr<WeightPack> open(const std::string& path, const PackIdentity& expected, bool in_memory = false,
+                                          int threads = 1);
 
   bool reading() const { return file_ != nullptr; }
   bool in_memory() const { return in_memory_; }  // read into owned memory (open's in_memory), not served mapped
@@ -84,7 +85,7 @@ class WeightPack {
   };
   PackIdentity identity_;
   std::string path_;
-  void read_into_memory();  // open's in_memory
+  void read_into_memory(int threads);  // open's in_memory
   std::shared_ptr<MappedFile> file_;
   bool in_memory_ = false;
   std::map<std::string, Entry> entries_;
