@@ -94,6 +94,28 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   CHECK(out[1].data<float>()[0] == doctest::Approx(0.5f * 3 - 2.0f * 4));
 }
 
+TEST_CASE("a tied table the LM head repacked counts one row a token (the Gather's), with and without --prefault") {
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("ids", onnx::TensorProto::INT64, {1}).output("logits");
+  std::vector<float> table(64 * 32);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i % 7) - 3.0f;
+  b.initializer_f32("embed", {64, 32}, table);  // [vocab 64, hidden 32]
+  b.node("Gather", {"embed", "ids"}, {"h"});
+  OnnxBuilder::attr(b.node("Transpose", {"embed"}, {"head"}), "perm", std::vector<int64_t>{1, 0});
+  b.node("MatMul", {"h", "head"}, {"logits"});
+  const std::string path = b.save(d.path / "m.onnx");
+  for (bool prefault : {false, true}) {
+    SessionOptions so;
+    so.prefault = prefault;
+    Session s(path, so);
+    // The head reads its panels (packed_weights); the table is read a row a token, by Gather alone.
+    const MemoryUse use = s.memory_use();
+    REQUIRE(use.packed_weights >= 64 * 32 * 4);
+    CHECK(s.weight_bytes_per_token() == use.packed_weights + 32 * 4);
+  }
+}
+
 TEST_CASE("MatMul of a transposed constant reads the weight as it lies: a tied LM head shares the Gather table") {
   TempDir d;
   ModelBuilder b(17);

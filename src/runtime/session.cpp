@@ -212,34 +212,17 @@ MemoryUse Session::memory_use() const {
   return m;
 }
 
-namespace {
-// Per value of g: 1 if some node reads it, 2 if every reader reads it as a Gather table (then one row a token).
-std::vector<char> constant_reads(const Graph& g) {
-  std::vector<char> reads(g.values.size(), 0);
-  for (const Node& node : g.nodes)
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      const int v = node.inputs[i];
-      if (v < 0) continue;
-      const bool table = node.op_type == "Gather" && i == 0;
-      char& r = reads[static_cast<size_t>(v)];
-      r = table && r != 1 ? 2 : 1;
-    }
-  return reads;
-}
-}  // namespace
-
 void Session::prefault_mapped_weights() {
   // Gather tables are left to fault row by row: mapping all of one (a 1 GB embedding) costs its size in
-  // RSS for the few rows a prompt reads.
+  // RSS for the few rows a prompt reads — also when a tied LM head reads the same table, from its copy.
   const Graph& g = *model_.graph;
-  const std::vector<char> reads = constant_reads(g);
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (reads[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
+    if (constant_reads_[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
 }
 
 int64_t Session::weight_bytes_per_token() const {
   const Graph& g = *model_.graph;
-  const std::vector<char> reads = constant_reads(g);
+  const std::vector<char>& reads = constant_reads_;
   int64_t n = 0;
   for (const auto& op : ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
   for (size_t v = 0; v < g.values.size(); ++v) {
@@ -355,7 +338,7 @@ void Session::open_pack() {
     pack_ = std::make_shared<WeightPack>(identity);
     return;
   }
-  pack_ = WeightPack::open(path, identity, options_.prefault);
+  pack_ = WeightPack::open(path, identity, options_.prefault, kernels::kernel_threads());
   const WeightFormat packed = parse_weight_format(pack_->identity().weights);
   if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
     fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",
@@ -375,6 +358,7 @@ void Session::prepack_constants() {
     for (int in : n.inputs)
       if (in >= 0 && g.values[static_cast<size_t>(in)].constant) ++readers[static_cast<size_t>(in)];
   for (int o : g.outputs) readers[static_cast<size_t>(o)] = -1;  // handed to the caller: kept
+  constant_reads_.assign(g.values.size(), 0);
   std::vector<const Tensor*> constants;
   BufferArena arena;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -397,6 +381,12 @@ void Session::prepack_constants() {
           std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) == repacked.end())
         fail(n.describe(), ": its input '", g.values[static_cast<size_t>(n.inputs[i])].name, "' has no data (",
              pack_ ? "the pack '" + pack_->path() + "' recorded it as dropped; run `tern pack` again" : "dropped at load", ")");
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const int v = n.inputs[i];
+      if (v < 0 || !g.values[static_cast<size_t>(v)].constant || std::count(repacked.begin(), repacked.end(), static_cast<int>(i))) continue;
+      char& r = constant_reads_[static_cast<size_t>(v)];
+      r = n.op_type == "Gather" && i == 0 && r != 1 ? 2 : 1;
+    }
     for (int i : repacked) {
       // A weight every reader has repacked is dropped at once (load never holds two copies of all the
       // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it

@@ -169,9 +169,10 @@ class Session {
  private:
   void prepare();
   void open_pack();  // SessionOptions::pack
-  // Lets each op repack its constant weights (Op::prepack) and frees the originals nobody reads.
-  void prefault_mapped_weights();  // SessionOptions::prefault
+  // Lets each op repack its constant weights (Op::prepack), frees the originals nobody reads, and notes how runs
+  // read each constant (constant_reads_).
   void prepack_constants();
+  void prefault_mapped_weights();  // SessionOptions::prefault
   // Decides at load whether decode steps can replay a plan (replayable_, input_dims_).
   void find_input_dims();
   void check_feed(const IOInfo& info, const Tensor& t) const;
@@ -197,6 +198,9 @@ class Session {
     return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
   }
   static constexpr size_t kMaxPlanBytes = size_t{64} << 20;
+  // Per value: 1 if a run reads the constant whole, 2 if only as a Gather table (a row a token), 0 if no run
+  // reads it (reads of a weight an op repacked at load go to the copy).
+  std::vector<char> constant_reads_;
 
   Model model_;
   SessionOptions options_;
