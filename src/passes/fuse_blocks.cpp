@@ -364,6 +364,26 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
   return fused;
 }
 
+namespace {
+
+bool is_last_position(const Node& n) { return n.op_type == "LastPosition" && n.domain == "tern"; }
+
+// A tern LastPosition node named `name` reading value `x`, its output a new value of x's type (the shape is left
+// to infer_and_fold).
+Node last_position_of(Graph& g, int x, const std::string& name) {
+  const DType dtype = g.values[static_cast<size_t>(x)].dtype;  // add_value below may move the values
+  Node slice;
+  slice.name = name;
+  slice.op_type = "LastPosition";
+  slice.domain = "tern";
+  slice.inputs = {x};
+  slice.outputs = {g.add_value(name)};
+  g.values[static_cast<size_t>(slice.outputs[0])].dtype = dtype;
+  return slice;
+}
+
+}  // namespace
+
 std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output) {
   link_producers(g);
   const int out = g.find_value(output);
@@ -376,14 +396,7 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
                       (proj.op_type == "FusedMatMul" && proj.domain == "com.microsoft" && !proj.attr_int("transA", 0));
   const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
   if (!matmul || !x.shape || x.shape->size() != 3) return {};
-  const DType dtype = x.dtype;  // add_value below may move the values (and `x` with them)
-  Node slice;
-  slice.name = proj.name + "/last_position";
-  slice.op_type = "LastPosition";
-  slice.domain = "tern";
-  slice.inputs = {proj.inputs[0]};
-  slice.outputs = {g.add_value(slice.name)};
-  g.values[static_cast<size_t>(slice.outputs[0])].dtype = dtype;
+  Node slice = last_position_of(g, proj.inputs[0], proj.name + "/last_position");
   proj.inputs[0] = slice.outputs[0];
   const std::string name = slice.name;
   g.nodes.insert(g.nodes.begin() + p, std::move(slice));
@@ -398,10 +411,11 @@ namespace {
 // ops, a last-axis Split. Attention, which mixes positions, is not.
 bool position_wise(const Graph& g, const Node& n) {
   const auto constant = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant; };
+  const auto constant_matrix = [&](size_t i) { return constant(i) && g.values[static_cast<size_t>(n.inputs[i])].constant->rank() == 2; };
   const auto last_axis = [&] { const int64_t a = n.attr_int("axis", -1); return a == -1 || a == 2; };
   static const std::set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Relu", "Erf", "Gelu", "Cast"};
   if (n.domain.empty()) {
-    if (n.op_type == "MatMul") return constant(1) && g.values[static_cast<size_t>(n.inputs[1])].constant->rank() == 2;
+    if (n.op_type == "MatMul") return constant_matrix(1);
     if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" || n.op_type == "SimplifiedLayerNormalization") return last_axis();
     if (n.op_type == "Split") return n.has_attr("axis") && last_axis();
     return elementwise.count(n.op_type) > 0;
@@ -409,16 +423,13 @@ bool position_wise(const Graph& g, const Node& n) {
   if (n.domain == "com.microsoft") {
     if (n.op_type == "MatMulNBits") return constant(1);
     if (n.op_type == "FusedMatMul")
-      return !n.attr_int("transA", 0) && !n.attr_int("transBatchA", 0) && !n.attr_int("transBatchB", 0) && constant(1) &&
-             g.values[static_cast<size_t>(n.inputs[1])].constant->rank() == 2;
+      return !n.attr_int("transA", 0) && !n.attr_int("transBatchA", 0) && !n.attr_int("transBatchB", 0) && constant_matrix(1);
     if (n.op_type == "SimplifiedLayerNormalization") return last_axis();
     return n.op_type == "SkipSimplifiedLayerNormalization" || n.op_type == "SkipLayerNormalization" || n.op_type == "FastGelu" ||
            n.op_type == "Gelu" || n.op_type == "QuickGelu" || n.op_type == "BiasGelu";
   }
   return n.domain == "tern" && n.op_type == "SwiGLU";
 }
-
-bool is_last_position(const Node& n) { return n.op_type == "LastPosition" && n.domain == "tern"; }
 
 }  // namespace
 
@@ -459,20 +470,9 @@ std::vector<Fusion> hoist_last_position(Graph& g) {
         if (o >= 0) bypassed.insert(bypassed.end(), m.consumers(o).begin(), m.consumers(o).end());
       Node moved_node = g.nodes[static_cast<size_t>(k)];
       std::vector<Node> slices;
-      for (size_t i : rows) {
-        const int in = moved_node.inputs[i];
-        Node slice;
-        slice.name = moved_node.name + "/last_position_" + std::to_string(i);
-        slice.op_type = "LastPosition";
-        slice.domain = "tern";
-        slice.inputs = {in};
-        slice.outputs = {g.add_value(slice.name)};
-        Value& v = g.values[static_cast<size_t>(slice.outputs[0])];
-        v.dtype = g.values[static_cast<size_t>(in)].dtype;
-        v.shape = g.values[static_cast<size_t>(in)].shape;
-        (*v.shape)[1] = Dim::known(1);
-        moved_node.inputs[i] = slice.outputs[0];
-        slices.push_back(std::move(slice));
+      for (size_t i : rows) {  // (the shapes one position long: infer_and_fold, after this pass)
+        slices.push_back(last_position_of(g, moved_node.inputs[i], moved_node.name + "/last_position_" + std::to_string(i)));
+        moved_node.inputs[i] = slices.back().outputs[0];
       }
       // Readers of the bypassed slices read p's outputs, now one position long.
       for (int b : bypassed) {
@@ -481,9 +481,6 @@ std::vector<Fusion> hoist_last_position(Graph& g) {
           for (int& in : n.inputs)
             if (in == from) in = to;
       }
-      for (int o : moved_node.outputs)
-        if (o >= 0 && g.values[static_cast<size_t>(o)].shape && g.values[static_cast<size_t>(o)].shape->size() == 3)
-          (*g.values[static_cast<size_t>(o)].shape)[1] = Dim::known(1);
       moved.push_back({"last position taken before " + moved_node.op_type + " (position-wise; generation reads no other)", moved_node.name});
       std::vector<Node> nodes;
       for (size_t n = 0; n < g.nodes.size(); ++n) {

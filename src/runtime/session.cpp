@@ -383,7 +383,9 @@ void Session::prepack_constants() {
              pack_ ? "the pack '" + pack_->path() + "' recorded it as dropped; run `tern pack` again" : "dropped at load", ")");
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const int v = n.inputs[i];
-      if (v < 0 || !g.values[static_cast<size_t>(v)].constant || std::count(repacked.begin(), repacked.end(), static_cast<int>(i))) continue;
+      if (v < 0 || !g.values[static_cast<size_t>(v)].constant ||
+          std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) != repacked.end())  // read from its copy
+        continue;
       char& r = constant_reads_[static_cast<size_t>(v)];
       r = n.op_type == "Gather" && i == 0 && r != 1 ? 2 : 1;
     }
