@@ -5,6 +5,8 @@
 # the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
 # qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
 # --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh).
+# --tsan runs the concurrency tests (many threads on one session, sessions side by side, the kernels' pool, the
+# C API from C threads) in a ThreadSanitizer build, failing on any report.
 # Without an option it ends with the Python package's tests: the wheel built by `pip wheel .`, installed in a
 # venv outside the repository, pytest against it (tests/python/run.sh; skipped with a message without PyPI).
 set -euo pipefail
@@ -15,6 +17,15 @@ if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
   [ "$1" = "--aarch64" ] && dir=build-aarch64-minimal || dir=build-minimal
   runner=(); [ "$dir" = build-aarch64-minimal ] && runner=(qemu-aarch64)
   exec bash tests/minimal_build.sh "$dir/tern" build/tern ../shared "$dir/minimal-check" "${runner[@]}"
+fi
+if [ "${1:-}" = "--tsan" ]; then
+  bash scripts/build.sh --tsan
+  export TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1"
+  # The test cases that run threads: tests/test_concurrency.cpp, the kernels' pool, continuous batching.
+  build-tsan/tests/tern_tests -tc='one session*,one ring-cache session*,two Generators*,a sequence fed by two runs*,two sessions*,parallel_chunks*,continuous batching*'
+  build-tsan/tests/test_c_threads models/default
+  echo "ThreadSanitizer: no reports"
+  exit 0
 fi
 bash scripts/build.sh "$@"
 dir=build

@@ -75,6 +75,24 @@ for k in 0 1 2; do
 done
 echo "serve: n=3 choices equal 3 solo requests with seeds 5, 6, 7"
 
+# No seed: a fresh random one each request (4 requests at temperature 1, at least 3 distinct texts); a seed repeats.
+for k in 1 2 3 4; do
+  post /v1/completions '{"prompt": "And God said", "max_tokens": 24, "temperature": 1.0}' | field 'd["choices"][0]["text"]' > "$work/unseeded$k"
+done
+distinct=$(md5sum "$work"/unseeded? | cut -d" " -f1 | sort -u | wc -l)
+[ "$distinct" -ge 3 ] || { echo "4 unseeded requests at temperature 1 gave $distinct distinct texts"; cat "$work"/unseeded?; exit 1; }
+for k in 1 2; do
+  post /v1/completions '{"prompt": "And God said", "max_tokens": 24, "temperature": 1.0, "seed": 11}' | field 'd["choices"][0]["text"]' > "$work/seeded$k"
+done
+cmp -s "$work/seeded1" "$work/seeded2" || { echo "seed 11 gave two texts"; exit 1; }
+echo "serve: 4 unseeded requests at temperature 1 gave $distinct distinct texts; seed 11 twice the same"
+
+# A second server on the port the first holds fails at start, naming the port, with a non-zero exit.
+port=${url##*:}
+if "$tern" serve "$model" --port "$port" --threads 1 2> "$work/busy.log"; then echo "a second server started on busy port $port"; exit 1; fi
+grep -q "cannot listen on 127.0.0.1:$port" "$work/busy.log" || { echo "busy port: $(cat "$work/busy.log")"; exit 1; }
+echo "serve: a second server on busy port $port exits non-zero: $(grep -o 'cannot listen.*' "$work/busy.log")"
+
 # 8 requests at once (4 rows: the others queue and join as rows free) each equal to its solo answer.
 for i in $(seq 1 8); do
   post /v1/completions "{\"prompt\": \"And the LORD spake $i\", \"max_tokens\": 12, \"temperature\": 0}" | field 'd["choices"][0]["text"]' > "$work/solo$i"
@@ -109,15 +127,41 @@ curl -s -o "$work/body" -w '%{http_code}' "$url/v1/completions" > "$work/status"
 [ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
 echo "serve: $bad malformed requests and 5 HTTP-level ones answered 4xx, the server still serving"
 
-# /metrics agrees with what was sent: 1+1+1+1+3+8+8 completions answered 200.
+# /metrics agrees with what was sent: 1+1+1+1+3+4+2+8+8 completions answered 200.
 curl -s "$url/metrics" > "$work/metrics"
-grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 23$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
+grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 29$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
 grep -q "^tern_requests_total{endpoint=\"/v1/completions\",status=\"400\"} " "$work/metrics"
 grep -q '^tern_time_to_first_token_seconds_count ' "$work/metrics"
 tokens=$(awk '/^tern_generation_tokens_total/{print $2}' "$work/metrics")
 [ "$tokens" -ge $((16 + 16 + 8 * 12 * 2)) ] || { echo "generation tokens $tokens"; exit 1; }
 grep -q '^tern_batch_size 0$' "$work/metrics"
-echo "serve: /metrics counts 23 completions answered and $tokens tokens"
+echo "serve: /metrics counts 29 completions answered and $tokens tokens"
+
+# A client that goes away mid-stream frees its row at once: its sequence stops within a few tokens of 250
+# (tern_generation_tokens_total) and the batch is empty again (tern_batch_size).
+python3 - "$url" <<'EOF'
+import json, re, socket, sys, time, urllib.parse, urllib.request
+url = sys.argv[1]
+def tokens():
+    m = re.search(r"^tern_generation_tokens_total (\d+)$", urllib.request.urlopen(url + "/metrics").read().decode(), re.M)
+    return int(m.group(1))
+before = tokens()
+u = urllib.parse.urlparse(url)
+body = json.dumps({"prompt": "And God said", "max_tokens": 250, "temperature": 0, "stream": True})
+s = socket.create_connection((u.hostname, u.port))
+s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+assert b"data: " in s.recv(4096)
+s.close()
+for _ in range(100):
+    metrics = urllib.request.urlopen(url + "/metrics").read().decode()
+    if "\ntern_batch_size 0\n" in metrics:
+        break
+    time.sleep(0.02)
+assert "\ntern_batch_size 0\n" in metrics, "the row stayed taken"
+used = tokens() - before
+assert used < 250, f"the sequence ran {used} tokens after its client left"
+print(f"serve: a client gone mid-stream freed its row after {used} of 250 tokens")
+EOF
 
 # The openai client, when its venv exists (tests/serve/setup_venv.sh; CI makes it).
 py=${TERN_SERVE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/serve-venv}/bin/python

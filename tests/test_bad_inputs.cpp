@@ -26,7 +26,7 @@ TEST_CASE("hostile inputs (tests/bad_inputs) each end in their expected error") 
     expected[line.substr(0, colon)] = line.substr(colon + 2);
   }
   size_t files = 0;
-  tern::set_host_memory_limit(tern::fuzz::kMemoryCap);  // as the fuzzer runs them
+  tern::set_process_memory_limit(tern::fuzz::kMemoryCap);  // as the fuzzer runs them
   for (const tern::fuzz::Target& target : tern::fuzz::targets()) {
     if (!fs::exists(root / target.name)) continue;
     for (const auto& entry : fs::directory_iterator(root / target.name)) {
@@ -49,7 +49,7 @@ TEST_CASE("hostile inputs (tests/bad_inputs) each end in their expected error") 
       ++files;
     }
   }
-  tern::set_host_memory_limit(0);
+  tern::set_process_memory_limit(0);
   for (const auto& [key, text] : expected) FAIL_CHECK("expected.txt lists ", key, ", which does not exist");
   MESSAGE(files, " hostile inputs replayed");
 }
@@ -72,5 +72,5 @@ TEST_CASE("a model of half a million empty nodes is refused before protobuf pars
     error = e.what();
   }
   CAPTURE(error);
-  CHECK(error.find("holds 500003 protobuf messages in 1000010 bytes; parsing it would need about 300 MB: the memory cap") != std::string::npos);
+  CHECK(error.find("holds 500003 protobuf messages in 1000010 bytes; parsing it would need about 300 MB: the session's memory cap") != std::string::npos);
 }

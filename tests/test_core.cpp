@@ -119,14 +119,14 @@ TEST_CASE("JSON whose parse would pass the memory cap is refused before it is pa
   std::string text = "[";
   for (int i = 0; i < 20000; ++i) text += i ? ",[]" : "[]";
   text += "]";
-  set_host_memory_limit(1 << 20);
+  set_process_memory_limit(1 << 20);
   std::string error;
   try {
     parse_json(text, "'bomb.json'");
   } catch (const MemoryLimitError& e) {
     error = e.what();
   }
-  set_host_memory_limit(0);
+  set_process_memory_limit(0);
   CHECK(error.find("'bomb.json': parsing its 60001 bytes of JSON would need about 1 MB: the memory cap (--max-memory 1.0 MB)") == 0);
   CHECK(parse_json(text, "'bomb.json'").size() == 20000);  // under the machine's cap it parses
   CHECK_THROWS_WITH_AS(parse_json("{\"a\": ", "'cut.json'"), doctest::Contains("'cut.json' is not valid JSON"), Error);

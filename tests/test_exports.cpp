@@ -50,7 +50,7 @@ void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden,
     const auto prompts = c["prompts"].get<std::vector<std::vector<int64_t>>>();
     if (unpadded_only && prompts.size() > 1 && prompts[0].size() != prompts[1].size()) continue;
     CAPTURE(prompts.size());
-    s.reset();
+    gen.sequence().reset();
     const GenerateResult r = gen.generate(prompts, o);
     CHECK(r.tokens == c["tokens"].get<std::vector<std::vector<int64_t>>>());
     const auto ort_logits = c["prefill_logits"].get<std::vector<std::vector<float>>>();
@@ -116,13 +116,13 @@ TEST_CASE("exporter matrix: the ring slides past the model's context (3x; GPT-2 
     GenerateOptions o;
     o.max_new_tokens = 40;  // the 32-token window is full
     gen.generate({prompt}, o);
-    const int64_t full = s.state_bytes_per_token();
-    s.reset();
+    const int64_t full = gen.sequence().bytes_per_token();
+    gen.sequence().reset();
     o.max_new_tokens = learned_positions(name) ? cfg.context_length - static_cast<int64_t>(prompt.size())
                                                : 3 * cfg.context_length;  // no eos: the whole length
     const GenerateResult r = gen.generate({prompt}, o);
     CHECK(static_cast<int64_t>(r.tokens[0].size()) == static_cast<int64_t>(prompt.size()) + o.max_new_tokens);
     CHECK(full > 0);
-    CHECK(s.state_bytes_per_token() == full);  // flat: the same window, however long the sequence
+    CHECK(gen.sequence().bytes_per_token() == full);  // flat: the same window, however long the sequence
   }
 }

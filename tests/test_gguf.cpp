@@ -151,9 +151,9 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
     GgufWriter w = header(3, 0, 1);
     w.str("tokenizer.ggml.token_type").put<uint32_t>(9).put<uint32_t>(0).put<uint64_t>(20000);
     w.b.append(20000, '\1');
-    set_host_memory_limit(1 << 20);
+    set_process_memory_limit(1 << 20);
     const std::string e = error_of([&] { GgufFile f(write(d, w.b)); });
-    set_host_memory_limit(0);
+    set_process_memory_limit(0);
     CHECK(contains(e, "metadata 'tokenizer.ggml.token_type': an array of 20000 elements: the memory cap (--max-memory 1.0 MB)"));
     GgufFile f(write(d, w.b));  // under the machine's cap it reads
     CHECK(f.find("tokenizer.ggml.token_type")->array.size() == 20000);

@@ -31,13 +31,15 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
       for (float& v : w) v = u(g);
       std::vector<float> ref(static_cast<size_t>(M * N)), y1(ref.size(), 7.0f), y2(ref.size(), 7.0f), y3(ref.size());
       kernels::gemm<float>(false, false, M, N, K, 1.0f, x.data(), K, w.data(), N, 0.0f, ref.data(), N);
-      const int before = kernels::kernel_threads();
-      kernels::set_kernel_threads(1);
-      kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y1.data(), N);
-      kernels::set_kernel_threads(3);  // more threads than this machine's cores: another split
-      kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y2.data(), N);
-      kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y3.data(), N);
-      kernels::set_kernel_threads(before);
+      {
+        kernels::KernelThreads one(1);
+        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y1.data(), N);
+      }
+      {
+        kernels::KernelThreads three(3);  // more threads than this machine's cores: another split
+        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y2.data(), N);
+        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y3.data(), N);
+      }
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n) {  // against a float64 sum, within float32 rounding of the terms
           double exact = 0, magnitude = 0;
@@ -366,10 +368,9 @@ TEST_CASE("quantize_nbits: every weight comes back within half a step of its blo
 }
 
 TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested and from two threads at once") {
-  const int before = kernels::kernel_threads();
   for (int threads : {1, 2, 3}) {
     CAPTURE(threads);
-    kernels::set_kernel_threads(threads);
+    kernels::KernelThreads scope(threads);
     for (auto [n, chunks] : {std::pair<int64_t, int64_t>{1000, 7}, {5, 12}, {64, 64}, {0, 4}}) {
       std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
       std::atomic<int> bad_slot{0}, calls{0};
@@ -403,5 +404,4 @@ TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested
     CHECK(sums[0] == 200 * 4950);
     CHECK(sums[1] == 200 * 4950);
   }
-  kernels::set_kernel_threads(before);
 }

@@ -189,10 +189,10 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
   r.attend(0, q.data(), Hq, {0.25f}, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
   // The key blocks depend on the key count only: one thread gives the same bits as several.
-  const int threads = kernels::kernel_threads();
-  kernels::set_kernel_threads(1);
-  r.attend(0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
-  kernels::set_kernel_threads(threads);
+  {
+    kernels::KernelThreads one(1);
+    r.attend(0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
+  }
   CHECK(one_thread == out);
 }
 }  // namespace
@@ -227,11 +227,11 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
     }
     chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, at_once.data() + lead * Hq * D, Hq * D);
     for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
-    const int threads = kernels::kernel_threads();
-    kernels::set_kernel_threads(1);
-    std::copy_n(at_once.begin(), lead * Hq * D, one_thread.begin());
-    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, one_thread.data() + lead * Hq * D, Hq * D);
-    kernels::set_kernel_threads(threads);
+    {
+      kernels::KernelThreads one(1);
+      std::copy_n(at_once.begin(), lead * Hq * D, one_thread.begin());
+      chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, one_thread.data() + lead * Hq * D, Hq * D);
+    }
     CHECK(one_thread == at_once);
   }
 }

@@ -310,7 +310,7 @@ TEST_CASE("a constant weight MatMul repacks is freed once every reader has repac
   CHECK(std::vector<float>(z, z + 6) == std::vector<float>{1, 0, 0, 1, 1, 1});
 }
 
-TEST_CASE("--max-memory: loading that would pass the cap fails naming the numbers; within it, it runs and gives all back") {
+TEST_CASE("a session's memory cap: loading that would pass it fails naming the numbers; within it, it runs and gives all back") {
   TempDir d;
   // One 1024×1024 float32 weight: repacking it at load takes 4 MiB that tern owns.
   ModelBuilder b(17);
@@ -335,9 +335,9 @@ TEST_CASE("--max-memory: loading that would pass the cap fails naming the number
       CAPTURE(msg);
       CHECK(msg.find("m.onnx") != std::string::npos);
       CHECK(msg.find(where) != std::string::npos);
-      CHECK(msg.find("tern holds") != std::string::npos);
+      CHECK(msg.find("it holds") != std::string::npos);
       CHECK(msg.find("needs 4.2 MB more") != std::string::npos);
-      CHECK(msg.find(cap == (1 << 20) ? "--max-memory 1.0 MB" : "--max-memory 6.3 MB") != std::string::npos);
+      CHECK(msg.find(cap == (1 << 20) ? "the session's memory cap (max_memory 1.0 MB" : "the session's memory cap (max_memory 6.3 MB") != std::string::npos);
     }
     CHECK(owned_host_bytes() == before);  // what the failed load took is back
   }
@@ -356,6 +356,6 @@ TEST_CASE("--max-memory: loading that would pass the cap fails naming the number
     const double owned = static_cast<double>(owned_host_bytes() - before);
     CHECK(std::abs(static_cast<double>(m.owned()) - owned) <= 0.05 * owned);
   }
-  set_host_memory_limit(0);
+  set_process_memory_limit(0);
   CHECK(owned_host_bytes() == before);  // the session's memory came back to the count
 }

@@ -16,10 +16,12 @@
  * No C++ exception crosses this boundary: failures inside tern (a corrupt file, an unsupported op, the memory
  * cap, a bad token id) come back as statuses.
  *
- * Threads: functions on distinct handles may run at once on different threads. One handle is used by one
- * thread at a time (a tern_model holds its sequence's cache; a tern_graph its run plan) unless a function
- * says otherwise. tern_version, tern_build_info and tern_status_name may be called from any thread at any
- * time. Work inside a call uses the number of threads the options set.
+ * Threads: functions on distinct handles may run at once on different threads. A tern_graph may be run from
+ * several threads at once (tern_graph_run, as ONNX Runtime's Run): each thread gets its own outputs and its own
+ * last error (tern_graph_error). A tern_model is one sequence and is used by one thread at a time; for several
+ * sequences at once on one set of weights, tern_model_clone it — a handle per thread. tern_version,
+ * tern_build_info, tern_status_name and tern_set_process_memory_limit may be called from any thread at any
+ * time. Work inside a call uses the number of threads its handle's options set, whatever other handles use.
  *
  * Memory: strings and arrays a function returns belong to the handle and stay valid until the next call on
  * that handle (or its free), unless a function says otherwise. Buffers the caller passes in stay the caller's.
@@ -44,7 +46,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 1
-#define TERN_API_VERSION_MINOR 1
+#define TERN_API_VERSION_MINOR 2
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -79,9 +81,13 @@ TERN_API tern_status tern_options_set_threads(tern_options* options, int threads
  * AArch64 (as TERN_ISA does). The tier is
  * chosen once per process, at the first load: a later load asking for another fails. */
 TERN_API tern_status tern_options_set_isa(tern_options* options, const char* isa);
-/* Host memory tern may own: weights, caches, activations, in bytes; 0 = the machine's physical memory.
- * A load or run that would pass it fails with TERN_ERROR_MEMORY_LIMIT. Process-wide: the last load sets it. */
+/* Host memory one handle loaded with these options may own: its weights, caches, activations, in bytes; 0 = no
+ * cap of its own. A load or run that would pass it fails with TERN_ERROR_MEMORY_LIMIT; other handles keep their
+ * own caps (a model's clones share its cap: they share its session). */
 TERN_API tern_status tern_options_set_max_memory(tern_options* options, uint64_t bytes);
+/* Host memory all of tern in this process may own, over every handle; 0 = the machine's physical memory (the
+ * default). Never set by a load. (API 1.2) */
+TERN_API tern_status tern_set_process_memory_limit(uint64_t bytes);
 /* Generation: the KV cache's window in tokens (a ring buffer that slides past the context; keys are stored
  * before RoPE). 0 = the model's context length (4096 when the model does not say). */
 TERN_API tern_status tern_options_set_window(tern_options* options, int64_t tokens);
@@ -188,6 +194,10 @@ typedef struct tern_model tern_model;
  * without a tokenizer loads: the functions that need one then fail with TERN_ERROR_UNSUPPORTED. */
 TERN_API tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model);
 TERN_API void tern_model_free(tern_model* model);
+/* A second sequence on `model`'s weights (loaded once, shared; freed with the last handle): *copy has the model's
+ * tokenizer and options, an empty sequence of its own and greedy sampling. The two handles may be used on two
+ * threads at once. On failure *copy holds the message, as a load's. (API 1.2) */
+TERN_API tern_status tern_model_clone(const tern_model* model, tern_model** copy);
 TERN_API const char* tern_model_error(const tern_model* model);
 
 typedef struct tern_model_info {

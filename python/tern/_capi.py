@@ -109,6 +109,8 @@ _PROTOTYPES = {
     "tern_graph_write_profile": (c_int, [_P, c_char_p]),
     "tern_model_load": (c_int, [c_char_p, _P, POINTER(_P)]),
     "tern_model_free": (None, [_P]),
+    "tern_model_clone": (c_int, [_P, POINTER(_P)]),
+    "tern_set_process_memory_limit": (c_int, [c_uint64]),
     "tern_model_error": (c_char_p, [_P]),
     "tern_model_get_info": (c_int, [_P, POINTER(ModelInfo)]),
     "tern_tokenize": (c_int, [_P, c_char_p, c_int, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),

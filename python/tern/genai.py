@@ -1,9 +1,9 @@
 """Generation as onnxruntime-genai spells it (Model, Tokenizer, GeneratorParams, Generator), over tern's ring-
 buffer KV cache, and a one-call generate().
 
-One sequence per Model: the cache lives in the model (the C API's step functions), so a new Generator on a
-model resets it and the one before stops working (it raises). Load the folder twice for two sequences at
-once; `tern serve` batches many.
+Each Generator is a sequence of its own on its model's weights (the C API's tern_model_clone: weights loaded
+once), so several Generators on one Model run side by side — from several threads too, one thread per
+Generator at a time. `tern serve` batches many.
 """
 import ctypes
 import json
@@ -33,7 +33,6 @@ class Model:
         self.window = info.window
         self.bos_token_id = info.bos_token_id if info.bos_token_id >= 0 else None
         self.eos_token_id = info.eos_token_id if info.eos_token_id >= 0 else None
-        self._generator = None  # the Generator whose sequence the cache holds
 
     def __del__(self):
         if getattr(self, "_handle", None):
@@ -177,28 +176,35 @@ class Generator:
     """
 
     def __init__(self, model, params):
-        self._model = model
+        self._model = model  # (kept alive: the handle below shares its weights)
         self._max_length = params.search["max_length"] or model.context_length or model.window
-        model._check(lib.tern_model_reset(model._handle))
-        model._check(lib.tern_model_set_sampling(model._handle, ctypes.byref(params._sampling())))
-        model._generator = self
+        handle = ctypes.c_void_p()
+        status = lib.tern_model_clone(model._handle, ctypes.byref(handle))
+        if status != _capi.OK:
+            try:
+                _capi.check(status, lib.tern_model_error, handle)
+            finally:
+                lib.tern_model_free(handle)
+        self._handle = handle  # this Generator's sequence
+        self._check(lib.tern_model_set_sampling(self._handle, ctypes.byref(params._sampling())))
         self._sequence = []
         self._unfed = None  # the last token chosen, fed by the next generate_next_token
         self._done = False
 
-    def _own(self):
-        if self._model._generator is not self:
-            raise _capi.InvalidArgumentError("another Generator was made on this model since: it holds the model's "
-                                             "one sequence (load the model again for a second)",
-                                             _capi.INVALID_ARGUMENT)
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            lib.tern_model_free(self._handle)
+            self._handle = None
+
+    def _check(self, status):
+        _capi.check(status, lib.tern_model_error, self._handle)
 
     def _feed(self, ids):
         a, p = _ids(ids)
-        self._model._check(lib.tern_model_prefill(self._model._handle, p, a.size))
+        self._check(lib.tern_model_prefill(self._handle, p, a.size))
 
     def append_tokens(self, tokens):
         """Feeds tokens (the prompt, or more later) after the sequence."""
-        self._own()
         new = [int(t) for t in np.asarray(tokens).reshape(-1)]
         pending = ([self._unfed] if self._unfed is not None else []) + new
         if pending:
@@ -209,17 +215,16 @@ class Generator:
 
     def generate_next_token(self):
         """Runs the model on what is not yet fed and chooses the next token."""
-        self._own()
         if self._done:
             raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
         if self._unfed is not None:
             self._feed([self._unfed])
             self._unfed = None
         token = ctypes.c_int32()
-        self._model._check(lib.tern_model_sample(self._model._handle, ctypes.byref(token)))
+        self._check(lib.tern_model_sample(self._handle, ctypes.byref(token)))
         self._sequence.append(token.value)
         self._unfed = token.value
-        if lib.tern_model_is_end_token(self._model._handle, token.value) or len(self._sequence) >= self._max_length:
+        if lib.tern_model_is_end_token(self._handle, token.value) or len(self._sequence) >= self._max_length:
             self._done = True
 
     def is_done(self):
@@ -235,12 +240,11 @@ class Generator:
 
     def get_logits(self):
         """The logits the next choice is made from: float32, shape (1, vocab)."""
-        self._own()
         if self._unfed is not None:  # the last chosen token's logits need it fed first
             self._feed([self._unfed])
             self._unfed = None
         ptr, vocab = ctypes.POINTER(ctypes.c_float)(), ctypes.c_int64()
-        self._model._check(lib.tern_model_logits(self._model._handle, ctypes.byref(ptr), ctypes.byref(vocab)))
+        self._check(lib.tern_model_logits(self._handle, ctypes.byref(ptr), ctypes.byref(vocab)))
         return np.ctypeslib.as_array(ptr, shape=(vocab.value,)).reshape(1, -1).copy()
 
 
@@ -270,7 +274,6 @@ def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=
             return 1
 
     callback = _capi.TEXT_CALLBACK(deliver)
-    model._generator = None  # the sequence is generate()'s now
     model._check(lib.tern_generate(model._handle, prompt.encode("utf-8"), ctypes.byref(params), callback, None, None))
     if failure:
         raise failure[0]

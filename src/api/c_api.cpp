@@ -6,10 +6,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <new>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/isa.h"
@@ -118,21 +122,33 @@ struct tern_options {
   std::string error;
 };
 
+// A graph's calls may come from several threads at once (as ONNX Runtime's Run): what one call leaves for
+// its caller to read — the outputs tern_graph_run points into, the message of a failure — is kept per thread.
 struct tern_graph {
-  std::string error;
+  std::string error;  // the load's
   std::unique_ptr<Profiler> profiler;  // before the session, whose hook points at it
   std::unique_ptr<Session> session;
-  Outputs outputs;  // the last run's (tern_graph_run hands out pointers into them)
-  std::vector<tern_node_profile> profile;  // tern_graph_profile's, pointing into profiler's events
+  struct ThreadSlot {
+    std::string error;  // this thread's last failure on the graph
+    Outputs outputs;    // this thread's last run's (tern_graph_run hands out pointers into them)
+    std::vector<tern_node_profile> profile;  // tern_graph_profile's, pointing into profiler's events
+  };
+  mutable std::mutex slots_mutex;
+  mutable std::map<std::thread::id, ThreadSlot> slots;  // (a map: a slot stays where it is while others are added)
+  ThreadSlot& slot() const {
+    std::lock_guard<std::mutex> lock(slots_mutex);
+    return slots[std::this_thread::get_id()];
+  }
 };
 
+// A model handle is one sequence; tern_model_clone makes another on the same session (weights loaded once).
 struct tern_model {
   std::string error;
   std::string dir;
   llm::ModelConfig config;
-  std::unique_ptr<Session> session;
-  std::unique_ptr<llm::Generator> generator;
-  std::unique_ptr<llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
+  std::shared_ptr<Session> session;  // shared by a model's clones
+  std::unique_ptr<llm::Generator> generator;  // this handle's sequence
+  std::shared_ptr<const llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
   std::string tokenizer_missing;
   // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next
   // run, null before the first — and the sampler's state.
@@ -240,7 +256,7 @@ int64_t choose_next(tern_model* m) {
 }
 
 void reset(tern_model* m) {
-  if (on_ring(m)) m->session->reset_row(0);
+  if (on_ring(m)) m->generator->sequence().reset_row(0);
   else if (m->generator->io().layout != llm::PastLayout::None) m->graph_cache = std::make_unique<llm::KvCache>(m->generator->io(), 1);
   m->tokens.clear();
   m->logits = nullptr;
@@ -342,6 +358,12 @@ tern_status tern_options_set_isa(tern_options* o, const char* isa) {
   });
 }
 
+tern_status tern_set_process_memory_limit(uint64_t bytes) {
+  if (bytes > std::numeric_limits<size_t>::max()) return TERN_ERROR_INVALID_ARGUMENT;
+  set_process_memory_limit(static_cast<size_t>(bytes));
+  return TERN_OK;
+}
+
 tern_status tern_options_set_max_memory(tern_options* o, uint64_t bytes) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] { o->decoder.max_memory = bytes ? std::to_string(bytes) : ""; });
@@ -396,7 +418,11 @@ tern_status tern_graph_load(const char* onnx_path, const tern_options* options, 
 }
 
 void tern_graph_free(tern_graph* graph) { delete graph; }
-const char* tern_graph_error(const tern_graph* graph) { return graph ? graph->error.c_str() : "graph is NULL"; }
+const char* tern_graph_error(const tern_graph* graph) {
+  if (!graph) return "graph is NULL";
+  const tern_graph::ThreadSlot& slot = graph->slot();
+  return slot.error.empty() ? graph->error.c_str() : slot.error.c_str();
+}
 
 size_t tern_graph_input_count(const tern_graph* g) { return g && g->session ? g->session->inputs().size() : 0; }
 size_t tern_graph_output_count(const tern_graph* g) { return g && g->session ? g->session->outputs().size() : 0; }
@@ -422,7 +448,8 @@ tern_status tern_graph_output_info(const tern_graph* g, size_t i, tern_value_inf
 tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs,
                            size_t output_count) {
   if (!g) return TERN_ERROR_INVALID_ARGUMENT;
-  return guarded(&g->error, [&] {
+  tern_graph::ThreadSlot& slot = g->slot();
+  return guarded(&slot.error, [&] {
     if (!g->session) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph did not load: ", g->error);
     if (input_count > 0) need(inputs, "inputs");
     if (output_count > 0) need(outputs, "outputs");
@@ -446,11 +473,11 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
       // activation (aligned loads are only of tern's own prepacked panels and scratch).
       feeds.emplace_back(in.name, Tensor(dtype, shape, Buffer::view(in.data, bytes, nullptr)));
     }
-    g->outputs = g->session->run(feeds);
+    slot.outputs = g->session->run(feeds);
     for (size_t i = 0; i < output_count; ++i) {
       tern_tensor& out = outputs[i];
       need(out.name, "outputs[i].name");
-      const Tensor& t = g->outputs.at(out.name);
+      const Tensor& t = slot.outputs.at(out.name);
       if (t.rank() > TERN_MAX_DIMS) refuse(TERN_ERROR_UNSUPPORTED, "output '", out.name, "' has rank ", t.rank(), " (the C API carries up to ", TERN_MAX_DIMS, ")");
       out.dtype = c_dtype(t.dtype(), out.name);
       out.rank = static_cast<int32_t>(t.rank());
@@ -471,30 +498,30 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
 
 tern_status tern_graph_profile(tern_graph* g, const tern_node_profile** nodes, size_t* count) {
   if (!g) return TERN_ERROR_INVALID_ARGUMENT;
-  return guarded(&g->error, [&] {
+  tern_graph::ThreadSlot& slot = g->slot();
+  return guarded(&slot.error, [&] {
     need(nodes, "nodes");
     need(count, "count");
     if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
-    g->profile.clear();
+    slot.profile.clear();
     for (const Profiler::Event& e : g->profiler->events())
-      g->profile.push_back({e.name.c_str(), e.op_type.c_str(), e.kernel.c_str(), e.run, e.ts_us, e.dur_us, e.flops, e.bytes});
-    *nodes = g->profile.data();
-    *count = g->profile.size();
+      slot.profile.push_back({e.name.c_str(), e.op_type.c_str(), e.kernel.c_str(), e.run, e.ts_us, e.dur_us, e.flops, e.bytes});
+    *nodes = slot.profile.data();
+    *count = slot.profile.size();
   });
 }
 
 tern_status tern_graph_profile_clear(tern_graph* g) {
   if (!g) return TERN_ERROR_INVALID_ARGUMENT;
-  return guarded(&g->error, [&] {
+  return guarded(&g->slot().error, [&] {
     if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
-    g->profile.clear();
     g->profiler->clear();
   });
 }
 
 tern_status tern_graph_write_profile(tern_graph* g, const char* path) {
   if (!g) return TERN_ERROR_INVALID_ARGUMENT;
-  return guarded(&g->error, [&] {
+  return guarded(&g->slot().error, [&] {
     need(path, "path");
     if (!g->profiler) refuse(TERN_ERROR_INVALID_ARGUMENT, "the graph was loaded without profiling (tern_options_set_profiling)");
     g->profiler->write_chrome_trace(path);
@@ -511,7 +538,7 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
     m.dir = files.dir;
     m.config = llm::read_model_config(files.dir);
     const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
-    m.session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
+    m.session = std::make_shared<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
     m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
     reset(&m);
     try {
@@ -521,6 +548,19 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
     }
     if (m.config.vocab_size <= 0 && m.tokenizer) m.config.vocab_size = m.tokenizer->vocab_size();
     if (m.config.vocab_size <= 0) refuse(TERN_ERROR_MODEL, "'", files.dir, "' gives no vocab_size and has no tokenizer: ", m.tokenizer_missing);
+  });
+}
+
+tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
+  if (!model || !model->session) return TERN_ERROR_INVALID_ARGUMENT;
+  return create(copy, [&](tern_model& m) {
+    m.dir = model->dir;
+    m.config = model->config;
+    m.session = model->session;
+    m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
+    m.tokenizer = model->tokenizer;
+    m.tokenizer_missing = model->tokenizer_missing;
+    reset(&m);
   });
 }
 

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 namespace tern {
 
@@ -61,34 +62,59 @@ size_t physical_memory() {
   return bytes;
 }
 
-void take_host_bytes(size_t bytes) {
+namespace {
+thread_local MemoryAccountPtr t_account;
+
+std::string memory_size(size_t b) {
+  char s[32];
+  std::snprintf(s, sizeof s, b < 1000000000 ? "%.1f MB" : "%.2f GB", static_cast<double>(b) / (b < 1000000000 ? 1e6 : 1e9));
+  return s;
+}
+
+// Adds `bytes` to `held` unless that passes `limit`; false (nothing added) when it would.
+bool take_within(std::atomic<size_t>& held, size_t bytes, size_t limit, size_t& before) {
+  before = held.fetch_add(bytes, std::memory_order_relaxed);
+  const size_t now = before + bytes;
+  if (now <= limit && now >= bytes) return true;
+  held.fetch_sub(bytes, std::memory_order_relaxed);
+  return false;
+}
+}  // namespace
+
+const MemoryAccountPtr& charged_account() { return t_account; }
+MemoryScope::MemoryScope(MemoryAccountPtr account) : saved_(std::exchange(t_account, std::move(account))) {}
+MemoryScope::~MemoryScope() { t_account = std::move(saved_); }
+
+void take_host_bytes(size_t bytes, const MemoryAccountPtr& account) {
   const size_t asked = g_limit.load(std::memory_order_relaxed), limit = asked ? asked : physical_memory();
-  const size_t now = g_owned.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  if (now > limit || now < bytes) {
+  size_t before = 0;
+  if (!take_within(g_owned, bytes, limit, before))
+    throw MemoryLimitError(detail::concat("the memory cap (", asked ? "--max-memory " : "the machine's memory, ", memory_size(limit),
+                                          ") would be passed: tern holds ", memory_size(before), " and needs ", memory_size(bytes), " more"));
+  if (account && account->limit_ && !take_within(account->held_, bytes, account->limit_, before)) {
     g_owned.fetch_sub(bytes, std::memory_order_relaxed);
-    auto gb = [](size_t b) {
-      char s[32];
-      std::snprintf(s, sizeof s, b < 1000000000 ? "%.1f MB" : "%.2f GB", static_cast<double>(b) / (b < 1000000000 ? 1e6 : 1e9));
-      return std::string(s);
-    };
-    throw MemoryLimitError(detail::concat("the memory cap (", asked ? "--max-memory " : "the machine's memory, ", gb(limit),
-                                          ") would be passed: tern holds ", gb(now - bytes), " and needs ", gb(bytes), " more"));
+    throw MemoryLimitError(detail::concat("the session's memory cap (max_memory ", memory_size(account->limit_), ", ", account->owner_,
+                                          ") would be passed: it holds ", memory_size(before), " and needs ", memory_size(bytes), " more"));
   }
+  if (account && !account->limit_) account->held_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void check_host_bytes(size_t bytes, const std::string& what) {
   try {
-    take_host_bytes(bytes);
+    take_host_bytes(bytes, t_account);
   } catch (const MemoryLimitError& e) {
     throw MemoryLimitError(what + e.what());
   }
-  give_host_bytes(bytes);
+  give_host_bytes(bytes, t_account);
 }
 
-void give_host_bytes(size_t bytes) { g_owned.fetch_sub(bytes, std::memory_order_relaxed); }
+void give_host_bytes(size_t bytes, const MemoryAccountPtr& account) {
+  g_owned.fetch_sub(bytes, std::memory_order_relaxed);
+  if (account) account->held_.fetch_sub(bytes, std::memory_order_relaxed);
+}
 
 size_t owned_host_bytes() { return g_owned.load(std::memory_order_relaxed); }
-void set_host_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
+void set_process_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_order_relaxed); }
 
 namespace {
 // From this size up a buffer gets a mapping of its own in huge pages; below, the heap (or a BufferArena slab).
@@ -111,16 +137,17 @@ void* map_huge(size_t rounded) {
 std::shared_ptr<Buffer> Buffer::allocate(size_t bytes) {
   const bool huge = bytes >= kOwnMappingBytes;
   const size_t unit = huge ? kHugePage : 64, rounded = std::max<size_t>((bytes + unit - 1) / unit * unit, 64);
-  take_host_bytes(rounded);
+  MemoryAccountPtr account = t_account;
+  take_host_bytes(rounded, account);
   void* p = huge ? map_huge(rounded) : std::aligned_alloc(64, rounded);
   if (!p) {
-    give_host_bytes(rounded);
+    give_host_bytes(rounded, account);
     fail("out of memory allocating ", bytes, " bytes");
   }
-  auto b = std::make_shared<Buffer>(p, bytes, Device{}, [huge, rounded](void* q) {
+  auto b = std::make_shared<Buffer>(p, bytes, Device{}, [huge, rounded, account = std::move(account)](void* q) {
     if (huge) munmap(q, rounded);
     else std::free(q);
-    give_host_bytes(rounded);
+    give_host_bytes(rounded, account);
   });
   b->owned_ = true;
   return b;
@@ -156,9 +183,10 @@ constexpr size_t kSlabBytes = size_t{32} << 20;
 struct BufferArena::Slab {
   char* base = nullptr;
   size_t mapped = kSlabBytes, counted = 0;
+  MemoryAccountPtr account = charged_account();  // (a slab fills during one load)
   ~Slab() {
     munmap(base, mapped);
-    give_host_bytes(counted);
+    give_host_bytes(counted, account);
   }
 };
 
@@ -193,7 +221,7 @@ Tensor BufferArena::hold(const Tensor& t) {
     slab_ = std::move(slab);
     used_ = 0;
   }
-  take_host_bytes(rounded);
+  take_host_bytes(rounded, slab_->account);
   slab_->counted += rounded;
   char* at = slab_->base + used_;
   used_ += rounded;

@@ -2,6 +2,7 @@
 // (heap, a memory-pool slot, or a read-only view into a memory-mapped weights file).
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,25 +33,60 @@ struct TransferStats {
 };
 
 // Host memory tern owns (Buffer::allocate: weights repacked at load, folded constants, KV rings, the
-// activations' pool), counted process-wide — what --max-memory caps. File mappings are not counted:
-// their pages are the kernel's to drop and read again.
-size_t owned_host_bytes();
-// For allocators beside Buffer::allocate (the activations' pool, the KV rings): count `bytes` more as
-// owned — throwing MemoryLimitError, with nothing counted, when that would pass the cap — or fewer.
-void take_host_bytes(size_t bytes);
-void give_host_bytes(size_t bytes);
+// activations' pool) is counted twice: against the process (owned_host_bytes, capped by
+// set_process_memory_limit — the CLI's --max-memory, tern_set_process_memory_limit — or the machine's physical
+// memory) and against the MemoryAccount of the session that allocated it (SessionOptions::max_memory), so two
+// sessions in one process each hold to their own cap. File mappings are not counted: their pages are the
+// kernel's to drop and read again.
+class MemoryAccount {
+ public:
+  // `owner` names the account in a MemoryLimitError (a model path); limit 0: none beyond the process's.
+  MemoryAccount(std::string owner, size_t limit) : owner_(std::move(owner)), limit_(limit) {}
+  size_t held() const { return held_.load(std::memory_order_relaxed); }
+  size_t limit() const { return limit_; }
+  const std::string& owner() const { return owner_; }
+
+ private:
+  friend void take_host_bytes(size_t, const std::shared_ptr<MemoryAccount>&);
+  friend void give_host_bytes(size_t, const std::shared_ptr<MemoryAccount>&);
+  const std::string owner_;
+  const size_t limit_;
+  std::atomic<size_t> held_{0};
+};
+using MemoryAccountPtr = std::shared_ptr<MemoryAccount>;
+
+// The account this thread's allocations are charged to besides the process (null: the process only). A
+// session sets it around its load and each run (MemoryScope); kernel threads charge the process only.
+const MemoryAccountPtr& charged_account();
+class MemoryScope {
+ public:
+  explicit MemoryScope(MemoryAccountPtr account);
+  ~MemoryScope();
+  MemoryScope(const MemoryScope&) = delete;
+  MemoryScope& operator=(const MemoryScope&) = delete;
+
+ private:
+  MemoryAccountPtr saved_;
+};
+
+size_t owned_host_bytes();  // the process's count
+// For allocators beside Buffer::allocate (the activations' pool, the KV rings): count `bytes` more as owned by
+// the process and `account` (may be null) — throwing MemoryLimitError, with nothing counted, when that would
+// pass either cap — or fewer (given back to the account they were taken from).
+void take_host_bytes(size_t bytes, const MemoryAccountPtr& account);
+void give_host_bytes(size_t bytes, const MemoryAccountPtr& account);
 // `rounded` bytes (a multiple of 4 KiB) of fresh anonymous memory, 2 MiB aligned and advised as transparent
 // huge pages; null when the system has none to give. Not counted: Buffer::allocate and BufferArena count
 // what they map; the bandwidth probe's buffer is not tern's memory. munmap(p, rounded) gives it back.
 void* map_huge(size_t rounded);
 // For what a parser is about to allocate outside Buffer (protobuf messages, JSON values, GGUF metadata):
-// throws MemoryLimitError, its message starting with `what`, when `bytes` more would pass the cap. Takes
-// nothing — a check before the allocation, not a count of it.
+// throws MemoryLimitError, its message starting with `what`, when `bytes` more would pass the process's or
+// this thread's account's cap. Takes nothing — a check before the allocation, not a count of it.
 void check_host_bytes(size_t bytes, const std::string& what);
 // An allocation that would take owned_host_bytes() past `bytes` (0: the machine's physical memory) throws
-// MemoryLimitError before anything is allocated. Process-wide, like the thread count: the last session
-// created sets it.
-void set_host_memory_limit(size_t bytes);
+// MemoryLimitError before anything is allocated. Set explicitly (the CLI's --max-memory,
+// tern_set_process_memory_limit), never by a session.
+void set_process_memory_limit(size_t bytes);
 
 class Buffer {
  public:

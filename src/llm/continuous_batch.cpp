@@ -12,7 +12,7 @@ ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int
     fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
   rows_.resize(static_cast<size_t>(rows));
   new_tokens_.resize(static_cast<size_t>(rows));
-  session_.reset();  // the rings are made at the first run, `rows` wide
+  generator_.sequence().reset();  // the rings are made at the first run, `rows` wide
 }
 
 int64_t ContinuousBatcher::active() const {
@@ -70,7 +70,7 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
 void ContinuousBatcher::finish(size_t row, FinishReason why) {
   Row& r = rows_[row];
   r.active = false;
-  session_.reset_row(static_cast<int64_t>(row));
+  generator_.sequence().reset_row(static_cast<int64_t>(row));
   if (r.request.on_finish) r.request.on_finish(why);
   r.request = {};  // the callbacks' captures go now, not when the row is next taken
 }
@@ -113,7 +113,7 @@ bool ContinuousBatcher::step() {
     const float* row_logits = logits.data<float>() + static_cast<int64_t>(i) * V;
     // The prompt is in: its followers copy the cache before the leader's first token (which may end it).
     for (size_t f : r.followers) {
-      session_.copy_row(static_cast<int64_t>(b), static_cast<int64_t>(f));
+      generator_.sequence().copy_row(static_cast<int64_t>(b), static_cast<int64_t>(f));
       rows_[f].fed = r.fed;
       rows_[f].following = false;
       take_token(f, row_logits, V);

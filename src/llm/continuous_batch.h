@@ -1,8 +1,8 @@
 // Continuous batching: a fixed number of rows over the session's ring-buffer cache, which requests join
-// and leave between runs. Every run feeds only the active rows (Session::set_batch_rows: idle rows cost
+// and leave between runs. Every run feeds only the active rows (SequenceState::set_batch_rows: idle rows cost
 // nothing), each either the next chunk of its prompt (at most `prefill_chunk` tokens) or the one token it
 // chose last, so a new prompt never stalls the others for more than a chunk; a finished row is emptied
-// (Session::reset_row) and taken by the next request.
+// (SequenceState::reset_row, on the generator's sequence) and taken by the next request.
 //
 // Batch invariance: rows are left-padded to the run's longest and padding is never cached, so a row's
 // arithmetic — its prompt chunks, then one token a run — is the same alone or beside seven others, as
@@ -43,7 +43,7 @@ class ContinuousBatcher {
   // row, returned; fails when every row is taken. A request for no new tokens finishes at once (-1).
   int64_t add(SequenceRequest request);
   // Sequences of one prompt (an API request's n choices), a row each: the first feeds the prompt, the
-  // others copy its cache (Session::copy_row) and its last logits once it is in, then each samples on its
+  // others copy its cache (SequenceState::copy_row) and its last logits once it is in, then each samples on its
   // own. Needs as many free rows; returns them.
   std::vector<int64_t> add_group(std::vector<SequenceRequest> group);
   int64_t free_rows() const { return rows() - active(); }

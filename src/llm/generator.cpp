@@ -26,7 +26,7 @@ void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& r
 }  // namespace
 
 Generator::Generator(Session& session, ModelConfig config)
-    : session_(session), config_(std::move(config)), io_(detect_decoder_io(session)) {}
+    : session_(session), sequence_(session.new_sequence()), config_(std::move(config)), io_(detect_decoder_io(session)) {}
 
 void Generator::set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols) {
   if (feeds_.size() <= slot) feeds_.resize(slot + 1);
@@ -131,7 +131,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
-  if (io_.layout == PastLayout::Internal) session_.set_batch_rows({}, 0);  // (after a continuous batch) row b is b
+  if (io_.layout == PastLayout::Internal) sequence_->set_batch_rows({}, 0);  // (after a continuous batch) row b is b
   return run_feeds(B, cache, n);
 }
 
@@ -163,7 +163,7 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
   feeds_.resize(slot);
-  session_.set_batch_rows(rows, total_rows);
+  sequence_->set_batch_rows(rows, total_rows);
   return run_feeds(B, nullptr, n);
 }
 
@@ -172,7 +172,7 @@ const Tensor& Generator::extend(const std::vector<int64_t>& tokens, KvCache* cac
 }
 
 const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
-  session_.run(feeds_, step_out_);
+  session_.run(feeds_, step_out_, sequence_.get());
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
   const Tensor& given = out.at(io_.logits);
@@ -206,7 +206,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
                       std::equal(resumable_tokens_.begin(), resumable_tokens_.end(), prompts[0].begin());
   std::unique_ptr<KvCache> kept = std::move(resumable_);
   resumable_tokens_.clear();
-  if (io_.layout == PastLayout::Internal && !resume) session_.reset();  // a new batch starts with empty rings
+  if (io_.layout == PastLayout::Internal && !resume) sequence_->reset();  // a new batch starts with empty rings
   if (opt.num_beams > 1) return beam_search(prompts, opt);
   const int64_t pad = pad_id();
   Rows seq, mask;
@@ -272,7 +272,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   }
   res.decode_ms = ms_since(step_t0);
   res.weight_bytes_per_token = session_.weight_bytes_per_token();
-  res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? session_.state_bytes_per_token() : cache.bytes_per_token();
+  res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? sequence_->bytes_per_token() : cache.bytes_per_token();
   if (opt.resume && cached && B == 1) {  // for a next turn: the cache and the tokens it holds
     resumable_tokens_.assign(seq[0].begin(), seq[0].begin() + cache.length());
     resumable_ = std::make_unique<KvCache>(std::move(cache));

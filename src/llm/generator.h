@@ -45,10 +45,15 @@ struct GenerateResult {
 void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
               std::vector<std::vector<int64_t>>& mask);
 
+// One generator is one sequence (or one batch of them) on a session: its ring-buffer caches live in a
+// SequenceState of its own, so several generators share one session's weights, each on its own thread.
+// One thread at a time per generator.
 class Generator {
  public:
   Generator(Session& session, ModelConfig config);
   const DecoderIO& io() const { return io_; }
+  // The caches this generator's runs feed (continuous batching empties and copies its rows).
+  SequenceState& sequence() { return *sequence_; }
 
   // `on_token(sequence, token)` sees each new token as it is chosen; returning false ends that
   // sequence (stop strings are checked this way, by whoever holds the text).
@@ -85,6 +90,7 @@ class Generator {
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);
   Session& session_;
+  std::unique_ptr<SequenceState> sequence_;
   ModelConfig config_;
   DecoderIO io_;
   // What the last resuming generate() left cached, and the tokens it holds (GenerateOptions::resume).

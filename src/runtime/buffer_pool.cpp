@@ -8,7 +8,7 @@ namespace tern {
 BufferPool::~BufferPool() {
   for (auto& kv : free_) {
     std::free(kv.second);
-    give_host_bytes(kv.first);
+    give_host_bytes(kv.first, account_);
   }
 }
 
@@ -39,22 +39,22 @@ std::shared_ptr<Buffer> BufferPool::acquire(size_t bytes) {
     }
   }
   if (!p) {
-    take_host_bytes(capacity);  // the memory cap covers activations too
+    take_host_bytes(capacity, account_);  // the memory caps cover activations too
     p = std::aligned_alloc(64, capacity);
     if (!p) {
-      give_host_bytes(capacity);
+      give_host_bytes(capacity, account_);
       fail("out of memory allocating ", bytes, " bytes");
     }
     ++system_allocations_;
     held_bytes_ += capacity;
   }
   std::weak_ptr<BufferPool> pool = weak_from_this();
-  return std::make_shared<Buffer>(p, bytes, Device{}, [pool, capacity](void* q) {
+  return std::make_shared<Buffer>(p, bytes, Device{}, [pool, capacity, account = account_](void* q) {
     if (auto live = pool.lock()) {
       live->give_back(q, capacity);
     } else {
       std::free(q);
-      give_host_bytes(capacity);
+      give_host_bytes(capacity, account);
     }
   });
 }

@@ -13,7 +13,10 @@ namespace tern {
 
 class BufferPool : public std::enable_shared_from_this<BufferPool> {
  public:
-  static std::shared_ptr<BufferPool> create() { return std::shared_ptr<BufferPool>(new BufferPool()); }
+  // Its blocks are counted against the process's cap and `account`'s (a session's; may be null).
+  static std::shared_ptr<BufferPool> create(MemoryAccountPtr account = nullptr) {
+    return std::shared_ptr<BufferPool>(new BufferPool(std::move(account)));
+  }
   ~BufferPool();
   // A buffer of at least `bytes`; returns to this pool when the last tensor using it is dropped.
   std::shared_ptr<Buffer> acquire(size_t bytes);
@@ -22,11 +25,12 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   size_t held_bytes() const { return held_bytes_; }
 
  private:
-  BufferPool() = default;
+  explicit BufferPool(MemoryAccountPtr account) : account_(std::move(account)) {}
   void give_back(void* p, size_t capacity);
   mutable std::mutex mu_;
   std::multimap<size_t, void*> free_;  // capacity → block
-  size_t system_allocations_ = 0;
+  const MemoryAccountPtr account_;
+  std::atomic<size_t> system_allocations_{0};
   std::atomic<size_t> held_bytes_{0};
 };
 

@@ -51,11 +51,12 @@ void Profiler::attach(SessionOptions& options) {
   options.on_node = [this](const NodeRun& r) {
     if (phase_.empty()) return;
     const double entered = now_us();
-    if (origin_us_ < 0) origin_us_ = r.start_us;
     std::vector<const Tensor*> outs;
     for (const Tensor& t : r.outputs) outs.push_back(&t);
     const OpCost c = r.op.cost(r.inputs, r.outputs, r.state);
     const bool on_device = r.on_device;
+    std::lock_guard<std::mutex> lock(mutex_);  // concurrent runs record into one profile
+    if (origin_us_ < 0) origin_us_ = r.start_us;
     events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device,
                        type_shapes(r.inputs), type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us,
                        c.flops, c.bytes});

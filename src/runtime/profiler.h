@@ -5,6 +5,7 @@
 // Runtime's profiler fields (cat, name, ph, ts, dur, args.op_name, args.input_type_shape, …) so scripts
 // for ORT profiles read them; profile_report.h draws the same data.
 #pragma once
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -45,7 +46,8 @@ class Profiler {
     }
   };
 
-  // Installs the per-node hook (replacing any other).
+  // Installs the per-node hook (replacing any other). Concurrent runs may record; the readers below and
+  // set_phase/clear are for between runs.
   void attach(SessionOptions& options);
   // Nodes that run from now on belong to `phase` ("prefill", "decode", "run"); "" records nothing.
   void set_phase(const std::string& phase) { phase_ = phase; }
@@ -70,6 +72,7 @@ class Profiler {
 
  private:
   std::vector<Row> group(const std::string& phase, bool by_node) const;
+  std::mutex mutex_;  // the hook's, against the hook on another run's thread
   std::vector<Event> events_;
   std::vector<std::pair<std::string, double>> steps_;
   std::string phase_ = "run";

@@ -48,18 +48,69 @@ Device parse_device(const std::string& name) {
 
 namespace {
 // The memory cap holds from the first byte loaded.
-Model load_capped(const std::string& model_path, size_t max_memory) {
-  set_host_memory_limit(max_memory);
+Model load_charged(const std::string& model_path, const MemoryAccountPtr& account) {
+  MemoryScope charge(account);
   try {
     return load_onnx(model_path);
   } catch (const MemoryLimitError& e) {
     throw MemoryLimitError(std::string("loading stopped before passing the memory cap: ") + e.what());
   }
 }
+MemoryAccountPtr account_for(const std::string& model_path, const SessionOptions& options) {
+  return std::make_shared<MemoryAccount>(model_path, options.max_memory);
+}
+int threads_of(const SessionOptions& options) {
+  return options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 }  // namespace
 
+// What one run writes, and the step plan serial runs on it replay.
+struct Session::RunState {
+  std::vector<Tensor> values;          // the values of the current run, by value id
+  std::vector<const Tensor*> ins;      // the current node's inputs
+  std::vector<char> fed;               // which graph inputs the feeds gave
+  std::vector<Tensor> host_copies;     // device inputs downloaded for a node run on the CPU
+  std::vector<int64_t> binding, last_binding;
+  StepPlan plan;
+};
+
+// A RunState taken from the session's idle ones for one run (the most recently returned: serial runs keep
+// theirs and its plan) and returned after it, whatever happens. Its values are emptied by the run itself.
+class Session::RunLease {
+ public:
+  explicit RunLease(Session& s) : s_(s) {
+    {
+      std::lock_guard<std::mutex> lock(s_.idle_runs_mutex_);
+      if (!s_.idle_runs_.empty()) {
+        run_ = std::move(s_.idle_runs_.back());
+        s_.idle_runs_.pop_back();
+      }
+    }
+    if (!run_) {
+      run_ = std::make_unique<RunState>();
+      run_->values.resize(s_.model_.graph->values.size());
+    }
+  }
+  ~RunLease() {
+    std::lock_guard<std::mutex> lock(s_.idle_runs_mutex_);
+    s_.idle_runs_.push_back(std::move(run_));
+  }
+  RunState& operator*() { return *run_; }
+
+ private:
+  Session& s_;
+  std::unique_ptr<RunState> run_;
+};
+
 Session::Session(const std::string& model_path, SessionOptions options)
-    : Session(load_capped(model_path, options.max_memory), std::move(options)) {}
+    : account_(account_for(model_path, options)), model_(load_charged(model_path, account_)), options_(std::move(options)) {
+  prepare();
+}
+
+Session::Session(Model model, SessionOptions options)
+    : account_(account_for(model.path, options)), model_(std::move(model)), options_(std::move(options)) {
+  prepare();
+}
 
 Session::~Session() = default;
 
@@ -76,26 +127,21 @@ void Session::set_device_top_k(const std::string& name, int k) {
   top_k_ = std::max(k, 0);
 }
 
-Session::Session(Model model, SessionOptions options) : model_(std::move(model)), options_(std::move(options)) {
-  if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
-  if (options_.threads <= 0) options_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Both are per process: the last session's count wins. The kernels run on tern's pool
-  // (kernels/cpu/parallel.h); OpenMP is left to Eigen's reference GEMM (single-threaded in a TERN_MINIMAL
-  // build, which has no OpenMP).
-  kernels::set_kernel_threads(options_.threads);
-#ifdef _OPENMP
-  omp_set_num_threads(options_.threads);
-#endif
-  set_host_memory_limit(options_.max_memory);
-  pool_ = BufferPool::create();
+void Session::prepare() {
+  options_.threads = threads_of(options_);
+  // Whatever the load allocates counts against this session's cap; kernels it runs (packing) use its threads.
+  MemoryScope charge(account_);
+  kernels::KernelThreads threads(options_.threads);
   try {
-    prepare();
+    if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
+    pool_ = BufferPool::create(account_);
+    prepare_graph();
   } catch (const MemoryLimitError& e) {
     throw MemoryLimitError(model_.path + ": loading stopped before passing the memory cap: " + e.what());
   }
 }
 
-void Session::prepare() {
+void Session::prepare_graph() {
   Graph& g = *model_.graph;
   // Report every unsupported op at once: users want the whole list, not the first.
   std::set<std::string> missing;
@@ -130,9 +176,9 @@ void Session::prepare() {
     prefault_mapped_weights();
     if (pack_) pack_->prefault();
   }
-  for (const auto& op : ops_) states_.push_back(op->make_state());
+  sequence_ = new_sequence();
+  for (const auto& state : sequence_->states_) stateful_ = stateful_ || state != nullptr;
   find_input_dims();
-  values_.resize(g.values.size());
 
   // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
   std::vector<int> last_use(g.values.size(), -1);
@@ -188,13 +234,6 @@ void Session::find_input_dims() {
     }
 }
 
-int64_t Session::state_bytes_per_token() const {
-  int64_t n = 0;
-  for (const auto& state : states_)
-    if (state) n += state->bytes_per_token();
-  return n;
-}
-
 MemoryUse Session::memory_use() const {
   MemoryUse m;
   for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
@@ -202,8 +241,10 @@ MemoryUse Session::memory_use() const {
     m.mapped_prepared = pack_->bytes_served();
     m.packed_weights -= m.mapped_prepared;
   }
-  for (const auto& state : states_)
-    if (state) m.kv_cache += state->held_bytes();
+  {
+    std::lock_guard<std::mutex> lock(sequences_mutex_);
+    for (const SequenceState* seq : sequences_) m.kv_cache += seq->held_bytes();
+  }
   std::set<const Buffer*> seen;  // a buffer several constants view counts once
   for (const Value& v : model_.graph->values)
     if (v.constant && v.constant->buffer() && seen.insert(v.constant->buffer().get()).second)
@@ -234,11 +275,26 @@ int64_t Session::weight_bytes_per_token() const {
   return n;
 }
 
-void Session::reset() {
-  for (size_t k = 0; k < ops_.size(); ++k) states_[k] = ops_[k]->make_state();
+SequenceState::SequenceState(const Session& session) : session_(session) {
+  for (const auto& op : session_.ops_) states_.push_back(op->make_state());
+  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
+  session_.sequences_.push_back(this);
 }
 
-void Session::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
+SequenceState::~SequenceState() {
+  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
+  auto& all = session_.sequences_;
+  all.erase(std::find(all.begin(), all.end(), this));
+}
+
+std::unique_ptr<SequenceState> Session::new_sequence() const { return std::unique_ptr<SequenceState>(new SequenceState(*this)); }
+
+void SequenceState::reset() {
+  MemoryScope charge(session_.account_);
+  for (size_t k = 0; k < states_.size(); ++k) states_[k] = session_.ops_[k]->make_state();
+}
+
+void SequenceState::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= total) fail("batch row ", rows[i], " is outside the ", total, " rows");
     for (size_t k = 0; k < i; ++k)
@@ -251,14 +307,29 @@ void Session::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
     }
 }
 
-void Session::copy_row(int64_t from, int64_t to) {
+void SequenceState::copy_row(int64_t from, int64_t to) {
+  MemoryScope charge(session_.account_);
   for (auto& s : states_)
     if (s) s->copy_row(from, to);
 }
 
-void Session::reset_row(int64_t row) {
+void SequenceState::reset_row(int64_t row) {
   for (auto& s : states_)
     if (s) s->clear_row(row);
+}
+
+int64_t SequenceState::bytes_per_token() const {
+  int64_t n = 0;
+  for (const auto& state : states_)
+    if (state) n += state->bytes_per_token();
+  return n;
+}
+
+int64_t SequenceState::held_bytes() const {
+  int64_t n = 0;
+  for (const auto& state : states_)
+    if (state) n += state->held_bytes();
+  return n;
 }
 
 void Session::check_feed(const IOInfo& info, const Tensor& t) const {
@@ -273,9 +344,9 @@ void Session::check_feed(const IOInfo& info, const Tensor& t) const {
       fail("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
 }
 
-void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+void Session::bind_feeds(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds) const {
   const Graph& g = *model_.graph;
-  fed_.assign(g.inputs.size(), 0);
+  r.fed.assign(g.inputs.size(), 0);
   for (const auto& [name, tensor] : feeds) {
     int id = g.find_value(name);
     auto it = std::find(g.inputs.begin(), g.inputs.end(), id);
@@ -286,42 +357,39 @@ void Session::bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feed
     }
     check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
     if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a host tensor (the session moves it)");
-    values_[static_cast<size_t>(id)] = tensor;
-    fed_[static_cast<size_t>(it - g.inputs.begin())] = 1;
+    r.values[static_cast<size_t>(id)] = tensor;
+    r.fed[static_cast<size_t>(it - g.inputs.begin())] = 1;
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!fed_[i]) fail("missing input '", inputs_[i].name, "' of ", model_.path);
-  binding_.resize(input_dims_.size());
+    if (!r.fed[i]) fail("missing input '", inputs_[i].name, "' of ", model_.path);
+  std::vector<int64_t>& binding = r.binding;
+  binding.resize(input_dims_.size());
   for (size_t i = 0; i < input_dims_.size(); ++i) {
     const InputDim& d = input_dims_[i];
-    binding_[i] = values_[static_cast<size_t>(g.inputs[d.input])].dim(static_cast<int64_t>(d.axis));
+    binding[i] = r.values[static_cast<size_t>(g.inputs[d.input])].dim(static_cast<int64_t>(d.axis));
   }
   auto where = [&](const InputDim& d) { return "input '" + inputs_[d.input].name + "' dim " + std::to_string(d.axis); };
   for (size_t i = 0; i < input_dims_.size(); ++i) {
     const InputDim& d = input_dims_[i];
-    if (d.same_as >= 0 && binding_[i] != binding_[static_cast<size_t>(d.same_as)]) {
+    if (d.same_as >= 0 && binding[i] != binding[static_cast<size_t>(d.same_as)]) {
       const InputDim& e = input_dims_[static_cast<size_t>(d.same_as)];
-      fail(where(d), " (", d.symbol, ") is ", binding_[i], ", but ", where(e), " gives ", d.symbol, " = ", binding_[static_cast<size_t>(d.same_as)]);
+      fail(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ", binding[static_cast<size_t>(d.same_as)]);
     }
     int64_t sum = 0;
-    for (size_t t : d.terms) sum += binding_[t];
-    if (!d.terms.empty() && sum != binding_[i]) fail(where(d), " (", d.symbol, ") is ", binding_[i], ", but the other inputs make it ", sum);
+    for (size_t t : d.terms) sum += binding[t];
+    if (!d.terms.empty() && sum != binding[i]) fail(where(d), " (", d.symbol, ") is ", binding[i], ", but the other inputs make it ", sum);
   }
 }
 
-void Session::gather_inputs(const Node& node) {
-  ins_.assign(node.inputs.size(), nullptr);
+void Session::gather_inputs(RunState& r, const Node& node) const {
+  r.ins.assign(node.inputs.size(), nullptr);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     const int id = node.inputs[i];
     if (id < 0) continue;
-    const Tensor& t = values_[static_cast<size_t>(id)];
+    const Tensor& t = r.values[static_cast<size_t>(id)];
     if (!t.defined()) fail(node.describe(), ": input '", model_.graph->values[static_cast<size_t>(id)].name, "' has no value");
-    ins_[i] = &t;
+    r.ins[i] = &t;
   }
-}
-
-Allocator Session::pool_allocator() {
-  return [this](DType dt, const Shape& shape) { return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape)))); };
 }
 
 void Session::open_pack() {
@@ -402,33 +470,65 @@ void Session::prepack_constants() {
   }
 }
 
-Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, SequenceState* sequence) {
   Outputs out;
-  run(feeds, out);
+  run(feeds, out, sequence);
   return out;
 }
 
-void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out) {
-  ++runs_;
-  bind_feeds(feeds);
-  // Step plans are for the CPU: a device session keeps its outputs in the device's memory.
-  if (!device_ && plan_.ready && binding_ == plan_.binding) return run_nodes(true, nullptr, out);
-  // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
-  plan_.ready = false;
-  const bool make_plan = !device_ && replayable_ && binding_ == last_binding_;
-  last_binding_ = binding_;
-  if (!make_plan) return run_nodes(false, nullptr, out);
-  std::vector<Shape> shapes(model_.graph->values.size());
-  run_nodes(false, &shapes, out);
-  build_plan(shapes);
+void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState* sequence) {
+  SequenceState& seq = sequence ? *sequence : *sequence_;
+  if (&seq.session_ != this) fail("run: the sequence belongs to another session");
+  // A sequence's caches take one run at a time: a second one fails here rather than interleave two token
+  // streams in one cache (each thread wants a sequence of its own: new_sequence()).
+  if (stateful_ && seq.busy_.exchange(true, std::memory_order_acquire))
+    throw SequenceBusyError(model_.path + ": another run is feeding this sequence's KV cache: runs on one sequence go one at a "
+                            "time; give each thread its own (Session::new_sequence, a Generator each)");
+  struct Release {
+    SequenceState* seq;
+    ~Release() {
+      if (seq) seq->busy_.store(false, std::memory_order_release);
+    }
+  } release{stateful_ ? &seq : nullptr};
+  std::unique_lock<std::mutex> device_lock(device_mutex_, std::defer_lock);
+  if (device_) device_lock.lock();
+  // This run's allocations count against the session's cap; its kernels use the session's threads.
+  MemoryScope charge(account_);
+  kernels::KernelThreads threads(options_.threads);
+#ifdef _OPENMP
+  omp_set_num_threads(options_.threads);  // (this thread's: Eigen's reference GEMM)
+#endif
+  RunLease lease(*this);
+  RunState& r = *lease;
+  try {
+    run_claimed(r, feeds, out, seq);
+  } catch (...) {
+    for (Tensor& t : r.values) t = Tensor();  // nothing of a failed run stays held
+    throw;
+  }
 }
 
-void Session::collect_outputs(bool planned, Outputs& result) {
+void Session::run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq) {
+  const int64_t index = runs_.fetch_add(1, std::memory_order_relaxed);
+  bind_feeds(r, feeds);
+  // Step plans are for the CPU: a device session keeps its outputs in the device's memory.
+  if (!device_ && r.plan.ready && r.binding == r.plan.binding) return run_nodes(r, seq, index, true, nullptr, out);
+  // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
+  r.plan.ready = false;
+  const bool make_plan = !device_ && replayable_.load(std::memory_order_relaxed) && r.binding == r.last_binding;
+  r.last_binding = r.binding;
+  if (!make_plan) return run_nodes(r, seq, index, false, nullptr, out);
+  std::vector<Shape> shapes(model_.graph->values.size());
+  run_nodes(r, seq, index, false, &shapes, out);
+  build_plan(r, shapes);
+}
+
+void Session::collect_outputs(RunState& r, bool planned, Outputs& result) const {
   const Graph& g = *model_.graph;
   result.items.resize(g.outputs.size());
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const int o = g.outputs[i];
-    const Tensor& t = values_[static_cast<size_t>(o)];
+    const Tensor& t = r.values[static_cast<size_t>(o)];
     if (!t.defined()) fail("graph output '", g.values[static_cast<size_t>(o)].name, "' was not computed");
     // A planned output that views a plan buffer would change under the caller at the next run.
     const int p = g.values[static_cast<size_t>(o)].producer;
@@ -440,84 +540,87 @@ void Session::collect_outputs(bool planned, Outputs& result) {
   }
 }
 
-void Session::run_nodes(bool planned, std::vector<Shape>* shapes, Outputs& out) {
+void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool planned, std::vector<Shape>* shapes, Outputs& out) {
   const Graph& g = *model_.graph;
   if (!planned)  // (a plan holds them from when it was built)
     for (size_t v = 0; v < g.values.size(); ++v)
-      if (g.values[v].constant) values_[v] = *g.values[v].constant;
-  host_nodes_.clear();
+      if (g.values[v].constant) r.values[v] = *g.values[v].constant;
+  if (device_) host_nodes_.clear();
+  const Allocator pool_allocator = [this](DType dt, const Shape& shape) {
+    return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
+  };
   std::vector<Tensor> fresh;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     const Op& op = *ops_[k];
-    gather_inputs(node);
-    const bool on_device = device_ && op.runs_on(options_.device, ins_);
+    OpState* state = seq.states_[k].get();
+    gather_inputs(r, node);
+    const bool on_device = device_ && op.runs_on(options_.device, r.ins);
     if (device_ && !on_device) {
       host_nodes_.push_back(node.name + " (" + node.op_type + ")");
-      host_copies_.clear();
-      host_copies_.reserve(ins_.size());
-      for (auto& in : ins_)
+      r.host_copies.clear();
+      r.host_copies.reserve(r.ins.size());
+      for (auto& in : r.ins)
         if (in && device_->holds(*in)) {
-          host_copies_.push_back(device_->to_host(*in));
-          in = &host_copies_.back();
+          r.host_copies.push_back(device_->to_host(*in));
+          in = &r.host_copies.back();
         }
     }
     const Device where = on_device ? options_.device : Device{};
     kernels::opencl::Kernels* kernels = on_device ? device_->kernels() : nullptr;
     const double t0 = options_.on_node ? now_us() : 0;
-    std::vector<Tensor>& outs = planned ? planned_outputs(k, out) : fresh;
+    std::vector<Tensor>& outs = planned ? planned_outputs(r, k, out) : fresh;
     if (planned) {
-      RunContext ctx{node, ins_, outs, where, options_.threads, kernels, states_[k].get()};
+      RunContext ctx{node, r.ins, outs, where, options_.threads, kernels, state};
       run_op(op, ctx);
     } else {
-      outs = execute_node(op, node, ins_, on_device ? device_->allocator(k) : pool_allocator(), where, options_.threads, kernels,
-                          states_[k].get());
+      outs = execute_node(op, node, r.ins, on_device ? device_->allocator(k) : pool_allocator, where, options_.threads, kernels, state);
     }
     if (options_.on_node) {
       if (device_) device_->finish();  // the node's kernels have run, not only been queued
-      options_.on_node(NodeRun{node, op, ins_, outs, states_[k].get(), on_device, t0, now_us(), runs_ - 1});
+      options_.on_node(NodeRun{node, op, r.ins, outs, state, on_device, t0, now_us(), index});
     }
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (const int o = node.outputs[i]; o >= 0) {
         if (shapes) (*shapes)[static_cast<size_t>(o)] = outs[i].shape();
-        if (planned) values_[static_cast<size_t>(o)] = outs[i];
-        else values_[static_cast<size_t>(o)] = std::move(outs[i]);
+        if (planned) r.values[static_cast<size_t>(o)] = outs[i];
+        else r.values[static_cast<size_t>(o)] = std::move(outs[i]);
       }
     if (!planned)
-      for (int v : release_after_[k]) values_[static_cast<size_t>(v)] = Tensor();
+      for (int v : release_after_[k]) r.values[static_cast<size_t>(v)] = Tensor();
   }
-  if (device_) bring_outputs_to_host();
-  collect_outputs(planned, out);
+  if (device_) bring_outputs_to_host(r);
+  collect_outputs(r, planned, out);
   if (!planned)
-    for (Tensor& t : values_) t = Tensor();  // nothing of this run stays held
+    for (Tensor& t : r.values) t = Tensor();  // nothing of this run stays held
 }
 
-std::vector<Tensor>& Session::planned_outputs(size_t k, const Outputs& out) {
+std::vector<Tensor>& Session::planned_outputs(RunState& r, size_t k, const Outputs& out) const {
   const Graph& g = *model_.graph;
   const Node& node = g.nodes[k];
-  std::vector<Tensor>& outs = plan_.outputs[k];
+  std::vector<Tensor>& outs = r.plan.outputs[k];
   for (size_t i = 0; i < node.outputs.size(); ++i)  // graph outputs get fresh memory each run…
     if (owns_graph_output(k, node.outputs[i])) {
       const int o = node.outputs[i];
       const auto& last = outs[i].buffer();
       // …unless the caller handed back the one it got from this plan last run and holds it alone
-      // (besides this plan and this session's values).
+      // (besides this plan and this run's values).
       const size_t at = static_cast<size_t>(std::find(g.outputs.begin(), g.outputs.end(), o) - g.outputs.begin());
       const bool handed_back = at < out.items.size() && last && out.items[at].second.buffer() == last &&
-                               last.use_count() == 2 + (values_[static_cast<size_t>(o)].buffer() == last);
+                               last.use_count() == 2 + (r.values[static_cast<size_t>(o)].buffer() == last);
       if (!handed_back) outs[i] = Tensor(outs[i].dtype(), outs[i].shape(), pool_->acquire(outs[i].nbytes()));
     }
   return outs;
 }
 
-void Session::build_plan(const std::vector<Shape>& shapes) {
+void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
   const Graph& g = *model_.graph;
   // The shapes this run produced must be the symbolic ones with this run's dims put in; if not, the
   // graph's shapes depend on more than the input dims and it is never replayed.
   std::map<std::string, int64_t> dims;
-  for (size_t i = 0; i < input_dims_.size(); ++i) dims[input_dims_[i].symbol] = binding_[i];
+  for (size_t i = 0; i < input_dims_.size(); ++i) dims[input_dims_[i].symbol] = r.binding[i];
   StepPlan plan;
-  plan.binding = binding_;
+  plan.binding = r.binding;
   plan.outputs.resize(g.nodes.size());
   size_t bytes = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
@@ -534,7 +637,7 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
         same = (d.is_known() ? d.value : dims.at(d.symbol)) == actual[a];
       }
       if (!same) {
-        replayable_ = false;
+        replayable_.store(false, std::memory_order_relaxed);
         return;
       }
       plan.outputs[k][i] = Tensor(v.dtype, actual, nullptr);
@@ -553,15 +656,15 @@ void Session::build_plan(const std::vector<Shape>& shapes) {
       t = Tensor(t.dtype(), t.shape(), pool_->acquire(t.nbytes()));
     }
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].constant) values_[v] = *g.values[v].constant;
+    if (g.values[v].constant) r.values[v] = *g.values[v].constant;
   plan.ready = true;
-  plan_ = std::move(plan);
+  r.plan = std::move(plan);
 }
 
-void Session::bring_outputs_to_host() {
+void Session::bring_outputs_to_host(RunState& r) {
   const Graph& g = *model_.graph;
   for (int o : g.outputs) {
-    Tensor& t = values_[static_cast<size_t>(o)];
+    Tensor& t = r.values[static_cast<size_t>(o)];
     if (!t.defined()) continue;
     if (top_k_ > 0 && g.values[static_cast<size_t>(o)].name == top_k_output_) {  // only the best scores
       device_->top_k(t, top_k_, top_ids_, top_values_);

@@ -1,10 +1,20 @@
-// tern::Session — load an ONNX model once, run it many times.
+// tern::Session — load an ONNX model once, run it many times, from as many threads as you like.
 //
 //   tern::Session session("model.onnx");
 //   auto outputs = session.run({{"input_ids", ids}, {"attention_mask", mask}});
 //   const tern::Tensor& logits = outputs.at("logits");
+//
+// Threads (as ONNX Runtime's run()): a session is the model, prepared once and immutable after load, plus a set
+// of run contexts (feeds, values, step plans) — each run() takes one of its own, so concurrent runs on one session
+// are safe and give what serial runs give. Sequence state (the ring-buffer KV caches of SessionOptions::kv_window)
+// lives in SequenceState objects: the session's own (sequence()) and any made by new_sequence(), one per
+// independent sequence on the same weights. Runs that feed the same sequence go one at a time — a run that finds
+// its sequence in use by another fails with SequenceBusyError rather than interleave two token streams in one
+// cache. A session on an OpenCL device runs one run at a time (the device queue), the others waiting.
 #pragma once
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,7 +38,12 @@ struct NodeRun {
   const OpState* state;     // the node's sequence state after the run (null for stateless ops)
   bool on_device;           // computed by the session's device (else the CPU)
   double start_us, end_us;  // steady clock
-  int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session)
+  int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session, in the order runs start)
+};
+
+// A run that asked for a sequence another run is feeding (SequenceState).
+struct SequenceBusyError : Error {
+  using Error::Error;
 };
 
 // Where a session's memory goes. Owned parts are counted in owned_host_bytes (core/tensor.h); the
@@ -66,10 +81,10 @@ struct SessionOptions {
   WeightFormat weights = WeightFormat::AsStored;
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
   ActivationFormat activations = ActivationFormat::AsModel;
-  // Host memory tern may own (bytes; 0: the machine's physical memory): weights repacked at load, folded constants, KV rings,
-  // activations (core/tensor.h owned_host_bytes). Loading or a run that would pass it fails with a
-  // MemoryLimitError naming the numbers, instead of the process being killed for memory. Process-wide:
-  // the last session created sets it.
+  // Host memory this session may own (bytes; 0: no cap of its own): weights repacked at load, folded constants,
+  // KV rings, activations (its MemoryAccount, core/tensor.h). Loading or a run that would pass it fails with a
+  // MemoryLimitError naming the numbers, instead of the process being killed for memory. Per session: other
+  // sessions keep their own caps; the process's cap (set_process_memory_limit) holds over all of them.
   size_t max_memory = 0;
   // Maps every weight still read from the model's files into the process at load (weights used as
   // stored, such as MatMulNBits blocks; not Gather tables, read a row a token), so the first run takes
@@ -81,7 +96,8 @@ struct SessionOptions {
   // Record: prepares as usual and keeps everything it prepared for save_pack().
   enum class Pack { Use, Ignore, Record };
   Pack pack = Pack::Use;
-  // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all.
+  // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all. Called on
+  // the thread of the run the node belongs to: concurrent runs call it concurrently.
   std::function<void(const NodeRun& run)> on_node;
 };
 
@@ -103,6 +119,36 @@ class Outputs {
 };
 
 class DeviceExecutor;
+class Session;
+
+// The state of one sequence: each op's (Op::make_state — the KV rings of the layers the session caches). Made
+// by Session::new_sequence (or the session's own, Session::sequence()); must not outlive its session.
+class SequenceState {
+ public:
+  ~SequenceState();
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
+  // Empties every cache.
+  void reset();
+  // Empties row `row` of every cache, keeping the other rows (continuous batching).
+  void reset_row(int64_t row);
+  // Row `to` of every cache becomes a copy of row `from` (continuous batching: choices sharing a prompt).
+  void copy_row(int64_t from, int64_t to);
+  // Continuous batching: the next runs feed sequences `rows` (distinct, each < total) of caches holding
+  // `total` — batch index i is row rows[i] — so idle rows cost nothing. Empty: index i is row i.
+  void set_batch_rows(const std::vector<int64_t>& rows, int64_t total);
+  // Bytes the caches move per decode token, at their current fill.
+  int64_t bytes_per_token() const;
+  // Bytes the caches hold now.
+  int64_t held_bytes() const;
+
+ private:
+  friend class Session;
+  explicit SequenceState(const Session& session);
+  const Session& session_;
+  std::vector<std::unique_ptr<OpState>> states_;  // parallel to the session's ops
+  std::atomic<bool> busy_{false};                 // a run is feeding it
+};
 
 class Session {
  public:
@@ -118,32 +164,31 @@ class Session {
   const BufferPool& pool() const { return *pool_; }
 
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
-  // stay valid after later runs. One run at a time per session (runs reuse the session's step plan).
-  Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds);
+  // stay valid after later runs. `sequence`: the state the run reads and advances (null: the session's own,
+  // sequence()). Safe to call from several threads at once (see the top of this file).
+  Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds, SequenceState* sequence = nullptr);
   // The same, into `out`: pass back the previous run's Outputs and a replayed step writes into the
   // tensors it returned last time when nothing else holds them (so hand back only outputs you are done
   // with) — with the step plan, a decode step allocates nothing.
-  void run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out);
-  // Layers whose KV cache the session holds (see SessionOptions::kv_window); reset() empties them.
+  void run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState* sequence = nullptr);
+  // Layers whose KV cache the session holds (see SessionOptions::kv_window) in each SequenceState.
   int cached_layers() const { return passes_.cached_layers; }
+  // The session's own sequence (runs given no other feed it) and fresh ones: independent sequences on one
+  // set of weights (a generator each).
+  SequenceState& sequence() { return *sequence_; }
+  std::unique_ptr<SequenceState> new_sequence() const;
+  // Whether any op keeps sequence state (runs then claim their SequenceState).
+  bool stateful() const { return stateful_; }
   // The rewrites fusion passes made at load.
   const std::vector<Fusion>& fusions() const { return passes_.fusions; }
   // With a window: why the attention did not become ring-buffer layers, per layer (empty when it did,
   // or when the graph has no cache inputs).
   const std::vector<FusionMiss>& fusion_misses() const { return passes_.misses; }
-  void reset();
   const SessionOptions& options() const { return options_; }
-  // Empties row `row` of every cache the session holds, keeping the other rows (continuous batching).
-  void reset_row(int64_t row);
-  // Row `to` of every cache becomes a copy of row `from` (continuous batching: choices sharing a prompt).
-  void copy_row(int64_t from, int64_t to);
-  // Continuous batching: the next runs feed sequences `rows` (distinct, each < total) of caches holding
-  // `total` — batch index i is row rows[i] — so idle rows cost nothing. Empty: index i is row i.
-  void set_batch_rows(const std::vector<int64_t>& rows, int64_t total);
-  // Bytes the session's own state (ring-buffer caches) moves per decode token, at its current fill.
-  int64_t state_bytes_per_token() const;
-  // The memory this session holds now, by what it is for (bytes).
+  // The memory this session holds now, by what it is for (bytes; kv_cache: every live SequenceState's).
   MemoryUse memory_use() const;
+  // What the session's memory cap counts (SessionOptions::max_memory).
+  const MemoryAccountPtr& memory_account() const { return account_; }
   // The pack the session reads its prepared weights from, or records them for; null when none.
   const WeightPack* pack() const { return pack_.get(); }
   // With SessionOptions::Pack::Record: writes what the load prepared as the pack at `path`.
@@ -152,7 +197,7 @@ class Session {
   // of a table read by Gather (embeddings).
   int64_t weight_bytes_per_token() const;
   // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
-  // computed on the CPU instead ("name (op type)").
+  // computed on the CPU instead ("name (op type)"). (Device sessions run one run at a time.)
   const TransferStats* device_transfers() const;
   // With an OpenCL device and a single sequence: from the next run on, the graph output `name`
   // ([1, S, V] scores) is not downloaded; the k best scores of its last position are found on the
@@ -167,7 +212,12 @@ class Session {
   const std::vector<std::string>& host_nodes() const { return host_nodes_; }
 
  private:
-  void prepare();
+  // What one run() writes: taken from idle_runs_ for the run (or made), given back after it, so concurrent
+  // runs never share one and serial runs reuse the same one — with its step plan.
+  struct RunState;
+  class RunLease;
+  void prepare();        // under the session's memory account and threads…
+  void prepare_graph();  // …the passes, the ops, their weights
   void open_pack();  // SessionOptions::pack
   // Lets each op repack its constant weights (Op::prepack), frees the originals nobody reads, and notes how runs
   // read each constant (constant_reads_).
@@ -176,23 +226,23 @@ class Session {
   // Decides at load whether decode steps can replay a plan (replayable_, input_dims_).
   void find_input_dims();
   void check_feed(const IOInfo& info, const Tensor& t) const;
-  // Binds the feeds to graph-input slots (values_), checking them; fills binding_ with the sizes of
+  // Binds the feeds to graph-input slots (r.values), checking them; fills r.binding with the sizes of
   // the inputs' symbolic dims.
-  void bind_feeds(const std::vector<std::pair<std::string, Tensor>>& feeds);
-  // Points ins_ at the node's input values; fails naming an input that has none.
-  void gather_inputs(const Node& node);
-  Allocator pool_allocator();  // host tensors from the session's buffer pool
+  void bind_feeds(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds) const;
+  // Points r.ins at the node's input values; fails naming an input that has none.
+  void gather_inputs(RunState& r, const Node& node) const;
+  void run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq);
   // The node loop, for every run: each node on the device when the session has one and the node's op
   // takes its inputs there, else on the CPU (device inputs downloaded first). `planned`: into the step
   // plan's outputs, no shape rules; else shape rule → outputs → kernel, recording each value's shape in
   // `shapes` when given (to build a plan from).
-  void run_nodes(bool planned, std::vector<Shape>* shapes, Outputs& out);
+  void run_nodes(RunState& r, SequenceState& seq, int64_t index, bool planned, std::vector<Shape>* shapes, Outputs& out);
   // Node k's plan outputs, graph outputs given fresh memory unless the caller handed last run's back.
-  std::vector<Tensor>& planned_outputs(size_t k, const Outputs& out);
+  std::vector<Tensor>& planned_outputs(RunState& r, size_t k, const Outputs& out) const;
   // With a device: graph outputs downloaded, or only their best scores (set_device_top_k).
-  void bring_outputs_to_host();
-  void build_plan(const std::vector<Shape>& shapes);
-  void collect_outputs(bool planned, Outputs& out);
+  void bring_outputs_to_host(RunState& r);
+  void build_plan(RunState& r, const std::vector<Shape>& shapes);
+  void collect_outputs(RunState& r, bool planned, Outputs& out) const;
   // A graph output that node k computes into memory of its own (not a view of another value).
   bool owns_graph_output(size_t k, int value) const {
     return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
@@ -202,16 +252,22 @@ class Session {
   // reads it (reads of a weight an op repacked at load go to the copy).
   std::vector<char> constant_reads_;
 
+  friend class SequenceState;
+  MemoryAccountPtr account_;  // (before model_: loading is charged to it)
   Model model_;
   SessionOptions options_;
-  int64_t runs_ = 0;  // Session::run calls so far (NodeRun::run_index)
+  std::atomic<int64_t> runs_{0};  // Session::run calls so far (NodeRun::run_index)
   PipelineResult passes_;  // what the passes did at load
   std::vector<IOInfo> inputs_, outputs_;
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
-  std::vector<std::unique_ptr<OpState>> states_;    // parallel to ops_: their sequence state (or null)
+  bool stateful_ = false;                           // some op makes state
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
   std::shared_ptr<WeightPack> pack_;
+  // Every live SequenceState (memory_use counts their caches); the session's own is one.
+  mutable std::mutex sequences_mutex_;
+  mutable std::vector<const SequenceState*> sequences_;
+  std::unique_ptr<SequenceState> sequence_;
 
   // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
   // (`replayable_`, decided at load), a run whose symbolic dims equal the previous run's replays a
@@ -231,16 +287,14 @@ class Session {
     std::vector<std::vector<Tensor>> outputs;    // per node, its outputs (graph outputs get a buffer per run)
     bool ready = false;
   };
-  bool replayable_ = false;
+  // Set at load: a graph whose shapes turn out to depend on more than the input dims is never planned.
+  std::atomic<bool> replayable_{false};
   std::vector<InputDim> input_dims_;
-  std::vector<int64_t> binding_, last_binding_;
-  StepPlan plan_;
-  std::vector<Tensor> values_;          // the values of the current run, by value id
   std::vector<char> is_graph_output_;   // by value id
-  std::vector<const Tensor*> ins_;      // scratch: the current node's inputs
-  std::vector<char> fed_;               // scratch: which graph inputs the feeds gave
-  std::vector<Tensor> host_copies_;     // scratch: device inputs downloaded for a node run on the CPU
+  std::mutex idle_runs_mutex_;
+  std::vector<std::unique_ptr<RunState>> idle_runs_;
   std::unique_ptr<DeviceExecutor> device_;
+  std::mutex device_mutex_;  // a device session's runs, one at a time
   std::vector<std::string> host_nodes_;
   std::string top_k_output_;
   int top_k_ = 0;

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     for (const auto& t : tern::fuzz::targets()) std::fprintf(listing ? stdout : stderr, "  %-20s %s\n", t.name, t.input);
     std::exit(listing ? 0 : 2);
   }
-  tern::set_host_memory_limit(tern::fuzz::kMemoryCap);
+  tern::set_process_memory_limit(tern::fuzz::kMemoryCap);
   return 0;
 }
 

@@ -23,7 +23,7 @@ const std::vector<Target>& targets();
 const Target* find_target(const std::string& name);
 
 // The memory cap every target runs under: a claim past it must be refused before it is allocated, not
-// discovered by the sanitizer's allocator or the OOM killer. Set process-wide (set_host_memory_limit) before
+// discovered by the sanitizer's allocator or the OOM killer. Set process-wide (set_process_memory_limit) before
 // the first input — converters allocate before any session exists — and as each session's max_memory.
 constexpr size_t kMemoryCap = size_t{256} << 20;
 

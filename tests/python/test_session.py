@@ -144,6 +144,47 @@ def test_a_decoder_graph_gives_onnxruntimes_logits():
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
+# ---- many threads on one session ----
+
+def test_one_session_from_8_threads_gives_the_serial_outputs():
+    """As onnxruntime's run(): one InferenceSession shared by 8 threads x 50 runs, every output equal to the
+    serial run's, no errors."""
+    import threading
+
+    sess = tern.InferenceSession(str(REPO / "models" / "default" / "model.onnx"), threads=2)
+    rng = np.random.default_rng(0)
+    cases = []
+    for k in range(6):
+        n, past = (1 if k % 2 else 2 + k), (4 + k if k % 3 else 0)
+        feeds = {"input_ids": rng.integers(0, 1000, (1, n)).astype(np.int64),
+                 "attention_mask": np.ones((1, past + n), np.int64),
+                 "position_ids": np.arange(past, past + n, dtype=np.int64)[None]}
+        for i in sess.get_inputs():
+            if i.name.startswith("past_key_values"):
+                feeds[i.name] = rng.standard_normal((1, i.shape[1], past, i.shape[3])).astype(np.float32)
+        cases.append(feeds)
+    serial = [sess.run(None, f) for f in cases]
+    errors, differences = [], []
+
+    def work(t):
+        for i in range(50):
+            k = (t + i) % len(cases)
+            try:
+                out = sess.run(None, cases[k])
+            except Exception as e:  # noqa: BLE001 — every failure is counted
+                errors.append(repr(e))
+                continue
+            if not all(np.array_equal(a, b) for a, b in zip(out, serial[k])):
+                differences.append((t, i))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and differences == []
+
+
 # ---- inputs in place, outputs in numpy's memory ----
 
 def identity_model(tmp_path):

@@ -57,7 +57,9 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   if (f.has("window")) o.window = f.get_int("window", 0);
   o.sinks = f.get_int("sinks", 4);
   if (f.has("threads")) o.threads = static_cast<int>(f.get_int("threads", 0, 1));
-  o.max_memory = f.get("max-memory", "");
+  // --max-memory caps the whole process (every session, the tokenizer's and parsers' checks), set here
+  // explicitly: no session sets it.
+  if (f.has("max-memory")) set_process_memory_limit(llm::parse_memory_size(f.get("max-memory", "")));
   o.prefault = f.has("prefault");
   o.use_pack = !f.has("no-pack");
   return o;

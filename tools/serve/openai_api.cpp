@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "core/json.h"
 
@@ -140,7 +141,10 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
   if (auto k = integer(body, "top_k", 0, 1 << 20)) r.sampling.top_k = static_cast<int>(*k);
   if (auto m = number(body, "min_p", 0, 1)) r.sampling.min_p = static_cast<float>(*m);
   if (auto p = number(body, "repetition_penalty", 0, 100, true)) r.sampling.repetition_penalty = static_cast<float>(*p);
+  // A given seed repeats its text exactly; without one every request samples from a fresh random seed (as the
+  // OpenAI API and llama-server do), not the same fixed one.
   if (auto s = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*s);
+  else r.sampling.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   for (const char* k : {"frequency_penalty", "presence_penalty"}) {
     number(body, k, -2, 2);
     unsupported_unless_default(body, k);  // (repetition_penalty is tern's)

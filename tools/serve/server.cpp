@@ -427,6 +427,12 @@ struct Server::Impl {
   void routes() {
     http.new_task_queue = [] { return new httplib::ThreadPool(64); };  // streams hold a thread each
     http.set_payload_max_length(size_t{8} << 20);
+    // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server on a busy port
+    // binds anyway and takes half its traffic; without it the bind fails ("address in use").
+    http.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+    });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
       count_request("/health", 200);

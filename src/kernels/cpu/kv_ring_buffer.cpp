@@ -18,13 +18,14 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c
   grow(ring_slots_for(0, 1, c.capacity));
 }
 
-KvRingBuffer::~KvRingBuffer() { give_host_bytes(counted_); }
+KvRingBuffer::~KvRingBuffer() { give_host_bytes(counted_, account_); }
 
 // To `slots` slots (ring_slots_for decides how many): the held tokens are copied once. The new keys and
 // values are counted against the memory cap before they are allocated (the old ones until freed).
 void KvRingBuffer::grow(int64_t slots) {
   const size_t bytes = static_cast<size_t>(2 * c_.batch * slots * token_floats_) * dtype_size(c_.storage);
-  take_host_bytes(bytes);
+  MemoryAccountPtr account = charged_account();
+  take_host_bytes(bytes, account);
   const int64_t old = slots_;
   slots_ = slots;
   auto regrow = [&](auto& v) {
@@ -45,8 +46,9 @@ void KvRingBuffer::grow(int64_t slots) {
     value16_ptrs_.resize(static_cast<size_t>(slots_));
   }
   positions_.resize(static_cast<size_t>(slots_));
-  give_host_bytes(counted_);
+  give_host_bytes(counted_, account_);
   counted_ = bytes;
+  account_ = std::move(account);
 }
 
 void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }

@@ -92,7 +92,8 @@ class KvRingBuffer {
   KvRingConfig c_;
   int64_t token_floats_;                  // kv_heads · head_dim
   int64_t slots_ = 0;                     // slots allocated per sequence (≤ capacity)
-  size_t counted_ = 0;                    // keys + values bytes, as counted by take_host_bytes
+  size_t counted_ = 0;                    // keys + values bytes, as counted by take_host_bytes…
+  MemoryAccountPtr account_;              // …against the process and this account (the session's that grew it)
   // [batch][slots_][kv_heads][head_dim] in the storage type; the other pair stays empty.
   RingStorage<float> keys_, values_;
   RingStorage<f16> keys16_, values16_;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tern::kernels {
@@ -32,6 +33,7 @@ inline void cpu_relax() {
 constexpr auto kSpin = std::chrono::microseconds(100);
 
 thread_local bool t_inside = false;  // this thread is running a chunk
+thread_local int t_threads = 0;      // KernelThreads' count on this thread (0: none set)
 
 constexpr int kChunksShift = 20, kGenerationShift = 40;
 constexpr uint64_t kFieldMask = (uint64_t{1} << 20) - 1, kGenerationMask = (uint64_t{1} << 24) - 1;
@@ -48,10 +50,12 @@ class Pool {
   }
   int threads() const { return threads_; }
 
-  // One job at a time; a second caller (another session's thread) runs its chunks itself.
-  bool try_run(int64_t n, int64_t chunks, ChunkFn fn) {
+  // One job at a time, run by the caller and workers 1 … threads − 1; a second caller (another session's
+  // thread) runs its chunks itself.
+  bool try_run(int64_t n, int64_t chunks, int threads, ChunkFn fn) {
     std::unique_lock<std::mutex> lock(busy_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
+    job_threads_.store(threads, std::memory_order_relaxed);
     fn_ = fn;
     n_ = n;
     chunks_ = chunks;
@@ -82,18 +86,23 @@ class Pool {
   }
   // Takes chunks of job `generation` until none is left (or a newer job has replaced it). The job's
   // generation, chunk count and next chunk share one word, so a chunk is taken only from the job that
-  // word describes; its function and size are read after that, while the job cannot end.
+  // word describes; its function, size and thread count are read after that, while the job cannot end.
   void run_chunks(uint64_t generation, int slot) {
     for (;;) {
       uint64_t v = next_.load(std::memory_order_acquire);
       int64_t c;
       do {
         if ((v >> kGenerationShift) != generation) return;
+        // (A newer job's count, read here, only sends this worker back to check the generation again.)
+        if (slot >= job_threads_.load(std::memory_order_relaxed)) return;
         c = static_cast<int64_t>(v & kFieldMask);
         if (c >= static_cast<int64_t>((v >> kChunksShift) & kFieldMask)) return;
       } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
       t_inside = true;
+      const int threads = t_threads;
+      t_threads = job_threads_.load(std::memory_order_relaxed);  // kernel_threads() inside the chunk: the job's
       fn_(n_ * c / chunks_, n_ * (c + 1) / chunks_, slot);
+      t_threads = threads;
       t_inside = false;
       done_.fetch_add(1, std::memory_order_release);
     }
@@ -127,6 +136,7 @@ class Pool {
   // next chunk), and stay until every chunk is done.
   ChunkFn fn_{};
   int64_t n_ = 0, chunks_ = 0;
+  std::atomic<int> job_threads_{1};
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> done_{0};
   std::atomic<uint32_t> wake_{0};  // bumped per job: what idle workers wait on
@@ -136,38 +146,36 @@ class Pool {
   std::atomic<bool> stop_{false};
 };
 
-int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int all_cores() {
+  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
 
 std::mutex g_pool_mutex;
 std::shared_ptr<Pool> g_pool;
-// The pool's size, readable without the lock (kernels ask for it on every call: chunk counts, scratch).
-std::atomic<int> g_threads{all_cores()};
 
-std::shared_ptr<Pool> pool() {
+// A pool of at least `threads` (the largest count asked for so far: a smaller job leaves the rest idle).
+std::shared_ptr<Pool> pool(int threads) {
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool) g_pool = std::make_shared<Pool>(g_threads.load());
+  if (!g_pool || g_pool->threads() < threads) g_pool = std::make_shared<Pool>(threads);  // the old one's workers finish when its last user lets go
   return g_pool;
 }
 
 }  // namespace
 
-void set_kernel_threads(int n) {
-  if (n <= 0) n = all_cores();
-  std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (g_pool && g_pool->threads() == n) return;
-  g_threads.store(n);
-  g_pool = std::make_shared<Pool>(n);  // the old one's workers finish when its last user lets go
-}
+KernelThreads::KernelThreads(int n) : saved_(std::exchange(t_threads, n > 0 ? n : all_cores())) {}
+KernelThreads::~KernelThreads() { t_threads = saved_; }
 
-int kernel_threads() { return g_threads.load(std::memory_order_relaxed); }
+int kernel_threads() { return t_threads > 0 ? t_threads : all_cores(); }
 
 int64_t balanced_chunks(int64_t units, bool small) { return small ? 1 : std::min<int64_t>(units, 4 * kernel_threads()); }
 
 void parallel_chunks(int64_t n, int64_t chunks, ChunkFn fn) {
   chunks = std::clamp<int64_t>(chunks, 1, std::min<int64_t>(std::max<int64_t>(n, 1), kFieldMask));
   if (n <= 0) return;
-  const auto p = chunks > 1 && !t_inside && kernel_threads() > 1 ? pool() : nullptr;  // (one thread: no lock)
-  if (p && p->threads() > 1 && p->try_run(n, chunks, fn)) return;
+  const int threads = kernel_threads();
+  const auto p = chunks > 1 && !t_inside && threads > 1 ? pool(threads) : nullptr;  // (one thread: no lock)
+  if (p && p->try_run(n, chunks, threads, fn)) return;
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks, 0);
 }
 

@@ -11,15 +11,28 @@
 
 namespace tern::kernels {
 
-// How many threads kernels use, the caller included (0: every core). Process-wide.
-void set_kernel_threads(int n);
+// How many threads kernels called from this thread use, the caller included: the innermost KernelThreads
+// scope's count, else every core. Per calling thread, so each session runs on the count its options set
+// while another runs beside it on its own (the workers are shared: one pool, as big as the largest count
+// asked for, and a job uses only its count of them).
 int kernel_threads();
+class KernelThreads {
+ public:
+  explicit KernelThreads(int n);  // n <= 0: every core
+  ~KernelThreads();
+  KernelThreads(const KernelThreads&) = delete;
+  KernelThreads& operator=(const KernelThreads&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Runs fn(begin, end, slot) over [0, n) cut into `chunks` pieces (chunk c is [n·c/chunks,
 // n·(c+1)/chunks)), spread over the kernel threads; returns when every chunk has run. `slot` <
 // kernel_threads() names the thread running the chunk (for per-thread scratch). Chunk bounds depend on n
 // and chunks alone, so results summed per chunk repeat bit for bit however the chunks were shared out.
-// Called from inside a chunk, or while another thread's job runs, it runs the chunks itself. Allocates
+// Called from inside a chunk, or while another thread's job runs (another session, or another run of one
+// session), it runs the chunks itself. Allocates
 // nothing (a decode step stays allocation-free).
 template <class Fn>  // void(int64_t begin, int64_t end, int slot)
 void parallel_chunks(int64_t n, int64_t chunks, const Fn& fn);
