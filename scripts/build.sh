@@ -2,7 +2,7 @@
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
 # build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-aarch64/ with --aarch64: cross-compiled for
 # AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, clang 14 with AddressSanitizer + UBSan, CPU only;
-# build-tsan/ with --tsan: the test binaries, clang 14 with ThreadSanitizer, CPU only, no OpenMP).
+# build-tsan/ with --tsan: the test binaries with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
 # --minimal, alone or after --aarch64, builds the embedded variant instead (build-minimal/, build-aarch64-minimal/):
 # -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the commands that run decoders (docs/embedded.md).
 set -euo pipefail
@@ -32,7 +32,6 @@ case "${1:-}" in
     exec cmake --build "$dir" -j "$(nproc)" --target tern_fuzz ;;
   --tsan)
     dir=build-tsan
-    export CC=clang-14 CXX=clang++-14
     flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DTERN_TSAN=ON -DTERN_OPENCL=OFF)
     cmake -S . -B "$dir" "${flags[@]}" > /dev/null
     exec cmake --build "$dir" -j "$(nproc)" --target tern_tests test_c_threads ;;

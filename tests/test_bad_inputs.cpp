@@ -11,6 +11,16 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "fuzz/targets.h"
+#include "llm/chat_template.h"
+#include "llm/model_config.h"
+#include "llm/tokenizer.h"
+#include "model_builder.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+#include <sys/stat.h>
+
+#include <limits>
 
 namespace fs = std::filesystem;
 
@@ -73,4 +83,84 @@ TEST_CASE("a model of half a million empty nodes is refused before protobuf pars
   }
   CAPTURE(error);
   CHECK(error.find("holds 500003 protobuf messages in 1000010 bytes; parsing it would need about 300 MB: the session's memory cap") != std::string::npos);
+}
+
+// ---- hostile input, round two: what a file cannot carry as bytes (FIFOs), or would be megabytes to commit ----
+
+namespace {
+// A tokenizer.json whose decoder is `depth` Sequences deep.
+std::string deep_decoder(int depth) {
+  std::string s = R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},"decoder":)";
+  s.reserve(s.size() + static_cast<size_t>(depth) * 40);
+  for (int i = 0; i < depth; ++i) s += R"({"type":"Sequence","decoders":[)";
+  s += R"({"type":"Fuse"})";
+  for (int i = 0; i < depth; ++i) s += "]}";
+  return s + "}";
+}
+}  // namespace
+
+TEST_CASE("a model folder's files that are FIFOs are refused at once, not waited on") {
+  tern::test::TempDir d;
+  const fs::path dir = d.path;
+  for (const char* name : {"config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "model.onnx"})
+    REQUIRE(mkfifo((dir / name).c_str(), 0600) == 0);
+  auto refused = [](const std::string& error, const char* file) {
+    CAPTURE(error);
+    CHECK(error.find(file) != std::string::npos);
+    CHECK(error.find("is not a regular file") != std::string::npos);
+  };
+  refused(tern::test::error_of([&] { tern::llm::read_model_config(dir.string()); }), "config.json");
+  refused(tern::test::error_of([&] { tern::llm::load_tokenizer(dir.string()); }), "tokenizer.json");
+  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "tokenizer_config.json");
+  fs::remove(dir / "tokenizer_config.json");
+  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "chat_template.jinja");
+  refused(tern::test::error_of([&] { tern::Session s((dir / "model.onnx").string()); }), "model.onnx");
+}
+
+TEST_CASE("a tokenizer.json nested 200,000 deep is refused naming its depth, not a stack overflow") {
+  tern::test::TempDir d;
+  std::ofstream(d.path / "tokenizer.json") << deep_decoder(200000);
+  const std::string error = tern::test::error_of([&] { tern::llm::load_hf_tokenizer((d.path / "tokenizer.json").string()); });
+  CAPTURE(error);
+  CHECK(error.find("its JSON nests deeper than 128 levels") != std::string::npos);
+  std::ofstream(d.path / "tokenizer.json") << deep_decoder(60);  // (within the limit: it loads)
+  CHECK(tern::llm::load_hf_tokenizer((d.path / "tokenizer.json").string())->decode({0, 0}) == "aa");
+}
+
+TEST_CASE("100,000 added tokens and a long prompt: matched in linear time, longest first") {
+  tern::test::TempDir d;
+  std::string json = R"({"model":{"type":"BPE","vocab":{"x":0,"y":1},"merges":[]},"added_tokens":[)";
+  for (int i = 0; i < 100000; ++i)
+    json.append(i ? "," : "").append(R"({"id":)").append(std::to_string(2 + i)).append(R"(,"content":"<t)").append(std::to_string(i)).append(R"(>"})");
+  json += R"(,{"id":100002,"content":"<t1"}]})";
+  std::ofstream(d.path / "tokenizer.json") << json;
+  const auto tok = tern::llm::load_hf_tokenizer((d.path / "tokenizer.json").string());
+  std::string prompt;
+  for (int i = 0; i < 20000; ++i) prompt += i % 2 ? "x<t" + std::to_string(i % 100000) + ">" : "<t1y";  // 200 KB
+  const std::vector<int64_t> ids = tok->encode(prompt, false);
+  REQUIRE(ids.size() == 40000);
+  CHECK(ids[0] == 100002);  // "<t1" (no "<t1y" token)
+  CHECK(ids[1] == 1);
+  CHECK(ids[2] == 0);
+  CHECK(ids[3] == 2 + 1);   // "<t1>", the longest there
+}
+
+TEST_CASE("shape arithmetic at the edges of int64: a step of INT64_MIN takes one element; reducing a [0, 2^40, 2^40] tensor") {
+  tern::test::TempDir d;
+  tern::test::ModelBuilder b(21);
+  b.input("x", onnx::TensorProto::FLOAT, {4}).output("y").output("z");
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  b.initializer_i64("starts", {1}, {-1});
+  b.initializer_i64("ends", {1}, {min});
+  b.initializer_i64("axes", {1}, {0});
+  b.initializer_i64("steps", {1}, {min});
+  b.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  b.initializer_f32("empty", {0, int64_t{1} << 40, int64_t{1} << 40}, {});
+  b.initializer_i64("reduce_axes", {2}, {1, 2});
+  b.node("ReduceSum", {"empty", "reduce_axes"}, {"z"});
+  tern::Session s(b.save(d.path / "m.onnx"));
+  const tern::Outputs out = s.run({{"x", tern::Tensor::from_vector<float>({1, 2, 3, 4}, {4})}});
+  REQUIRE(out[0].numel() == 1);
+  CHECK(out[0].data<float>()[0] == 4);
+  CHECK(out[1].shape() == tern::Shape{0, 1, 1});
 }

@@ -7,9 +7,11 @@ namespace tern {
 
 namespace {
 
-// nlohmann's SAX interface: counts what a parse would build, keeps nothing.
+// nlohmann's SAX interface: counts what a parse would build, and how deep it nests, keeping nothing.
 struct ParseCost {
   size_t bytes = 0;
+  int depth = 0;
+  bool too_deep = false;
   bool value() { bytes += 64; return true; }
   bool null() { return value(); }
   bool boolean(bool) { return value(); }
@@ -18,11 +20,15 @@ struct ParseCost {
   bool number_float(double, const std::string&) { return value(); }
   bool string(std::string& s) { bytes += s.size(); return value(); }
   bool binary(nlohmann::json::binary_t& b) { bytes += b.size(); return value(); }
-  bool start_object(size_t) { return value(); }
+  bool open() {
+    if (++depth > kMaxJsonDepth) return !(too_deep = true);  // stops the pass here
+    return value();
+  }
+  bool start_object(size_t) { return open(); }
   bool key(std::string& k) { bytes += 96 + k.size(); return true; }
-  bool end_object() { return true; }
-  bool start_array(size_t) { return value(); }
-  bool end_array() { return true; }
+  bool end_object() { return --depth, true; }
+  bool start_array(size_t) { return open(); }
+  bool end_array() { return --depth, true; }
   bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) { return false; }
 };
 
@@ -47,7 +53,9 @@ bool is_utf8(std::string_view s) {
 
 nlohmann::json parse_json(std::string_view text, const std::string& what) {
   ParseCost cost;
-  if (nlohmann::json::sax_parse(text.begin(), text.end(), &cost))
+  const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &cost);
+  if (cost.too_deep) fail(what, ": its JSON nests deeper than ", kMaxJsonDepth, " levels");
+  if (parsed)
     check_host_bytes(cost.bytes, detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ",
                                                 cost.bytes / 1000000, " MB: "));
   try {

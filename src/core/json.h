@@ -18,6 +18,10 @@ namespace tern {
 // (measured with nlohmann 3.11), so the values are counted first (a SAX pass that keeps nothing) and their
 // cost — 64 bytes a value, 96 more an object member, plus the strings' bytes — checked before anything is
 // allocated. (The cost overestimates: SmolLM2's 2.1 MB tokenizer.json parses into 5.8 MB.)
+// Nesting deeper than kMaxJsonDepth arrays and objects is refused before the parse (what reads the values —
+// tokenizer components, chat-template values — recurses, and 200,000 levels overflowed its stack): real
+// files nest under 10 (tokenizer.json), a JSON schema in a request some 30.
+constexpr int kMaxJsonDepth = 128;
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 // The file at `path`, as parse_json; fails naming it when it cannot be read.
 nlohmann::json read_json_file(const std::string& path);

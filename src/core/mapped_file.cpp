@@ -28,7 +28,8 @@ std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, voi
 }
 
 std::shared_ptr<MappedFile> map_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer (forever, in a hostile folder).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -47,6 +48,13 @@ std::shared_ptr<MappedFile> map_file(const std::string& path) {
   }
   ::close(fd);
   return m;
+}
+
+std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what) {
+  const auto file = map_file(path);
+  if (file->size > max_bytes)
+    fail("'", path, "' (", what, ") is ", file->size, " bytes; at most ", max_bytes, " are read as one");
+  return std::string(static_cast<const char*>(file->data), file->size);
 }
 
 }  // namespace tern

@@ -14,8 +14,12 @@ struct MappedFile {
   ~MappedFile();
 };
 
-// Maps `path` (a regular file); fails naming it.
+// Maps `path` (a regular file); fails naming it. Opened non-blocking and checked with fstat before anything
+// is read: a FIFO, device or directory in a model folder is refused at once instead of blocking the load.
 std::shared_ptr<MappedFile> map_file(const std::string& path);
+// The bytes of `path` (a regular file, as map_file) when it holds at most `max_bytes`; else fails naming it
+// and `what` it was read as ("chat template", "tokenizer").
+std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what);
 
 // A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
 // the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses

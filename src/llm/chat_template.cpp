@@ -1,11 +1,11 @@
 #include "llm/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/mapped_file.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 
@@ -37,8 +37,8 @@ ChatFamily detect_chat_family(const std::string& model_dir) {
     const nlohmann::json j = read_json_file((dir / "tokenizer_config.json").string());
     if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) tmpl = j["chat_template"];
   }
-  if (tmpl.empty())
-    if (std::ifstream f(dir / "chat_template.jinja"); f) tmpl.assign(std::istreambuf_iterator<char>(f), {});
+  if (tmpl.empty() && fs::exists(dir / "chat_template.jinja"))  // (real templates: under 50 KB)
+    tmpl = read_file_bytes((dir / "chat_template.jinja").string(), size_t{1} << 20, "chat template");
   if (tmpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::Llama3;
   if (tmpl.find("<|im_start|>") != std::string::npos) return ChatFamily::ChatML;
   if (tmpl.find("<|user|>") != std::string::npos && tmpl.find("<|end|>") != std::string::npos) return ChatFamily::Phi3;

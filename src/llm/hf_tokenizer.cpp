@@ -3,6 +3,7 @@
 // library's: added tokens split the text first; each other segment is normalized, pre-tokenized into
 // words, and each word is BPE-merged by merge rank; a TemplateProcessing post-processor adds BOS.
 // Components tern does not implement fail at load, naming the component.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -112,10 +113,29 @@ std::vector<std::string> regex_split(const std::string& text, SplitPattern p) {
   return out;
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+// What a tokenizer's text may grow to through its normalizers or its decoders: 16 times what went in, plus 4 KiB.
+// Real ones shrink it or grow it a little ("▁" for " "); a hostile Sequence of Replace steps multiplied a prompt's
+// text past gigabytes (60 s and counting).
+size_t text_budget(size_t in) { return 16 * in + 4096; }
+
+// `s` with every `from` replaced by `to`, in one pass; `where` names the step ("decoder Replace") when the
+// result would pass text_budget.
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to, const char* where) {
   if (from.empty()) return s;
-  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-  return s;
+  size_t count = 0;
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += from.size()) ++count;
+  if (count == 0) return s;
+  const size_t size = s.size() - count * from.size() + count * to.size();
+  if (size > text_budget(s.size()))
+    fail("tokenizer.json: its ", where, " would turn ", s.size(), " bytes into ", size, " (more than ", text_budget(s.size()), ")");
+  std::string out;
+  out.reserve(size);
+  size_t last = 0;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, last)) {
+    out.append(s, last, at - last).append(to);
+    last = at + from.size();
+  }
+  return out.append(s, last, std::string::npos);
 }
 
 std::string string_pattern(const json& step, const char* where) {
@@ -158,6 +178,7 @@ class HfTokenizer : public Tokenizer {
                   t.value("lstrip", false), t.value("rstrip", false)};
           add_token(a.content, a.id);
           if (a.special) special_.insert(a.id);
+          add_to_trie(a.content, added_.size());
           added_.push_back(a);
         }
       read_normalizer(j.value("normalizer", json()));
@@ -197,8 +218,20 @@ class HfTokenizer : public Tokenizer {
       if (special_.count(id)) continue;  // BOS, EOS, pad…: control tokens, not text
       toks.push_back(tokens_[static_cast<size_t>(id)]);
     }
-    for (const auto& step : decoders_) step(toks);
+    auto bytes = [&] {
+      size_t n = 0;
+      for (const auto& t : toks) n += t.size();
+      return n;
+    };
+    const size_t budget = text_budget(bytes());
+    for (size_t k = 0; k < decoders_.size(); ++k) {
+      decoders_[k](toks);
+      if (const size_t n = bytes(); n > budget)  // (each step within its own budget can still multiply the next's input)
+        fail("tokenizer.json: decoder step ", k + 1, " of ", decoders_.size(), " made ", n, " bytes of text from ", ids.size(),
+             " tokens (more than ", budget, ")");
+    }
     std::string s;
+    s.reserve(bytes());
     for (const auto& t : toks) s += t;
     return s;
   }
@@ -224,11 +257,7 @@ class HfTokenizer : public Tokenizer {
     std::vector<std::pair<std::string, int64_t>> out;
     size_t start = 0;
     for (size_t i = 0; i < text.size();) {
-      const Added* best = nullptr;
-      for (const auto& a : added_)
-        if (!a.content.empty() && text.compare(i, a.content.size(), a.content) == 0 &&
-            (!best || a.content.size() > best->content.size()))
-          best = &a;
+      const Added* best = longest_added_at(text, i);
       if (!best) { ++i; continue; }
       std::string before = text.substr(start, i - start);
       if (best->lstrip) while (!before.empty() && std::isspace(static_cast<unsigned char>(before.back()))) before.pop_back();
@@ -242,8 +271,49 @@ class HfTokenizer : public Tokenizer {
     return out;
   }
 
+  // The added tokens' contents as a trie, so the longest one at a text position is found by walking it: a scan
+  // of every added token at every position took a long prompt past 60 s with 100,000 of them. Children are
+  // kept sorted by byte; a node ends the first added token of its content.
+  struct TrieNode {
+    std::vector<std::pair<unsigned char, uint32_t>> next;
+    int64_t added = -1;  // index in added_
+  };
+  void add_to_trie(const std::string& content, size_t index) {
+    if (content.empty()) return;
+    uint32_t node = 0;
+    for (const char ch : content) {
+      const auto c = static_cast<unsigned char>(ch);
+      auto& next = trie_[node].next;
+      auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(c, uint32_t{0}));
+      if (it == next.end() || it->first != c) {
+        it = next.insert(it, {c, static_cast<uint32_t>(trie_.size())});
+        const uint32_t child = it->second;
+        trie_.emplace_back();  // (invalidates `next`: not used after this)
+        node = child;
+      } else {
+        node = it->second;
+      }
+    }
+    if (trie_[node].added < 0) trie_[node].added = static_cast<int64_t>(index);
+  }
+  const Added* longest_added_at(const std::string& text, size_t i) const {
+    const Added* best = nullptr;
+    for (uint32_t node = 0; i < text.size();) {
+      const auto& next = trie_[node].next;
+      const auto c = static_cast<unsigned char>(text[i++]);
+      auto it = std::lower_bound(next.begin(), next.end(), std::make_pair(c, uint32_t{0}));
+      if (it == next.end() || it->first != c) break;
+      node = it->second;
+      if (trie_[node].added >= 0) best = &added_[static_cast<size_t>(trie_[node].added)];
+    }
+    return best;
+  }
+
   std::string normalize(std::string s) const {
-    for (const auto& step : norm_) s = step(s);
+    const size_t budget = text_budget(s.size());
+    for (size_t k = 0; k < norm_.size(); ++k)
+      if ((s = norm_[k](s)).size() > budget)
+        fail("tokenizer.json: normalizer step ", k + 1, " of ", norm_.size(), " made ", s.size(), " bytes of text (more than ", budget, ")");
     return s;
   }
 
@@ -303,7 +373,7 @@ class HfTokenizer : public Tokenizer {
       norm_.push_back([p](const std::string& s) { return s.empty() ? s : p + s; });
     } else if (type == "Replace") {
       const std::string from = string_pattern(n, "normalizer"), to = n.at("content");
-      norm_.push_back([from, to](const std::string& s) { return replace_all(s, from, to); });
+      norm_.push_back([from, to](const std::string& s) { return replace_all(s, from, to, "normalizer Replace"); });
     } else if (type == "NFC" || type == "NFKC") {
       // Composition is the identity on already-composed text (what users type and files hold);
       // tern does not recompose decomposed input.
@@ -352,7 +422,7 @@ class HfTokenizer : public Tokenizer {
       const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
       const bool split = p.value("split", true);
       pre_.push_back([rep, scheme, split](const std::string& s, bool first) {
-        std::string t = replace_all(s, " ", rep);
+        std::string t = replace_all(s, " ", rep, "pre-tokenizer Metaspace");
         if ((scheme == "always" || (scheme == "first" && first)) && t.compare(0, rep.size(), rep) != 0) t = rep + t;
         if (!split) return std::vector<std::string>{t};
         std::vector<std::string> words;
@@ -400,7 +470,7 @@ class HfTokenizer : public Tokenizer {
       });
     } else if (type == "Replace") {
       const std::string from = string_pattern(d, "decoder"), to = d.at("content");
-      decoders_.push_back([from, to](std::vector<std::string>& toks) { for (auto& t : toks) t = replace_all(t, from, to); });
+      decoders_.push_back([from, to](std::vector<std::string>& toks) { for (auto& t : toks) t = replace_all(t, from, to, "decoder Replace"); });
     } else if (type == "ByteFallback") {
       decoders_.push_back([](std::vector<std::string>& toks) {
         for (auto& t : toks)
@@ -427,7 +497,7 @@ class HfTokenizer : public Tokenizer {
       const std::string rep = d.value("replacement", kSpm), scheme = d.value("prepend_scheme", std::string("always"));
       decoders_.push_back([rep, scheme](std::vector<std::string>& toks) {
         for (size_t i = 0; i < toks.size(); ++i) {
-          toks[i] = replace_all(toks[i], rep, " ");
+          toks[i] = replace_all(toks[i], rep, " ", "decoder Metaspace");
           if (i == 0 && scheme != "never" && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
         }
       });
@@ -440,6 +510,7 @@ class HfTokenizer : public Tokenizer {
   std::unordered_map<std::string, int64_t> ids_;
   std::unordered_map<std::string, int> merges_;
   std::vector<Added> added_;
+  std::vector<TrieNode> trie_{1};  // (the root)
   std::unordered_set<int64_t> special_;
   bool byte_fallback_ = false, ignore_merges_ = false;
   int64_t unk_ = -1;

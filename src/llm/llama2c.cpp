@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/mapped_file.h"
 #include "llm/llama_onnx.h"
 
 namespace tern::llm {
@@ -13,9 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("cannot open '", path, "'");
-  return std::string(std::istreambuf_iterator<char>(f), {});
+  return read_file_bytes(path, size_t{1} << 36, "llama2.c checkpoint");  // (regular files only; 64 GiB)
 }
 
 // Sequential reader over the checkpoint's float tensors; every read is bounds-checked.

@@ -1,4 +1,5 @@
 // Concat and Split along one axis: block copies of contiguous rows.
+#include "core/checked_math.h"
 #include "kernels/cpu/copy.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -107,7 +108,7 @@ class SplitOp : public Op {
     int64_t total = 0;
     for (int64_t s : sizes) {
       if (s < 0) ctx.fail("negative split size");
-      total += s;
+      total = checked_add(total, s, "Split sizes");
     }
     if (d.is_known() && total != d.value) ctx.fail("split sizes sum to ", total, ", axis has ", d.value);
     if (static_cast<int64_t>(sizes.size()) != n) ctx.fail(sizes.size(), " split sizes for ", n, " outputs");

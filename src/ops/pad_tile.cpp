@@ -1,5 +1,6 @@
 // Pad (constant / edge / reflect / wrap, negative pads crop) and Tile: both map each output index to a
 // source index per dimension, so both run on the separable gather kernel.
+#include "core/checked_math.h"
 #include "kernels/cpu/copy.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -22,7 +23,7 @@ class PadOp : public Op {
     size_t r = in.size();
     for (size_t k = 0; k < r; ++k) {
       if (!in[k].is_known()) continue;
-      int64_t d = in[k].value + pads[k] + pads[k + r];
+      const int64_t d = checked_add(checked_add(in[k].value, pads[k], "Pad"), pads[k + r], "Pad");
       if (d < 0) ctx.fail("pads ", shape_str(pads), " crop more than the input ", sym_shape_str(in));
       out[k] = Dim::known(d);
     }
@@ -56,6 +57,8 @@ class PadOp : public Op {
   // Pads for every axis, [begin_0..begin_r-1, end_0..end_r-1].
   std::vector<int64_t> full_pads(const InferContext& ctx, int64_t r) const {
     std::vector<int64_t> pads = from_inputs_ ? ctx.require_value(1).to_i64_vector() : pads_attr_;
+    for (int64_t p : pads)  // (so that an output index minus its pad stays an int64)
+      if (p < -kMaxPad || p > kMaxPad) ctx.fail("pad ", p, " is out of range (at most 2^62 either way)");
     std::vector<int64_t> axes;
     if (ctx.has(3)) axes = ctx.require_value(3).to_i64_vector();
     if (axes.empty()) {
@@ -71,6 +74,7 @@ class PadOp : public Op {
     }
     return full;
   }
+  static constexpr int64_t kMaxPad = int64_t{1} << 62;
   std::string mode_;
   std::vector<int64_t> pads_attr_;
   float value_attr_;
@@ -87,7 +91,7 @@ class TileOp : public Op {
     SymShape out = in;
     for (size_t k = 0; k < in.size(); ++k) {
       if (rep[k] < 0) ctx.fail("negative repeat");
-      out[k] = in[k].is_known() ? Dim::known(in[k].value * rep[k]) : Dim{};
+      out[k] = in[k].is_known() ? Dim::known(checked_mul(in[k].value, rep[k], "Tile")) : Dim{};
     }
     ctx.set(0, ctx.dtype(0), out);
   }

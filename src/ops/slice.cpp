@@ -1,4 +1,6 @@
 // Slice: starts/ends/axes/steps from inputs (opset 10+) or attributes (before), clamped as numpy does.
+#include <limits>
+
 #include "kernels/cpu/copy.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -100,17 +102,20 @@ class SliceOp : public Op {
   }
 
   // First index and element count of start:end:step over a dim of size d.
+  // (Counted as (span − 1) / stride + 1, never span + stride − 1: a step near ±2^63 — INT64_MIN has no
+  // negation — is a legal way to take one element, and must not overflow.)
   static std::pair<int64_t, int64_t> clamp(int64_t d, int64_t start, int64_t end, int64_t step) {
     if (start < 0) start += d;
     if (end < 0) end += d;
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, d);
       end = std::clamp<int64_t>(end, 0, d);
-      return {start, end > start ? (end - start + step - 1) / step : 0};
+      return {start, end > start ? (end - start - 1) / step + 1 : 0};
     }
     start = std::clamp<int64_t>(start, 0, d - 1);
     end = std::clamp<int64_t>(end, -1, d - 1);
-    return {start, start > end ? (start - end + (-step) - 1) / (-step) : 0};
+    const int64_t stride = step == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -step;
+    return {start, start > end ? (start - end - 1) / stride + 1 : 0};
   }
 
   bool from_inputs_;

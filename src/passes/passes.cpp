@@ -39,6 +39,8 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       op->infer(ctx);
     } catch (const ShapeUnknown&) {
       continue;  // leave declared value_info as it was
+    } catch (...) {
+      rethrow_naming(node);  // (a checked size, core/checked_math.h, does not know its node)
     }
     bool all_values = fold && op->foldable();
     for (size_t i = 0; i < node.outputs.size(); ++i) {

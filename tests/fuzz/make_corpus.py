@@ -297,6 +297,16 @@ def bad_inputs():
         [numpy_helper.from_array(np.zeros((4, 2), np.float32), "t"), numpy_helper.from_array(np.array([7], np.int64), "i")]), "index 7 is out of range for a dimension of size 4"
     yield "onnx_model", "attribute_wrong_type.onnx", model_bytes([helper.make_node("Softmax", ["x"], ["y"], axis="last")], x, y), "attribute 'axis' is a string, an int was expected"
     yield "onnx_model", "deep_subgraphs.onnx", nested_if(24), "subgraphs nest deeper than 16 levels"
+    # Shape arithmetic near 2^63 (UBSan: signed overflow the release build went on with): pads, split sizes.
+    yield "onnx_model", "pad_overflow.onnx", model_bytes(
+        [helper.make_node("Pad", ["x", "p"], ["y"])], x, y, [numpy_helper.from_array(np.array([1 << 62, 1 << 62], np.int64), "p")]), \
+        "does not fit an int64"
+    yield "onnx_model", "pad_out_of_range.onnx", model_bytes(
+        [helper.make_node("Pad", ["x", "p"], ["y"])], x, y, [numpy_helper.from_array(np.array([-(1 << 63), (1 << 63) - 1], np.int64), "p")]), \
+        "pad -9223372036854775808 is out of range"
+    yield "onnx_model", "split_sizes_overflow.onnx", model_bytes(
+        [helper.make_node("Split", ["x", "s"], ["a", "b"])], x, [vi("a", F, None), vi("b", F, None)],
+        [numpy_helper.from_array(np.array([(1 << 63) - 1, 2], np.int64), "s")]), "Split sizes: 9223372036854775807 + 2 does not fit an int64"
     yield "onnx_model", "no_op_type.onnx", model_bytes([helper.make_node("", ["x"], ["y"], name="anon")], x, y), "node #0 ('anon') has no op_type"
     # a node name that is not UTF-8 (Python's protobuf will not write one: patched in after serializing)
     yield "onnx_model", "name_not_utf8.onnx", model_bytes([helper.make_node("Relu", ["x"], ["y"], name="anonQ")], x, y).replace(
@@ -326,7 +336,13 @@ def bad_inputs():
             ("vocab_id_huge.json", b'{"model":{"type":"BPE","vocab":{"a":9000000000000},"merges":[]}}', "token id 9000000000000"),
             ("merge_no_space.json", b'{"model":{"type":"BPE","vocab":{"a":0},"merges":["ab"]}}', "merge 'ab' has no space"),
             ("merge_short_pair.json", b'{"model":{"type":"BPE","vocab":{"a":0},"merges":[["a"]]}}', "array index 1 is out of range"),
-            ("added_token_no_id.json", b'{"added_tokens":[{"content":"x"}],"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}', "key 'id' not found")]:
+            ("added_token_no_id.json", b'{"added_tokens":[{"content":"x"}],"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}', "key 'id' not found"),
+            # Nesting past core/json.h's kMaxJsonDepth (200,000 levels of Sequence overflowed the stack; the unit
+            # test builds that one), and decoders that multiply the text (a Sequence of Replace, 100x each).
+            ("deep_nesting.json", b'{"model":' + b"[" * 200 + b"]" * 200 + b"}", "its JSON nests deeper than 128 levels"),
+            ("decoder_blowup.json", b'{"model":{"type":"BPE","vocab":{"a":0,"<unk>":1},"merges":[],"unk_token":"<unk>"},"decoder":{"type":"Sequence","decoders":['
+             + b",".join([b'{"type":"Replace","pattern":{"String":"a"},"content":"' + b"a" * 100 + b'"}'] * 6) + b"]}}",
+             "its decoder Replace would turn 100 bytes into 10000")]:
         yield "tokenizer_json", name, data, err
 
     yield "model_config", "0_not_json.json", b"\x00{", "is not valid JSON"

@@ -20,11 +20,20 @@ template <typename T>
 void reduce_axes(const T* x, const Dims& shape, const std::vector<char>& reduced, ReduceKind kind, T* out) {
   using C = compute_t<T>;
   const size_t r = shape.size();
+  // Products taken only where they are known to fit: the input's element count when it has none of size 0
+  // (its shape was checked whole), the kept dims' when they are the output's (allocated already). A zero
+  // among huge dims made [0, 2^40, 2^40]'s partial products overflow.
+  for (size_t k = 0; k < r; ++k)
+    if (!reduced[k] && shape[k] == 0) return;  // no output
+  const bool empty = std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end();  // a reduced dim of 0
   Dims ostride(r, 0);
-  int64_t s = 1, count = 1, n_in = 1;
+  int64_t s = 1, count = empty ? 0 : 1, n_in = empty ? 0 : 1;
   for (size_t k = r; k-- > 0;) {
-    n_in *= shape[k];
-    if (reduced[k]) { count *= shape[k]; continue; }
+    if (!empty) n_in *= shape[k];
+    if (reduced[k]) {
+      if (!empty) count *= shape[k];
+      continue;
+    }
     ostride[k] = s;
     s *= shape[k];
   }
