@@ -2,7 +2,7 @@
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
 # build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-aarch64/ with --aarch64: cross-compiled for
 # AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, clang 14 with AddressSanitizer + UBSan, CPU only;
-# build-tsan/ with --tsan: the test binaries with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
+# build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
 # --minimal, alone or after --aarch64, builds the embedded variant instead (build-minimal/, build-aarch64-minimal/):
 # -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the commands that run decoders (docs/embedded.md).
 set -euo pipefail
@@ -34,7 +34,7 @@ case "${1:-}" in
     dir=build-tsan
     flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DTERN_TSAN=ON -DTERN_OPENCL=OFF)
     cmake -S . -B "$dir" "${flags[@]}" > /dev/null
-    exec cmake --build "$dir" -j "$(nproc)" --target tern_tests test_c_threads ;;
+    exec cmake --build "$dir" -j "$(nproc)" --target tern_concurrency_tests test_c_threads ;;
 esac
 if [ ${#minimal[@]} -gt 0 ]; then
   dir=$dir-minimal

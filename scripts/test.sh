@@ -21,8 +21,7 @@ fi
 if [ "${1:-}" = "--tsan" ]; then
   bash scripts/build.sh --tsan
   export TSAN_OPTIONS="halt_on_error=1 abort_on_error=1 second_deadlock_stack=1"
-  # The test cases that run threads: tests/test_concurrency.cpp, the kernels' pool, continuous batching.
-  build-tsan/tests/tern_tests -tc='one session*,one ring-cache session*,two Generators*,a sequence fed by two runs*,two sessions*,parallel_chunks*,continuous batching*'
+  build-tsan/tests/tern_concurrency_tests  # tests/test_concurrency.cpp
   build-tsan/tests/test_c_threads models/default
   echo "ThreadSanitizer: no reports"
   exit 0

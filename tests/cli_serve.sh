@@ -150,7 +150,11 @@ u = urllib.parse.urlparse(url)
 body = json.dumps({"prompt": "And God said", "max_tokens": 250, "temperature": 0, "stream": True})
 s = socket.create_connection((u.hostname, u.port))
 s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
-assert b"data: " in s.recv(4096)
+got = b""
+while b"data: " not in got:  # (the headers may come alone first)
+    chunk = s.recv(4096)
+    assert chunk, got
+    got += chunk
 s.close()
 for _ in range(100):
     metrics = urllib.request.urlopen(url + "/metrics").read().decode()

@@ -274,3 +274,42 @@ TEST_CASE("two sessions' memory caps hold independently: one fails past its cap 
   CHECK(working.memory_account()->held() >= size_t{4} << 20);
   CHECK(working.memory_account()->held() <= size_t{64} << 20);
 }
+
+TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested and from two threads at once") {
+  for (int threads : {1, 2, 3}) {
+    CAPTURE(threads);
+    kernels::KernelThreads scope(threads);
+    for (auto [n, chunks] : {std::pair<int64_t, int64_t>{1000, 7}, {5, 12}, {64, 64}, {0, 4}}) {
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::atomic<int> bad_slot{0}, calls{0};
+      kernels::parallel_chunks(n, chunks, [&](int64_t b, int64_t e, int slot) {
+        ++calls;
+        if (slot < 0 || slot >= threads) ++bad_slot;
+        for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
+        // A nested call runs on this thread, whole.
+        int64_t inner = 0;
+        kernels::parallel_chunks(10, 5, [&](int64_t ib, int64_t ie, int) { inner += ie - ib; });
+        CHECK(inner == 10);
+      });
+      CHECK(calls == std::min(chunks, std::max<int64_t>(n, 0)));
+      CHECK(bad_slot == 0);
+      for (auto& s : seen) CHECK(s == 1);
+    }
+    // Two callers at once (two sessions' threads): each job completes, whichever runs it.
+    std::vector<int64_t> sums(2, 0);
+    auto job = [&](int k) {
+      for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int64_t> sum{0};
+        kernels::parallel_chunks(100, 8, [&](int64_t b, int64_t e, int) {
+          for (int64_t i = b; i < e; ++i) sum += i;
+        });
+        sums[static_cast<size_t>(k)] += sum;
+      }
+    };
+    std::thread other(job, 1);
+    job(0);
+    other.join();
+    CHECK(sums[0] == 200 * 4950);
+    CHECK(sums[1] == 200 * 4950);
+  }
+}

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/checked_math.h"
+
 namespace tern {
 
 SymShape sym_shape(const Shape& s) {
@@ -12,7 +14,7 @@ SymShape sym_shape(const Shape& s) {
 }
 
 Dim dim_sum(const Dim& a, const Dim& b) {
-  if (a.is_known() && b.is_known()) return Dim::known(a.value + b.value);
+  if (a.is_known() && b.is_known()) return Dim::known(checked_add(a.value, b.value, "a sum of dims"));
   if (a.is_known() && a.value == 0) return b;
   if (b.is_known() && b.value == 0) return a;
   const bool named = !a.is_known() && !b.is_known() && !a.symbol.empty() && !b.symbol.empty();

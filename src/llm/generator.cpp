@@ -238,10 +238,12 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
                             device_k <= Session::max_device_top_k() && so.repetition_penalty == 1.0f &&
                             io_.layout == PastLayout::Internal && opt.top_logits <= device_k;  // --top-logits needs the scores
-  struct TopKOff {  // whatever happens, the session downloads its logits again afterwards
-    Session& s;
-    ~TopKOff() { s.set_device_top_k("", 0); }
-  } top_k_off{session_};
+  struct TopKOff {  // whatever happens, a device session downloads its logits again afterwards
+    Session* s;      // (null on the CPU: nothing to undo, and nothing written that other generators read)
+    ~TopKOff() {
+      if (s) s->set_device_top_k("", 0);
+    }
+  } top_k_off{device_top_k ? &session_ : nullptr};
   std::vector<int64_t> top_ids;  // record_top_logits' scratch
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/checked_math.h"
 #include "kernels/cpu/copy.h"
 #include "ops/attention_common.h"
 #include "ops/op.h"
@@ -38,10 +39,10 @@ class AttentionOp : public Op {
     const Dim Hq = four ? q[1] : Dim::known(q_heads_), Hkv = four ? k[1] : Dim::known(kv_heads_);
     auto div = [](const Dim& a, int64_t b) { return a.is_known() ? Dim::known(a.value / b) : Dim{}; };
     const Dim D = four ? k[3] : div(k[2], kv_heads_), Dv = four ? v[3] : div(v[2], kv_heads_);
-    const Dim T = (past.is_known() && Skv.is_known()) ? Dim::known(past.value + Skv.value) : Dim{};
+    const Dim T = (past.is_known() && Skv.is_known()) ? Dim::known(checked_add(past.value, Skv.value, "Attention: past + new keys")) : Dim{};
     const DType t = ctx.dtype(0);
     if (four) ctx.set(0, t, SymShape{B, Hq, Sq, Dv});
-    else ctx.set(0, t, SymShape{B, Sq, v[2].is_known() ? Dim::known(q_heads_ * Dv.value) : Dim{}});
+    else ctx.set(0, t, SymShape{B, Sq, v[2].is_known() ? Dim::known(checked_mul(q_heads_, Dv.value, "Attention: heads x value size")) : Dim{}});
     ctx.set(1, t, SymShape{B, Hkv, T, D});
     ctx.set(2, t, SymShape{B, Hkv, T, Dv});
     ctx.set(3, t, SymShape{B, Hq, Sq, T});

@@ -102,8 +102,8 @@ class SplitOp : public Op {
       if (!d.is_known()) throw ShapeUnknown{};
       const int64_t parts = ctx.node.attr_int("num_outputs", n);
       if (parts != n || parts < 1) ctx.fail("num_outputs ", parts, " for ", n, " outputs");
-      int64_t chunk = (d.value + parts - 1) / parts;
-      for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, d.value - i * chunk)));
+      const int64_t chunk = d.value / parts + (d.value % parts != 0);  // (a ceiling that cannot overflow)
+      for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, d.value - checked_mul(i, chunk, "Split"))));
     }
     int64_t total = 0;
     for (int64_t s : sizes) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "core/checked_math.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm.h"
 #include "ops/attention_common.h"
@@ -91,7 +92,7 @@ class ContribAttentionOp : public OrtAttentionBase {
     Dim total{};
     if (ctx.has(4)) {
       const Dim& p = ctx.dim(4, 3);
-      if (p.is_known() && x[1].is_known()) total = Dim::known(p.value + x[1].value);
+      if (p.is_known() && x[1].is_known()) total = Dim::known(checked_add(p.value, x[1].value, "past + new sequence length"));
     } else {
       total = x[1];
     }
@@ -154,13 +155,13 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
     const SymShape& k = ctx.shape(1);
     const SymShape& v = ctx.shape(2);
     const bool k4 = k.size() == 4;
-    const Dim vh = v.size() == 4 ? (v[3].is_known() ? Dim::known(v[3].value * heads_) : Dim{}) : v[2];
+    const Dim vh = v.size() == 4 ? (v[3].is_known() ? Dim::known(checked_mul(v[3].value, heads_, "value head size x heads")) : Dim{}) : v[2];
     ctx.set(0, ctx.dtype(0), SymShape{q[0], q[1], vh});
     Dim total{};
     const Dim skv = k4 ? k[2] : k[1];
     if (ctx.has(6)) {
       const Dim& p = ctx.dim(6, 2);
-      if (p.is_known() && skv.is_known()) total = Dim::known(p.value + skv.value);
+      if (p.is_known() && skv.is_known()) total = Dim::known(checked_add(p.value, skv.value, "past + new sequence length"));
     } else {
       total = skv;
     }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/checked_math.h"
 #include "kernels/cpu/rope.h"
 #include "ops/attention_common.h"
 #include "ops/op.h"
@@ -42,7 +43,7 @@ class GroupQueryAttentionOp : public Op {
     Dim len = q[1];
     if (ctx.has(3)) {
       const Dim& p = ctx.dim(3, 2);
-      len = p.is_known() && q[1].is_known() ? Dim::known(p.value + q[1].value) : Dim{};
+      len = p.is_known() && q[1].is_known() ? Dim::known(checked_add(p.value, q[1].value, "past + new sequence length")) : Dim{};
     }
     ctx.set(1, ctx.dtype(0), SymShape{q[0], Dim::known(hkv_), len, D});
     ctx.set(2, ctx.dtype(0), SymShape{q[0], Dim::known(hkv_), len, D});

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <set>
 
+#include "core/checked_math.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/elementwise.h"
 #include "ops/op.h"
@@ -96,13 +97,13 @@ class ReshapeOp : public ViewOp {
     std::multiset<std::string> left;  // the input's symbols not matched in the target
     int64_t in_known = 1, out_known = 1;
     for (const Dim& d : in) {
-      if (d.is_known()) in_known *= d.value;
+      if (d.is_known()) in_known = checked_mul(in_known, d.value, "Reshape: the input's size");
       else if (!d.symbol.empty()) left.insert(d.symbol);
       else return out;
     }
     for (size_t i = 0; i < out.size(); ++i) {
       if (static_cast<int>(i) == infer_at) continue;
-      if (out[i].is_known()) out_known *= out[i].value;
+      if (out[i].is_known()) out_known = checked_mul(out_known, out[i].value, "Reshape: the target's size");
       else if (auto it = left.find(out[i].symbol); !out[i].symbol.empty() && it != left.end()) left.erase(it);
       else return out;
     }
@@ -128,7 +129,7 @@ class FlattenOp : public ViewOp {
       int64_t p = 1;
       for (int64_t i = b; i < e; ++i) {
         if (!in[static_cast<size_t>(i)].is_known()) return Dim{};
-        p *= in[static_cast<size_t>(i)].value;
+        p = checked_mul(p, in[static_cast<size_t>(i)].value, "Flatten: a side's size");
       }
       return Dim::known(p);
     };

@@ -200,7 +200,10 @@ def seeds():
         yield "tokenizer_json", name.replace("/", "_") + ".json", open(os.path.join(ROOT, name, "tokenizer.json"), "rb").read()
     yield "tokenizer_json", "byte_level.json", TOKENIZER_JSON
     yield "tokenizer_json", "sentencepiece_bpe.json", SP_TOKENIZER_JSON
-    for i, text in enumerate(["Hello world", "naïve 日本語 🙂 12345", "  \t\n<|endoftext|>", "\xff\xfe"]):
+    # nesting near the limit and decoders that grow text: what hostile input round two found
+    yield "tokenizer_json", "nested_decoders.json", b'{"model":{"type":"BPE","vocab":{"a":0,"<unk>":1},"merges":[],"unk_token":"<unk>"},"decoder":' + \
+        b'{"type":"Sequence","decoders":[' * 20 + b'{"type":"Replace","pattern":{"String":"a"},"content":"aa"}' + b"]}" * 20 + b"}"
+    for i, text in enumerate(["Hello world", "naïve 日本語 🙂 12345", "  \t\n<|endoftext|>", "\xff\xfe", "x" + "ab" * 500]):
         for pick in range(6):
             yield "tokenizer_text", f"{pick}_{i}.txt", bytes([pick]) + text.encode("utf-8", "surrogateescape")
     for pick, rel in [(0, "tests/fixtures/exports/llama-optimum/config.json"), (1, "tests/fixtures/exports/llama-optimum/generation_config.json"),
