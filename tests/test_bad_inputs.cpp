@@ -13,6 +13,7 @@
 #include "fuzz/targets.h"
 #include "llm/chat_template.h"
 #include "llm/model_config.h"
+#include "llm/model_folder.h"
 #include "llm/tokenizer.h"
 #include "model_builder.h"
 #include "runtime/session.h"
@@ -163,4 +164,38 @@ TEST_CASE("shape arithmetic at the edges of int64: a step of INT64_MIN takes one
   REQUIRE(out[0].numel() == 1);
   CHECK(out[0].data<float>()[0] == 4);
   CHECK(out[1].shape() == tern::Shape{0, 1, 1});
+}
+
+TEST_CASE("every file a model folder names or holds stays inside it: genai_config's decoder, symlinks out, /dev/zero") {
+  tern::test::TempDir outside, d;
+  const fs::path dir = d.path / "model";
+  fs::create_directories(dir);
+  const fs::path model = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  fs::copy_file(model / "model.onnx", outside.path / "model.onnx");
+  fs::copy_file(model / "config.json", outside.path / "config.json");
+  auto refused = [](const std::string& error, const char* what) {
+    CAPTURE(error);
+    CHECK(error.find(what) != std::string::npos);
+  };
+  // genai_config.json's decoder filename: absolute, or up and out.
+  std::ofstream(dir / "genai_config.json") << R"({"model":{"decoder":{"filename":")" << (outside.path / "model.onnx").string() << R"("}}})";
+  refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "decoder filename '/");
+  refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "is an absolute path");
+  std::ofstream(dir / "genai_config.json") << R"({"model":{"decoder":{"filename":"../../)" << outside.path.filename().string() << R"(/model.onnx"}}})";
+  refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "leaves the model folder ('..')");
+  fs::remove(dir / "genai_config.json");
+  // Symlinks: a model.onnx, config.json and tokenizer.json that resolve outside; a chat template linked to /dev/zero.
+  fs::create_symlink(outside.path / "model.onnx", dir / "model.onnx");
+  refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "resolves outside the model folder");
+  fs::create_symlink(outside.path / "config.json", dir / "config.json");
+  refused(tern::test::error_of([&] { tern::llm::read_model_config(dir.string()); }), "resolves outside the model folder");
+  fs::create_symlink("/etc/passwd", dir / "tokenizer.json");
+  refused(tern::test::error_of([&] { tern::llm::load_tokenizer(dir.string()); }), "resolves outside the model folder");
+  fs::create_symlink("/dev/zero", dir / "chat_template.jinja");
+  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "is not a regular file");
+  // A link that stays inside the folder is followed.
+  fs::remove(dir / "config.json");
+  fs::copy_file(model / "config.json", dir / "real_config.json");
+  fs::create_symlink("real_config.json", dir / "config.json");
+  CHECK(tern::llm::read_model_config(dir.string()).vocab_size == 1024);
 }

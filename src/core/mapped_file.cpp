@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace tern {
 
@@ -48,6 +49,22 @@ std::shared_ptr<MappedFile> map_file(const std::string& path) {
   }
   ::close(fd);
   return m;
+}
+
+std::string confined_file(const std::string& dir, const std::string& name, const std::string& what) {
+  namespace fs = std::filesystem;
+  const fs::path rel(name);
+  if (rel.is_absolute()) fail(what, " '", name, "' is an absolute path; it must be relative to the model folder");
+  for (const auto& part : rel)
+    if (part == "..") fail(what, " '", name, "' leaves the model folder ('..')");
+  const fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir), full = folder / rel;
+  std::error_code ec;
+  if (!fs::exists(full, ec)) fail(what, " '", full.string(), "' does not exist");
+  if (!fs::is_regular_file(full, ec)) fail(what, " '", full.string(), "' is not a regular file");
+  const std::string real_dir = fs::weakly_canonical(folder, ec).string(), real = fs::canonical(full, ec).string();
+  if (ec || real.compare(0, real_dir.size() + 1, real_dir + "/") != 0)
+    fail(what, " '", full.string(), "' resolves outside the model folder (symlink?)");
+  return real;
 }
 
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what) {

@@ -17,6 +17,13 @@ struct MappedFile {
 // Maps `path` (a regular file); fails naming it. Opened non-blocking and checked with fstat before anything
 // is read: a FIFO, device or directory in a model folder is refused at once instead of blocking the load.
 std::shared_ptr<MappedFile> map_file(const std::string& path);
+// The one confinement rule for every file a model folder names or holds (ONNX external data, genai_config's
+// decoder, config.json, the tokenizer, the chat template): `name` is relative to `dir`, has no "..", exists,
+// is a regular file, and — symlinks resolved — lies inside `dir`'s real path. Returns that real path; fails
+// naming `what` (e.g. "external data location") with the name and the rule it breaks. (A Hugging Face cache
+// snapshot, whose files link to ../../blobs, is outside by this rule: copy the folder, or pass the blobs'
+// folder itself.)
+std::string confined_file(const std::string& dir, const std::string& name, const std::string& what);
 // The bytes of `path` (a regular file, as map_file) when it holds at most `max_bytes`; else fails naming it
 // and `what` it was read as ("chat template", "tokenizer").
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what);

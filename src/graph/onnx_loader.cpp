@@ -114,32 +114,18 @@ void parse_message(Msg& msg, int wire_type, const void* data, size_t size, const
 // Resolves `location` fields of external tensors, refusing anything outside the model folder.
 class ExternalData {
  public:
-  explicit ExternalData(std::string dir) : dir_(std::move(dir)) {
-    std::error_code ec;
-    real_dir_ = fs::weakly_canonical(dir_.empty() ? fs::path(".") : fs::path(dir_), ec).string();
-  }
+  explicit ExternalData(std::string dir) : dir_(std::move(dir)) {}
 
   std::shared_ptr<MappedFile> open(const std::string& location, const std::string& tensor) {
     if (location.empty()) fail("tensor '", tensor, "': external data has no location");
-    fs::path rel(location);
-    if (rel.is_absolute())
-      fail("tensor '", tensor, "': external data location '", location,
-           "' is an absolute path; it must be relative to the model folder");
-    for (const auto& part : rel)
-      if (part == "..")
-        fail("tensor '", tensor, "': external data location '", location, "' leaves the model folder ('..')");
     auto it = files_.find(location);
     if (it != files_.end()) return it->second;
-    fs::path full = fs::path(dir_.empty() ? "." : dir_) / rel;
-    std::error_code ec;
-    if (!fs::exists(full, ec))
-      fail("tensor '", tensor, "': external data file '", full.string(), "' does not exist");
-    if (!fs::is_regular_file(full, ec))
-      fail("tensor '", tensor, "': external data '", full.string(), "' is not a regular file");
-    std::string real = fs::canonical(full, ec).string();
-    if (ec || real.compare(0, real_dir_.size() + 1, real_dir_ + "/") != 0)
-      fail("tensor '", tensor, "': external data file '", full.string(),
-           "' resolves outside the model folder (symlink?)");
+    std::string real;
+    try {
+      real = confined_file(dir_, location, "external data");
+    } catch (const Error&) {
+      rethrow_prefixed("tensor '" + tensor + "': ");
+    }
     auto m = map_file(real);
     files_.emplace(location, m);
     return m;
@@ -151,7 +137,7 @@ class ExternalData {
   }
 
  private:
-  std::string dir_, real_dir_;
+  std::string dir_;
   std::map<std::string, std::shared_ptr<MappedFile>> files_;
 };
 

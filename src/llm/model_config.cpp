@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/mapped_file.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -13,9 +14,10 @@ using nlohmann::json;
 
 namespace {
 
-json read_json(const fs::path& p) {
-  if (!fs::exists(p)) return json::object();
-  return read_json_file(p.string());
+// One of the folder's JSON files (inside it: core/mapped_file.h confined_file), or {} when it has none.
+json read_json(const fs::path& dir, const char* name) {
+  if (!fs::exists(dir / name) && !fs::is_symlink(dir / name)) return json::object();
+  return read_json_file(confined_file(dir.string(), name, name));
 }
 
 // An id field that may be a number or a list of numbers.
@@ -37,9 +39,9 @@ void take_int(const json& j, const char* key, int64_t& out) {
 ModelConfig read_model_config(const std::string& model_dir) {
   ModelConfig c;
   const fs::path dir(model_dir);
-  json cfg = read_json(dir / "config.json");
-  json gen = read_json(dir / "generation_config.json");
-  json genai = read_json(dir / "genai_config.json");
+  json cfg = read_json(dir, "config.json");
+  json gen = read_json(dir, "generation_config.json");
+  json genai = read_json(dir, "genai_config.json");
 
   if (cfg.contains("model_type") && cfg["model_type"].is_string()) c.model_type = cfg["model_type"];
   take_int(cfg, "vocab_size", c.vocab_size);

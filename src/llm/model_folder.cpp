@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json.h"
+#include "core/mapped_file.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;
@@ -17,17 +18,17 @@ ModelFiles resolve_model(const std::string& path) {
   if (!fs::exists(path)) fail("model '", path, "' does not exist");
   if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
   if (fs::exists(fs::path(path) / "genai_config.json")) {
-    const nlohmann::json j = read_json_file((fs::path(path) / "genai_config.json").string());
+    const nlohmann::json j = read_json_file(confined_file(path, "genai_config.json", "the genai config"));
     if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
         j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") &&
         j["model"]["decoder"]["filename"].is_string())
-      return {(fs::path(path) / j["model"]["decoder"]["filename"].get<std::string>()).string(), path};
+      return {confined_file(path, j["model"]["decoder"]["filename"].get<std::string>(), "genai_config.json's decoder filename"), path};
   }
-  if (fs::exists(fs::path(path) / "model.onnx")) return {(fs::path(path) / "model.onnx").string(), path};
+  if (fs::exists(fs::path(path) / "model.onnx")) return {confined_file(path, "model.onnx", "the model"), path};
   std::vector<std::string> found;
   for (const auto& e : fs::directory_iterator(path))
     if (e.path().extension() == ".onnx") found.push_back(e.path().string());
-  if (found.size() == 1) return {found[0], path};
+  if (found.size() == 1) return {confined_file(path, fs::path(found[0]).filename().string(), "the model"), path};
   fail("'", path, "' holds ", found.size(), " .onnx files and no model.onnx: name the file");
 }
 

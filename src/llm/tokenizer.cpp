@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "llm/model_config.h"
 
 namespace tern::llm {
@@ -59,11 +60,12 @@ std::string TextStream::push(int64_t id) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   fs::path dir(model_dir);
-  if (fs::exists(dir / "tokenizer.json")) return load_hf_tokenizer((dir / "tokenizer.json").string());
-  if (fs::exists(dir / "tokenizer.bin")) {
+  auto held = [&](const char* name) { return fs::exists(dir / name) || fs::is_symlink(dir / name); };
+  if (held("tokenizer.json")) return load_hf_tokenizer(confined_file(model_dir, "tokenizer.json", "the tokenizer"));
+  if (held("tokenizer.bin")) {
     ModelConfig cfg = read_model_config(model_dir);
     if (cfg.vocab_size <= 0) fail("'", (dir / "config.json").string(), "' gives no vocab_size for tokenizer.bin");
-    return load_llama2c_tokenizer((dir / "tokenizer.bin").string(), cfg.vocab_size);
+    return load_llama2c_tokenizer(confined_file(model_dir, "tokenizer.bin", "the tokenizer"), cfg.vocab_size);
   }
   fail_unsupported("no tokenizer in '", model_dir, "' (looked for tokenizer.json and tokenizer.bin): pass token ids with --ids");
 }
