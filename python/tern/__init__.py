@@ -16,9 +16,19 @@ from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, N
                       SessionOptions, get_available_providers, get_device)
 
 __version__ = _lib.tern_version().decode()
+
+
+def set_process_memory_limit(nbytes):
+    """Caps the memory all of tern may own in this process, over every session and model (0: the machine's
+    physical memory). Each session's own cap is its options' max_memory."""
+    if int(nbytes) < 0:
+        raise InvalidArgumentError(f"memory limit {nbytes} is negative", 1)
+    _lib.tern_set_process_memory_limit(int(nbytes))
+
+
 build_info = _lib.tern_build_info().decode()
 
 __all__ = ["InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
            "ExecutionMode", "get_available_providers", "get_device", "Model", "Tokenizer", "TokenizerStream",
            "GeneratorParams", "Generator", "generate", "Error", "InvalidArgumentError", "ModelError",
-           "UnsupportedError", "MemoryLimitError", "InternalError", "build_info"]
+           "UnsupportedError", "MemoryLimitError", "InternalError", "build_info", "set_process_memory_limit"]

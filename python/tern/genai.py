@@ -20,7 +20,7 @@ class Model:
 
     threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context); device: "cpu" or
     "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); isa: cap the CPU kernels' tier;
-    max_memory: bytes tern may own.
+    max_memory: bytes this model (its Generators included) may own; other models keep their own caps.
     """
 
     def __init__(self, path, *, threads=0, window=0, device=None, weights=None, isa=None, max_memory=0):

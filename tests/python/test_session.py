@@ -308,3 +308,20 @@ def test_unknown_providers_fall_back_to_the_cpu_with_a_warning(tmp_path):
         sess = tern.InferenceSession(str(identity_model(tmp_path)), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
     assert sess.get_providers() == ["CPUExecutionProvider"]
     assert tern.get_available_providers() == ["CPUExecutionProvider"]
+
+
+def test_the_process_memory_limit_holds_over_every_session(tmp_path):
+    """tern.set_process_memory_limit caps all of tern; a session's max_memory only itself."""
+    path = tmp_path / "m.onnx"
+    w = numpy_helper.from_array(np.ones((1024, 1024), np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    tern.set_process_memory_limit(1 << 20)
+    try:
+        with pytest.raises(tern.MemoryLimitError, match="--max-memory 1.0 MB"):
+            tern.InferenceSession(str(path))
+    finally:
+        tern.set_process_memory_limit(0)
+    assert tern.InferenceSession(str(path)).run(None, {"x": np.ones((1, 1024), np.float32)})[0][0, 0] == 1024
