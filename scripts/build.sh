@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds tern into build/ (build-asan/ with --sanitize: AddressSanitizer + UBSan;
 # build-no-opencl/ with --no-opencl: -DTERN_OPENCL=OFF; build-aarch64/ with --aarch64: cross-compiled for
-# AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, clang 14 with AddressSanitizer + UBSan, CPU only;
+# AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, built by clang 14 (what scripts/setup.sh --ci
+# installs, and what CI's fixed-seed fuzz replay was run with) or else the newest clang whose libFuzzer runtime
+# is installed, with AddressSanitizer + UBSan, CPU only;
 # build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
 # --minimal, alone or after --aarch64, builds the embedded variant instead (build-minimal/, build-aarch64-minimal/):
 # -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the commands that run decoders (docs/embedded.md).
@@ -26,7 +28,13 @@ case "${1:-}" in
     flags+=(-DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake) ;;
   --fuzz)
     dir=build-fuzz
-    export CC=clang-14 CXX=clang++-14
+    cxx=""
+    for c in clang++-14 $(compgen -c clang++- | sort -t- -k2 -n -r -u) clang++; do  # 14, then the newest first
+      if echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+         "$c" -x c++ -fsanitize=fuzzer,address - -o /dev/null 2> /dev/null; then cxx=$c; break; fi
+    done
+    [ -n "$cxx" ] || { echo "no clang with libFuzzer's runtime (Debian: clang-N and libclang-rt-N-dev; scripts/setup.sh --ci)" >&2; exit 1; }
+    export CXX=$cxx CC=${cxx/clang++/clang}
     flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DTERN_SANITIZE=ON -DTERN_FUZZ=ON -DTERN_OPENCL=OFF)
     cmake -S . -B "$dir" "${flags[@]}" > /dev/null
     exec cmake --build "$dir" -j "$(nproc)" --target tern_fuzz ;;
