@@ -239,13 +239,8 @@ TEST_CASE("two sessions with 1 and 2 threads in one process each run on their ow
 
 TEST_CASE("two sessions' memory caps hold independently: one fails past its cap while the other keeps working") {
   TempDir d;
-  ModelBuilder b(17);  // one 1024x1024 float32 weight: 4 MiB read, 4 MiB more repacked at load
-  b.input("x", onnx::TensorProto::FLOAT, {1, 1024}).output("y");
-  std::vector<float> w(1024 * 1024);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
-  b.initializer_f32("w", {1024, 1024}, w);
-  b.node("MatMul", {"x", "w"}, {"y"});
-  const std::string path = b.save(d.path / "m.onnx");
+  std::vector<float> w;  // one 1024x1024 float32 weight: 4 MiB read, 4 MiB more repacked at load
+  const std::string path = write_matmul_1024_model(d.path / "m.onnx", w);
   SessionOptions roomy;
   roomy.max_memory = 64 << 20;
   roomy.threads = 1;

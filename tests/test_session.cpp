@@ -312,14 +312,8 @@ TEST_CASE("a constant weight MatMul repacks is freed once every reader has repac
 
 TEST_CASE("a session's memory cap: loading that would pass it fails naming the numbers; within it, it runs and gives all back") {
   TempDir d;
-  // One 1024×1024 float32 weight: repacking it at load takes 4 MiB that tern owns.
-  ModelBuilder b(17);
-  b.input("x", onnx::TensorProto::FLOAT, {1, 1024}).output("y");
-  std::vector<float> w(1024 * 1024);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
-  b.initializer_f32("w", {1024, 1024}, w);
-  b.node("MatMul", {"x", "w"}, {"y"});
-  const std::string path = b.save(d.path / "m.onnx");
+  std::vector<float> w;  // one 1024x1024 float32 weight: 4 MiB read, 4 MiB more repacked at load
+  const std::string path = write_matmul_1024_model(d.path / "m.onnx", w);
   const size_t before = owned_host_bytes();
   // 1 MiB: the weight itself (4 MiB, read from the protobuf) cannot be loaded. 6 MiB: it can, but not
   // its repacked copy beside it — the failure names the node.

@@ -15,7 +15,21 @@ from . import _capi
 from ._capi import lib
 
 
-class Model:
+class _ModelHandle:
+    """Owns a tern_model handle — a Model's, or a Generator's clone of it — freed with the object."""
+
+    _handle = None
+
+    def __del__(self):
+        if self._handle:
+            lib.tern_model_free(self._handle)
+            self._handle = None
+
+    def _check(self, status):
+        _capi.check(status, lib.tern_model_error, self._handle)
+
+
+class Model(_ModelHandle):
     """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation.
 
     threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context); device: "cpu" or
@@ -33,14 +47,6 @@ class Model:
         self.window = info.window
         self.bos_token_id = info.bos_token_id if info.bos_token_id >= 0 else None
         self.eos_token_id = info.eos_token_id if info.eos_token_id >= 0 else None
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            lib.tern_model_free(self._handle)
-            self._handle = None
-
-    def _check(self, status):
-        _capi.check(status, lib.tern_model_error, self._handle)
 
 
 def _ids(tokens):
@@ -165,7 +171,7 @@ class GeneratorParams:
         return s
 
 
-class Generator:
+class Generator(_ModelHandle):
     """onnxruntime-genai's generate loop:
 
         generator = tern.Generator(model, params)
@@ -190,14 +196,6 @@ class Generator:
         self._sequence = []
         self._unfed = None  # the last token chosen, fed by the next generate_next_token
         self._done = False
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            lib.tern_model_free(self._handle)
-            self._handle = None
-
-    def _check(self, status):
-        _capi.check(status, lib.tern_model_error, self._handle)
 
     def _feed(self, ids):
         a, p = _ids(ids)
