@@ -67,6 +67,11 @@ std::string confined_file(const std::string& dir, const std::string& name, const
   return real;
 }
 
+bool folder_holds(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(std::filesystem::path(dir) / name, ec));
+}
+
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what) {
   const auto file = map_file(path);
   if (file->size > max_bytes)

@@ -24,6 +24,8 @@ std::shared_ptr<MappedFile> map_file(const std::string& path);
 // snapshot, whose files link to ../../blobs, is outside by this rule: copy the folder, or pass the blobs'
 // folder itself.)
 std::string confined_file(const std::string& dir, const std::string& name, const std::string& what);
+// Whether `dir` has an entry `name` at all — a symlink counts, wherever it points (confined_file then judges it).
+bool folder_holds(const std::string& dir, const std::string& name);
 // The bytes of `path` (a regular file, as map_file) when it holds at most `max_bytes`; else fails naming it
 // and `what` it was read as ("chat template", "tokenizer").
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what);

@@ -91,12 +91,11 @@ void take_host_bytes(size_t bytes, const MemoryAccountPtr& account) {
   if (!take_within(g_owned, bytes, limit, before))
     throw MemoryLimitError(detail::concat("the memory cap (", asked ? "--max-memory " : "the machine's memory, ", memory_size(limit),
                                           ") would be passed: tern holds ", memory_size(before), " and needs ", memory_size(bytes), " more"));
-  if (account && account->limit_ && !take_within(account->held_, bytes, account->limit_, before)) {
+  if (account && !take_within(account->held_, bytes, account->limit_ ? account->limit_ : std::numeric_limits<size_t>::max(), before)) {
     g_owned.fetch_sub(bytes, std::memory_order_relaxed);
     throw MemoryLimitError(detail::concat("the session's memory cap (max_memory ", memory_size(account->limit_), ", ", account->owner_,
                                           ") would be passed: it holds ", memory_size(before), " and needs ", memory_size(bytes), " more"));
   }
-  if (account && !account->limit_) account->held_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 void check_host_bytes(size_t bytes, const std::string& what) {

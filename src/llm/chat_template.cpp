@@ -32,12 +32,11 @@ const char* chat_family_name(ChatFamily f) {
 
 ChatFamily detect_chat_family(const std::string& model_dir) {
   std::string tmpl;
-  const fs::path dir(model_dir);
-  if (fs::exists(dir / "tokenizer_config.json") || fs::is_symlink(dir / "tokenizer_config.json")) {
+  if (folder_holds(model_dir, "tokenizer_config.json")) {
     const nlohmann::json j = read_json_file(confined_file(model_dir, "tokenizer_config.json", "the tokenizer config"));
     if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) tmpl = j["chat_template"];
   }
-  if (tmpl.empty() && (fs::exists(dir / "chat_template.jinja") || fs::is_symlink(dir / "chat_template.jinja")))
+  if (tmpl.empty() && folder_holds(model_dir, "chat_template.jinja"))
     tmpl = read_file_bytes(confined_file(model_dir, "chat_template.jinja", "the chat template"), size_t{1} << 20,
                            "chat template");  // (real templates: under 50 KB)
   if (tmpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::Llama3;

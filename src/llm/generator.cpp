@@ -176,13 +176,13 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
   const Tensor& given = out.at(io_.logits);
-  if (session_.device_top_k() > 0) {  // only the best scores came back: the others are as good as never
+  if (sequence_->device_top_k() > 0) {  // only the best scores came back: the others are as good as never
     const int64_t V = given.dim(2);
     if (last_.buffer().use_count() != 1 || !last_.has_shape({1, V})) last_ = Tensor(DType::Float32, {1, V});
     float* row = last_.data<float>();
     std::fill(row, row + V, -std::numeric_limits<float>::infinity());
-    const auto& ids = session_.top_k_ids();
-    const auto& values = session_.top_k_values();
+    const auto& ids = sequence_->top_k_ids();
+    const auto& values = sequence_->top_k_values();
     for (size_t j = 0; j < ids.size(); ++j)
       if (ids[j] >= 0) row[ids[j]] = ids.size() == 1 ? 0.0f : values[j];
     return last_;
@@ -238,16 +238,14 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
                             device_k <= Session::max_device_top_k() && so.repetition_penalty == 1.0f &&
                             io_.layout == PastLayout::Internal && opt.top_logits <= device_k;  // --top-logits needs the scores
-  struct TopKOff {  // whatever happens, a device session downloads its logits again afterwards
-    Session* s;      // (null on the CPU: nothing to undo, and nothing written that other generators read)
-    ~TopKOff() {
-      if (s) s->set_device_top_k("", 0);
-    }
-  } top_k_off{device_top_k ? &session_ : nullptr};
+  struct TopKOff {  // whatever happens, this sequence downloads its logits again afterwards
+    SequenceState& s;
+    ~TopKOff() { s.set_device_top_k("", 0); }
+  } top_k_off{*sequence_};
   std::vector<int64_t> top_ids;  // record_top_logits' scratch
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    if (device_top_k && step == 1) session_.set_device_top_k(io_.logits, device_k);
+    if (device_top_k && step == 1) sequence_->set_device_top_k(io_.logits, device_k);
     const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
     const int64_t V = logits.dim(1);
     if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one

@@ -16,7 +16,7 @@ namespace {
 
 // One of the folder's JSON files (inside it: core/mapped_file.h confined_file), or {} when it has none.
 json read_json(const fs::path& dir, const char* name) {
-  if (!fs::exists(dir / name) && !fs::is_symlink(dir / name)) return json::object();
+  if (!folder_holds(dir.string(), name)) return json::object();
   return read_json_file(confined_file(dir.string(), name, name));
 }
 

@@ -17,14 +17,14 @@ namespace fs = std::filesystem;
 ModelFiles resolve_model(const std::string& path) {
   if (!fs::exists(path)) fail("model '", path, "' does not exist");
   if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
-  if (fs::exists(fs::path(path) / "genai_config.json")) {
+  if (folder_holds(path, "genai_config.json")) {
     const nlohmann::json j = read_json_file(confined_file(path, "genai_config.json", "the genai config"));
     if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
         j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") &&
         j["model"]["decoder"]["filename"].is_string())
       return {confined_file(path, j["model"]["decoder"]["filename"].get<std::string>(), "genai_config.json's decoder filename"), path};
   }
-  if (fs::exists(fs::path(path) / "model.onnx")) return {confined_file(path, "model.onnx", "the model"), path};
+  if (folder_holds(path, "model.onnx")) return {confined_file(path, "model.onnx", "the model"), path};
   std::vector<std::string> found;
   for (const auto& e : fs::directory_iterator(path))
     if (e.path().extension() == ".onnx") found.push_back(e.path().string());

@@ -33,8 +33,8 @@ struct DecoderOptions {
   std::optional<int64_t> window;
   int64_t sinks = 4;
   int threads = 0;  // 0: all cores
-  // The memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an
-  // optional "B" or "iB" after it): "6G", "512MiB". Empty: the machine's physical memory.
+  // The session's memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an
+  // optional "B" or "iB" after it): "6G", "512MiB". Empty: no cap of its own (the process's still holds).
   std::string max_memory;
   bool prefault = false;  // SessionOptions::prefault
   bool use_pack = true;   // take the model's pack (tern pack) when it has one: SessionOptions::Pack::Use

@@ -60,9 +60,8 @@ std::string TextStream::push(int64_t id) {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_dir) {
   fs::path dir(model_dir);
-  auto held = [&](const char* name) { return fs::exists(dir / name) || fs::is_symlink(dir / name); };
-  if (held("tokenizer.json")) return load_hf_tokenizer(confined_file(model_dir, "tokenizer.json", "the tokenizer"));
-  if (held("tokenizer.bin")) {
+  if (folder_holds(model_dir, "tokenizer.json")) return load_hf_tokenizer(confined_file(model_dir, "tokenizer.json", "the tokenizer"));
+  if (folder_holds(model_dir, "tokenizer.bin")) {
     ModelConfig cfg = read_model_config(model_dir);
     if (cfg.vocab_size <= 0) fail("'", (dir / "config.json").string(), "' gives no vocab_size for tokenizer.bin");
     return load_llama2c_tokenizer(confined_file(model_dir, "tokenizer.bin", "the tokenizer"), cfg.vocab_size);

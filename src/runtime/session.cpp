@@ -59,9 +59,6 @@ Model load_charged(const std::string& model_path, const MemoryAccountPtr& accoun
 MemoryAccountPtr account_for(const std::string& model_path, const SessionOptions& options) {
   return std::make_shared<MemoryAccount>(model_path, options.max_memory);
 }
-int threads_of(const SessionOptions& options) {
-  return options.threads > 0 ? options.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
 }  // namespace
 
 // What one run writes, and the step plan serial runs on it replay.
@@ -118,20 +115,21 @@ const TransferStats* Session::device_transfers() const { return device_ ? &devic
 
 int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
 
-void Session::set_device_top_k(const std::string& name, int k) {
-  if (k > 0 && !device_) fail("device top-k needs an OpenCL session");
-  if (k > max_device_top_k()) fail("device top-k: k = ", k, " exceeds ", max_device_top_k());
-  if (k > 0 && std::none_of(outputs_.begin(), outputs_.end(), [&](const IOInfo& o) { return o.name == name; }))
+void SequenceState::set_device_top_k(const std::string& name, int k) {
+  if (k > 0 && !session_.device_) fail("device top-k needs an OpenCL session");
+  if (k > Session::max_device_top_k()) fail("device top-k: k = ", k, " exceeds ", Session::max_device_top_k());
+  const auto& outputs = session_.outputs();
+  if (k > 0 && std::none_of(outputs.begin(), outputs.end(), [&](const IOInfo& o) { return o.name == name; }))
     fail("device top-k: no graph output named '", name, "'");
   top_k_output_ = k > 0 ? name : std::string();
   top_k_ = std::max(k, 0);
 }
 
 void Session::prepare() {
-  options_.threads = threads_of(options_);
   // Whatever the load allocates counts against this session's cap; kernels it runs (packing) use its threads.
   MemoryScope charge(account_);
   kernels::KernelThreads threads(options_.threads);
+  options_.threads = kernels::kernel_threads();  // (0 asked for every core: the kernels' rule says how many)
   try {
     if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
     pool_ = BufferPool::create(account_);
@@ -589,7 +587,7 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     if (!planned)
       for (int v : release_after_[k]) r.values[static_cast<size_t>(v)] = Tensor();
   }
-  if (device_) bring_outputs_to_host(r);
+  if (device_) bring_outputs_to_host(r, seq);
   collect_outputs(r, planned, out);
   if (!planned)
     for (Tensor& t : r.values) t = Tensor();  // nothing of this run stays held
@@ -661,13 +659,13 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
   r.plan = std::move(plan);
 }
 
-void Session::bring_outputs_to_host(RunState& r) {
+void Session::bring_outputs_to_host(RunState& r, SequenceState& seq) {
   const Graph& g = *model_.graph;
   for (int o : g.outputs) {
     Tensor& t = r.values[static_cast<size_t>(o)];
     if (!t.defined()) continue;
-    if (top_k_ > 0 && g.values[static_cast<size_t>(o)].name == top_k_output_) {  // only the best scores
-      device_->top_k(t, top_k_, top_ids_, top_values_);
+    if (seq.top_k_ > 0 && g.values[static_cast<size_t>(o)].name == seq.top_k_output_) {  // only the best scores
+      device_->top_k(t, seq.top_k_, seq.top_ids_, seq.top_values_);
       t = Tensor(t.dtype(), t.shape(), nullptr);  // shape only: the scores stay where they are
       continue;
     }

@@ -141,6 +141,16 @@ class SequenceState {
   int64_t bytes_per_token() const;
   // Bytes the caches hold now.
   int64_t held_bytes() const;
+  // With an OpenCL session and a single sequence: from this sequence's next run on, the graph output `name`
+  // ([1, S, V] scores) is not downloaded; the k best scores of its last position are found on the
+  // device and only they come back (k = 1: the argmax's id alone), best first, ties to the lower index —
+  // all a greedy or top-k sampler needs. Greedy decoding then moves one token id each way per step.
+  // k = 0: back to downloading the output. k ≤ Session::max_device_top_k(). Per sequence: other
+  // generators on the session keep downloading theirs.
+  void set_device_top_k(const std::string& name, int k);
+  int device_top_k() const { return top_k_; }
+  const std::vector<int32_t>& top_k_ids() const { return top_ids_; }
+  const std::vector<float>& top_k_values() const { return top_values_; }  // (k = 1: not fetched, 0)
 
  private:
   friend class Session;
@@ -148,6 +158,10 @@ class SequenceState {
   const Session& session_;
   std::vector<std::unique_ptr<OpState>> states_;  // parallel to the session's ops
   std::atomic<bool> busy_{false};                 // a run is feeding it
+  std::string top_k_output_;                      // set_device_top_k's, and what its runs found
+  int top_k_ = 0;
+  std::vector<int32_t> top_ids_;
+  std::vector<float> top_values_;
 };
 
 class Session {
@@ -199,16 +213,8 @@ class Session {
   // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
   // computed on the CPU instead ("name (op type)"). (Device sessions run one run at a time.)
   const TransferStats* device_transfers() const;
-  // With an OpenCL device and a single sequence: from the next run on, the graph output `name`
-  // ([1, S, V] scores) is not downloaded; the k best scores of its last position are found on the
-  // device and only they come back (k = 1: the argmax's id alone), best first, ties to the lower index —
-  // all a greedy or top-k sampler needs. Greedy decoding then moves one token id each way per step.
-  // k = 0: back to downloading the output. k ≤ max_device_top_k().
-  void set_device_top_k(const std::string& name, int k);
+  // The largest k SequenceState::set_device_top_k takes.
   static int max_device_top_k();
-  int device_top_k() const { return top_k_; }
-  const std::vector<int32_t>& top_k_ids() const { return top_ids_; }
-  const std::vector<float>& top_k_values() const { return top_values_; }  // (k = 1: not fetched, 0)
   const std::vector<std::string>& host_nodes() const { return host_nodes_; }
 
  private:
@@ -240,7 +246,7 @@ class Session {
   // Node k's plan outputs, graph outputs given fresh memory unless the caller handed last run's back.
   std::vector<Tensor>& planned_outputs(RunState& r, size_t k, const Outputs& out) const;
   // With a device: graph outputs downloaded, or only their best scores (set_device_top_k).
-  void bring_outputs_to_host(RunState& r);
+  void bring_outputs_to_host(RunState& r, SequenceState& seq);
   void build_plan(RunState& r, const std::vector<Shape>& shapes);
   void collect_outputs(RunState& r, bool planned, Outputs& out) const;
   // A graph output that node k computes into memory of its own (not a view of another value).
@@ -296,10 +302,6 @@ class Session {
   std::unique_ptr<DeviceExecutor> device_;
   std::mutex device_mutex_;  // a device session's runs, one at a time
   std::vector<std::string> host_nodes_;
-  std::string top_k_output_;
-  int top_k_ = 0;
-  std::vector<int32_t> top_ids_;
-  std::vector<float> top_values_;
 };
 
 }  // namespace tern
