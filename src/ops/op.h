@@ -96,7 +96,7 @@ class OpState {
   virtual void clear_row(int64_t /*row*/) {}
   // Sequence `to` becomes a copy of sequence `from` (n choices of one prompt share its prefill).
   virtual void copy_row(int64_t /*from*/, int64_t /*to*/) {}
-  // Continuous batching (Session::set_batch_rows): a run's batch index i is sequence batch_rows[i] of the
+  // Continuous batching (SequenceState::set_batch_rows): a run's batch index i is sequence batch_rows[i] of the
   // state's total_rows, so a run feeds only the active sequences. Empty: index i is sequence i.
   std::vector<int64_t> batch_rows;
   int64_t total_rows = 0;
