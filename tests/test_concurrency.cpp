@@ -103,7 +103,7 @@ TEST_CASE("one session, 8 threads x 50 runs: every output equals the serial run'
   CHECK(errors == 0);
 }
 
-TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens each gives alone") {
+TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens and prefill logits each gives alone") {
   const auto s = gqa_ring_session(2);
   const ModelConfig config = read_model_config(kGqaFixture);
   GenerateOptions greedy;
@@ -111,9 +111,14 @@ TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens e
   std::vector<std::vector<int64_t>> prompts;
   for (int64_t k = 0; k < 8; ++k) prompts.push_back({1, 17 + k, 93, 4 + k, 250 - k});
   std::vector<std::vector<int64_t>> alone;
+  std::vector<Tensor> alone_logits;  // the prefill's last-position logits, compared bit for bit too
   {
     Generator gen(*s, config);
-    for (const auto& p : prompts) alone.push_back(gen.generate({p}, greedy).tokens[0]);
+    for (const auto& p : prompts) {
+      const GenerateResult r = gen.generate({p}, greedy);
+      alone.push_back(r.tokens[0]);
+      alone_logits.push_back(r.prefill_logits.clone());
+    }
   }
   std::atomic<int> differences{0}, errors{0};
   std::vector<std::thread> threads;
@@ -123,7 +128,11 @@ TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens e
       for (int rep = 0; rep < 6; ++rep) {  // 6 generations of 9 runs each: 54 runs a thread
         const size_t k = (t + static_cast<size_t>(rep)) % prompts.size();
         try {
-          if (gen.generate({prompts[k]}, greedy).tokens[0] != alone[k]) ++differences;
+          const GenerateResult r = gen.generate({prompts[k]}, greedy);
+          const Tensor& l = r.prefill_logits;
+          if (r.tokens[0] != alone[k] || l.nbytes() != alone_logits[k].nbytes() ||
+              std::memcmp(l.raw(), alone_logits[k].raw(), l.nbytes()) != 0)
+            ++differences;
         } catch (const std::exception&) {
           ++errors;
         }
