@@ -35,7 +35,7 @@ TEST_CASE("resolve_model finds a folder's decoder: genai_config's, else model.on
   CHECK(contains(error_of([&] { resolve_model((d.path / "absent").string()); }), "does not exist"));
 }
 
-TEST_CASE("decoder_session_options: the last position's logits, a ring as long as the context unless asked otherwise") {
+TEST_CASE("decoder_session_options: the last position's logits, a ring as long as the context (to 2^17) unless asked otherwise") {
   ModelConfig cfg;
   cfg.context_length = 2048;
   DecoderOptions o;
@@ -45,6 +45,11 @@ TEST_CASE("decoder_session_options: the last position's logits, a ring as long a
   CHECK_FALSE(so.kv_window_required);  // a graph the ring cannot take keeps its own cache (with a warning)
   CHECK(decoder_session_options(o, ModelConfig{}, true).kv_window == 4096);  // context unknown
   CHECK(decoder_session_options(o, cfg, false).kv_window == 0);             // beam search, no cache
+  ModelConfig huge;  // a million positions claimed: the default window stops at 2^17 (RoPE tables are W rows)
+  huge.context_length = 1'000'000;
+  CHECK(decoder_session_options(o, huge, true).kv_window == kDefaultMaxWindow);
+  o.window = kMaxContextTokens + 1;
+  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--window 16777217 is past tern's largest window"));
   o.window = 64;
   o.kv_dtype = "fp16";
   o.weights = "int4";

@@ -89,7 +89,7 @@ TERN_API tern_status tern_options_set_max_memory(tern_options* options, uint64_t
  * default). Never set by a load. (API 1.2) */
 TERN_API tern_status tern_set_process_memory_limit(uint64_t bytes);
 /* Generation: the KV cache's window in tokens (a ring buffer that slides past the context; keys are stored
- * before RoPE). 0 = the model's context length (4096 when the model does not say). */
+ * before RoPE). 0 = the model's context length, at most 131072 (4096 when the model does not say). */
 TERN_API tern_status tern_options_set_window(tern_options* options, int64_t tokens);
 /* "cpu", "opencl" or "opencl:N" (TERN_ERROR_UNSUPPORTED at load when the build has no OpenCL). */
 TERN_API tern_status tern_options_set_device(tern_options* options, const char* device);

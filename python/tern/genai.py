@@ -32,7 +32,7 @@ class _ModelHandle:
 class Model(_ModelHandle):
     """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation.
 
-    threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context); device: "cpu" or
+    threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context, at most 131072); device: "cpu" or
     "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); isa: cap the CPU kernels' tier;
     max_memory: bytes this model (its Generators included) may own; other models keep their own caps.
     """

@@ -372,7 +372,7 @@ tern_status tern_options_set_max_memory(tern_options* o, uint64_t bytes) {
 tern_status tern_options_set_window(tern_options* o, int64_t tokens) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] {
-    if (tokens < 0 || tokens > (int64_t{1} << 24)) refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
+    if (tokens < 0 || tokens > llm::kMaxContextTokens) refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
     if (tokens == 0) o->decoder.window.reset();
     else o->decoder.window = tokens;
   });

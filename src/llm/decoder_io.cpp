@@ -26,6 +26,8 @@ DecoderIO detect_decoder_io(const Session& s) {
     fail_unsupported(s.model().path, ": not a decoder tern knows (needs input_ids → logits); ", describe());
   io.input_ids = "input_ids";
   io.logits = "logits";
+  for (const auto& o : s.outputs())
+    if (o.name == io.logits && o.shape && !o.shape->empty()) io.vocab = std::max<int64_t>(o.shape->back().value, 0);
   if (has_in("attention_mask")) io.attention_mask = "attention_mask";
   if (has_in("position_ids")) io.position_ids = "position_ids";
   for (const auto& i : s.inputs())

@@ -23,6 +23,7 @@ struct DecoderIO {
   DType cache_dtype = DType::Float32;
   int64_t kv_heads = 0, head_size = 0;
   int64_t cache_capacity = 0;  // > 0: static cache buffers of this many positions
+  int64_t vocab = 0;           // the logits' last dimension where the graph fixes it, else 0
   // Internal layout whose attention_mask only CachedAttention reads (it looks at the new tokens'
   // columns): the generator feeds just those columns, so every decode step has the same input shapes
   // and replays the session's step plan.

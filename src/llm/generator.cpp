@@ -26,7 +26,13 @@ void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& r
 }  // namespace
 
 Generator::Generator(Session& session, ModelConfig config)
-    : session_(session), sequence_(session.new_sequence()), config_(std::move(config)), io_(detect_decoder_io(session)) {}
+    : session_(session), sequence_(session.new_sequence()), config_(std::move(config)), io_(detect_decoder_io(session)) {
+  // The vocabulary bounds every token id the generator accepts: the config's claim must be the weights' own.
+  if (config_.vocab_size > 0 && io_.vocab > 0 && config_.vocab_size != io_.vocab)
+    fail(session.model().path, ": the config's vocab_size ", config_.vocab_size, " does not match the ", io_.vocab,
+         " logits the model computes");
+  if (config_.vocab_size == 0) config_.vocab_size = io_.vocab;
+}
 
 void Generator::set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols) {
   if (feeds_.size() <= slot) feeds_.resize(slot + 1);

@@ -8,6 +8,7 @@
 
 #include "llm/gguf.h"
 #include "llm/llama_onnx.h"
+#include "llm/model_config.h"
 #include "llm/tokenizer.h"
 
 namespace tern::llm {
@@ -172,7 +173,7 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   s.rms_eps = static_cast<float>(eps);
   const int64_t context = f.integer(key("context_length"));
   if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads ||
-      s.heads % s.kv_heads || context <= 0 || context > (int64_t{1} << 24))
+      s.heads % s.kv_heads || context <= 0 || context > kMaxContextTokens)
     fail("'", gguf_path, "': implausible hyperparameters (layers ", s.layers, ", hidden ", s.hidden, ", heads ", s.heads, "/", s.kv_heads,
          ", context ", context, ")");
   const int64_t head = s.hidden / s.heads, kv_dim = head * s.kv_heads;

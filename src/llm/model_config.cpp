@@ -30,8 +30,9 @@ std::vector<int64_t> ids_of(const json& v) {
   return r;
 }
 
-void take_int(const json& j, const char* key, int64_t& out) {
-  if (j.contains(key) && j[key].is_number_integer()) out = j[key].get<int64_t>();
+// A field in [lo, hi] when present (null counts as absent); anything else fails naming file and field.
+void take_int(const json& j, const char* file, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  if (j.is_object() && j.contains(key) && !j[key].is_null()) out = json_int(j[key], std::string(file) + ": " + key, lo, hi);
 }
 
 }  // namespace
@@ -44,21 +45,23 @@ ModelConfig read_model_config(const std::string& model_dir) {
   json genai = read_json(dir, "genai_config.json");
 
   if (cfg.contains("model_type") && cfg["model_type"].is_string()) c.model_type = cfg["model_type"];
-  take_int(cfg, "vocab_size", c.vocab_size);
-  for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"}) take_int(cfg, k, c.context_length);
-  take_int(cfg, "pad_token_id", c.pad_token_id);
+  constexpr int64_t kMaxId = kMaxVocabulary - 1;
+  take_int(cfg, "config.json", "vocab_size", 0, kMaxVocabulary, c.vocab_size);
+  for (const char* k : {"max_position_embeddings", "n_positions", "n_ctx"})
+    take_int(cfg, "config.json", k, 0, kMaxContextTokens, c.context_length);
+  take_int(cfg, "config.json", "pad_token_id", -1, kMaxId, c.pad_token_id);
   if (cfg.contains("eos_token_id")) c.eos_token_ids = ids_of(cfg["eos_token_id"]);
 
   if (genai.contains("model")) {
     const json& m = genai["model"];
     if (m.contains("type") && m["type"].is_string() && c.model_type.empty()) c.model_type = m["type"];
-    take_int(m, "vocab_size", c.vocab_size);
-    take_int(m, "context_length", c.context_length);
-    take_int(m, "pad_token_id", c.pad_token_id);
+    take_int(m, "genai_config.json", "vocab_size", 0, kMaxVocabulary, c.vocab_size);
+    take_int(m, "genai_config.json", "context_length", 0, kMaxContextTokens, c.context_length);
+    take_int(m, "genai_config.json", "pad_token_id", -1, kMaxId, c.pad_token_id);
     if (m.contains("eos_token_id")) c.eos_token_ids = ids_of(m["eos_token_id"]);
   }
   // generation_config.json is what Hugging Face's generate() reads last, so it wins.
-  take_int(gen, "pad_token_id", c.pad_token_id);
+  take_int(gen, "generation_config.json", "pad_token_id", -1, kMaxId, c.pad_token_id);
   if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
   if (gen.contains("do_sample") && gen["do_sample"].is_boolean()) c.do_sample = gen["do_sample"];
   auto take_float = [&](const char* k, float& v) {

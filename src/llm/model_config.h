@@ -7,6 +7,16 @@
 
 namespace tern::llm {
 
+// The most positions tern accepts for a context or a window (16M tokens, above every released model's
+// context): config values past it are refused as implausible before anything is sized by them.
+constexpr int64_t kMaxContextTokens = int64_t{1} << 24;
+// The window a decoder gets when none is asked for: the model's context, but at most this many positions
+// (every common model's context up to Llama 3's and Gemma 3's 131,072), so that a config claiming 10^6 or
+// 10^7 positions does not cost RoPE tables of that length before any run; past it the window slides.
+constexpr int64_t kDefaultMaxWindow = int64_t{1} << 17;
+// The largest vocabulary a config may declare (the largest released ones hold 262,144 tokens).
+constexpr int64_t kMaxVocabulary = int64_t{1} << 24;
+
 struct ModelConfig {
   std::string model_type;             // "llama", "gpt2", … ("" when unknown)
   int64_t vocab_size = 0;
@@ -19,6 +29,8 @@ struct ModelConfig {
   int top_k = 0;                      // 0: off (HF's own default, 50, applies only when the file says so)
 };
 
+// Fails naming the file and field when a value is not an integer or is implausible (a context past
+// kMaxContextTokens, a vocabulary past kMaxVocabulary, negative ids).
 ModelConfig read_model_config(const std::string& model_dir);
 
 }  // namespace tern::llm

@@ -47,14 +47,18 @@ struct Why {
 
 // Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
 // on; nullopt when it depends on another input or does not fold (a binding whose shape the graph's
-// folded constants contradict — a probe cache where the file's shapes are static — is one).
+// folded constants contradict — a probe cache where the file's shapes are static — is one). A binding
+// without data (Tensor(dtype, shape, nullptr)) gives its input a shape only: what reads its shape folds
+// (Shape, and Shape of a Concat with it), what reads its data does not.
 std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
   Graph h;
   h.values = g.values;
   h.opsets = g.opsets;
+  std::vector<char> shaped(g.values.size(), 0);
   for (const auto& [input, bound] : bindings) {
     Value& in = h.values[static_cast<size_t>(input)];
-    in.constant = bound;
+    if (bound.buffer()) in.constant = bound;
+    else shaped[static_cast<size_t>(input)] = 1;
     in.shape = sym_shape(bound.shape());
   }
   std::vector<char> needed(g.nodes.size(), 0);
@@ -63,6 +67,7 @@ std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vecto
     const int v = stack.back();
     stack.pop_back();
     if (v < 0 || h.values[static_cast<size_t>(v)].constant) continue;
+    if (shaped[static_cast<size_t>(v)]) continue;
     const int p = g.values[static_cast<size_t>(v)].producer;
     if (p < 0) return std::nullopt;  // another graph input
     if (needed[static_cast<size_t>(p)]) continue;
@@ -71,8 +76,8 @@ std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vecto
   }
   for (size_t k = 0; k < g.nodes.size(); ++k)
     if (needed[k]) h.nodes.push_back(g.nodes[k]);
-  for (Value& v : h.values)
-    if (!v.constant) v.shape.reset(), v.sym_value.reset();
+  for (size_t i = 0; i < h.values.size(); ++i)
+    if (!h.values[i].constant && !shaped[i]) h.values[i].shape.reset(), h.values[i].sym_value.reset();
   link_producers(h);
   try {
     infer_and_fold(h);
@@ -112,9 +117,14 @@ const Node* data_consumer(const Matcher& m, int id, const char* op_type) {
 
 // Bindings for one sequence of `past` cached and `n` new tokens, as the generator feeds it:
 // attention_mask `mask` (past + n entries; empty: all ones), input_ids zeros, position_ids as Hugging
-// Face computes them (cumsum(mask) − 1) for the new tokens, and every rank-4 cache input zeros of `past`
-// positions where its length is symbolic (a fixed-size static cache keeps its size).
-std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t past, int64_t n, std::vector<int64_t> mask = {}) {
+// Face computes them (cumsum(mask) − 1) for the new tokens, and the rank-4 cache inputs holding `past`
+// positions where their length is symbolic (a fixed-size static cache keeps its size) — as zeros
+// (CacheBinding::Zeros), or, for sequences as long as a window, as shapes without data
+// (CacheBinding::Shapes; see evaluate_with): bound as zeros, a default window of 131,072 positions would
+// take 2 × layers × kv heads × head size × 4 bytes per position (8.6 GB for a Llama-3.2-1B shape).
+enum class CacheBinding { Zeros, Shapes };
+std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t past, int64_t n, std::vector<int64_t> mask = {},
+                                                      CacheBinding caches = CacheBinding::Zeros) {
   const Graph& g = m.graph();
   if (mask.empty()) mask.assign(static_cast<size_t>(past + n), 1);
   std::vector<std::pair<int, Tensor>> b;
@@ -129,7 +139,12 @@ std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t 
   bind(g.find_value("position_ids"), positions);
   for (int c : cache_inputs(m)) {
     if (m.rank(c) != 4) continue;
-    Tensor zeros(m.value(c).dtype, {1, std::max<int64_t>(m.dim(c, 1), 1), m.dim(c, 2) >= 0 ? m.dim(c, 2) : past, std::max<int64_t>(m.dim(c, 3), 1)});
+    const Shape dims{1, std::max<int64_t>(m.dim(c, 1), 1), m.dim(c, 2) >= 0 ? m.dim(c, 2) : past, std::max<int64_t>(m.dim(c, 3), 1)};
+    if (caches == CacheBinding::Shapes) {
+      b.emplace_back(c, Tensor(m.value(c).dtype, dims, nullptr));
+      continue;
+    }
+    Tensor zeros(m.value(c).dtype, dims);
     std::fill_n(static_cast<char*>(zeros.raw()), zeros.nbytes(), 0);
     b.emplace_back(c, zeros);
   }
@@ -697,33 +712,42 @@ std::optional<CachedAttentionSpec> match_static_cache_attention(const Matcher& m
 
 // cos/sin of the decomposed form ([.., W, D] with equal halves) as the [W, D/2] tables CachedAttention
 // reads, by evaluating them for positions 0…W−1. They must come from position_ids, or — exports without
-// them (Optimum's Gemma-2) — from the cache length, positions past…past+n−1: checked by evaluating the
-// last position alone after W−1 cached tokens. Fails (nullopt, with why) when they are not of that form.
+// them (Optimum's Gemma-2) — from the cache length: each chunk of kRopeChunk rows is evaluated as the
+// generator feeds a chunk after `start` cached tokens, and its last row again as one token after all
+// before it (a graph that ignored the cache length would fail there). In at most 64 chunks of at least
+// 4096 rows, because a window of 10^6 positions evaluated whole took 2.3 GB of intermediates for a table
+// of 256 MB (issue 53), and each chunk binds a mask as long as all rows before it. Fails (nullopt, with
+// why) when they are not of that form.
 std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, Why& why) {
+  const int64_t kRopeChunk = std::max<int64_t>(4096, (W + 63) / 64);
   const Graph& g = m.graph();
   const int positions = g.find_value("position_ids");
   const std::vector<int> from = positions >= 0 && m.is_input(positions) ? std::vector<int>{positions} : std::vector<int>{};
   if (!m.depends_only_on(cos, from, true) || !m.depends_only_on(sin, from, true))
     return why.stop(m.producer(cos), "cos/sin are not computed from position_ids or the cache length (tern evaluates them for window positions)");
-  const auto window = sequence_bindings(m, 0, W), after = sequence_bindings(m, W - 1, 1);
-  std::pair<Tensor, Tensor> tables;
-  for (int which = 0; which < 2; ++which) {
-    const auto full = evaluate_with(g, which ? sin : cos, window);
-    const auto last = evaluate_with(g, which ? sin : cos, after);
-    if (!full || full->numel() != W * D || full->dim(-1) != D)
-      return why.stop(m.producer(which ? sin : cos), "cos/sin do not evaluate to [positions, head size] tables");
-    const Tensor f = cast_to(*full, DType::Float32);
-    if (!last || last->numel() != D ||
-        std::memcmp(cast_to(*last, DType::Float32).raw(), f.data<float>() + (W - 1) * D, static_cast<size_t>(D) * sizeof(float)) != 0)
-      return why.stop(m.producer(which ? sin : cos), "cos/sin for a token after W−1 cached ones are not row W−1 of the table");
-    Tensor half(DType::Float32, {W, D / 2});
-    for (int64_t w = 0; w < W; ++w)
-      for (int64_t j = 0; j < D / 2; ++j) {
-        const float a = f.data<float>()[w * D + j], b = f.data<float>()[w * D + D / 2 + j];
-        if (a != b) return why.stop(m.producer(which ? sin : cos), "cos/sin halves differ (not the rotate-half layout)");
-        half.data<float>()[w * (D / 2) + j] = a;
-      }
-    (which ? tables.second : tables.first) = half;
+  std::pair<Tensor, Tensor> tables{Tensor(DType::Float32, {W, D / 2}), Tensor(DType::Float32, {W, D / 2})};
+  for (int64_t start = 0; start < W; start += kRopeChunk) {
+    const int64_t n = std::min(kRopeChunk, W - start);
+    const auto chunk = sequence_bindings(m, start, n, {}, CacheBinding::Shapes);
+    const auto last = sequence_bindings(m, start + n - 1, 1, {}, CacheBinding::Shapes);
+    for (int which = 0; which < 2; ++which) {
+      const int value = which ? sin : cos;
+      const auto rows = evaluate_with(g, value, chunk);
+      const auto one = evaluate_with(g, value, last);
+      if (!rows || rows->numel() != n * D || rows->dim(-1) != D)
+        return why.stop(m.producer(value), "cos/sin do not evaluate to [positions, head size] tables");
+      const Tensor f = cast_to(*rows, DType::Float32);
+      if (!one || one->numel() != D ||
+          std::memcmp(cast_to(*one, DType::Float32).raw(), f.data<float>() + (n - 1) * D, static_cast<size_t>(D) * sizeof(float)) != 0)
+        return why.stop(m.producer(value), "cos/sin for a token after all before it cached are not that position's row of the table");
+      float* half = (which ? tables.second : tables.first).data<float>() + start * (D / 2);
+      for (int64_t w = 0; w < n; ++w)
+        for (int64_t j = 0; j < D / 2; ++j) {
+          const float a = f.data<float>()[w * D + j], b = f.data<float>()[w * D + D / 2 + j];
+          if (a != b) return why.stop(m.producer(value), "cos/sin halves differ (not the rotate-half layout)");
+          half[w * (D / 2) + j] = a;
+        }
+    }
   }
   return tables;
 }
@@ -773,7 +797,7 @@ int attention_anchor(const Matcher& m, int cache) {
 // a sliding window (Mistral, Gemma's local layers) — read off one unpadded sequence of W tokens whose
 // last is new. nullopt when the visible keys are not such a suffix.
 std::optional<int64_t> mask_window(const Matcher& m, int bias, int gate, int64_t W) {
-  const auto bindings = sequence_bindings(m, W - 1, 1);
+  const auto bindings = sequence_bindings(m, W - 1, 1, {}, CacheBinding::Shapes);
   const auto t = evaluate_with(m.graph(), bias, bindings);
   const auto gt = gate >= 0 ? evaluate_with(m.graph(), gate, bindings) : std::nullopt;
   if (!t || t->numel() < W || (gate >= 0 && (!gt || gt->numel() < W))) return std::nullopt;

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 BAD = os.path.join(ROOT, "tests", "bad_inputs")
+PACK_VERSION = 3  # src/graph/weight_pack.cpp kFormatVersion: a pack of another version is refused before its header is read
 
 
 def model_bytes(nodes, inputs, outputs, inits=(), opset=21, value_info=(), ir=10, domains=()):
@@ -349,6 +350,9 @@ def bad_inputs():
         yield "tokenizer_json", name, data, err
 
     yield "model_config", "0_not_json.json", b"\x00{", "is not valid JSON"
+    yield "model_config", "0_context_1e18.json", b'\x00{"max_position_embeddings": 1000000000000000000}', "config.json: max_position_embeddings 1000000000000000000 is out of range"
+    yield "model_config", "2_context_float.json", b'\x02{"model": {"context_length": 1e18}}', "genai_config.json: context_length must be an integer, not 1e+18"
+    yield "model_config", "0_vocab_4g.json", b'\x00{"vocab_size": 4294967296}', "config.json: vocab_size 4294967296 is out of range"
     yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
     yield "serve_request", "wrong_type.json", b"\x01" + b'{"messages": [{"role": "user", "content": "x"}], "n": "2"}', "'n' must be an integer, not a string"
     yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"

@@ -20,7 +20,8 @@ commands:
       Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
       --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
       --fusions loads the model as `generate --window W` would (W defaults to the model's context
-      length) and lists each rewrite the fusion passes made, node by node, or why none matched.
+      length, at most 131072) and lists each rewrite the fusion passes made, node by node, or why
+      none matched.
   generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]]
@@ -34,7 +35,7 @@ commands:
       --chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2,
       Phi-3); --stop ends a sequence when its new text contains TEXT. The KV cache is tern's ring
       buffer whenever the model's attention allows: each layer's keys (before RoPE) in a window of W
-      tokens (default: the model's context length; allocated as it fills) with S attention sinks
+      tokens (default: the model's context length, at most 131072; allocated as it fills) with S attention sinks
       (default 4) once it slides, stored as fp32 or fp16 (--kv-dtype), so generation can run past the
       model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
       cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
