@@ -8,7 +8,7 @@ packages=(
   libeigen3-dev libxsimd-dev doctest-dev nlohmann-json3-dev libomp-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   python3-onnx python3-numpy python3-venv
-  libcpp-httplib-dev
+  libcpp-httplib-dev libxxhash-dev
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
 # types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets

@@ -3,6 +3,9 @@
 // not fit refused with a message.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -142,6 +145,33 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
   SUBCASE("made from other model files") {
     fs::copy_file(kFixtures + "llama-gqa-int4/model.onnx", onnx, fs::copy_options::overwrite_existing);
     CHECK(load_error(onnx).find("made from other model files") != std::string::npos);
+  }
+  SUBCASE("one weight byte changed in place, the file's size and times as before: refused by the content hash") {
+    struct stat before {};
+    REQUIRE(::stat(onnx.c_str(), &before) == 0);
+    {  // a float's low byte inside the weights (the middle of the file; none of the stamp's 16 sampled pages)
+      std::fstream f(onnx, std::ios::in | std::ios::out | std::ios::binary);
+      const auto at = static_cast<std::streamoff>(fs::file_size(onnx) * 37 / 100);
+      char c = 0;
+      f.seekg(at);
+      f.get(c);
+      f.seekp(at);
+      f.put(static_cast<char>(c ^ 1));
+    }
+    const timespec times[2] = {before.st_atim, before.st_mtim};
+    REQUIRE(::utimensat(AT_FDCWD, onnx.c_str(), times, 0) == 0);
+    CHECK(fs::file_size(onnx) == static_cast<uintmax_t>(before.st_size));
+    const std::string e = load_error(onnx, "int4");
+    CHECK(e.find("made from other model files (content hash") != std::string::npos);
+    CHECK(e.find(pack) != std::string::npos);
+  }
+  SUBCASE("the folder copied (new inodes and times, the same bytes): its pack is verified and used") {
+    const fs::path copy = dir.path / "copy";
+    fs::copy(dir.path / "model", copy, fs::copy_options::recursive);
+    const std::string onnx2 = (copy / "model.onnx").string();
+    Session s(onnx2, options(onnx2, SessionOptions::Pack::Use, "int4"));
+    REQUIRE(s.pack() != nullptr);
+    CHECK(s.pack()->bytes_served() > 0);
   }
   SUBCASE("not a pack, another version, truncated") {
     {

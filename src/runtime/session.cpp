@@ -399,12 +399,13 @@ void Session::open_pack() {
   std::vector<std::string> files{model_.path};
   files.insert(files.end(), model_.external_files.begin(), model_.external_files.end());
   // What the panels look like to the kernels; a pack made by a build with other panels is refused.
-  const PackIdentity identity{source_fingerprint(files), "panel" + std::to_string(kernels::kPanel), weight_format_name(options_.weights)};
+  PackIdentity identity{source_stamp(files), "", "panel" + std::to_string(kernels::kPanel), weight_format_name(options_.weights)};
   if (record) {
+    identity.content = source_content_hash(files);
     pack_ = std::make_shared<WeightPack>(identity);
     return;
   }
-  pack_ = WeightPack::open(path, identity, options_.prefault, kernels::kernel_threads());
+  pack_ = WeightPack::open(path, identity, files, options_.prefault, kernels::kernel_threads());
   const WeightFormat packed = parse_weight_format(pack_->identity().weights);
   if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
     fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",

@@ -396,8 +396,8 @@ def bad_inputs():
 
     yield "weight_pack", "empty.tern-pack", b"", "not a tern pack (no TERNPACK magic)"
     yield "weight_pack", "bad_magic.tern-pack", b"NOTAPACK" + b"\0" * 64, "not a tern pack (no TERNPACK magic)"
-    yield "weight_pack", "huge_header.tern-pack", b"TERNPACK" + struct.pack("<II", 2, 0xFFFFFFF0) + b"{}", "header of 4294967280 bytes is past the end of the file"
-    yield "weight_pack", "header_not_json.tern-pack", b"TERNPACK" + struct.pack("<II", 2, 4) + b"{{{{", "header is not valid"
+    yield "weight_pack", "huge_header.tern-pack", b"TERNPACK" + struct.pack("<II", PACK_VERSION, 0xFFFFFFF0) + b"{}", "header of 4294967280 bytes is past the end of the file"
+    yield "weight_pack", "header_not_json.tern-pack", b"TERNPACK" + struct.pack("<II", PACK_VERSION, 4) + b"{{{{", "header is not valid"
     yield "weight_pack", "wrong_version.tern-pack", b"TERNPACK" + struct.pack("<II", 99, 2) + b"{}", "version 99"
 
 

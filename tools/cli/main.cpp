@@ -105,9 +105,10 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       <model>.tern-pack beside the model (with OUT_DIR: in a copy of the folder, its files hard-linked
       where the file system allows, else copied). Later loads of that folder map the pack read-only and
       run on it: nothing is repacked or copied, and its pages are the kernel's to share and evict. A pack
-      of int4 weights loads as int4 without --weights. A pack made from other model files (a sampled
-      fingerprint) or by a build with another kernel layout is refused with a message; --no-pack (generate,
-      chat, bench, profile) loads without it.
+      of int4 weights loads as int4 without --weights. A pack made from other model files (their bytes'
+      XXH3 hash, checked whenever their sizes, times or inodes changed since packing: a copied or
+      touched folder pays one read of its files a load) or by a build with another kernel layout is
+      refused with a message; --no-pack (generate, chat, bench, profile) loads without it.
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
