@@ -1,6 +1,6 @@
 #include "graph/onnx_builder.h"
 
-#include <fstream>
+#include "core/output_files.h"
 
 namespace tern {
 
@@ -96,15 +96,15 @@ void OnnxBuilder::save(const std::filesystem::path& path, const std::string& ext
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   onnx::ModelProto m = model_;
   if (!external_data.empty()) {
-    std::ofstream data(path.parent_path() / external_data, std::ios::binary);
-    if (!data) fail("cannot write '", (path.parent_path() / external_data).string(), "'");
+    OutputFile data(path.parent_path() / external_data);
     size_t offset = 0;
+    static const char zeros[64] = {};
     for (auto& t : *m.mutable_graph()->mutable_initializer()) {
       if (t.raw_data().size() < external_min_bytes) continue;
-      size_t pad = (64 - offset % 64) % 64;
-      data << std::string(pad, '\0');
+      const size_t pad = (64 - offset % 64) % 64;
+      data.write(zeros, pad);
       offset += pad;
-      data.write(t.raw_data().data(), static_cast<std::streamsize>(t.raw_data().size()));
+      data.write(t.raw_data().data(), t.raw_data().size());
       auto add = [&](const char* k, const std::string& v) {
         auto* e = t.add_external_data();
         e->set_key(k);
@@ -117,10 +117,11 @@ void OnnxBuilder::save(const std::filesystem::path& path, const std::string& ext
       t.clear_raw_data();
       t.set_data_location(onnx::TensorProto::EXTERNAL);
     }
-    if (!data) fail("writing '", external_data, "' failed");
+    data.close();
   }
-  std::ofstream f(path, std::ios::binary);
-  if (!f || !m.SerializeToOstream(&f)) fail("cannot write '", path.string(), "'");
+  std::string bytes;
+  if (!m.SerializeToString(&bytes)) fail("cannot serialize the model for '", path.string(), "' (over 2 GB inside the file?)");
+  write_whole_file(path, bytes);
 }
 
 }  // namespace tern

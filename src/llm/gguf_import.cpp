@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/output_files.h"
 #include "llm/gguf.h"
 #include "llm/llama_onnx.h"
 #include "llm/model_config.h"
@@ -149,11 +149,7 @@ json tokenizer_json(const GgufFile& f) {
           {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}, {"byte_fallback", false}}}};
 }
 
-void write_json(const fs::path& path, const json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) fail("cannot write '", path.string(), "'");
-}
+void write_json(const fs::path& path, const json& j) { write_whole_file(path, j.dump(2) + "\n"); }
 
 }  // namespace
 

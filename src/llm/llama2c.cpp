@@ -3,9 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "core/mapped_file.h"
+#include "core/output_files.h"
 #include "llm/llama_onnx.h"
 
 namespace tern::llm {
@@ -165,7 +166,7 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
   if (!w.tied) w.lm_head.matrix = transposed(wcls);
   write_llama_onnx(shape, w, out_dir, "llama2c");
   fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.bin", fs::copy_options::overwrite_existing);
-  std::ofstream cfg(fs::path(out_dir) / "config.json");
+  std::ostringstream cfg;
   cfg << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
       << "  \"hidden_size\": " << D << ",\n  \"intermediate_size\": " << F << ",\n"
       << "  \"num_hidden_layers\": " << L << ",\n  \"num_attention_heads\": " << H << ",\n"
@@ -173,10 +174,9 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
       << "  \"max_position_embeddings\": " << c.seq_len << ",\n  \"rms_norm_eps\": 1e-05,\n"
       << "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"tie_word_embeddings\": "
       << (c.shared_classifier ? "true" : "false") << "\n}\n";
+  write_whole_file(fs::path(out_dir) / "config.json", cfg.str());
   // llama2.c ends a sample when the model emits BOS (stories are separated by BOS in training).
-  std::ofstream gen(fs::path(out_dir) / "generation_config.json");
-  gen << "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": [1, 2]\n}\n";
-  if (!cfg || !gen) fail("cannot write the config files into '", out_dir, "'");
+  write_whole_file(fs::path(out_dir) / "generation_config.json", "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": [1, 2]\n}\n");
 }
 
 }  // namespace tern::llm

@@ -167,6 +167,13 @@ int main(int argc, char** argv) {
   } catch (const tern::UnsupportedError& e) {
     std::cerr << "tern: " << e.what() << "\n";
     return 3;
+  } catch (const std::bad_alloc&) {  // (what tern allocates is checked first: this is the system refusing)
+    std::cerr << "tern: " << cmd << ": out of memory: an allocation failed (--max-memory makes tern refuse, naming what, "
+                 "before the system does)\n";
+    return 1;
+  } catch (const std::length_error& e) {
+    std::cerr << "tern: " << cmd << ": a size is larger than any allocation (" << e.what() << ")\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "tern: " << e.what() << "\n";
     return 1;
