@@ -3,6 +3,8 @@
 // Llama-2 SentencePiece-style BPE with byte fallback. Includes hand-checked anchors.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -105,4 +107,23 @@ TEST_CASE("byte_piece reads SentencePiece's <0xNN> pieces and nothing else") {
   CHECK(byte_piece("<0xff>") == 255);
   CHECK(byte_piece("<0xE2>") == 0xE2);
   for (const char* other : {"<0x1>", "<0x0A", "<0xG0>", "<0x0A>x", "<0X0A>", "abcdef", ""}) CHECK(byte_piece(other) == -1);
+}
+
+TEST_CASE("longest_token_bytes bounds the text a token covers, so a prompt too long for a context is known unencoded") {
+  const fs::path dir = fs::temp_directory_path() / ("tern-longest-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "\u2581hello": 3},
+    "merges": ["a b"]}, "added_tokens": [{"id": 4, "content": "<|im_start|>", "special": true}]})";
+  CHECK(load_tokenizer(dir.string())->longest_token_bytes() == 12);  // "<|im_start|>"; "▁hello" is 8 bytes
+  fs::remove_all(dir);
+  // The bound on real text: the default model's tokenizer over 1,000 mixed lines (prose, code, CJK, emoji).
+  auto tok = load_tokenizer(std::string(TERN_SOURCE_DIR) + "/models/default");
+  const size_t longest = tok->longest_token_bytes();
+  std::ifstream lines(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/tokenizer/mixed_1000.txt");
+  size_t checked = 0;
+  for (std::string line; std::getline(lines, line); ++checked) {
+    CAPTURE(line);
+    CHECK(tok->encode(line, false).size() * longest >= line.size());
+  }
+  CHECK(checked >= 1000);
 }

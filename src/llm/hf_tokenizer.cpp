@@ -188,6 +188,7 @@ class HfTokenizer : public Tokenizer {
     } catch (const json::exception& e) {
       fail("'", path, "': ", e.what());
     }
+    for (const std::string& t : tokens_) longest_ = std::max(longest_, t.size());
   }
 
   std::vector<int64_t> encode(const std::string& text, bool add_special) const override {
@@ -237,6 +238,7 @@ class HfTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  size_t longest_token_bytes() const override { return longest_; }
 
  private:
   struct Added {
@@ -358,9 +360,11 @@ class HfTokenizer : public Tokenizer {
         }
       }
     }
+    if (word.size() > kMaxCachedWordBytes) return ids;
+    const size_t cost = word.size() + ids.size() * sizeof(int64_t) + kCacheEntryOverhead;
     std::lock_guard<std::mutex> lock(cache_mu_);
-    if (cache_.size() >= kMaxCachedWords) cache_.clear();  // a server's clients may send any number of words
-    cache_.emplace(word, ids);
+    if (cache_bytes_ + cost > kMaxCacheBytes) cache_.clear(), cache_bytes_ = 0;  // a server's clients may send any words
+    if (cache_.emplace(word, ids).second) cache_bytes_ += cost;
     return ids;
   }
 
@@ -518,10 +522,14 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::function<std::string(const std::string&)>> norm_;
   std::vector<std::function<std::vector<std::string>(const std::string&, bool)>> pre_;
   std::vector<std::function<void(std::vector<std::string>&)>> decoders_;
-  // word → ids, shared by the threads that encode (tern serve's HTTP threads), bounded.
-  static constexpr size_t kMaxCachedWords = 1 << 16;
+  size_t longest_ = 0;  // longest_token_bytes()
+  // word → ids, shared by the threads that encode (tern serve's HTTP threads), bounded in bytes: words of up to
+  // 64 bytes (a longer one seldom comes again; 100 KB words filled a 65,536-word cap with 1.35 GB, issue 53),
+  // 8 MiB in all counting ~64 bytes of map node and vector per entry, emptied when full.
+  static constexpr size_t kMaxCachedWordBytes = 64, kMaxCacheBytes = size_t{8} << 20, kCacheEntryOverhead = 64;
   mutable std::mutex cache_mu_;
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
+  mutable size_t cache_bytes_ = 0;
 };
 
 }  // namespace

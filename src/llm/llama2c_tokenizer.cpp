@@ -32,6 +32,7 @@ class Llama2cTokenizer : public Tokenizer {
       if (len < 0 || len > 1 << 16) fail("'", path, "': token ", i, " has length ", len);
       std::string text(static_cast<size_t>(len), '\0');
       if (!f.read(text.data(), len)) fail("'", path, "' ends inside token ", i);
+      longest_ = std::max(longest_, text.size());
       lookup_.emplace(text, i);
       pieces_.push_back(std::move(text));
       scores_.push_back(score);
@@ -86,6 +87,7 @@ class Llama2cTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
+  size_t longest_token_bytes() const override { return longest_; }
 
  private:
   // What token `id` prints after `prev`, as llama2.c's decode() does.
@@ -100,6 +102,7 @@ class Llama2cTokenizer : public Tokenizer {
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
+  size_t longest_ = 0;  // longest_token_bytes()
   std::unordered_map<std::string, int64_t> lookup_;
 };
 

@@ -19,6 +19,10 @@ class Tokenizer {
   // character when the ids do; TextStream reassembles those.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // At least the bytes of text one token can stand for (its longest piece as spelled in the vocabulary, which is
+  // never shorter than the text it covers): a text of more than context × this many bytes cannot fit the
+  // context, known before encoding it (tern serve refuses such a prompt without tokenizing it).
+  virtual size_t longest_token_bytes() const = 0;
 };
 
 // The pre-tokenizer split regexes tern matches (by hand: there is no \p{...} regex engine), spelled as

@@ -117,7 +117,10 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       template; "stream": true for server-sent events), GET /v1/models, /health and /metrics
       (Prometheus). Requests share one continuously batched run of --parallel sequences over the ring
       KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding.
-      More than --queue waiting sequences get 429; a request running past --timeout seconds ends (504).
+      More than --queue waiting sequences get 429 with Retry-After (each request has an HTTP thread:
+      --parallel + --queue + 16, so past them the 429 comes at once); a prompt longer than the context
+      could hold in bytes is refused before it is tokenized; bodies are at most 8 MB; a request
+      running past --timeout seconds ends (504).
       --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it.
 )";
 

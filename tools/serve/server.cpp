@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -106,6 +107,7 @@ struct Server::Impl {
   int64_t context = 0;  // the most tokens a prompt plus its completion may hold
   std::unique_ptr<llm::ContinuousBatcher> batcher;
   httplib::Server http;
+  int listen_socket = -1;
 
   // The scheduler's queue: requests waiting for rows, each its n choices (one prompt). Guarded by mu.
   std::mutex mu;
@@ -212,7 +214,21 @@ struct Server::Impl {
   }
 
   // Tokenizes and checks a request, queues its choices and returns their exchange; throws ApiError.
+  // Cheap checks come first — a full queue, a text no context could hold — so that a burst of requests or a
+  // megabyte of text costs no tokenization (issue 53: 100 KB words were tokenized, then refused for length).
   std::shared_ptr<Exchange> submit(const CompletionRequest& r, int64_t& prompt_len) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      check_room(r.n);
+    }
+    size_t text_bytes = r.prompt.size();
+    for (const auto& m : r.messages) text_bytes += m.content.size();
+    // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
+    const size_t most_bytes = 2 * static_cast<size_t>(context) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
+    if (text_bytes > most_bytes)
+      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt's " +
+                              std::to_string(text_bytes) + " bytes are more than that many tokens can hold", r.chat ? "messages" : "prompt",
+                     "context_length_exceeded");
     std::vector<int64_t> ids;
     ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages) : tok->encode(r.prompt, true);
     prompt_len = static_cast<int64_t>(ids.size());
@@ -253,9 +269,7 @@ struct Server::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (pending_sequences + static_cast<int64_t>(seqs.size()) > opt.queue + batcher_room())
-        throw ApiError(429, "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting; retry later", "",
-                       "rate_limit_exceeded");
+      check_room(static_cast<int64_t>(seqs.size()));
       pending_sequences += static_cast<int64_t>(seqs.size());
       pending.push_back({ex, std::move(seqs)});
     }
@@ -264,6 +278,12 @@ struct Server::Impl {
   }
   // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
   int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
+  // (under mu) The 429 when the queue cannot take n more sequences.
+  void check_room(int64_t n) const {
+    if (pending_sequences + n > opt.queue + batcher_room())
+      throw ApiError(429, "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting; retry later", "",
+                     "rate_limit_exceeded");
+  }
 
   bool on_token(Exchange& ex, size_t i, int64_t token) {
     std::lock_guard<std::mutex> lock(ex.mu);
@@ -425,13 +445,18 @@ struct Server::Impl {
   }
 
   void routes() {
-    http.new_task_queue = [] { return new httplib::ThreadPool(64); };  // streams hold a thread each
+    // A request holds its HTTP thread until answered (a stream for its whole length): with a thread for every row
+    // and queue place and 16 more, a request past them finds a thread at once and gets its 429 — with 64 threads
+    // and a queue of 64, a burst of 200 waited unanswered behind the busy ones (issue 53).
+    const auto threads = static_cast<size_t>(std::clamp<int64_t>(opt.parallel + opt.queue + 16, 16, 1024));
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(size_t{8} << 20);
     // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server on a busy port
     // binds anyway and takes half its traffic; without it the bind fails ("address in use").
-    http.set_socket_options([](socket_t sock) {
+    http.set_socket_options([this](socket_t sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
+      listen_socket = sock;  // (run() widens its backlog)
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
@@ -472,6 +497,9 @@ bool Server::run() {
   Impl& s = *impl_;
   const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
   if (port < 0) return false;
+  // Debian's compiled cpp-httplib listens with a backlog of 5: of 200 connections at once, the ones past it were
+  // reset. listen() again on the bound socket sets the kernel's largest (net.core.somaxconn).
+  if (s.listen_socket >= 0) ::listen(s.listen_socket, SOMAXCONN);
   s.scheduler = std::thread([&s] { s.schedule(); });
   std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context
             << "), listening on http://" << s.opt.host << ":" << port << std::endl;
