@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "fuzz/targets.h"
 #include "llm/chat_template.h"
+#include "llm/gguf_import.h"
 #include "llm/model_config.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
@@ -198,4 +199,48 @@ TEST_CASE("every file a model folder names or holds stays inside it: genai_confi
   fs::copy_file(model / "config.json", dir / "real_config.json");
   fs::create_symlink("real_config.json", dir / "config.json");
   CHECK(tern::llm::read_model_config(dir.string()).vocab_size == 1024);
+}
+
+TEST_CASE("a Hugging Face hub cache snapshot loads: its links into its own repository's blobs count as inside, no others") {
+  tern::test::TempDir hub;
+  const fs::path repo = hub.path / "models--org--tiny", snapshot = repo / "snapshots" / "0123abcd";
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(snapshot);
+  const fs::path model = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  for (const char* f : {"model.onnx", "config.json", "tokenizer.json"}) {  // as the hub lays them out: blob per file
+    fs::copy_file(model / f, repo / "blobs" / (std::string("sha-") + f));
+    fs::create_symlink(std::string("../../blobs/sha-") + f, snapshot / f);
+  }
+  CHECK(tern::llm::resolve_model(snapshot.string()).onnx == (snapshot / "model.onnx").string());
+  CHECK(tern::llm::read_model_config(snapshot.string()).vocab_size == 1024);
+  CHECK(tern::llm::load_tokenizer(snapshot.string())->vocab_size() == 1024);
+  {  // with external data (an import's model.onnx.data), linked the same way: a session loads and runs
+    const fs::path imported = hub.path / "imported", ext = hub.path / "models--org--ext";
+    tern::llm::import_gguf(std::string(TERN_SOURCE_DIR) + "/tests/fuzz/corpus/gguf/llama_f32.gguf", imported.string());
+    fs::create_directories(ext / "blobs");
+    fs::create_directories(ext / "snapshots" / "rev");
+    for (const auto& e : fs::directory_iterator(imported)) {
+      const std::string name = e.path().filename().string();
+      fs::copy_file(e.path(), ext / "blobs" / ("sha-" + name));
+      fs::create_symlink("../../blobs/sha-" + name, ext / "snapshots" / "rev" / name);
+    }
+    tern::Session s(tern::llm::resolve_model((ext / "snapshots" / "rev").string()).onnx);
+    CHECK(s.outputs().size() >= 1);
+  }
+  // Another repository's blobs, or anything else of the cache, stay outside.
+  const fs::path other = hub.path / "models--org--other" / "blobs";
+  fs::create_directories(other);
+  fs::copy_file(model / "config.json", other / "sha-config.json");
+  fs::remove(snapshot / "config.json");
+  fs::create_symlink("../../../models--org--other/blobs/sha-config.json", snapshot / "config.json");
+  CHECK(tern::test::error_of([&] { tern::llm::read_model_config(snapshot.string()); }).find("resolves outside the model folder") !=
+        std::string::npos);
+  // A folder that only looks like part of a snapshot (no models-- repository above it) gets no such room.
+  const fs::path plain = hub.path / "x" / "snapshots" / "rev";
+  fs::create_directories(plain);
+  fs::create_directories(hub.path / "x" / "blobs");
+  fs::copy_file(model / "config.json", hub.path / "x" / "blobs" / "c.json");
+  fs::create_symlink("../../blobs/c.json", plain / "config.json");
+  CHECK(tern::test::error_of([&] { tern::llm::read_model_config(plain.string()); }).find("resolves outside the model folder") !=
+        std::string::npos);
 }

@@ -61,8 +61,12 @@ std::string confined_file(const std::string& dir, const std::string& name, const
   std::error_code ec;
   if (!fs::exists(full, ec)) fail(what, " '", full.string(), "' does not exist");
   if (!fs::is_regular_file(full, ec)) fail(what, " '", full.string(), "' is not a regular file");
-  const std::string real_dir = fs::weakly_canonical(folder, ec).string(), real = fs::canonical(full, ec).string();
-  if (ec || real.compare(0, real_dir.size() + 1, real_dir + "/") != 0)
+  const fs::path real_dir = fs::weakly_canonical(folder, ec);
+  const std::string real = fs::canonical(full, ec).string();
+  auto under = [&](const fs::path& root) { return real.compare(0, root.string().size() + 1, root.string() + "/") == 0; };
+  const fs::path snapshots = real_dir.parent_path(), repo = snapshots.parent_path();
+  const bool hub_snapshot = snapshots.filename() == "snapshots" && repo.filename().string().rfind("models--", 0) == 0;
+  if (ec || !(under(real_dir) || (hub_snapshot && under(repo / "blobs"))))
     fail(what, " '", full.string(), "' resolves outside the model folder (symlink?)");
   return real;
 }

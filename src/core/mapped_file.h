@@ -20,9 +20,9 @@ std::shared_ptr<MappedFile> map_file(const std::string& path);
 // The one confinement rule for every file a model folder names or holds (ONNX external data, genai_config's
 // decoder, config.json, the tokenizer, the chat template): `name` is relative to `dir`, has no "..", exists,
 // is a regular file, and — symlinks resolved — lies inside `dir`'s real path. Returns that real path; fails
-// naming `what` (e.g. "external data location") with the name and the rule it breaks. (A Hugging Face cache
-// snapshot, whose files link to ../../blobs, is outside by this rule: copy the folder, or pass the blobs'
-// folder itself.)
+// naming `what` (e.g. "external data location") with the name and the rule it breaks. One layout widens
+// "inside": a Hugging Face hub cache snapshot (models--ORG--NAME/snapshots/REV), whose files are links to its
+// own repository's blobs (../../blobs/SHA) — those blobs count as inside, nothing else of the cache does.
 std::string confined_file(const std::string& dir, const std::string& name, const std::string& what);
 // Whether `dir` has an entry `name` at all — a symlink counts, wherever it points (confined_file then judges it).
 bool folder_holds(const std::string& dir, const std::string& name);

@@ -17,18 +17,24 @@ namespace fs = std::filesystem;
 ModelFiles resolve_model(const std::string& path) {
   if (!fs::exists(path)) fail("model '", path, "' does not exist");
   if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
+  // The decoder as named in the folder (checked by the confinement rule): its external data is looked up beside
+  // that name, which in a Hugging Face cache snapshot is a link into the blobs, not beside the blob.
+  auto decoder = [&](const std::string& name, const char* what) -> ModelFiles {
+    confined_file(path, name, what);
+    return {(fs::path(path) / name).lexically_normal().string(), path};
+  };
   if (folder_holds(path, "genai_config.json")) {
     const nlohmann::json j = read_json_file(confined_file(path, "genai_config.json", "the genai config"));
     if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
         j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") &&
         j["model"]["decoder"]["filename"].is_string())
-      return {confined_file(path, j["model"]["decoder"]["filename"].get<std::string>(), "genai_config.json's decoder filename"), path};
+      return decoder(j["model"]["decoder"]["filename"].get<std::string>(), "genai_config.json's decoder filename");
   }
-  if (folder_holds(path, "model.onnx")) return {confined_file(path, "model.onnx", "the model"), path};
+  if (folder_holds(path, "model.onnx")) return decoder("model.onnx", "the model");
   std::vector<std::string> found;
   for (const auto& e : fs::directory_iterator(path))
     if (e.path().extension() == ".onnx") found.push_back(e.path().string());
-  if (found.size() == 1) return {confined_file(path, fs::path(found[0]).filename().string(), "the model"), path};
+  if (found.size() == 1) return decoder(fs::path(found[0]).filename().string(), "the model");
   fail("'", path, "' holds ", found.size(), " .onnx files and no model.onnx: name the file");
 }
 
