@@ -123,6 +123,15 @@ int Graph::add_value(const std::string& n) {
   return id;
 }
 
+int Graph::add_constant(const std::string& name, Tensor t) {
+  const int id = add_value(name);
+  Value& v = values[static_cast<size_t>(id)];
+  v.dtype = t.dtype();
+  v.shape = sym_shape(t.shape());
+  v.constant = std::move(t);
+  return id;
+}
+
 void link_producers(Graph& g) {
   for (Value& v : g.values) v.producer = -1;
   for (size_t n = 0; n < g.nodes.size(); ++n)

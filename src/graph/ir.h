@@ -103,6 +103,7 @@ struct Graph {
 
   int find_value(const std::string& name) const;  // -1 if absent
   int add_value(const std::string& name);         // returns existing id if present
+  int add_constant(const std::string& name, Tensor t);  // a value holding `t` (add_value's id, made constant)
 };
 
 // Reorders nodes so every node comes after the producers of its inputs; fails naming a node whose

@@ -1,5 +1,5 @@
 // CachedAttention (domain "tern"): one decoder layer's attention over a KV ring, made by the
-// fuse_cached_attention pass (passes/fusions.h lists the patterns). Inputs: q, k (before RoPE,
+// fuse_cached_attention pass (passes/attention/attention.h lists the patterns). Inputs: q, k (before RoPE,
 // [B, S, H·D]), v, cos_cache, sin_cache ([positions, rotary_dim/2]), attention_mask [B, total]; k and v
 // omitted: q packs Q, K and V as [B, S, (Hq + 2·Hkv)·D] (GroupQueryAttention's packed form). Each new
 // token of row b is appended to the ring (padding tokens are skipped) and its query attends over the

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "graph/weight_pack.h"
-#include "passes/fusions.h"
+#include "passes/fuse_blocks.h"
 #include "passes/matcher.h"
 
 namespace tern {
@@ -217,14 +217,6 @@ Tensor concat_rows(const Graph& g, const std::vector<const Node*>& nodes, size_t
   return cat;
 }
 
-int add_constant(Graph& g, const std::string& name, Tensor t) {
-  const int id = g.add_value(name);
-  Value& v = g.values[static_cast<size_t>(id)];
-  v.dtype = t.dtype();
-  v.shape = sym_shape(t.shape());
-  v.constant = std::move(t);
-  return id;
-}
 
 }  // namespace
 
@@ -277,7 +269,7 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
     // Through the pack when the session has one: a later load takes the concatenation from it, or — when
     // the pack recorded it as dropped, its reader having repacked it — makes none at all.
     auto derive = [&](const std::string& name, DType dtype, const Shape& shape, const std::function<Tensor()>& make) {
-      return add_constant(g, name, pack ? pack->derived(name, dtype, shape, make) : make());
+      return g.add_constant(name, pack ? pack->derived(name, dtype, shape, make) : make());
     };
     if (first.op_type == "MatMul") {
       const Tensor& w0 = *g.values[static_cast<size_t>(first.inputs[1])].constant;

@@ -56,7 +56,7 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
       std::string why;
       for (const auto& miss : r.misses) why += "\n  " + miss.str();
       if (why.empty()) why = " the graph has no past key/value inputs";
-      fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/fusions.h lists them); run "
+      fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/attention/attention.h lists them); run "
                        "without a window:", why);
     }
     r.cached_layers = static_cast<int>(r.fusions.size());

@@ -4,7 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "passes/fusions.h"
+#include "passes/attention/attention.h"
+#include "passes/fuse_blocks.h"
 #include "passes/passes.h"
 
 namespace tern {

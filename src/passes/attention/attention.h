@@ -1,19 +1,14 @@
-// Pattern rewrites. Each matches exactly or leaves the graph alone.
+// The attention passes (src/passes/attention; README.md there says how to add an attention shape):
+// fuse_cached_attention takes each layer onto tern's KV ring; the graph-cache passes make attention that stays
+// on the graph's own cache cheaper.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "graph/ir.h"
+#include "passes/fusion.h"
 
 namespace tern {
-
-class WeightPack;  // graph/weight_pack.h
-
-// One rewrite a fusion pass made: which pattern, and the node it produced.
-struct Fusion {
-  std::string pattern;
-  std::string node;
-};
 
 struct CachedAttentionOptions {
   int64_t window = 0;  // ring capacity in tokens
@@ -59,27 +54,6 @@ struct CachedAttentionFusion {
 // remove_dead_nodes.
 CachedAttentionFusion fuse_cached_attention(Graph& g, const CachedAttentionOptions& options);
 
-// For generation, which reads only the last position's logits: the product that makes graph output
-// `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits) gets a tern LastPosition
-// node before it, so the vocabulary projection of a prefill runs on one row instead of S (a fifth
-// of a 1B model's prefill work at S = 128). `output` then has sequence length 1.
-std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output);
-// Then, with the blocks fused: each LastPosition moves up through the nodes that work position by position
-// (passes/fuse_blocks.cpp's position_wise: products with constant weights, last-axis norms, SwiGLU, element-wise
-// ops) while everything they make is read through LastPosition alone — a prefill runs the last layer's output
-// projection and MLP on one row, as llama.cpp does for the outputs it does not return (1/layers of the prefill's
-// products). It stops at attention, whose keys and values every position feeds.
-std::vector<Fusion> hoist_last_position(Graph& g);
-
-// Decomposed RMSNorm (Pow → ReduceMean → Add ε → Sqrt → Div/Reciprocal → Mul → Mul weight) →
-// RMSNormalization.
-std::vector<Fusion> fuse_rms_norm(Graph& g);
-// Add(a, b) → RMSNormalization(sum) over the last axis, a and b of one shape → com.microsoft
-// SkipSimplifiedLayerNormalization(a, b, scale) giving the norm and the sum (the residual stream): one
-// pass over the row instead of two, and on a device one launch instead of two.
-std::vector<Fusion> fuse_skip_rms_norm(Graph& g);
-// gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
-std::vector<Fusion> fuse_swiglu(Graph& g);
 // What attention that stays decomposed (the graph's own cache) reads through repeat_kv and a transpose:
 // MatMul(Q, Mul(Transpose(repeat_kv(K)), c)) → FusedMatMul(Q as [B, kv_heads, group·S, D], K, transB, alpha c)
 // and MatMul(P, repeat_kv(V)) → MatMul(P as [B, kv_heads, group·S, T], V), reshaped back to query heads —
@@ -90,10 +64,5 @@ std::vector<Fusion> fuse_kv_matmuls(Graph& g);
 // — one node for fourteen per layer. Only when the tables are [B, 1, S, rot] over x's B and S with equal
 // halves (checked on a probe).
 std::vector<Fusion> fuse_rotary_embedding(Graph& g);
-// MatMuls with constant 2-D weights that read the same input (Q/K/V projections, gate/up) → one MatMul
-// over the concatenated weights, split back — or read packed by SwiGLU / CachedAttention when they are
-// its only consumers. Run after the others: it looks for their nodes. The concatenations go through `pack`
-// when given (graph/weight_pack.h: a later load takes them from the pack or skips them).
-std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack = nullptr);
 
 }  // namespace tern
