@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "runtime/session.h"
-#include "runtime/test_data.h"
+#include "diagnostics/test_data.h"
 
 namespace fs = std::filesystem;
 using tern::DType;

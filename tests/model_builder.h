@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 
 namespace tern::test {
 

@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 #include "fuzz/targets.h"
 #include "llm/chat_template.h"
-#include "llm/gguf_import.h"
+#include "convert/gguf_import.h"
 #include "llm/model_config.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"

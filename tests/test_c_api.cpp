@@ -12,7 +12,7 @@
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
-#include "runtime/test_data.h"
+#include "diagnostics/test_data.h"
 #include "tern/tern.h"
 
 using namespace tern;

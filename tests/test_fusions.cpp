@@ -8,7 +8,7 @@
 #include <random>
 #include <set>
 
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 #include "graph/onnx_loader.h"
 #include "llm/generator.h"
 #include "model_builder.h"

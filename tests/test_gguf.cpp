@@ -14,7 +14,7 @@
 
 #include "llm/generator.h"
 #include "llm/model_folder.h"
-#include "llm/gguf.h"
+#include "convert/gguf.h"
 #include "model_builder.h"
 #include "test_util.h"
 

@@ -10,10 +10,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "passes/quantize.h"
-#include "llm/evaluate.h"
+#include "convert/quantize.h"
+#include "diagnostics/evaluate.h"
 #include "llm/generator.h"
-#include "llm/llama2c.h"
+#include "convert/llama2c.h"
 #include "llm/tokenizer.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/isa.h"

@@ -70,9 +70,7 @@ inline void register_all_ops(OpRegistry& r) {
   register_tensor_scatter(r);
   register_trilu(r);
   register_cumsum(r);
-#ifndef TERN_MINIMAL  // (not an op decoder exports use; CMakeLists.txt leaves its file out)
   register_topk(r);
-#endif
 #ifdef TERN_OPENCL
   register_add_opencl(r);
   register_gather_opencl(r);

@@ -10,9 +10,9 @@
 
 #include "graph/onnx_loader.h"
 #include "llm/chat_template.h"
-#include "llm/gguf.h"
-#include "llm/gguf_import.h"
-#include "llm/llama2c.h"
+#include "convert/gguf.h"
+#include "convert/gguf_import.h"
+#include "convert/llama2c.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "runtime/session.h"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The layers of src/ depend one way: each may include only itself and the layers before it,
 
-    core -> graph -> kernels -> ops -> passes -> runtime -> llm -> api   (tools/ and tests/ may include any)
+    core -> graph -> kernels -> ops -> passes -> runtime -> llm -> convert -> diagnostics -> api
+    (tools/ and tests/ may include any; convert and diagnostics are what a minimal build leaves out)
 
 Prints every #include "..." under ROOT (default src/) that points the other way, and every file outside
 a layer, and exits 1 if there is one. --self-test plants a back-edge in a scratch tree and checks it is
@@ -11,7 +12,7 @@ import re
 import sys
 import tempfile
 
-LAYERS = ["core", "graph", "kernels", "ops", "passes", "runtime", "llm", "api"]
+LAYERS = ["core", "graph", "kernels", "ops", "passes", "runtime", "llm", "convert", "diagnostics", "api"]
 INCLUDE = re.compile(r'\s*#\s*include\s*"([^"]+)"')
 
 

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #ifndef TERN_MINIMAL
-#include "runtime/profile_report.h"
+#include "diagnostics/profile_report.h"
 #endif
 
 namespace tern::cli {

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #ifndef TERN_MINIMAL
-#include "runtime/op_bench.h"
+#include "diagnostics/op_bench.h"
 #endif
 #include "tools/cli/cli.h"
 
@@ -146,23 +146,25 @@ int main(int argc, char** argv) {
       std::cout << usage();
       return 0;
     }
+  // Every command, once; those of tools/cli/full/ are null in a minimal build (CMakeLists.txt leaves that folder out).
+#ifdef TERN_MINIMAL
+#define TERN_FULL_ONLY(command) nullptr
+#else
+#define TERN_FULL_ONLY(command) command
+#endif
   const std::map<std::string, int (*)(int, char**)> commands = {
       {"generate", generate}, {"chat", chat}, {"inspect", inspect}, {"pack", pack}, {"bench", bench}, {"devices", devices},
-#ifndef TERN_MINIMAL
-      {"run", run}, {"eval", eval}, {"profile", profile}, {"quantize", quantize}, {"convert", convert},
-      {"import-gguf", import_gguf}, {"bench-op", bench_op}, {"serve", serve},
-#endif
+      {"run", TERN_FULL_ONLY(run)}, {"eval", TERN_FULL_ONLY(eval)}, {"profile", TERN_FULL_ONLY(profile)},
+      {"quantize", TERN_FULL_ONLY(quantize)}, {"convert", TERN_FULL_ONLY(convert)}, {"import-gguf", TERN_FULL_ONLY(import_gguf)},
+      {"bench-op", TERN_FULL_ONLY(bench_op)}, {"serve", TERN_FULL_ONLY(serve)},
   };
   const auto it = commands.find(cmd);
   if (it == commands.end()) {
-#ifdef TERN_MINIMAL
-    for (const char* full : {"run", "eval", "profile", "quantize", "convert", "import-gguf", "bench-op", "serve"})
-      if (cmd == full) {
-        std::cerr << "tern: '" << cmd << "' is not in this build (TERN_MINIMAL); a full build has it\n";
-        return 2;
-      }
-#endif
     std::cerr << "tern: unknown command '" << cmd << "'\n" << usage();
+    return 2;
+  }
+  if (!it->second) {
+    std::cerr << "tern: '" << cmd << "' is not in this build (TERN_MINIMAL); a full build has it\n";
     return 2;
   }
   try {

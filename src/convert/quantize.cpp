@@ -1,9 +1,9 @@
-#include "passes/quantize.h"
+#include "convert/quantize.h"
 
 #include <filesystem>
 #include <map>
 
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 #include "graph/onnx_loader.h"
 #include "kernels/cpu/nbits.h"
 

@@ -1,4 +1,4 @@
-#include "llm/gguf_import.h"
+#include "convert/gguf_import.h"
 
 #include <cmath>
 #include <cstring>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/output_files.h"
-#include "llm/gguf.h"
-#include "llm/llama_onnx.h"
+#include "convert/gguf.h"
+#include "convert/llama_onnx.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 

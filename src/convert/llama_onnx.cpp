@@ -1,10 +1,10 @@
-#include "llm/llama_onnx.h"
+#include "convert/llama_onnx.h"
 
 #include <cmath>
 #include <filesystem>
 #include <vector>
 
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;

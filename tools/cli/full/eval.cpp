@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "llm/evaluate.h"
+#include "diagnostics/evaluate.h"
 #include "llm/tokenizer.h"
 
 namespace tern::cli {

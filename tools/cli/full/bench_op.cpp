@@ -3,7 +3,7 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/op_bench.h"
+#include "diagnostics/op_bench.h"
 
 namespace tern::cli {
 

@@ -1,4 +1,4 @@
-#include "llm/llama2c.h"
+#include "convert/llama2c.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "core/mapped_file.h"
 #include "core/output_files.h"
-#include "llm/llama_onnx.h"
+#include "convert/llama_onnx.h"
 
 namespace tern::llm {
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "core/output_files.h"
-#include "passes/quantize.h"
+#include "convert/quantize.h"
 
 namespace tern::cli {
 

@@ -1,4 +1,4 @@
-#include "runtime/profile_compare.h"
+#include "diagnostics/profile_compare.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "llm/generator.h"
-#include "runtime/profile_compare.h"
+#include "diagnostics/profile_compare.h"
 
 namespace tern::cli {
 

@@ -1,4 +1,4 @@
-#include "runtime/test_data.h"
+#include "diagnostics/test_data.h"
 
 #include <cmath>
 #include <cstring>

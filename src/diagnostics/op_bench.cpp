@@ -1,9 +1,9 @@
-#include "runtime/op_bench.h"
+#include "diagnostics/op_bench.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
 

@@ -1,4 +1,4 @@
-#include "llm/gguf.h"
+#include "convert/gguf.h"
 
 #include "core/dtype.h"
 #include "core/json.h"

@@ -1,4 +1,4 @@
-#include "llm/evaluate.h"
+#include "diagnostics/evaluate.h"
 
 #include <algorithm>
 #include <cmath>

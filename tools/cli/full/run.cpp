@@ -4,7 +4,7 @@
 #include <iostream>
 #include <thread>
 
-#include "runtime/test_data.h"
+#include "diagnostics/test_data.h"
 
 namespace tern::cli {
 

@@ -1,4 +1,4 @@
-#include "graph/onnx_builder.h"
+#include "convert/onnx_builder.h"
 
 #include "core/output_files.h"
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "core/output_files.h"
-#include "llm/gguf_import.h"
+#include "convert/gguf_import.h"
 
 namespace tern::cli {
 

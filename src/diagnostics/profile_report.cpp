@@ -1,4 +1,4 @@
-#include "runtime/profile_report.h"
+#include "diagnostics/profile_report.h"
 
 #include <algorithm>
 #include <cmath>

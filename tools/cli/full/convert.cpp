@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "core/output_files.h"
-#include "llm/llama2c.h"
+#include "convert/llama2c.h"
 
 namespace tern::cli {
 
