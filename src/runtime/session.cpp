@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <thread>
@@ -14,7 +13,6 @@
 
 #include "ops/execute.h"
 #include "passes/shape_values.h"
-#include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/device_executor.h"
 
@@ -114,16 +112,6 @@ Session::~Session() = default;
 const TransferStats* Session::device_transfers() const { return device_ ? &device_->transfers() : nullptr; }
 
 int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
-
-void SequenceState::set_device_top_k(const std::string& name, int k) {
-  if (k > 0 && !session_.device_) fail("device top-k needs an OpenCL session");
-  if (k > Session::max_device_top_k()) fail("device top-k: k = ", k, " exceeds ", Session::max_device_top_k());
-  const auto& outputs = session_.outputs();
-  if (k > 0 && std::none_of(outputs.begin(), outputs.end(), [&](const IOInfo& o) { return o.name == name; }))
-    fail("device top-k: no graph output named '", name, "'");
-  top_k_output_ = k > 0 ? name : std::string();
-  top_k_ = std::max(k, 0);
-}
 
 void Session::prepare() {
   // Whatever the load allocates counts against this session's cap; kernels it runs (packing) use its threads.
@@ -232,104 +220,6 @@ void Session::find_input_dims() {
     }
 }
 
-MemoryUse Session::memory_use() const {
-  MemoryUse m;
-  for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
-  if (pack_ && pack_->reading() && !pack_->in_memory()) {  // (read into memory: owned, packed weights)
-    m.mapped_prepared = pack_->bytes_served();
-    m.packed_weights -= m.mapped_prepared;
-  }
-  {
-    std::lock_guard<std::mutex> lock(sequences_mutex_);
-    for (const SequenceState* seq : sequences_) m.kv_cache += seq->held_bytes();
-  }
-  std::set<const Buffer*> seen;  // a buffer several constants view counts once
-  for (const Value& v : model_.graph->values)
-    if (v.constant && v.constant->buffer() && seen.insert(v.constant->buffer().get()).second)
-      (v.constant->buffer()->owned() ? m.owned_constants : m.mapped_constants) += static_cast<int64_t>(v.constant->buffer()->bytes());
-  m.activations = static_cast<int64_t>(pool_->held_bytes());
-  return m;
-}
-
-void Session::prefault_mapped_weights() {
-  // Gather tables are left to fault row by row: mapping all of one (a 1 GB embedding) costs its size in
-  // RSS for the few rows a prompt reads — also when a tied LM head reads the same table, from its copy.
-  const Graph& g = *model_.graph;
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (constant_reads_[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
-}
-
-int64_t Session::weight_bytes_per_token() const {
-  const Graph& g = *model_.graph;
-  const std::vector<char>& reads = constant_reads_;
-  int64_t n = 0;
-  for (const auto& op : ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    const auto& c = g.values[v].constant;
-    if (!reads[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
-    const int64_t bytes = static_cast<int64_t>(c->nbytes());
-    n += reads[v] == 2 ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
-  }
-  return n;
-}
-
-SequenceState::SequenceState(const Session& session) : session_(session) {
-  for (const auto& op : session_.ops_) states_.push_back(op->make_state());
-  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
-  session_.sequences_.push_back(this);
-}
-
-SequenceState::~SequenceState() {
-  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
-  auto& all = session_.sequences_;
-  all.erase(std::find(all.begin(), all.end(), this));
-}
-
-std::unique_ptr<SequenceState> Session::new_sequence() const { return std::unique_ptr<SequenceState>(new SequenceState(*this)); }
-
-void SequenceState::reset() {
-  MemoryScope charge(session_.account_);
-  for (size_t k = 0; k < states_.size(); ++k) states_[k] = session_.ops_[k]->make_state();
-}
-
-void SequenceState::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i] < 0 || rows[i] >= total) fail("batch row ", rows[i], " is outside the ", total, " rows");
-    for (size_t k = 0; k < i; ++k)
-      if (rows[k] == rows[i]) fail("batch row ", rows[i], " is named twice");
-  }
-  for (auto& s : states_)
-    if (s) {
-      s->batch_rows = rows;
-      s->total_rows = rows.empty() ? 0 : total;
-    }
-}
-
-void SequenceState::copy_row(int64_t from, int64_t to) {
-  MemoryScope charge(session_.account_);
-  for (auto& s : states_)
-    if (s) s->copy_row(from, to);
-}
-
-void SequenceState::reset_row(int64_t row) {
-  for (auto& s : states_)
-    if (s) s->clear_row(row);
-}
-
-int64_t SequenceState::bytes_per_token() const {
-  int64_t n = 0;
-  for (const auto& state : states_)
-    if (state) n += state->bytes_per_token();
-  return n;
-}
-
-int64_t SequenceState::held_bytes() const {
-  int64_t n = 0;
-  for (const auto& state : states_)
-    if (state) n += state->held_bytes();
-  return n;
-}
-
 void Session::check_feed(const IOInfo& info, const Tensor& t) const {
   if (info.dtype != DType::Undefined && t.dtype() != info.dtype)
     fail("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));
@@ -387,85 +277,6 @@ void Session::gather_inputs(RunState& r, const Node& node) const {
     const Tensor& t = r.values[static_cast<size_t>(id)];
     if (!t.defined()) fail(node.describe(), ": input '", model_.graph->values[static_cast<size_t>(id)].name, "' has no value");
     r.ins[i] = &t;
-  }
-}
-
-void Session::open_pack() {
-  if (options_.pack == SessionOptions::Pack::Ignore) return;
-  const std::string path = pack_path_for(model_.path);
-  const bool record = options_.pack == SessionOptions::Pack::Record;
-  std::error_code ec;
-  if (!record && !std::filesystem::exists(path, ec)) return;
-  std::vector<std::string> files{model_.path};
-  files.insert(files.end(), model_.external_files.begin(), model_.external_files.end());
-  // What the panels look like to the kernels; a pack made by a build with other panels is refused.
-  PackIdentity identity{source_stamp(files), "", "panel" + std::to_string(kernels::kPanel), weight_format_name(options_.weights)};
-  if (record) {
-    identity.content = source_content_hash(files);
-    pack_ = std::make_shared<WeightPack>(identity);
-    return;
-  }
-  pack_ = WeightPack::open(path, identity, files, options_.prefault, kernels::kernel_threads());
-  const WeightFormat packed = parse_weight_format(pack_->identity().weights);
-  if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
-    fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",
-         weight_format_name(options_.weights), ": run `tern pack` with that --weights, or load without the pack");
-  options_.weights = packed;
-}
-
-void Session::save_pack(const std::string& path) const {
-  if (!pack_ || pack_->reading()) fail("save_pack: the session was not loaded with SessionOptions::Pack::Record");
-  pack_->save(path);
-}
-
-void Session::prepack_constants() {
-  Graph& g = *model_.graph;
-  std::vector<int> readers(g.values.size(), 0), done_with(g.values.size(), 0);
-  for (const Node& n : g.nodes)
-    for (int in : n.inputs)
-      if (in >= 0 && g.values[static_cast<size_t>(in)].constant) ++readers[static_cast<size_t>(in)];
-  for (int o : g.outputs) readers[static_cast<size_t>(o)] = -1;  // handed to the caller: kept
-  constant_reads_.assign(g.values.size(), 0);
-  std::vector<const Tensor*> constants;
-  BufferArena arena;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    const Node& n = g.nodes[k];
-    constants.assign(n.inputs.size(), nullptr);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
-        constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
-    std::vector<int> repacked;
-    try {
-      repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr,
-                                              pack_.get(), n.name, &arena});
-    } catch (...) {
-      rethrow_naming(n);
-    }
-    // A constant with no data (a concatenation a pack recorded as dropped) must be one this node repacked from
-    // the pack: a hostile or stale pack could otherwise hand a run a null weight.
-    for (size_t i = 0; i < constants.size(); ++i)
-      if (constants[i] && constants[i]->numel() > 0 && !constants[i]->raw() &&
-          std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) == repacked.end())
-        fail(n.describe(), ": its input '", g.values[static_cast<size_t>(n.inputs[i])].name, "' has no data (",
-             pack_ ? "the pack '" + pack_->path() + "' recorded it as dropped; run `tern pack` again" : "dropped at load", ")");
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      const int v = n.inputs[i];
-      if (v < 0 || !g.values[static_cast<size_t>(v)].constant ||
-          std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) != repacked.end())  // read from its copy
-        continue;
-      char& r = constant_reads_[static_cast<size_t>(v)];
-      r = n.op_type == "Gather" && i == 0 && r != 1 ? 2 : 1;
-    }
-    for (int i : repacked) {
-      // A weight every reader has repacked is dropped at once (load never holds two copies of all the
-      // weights): its shape-only placeholder keeps the bookkeeping, the memory — or the file pages it
-      // was mapped from — goes back to the system.
-      const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
-      if (++done_with[v] == readers[v]) {
-        Tensor& c = *g.values[v].constant;
-        c = Tensor(c.dtype(), c.shape(), nullptr);
-      }
-    }
   }
 }
 

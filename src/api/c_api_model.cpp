@@ -1,0 +1,342 @@
+// The C API's models (tern_model_*, tokenizing, generation, text streams): a decoder folder as one sequence.
+#include "api/handles.h"
+
+namespace tern::api {
+namespace {
+
+llm::SamplingOptions sampling_of(const tern_sampling& s) {
+  llm::SamplingOptions o;
+  o.greedy = s.temperature == 0.0f;
+  o.temperature = o.greedy ? 1.0f : s.temperature;
+  o.top_k = s.top_k;
+  o.top_p = s.top_p;
+  o.min_p = s.min_p;
+  o.repetition_penalty = s.repetition_penalty;
+  o.seed = s.seed;
+  return o;
+}
+
+// A sampler for `s`; its range check (llm::Sampler) is the caller's argument error.
+llm::Sampler sampler_for(const tern_sampling& s) {
+  std::optional<llm::Sampler> sampler;
+  as_argument([&] { sampler.emplace(sampling_of(s)); });
+  return std::move(*sampler);
+}
+
+std::vector<int64_t> ids_of(const tern_model* m, const int32_t* ids, size_t count) {
+  if (count > 0) need(ids, "ids");
+  std::vector<int64_t> out(ids, ids + count);
+  const int64_t V = m->config.vocab_size;
+  for (size_t i = 0; i < count; ++i)
+    if (out[i] < 0 || (V > 0 && out[i] >= V))
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "token id ", out[i], " at index ", i, " is outside the vocabulary (0 to ", V - 1, ")");
+  return out;
+}
+
+bool on_ring(const tern_model* m) { return m->generator->io().layout == llm::PastLayout::Internal; }
+
+// The logits after ids[0 … n) are fed to the ring row (allocation-free), or with the graph's own past.
+const Tensor& run_new_tokens(tern_model* m, const int64_t* ids, size_t n) {
+  if (on_ring(m)) {
+    m->new_tokens[0].assign(ids, ids + n);
+    m->held[0] = static_cast<int64_t>(m->tokens.size());
+    return m->generator->run_rows(m->new_tokens, m->held, m->ring_rows, 1);
+  }
+  std::vector<int64_t> all(m->tokens);
+  all.insert(all.end(), ids, ids + n);
+  return m->generator->extend(all, m->graph_cache.get());
+}
+
+// Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
+void feed(tern_model* m, const int64_t* ids, size_t n) {
+  if (n == 0) return;
+  const Tensor& logits = run_new_tokens(m, ids, n);
+  m->tokens.insert(m->tokens.end(), ids, ids + n);
+  m->logits = logits.data<float>();
+  m->vocab = logits.dim(1);
+}
+
+int64_t choose_next(tern_model* m) {
+  if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+  return m->sampler.next(m->logits, m->vocab, m->tokens);
+}
+
+void reset(tern_model* m) {
+  if (on_ring(m)) m->generator->sequence().reset_row(0);
+  else if (m->generator->io().layout != llm::PastLayout::None) m->graph_cache = std::make_unique<llm::KvCache>(m->generator->io(), 1);
+  m->tokens.clear();
+  m->logits = nullptr;
+}
+
+// Token ids into the caller's ids[0 … capacity); *count gets how many there are.
+void copy_ids(const std::vector<int64_t>& out, int32_t* ids, size_t capacity, size_t* count) {
+  *count = out.size();
+  const size_t n = std::min(capacity, out.size());
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(out[i]);
+  if (out.size() > capacity) refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text makes ", out.size(), " tokens; ids holds ", capacity);
+}
+
+const llm::Tokenizer& tokenizer_of(const tern_model* m) {
+  if (!m->tokenizer) refuse(TERN_ERROR_UNSUPPORTED, m->tokenizer_missing);
+  return *m->tokenizer;
+}
+
+}  // namespace
+}  // namespace tern::api
+
+using namespace tern;
+using namespace tern::api;
+
+extern "C" {
+
+tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model) {
+  return create(model, [&](tern_model& m) {
+    need(path, "path");
+    apply_isa(options);
+    const llm::ModelFiles files = llm::resolve_model(path);
+    m.dir = files.dir;
+    m.config = llm::read_model_config(files.dir);
+    const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
+    m.session = std::make_shared<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
+    m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
+    reset(&m);
+    try {
+      m.tokenizer = llm::load_tokenizer(files.dir);
+    } catch (const UnsupportedError& e) {  // none (or of a kind tern cannot read): token ids still work
+      m.tokenizer_missing = e.what();
+    }
+    if (m.config.vocab_size <= 0 && m.tokenizer) m.config.vocab_size = m.tokenizer->vocab_size();
+    if (m.config.vocab_size <= 0) refuse(TERN_ERROR_MODEL, "'", files.dir, "' gives no vocab_size and has no tokenizer: ", m.tokenizer_missing);
+  });
+}
+
+tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
+  if (!model || !model->session) return TERN_ERROR_INVALID_ARGUMENT;
+  return create(copy, [&](tern_model& m) {
+    m.dir = model->dir;
+    m.config = model->config;
+    m.session = model->session;
+    m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
+    m.tokenizer = model->tokenizer;
+    m.tokenizer_missing = model->tokenizer_missing;
+    reset(&m);
+  });
+}
+
+void tern_model_free(tern_model* model) { delete model; }
+const char* tern_model_error(const tern_model* model) { return model ? model->error.c_str() : "model is NULL"; }
+
+#define TERN_LOADED(m)                                                                          \
+  if (!(m)) return TERN_ERROR_INVALID_ARGUMENT;                                                 \
+  if (!(m)->session) {                                                                          \
+    return guarded(&(m)->error, [] { refuse(TERN_ERROR_INVALID_ARGUMENT, "the model did not load"); }); \
+  }
+
+tern_status tern_model_get_info(const tern_model* m, tern_model_info* info) {
+  if (!m || !m->session || !info) return TERN_ERROR_INVALID_ARGUMENT;
+  std::string ignored;
+  return guarded(&ignored, [&] {
+    info->vocab_size = m->config.vocab_size;
+    info->context_length = m->config.context_length;
+    info->window = m->session->options().kv_window;
+    const auto bos = m->tokenizer ? m->tokenizer->encode("", true) : std::vector<int64_t>{};
+    info->bos_token_id = bos.empty() ? -1 : bos[0];
+    info->eos_token_id = m->config.eos_token_ids.empty() ? -1 : m->config.eos_token_ids[0];
+  });
+}
+
+tern_status tern_tokenize(tern_model* m, const char* text, int add_bos, int32_t* ids, size_t capacity, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(text, "text");
+    need(count, "count");
+    if (capacity > 0) need(ids, "ids");
+    copy_ids(tokenizer_of(m).encode(text, add_bos != 0), ids, capacity, count);
+  });
+}
+
+tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const char* const* contents, size_t message_count,
+                               int32_t* ids, size_t capacity, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(count, "count");
+    if (capacity > 0) need(ids, "ids");
+    if (message_count > 0) need(roles, "roles"), need(contents, "contents");
+    std::vector<llm::ChatMessage> messages;
+    for (size_t i = 0; i < message_count; ++i) {
+      need(roles[i], "roles[i]");
+      need(contents[i], "contents[i]");
+      const std::string role = roles[i];
+      if (role != "system" && role != "user" && role != "assistant")
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "message ", i, ": role '", role, "' (system, user or assistant)");
+      messages.push_back({role, contents[i]});
+    }
+    copy_ids(llm::encode_chat(tokenizer_of(m), llm::detect_chat_family(m->dir), messages), ids, capacity, count);
+  });
+}
+
+tern_status tern_detokenize(tern_model* m, const int32_t* ids, size_t count, char* text, size_t capacity, size_t* length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(length, "length");
+    if (capacity > 0) need(text, "text");
+    m->text = tokenizer_of(m).decode(ids_of(m, ids, count));
+    *length = m->text.size();
+    if (m->text.size() + 1 > capacity) {
+      if (capacity > 0) text[0] = '\0';
+      refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text is ", m->text.size(), " bytes and its NUL; text holds ", capacity);
+    }
+    std::memcpy(text, m->text.c_str(), m->text.size() + 1);
+  });
+}
+
+void tern_sampling_default(tern_sampling* s) {
+  if (!s) return;
+  *s = tern_sampling{0.0f, 0, 1.0f, 0.0f, 1.0f, 0};
+}
+
+tern_status tern_model_reset(tern_model* m) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] { reset(m); });
+}
+
+tern_status tern_model_prefill(tern_model* m, const int32_t* ids, size_t count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    const std::vector<int64_t> checked = ids_of(m, ids, count);
+    feed(m, checked.data(), checked.size());
+  });
+}
+
+tern_status tern_model_set_sampling(tern_model* m, const tern_sampling* sampling) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(sampling, "sampling");
+    m->sampler = sampler_for(*sampling);
+  });
+}
+
+tern_status tern_model_sample(tern_model* m, int32_t* token) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(token, "token");
+    *token = static_cast<int32_t>(choose_next(m));
+  });
+}
+
+tern_status tern_model_step(tern_model* m, int32_t* token) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(token, "token");
+    const int64_t next = choose_next(m);
+    feed(m, &next, 1);
+    *token = static_cast<int32_t>(next);
+  });
+}
+
+tern_status tern_model_logits(tern_model* m, const float** logits, int64_t* vocab) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(logits, "logits");
+    need(vocab, "vocab");
+    if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+    *logits = m->logits;
+    *vocab = m->vocab;
+  });
+}
+
+int tern_model_is_end_token(const tern_model* m, int32_t token) {
+  if (!m) return 0;
+  const auto& ends = m->config.eos_token_ids;
+  return std::find(ends.begin(), ends.end(), int64_t{token}) != ends.end() ? 1 : 0;
+}
+
+int64_t tern_model_position(const tern_model* m) { return m ? static_cast<int64_t>(m->tokens.size()) : 0; }
+
+void tern_generate_params_default(tern_generate_params* p) {
+  if (!p) return;
+  *p = tern_generate_params{128, nullptr, nullptr, 0, 0};
+}
+
+tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
+                          void* user_data, int64_t* generated) {
+  TERN_LOADED(m);
+  if (generated) *generated = 0;
+  return guarded(&m->error, [&] {
+    need(prompt, "prompt");
+    tern_generate_params p;
+    tern_generate_params_default(&p);
+    if (params) p = *params;
+    if (p.max_new_tokens < 1) refuse(TERN_ERROR_INVALID_ARGUMENT, "max_new_tokens ", p.max_new_tokens, " (at least 1)");
+    if (p.stop_count > 0) need(p.stop, "stop");
+    std::vector<std::string> stops;
+    for (size_t i = 0; i < p.stop_count; ++i) {
+      need(p.stop[i], "stop[i]");
+      if (!*p.stop[i]) refuse(TERN_ERROR_INVALID_ARGUMENT, "stop string ", i, " is empty");
+      stops.emplace_back(p.stop[i]);
+    }
+    tern_sampling greedy;
+    tern_sampling_default(&greedy);
+    m->sampler = sampler_for(p.sampling ? *p.sampling : greedy);
+    const llm::Tokenizer& tok = tokenizer_of(m);
+    const std::vector<int64_t> ids =
+        p.chat ? llm::encode_chat(tok, llm::detect_chat_family(m->dir), {{"user", prompt}}) : tok.encode(prompt, true);
+    llm::GenerateOptions check;
+    check.max_new_tokens = p.max_new_tokens;
+    m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary
+    reset(m);
+    feed(m, ids.data(), ids.size());
+    llm::TextStream text(tok, ids);
+    llm::StopScanner stop(stops);
+    bool more = true;
+    auto deliver = [&](const std::string& piece) {
+      if (more && !piece.empty() && on_text) more = on_text(piece.data(), piece.size(), user_data) == 0;
+    };
+    for (int64_t n = 0; n < p.max_new_tokens && more && !stop.stopped(); ++n) {
+      const int64_t next = choose_next(m);
+      if (generated) ++*generated;
+      const bool eos = tern_model_is_end_token(m, static_cast<int32_t>(next)) != 0;
+      deliver(stop.push(text.push(next)));
+      if (eos) break;
+      if (n + 1 < p.max_new_tokens && more && !stop.stopped()) feed(m, &next, 1);  // (the last one chosen is not fed)
+    }
+    deliver(stop.push(text.flush()));
+    deliver(stop.flush());
+  });
+}
+
+tern_status tern_text_stream_create(tern_model* m, const int32_t* context, size_t context_count, tern_text_stream** stream) {
+  TERN_LOADED(m);
+  if (stream) *stream = nullptr;
+  return guarded(&m->error, [&] {
+    need(stream, "stream");
+    *stream = new tern_text_stream{m, llm::TextStream(tokenizer_of(m), ids_of(m, context, context_count)), {}};
+  });
+}
+
+void tern_text_stream_free(tern_text_stream* stream) { delete stream; }
+
+tern_status tern_text_stream_push(tern_text_stream* s, int32_t token, const char** text, size_t* length) {
+  if (!s) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&s->model->error, [&] {
+    need(text, "text");
+    need(length, "length");
+    const int64_t id = ids_of(s->model, &token, 1)[0];
+    s->text = s->stream.push(id);
+    *text = s->text.c_str();
+    *length = s->text.size();
+  });
+}
+
+tern_status tern_text_stream_flush(tern_text_stream* s, const char** text, size_t* length) {
+  if (!s) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&s->model->error, [&] {
+    need(text, "text");
+    need(length, "length");
+    s->text = s->stream.flush();
+    *text = s->text.c_str();
+    *length = s->text.size();
+  });
+}
+
+}  // extern "C"
