@@ -52,26 +52,35 @@ grep -q "holds 'notes.txt', which the new output does not: not replaced" "$work/
   { echo "atomic outputs: over a folder with notes.txt: $(cat "$work/err")"; exit 1; }
 rm "$work/out/notes.txt"
 
-# A full disk, at the first write of the output's data and at the last.
+# A full disk, at the first write into the output's data and at the next. Which write that is (counting all of
+# the process's, the sanitizer runtime's too) is read off a traced run of the same command into another folder.
+write_ordinal() {  # PATTERN COMMAND...: the ordinal of the first write(2) to a file whose path matches PATTERN
+  local pattern=$1; shift
+  strace -qq -y -e trace=write -o "$work/wtrace" "$@" > /dev/null 2>&1 || true
+  grep '^write(' "$work/wtrace" | grep -n "$pattern" | head -1 | cut -d: -f1
+}
 enospc() {  # NAME WRITE# COMMAND...: fails with "No space left on device"
   local name=$1 at=$2; shift 2
+  [ -n "$at" ] || { echo "atomic outputs: $name: no write to its output found in a traced run"; exit 1; }
   if strace -qq -o /dev/null -e trace=write -e inject=write:error=ENOSPC:when="$at" "$@" > /dev/null 2> "$work/err"; then
     echo "atomic outputs: $name succeeded on a full disk"; exit 1; fi
   grep -q "No space left on device" "$work/err" || { echo "atomic outputs: $name on a full disk said: $(cat "$work/err")"; exit 1; }
   echo "atomic outputs: $name, disk full at write $at: $(tail -1 "$work/err" | cut -c1-150)"
 }
-rm -rf "$work/out" && cp -r "$work/ref-a" "$work/out"
-for at in 1 3; do
+rm -rf "$work/out" "$work/probe" && cp -r "$work/ref-a" "$work/out" && cp -r "$work/ref-a" "$work/probe"
+first=$(write_ordinal 'model.onnx.data' "$tern" import-gguf "$b" "$work/probe")
+for at in "$first" $((first + 1)); do
   enospc import-gguf "$at" "$tern" import-gguf "$b" "$work/out"
   [ "$(digest "$work/out")" = "$A" ] || { echo "atomic outputs: import-gguf on a full disk changed the earlier output"; exit 1; }
 done
-enospc "convert llama2c" 1 "$tern" convert llama2c "$repo/tests/fuzz/corpus/llama2c_checkpoint/tiny.bin" \
-  --tokenizer "$repo/tests/fuzz/corpus/llama2c_tokenizer/ascii.bin" --out "$work/converted"
+convert=("$tern" convert llama2c "$repo/tests/fuzz/corpus/llama2c_checkpoint/tiny.bin" --tokenizer "$repo/tests/fuzz/corpus/llama2c_tokenizer/ascii.bin" --out)
+enospc "convert llama2c" "$(write_ordinal 'model.onnx.data' "${convert[@]}" "$work/probe-converted")" "${convert[@]}" "$work/converted"
 [ ! -e "$work/converted" ] || { echo "atomic outputs: convert on a full disk left '$work/converted'"; exit 1; }
-enospc quantize 1 "$tern" quantize --model "$repo/models/default" --out "$work/quantized"
+quantize=("$tern" quantize --model "$repo/models/default" --out)
+enospc quantize "$(write_ordinal 'model.onnx_data' "${quantize[@]}" "$work/probe-quantized")" "${quantize[@]}" "$work/quantized"
 [ ! -e "$work/quantized" ] || { echo "atomic outputs: quantize on a full disk left '$work/quantized'"; exit 1; }
-cp -r "$work/ref-a" "$work/packed"
-enospc pack 2 "$tern" pack "$work/packed"
+cp -r "$work/ref-a" "$work/packed" && cp -r "$work/ref-a" "$work/probe-packed"
+enospc pack "$(write_ordinal 'tern-pack.partial' "$tern" pack "$work/probe-packed")" "$tern" pack "$work/packed"
 [ -z "$(find "$work/packed" -name '*.tern-pack*')" ] || { echo "atomic outputs: pack on a full disk left a file"; exit 1; }
 [ "$(leftovers)" = 0 ] || { echo "atomic outputs: a failed run left its temporary folder:"; ls -a "$work"; exit 1; }
 echo "atomic outputs: passed"
