@@ -52,8 +52,9 @@ grep -q "holds 'notes.txt', which the new output does not: not replaced" "$work/
   { echo "atomic outputs: over a folder with notes.txt: $(cat "$work/err")"; exit 1; }
 rm "$work/out/notes.txt"
 
-# A full disk, at the first write into the output's data and at the next. Which write that is (counting all of
-# the process's, the sanitizer runtime's too) is read off a traced run of the same command into another folder.
+# A full disk, at the first write into the output's weights and at the first into its graph. Which write that is
+# (counting all of the process's, the sanitizer runtime's too) is read off a traced run of the same command into
+# another folder.
 write_ordinal() {  # PATTERN COMMAND...: the ordinal of the first write(2) to a file whose path matches PATTERN
   local pattern=$1; shift
   strace -qq -y -e trace=write -o "$work/wtrace" "$@" > /dev/null 2>&1 || true
@@ -68,8 +69,10 @@ enospc() {  # NAME WRITE# COMMAND...: fails with "No space left on device"
   echo "atomic outputs: $name, disk full at write $at: $(tail -1 "$work/err" | cut -c1-150)"
 }
 rm -rf "$work/out" "$work/probe" && cp -r "$work/ref-a" "$work/out" && cp -r "$work/ref-a" "$work/probe"
-first=$(write_ordinal 'model.onnx.data' "$tern" import-gguf "$b" "$work/probe")
-for at in "$first" $((first + 1)); do
+weights=$(write_ordinal 'model.onnx.data>' "$tern" import-gguf "$b" "$work/probe")
+rm -rf "$work/probe" && cp -r "$work/ref-a" "$work/probe"
+graph=$(write_ordinal 'model.onnx>' "$tern" import-gguf "$b" "$work/probe")
+for at in "$weights" "$graph"; do
   enospc import-gguf "$at" "$tern" import-gguf "$b" "$work/out"
   [ "$(digest "$work/out")" = "$A" ] || { echo "atomic outputs: import-gguf on a full disk changed the earlier output"; exit 1; }
 done
