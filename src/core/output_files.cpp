@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 
@@ -63,16 +64,12 @@ void OutputFile::write(const void* data, size_t bytes) {
   }
 }
 
-void OutputFile::close(bool sync) {
-  if (sync && ::fsync(fd_) != 0) fail_io("syncing");
-  const int rc = ::close(fd_);
-  if (rc != 0) {
-    fd_ = -1;  // (closed either way: POSIX leaves the descriptor unusable)
-    const int e = errno;
-    ::unlink(path_.c_str());
-    fail("writing '", path_.string(), "' failed: ", std::strerror(e));
-  }
-  fd_ = -1;
+void OutputFile::sync() {
+  if (::fsync(fd_) != 0) fail_io("syncing");
+}
+
+void OutputFile::close() {
+  if (::close(std::exchange(fd_, -1)) != 0) fail_io("writing");  // (the descriptor is gone either way)
 }
 
 void write_whole_file(const fs::path& path, std::string_view bytes) {

@@ -21,8 +21,8 @@ class OutputFile {
   ~OutputFile();                                    // not closed: closed and removed (a partial file)
   void write(const void* data, size_t bytes);
   void write(std::string_view text) { write(text.data(), text.size()); }
-  // Closes it (synced to disk with `sync`); fails naming the file and why.
-  void close(bool sync = false);
+  void sync();   // its data on disk (fsync); fails naming the file and why
+  void close();  // fails naming the file and why (a write the kernel deferred may fail here)
   int fd() const { return fd_; }
   const std::filesystem::path& path() const { return path_; }
 

@@ -295,11 +295,9 @@ void WeightPack::save(const std::string& path) const {
   // the ones write() left. Measured on the 1B-shape fp32 pack, prefill of 128 tokens: 53-59 tok/s on the
   // written pages, 70-74 once read back (single runs on a noisy VM; why is not measured — both were mostly
   // mapped 2 MiB at a time).
-  out.close(/*sync=*/true);
-  if (const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
+  out.sync();
+  posix_fadvise(out.fd(), 0, 0, POSIX_FADV_DONTNEED);
+  out.close();
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) fail("cannot rename '", tmp, "' to '", path, "': ", ec.message());
