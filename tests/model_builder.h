@@ -11,14 +11,14 @@ namespace tern::test {
 
 // OnnxBuilder with the shorthands tests use: ONNX element-type numbers, -1 for symbolic dims, and
 // initializers in the typed fields (float_data/int64_data) so those decoders are exercised too.
-class ModelBuilder : public OnnxBuilder {
+class ModelBuilder : public convert::OnnxBuilder {
  public:
   explicit ModelBuilder(int opset = 21) : OnnxBuilder(opset, "test") {}
 
   // dims: >= 0 fixed, -1 symbolic named by `syms` in order.
   ModelBuilder& input(const std::string& name, int elem, const std::vector<int64_t>& dims,
                       const std::vector<std::string>& syms = {}) {
-    std::vector<DeclaredDim> d;
+    std::vector<convert::DeclaredDim> d;
     size_t s = 0;
     for (int64_t x : dims) {
       if (x >= 0) d.emplace_back(x);

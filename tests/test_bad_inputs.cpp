@@ -216,7 +216,7 @@ TEST_CASE("a Hugging Face hub cache snapshot loads: its links into its own repos
   CHECK(tern::llm::load_tokenizer(snapshot.string())->vocab_size() == 1024);
   {  // with external data (an import's model.onnx.data), linked the same way: a session loads and runs
     const fs::path imported = hub.path / "imported", ext = hub.path / "models--org--ext";
-    tern::llm::import_gguf(std::string(TERN_SOURCE_DIR) + "/tests/fuzz/corpus/gguf/llama_f32.gguf", imported.string());
+    tern::convert::import_gguf(std::string(TERN_SOURCE_DIR) + "/tests/fuzz/corpus/gguf/llama_f32.gguf", imported.string());
     fs::create_directories(ext / "blobs");
     fs::create_directories(ext / "snapshots" / "rev");
     for (const auto& e : fs::directory_iterator(imported)) {

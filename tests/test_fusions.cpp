@@ -18,6 +18,7 @@
 
 using namespace tern;
 using namespace tern::test;
+using tern::convert::OnnxBuilder;
 namespace fs = std::filesystem;
 
 namespace {
@@ -161,7 +162,7 @@ TEST_CASE("MatMulNBits sharing an input and their quantization become one over c
   std::uniform_real_distribution<float> scale(0.01f, 0.1f);
   OnnxBuilder b(21);
   b.add_opset("com.microsoft", 1);
-  b.input("x", DType::Float32, {DeclaredDim(std::string("m")), DeclaredDim(K)});
+  b.input("x", DType::Float32, {convert::DeclaredDim(std::string("m")), convert::DeclaredDim(K)});
   auto product = [&](const std::string& y, int64_t N, int64_t block) {
     const int64_t k_blocks = K / block;
     std::vector<uint8_t> q(static_cast<size_t>(N * K / 2)), zp(static_cast<size_t>(N * ((k_blocks + 1) / 2)));

@@ -20,6 +20,7 @@
 
 using namespace tern;
 using namespace tern::llm;
+using namespace tern::convert;
 using namespace tern::test;
 namespace fs = std::filesystem;
 

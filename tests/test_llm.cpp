@@ -39,7 +39,7 @@ const std::string& stories_dir() {
   static TempDir dir;
   static bool done = false;
   if (!done) {
-    convert_llama2c((kStories / "stories260K.bin").string(), (kStories / "tok512.bin").string(), dir.path.string());
+    convert::convert_llama2c((kStories / "stories260K.bin").string(), (kStories / "tok512.bin").string(), dir.path.string());
     done = true;
   }
   static std::string s = dir.path.string();
@@ -365,7 +365,7 @@ TEST_CASE("models/default: bf16 weights give fp32's greedy tokens and logits wit
 TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int4 gives at load") {
   const fs::path src = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
   TempDir d;
-  const int n = quantize_model(src.string(), (d.path / "model.onnx").string(), 4, 32);
+  const int n = convert::quantize_model(src.string(), (d.path / "model.onnx").string(), 4, 32);
   CHECK(n == 15);  // 7 per layer × 2 layers + lm_head
   const Model m = load_onnx((d.path / "model.onnx").string());
   int nbits = 0, matmul_with_weight = 0;

@@ -8,7 +8,7 @@
 #include <limits>
 #include <set>
 
-namespace tern::llm {
+namespace tern::convert {
 
 std::string ggml_type_name(GgmlType t) {
   switch (t) {
@@ -426,4 +426,4 @@ const GgufTensor* GgufFile::tensor(const std::string& name) const {
   return nullptr;
 }
 
-}  // namespace tern::llm
+}  // namespace tern::convert

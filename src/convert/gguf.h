@@ -12,7 +12,7 @@
 
 #include "core/mapped_file.h"
 
-namespace tern::llm {
+namespace tern::convert {
 
 // Element and block types of ggml, as GGUF numbers them.
 enum class GgmlType : uint32_t {
@@ -91,4 +91,4 @@ class GgufFile {
   std::vector<GgufTensor> tensors_;
 };
 
-}  // namespace tern::llm
+}  // namespace tern::convert

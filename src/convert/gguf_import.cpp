@@ -7,11 +7,12 @@
 
 #include "core/output_files.h"
 #include "convert/gguf.h"
-#include "convert/llama_onnx.h"
+#include "convert/architecture.h"
+#include "convert/decoder_onnx.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 
-namespace tern::llm {
+namespace tern::convert {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -127,7 +128,7 @@ json tokenizer_json(const GgufFile& f) {
     pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}};
   } else if (pre == "llama-bpe" || pre == "llama3" || pre == "qwen2") {
     byte_level["use_regex"] = false;
-    const json split = {{"type", "Split"}, {"pattern", {{"Regex", pre == "qwen2" ? kQwen2SplitRegex : kLlama3SplitRegex}}},
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", pre == "qwen2" ? llm::kQwen2SplitRegex : llm::kLlama3SplitRegex}}},
                         {"behavior", "Isolated"}, {"invert", false}};
     pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
   } else {
@@ -151,48 +152,75 @@ json tokenizer_json(const GgufFile& f) {
 
 void write_json(const fs::path& path, const json& j) { write_whole_file(path, j.dump(2) + "\n"); }
 
-}  // namespace
-
-void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
-  const GgufFile f(gguf_path);
-  const std::string arch = f.string("general.architecture");
-  if (arch != "llama") fail_unsupported("'", gguf_path, "': architecture '", arch, "' is not imported yet (tern imports llama)");
-  auto key = [&](const std::string& k) { return arch + "." + k; };
-  LlamaShape s;
+// The GGUF's hyperparameters as DecoderShape, checked for plausibility.
+DecoderShape shape_of(const GgufFile& f, const Architecture& arch, int64_t& context, double& theta) {
+  auto key = [&](const std::string& k) { return std::string(arch.gguf_name) + "." + k; };
+  DecoderShape s;
+  s.arch = &arch;
   s.layers = f.integer(key("block_count"));
   s.hidden = f.integer(key("embedding_length"));
   s.ffn = f.integer(key("feed_forward_length"));
   s.heads = f.integer(key("attention.head_count"));
   s.kv_heads = f.has(key("attention.head_count_kv")) ? f.integer(key("attention.head_count_kv")) : s.heads;
   const double eps = f.number(key("attention.layer_norm_rms_epsilon"));
-  if (!(eps > 0 && eps < 1)) fail("'", gguf_path, "': ", key("attention.layer_norm_rms_epsilon"), " ", eps, " is not in (0, 1)");
+  if (!(eps > 0 && eps < 1)) fail("'", f.path(), "': ", key("attention.layer_norm_rms_epsilon"), " ", eps, " is not in (0, 1)");
   s.rms_eps = static_cast<float>(eps);
-  const int64_t context = f.integer(key("context_length"));
-  if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.hidden % s.heads ||
-      s.heads % s.kv_heads || context <= 0 || context > kMaxContextTokens)
-    fail("'", gguf_path, "': implausible hyperparameters (layers ", s.layers, ", hidden ", s.hidden, ", heads ", s.heads, "/", s.kv_heads,
+  context = f.integer(key("context_length"));
+  if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads ||
+      context <= 0 || context > llm::kMaxContextTokens)
+    fail("'", f.path(), "': implausible hyperparameters (layers ", s.layers, ", hidden ", s.hidden, ", heads ", s.heads, "/", s.kv_heads,
          ", context ", context, ")");
-  const int64_t head = s.hidden / s.heads, kv_dim = head * s.kv_heads;
-  s.rotary_dim = f.has(key("rope.dimension_count")) ? f.integer(key("rope.dimension_count")) : head;
-  if (s.rotary_dim <= 0 || s.rotary_dim > head || s.rotary_dim % 2) fail("'", gguf_path, "': rope.dimension_count ", s.rotary_dim, " does not fit head size ", head);
-  const double theta = f.has(key("rope.freq_base")) ? f.number(key("rope.freq_base")) : 10000.0;
-  if (!(theta > 1 && theta < 1e30)) fail("'", gguf_path, "': ", key("rope.freq_base"), " ", theta, " is not a rope base");
+  // The head size: attention.key_length where the family sets it apart from hidden / heads (Qwen3).
+  if (f.has(key("attention.key_length"))) {
+    s.head_dim = f.integer(key("attention.key_length"));
+    const int64_t v = f.has(key("attention.value_length")) ? f.integer(key("attention.value_length")) : s.head_dim;
+    if (s.head_dim <= 0 || s.head_dim > 65536 || v != s.head_dim)
+      fail("'", f.path(), "': ", key("attention.key_length"), " ", s.head_dim, " and value_length ", v, " are not one head size");
+  } else if (s.hidden % s.heads) {
+    fail("'", f.path(), "': embedding_length ", s.hidden, " is not a multiple of the ", s.heads, " heads");
+  }
+  s.rotary_dim = f.has(key("rope.dimension_count")) ? f.integer(key("rope.dimension_count")) : s.head();
+  if (s.rotary_dim <= 0 || s.rotary_dim > s.head() || s.rotary_dim % 2)
+    fail("'", f.path(), "': rope.dimension_count ", s.rotary_dim, " does not fit head size ", s.head());
+  theta = f.has(key("rope.freq_base")) ? f.number(key("rope.freq_base")) : 10000.0;
+  if (!(theta > 1 && theta < 1e30)) fail("'", f.path(), "': ", key("rope.freq_base"), " ", theta, " is not a rope base");
+  return s;
+}
+
+}  // namespace
+
+void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
+  const GgufFile f(gguf_path);
+  const Architecture& arch = gguf_architecture(f.string("general.architecture"), gguf_path);
+  int64_t context = 0;
+  double theta = 0;
+  DecoderShape s = shape_of(f, arch, context, theta);
+  const int64_t head = s.head(), q_dim = head * s.heads, kv_dim = head * s.kv_heads;
 
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
   s.vocab = embed->dims[1];
-  LlamaWeights w;
+  DecoderWeights w;
   w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
-  rope_tables(context, s.rotary_dim, theta, w.cos, w.sin);
+  rope_tables(context, s.rotary_dim, static_cast<float>(theta), w.cos, w.sin);
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    LlamaLayer& lw = w.layers.emplace_back();
+    DecoderLayer& lw = w.layers.emplace_back();
     lw.attn_norm = vector_of(f, p + "attn_norm.weight", s.hidden);
     lw.ffn_norm = vector_of(f, p + "ffn_norm.weight", s.hidden);
-    lw.q = projection(f, p + "attn_q.weight", s.hidden, s.hidden);
+    lw.q = projection(f, p + "attn_q.weight", s.hidden, q_dim);
     lw.k = projection(f, p + "attn_k.weight", s.hidden, kv_dim);
     lw.v = projection(f, p + "attn_v.weight", s.hidden, kv_dim);
-    lw.o = projection(f, p + "attn_output.weight", s.hidden, s.hidden);
+    if (arch.qkv_bias) {
+      lw.q.bias = vector_of(f, p + "attn_q.bias", q_dim);
+      lw.k.bias = vector_of(f, p + "attn_k.bias", kv_dim);
+      lw.v.bias = vector_of(f, p + "attn_v.bias", kv_dim);
+    }
+    if (arch.qk_norm) {
+      lw.q_norm = vector_of(f, p + "attn_q_norm.weight", head);
+      lw.k_norm = vector_of(f, p + "attn_k_norm.weight", head);
+    }
+    lw.o = projection(f, p + "attn_output.weight", q_dim, s.hidden);
     lw.gate = projection(f, p + "ffn_gate.weight", s.hidden, s.ffn);
     lw.up = projection(f, p + "ffn_up.weight", s.hidden, s.ffn);
     lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
@@ -203,12 +231,12 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   w.lm_head = projection(f, tied ? "token_embd.weight" : "output.weight", s.hidden, s.vocab);
   w.tied = tied && w.lm_head.matrix.defined();
   if (w.tied) w.lm_head = {};
-  write_llama_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
+  write_decoder_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
 
   const fs::path dir(out_dir);
   auto id = [&](const char* k) -> json { return f.has(k) ? json(f.integer(k)) : json(nullptr); };
   write_json(dir / "config.json",
-             {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"hidden_size", s.hidden},
+             {{"architectures", {std::string(arch.hf_class)}}, {"model_type", std::string(arch.model_type)}, {"hidden_size", s.hidden}, {"head_dim", head},
               {"intermediate_size", s.ffn}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
               {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab}, {"max_position_embeddings", context},
               {"rms_norm_eps", s.rms_eps}, {"rope_theta", theta}, {"bos_token_id", id("tokenizer.ggml.bos_token_id")},
@@ -225,4 +253,4 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   write_json(dir / "tokenizer_config.json", tcfg);
 }
 
-}  // namespace tern::llm
+}  // namespace tern::convert

@@ -1,5 +1,5 @@
-// GGUF → ONNX model folder (`tern import-gguf`): a converter, so the runtime stays ONNX-only. Llama-family
-// GGUFs (general.architecture "llama": Llama, SmolLM, Mistral-style) become write_llama_onnx's graph with
+// GGUF → ONNX model folder (`tern import-gguf`): a converter, so the runtime stays ONNX-only. GGUFs of the
+// families in architecture.h (llama: Llama, SmolLM, Mistral-style; qwen2; qwen3) become write_decoder_onnx's graph with
 // the weights' exact values: Q4_0 / Q4_1 / Q8_0 projections become com.microsoft MatMulNBits blocks (Q4_1's
 // per-block min a float zero point, nibbles reordered, no requantization); every other type ggml decodes
 // (F16, BF16, Q5_0/Q5_1, the K-quants) becomes float32 as ggml computes it, as does the token embedding
@@ -9,8 +9,8 @@
 #pragma once
 #include <string>
 
-namespace tern::llm {
+namespace tern::convert {
 
 void import_gguf(const std::string& gguf_path, const std::string& out_dir);
 
-}  // namespace tern::llm
+}  // namespace tern::convert

@@ -7,9 +7,9 @@
 
 #include "core/mapped_file.h"
 #include "core/output_files.h"
-#include "convert/llama_onnx.h"
+#include "convert/decoder_onnx.h"
 
-namespace tern::llm {
+namespace tern::convert {
 namespace fs = std::filesystem;
 
 namespace {
@@ -143,14 +143,15 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
   if (r.remaining() != 0)
     fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");
 
-  LlamaShape shape;
+  DecoderShape shape;
+  shape.arch = &gguf_architecture("llama", checkpoint);  // llama2.c rotates pairs (2i, 2i+1), as llama.cpp's llama
   shape.layers = L, shape.hidden = D, shape.ffn = F, shape.heads = H, shape.kv_heads = KV, shape.vocab = V;
-  LlamaWeights w;
+  DecoderWeights w;
   w.embed = tok_emb;
   w.cos = cos;
   w.sin = sin;
   for (int64_t l = 0; l < L; ++l) {
-    LlamaLayer& lw = w.layers.emplace_back();
+    DecoderLayer& lw = w.layers.emplace_back();
     lw.attn_norm = layer_row(rms_att, l);
     lw.ffn_norm = layer_row(rms_ffn, l);
     lw.q.matrix = layer_transposed(wq, l);
@@ -164,7 +165,7 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
   w.final_norm = rms_final;
   w.tied = c.shared_classifier;
   if (!w.tied) w.lm_head.matrix = transposed(wcls);
-  write_llama_onnx(shape, w, out_dir, "llama2c");
+  write_decoder_onnx(shape, w, out_dir, "llama2c");
   fs::copy_file(tokenizer, fs::path(out_dir) / "tokenizer.bin", fs::copy_options::overwrite_existing);
   std::ostringstream cfg;
   cfg << "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
@@ -179,4 +180,4 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
   write_whole_file(fs::path(out_dir) / "generation_config.json", "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": [1, 2]\n}\n");
 }
 
-}  // namespace tern::llm
+}  // namespace tern::convert

@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-namespace tern::llm {
+namespace tern::convert {
 
 struct Llama2cConfig {
   int dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
@@ -19,4 +19,4 @@ Llama2cConfig read_llama2c_config(const std::string& checkpoint);
 // Writes model.onnx, model.onnx.data, config.json, generation_config.json and tokenizer.bin into `out_dir`.
 void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer, const std::string& out_dir);
 
-}  // namespace tern::llm
+}  // namespace tern::convert

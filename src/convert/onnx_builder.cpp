@@ -2,7 +2,7 @@
 
 #include "core/output_files.h"
 
-namespace tern {
+namespace tern::convert {
 
 namespace {
 void fill_type(onnx::ValueInfoProto* vi, DType dtype, const std::vector<DeclaredDim>& dims) {
@@ -124,4 +124,4 @@ void OnnxBuilder::save(const std::filesystem::path& path, const std::string& ext
   write_whole_file(path, bytes);
 }
 
-}  // namespace tern
+}  // namespace tern::convert

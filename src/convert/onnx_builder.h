@@ -10,7 +10,7 @@
 
 #include "core/tensor.h"
 
-namespace tern {
+namespace tern::convert {
 
 // A dimension in a declared input/output shape: a size or a symbol ("batch_size").
 using DeclaredDim = std::variant<int64_t, std::string>;
@@ -44,4 +44,4 @@ class OnnxBuilder {
   onnx::ModelProto model_;
 };
 
-}  // namespace tern
+}  // namespace tern::convert

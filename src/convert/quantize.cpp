@@ -7,7 +7,7 @@
 #include "graph/onnx_loader.h"
 #include "kernels/cpu/nbits.h"
 
-namespace tern {
+namespace tern::convert {
 
 int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block) {
   if (bits != 4 && bits != 8) fail("quantize: bits must be 4 or 8, got ", bits);
@@ -75,4 +75,4 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
   return rewritten;
 }
 
-}  // namespace tern
+}  // namespace tern::convert

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-namespace tern {
+namespace tern::convert {
 
 // Returns how many MatMuls were rewritten.
 int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block);
 
-}  // namespace tern
+}  // namespace tern::convert

@@ -8,6 +8,8 @@
 #include "runtime/session.h"
 
 namespace tern {
+using convert::DeclaredDim;
+using convert::OnnxBuilder;
 namespace {
 
 // Values in [-1, 1) from a fixed-seed LCG: the same inputs every run.

@@ -238,8 +238,8 @@ void llama2c_checkpoint(const uint8_t* data, size_t size) {
   const fs::path dir = scratch().fresh("llama2c_checkpoint");
   Scratch::write(dir / "model.bin", as_string(data, size));
   Scratch::write(dir / "tokenizer.bin", "");
-  llm::read_llama2c_config((dir / "model.bin").string());
-  llm::convert_llama2c((dir / "model.bin").string(), (dir / "tokenizer.bin").string(), (dir / "onnx").string());
+  convert::read_llama2c_config((dir / "model.bin").string());
+  convert::convert_llama2c((dir / "model.bin").string(), (dir / "tokenizer.bin").string(), (dir / "onnx").string());
   Session s((dir / "onnx" / "model.onnx").string(), fuzz_session_options());
 }
 
@@ -256,8 +256,8 @@ void llama2c_tokenizer(const uint8_t* data, size_t size) {
 void gguf(const uint8_t* data, size_t size) {
   const fs::path dir = scratch().fresh("gguf");
   Scratch::write(dir / "model.gguf", as_string(data, size));
-  llm::GgufFile file((dir / "model.gguf").string());
-  llm::import_gguf((dir / "model.gguf").string(), (dir / "onnx").string());
+  convert::GgufFile file((dir / "model.gguf").string());
+  convert::import_gguf((dir / "model.gguf").string(), (dir / "onnx").string());
   Session s((dir / "onnx" / "model.onnx").string(), fuzz_session_options());
 }
 

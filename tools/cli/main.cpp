@@ -96,7 +96,7 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       cache the last one left (only the new turn is fed), the answer streams; Ctrl-C stops an answer,
       Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
   import-gguf FILE.gguf OUT_DIR
-      Writes a llama.cpp GGUF (Llama family) as an ONNX model folder: the same graph, the weights' exact
+      Writes a llama.cpp GGUF (llama, qwen2, qwen3) as an ONNX model folder: the same graph, the weights' exact
       values (Q4_0/Q4_1/Q8_0 as MatMulNBits blocks, others as float32), config.json, tokenizer.json from
       the GGUF vocabulary and the chat template.
   pack MODEL_DIR [OUT_DIR] [--weights fp32|fp16|bf16|int8|int4]

@@ -22,7 +22,8 @@ def main():
     config = json.load(open(f"{folder}/config.json"))
     tok = Tokenizer.from_file(f"{folder}/tokenizer.json")
     session = ort.InferenceSession(f"{folder}/model.onnx", providers=["CPUExecutionProvider"])
-    kv, head = config["num_key_value_heads"], config["hidden_size"] // config["num_attention_heads"]
+    kv = config["num_key_value_heads"]
+    head = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     same = 0
     for prompt in PROMPTS:
         ids = tok.encode(prompt, add_special_tokens=False).ids

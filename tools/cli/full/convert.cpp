@@ -12,9 +12,9 @@ int convert(int argc, char** argv) {
   Flags f = parse(argc, argv, 4, {});
   if (!f.has("tokenizer") || !f.has("out")) fail("convert llama2c needs --tokenizer and --out");
   StagedFolder out(f.get("out"));  // all or nothing: a kill leaves the earlier folder or the new one
-  llm::convert_llama2c(argv[3], f.get("tokenizer"), out.path().string());
+  convert::convert_llama2c(argv[3], f.get("tokenizer"), out.path().string());
   out.commit();
-  auto c = llm::read_llama2c_config(argv[3]);
+  auto c = convert::read_llama2c_config(argv[3]);
   std::cout << "wrote " << f.get("out") << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads
             << " heads (" << c.n_kv_heads << " kv), vocab " << c.vocab_size << ", context " << c.seq_len << "\n";
   return 0;

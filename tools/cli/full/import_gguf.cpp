@@ -12,7 +12,7 @@ int import_gguf(int argc, char** argv) {
   if (argc != 4) fail("usage: tern import-gguf FILE.gguf OUT_DIR");
   const auto t0 = std::chrono::steady_clock::now();
   StagedFolder out(argv[3]);  // all or nothing: a kill leaves the earlier folder or the new one
-  llm::import_gguf(argv[2], out.path().string());
+  convert::import_gguf(argv[2], out.path().string());
   out.commit();
   std::cout << "wrote " << argv[3] << " in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";

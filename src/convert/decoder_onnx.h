@@ -1,43 +1,49 @@
-// The ONNX decoder tern's converters write (llama2.c checkpoints, GGUF files): a Llama-family graph in the
-// Optimum layout (input_ids, attention_mask, position_ids, past_key_values.N.key/value → logits,
-// present.N.key/value) from standard opset-23 ops — Gather, RMSNormalization, MatMul or com.microsoft
-// MatMulNBits, RotaryEmbedding, Attention (GQA, past/present), Sigmoid·Mul — the shapes the ring-buffer
-// fusion takes whole.
+// The ONNX decoder tern's converters write (llama2.c checkpoints, GGUF files): one graph for every family in
+// architecture.h, in the Optimum layout (input_ids, attention_mask, position_ids, past_key_values.N.key/value →
+// logits, present.N.key/value), from standard opset-23 ops — Gather, RMSNormalization, MatMul or com.microsoft
+// MatMulNBits (+ Add for a bias), RotaryEmbedding, Attention (GQA, past/present), Sigmoid·Mul — the shapes the
+// ring-buffer fusion takes whole. The graph has what the weights have: a bias is added where one is given, a
+// per-head norm applied where one is given; the RoPE pairing comes from the architecture.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "convert/architecture.h"
 #include "core/tensor.h"
 
-namespace tern::llm {
+namespace tern::convert {
 
-struct LlamaShape {
+struct DecoderShape {
+  const Architecture* arch = nullptr;
   int64_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0;
+  int64_t head_dim = 0;  // 0: hidden / heads
   float rms_eps = 1e-5f;
-  bool interleaved_rope = true;  // pairs (2i, 2i+1), as llama2.c and llama.cpp's Llama rotate
-  int64_t rotary_dim = 0;        // 0: the head size
+  int64_t rotary_dim = 0;  // 0: the head size
+  int64_t head() const { return head_dim ? head_dim : hidden / heads; }
 };
 
-// A projection y = x · W with W [K, N]: a float matrix for MatMul, or MatMulNBits blocks (N rows of
+// A projection y = x · W (+ bias) with W [K, N]: a float matrix for MatMul, or MatMulNBits blocks (N rows of
 // K/block blocks, 4 or 8 bits each; scales [N · K/block]; zero_points empty (the default 2^(bits−1)) or
 // float [N · K/block]).
 struct Projection {
   Tensor matrix;  // [K, N] float32, or undefined when the blocks below are set
   Tensor blocks, scales, zero_points;
+  Tensor bias;  // [N] float32, or undefined
   int64_t K = 0, N = 0, bits = 0, block = 0;
   // MatMulNBits' accuracy_level: 4 asks runtimes for int8 activations (llama.cpp's arithmetic on GGUF blocks).
   int64_t accuracy_level = 0;
 };
 
-struct LlamaLayer {
+struct DecoderLayer {
   Tensor attn_norm, ffn_norm;  // [hidden] float32
+  Tensor q_norm, k_norm;       // [head size] float32, or undefined (no QK-norm)
   Projection q, k, v, o, gate, up, down;
 };
 
-struct LlamaWeights {
+struct DecoderWeights {
   Tensor embed;     // [vocab, hidden] float32 (Gather reads one row per token)
   Tensor cos, sin;  // [positions, rotary_dim / 2] float32
-  std::vector<LlamaLayer> layers;
+  std::vector<DecoderLayer> layers;
   Tensor final_norm;
   Projection lm_head;  // unused when tied
   // Tied embeddings kept as one tensor: the LM head is MatMul(h, Transpose(embed)) — the file holds the
@@ -46,10 +52,10 @@ struct LlamaWeights {
 };
 
 // Writes `out_dir`/model.onnx and model.onnx.data (creating the folder).
-void write_llama_onnx(const LlamaShape& shape, const LlamaWeights& w, const std::string& out_dir, const std::string& graph_name);
+void write_decoder_onnx(const DecoderShape& shape, const DecoderWeights& w, const std::string& out_dir, const std::string& graph_name);
 
 // RoPE tables cos/sin(p · θ^(−2i/rotary_dim)) for p < positions, i < rotary_dim/2, in float (as llama2.c's
 // run.c and llama.cpp compute them).
 void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos, Tensor& sin);
 
-}  // namespace tern::llm
+}  // namespace tern::convert

@@ -1,4 +1,4 @@
-#include "convert/llama_onnx.h"
+#include "convert/decoder_onnx.h"
 
 #include <cmath>
 #include <filesystem>
@@ -6,7 +6,7 @@
 
 #include "convert/onnx_builder.h"
 
-namespace tern::llm {
+namespace tern::convert {
 namespace fs = std::filesystem;
 
 void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos, Tensor& sin) {
@@ -25,32 +25,38 @@ void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos
 
 namespace {
 
-// x · W into `out`: MatMul over the float matrix, or MatMulNBits over the blocks.
-void project(OnnxBuilder& b, const std::string& name, const Projection& w, const std::string& x, const std::string& out) {
+// x · W (+ bias) into `out`: MatMul over the float matrix, or MatMulNBits over the blocks; the initializers
+// are named after `base` ("model.layers.0.self_attn.q_proj" → ….weight, ….bias).
+void project(OnnxBuilder& b, const std::string& base, const Projection& w, const std::string& x, const std::string& out) {
+  const std::string name = base + ".weight", product = w.bias.defined() ? out + ".matmul" : out;
   if (w.matrix.defined()) {
     b.initializer(name, w.matrix);
-    b.node("MatMul", {x, name}, {out});
-    return;
+    b.node("MatMul", {x, name}, {product});
+  } else {
+    b.initializer(name + ".blocks", w.blocks);
+    b.initializer(name + ".scales", w.scales);
+    std::vector<std::string> inputs = {x, name + ".blocks", name + ".scales"};
+    if (w.zero_points.defined()) {
+      b.initializer(name + ".zero_points", w.zero_points);
+      inputs.push_back(name + ".zero_points");
+    }
+    auto& n = b.node("MatMulNBits", inputs, {product}, "com.microsoft");
+    OnnxBuilder::attr(n, "K", w.K);
+    OnnxBuilder::attr(n, "N", w.N);
+    OnnxBuilder::attr(n, "bits", w.bits);
+    OnnxBuilder::attr(n, "block_size", w.block);
+    if (w.accuracy_level) OnnxBuilder::attr(n, "accuracy_level", w.accuracy_level);
   }
-  b.initializer(name + ".blocks", w.blocks);
-  b.initializer(name + ".scales", w.scales);
-  std::vector<std::string> inputs = {x, name + ".blocks", name + ".scales"};
-  if (w.zero_points.defined()) {
-    b.initializer(name + ".zero_points", w.zero_points);
-    inputs.push_back(name + ".zero_points");
+  if (w.bias.defined()) {
+    b.initializer(base + ".bias", w.bias);
+    b.node("Add", {product, base + ".bias"}, {out});
   }
-  auto& n = b.node("MatMulNBits", inputs, {out}, "com.microsoft");
-  OnnxBuilder::attr(n, "K", w.K);
-  OnnxBuilder::attr(n, "N", w.N);
-  OnnxBuilder::attr(n, "bits", w.bits);
-  OnnxBuilder::attr(n, "block_size", w.block);
-  if (w.accuracy_level) OnnxBuilder::attr(n, "accuracy_level", w.accuracy_level);
 }
 
 }  // namespace
 
-void write_llama_onnx(const LlamaShape& s, const LlamaWeights& w, const std::string& out_dir, const std::string& graph_name) {
-  const int64_t L = s.layers, H = s.heads, KV = s.kv_heads, V = s.vocab, head = s.hidden / s.heads;
+void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const std::string& out_dir, const std::string& graph_name) {
+  const int64_t L = s.layers, H = s.heads, KV = s.kv_heads, V = s.vocab, head = s.head();
   OnnxBuilder b(23, graph_name);
   b.add_opset("com.microsoft", 1);
   const std::string batch = "batch_size", seq = "sequence_length", past = "past_sequence_length",
@@ -98,36 +104,49 @@ void write_llama_onnx(const LlamaShape& s, const LlamaWeights& w, const std::str
   std::string h = "h.0";
   auto rope = [&](const std::string& x, const std::string& out, int64_t heads) {
     auto& r = b.node("RotaryEmbedding", {x, "rope.cos", "rope.sin", "position_ids"}, {out});
-    OnnxBuilder::attr(r, "interleaved", int64_t{s.interleaved_rope ? 1 : 0});
+    OnnxBuilder::attr(r, "interleaved", int64_t{s.arch->rope == RopePairs::Interleaved ? 1 : 0});
     OnnxBuilder::attr(r, "num_heads", heads);
     if (s.rotary_dim && s.rotary_dim != head) OnnxBuilder::attr(r, "rotary_embedding_dim", s.rotary_dim);
   };
+  // QK-norm: RMSNorm over each head's vector, so [batch, seq, heads · head] is viewed as [batch, seq, heads, head].
+  if (!w.layers.empty() && w.layers[0].q_norm.defined()) {
+    b.initializer("const.by_head", Tensor::from_vector<int64_t>({0, 0, -1, head}, {4}));
+    b.initializer("const.flat", Tensor::from_vector<int64_t>({0, 0, -1}, {3}));
+  }
+  auto head_norm = [&](const std::string& x, const std::string& weight, const Tensor& scale) {
+    if (!scale.defined()) return x;
+    b.initializer(weight, scale);
+    b.node("Reshape", {x, "const.by_head"}, {x + ".by_head"});
+    OnnxBuilder::attr(b.node("RMSNormalization", {x + ".by_head", weight}, {x + ".normed"}), "epsilon", s.rms_eps);
+    b.node("Reshape", {x + ".normed", "const.flat"}, {x + ".norm"});
+    return x + ".norm";
+  };
   for (int64_t l = 0; l < L; ++l) {
-    const LlamaLayer& lw = w.layers[static_cast<size_t>(l)];
+    const DecoderLayer& lw = w.layers[static_cast<size_t>(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".", l_s = std::to_string(l);
     b.initializer(p + "input_layernorm.weight", lw.attn_norm);
     b.initializer(p + "post_attention_layernorm.weight", lw.ffn_norm);
     OnnxBuilder::attr(b.node("RMSNormalization", {h, p + "input_layernorm.weight"}, {p + "x"}), "epsilon", s.rms_eps);
-    project(b, p + "self_attn.q_proj.weight", lw.q, p + "x", p + "q");
-    project(b, p + "self_attn.k_proj.weight", lw.k, p + "x", p + "k");
-    project(b, p + "self_attn.v_proj.weight", lw.v, p + "x", p + "v");
-    rope(p + "q", p + "q_rot", H);
-    rope(p + "k", p + "k_rot", KV);
+    project(b, p + "self_attn.q_proj", lw.q, p + "x", p + "q");
+    project(b, p + "self_attn.k_proj", lw.k, p + "x", p + "k");
+    project(b, p + "self_attn.v_proj", lw.v, p + "x", p + "v");
+    rope(head_norm(p + "q", p + "self_attn.q_norm.weight", lw.q_norm), p + "q_rot", H);
+    rope(head_norm(p + "k", p + "self_attn.k_norm.weight", lw.k_norm), p + "k_rot", KV);
     auto& att = b.node("Attention", {p + "q_rot", p + "k_rot", p + "v", "attn.bias", "past_key_values." + l_s + ".key",
                                      "past_key_values." + l_s + ".value"},
                        {p + "attn", "present." + l_s + ".key", "present." + l_s + ".value"});
     OnnxBuilder::attr(att, "q_num_heads", H);
     OnnxBuilder::attr(att, "kv_num_heads", KV);
-    project(b, p + "self_attn.o_proj.weight", lw.o, p + "attn", p + "o");
+    project(b, p + "self_attn.o_proj", lw.o, p + "attn", p + "o");
     b.node("Add", {h, p + "o"}, {p + "h_attn"});
     OnnxBuilder::attr(b.node("RMSNormalization", {p + "h_attn", p + "post_attention_layernorm.weight"}, {p + "x2"}),
                       "epsilon", s.rms_eps);
-    project(b, p + "mlp.gate_proj.weight", lw.gate, p + "x2", p + "gate");
-    project(b, p + "mlp.up_proj.weight", lw.up, p + "x2", p + "up");
+    project(b, p + "mlp.gate_proj", lw.gate, p + "x2", p + "gate");
+    project(b, p + "mlp.up_proj", lw.up, p + "x2", p + "up");
     b.node("Sigmoid", {p + "gate"}, {p + "gate_sig"});
     b.node("Mul", {p + "gate", p + "gate_sig"}, {p + "gate_silu"});
     b.node("Mul", {p + "gate_silu", p + "up"}, {p + "gate_up"});
-    project(b, p + "mlp.down_proj.weight", lw.down, p + "gate_up", p + "down");
+    project(b, p + "mlp.down_proj", lw.down, p + "gate_up", p + "down");
     h = "h." + std::to_string(l + 1);
     b.node("Add", {p + "h_attn", p + "down"}, {h});
   }
@@ -137,11 +156,11 @@ void write_llama_onnx(const LlamaShape& s, const LlamaWeights& w, const std::str
     OnnxBuilder::attr(b.node("Transpose", {"model.embed_tokens.weight"}, {"lm_head.weight"}), "perm", std::vector<int64_t>{1, 0});
     b.node("MatMul", {"h.final", "lm_head.weight"}, {"logits"});
   } else {
-    project(b, "lm_head.weight", w.lm_head, "h.final", "logits");
+    project(b, "lm_head", w.lm_head, "h.final", "logits");
   }
 
   fs::create_directories(out_dir);
   b.save(fs::path(out_dir) / "model.onnx", "model.onnx.data");
 }
 
-}  // namespace tern::llm
+}  // namespace tern::convert

@@ -1,0 +1,30 @@
+#include "convert/architecture.h"
+
+#include "core/error.h"
+
+namespace tern::convert {
+
+namespace {
+
+// One row per family. What each flag changes: architecture.h; how a row is tested: README.md.
+constexpr Architecture kArchitectures[] = {
+    // Llama 2/3, SmolLM, Mistral-style GGUFs and llama2.c checkpoints.
+    {.gguf_name = "llama", .model_type = "llama", .hf_class = "LlamaForCausalLM"},
+    // Qwen2 / Qwen2.5: biases on q, k, v; NeoX RoPE.
+    {.gguf_name = "qwen2", .model_type = "qwen2", .hf_class = "Qwen2ForCausalLM", .rope = RopePairs::Halves, .qkv_bias = true},
+    // Qwen3 (dense): no biases, QK-norm; head size from attention.key_length (wider than hidden / heads).
+    {.gguf_name = "qwen3", .model_type = "qwen3", .hf_class = "Qwen3ForCausalLM", .rope = RopePairs::Halves, .qk_norm = true},
+};
+
+}  // namespace
+
+const Architecture& gguf_architecture(std::string_view gguf_name, const std::string& file) {
+  std::string known;
+  for (const Architecture& a : kArchitectures) {
+    if (a.gguf_name == gguf_name) return a;
+    known += (known.empty() ? "" : ", ") + std::string(a.gguf_name);
+  }
+  fail_unsupported("'", file, "': architecture '", gguf_name, "' is not imported yet (tern imports ", known, ")");
+}
+
+}  // namespace tern::convert

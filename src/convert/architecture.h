@@ -1,0 +1,29 @@
+// The decoder families tern's converters write, as data. A family differs from Llama in a few named ways (RoPE
+// pairing, q/k/v biases, a norm over each head of q and k …); the GGUF importer reads the tensors and
+// hyperparameters those flags name, and write_decoder_onnx builds the graph a real exporter writes for the
+// weights it is given. Adding a family is a row in architecture.cpp plus its fixture and test — README.md here
+// walks through it.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace tern::convert {
+
+enum class RopePairs {
+  Interleaved,  // (2i, 2i+1), as llama2.c rotates and llama.cpp's "llama" (its converter permutes Q/K rows to match)
+  Halves,       // (i, i + d/2), GPT-NeoX's order, as Qwen rotates (llama.cpp's NEOX rope type; rows unpermuted)
+};
+
+struct Architecture {
+  std::string_view gguf_name;   // GGUF general.architecture
+  std::string_view model_type;  // config.json "model_type" of the folder written
+  std::string_view hf_class;    // config.json "architectures"[0]
+  RopePairs rope = RopePairs::Interleaved;
+  bool qkv_bias = false;  // the q, k and v projections add a bias (blk.N.attn_q.bias …)
+  bool qk_norm = false;   // an RMSNorm over each head of q and of k, before RoPE (blk.N.attn_q_norm.weight …)
+};
+
+// The family a GGUF's general.architecture names; fails naming the file and the families tern imports.
+const Architecture& gguf_architecture(std::string_view gguf_name, const std::string& file);
+
+}  // namespace tern::convert

@@ -1,0 +1,51 @@
+// Every architecture the GGUF importer knows (convert/architecture.cpp), on a tiny random-weight model that
+// transformers made from the family's config class and tools/exporters/make_gguf_arch_fixtures.py wrote as
+// llama.cpp's converter writes that family: imported, every layer goes onto the ring, and the prompt's
+// last-position logits equal transformers' own within 1e-4 and its greedy tokens equal transformers'.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "convert/gguf_import.h"
+#include "llm/generator.h"
+#include "llm/model_folder.h"
+#include "model_builder.h"
+
+using namespace tern;
+using namespace tern::llm;
+namespace fs = std::filesystem;
+
+TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tokens") {
+  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+    CAPTURE(arch);
+    const fs::path fixture = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "gguf_arch" / arch;
+    std::ifstream in(fixture / "expected.json");
+    REQUIRE(in);
+    const nlohmann::json expected = nlohmann::json::parse(in);
+    test::TempDir dir;
+    convert::import_gguf((fixture / "model.gguf").string(), dir.path.string());
+
+    const ModelConfig cfg = read_model_config(dir.path.string());
+    CHECK(cfg.model_type == arch);
+    DecoderOptions d;
+    d.window = 64;
+    Session s((dir.path / "model.onnx").string(), decoder_session_options(d, cfg, true));
+    CHECK(s.cached_layers() == 2);  // both layers' attention on the ring
+    GenerateOptions o;
+    o.max_new_tokens = 16;
+    o.eos_token_ids = cfg.eos_token_ids;
+    const std::vector<int64_t> prompt = expected["prompt"].get<std::vector<int64_t>>();
+    const GenerateResult r = Generator(s, cfg).generate({prompt}, o);
+    CHECK(r.tokens[0] == expected["tokens"].get<std::vector<int64_t>>());
+
+    const std::vector<float> want = expected["last_logits"].get<std::vector<float>>();
+    REQUIRE(r.prefill_logits.numel() == static_cast<int64_t>(want.size()));
+    double worst = 0;
+    for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(double(r.prefill_logits.data<float>()[i]) - want[i]));
+    MESSAGE(arch, ": max |tern − transformers| over the prompt's last logits = ", worst);
+    CHECK(worst <= 1e-4);
+  }
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Writes tests/fixtures/gguf_arch/<arch>/{model.gguf, expected.json}: for each architecture tern's GGUF importer
+knows, a tiny random-weight model made by transformers from its config class, written as llama.cpp's
+convert_hf_to_gguf writes that architecture (tensor and key names from the `gguf` package, F16 matrices, F32 norms,
+Q/K rows permuted for llama's interleaved RoPE), and transformers' own results on the F16-rounded weights: the
+prompt's last-position logits and up to 16 greedy tokens (EOS ends them) — the oracle of tests/test_gguf_architectures.cpp.
+Run from the tools venv:  ~/.cache/tern/venv/bin/python tools/exporters/make_gguf_arch_fixtures.py
+"""
+import json
+import pathlib
+
+import gguf
+import numpy as np
+import torch
+import transformers as tf
+from gguf import MODEL_TENSOR as T
+
+OUT = pathlib.Path(__file__).resolve().parents[2] / "tests/fixtures/gguf_arch"
+SHAPE = dict(vocab_size=260, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-6, rope_theta=10000.0,
+             initializer_range=0.15, bos_token_id=258, eos_token_id=259)
+# arch: (config class, model class, config overrides, whether llama.cpp permutes Q/K rows)
+ARCHS = {
+    "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, dict(tie_word_embeddings=False), True),
+    "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM, dict(tie_word_embeddings=True, use_sliding_window=False), False),
+    "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(tie_word_embeddings=False, head_dim=24, rope_theta=1e6), False),
+}
+MERGES = ["Ġ t", "h e"]
+PROMPT = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]
+NEW_TOKENS = 16
+
+
+def byte_vocab():
+    """GPT-2's byte-level alphabet (each byte as a printable character), two merges, then BOS and EOS."""
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return [chars[b] for b in range(256)] + [m.replace(" ", "") for m in MERGES] + ["<s>", "</s>"]
+
+
+def permute(w, heads):
+    """llama.cpp's row order for llama's Q and K: each head's halves interleaved, so RoPE rotates pairs (2i, 2i+1)."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def make(arch, seed):
+    config_class, model_class, overrides, permuted = ARCHS[arch]
+    torch.manual_seed(seed)
+    config = config_class(**{**SHAPE, **overrides})
+    model = model_class(config).eval()
+    with torch.no_grad():  # norms away from 1 so a misplaced one shows; matrices rounded to what the file holds
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.2 * torch.randn_like(p))
+            elif p.dim() == 2:
+                p.copy_(p.half().float())
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        logits = model(ids).logits[0, -1]
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS, do_sample=False,
+                             output_scores=True, return_dict_in_generate=True, pad_token_id=config.eos_token_id)
+    # Greedy ties would make the test a coin toss: every step's best logit leads the next by > 1e-2.
+    margin = min(float(s[0].topk(2).values[0] - s[0].topk(2).values[1]) for s in out.scores)
+    return model, config, permuted, logits, out.sequences[0].tolist(), margin
+
+
+def write(arch, model, config, permuted, logits, tokens):
+    d = OUT / arch
+    d.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(d / "model.gguf"), arch)
+    w.add_name(f"tern-{arch}-random")
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_block_count(config.num_hidden_layers)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
+    w.add_head_count_kv(config.num_key_value_heads)
+    w.add_layer_norm_rms_eps(config.rms_norm_eps)
+    w.add_rope_freq_base(config.rope_theta)
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if head != config.hidden_size // config.num_attention_heads:
+        w.add_key_length(head)
+        w.add_value_length(head)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(byte_vocab())
+    w.add_token_types([gguf.TokenType.NORMAL] * (256 + len(MERGES)) + [gguf.TokenType.CONTROL] * 2)
+    w.add_token_merges(MERGES)
+    w.add_bos_token_id(config.bos_token_id)
+    w.add_eos_token_id(config.eos_token_id)
+
+    names = {"embed_tokens": T.TOKEN_EMBD, "norm": T.OUTPUT_NORM, "lm_head": T.OUTPUT, "input_layernorm": T.ATTN_NORM,
+             "post_attention_layernorm": T.FFN_NORM, "q_proj": T.ATTN_Q, "k_proj": T.ATTN_K, "v_proj": T.ATTN_V,
+             "o_proj": T.ATTN_OUT, "q_norm": T.ATTN_Q_NORM, "k_norm": T.ATTN_K_NORM, "gate_proj": T.FFN_GATE,
+             "up_proj": T.FFN_UP, "down_proj": T.FFN_DOWN}
+    for name, p in model.state_dict().items():
+        if name == "lm_head.weight" and config.tie_word_embeddings:
+            continue
+        parts = name.split(".")
+        block = int(parts[2]) if parts[1] == "layers" else None
+        gguf_name = gguf.TENSOR_NAMES[names[parts[-2]]].format(bid=block) + "." + parts[-1]
+        data = p.numpy()
+        if permuted and parts[-2] in ("q_proj", "k_proj"):
+            data = permute(data, config.num_attention_heads if parts[-2] == "q_proj" else config.num_key_value_heads)
+        w.add_tensor(gguf_name, data.astype(np.float16 if data.ndim == 2 else np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    (d / "expected.json").write_text(json.dumps({
+        "source": f"transformers {tf.__version__} {type(model).__name__}, tools/exporters/make_gguf_arch_fixtures.py",
+        "prompt": PROMPT, "last_logits": [round(float(v), 7) for v in logits], "tokens": tokens}) + "\n")
+    return d / "model.gguf"
+
+
+def main():
+    for arch in ARCHS:
+        for seed in range(100):
+            model, config, permuted, logits, tokens, margin = make(arch, seed)
+            if margin > 1e-2:
+                break
+        path = write(arch, model, config, permuted, logits, tokens)
+        print(f"{arch}: seed {seed}, greedy margin {margin:.3g}, {path.stat().st_size} bytes, tokens {tokens[len(PROMPT):]}")
+        if arch != "qwen3":  # transformers' GGUF loader ignores qwen3.attention.key_length (head_dim stays 128)
+            read_back(path, logits)
+
+
+def read_back(path, logits):
+    """transformers' own GGUF reader (its de-permutation, its names) gives the same logits: the file is written as
+    llama.cpp's converter writes it."""
+    model = tf.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    with torch.no_grad():
+        diff = float((model(torch.tensor([PROMPT])).logits[0, -1] - logits).abs().max())
+    assert diff < 1e-5, f"{path}: transformers reads it back {diff} away"
+    print(f"  transformers reads {path.name} back: logits within {diff:.2g}")
+
+
+if __name__ == "__main__":
+    main()
