@@ -79,7 +79,7 @@ TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the
     Session s((cell / "model.onnx").string(), oracle_options(cell));
     // Decomposed attention reads its cache as it lies (no repeat_kv or transpose copy per step).
     if (cell.filename().string().find("genai") == std::string::npos)
-      CHECK(std::any_of(s.fusions().begin(), s.fusions().end(),
+      CHECK(std::any_of(s.passes().fusions.begin(), s.passes().fusions.end(),
                         [](const Fusion& f) { return f.pattern.find("grouped product on the cache") != std::string::npos; }));
     check_cases(s, cell, golden_of(cell), 1e-3);
   }
@@ -94,9 +94,9 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
     so.kv_window_required = false;
     Session s((cell / "model.onnx").string(), so);
     std::string why;
-    for (const auto& m : s.fusion_misses()) why += m.str() + "; ";
-    CHECK_MESSAGE(s.cached_layers() > 0, why);
-    if (s.cached_layers() > 0) check_cases(s, cell, golden_of(cell), 1e-3, positions_from_cache_length(name));
+    for (const auto& m : s.passes().misses) why += m.str() + "; ";
+    CHECK_MESSAGE(s.passes().cached_layers > 0, why);
+    if (s.passes().cached_layers > 0) check_cases(s, cell, golden_of(cell), 1e-3, positions_from_cache_length(name));
   }
 }
 

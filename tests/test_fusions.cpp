@@ -113,7 +113,7 @@ TEST_CASE("a tied table the LM head repacked counts one row a token (the Gather'
     // The head reads its panels (packed_weights); the table is read a row a token, by Gather alone.
     const MemoryUse use = s.memory_use();
     REQUIRE(use.packed_weights >= 64 * 32 * 4);
-    CHECK(s.weight_bytes_per_token() == use.packed_weights + 32 * 4);
+    CHECK(s.weights().bytes_per_token() == use.packed_weights + 32 * 4);
   }
 }
 
@@ -335,9 +335,9 @@ TEST_CASE("a decoder whose attention matches no pattern keeps its graph cache, a
   o.kv_window = 64;
   o.kv_window_required = false;
   Session s(std::move(m), o);
-  CHECK(s.cached_layers() == 0);  // all layers or none
-  REQUIRE(s.fusion_misses().size() == 1);
-  CHECK(s.fusion_misses()[0].str() ==
+  CHECK(s.passes().cached_layers == 0);  // all layers or none
+  REQUIRE(s.passes().misses.size() == 1);
+  CHECK(s.passes().misses[0].str() ==
         "past_key_values.0.key, past_key_values.0.value: Sigmoid 'odd_op': expected Add(scores, mask bias) before Softmax");
   for (const auto& in : s.inputs()) CAPTURE(in.name);
   CHECK(s.inputs().size() == 7);  // the graph keeps its past inputs

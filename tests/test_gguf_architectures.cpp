@@ -33,7 +33,7 @@ TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tok
     DecoderOptions d;
     d.window = 64;
     Session s((dir.path / "model.onnx").string(), decoder_session_options(d, cfg, true));
-    CHECK(s.cached_layers() == 2);  // both layers' attention on the ring
+    CHECK(s.passes().cached_layers == 2);  // both layers' attention on the ring
     GenerateOptions o;
     o.max_new_tokens = 16;
     o.eos_token_ids = cfg.eos_token_ids;

@@ -183,7 +183,7 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   SessionOptions ring_opt;
   ring_opt.kv_window = 512;
   Session ring(model, ring_opt);
-  CHECK(ring.cached_layers() == 5);
+  CHECK(ring.passes().cached_layers == 5);
   CHECK(ring.inputs().size() == 3);  // past_key_values.* are gone
   auto a = Generator(plain, cfg).generate(prompts, o);
   auto b = Generator(ring, cfg).generate(prompts, o);  // left-padded batch: padding never enters the ring
@@ -259,9 +259,9 @@ TEST_CASE("the decomposed-attention fusion rewrites every torch-export layer, an
   SessionOptions o;
   o.kv_window = 64;
   Session s(torch_model.string(), o);
-  CHECK(s.cached_layers() == 2);
-  REQUIRE(!s.fusions().empty());
-  CHECK(s.fusions()[0].pattern.find("decomposed attention") != std::string::npos);
+  CHECK(s.passes().cached_layers == 2);
+  REQUIRE(!s.passes().fusions.empty());
+  CHECK(s.passes().fusions[0].pattern.find("decomposed attention") != std::string::npos);
   CHECK(s.inputs().size() == 3);  // input_ids, attention_mask, position_ids
   CHECK(s.outputs().size() == 1);
   for (const Node& n : s.graph().nodes) CHECK(n.op_type != "Softmax");  // the whole attention block is gone
@@ -285,7 +285,7 @@ TEST_CASE("the opset-24 static-cache fusion checks the write index and the mask 
   SessionOptions o;
   o.kv_window = 64;
   Session s(model.string(), o);
-  CHECK(s.cached_layers() == 2);
+  CHECK(s.passes().cached_layers == 2);
   CHECK(s.inputs().size() == 3);
   for (const Node& n : s.graph().nodes) CHECK(n.op_type != "TensorScatter");
 

@@ -330,7 +330,7 @@ DeviceRun generate_on(const std::string& model, Device device, int64_t window, i
   so.kv_sinks = sinks;
   so.last_position_output = "logits";
   Session s((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model / "model.onnx").string(), so);
-  REQUIRE(s.cached_layers() > 0);
+  REQUIRE(s.passes().cached_layers > 0);
   llm::Generator gen(s, llm::read_model_config((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model).string()));
   llm::GenerateOptions o;
   o.max_new_tokens = new_tokens;

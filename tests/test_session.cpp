@@ -87,7 +87,7 @@ TEST_CASE("constant subgraphs and Shape chains over known dims fold away") {
   }());
   b.node("Reshape", {"x", "target"}, {"y"});
   Session s(b.save(d.path / "m.onnx"));
-  CHECK(s.pass_stats().folded_nodes == 2);  // Shape and Concat
+  CHECK(s.passes().stats.folded_nodes == 2);  // Shape and Concat
   CHECK(s.graph().nodes.size() == 1);       // only Reshape runs
   auto out = s.run({{"x", Tensor::from_vector<float>(std::vector<float>(12, 1.0f), {2, 6})}});
   CHECK(out[0].shape() == Shape{2, 6});
@@ -102,7 +102,7 @@ TEST_CASE("dead nodes are removed; repeat runs take nothing new from the system 
   b.node("Neg", {"b"}, {"y"});
   b.node("Sqrt", {"x"}, {"unused"});
   Session s(b.save(d.path / "m.onnx"));
-  CHECK(s.pass_stats().removed_nodes == 1);
+  CHECK(s.passes().stats.removed_nodes == 1);
   Tensor x = Tensor::from_vector<float>(std::vector<float>(64, 0.5f), {64});
   { auto out = s.run({{"x", x}}); CHECK(out[0].data<float>()[0] == doctest::Approx(-std::exp(0.5f))); }
   CHECK(s.pool().system_allocations() <= 3);
@@ -229,8 +229,8 @@ TEST_CASE("shape arithmetic becomes one DimsOf per distinct shape; duplicates me
   b.node("Add", {"plen", "aseq"}, {"tlen"});
   b.node("Unsqueeze", {"tlen", "aax"}, {"total"});
   Session s(b.save(d.path / "m.onnx"));
-  CHECK(s.pass_stats().shape_values >= 2);
-  CHECK(s.pass_stats().merged_nodes >= 1);
+  CHECK(s.passes().stats.shape_values >= 2);
+  CHECK(s.passes().stats.merged_nodes >= 1);
   int dims_of = 0;
   for (const Node& n : s.graph().nodes) {
     CHECK(n.op_type != "Shape");

@@ -40,7 +40,7 @@ SessionOptions options(const std::string& onnx, SessionOptions::Pack pack, const
 
 void make_pack(const std::string& onnx, const std::string& weights = "fp32") {
   Session recorder(onnx, options(onnx, SessionOptions::Pack::Record, weights));
-  recorder.save_pack(pack_path_for(onnx));
+  recorder.weights().save_pack(pack_path_for(onnx));
 }
 
 GenerateResult greedy(Session& s, const std::string& onnx) {
@@ -100,8 +100,8 @@ TEST_CASE("a packed model runs on the pack's prepared weights: the same logits b
       REQUIRE(fs::exists(dir.path / "model" / "model.tern-pack"));
       // Packed with --weights X, the pack loads as X without asking.
       Session packed(onnx, options(onnx, SessionOptions::Pack::Use));
-      REQUIRE(packed.pack() != nullptr);
-      CHECK(packed.pack()->reading());
+      REQUIRE(packed.weights().pack() != nullptr);
+      CHECK(packed.weights().pack()->reading());
       check_same(greedy(packed, onnx), expected);
       const MemoryUse use = packed.memory_use();
       CHECK(use.packed_weights == 0);  // owned: none
@@ -114,9 +114,9 @@ TEST_CASE("a packed model runs on the pack's prepared weights: the same logits b
       SessionOptions in_memory = options(onnx, SessionOptions::Pack::Use);
       in_memory.prefault = true;
       Session copied(onnx, in_memory);
-      REQUIRE(copied.pack() != nullptr);
-      CHECK(copied.pack()->in_memory());
-      CHECK(copied.pack()->prefault());
+      REQUIRE(copied.weights().pack() != nullptr);
+      CHECK(copied.weights().pack()->in_memory());
+      CHECK(copied.weights().pack()->prefault());
       check_same(greedy(copied, onnx), expected);
       const MemoryUse copied_use = copied.memory_use();
       CHECK(copied_use.mapped_prepared == 0);
@@ -140,7 +140,7 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
   }
   SUBCASE("without it (Pack::Ignore) the model loads as usual") {
     Session s(onnx, options(onnx, SessionOptions::Pack::Ignore, "fp16"));
-    CHECK(s.pack() == nullptr);
+    CHECK(s.weights().pack() == nullptr);
   }
   SUBCASE("made from other model files") {
     fs::copy_file(kFixtures + "llama-gqa-int4/model.onnx", onnx, fs::copy_options::overwrite_existing);
@@ -170,8 +170,8 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
     fs::copy(dir.path / "model", copy, fs::copy_options::recursive);
     const std::string onnx2 = (copy / "model.onnx").string();
     Session s(onnx2, options(onnx2, SessionOptions::Pack::Use, "int4"));
-    REQUIRE(s.pack() != nullptr);
-    CHECK(s.pack()->bytes_served() > 0);
+    REQUIRE(s.weights().pack() != nullptr);
+    CHECK(s.weights().pack()->bytes_served() > 0);
   }
   SUBCASE("not a pack, another version, truncated") {
     {
@@ -199,8 +199,8 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
     fs::resize_file(pack, fs::file_size(pack) + (uintmax_t{64} << 30));  // a sparse 64 GiB past the entries
     {
       Session s(onnx, so);
-      REQUIRE(s.pack() != nullptr);
-      CHECK(s.pack()->in_memory());
+      REQUIRE(s.weights().pack() != nullptr);
+      CHECK(s.weights().pack()->in_memory());
       CHECK(s.memory_use().packed_weights < (int64_t{1} << 30));
     }
     restore();

@@ -79,7 +79,7 @@ DecoderIO detect_decoder_io(const Session& s) {
       fail_unsupported(s.model().path, ": cache input '", first->name, "' has no fixed head count and size ", sym_shape_str(sh));
     io.cache_capacity = std::max<int64_t>(sh[r - 2].value, 0);
   }
-  if (s.cached_layers() > 0) {
+  if (s.passes().cached_layers > 0) {
     if (!io.past.empty()) fail_unsupported(s.model().path, ": some attention layers keep a graph cache and some a ring buffer");
     io.layout = PastLayout::Internal;
     const int mask = s.graph().find_value(io.attention_mask);

@@ -277,7 +277,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
   }
   res.decode_ms = ms_since(step_t0);
-  res.weight_bytes_per_token = session_.weight_bytes_per_token();
+  res.weight_bytes_per_token = session_.weights().bytes_per_token();
   res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? sequence_->bytes_per_token() : cache.bytes_per_token();
   if (opt.resume && cached && B == 1) {  // for a next turn: the cache and the tokens it holds
     resumable_tokens_.assign(seq[0].begin(), seq[0].begin() + cache.length());

@@ -97,12 +97,12 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
 }
 
 std::string graph_cache_warning(const Session& s) {
-  if (s.fusion_misses().empty()) return {};
+  if (s.passes().misses.empty()) return {};
   std::ostringstream w;
   w << "the attention did not fuse into tern's ring-buffer KV cache; this model runs on the graph's own past/present "
        "cache instead: no sliding window (generation stops at the context length), keys and values copied by Concat "
        "every step. Where matching stopped:\n";
-  for (const auto& miss : s.fusion_misses()) w << "  " << miss.str() << "\n";
+  for (const auto& miss : s.passes().misses) w << "  " << miss.str() << "\n";
   return w.str();
 }
 

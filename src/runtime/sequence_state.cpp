@@ -6,6 +6,18 @@
 
 namespace tern {
 
+SequenceState::SequenceState(const Session& session) : session_(session) {
+  for (const auto& op : session_.ops_) states_.push_back(op->make_state());
+  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
+  session_.sequences_.push_back(this);
+}
+
+SequenceState::~SequenceState() {
+  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
+  auto& all = session_.sequences_;
+  all.erase(std::find(all.begin(), all.end(), this));
+}
+
 void SequenceState::set_device_top_k(const std::string& name, int k) {
   if (k > 0 && !session_.device_) fail("device top-k needs an OpenCL session");
   if (k > Session::max_device_top_k()) fail("device top-k: k = ", k, " exceeds ", Session::max_device_top_k());

@@ -109,6 +109,17 @@ Session::Session(Model model, SessionOptions options)
 
 Session::~Session() = default;
 
+MemoryUse Session::memory_use() const {
+  MemoryUse m;
+  weights_.count(m);
+  {
+    std::lock_guard<std::mutex> lock(sequences_mutex_);
+    for (const SequenceState* seq : sequences_) m.kv_cache += seq->held_bytes();
+  }
+  m.activations = static_cast<int64_t>(pool_->held_bytes());
+  return m;
+}
+
 const TransferStats* Session::device_transfers() const { return device_ ? &device_->transfers() : nullptr; }
 
 int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
@@ -144,27 +155,19 @@ void Session::prepare_graph() {
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
-  open_pack();
+  weights_.open_pack(model_, options_);
   passes_ = optimize_graph(g, {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype,
-                                options_.kv_window_required, options_.last_position_output, pack_.get()},
+                                options_.kv_window_required, options_.last_position_output, weights_.pack()},
                            model_.path);
-  for (int id : g.inputs) {
-    const Value& v = g.values[static_cast<size_t>(id)];
-    inputs_.push_back({v.name, v.dtype, v.shape});
-  }
+  feeds_.prepare(g, model_.path);
   for (int id : g.outputs) {
     const Value& v = g.values[static_cast<size_t>(id)];
     outputs_.push_back({v.name, v.dtype, v.shape});
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
-  prepack_constants();
-  if (options_.prefault) {
-    prefault_mapped_weights();
-    if (pack_) pack_->prefault();
-  }
+  weights_.prepare(g, ops_, options_, device_ ? device_->kernels() : nullptr);
   sequence_ = new_sequence();
   for (const auto& state : sequence_->states_) stateful_ = stateful_ || state != nullptr;
-  find_input_dims();
 
   // Liveness: free each intermediate after its last consumer (graph outputs and constants stay).
   std::vector<int> last_use(g.values.size(), -1);
@@ -177,96 +180,6 @@ void Session::prepare_graph() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
-}
-
-void Session::find_input_dims() {
-  const Graph& g = *model_.graph;
-  // Replayable when every node output's shape was inferred from dims the graph inputs name.
-  std::set<std::string> symbols;
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (inputs_[i].shape)
-      for (size_t a = 0; a < inputs_[i].shape->size(); ++a)
-        if (const Dim& d = (*inputs_[i].shape)[a]; !d.is_known() && !d.symbol.empty()) {
-          input_dims_.push_back({i, a, d.symbol, -1, {}});
-          symbols.insert(d.symbol);
-        }
-  for (size_t i = 0; i < input_dims_.size(); ++i) {
-    InputDim& d = input_dims_[i];
-    auto first = [&](const std::string& symbol) -> int {
-      for (size_t j = 0; j < input_dims_.size(); ++j)
-        if (input_dims_[j].symbol == symbol) return static_cast<int>(j);
-      return -1;
-    };
-    if (const int j = first(d.symbol); j >= 0 && static_cast<size_t>(j) < i) d.same_as = j;
-    const auto terms = symbol_terms(d.symbol);
-    for (size_t t = 0; t < terms.size() && terms.size() > 1; ++t) {
-      const int j = first(terms[t]);
-      if (j < 0) {
-        d.terms.clear();
-        break;
-      }
-      d.terms.push_back(static_cast<size_t>(j));
-    }
-  }
-  replayable_ = true;
-  for (const Node& n : g.nodes)
-    for (int o : n.outputs) {
-      if (o < 0) continue;
-      const Value& v = g.values[static_cast<size_t>(o)];
-      if (!v.shape_inferred || !v.shape) replayable_ = false;
-      else
-        for (const Dim& d : *v.shape)
-          if (!d.is_known() && !symbols.count(d.symbol)) replayable_ = false;
-    }
-}
-
-void Session::check_feed(const IOInfo& info, const Tensor& t) const {
-  if (info.dtype != DType::Undefined && t.dtype() != info.dtype)
-    fail("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));
-  if (!info.shape) return;
-  const SymShape& s = *info.shape;
-  if (static_cast<size_t>(t.rank()) != s.size())
-    fail("input '", info.name, "': expected rank ", s.size(), " ", sym_shape_str(s), ", got shape ", shape_str(t.shape()));
-  for (size_t i = 0; i < s.size(); ++i)
-    if (s[i].is_known() && s[i].value != t.shape()[i])
-      fail("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
-}
-
-void Session::bind_feeds(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds) const {
-  const Graph& g = *model_.graph;
-  r.fed.assign(g.inputs.size(), 0);
-  for (const auto& [name, tensor] : feeds) {
-    int id = g.find_value(name);
-    auto it = std::find(g.inputs.begin(), g.inputs.end(), id);
-    if (id < 0 || it == g.inputs.end()) {
-      std::string names;
-      for (const auto& i : inputs_) names += (names.empty() ? "" : ", ") + i.name;
-      fail("'", name, "' is not an input of ", model_.path, " (inputs: ", names, ")");
-    }
-    check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
-    if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a host tensor (the session moves it)");
-    r.values[static_cast<size_t>(id)] = tensor;
-    r.fed[static_cast<size_t>(it - g.inputs.begin())] = 1;
-  }
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!r.fed[i]) fail("missing input '", inputs_[i].name, "' of ", model_.path);
-  std::vector<int64_t>& binding = r.binding;
-  binding.resize(input_dims_.size());
-  for (size_t i = 0; i < input_dims_.size(); ++i) {
-    const InputDim& d = input_dims_[i];
-    binding[i] = r.values[static_cast<size_t>(g.inputs[d.input])].dim(static_cast<int64_t>(d.axis));
-  }
-  auto where = [&](const InputDim& d) { return "input '" + inputs_[d.input].name + "' dim " + std::to_string(d.axis); };
-  for (size_t i = 0; i < input_dims_.size(); ++i) {
-    const InputDim& d = input_dims_[i];
-    if (d.same_as >= 0 && binding[i] != binding[static_cast<size_t>(d.same_as)]) {
-      const InputDim& e = input_dims_[static_cast<size_t>(d.same_as)];
-      fail(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ", binding[static_cast<size_t>(d.same_as)]);
-    }
-    int64_t sum = 0;
-    for (size_t t : d.terms) sum += binding[t];
-    if (!d.terms.empty() && sum != binding[i]) fail(where(d), " (", d.symbol, ") is ", binding[i], ", but the other inputs make it ", sum);
-  }
 }
 
 void Session::gather_inputs(RunState& r, const Node& node) const {
@@ -320,12 +233,12 @@ void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outp
 
 void Session::run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq) {
   const int64_t index = runs_.fetch_add(1, std::memory_order_relaxed);
-  bind_feeds(r, feeds);
+  feeds_.bind(feeds, r.values, r.fed, r.binding);
   // Step plans are for the CPU: a device session keeps its outputs in the device's memory.
   if (!device_ && r.plan.ready && r.binding == r.plan.binding) return run_nodes(r, seq, index, true, nullptr, out);
   // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
   r.plan.ready = false;
-  const bool make_plan = !device_ && replayable_.load(std::memory_order_relaxed) && r.binding == r.last_binding;
+  const bool make_plan = !device_ && feeds_.replayable() && r.binding == r.last_binding;
   r.last_binding = r.binding;
   if (!make_plan) return run_nodes(r, seq, index, false, nullptr, out);
   std::vector<Shape> shapes(model_.graph->values.size());
@@ -427,8 +340,7 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
   const Graph& g = *model_.graph;
   // The shapes this run produced must be the symbolic ones with this run's dims put in; if not, the
   // graph's shapes depend on more than the input dims and it is never replayed.
-  std::map<std::string, int64_t> dims;
-  for (size_t i = 0; i < input_dims_.size(); ++i) dims[input_dims_[i].symbol] = r.binding[i];
+  if (!feeds_.shapes_follow(r.binding, shapes)) return feeds_.never_replay();
   StepPlan plan;
   plan.binding = r.binding;
   plan.outputs.resize(g.nodes.size());
@@ -439,19 +351,9 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const int o = node.outputs[i];
       if (o < 0) continue;
-      const Value& v = g.values[static_cast<size_t>(o)];
       const Shape& actual = shapes[static_cast<size_t>(o)];
-      bool same = v.shape->size() == actual.size();
-      for (size_t a = 0; same && a < actual.size(); ++a) {
-        const Dim& d = (*v.shape)[a];
-        same = (d.is_known() ? d.value : dims.at(d.symbol)) == actual[a];
-      }
-      if (!same) {
-        replayable_.store(false, std::memory_order_relaxed);
-        return;
-      }
-      plan.outputs[k][i] = Tensor(v.dtype, actual, nullptr);
-      if (!ops_[k]->outputs_are_views() && !owns_graph_output(k, o)) bytes += bytes_for(v.dtype, numel_of(actual));
+      plan.outputs[k][i] = Tensor(g.values[static_cast<size_t>(o)].dtype, actual, nullptr);
+      if (!ops_[k]->outputs_are_views() && !owns_graph_output(k, o)) bytes += bytes_for(plan.outputs[k][i].dtype(), numel_of(actual));
     }
   }
   // Every intermediate of the step stays allocated while the plan lives: worth it for small steps. (Sized

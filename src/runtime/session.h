@@ -26,6 +26,8 @@
 #include "ops/op.h"
 #include "passes/pipeline.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/feed_binding.h"
+#include "runtime/session_weights.h"
 
 namespace tern {
 
@@ -104,12 +106,6 @@ struct SessionOptions {
 // "cpu", "opencl" (device 0) or "opencl:N" (`tern devices` lists them); fails naming the choices.
 Device parse_device(const std::string& name);
 
-struct IOInfo {
-  std::string name;
-  DType dtype = DType::Undefined;
-  std::optional<SymShape> shape;
-};
-
 class Outputs {
  public:
   std::vector<std::pair<std::string, Tensor>> items;
@@ -170,11 +166,13 @@ class Session {
   Session(Model model, SessionOptions options);
   ~Session();
 
-  const std::vector<IOInfo>& inputs() const { return inputs_; }
+  const std::vector<IOInfo>& inputs() const { return feeds_.inputs(); }
   const std::vector<IOInfo>& outputs() const { return outputs_; }
   const Model& model() const { return model_; }
   const Graph& graph() const { return *model_.graph; }
-  const PassStats& pass_stats() const { return passes_.stats; }
+  // What the passes did at load: counts, the rewrites fusions made, why attention missed the ring (with a window,
+  // per layer; empty when it did not), how many layers' KV caches the session holds (SessionOptions::kv_window).
+  const PipelineResult& passes() const { return passes_; }
   const BufferPool& pool() const { return *pool_; }
 
   // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
@@ -185,31 +183,19 @@ class Session {
   // tensors it returned last time when nothing else holds them (so hand back only outputs you are done
   // with) — with the step plan, a decode step allocates nothing.
   void run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState* sequence = nullptr);
-  // Layers whose KV cache the session holds (see SessionOptions::kv_window) in each SequenceState.
-  int cached_layers() const { return passes_.cached_layers; }
   // The session's own sequence (runs given no other feed it) and fresh ones: independent sequences on one
   // set of weights (a generator each).
   SequenceState& sequence() { return *sequence_; }
   std::unique_ptr<SequenceState> new_sequence() const;
   // Whether any op keeps sequence state (runs then claim their SequenceState).
   bool stateful() const { return stateful_; }
-  // The rewrites fusion passes made at load.
-  const std::vector<Fusion>& fusions() const { return passes_.fusions; }
-  // With a window: why the attention did not become ring-buffer layers, per layer (empty when it did,
-  // or when the graph has no cache inputs).
-  const std::vector<FusionMiss>& fusion_misses() const { return passes_.misses; }
   const SessionOptions& options() const { return options_; }
   // The memory this session holds now, by what it is for (bytes; kv_cache: every live SequenceState's).
   MemoryUse memory_use() const;
   // What the session's memory cap counts (SessionOptions::max_memory).
   const MemoryAccountPtr& memory_account() const { return account_; }
-  // The pack the session reads its prepared weights from, or records them for; null when none.
-  const WeightPack* pack() const { return pack_.get(); }
-  // With SessionOptions::Pack::Record: writes what the load prepared as the pack at `path`.
-  void save_pack(const std::string& path) const;
-  // Bytes of weights a decode step reads: every constant a node reads whole, and one row per token
-  // of a table read by Gather (embeddings).
-  int64_t weight_bytes_per_token() const;
+  // The weights as the load prepared them: the pack, bytes a decode step reads, saving a recorded pack.
+  const SessionWeights& weights() const { return weights_; }
   // With an OpenCL device: bytes moved host↔device so far (null on the CPU), and the nodes the last run
   // computed on the CPU instead ("name (op type)"). (Device sessions run one run at a time.)
   const TransferStats* device_transfers() const;
@@ -224,17 +210,6 @@ class Session {
   class RunLease;
   void prepare();        // under the session's memory account and threads…
   void prepare_graph();  // …the passes, the ops, their weights
-  void open_pack();  // SessionOptions::pack
-  // Lets each op repack its constant weights (Op::prepack), frees the originals nobody reads, and notes how runs
-  // read each constant (constant_reads_).
-  void prepack_constants();
-  void prefault_mapped_weights();  // SessionOptions::prefault
-  // Decides at load whether decode steps can replay a plan (replayable_, input_dims_).
-  void find_input_dims();
-  void check_feed(const IOInfo& info, const Tensor& t) const;
-  // Binds the feeds to graph-input slots (r.values), checking them; fills r.binding with the sizes of
-  // the inputs' symbolic dims.
-  void bind_feeds(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds) const;
   // Points r.ins at the node's input values; fails naming an input that has none.
   void gather_inputs(RunState& r, const Node& node) const;
   void run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq);
@@ -254,9 +229,6 @@ class Session {
     return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
   }
   static constexpr size_t kMaxPlanBytes = size_t{64} << 20;
-  // Per value: 1 if a run reads the constant whole, 2 if only as a Gather table (a row a token), 0 if no run
-  // reads it (reads of a weight an op repacked at load go to the copy).
-  std::vector<char> constant_reads_;
 
   friend class SequenceState;
   MemoryAccountPtr account_;  // (before model_: loading is charged to it)
@@ -264,38 +236,24 @@ class Session {
   SessionOptions options_;
   std::atomic<int64_t> runs_{0};  // Session::run calls so far (NodeRun::run_index)
   PipelineResult passes_;  // what the passes did at load
-  std::vector<IOInfo> inputs_, outputs_;
+  FeedBinding feeds_;  // the inputs, and the symbolic dims that key step plans
+  std::vector<IOInfo> outputs_;
   std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
   bool stateful_ = false;                           // some op makes state
   std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
-  std::shared_ptr<WeightPack> pack_;
+  SessionWeights weights_;
   // Every live SequenceState (memory_use counts their caches); the session's own is one.
   mutable std::mutex sequences_mutex_;
   mutable std::vector<const SequenceState*> sequences_;
   std::unique_ptr<SequenceState> sequence_;
 
-  // Step plans. When every node's output shapes follow from the graph inputs' symbolic dims
-  // (`replayable_`, decided at load), a run whose symbolic dims equal the previous run's replays a
-  // plan: outputs preallocated once, no shape rules, no allocation per node — a decode step.
-  struct InputDim {
-    size_t input;  // index in inputs_
-    size_t axis;
-    std::string symbol;
-    // Feeds must agree on what a symbol is (tern::DimsOf reads each from one input): the earlier input
-    // dim with this symbol, if any, and for a sum ("past_sequence_length + sequence_length") the input
-    // dims of its terms, when every term has one.
-    int same_as = -1;
-    std::vector<size_t> terms;
-  };
+  // Step plans (feed_binding.h): what a run replays when its inputs' symbolic dims equal the previous run's.
   struct StepPlan {
-    std::vector<int64_t> binding;                // sizes of input_dims_ the plan was made for
+    std::vector<int64_t> binding;                // the feeds' symbolic dims it was made for
     std::vector<std::vector<Tensor>> outputs;    // per node, its outputs (graph outputs get a buffer per run)
     bool ready = false;
   };
-  // Set at load: a graph whose shapes turn out to depend on more than the input dims is never planned.
-  std::atomic<bool> replayable_{false};
-  std::vector<InputDim> input_dims_;
   std::vector<char> is_graph_output_;   // by value id
   std::mutex idle_runs_mutex_;
   std::vector<std::unique_ptr<RunState>> idle_runs_;

@@ -1,99 +1,42 @@
-// Session: what it does with the weights — packing them at load (or taking them from a pack), prefaulting
-// them, and accounting for them (memory_use, weight_bytes_per_token).
+#include "runtime/session_weights.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/parallel.h"
-#include "runtime/device_executor.h"
 #include "runtime/session.h"
 
 namespace tern {
 
-MemoryUse Session::memory_use() const {
-  MemoryUse m;
-  for (const auto& op : ops_) m.packed_weights += op->packed_weight_bytes();
-  if (pack_ && pack_->reading() && !pack_->in_memory()) {  // (read into memory: owned, packed weights)
-    m.mapped_prepared = pack_->bytes_served();
-    m.packed_weights -= m.mapped_prepared;
-  }
-  {
-    std::lock_guard<std::mutex> lock(sequences_mutex_);
-    for (const SequenceState* seq : sequences_) m.kv_cache += seq->held_bytes();
-  }
-  std::set<const Buffer*> seen;  // a buffer several constants view counts once
-  for (const Value& v : model_.graph->values)
-    if (v.constant && v.constant->buffer() && seen.insert(v.constant->buffer().get()).second)
-      (v.constant->buffer()->owned() ? m.owned_constants : m.mapped_constants) += static_cast<int64_t>(v.constant->buffer()->bytes());
-  m.activations = static_cast<int64_t>(pool_->held_bytes());
-  return m;
-}
-
-void Session::prefault_mapped_weights() {
-  // Gather tables are left to fault row by row: mapping all of one (a 1 GB embedding) costs its size in
-  // RSS for the few rows a prompt reads — also when a tied LM head reads the same table, from its copy.
-  const Graph& g = *model_.graph;
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (constant_reads_[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
-}
-
-int64_t Session::weight_bytes_per_token() const {
-  const Graph& g = *model_.graph;
-  const std::vector<char>& reads = constant_reads_;
-  int64_t n = 0;
-  for (const auto& op : ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
-  for (size_t v = 0; v < g.values.size(); ++v) {
-    const auto& c = g.values[v].constant;
-    if (!reads[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
-    const int64_t bytes = static_cast<int64_t>(c->nbytes());
-    n += reads[v] == 2 ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
-  }
-  return n;
-}
-
-SequenceState::SequenceState(const Session& session) : session_(session) {
-  for (const auto& op : session_.ops_) states_.push_back(op->make_state());
-  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
-  session_.sequences_.push_back(this);
-}
-
-SequenceState::~SequenceState() {
-  std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
-  auto& all = session_.sequences_;
-  all.erase(std::find(all.begin(), all.end(), this));
-}
-
-void Session::open_pack() {
-  if (options_.pack == SessionOptions::Pack::Ignore) return;
-  const std::string path = pack_path_for(model_.path);
-  const bool record = options_.pack == SessionOptions::Pack::Record;
+void SessionWeights::open_pack(const Model& model, SessionOptions& options) {
+  if (options.pack == SessionOptions::Pack::Ignore) return;
+  const std::string path = pack_path_for(model.path);
+  const bool record = options.pack == SessionOptions::Pack::Record;
   std::error_code ec;
   if (!record && !std::filesystem::exists(path, ec)) return;
-  std::vector<std::string> files{model_.path};
-  files.insert(files.end(), model_.external_files.begin(), model_.external_files.end());
+  std::vector<std::string> files{model.path};
+  files.insert(files.end(), model.external_files.begin(), model.external_files.end());
   // What the panels look like to the kernels; a pack made by a build with other panels is refused.
-  PackIdentity identity{source_stamp(files), "", "panel" + std::to_string(kernels::kPanel), weight_format_name(options_.weights)};
+  PackIdentity identity{source_stamp(files), "", "panel" + std::to_string(kernels::kPanel), weight_format_name(options.weights)};
   if (record) {
     identity.content = source_content_hash(files);
     pack_ = std::make_shared<WeightPack>(identity);
     return;
   }
-  pack_ = WeightPack::open(path, identity, files, options_.prefault, kernels::kernel_threads());
+  pack_ = WeightPack::open(path, identity, files, options.prefault, kernels::kernel_threads());
   const WeightFormat packed = parse_weight_format(pack_->identity().weights);
-  if (options_.weights != WeightFormat::AsStored && options_.weights != packed)
+  if (options.weights != WeightFormat::AsStored && options.weights != packed)
     fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",
-         weight_format_name(options_.weights), ": run `tern pack` with that --weights, or load without the pack");
-  options_.weights = packed;
+         weight_format_name(options.weights), ": run `tern pack` with that --weights, or load without the pack");
+  options.weights = packed;
 }
 
-void Session::save_pack(const std::string& path) const {
-  if (!pack_ || pack_->reading()) fail("save_pack: the session was not loaded with SessionOptions::Pack::Record");
-  pack_->save(path);
-}
-
-void Session::prepack_constants() {
-  Graph& g = *model_.graph;
+void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options,
+                             kernels::opencl::Kernels* device_kernels) {
+  graph_ = &g;
+  ops_ = &ops;
   std::vector<int> readers(g.values.size(), 0), done_with(g.values.size(), 0);
   for (const Node& n : g.nodes)
     for (int in : n.inputs)
@@ -110,8 +53,7 @@ void Session::prepack_constants() {
         constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
     std::vector<int> repacked;
     try {
-      repacked = ops_[k]->prepack(constants, {options_.weights, options_.activations, device_ ? device_->kernels() : nullptr,
-                                              pack_.get(), n.name, &arena});
+      repacked = ops[k]->prepack(constants, {options.weights, options.activations, device_kernels, pack_.get(), n.name, &arena});
     } catch (...) {
       rethrow_naming(n);
     }
@@ -141,6 +83,49 @@ void Session::prepack_constants() {
       }
     }
   }
+  bytes_per_token_ = count_bytes_per_token();
+  if (options.prefault) {
+    prefault_mapped(g);
+    if (pack_) pack_->prefault();
+  }
+}
+
+void SessionWeights::save_pack(const std::string& path) const {
+  if (!pack_ || pack_->reading()) fail("save_pack: the session was not loaded with SessionOptions::Pack::Record");
+  pack_->save(path);
+}
+
+void SessionWeights::count(MemoryUse& m) const {
+  for (const auto& op : *ops_) m.packed_weights += op->packed_weight_bytes();
+  if (pack_ && pack_->reading() && !pack_->in_memory()) {  // (read into memory: owned, packed weights)
+    m.mapped_prepared = pack_->bytes_served();
+    m.packed_weights -= m.mapped_prepared;
+  }
+  std::set<const Buffer*> seen;  // a buffer several constants view counts once
+  for (const Value& v : graph_->values)
+    if (v.constant && v.constant->buffer() && seen.insert(v.constant->buffer().get()).second)
+      (v.constant->buffer()->owned() ? m.owned_constants : m.mapped_constants) += static_cast<int64_t>(v.constant->buffer()->bytes());
+}
+
+void SessionWeights::prefault_mapped(const Graph& g) const {
+  // Gather tables are left to fault row by row: mapping all of one (a 1 GB embedding) costs its size in
+  // RSS for the few rows a prompt reads — also when a tied LM head reads the same table, from its copy.
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (constant_reads_[v] == 1 && g.values[v].constant && g.values[v].constant->buffer()) g.values[v].constant->buffer()->prefault();
+}
+
+int64_t SessionWeights::count_bytes_per_token() const {
+  const Graph& g = *graph_;
+  const std::vector<char>& reads = constant_reads_;
+  int64_t n = 0;
+  for (const auto& op : *ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    const auto& c = g.values[v].constant;
+    if (!reads[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights
+    const int64_t bytes = static_cast<int64_t>(c->nbytes());
+    n += reads[v] == 2 ? bytes / std::max<int64_t>(c->dim(0), 1) : bytes;
+  }
+  return n;
 }
 
 }  // namespace tern

@@ -76,7 +76,7 @@ int bench(int argc, char** argv) {
                                     {"mapped_constants", mem.mapped_constants / 1e9}, {"mapped_prepared", mem.mapped_prepared / 1e9},
                                     {"kv_cache", mem.kv_cache / 1e9},
                                     {"activations", mem.activations / 1e9}, {"other_owned", owned_gb - mem.owned() / 1e9}}}};
-    if (session.pack()) j["pack"] = session.pack()->path();
+    if (session.weights().pack()) j["pack"] = session.weights().pack()->path();
     if (moved) {
       j["device"] = f.get("device");
       j["host_to_device_bytes_per_token"] = static_cast<double>(up) * per_step;
@@ -87,7 +87,7 @@ int bench(int argc, char** argv) {
     return 0;
   }
   std::printf("model       %s (%d thread(s), %s)\n", model_path.c_str(), threads,
-              session.cached_layers() ? "ring-buffer KV cache" : "the graph's KV cache");
+              session.passes().cached_layers ? "ring-buffer KV cache" : "the graph's KV cache");
   std::printf("prefill     %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_n), prefill_tps);
   std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
               1000.0 / decode_tps);
@@ -101,10 +101,10 @@ int bench(int argc, char** argv) {
               "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
               resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,
               mem.mapped_constants / 1e9, mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
-  if (session.pack())
-    std::printf("pack        %s: %.2f GB of prepared weights %s\n", session.pack()->path().c_str(),
-                (session.pack()->in_memory() ? mem.packed_weights : mem.mapped_prepared) / 1e9,
-                session.pack()->in_memory() ? "read into memory from it (--prefault)" : "mapped from it");
+  if (session.weights().pack())
+    std::printf("pack        %s: %.2f GB of prepared weights %s\n", session.weights().pack()->path().c_str(),
+                (session.weights().pack()->in_memory() ? mem.packed_weights : mem.mapped_prepared) / 1e9,
+                session.weights().pack()->in_memory() ? "read into memory from it (--prefault)" : "mapped from it");
   if (moved) {
     std::printf("device      %s: per decode token %.0f bytes to the device, %.0f bytes back; %zu node(s) on the CPU\n",
                 f.get("device").c_str(), static_cast<double>(up) * per_step, static_cast<double>(down) * per_step,

@@ -133,7 +133,7 @@ int generate(int argc, char** argv) {
   if (f.has("stats"))
     std::cerr << "per decode step: weights " << res.weight_bytes_per_token << " bytes read; KV cache "
               << res.cache_bytes_per_token << " bytes moved ("
-              << (session.cached_layers() > 0 ? "ring buffer: held keys/values read, one slot written"
+              << (session.passes().cached_layers > 0 ? "ring buffer: held keys/values read, one slot written"
                                    : "graph cache: past read, copied into present, read by attention")
               << ")\n";
   std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "

@@ -18,14 +18,14 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
   const SessionOptions o = llm::decoder_session_options(decoder_options(flags), cfg, true);
   std::cout << "\nfusions (--window " << o.kv_window << "):\n";
   Session s(path, o);
-  for (const auto& f : s.fusions()) std::cout << "  " << f.node << ": " << f.pattern << "\n";
-  if (!s.fusion_misses().empty()) {
+  for (const auto& f : s.passes().fusions) std::cout << "  " << f.node << ": " << f.pattern << "\n";
+  if (!s.passes().misses.empty()) {
     std::cout << "ring-buffer KV cache: not used (every layer must match; the graph keeps its past/present). Where matching "
                  "stopped, per layer:\n";
-    for (const auto& miss : s.fusion_misses()) std::cout << "  " << miss.str() << "\n";
+    for (const auto& miss : s.passes().misses) std::cout << "  " << miss.str() << "\n";
   }
-  const PassStats& stats = s.pass_stats();
-  std::cout << s.fusions().size() << " rewrite(s), " << stats.canonicalized << " no-op node(s) bypassed by canonicalization, "
+  const PassStats& stats = s.passes().stats;
+  std::cout << s.passes().fusions.size() << " rewrite(s), " << stats.canonicalized << " no-op node(s) bypassed by canonicalization, "
             << stats.shape_values << " shape computation(s) resolved from the input dims, " << stats.merged_nodes
             << " duplicate node(s) merged; " << nodes_before << " nodes in the file, " << s.graph().nodes.size()
             << " after folding, fusion and dead-node removal.\n";

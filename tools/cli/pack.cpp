@@ -55,7 +55,7 @@ int pack(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   Session session(onnx, so);
   const std::string path = pack_path_for(onnx);
-  session.save_pack(path);
+  session.weights().save_pack(path);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // "fp32" names the as-stored format: a MatMulNBits model's blocks stay as the file quantized them.
   const std::string what = so.weights == WeightFormat::AsStored ? "weights as stored" : o.weights + " weights";

@@ -1,0 +1,61 @@
+// How a run's feeds meet the graph's inputs: each checked (name, dtype, shape, host memory) and bound to its
+// slot, and the sizes of the inputs' symbolic dims read off them — the key of a step plan. When every node's
+// output shapes follow from those dims (decided at load), a run whose dims equal the previous run's replays a
+// plan: outputs preallocated once, no shape rules, no allocation per node — a decode step (session.cpp builds
+// and replays them).
+#pragma once
+#include <atomic>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace tern {
+
+struct IOInfo {
+  std::string name;
+  DType dtype = DType::Undefined;
+  std::optional<SymShape> shape;
+};
+
+class FeedBinding {
+ public:
+  // At load, after the passes: the graph's inputs and their symbolic dims; whether runs can replay plans.
+  void prepare(const Graph& g, const std::string& model_path);
+  const std::vector<IOInfo>& inputs() const { return inputs_; }
+
+  // Binds `feeds` (matched by name; every graph input must be given) to the graph-input slots of `values`;
+  // `binding` gets the size of each symbolic input dim (`fed`: scratch, so a decode step allocates nothing).
+  // Fails naming the input and what is wrong, also when two inputs disagree on a dim's size.
+  void bind(const std::vector<std::pair<std::string, Tensor>>& feeds, std::vector<Tensor>& values, std::vector<char>& fed,
+            std::vector<int64_t>& binding) const;
+  // Whether `shapes` (what a run with `binding` produced, by value id) are the graph's symbolic shapes with the
+  // binding's sizes put in. If not, the shapes depend on more than the input dims: call never_replay().
+  bool shapes_follow(const std::vector<int64_t>& binding, const std::vector<Shape>& shapes) const;
+  bool replayable() const { return replayable_.load(std::memory_order_relaxed); }
+  void never_replay() { replayable_.store(false, std::memory_order_relaxed); }
+
+ private:
+  void check_feed(const IOInfo& info, const Tensor& t) const;
+  struct InputDim {
+    size_t input;  // index in inputs_
+    size_t axis;
+    std::string symbol;
+    // Feeds must agree on what a symbol is (tern::DimsOf reads each from one input): the earlier input
+    // dim with this symbol, if any, and for a sum ("past_sequence_length + sequence_length") the input
+    // dims of its terms, when every term has one.
+    int same_as = -1;
+    std::vector<size_t> terms;
+  };
+  const Graph* graph_ = nullptr;
+  std::string model_path_;
+  std::vector<IOInfo> inputs_;
+  std::vector<InputDim> input_dims_;
+  // Set at load: a graph whose shapes turn out to depend on more than the input dims is never planned.
+  std::atomic<bool> replayable_{false};
+};
+
+}  // namespace tern
