@@ -4,8 +4,8 @@
 // not name.
 //
 //   tern_conformance [--dir DIR] [--allowlist FILE] [--filter SUBSTRING] [--verbose]
-#include <filesystem>
 #include <fnmatch.h>
+#include <filesystem>
 
 #include <fstream>
 #include <iostream>
@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/session.h"
 #include "diagnostics/test_data.h"
+#include "runtime/session.h"
 
 namespace fs = std::filesystem;
 using tern::DType;
@@ -81,8 +81,7 @@ Result run_case(const fs::path& dir, std::string* why) {
       }
       auto outputs = session->run(feeds);
       if (expected.size() > outputs.size()) {
-        *why = set.filename().string() + ": " + std::to_string(outputs.size()) + " outputs, expected " +
-               std::to_string(expected.size());
+        *why = set.filename().string() + ": " + std::to_string(outputs.size()) + " outputs, expected " + std::to_string(expected.size());
         return Result::Failed;
       }
       for (size_t i = 0; i < expected.size(); ++i) {
@@ -114,7 +113,10 @@ int main(int argc, char** argv) {
     else if (a == "--allowlist" && i + 1 < argc) allow_path = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     else if (a == "--verbose") verbose = true;
-    else { std::cerr << "unknown argument " << a << "\n"; return 2; }
+    else {
+      std::cerr << "unknown argument " << a << "\n";
+      return 2;
+    }
   }
   if (!fs::is_directory(dir)) {
     std::cout << "SKIP: ONNX node tests not found at '" << dir << "' (put the shared data at ../shared)\n";
@@ -124,8 +126,7 @@ int main(int argc, char** argv) {
   auto allow = allow_path.empty() ? std::map<std::string, std::string>{} : read_allowlist(allow_path);
   std::vector<fs::path> cases;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_directory() && (filter.empty() || e.path().filename().string().find(filter) != std::string::npos))
-      cases.push_back(e.path());
+    if (e.is_directory() && (filter.empty() || e.path().filename().string().find(filter) != std::string::npos)) cases.push_back(e.path());
   std::sort(cases.begin(), cases.end());
   int passed = 0, failed = 0, skipped = 0, allowed = 0;
   std::map<std::string, int> used;
@@ -160,9 +161,8 @@ int main(int argc, char** argv) {
     std::cout << "\nskip reasons:\n";
     for (const auto& [k, v] : skip_reasons) std::cout << "  " << v << "  " << k << "\n";
   }
-  std::cout << "\nconformance: " << passed << " of " << cases.size() << " node tests pass; " << allowed
-            << " allowlisted cases (" << allow.size() << " allowlist entries); " << skipped
-            << " use ops tern does not implement\n";
+  std::cout << "\nconformance: " << passed << " of " << cases.size() << " node tests pass; " << allowed << " allowlisted cases ("
+            << allow.size() << " allowlist entries); " << skipped << " use ops tern does not implement\n";
   std::cout << passed << " passed, " << failed << " failed, " << skipped + allowed << " skipped\n";
   return failed ? 1 : 0;
 }

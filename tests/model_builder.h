@@ -16,8 +16,7 @@ class ModelBuilder : public convert::OnnxBuilder {
   explicit ModelBuilder(int opset = 21) : OnnxBuilder(opset, "test") {}
 
   // dims: >= 0 fixed, -1 symbolic named by `syms` in order.
-  ModelBuilder& input(const std::string& name, int elem, const std::vector<int64_t>& dims,
-                      const std::vector<std::string>& syms = {}) {
+  ModelBuilder& input(const std::string& name, int elem, const std::vector<int64_t>& dims, const std::vector<std::string>& syms = {}) {
     std::vector<convert::DeclaredDim> d;
     size_t s = 0;
     for (int64_t x : dims) {
@@ -31,14 +30,12 @@ class ModelBuilder : public convert::OnnxBuilder {
     OnnxBuilder::output(name, static_cast<DType>(elem));
     return *this;
   }
-  onnx::TensorProto& initializer_f32(const std::string& name, const std::vector<int64_t>& dims,
-                                     const std::vector<float>& v) {
+  onnx::TensorProto& initializer_f32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
     auto* t = typed_initializer(name, onnx::TensorProto::FLOAT, dims);
     for (float x : v) t->add_float_data(x);
     return *t;
   }
-  onnx::TensorProto& initializer_i64(const std::string& name, const std::vector<int64_t>& dims,
-                                     const std::vector<int64_t>& v) {
+  onnx::TensorProto& initializer_i64(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& v) {
     auto* t = typed_initializer(name, onnx::TensorProto::INT64, dims);
     for (int64_t x : v) t->add_int64_data(x);
     return *t;
@@ -74,8 +71,7 @@ inline std::string write_matmul_1024_model(const std::filesystem::path& path, st
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("tern-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    path = std::filesystem::temp_directory_path() / ("tern-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }

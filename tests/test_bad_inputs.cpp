@@ -8,11 +8,11 @@
 #include <fstream>
 #include <map>
 
+#include "convert/gguf_import.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "fuzz/targets.h"
 #include "llm/chat_template.h"
-#include "convert/gguf_import.h"
 #include "llm/model_config.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
@@ -72,7 +72,7 @@ TEST_CASE("a model of half a million empty nodes is refused before protobuf pars
   std::string graph;
   for (int i = 0; i < 500000; ++i) graph += std::string("\x0a\x00", 2);
   std::string model = std::string("\x08\x08\x42\x02\x10\x11\x3a", 7);  // ir_version 8, opset 17, graph:
-  for (size_t n = graph.size(); ; n >>= 7) {  // its length as a varint
+  for (size_t n = graph.size();; n >>= 7) {                            // its length as a varint
     model += static_cast<char>((n & 0x7f) | (n >> 7 ? 0x80 : 0));
     if (!(n >> 7)) break;
   }
@@ -84,7 +84,8 @@ TEST_CASE("a model of half a million empty nodes is refused before protobuf pars
     error = e.what();
   }
   CAPTURE(error);
-  CHECK(error.find("holds 500003 protobuf messages in 1000010 bytes; parsing it would need about 300 MB: the session's memory cap") != std::string::npos);
+  CHECK(error.find("holds 500003 protobuf messages in 1000010 bytes; parsing it would need about 300 MB: the session's memory cap") !=
+        std::string::npos);
 }
 
 // ---- hostile input, round two: what a file cannot carry as bytes (FIFOs), or would be megabytes to commit ----
@@ -133,7 +134,12 @@ TEST_CASE("100,000 added tokens and a long prompt: matched in linear time, longe
   tern::test::TempDir d;
   std::string json = R"({"model":{"type":"BPE","vocab":{"x":0,"y":1},"merges":[]},"added_tokens":[)";
   for (int i = 0; i < 100000; ++i)
-    json.append(i ? "," : "").append(R"({"id":)").append(std::to_string(2 + i)).append(R"(,"content":"<t)").append(std::to_string(i)).append(R"(>"})");
+    json.append(i ? "," : "")
+        .append(R"({"id":)")
+        .append(std::to_string(2 + i))
+        .append(R"(,"content":"<t)")
+        .append(std::to_string(i))
+        .append(R"(>"})");
   json += R"(,{"id":100002,"content":"<t1"}]})";
   std::ofstream(d.path / "tokenizer.json") << json;
   const auto tok = tern::llm::load_hf_tokenizer((d.path / "tokenizer.json").string());
@@ -144,7 +150,7 @@ TEST_CASE("100,000 added tokens and a long prompt: matched in linear time, longe
   CHECK(ids[0] == 100002);  // "<t1" (no "<t1y" token)
   CHECK(ids[1] == 1);
   CHECK(ids[2] == 0);
-  CHECK(ids[3] == 2 + 1);   // "<t1>", the longest there
+  CHECK(ids[3] == 2 + 1);  // "<t1>", the longest there
 }
 
 TEST_CASE("shape arithmetic at the edges of int64: a step of INT64_MIN takes one element; reducing a [0, 2^40, 2^40] tensor") {
@@ -182,7 +188,8 @@ TEST_CASE("every file a model folder names or holds stays inside it: genai_confi
   std::ofstream(dir / "genai_config.json") << R"({"model":{"decoder":{"filename":")" << (outside.path / "model.onnx").string() << R"("}}})";
   refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "decoder filename '/");
   refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "is an absolute path");
-  std::ofstream(dir / "genai_config.json") << R"({"model":{"decoder":{"filename":"../../)" << outside.path.filename().string() << R"(/model.onnx"}}})";
+  std::ofstream(dir / "genai_config.json") << R"({"model":{"decoder":{"filename":"../../)" << outside.path.filename().string()
+                                           << R"(/model.onnx"}}})";
   refused(tern::test::error_of([&] { tern::llm::resolve_model(dir.string()); }), "leaves the model folder ('..')");
   fs::remove(dir / "genai_config.json");
   // Symlinks: a model.onnx, config.json and tokenizer.json that resolve outside; a chat template linked to /dev/zero.

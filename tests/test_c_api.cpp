@@ -8,11 +8,11 @@
 #include <thread>
 #include <vector>
 
+#include "diagnostics/test_data.h"
 #include "kernels/cpu/isa.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
-#include "diagnostics/test_data.h"
 #include "tern/tern.h"
 
 using namespace tern;

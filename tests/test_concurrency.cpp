@@ -124,7 +124,7 @@ TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens a
   std::vector<std::thread> threads;
   for (size_t t = 0; t < 8; ++t)
     threads.emplace_back([&, t] {
-      Generator gen(*s, config);  // a sequence of its own on the shared weights
+      Generator gen(*s, config);           // a sequence of its own on the shared weights
       for (int rep = 0; rep < 6; ++rep) {  // 6 generations of 9 runs each: 54 runs a thread
         const size_t k = (t + static_cast<size_t>(rep)) % prompts.size();
         try {
@@ -213,8 +213,8 @@ TEST_CASE("a sequence fed by two runs at once: the second fails naming the confl
 
 TEST_CASE("two sessions with 1 and 2 threads in one process each run on their own count") {
   std::mutex m;
-  std::map<int, std::set<int>> seen_counts;       // session → kernel_threads() seen inside its runs
-  std::map<int, std::set<std::thread::id>> ran;   // session → threads that ran a probe job's chunks
+  std::map<int, std::set<int>> seen_counts;      // session → kernel_threads() seen inside its runs
+  std::map<int, std::set<std::thread::id>> ran;  // session → threads that ran a probe job's chunks
   std::vector<std::unique_ptr<Session>> sessions;
   for (int threads : {1, 2}) {
     SessionOptions o;

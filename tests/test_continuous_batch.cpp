@@ -43,8 +43,7 @@ SamplingOptions sampling(bool greedy, uint64_t seed) {
 // Runs `requests` through a batcher of `rows` rows, request i joining at step join_step[i] (or as soon
 // as a row is free after that), request i sampling with seed first_seed + i; returns each request's new tokens.
 std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const std::vector<std::vector<int64_t>>& ps,
-                                              const std::vector<int>& join_step, bool greedy, int64_t max_new,
-                                              uint64_t first_seed = 100) {
+                                              const std::vector<int>& join_step, bool greedy, int64_t max_new, uint64_t first_seed = 100) {
   auto s = ring_session(256);
   Generator gen(*s, read_model_config(kModel));
   ContinuousBatcher batcher(*s, gen, rows, chunk);

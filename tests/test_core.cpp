@@ -10,8 +10,8 @@
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
-#include "runtime/machine.h"
 #include "model_builder.h"
+#include "runtime/machine.h"
 
 using namespace tern;
 
@@ -47,7 +47,8 @@ TEST_CASE("reshaped views share memory; sizes are checked") {
   CHECK_THROWS_AS(t.at_i64(6), Error);      // out of range
 }
 
-TEST_CASE("drop_pages gives a mapped file's pages back (they read the same again), prefault maps them in again; owned memory is left alone") {
+TEST_CASE(
+    "drop_pages gives a mapped file's pages back (they read the same again), prefault maps them in again; owned memory is left alone") {
   test::TempDir d;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE)), bytes = 2048 * page;  // 8 MiB of 4 KiB pages
   std::vector<uint8_t> data(bytes);

@@ -100,8 +100,9 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
   }
 }
 
-TEST_CASE("exporter matrix: the ring slides past the model's context (3x; GPT-2 to its last position) with its state "
-          "bounded by the window") {
+TEST_CASE(
+    "exporter matrix: the ring slides past the model's context (3x; GPT-2 to its last position) with its state "
+    "bounded by the window") {
   for (const fs::path& cell : cells()) {
     const std::string name = cell.filename().string();
     CAPTURE(name);

@@ -122,16 +122,16 @@ TEST_CASE("MatMul of a transposed constant reads the weight as it lies: a tied L
   ModelBuilder b(17);
   b.input("ids", onnx::TensorProto::INT64, {2}).output("logits").output("other");
   b.initializer_f32("embed", {3, 2}, {1, 2, 3, 4, 5, 6});  // [vocab 3, hidden 2]
-  b.node("Gather", {"embed", "ids"}, {"h"});                // [2, 2]
+  b.node("Gather", {"embed", "ids"}, {"h"});               // [2, 2]
   OnnxBuilder::attr(b.node("Transpose", {"embed"}, {"head"}), "perm", std::vector<int64_t>{1, 0});
-  b.node("MatMul", {"h", "head"}, {"logits"});              // h · embedᵀ: [2, 3]
+  b.node("MatMul", {"h", "head"}, {"logits"});  // h · embedᵀ: [2, 3]
   b.initializer_f32("w", {2, 2}, {1, 0, 0, 1});
-  b.node("Transpose", {"w"}, {"wt"});                       // read by a non-MatMul too: left to folding
+  b.node("Transpose", {"w"}, {"wt"});  // read by a non-MatMul too: left to folding
   b.node("Add", {"wt", "wt"}, {"other"});
   const std::string path = b.save(d.path / "m.onnx");
   Session s(path);
   CHECK(count_ops(s, "FusedMatMul") == 1);
-  CHECK(count_ops(s, "Transpose") == 0);  // the head's bypassed, the other folded
+  CHECK(count_ops(s, "Transpose") == 0);   // the head's bypassed, the other folded
   for (const Value& v : s.graph().values)  // no transposed copy of the table was made
     CHECK_FALSE((v.constant && v.constant->shape() == Shape{2, 3}));
   CHECK(s.graph().values[static_cast<size_t>(s.graph().find_value("embed"))].constant->raw() != nullptr);  // Gather reads it

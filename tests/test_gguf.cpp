@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "convert/gguf.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
-#include "convert/gguf.h"
 #include "model_builder.h"
 #include "test_util.h"
 
@@ -141,7 +141,8 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
   {  // a token that is not UTF-8 (the spec's strings are; JSON output would throw on it later)
     GgufWriter w = header(3, 0, 1);
     w.str("tokenizer.ggml.tokens").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(2).str("ok").str("\xD2");
-    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }), "tokenizer.ggml.tokens holds a string of 1 bytes at offset 87 that is not UTF-8"));
+    CHECK(contains(error_of([&] { GgufFile f(write(d, w.b)); }),
+                   "tokenizer.ggml.tokens holds a string of 1 bytes at offset 87 that is not UTF-8"));
   }
   {  // an alignment that is not a power of two
     GgufWriter w = header(3, 0, 1);
@@ -178,7 +179,8 @@ TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf packa
     std::vector<float> got(want.size());
     dequantize_blocks(static_cast<GgmlType>(c["type"].get<int>()), bytes.data(), static_cast<int64_t>(got.size()), got.data());
     double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1e-3, std::abs(double(want[i]))));
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1e-3, std::abs(double(want[i]))));
     CHECK(worst < 1e-6);
   }
   CHECK(contains(error_of([] {

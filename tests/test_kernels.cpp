@@ -12,12 +12,12 @@
 #include "core/tensor.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_avx512.h"
-#include "kernels/cpu/isa.h"
 #include "kernels/cpu/gemm_packed.h"
-#include "kernels/cpu/nbits.h"
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/nbits.h"
+#include "kernels/cpu/parallel.h"
 
 using namespace tern;
 
@@ -52,7 +52,7 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
           CHECK(std::abs(y1[i] - exact) <= 1e-6 * magnitude + 1e-30);
           CHECK(std::abs(y2[i] - exact) <= 1e-6 * magnitude + 1e-30);
           CHECK(std::abs(ref[i] - exact) <= 1e-6 * magnitude + 1e-30);  // the bound is fair to the reference too
-          CHECK(y2[i] == y3[i]);  // the same threads: the same bits
+          CHECK(y2[i] == y3[i]);                                        // the same threads: the same bits
         }
     }
 }
@@ -73,7 +73,10 @@ struct RandomNBits {
     for (auto& v : q) v = static_cast<uint8_t>(byte(g));
     for (auto& v : zp) v = static_cast<uint8_t>(byte(g));
     for (auto& v : scales) v = 0.01f + 0.1f * u(g);
-    w.N = N; w.K = K; w.bits = bits; w.block = block;
+    w.N = N;
+    w.K = K;
+    w.bits = bits;
+    w.block = block;
     w.data = q.data();
     w.scales = scales.data();
     w.zp_packed = with_zp ? zp.data() : nullptr;
@@ -85,31 +88,36 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4- and 8-bit blocks, w
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {4, 8})
-  for (int64_t block : {16, 32, 128})
-    for (auto [K, N] : {std::pair<int64_t, int64_t>{16, 1}, {48, 7}, {100, 9}, {256, 64}, {1000, 300}})
-      for (bool with_zp : {false, true})
-        for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
-          CAPTURE(bits); CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(with_zp); CAPTURE(M);
-          const RandomNBits r(g, N, K, bits, block, with_zp);
-          const kernels::NBitsWeights& w = r.w;
-          std::vector<float> x(static_cast<size_t>(M * K));
-          for (auto& v : x) v = u(g);
-          REQUIRE(kernels::gemv_nbits_supported(w));
-          std::vector<float> W(static_cast<size_t>(K * N)), y(static_cast<size_t>(M * N), 7.0f), y_again(y.size());
-          kernels::dequantize_nbits_transposed(w, W.data());
-          kernels::gemv_nbits(x.data(), M, w, y.data());
-          kernels::gemv_nbits(x.data(), M, w, y_again.data());
-          CHECK(y == y_again);  // same bits run to run
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = 0; n < N; ++n) {
-              double ref = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                ref += static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
-                mag += std::abs(static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)]);
+    for (int64_t block : {16, 32, 128})
+      for (auto [K, N] : {std::pair<int64_t, int64_t>{16, 1}, {48, 7}, {100, 9}, {256, 64}, {1000, 300}})
+        for (bool with_zp : {false, true})
+          for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
+            CAPTURE(bits);
+            CAPTURE(block);
+            CAPTURE(K);
+            CAPTURE(N);
+            CAPTURE(with_zp);
+            CAPTURE(M);
+            const RandomNBits r(g, N, K, bits, block, with_zp);
+            const kernels::NBitsWeights& w = r.w;
+            std::vector<float> x(static_cast<size_t>(M * K));
+            for (auto& v : x) v = u(g);
+            REQUIRE(kernels::gemv_nbits_supported(w));
+            std::vector<float> W(static_cast<size_t>(K * N)), y(static_cast<size_t>(M * N), 7.0f), y_again(y.size());
+            kernels::dequantize_nbits_transposed(w, W.data());
+            kernels::gemv_nbits(x.data(), M, w, y.data());
+            kernels::gemv_nbits(x.data(), M, w, y_again.data());
+            CHECK(y == y_again);  // same bits run to run
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double ref = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  ref += static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
+                  mag += std::abs(static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)]);
+                }
+                CHECK(std::abs(y[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
               }
-              CHECK(std::abs(y[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
-            }
-        }
+          }
 }
 
 TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at every ISA tier this CPU runs, bit for bit") {
@@ -124,10 +132,16 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {4, 8})
     for (int64_t block : {32, 64, 128})
-      for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {224, 7}, {1000, 301}})  // 224: 7 blocks of 32, an odd last pair
+      for (auto [K, N] :
+           {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {224, 7}, {1000, 301}})  // 224: 7 blocks of 32, an odd last pair
         for (int zp_form : {0, 1, 2})  // none, packed, float (a GGUF Q4_1 block's −min/scale)
           for (int64_t M = 1; M <= kernels::kGemvMaxRows; M += 3) {
-            CAPTURE(bits); CAPTURE(block); CAPTURE(K); CAPTURE(N); CAPTURE(zp_form); CAPTURE(M);
+            CAPTURE(bits);
+            CAPTURE(block);
+            CAPTURE(K);
+            CAPTURE(N);
+            CAPTURE(zp_form);
+            CAPTURE(M);
             RandomNBits r(g, N, K, bits, block, zp_form == 1);
             const int64_t k_blocks = (K + block - 1) / block;
             std::vector<float> zp_float(static_cast<size_t>(N * k_blocks));
@@ -138,7 +152,8 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             if (half_scales)
               for (float& v : r.scales) v = static_cast<float>(f16(v));
             // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over.
-            const kernels::QuantizedWeights grouped = kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+            const kernels::QuantizedWeights grouped =
+                kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
             const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
             REQUIRE(kernels::gemv_nbits_i8_supported(w));
@@ -209,14 +224,17 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 16, 17, 64})
     for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 17}, {64, 16}, {300, 33}, {513, 100}}) {
-      CAPTURE(M); CAPTURE(K); CAPTURE(N);
+      CAPTURE(M);
+      CAPTURE(K);
+      CAPTURE(N);
       std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
       for (float& v : A) v = u(g);
       for (float& v : B) v = u(g);
       for (DType type : {DType::Float32, DType::Float16, DType::BFloat16}) {  // --weights fp16 / bf16: the
-        CAPTURE(dtype_name(type));                                          // product of the rounded weights
+        CAPTURE(dtype_name(type));                                            // product of the rounded weights
         std::vector<float> rounded(B);
-        for (float& v : rounded) v = type == DType::Float16 ? static_cast<float>(f16(v)) : type == DType::BFloat16 ? static_cast<float>(bf16(v)) : v;
+        for (float& v : rounded)
+          v = type == DType::Float16 ? static_cast<float>(f16(v)) : type == DType::BFloat16 ? static_cast<float>(bf16(v)) : v;
         const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
         std::vector<float> C(static_cast<size_t>(M * N), 7.0f), again(C.size());
         kernels::matmul_packed(A.data(), M, P, C.data());
@@ -245,7 +263,9 @@ TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of t
     std::uniform_real_distribution<float> u(-1, 1);
     for (int64_t M : {1, 11, 12, 13, 25, 33, 40})  // tails of 8-row tiles (avx512bf16) and of 32-row blocks (amx)
       for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {2, 16}, {3, 17}, {255, 32}, {257, 33}, {513, 100}, {1100, 47}}) {
-        CAPTURE(M); CAPTURE(K); CAPTURE(N);  // odd K, K past a tile step and past K blocks, lone panels
+        CAPTURE(M);
+        CAPTURE(K);
+        CAPTURE(N);  // odd K, K past a tile step and past K blocks, lone panels
         std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
         for (float& v : A) v = u(g);
         for (float& v : B) v = u(g);
@@ -288,7 +308,10 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {4, 8})
     for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{5, 32, 3}, {20, 300, 40}, {9, 600, 17}, {40, 1088, 33}}) {
-      CAPTURE(bits); CAPTURE(M); CAPTURE(K); CAPTURE(N);
+      CAPTURE(bits);
+      CAPTURE(M);
+      CAPTURE(K);
+      CAPTURE(N);
       const RandomNBits r(g, N, K, bits, 32, true);
       const kernels::NBitsWeights& w = r.w;
       std::vector<float> A(static_cast<size_t>(M * K));
@@ -308,12 +331,14 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
     }
 }
 
-TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped) gives the scalar rule's bits") {
+TEST_CASE(
+    "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped) gives the scalar rule's bits") {
   std::mt19937 g(21);
   std::uniform_real_distribution<float> u(0, 15);
   for (int64_t block : {32, 64, 128})
     for (int zp_form : {0, 1, 2}) {  // none, packed, float
-      CAPTURE(block); CAPTURE(zp_form);
+      CAPTURE(block);
+      CAPTURE(zp_form);
       const int64_t N = 24, K = 256, k_blocks = K / block;
       RandomNBits r(g, N, K, 4, block, zp_form == 1);
       std::vector<float> zf(static_cast<size_t>(N * k_blocks));
@@ -324,10 +349,12 @@ TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value c
       const kernels::NBitsWeights& w = r.w;
       const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);  // the same weights, 16 rows a group
       CHECK(grouped.scales.dtype() == (block == 64 ? DType::Float16 : DType::Float32));
-      for (auto [n0, n1, k0, k1] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256},
-                                    {3, 21, 40, 200}})
+      for (auto [n0, n1, k0, k1] :
+           {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}, {3, 21, 40, 200}})
         for (const kernels::NBitsWeights& form : {w, grouped.view()}) {
-          CAPTURE(n0); CAPTURE(k0); CAPTURE(form.grouped);
+          CAPTURE(n0);
+          CAPTURE(k0);
+          CAPTURE(form.grouped);
           const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
           std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
           kernels::dequantize_nbits_block(form, n0, n1, k0, k1, got.data(), ld);
@@ -337,8 +364,9 @@ TEST_CASE("dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value c
               const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
               const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
               const float zp = zp_form == 2 ? zf[static_cast<size_t>(n * k_blocks + kb)]
-                               : zp_form == 1 ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
-                                              : 8.0f;
+                               : zp_form == 1
+                                   ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
+                                   : 8.0f;
               REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
             }
         }
@@ -366,4 +394,3 @@ TEST_CASE("quantize_nbits: every weight comes back within half a step of its blo
     CHECK(back[5] == 0.0f);
   }
 }
-

@@ -6,15 +6,15 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
-#include <new>
 #include <map>
+#include <new>
 #include <random>
 
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rope.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
-#include "kernels/cpu/kv_ring_buffer.h"
 #include "ops/attention_common.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -100,7 +100,7 @@ TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tok
   CHECK(r.seen(0) == 10);
   CHECK(r.held(0) == 6);
   CHECK(held_keys_first_dim(r, 0) == std::vector<float>{0, 1, 6, 7, 8, 9});  // sinks 0, 1 stay
-  CHECK(r.held(1) == 0);  // sequences are independent
+  CHECK(r.held(1) == 0);                                                     // sequences are independent
 
   KvRingBuffer plain({1, 1, 2, 4, 0});
   for (int t = 0; t < 10; ++t) {
@@ -110,10 +110,11 @@ TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tok
   CHECK(held_keys_first_dim(plain, 0) == std::vector<float>{6, 7, 8, 9});
   CHECK(test::contains(test::error_of([] { KvRingBuffer bad({1, 1, 2, 4, 4}); }), "sinks"));
   CHECK(test::contains(test::error_of([&] {
-          KvRingBuffer empty({1, 1, 2, 4, 0});
-          float q[2] = {1, 1}, out[2];
-          empty.attend(0, q, 1, {1.0f}, {}, out);
-        }), "before any token"));
+                         KvRingBuffer empty({1, 1, 2, 4, 0});
+                         float q[2] = {1, 1}, out[2];
+                         empty.attend(0, q, 1, {1.0f}, {}, out);
+                       }),
+                       "before any token"));
 }
 
 TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-basing)") {
@@ -140,7 +141,8 @@ TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t kvh = h / (Hq / Hkv);
       std::vector<float> qr(D), kr(D);
-      kernels::rope_rotate(q.data() + h * D, qr.data(), rope.cos.data() + (W - 1) * D / 2, rope.sin.data() + (W - 1) * D / 2, D, D, interleaved);
+      kernels::rope_rotate(q.data() + h * D, qr.data(), rope.cos.data() + (W - 1) * D / 2, rope.sin.data() + (W - 1) * D / 2, D, D,
+                           interleaved);
       std::vector<double> score;
       for (size_t i = 0; i < window.size(); ++i) {
         const float* k = keys[static_cast<size_t>(window[i])].data() + kvh * D;
@@ -154,7 +156,8 @@ TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-
       for (double& s : score) sum += (s = std::exp(s - mx));
       for (int64_t d = 0; d < D; ++d) {
         double o = 0;
-        for (size_t i = 0; i < window.size(); ++i) o += score[i] / sum * values[static_cast<size_t>(window[i])][static_cast<size_t>(kvh * D + d)];
+        for (size_t i = 0; i < window.size(); ++i)
+          o += score[i] / sum * values[static_cast<size_t>(window[i])][static_cast<size_t>(kvh * D + d)];
         CHECK(out[static_cast<size_t>(h * D + d)] == doctest::Approx(o).epsilon(1e-5));
       }
     }
@@ -173,15 +176,15 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
     auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(static_cast<size_t>(Hkv * D), g);
     r.append(0, k.data(), v.data());
     for (int64_t h = 0; h < Hkv; ++h) {  // the plain graph's cache: keys rotated at their absolute position
-      kernels::rope_rotate(k.data() + h * D, K.data<float>() + (h * T + t) * D, rope.cos.data() + t * D / 2,
-                           rope.sin.data() + t * D / 2, D, D, false);
+      kernels::rope_rotate(k.data() + h * D, K.data<float>() + (h * T + t) * D, rope.cos.data() + t * D / 2, rope.sin.data() + t * D / 2, D,
+                           D, false);
       std::copy_n(v.data() + h * D, D, V.data<float>() + (h * T + t) * D);
     }
   }
   auto q = randoms(static_cast<size_t>(Hq * D), g);
   for (int64_t h = 0; h < Hq; ++h)
-    kernels::rope_rotate(q.data() + h * D, Q.data<float>() + h * D, rope.cos.data() + (T - 1) * D / 2,
-                         rope.sin.data() + (T - 1) * D / 2, D, D, false);
+    kernels::rope_rotate(q.data() + h * D, Q.data<float>() + h * D, rope.cos.data() + (T - 1) * D / 2, rope.sin.data() + (T - 1) * D / 2, D,
+                         D, false);
   AttentionCall call;
   call.scale = 0.25f;
   Tensor plain = attention(Q, K, V, call);
@@ -238,10 +241,10 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
 }  // namespace
 
 TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {
-  check_chunk_equals_tokens(6, 2, 20, 150, 10, {0.3f});  // a head size with SIMD tails, ten key blocks
-  check_chunk_equals_tokens(32, 8, 64, 70, 0, {0.125f});  // Llama-3.2-1B's heads
-  check_chunk_equals_tokens(4, 4, 128, 37, 5, {0.09f});   // no grouping, rows not a multiple of four
-  check_chunk_equals_tokens(14, 2, 64, 33, 1, {0.125f});  // groups of 7 (Qwen2.5-0.5B)
+  check_chunk_equals_tokens(6, 2, 20, 150, 10, {0.3f});      // a head size with SIMD tails, ten key blocks
+  check_chunk_equals_tokens(32, 8, 64, 70, 0, {0.125f});     // Llama-3.2-1B's heads
+  check_chunk_equals_tokens(4, 4, 128, 37, 5, {0.09f});      // no grouping, rows not a multiple of four
+  check_chunk_equals_tokens(14, 2, 64, 33, 1, {0.125f});     // groups of 7 (Qwen2.5-0.5B)
   check_chunk_equals_tokens(8, 4, 32, 40, 3, {0.2f, 5.0f});  // soft-capped scores (Gemma 2)
 }
 
@@ -409,8 +412,8 @@ TEST_CASE("memory_use accounts for what a decoding session owns: packed weights,
     gen.generate({{1, 17, 93}}, o);
     const MemoryUse m = s->memory_use();
     const double owned = static_cast<double>(owned_host_bytes() - before);
-    MESSAGE("owned ", owned, " B: packed ", m.packed_weights, ", constants ", m.owned_constants, " (mapped ", m.mapped_constants,
-            "), KV ", m.kv_cache, ", activations ", m.activations);
+    MESSAGE("owned ", owned, " B: packed ", m.packed_weights, ", constants ", m.owned_constants, " (mapped ", m.mapped_constants, "), KV ",
+            m.kv_cache, ", activations ", m.activations);
     CHECK(m.kv_cache > 0);
     CHECK(m.activations > 0);
     CHECK(m.packed_weights + m.owned_constants > 0);

@@ -5,18 +5,18 @@
 #include <climits>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "convert/llama2c.h"
 #include "convert/quantize.h"
 #include "diagnostics/evaluate.h"
-#include "llm/generator.h"
-#include "convert/llama2c.h"
-#include "llm/tokenizer.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/isa.h"
+#include "llm/generator.h"
+#include "llm/tokenizer.h"
 #include "model_builder.h"
 #include "test_util.h"
 
@@ -214,7 +214,11 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   o.eos_token_ids = cfg.eos_token_ids;
   CHECK(Generator(half, cfg).generate(prompts, o).tokens == Generator(ring, cfg).generate(prompts, o).tokens);
   // Inside the first 32 tokens nothing has slid yet: the same tokens as the plain graph.
-  auto d = Generator(plain, cfg).generate({prompts[0]}, [] { GenerateOptions g; g.max_new_tokens = 27; return g; }());
+  auto d = Generator(plain, cfg).generate({prompts[0]}, [] {
+    GenerateOptions g;
+    g.max_new_tokens = 27;
+    return g;
+  }());
   CHECK(std::equal(d.tokens[0].begin(), d.tokens[0].end(), c.tokens[0].begin()));
 }
 
@@ -253,8 +257,9 @@ TEST_CASE("a window on a graph with no attention the ring can take over is refus
   CHECK(contains(error_of([&] { Session s(b.save(d.path / "m.onnx"), o); }), "the graph has no past key/value inputs"));
 }
 
-TEST_CASE("the decomposed-attention fusion rewrites every torch-export layer, and leaves a graph alone when "
-          "something else reads the cache") {
+TEST_CASE(
+    "the decomposed-attention fusion rewrites every torch-export layer, and leaves a graph alone when "
+    "something else reads the cache") {
   const fs::path torch_model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
   SessionOptions o;
   o.kv_window = 64;
@@ -324,8 +329,8 @@ TEST_CASE("stories260K perplexity: fp32 equals ONNX Runtime's; fp16, bf16, int8 
     Session s((fs::path(stories_dir()) / "model.onnx").string(), so);
     nll[w] = perplexity(s, ids, 512).mean_nll;
   }
-  MESSAGE("mean NLL fp32 ", nll[WeightFormat::AsStored], ", fp16 ", nll[WeightFormat::Float16], ", bf16 ",
-          nll[WeightFormat::BFloat16], ", int8 ", nll[WeightFormat::Int8], ", int4 ", nll[WeightFormat::Int4]);
+  MESSAGE("mean NLL fp32 ", nll[WeightFormat::AsStored], ", fp16 ", nll[WeightFormat::Float16], ", bf16 ", nll[WeightFormat::BFloat16],
+          ", int8 ", nll[WeightFormat::Int8], ", int4 ", nll[WeightFormat::Int4]);
   CHECK(std::abs(nll[WeightFormat::AsStored] - 1.0257590822) < 1e-4);
   const double base = nll[WeightFormat::AsStored];
   CHECK(std::abs(nll[WeightFormat::Float16] - base) < 0.002 * base);
@@ -386,8 +391,7 @@ TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int
   const auto a = Generator(file, cfg).generate({{1, 17, 93, 204, 5}}, o);
   const auto b = Generator(at_load, cfg).generate({{1, 17, 93, 204, 5}}, o);
   CHECK(a.tokens == b.tokens);
-  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i)
-    CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
+  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
 }
 
 TEST_CASE("generation_config.json gives the sampling defaults; without it generation is greedy") {

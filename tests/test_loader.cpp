@@ -1,10 +1,10 @@
 // The loader against bad and tricky files: every failure names the file, node or tensor.
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <set>
 #include <google/protobuf/descriptor.h>
 #include <onnx/onnx_pb.h>
+#include <fstream>
+#include <set>
 
 #include "graph/onnx_loader.h"
 #include "graph/onnx_wire.h"
@@ -277,7 +277,8 @@ TEST_CASE("onnx_wire's schema is the onnx-ml descriptors' schema") {
       else if (f->type() == FieldDescriptor::TYPE_BYTES) kind = onnx_wire::Kind::Bytes;
       else if (f->is_packable())
         kind = f->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT || f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE
-                   ? onnx_wire::Kind::PackedFixed : onnx_wire::Kind::PackedVarint;
+                   ? onnx_wire::Kind::PackedFixed
+                   : onnx_wire::Kind::PackedVarint;
       else continue;  // a single number: never length-delimited
       ++delimited;
       const onnx_wire::Field* w = m.find(f->number());

@@ -44,7 +44,7 @@ TEST_CASE("decoder_session_options: the last position's logits, a ring as long a
   CHECK(so.kv_window == 2048);
   CHECK_FALSE(so.kv_window_required);  // a graph the ring cannot take keeps its own cache (with a warning)
   CHECK(decoder_session_options(o, ModelConfig{}, true).kv_window == 4096);  // context unknown
-  CHECK(decoder_session_options(o, cfg, false).kv_window == 0);             // beam search, no cache
+  CHECK(decoder_session_options(o, cfg, false).kv_window == 0);              // beam search, no cache
   ModelConfig huge;  // a million positions claimed: the default window stops at 2^17 (RoPE tables are W rows)
   huge.context_length = 1'000'000;
   CHECK(decoder_session_options(o, huge, true).kv_window == kDefaultMaxWindow);

@@ -2,22 +2,22 @@
 // each kernel against a plain-loop reference on the host.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
-#include <algorithm>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "kernels/cpu/nbits.h"
+#include "kernels/opencl/device.h"
 #include "kernels/opencl/kernels.h"
 #include "kernels/opencl/sources.h"
 #include "llm/generator.h"
-#include "kernels/cpu/kv_ring_buffer.h"
 #include "model_builder.h"
-#include "kernels/opencl/device.h"
 #include "test_util.h"
 
 using namespace tern;
@@ -114,7 +114,7 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
   if (!c) return;
   ocl::Kernels k(*c);
   ocl::Kernels per_group(*c, false), per_item(*c, true);  // both GEMV forms, whatever this device prefers
-  const int M = 2, K = 200, N = 37;  // K not a multiple of any work-group size
+  const int M = 2, K = 200, N = 37;                       // K not a multiple of any work-group size
   const auto x = random_floats(static_cast<size_t>(M * K), 1), w = random_floats(static_cast<size_t>(N * K), 2);
   std::vector<float> ref(static_cast<size_t>(M * N));
   for (int m = 0; m < M; ++m)
@@ -307,8 +307,8 @@ TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding
       auto src = upload(*c, rows);
       k.ring_write(*src, Hq * D, row, *src, (Hq + Hkv) * D, row, count, seen, W, S, Hkv * D, half, keys, values);
       seen += count;
-      k.ring_attend(*src, 0, row, count, Hq, Hkv, D, std::min(seen, W), seen, W, S, half, keys, values, drope, scale, scores, out,
-                    0, Hq * D);
+      k.ring_attend(*src, 0, row, count, Hq, Hkv, D, std::min(seen, W), seen, W, S, half, keys, values, drope, scale, scores, out, 0,
+                    Hq * D);
       CHECK(max_diff(download<float>(*c, out, cpu.size()), cpu) < 1e-5f);
     }
   }
@@ -364,8 +364,8 @@ TEST_CASE("the decoder on the OpenCL device: the CPU's tokens and logits, weight
       CHECK(gpu.result.tokens == cpu.result.tokens);
       double worst = 0;
       for (int64_t i = 0; i < cpu.result.prefill_logits.numel(); ++i)
-        worst = std::max(worst, static_cast<double>(std::fabs(cpu.result.prefill_logits.data<float>()[i] -
-                                                              gpu.result.prefill_logits.data<float>()[i])));
+        worst = std::max(
+            worst, static_cast<double>(std::fabs(cpu.result.prefill_logits.data<float>()[i] - gpu.result.prefill_logits.data<float>()[i])));
       CHECK(worst < 1e-3);
       std::string host;
       for (const auto& n : gpu.host_nodes) host += n + " ";

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "kernels/cpu/gemm_packed.h"
-#include "kernels/cpu/isa.h"
-#include "model_builder.h"
 #include "diagnostics/op_bench.h"
 #include "diagnostics/profile_compare.h"
 #include "diagnostics/profile_report.h"
+#include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/isa.h"
+#include "model_builder.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "test_util.h"
@@ -115,11 +115,10 @@ TEST_CASE("profiler: rows by node over runs, intensity and roofline share by han
 
 TEST_CASE("a step's layers: from the norm before each attention to the final norm") {
   // embedding; two pre-norm layers (norm, qkv, attention, o, add, norm, ffn, add); final norm, head
-  const std::vector<std::string> ops = {"Gather", "RMSNormalization", "MatMul", "CachedAttention", "MatMul", "Add",
-                                        "RMSNormalization", "MatMul", "SwiGLU", "MatMul", "Add",
-                                        "RMSNormalization", "MatMul", "CachedAttention", "MatMul", "Add",
-                                        "RMSNormalization", "MatMul", "SwiGLU", "MatMul", "Add",
-                                        "RMSNormalization", "MatMul"};
+  const std::vector<std::string> ops = {
+      "Gather", "RMSNormalization", "MatMul", "CachedAttention", "MatMul", "Add", "RMSNormalization", "MatMul", "SwiGLU", "MatMul",
+      "Add",    "RMSNormalization", "MatMul", "CachedAttention", "MatMul", "Add", "RMSNormalization", "MatMul", "SwiGLU", "MatMul",
+      "Add",    "RMSNormalization", "MatMul"};
   const StepLayers s = split_layers(ops);
   CHECK(s.layers == 2);
   CHECK(s.row == std::vector<int>{0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3});
@@ -137,7 +136,8 @@ TEST_CASE("the HTML report and the roofline SVG hold every chart") {
   Session s((fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx").string(), so);
   std::vector<std::pair<std::string, Tensor>> feeds;
   for (const auto& in : s.inputs()) {  // one prefill of 4 tokens, an empty past
-    if (in.name.rfind("past", 0) == 0) feeds.emplace_back(in.name, Tensor(DType::Float32, {1, (*in.shape)[1].value, 0, (*in.shape)[3].value}));
+    if (in.name.rfind("past", 0) == 0)
+      feeds.emplace_back(in.name, Tensor(DType::Float32, {1, (*in.shape)[1].value, 0, (*in.shape)[3].value}));
     else if (in.name == "position_ids") feeds.emplace_back(in.name, Tensor::from_vector<int64_t>({0, 1, 2, 3}, {1, 4}));
     else feeds.emplace_back(in.name, Tensor::from_vector<int64_t>({1, 1, 1, 1}, {1, 4}));
   }
@@ -159,7 +159,8 @@ TEST_CASE("the HTML report and the roofline SVG hold every chart") {
 
 TEST_CASE("profile comparison reads tern traces and ONNX Runtime profiles") {
   TempDir d;
-  const ProfileTotals ort = read_profile_trace((fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "ort_profile_llama_gqa_torch.json").string());
+  const ProfileTotals ort =
+      read_profile_trace((fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "ort_profile_llama_gqa_torch.json").string());
   CHECK(ort.runs.at("all") == 1);
   CHECK(ort.ms.at("all").count("MatMul"));
   SessionOptions so;
@@ -257,7 +258,9 @@ TEST_CASE("attention's cost: Q·Kᵀ and the sum over V for every key, by hand")
   Profiler prof;
   prof.attach(so);
   Session s(b.save(d.path / "m.onnx"), so);
-  s.run({{"q", Tensor(DType::Float32, {1, 2, 3, 4})}, {"k", Tensor(DType::Float32, {1, 2, 5, 4})}, {"v", Tensor(DType::Float32, {1, 2, 5, 4})}});
+  s.run({{"q", Tensor(DType::Float32, {1, 2, 3, 4})},
+         {"k", Tensor(DType::Float32, {1, 2, 5, 4})},
+         {"v", Tensor(DType::Float32, {1, 2, 5, 4})}});
   const auto rows = prof.by_op_type("run");
   REQUIRE(rows.size() == 1);
   // 2 heads × 3 queries × 5 keys: a 4-long dot product and a 4-long weighted sum each, 2 flops per multiply-add

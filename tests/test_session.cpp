@@ -41,12 +41,12 @@ TEST_CASE("inputs are checked by name, dtype, rank and fixed dims") {
 
   CHECK(contains(error_of([&] { s.run({}); }), "missing input 'x'"));
   CHECK(contains(error_of([&] { s.run({{"x", ok}, {"y", ok}}); }), "'y' is not an input"));
-  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<int64_t>({1, 2, 3, 4}, {1, 1, 4})}}); }),
+  CHECK(contains(error_of([&] {
+                   s.run({{"x", Tensor::from_vector<int64_t>({1, 2, 3, 4}, {1, 1, 4})}});
+                 }),
                  "input 'x': expected float32, got int64"));
-  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3, 4}, {1, 4})}}); }),
-                 "expected rank 3"));
-  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3}, {1, 1, 3})}}); }),
-                 "expected shape [batch,seq,4]"));
+  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3, 4}, {1, 4})}}); }), "expected rank 3"));
+  CHECK(contains(error_of([&] { s.run({{"x", Tensor::from_vector<float>({1, 2, 3}, {1, 1, 3})}}); }), "expected shape [batch,seq,4]"));
 }
 
 TEST_CASE("shape inference keeps symbolic dims through the graph") {
@@ -55,8 +55,8 @@ TEST_CASE("shape inference keeps symbolic dims through the graph") {
   b.input("x", onnx::TensorProto::FLOAT, {-1, -1, 8}, {"batch", "seq"}).output("y");
   b.initializer_i64("shape", {4}, {0, 0, 2, 4});
   b.initializer_i64("perm_dummy", {1}, {0});
-  b.node("Reshape", {"x", "shape"}, {"r"});                                  // [batch, seq, 2, 4]
-  auto& t = b.node("Transpose", {"r"}, {"t"});                               // [batch, 2, seq, 4]
+  b.node("Reshape", {"x", "shape"}, {"r"});     // [batch, seq, 2, 4]
+  auto& t = b.node("Transpose", {"r"}, {"t"});  // [batch, 2, seq, 4]
   auto* perm = t.add_attribute();
   perm->set_name("perm");
   perm->set_type(onnx::AttributeProto::INTS);
@@ -88,7 +88,7 @@ TEST_CASE("constant subgraphs and Shape chains over known dims fold away") {
   b.node("Reshape", {"x", "target"}, {"y"});
   Session s(b.save(d.path / "m.onnx"));
   CHECK(s.passes().stats.folded_nodes == 2);  // Shape and Concat
-  CHECK(s.graph().nodes.size() == 1);       // only Reshape runs
+  CHECK(s.graph().nodes.size() == 1);         // only Reshape runs
   auto out = s.run({{"x", Tensor::from_vector<float>(std::vector<float>(12, 1.0f), {2, 6})}});
   CHECK(out[0].shape() == Shape{2, 6});
 }
@@ -104,7 +104,10 @@ TEST_CASE("dead nodes are removed; repeat runs take nothing new from the system 
   Session s(b.save(d.path / "m.onnx"));
   CHECK(s.passes().stats.removed_nodes == 1);
   Tensor x = Tensor::from_vector<float>(std::vector<float>(64, 0.5f), {64});
-  { auto out = s.run({{"x", x}}); CHECK(out[0].data<float>()[0] == doctest::Approx(-std::exp(0.5f))); }
+  {
+    auto out = s.run({{"x", x}});
+    CHECK(out[0].data<float>()[0] == doctest::Approx(-std::exp(0.5f)));
+  }
   CHECK(s.pool().system_allocations() <= 3);
   s.run({{"x", x}});  // the same shapes twice: this run also makes the step plan (its buffers)
   s.run({{"x", x}});  // replayed; its output buffer and the previous one alternate from now on
@@ -237,13 +240,17 @@ TEST_CASE("shape arithmetic becomes one DimsOf per distinct shape; duplicates me
     CHECK(n.op_type != "Concat");
     dims_of += n.op_type == "DimsOf";
   }
-  CHECK(dims_of == 2);  // the reshape target, once for both layers, and the total
+  CHECK(dims_of == 2);                 // the reshape target, once for both layers, and the total
   CHECK(s.graph().nodes.size() == 4);  // + the Add of one Reshape twice: the layers' Reshapes merged too
   std::vector<float> xs(3 * 2 * 8);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i);
   const Tensor x = Tensor::from_vector<float>(xs, {3, 2, 8});
-  auto past = [](int64_t batch, int64_t len) { return Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(batch * 2 * len * 4), 0.f), {batch, 2, len, 4}); };
-  auto mask = [](int64_t batch, int64_t len) { return Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(batch * len), 1), {batch, len}); };
+  auto past = [](int64_t batch, int64_t len) {
+    return Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(batch * 2 * len * 4), 0.f), {batch, 2, len, 4});
+  };
+  auto mask = [](int64_t batch, int64_t len) {
+    return Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(batch * len), 1), {batch, len});
+  };
   auto out = s.run({{"x", x}, {"past", past(3, 5)}, {"mask", mask(3, 7)}});
   CHECK(out.at("y").shape() == Shape{3, 2, 2, 4});
   CHECK(out.at("y").data<float>()[13] == 26.0f);
@@ -331,7 +338,8 @@ TEST_CASE("a session's memory cap: loading that would pass it fails naming the n
       CHECK(msg.find(where) != std::string::npos);
       CHECK(msg.find("it holds") != std::string::npos);
       CHECK(msg.find("needs 4.2 MB more") != std::string::npos);
-      CHECK(msg.find(cap == (1 << 20) ? "the session's memory cap (max_memory 1.0 MB" : "the session's memory cap (max_memory 6.3 MB") != std::string::npos);
+      CHECK(msg.find(cap == (1 << 20) ? "the session's memory cap (max_memory 1.0 MB" : "the session's memory cap (max_memory 6.3 MB") !=
+            std::string::npos);
     }
     CHECK(owned_host_bytes() == before);  // what the failed load took is back
   }

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "llm/tokenizer.h"
 
@@ -58,7 +58,7 @@ TEST_CASE("Llama-2 SentencePiece-style tokenizer.json (byte fallback) matches Hu
   if (!fs::exists(dir)) return;
   auto tok = load_tokenizer(dir.string());
   CHECK(tok->encode("Hello world", true) == std::vector<int64_t>{1, 15043, 3186});  // <s> ▁Hello ▁world
-  CHECK(tok->decode({1, 15043, 3186, 2}) == "Hello world");                     // control tokens vanish
+  CHECK(tok->decode({1, 15043, 3186, 2}) == "Hello world");                         // control tokens vanish
 }
 
 TEST_CASE("SmolLM2's tokenizer imported from its GGUF gives llama.cpp's ids on 1,000 mixed lines") {

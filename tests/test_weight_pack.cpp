@@ -104,7 +104,7 @@ TEST_CASE("a packed model runs on the pack's prepared weights: the same logits b
       CHECK(packed.weights().pack()->reading());
       check_same(greedy(packed, onnx), expected);
       const MemoryUse use = packed.memory_use();
-      CHECK(use.packed_weights == 0);  // owned: none
+      CHECK(use.packed_weights == 0);                                                 // owned: none
       if (std::string(fixture) == "llama-gqa-torch") CHECK(use.mapped_prepared > 0);  // (the int4 fixture has no float MatMul)
       CHECK(use.mapped_prepared == plain_use.packed_weights);
       // The same constants kept; fused concatenations MatMulNBits reads as stored come mapped from the pack.

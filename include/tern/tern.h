@@ -77,9 +77,9 @@ TERN_API void tern_options_free(tern_options* options);
 TERN_API const char* tern_options_error(const tern_options* options);
 /* Threads for the kernels; 0 = all cores. */
 TERN_API tern_status tern_options_set_threads(tern_options* options, int threads);
-/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx" on x86-64 (a name of the other architecture is refused), "neon", "neondot" on
- * AArch64 (as TERN_ISA does). The tier is
- * chosen once per process, at the first load: a later load asking for another fails. */
+/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx" on x86-64 (a name of the other
+ * architecture is refused), "neon", "neondot" on AArch64 (as TERN_ISA does). The tier is chosen once per process, at the first load: a
+ * later load asking for another fails. */
 TERN_API tern_status tern_options_set_isa(tern_options* options, const char* isa);
 /* Host memory one handle loaded with these options may own: its weights, caches, activations, in bytes; 0 = no
  * cap of its own. A load or run that would pass it fails with TERN_ERROR_MEMORY_LIMIT; other handles keep their
@@ -106,8 +106,8 @@ typedef enum tern_dtype {
   TERN_FLOAT32 = 1,
   TERN_UINT8 = 2,
   TERN_INT8 = 3,
-  TERN_UINT16 = 4,    /* (API 1.1) */
-  TERN_INT16 = 5,     /* (API 1.1) */
+  TERN_UINT16 = 4, /* (API 1.1) */
+  TERN_INT16 = 5,  /* (API 1.1) */
   TERN_INT32 = 6,
   TERN_INT64 = 7,
   TERN_BOOL = 9,
@@ -123,12 +123,12 @@ typedef enum tern_dtype {
 #define TERN_MAX_DIMS 8
 
 typedef struct tern_tensor {
-  const char* name;              /* the graph input or output */
+  const char* name; /* the graph input or output */
   tern_dtype dtype;
-  int32_t rank;                  /* 0 … TERN_MAX_DIMS */
+  int32_t rank; /* 0 … TERN_MAX_DIMS */
   int64_t shape[TERN_MAX_DIMS];
-  void* data;                    /* row-major elements */
-  size_t bytes;                  /* of data's buffer */
+  void* data;   /* row-major elements */
+  size_t bytes; /* of data's buffer */
 } tern_tensor;
 
 /* ---- Graphs: any ONNX model, run on named tensors ----------------------------------------------------- */
@@ -164,18 +164,18 @@ TERN_API tern_status tern_graph_output_info(const tern_graph* graph, size_t inde
  * outputs[i].data when that is not NULL and outputs[i].bytes is large enough (else
  * TERN_ERROR_BUFFER_TOO_SMALL, with .bytes set to the size needed), or, when data is NULL, .data points at
  * memory the graph owns until its next run (for an output that is an input passed through, the input's). */
-TERN_API tern_status tern_graph_run(tern_graph* graph, const tern_tensor* inputs, size_t input_count,
-                                    tern_tensor* outputs, size_t output_count);
+TERN_API tern_status tern_graph_run(tern_graph* graph, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs,
+                                    size_t output_count);
 
 /* Per-node profile of the runs since the load (or the last tern_graph_profile_clear) of a graph loaded with
  * tern_options_set_profiling: one record per node run, in order. Times in microseconds from the first
  * recorded node; flops and bytes are tern's cost model of the node (what the roofline in `tern profile`
  * uses). The array and its strings are valid until the next call on the graph. (API 1.1) */
 typedef struct tern_node_profile {
-  const char* node;     /* the node's name */
-  const char* op_type;  /* after tern's passes: fused nodes carry the fused op's type */
-  const char* kernel;   /* the kernel that ran (its ISA tier or "opencl") */
-  int64_t run;          /* which tern_graph_run, from 0 */
+  const char* node;    /* the node's name */
+  const char* op_type; /* after tern's passes: fused nodes carry the fused op's type */
+  const char* kernel;  /* the kernel that ran (its ISA tier or "opencl") */
+  int64_t run;         /* which tern_graph_run, from 0 */
   double start_us, duration_us;
   double flops, bytes;
 } tern_node_profile;
@@ -202,46 +202,43 @@ TERN_API const char* tern_model_error(const tern_model* model);
 
 typedef struct tern_model_info {
   int64_t vocab_size;
-  int64_t context_length;  /* the model's (0 when it does not say) */
-  int64_t window;          /* the KV ring's tokens */
-  int64_t bos_token_id;    /* -1 when none */
-  int64_t eos_token_id;    /* the first of the model's end tokens; -1 when none */
+  int64_t context_length; /* the model's (0 when it does not say) */
+  int64_t window;         /* the KV ring's tokens */
+  int64_t bos_token_id;   /* -1 when none */
+  int64_t eos_token_id;   /* the first of the model's end tokens; -1 when none */
 } tern_model_info;
 TERN_API tern_status tern_model_get_info(const tern_model* model, tern_model_info* info);
 
 /* Text → token ids into ids[0 … capacity): *count gets how many the text makes (when over capacity:
  * TERN_ERROR_BUFFER_TOO_SMALL and nothing written past capacity). add_bos: begin with the model's BOS. */
-TERN_API tern_status tern_tokenize(tern_model* model, const char* text, int add_bos, int32_t* ids,
-                                   size_t capacity, size_t* count);
+TERN_API tern_status tern_tokenize(tern_model* model, const char* text, int add_bos, int32_t* ids, size_t capacity, size_t* count);
 /* Token ids → text, NUL-terminated, into text[0 … capacity): *length gets the bytes without the NUL (when
  * they do not fit: TERN_ERROR_BUFFER_TOO_SMALL). Bytes need not be whole UTF-8 characters at a cut. */
-TERN_API tern_status tern_detokenize(tern_model* model, const int32_t* ids, size_t count, char* text,
-                                     size_t capacity, size_t* length);
+TERN_API tern_status tern_detokenize(tern_model* model, const int32_t* ids, size_t count, char* text, size_t capacity, size_t* length);
 
 /* A conversation's token ids, as `tern chat` feeds them: the messages (roles "system", "user", "assistant")
  * in the model's chat template, ending with the assistant's turn opened; a model without a template gets
  * one running text. Capacity and *count as in tern_tokenize. (API 1.1) */
-TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* roles, const char* const* contents,
-                                        size_t message_count, int32_t* ids, size_t capacity, size_t* count);
+TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
+                                        int32_t* ids, size_t capacity, size_t* count);
 
 /* Text as tokens arrive: each push gives the new text the token completes (whole UTF-8 characters; may be
  * empty), flush what is held back at the end. `context` (may be NULL) is what came before, e.g. the prompt,
  * so that the first token's leading space is right. The stream uses its model's tokenizer: free it first.
  * *text is valid until the next call on the stream; failures leave their message on the model. (API 1.1) */
 typedef struct tern_text_stream tern_text_stream;
-TERN_API tern_status tern_text_stream_create(tern_model* model, const int32_t* context, size_t context_count,
-                                             tern_text_stream** stream);
+TERN_API tern_status tern_text_stream_create(tern_model* model, const int32_t* context, size_t context_count, tern_text_stream** stream);
 TERN_API void tern_text_stream_free(tern_text_stream* stream);
 TERN_API tern_status tern_text_stream_push(tern_text_stream* stream, int32_t token, const char** text, size_t* length);
 TERN_API tern_status tern_text_stream_flush(tern_text_stream* stream, const char** text, size_t* length);
 
 /* Sampling: greedy when temperature is 0. tern_sampling_default fills tern's defaults (greedy, no penalty). */
 typedef struct tern_sampling {
-  float temperature;         /* 0: greedy */
-  int32_t top_k;             /* 0: off */
-  float top_p;               /* 1: off */
-  float min_p;               /* 0: off */
-  float repetition_penalty;  /* 1: off */
+  float temperature;        /* 0: greedy */
+  int32_t top_k;            /* 0: off */
+  float top_p;              /* 1: off */
+  float min_p;              /* 0: off */
+  float repetition_penalty; /* 1: off */
   uint64_t seed;
 } tern_sampling;
 TERN_API void tern_sampling_default(tern_sampling* sampling);
@@ -275,16 +272,16 @@ TERN_API int64_t tern_model_position(const tern_model* model);
  * tern_model_sample): tern_model_prefill or tern_model_step can go on from there. */
 typedef int (*tern_text_callback)(const char* text, size_t length, void* user_data);
 typedef struct tern_generate_params {
-  int64_t max_new_tokens;     /* at least 1 (default 128) */
+  int64_t max_new_tokens; /* at least 1 (default 128) */
   const tern_sampling* sampling;
-  const char* const* stop;    /* stop strings, `stop_count` of them */
+  const char* const* stop; /* stop strings, `stop_count` of them */
   size_t stop_count;
-  int chat;                   /* non-zero: the prompt is one user turn in the model's chat template */
+  int chat; /* non-zero: the prompt is one user turn in the model's chat template */
 } tern_generate_params;
 TERN_API void tern_generate_params_default(tern_generate_params* params);
 /* *generated (may be NULL) gets how many tokens were generated. */
-TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params,
-                                   tern_text_callback on_text, void* user_data, int64_t* generated);
+TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
+                                   void* user_data, int64_t* generated);
 
 #ifdef __cplusplus
 }

@@ -12,10 +12,21 @@ namespace tern::api {
 
 bool carried(int t) {
   switch (t) {
-    case TERN_FLOAT32: case TERN_UINT8: case TERN_INT8: case TERN_UINT16: case TERN_INT16: case TERN_INT32:
-    case TERN_INT64: case TERN_BOOL: case TERN_FLOAT16: case TERN_FLOAT64: case TERN_UINT32: case TERN_UINT64:
-    case TERN_BFLOAT16: case TERN_UINT4: case TERN_INT4:
-      return true;
+    case TERN_FLOAT32:
+    case TERN_UINT8:
+    case TERN_INT8:
+    case TERN_UINT16:
+    case TERN_INT16:
+    case TERN_INT32:
+    case TERN_INT64:
+    case TERN_BOOL:
+    case TERN_FLOAT16:
+    case TERN_FLOAT64:
+    case TERN_UINT32:
+    case TERN_UINT64:
+    case TERN_BFLOAT16:
+    case TERN_UINT4:
+    case TERN_INT4: return true;
   }
   return false;
 }
@@ -98,8 +109,7 @@ tern_status tern_options_set_isa(tern_options* o, const char* isa) {
   return guarded(&o->error, [&] {
     need(isa, "isa");
     const std::string name = isa;
-    if (!kernels::isa_tier_exists(name))
-      refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (", kernels::isa_tier_names(", "), ")");
+    if (!kernels::isa_tier_exists(name)) refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (", kernels::isa_tier_names(", "), ")");
     o->isa = name;
   });
 }
@@ -118,7 +128,8 @@ tern_status tern_options_set_max_memory(tern_options* o, uint64_t bytes) {
 tern_status tern_options_set_window(tern_options* o, int64_t tokens) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] {
-    if (tokens < 0 || tokens > llm::kMaxContextTokens) refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
+    if (tokens < 0 || tokens > llm::kMaxContextTokens)
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
     if (tokens == 0) o->decoder.window.reset();
     else o->decoder.window = tokens;
   });

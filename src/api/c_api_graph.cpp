@@ -71,8 +71,7 @@ tern_status tern_graph_output_info(const tern_graph* g, size_t i, tern_value_inf
   return guarded(&ignored, [&] { fill_value_info(g->session->outputs()[i], info); });
 }
 
-tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs,
-                           size_t output_count) {
+tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t input_count, tern_tensor* outputs, size_t output_count) {
   if (!g) return TERN_ERROR_INVALID_ARGUMENT;
   tern_graph::ThreadSlot& slot = g->slot();
   return guarded(&slot.error, [&] {
@@ -83,14 +82,16 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
     for (size_t i = 0; i < input_count; ++i) {
       const tern_tensor& in = inputs[i];
       need(in.name, "inputs[i].name");
-      if (in.rank < 0 || in.rank > TERN_MAX_DIMS) refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': rank ", in.rank, " (0 to ", TERN_MAX_DIMS, ")");
+      if (in.rank < 0 || in.rank > TERN_MAX_DIMS)
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': rank ", in.rank, " (0 to ", TERN_MAX_DIMS, ")");
       Shape shape(in.shape, in.shape + in.rank);
       for (int64_t d : shape)
         if (d < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': shape ", shape_str(shape), " has a negative dimension");
       const DType dtype = dtype_from_c(in.dtype, in.name);
       const size_t bytes = bytes_for(dtype, numel_of(shape));
       if (in.bytes != bytes)
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ", shape_str(shape), " has ", bytes);
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ",
+               shape_str(shape), " has ", bytes);
       if (bytes > 0) need(in.data, "input data");
       const size_t align = std::max<size_t>(dtype_size(dtype), 1);  // (4-bit elements: bytes)
       if (reinterpret_cast<uintptr_t>(in.data) % align != 0)
@@ -104,7 +105,8 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
       tern_tensor& out = outputs[i];
       need(out.name, "outputs[i].name");
       const Tensor& t = slot.outputs.at(out.name);
-      if (t.rank() > TERN_MAX_DIMS) refuse(TERN_ERROR_UNSUPPORTED, "output '", out.name, "' has rank ", t.rank(), " (the C API carries up to ", TERN_MAX_DIMS, ")");
+      if (t.rank() > TERN_MAX_DIMS)
+        refuse(TERN_ERROR_UNSUPPORTED, "output '", out.name, "' has rank ", t.rank(), " (the C API carries up to ", TERN_MAX_DIMS, ")");
       out.dtype = c_dtype(t.dtype(), out.name);
       out.rank = static_cast<int32_t>(t.rank());
       std::copy(t.shape().begin(), t.shape().end(), out.shape);

@@ -106,7 +106,8 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
       m.tokenizer_missing = e.what();
     }
     if (m.config.vocab_size <= 0 && m.tokenizer) m.config.vocab_size = m.tokenizer->vocab_size();
-    if (m.config.vocab_size <= 0) refuse(TERN_ERROR_MODEL, "'", files.dir, "' gives no vocab_size and has no tokenizer: ", m.tokenizer_missing);
+    if (m.config.vocab_size <= 0)
+      refuse(TERN_ERROR_MODEL, "'", files.dir, "' gives no vocab_size and has no tokenizer: ", m.tokenizer_missing);
   });
 }
 
@@ -126,9 +127,9 @@ tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
 void tern_model_free(tern_model* model) { delete model; }
 const char* tern_model_error(const tern_model* model) { return model ? model->error.c_str() : "model is NULL"; }
 
-#define TERN_LOADED(m)                                                                          \
-  if (!(m)) return TERN_ERROR_INVALID_ARGUMENT;                                                 \
-  if (!(m)->session) {                                                                          \
+#define TERN_LOADED(m)                                                                                  \
+  if (!(m)) return TERN_ERROR_INVALID_ARGUMENT;                                                         \
+  if (!(m)->session) {                                                                                  \
     return guarded(&(m)->error, [] { refuse(TERN_ERROR_INVALID_ARGUMENT, "the model did not load"); }); \
   }
 
@@ -155,8 +156,8 @@ tern_status tern_tokenize(tern_model* m, const char* text, int add_bos, int32_t*
   });
 }
 
-tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const char* const* contents, size_t message_count,
-                               int32_t* ids, size_t capacity, size_t* count) {
+tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const char* const* contents, size_t message_count, int32_t* ids,
+                               size_t capacity, size_t* count) {
   TERN_LOADED(m);
   return guarded(&m->error, [&] {
     need(count, "count");

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <memory>
-#include <new>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -99,12 +99,12 @@ struct tern_options {
 // A graph's calls may come from several threads at once (as ONNX Runtime's Run): what one call leaves for
 // its caller to read — the outputs tern_graph_run points into, the message of a failure — is kept per thread.
 struct tern_graph {
-  std::string error;  // the load's
+  std::string error;                         // the load's
   std::unique_ptr<tern::Profiler> profiler;  // before the session, whose hook points at it
   std::unique_ptr<tern::Session> session;
   struct ThreadSlot {
-    std::string error;  // this thread's last failure on the graph
-    tern::Outputs outputs;    // this thread's last run's (tern_graph_run hands out pointers into them)
+    std::string error;                       // this thread's last failure on the graph
+    tern::Outputs outputs;                   // this thread's last run's (tern_graph_run hands out pointers into them)
     std::vector<tern_node_profile> profile;  // tern_graph_profile's, pointing into profiler's events
   };
   mutable std::mutex slots_mutex;
@@ -120,8 +120,8 @@ struct tern_model {
   std::string error;
   std::string dir;
   tern::llm::ModelConfig config;
-  std::shared_ptr<tern::Session> session;  // shared by a model's clones
-  std::unique_ptr<tern::llm::Generator> generator;  // this handle's sequence
+  std::shared_ptr<tern::Session> session;                 // shared by a model's clones
+  std::unique_ptr<tern::llm::Generator> generator;        // this handle's sequence
   std::shared_ptr<const tern::llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
   std::string tokenizer_missing;
   // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next

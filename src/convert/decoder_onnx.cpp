@@ -14,7 +14,8 @@ void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos
   cos = Tensor(DType::Float32, {positions, half});
   sin = Tensor(DType::Float32, {positions, half});
   std::vector<float> freq(static_cast<size_t>(half));  // θ_i, the same float run.c computes at every position
-  for (int64_t i = 0; i < half; ++i) freq[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  for (int64_t i = 0; i < half; ++i)
+    freq[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
       const float val = static_cast<float>(p) * freq[static_cast<size_t>(i)];
@@ -59,8 +60,7 @@ void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const st
   const int64_t L = s.layers, H = s.heads, KV = s.kv_heads, V = s.vocab, head = s.head();
   OnnxBuilder b(23, graph_name);
   b.add_opset("com.microsoft", 1);
-  const std::string batch = "batch_size", seq = "sequence_length", past = "past_sequence_length",
-                    total = "total_sequence_length";
+  const std::string batch = "batch_size", seq = "sequence_length", past = "past_sequence_length", total = "total_sequence_length";
   b.input("input_ids", DType::Int64, {batch, seq});
   b.input("attention_mask", DType::Int64, {batch, total});
   b.input("position_ids", DType::Int64, {batch, seq});
@@ -132,15 +132,15 @@ void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const st
     project(b, p + "self_attn.v_proj", lw.v, p + "x", p + "v");
     rope(head_norm(p + "q", p + "self_attn.q_norm.weight", lw.q_norm), p + "q_rot", H);
     rope(head_norm(p + "k", p + "self_attn.k_norm.weight", lw.k_norm), p + "k_rot", KV);
-    auto& att = b.node("Attention", {p + "q_rot", p + "k_rot", p + "v", "attn.bias", "past_key_values." + l_s + ".key",
-                                     "past_key_values." + l_s + ".value"},
-                       {p + "attn", "present." + l_s + ".key", "present." + l_s + ".value"});
+    auto& att =
+        b.node("Attention",
+               {p + "q_rot", p + "k_rot", p + "v", "attn.bias", "past_key_values." + l_s + ".key", "past_key_values." + l_s + ".value"},
+               {p + "attn", "present." + l_s + ".key", "present." + l_s + ".value"});
     OnnxBuilder::attr(att, "q_num_heads", H);
     OnnxBuilder::attr(att, "kv_num_heads", KV);
     project(b, p + "self_attn.o_proj", lw.o, p + "attn", p + "o");
     b.node("Add", {h, p + "o"}, {p + "h_attn"});
-    OnnxBuilder::attr(b.node("RMSNormalization", {p + "h_attn", p + "post_attention_layernorm.weight"}, {p + "x2"}),
-                      "epsilon", s.rms_eps);
+    OnnxBuilder::attr(b.node("RMSNormalization", {p + "h_attn", p + "post_attention_layernorm.weight"}, {p + "x2"}), "epsilon", s.rms_eps);
     project(b, p + "mlp.gate_proj", lw.gate, p + "x2", p + "gate");
     project(b, p + "mlp.up_proj", lw.up, p + "x2", p + "up");
     b.node("Sigmoid", {p + "gate"}, {p + "gate_sig"});

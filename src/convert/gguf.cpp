@@ -118,7 +118,7 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
           y[j + 16] = ggml_half(p) * static_cast<float>(p[4 + j] >> 4) + ggml_half(p + 2);
         }
         break;
-      case GgmlType::Q5_0:  // d · (q − 16), the fifth bits in a 32-bit mask
+      case GgmlType::Q5_0:    // d · (q − 16), the fifth bits in a 32-bit mask
       case GgmlType::Q5_1: {  // d · q + m
         const bool one = t == GgmlType::Q5_1;
         const float d = ggml_half(p);
@@ -183,10 +183,8 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
           scale_min_k4(is, scales, sc1, m1);
           scale_min_k4(is + 1, scales, sc2, m2);
           const uint8_t u1 = static_cast<uint8_t>(1 << is), u2 = static_cast<uint8_t>(2 << is);
-          for (int l = 0; l < 32; ++l)
-            *out++ = d * sc1 * static_cast<float>((ql[l] & 15) + (five && (qh[l] & u1) ? 16 : 0)) - dmin * m1;
-          for (int l = 0; l < 32; ++l)
-            *out++ = d * sc2 * static_cast<float>((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - dmin * m2;
+          for (int l = 0; l < 32; ++l) *out++ = d * sc1 * static_cast<float>((ql[l] & 15) + (five && (qh[l] & u1) ? 16 : 0)) - dmin * m1;
+          for (int l = 0; l < 32; ++l) *out++ = d * sc2 * static_cast<float>((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - dmin * m2;
         }
         break;
       }
@@ -209,7 +207,8 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
         break;
       }
       default:
-        fail_unsupported("ggml ", ggml_type_name(t), " values are not decoded by tern (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+        fail_unsupported("ggml ", ggml_type_name(t),
+                         " values are not decoded by tern (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
                          "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
     }
   }
@@ -217,8 +216,15 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
 
 bool GgufValue::is_integer() const {
   switch (type) {
-    case Type::UInt8: case Type::Int8: case Type::UInt16: case Type::Int16: case Type::UInt32: case Type::Int32:
-    case Type::UInt64: case Type::Int64: case Type::Bool: return true;
+    case Type::UInt8:
+    case Type::Int8:
+    case Type::UInt16:
+    case Type::Int16:
+    case Type::UInt32:
+    case Type::Int32:
+    case Type::UInt64:
+    case Type::Int64:
+    case Type::Bool: return true;
     default: return false;
   }
 }
@@ -227,7 +233,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read little-endian
 constexpr int kMaxArrayDepth = 4;
-constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
+constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 
 // Reads little-endian fields from the mapped bytes, failing with the field's name when the file ends.
 class Cursor {
@@ -267,10 +273,18 @@ class Cursor {
 uint64_t min_bytes(GgufValue::Type t) {
   using T = GgufValue::Type;
   switch (t) {
-    case T::UInt8: case T::Int8: case T::Bool: return 1;
-    case T::UInt16: case T::Int16: return 2;
-    case T::UInt32: case T::Int32: case T::Float32: return 4;
-    case T::UInt64: case T::Int64: case T::Float64: case T::String: return 8;
+    case T::UInt8:
+    case T::Int8:
+    case T::Bool: return 1;
+    case T::UInt16:
+    case T::Int16: return 2;
+    case T::UInt32:
+    case T::Int32:
+    case T::Float32: return 4;
+    case T::UInt64:
+    case T::Int64:
+    case T::Float64:
+    case T::String: return 8;
     case T::Array: return 12;
   }
   return 0;
@@ -339,7 +353,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(map_file(path))
   for (uint64_t k = 0; k < n_kv; ++k) {
     std::string key = c.string("a metadata key");
     const uint32_t type = c.read<uint32_t>(key.c_str());
-    if (type > static_cast<uint32_t>(GgufValue::Type::Float64)) fail("'", path_, "': metadata '", key, "' has value type ", type, ", not a GGUF type");
+    if (type > static_cast<uint32_t>(GgufValue::Type::Float64))
+      fail("'", path_, "': metadata '", key, "' has value type ", type, ", not a GGUF type");
     GgufValue v = read_value(c, static_cast<GgufValue::Type>(type), key, 0);
     if (!metadata_.emplace(key, std::move(v)).second) fail("'", path_, "': metadata key '", key, "' appears twice");
   }
@@ -368,9 +383,11 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(map_file(path))
     const GgmlBlock block = ggml_block(t.type);
     if (block.elements == 0) fail("'", path_, "': tensor '", t.name, "' has ggml ", ggml_type_name(t.type), ", which tern does not know");
     if (t.dims[0] % block.elements != 0)
-      fail("'", path_, "': tensor '", t.name, "' rows of ", t.dims[0], " are not whole ", ggml_type_name(t.type), " blocks of ", block.elements);
+      fail("'", path_, "': tensor '", t.name, "' rows of ", t.dims[0], " are not whole ", ggml_type_name(t.type), " blocks of ",
+           block.elements);
     t.bytes = t.elements / block.elements * block.bytes;
-    if (offset % alignment_ != 0) fail("'", path_, "': tensor '", t.name, "' starts at ", offset, ", not a multiple of the alignment ", alignment_);
+    if (offset % alignment_ != 0)
+      fail("'", path_, "': tensor '", t.name, "' starts at ", offset, ", not a multiple of the alignment ", alignment_);
     t.data = reinterpret_cast<const uint8_t*>(offset);  // relative until the data section is known
     tensors_.push_back(std::move(t));
   }
@@ -378,7 +395,8 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(map_file(path))
   for (GgufTensor& t : tensors_) {
     const auto offset = reinterpret_cast<uint64_t>(t.data);
     if (data_start > file_->size || offset > file_->size - data_start || static_cast<uint64_t>(t.bytes) > file_->size - data_start - offset)
-      fail("'", path_, "' is truncated: tensor '", t.name, "' (", t.bytes, " bytes at data offset ", offset, ") ends past the end of the file");
+      fail("'", path_, "' is truncated: tensor '", t.name, "' (", t.bytes, " bytes at data offset ", offset,
+           ") ends past the end of the file");
     t.data = bytes + data_start + offset;
   }
 }
@@ -404,7 +422,8 @@ std::string GgufFile::string(const std::string& key) const {
 
 int64_t GgufFile::integer(const std::string& key) const {
   const GgufValue& v = require(*this, key);
-  if (!v.is_integer() || (v.type == GgufValue::Type::UInt64 && v.i < 0)) fail("'", path_, "': metadata '", key, "' is not an integer tern can hold");
+  if (!v.is_integer() || (v.type == GgufValue::Type::UInt64 && v.i < 0))
+    fail("'", path_, "': metadata '", key, "' is not an integer tern can hold");
   return v.i;
 }
 

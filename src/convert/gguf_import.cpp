@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/output_files.h"
-#include "convert/gguf.h"
 #include "convert/architecture.h"
 #include "convert/decoder_onnx.h"
+#include "convert/gguf.h"
+#include "core/output_files.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 
@@ -103,7 +103,8 @@ Tensor vector_of(const GgufFile& f, const std::string& name, int64_t n) { return
 // tokenizer.json for a gpt2-style (byte-level BPE) GGUF vocabulary.
 json tokenizer_json(const GgufFile& f) {
   const std::string model = f.string("tokenizer.ggml.model");
-  if (model != "gpt2") fail_unsupported("'", f.path(), "': tokenizer model '", model, "' is not imported yet (tern imports gpt2-style BPE)");
+  if (model != "gpt2")
+    fail_unsupported("'", f.path(), "': tokenizer model '", model, "' is not imported yet (tern imports gpt2-style BPE)");
   const auto& tokens = f.array("tokenizer.ggml.tokens");
   const auto& merges = f.array("tokenizer.ggml.merges");
   const std::vector<GgufValue> no_types;
@@ -114,8 +115,13 @@ json tokenizer_json(const GgufFile& f) {
     vocab[tokens[i].s] = i;
     const int64_t type = i < types.size() ? types[i].i : 1;
     if (type == 3 || type == 4)  // control, user-defined: matched whole before BPE
-      added.push_back({{"id", i}, {"content", tokens[i].s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                       {"normalized", false}, {"special", type == 3}});
+      added.push_back({{"id", i},
+                       {"content", tokens[i].s},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", type == 3}});
   }
   for (const auto& m : merges) merge_list.push_back(m.s);
   // Pre-tokenization as llama.cpp names it (tokenizer.ggml.pre) in Hugging Face's terms.
@@ -128,11 +134,14 @@ json tokenizer_json(const GgufFile& f) {
     pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}};
   } else if (pre == "llama-bpe" || pre == "llama3" || pre == "qwen2") {
     byte_level["use_regex"] = false;
-    const json split = {{"type", "Split"}, {"pattern", {{"Regex", pre == "qwen2" ? llm::kQwen2SplitRegex : llm::kLlama3SplitRegex}}},
-                        {"behavior", "Isolated"}, {"invert", false}};
+    const json split = {{"type", "Split"},
+                        {"pattern", {{"Regex", pre == "qwen2" ? llm::kQwen2SplitRegex : llm::kLlama3SplitRegex}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}};
     pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
   } else {
-    fail_unsupported("'", f.path(), "': pre-tokenizer '", pre, "' is not imported yet (tern knows default, gpt2, smollm, llama-bpe, qwen2)");
+    fail_unsupported("'", f.path(), "': pre-tokenizer '", pre,
+                     "' is not imported yet (tern knows default, gpt2, smollm, llama-bpe, qwen2)");
   }
   json post = nullptr;
   if (f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") && f.has("tokenizer.ggml.bos_token_id")) {
@@ -145,8 +154,12 @@ json tokenizer_json(const GgufFile& f) {
             {"pair", json::array()},
             {"special_tokens", {{bos, {{"id", bos}, {"ids", {f.integer("tokenizer.ggml.bos_token_id")}}, {"tokens", {bos}}}}}}};
   }
-  return {{"version", "1.0"}, {"added_tokens", added}, {"normalizer", nullptr}, {"pre_tokenizer", pre_tokenizer},
-          {"post_processor", post}, {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", pre_tokenizer},
+          {"post_processor", post},
+          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
           {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}, {"byte_fallback", false}}}};
 }
 
@@ -235,20 +248,30 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
 
   const fs::path dir(out_dir);
   auto id = [&](const char* k) -> json { return f.has(k) ? json(f.integer(k)) : json(nullptr); };
-  write_json(dir / "config.json",
-             {{"architectures", {std::string(arch.hf_class)}}, {"model_type", std::string(arch.model_type)}, {"hidden_size", s.hidden}, {"head_dim", head},
-              {"intermediate_size", s.ffn}, {"num_hidden_layers", s.layers}, {"num_attention_heads", s.heads},
-              {"num_key_value_heads", s.kv_heads}, {"vocab_size", s.vocab}, {"max_position_embeddings", context},
-              {"rms_norm_eps", s.rms_eps}, {"rope_theta", theta}, {"bos_token_id", id("tokenizer.ggml.bos_token_id")},
-              {"eos_token_id", id("tokenizer.ggml.eos_token_id")}, {"tie_word_embeddings", tied},
-              {"imported_from", fs::path(gguf_path).filename().string()}});
+  write_json(dir / "config.json", {{"architectures", {std::string(arch.hf_class)}},
+                                   {"model_type", std::string(arch.model_type)},
+                                   {"hidden_size", s.hidden},
+                                   {"head_dim", head},
+                                   {"intermediate_size", s.ffn},
+                                   {"num_hidden_layers", s.layers},
+                                   {"num_attention_heads", s.heads},
+                                   {"num_key_value_heads", s.kv_heads},
+                                   {"vocab_size", s.vocab},
+                                   {"max_position_embeddings", context},
+                                   {"rms_norm_eps", s.rms_eps},
+                                   {"rope_theta", theta},
+                                   {"bos_token_id", id("tokenizer.ggml.bos_token_id")},
+                                   {"eos_token_id", id("tokenizer.ggml.eos_token_id")},
+                                   {"tie_word_embeddings", tied},
+                                   {"imported_from", fs::path(gguf_path).filename().string()}});
   write_json(dir / "generation_config.json",
              {{"bos_token_id", id("tokenizer.ggml.bos_token_id")}, {"eos_token_id", id("tokenizer.ggml.eos_token_id")}});
   write_json(dir / "tokenizer.json", tokenizer_json(f));
   json tcfg = {{"add_bos_token", f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") != 0}};
   const auto& tokens = f.array("tokenizer.ggml.tokens");
   for (const auto& [field, k] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"}})
-    if (f.has(k) && f.integer(k) >= 0 && static_cast<size_t>(f.integer(k)) < tokens.size()) tcfg[field] = tokens[static_cast<size_t>(f.integer(k))].s;
+    if (f.has(k) && f.integer(k) >= 0 && static_cast<size_t>(f.integer(k)) < tokens.size())
+      tcfg[field] = tokens[static_cast<size_t>(f.integer(k))].s;
   if (f.has("tokenizer.chat_template")) tcfg["chat_template"] = f.string("tokenizer.chat_template");
   write_json(dir / "tokenizer_config.json", tcfg);
 }

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <sstream>
 
+#include "convert/decoder_onnx.h"
 #include "core/mapped_file.h"
 #include "core/output_files.h"
-#include "convert/decoder_onnx.h"
 
 namespace tern::convert {
 namespace fs = std::filesystem;
@@ -91,8 +91,13 @@ Llama2cConfig read_llama2c_config(const std::string& checkpoint) {
     c.shared_classifier = h[5] > 0;
     h[5] = std::abs(h[5]);
   }
-  c.dim = h[0]; c.hidden_dim = h[1]; c.n_layers = h[2]; c.n_heads = h[3]; c.n_kv_heads = h[4];
-  c.vocab_size = h[5]; c.seq_len = h[6];
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.vocab_size = h[5];
+  c.seq_len = h[6];
   auto bad = [&](const char* what) { fail("'", checkpoint, "': implausible header (", what, "); not a llama2.c checkpoint?"); };
   if (c.dim <= 0 || c.dim > 65536) bad("dim");
   if (c.hidden_dim <= 0 || c.n_layers <= 0 || c.n_layers > 1024 || c.vocab_size <= 0 || c.seq_len <= 0) bad("sizes");
@@ -140,8 +145,7 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
     rope_tables(c.seq_len, head, 10000.0f, cos, sin);
   }
   wcls = c.shared_classifier ? tok_emb : r.take("wcls", {V, D});
-  if (r.remaining() != 0)
-    fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");
+  if (r.remaining() != 0) fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");
 
   DecoderShape shape;
   shape.arch = &gguf_architecture("llama", checkpoint);  // llama2.c rotates pairs (2i, 2i+1), as llama.cpp's llama
@@ -173,8 +177,8 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
       << "  \"num_hidden_layers\": " << L << ",\n  \"num_attention_heads\": " << H << ",\n"
       << "  \"num_key_value_heads\": " << KV << ",\n  \"vocab_size\": " << V << ",\n"
       << "  \"max_position_embeddings\": " << c.seq_len << ",\n  \"rms_norm_eps\": 1e-05,\n"
-      << "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"tie_word_embeddings\": "
-      << (c.shared_classifier ? "true" : "false") << "\n}\n";
+      << "  \"bos_token_id\": 1,\n  \"eos_token_id\": 2,\n  \"tie_word_embeddings\": " << (c.shared_classifier ? "true" : "false")
+      << "\n}\n";
   write_whole_file(fs::path(out_dir) / "config.json", cfg.str());
   // llama2.c ends a sample when the model emits BOS (stories are separated by BOS in training).
   write_whole_file(fs::path(out_dir) / "generation_config.json", "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": [1, 2]\n}\n");

@@ -44,8 +44,8 @@ OnnxBuilder& OnnxBuilder::output(const std::string& name, DType dtype, const std
   return *this;
 }
 
-onnx::NodeProto& OnnxBuilder::node(const std::string& op, const std::vector<std::string>& inputs,
-                                   const std::vector<std::string>& outputs, const std::string& domain) {
+onnx::NodeProto& OnnxBuilder::node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                                   const std::string& domain) {
   auto* n = graph().add_node();
   n->set_op_type(op);
   n->set_name(op + "_" + std::to_string(graph().node_size()));
@@ -91,8 +91,7 @@ void OnnxBuilder::attr(onnx::NodeProto& n, const std::string& name, const std::v
   for (int64_t x : v) a->add_ints(x);
 }
 
-void OnnxBuilder::save(const std::filesystem::path& path, const std::string& external_data,
-                       size_t external_min_bytes) const {
+void OnnxBuilder::save(const std::filesystem::path& path, const std::string& external_data, size_t external_min_bytes) const {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
   onnx::ModelProto m = model_;
   if (!external_data.empty()) {

@@ -25,8 +25,8 @@ class OnnxBuilder {
   OnnxBuilder& input(const std::string& name, DType dtype, const std::vector<DeclaredDim>& dims);
   // An output with a declared type, or with none (dtype Undefined) so inference decides.
   OnnxBuilder& output(const std::string& name, DType dtype = DType::Undefined, const std::vector<DeclaredDim>& dims = {});
-  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs,
-                        const std::vector<std::string>& outputs, const std::string& domain = "");
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::vector<std::string>& outputs,
+                        const std::string& domain = "");
   // Initializers are stored raw; save() may move large ones to an external data file.
   void initializer(const std::string& name, const Tensor& value);
 
@@ -37,8 +37,7 @@ class OnnxBuilder {
 
   // Writes `path`. With `external_data` set, initializers of at least `external_min_bytes` go to that
   // file (next to the model, 64-byte aligned so tern maps them without copying).
-  void save(const std::filesystem::path& path, const std::string& external_data = "",
-            size_t external_min_bytes = 1024) const;
+  void save(const std::filesystem::path& path, const std::string& external_data = "", size_t external_min_bytes = 1024) const;
 
  private:
   onnx::ModelProto model_;

@@ -46,15 +46,14 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
       const Tensor w32 = cast_to(*w, DType::Float32);
       const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block);
       const int64_t k_blocks = (K + block - 1) / block;
-      out.initializer(name + "_q" + std::to_string(bits),
-                      Tensor(DType::UInt8, {N, k_blocks, block * bits / 8}, q.data.buffer()));
+      out.initializer(name + "_q" + std::to_string(bits), Tensor(DType::UInt8, {N, k_blocks, block * bits / 8}, q.data.buffer()));
       // Scales have the activations' type (MatMulNBits' T1).
       out.initializer(name + "_scales", cast_to(q.scales, w->dtype()));
       out.initializer(name + "_zp", q.zero_points);
       quantized[name] = true;
     }
-    auto& m = out.node("MatMulNBits", {n.input(0), name + "_q" + std::to_string(bits), name + "_scales", name + "_zp"},
-                       {n.output(0)}, "com.microsoft");
+    auto& m = out.node("MatMulNBits", {n.input(0), name + "_q" + std::to_string(bits), name + "_scales", name + "_zp"}, {n.output(0)},
+                       "com.microsoft");
     m.set_name(n.name().empty() ? name + "_nbits" : n.name() + "_nbits");
     OnnxBuilder::attr(m, "K", K);
     OnnxBuilder::attr(m, "N", N);

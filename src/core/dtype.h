@@ -83,22 +83,65 @@ bool is_float(DType t);    // f32, f16, bf16, f64
 bool is_integer(DType t);  // signed or unsigned ints (not bool)
 bool is_signed(DType t);
 
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::Float16; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = DType::Int8; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::UInt8; };
-template <> struct dtype_of<int16_t> { static constexpr DType value = DType::Int16; };
-template <> struct dtype_of<uint16_t> { static constexpr DType value = DType::UInt16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of<uint32_t> { static constexpr DType value = DType::UInt32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<uint64_t> { static constexpr DType value = DType::UInt64; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<f16> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr DType value = DType::Int8;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::UInt8;
+};
+template <>
+struct dtype_of<int16_t> {
+  static constexpr DType value = DType::Int16;
+};
+template <>
+struct dtype_of<uint16_t> {
+  static constexpr DType value = DType::UInt16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of<uint32_t> {
+  static constexpr DType value = DType::UInt32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<uint64_t> {
+  static constexpr DType value = DType::UInt64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
 
-template <typename T> struct TypeTag { using type = T; };
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
 
 // Calls f(TypeTag<T>{}) for the C++ type of `t`. The groups keep instantiations to what ops need.
 // A TERN_MINIMAL build keeps the types decoder exports compute in — float32/16, bfloat16 activations,
@@ -123,8 +166,10 @@ decltype(auto) visit_numeric(DType t, F&& f) {
     case DType::UInt64: return f(TypeTag<uint64_t>{});
     default: fail_unsupported("data type ", dtype_name(t), " is not supported here");
 #else
-    default: fail_unsupported("data type ", dtype_name(t), " is not supported here (a TERN_MINIMAL build computes "
-                              "in float32, float16, bfloat16, int32, int64 and bool only)");
+    default:
+      fail_unsupported("data type ", dtype_name(t),
+                       " is not supported here (a TERN_MINIMAL build computes "
+                       "in float32, float16, bfloat16, int32, int64 and bool only)");
 #endif
   }
 }

@@ -55,8 +55,8 @@ template <typename... Args>
   throw UnsupportedError(detail::concat(args...));
 }
 
-#define TERN_CHECK(cond, ...) \
-  do {                        \
+#define TERN_CHECK(cond, ...)               \
+  do {                                      \
     if (!(cond)) ::tern::fail(__VA_ARGS__); \
   } while (0)
 

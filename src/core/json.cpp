@@ -12,20 +12,32 @@ struct ParseCost {
   size_t bytes = 0;
   int depth = 0;
   bool too_deep = false;
-  bool value() { bytes += 64; return true; }
+  bool value() {
+    bytes += 64;
+    return true;
+  }
   bool null() { return value(); }
   bool boolean(bool) { return value(); }
   bool number_integer(int64_t) { return value(); }
   bool number_unsigned(uint64_t) { return value(); }
   bool number_float(double, const std::string&) { return value(); }
-  bool string(std::string& s) { bytes += s.size(); return value(); }
-  bool binary(nlohmann::json::binary_t& b) { bytes += b.size(); return value(); }
+  bool string(std::string& s) {
+    bytes += s.size();
+    return value();
+  }
+  bool binary(nlohmann::json::binary_t& b) {
+    bytes += b.size();
+    return value();
+  }
   bool open() {
     if (++depth > kMaxJsonDepth) return !(too_deep = true);  // stops the pass here
     return value();
   }
   bool start_object(size_t) { return open(); }
-  bool key(std::string& k) { bytes += 96 + k.size(); return true; }
+  bool key(std::string& k) {
+    bytes += 96 + k.size();
+    return true;
+  }
   bool end_object() { return --depth, true; }
   bool start_array(size_t) { return open(); }
   bool end_array() { return --depth, true; }
@@ -56,8 +68,8 @@ nlohmann::json parse_json(std::string_view text, const std::string& what) {
   const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &cost);
   if (cost.too_deep) fail(what, ": its JSON nests deeper than ", kMaxJsonDepth, " levels");
   if (parsed)
-    check_host_bytes(cost.bytes, detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ",
-                                                cost.bytes / 1000000, " MB: "));
+    check_host_bytes(
+        cost.bytes, detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ", cost.bytes / 1000000, " MB: "));
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {

@@ -39,7 +39,8 @@ bool is_utf8(std::string_view s);
 inline int64_t json_int(const nlohmann::json& v, const std::string& what, int64_t lo = std::numeric_limits<int64_t>::min(),
                         int64_t hi = std::numeric_limits<int64_t>::max()) {
   if (!v.is_number_integer()) fail(what, " must be an integer, not ", v.dump().substr(0, 40));
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) fail(what, " ", v.dump(), " is out of range [", lo, ", ", hi, "]");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi))
+    fail(what, " ", v.dump(), " is out of range [", lo, ", ", hi, "]");
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi) fail(what, " ", x, " is out of range [", lo, ", ", hi, "]");
   return x;

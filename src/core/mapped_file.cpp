@@ -78,8 +78,7 @@ bool folder_holds(const std::string& dir, const std::string& name) {
 
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what) {
   const auto file = map_file(path);
-  if (file->size > max_bytes)
-    fail("'", path, "' (", what, ") is ", file->size, " bytes; at most ", max_bytes, " are read as one");
+  if (file->size > max_bytes) fail("'", path, "' (", what, ") is ", file->size, " bytes; at most ", max_bytes, " are read as one");
   return std::string(static_cast<const char*>(file->data), file->size);
 }
 

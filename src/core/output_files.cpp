@@ -84,7 +84,8 @@ StagedFolder::StagedFolder(const fs::path& target) : target_(fs::absolute(target
   if (fs::exists(target_, ec)) {
     if (!fs::is_directory(target_, ec)) fail("'", target.string(), "' exists and is not a folder");
     if (!fs::is_empty(target_, ec) && !fs::exists(target_ / "model.onnx", ec))
-      fail("'", target.string(), "' holds files and no model.onnx: tern writes a model only into a new or empty folder, "
+      fail("'", target.string(),
+           "' holds files and no model.onnx: tern writes a model only into a new or empty folder, "
            "or over its own earlier output");
   }
   const fs::path parent = target_.parent_path();
@@ -122,7 +123,8 @@ void StagedFolder::commit() {
     for (const auto& e : fs::directory_iterator(target_)) {
       const std::string name = e.path().filename().string();
       if ((!e.is_regular_file() || !written.count(name)) && e.path().extension() != ".tern-pack")
-        fail("'", target_.string(), "' holds '", name, "', which the new output does not: not replaced (move it away, "
+        fail("'", target_.string(), "' holds '", name,
+             "', which the new output does not: not replaced (move it away, "
              "or choose another output folder); the new output is not written");
     }
     if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0) {

@@ -18,7 +18,7 @@ class OutputFile {
   explicit OutputFile(std::filesystem::path path);  // created or truncated; fails naming it and why
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
-  ~OutputFile();                                    // not closed: closed and removed (a partial file)
+  ~OutputFile();  // not closed: closed and removed (a partial file)
   void write(const void* data, size_t bytes);
   void write(std::string_view text) { write(text.data(), text.size()); }
   void sync();   // its data on disk (fsync); fails naming the file and why
@@ -43,7 +43,7 @@ class StagedFolder {
   explicit StagedFolder(const std::filesystem::path& target);
   StagedFolder(const StagedFolder&) = delete;
   StagedFolder& operator=(const StagedFolder&) = delete;
-  ~StagedFolder();  // not committed: the temporary folder removed
+  ~StagedFolder();                                                // not committed: the temporary folder removed
   const std::filesystem::path& path() const { return staging_; }  // where the output is written
   // Syncs every file and the folder, then moves it into place (swapping out and removing an earlier
   // output); fails naming what would be lost or what the system refused.

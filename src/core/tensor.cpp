@@ -90,7 +90,8 @@ void take_host_bytes(size_t bytes, const MemoryAccountPtr& account) {
   size_t before = 0;
   if (!take_within(g_owned, bytes, limit, before))
     throw MemoryLimitError(detail::concat("the memory cap (", asked ? "--max-memory " : "the machine's memory, ", memory_size(limit),
-                                          ") would be passed: tern holds ", memory_size(before), " and needs ", memory_size(bytes), " more"));
+                                          ") would be passed: tern holds ", memory_size(before), " and needs ", memory_size(bytes),
+                                          " more"));
   if (account && !take_within(account->held_, bytes, account->limit_ ? account->limit_ : std::numeric_limits<size_t>::max(), before)) {
     g_owned.fetch_sub(bytes, std::memory_order_relaxed);
     throw MemoryLimitError(detail::concat("the session's memory cap (max_memory ", memory_size(account->limit_), ", ", account->owner_,
@@ -241,13 +242,11 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
 
 Tensor::Tensor(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, size_t offset)
     : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), offset_(offset) {
-  TERN_CHECK(!buffer_ || offset_ + nbytes() <= buffer_->bytes(), "tensor of shape ", shape_str(shape_), " (",
-             nbytes(), " bytes) does not fit its buffer of ", buffer_ ? buffer_->bytes() : 0, " bytes");
+  TERN_CHECK(!buffer_ || offset_ + nbytes() <= buffer_->bytes(), "tensor of shape ", shape_str(shape_), " (", nbytes(),
+             " bytes) does not fit its buffer of ", buffer_ ? buffer_->bytes() : 0, " bytes");
 }
 
-void Tensor::check_type(DType t) const {
-  TERN_CHECK(t == dtype_, "tensor holds ", dtype_name(dtype_), ", accessed as ", dtype_name(t));
-}
+void Tensor::check_type(DType t) const { TERN_CHECK(t == dtype_, "tensor holds ", dtype_name(dtype_), ", accessed as ", dtype_name(t)); }
 
 Tensor Tensor::reshaped(Shape shape) const {
   TERN_CHECK(numel_of(shape) == numel(), "cannot reshape ", shape_str(shape_), " to ", shape_str(shape));
@@ -302,8 +301,7 @@ D convert_one(S s) {
     return static_cast<float>(s) != 0.0f || (std::is_integral_v<S> && s != S(0));
   } else if constexpr (std::is_same_v<D, f16> || std::is_same_v<D, bf16>) {
     return D(static_cast<float>(s));
-  } else if constexpr (std::is_integral_v<D> &&
-                       (std::is_floating_point_v<S> || std::is_same_v<S, f16> || std::is_same_v<S, bf16>)) {
+  } else if constexpr (std::is_integral_v<D> && (std::is_floating_point_v<S> || std::is_same_v<S, f16> || std::is_same_v<S, bf16>)) {
     double v = static_cast<double>(static_cast<float>(s));
     if constexpr (std::is_same_v<S, double>) v = s;
     if (std::isnan(v)) return D(0);
@@ -346,8 +344,7 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
     Tensor wide = cast_to(src, DType::Int64);
     uint8_t* p = static_cast<uint8_t*>(dst.raw());
     std::memset(p, 0, dst.nbytes());
-    for (int64_t i = 0; i < src.numel(); ++i)
-      p[i / 2] |= static_cast<uint8_t>((wide.data<int64_t>()[i] & 0xf) << ((i % 2) * 4));
+    for (int64_t i = 0; i < src.numel(); ++i) p[i / 2] |= static_cast<uint8_t>((wide.data<int64_t>()[i] & 0xf) << ((i % 2) * 4));
     return;
   }
   const int64_t n = src.numel();

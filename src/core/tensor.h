@@ -140,13 +140,14 @@ class Tensor {
   template <typename T>
   static Tensor from_vector(const std::vector<T>& v, Shape shape) {
     Tensor t(dtype_of<T>::value, std::move(shape));
-    TERN_CHECK(static_cast<size_t>(t.numel()) == v.size(), "from_vector: ", v.size(), " values for shape ",
-               shape_str(t.shape()));
+    TERN_CHECK(static_cast<size_t>(t.numel()) == v.size(), "from_vector: ", v.size(), " values for shape ", shape_str(t.shape()));
     for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = v[i];
     return t;
   }
   template <typename T>
-  static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
+  static Tensor scalar(T v) {
+    return from_vector<T>({v}, {});
+  }
 
   bool defined() const { return buffer_ != nullptr || dtype_ != DType::Undefined; }
   DType dtype() const { return dtype_; }

@@ -111,8 +111,10 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     OnnxBuilder::attr(n, "storage", static_cast<int64_t>(spec.kv_dtype));
     auto step = [&](int64_t S, int64_t total) {
       return std::vector<std::pair<std::string, Tensor>>{
-          {"q", random_tensor({1, S, H * D}, dt, 1)}, {"k", random_tensor({1, S, Hkv * D}, dt, 2)},
-          {"v", random_tensor({1, S, Hkv * D}, dt, 3)}, {"mask", Tensor::from_vector<int64_t>(std::vector<int64_t>(total, 1), {1, total})}};
+          {"q", random_tensor({1, S, H * D}, dt, 1)},
+          {"k", random_tensor({1, S, Hkv * D}, dt, 2)},
+          {"v", random_tensor({1, S, Hkv * D}, dt, 3)},
+          {"mask", Tensor::from_vector<int64_t>(std::vector<int64_t>(total, 1), {1, total})}};
     };
     first = step(C, C);
     feeds = step(1, C + 1);  // the mask's length is not read for a decode token past the prefill

@@ -9,20 +9,20 @@
 namespace tern {
 
 struct OpBenchSpec {
-  std::string op;              // matmul, rmsnorm, rope, softmax, swiglu, attention
-  std::vector<int64_t> shape;  // what each op's dims mean: op_bench_usage()
-  DType dtype = DType::Float32;                        // activations (and float weights)
-  WeightFormat weights = WeightFormat::AsStored;       // matmul: how the constant weight is kept
+  std::string op;                                            // matmul, rmsnorm, rope, softmax, swiglu, attention
+  std::vector<int64_t> shape;                                // what each op's dims mean: op_bench_usage()
+  DType dtype = DType::Float32;                              // activations (and float weights)
+  WeightFormat weights = WeightFormat::AsStored;             // matmul: how the constant weight is kept
   ActivationFormat activations = ActivationFormat::AsModel;  // matmul int8/int4: fp32 or int8 decode rows
-  DType kv_dtype = DType::Float32;                     // attention: ring storage
+  DType kv_dtype = DType::Float32;                           // attention: ring storage
   int threads = 0;
   Device device;         // cpu, or an OpenCL device (the op runs there when it can)
   double seconds = 0.5;  // timed runs go on until this much node time, at least 10 and at most 10,000
 };
 
 struct OpBenchResult {
-  std::string graph;   // the node benchmarked, e.g. "MatMul [1,2048] x [2048,8192] (constant, int4)"
-  std::string kernel;  // Op::kernel
+  std::string graph;       // the node benchmarked, e.g. "MatMul [1,2048] x [2048,8192] (constant, int4)"
+  std::string kernel;      // Op::kernel
   bool on_device = false;  // ran on spec.device (else on the CPU)
   int64_t runs = 0;
   double median_ms = 0, min_ms = 0;

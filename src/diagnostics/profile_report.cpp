@@ -68,8 +68,8 @@ std::string legend(const Palette& color, double x, double y, double width) {
   for (const std::string& op : color.ops()) {
     const double w = 22 + 6.5 * static_cast<double>(op.size());
     if (cx + w > x + width) cx = x, y += 16;
-    s << "<rect x='" << cx << "' y='" << y - 9 << "' width='10' height='10' fill='" << color(op) << "'/><text x='" << cx + 14
-      << "' y='" << y << "' font-size='11'>" << xml(op) << "</text>";
+    s << "<rect x='" << cx << "' y='" << y - 9 << "' width='10' height='10' fill='" << color(op) << "'/><text x='" << cx + 14 << "' y='"
+      << y << "' font-size='11'>" << xml(op) << "</text>";
     cx += w;
   }
   return s.str();
@@ -146,47 +146,45 @@ std::string roofline_svg(const Profiler& p, const MachinePeaks& m) {
   auto X = [&](double v) { return L + (W - L - R) * std::log10(std::max(v, x0) / x0) / std::log10(x1 / x0); };
   auto Y = [&](double v) { return H - B - (H - T - B) * std::log10(std::clamp(v, y0, y1) / y0) / std::log10(y1 / y0); };
   std::ostringstream s;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' class='chart' id='roofline' width='" << W << "' height='" << H
-    << "' viewBox='0 0 " << W << " " << H << "' font-family='sans-serif'>";
+  s << "<svg xmlns='http://www.w3.org/2000/svg' class='chart' id='roofline' width='" << W << "' height='" << H << "' viewBox='0 0 " << W
+    << " " << H << "' font-family='sans-serif'>";
   s << "<rect width='100%' height='100%' fill='white'/>";
   s << "<text x='" << L << "' y='22' font-size='15' font-weight='bold'>Roofline: each op type's achieved GFLOP/s against "
     << "this machine's limits</text>";
   for (double d = x0; d <= x1 * 1.001; d *= 10)  // decades: grid and labels
-    s << "<line x1='" << X(d) << "' y1='" << T << "' x2='" << X(d) << "' y2='" << H - B << "' stroke='#ddd'/><text x='" << X(d)
-      << "' y='" << H - B + 16 << "' font-size='11' text-anchor='middle'>" << fmt("%g", d) << "</text>";
+    s << "<line x1='" << X(d) << "' y1='" << T << "' x2='" << X(d) << "' y2='" << H - B << "' stroke='#ddd'/><text x='" << X(d) << "' y='"
+      << H - B + 16 << "' font-size='11' text-anchor='middle'>" << fmt("%g", d) << "</text>";
   for (double d = y0; d <= y1 * 1.001; d *= 10)
-    s << "<line x1='" << L << "' y1='" << Y(d) << "' x2='" << W - R << "' y2='" << Y(d) << "' stroke='#ddd'/><text x='" << L - 6
-      << "' y='" << Y(d) + 4 << "' font-size='11' text-anchor='end'>" << fmt("%g", d) << "</text>";
+    s << "<line x1='" << L << "' y1='" << Y(d) << "' x2='" << W - R << "' y2='" << Y(d) << "' stroke='#ddd'/><text x='" << L - 6 << "' y='"
+      << Y(d) + 4 << "' font-size='11' text-anchor='end'>" << fmt("%g", d) << "</text>";
   s << "<rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B << "' fill='none' stroke='#444'/>";
   s << "<text x='" << (L + W - R) / 2 << "' y='" << H - B + 36 << "' font-size='12' text-anchor='middle'>arithmetic intensity "
     << "(flop per byte moved)</text><text transform='translate(16," << (T + H - B) / 2
     << ") rotate(-90)' font-size='12' text-anchor='middle'>achieved GFLOP/s</text>";
   // The roofs: bandwidth × intensity up to the ridge, then the compute peak.
   const double ridge = m.gflops / m.gb_s, xs = std::max(x0, y0 / m.gb_s);
-  s << "<polyline class='roof' points='" << X(xs) << "," << Y(xs * m.gb_s) << " " << X(ridge) << "," << Y(m.gflops) << " " << X(x1)
-    << "," << Y(m.gflops) << "' fill='none' stroke='#000' stroke-width='2.5'/>";
-  s << "<text x='" << X(x1) - 4 << "' y='" << Y(m.gflops) - 6 << "' font-size='11' text-anchor='end'>peak fp32 "
-    << fmt("%.1f", m.gflops) << " GFLOP/s</text>";
+  s << "<polyline class='roof' points='" << X(xs) << "," << Y(xs * m.gb_s) << " " << X(ridge) << "," << Y(m.gflops) << " " << X(x1) << ","
+    << Y(m.gflops) << "' fill='none' stroke='#000' stroke-width='2.5'/>";
+  s << "<text x='" << X(x1) - 4 << "' y='" << Y(m.gflops) - 6 << "' font-size='11' text-anchor='end'>peak fp32 " << fmt("%.1f", m.gflops)
+    << " GFLOP/s</text>";
   s << "<text x='" << X(xs) + 6 << "' y='" << Y(xs * m.gb_s) - 8 << "' font-size='11'>read bandwidth " << fmt("%.1f", m.gb_s)
     << " GB/s</text>";
   for (const Point& pt : points) {
     const double cx = X(pt.row.intensity()), cy = Y(pt.row.gflops_per_s()), r = 4 + 16 * std::sqrt(pt.share);
-    const std::string tip = pt.phase + " " + pt.row.name + ": " + fmt("%.2f", pt.row.ms) + " ms (" + fmt("%.1f", 100 * pt.share) +
-                            "%), " + fmt("%.1f", pt.row.gflops_per_s()) + " GFLOP/s, " + fmt("%.1f", pt.row.gb_per_s()) +
-                            " GB/s, " + fmt("%.2f", pt.row.intensity()) + " flop/B, " + fmt("%.0f", pt.row.roofline_pct(m)) +
-                            "% of the roof";
+    const std::string tip = pt.phase + " " + pt.row.name + ": " + fmt("%.2f", pt.row.ms) + " ms (" + fmt("%.1f", 100 * pt.share) + "%), " +
+                            fmt("%.1f", pt.row.gflops_per_s()) + " GFLOP/s, " + fmt("%.1f", pt.row.gb_per_s()) + " GB/s, " +
+                            fmt("%.2f", pt.row.intensity()) + " flop/B, " + fmt("%.0f", pt.row.roofline_pct(m)) + "% of the roof";
     if (pt.phase == "decode")  // decode a diamond, other phases a circle
-      s << "<path class='mark op-point' d='M" << cx << "," << cy - r << " L" << cx + r << "," << cy << " L" << cx << "," << cy + r
-        << " L" << cx - r << "," << cy << " Z'";
-    else
-      s << "<circle class='mark op-point' cx='" << cx << "' cy='" << cy << "' r='" << r << "'";
+      s << "<path class='mark op-point' d='M" << cx << "," << cy - r << " L" << cx + r << "," << cy << " L" << cx << "," << cy + r << " L"
+        << cx - r << "," << cy << " Z'";
+    else s << "<circle class='mark op-point' cx='" << cx << "' cy='" << cy << "' r='" << r << "'";
     s << " fill='" << color(pt.row.name) << "' fill-opacity='0.75' stroke='#222'><title>" << xml(tip) << "</title>"
       << (pt.phase == "decode" ? "</path>" : "</circle>");
     if (pt.share >= 0.02) {  // labelled on the right, or on the left when that would leave the chart
       const std::string label = pt.row.name + " (" + pt.phase + ", " + fmt("%.0f", pt.row.roofline_pct(m)) + "%)";
       const bool left = cx + r + 3 + 6.5 * static_cast<double>(label.size()) > W - R;
-      s << "<text x='" << (left ? cx - r - 3 : cx + r + 3) << "' y='" << cy + 4 << "' font-size='11'"
-        << (left ? " text-anchor='end'" : "") << ">" << xml(label) << "</text>";
+      s << "<text x='" << (left ? cx - r - 3 : cx + r + 3) << "' y='" << cy + 4 << "' font-size='11'" << (left ? " text-anchor='end'" : "")
+        << ">" << xml(label) << "</text>";
     }
   }
   s << "<text x='" << L + 8 << "' y='" << T + 16 << "' font-size='11'>&#9679; prefill   &#9670; decode   (area: share of the "
@@ -194,8 +192,9 @@ std::string roofline_svg(const Profiler& p, const MachinePeaks& m) {
   if (!off_chart.empty()) {
     std::string names;
     for (const auto& n : off_chart) names += (names.empty() ? "" : ", ") + n;
-    s << "<text x='" << L << "' y='" << H - 8 << "' font-size='10' fill='#555'>no arithmetic, not on the chart: "
-      << xml(names.size() > 110 ? names.substr(0, 107) + "..." : names) << "</text>";
+    s << "<text x='" << L << "' y='" << H - 8
+      << "' font-size='10' fill='#555'>no arithmetic, not on the chart: " << xml(names.size() > 110 ? names.substr(0, 107) + "..." : names)
+      << "</text>";
   }
   s << "</svg>";
   return s.str();
@@ -220,21 +219,19 @@ std::string time_by_op_svg(const Profiler& p, const Palette& color) {
       const auto& r = rows[i];
       const double w = (W - L - R) * r.ms / top;
       body << "<text x='" << L - 6 << "' y='" << y + bar - 4 << "' font-size='11' text-anchor='end'>" << xml(r.name) << "</text>"
-           << "<rect class='mark bar' x='" << L << "' y='" << y << "' width='" << std::max(w, 1.0) << "' height='" << bar - 3
-           << "' fill='" << color(r.name) << "'><title>" << xml(r.name + ": " + fmt("%.3f", r.ms) + " ms") << "</title></rect>"
+           << "<rect class='mark bar' x='" << L << "' y='" << y << "' width='" << std::max(w, 1.0) << "' height='" << bar - 3 << "' fill='"
+           << color(r.name) << "'><title>" << xml(r.name + ": " + fmt("%.3f", r.ms) + " ms") << "</title></rect>"
            << "<text x='" << L + std::max(w, 1.0) + 5 << "' y='" << y + bar - 4 << "' font-size='11'>"
-           << fmt("%.1f", total > 0 ? 100 * r.ms / total : 0) << "%  " << fmt("%.2f", r.ms / static_cast<double>(runs))
-           << " ms/run</text>";
+           << fmt("%.1f", total > 0 ? 100 * r.ms / total : 0) << "%  " << fmt("%.2f", r.ms / static_cast<double>(runs)) << " ms/run</text>";
       y += bar;
       ++marks;
     }
     y += 18;
   }
   std::ostringstream s;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' class='chart' id='time-by-op' width='" << W << "' height='" << y << "' viewBox='0 0 "
-    << W << " " << y << "' font-family='sans-serif'><rect width='100%' height='100%' fill='white'/>"
-    << "<text x='10' y='20' font-size='15' font-weight='bold'>Where the time goes: node time by op type</text>" << body.str()
-    << "</svg>";
+  s << "<svg xmlns='http://www.w3.org/2000/svg' class='chart' id='time-by-op' width='" << W << "' height='" << y << "' viewBox='0 0 " << W
+    << " " << y << "' font-family='sans-serif'><rect width='100%' height='100%' fill='white'/>"
+    << "<text x='10' y='20' font-size='15' font-weight='bold'>Where the time goes: node time by op type</text>" << body.str() << "</svg>";
   return s.str();
 }
 
@@ -263,24 +260,24 @@ std::string timeline_svg(const Profiler& p, const std::string& phase, const Pale
   std::ostringstream s;
   s << "<svg xmlns='http://www.w3.org/2000/svg' class='chart' id='timeline-" << xml(phase) << "' width='" << W << "' height='" << H
     << "' viewBox='0 0 " << W << " " << H << "' font-family='sans-serif'><rect width='100%' height='100%' fill='white'/>";
-  s << "<text x='10' y='20' font-size='15' font-weight='bold'>" << xml(phase) << " step, per layer: " << fmt("%.2f", span / 1000)
-    << " ms, " << step.size() << " nodes" << (layers.layers ? "" : " (no attention: one row)") << "</text>";
+  s << "<text x='10' y='20' font-size='15' font-weight='bold'>" << xml(phase) << " step, per layer: " << fmt("%.2f", span / 1000) << " ms, "
+    << step.size() << " nodes" << (layers.layers ? "" : " (no attention: one row)") << "</text>";
   for (int r = 0; r < rows; ++r) {
     const std::string label = r == 0 ? "embedding" : r == rows - 1 ? "head" : "layer " + std::to_string(r - 1);
     if (layers.layers == 0 && r > 0) break;
     if (rows <= 40 || r % 4 == 0 || r == rows - 1)
       s << "<text x='" << L - 6 << "' y='" << T + row_h * r + row_h - 3 << "' font-size='10' text-anchor='end'>"
         << (layers.layers ? label : "graph") << "</text>";
-    if (r % 2) s << "<rect x='" << L << "' y='" << T + row_h * r << "' width='" << W - L - R << "' height='" << row_h << "' fill='#f3f3f3'/>";
+    if (r % 2)
+      s << "<rect x='" << L << "' y='" << T + row_h * r << "' width='" << W - L - R << "' height='" << row_h << "' fill='#f3f3f3'/>";
   }
   for (size_t i = 0; i < step.size(); ++i) {
     const auto* e = step[i];
     const int r = layers.row[i];
     row_ms[static_cast<size_t>(r)] += e->dur_us / 1000;
     s << "<rect class='mark node' x='" << X(e->ts_us) << "' y='" << T + row_h * r + 1 << "' width='"
-      << std::max(X(e->ts_us + e->dur_us) - X(e->ts_us), 0.6) << "' height='" << row_h - 2 << "' fill='" << color(e->op_type)
-      << "'><title>" << xml(e->name + " (" + e->op_type + (e->kernel.empty() ? "" : ", " + e->kernel) + "): " +
-                            fmt("%.3f", e->dur_us / 1000) + " ms")
+      << std::max(X(e->ts_us + e->dur_us) - X(e->ts_us), 0.6) << "' height='" << row_h - 2 << "' fill='" << color(e->op_type) << "'><title>"
+      << xml(e->name + " (" + e->op_type + (e->kernel.empty() ? "" : ", " + e->kernel) + "): " + fmt("%.3f", e->dur_us / 1000) + " ms")
       << "</title></rect>";
   }
   const double axis_y = T + row_h * rows + 14;

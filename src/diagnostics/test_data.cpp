@@ -19,8 +19,7 @@ std::vector<std::pair<std::string, Tensor>> read_input_dir(const Session& sessio
     bool is_input = false;
     for (const auto& in : session.inputs()) is_input |= in.name == name;
     if (!is_input) {
-      if (i >= session.inputs().size())
-        fail("'", p.string(), "': the model has only ", session.inputs().size(), " inputs");
+      if (i >= session.inputs().size()) fail("'", p.string(), "': the model has only ", session.inputs().size(), " inputs");
       name = session.inputs()[i].name;
     }
     feeds.emplace_back(name, std::move(t));
@@ -47,13 +46,22 @@ void write_output_dir(const Outputs& outputs, const std::string& dir) {
 std::string compare_tensors(const Tensor& expected, const Tensor& actual) {
   if (expected.dtype() != actual.dtype())
     return std::string("dtype ") + dtype_name(actual.dtype()) + ", expected " + dtype_name(expected.dtype());
-  if (expected.shape() != actual.shape())
-    return "shape " + shape_str(actual.shape()) + ", expected " + shape_str(expected.shape());
+  if (expected.shape() != actual.shape()) return "shape " + shape_str(actual.shape()) + ", expected " + shape_str(expected.shape());
   double rtol = 0, atol = 0;
   switch (expected.dtype()) {
-    case DType::Float32: case DType::Float64: rtol = 1e-3; atol = 1e-4; break;
-    case DType::Float16: rtol = 1e-2; atol = 1e-2; break;
-    case DType::BFloat16: rtol = 2e-2; atol = 2e-2; break;
+    case DType::Float32:
+    case DType::Float64:
+      rtol = 1e-3;
+      atol = 1e-4;
+      break;
+    case DType::Float16:
+      rtol = 1e-2;
+      atol = 1e-2;
+      break;
+    case DType::BFloat16:
+      rtol = 2e-2;
+      atol = 2e-2;
+      break;
     default: break;
   }
   if (!is_float(expected.dtype())) {

@@ -20,9 +20,7 @@ struct Dim {
   static Dim known(int64_t v) { return Dim{v, {}}; }
   static Dim named(std::string s) { return Dim{-1, std::move(s)}; }
   bool is_known() const { return value >= 0; }
-  bool operator==(const Dim& o) const {
-    return is_known() ? value == o.value : (!symbol.empty() && symbol == o.symbol);
-  }
+  bool operator==(const Dim& o) const { return is_known() ? value == o.value : (!symbol.empty() && symbol == o.symbol); }
   std::string str() const { return is_known() ? std::to_string(value) : (symbol.empty() ? "?" : symbol); }
 };
 using SymShape = std::vector<Dim>;
@@ -60,22 +58,22 @@ struct Attribute {
 struct Value {
   std::string name;
   DType dtype = DType::Undefined;
-  std::optional<SymShape> shape;  // nullopt: rank unknown
-  bool shape_inferred = false;    // shape set by tern's shape rules (not just declared by the file)
-  int producer = -1;              // node index, -1 for graph inputs / initializers
-  std::optional<Tensor> constant; // initializers and folded constants
+  std::optional<SymShape> shape;   // nullopt: rank unknown
+  bool shape_inferred = false;     // shape set by tern's shape rules (not just declared by the file)
+  int producer = -1;               // node index, -1 for graph inputs / initializers
+  std::optional<Tensor> constant;  // initializers and folded constants
   // For shape-like integer tensors (outputs of Shape and what Gather/Concat/Unsqueeze… make of them):
   // the elements in row-major order as dims, known or symbolic. Lets Reshape(x, Concat(Shape(x)[0], 4))
   // infer [batch, 4] at load time.
   std::optional<SymShape> sym_value;
-  std::string unsupported;        // why tern cannot hold this value (string/sequence/float8 type…)
+  std::string unsupported;  // why tern cannot hold this value (string/sequence/float8 type…)
 };
 
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" for the default ONNX domain
-  int opset = 0;       // opset version of `domain` imported by the model
+  std::string domain;        // "" for the default ONNX domain
+  int opset = 0;             // opset version of `domain` imported by the model
   std::vector<int> inputs;   // value ids; -1 for an omitted optional input
   std::vector<int> outputs;  // value ids; -1 for an omitted optional output
   std::map<std::string, Attribute> attrs;
@@ -101,8 +99,8 @@ struct Graph {
   std::map<std::string, int> opsets;  // domain → version; "" is the default domain
   std::unordered_map<std::string, int> value_ids;
 
-  int find_value(const std::string& name) const;  // -1 if absent
-  int add_value(const std::string& name);         // returns existing id if present
+  int find_value(const std::string& name) const;        // -1 if absent
+  int add_value(const std::string& name);               // returns existing id if present
   int add_constant(const std::string& name, Tensor t);  // a value holding `t` (add_value's id, made constant)
 };
 

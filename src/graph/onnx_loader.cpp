@@ -5,13 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <onnx/onnx_pb.h>
 
 #include "core/json.h"
 #include "core/mapped_file.h"
@@ -59,24 +59,33 @@ bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint
     uint64_t tag = 0, len = 0;
     if (!read_varint(p, end, tag)) return false;
     switch (tag & 7) {
-      case 0: if (!read_varint(p, end, len)) return false; cost.bytes += 8; break;
-      case 1: if (end - p < 8) return false; p += 8; cost.bytes += 8; break;
-      case 5: if (end - p < 4) return false; p += 4; cost.bytes += 8; break;
+      case 0:
+        if (!read_varint(p, end, len)) return false;
+        cost.bytes += 8;
+        break;
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        cost.bytes += 8;
+        break;
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        cost.bytes += 8;
+        break;
       case 2: {
         if (!read_varint(p, end, len) || len > static_cast<uint64_t>(end - p)) return false;
         const onnx_wire::Field* field = tag >> 3 <= INT_MAX ? type.find(static_cast<int>(tag >> 3)) : nullptr;
         const Kind kind = field ? field->kind : Kind::Bytes;
         if (kind == Kind::Message) {
-          if (!add_parse_cost(onnx_wire::messages()[static_cast<size_t>(field->message)], p, p + len, depth + 1, cost))
-            return false;
+          if (!add_parse_cost(onnx_wire::messages()[static_cast<size_t>(field->message)], p, p + len, depth + 1, cost)) return false;
         } else if (kind == Kind::PackedFixed) {
           cost.bytes += len;
         } else if (kind == Kind::PackedVarint) {
           cost.bytes += 8 * len;
         } else {
           cost.bytes += len + 300;
-          if (kind == Kind::String && !cost.not_utf8 &&
-              !is_utf8({reinterpret_cast<const char*>(p), static_cast<size_t>(len)})) {
+          if (kind == Kind::String && !cost.not_utf8 && !is_utf8({reinterpret_cast<const char*>(p), static_cast<size_t>(len)})) {
             cost.not_utf8_in = &type;
             cost.not_utf8 = field;
             cost.not_utf8_at = static_cast<size_t>(p - cost.begin);
@@ -107,8 +116,7 @@ void parse_message(Msg& msg, int wire_type, const void* data, size_t size, const
   if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail("'", path, "' is not a valid ", what, " (truncated or corrupt protobuf)");
   if (cost.not_utf8)
-    fail("'", path, "': the string ", cost.not_utf8_in->name, ".", cost.not_utf8->name, " at byte ", cost.not_utf8_at,
-         " is not UTF-8");
+    fail("'", path, "': the string ", cost.not_utf8_in->name, ".", cost.not_utf8->name, " at byte ", cost.not_utf8_at, " is not UTF-8");
 }
 
 // Resolves `location` fields of external tensors, refusing anything outside the model folder.
@@ -143,9 +151,21 @@ class ExternalData {
 
 DType dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
-    case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10: case 11: case 12: case 13:
-    case 16: case 21: case 22:
-      return static_cast<DType>(t);
+    case 1:
+    case 2:
+    case 3:
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 16:
+    case 21:
+    case 22: return static_cast<DType>(t);
     case 8: fail_unsupported(what, ": string tensors are not supported");
     default: fail_unsupported(what, ": data type ", t, " is not supported");
   }
@@ -153,8 +173,7 @@ DType dtype_from_onnx(int32_t t, const std::string& what) {
 
 template <typename Field>
 void check_count(const Field& f, int64_t expected, const std::string& name) {
-  if (static_cast<int64_t>(f.size()) != expected)
-    fail("tensor '", name, "': has ", f.size(), " values, its shape needs ", expected);
+  if (static_cast<int64_t>(f.size()) != expected) fail("tensor '", name, "': has ", f.size(), " values, its shape needs ", expected);
 }
 
 Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
@@ -193,11 +212,11 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
       fail("tensor '", name, "': offset ", offset, " is past the end of '", location, "' (", file->size, " bytes)");
     if (length < 0) length = static_cast<int64_t>(nbytes);
     if (static_cast<size_t>(length) != nbytes)
-      fail("tensor '", name, "': external length ", length, " bytes, its shape ", shape_str(shape), " of ",
-           dtype_name(dt), " needs ", nbytes);
+      fail("tensor '", name, "': external length ", length, " bytes, its shape ", shape_str(shape), " of ", dtype_name(dt), " needs ",
+           nbytes);
     if (static_cast<size_t>(offset) + nbytes > file->size)
-      fail("tensor '", name, "': bytes ", offset, "..", offset + length, " are past the end of '", location,
-           "' (", file->size, " bytes; file truncated?)");
+      fail("tensor '", name, "': bytes ", offset, "..", offset + length, " are past the end of '", location, "' (", file->size,
+           " bytes; file truncated?)");
     char* at = static_cast<char*>(file->data) + offset;
     size_t align = std::max<size_t>(dtype_size(dt), 1);
     if (reinterpret_cast<uintptr_t>(at) % align == 0)  // zero-copy view into the mapping
@@ -211,8 +230,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
   // the bytes in the file are what is there.
   if (p.has_raw_data()) {
     if (p.raw_data().size() != nbytes)
-      fail("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, shape ", shape_str(shape), " of ",
-           dtype_name(dt), " needs ", nbytes);
+      fail("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, shape ", shape_str(shape), " of ", dtype_name(dt), " needs ",
+           nbytes);
     Tensor t(dt, shape);
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
     return t;
@@ -222,8 +241,10 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     case DType::Float32: check_count(p.float_data(), numel, name); break;
     case DType::Float64: check_count(p.double_data(), numel, name); break;
     case DType::Int64: check_count(p.int64_data(), numel, name); break;
-    case DType::UInt32: case DType::UInt64: check_count(p.uint64_data(), numel, name); break;
-    case DType::Int4: case DType::UInt4: check_count(p.int32_data(), static_cast<int64_t>(nbytes), name); break;
+    case DType::UInt32:
+    case DType::UInt64: check_count(p.uint64_data(), numel, name); break;
+    case DType::Int4:
+    case DType::UInt4: check_count(p.int32_data(), static_cast<int64_t>(nbytes), name); break;
     default: check_count(p.int32_data(), numel, name);
   }
   Tensor t(dt, shape);
@@ -232,13 +253,15 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     case DType::Float32: std::memcpy(out, p.float_data().data(), nbytes); break;
     case DType::Float64: std::memcpy(out, p.double_data().data(), nbytes); break;
     case DType::Int64: std::memcpy(out, p.int64_data().data(), nbytes); break;
-    case DType::UInt32: case DType::UInt64:
+    case DType::UInt32:
+    case DType::UInt64:
       for (int64_t i = 0; i < numel; ++i) {
         if (dt == DType::UInt32) reinterpret_cast<uint32_t*>(out)[i] = static_cast<uint32_t>(p.uint64_data(i));
         else reinterpret_cast<uint64_t*>(out)[i] = p.uint64_data(i);
       }
       break;
-    case DType::Int4: case DType::UInt4:  // int32_data holds the packed bytes, two 4-bit values each.
+    case DType::Int4:
+    case DType::UInt4:  // int32_data holds the packed bytes, two 4-bit values each.
       for (size_t i = 0; i < nbytes; ++i) out[i] = static_cast<char>(p.int32_data(static_cast<int>(i)));
       break;
     default: {
@@ -289,17 +312,24 @@ void read_value_info(Graph& g, const onnx::ValueInfoProto& vi, const char* role)
 // nesting thousands would otherwise recurse through every pass.
 constexpr int kMaxSubgraphDepth = 16;
 
-std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
-                                        ExternalData* ext, int depth);
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets, ExternalData* ext, int depth);
 
-Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std::string, int>& opsets,
-                               ExternalData* ext, int depth) {
+Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std::string, int>& opsets, ExternalData* ext, int depth) {
   Attribute r;
   using A = onnx::AttributeProto;
   switch (a.type()) {
-    case A::FLOAT: r.kind = Attribute::Kind::Float; r.f = a.f(); break;
-    case A::INT: r.kind = Attribute::Kind::Int; r.i = a.i(); break;
-    case A::STRING: r.kind = Attribute::Kind::String; r.s = a.s(); break;
+    case A::FLOAT:
+      r.kind = Attribute::Kind::Float;
+      r.f = a.f();
+      break;
+    case A::INT:
+      r.kind = Attribute::Kind::Int;
+      r.i = a.i();
+      break;
+    case A::STRING:
+      r.kind = Attribute::Kind::String;
+      r.s = a.s();
+      break;
     case A::TENSOR:
       r.kind = Attribute::Kind::Tensor;
       try {
@@ -308,10 +338,22 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
         r.unsupported = std::string("attribute '") + a.name() + "': " + e.what();
       }
       break;
-    case A::GRAPH: r.kind = Attribute::Kind::Graph; r.g = graph_from_proto(a.g(), opsets, ext, depth + 1); break;
-    case A::FLOATS: r.kind = Attribute::Kind::Floats; r.floats.assign(a.floats().begin(), a.floats().end()); break;
-    case A::INTS: r.kind = Attribute::Kind::Ints; r.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case A::STRINGS: r.kind = Attribute::Kind::Strings; r.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::GRAPH:
+      r.kind = Attribute::Kind::Graph;
+      r.g = graph_from_proto(a.g(), opsets, ext, depth + 1);
+      break;
+    case A::FLOATS:
+      r.kind = Attribute::Kind::Floats;
+      r.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case A::INTS:
+      r.kind = Attribute::Kind::Ints;
+      r.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case A::STRINGS:
+      r.kind = Attribute::Kind::Strings;
+      r.strings.assign(a.strings().begin(), a.strings().end());
+      break;
     case A::TENSORS:
       r.kind = Attribute::Kind::Tensors;
       for (const auto& t : a.tensors()) r.tensors.push_back(tensor_from_proto(t, ext));
@@ -320,18 +362,18 @@ Attribute attribute_from_proto(const onnx::AttributeProto& a, const std::map<std
       r.kind = Attribute::Kind::Graphs;
       for (const auto& sg : a.graphs()) r.graphs.push_back(graph_from_proto(sg, opsets, ext, depth + 1));
       break;
-    case A::TYPE_PROTO: case A::TYPE_PROTOS: r.kind = Attribute::Kind::TypeProto; break;
-    case A::SPARSE_TENSOR: case A::SPARSE_TENSORS:
-      fail_unsupported("attribute '", a.name(), "': sparse tensors are not supported");
+    case A::TYPE_PROTO:
+    case A::TYPE_PROTOS: r.kind = Attribute::Kind::TypeProto; break;
+    case A::SPARSE_TENSOR:
+    case A::SPARSE_TENSORS: fail_unsupported("attribute '", a.name(), "': sparse tensors are not supported");
     default: fail("attribute '", a.name(), "' has unknown type ", static_cast<int>(a.type()));
   }
   return r;
 }
 
-std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets,
-                                        ExternalData* ext, int depth) {
-  if (depth > kMaxSubgraphDepth)
-    fail("graph '", gp.name(), "': subgraphs nest deeper than ", kMaxSubgraphDepth, " levels");
+std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::map<std::string, int>& opsets, ExternalData* ext,
+                                        int depth) {
+  if (depth > kMaxSubgraphDepth) fail("graph '", gp.name(), "': subgraphs nest deeper than ", kMaxSubgraphDepth, " levels");
   const bool is_subgraph = depth > 0;
   auto g = std::make_shared<Graph>();
   g->name = gp.name();
@@ -364,7 +406,10 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
     n.opset = os == opsets.end() ? 1 : os->second;
     for (const auto& in : np.input()) n.inputs.push_back(in.empty() ? -1 : g->add_value(in));
     for (const auto& out : np.output()) {
-      if (out.empty()) { n.outputs.push_back(-1); continue; }
+      if (out.empty()) {
+        n.outputs.push_back(-1);
+        continue;
+      }
       int id = g->add_value(out);
       const Value& v = g->values[static_cast<size_t>(id)];
       if (v.constant || std::find(g->inputs.begin(), g->inputs.end(), id) != g->inputs.end())

@@ -14,8 +14,8 @@ class ModelProto;
 namespace tern {
 
 struct Model {
-  std::string path;  // the .onnx file
-  std::string dir;   // the folder external data must stay inside
+  std::string path;                         // the .onnx file
+  std::string dir;                          // the folder external data must stay inside
   std::vector<std::string> external_files;  // the external data files the initializers are mapped from
   int64_t ir_version = 0;
   std::string producer;

@@ -56,7 +56,7 @@ std::string source_stamp(const std::vector<std::string>& files) {
     struct stat st {};
     std::ifstream in(path, std::ios::binary);
     if (!in || ::stat(path.c_str(), &st) != 0) fail("cannot read '", path, "' to fingerprint it");
-    const uint64_t fields[] = {static_cast<uint64_t>(st.st_size), static_cast<uint64_t>(st.st_ino),
+    const uint64_t fields[] = {static_cast<uint64_t>(st.st_size),        static_cast<uint64_t>(st.st_ino),
                                static_cast<uint64_t>(st.st_mtim.tv_sec), static_cast<uint64_t>(st.st_mtim.tv_nsec),
                                static_cast<uint64_t>(st.st_ctim.tv_sec), static_cast<uint64_t>(st.st_ctim.tv_nsec)};
     h = fnv1a(fields, sizeof fields, h);
@@ -98,8 +98,8 @@ std::string pack_path_for(const std::string& onnx_path) {
   return p.replace_extension(".tern-pack").string();
 }
 
-std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected,
-                                             const std::vector<std::string>& sources, bool in_memory, int threads) {
+std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const PackIdentity& expected, const std::vector<std::string>& sources,
+                                             bool in_memory, int threads) {
   auto pack = std::make_shared<WeightPack>(PackIdentity{});
   pack->path_ = path;
   pack->file_ = map_file(path);
@@ -110,8 +110,7 @@ std::shared_ptr<WeightPack> WeightPack::open(const std::string& path, const Pack
   uint32_t version = 0, header_bytes = 0;
   std::memcpy(&version, bytes + 8, 4);
   std::memcpy(&header_bytes, bytes + 12, 4);
-  if (version != kFormatVersion)
-    bad("format version ", version, ", this tern reads version ", kFormatVersion, ": run `tern pack` again");
+  if (version != kFormatVersion) bad("format version ", version, ", this tern reads version ", kFormatVersion, ": run `tern pack` again");
   if (header_bytes > f.size - kPreamble) bad("header of ", header_bytes, " bytes is past the end of the file (truncated?)");
   nlohmann::json h;
   try {
@@ -233,9 +232,7 @@ Tensor WeightPack::derived(const std::string& key, DType dtype, const Shape& sha
   return t;
 }
 
-bool WeightPack::prefault() const {
-  return file_ && (in_memory_ || mapped_view(file_, file_->data, file_->size)->prefault());
-}
+bool WeightPack::prefault() const { return file_ && (in_memory_ || mapped_view(file_, file_->data, file_->size)->prefault()); }
 
 void WeightPack::save(const std::string& path) const {
   struct Item {
@@ -265,7 +262,9 @@ void WeightPack::save(const std::string& path) const {
       if (!list.empty()) entry["tensors"] = list;
       entries.push_back(entry);
     }
-    return nlohmann::json{{"source", identity_.source}, {"content", identity_.content}, {"layout", identity_.layout},
+    return nlohmann::json{{"source", identity_.source},
+                          {"content", identity_.content},
+                          {"layout", identity_.layout},
                           {"weights", identity_.weights},
                           {"entries", entries}}
         .dump();

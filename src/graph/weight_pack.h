@@ -54,8 +54,8 @@ class WeightPack {
   // pages where the kernel gives them, counted against --max-memory) and serves the entries from there: a
   // 1B-shape int4 pack decoded at 42.3-42.8 tok/s from it against 34.1-34.5 mapped (page-cache pages; huge-page
   // advice on the file mapping did not close the gap). `threads` copy it, each a share of the chunks.
-  static std::shared_ptr<WeightPack> open(const std::string& path, const PackIdentity& expected,
-                                          const std::vector<std::string>& sources, bool in_memory = false, int threads = 1);
+  static std::shared_ptr<WeightPack> open(const std::string& path, const PackIdentity& expected, const std::vector<std::string>& sources,
+                                          bool in_memory = false, int threads = 1);
 
   bool reading() const { return file_ != nullptr; }
   bool in_memory() const { return in_memory_; }  // read into owned memory (open's in_memory), not served mapped

@@ -17,9 +17,7 @@ typedef int64_t ring_int;
 #endif
 
 // The slot of the t-th token a sequence appends (t from 0).
-static inline ring_int ring_slot_of_token(ring_int t, ring_int W, ring_int sinks) {
-  return t < W ? t : sinks + (t - sinks) % (W - sinks);
-}
+static inline ring_int ring_slot_of_token(ring_int t, ring_int W, ring_int sinks) { return t < W ? t : sinks + (t - sinks) % (W - sinks); }
 
 // The slot of window index i once a sequence has appended `seen` tokens.
 static inline ring_int ring_slot_of_index(ring_int i, ring_int seen, ring_int W, ring_int sinks) {

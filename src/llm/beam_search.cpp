@@ -70,7 +70,10 @@ GenerateResult Generator::beam_search(const Rows& prompts, const GenerateOptions
         }
         continue;
       }
-      struct Cand { double s; int64_t k, v; };
+      struct Cand {
+        double s;
+        int64_t k, v;
+      };
       std::vector<Cand> cands;
       cands.reserve(static_cast<size_t>(nb * V));
       for (int64_t k = 0; k < nb; ++k) {
@@ -82,8 +85,9 @@ GenerateResult Generator::beam_search(const Rows& prompts, const GenerateOptions
         for (int64_t v = 0; v < V; ++v) cands.push_back({beam_score[static_cast<size_t>(b * nb + k)] + row[v] - lse, k, v});
       }
       const size_t keep = std::min<size_t>(cands.size(), static_cast<size_t>(2 * nb));
-      std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(),
-                        [](const Cand& x, const Cand& y) { return x.s > y.s || (x.s == y.s && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v)); });
+      std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(), [](const Cand& x, const Cand& y) {
+        return x.s > y.s || (x.s == y.s && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v));
+      });
       int64_t next = 0;
       for (size_t rank = 0; rank < keep && next < nb; ++rank) {
         const Cand& c = cands[rank];
@@ -101,8 +105,8 @@ GenerateResult Generator::beam_search(const Rows& prompts, const GenerateOptions
         score[r] = c.s;
       }
       if (hyps[static_cast<size_t>(b)].size() >= static_cast<size_t>(nb)) {
-        const double best_running = normalized(score[static_cast<size_t>(b * nb)], generated[static_cast<size_t>(b * nb)].size() + 1,
-                                               opt.length_penalty);
+        const double best_running =
+            normalized(score[static_cast<size_t>(b * nb)], generated[static_cast<size_t>(b * nb)].size() + 1, opt.length_penalty);
         if (opt.early_stopping || hyps[static_cast<size_t>(b)].back().score >= best_running) done[static_cast<size_t>(b)] = 1;
       }
     }

@@ -7,11 +7,13 @@ namespace tern::llm {
 
 DecoderIO detect_decoder_io(const Session& s) {
   auto has_in = [&](const std::string& n) {
-    for (const auto& i : s.inputs()) if (i.name == n) return true;
+    for (const auto& i : s.inputs())
+      if (i.name == n) return true;
     return false;
   };
   auto has_out = [&](const std::string& n) {
-    for (const auto& o : s.outputs()) if (o.name == n) return true;
+    for (const auto& o : s.outputs())
+      if (o.name == n) return true;
     return false;
   };
   auto describe = [&] {
@@ -52,7 +54,8 @@ DecoderIO detect_decoder_io(const Session& s) {
     for (int64_t l = 0; l < n_per_layer; ++l)
       for (const char* kv : {"key", "value"}) {
         std::string p = "past_key_values." + std::to_string(l) + "." + kv, q = "present." + std::to_string(l) + "." + kv;
-        if (!has_in(p) || !has_out(q)) fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
+        if (!has_in(p) || !has_out(q))
+          fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
         io.past.push_back(p);
         io.present.push_back(q);
       }
@@ -60,7 +63,8 @@ DecoderIO detect_decoder_io(const Session& s) {
     io.layout = PastLayout::Stacked;
     for (int64_t l = 0; l < n_stacked; ++l) {
       std::string p = "past_" + std::to_string(l), q = "present_" + std::to_string(l);
-      if (!has_in(p) || !has_out(q)) fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
+      if (!has_in(p) || !has_out(q))
+        fail_unsupported(s.model().path, ": cache input '", p, "' or output '", q, "' is missing; ", describe());
       io.past.push_back(p);
       io.present.push_back(q);
     }

@@ -17,7 +17,7 @@ enum class PastLayout { None, PerLayerKeyValue, Stacked, Internal };
 
 struct DecoderIO {
   std::string input_ids, attention_mask, position_ids, logits;  // mask/positions "" when absent
-  DType ids_dtype = DType::Int64;      // input_ids, attention_mask and position_ids share it
+  DType ids_dtype = DType::Int64;                               // input_ids, attention_mask and position_ids share it
   PastLayout layout = PastLayout::None;
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
   DType cache_dtype = DType::Float32;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 
-
 namespace tern::llm {
 namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -74,8 +73,8 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
     fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the ", io_.cache_capacity,
          " positions of the model's static cache ('", io_.past[0], "')");
   if (config_.context_length > 0 && opt.max_new_tokens > config_.context_length - longest)
-    fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ",
-         config_.context_length, " of the model");
+    fail("prompt of ", longest, " tokens plus ", opt.max_new_tokens, " new tokens exceeds the context length ", config_.context_length,
+         " of the model");
 }
 
 int64_t Generator::pad_id() const {
@@ -83,7 +82,7 @@ int64_t Generator::pad_id() const {
 }
 
 void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
-                     std::vector<std::vector<int64_t>>& mask) {
+              std::vector<std::vector<int64_t>>& mask) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   seq.clear();
@@ -137,7 +136,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
-  if (io_.layout == PastLayout::Internal) sequence_->set_batch_rows({}, 0);  // (after a continuous batch) row b is b
+  if (io_.layout == PastLayout::Internal) sequence_->set_batch_rows({}, 0);    // (after a continuous batch) row b is b
   return run_feeds(B, cache, n);
 }
 
@@ -207,8 +206,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   check_request(prompts, opt);
   const int64_t B = static_cast<int64_t>(prompts.size());
   const bool cached = opt.use_cache && io_.layout != PastLayout::None;
-  const bool resume = opt.resume && cached && B == 1 && opt.num_beams == 1 && resumable_ &&
-                      resumable_tokens_.size() < prompts[0].size() &&
+  const bool resume = opt.resume && cached && B == 1 && opt.num_beams == 1 && resumable_ && resumable_tokens_.size() < prompts[0].size() &&
                       std::equal(resumable_tokens_.begin(), resumable_tokens_.end(), prompts[0].begin());
   std::unique_ptr<KvCache> kept = std::move(resumable_);
   resumable_tokens_.clear();
@@ -241,10 +239,10 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   // sampler sees every other token at −∞, which its top-k would have cut anyway.
   const auto& so = opt.sampling;
   const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
-  const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 &&
-                            device_k <= Session::max_device_top_k() && so.repetition_penalty == 1.0f &&
-                            io_.layout == PastLayout::Internal && opt.top_logits <= device_k;  // --top-logits needs the scores
-  struct TopKOff {  // whatever happens, this sequence downloads its logits again afterwards
+  const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 && device_k <= Session::max_device_top_k() &&
+                            so.repetition_penalty == 1.0f && io_.layout == PastLayout::Internal &&
+                            opt.top_logits <= device_k;  // --top-logits needs the scores
+  struct TopKOff {                                       // whatever happens, this sequence downloads its logits again afterwards
     SequenceState& s;
     ~TopKOff() { s.set_device_top_k("", 0); }
   } top_k_off{*sequence_};

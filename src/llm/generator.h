@@ -19,7 +19,7 @@ struct GenerateOptions {
   float length_penalty = 1.0f;  // beam score = sum of log-probs / generated_length^length_penalty
   bool early_stopping = false;  // true: a prompt is done once num_beams hypotheses have ended
   bool use_cache = true;
-  int64_t prefill_chunk = 0;    // > 0: feed the prompt in chunks of this many tokens (needs a cache)
+  int64_t prefill_chunk = 0;           // > 0: feed the prompt in chunks of this many tokens (needs a cache)
   std::vector<int64_t> eos_token_ids;  // stop a sequence at any of these (kept in its output)
   // One sequence: when the tokens the last resuming generate() left in the cache begin this prompt,
   // continue from that cache — a chat's earlier turns are not fed again (`tern chat`) — and keep this
@@ -34,9 +34,9 @@ struct GenerateResult {
   std::vector<std::vector<int64_t>> tokens;  // per sequence: prompt then generated ids, no padding
   double prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, decode_steps = 0;  // prompt_tokens: positions the prefill fed (resume: the new ones)
-  Tensor prefill_logits;  // [batch, vocab] float32: the last position of the first run
-  int64_t weight_bytes_per_token = 0;  // weights a decode step reads
-  int64_t cache_bytes_per_token = 0;   // KV-cache bytes the last decode step moved
+  Tensor prefill_logits;                        // [batch, vocab] float32: the last position of the first run
+  int64_t weight_bytes_per_token = 0;           // weights a decode step reads
+  int64_t cache_bytes_per_token = 0;            // KV-cache bytes the last decode step moved
   // [sequence][step]: (token, logit), highest first (GenerateOptions::top_logits; sampling only).
   std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> top_logits;
 };

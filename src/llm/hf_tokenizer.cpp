@@ -66,10 +66,15 @@ size_t match_at(const std::vector<char32_t>& s, size_t i, SplitPattern p) {
   auto number = [&](size_t k) { return k < n && is_number(s[k]); };
   auto space = [&](size_t k) { return k < n && is_whitespace(s[k]); };
   auto other = [&](size_t k) { return k < n && !is_whitespace(s[k]) && !is_letter(s[k]) && !is_number(s[k]); };
-  auto run = [&](size_t k, auto pred) { while (pred(k)) ++k; return k; };
+  auto run = [&](size_t k, auto pred) {
+    while (pred(k)) ++k;
+    return k;
+  };
   // Contractions: 's 't 're 've 'm 'll 'd (case-insensitive for Llama-3/Qwen2).
   if (s[i] == '\'' && i + 1 < n) {
-    auto lower = [&](size_t k) { return k < n ? (p == SplitPattern::Gpt2 ? s[k] : static_cast<char32_t>(std::tolower(s[k] < 128 ? static_cast<int>(s[k]) : 0))) : 0; };
+    auto lower = [&](size_t k) {
+      return k < n ? (p == SplitPattern::Gpt2 ? s[k] : static_cast<char32_t>(std::tolower(s[k] < 128 ? static_cast<int>(s[k]) : 0))) : 0;
+    };
     const char32_t a = lower(i + 1), b = lower(i + 2);
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
@@ -156,8 +161,10 @@ class HfTokenizer : public Tokenizer {
       int rank = 0;
       for (const auto& mg : m.at("merges")) {
         std::string a, b;
-        if (mg.is_array()) { a = mg.at(0); b = mg.at(1); }
-        else {
+        if (mg.is_array()) {
+          a = mg.at(0);
+          b = mg.at(1);
+        } else {
           const std::string s = mg;
           const size_t sp = s.find(' ');
           if (sp == std::string::npos) fail("'", path, "': merge '", s, "' has no space");
@@ -194,7 +201,10 @@ class HfTokenizer : public Tokenizer {
   std::vector<int64_t> encode(const std::string& text, bool add_special) const override {
     std::vector<int64_t> body;
     for (const auto& [segment, added_id] : split_added(text)) {
-      if (added_id >= 0) { body.push_back(added_id); continue; }
+      if (added_id >= 0) {
+        body.push_back(added_id);
+        continue;
+      }
       std::vector<std::string> words{normalize(segment)};
       for (const auto& step : pre_) {
         std::vector<std::string> next;
@@ -203,7 +213,8 @@ class HfTokenizer : public Tokenizer {
         words = std::move(next);
       }
       for (const auto& w : words)
-        if (!w.empty()) for (int64_t id : bpe(w)) body.push_back(id);
+        if (!w.empty())
+          for (int64_t id : bpe(w)) body.push_back(id);
     }
     if (!add_special) return body;
     std::vector<int64_t> out = prefix_;
@@ -260,13 +271,18 @@ class HfTokenizer : public Tokenizer {
     size_t start = 0;
     for (size_t i = 0; i < text.size();) {
       const Added* best = longest_added_at(text, i);
-      if (!best) { ++i; continue; }
+      if (!best) {
+        ++i;
+        continue;
+      }
       std::string before = text.substr(start, i - start);
-      if (best->lstrip) while (!before.empty() && std::isspace(static_cast<unsigned char>(before.back()))) before.pop_back();
+      if (best->lstrip)
+        while (!before.empty() && std::isspace(static_cast<unsigned char>(before.back()))) before.pop_back();
       if (!before.empty()) out.emplace_back(before, -1);
       out.emplace_back("", best->id);
       i += best->content.size();
-      if (best->rstrip) while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      if (best->rstrip)
+        while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
       start = i;
     }
     if (start < text.size()) out.emplace_back(text.substr(start), -1);
@@ -315,7 +331,8 @@ class HfTokenizer : public Tokenizer {
     const size_t budget = text_budget(s.size());
     for (size_t k = 0; k < norm_.size(); ++k)
       if ((s = norm_[k](s)).size() > budget)
-        fail("tokenizer.json: normalizer step ", k + 1, " of ", norm_.size(), " made ", s.size(), " bytes of text (more than ", budget, ")");
+        fail("tokenizer.json: normalizer step ", k + 1, " of ", norm_.size(), " made ", s.size(), " bytes of text (more than ", budget,
+             ")");
     return s;
   }
 
@@ -337,14 +354,20 @@ class HfTokenizer : public Tokenizer {
         size_t at = 0;
         for (size_t i = 0; i + 1 < sym.size(); ++i) {
           auto it = merges_.find(sym[i] + '\0' + sym[i + 1]);
-          if (it != merges_.end() && it->second < best) { best = it->second; at = i; }
+          if (it != merges_.end() && it->second < best) {
+            best = it->second;
+            at = i;
+          }
         }
         if (best == INT32_MAX) break;
         sym[at] += sym[at + 1];
         sym.erase(sym.begin() + static_cast<std::ptrdiff_t>(at) + 1);
       }
       for (const auto& s : sym) {
-        if (auto it = ids_.find(s); it != ids_.end()) { ids.push_back(it->second); continue; }
+        if (auto it = ids_.find(s); it != ids_.end()) {
+          ids.push_back(it->second);
+          continue;
+        }
         if (byte_fallback_) {
           for (unsigned char b : s) {
             char name[8];
@@ -371,7 +394,10 @@ class HfTokenizer : public Tokenizer {
   void read_normalizer(const json& n) {
     if (n.is_null()) return;
     const std::string type = n.at("type");
-    if (type == "Sequence") { for (const auto& s : n.at("normalizers")) read_normalizer(s); return; }
+    if (type == "Sequence") {
+      for (const auto& s : n.at("normalizers")) read_normalizer(s);
+      return;
+    }
     if (type == "Prepend") {
       const std::string p = n.at("prepend");
       norm_.push_back([p](const std::string& s) { return s.empty() ? s : p + s; });
@@ -382,7 +408,10 @@ class HfTokenizer : public Tokenizer {
       // Composition is the identity on already-composed text (what users type and files hold);
       // tern does not recompose decomposed input.
     } else if (type == "Lowercase") {
-      norm_.push_back([](std::string s) { for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); return s; });
+      norm_.push_back([](std::string s) {
+        for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+      });
     } else {
       fail_unsupported("tokenizer.json: normalizer '", type, "' is not supported");
     }
@@ -391,7 +420,10 @@ class HfTokenizer : public Tokenizer {
   void read_pre_tokenizer(const json& p) {
     if (p.is_null()) return;
     const std::string type = p.at("type");
-    if (type == "Sequence") { for (const auto& s : p.at("pretokenizers")) read_pre_tokenizer(s); return; }
+    if (type == "Sequence") {
+      for (const auto& s : p.at("pretokenizers")) read_pre_tokenizer(s);
+      return;
+    }
     if (type == "ByteLevel") {
       const bool prefix = p.value("add_prefix_space", false), regex = p.value("use_regex", true);
       pre_.push_back([prefix, regex](const std::string& s, bool first) {
@@ -446,21 +478,31 @@ class HfTokenizer : public Tokenizer {
   void read_post_processor(const json& p) {
     if (p.is_null()) return;
     const std::string type = p.at("type");
-    if (type == "Sequence") { for (const auto& s : p.at("processors")) read_post_processor(s); return; }
+    if (type == "Sequence") {
+      for (const auto& s : p.at("processors")) read_post_processor(s);
+      return;
+    }
     if (type == "ByteLevel") return;  // offsets only
     if (type != "TemplateProcessing") fail_unsupported("tokenizer.json: post-processor '", type, "' is not supported");
     bool after = false;
     for (const auto& item : p.at("single")) {
-      if (item.contains("Sequence")) { after = true; continue; }
+      if (item.contains("Sequence")) {
+        after = true;
+        continue;
+      }
       const std::string name = item.at("SpecialToken").at("id");
-      for (const auto& id : p.at("special_tokens").at(name).at("ids")) (after ? suffix_ : prefix_).push_back(json_int(id, "tokenizer.json: a special token id"));
+      for (const auto& id : p.at("special_tokens").at(name).at("ids"))
+        (after ? suffix_ : prefix_).push_back(json_int(id, "tokenizer.json: a special token id"));
     }
   }
 
   void read_decoder(const json& d) {
     if (d.is_null()) return;
     const std::string type = d.at("type");
-    if (type == "Sequence") { for (const auto& s : d.at("decoders")) read_decoder(s); return; }
+    if (type == "Sequence") {
+      for (const auto& s : d.at("decoders")) read_decoder(s);
+      return;
+    }
     if (type == "ByteLevel") {
       decoders_.push_back([](std::vector<std::string>& toks) {
         for (auto& t : toks) {
@@ -474,7 +516,9 @@ class HfTokenizer : public Tokenizer {
       });
     } else if (type == "Replace") {
       const std::string from = string_pattern(d, "decoder"), to = d.at("content");
-      decoders_.push_back([from, to](std::vector<std::string>& toks) { for (auto& t : toks) t = replace_all(t, from, to, "decoder Replace"); });
+      decoders_.push_back([from, to](std::vector<std::string>& toks) {
+        for (auto& t : toks) t = replace_all(t, from, to, "decoder Replace");
+      });
     } else if (type == "ByteFallback") {
       decoders_.push_back([](std::vector<std::string>& toks) {
         for (auto& t : toks)

@@ -14,7 +14,7 @@ void KvCache::clear() {
   for (size_t i = 0; i < io_.past.size(); ++i) {
     const int64_t n = io_.cache_capacity;  // a static cache starts as zeros, a growing one empty
     Shape shape = io_.layout == PastLayout::Stacked ? Shape{2, batch_, io_.kv_heads, n, io_.head_size}
-                                                   : Shape{batch_, io_.kv_heads, n, io_.head_size};
+                                                    : Shape{batch_, io_.kv_heads, n, io_.head_size};
     past_.emplace_back(io_.cache_dtype, shape);
     std::memset(past_.back().raw(), 0, past_.back().nbytes());
   }

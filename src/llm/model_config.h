@@ -18,15 +18,15 @@ constexpr int64_t kDefaultMaxWindow = int64_t{1} << 17;
 constexpr int64_t kMaxVocabulary = int64_t{1} << 24;
 
 struct ModelConfig {
-  std::string model_type;             // "llama", "gpt2", … ("" when unknown)
+  std::string model_type;  // "llama", "gpt2", … ("" when unknown)
   int64_t vocab_size = 0;
-  int64_t context_length = 0;         // max_position_embeddings / n_positions / context_length; 0: unknown
+  int64_t context_length = 0;  // max_position_embeddings / n_positions / context_length; 0: unknown
   int64_t pad_token_id = -1;
-  std::vector<int64_t> eos_token_ids; // generation stops at any of these
+  std::vector<int64_t> eos_token_ids;  // generation stops at any of these
   // generation_config.json's sampling defaults (what Hugging Face's generate() uses when not told).
   bool do_sample = false;
   float temperature = 1.0f, top_p = 1.0f, repetition_penalty = 1.0f;
-  int top_k = 0;                      // 0: off (HF's own default, 50, applies only when the file says so)
+  int top_k = 0;  // 0: off (HF's own default, 50, applies only when the file says so)
 };
 
 // Fails naming the file and field when a value is not an integer or is implausible (a context past

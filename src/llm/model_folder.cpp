@@ -26,8 +26,7 @@ ModelFiles resolve_model(const std::string& path) {
   if (folder_holds(path, "genai_config.json")) {
     const nlohmann::json j = read_json_file(confined_file(path, "genai_config.json", "the genai config"));
     if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("decoder") &&
-        j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") &&
-        j["model"]["decoder"]["filename"].is_string())
+        j["model"]["decoder"].is_object() && j["model"]["decoder"].contains("filename") && j["model"]["decoder"]["filename"].is_string())
       return decoder(j["model"]["decoder"]["filename"].get<std::string>(), "genai_config.json's decoder filename");
   }
   if (folder_holds(path, "model.onnx")) return decoder("model.onnx", "the model");
@@ -87,7 +86,8 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
   if (o.window) {
     so.kv_window = *o.window;
     if (so.kv_window < 0 || so.kv_sinks < 0) fail("--window and --sinks must not be negative");
-    if (so.kv_window > kMaxContextTokens) fail("--window ", so.kv_window, " is past tern's largest window (", kMaxContextTokens, " tokens)");
+    if (so.kv_window > kMaxContextTokens)
+      fail("--window ", so.kv_window, " is past tern's largest window (", kMaxContextTokens, " tokens)");
     if (so.kv_window > 0 && !ring_possible) fail("--window needs the KV cache and no beam search");
   } else if (ring_possible) {  // the ring is allocated as it fills; the RoPE tables are not (W x head size floats)
     so.kv_window = cfg.context_length > 0 ? std::min(cfg.context_length, kDefaultMaxWindow) : 4096;

@@ -10,10 +10,10 @@ namespace tern::llm {
 struct SamplingOptions {
   bool greedy = true;
   float temperature = 1.0f;
-  int top_k = 0;                   // 0: off
-  float top_p = 1.0f;              // 1: off
-  float min_p = 0.0f;              // 0: off
-  float repetition_penalty = 1.0f; // 1: off
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off
   uint64_t seed = 0;
 };
 
@@ -29,10 +29,10 @@ class Sampler {
  private:
   SamplingOptions o_;
   std::mt19937_64 rng_;
-  std::vector<float> scores_;    // the logits after penalty and temperature
-  std::vector<int64_t> order_;   // candidates, best first
-  std::vector<double> p_;        // their probabilities
-  std::vector<char> seen_;       // repetition penalty: tokens already penalized
+  std::vector<float> scores_;   // the logits after penalty and temperature
+  std::vector<int64_t> order_;  // candidates, best first
+  std::vector<double> p_;       // their probabilities
+  std::vector<char> seen_;      // repetition penalty: tokens already penalized
 };
 
 // Index of the largest value; the first one on ties.

@@ -18,9 +18,13 @@ namespace {
 class AttentionOp : public Op {
  public:
   explicit AttentionOp(const Node& n)
-      : causal_(n.attr_int("is_causal", 0) != 0), q_heads_(n.attr_int("q_num_heads", 0)),
-        kv_heads_(n.attr_int("kv_num_heads", 0)), mode_(n.attr_int("qk_matmul_output_mode", 0)),
-        softcap_(n.attr_float("softcap", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)) {
+      : causal_(n.attr_int("is_causal", 0) != 0),
+        q_heads_(n.attr_int("q_num_heads", 0)),
+        kv_heads_(n.attr_int("kv_num_heads", 0)),
+        mode_(n.attr_int("qk_matmul_output_mode", 0)),
+        softcap_(n.attr_float("softcap", 0)),
+        has_scale_(n.has_attr("scale")),
+        scale_(n.attr_float("scale", 1)) {
     if (mode_ < 0 || mode_ > 3) fail(n.describe(), ": qk_matmul_output_mode must be 0..3");
   }
 
@@ -29,8 +33,7 @@ class AttentionOp : public Op {
   }
   void infer(InferContext& ctx) const override {
     const SymShape &q = ctx.shape(0), &k = ctx.shape(1), &v = ctx.shape(2);
-    if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4))
-      ctx.fail("Q, K and V must all be 3-D or all 4-D");
+    if (q.size() != k.size() || q.size() != v.size() || (q.size() != 3 && q.size() != 4)) ctx.fail("Q, K and V must all be 3-D or all 4-D");
     Dim past = Dim::known(0);
     if (ctx.has(4)) past = ctx.dim(4, 2);
     const bool four = q.size() == 4;
@@ -39,10 +42,13 @@ class AttentionOp : public Op {
     const Dim Hq = four ? q[1] : Dim::known(q_heads_), Hkv = four ? k[1] : Dim::known(kv_heads_);
     auto div = [](const Dim& a, int64_t b) { return a.is_known() ? Dim::known(a.value / b) : Dim{}; };
     const Dim D = four ? k[3] : div(k[2], kv_heads_), Dv = four ? v[3] : div(v[2], kv_heads_);
-    const Dim T = (past.is_known() && Skv.is_known()) ? Dim::known(checked_add(past.value, Skv.value, "Attention: past + new keys")) : Dim{};
+    const Dim T =
+        (past.is_known() && Skv.is_known()) ? Dim::known(checked_add(past.value, Skv.value, "Attention: past + new keys")) : Dim{};
     const DType t = ctx.dtype(0);
     if (four) ctx.set(0, t, SymShape{B, Hq, Sq, Dv});
-    else ctx.set(0, t, SymShape{B, Sq, v[2].is_known() ? Dim::known(checked_mul(q_heads_, Dv.value, "Attention: heads x value size")) : Dim{}});
+    else
+      ctx.set(0, t,
+              SymShape{B, Sq, v[2].is_known() ? Dim::known(checked_mul(q_heads_, Dv.value, "Attention: heads x value size")) : Dim{}});
     ctx.set(1, t, SymShape{B, Hkv, T, D});
     ctx.set(2, t, SymShape{B, Hkv, T, Dv});
     ctx.set(3, t, SymShape{B, Hq, Sq, T});

@@ -8,8 +8,7 @@ namespace tern {
 Tensor to_bhsd(const Tensor& t, int64_t heads) {
   Tensor f = cast_to(t, DType::Float32);
   if (t.rank() == 4) return f;
-  if (t.rank() != 3 || heads <= 0 || t.dim(2) % heads != 0)
-    fail("input ", shape_str(t.shape()), " does not split into ", heads, " heads");
+  if (t.rank() != 3 || heads <= 0 || t.dim(2) % heads != 0) fail("input ", shape_str(t.shape()), " does not split into ", heads, " heads");
   const int64_t B = t.dim(0), S = t.dim(1), D = t.dim(2) / heads;
   Tensor out(DType::Float32, {B, heads, S, D});
   kernels::transpose(f.raw(), {B, S, heads, D}, {0, 2, 1, 3}, out.raw(), 4);
@@ -63,7 +62,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     for (int64_t h = 0; h < Hq; ++h) {
       const int64_t g = h / (Hq / Hkv);
       kernels::AttentionArgs a;
-      a.q_len = Sq; a.kv_len = T; a.head = D; a.v_head = Dv;
+      a.q_len = Sq;
+      a.kv_len = T;
+      a.head = D;
+      a.v_head = Dv;
       a.scoring = {call.scale, call.softcap};
       a.bias = call.bias ? call.bias->data<float>() + (b * Hq + h) * Sq * T : nullptr;
       a.scores = scores.data();

@@ -22,10 +22,16 @@ int64_t KvRingState::bytes_per_token() const {
 }
 
 CachedAttentionOp::CachedAttentionOp(const Node& n)
-    : hq_(n.attr_int("q_num_heads", 0)), hkv_(n.attr_int("kv_num_heads", 0)), window_(n.attr_int("window", 0)),
-      sinks_(n.attr_int("sinks", 0)), interleaved_(n.attr_int("interleaved", 0) != 0),
-      rot_dim_(n.attr_int("rotary_embedding_dim", 0)), has_scale_(n.has_attr("scale")), scale_(n.attr_float("scale", 1)),
-      softcap_(n.attr_float("softcap", 0)), storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
+    : hq_(n.attr_int("q_num_heads", 0)),
+      hkv_(n.attr_int("kv_num_heads", 0)),
+      window_(n.attr_int("window", 0)),
+      sinks_(n.attr_int("sinks", 0)),
+      interleaved_(n.attr_int("interleaved", 0) != 0),
+      rot_dim_(n.attr_int("rotary_embedding_dim", 0)),
+      has_scale_(n.has_attr("scale")),
+      scale_(n.attr_float("scale", 1)),
+      softcap_(n.attr_float("softcap", 0)),
+      storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
   if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || window_ <= 0)
     fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
 }

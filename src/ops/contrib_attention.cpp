@@ -22,8 +22,8 @@ namespace {
 // per-batch lengths [B] (right padding: keys < length) — the forms ONNX Runtime accepts.
 class KeyMask {
  public:
-  explicit KeyMask(const Tensor* m) : rank_(m ? m->rank() : 0), rows_(m && m->rank() == 3 ? m->dim(1) : 0),
-                                      v_(m ? m->to_i64_vector() : std::vector<int64_t>{}) {}
+  explicit KeyMask(const Tensor* m)
+      : rank_(m ? m->rank() : 0), rows_(m && m->rank() == 3 ? m->dim(1) : 0), v_(m ? m->to_i64_vector() : std::vector<int64_t>{}) {}
   bool keep(int64_t b, int64_t i, int64_t j, int64_t T) const {
     switch (rank_) {
       case 0: return true;
@@ -44,8 +44,10 @@ class KeyMask {
 class OrtAttentionBase : public Op {
  protected:
   explicit OrtAttentionBase(const Node& n)
-      : heads_(n.attr_int("num_heads", 0)), causal_(n.attr_int("unidirectional", 0) != 0),
-        filter_(n.attr_float("mask_filter_value", -10000.0f)), has_scale_(n.has_attr("scale")),
+      : heads_(n.attr_int("num_heads", 0)),
+        causal_(n.attr_int("unidirectional", 0) != 0),
+        filter_(n.attr_float("mask_filter_value", -10000.0f)),
+        has_scale_(n.has_attr("scale")),
         scale_(n.attr_float("scale", 1)) {
     if (heads_ <= 0) fail(n.describe(), ": num_heads is required");
   }
@@ -56,13 +58,11 @@ class OrtAttentionBase : public Op {
   }
 
  protected:
-  Tensor attend(const RunContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t P, int mask_input,
-                int bias_input) const {
+  Tensor attend(const RunContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, int64_t P, int mask_input, int bias_input) const {
     const int64_t B = q.dim(0), S = q.dim(2), T = k.dim(2);
     KeyMask km(ctx.has(mask_input) ? &ctx.in(mask_input) : nullptr);
-    Tensor bias = allowed_bias(B, heads_, S, T, filter_, [&](int64_t b, int64_t i, int64_t j) {
-      return km.keep(b, i, j, T) && (!causal_ || j <= P + i);
-    });
+    Tensor bias = allowed_bias(B, heads_, S, T, filter_,
+                               [&](int64_t b, int64_t i, int64_t j) { return km.keep(b, i, j, T) && (!causal_ || j <= P + i); });
     if (ctx.has(bias_input)) add_attention_bias(bias, ctx.in(bias_input), ctx.node);
     AttentionCall call;
     call.scale = has_scale_ ? scale_ : 1.0f / std::sqrt(static_cast<float>(q.dim(3)));
@@ -111,8 +111,7 @@ class ContribAttentionOp : public OrtAttentionBase {
     }
     auto part = [&](int64_t from, int64_t width) {  // [B, S, width] slice of the packed projection
       Tensor t(DType::Float32, {B, S, width});
-      for (int64_t r = 0; r < B * S; ++r)
-        std::copy_n(qkv.data<float>() + r * N + from, width, t.data<float>() + r * width);
+      for (int64_t r = 0; r < B * S; ++r) std::copy_n(qkv.data<float>() + r * N + from, width, t.data<float>() + r * width);
       return to_bhsd(t, heads_);
     };
     Tensor q = part(0, qh), k = part(qh, kh), v = part(qh + kh, vh);
@@ -155,7 +154,8 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
     const SymShape& k = ctx.shape(1);
     const SymShape& v = ctx.shape(2);
     const bool k4 = k.size() == 4;
-    const Dim vh = v.size() == 4 ? (v[3].is_known() ? Dim::known(checked_mul(v[3].value, heads_, "value head size x heads")) : Dim{}) : v[2];
+    const Dim vh =
+        v.size() == 4 ? (v[3].is_known() ? Dim::known(checked_mul(v[3].value, heads_, "value head size x heads")) : Dim{}) : v[2];
     ctx.set(0, ctx.dtype(0), SymShape{q[0], q[1], vh});
     Dim total{};
     const Dim skv = k4 ? k[2] : k[1];
@@ -170,8 +170,7 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
     ctx.set(2, ctx.dtype(0), SymShape{q[0], Dim::known(heads_), total, v.size() == 4 ? v[3] : head(v[2])});
   }
   void run(RunContext& ctx) const override {
-    Tensor qf = cast_to(ctx.in(0), DType::Float32), kf = cast_to(ctx.in(1), DType::Float32),
-           vf = cast_to(ctx.in(2), DType::Float32);
+    Tensor qf = cast_to(ctx.in(0), DType::Float32), kf = cast_to(ctx.in(1), DType::Float32), vf = cast_to(ctx.in(2), DType::Float32);
     if (ctx.has(3)) {  // packed bias [q_hidden + k_hidden + v_hidden] added to 3-D Q, K, V
       Tensor bias = cast_to(ctx.in(3), DType::Float32);
       int64_t at = 0;

@@ -13,7 +13,9 @@ namespace {
 class DimsOfOp : public Op {
  public:
   explicit DimsOfOp(const Node& n)
-      : to_(static_cast<DType>(n.attr_int("to", 0))), shape_(n.attr_ints("shape")), constants_(n.attr_ints("constants")),
+      : to_(static_cast<DType>(n.attr_int("to", 0))),
+        shape_(n.attr_ints("shape")),
+        constants_(n.attr_ints("constants")),
         terms_(n.attr_ints("terms")) {
     if (!is_integer(to_)) fail(n.describe(), ": attribute 'to' must be an integer type");
     for (int64_t d : shape_)

@@ -11,18 +11,19 @@ namespace {
 
 using kernels::compute_t;
 
+// clang-format off
 enum class BinKind {
   Add, Sub, Mul, Div, Pow, Mod, FMod, Max, Min, PRelu,
   Equal, Less, LessOrEqual, Greater, GreaterOrEqual,
   And, Or, Xor, BitAnd, BitOr, BitXor, ShiftLeft, ShiftRight,
 };
+// clang-format on
 
 constexpr bool is_logic(BinKind k) { return k == BinKind::And || k == BinKind::Or || k == BinKind::Xor; }
 constexpr bool is_bitwise(BinKind k) { return k >= BinKind::BitAnd; }
 constexpr bool is_arithmetic(BinKind k) { return k < BinKind::Equal && k != BinKind::Pow; }
 constexpr bool is_comparison(BinKind k) {
-  return k == BinKind::Equal || k == BinKind::Less || k == BinKind::LessOrEqual || k == BinKind::Greater ||
-         k == BinKind::GreaterOrEqual;
+  return k == BinKind::Equal || k == BinKind::Less || k == BinKind::LessOrEqual || k == BinKind::Greater || k == BinKind::GreaterOrEqual;
 }
 
 template <BinKind K, typename C>
@@ -49,10 +50,14 @@ inline auto scalar_op(C a, C b) {
     if constexpr (std::is_integral_v<C>) return b == 0 ? C(0) : static_cast<C>(a % b);
     else return static_cast<C>(std::fmod(a, b));
   } else if constexpr (K == BinKind::Max) {
-    if constexpr (std::is_floating_point_v<C>) { if (std::isnan(a) || std::isnan(b)) return C(NAN); }
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(a) || std::isnan(b)) return C(NAN);
+    }
     return a > b ? a : b;
   } else if constexpr (K == BinKind::Min) {
-    if constexpr (std::is_floating_point_v<C>) { if (std::isnan(a) || std::isnan(b)) return C(NAN); }
+    if constexpr (std::is_floating_point_v<C>) {
+      if (std::isnan(a) || std::isnan(b)) return C(NAN);
+    }
     return a < b ? a : b;
   } else if constexpr (K == BinKind::PRelu) return a < C(0) ? static_cast<C>(a * b) : a;
   else if constexpr (K == BinKind::Equal) return a == b;
@@ -93,8 +98,8 @@ void run_binary(const Tensor& a, const Tensor& b, Tensor& out) {
       // A vectorized loop for contiguous broadcast rows only for the arithmetic that runs on activations
       // (residual adds, scales); comparisons, logic and bit ops on masks and shapes, Mod, PRelu broadcast
       // through the strided loop. With defined_on, this file's x86-64 code (-O3) went from 2.05 MB to 1.41 MB.
-      constexpr bool fast = K == BinKind::Add || K == BinKind::Sub || K == BinKind::Mul || K == BinKind::Div ||
-                            K == BinKind::Max || K == BinKind::Min;
+      constexpr bool fast =
+          K == BinKind::Add || K == BinKind::Sub || K == BinKind::Mul || K == BinKind::Div || K == BinKind::Max || K == BinKind::Min;
       kernels::binary_broadcast<fast>(a.data<T>(), a.shape(), b.data<T>(), b.shape(), out.data<O>(), out.shape(),
                                       [](T x, T y) { return static_cast<O>(scalar_op<K, C>(static_cast<C>(x), static_cast<C>(y))); });
     }
@@ -107,12 +112,11 @@ void run_pow(const Tensor& a, const Tensor& b, Tensor& out) {
   visit_numeric(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = compute_t<T>;
-    kernels::binary_broadcast(a.data<T>(), a.shape(), e.data<double>(), e.shape(), out.data<T>(), out.shape(),
-                              [](T x, double y) {
-                                double r = std::pow(static_cast<double>(static_cast<C>(x)), y);
-                                if constexpr (std::is_same_v<T, bool>) return r != 0;
-                                else return static_cast<T>(static_cast<C>(r));
-                              });
+    kernels::binary_broadcast(a.data<T>(), a.shape(), e.data<double>(), e.shape(), out.data<T>(), out.shape(), [](T x, double y) {
+      double r = std::pow(static_cast<double>(static_cast<C>(x)), y);
+      if constexpr (std::is_same_v<T, bool>) return r != 0;
+      else return static_cast<T>(static_cast<C>(r));
+    });
   });
 }
 
@@ -120,12 +124,14 @@ using BinaryFn = void (*)(const Tensor&, const Tensor&, Tensor&);
 
 BinaryFn binary_fn(BinKind k) {
   switch (k) {
+    // clang-format off
 #define CASE(K) case BinKind::K: return &run_binary<BinKind::K>;
     CASE(Add) CASE(Sub) CASE(Mul) CASE(Div) CASE(Mod) CASE(FMod) CASE(Max) CASE(Min) CASE(PRelu)
     CASE(Equal) CASE(Less) CASE(LessOrEqual) CASE(Greater) CASE(GreaterOrEqual) CASE(And) CASE(Or) CASE(Xor)
     CASE(BitAnd) CASE(BitOr) CASE(BitXor) CASE(ShiftLeft) CASE(ShiftRight)
 #undef CASE
-    case BinKind::Pow: return &run_pow;
+        // clang-format on
+        case BinKind::Pow : return &run_pow;
   }
   return nullptr;
 }
@@ -151,9 +157,7 @@ class BinaryOp : public Op {
     ctx.set(0, out, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)));
     symbolic_elements(ctx);
   }
-  void run(RunContext& ctx) const override {
-    binary_fn(kind_)(ctx.in(0), ctx.in(1), ctx.out(0));
-  }
+  void run(RunContext& ctx) const override { binary_fn(kind_)(ctx.in(0), ctx.in(1), ctx.out(0)); }
 
  private:
   // Shape arithmetic at load: the sum of two shape-like values keeps its symbols (past + new length),
@@ -236,8 +240,7 @@ class WhereOp : public Op {
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::Bool});
     if (ctx.dtype(1) != ctx.dtype(2)) ctx.fail("X and Y have different types");
-    ctx.set(0, ctx.dtype(1),
-            broadcast_shapes(ctx.node, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)), ctx.shape(2)));
+    ctx.set(0, ctx.dtype(1), broadcast_shapes(ctx.node, broadcast_shapes(ctx.node, ctx.shape(0), ctx.shape(1)), ctx.shape(2)));
     // A known condition picking between shape-like values (exporters write Expand's target as
     // Where(Equal(shape, -1), 1, shape)) keeps their symbolic elements.
     const Tensor* cond = ctx.value(0);
@@ -258,9 +261,8 @@ class WhereOp : public Op {
     Tensor& out = ctx.out(0);
     visit_by_size(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      kernels::ternary_broadcast(c.data<bool>(), c.shape(), static_cast<const T*>(x.raw()), x.shape(),
-                                 static_cast<const T*>(y.raw()), y.shape(), static_cast<T*>(out.raw()), out.shape(),
-                                 [](bool k, T a, T b) { return k ? a : b; });
+      kernels::ternary_broadcast(c.data<bool>(), c.shape(), static_cast<const T*>(x.raw()), x.shape(), static_cast<const T*>(y.raw()),
+                                 y.shape(), static_cast<T*>(out.raw()), out.shape(), [](bool k, T a, T b) { return k ? a : b; });
     });
   }
 };
@@ -268,18 +270,19 @@ class WhereOp : public Op {
 }  // namespace
 
 void register_elementwise_binary(OpRegistry& r) {
-  const std::pair<const char*, BinKind> binary[] = {
-      {"Add", BinKind::Add}, {"Sub", BinKind::Sub}, {"Mul", BinKind::Mul}, {"Div", BinKind::Div},
-      {"Pow", BinKind::Pow}, {"Mod", BinKind::Mod}, {"PRelu", BinKind::PRelu}, {"Equal", BinKind::Equal},
-      {"Less", BinKind::Less}, {"LessOrEqual", BinKind::LessOrEqual}, {"Greater", BinKind::Greater},
-      {"GreaterOrEqual", BinKind::GreaterOrEqual}, {"And", BinKind::And}, {"Or", BinKind::Or},
-      {"Xor", BinKind::Xor}, {"BitwiseAnd", BinKind::BitAnd}, {"BitwiseOr", BinKind::BitOr},
-      {"BitwiseXor", BinKind::BitXor}, {"BitShift", BinKind::ShiftLeft}};
-  for (const auto& [name, kind] : binary)
-    r.add("", name, [kind = kind](const Node& n) { return std::make_unique<BinaryOp>(n, kind); });
+  const std::pair<const char*, BinKind> binary[] = {{"Add", BinKind::Add},           {"Sub", BinKind::Sub},
+                                                    {"Mul", BinKind::Mul},           {"Div", BinKind::Div},
+                                                    {"Pow", BinKind::Pow},           {"Mod", BinKind::Mod},
+                                                    {"PRelu", BinKind::PRelu},       {"Equal", BinKind::Equal},
+                                                    {"Less", BinKind::Less},         {"LessOrEqual", BinKind::LessOrEqual},
+                                                    {"Greater", BinKind::Greater},   {"GreaterOrEqual", BinKind::GreaterOrEqual},
+                                                    {"And", BinKind::And},           {"Or", BinKind::Or},
+                                                    {"Xor", BinKind::Xor},           {"BitwiseAnd", BinKind::BitAnd},
+                                                    {"BitwiseOr", BinKind::BitOr},   {"BitwiseXor", BinKind::BitXor},
+                                                    {"BitShift", BinKind::ShiftLeft}};
+  for (const auto& [name, kind] : binary) r.add("", name, [kind = kind](const Node& n) { return std::make_unique<BinaryOp>(n, kind); });
   const std::tuple<const char*, BinKind, bool> variadic[] = {
-      {"Max", BinKind::Max, false}, {"Min", BinKind::Min, false}, {"Sum", BinKind::Add, false},
-      {"Mean", BinKind::Add, true}};
+      {"Max", BinKind::Max, false}, {"Min", BinKind::Min, false}, {"Sum", BinKind::Add, false}, {"Mean", BinKind::Add, true}};
   for (const auto& [name, kind, mean] : variadic)
     r.add("", name, [kind = kind, mean = mean](const Node& n) { return std::make_unique<VariadicOp>(n, kind, mean); });
   r.add("", "Where", factory<WhereOp>());

@@ -11,11 +11,13 @@ namespace {
 
 using kernels::compute_t;
 
+// clang-format off
 enum class UnKind {
   Neg, Abs, Sign, Sqrt, Reciprocal, Exp, Log, Erf, Tanh, Sigmoid, Relu, Cos, Sin, Tan, Acos, Asin, Atan,
   Cosh, Sinh, Acosh, Asinh, Atanh, Floor, Ceil, Round, Softplus, Softsign, LeakyRelu, Elu, Selu, Celu,
   HardSigmoid, HardSwish, ThresholdedRelu, Shrink, Mish, Gelu, GeluTanh, Swish, Identity, BitNot,
 };
+// clang-format on
 
 struct Params {
   double alpha = 0, beta = 0, gamma = 0;
@@ -62,8 +64,7 @@ inline C apply(UnKind k, C x, const Params& p) {
       case UnKind::Shrink: return x < -C(p.alpha) ? x + C(p.beta) : (x > C(p.alpha) ? x - C(p.beta) : C(0));
       case UnKind::Mish: return x * std::tanh(x > 20 ? x : std::log1p(std::exp(x)));
       case UnKind::Gelu: return C(0.5) * x * (C(1) + std::erf(x / std::sqrt(C(2))));
-      case UnKind::GeluTanh:
-        return C(0.5) * x * (C(1) + std::tanh(std::sqrt(C(2) / C(M_PI)) * (x + C(0.044715) * x * x * x)));
+      case UnKind::GeluTanh: return C(0.5) * x * (C(1) + std::tanh(std::sqrt(C(2) / C(M_PI)) * (x + C(0.044715) * x * x * x)));
       case UnKind::Swish: return x / (C(1) + std::exp(-C(p.alpha) * x));
       case UnKind::Identity: return x;
       case UnKind::BitNot: break;
@@ -75,10 +76,15 @@ inline C apply(UnKind k, C x, const Params& p) {
   } else {
     switch (k) {
       case UnKind::Neg: return static_cast<C>(-x);
-      case UnKind::Abs: if constexpr (std::is_signed_v<C>) return x < 0 ? static_cast<C>(-x) : x; else return x;
+      case UnKind::Abs:
+        if constexpr (std::is_signed_v<C>) return x < 0 ? static_cast<C>(-x) : x;
+        else return x;
       case UnKind::Sign: return x > 0 ? C(1) : (x < 0 ? static_cast<C>(-1) : C(0));
       case UnKind::Relu: return x > 0 ? x : C(0);
-      case UnKind::Identity: case UnKind::Floor: case UnKind::Ceil: case UnKind::Round: return x;
+      case UnKind::Identity:
+      case UnKind::Floor:
+      case UnKind::Ceil:
+      case UnKind::Round: return x;
       case UnKind::BitNot: return static_cast<C>(~x);
       default: break;
     }
@@ -93,14 +99,21 @@ class UnaryOp : public Op {
   UnaryOp(const Node& n, UnKind kind) : kind_(kind) {
     switch (kind) {
       case UnKind::LeakyRelu: p_.alpha = n.attr_float("alpha", 0.01f); break;
-      case UnKind::Elu: case UnKind::Celu: p_.alpha = n.attr_float("alpha", 1.0f); break;
+      case UnKind::Elu:
+      case UnKind::Celu: p_.alpha = n.attr_float("alpha", 1.0f); break;
       case UnKind::Selu:
         p_.alpha = n.attr_float("alpha", 1.67326319217681884765625f);
         p_.gamma = n.attr_float("gamma", 1.05070102214813232421875f);
         break;
-      case UnKind::HardSigmoid: p_.alpha = n.attr_float("alpha", 0.2f); p_.beta = n.attr_float("beta", 0.5f); break;
+      case UnKind::HardSigmoid:
+        p_.alpha = n.attr_float("alpha", 0.2f);
+        p_.beta = n.attr_float("beta", 0.5f);
+        break;
       case UnKind::ThresholdedRelu: p_.alpha = n.attr_float("alpha", 1.0f); break;
-      case UnKind::Shrink: p_.alpha = n.attr_float("lambd", 0.5f); p_.beta = n.attr_float("bias", 0.0f); break;
+      case UnKind::Shrink:
+        p_.alpha = n.attr_float("lambd", 0.5f);
+        p_.beta = n.attr_float("bias", 0.0f);
+        break;
       case UnKind::Swish: p_.alpha = n.attr_float("alpha", n.op_type == "QuickGelu" ? 1.702f : 1.0f); break;
       case UnKind::Gelu: {
         std::string approx = n.attr_string("approximate", "none");
@@ -129,8 +142,7 @@ class UnaryOp : public Op {
       using C = compute_t<T>;
       const UnKind k = kind_;
       const Params p = p_;
-      kernels::unary_map(x.data<T>(), y.data<T>(), x.numel(),
-                         [k, p](T v) { return static_cast<T>(apply<C>(k, static_cast<C>(v), p)); });
+      kernels::unary_map(x.data<T>(), y.data<T>(), x.numel(), [k, p](T v) { return static_cast<T>(apply<C>(k, static_cast<C>(v), p)); });
     });
   }
 
@@ -150,12 +162,17 @@ class ClipOp : public Op {
       using T = typename decltype(tag)::type;
       using C = compute_t<T>;
       C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
-      if constexpr (std::is_floating_point_v<C>) { lo = static_cast<C>(lo_); hi = static_cast<C>(hi_); }
+      if constexpr (std::is_floating_point_v<C>) {
+        lo = static_cast<C>(lo_);
+        hi = static_cast<C>(hi_);
+      }
       if (ctx.has(1)) lo = static_cast<C>(ctx.in(1).data<T>()[0]);
       if (ctx.has(2)) hi = static_cast<C>(ctx.in(2).data<T>()[0]);
       kernels::unary_map(x.data<T>(), ctx.out(0).data<T>(), x.numel(), [lo, hi](T v) {
         C c = static_cast<C>(v);
-        if constexpr (std::is_floating_point_v<C>) { if (std::isnan(c)) return v; }
+        if constexpr (std::is_floating_point_v<C>) {
+          if (std::isnan(c)) return v;
+        }
         return static_cast<T>(std::min(std::max(c, lo), hi));  // numpy order: min > max yields max
       });
     });
@@ -204,8 +221,7 @@ class CastOp : public Op {
   void infer(InferContext& ctx) const override {
     DType to = like_ ? ctx.dtype(1) : to_;
     if (bytes_for(ctx.dtype(0), 2) == 0 || bytes_for(to, 2) == 0)
-      fail_unsupported(ctx.node.describe(), ": cast from ", dtype_name(ctx.dtype(0)), " to ", dtype_name(to),
-                       " is not supported");
+      fail_unsupported(ctx.node.describe(), ": cast from ", dtype_name(ctx.dtype(0)), " to ", dtype_name(to), " is not supported");
     ctx.set(0, to, ctx.shape(0));
     if (is_integer(to) && is_integer(ctx.dtype(0)))
       if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);
@@ -220,20 +236,46 @@ class CastOp : public Op {
 }  // namespace
 
 void register_elementwise_unary(OpRegistry& r) {
-  const std::pair<const char*, UnKind> unary[] = {
-      {"Neg", UnKind::Neg}, {"Abs", UnKind::Abs}, {"Sign", UnKind::Sign}, {"Sqrt", UnKind::Sqrt},
-      {"Reciprocal", UnKind::Reciprocal}, {"Exp", UnKind::Exp}, {"Log", UnKind::Log}, {"Erf", UnKind::Erf},
-      {"Tanh", UnKind::Tanh}, {"Sigmoid", UnKind::Sigmoid}, {"Relu", UnKind::Relu}, {"Cos", UnKind::Cos},
-      {"Sin", UnKind::Sin}, {"Tan", UnKind::Tan}, {"Acos", UnKind::Acos}, {"Asin", UnKind::Asin},
-      {"Atan", UnKind::Atan}, {"Cosh", UnKind::Cosh}, {"Sinh", UnKind::Sinh}, {"Acosh", UnKind::Acosh},
-      {"Asinh", UnKind::Asinh}, {"Atanh", UnKind::Atanh}, {"Floor", UnKind::Floor}, {"Ceil", UnKind::Ceil},
-      {"Round", UnKind::Round}, {"Softplus", UnKind::Softplus}, {"Softsign", UnKind::Softsign},
-      {"LeakyRelu", UnKind::LeakyRelu}, {"Elu", UnKind::Elu}, {"Selu", UnKind::Selu}, {"Celu", UnKind::Celu},
-      {"HardSigmoid", UnKind::HardSigmoid}, {"HardSwish", UnKind::HardSwish},
-      {"ThresholdedRelu", UnKind::ThresholdedRelu}, {"Shrink", UnKind::Shrink}, {"Mish", UnKind::Mish},
-      {"Gelu", UnKind::Gelu}, {"Swish", UnKind::Swish}, {"BitwiseNot", UnKind::BitNot}};
-  for (const auto& [name, kind] : unary)
-    r.add("", name, [kind = kind](const Node& n) { return std::make_unique<UnaryOp>(n, kind); });
+  const std::pair<const char*, UnKind> unary[] = {{"Neg", UnKind::Neg},
+                                                  {"Abs", UnKind::Abs},
+                                                  {"Sign", UnKind::Sign},
+                                                  {"Sqrt", UnKind::Sqrt},
+                                                  {"Reciprocal", UnKind::Reciprocal},
+                                                  {"Exp", UnKind::Exp},
+                                                  {"Log", UnKind::Log},
+                                                  {"Erf", UnKind::Erf},
+                                                  {"Tanh", UnKind::Tanh},
+                                                  {"Sigmoid", UnKind::Sigmoid},
+                                                  {"Relu", UnKind::Relu},
+                                                  {"Cos", UnKind::Cos},
+                                                  {"Sin", UnKind::Sin},
+                                                  {"Tan", UnKind::Tan},
+                                                  {"Acos", UnKind::Acos},
+                                                  {"Asin", UnKind::Asin},
+                                                  {"Atan", UnKind::Atan},
+                                                  {"Cosh", UnKind::Cosh},
+                                                  {"Sinh", UnKind::Sinh},
+                                                  {"Acosh", UnKind::Acosh},
+                                                  {"Asinh", UnKind::Asinh},
+                                                  {"Atanh", UnKind::Atanh},
+                                                  {"Floor", UnKind::Floor},
+                                                  {"Ceil", UnKind::Ceil},
+                                                  {"Round", UnKind::Round},
+                                                  {"Softplus", UnKind::Softplus},
+                                                  {"Softsign", UnKind::Softsign},
+                                                  {"LeakyRelu", UnKind::LeakyRelu},
+                                                  {"Elu", UnKind::Elu},
+                                                  {"Selu", UnKind::Selu},
+                                                  {"Celu", UnKind::Celu},
+                                                  {"HardSigmoid", UnKind::HardSigmoid},
+                                                  {"HardSwish", UnKind::HardSwish},
+                                                  {"ThresholdedRelu", UnKind::ThresholdedRelu},
+                                                  {"Shrink", UnKind::Shrink},
+                                                  {"Mish", UnKind::Mish},
+                                                  {"Gelu", UnKind::Gelu},
+                                                  {"Swish", UnKind::Swish},
+                                                  {"BitwiseNot", UnKind::BitNot}};
+  for (const auto& [name, kind] : unary) r.add("", name, [kind = kind](const Node& n) { return std::make_unique<UnaryOp>(n, kind); });
   // ONNX Runtime's activations: FastGelu = tanh-GELU(x + bias), BiasGelu = GELU(x + bias),
   // QuickGelu = x·sigmoid(1.702·x) (Swish with its own default alpha).
   const std::pair<const char*, UnKind> contrib[] = {

@@ -28,9 +28,8 @@ void run_op(const Op& op, RunContext& ctx) {
   }
 }
 
-std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs,
-                                 const Allocator& alloc, Device device, int threads, kernels::opencl::Kernels* opencl,
-                                 OpState* state) {
+std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs, const Allocator& alloc,
+                                 Device device, int threads, kernels::opencl::Kernels* opencl, OpState* state) {
   try {
     std::vector<SymShape> shapes(inputs.size());
     std::vector<InferContext::Input> infos(inputs.size());

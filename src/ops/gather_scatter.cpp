@@ -8,9 +8,7 @@
 #include "ops/register_all.h"
 
 namespace tern {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<int64_t> checked_indices(const Node& node, const Tensor& t, int64_t dim) {
   if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32) fail(node.describe(), ": indices must be int32 or int64");
@@ -175,8 +173,7 @@ class ScatterElementsOp : public Op {
 };
 
 // Element offsets of the slices an N-D index tuple selects: data[b..., i_0..i_{k-1}, :].
-std::vector<int64_t> nd_offsets(const Node& node, const Shape& data, const Tensor& indices, int64_t batch_dims,
-                                int64_t* slice_len) {
+std::vector<int64_t> nd_offsets(const Node& node, const Shape& data, const Tensor& indices, int64_t batch_dims, int64_t* slice_len) {
   const int64_t k = indices.dim(-1);
   if (k < 1 || batch_dims + k > static_cast<int64_t>(data.size()))
     fail(node.describe(), ": index tuples of length ", k, " do not fit data of rank ", data.size());
@@ -241,8 +238,7 @@ class ScatterNDOp : public Op {
     int64_t len = 0;
     std::vector<int64_t> off = nd_offsets(ctx.node, x.shape(), ctx.in(1), 0, &len);
     if (ctx.in(2).numel() != static_cast<int64_t>(off.size()) * len)
-      fail(ctx.node.describe(), ": updates has ", ctx.in(2).numel(), " elements, indices select ",
-           static_cast<int64_t>(off.size()) * len);
+      fail(ctx.node.describe(), ": updates has ", ctx.in(2).numel(), " elements, indices select ", static_cast<int64_t>(off.size()) * len);
     scatter_apply(y, off, len, ctx.in(2), red_);
   }
 

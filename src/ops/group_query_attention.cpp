@@ -19,9 +19,14 @@ namespace {
 class GroupQueryAttentionOp : public Op {
  public:
   explicit GroupQueryAttentionOp(const Node& n)
-      : hq_(n.attr_int("num_heads", 0)), hkv_(n.attr_int("kv_num_heads", 0)), rotary_(n.attr_int("do_rotary", 0) != 0),
-        interleaved_(n.attr_int("rotary_interleaved", 0) != 0), window_(n.attr_int("local_window_size", -1)),
-        causal_(n.attr_int("causal", 1) != 0), softcap_(n.attr_float("softcap", 0)), has_scale_(n.has_attr("scale")),
+      : hq_(n.attr_int("num_heads", 0)),
+        hkv_(n.attr_int("kv_num_heads", 0)),
+        rotary_(n.attr_int("do_rotary", 0) != 0),
+        interleaved_(n.attr_int("rotary_interleaved", 0) != 0),
+        window_(n.attr_int("local_window_size", -1)),
+        causal_(n.attr_int("causal", 1) != 0),
+        softcap_(n.attr_float("softcap", 0)),
+        has_scale_(n.has_attr("scale")),
         scale_(n.attr_float("scale", 0)) {
     if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0)
       fail(n.describe(), ": num_heads (", hq_, ") must be a positive multiple of kv_num_heads (", hkv_, ")");
@@ -96,11 +101,15 @@ class GroupQueryAttentionOp : public Op {
         char* kd = static_cast<char*>(K.raw()) + static_cast<size_t>((b * hkv_ + h) * L) * row;
         char* vd = static_cast<char*>(V.raw()) + static_cast<size_t>((b * hkv_ + h) * L) * row;
         if (pl > 0) {
-          std::memcpy(kd, static_cast<const char*>(pk.raw()) + static_cast<size_t>((b * hkv_ + h) * P) * row, static_cast<size_t>(pl) * row);
-          std::memcpy(vd, static_cast<const char*>(pv.raw()) + static_cast<size_t>((b * hkv_ + h) * P) * row, static_cast<size_t>(pl) * row);
+          std::memcpy(kd, static_cast<const char*>(pk.raw()) + static_cast<size_t>((b * hkv_ + h) * P) * row,
+                      static_cast<size_t>(pl) * row);
+          std::memcpy(vd, static_cast<const char*>(pv.raw()) + static_cast<size_t>((b * hkv_ + h) * P) * row,
+                      static_cast<size_t>(pl) * row);
         }
-        std::memcpy(kd + static_cast<size_t>(pl) * row, static_cast<const char*>(k.raw()) + static_cast<size_t>((b * hkv_ + h) * S) * row, static_cast<size_t>(S) * row);
-        std::memcpy(vd + static_cast<size_t>(pl) * row, static_cast<const char*>(v.raw()) + static_cast<size_t>((b * hkv_ + h) * S) * row, static_cast<size_t>(S) * row);
+        std::memcpy(kd + static_cast<size_t>(pl) * row, static_cast<const char*>(k.raw()) + static_cast<size_t>((b * hkv_ + h) * S) * row,
+                    static_cast<size_t>(S) * row);
+        std::memcpy(vd + static_cast<size_t>(pl) * row, static_cast<const char*>(v.raw()) + static_cast<size_t>((b * hkv_ + h) * S) * row,
+                    static_cast<size_t>(S) * row);
       }
 
     // Bias: query i of entry b sits at position past_b + i and sees keys j <= that position
@@ -130,7 +139,8 @@ class GroupQueryAttentionOp : public Op {
     std::vector<int64_t> ids = ctx.has(9) ? ctx.in(9).to_i64_vector() : std::vector<int64_t>{};
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < S; ++i) {
-        const int64_t p = ids.size() == static_cast<size_t>(B * S) ? ids[static_cast<size_t>(b * S + i)] : past_len[static_cast<size_t>(b)] + i;
+        const int64_t p =
+            ids.size() == static_cast<size_t>(B * S) ? ids[static_cast<size_t>(b * S + i)] : past_len[static_cast<size_t>(b)] + i;
         if (p < 0 || p >= c.dim(0)) fail(ctx.node.describe(), ": position ", p, " is outside the cos/sin cache of ", c.dim(0), " rows");
         for (Tensor* t : {&q, &k}) {
           const int64_t H = t->dim(1);
@@ -154,8 +164,6 @@ class GroupQueryAttentionOp : public Op {
 
 }  // namespace
 
-void register_group_query_attention(OpRegistry& r) {
-  r.add("com.microsoft", "GroupQueryAttention", factory<GroupQueryAttentionOp>());
-}
+void register_group_query_attention(OpRegistry& r) { r.add("com.microsoft", "GroupQueryAttention", factory<GroupQueryAttentionOp>()); }
 
 }  // namespace tern

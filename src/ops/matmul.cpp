@@ -5,8 +5,8 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/nbits.h"
 #include "ops/matmul.h"
 #include "ops/register_all.h"
 
@@ -17,7 +17,9 @@ namespace {
 template <typename F>
 void with_compute_type(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: case DType::Float16: case DType::BFloat16: f(TypeTag<float>{}); break;
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16: f(TypeTag<float>{}); break;
 #ifndef TERN_MINIMAL
     case DType::Float64: f(TypeTag<double>{}); break;
     case DType::Int32: f(TypeTag<int32_t>{}); break;
@@ -26,8 +28,10 @@ void with_compute_type(DType t, F&& f) {
     case DType::UInt64: f(TypeTag<uint64_t>{}); break;
     default: fail_unsupported("MatMul/Gemm on ", dtype_name(t), " is not supported");
 #else
-    default: fail_unsupported("MatMul/Gemm on ", dtype_name(t), " is not supported (a TERN_MINIMAL build multiplies "
-                              "float32, float16 and bfloat16 only)");
+    default:
+      fail_unsupported("MatMul/Gemm on ", dtype_name(t),
+                       " is not supported (a TERN_MINIMAL build multiplies "
+                       "float32, float16 and bfloat16 only)");
 #endif
   }
 }
@@ -52,8 +56,9 @@ class MatMulOp : public RepackedMatMul {
       return {};
     const int64_t K = B->dim(trans_b_ ? 1 : 0), N = B->dim(trans_b_ ? 0 : 1);
     auto source = [&]() -> const Tensor& {
-      if (!B->raw()) fail("its weight was left out of the pack, which holds no prepared form of it for --weights ",
-                          weight_format_name(options.weights), ": run `tern pack` again");
+      if (!B->raw())
+        fail("its weight was left out of the pack, which holds no prepared form of it for --weights ", weight_format_name(options.weights),
+             ": run `tern pack` again");
       return *B;
     };
     if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
@@ -76,13 +81,14 @@ class MatMulOp : public RepackedMatMul {
                                            [&] { return kernels::group_nbits_rows(quantize().view()); });
         return {1};
       }
-      const auto parts = options.prepared(
-          weight_format_name(options.weights),
-          {{DType::UInt8, N * k_blocks * block * bits / 8}, {DType::UInt8, N * ((k_blocks * bits + 7) / 8)}, {DType::Float32, N * k_blocks}},
-          [&] {
-            const kernels::QuantizedWeights q = quantize();
-            return std::vector<Tensor>{q.data, q.zero_points, q.scales};
-          });
+      const auto parts = options.prepared(weight_format_name(options.weights),
+                                          {{DType::UInt8, N * k_blocks * block * bits / 8},
+                                           {DType::UInt8, N * ((k_blocks * bits + 7) / 8)},
+                                           {DType::Float32, N * k_blocks}},
+                                          [&] {
+                                            const kernels::QuantizedWeights q = quantize();
+                                            return std::vector<Tensor>{q.data, q.zero_points, q.scales};
+                                          });
       quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
       return {1};
     }
@@ -164,8 +170,7 @@ class MatMulOp : public RepackedMatMul {
     Shape as = A.shape(), bs = B.shape();
     if (as.size() == 1) as.insert(as.begin(), 1);
     if (bs.size() == 1) bs.push_back(1);
-    const int64_t M = as[as.size() - (trans_a_ ? 1 : 2)], K = as[as.size() - (trans_a_ ? 2 : 1)],
-                  N = bs[bs.size() - (trans_b_ ? 2 : 1)];
+    const int64_t M = as[as.size() - (trans_a_ ? 1 : 2)], K = as[as.size() - (trans_a_ ? 2 : 1)], N = bs[bs.size() - (trans_b_ ? 2 : 1)];
     Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
     Shape batch(std::max(batch_a.size(), batch_b.size()));
     for (size_t k = 0; k < batch.size(); ++k) {
@@ -176,8 +181,7 @@ class MatMulOp : public RepackedMatMul {
     // Per batch element, the offset of its A and B matrices (0-stride along broadcast dims).
     std::vector<int64_t> a_off, b_off;
     std::array<kernels::Dims, 2> st{kernels::broadcast_strides(batch_a, batch), kernels::broadcast_strides(batch_b, batch)};
-    kernels::broadcast_loop<2>(batch, st, [&](int64_t, const std::array<int64_t, 2>& off,
-                                              const std::array<int64_t, 2>& inc, int64_t n) {
+    kernels::broadcast_loop<2>(batch, st, [&](int64_t, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& inc, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         a_off.push_back((off[0] + i * inc[0]) * M * K);
         b_off.push_back((off[1] + i * inc[1]) * K * N);
@@ -199,7 +203,7 @@ class MatMulOp : public RepackedMatMul {
   bool plain() const { return !trans_a_ && !trans_b_ && alpha_ == 1.0f; }  // MatMul's own semantics
   bool trans_a_, trans_b_;
   float alpha_;
-  std::optional<kernels::PackedMatrix> packed_;        // or
+  std::optional<kernels::PackedMatrix> packed_;  // or
   std::optional<kernels::QuantizedWeights> quantized_;
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // for quantized_
 };
@@ -207,7 +211,9 @@ class MatMulOp : public RepackedMatMul {
 class GemmOp : public Op {
  public:
   explicit GemmOp(const Node& n)
-      : ta_(n.attr_int("transA", 0) != 0), tb_(n.attr_int("transB", 0) != 0), alpha_(n.attr_float("alpha", 1)),
+      : ta_(n.attr_int("transA", 0) != 0),
+        tb_(n.attr_int("transB", 0) != 0),
+        alpha_(n.attr_float("alpha", 1)),
         beta_(n.attr_float("beta", 1)) {}
   void infer(InferContext& ctx) const override {
     const SymShape &a = ctx.shape(0), &b = ctx.shape(1);
@@ -232,8 +238,7 @@ class GemmOp : public Op {
         kernels::broadcast_copy(c.raw(), c.shape(), yc.raw(), y.shape(), sizeof(C));
         beta = static_cast<C>(beta_);
       }
-      kernels::gemm<C>(ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta,
-                       yc.data<C>(), N);
+      kernels::gemm<C>(ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta, yc.data<C>(), N);
       if (yc.raw() != y.raw()) convert_tensor(yc, y);
     });
   }

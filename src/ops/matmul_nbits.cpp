@@ -7,10 +7,10 @@
 // file's copy released.
 #include <optional>
 
-#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
+#include "kernels/cpu/nbits.h"
 #include "ops/matmul.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -21,8 +21,12 @@ namespace {
 class MatMulNBitsOp : public Op {
  public:
   explicit MatMulNBitsOp(const Node& n)
-      : K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), bits_(n.attr_int("bits", 4)), block_(n.attr_int("block_size", 0)),
-        accuracy_level_(n.attr_int("accuracy_level", 0)), node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0) {
+      : K_(n.attr_int("K", 0)),
+        N_(n.attr_int("N", 0)),
+        bits_(n.attr_int("bits", 4)),
+        block_(n.attr_int("block_size", 0)),
+        accuracy_level_(n.attr_int("accuracy_level", 0)),
+        node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0) {
     if (K_ <= 0 || N_ <= 0) fail(n.describe(), ": attributes K and N are required");
     if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
@@ -102,7 +106,10 @@ class MatMulNBitsOp : public Op {
     const Tensor& scales = scales_in.raw() ? as_dtype(scales_in, DType::Float32, scratch[0]) : scales_in;
     if (scales.numel() != N_ * k_blocks) fail(where, ": scales must have N·k_blocks = ", N_ * k_blocks, " values");
     kernels::NBitsWeights w;
-    w.N = N_; w.K = K_; w.bits = bits_; w.block = block_;
+    w.N = N_;
+    w.K = K_;
+    w.bits = bits_;
+    w.block = block_;
     w.data = B.data<uint8_t>();
     w.scales = scales.dtype() == DType::Float32 ? scales.data<float>() : nullptr;
     if (zp && zp->dtype() == DType::UInt8) {
@@ -118,7 +125,7 @@ class MatMulNBitsOp : public Op {
   int64_t K_, N_, bits_, block_, accuracy_level_;
   bool node_has_zero_points_;
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
-  std::optional<kernels::QuantizedWeights> grouped_;                        // set by prepack, or none
+  std::optional<kernels::QuantizedWeights> grouped_;                            // set by prepack, or none
 };
 
 }  // namespace

@@ -13,16 +13,15 @@
 #include "ops/register_all.h"
 
 namespace tern {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 NormParams norm_params(const Node& n) {
   NormParams p;
-  static const std::map<std::string, NormParams> layouts = {
-      {"LayerNormalization", {false, -1, 1, 2, -1}}, {"RMSNormalization", {true, -1, 1, -1, -1}},
-      {"SimplifiedLayerNormalization", {true, -1, 1, -1, -1}}, {"SkipLayerNormalization", {false, 1, 2, 3, 4}},
-      {"SkipSimplifiedLayerNormalization", {true, 1, 2, -1, 3}}};
+  static const std::map<std::string, NormParams> layouts = {{"LayerNormalization", {false, -1, 1, 2, -1}},
+                                                            {"RMSNormalization", {true, -1, 1, -1, -1}},
+                                                            {"SimplifiedLayerNormalization", {true, -1, 1, -1, -1}},
+                                                            {"SkipLayerNormalization", {false, 1, 2, 3, 4}},
+                                                            {"SkipSimplifiedLayerNormalization", {true, 1, 2, -1, 3}}};
   if (auto it = layouts.find(n.op_type); it != layouts.end()) p = it->second;
   else fail(n.describe(), ": not a row normalization");
   p.axis = n.attr_int("axis", -1);
@@ -90,10 +89,18 @@ class NormOp : public Op {
     Tensor scale_scratch, beta_scratch;
     const Tensor& scale = param(ctx, p_.scale, n, scale_scratch);
     const Tensor& beta = param(ctx, p_.beta, n, beta_scratch);
-    if (scale.defined()) { a.scale = scale.data<float>(); a.scale_stride = scale.numel() == n ? 0 : n; }
-    if (beta.defined()) { a.bias = beta.data<float>(); a.bias_stride = beta.numel() == n ? 0 : n; }
+    if (scale.defined()) {
+      a.scale = scale.data<float>();
+      a.scale_stride = scale.numel() == n ? 0 : n;
+    }
+    if (beta.defined()) {
+      a.bias = beta.data<float>();
+      a.bias_stride = beta.numel() == n ? 0 : n;
+    }
     const bool plain_rms = p_.rms && p_.skip < 0;
-    auto stat = [&](size_t i) { return ctx.outputs.size() > i && ctx.out(static_cast<int>(i)).defined() ? ctx.out(static_cast<int>(i)).data<float>() : nullptr; };
+    auto stat = [&](size_t i) {
+      return ctx.outputs.size() > i && ctx.out(static_cast<int>(i)).defined() ? ctx.out(static_cast<int>(i)).data<float>() : nullptr;
+    };
     if (plain_rms) {
       a.inv_std_out = stat(1);
     } else {
@@ -167,7 +174,8 @@ class EmbedLayerNormOp : public Op {
     need(!ctx.has(7) || ctx.in(7).numel() == B * S, "the mask");
     Tensor sum(DType::Float32, {B, S, H});
     auto row = [&](const Tensor& table, int64_t r, const char* what) {
-      if (r < 0 || r >= table.dim(0)) fail(ctx.node.describe(), ": ", what, " index ", r, " is outside the table of ", table.dim(0), " rows");
+      if (r < 0 || r >= table.dim(0))
+        fail(ctx.node.describe(), ": ", what, " index ", r, " is outside the table of ", table.dim(0), " rows");
       return table.data<float>() + r * H;
     };
     for (int64_t b = 0; b < B; ++b)

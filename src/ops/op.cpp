@@ -117,9 +117,7 @@ void OpRegistry::add_variant(DeviceKind device, const std::string& domain, const
   opencl_variants_[domain + "::" + op_type] = std::move(f);
 }
 
-bool OpRegistry::has(const std::string& domain, const std::string& op_type) const {
-  return factories_.count(domain + "::" + op_type) != 0;
-}
+bool OpRegistry::has(const std::string& domain, const std::string& op_type) const { return factories_.count(domain + "::" + op_type) != 0; }
 
 std::unique_ptr<Op> OpRegistry::create(const Node& node, DeviceKind device) const {
   const std::string key = node.domain + "::" + node.op_type;
@@ -127,8 +125,8 @@ std::unique_ptr<Op> OpRegistry::create(const Node& node, DeviceKind device) cons
     if (auto v = opencl_variants_.find(key); v != opencl_variants_.end()) return v->second(node);
   auto it = factories_.find(key);
   if (it == factories_.end())
-    fail_unsupported("unsupported op ", node.op_type, " (domain '", node.domain.empty() ? "ai.onnx" : node.domain,
-                     "', opset ", node.opset, ") at node '", node.name, "'");
+    fail_unsupported("unsupported op ", node.op_type, " (domain '", node.domain.empty() ? "ai.onnx" : node.domain, "', opset ", node.opset,
+                     ") at node '", node.name, "'");
   return it->second(node);
 }
 
@@ -140,8 +138,7 @@ std::vector<std::string> OpRegistry::names() const {
 
 int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    fail(node.describe(), ": axis ", axis, " is out of range for rank ", rank);
+  if (a < 0 || a >= rank) fail(node.describe(), ": axis ", axis, " is out of range for rank ", rank);
   return a;
 }
 
@@ -163,13 +160,18 @@ SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b
   for (size_t i = 0; i < r; ++i) {
     const Dim* da = i < r - a.size() ? nullptr : &a[i - (r - a.size())];
     const Dim* db = i < r - b.size() ? nullptr : &b[i - (r - b.size())];
-    if (!da) { out[i] = *db; continue; }
-    if (!db) { out[i] = *da; continue; }
+    if (!da) {
+      out[i] = *db;
+      continue;
+    }
+    if (!db) {
+      out[i] = *da;
+      continue;
+    }
     if (da->is_known() && da->value == 1) out[i] = *db;
     else if (db->is_known() && db->value == 1) out[i] = *da;
     else if (da->is_known() && db->is_known()) {
-      if (da->value != db->value)
-        fail(node.describe(), ": shapes ", sym_shape_str(a), " and ", sym_shape_str(b), " cannot be broadcast");
+      if (da->value != db->value) fail(node.describe(), ": shapes ", sym_shape_str(a), " and ", sym_shape_str(b), " cannot be broadcast");
       out[i] = *da;
     } else if (*da == *db) out[i] = *da;
     else if (da->is_known()) out[i] = *da;  // a symbol must equal the known size (or be 1)
@@ -212,7 +214,8 @@ std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std:
   const std::string key = node + "/" + part;
   std::vector<Tensor> parts = pack->prepared(key, made);
   bool fits = parts.size() == expect.size();
-  for (size_t i = 0; fits && i < parts.size(); ++i) fits = (expect[i].first == DType::Undefined || parts[i].dtype() == expect[i].first) && parts[i].numel() == expect[i].second;
+  for (size_t i = 0; fits && i < parts.size(); ++i)
+    fits = (expect[i].first == DType::Undefined || parts[i].dtype() == expect[i].first) && parts[i].numel() == expect[i].second;
   if (!fits) fail("pack '", pack->path(), "': entry '", key, "' does not hold what this node prepares: run `tern pack` again");
   return parts;
 }

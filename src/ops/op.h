@@ -51,7 +51,7 @@ class InferContext {
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   bool has(int i) const { return i < num_inputs() && inputs_[static_cast<size_t>(i)].present; }
   DType dtype(int i) const;
-  const SymShape& shape(int i) const;  // throws ShapeUnknown if the rank is unknown
+  const SymShape& shape(int i) const;      // throws ShapeUnknown if the rank is unknown
   const Dim& dim(int i, int64_t k) const;  // dim k of input i; fails naming both when the input has fewer
   int64_t rank(int i) const { return static_cast<int64_t>(shape(i).size()); }
   const Tensor* value(int i) const { return has(i) ? inputs_[static_cast<size_t>(i)].value : nullptr; }
@@ -105,8 +105,8 @@ class OpState {
 struct RunContext {
   const Node& node;
   const std::vector<const Tensor*>& inputs;  // nullptr for omitted optional inputs
-  std::vector<Tensor>& outputs;       // allocated by the executor from infer()'s shapes
-  Device device;                      // where outputs live and kernels run (inputs: see Op::runs_on)
+  std::vector<Tensor>& outputs;              // allocated by the executor from infer()'s shapes
+  Device device;                             // where outputs live and kernels run (inputs: see Op::runs_on)
   int threads = 1;
   kernels::opencl::Kernels* opencl = nullptr;  // the device's kernels when device is OpenCL
   OpState* state = nullptr;                    // the node's sequence state (Op::make_state), if any
@@ -173,9 +173,7 @@ class Op {
   // Called once at load with the node's constant inputs (null for the others): an op may repack a
   // weight into its kernel's layout. Returns the inputs it will not read again; the session frees
   // those no other node reads (their dtype and shape stay, the data goes).
-  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& /*options*/) {
-    return {};
-  }
+  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& /*options*/) { return {}; }
   // Bytes of the weights prepack() made (read whole at every run).
   virtual int64_t packed_weight_bytes() const { return 0; }
   // The cost of one run with these tensors (and the node's state, as the run left it). Default: every
@@ -186,9 +184,7 @@ class Op {
   // tensors: an op reads on the host what it needs there — ids, masks — and takes the rest as device
   // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
   // must answer the same for every run of a sequence.
-  virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const {
-    return device.kind == DeviceKind::CPU;
-  }
+  virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const { return device.kind == DeviceKind::CPU; }
   // The kernel run() picks for these inputs, named for profiles ("gemv_panels fp32", "gemm_nbits int4");
   // empty: the op's own loop.
   virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }

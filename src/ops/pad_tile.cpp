@@ -11,10 +11,11 @@ namespace {
 class PadOp : public Op {
  public:
   explicit PadOp(const Node& n)
-      : mode_(n.attr_string("mode", "constant")), pads_attr_(n.attr_ints("pads")), value_attr_(n.attr_float("value", 0)),
+      : mode_(n.attr_string("mode", "constant")),
+        pads_attr_(n.attr_ints("pads")),
+        value_attr_(n.attr_float("value", 0)),
         from_inputs_(n.opset >= 11) {
-    if (mode_ != "constant" && mode_ != "edge" && mode_ != "reflect" && mode_ != "wrap")
-      fail(n.describe(), ": unknown mode '", mode_, "'");
+    if (mode_ != "constant" && mode_ != "edge" && mode_ != "reflect" && mode_ != "wrap") fail(n.describe(), ": unknown mode '", mode_, "'");
   }
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);

@@ -12,8 +12,11 @@ using RedKind = kernels::ReduceKind;
 class ReduceOp : public Op {
  public:
   ReduceOp(const Node& n, RedKind kind)
-      : kind_(kind), keepdims_(n.attr_int("keepdims", 1) != 0), noop_empty_(n.attr_int("noop_with_empty_axes", 0) != 0),
-        axes_attr_(n.attr_ints("axes")), axes_from_input_(n.opset >= (kind == RedKind::Sum ? 13 : 18)) {}
+      : kind_(kind),
+        keepdims_(n.attr_int("keepdims", 1) != 0),
+        noop_empty_(n.attr_int("noop_with_empty_axes", 0) != 0),
+        axes_attr_(n.attr_ints("axes")),
+        axes_from_input_(n.opset >= (kind == RedKind::Sum ? 13 : 18)) {}
 
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);
@@ -56,7 +59,9 @@ class ReduceOp : public Op {
 class ArgOp : public Op {
  public:
   ArgOp(const Node& n, bool is_max)
-      : is_max_(is_max), axis_(n.attr_int("axis", 0)), keepdims_(n.attr_int("keepdims", 1) != 0),
+      : is_max_(is_max),
+        axis_(n.attr_int("axis", 0)),
+        keepdims_(n.attr_int("keepdims", 1) != 0),
         last_(n.attr_int("select_last_index", 0) != 0) {}
   void infer(InferContext& ctx) const override {
     SymShape s = ctx.shape(0);
@@ -86,13 +91,17 @@ class ArgOp : public Op {
 }  // namespace
 
 void register_reduce(OpRegistry& r) {
-  const std::pair<const char*, RedKind> kinds[] = {
-      {"ReduceSum", RedKind::Sum}, {"ReduceMean", RedKind::Mean}, {"ReduceMax", RedKind::Max},
-      {"ReduceMin", RedKind::Min}, {"ReduceProd", RedKind::Prod}, {"ReduceL1", RedKind::L1},
-      {"ReduceL2", RedKind::L2}, {"ReduceLogSum", RedKind::LogSum}, {"ReduceLogSumExp", RedKind::LogSumExp},
-      {"ReduceSumSquare", RedKind::SumSquare}};
-  for (const auto& [name, kind] : kinds)
-    r.add("", name, [kind = kind](const Node& n) { return std::make_unique<ReduceOp>(n, kind); });
+  const std::pair<const char*, RedKind> kinds[] = {{"ReduceSum", RedKind::Sum},
+                                                   {"ReduceMean", RedKind::Mean},
+                                                   {"ReduceMax", RedKind::Max},
+                                                   {"ReduceMin", RedKind::Min},
+                                                   {"ReduceProd", RedKind::Prod},
+                                                   {"ReduceL1", RedKind::L1},
+                                                   {"ReduceL2", RedKind::L2},
+                                                   {"ReduceLogSum", RedKind::LogSum},
+                                                   {"ReduceLogSumExp", RedKind::LogSumExp},
+                                                   {"ReduceSumSquare", RedKind::SumSquare}};
+  for (const auto& [name, kind] : kinds) r.add("", name, [kind = kind](const Node& n) { return std::make_unique<ReduceOp>(n, kind); });
   r.add("", "ArgMax", [](const Node& n) { return std::make_unique<ArgOp>(n, true); });
   r.add("", "ArgMin", [](const Node& n) { return std::make_unique<ArgOp>(n, false); });
 }

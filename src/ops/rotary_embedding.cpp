@@ -14,9 +14,13 @@ namespace {
 class RotaryEmbeddingOp : public Op {
  public:
   explicit RotaryEmbeddingOp(const Node& n)
-      : microsoft_(n.domain == "com.microsoft"), interleaved_(n.attr_int("interleaved", 0) != 0),
-        rot_dim_(n.attr_int("rotary_embedding_dim", 0)), num_heads_(n.attr_int("num_heads", 0)),
-        cos_(microsoft_ ? 2 : 1), sin_(microsoft_ ? 3 : 2), pos_(microsoft_ ? 1 : 3) {}
+      : microsoft_(n.domain == "com.microsoft"),
+        interleaved_(n.attr_int("interleaved", 0) != 0),
+        rot_dim_(n.attr_int("rotary_embedding_dim", 0)),
+        num_heads_(n.attr_int("num_heads", 0)),
+        cos_(microsoft_ ? 2 : 1),
+        sin_(microsoft_ ? 3 : 2),
+        pos_(microsoft_ ? 1 : 3) {}
   void infer(InferContext& ctx) const override {
     int64_t r = ctx.rank(0);
     if (r != 3 && r != 4) ctx.fail("input must be 3-D or 4-D, got ", sym_shape_str(ctx.shape(0)));

@@ -20,9 +20,7 @@ class ViewOp : public Op {
   static void keep_elements(InferContext& ctx) {
     if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);
   }
-  void run(RunContext& ctx) const override {
-    ctx.out(0).view_elements_of(ctx.in(0));
-  }
+  void run(RunContext& ctx) const override { ctx.out(0).view_elements_of(ctx.in(0)); }
 };
 
 class ReshapeOp : public ViewOp {
@@ -65,8 +63,7 @@ class ReshapeOp : public ViewOp {
         }
       if (all_known) {
         int64_t total = numel_of(*in_c);
-        if (known == 0 || total % known != 0)
-          ctx.fail("cannot reshape ", sym_shape_str(in), " to ", shape_str(target));
+        if (known == 0 || total % known != 0) ctx.fail("cannot reshape ", sym_shape_str(in), " to ", shape_str(target));
         out[static_cast<size_t>(infer_at)] = Dim::known(total / known);
       }
     }
@@ -107,10 +104,8 @@ class ReshapeOp : public ViewOp {
       else if (auto it = left.find(out[i].symbol); !out[i].symbol.empty() && it != left.end()) left.erase(it);
       else return out;
     }
-    if (left.empty() && out_known > 0 && in_known % out_known == 0)
-      out[static_cast<size_t>(infer_at)] = Dim::known(in_known / out_known);
-    else if (left.size() == 1 && in_known == out_known)
-      out[static_cast<size_t>(infer_at)] = Dim::named(*left.begin());
+    if (left.empty() && out_known > 0 && in_known % out_known == 0) out[static_cast<size_t>(infer_at)] = Dim::known(in_known / out_known);
+    else if (left.size() == 1 && in_known == out_known) out[static_cast<size_t>(infer_at)] = Dim::named(*left.begin());
     return out;
   }
 
@@ -221,8 +216,7 @@ class DropoutOp : public Op {
   void infer(InferContext& ctx) const override {
     const bool training = ctx.has(2) && ctx.require_value(2).at_i64(0) != 0;
     const double ratio = ctx.has(1) ? ctx.require_value(1).at_f64(0) : 0.5;
-    if (training && ratio != 0.0)
-      fail_unsupported(ctx.node.describe(), ": training_mode with ratio > 0 (random masks) is not supported");
+    if (training && ratio != 0.0) fail_unsupported(ctx.node.describe(), ": training_mode with ratio > 0 (random masks) is not supported");
     ctx.same_as_input(0, 0);
     ctx.set(1, DType::Bool, ctx.shape(0));
   }

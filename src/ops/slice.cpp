@@ -56,8 +56,7 @@ class SliceOp : public Op {
       idx.clear();
       for (int64_t i = 0; i < count; ++i) idx.push_back(start + i * p.steps[k]);
     }
-    kernels::separable_gather(x.raw(), x.shape(), ctx.out(0).raw(), ctx.out(0).shape(), index, nullptr,
-                              dtype_size(x.dtype()));
+    kernels::separable_gather(x.raw(), x.shape(), ctx.out(0).raw(), ctx.out(0).shape(), index, nullptr, dtype_size(x.dtype()));
   }
 
  private:

@@ -43,8 +43,7 @@ class SoftmaxOp : public Op {
 
 void register_softmax(OpRegistry& r) {
   using K = kernels::SoftmaxKind;
-  for (auto [name, kind] : {std::pair{"Softmax", K::Softmax}, std::pair{"LogSoftmax", K::LogSoftmax},
-                            std::pair{"Hardmax", K::Hardmax}})
+  for (auto [name, kind] : {std::pair{"Softmax", K::Softmax}, std::pair{"LogSoftmax", K::LogSoftmax}, std::pair{"Hardmax", K::Hardmax}})
     r.add("", name, [kind = kind](const Node& n) { return std::make_unique<SoftmaxOp>(n, kind); });
 }
 

@@ -42,8 +42,7 @@ class TensorScatterOp : public Op {
         for (int64_t s = 0; s < len; ++s) {
           int64_t at = widx[static_cast<size_t>(b)] + s;
           if (circular_) at = ((at % max_len) + max_len) % max_len;
-          if (at < 0 || at >= max_len)
-            fail(ctx.node.describe(), ": write index ", at, " is outside the cache length ", max_len);
+          if (at < 0 || at >= max_len) fail(ctx.node.describe(), ": write index ", at, " is outside the cache length ", max_len);
           std::memcpy(static_cast<char*>(out.raw()) + static_cast<size_t>((b * mid + m) * max_len + at) * row,
                       static_cast<const char*>(upd.raw()) + static_cast<size_t>((b * mid + m) * len + s) * row, row);
         }

@@ -68,8 +68,7 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
     else if (is_op(sq, "Mul") && sq->inputs[0] == sq->inputs[1]) x = sq->inputs[0];
     const int64_t r = m.rank(x);
     const auto axes = mean.inputs.size() > 1 ? m.ints(mean.inputs[1]) : std::optional(mean.attr_ints("axes"));
-    if (x < 0 || r <= 0 || !axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != r - 1) ||
-        !m.single_use(sq->outputs[0]))
+    if (x < 0 || r <= 0 || !axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != r - 1) || !m.single_use(sq->outputs[0]))
       continue;
     const Node* add = sole_consumer(m, mean.outputs[0]);
     const auto eps = is_op(add, "Add") ? m.scalar(other_operand(*add, mean.outputs[0])) : std::nullopt;
@@ -79,8 +78,7 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
     const Node* normed = nullptr;  // x / √(…)
     if (is_op(inv, "Div") && inv->inputs[1] == sqrt->outputs[0] && inv->inputs[0] == x) {
       normed = inv;
-    } else if ((is_op(inv, "Div") && inv->inputs[1] == sqrt->outputs[0] && m.scalar(inv->inputs[0]) == 1.0) ||
-               is_op(inv, "Reciprocal")) {
+    } else if ((is_op(inv, "Div") && inv->inputs[1] == sqrt->outputs[0] && m.scalar(inv->inputs[0]) == 1.0) || is_op(inv, "Reciprocal")) {
       normed = sole_consumer(m, inv->outputs[0]);
       if (!is_op(normed, "Mul") || other_operand(*normed, inv->outputs[0]) != x) continue;
     } else {
@@ -89,8 +87,7 @@ std::vector<Fusion> fuse_rms_norm(Graph& g) {
     const Node* scaled = sole_consumer(m, normed->outputs[0]);
     const int w = is_op(scaled, "Mul") ? other_operand(*scaled, normed->outputs[0]) : -1;
     const Value* wv = w >= 0 ? &m.value(w) : nullptr;
-    if (!wv || !wv->constant || wv->constant->rank() != 1 || wv->constant->dim(0) != m.dim(x, -1) ||
-        wv->dtype != m.value(x).dtype)
+    if (!wv || !wv->constant || wv->constant->rank() != 1 || wv->constant->dim(0) != m.dim(x, -1) || wv->dtype != m.value(x).dtype)
       continue;
     Node n;
     n.name = scaled->name + "/rms_norm";
@@ -190,7 +187,8 @@ std::string join_key(const Graph& g, const Node& n) {
   auto dtype_of = [&](size_t i) -> std::string {
     return i < n.inputs.size() && n.inputs[i] >= 0 ? dtype_name(g.values[static_cast<size_t>(n.inputs[i])].dtype) : "-";
   };
-  if (n.op_type == "MatMul") return "MatMul " + dtype_of(1) + " " + std::to_string(g.values[static_cast<size_t>(n.inputs[1])].constant->dim(0));
+  if (n.op_type == "MatMul")
+    return "MatMul " + dtype_of(1) + " " + std::to_string(g.values[static_cast<size_t>(n.inputs[1])].constant->dim(0));
   std::string key = "MatMulNBits";
   for (const auto& [a, dflt] : {std::pair<const char*, int64_t>{"K", 0}, {"bits", 4}, {"block_size", 0}, {"accuracy_level", 0}})
     key += " " + std::to_string(n.attr_int(a, dflt));
@@ -217,7 +215,6 @@ Tensor concat_rows(const Graph& g, const std::vector<const Node*>& nodes, size_t
   return cat;
 }
 
-
 }  // namespace
 
 // MatMul(x, W1), MatMul(x, W2)… with constant 2-D weights of one dtype → MatMul(x, [W1 | W2 | …]), and
@@ -231,8 +228,8 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     if (joinable_product(g, g.nodes[k])) by_input[g.nodes[k].inputs[0]].push_back(static_cast<int>(k));
   std::vector<Fusion> fused;
-  std::map<int, Node> replace;   // first product of a group → the concatenated one
-  std::map<int, Node> add_after; // … → the Split after it (when needed)
+  std::map<int, Node> replace;    // first product of a group → the concatenated one
+  std::map<int, Node> add_after;  // … → the Split after it (when needed)
   std::vector<char> drop(g.nodes.size(), 0);
   const Matcher m(g);
   // Weights copied into a concatenation are released as soon as they are when nothing else reads them (a mapped
@@ -315,8 +312,8 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
     if (packed && reader->op_type == "SwiGLU" && reader->domain == "tern" && parts.size() == 2 && sizes[0] == sizes[1]) {
       Node& r = g.nodes[static_cast<size_t>(m.index_of(reader))];
       r.inputs = {yid};
-    } else if (packed && reader->op_type == "CachedAttention" && reader->domain == "tern" && parts.size() == 3 &&
-               sizes[1] == sizes[2] && sizes[0] * reader->attr_int("kv_num_heads", 0) == sizes[1] * reader->attr_int("q_num_heads", 0)) {
+    } else if (packed && reader->op_type == "CachedAttention" && reader->domain == "tern" && parts.size() == 3 && sizes[1] == sizes[2] &&
+               sizes[0] * reader->attr_int("kv_num_heads", 0) == sizes[1] * reader->attr_int("q_num_heads", 0)) {
       Node& r = g.nodes[static_cast<size_t>(m.index_of(reader))];
       r.inputs[0] = yid;
       r.inputs[1] = r.inputs[2] = -1;
@@ -334,8 +331,8 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
       add_after[same[0]] = std::move(split);
     }
     const std::string plural = first.op_type == "MatMul" ? "MatMuls" : first.op_type;
-    fused.push_back({std::to_string(same.size()) + " " + plural + " sharing an input → one " + first.op_type + " over concatenated weights",
-                     mm.name});
+    fused.push_back(
+        {std::to_string(same.size()) + " " + plural + " sharing an input → one " + first.op_type + " over concatenated weights", mm.name});
     replace[same[0]] = std::move(mm);
     for (size_t i = 1; i < same.size(); ++i) drop[static_cast<size_t>(same[i])] = 1;
     // At once, group by group: the 1B-shape model's gate|up copies otherwise sat beside 2.4 GB of source pages.
@@ -402,13 +399,19 @@ namespace {
 // weights and other constants aside: products with constant weights, last-axis norms, SwiGLU, element-wise
 // ops, a last-axis Split. Attention, which mixes positions, is not.
 bool position_wise(const Graph& g, const Node& n) {
-  const auto constant = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant; };
+  const auto constant = [&](size_t i) {
+    return i < n.inputs.size() && n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant;
+  };
   const auto constant_matrix = [&](size_t i) { return constant(i) && g.values[static_cast<size_t>(n.inputs[i])].constant->rank() == 2; };
-  const auto last_axis = [&] { const int64_t a = n.attr_int("axis", -1); return a == -1 || a == 2; };
+  const auto last_axis = [&] {
+    const int64_t a = n.attr_int("axis", -1);
+    return a == -1 || a == 2;
+  };
   static const std::set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Relu", "Erf", "Gelu", "Cast"};
   if (n.domain.empty()) {
     if (n.op_type == "MatMul") return constant_matrix(1);
-    if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" || n.op_type == "SimplifiedLayerNormalization") return last_axis();
+    if (n.op_type == "LayerNormalization" || n.op_type == "RMSNormalization" || n.op_type == "SimplifiedLayerNormalization")
+      return last_axis();
     if (n.op_type == "Split") return n.has_attr("axis") && last_axis();
     return elementwise.count(n.op_type) > 0;
   }
@@ -473,7 +476,8 @@ std::vector<Fusion> hoist_last_position(Graph& g) {
           for (int& in : n.inputs)
             if (in == from) in = to;
       }
-      moved.push_back({"last position taken before " + moved_node.op_type + " (position-wise; generation reads no other)", moved_node.name});
+      moved.push_back(
+          {"last position taken before " + moved_node.op_type + " (position-wise; generation reads no other)", moved_node.name});
       std::vector<Node> nodes;
       for (size_t n = 0; n < g.nodes.size(); ++n) {
         if (std::count(bypassed.begin(), bypassed.end(), static_cast<int>(n))) continue;

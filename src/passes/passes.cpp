@@ -16,8 +16,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       int id = node.inputs[i];
       if (id < 0) continue;
       const Value& v = g.values[static_cast<size_t>(id)];
-      infos[i] = {v.dtype, v.shape ? &*v.shape : nullptr, v.constant ? &*v.constant : nullptr, true,
-                  v.sym_value ? &*v.sym_value : nullptr};
+      infos[i] = {v.dtype, v.shape ? &*v.shape : nullptr, v.constant ? &*v.constant : nullptr, true, v.sym_value ? &*v.sym_value : nullptr};
       values[i] = infos[i].value;
       if (!v.constant) all_known = false;
     }

@@ -5,11 +5,11 @@
 namespace tern {
 
 struct PassStats {
-  int folded_nodes = 0;      // nodes replaced by constants
-  int removed_nodes = 0;     // nodes nothing consumes
-  int canonicalized = 0;     // no-op nodes, round-trip Casts, transposed MatMul weights (passes/canonicalize.h)
-  int shape_values = 0;      // shape arithmetic made tern::DimsOf nodes (passes/shape_values.h)
-  int merged_nodes = 0;      // duplicates of an earlier node (merge_duplicate_nodes)
+  int folded_nodes = 0;   // nodes replaced by constants
+  int removed_nodes = 0;  // nodes nothing consumes
+  int canonicalized = 0;  // no-op nodes, round-trip Casts, transposed MatMul weights (passes/canonicalize.h)
+  int shape_values = 0;   // shape arithmetic made tern::DimsOf nodes (passes/shape_values.h)
+  int merged_nodes = 0;   // duplicates of an earlier node (merge_duplicate_nodes)
 };
 
 // Walks nodes in order: applies each op's shape rule to (symbolic) input shapes, and when every input

@@ -17,10 +17,10 @@ void append(std::vector<Fusion>& to, std::vector<Fusion> more) { to.insert(to.en
 // hostile Add with one input reached the RoPE matcher (fuzz target onnx_model).
 int required_inputs(const Node& n) {
   static const std::unordered_map<std::string, int> required = {
-      {"Add", 2},     {"Sub", 2},     {"Mul", 2},       {"Div", 2},     {"Pow", 2},     {"MatMul", 2},  {"Equal", 2},
-      {"Reshape", 2}, {"Gather", 2},  {"Expand", 2},    {"Slice", 3},   {"Where", 3},   {"Range", 3},   {"Neg", 1},
-      {"Sqrt", 1},    {"Reciprocal", 1}, {"Sigmoid", 1}, {"Tanh", 1},   {"Exp", 1},     {"Cast", 1},    {"Softmax", 1},
-      {"Transpose", 1}, {"Shape", 1}, {"ReduceMean", 1}, {"Concat", 1}, {"Squeeze", 1}};
+      {"Add", 2},       {"Sub", 2},        {"Mul", 2},        {"Div", 2},    {"Pow", 2},    {"MatMul", 2}, {"Equal", 2},
+      {"Reshape", 2},   {"Gather", 2},     {"Expand", 2},     {"Slice", 3},  {"Where", 3},  {"Range", 3},  {"Neg", 1},
+      {"Sqrt", 1},      {"Reciprocal", 1}, {"Sigmoid", 1},    {"Tanh", 1},   {"Exp", 1},    {"Cast", 1},   {"Softmax", 1},
+      {"Transpose", 1}, {"Shape", 1},      {"ReduceMean", 1}, {"Concat", 1}, {"Squeeze", 1}};
   if (!n.domain.empty() && n.domain != "ai.onnx") return 0;
   const auto it = required.find(n.op_type);
   return it == required.end() ? 0 : it->second;
@@ -56,8 +56,10 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
       std::string why;
       for (const auto& miss : r.misses) why += "\n  " + miss.str();
       if (why.empty()) why = " the graph has no past key/value inputs";
-      fail_unsupported("the attention does not match a ring-buffer cache pattern (passes/attention/attention.h lists them); run "
-                       "without a window:", why);
+      fail_unsupported(
+          "the attention does not match a ring-buffer cache pattern (passes/attention/attention.h lists them); run "
+          "without a window:",
+          why);
     }
     r.cached_layers = static_cast<int>(r.fusions.size());
     infer_and_fold(g, stats, true);
@@ -76,9 +78,9 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   remove_dead_nodes(g, stats);
   infer_and_fold(g, stats, true);  // shapes of the new values
   stats->shape_values = resolve_shape_values(g);
-  remove_dead_nodes(g, stats);  // the chains that computed them
+  remove_dead_nodes(g, stats);                // the chains that computed them
   append(r.fusions, hoist_last_position(g));  // reads the fused nodes' shapes
-  infer_and_fold(g, stats, false);             // the shorter rows'
+  infer_and_fold(g, stats, false);            // the shorter rows'
   const auto& registry = OpRegistry::instance();
   stats->merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
 }

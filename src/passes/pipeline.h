@@ -16,15 +16,15 @@ struct PipelineOptions {
   int64_t kv_window = 0;
   int64_t kv_sinks = 4;
   DType kv_dtype = DType::Float32;
-  bool kv_window_required = true;  // fail when no layer matches
+  bool kv_window_required = true;    // fail when no layer matches
   std::string last_position_output;  // graph output generation reads only the last position of
   WeightPack* pack = nullptr;        // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)
 };
 
 struct PipelineResult {
   PassStats stats;
-  std::vector<Fusion> fusions;       // rewrites made, in order
-  std::vector<FusionMiss> misses;    // why attention did not become ring layers (with a window)
+  std::vector<Fusion> fusions;     // rewrites made, in order
+  std::vector<FusionMiss> misses;  // why attention did not become ring layers (with a window)
   int cached_layers = 0;
 };
 

@@ -27,7 +27,8 @@ SymbolSources symbol_sources(const Graph& g) {
     if (!v.shape) continue;
     for (size_t a = 0; a < v.shape->size(); ++a) {
       const Dim& d = (*v.shape)[a];
-      if (!d.is_known() && !d.symbol.empty() && d.symbol != kInferredDim) sources.emplace(d.symbol, std::make_pair(id, static_cast<int64_t>(a)));
+      if (!d.is_known() && !d.symbol.empty() && d.symbol != kInferredDim)
+        sources.emplace(d.symbol, std::make_pair(id, static_cast<int64_t>(a)));
     }
   }
   return sources;
@@ -167,8 +168,7 @@ int merge_duplicate_nodes(Graph& g, const std::function<bool(const Node&)>& dete
     Node& node = g.nodes[k];
     for (int& in : node.inputs)
       if (in >= 0) in = same_as[static_cast<size_t>(in)];
-    if (std::any_of(node.outputs.begin(), node.outputs.end(), [&](int o) { return o >= 0 && is_output[static_cast<size_t>(o)]; }))
-      continue;
+    if (std::any_of(node.outputs.begin(), node.outputs.end(), [&](int o) { return o >= 0 && is_output[static_cast<size_t>(o)]; })) continue;
     auto attrs = attribute_key(node);
     if (!attrs || !deterministic(node)) continue;
     std::string key = node.domain + '\0' + node.op_type + '\0' + *attrs + '\0';

@@ -23,9 +23,9 @@ std::vector<std::string> symbol_terms(const std::string& symbol);
 // Returns how many nodes became tern::DimsOf.
 int resolve_shape_values(Graph& g);
 
-// Same op, attributes and inputs (small constants compared by contents), and an op whose outputs depend on its inputs alone (`deterministic`:
-// not random, not stateful): readers of the later node read the earlier one's outputs instead. Nodes
-// with subgraph or large tensor attributes are left alone. Returns how many nodes were merged.
+// Same op, attributes and inputs (small constants compared by contents), and an op whose outputs depend on its inputs alone
+// (`deterministic`: not random, not stateful): readers of the later node read the earlier one's outputs instead. Nodes with subgraph or
+// large tensor attributes are left alone. Returns how many nodes were merged.
 int merge_duplicate_nodes(Graph& g, const std::function<bool(const Node&)>& deterministic);
 
 }  // namespace tern

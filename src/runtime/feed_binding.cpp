@@ -94,7 +94,8 @@ void FeedBinding::bind(const std::vector<std::pair<std::string, Tensor>>& feeds,
     const InputDim& d = input_dims_[i];
     if (d.same_as >= 0 && binding[i] != binding[static_cast<size_t>(d.same_as)]) {
       const InputDim& e = input_dims_[static_cast<size_t>(d.same_as)];
-      fail(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ", binding[static_cast<size_t>(d.same_as)]);
+      fail(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ",
+           binding[static_cast<size_t>(d.same_as)]);
     }
     int64_t sum = 0;
     for (size_t t : d.terms) sum += binding[t];

@@ -16,8 +16,8 @@ double measure_peak_gflops(int threads);
 // $XDG_CACHE_HOME/tern/machine.json (else ~/.cache/tern/machine.json), keyed by CPU model, ISA tier and
 // thread count, so profiles compare against the same roofs; `remeasure` (tern bench --machine) measures again.
 struct MachinePeaks {
-  double gflops = 0;  // peak fp32
-  double gb_s = 0;    // read bandwidth
+  double gflops = 0;   // peak fp32
+  double gb_s = 0;     // read bandwidth
   std::string source;  // "measured now" or "cached in PATH (measured DATE)"
 };
 MachinePeaks machine_peaks(int threads, bool remeasure = false);

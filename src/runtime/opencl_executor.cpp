@@ -75,9 +75,7 @@ class OpenClExecutor : public DeviceExecutor {
 
 }  // namespace
 
-std::unique_ptr<DeviceExecutor> DeviceExecutor::open(const Device& device) {
-  return std::make_unique<OpenClExecutor>(device.index);
-}
+std::unique_ptr<DeviceExecutor> DeviceExecutor::open(const Device& device) { return std::make_unique<OpenClExecutor>(device.index); }
 
 int DeviceExecutor::max_top_k() { return kernels::opencl::Kernels::kTopKMax; }
 

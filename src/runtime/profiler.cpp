@@ -2,7 +2,6 @@
 
 #include "kernels/cpu/parallel.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,9 +12,7 @@
 namespace tern {
 namespace {
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // ONNX Runtime's way of listing tensors in a profile event: [{"float":[1,128,576]}, …].
 std::string type_shapes(const std::vector<const Tensor*>& tensors) {
@@ -57,9 +54,8 @@ void Profiler::attach(SessionOptions& options) {
     const bool on_device = r.on_device;
     std::lock_guard<std::mutex> lock(mutex_);  // concurrent runs record into one profile
     if (origin_us_ < 0) origin_us_ = r.start_us;
-    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device,
-                       type_shapes(r.inputs), type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us,
-                       c.flops, c.bytes});
+    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device, type_shapes(r.inputs),
+                       type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops, c.bytes});
     hook_us_ += now_us() - entered;
   };
 }
@@ -124,21 +120,20 @@ void Profiler::write_table(std::ostream& out, const MachinePeaks& machine, int t
     out << "\n" << phase << " (" << runs(phase) << " run(s)): nodes " << nodes << " ms";
     if (step > 0) out << " of " << step << " ms measured (" << static_cast<int>(100.0 * nodes / step + 0.5) << "% accounted for)";
     out << "\n";
-    std::snprintf(line, sizeof line, "  %-26s %6s %10s %9s %6s %9s %9s %7s %9s %9s %9s\n", "op type", "calls", "total ms",
-                  "mean ms", "share", "GFLOP", "GB", "flop/B", "GFLOP/s", "GB/s", "roofline");
+    std::snprintf(line, sizeof line, "  %-26s %6s %10s %9s %6s %9s %9s %7s %9s %9s %9s\n", "op type", "calls", "total ms", "mean ms",
+                  "share", "GFLOP", "GB", "flop/B", "GFLOP/s", "GB/s", "roofline");
     out << line;
     for (const Row& r : by_op_type(phase)) {
-      std::snprintf(line, sizeof line, "  %-26s %6lld %10.2f %9.3f %5.1f%% %9.3f %9.3f %7.2f %9.1f %9.1f %8.0f%%\n",
-                    r.name.c_str(), static_cast<long long>(r.calls), r.ms, r.ms / static_cast<double>(r.calls),
-                    nodes > 0 ? 100.0 * r.ms / nodes : 0.0, r.flops / 1e9, r.bytes / 1e9, r.intensity(), r.gflops_per_s(),
-                    r.gb_per_s(), r.roofline_pct(machine));
+      std::snprintf(line, sizeof line, "  %-26s %6lld %10.2f %9.3f %5.1f%% %9.3f %9.3f %7.2f %9.1f %9.1f %8.0f%%\n", r.name.c_str(),
+                    static_cast<long long>(r.calls), r.ms, r.ms / static_cast<double>(r.calls), nodes > 0 ? 100.0 * r.ms / nodes : 0.0,
+                    r.flops / 1e9, r.bytes / 1e9, r.intensity(), r.gflops_per_s(), r.gb_per_s(), r.roofline_pct(machine));
       out << line;
     }
     const auto node_rows = by_node(phase);
     if (top_nodes <= 0 || node_rows.empty()) continue;
     out << "  slowest nodes:\n";
-    std::snprintf(line, sizeof line, "  %-40s %-18s %-29s %6s %10s %6s %9s %9s %9s\n", "node", "op type", "kernel", "calls",
-                  "total ms", "share", "GFLOP/s", "GB/s", "roofline");
+    std::snprintf(line, sizeof line, "  %-40s %-18s %-29s %6s %10s %6s %9s %9s %9s\n", "node", "op type", "kernel", "calls", "total ms",
+                  "share", "GFLOP/s", "GB/s", "roofline");
     out << line;
     for (size_t i = 0; i < node_rows.size() && i < static_cast<size_t>(top_nodes); ++i) {
       const Row& r = node_rows[i];
@@ -148,8 +143,8 @@ void Profiler::write_table(std::ostream& out, const MachinePeaks& machine, int t
       out << line;
     }
   }
-  std::snprintf(line, sizeof line, "\nprofiler overhead: %.2f ms in its hook for %zu node runs (%.2f%% of the measured time)\n",
-                hook_ms(), events_.size(), measured > 0 ? 100.0 * hook_ms() / measured : 0.0);
+  std::snprintf(line, sizeof line, "\nprofiler overhead: %.2f ms in its hook for %zu node runs (%.2f%% of the measured time)\n", hook_ms(),
+                events_.size(), measured > 0 ? 100.0 * hook_ms() / measured : 0.0);
   out << line;
 }
 
@@ -175,9 +170,8 @@ void Profiler::write_chrome_trace(const std::string& path) const {
     f << "{\"cat\":\"Node\",\"pid\":1,\"tid\":1,\"ph\":\"X\",\"ts\":" << static_cast<int64_t>(e.ts_us)
       << ",\"dur\":" << std::max<int64_t>(static_cast<int64_t>(e.dur_us), 1) << ",\"name\":" << json_string(e.name + "_kernel_time")
       << ",\"args\":{\"op_name\":" << json_string(e.op_type) << ",\"provider\":" << (e.on_device ? "\"tern-opencl\"" : "\"tern-cpu\"")
-      << ",\"kernel\":" << json_string(e.kernel)
-      << ",\"thread_count\":" << threads_ << ",\"phase\":" << json_string(e.phase) << ",\"run\":" << e.run
-      << ",\"input_type_shape\":" << e.inputs << ",\"output_type_shape\":" << e.outputs << ",\"flops\":" << e.flops
+      << ",\"kernel\":" << json_string(e.kernel) << ",\"thread_count\":" << threads_ << ",\"phase\":" << json_string(e.phase)
+      << ",\"run\":" << e.run << ",\"input_type_shape\":" << e.inputs << ",\"output_type_shape\":" << e.outputs << ",\"flops\":" << e.flops
       << ",\"bytes\":" << e.bytes << "}}" << (i + 1 < events_.size() ? ",\n" : "\n");
   }
   f << "]\n";

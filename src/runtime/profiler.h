@@ -1,9 +1,8 @@
 // Per-node profile of a session's runs: every node's time (SessionOptions::on_node), cost (Op::cost) and
-// kernel (Op::kernel; "opencl" for nodes that ran on the OpenCL device), grouped by phase (the caller says when prefill ends and decode starts), by op
-// type and by node, against this machine's roofline — achieved GFLOP/s and GB/s, arithmetic intensity,
-// and the share of what min(peak GFLOP/s, intensity × bandwidth) allows. Chrome traces carry ONNX
-// Runtime's profiler fields (cat, name, ph, ts, dur, args.op_name, args.input_type_shape, …) so scripts
-// for ORT profiles read them; profile_report.h draws the same data.
+// kernel (Op::kernel; "opencl" for nodes that ran on the OpenCL device), grouped by phase (the caller says when prefill ends and decode
+// starts), by op type and by node, against this machine's roofline — achieved GFLOP/s and GB/s, arithmetic intensity, and the share of what
+// min(peak GFLOP/s, intensity × bandwidth) allows. Chrome traces carry ONNX Runtime's profiler fields (cat, name, ph, ts, dur,
+// args.op_name, args.input_type_shape, …) so scripts for ORT profiles read them; profile_report.h draws the same data.
 #pragma once
 #include <mutex>
 #include <ostream>
@@ -56,7 +55,7 @@ class Profiler {
   void add_step_time(const std::string& phase, double ms) { steps_.emplace_back(phase, ms); }
 
   const std::vector<Event>& events() const { return events_; }
-  std::vector<std::string> phases() const;  // in the order they first ran
+  std::vector<std::string> phases() const;                      // in the order they first ran
   std::vector<Row> by_op_type(const std::string& phase) const;  // slowest first
   std::vector<Row> by_node(const std::string& phase) const;     // slowest first
   double node_ms(const std::string& phase) const;

@@ -11,9 +11,9 @@
 #include <omp.h>
 #endif
 
+#include "kernels/cpu/parallel.h"
 #include "ops/execute.h"
 #include "passes/shape_values.h"
-#include "kernels/cpu/parallel.h"
 #include "runtime/device_executor.h"
 
 namespace tern {
@@ -61,10 +61,10 @@ MemoryAccountPtr account_for(const std::string& model_path, const SessionOptions
 
 // What one run writes, and the step plan serial runs on it replay.
 struct Session::RunState {
-  std::vector<Tensor> values;          // the values of the current run, by value id
-  std::vector<const Tensor*> ins;      // the current node's inputs
-  std::vector<char> fed;               // which graph inputs the feeds gave
-  std::vector<Tensor> host_copies;     // device inputs downloaded for a node run on the CPU
+  std::vector<Tensor> values;       // the values of the current run, by value id
+  std::vector<const Tensor*> ins;   // the current node's inputs
+  std::vector<char> fed;            // which graph inputs the feeds gave
+  std::vector<Tensor> host_copies;  // device inputs downloaded for a node run on the CPU
   std::vector<int64_t> binding, last_binding;
   StepPlan plan;
 };
@@ -156,8 +156,9 @@ void Session::prepare_graph() {
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
   weights_.open_pack(model_, options_);
-  passes_ = optimize_graph(g, {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype,
-                                options_.kv_window_required, options_.last_position_output, weights_.pack()},
+  passes_ = optimize_graph(g,
+                           {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype, options_.kv_window_required,
+                            options_.last_position_output, weights_.pack()},
                            model_.path);
   feeds_.prepare(g, model_.path);
   for (int id : g.outputs) {
@@ -205,7 +206,8 @@ void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outp
   // A sequence's caches take one run at a time: a second one fails here rather than interleave two token
   // streams in one cache (each thread wants a sequence of its own: new_sequence()).
   if (stateful_ && seq.busy_.exchange(true, std::memory_order_acquire))
-    throw SequenceBusyError(model_.path + ": another run is feeding this sequence's KV cache: runs on one sequence go one at a "
+    throw SequenceBusyError(model_.path +
+                            ": another run is feeding this sequence's KV cache: runs on one sequence go one at a "
                             "time; give each thread its own (Session::new_sequence, a Generator each)");
   struct Release {
     SequenceState* seq;

@@ -14,8 +14,8 @@
 #pragma once
 #include <atomic>
 #include <functional>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,8 +66,8 @@ struct SessionOptions {
   // ops' weights and caches kept in device memory; the others run on the CPU with their inputs
   // downloaded (Session::host_nodes lists them).
   Device device;
-  int threads = 0;            // 0: all cores
-  bool optimize = true;       // constant folding + dead-node removal
+  int threads = 0;       // 0: all cores
+  bool optimize = true;  // constant folding + dead-node removal
   // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
   // this many tokens inside the session (past/present inputs and outputs disappear), with `sinks`
   // leading tokens kept once the window slides. 0: the graph's own past/present cache.
@@ -235,12 +235,12 @@ class Session {
   Model model_;
   SessionOptions options_;
   std::atomic<int64_t> runs_{0};  // Session::run calls so far (NodeRun::run_index)
-  PipelineResult passes_;  // what the passes did at load
-  FeedBinding feeds_;  // the inputs, and the symbolic dims that key step plans
+  PipelineResult passes_;         // what the passes did at load
+  FeedBinding feeds_;             // the inputs, and the symbolic dims that key step plans
   std::vector<IOInfo> outputs_;
-  std::vector<std::unique_ptr<Op>> ops_;            // parallel to graph().nodes
-  bool stateful_ = false;                           // some op makes state
-  std::vector<std::vector<int>> release_after_;     // values whose last consumer is node k
+  std::vector<std::unique_ptr<Op>> ops_;         // parallel to graph().nodes
+  bool stateful_ = false;                        // some op makes state
+  std::vector<std::vector<int>> release_after_;  // values whose last consumer is node k
   std::shared_ptr<BufferPool> pool_;
   SessionWeights weights_;
   // Every live SequenceState (memory_use counts their caches); the session's own is one.
@@ -250,11 +250,11 @@ class Session {
 
   // Step plans (feed_binding.h): what a run replays when its inputs' symbolic dims equal the previous run's.
   struct StepPlan {
-    std::vector<int64_t> binding;                // the feeds' symbolic dims it was made for
-    std::vector<std::vector<Tensor>> outputs;    // per node, its outputs (graph outputs get a buffer per run)
+    std::vector<int64_t> binding;              // the feeds' symbolic dims it was made for
+    std::vector<std::vector<Tensor>> outputs;  // per node, its outputs (graph outputs get a buffer per run)
     bool ready = false;
   };
-  std::vector<char> is_graph_output_;   // by value id
+  std::vector<char> is_graph_output_;  // by value id
   std::mutex idle_runs_mutex_;
   std::vector<std::unique_ptr<RunState>> idle_runs_;
   std::unique_ptr<DeviceExecutor> device_;

@@ -42,8 +42,7 @@ static void make_case(feed_case* c, unsigned seed, int64_t n, int64_t past) {
     tern_graph_input_info(graph, i, &info);
     t->name = info.name;
     t->dtype = info.dtype;
-    if (strcmp(info.name, "input_ids") == 0 || strcmp(info.name, "position_ids") == 0 ||
-        strcmp(info.name, "attention_mask") == 0) {
+    if (strcmp(info.name, "input_ids") == 0 || strcmp(info.name, "position_ids") == 0 || strcmp(info.name, "attention_mask") == 0) {
       int64_t* v;
       elements = (size_t)(strcmp(info.name, "attention_mask") == 0 ? past + n : n);
       t->rank = 2, t->shape[0] = 1, t->shape[1] = (int64_t)elements;

@@ -13,7 +13,7 @@
 namespace {
 const tern::fuzz::Target* g_target = nullptr;
 bool g_print = false;  // TERN_FUZZ_PRINT=1: each input's error on stderr (what tests/bad_inputs/expected.txt quotes)
-}
+}  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const char* name = std::getenv("TERN_FUZZ_TARGET");

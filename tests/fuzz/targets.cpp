@@ -2,17 +2,17 @@
 
 #include <unistd.h>
 
+#include <onnx/onnx_pb.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <onnx/onnx_pb.h>
 #include <stdexcept>
 
-#include "graph/onnx_loader.h"
-#include "llm/chat_template.h"
 #include "convert/gguf.h"
 #include "convert/gguf_import.h"
 #include "convert/llama2c.h"
+#include "graph/onnx_loader.h"
+#include "llm/chat_template.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "runtime/session.h"
@@ -155,9 +155,13 @@ void external_data(const uint8_t* data, size_t size) {
 
 // Text a tokenizer must encode and decode whatever it is: ASCII, multi-byte UTF-8, invalid UTF-8, a NUL.
 const std::vector<std::string>& sample_texts() {
-  static const std::vector<std::string> texts = {
-      "", "Hello, world! 123 4567", "  leading spaces\n\ttabs\r\n", "naïve café — 日本語 🙂",
-      std::string("nul\0byte", 8), "\xff\xfe invalid \xc3", "<|endoftext|><s></s>[INST]"};
+  static const std::vector<std::string> texts = {"",
+                                                 "Hello, world! 123 4567",
+                                                 "  leading spaces\n\ttabs\r\n",
+                                                 "naïve café — 日本語 🙂",
+                                                 std::string("nul\0byte", 8),
+                                                 "\xff\xfe invalid \xc3",
+                                                 "<|endoftext|><s></s>[INST]"};
   return texts;
 }
 
@@ -190,9 +194,12 @@ void tokenizer_json(const uint8_t* data, size_t size) {
 // Qwen split rules): the first byte picks the tokenizer, the rest is encoded; then the rest, read as
 // little-endian 16-bit ids (some outside the vocabulary), is decoded and streamed.
 void tokenizer_text(const uint8_t* data, size_t size) {
-  static const char* kFolders[] = {"models/default", "tests/fixtures/exports/gpt2-optimum",
-                                   "tests/fixtures/exports/llama-optimum", "tests/fixtures/exports/qwen3-optimum",
-                                   "tests/fixtures/exports/gemma2-optimum", "tests/fixtures/exports/smollm2-optimum"};
+  static const char* kFolders[] = {"models/default",
+                                   "tests/fixtures/exports/gpt2-optimum",
+                                   "tests/fixtures/exports/llama-optimum",
+                                   "tests/fixtures/exports/qwen3-optimum",
+                                   "tests/fixtures/exports/gemma2-optimum",
+                                   "tests/fixtures/exports/smollm2-optimum"};
   constexpr size_t kCount = sizeof kFolders / sizeof kFolders[0];
   static std::vector<std::unique_ptr<llm::Tokenizer>> toks(kCount);
   if (size == 0) return;

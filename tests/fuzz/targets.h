@@ -14,9 +14,9 @@
 namespace tern::fuzz {
 
 struct Target {
-  const char* name;         // the libFuzzer binary is fuzz_<name>; corpus and bad inputs under <name>/
+  const char* name;  // the libFuzzer binary is fuzz_<name>; corpus and bad inputs under <name>/
   void (*run)(const uint8_t* data, size_t size);
-  const char* input;        // what the bytes are, for --help and the docs
+  const char* input;  // what the bytes are, for --help and the docs
 };
 
 const std::vector<Target>& targets();

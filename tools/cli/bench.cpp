@@ -12,13 +12,14 @@ namespace tern::cli {
 
 int bench(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack"});
-  const int threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
     const MachinePeaks m = machine_peaks(threads, true);
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
               << " thread(s) (cached for profile and bench-op)\n"
-              << "kernels: ISA tier " << kernels::isa_name(kernels::active_isa()) << " (CPU: "
-              << kernels::cpu_feature_list() << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
+              << "kernels: ISA tier " << kernels::isa_name(kernels::active_isa()) << " (CPU: " << kernels::cpu_feature_list()
+              << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
     return 0;
   }
   const double bandwidth_before = measure_read_bandwidth(threads);
@@ -64,18 +65,34 @@ int bench(int argc, char** argv) {
   const double decode_tps = 1000.0 * static_cast<double>(r.decode_steps) / r.decode_ms;
   const double gbps = static_cast<double>(r.weight_bytes_per_token + r.cache_bytes_per_token) * decode_tps / 1e9;
   if (f.has("json")) {
-    nlohmann::json j{{"model", model_path}, {"threads", threads}, {"prompt_tokens", prompt_n}, {"new_tokens", new_n},
-                     {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps}, {"decode_ms_per_token", 1000.0 / decode_tps},
-                     {"weight_bytes_per_token", r.weight_bytes_per_token}, {"cache_bytes_per_token", r.cache_bytes_per_token},
-                     {"achieved_gb_s", gbps}, {"read_bandwidth_gb_s", bandwidth},
-                     {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}}, {"load_s", load_s}, {"peak_rss_gb", rss_gb},
-                     {"first_prefill_ms", cold_prefill_ms}, {"prefill_ms", r.prefill_ms},
+    nlohmann::json j{{"model", model_path},
+                     {"threads", threads},
+                     {"prompt_tokens", prompt_n},
+                     {"new_tokens", new_n},
+                     {"prefill_tok_s", prefill_tps},
+                     {"decode_tok_s", decode_tps},
+                     {"decode_ms_per_token", 1000.0 / decode_tps},
+                     {"weight_bytes_per_token", r.weight_bytes_per_token},
+                     {"cache_bytes_per_token", r.cache_bytes_per_token},
+                     {"achieved_gb_s", gbps},
+                     {"read_bandwidth_gb_s", bandwidth},
+                     {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}},
+                     {"load_s", load_s},
+                     {"peak_rss_gb", rss_gb},
+                     {"first_prefill_ms", cold_prefill_ms},
+                     {"prefill_ms", r.prefill_ms},
                      {"isa", kernels::isa_name(kernels::active_isa())},
-                     {"memory_gb", {{"resident_anon", resident.anon / 1e9}, {"resident_file", resident.file / 1e9}, {"owned", owned_gb},
-                                    {"packed_weights", mem.packed_weights / 1e9}, {"owned_constants", mem.owned_constants / 1e9},
-                                    {"mapped_constants", mem.mapped_constants / 1e9}, {"mapped_prepared", mem.mapped_prepared / 1e9},
-                                    {"kv_cache", mem.kv_cache / 1e9},
-                                    {"activations", mem.activations / 1e9}, {"other_owned", owned_gb - mem.owned() / 1e9}}}};
+                     {"memory_gb",
+                      {{"resident_anon", resident.anon / 1e9},
+                       {"resident_file", resident.file / 1e9},
+                       {"owned", owned_gb},
+                       {"packed_weights", mem.packed_weights / 1e9},
+                       {"owned_constants", mem.owned_constants / 1e9},
+                       {"mapped_constants", mem.mapped_constants / 1e9},
+                       {"mapped_prepared", mem.mapped_prepared / 1e9},
+                       {"kv_cache", mem.kv_cache / 1e9},
+                       {"activations", mem.activations / 1e9},
+                       {"other_owned", owned_gb - mem.owned() / 1e9}}}};
     if (session.weights().pack()) j["pack"] = session.weights().pack()->path();
     if (moved) {
       j["device"] = f.get("device");
@@ -91,16 +108,16 @@ int bench(int argc, char** argv) {
   std::printf("prefill     %lld tokens: %.1f tok/s\n", static_cast<long long>(prompt_n), prefill_tps);
   std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
               1000.0 / decode_tps);
-  std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9,
-              r.cache_bytes_per_token / 1e9);
-  std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n",
-              gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
+  std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9, r.cache_bytes_per_token / 1e9);
+  std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n", gbps,
+              100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
   std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
   std::printf("first run   prefill %.1f ms (cold: the first after load), then %.1f ms\n", cold_prefill_ms, r.prefill_ms);
-  std::printf("memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"
-              "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
-              resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9,
-              mem.mapped_constants / 1e9, mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
+  std::printf(
+      "memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"
+      "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
+      resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9, mem.mapped_constants / 1e9,
+      mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
   if (session.weights().pack())
     std::printf("pack        %s: %.2f GB of prepared weights %s\n", session.weights().pack()->path().c_str(),
                 (session.weights().pack()->in_memory() ? mem.packed_weights : mem.mapped_prepared) / 1e9,

@@ -17,7 +17,10 @@ Flags parse(int argc, char** argv, int first, const std::set<std::string>& switc
     std::string a = argv[i];
     if (a.rfind("--", 0) != 0) fail("unexpected argument '", a, "'");
     std::string k = a.substr(2);
-    if (switches.count(k)) { f.switches.insert(k); continue; }
+    if (switches.count(k)) {
+      f.switches.insert(k);
+      continue;
+    }
     if (i + 1 >= argc) fail("flag ", a, " needs a value");
     f.values[k].push_back(argv[++i]);
   }

@@ -22,8 +22,10 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
   };
   for (char c : text) {
     if (c == ',' || c == ' ') flush();
-    else if (c == ';') { flush(); rows.emplace_back(); }
-    else num += c;
+    else if (c == ';') {
+      flush();
+      rows.emplace_back();
+    } else num += c;
   }
   flush();
   for (const auto& r : rows)
@@ -54,7 +56,10 @@ int generate(int argc, char** argv) {
   if (f.has("ids")) {
     if (!prompts.empty()) fail("give --ids or --prompt, not both");
     ids = parse_ids(f.get("ids"));
-    try { tok = llm::load_tokenizer(dir); } catch (const Error&) {}  // text output is optional
+    try {
+      tok = llm::load_tokenizer(dir);
+    } catch (const Error&) {
+    }  // text output is optional
   } else {
     tok = llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
     if (prompts.empty()) prompts.emplace_back("");
@@ -86,7 +91,7 @@ int generate(int argc, char** argv) {
   const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;
   std::unique_ptr<llm::TextStream> out;
   gen.check_request(ids, opt);  // (before the prompt is printed)
-  if (stream) {  // the prompt as the tokenizer reads it back, then each new token's text
+  if (stream) {                 // the prompt as the tokenizer reads it back, then each new token's text
     out = std::make_unique<llm::TextStream>(*tok);
     for (int64_t t : ids[0]) std::cout << out->push(t);
     std::cout << std::flush;
@@ -131,13 +136,13 @@ int generate(int argc, char** argv) {
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   if (f.has("stats"))
-    std::cerr << "per decode step: weights " << res.weight_bytes_per_token << " bytes read; KV cache "
-              << res.cache_bytes_per_token << " bytes moved ("
+    std::cerr << "per decode step: weights " << res.weight_bytes_per_token << " bytes read; KV cache " << res.cache_bytes_per_token
+              << " bytes moved ("
               << (session.passes().cached_layers > 0 ? "ring buffer: held keys/values read, one slot written"
-                                   : "graph cache: past read, copied into present, read by attention")
+                                                     : "graph cache: past read, copied into present, read by attention")
               << ")\n";
-  std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps) << " tok/s; decode: "
-            << res.decode_steps * static_cast<int64_t>(ids.size()) << " tokens, "
+  std::cerr << "prefill: " << res.prompt_tokens << " tokens, " << static_cast<int64_t>(prefill_tps)
+            << " tok/s; decode: " << res.decode_steps * static_cast<int64_t>(ids.size()) << " tokens, "
             << (per_token > 0 ? static_cast<int64_t>(1000.0 * static_cast<double>(ids.size()) / per_token) : 0) << " tok/s\n";
   return 0;
 }

@@ -52,7 +52,10 @@ int inspect(int argc, char** argv) {
   }
   size_t n_init = 0, init_bytes = 0;
   for (const auto& v : g.values)
-    if (v.constant) { ++n_init; init_bytes += v.constant->nbytes(); }
+    if (v.constant) {
+      ++n_init;
+      init_bytes += v.constant->nbytes();
+    }
   std::cout << "initializers: " << n_init << " (" << init_bytes << " bytes)\n\nops (" << g.nodes.size() << " nodes):\n";
   std::map<std::string, int> hist;
   std::set<std::string> missing;

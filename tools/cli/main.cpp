@@ -146,17 +146,27 @@ int main(int argc, char** argv) {
       std::cout << usage();
       return 0;
     }
-  // Every command, once; those of tools/cli/full/ are null in a minimal build (CMakeLists.txt leaves that folder out).
+    // Every command, once; those of tools/cli/full/ are null in a minimal build (CMakeLists.txt leaves that folder out).
 #ifdef TERN_MINIMAL
 #define TERN_FULL_ONLY(command) nullptr
 #else
 #define TERN_FULL_ONLY(command) command
 #endif
   const std::map<std::string, int (*)(int, char**)> commands = {
-      {"generate", generate}, {"chat", chat}, {"inspect", inspect}, {"pack", pack}, {"bench", bench}, {"devices", devices},
-      {"run", TERN_FULL_ONLY(run)}, {"eval", TERN_FULL_ONLY(eval)}, {"profile", TERN_FULL_ONLY(profile)},
-      {"quantize", TERN_FULL_ONLY(quantize)}, {"convert", TERN_FULL_ONLY(convert)}, {"import-gguf", TERN_FULL_ONLY(import_gguf)},
-      {"bench-op", TERN_FULL_ONLY(bench_op)}, {"serve", TERN_FULL_ONLY(serve)},
+      {"generate", generate},
+      {"chat", chat},
+      {"inspect", inspect},
+      {"pack", pack},
+      {"bench", bench},
+      {"devices", devices},
+      {"run", TERN_FULL_ONLY(run)},
+      {"eval", TERN_FULL_ONLY(eval)},
+      {"profile", TERN_FULL_ONLY(profile)},
+      {"quantize", TERN_FULL_ONLY(quantize)},
+      {"convert", TERN_FULL_ONLY(convert)},
+      {"import-gguf", TERN_FULL_ONLY(import_gguf)},
+      {"bench-op", TERN_FULL_ONLY(bench_op)},
+      {"serve", TERN_FULL_ONLY(serve)},
   };
   const auto it = commands.find(cmd);
   if (it == commands.end()) {
@@ -173,7 +183,8 @@ int main(int argc, char** argv) {
     std::cerr << "tern: " << e.what() << "\n";
     return 3;
   } catch (const std::bad_alloc&) {  // (what tern allocates is checked first: this is the system refusing)
-    std::cerr << "tern: " << cmd << ": out of memory: an allocation failed (--max-memory makes tern refuse, naming what, "
+    std::cerr << "tern: " << cmd
+              << ": out of memory: an allocation failed (--max-memory makes tern refuse, naming what, "
                  "before the system does)\n";
     return 1;
   } catch (const std::length_error& e) {

@@ -59,8 +59,8 @@ int pack(int argc, char** argv) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // "fp32" names the as-stored format: a MatMulNBits model's blocks stay as the file quantized them.
   const std::string what = so.weights == WeightFormat::AsStored ? "weights as stored" : o.weights + " weights";
-  std::cout << "packed " << what << ": " << path << " (" << static_cast<double>(fs::file_size(path)) / 1e9
-            << " GB, " << s << " s); loads of " << fs::path(onnx).parent_path().string() << " now map it\n";
+  std::cout << "packed " << what << ": " << path << " (" << static_cast<double>(fs::file_size(path)) / 1e9 << " GB, " << s
+            << " s); loads of " << fs::path(onnx).parent_path().string() << " now map it\n";
   return 0;
 }
 

@@ -54,10 +54,10 @@ std::optional<int64_t> integer(const json& body, const char* k, int64_t lo, int6
   if (v.is_null()) return std::nullopt;
   if (!v.is_number_integer()) bad(k, std::string("must be an integer, not ") + type_name(v));
   // (nlohmann reads a non-negative integer as unsigned: compared as such, it may pass INT64_MAX)
-  const bool out = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) || (lo > 0 && v.get<uint64_t>() < static_cast<uint64_t>(lo))
-                                          : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
-  if (out)
-    bad(k, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", not " + v.dump());
+  const bool out = v.is_number_unsigned()
+                       ? v.get<uint64_t>() > static_cast<uint64_t>(hi) || (lo > 0 && v.get<uint64_t>() < static_cast<uint64_t>(lo))
+                       : v.get<int64_t>() < lo || v.get<int64_t>() > hi;
+  if (out) bad(k, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", not " + v.dump());
   return v.get<int64_t>();
 }
 
@@ -177,7 +177,9 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
 }
 
 std::string error_body(const ApiError& e) {
-  return to_wire({{"error", {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)}, {"code", nullptr}}}});
+  return to_wire(
+      {{"error",
+        {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)}, {"code", nullptr}}}});
 }
 
 std::string to_wire(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -191,10 +193,15 @@ json completion_response(const CompletionRequest& r, const std::string& id, int6
     else c["text"] = choices[i].text;
     cs.push_back(std::move(c));
   }
-  return {{"id", id}, {"object", r.chat ? "chat.completion" : "text_completion"}, {"created", created}, {"model", r.model},
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", r.model},
           {"choices", cs},
-          {"usage", {{"prompt_tokens", usage.prompt_tokens}, {"completion_tokens", usage.completion_tokens},
-                     {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
+          {"usage",
+           {{"prompt_tokens", usage.prompt_tokens},
+            {"completion_tokens", usage.completion_tokens},
+            {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
 }
 
 json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
@@ -208,15 +215,23 @@ json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t
   } else {
     c["text"] = text;
   }
-  return {{"id", id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", r.model},
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", r.model},
           {"choices", json::array({c})}};
 }
 
 json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage) {
-  return {{"id", id}, {"object", r.chat ? "chat.completion.chunk" : "text_completion"}, {"created", created}, {"model", r.model},
+  return {{"id", id},
+          {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", r.model},
           {"choices", json::array()},
-          {"usage", {{"prompt_tokens", usage.prompt_tokens}, {"completion_tokens", usage.completion_tokens},
-                     {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
+          {"usage",
+           {{"prompt_tokens", usage.prompt_tokens},
+            {"completion_tokens", usage.completion_tokens},
+            {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
 }
 
 }  // namespace tern::serve

@@ -34,8 +34,8 @@ struct CompletionRequest {
   std::vector<std::string> stop;           // up to 4; the text ends before the first one found
   int n = 1;                               // choices, each its own sequence (seed + i)
   bool stream = false;
-  bool include_usage = false;              // stream_options.include_usage: a last chunk with usage
-  bool echo = false;                       // completions: the prompt before the completion
+  bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
+  bool echo = false;           // completions: the prompt before the completion
 };
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
@@ -56,17 +56,16 @@ struct Usage {
 };
 
 // A whole response (stream: false). `id` like "cmpl-…" / "chatcmpl-…"; `created` in Unix seconds.
-nlohmann::json completion_response(const CompletionRequest& r, const std::string& id, int64_t created,
-                                   const std::vector<Choice>& choices, const Usage& usage);
+nlohmann::json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::vector<Choice>& choices,
+                                   const Usage& usage);
 // One server-sent event of a stream: choice `index`'s new text (with a finish reason on its last
 // chunk, "" before). Chat streams open each choice with a chunk whose delta holds the role.
-nlohmann::json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index,
-                                const std::string& text, const std::string& finish_reason, bool role = false);
+nlohmann::json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
+                                const std::string& finish_reason, bool role = false);
 // The stream's usage chunk (stream_options.include_usage), after every choice finished.
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage);
 // JSON text of `j` for the wire: generated text need not be valid UTF-8 (a character cut by a stop, byte
 // tokens of a random model), and what is not becomes U+FFFD instead of an exception.
 std::string to_wire(const nlohmann::json& j);
-
 
 }  // namespace tern::serve

@@ -26,7 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-
 // A Prometheus histogram (cumulative buckets, sum, count).
 struct Histogram {
   std::vector<double> bounds;
@@ -68,7 +67,7 @@ struct Exchange {
   Clock::time_point start = Clock::now(), deadline;
   bool cancelled = false;  // the client went away
   bool timed_out = false;
-  std::string error;       // a run failed
+  std::string error;  // a run failed
   bool all_done() const {
     for (const auto& c : choices)
       if (!c.done) return false;
@@ -91,9 +90,7 @@ std::string random_id(const char* prefix) {
   return s.str();
 }
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+int64_t unix_now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 struct Server::Impl {
@@ -226,22 +223,28 @@ struct Server::Impl {
     // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
     const size_t most_bytes = 2 * static_cast<size_t>(context) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
     if (text_bytes > most_bytes)
-      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt's " +
-                              std::to_string(text_bytes) + " bytes are more than that many tokens can hold", r.chat ? "messages" : "prompt",
-                     "context_length_exceeded");
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt's " +
+                         std::to_string(text_bytes) + " bytes are more than that many tokens can hold",
+                     r.chat ? "messages" : "prompt", "context_length_exceeded");
     std::vector<int64_t> ids;
     ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages) : tok->encode(r.prompt, true);
     prompt_len = static_cast<int64_t>(ids.size());
     if (prompt_len > context)
-      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                              std::to_string(prompt_len), r.chat ? "messages" : "prompt", "context_length_exceeded");
+      throw ApiError(
+          400,
+          "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " + std::to_string(prompt_len),
+          r.chat ? "messages" : "prompt", "context_length_exceeded");
     const int64_t room = context - prompt_len;
     if (r.n > opt.parallel)
-      throw ApiError(400, "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
-                              " sequences this server runs at once (--parallel)", "n");
+      throw ApiError(400,
+                     "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
+                         " sequences this server runs at once (--parallel)",
+                     "n");
     if (r.max_tokens && *r.max_tokens > room)
-      throw ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                              std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
+      throw ApiError(400,
+                     "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                         std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
                      "max_tokens", "context_length_exceeded");
     auto ex = std::make_shared<Exchange>();
     ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
@@ -308,7 +311,8 @@ struct Server::Impl {
   static void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
     std::lock_guard<std::mutex> lock(ex.mu);
     auto& c = ex.choices[i];
-    if (why == llm::FinishReason::Error) ex.error = "the sequence ended early: its model run failed or the server is stopping (see the server's log)";
+    if (why == llm::FinishReason::Error)
+      ex.error = "the sequence ended early: its model run failed or the server is stopping (see the server's log)";
     if (c.finish_reason.empty()) c.finish_reason = why == llm::FinishReason::Length ? "length" : "stop";
     if (!c.stops.stopped()) c.ready += c.stops.push(c.text->flush()) + c.stops.flush();
     c.done = true;
@@ -381,7 +385,9 @@ struct Server::Impl {
               auto& c = ex->choices[i];
               const bool open = !st->opened[i];
               if (open || !c.ready.empty()) {
-                out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), (open ? echo : "") + c.ready, "", open && r.chat)) + "\n\n";
+                out += "data: " +
+                       to_wire(completion_chunk(r, id, created, static_cast<int>(i), (open ? echo : "") + c.ready, "", open && r.chat)) +
+                       "\n\n";
                 c.ready.clear();
                 st->opened[i] = 1;
               }
@@ -420,7 +426,8 @@ struct Server::Impl {
     std::ostringstream o;
     std::lock_guard<std::mutex> m(metrics_mu);
     o << "# HELP tern_requests_total HTTP requests by endpoint and status.\n# TYPE tern_requests_total counter\n";
-    for (const auto& [k, n] : requests) o << "tern_requests_total{endpoint=\"" << k.first << "\",status=\"" << k.second << "\"} " << n << "\n";
+    for (const auto& [k, n] : requests)
+      o << "tern_requests_total{endpoint=\"" << k.first << "\",status=\"" << k.second << "\"} " << n << "\n";
     o << "# HELP tern_prompt_tokens_total Prompt tokens of accepted requests (times n).\n# TYPE tern_prompt_tokens_total counter\n"
       << "tern_prompt_tokens_total " << prompt_tokens << "\n";
     o << "# HELP tern_generation_tokens_total Tokens generated.\n# TYPE tern_generation_tokens_total counter\n"
@@ -435,7 +442,8 @@ struct Server::Impl {
       queued = pending_sequences;
     }
     o << "# HELP tern_queue_depth Sequences waiting for a row.\n# TYPE tern_queue_depth gauge\ntern_queue_depth " << queued << "\n";
-    o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load() << "\n";
+    o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load()
+      << "\n";
     o << "# HELP tern_batch_rows Rows of the batch (--parallel).\n# TYPE tern_batch_rows gauge\ntern_batch_rows " << opt.parallel << "\n";
     o << "# HELP tern_kv_slots_in_use Ring-cache slots held by running sequences, per layer.\n# TYPE tern_kv_slots_in_use gauge\n"
       << "tern_kv_slots_in_use " << kv_slots.load() << "\n";
@@ -463,21 +471,22 @@ struct Server::Impl {
       count_request("/health", 200);
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const json body = {{"object", "list"},
-                         {"data", json::array({{{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"},
-                                                 {"context_length", context}}})}};
+      const json body = {
+          {"object", "list"},
+          {"data",
+           json::array(
+               {{{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}}})}};
       res.set_content(to_wire(body), "application/json");
       count_request("/v1/models", 200);
     });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics_text(), "text/plain; version=0.0.4");
-    });
+    http.Get("/metrics",
+             [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
       const int status = res.status;
-      const std::string message = status == 404 ? "no route " + req.method + " " + req.path
+      const std::string message = status == 404   ? "no route " + req.method + " " + req.path
                                   : status == 413 ? "the request body is larger than 8 MB"
                                                   : "HTTP " + std::to_string(status);
       res.set_content(error_body(ApiError(status, message)), "application/json");
@@ -501,8 +510,8 @@ bool Server::run() {
   // reset. listen() again on the bound socket sets the kernel's largest (net.core.somaxconn).
   if (s.listen_socket >= 0) ::listen(s.listen_socket, SOMAXCONN);
   s.scheduler = std::thread([&s] { s.schedule(); });
-  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context
-            << "), listening on http://" << s.opt.host << ":" << port << std::endl;
+  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << "), listening on http://"
+            << s.opt.host << ":" << port << std::endl;
   s.http.listen_after_bind();
   stop();
   s.scheduler.join();

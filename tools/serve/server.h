@@ -12,8 +12,8 @@
 namespace tern::serve {
 
 struct ServerOptions {
-  std::string model_path;      // a model folder or .onnx file
-  std::string model_name;      // the id /v1/models lists ("" : the folder's name)
+  std::string model_path;  // a model folder or .onnx file
+  std::string model_name;  // the id /v1/models lists ("" : the folder's name)
   std::string host = "127.0.0.1";
   int port = 8080;             // 0: any free port (printed)
   int64_t parallel = 4;        // sequences decoded at once (rows of the ring cache)

@@ -21,11 +21,11 @@ struct Scoring {
 
 struct AttentionArgs {
   int64_t q_len = 0, kv_len = 0, head = 0, v_head = 0;
-  Scoring scoring;                // scores before the bias
-  const float* bias = nullptr;    // [q_len, kv_len] added to the scores (-inf masks), may be null
-  float* scores = nullptr;        // [q_len, kv_len] workspace; holds the probabilities on return
-  float* record = nullptr;        // optional copy of the scores at stage `record_stage`
-  int record_stage = 0;           // 0: after scale (and softcap), 1: + bias, 2: probabilities
+  Scoring scoring;              // scores before the bias
+  const float* bias = nullptr;  // [q_len, kv_len] added to the scores (-inf masks), may be null
+  float* scores = nullptr;      // [q_len, kv_len] workspace; holds the probabilities on return
+  float* record = nullptr;      // optional copy of the scores at stage `record_stage`
+  int record_stage = 0;         // 0: after scale (and softcap), 1: + bias, 2: probabilities
 };
 
 // out[q_len, v_head] = softmax(q·kᵀ·scale (+softcap) + bias) · v

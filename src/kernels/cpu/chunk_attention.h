@@ -25,14 +25,14 @@ inline int64_t chunk_key_at(int64_t g, int64_t i, int64_t d, int64_t head_dim, i
 
 struct ChunkAttentionArgs {
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
-  int64_t count = 0;  // query tokens
-  int64_t first = 0;  // key index of the first query's own key: query t sees keys [0, first + t]
-  const float* q = nullptr;          // query t's head h at q + t·q_stride + h·head_dim, before RoPE
+  int64_t count = 0;         // query tokens
+  int64_t first = 0;         // key index of the first query's own key: query t sees keys [0, first + t]
+  const float* q = nullptr;  // query t's head h at q + t·q_stride + h·head_dim, before RoPE
   int64_t q_stride = 0;
-  RopeTable rope;                    // query t is rotated to position first + t
-  const float* keys_t = nullptr;     // [kv_heads][key_blocks][head_dim][16] (chunk_key_at), rotated; padding finite
-  int64_t key_blocks = 0;            // chunk_key_blocks(first + count)
-  const float* values = nullptr;     // [kv_heads][first + count][head_dim]
+  RopeTable rope;                 // query t is rotated to position first + t
+  const float* keys_t = nullptr;  // [kv_heads][key_blocks][head_dim][16] (chunk_key_at), rotated; padding finite
+  int64_t key_blocks = 0;         // chunk_key_blocks(first + count)
+  const float* values = nullptr;  // [kv_heads][first + count][head_dim]
   Scoring scoring;
   float* out = nullptr;  // query t's head h at out + t·out_stride + h·head_dim
   int64_t out_stride = 0;

@@ -10,8 +10,7 @@ namespace {
 template <typename T>
 void broadcast_copy_t(const T* src, const Dims& src_shape, T* dst, const Dims& dst_shape) {
   std::array<Dims, 1> st{broadcast_strides(src_shape, dst_shape)};
-  broadcast_loop<1>(dst_shape, st, [&](int64_t o, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& inc,
-                                       int64_t n) {
+  broadcast_loop<1>(dst_shape, st, [&](int64_t o, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& inc, int64_t n) {
     if (inc[0] == 1) std::memcpy(dst + o, src + off[0], static_cast<size_t>(n) * sizeof(T));
     else
       for (int64_t i = 0; i < n; ++i) dst[o + i] = src[off[0] + i * inc[0]];
@@ -63,15 +62,14 @@ void transpose(const void* src, const Dims& src_shape, const Dims& perm, void* d
     const T* s = static_cast<const T*>(src);
     T* d = static_cast<T*>(dst);
     std::array<Dims, 1> st{strides};
-    broadcast_loop<1>(out_shape, st, [&](int64_t o, const std::array<int64_t, 1>& off,
-                                         const std::array<int64_t, 1>& inc, int64_t n) {
+    broadcast_loop<1>(out_shape, st, [&](int64_t o, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& inc, int64_t n) {
       for (int64_t i = 0; i < n; ++i) d[o + i] = s[off[0] + i * inc[0]];
     });
   });
 }
 
-void separable_gather(const void* src, const Dims& src_shape, void* dst, const Dims& dst_shape,
-                      const std::vector<Dims>& index, const void* fill, size_t es) {
+void separable_gather(const void* src, const Dims& src_shape, void* dst, const Dims& dst_shape, const std::vector<Dims>& index,
+                      const void* fill, size_t es) {
   const size_t r = dst_shape.size();
   for (int64_t d : dst_shape)
     if (d == 0) return;
@@ -82,7 +80,10 @@ void separable_gather(const void* src, const Dims& src_shape, void* dst, const D
     T* d = static_cast<T*>(dst);
     T fv{};
     if (fill) std::memcpy(&fv, fill, sizeof(T));
-    if (r == 0) { d[0] = s[0]; return; }
+    if (r == 0) {
+      d[0] = s[0];
+      return;
+    }
     // Source offset contributed by each output index of dim k (or -1 for fill).
     std::vector<Dims> off(r);
     for (size_t k = 0; k < r; ++k) {

@@ -17,7 +17,7 @@ void transpose(const void* src, const Dims& src_shape, const Dims& perm, void* d
 // For ops whose source index along each dimension depends only on the output index along that
 // dimension (Slice, Pad, Tile): index[k][i] is the source index for output index i of dim k, or -1
 // for "write `fill`" (constant padding). `fill` points to one element, or is null when never used.
-void separable_gather(const void* src, const Dims& src_shape, void* dst, const Dims& dst_shape,
-                      const std::vector<Dims>& index, const void* fill, size_t elem_size);
+void separable_gather(const void* src, const Dims& src_shape, void* dst, const Dims& dst_shape, const std::vector<Dims>& index,
+                      const void* fill, size_t elem_size);
 
 }  // namespace tern::kernels

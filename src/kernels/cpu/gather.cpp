@@ -4,14 +4,13 @@
 
 namespace tern::kernels {
 
-void gather_rows(const void* src, int64_t outer, int64_t axis_dim, size_t inner_bytes, const int64_t* idx,
-                 int64_t n_idx, void* dst) {
+void gather_rows(const void* src, int64_t outer, int64_t axis_dim, size_t inner_bytes, const int64_t* idx, int64_t n_idx, void* dst) {
   const char* s = static_cast<const char*>(src);
   char* d = static_cast<char*>(dst);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < n_idx; ++i)
-      std::memcpy(d + static_cast<size_t>(o * n_idx + i) * inner_bytes,
-                  s + static_cast<size_t>(o * axis_dim + idx[i]) * inner_bytes, inner_bytes);
+      std::memcpy(d + static_cast<size_t>(o * n_idx + i) * inner_bytes, s + static_cast<size_t>(o * axis_dim + idx[i]) * inner_bytes,
+                  inner_bytes);
 }
 
 std::vector<int64_t> element_offsets(const Dims& data_shape, const Dims& idx_shape, const int64_t* idx, int64_t axis) {

@@ -115,7 +115,8 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
   thread_local std::vector<float> a_packed;
   a_packed.resize(static_cast<size_t>(row_panels * kMR * K));
   float* ap = a_packed.data();
-  pack_row_panels<float, kMR>(M, K, [&](int64_t m, int64_t k) { return A[m * K + k]; }, ap);
+  pack_row_panels<float, kMR>(
+      M, K, [&](int64_t m, int64_t k) { return A[m * K + k]; }, ap);
   // Column panels in chunks (each C element is summed in one order, whoever computes it).
   parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j_begin, int64_t j_end, int) {
     alignas(64) float scratch[kKC * kNR];

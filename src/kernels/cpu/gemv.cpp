@@ -18,8 +18,8 @@ constexpr int64_t kRowSplitBelowN = 4096;
 // Columns [n0, n1) of y[m] = x[m, k0:k1] · W[k0:k1], four weight rows per pass over the y block (which
 // stays in cache).
 template <int M>
-void gemv_block(const float* x, int64_t ldx, const float* W, int64_t k0, int64_t K, int64_t N, float* y, int64_t ldy,
-                int64_t n0, int64_t n1) {
+void gemv_block(const float* x, int64_t ldx, const float* W, int64_t k0, int64_t K, int64_t N, float* y, int64_t ldy, int64_t n0,
+                int64_t n1) {
   for (int m = 0; m < M; ++m) std::fill(y + m * ldy + n0, y + m * ldy + n1, 0.0f);
   const int64_t vec_end = n0 + (n1 - n0) / kLanes * kLanes;
   int64_t k = k0;
@@ -87,9 +87,8 @@ void gemv_rows(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N
   }
   // Column ranges in whole cache lines; tiny products stay on one thread.
   const int64_t lines = (N + 15) / 16;
-  parallel_chunks(lines, balanced_chunks(lines, small), [&](int64_t l0, int64_t l1, int) {
-    gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, l0 * 16, std::min(N, l1 * 16));
-  });
+  parallel_chunks(lines, balanced_chunks(lines, small),
+                  [&](int64_t l0, int64_t l1, int) { gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, l0 * 16, std::min(N, l1 * 16)); });
 }
 
 }  // namespace

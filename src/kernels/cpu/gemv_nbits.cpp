@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/gemv_nbits_i8.h"
+#include "kernels/cpu/parallel.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -141,8 +141,7 @@ namespace {
 // For 8-bit weights q is in order; for 4-bit ones each 32-value chunk c of the row (the block's first is
 // `chunk0`) goes to the 64-value group c / 2 at half c % 2 as Int8Row lays it out: its 16 even values at
 // 16·half, its 16 odd ones at 32 + 16·half — q points at the row.
-void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum,
-                    float& scale, float& sum) {
+void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum, float& scale, float& sum) {
   float amax = 0;
   int64_t i = 0;
 #if defined(__AVX2__)
@@ -167,7 +166,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
   i = 0;
 #if defined(__AVX2__)
   const __m256 vinv = _mm256_set1_ps(inv);
-  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes packs' lane interleave
+  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);                                // undoes packs' lane interleave
   const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,  //
                                               0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (; i + 32 <= len; i += 32) {
@@ -218,8 +217,8 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
   using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
 #if defined(__x86_64__)
   const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
-                         : isa == Isa::AvxVnni  ? gemv_nbits_i8_avxvnni
-                                                : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
+                         : isa == Isa::AvxVnni              ? gemv_nbits_i8_avxvnni
+                                                            : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
 #elif defined(__aarch64__)
   const RowsFn rows_fn = isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
 #endif
@@ -258,8 +257,8 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
     Int8Row rows[kInt8RowsAPass];
     for (int64_t i = 0; i < rows_now; ++i) {
       const int64_t m = m0 + i;
-      rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks,
-                        xchunks.data() + m * padded / 32, w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
+      rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks, xchunks.data() + m * padded / 32,
+                        w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
     }
     float* ym = y + m0 * w.N;
     parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) {

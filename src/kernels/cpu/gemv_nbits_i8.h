@@ -17,12 +17,12 @@ namespace tern::kernels {
 // chunks A, B) as [A evens | B evens | A odds | B odds], 16 each, to meet the nibbles of 32 weight bytes
 // (rows4 in arm/gemv_nbits_i8_impl.h); otherwise in order. Padded with zeros to a multiple of 64.
 struct Int8Row {
-  const int8_t* q = nullptr;            // [k_blocks · block, rounded up to 64]
-  const float* scale = nullptr;         // [k_blocks] xs
-  const float* sum = nullptr;           // [k_blocks] xs · Σ xq: the zero points' share
-  const int32_t* chunk_sum = nullptr;   // [chunks, rounded up to 2] Σ xq per 32 values: the default zero point's
-  const int32_t* lane_sum = nullptr;    // 8-bit weights, x86: [k_blocks · 8] Σ xq of each int32 lane (bytes 4l..4l+3
-                                        // of every 32) over a block: what offset weights take off each lane
+  const int8_t* q = nullptr;           // [k_blocks · block, rounded up to 64]
+  const float* scale = nullptr;        // [k_blocks] xs
+  const float* sum = nullptr;          // [k_blocks] xs · Σ xq: the zero points' share
+  const int32_t* chunk_sum = nullptr;  // [chunks, rounded up to 2] Σ xq per 32 values: the default zero point's
+  const int32_t* lane_sum = nullptr;   // 8-bit weights, x86: [k_blocks · 8] Σ xq of each int32 lane (bytes 4l..4l+3
+                                       // of every 32) over a block: what offset weights take off each lane
 };
 
 // Activation rows a kernel call takes at most (grouped weights are read once for them all).

@@ -54,7 +54,8 @@ void KvRingBuffer::grow(int64_t slots) {
 void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
 
 void KvRingBuffer::copy_row(int64_t from, int64_t to) {
-  if (from < 0 || from >= c_.batch || to < 0 || to >= c_.batch) fail("KvRingBuffer: rows ", from, " → ", to, " out of range (batch ", c_.batch, ")");
+  if (from < 0 || from >= c_.batch || to < 0 || to >= c_.batch)
+    fail("KvRingBuffer: rows ", from, " → ", to, " out of range (batch ", c_.batch, ")");
   if (from == to) return;
   // The slots holding tokens: the first seen ones until the window is full, then all of them.
   const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_floats_);
@@ -123,16 +124,17 @@ void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int
 }
 
 template <typename T>
-void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
-                                   int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
-                                   const RopeTable& rope, float* out, int64_t out_stride) {
+void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_stride,
+                                   int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out,
+                                   int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim, H = c_.kv_heads, blocks = chunk_key_blocks(n);
   // One scratch for every layer's ring (layers run one after another): fresh per ring, its first touch
   // cost ~1 ms a layer in a 1B-shape 128-token prefill. It keeps the largest chunk's size.
   thread_local std::vector<float> scratch;
   const int64_t key_floats = H * blocks * D * kChunkKeyBlock, value_floats = n * token_floats_;
   const int64_t per_thread = chunk_attention_scratch_floats(D), threads = kernel_threads();
-  scratch.resize(static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(scratch.size()), key_floats + value_floats + per_thread * threads)));
+  scratch.resize(
+      static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(scratch.size()), key_floats + value_floats + per_thread * threads)));
   float* keys_t = scratch.data();
   float* values_f = keys_t + key_floats;
   // Every held key converted and rotated to its window position once (the window has not slid: the
@@ -171,11 +173,17 @@ void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage
 }
 
 template <typename T>
-void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
-                             int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
+void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
+                             const Scoring& scoring, const RopeTable& rope, float* out) {
   const int64_t n = held(b);
-  auto& kp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return key16_ptrs_; else return key_ptrs_; }();
-  auto& vp = [&]() -> std::vector<const T*>& { if constexpr (std::is_same_v<T, f16>) return value16_ptrs_; else return value_ptrs_; }();
+  auto& kp = [&]() -> std::vector<const T*>& {
+    if constexpr (std::is_same_v<T, f16>) return key16_ptrs_;
+    else return key_ptrs_;
+  }();
+  auto& vp = [&]() -> std::vector<const T*>& {
+    if constexpr (std::is_same_v<T, f16>) return value16_ptrs_;
+    else return value_ptrs_;
+  }();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = slot(b, i);
     kp[static_cast<size_t>(i)] = keys.data() + at(b, s);

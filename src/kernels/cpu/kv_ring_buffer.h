@@ -31,17 +31,21 @@ struct UninitializedAllocator : std::allocator<T> {
   template <class U>
   UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
   template <class U>
-  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) { ::new (static_cast<void*>(p)) U; }
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
   template <class U, class... Args>
-  void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
 };
 template <class T>
 using RingStorage = std::vector<T, UninitializedAllocator<T>>;
 
 struct KvRingConfig {
   int64_t batch = 1, kv_heads = 1, head_dim = 64;
-  int64_t capacity = 2048;  // W: slots per sequence
-  int64_t sinks = 0;        // S: leading slots never evicted (0 ≤ S < W)
+  int64_t capacity = 2048;         // W: slots per sequence
+  int64_t sinks = 0;               // S: leading slots never evicted (0 ≤ S < W)
   DType storage = DType::Float32;  // or Float16: half the memory and bandwidth
 };
 
@@ -60,7 +64,7 @@ class KvRingBuffer {
   int64_t seen(int64_t b) const { return seen_[static_cast<size_t>(b)]; }  // tokens ever appended
   int64_t held(int64_t b) const;                                           // tokens in the window
   void clear();
-  void clear_row(int64_t b);  // sequence b starts again; the others keep their tokens
+  void clear_row(int64_t b);                // sequence b starts again; the others keep their tokens
   void copy_row(int64_t from, int64_t to);  // sequence `to` becomes a copy of `from` (a shared prompt)
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
@@ -81,8 +85,8 @@ class KvRingBuffer {
 
  private:
   template <typename T>
-  void attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_stride,
-                       int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
+  void attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_stride, int64_t count,
+                       int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
   template <typename T>
   void attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
                  const Scoring& scoring, const RopeTable& rope, float* out);
@@ -90,10 +94,10 @@ class KvRingBuffer {
   void grow(int64_t slots);
 
   KvRingConfig c_;
-  int64_t token_floats_;                  // kv_heads · head_dim
-  int64_t slots_ = 0;                     // slots allocated per sequence (≤ capacity)
-  size_t counted_ = 0;                    // keys + values bytes, as counted by take_host_bytes…
-  MemoryAccountPtr account_;              // …against the process and this account (the session's that grew it)
+  int64_t token_floats_;      // kv_heads · head_dim
+  int64_t slots_ = 0;         // slots allocated per sequence (≤ capacity)
+  size_t counted_ = 0;        // keys + values bytes, as counted by take_host_bytes…
+  MemoryAccountPtr account_;  // …against the process and this account (the session's that grew it)
   // [batch][slots_][kv_heads][head_dim] in the storage type; the other pair stays empty.
   RingStorage<float> keys_, values_;
   RingStorage<f16> keys16_, values16_;

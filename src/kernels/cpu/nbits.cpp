@@ -66,11 +66,12 @@ namespace {
 // (low nibble) and 16 + 4j + t (high) of 8 rows; (q − zp)·scale as the scalar rule computes it.
 void dequantize_group_half_chunk(const NBitsWeights& w, int64_t g, int h, int64_t c, float* out, int64_t ld) {
   const int64_t kb = c * 32 / w.block, at = (g * nbits_k_blocks(w) + kb) * kNBitsGroupRows + 8 * h;
-  const __m256 vs = w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at)))
-                                 : _mm256_loadu_ps(w.scales + at);
-  const __m256 vz = w.zp_float  ? _mm256_loadu_ps(w.zp_float + at)
-                    : w.zp_packed ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
-                                  : _mm256_set1_ps(8.0f);
+  const __m256 vs =
+      w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at))) : _mm256_loadu_ps(w.scales + at);
+  const __m256 vz = w.zp_float ? _mm256_loadu_ps(w.zp_float + at)
+                    : w.zp_packed
+                        ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
+                        : _mm256_set1_ps(8.0f);
   const uint8_t* p = w.data + (g * (nbits_k_blocks(w) * w.block / 32) + c) * 256 + 32 * h;
   for (int j = 0; j < 4; ++j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
@@ -103,7 +104,8 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
   if (w.grouped && n0 % 8 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
     for (int64_t n = n0; n < n1; n += 8)
       for (int64_t k = k0; k < k1; k += 32)
-        dequantize_group_half_chunk(w, n / kNBitsGroupRows, static_cast<int>(n % kNBitsGroupRows / 8), k / 32, out + (k - k0) * ld + (n - n0), ld);
+        dequantize_group_half_chunk(w, n / kNBitsGroupRows, static_cast<int>(n % kNBitsGroupRows / 8), k / 32,
+                                    out + (k - k0) * ld + (n - n0), ld);
     return;
   }
 #endif
@@ -201,29 +203,29 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
   uint8_t *data = q.data.data<uint8_t>(), *zero_points = q.zero_points.data<uint8_t>();
   float* scales = q.scales.data<float>();
   parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
-  for (int64_t n = n0; n < n1; ++n)
-    for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);
-      float lo = 0, hi = 0;
-      for (int64_t k = k0; k < k1; ++k) {
-        lo = std::min(lo, W[k * N + n]);
-        hi = std::max(hi, W[k * N + n]);
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);
+        float lo = 0, hi = 0;
+        for (int64_t k = k0; k < k1; ++k) {
+          lo = std::min(lo, W[k * N + n]);
+          hi = std::max(hi, W[k * N + n]);
+        }
+        const float scale = std::max((hi - lo) / static_cast<float>(levels), 1e-8f);
+        const int zp = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, levels);
+        scales[n * k_blocks + kb] = scale;
+        zero_points[n * zp_row + kb * bits / 8] |= static_cast<uint8_t>(zp << (kb * bits % 8));
+        uint8_t* dst = data + (n * k_blocks + kb) * blob;
+        for (int64_t k = k0; k < k1; ++k) {
+          const int v = std::clamp(static_cast<int>(std::nearbyint(W[k * N + n] / scale)) + zp, 0, levels);
+          const int64_t bit = (k - k0) * bits;
+          dst[bit / 8] |= static_cast<uint8_t>(v << (bit % 8));
+        }
+        for (int64_t k = k1; k < k0 + block; ++k) {  // a last partial block: padding decodes to 0
+          const int64_t bit = (k - k0) * bits;
+          dst[bit / 8] |= static_cast<uint8_t>(zp << (bit % 8));
+        }
       }
-      const float scale = std::max((hi - lo) / static_cast<float>(levels), 1e-8f);
-      const int zp = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, levels);
-      scales[n * k_blocks + kb] = scale;
-      zero_points[n * zp_row + kb * bits / 8] |= static_cast<uint8_t>(zp << (kb * bits % 8));
-      uint8_t* dst = data + (n * k_blocks + kb) * blob;
-      for (int64_t k = k0; k < k1; ++k) {
-        const int v = std::clamp(static_cast<int>(std::nearbyint(W[k * N + n] / scale)) + zp, 0, levels);
-        const int64_t bit = (k - k0) * bits;
-        dst[bit / 8] |= static_cast<uint8_t>(v << (bit % 8));
-      }
-      for (int64_t k = k1; k < k0 + block; ++k) {  // a last partial block: padding decodes to 0
-        const int64_t bit = (k - k0) * bits;
-        dst[bit / 8] |= static_cast<uint8_t>(zp << (bit % 8));
-      }
-    }
   });
   return q;
 }

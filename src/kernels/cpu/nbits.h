@@ -25,7 +25,7 @@ struct NBitsWeights {
   const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks·bits/8)] or null; grouped: [groups, k_blocks, 16]
   const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1); grouped: as scales
   bool grouped = false;
-  const f16* scales_f16 = nullptr;     // grouped: the scales as fp16, instead of `scales`
+  const f16* scales_f16 = nullptr;  // grouped: the scales as fp16, instead of `scales`
 };
 constexpr int64_t kNBitsGroupRows = 16;
 inline int64_t nbits_k_blocks(const NBitsWeights& w) { return (w.K + w.block - 1) / w.block; }
@@ -34,8 +34,7 @@ inline int64_t nbits_groups(const NBitsWeights& w) { return (w.N + kNBitsGroupRo
 
 // Where row n's block kb keeps its scale (and a float zero point) in either layout, and the scale.
 inline int64_t nbits_scale_index(const NBitsWeights& w, int64_t n, int64_t kb) {
-  return w.grouped ? ((n / kNBitsGroupRows) * nbits_k_blocks(w) + kb) * kNBitsGroupRows + n % kNBitsGroupRows
-                   : n * nbits_k_blocks(w) + kb;
+  return w.grouped ? ((n / kNBitsGroupRows) * nbits_k_blocks(w) + kb) * kNBitsGroupRows + n % kNBitsGroupRows : n * nbits_k_blocks(w) + kb;
 }
 inline float nbits_scale(const NBitsWeights& w, int64_t n, int64_t kb) {
   const int64_t i = nbits_scale_index(w, n, kb);
@@ -65,9 +64,16 @@ struct QuantizedWeights {
   NBitsWeights view() const {
     const bool zp_float = zero_points.defined() && zero_points.dtype() == DType::Float32;
     const bool half = scales.dtype() == DType::Float16;
-    return {N, K, bits, block, data.data<uint8_t>(), half ? nullptr : scales.data<float>(),
+    return {N,
+            K,
+            bits,
+            block,
+            data.data<uint8_t>(),
+            half ? nullptr : scales.data<float>(),
             zero_points.defined() && !zp_float ? zero_points.data<uint8_t>() : nullptr,
-            zp_float ? zero_points.data<float>() : nullptr, grouped, half ? scales.data<f16>() : nullptr};
+            zp_float ? zero_points.data<float>() : nullptr,
+            grouped,
+            half ? scales.data<f16>() : nullptr};
   }
   int64_t bytes() const {
     return static_cast<int64_t>(data.nbytes() + scales.nbytes() + (zero_points.defined() ? zero_points.nbytes() : 0));

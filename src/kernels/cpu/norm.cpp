@@ -28,7 +28,12 @@ void normalize_row(const float* px, float* py, int64_t r, const NormArgs& a) {
   }
   double mean = 0;
   if (!a.rms) mean = sum8(px, a.n, [](float v) { return static_cast<double>(v); }) / static_cast<double>(a.n);
-  const double var = sum8(px, a.n, [mean](float v) { const double d = v - mean; return d * d; }) / static_cast<double>(a.n);
+  const double var = sum8(px, a.n,
+                          [mean](float v) {
+                            const double d = v - mean;
+                            return d * d;
+                          }) /
+                     static_cast<double>(a.n);
   const float inv = static_cast<float>(1.0 / std::sqrt(var + a.eps));
   const float m = static_cast<float>(mean);
   const float* s = a.scale ? a.scale + r * a.scale_stride : nullptr;

@@ -157,7 +157,8 @@ std::shared_ptr<Pool> g_pool;
 // A pool of at least `threads` (the largest count asked for so far: a smaller job leaves the rest idle).
 std::shared_ptr<Pool> pool(int threads) {
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  if (!g_pool || g_pool->threads() < threads) g_pool = std::make_shared<Pool>(threads);  // the old one's workers finish when its last user lets go
+  if (!g_pool || g_pool->threads() < threads)
+    g_pool = std::make_shared<Pool>(threads);  // the old one's workers finish when its last user lets go
   return g_pool;
 }
 

@@ -1,11 +1,11 @@
 // Reductions over a tensor viewed as [outer, n, inner] (one axis) or over any set of axes.
 // Templates: T is the storage type; arithmetic happens in double (values) or compute_t<T> (order).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
@@ -24,7 +24,7 @@ void reduce_axes(const T* x, const Dims& shape, const std::vector<char>& reduced
   // (its shape was checked whole), the kept dims' when they are the output's (allocated already). A zero
   // among huge dims made [0, 2^40, 2^40]'s partial products overflow.
   for (size_t k = 0; k < r; ++k)
-    if (!reduced[k] && shape[k] == 0) return;  // no output
+    if (!reduced[k] && shape[k] == 0) return;                                           // no output
   const bool empty = std::find(shape.begin(), shape.end(), int64_t{0}) != shape.end();  // a reduced dim of 0
   Dims ostride(r, 0);
   int64_t s = 1, count = empty ? 0 : 1, n_in = empty ? 0 : 1;
@@ -37,9 +37,10 @@ void reduce_axes(const T* x, const Dims& shape, const std::vector<char>& reduced
     ostride[k] = s;
     s *= shape[k];
   }
-  const double init = kind == ReduceKind::Max ? -std::numeric_limits<double>::infinity()
-                      : kind == ReduceKind::Min ? std::numeric_limits<double>::infinity()
-                      : kind == ReduceKind::Prod ? 1.0 : 0.0;
+  const double init = kind == ReduceKind::Max    ? -std::numeric_limits<double>::infinity()
+                      : kind == ReduceKind::Min  ? std::numeric_limits<double>::infinity()
+                      : kind == ReduceKind::Prod ? 1.0
+                                                 : 0.0;
   std::vector<double> acc(static_cast<size_t>(s), init);
   Dims idx(r, 0);
   int64_t o = 0;
@@ -47,12 +48,15 @@ void reduce_axes(const T* x, const Dims& shape, const std::vector<char>& reduced
     const double v = static_cast<double>(static_cast<C>(x[e]));
     double& a = acc[static_cast<size_t>(o)];
     switch (kind) {
-      case ReduceKind::Sum: case ReduceKind::Mean: case ReduceKind::LogSum: a += v; break;
+      case ReduceKind::Sum:
+      case ReduceKind::Mean:
+      case ReduceKind::LogSum: a += v; break;
       case ReduceKind::Max: a = (std::isnan(v) || v > a) ? v : a; break;
       case ReduceKind::Min: a = (std::isnan(v) || v < a) ? v : a; break;
       case ReduceKind::Prod: a *= v; break;
       case ReduceKind::L1: a += std::abs(v); break;
-      case ReduceKind::L2: case ReduceKind::SumSquare: a += v * v; break;
+      case ReduceKind::L2:
+      case ReduceKind::SumSquare: a += v * v; break;
       case ReduceKind::LogSumExp: a += std::exp(v); break;
     }
     for (size_t k = r; k-- > 0;) {  // odometer over the input, tracking the output offset
@@ -68,8 +72,8 @@ void reduce_axes(const T* x, const Dims& shape, const std::vector<char>& reduced
     else if (kind == ReduceKind::L2) a = std::sqrt(a);
     else if (kind == ReduceKind::LogSum || kind == ReduceKind::LogSumExp) a = std::log(a);
     if constexpr (std::is_integral_v<C>) {
-      if (std::isinf(a)) a = a > 0 ? static_cast<double>(std::numeric_limits<C>::max())
-                                   : static_cast<double>(std::numeric_limits<C>::lowest());
+      if (std::isinf(a))
+        a = a > 0 ? static_cast<double>(std::numeric_limits<C>::max()) : static_cast<double>(std::numeric_limits<C>::lowest());
     }
     out[i] = static_cast<T>(static_cast<C>(a));
   }
@@ -86,7 +90,10 @@ void arg_reduce(const T* x, int64_t outer, int64_t n, int64_t inner, bool is_max
       for (int64_t j = 1; j < n; ++j) {
         const C v = static_cast<C>(x[(o * n + j) * inner + i]);
         const bool better = is_max ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
-        if (better) { bv = v; best = j; }
+        if (better) {
+          bv = v;
+          best = j;
+        }
       }
       out[o * inner + i] = best;
     }
@@ -102,8 +109,13 @@ void cumulative_sum(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, b
       for (int64_t s = 0; s < n; ++s) {
         const int64_t e = (o * n + (reverse ? n - 1 - s : s)) * inner + i;
         const C v = static_cast<C>(x[e]);
-        if (exclusive) { y[e] = static_cast<T>(acc); acc = static_cast<C>(acc + v); }
-        else { acc = static_cast<C>(acc + v); y[e] = static_cast<T>(acc); }
+        if (exclusive) {
+          y[e] = static_cast<T>(acc);
+          acc = static_cast<C>(acc + v);
+        } else {
+          acc = static_cast<C>(acc + v);
+          y[e] = static_cast<T>(acc);
+        }
       }
     }
 }

@@ -91,7 +91,7 @@ int64_t block_keys(int64_t n_keys) {
 
 struct Layout {
   int64_t block, blocks, group, D;
-  int64_t partial() const { return D + 2; }  // one query head's partial: D sums, then max and sum
+  int64_t partial() const { return D + 2; }                             // one query head's partial: D sums, then max and sum
   int64_t per_thread() const { return 2 * block * D + group * block; }  // keys, values as float; scores
 };
 

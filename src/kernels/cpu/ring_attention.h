@@ -17,7 +17,7 @@ namespace tern::kernels {
 struct RopeTable {
   const float* cos = nullptr;  // [positions, rot/2]
   const float* sin = nullptr;
-  int64_t rot_dim = 0;         // rotated leading dims of a head (even); 0: no RoPE
+  int64_t rot_dim = 0;  // rotated leading dims of a head (even); 0: no RoPE
   bool interleaved = false;
 };
 
@@ -28,7 +28,7 @@ struct RingAttentionArgs {
   int64_t n_keys = 0;
   const T* const* keys = nullptr;    // n_keys pointers, each [kv_heads][head_dim], pre-RoPE
   const T* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
-  const int64_t* key_pos = nullptr;      // RoPE position of each key
+  const int64_t* key_pos = nullptr;  // RoPE position of each key
   int64_t query_pos = 0;
   Scoring scoring;
   RopeTable rope;

@@ -2,8 +2,7 @@
 
 namespace tern::kernels {
 
-void rope_rotate(const float* x, float* y, const float* cos, const float* sin, int64_t rot_dim, int64_t head_size,
-                 bool interleaved) {
+void rope_rotate(const float* x, float* y, const float* cos, const float* sin, int64_t rot_dim, int64_t head_size, bool interleaved) {
   const int64_t half = rot_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
     const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;

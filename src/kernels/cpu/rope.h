@@ -6,7 +6,6 @@
 
 namespace tern::kernels {
 
-void rope_rotate(const float* x, float* y, const float* cos, const float* sin, int64_t rot_dim, int64_t head_size,
-                 bool interleaved);
+void rope_rotate(const float* x, float* y, const float* cos, const float* sin, int64_t rot_dim, int64_t head_size, bool interleaved);
 
 }  // namespace tern::kernels

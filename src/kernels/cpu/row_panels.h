@@ -43,7 +43,8 @@ inline NextBlock next_block(int64_t unit, int64_t k0, int64_t group_first, int64
 inline void prefetch_slice(const void* p, int64_t bytes, int64_t part, int64_t parts) {
   if (!p) return;
   const int64_t lines = (bytes + 63) / 64;
-  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l) __builtin_prefetch(static_cast<const char*>(p) + 64 * l, 0, 2);
+  for (int64_t l = lines * part / parts; l < lines * (part + 1) / parts; ++l)
+    __builtin_prefetch(static_cast<const char*>(p) + 64 * l, 0, 2);
 }
 
 }  // namespace

@@ -13,7 +13,10 @@ void softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, 
       float mx = -std::numeric_limits<float>::infinity();
       int64_t arg = 0;
       for (int64_t i = 0; i < n; ++i)
-        if (px[i * inner] > mx) { mx = px[i * inner]; arg = i; }
+        if (px[i * inner] > mx) {
+          mx = px[i * inner];
+          arg = i;
+        }
       if (kind == SoftmaxKind::Hardmax) {
         for (int64_t i = 0; i < n; ++i) py[i * inner] = i == arg ? 1.0f : 0.0f;
         continue;

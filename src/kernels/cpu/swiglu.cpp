@@ -12,17 +12,17 @@ void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y
   constexpr int64_t L = static_cast<int64_t>(batch::size);
   // Prefill rows go to threads; a decode row is too short to be worth a parallel region.
   parallel_chunks(rows, balanced_chunks(rows, rows * n < (int64_t{1} << 16)), [&](int64_t r0, int64_t r1, int) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const float* g = gate + r * in_stride;
-    const float* u = up + r * in_stride;
-    float* o = y + r * n;
-    int64_t i = 0;
-    for (; i + L <= n; i += L) {
-      const batch gb = batch::load_unaligned(g + i);
-      (gb / (batch(1.0f) + xsimd::exp(-gb)) * batch::load_unaligned(u + i)).store_unaligned(o + i);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = gate + r * in_stride;
+      const float* u = up + r * in_stride;
+      float* o = y + r * n;
+      int64_t i = 0;
+      for (; i + L <= n; i += L) {
+        const batch gb = batch::load_unaligned(g + i);
+        (gb / (batch(1.0f) + xsimd::exp(-gb)) * batch::load_unaligned(u + i)).store_unaligned(o + i);
+      }
+      for (; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     }
-    for (; i < n; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-  }
   });
 }
 

@@ -1,5 +1,5 @@
-#include "core/hash.h"
 #include "kernels/opencl/device.h"
+#include "core/hash.h"
 
 #define CL_TARGET_OPENCL_VERSION 120
 #define CL_USE_DEPRECATED_OPENCL_1_2_APIS
@@ -72,8 +72,8 @@ std::vector<Found> find_devices() {
       i.max_alloc_bytes = static_cast<int64_t>(device_value<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE));
       i.max_work_group = device_value<size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       i.fp16 = i.extensions.find("cl_khr_fp16") != std::string::npos;
-      i.subgroups = i.extensions.find("cl_khr_subgroups") != std::string::npos ||
-                    i.extensions.find("cl_intel_subgroups") != std::string::npos;
+      i.subgroups =
+          i.extensions.find("cl_khr_subgroups") != std::string::npos || i.extensions.find("cl_intel_subgroups") != std::string::npos;
       out.push_back({d, i});
     }
   }
@@ -89,19 +89,29 @@ std::filesystem::path binary_cache_dir() {
 }  // namespace
 
 std::string error_name(int status) {
-  static const std::map<int, const char*> names = {
-      {CL_DEVICE_NOT_FOUND, "CL_DEVICE_NOT_FOUND"}, {CL_DEVICE_NOT_AVAILABLE, "CL_DEVICE_NOT_AVAILABLE"},
-      {CL_COMPILER_NOT_AVAILABLE, "CL_COMPILER_NOT_AVAILABLE"}, {CL_MEM_OBJECT_ALLOCATION_FAILURE, "CL_MEM_OBJECT_ALLOCATION_FAILURE"},
-      {CL_OUT_OF_RESOURCES, "CL_OUT_OF_RESOURCES"}, {CL_OUT_OF_HOST_MEMORY, "CL_OUT_OF_HOST_MEMORY"},
-      {CL_BUILD_PROGRAM_FAILURE, "CL_BUILD_PROGRAM_FAILURE"}, {CL_INVALID_VALUE, "CL_INVALID_VALUE"},
-      {CL_INVALID_DEVICE, "CL_INVALID_DEVICE"}, {CL_INVALID_BINARY, "CL_INVALID_BINARY"},
-      {CL_INVALID_BUILD_OPTIONS, "CL_INVALID_BUILD_OPTIONS"}, {CL_INVALID_PROGRAM, "CL_INVALID_PROGRAM"},
-      {CL_INVALID_KERNEL_NAME, "CL_INVALID_KERNEL_NAME"}, {CL_INVALID_ARG_INDEX, "CL_INVALID_ARG_INDEX"},
-      {CL_INVALID_ARG_VALUE, "CL_INVALID_ARG_VALUE"}, {CL_INVALID_ARG_SIZE, "CL_INVALID_ARG_SIZE"},
-      {CL_INVALID_KERNEL_ARGS, "CL_INVALID_KERNEL_ARGS"}, {CL_INVALID_WORK_GROUP_SIZE, "CL_INVALID_WORK_GROUP_SIZE"},
-      {CL_INVALID_WORK_ITEM_SIZE, "CL_INVALID_WORK_ITEM_SIZE"}, {CL_INVALID_BUFFER_SIZE, "CL_INVALID_BUFFER_SIZE"},
-      {CL_INVALID_MEM_OBJECT, "CL_INVALID_MEM_OBJECT"}, {CL_INVALID_OPERATION, "CL_INVALID_OPERATION"},
-      {-1001, "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)"}};
+  static const std::map<int, const char*> names = {{CL_DEVICE_NOT_FOUND, "CL_DEVICE_NOT_FOUND"},
+                                                   {CL_DEVICE_NOT_AVAILABLE, "CL_DEVICE_NOT_AVAILABLE"},
+                                                   {CL_COMPILER_NOT_AVAILABLE, "CL_COMPILER_NOT_AVAILABLE"},
+                                                   {CL_MEM_OBJECT_ALLOCATION_FAILURE, "CL_MEM_OBJECT_ALLOCATION_FAILURE"},
+                                                   {CL_OUT_OF_RESOURCES, "CL_OUT_OF_RESOURCES"},
+                                                   {CL_OUT_OF_HOST_MEMORY, "CL_OUT_OF_HOST_MEMORY"},
+                                                   {CL_BUILD_PROGRAM_FAILURE, "CL_BUILD_PROGRAM_FAILURE"},
+                                                   {CL_INVALID_VALUE, "CL_INVALID_VALUE"},
+                                                   {CL_INVALID_DEVICE, "CL_INVALID_DEVICE"},
+                                                   {CL_INVALID_BINARY, "CL_INVALID_BINARY"},
+                                                   {CL_INVALID_BUILD_OPTIONS, "CL_INVALID_BUILD_OPTIONS"},
+                                                   {CL_INVALID_PROGRAM, "CL_INVALID_PROGRAM"},
+                                                   {CL_INVALID_KERNEL_NAME, "CL_INVALID_KERNEL_NAME"},
+                                                   {CL_INVALID_ARG_INDEX, "CL_INVALID_ARG_INDEX"},
+                                                   {CL_INVALID_ARG_VALUE, "CL_INVALID_ARG_VALUE"},
+                                                   {CL_INVALID_ARG_SIZE, "CL_INVALID_ARG_SIZE"},
+                                                   {CL_INVALID_KERNEL_ARGS, "CL_INVALID_KERNEL_ARGS"},
+                                                   {CL_INVALID_WORK_GROUP_SIZE, "CL_INVALID_WORK_GROUP_SIZE"},
+                                                   {CL_INVALID_WORK_ITEM_SIZE, "CL_INVALID_WORK_ITEM_SIZE"},
+                                                   {CL_INVALID_BUFFER_SIZE, "CL_INVALID_BUFFER_SIZE"},
+                                                   {CL_INVALID_MEM_OBJECT, "CL_INVALID_MEM_OBJECT"},
+                                                   {CL_INVALID_OPERATION, "CL_INVALID_OPERATION"},
+                                                   {-1001, "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL platform installed)"}};
   auto it = names.find(status);
   return std::string(it != names.end() ? it->second : "OpenCL error") + " (" + std::to_string(status) + ")";
 }
@@ -155,9 +165,10 @@ Context::Context(int index) {
   if (index < 0 || index >= static_cast<int>(devices.size())) {
     std::string have;
     for (const auto& d : devices) have += "\n  opencl:" + std::to_string(d.info.index) + "  " + d.info.name + " (" + d.info.platform + ")";
-    fail("no OpenCL device ", index, devices.empty() ? std::string(": no OpenCL platform or device is installed "
-                                                                    "(on Debian: apt-get install pocl-opencl-icd)")
-                                                     : "; there are:" + have);
+    fail("no OpenCL device ", index,
+         devices.empty() ? std::string(": no OpenCL platform or device is installed "
+                                       "(on Debian: apt-get install pocl-opencl-icd)")
+                         : "; there are:" + have);
   }
   device_ = devices[static_cast<size_t>(index)].id;
   info_ = devices[static_cast<size_t>(index)].info;
@@ -181,8 +192,7 @@ cl_program Context::program(const std::string& source, const std::string& option
   // The binary a device compiled is only good for that device and driver.
   const auto dir = binary_cache_dir();
   const uint64_t device_hash = fnv1a(info_.platform + "|" + info_.name + "|" + info_.driver + "|" + info_.version);
-  const std::filesystem::path cached =
-      dir.empty() ? std::filesystem::path() : dir / (std::to_string(device_hash) + "-" + key + ".bin");
+  const std::filesystem::path cached = dir.empty() ? std::filesystem::path() : dir / (std::to_string(device_hash) + "-" + key + ".bin");
   cl_int status = CL_SUCCESS;
   cl_program p = nullptr;
   if (!cached.empty()) {
@@ -193,7 +203,8 @@ cl_program Context::program(const std::string& source, const std::string& option
       size_t size = bin.size();
       cl_int bin_status = CL_SUCCESS;
       p = clCreateProgramWithBinary(ctx_, 1, &device_, &size, &data, &bin_status, &status);
-      if (status != CL_SUCCESS || bin_status != CL_SUCCESS || clBuildProgram(p, 1, &device_, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
+      if (status != CL_SUCCESS || bin_status != CL_SUCCESS ||
+          clBuildProgram(p, 1, &device_, options.c_str(), nullptr, nullptr) != CL_SUCCESS) {
         if (p) clReleaseProgram(p);  // a stale or foreign binary: compile from source instead
         p = nullptr;
       }

@@ -8,14 +8,26 @@ namespace tern::kernels::opencl {
 Kernels::Kernels(cl::Context& ctx) : Kernels(ctx, !ctx.info().gpu) {}
 
 Kernels::Kernels(cl::Context& ctx, bool row_per_item)
-    : ctx_(ctx), row_per_item_(row_per_item), program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
-      gemv_f32_(program_, "gemv_f32"), gemv_f16_(program_, "gemv_f16"), gemv_nbits_(program_, "gemv_nbits"),
-      gemv_rows_f32_(program_, "gemv_rows_f32"), gemv_rows_f16_(program_, "gemv_rows_f16"),
-      gemv_rows_nbits_(program_, "gemv_rows_nbits"), gemm_tiled_(program_, "gemm_tiled"),
-      topk_partial_(program_, "topk_partial"), topk_merge_(program_, "topk_merge"),
-      rms_norm_(program_, "rms_norm"), swiglu_(program_, "swiglu"), add_(program_, "add"),
-      embed_(program_, "embed_rows"), argmax_(program_, "argmax"), last_rows_(program_, "last_rows"),
-      ring_write_(program_, "ring_write"), ring_attend_(program_, "ring_attend") {}
+    : ctx_(ctx),
+      row_per_item_(row_per_item),
+      program_(ctx.program(sources().at("decoder.cl"), "-cl-std=CL1.2")),
+      gemv_f32_(program_, "gemv_f32"),
+      gemv_f16_(program_, "gemv_f16"),
+      gemv_nbits_(program_, "gemv_nbits"),
+      gemv_rows_f32_(program_, "gemv_rows_f32"),
+      gemv_rows_f16_(program_, "gemv_rows_f16"),
+      gemv_rows_nbits_(program_, "gemv_rows_nbits"),
+      gemm_tiled_(program_, "gemm_tiled"),
+      topk_partial_(program_, "topk_partial"),
+      topk_merge_(program_, "topk_merge"),
+      rms_norm_(program_, "rms_norm"),
+      swiglu_(program_, "swiglu"),
+      add_(program_, "add"),
+      embed_(program_, "embed_rows"),
+      argmax_(program_, "argmax"),
+      last_rows_(program_, "last_rows"),
+      ring_write_(program_, "ring_write"),
+      ring_attend_(program_, "ring_attend") {}
 
 size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
   const size_t limit = std::min(want, ctx_.max_work_group(k));
@@ -26,8 +38,8 @@ size_t Kernels::group_size(const cl::Kernel& k, size_t want) const {
 
 bool Kernels::gemm(Mem x, Mem w, Mem scales, Mem zero_points, int format, int bits, int block, Mem y, int M, int K, int N) {
   if (ctx_.max_work_group(gemm_tiled_) < 256) return false;
-  gemm_tiled_.args(x, w, scales.m ? scales : x, zero_points.m ? zero_points : x, int32_t{zero_points.m != nullptr}, format, bits,
-                   block, y, M, K, N);
+  gemm_tiled_.args(x, w, scales.m ? scales : x, zero_points.m ? zero_points : x, int32_t{zero_points.m != nullptr}, format, bits, block, y,
+                   M, K, N);
   ctx_.launch_2d(gemm_tiled_, static_cast<size_t>(N), static_cast<size_t>(M), 16, 16);
   return true;
 }
@@ -45,8 +57,7 @@ void Kernels::gemv(Mem x, Mem w, bool half_weights, Mem y, int M, int K, int N) 
   ctx_.launch(k, static_cast<size_t>(N) * wg, wg);
 }
 
-void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
-                         Mem y, int M, int K, int N, int bits, int block) {
+void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points, Mem y, int M, int K, int N, int bits, int block) {
   if ((bits != 4 && bits != 8) || block <= 0 || block % 2) fail("OpenCL gemv_nbits: bits must be 4 or 8 and block even");
   if (M > kGemvRows && !row_per_item_ && gemm(x, w, scales, zero_points, 2, bits, block, y, M, K, N)) return;
   // The GPU form reads whole 32-bit words of a block; a block of fewer values (not in ONNX's MatMulNBits,
@@ -61,8 +72,7 @@ void Kernels::gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
   ctx_.launch(gemv_nbits_, static_cast<size_t>(N) * wg, wg);
 }
 
-void Kernels::rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale,
-                       Mem y, int rows, int D, float eps) {
+void Kernels::rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale, Mem y, int rows, int D, float eps) {
   if ((residual.m == nullptr) != (sum_out.m == nullptr)) fail("OpenCL rms_norm: a residual needs a sum_out buffer and back");
   const size_t wg = group_size(rms_norm_, 256);
   rms_norm_.args(x, residual.m ? residual : x, int32_t{residual.m != nullptr}, sum_out.m ? sum_out : y, scale, y, D, eps)
@@ -108,18 +118,19 @@ void Kernels::last_rows(Mem x, Mem y, int B, int S, int row) {
   ctx_.launch(last_rows_, static_cast<size_t>(total), group_size(last_rows_, 64));
 }
 
-void Kernels::ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W,
-                         int sinks, int kv_floats, bool half_kv, Mem keys, Mem values) {
+void Kernels::ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W, int sinks,
+                         int kv_floats, bool half_kv, Mem keys, Mem values) {
   ring_write_.args(k, k_at, k_stride, v, v_at, v_stride, count, seen_before, W, sinks, kv_floats, int32_t{half_kv}, keys, values);
   ctx_.launch(ring_write_, static_cast<size_t>(count) * static_cast<size_t>(kv_floats), group_size(ring_write_, 64));
 }
 
-void Kernels::ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
-                          int sinks, bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores,
-                          Mem out, int out_at, int out_stride) {
+void Kernels::ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W, int sinks,
+                          bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out, int out_at,
+                          int out_stride) {
   const size_t wg = group_size(ring_attend_, 64);
-  ring_attend_.args(q, q_at, q_stride, count, q_heads, kv_heads, D, held, seen, W, sinks, int32_t{half_kv}, keys, values,
-                    rope.cos, rope.sin, rope.rot, int32_t{rope.interleaved}, scale, scores, out, out_at, out_stride)
+  ring_attend_
+      .args(q, q_at, q_stride, count, q_heads, kv_heads, D, held, seen, W, sinks, int32_t{half_kv}, keys, values, rope.cos, rope.sin,
+            rope.rot, int32_t{rope.interleaved}, scale, scores, out, out_at, out_stride)
       .local(23, static_cast<size_t>(D) * sizeof(float))
       .local(24, wg * sizeof(float));
   ctx_.launch(ring_attend_, static_cast<size_t>(count) * static_cast<size_t>(q_heads) * wg, wg);

@@ -12,8 +12,8 @@ namespace tern::kernels::opencl {
 struct Mem {
   cl_mem m;
   Mem(const cl::Buffer& b) : m(b.handle()) {}  // NOLINT: implicit on purpose
-  Mem(cl_mem mem) : m(mem) {}                 // NOLINT
-  operator cl_mem() const { return m; }       // NOLINT: passes as a kernel argument
+  Mem(cl_mem mem) : m(mem) {}                  // NOLINT
+  operator cl_mem() const { return m; }        // NOLINT: passes as a kernel argument
 };
 
 // The RoPE tables a ring attention reads: cos/sin [positions, rot/2] on the device.
@@ -39,11 +39,9 @@ class Kernels {
   static constexpr int kGemvRows = 4;
   // The same (GEMV or tiled GEMM by row count) for MatMulNBits blocks (bits 4 or 8): w [N, k_blocks, block·bits/8], scales [N·k_blocks],
   // packed zero points or a null Mem (nullptr) for the default.
-  void gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points,
-                  Mem y, int M, int K, int N, int bits, int block);
+  void gemv_nbits(Mem x, Mem w, Mem scales, Mem zero_points, Mem y, int M, int K, int N, int bits, int block);
   // y = rms_norm(x (+ residual, the sum also written to sum_out)) · scale, rows of D; no residual: both nullptr.
-  void rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale, Mem y,
-                int rows, int D, float eps);
+  void rms_norm(Mem x, Mem residual, Mem sum_out, Mem scale, Mem y, int rows, int D, float eps);
   // y [rows, F] = silu(gate) · up from gate and up [rows, F], or (up a null Mem) from gate [rows, 2F] =
   // [gate | up].
   void swiglu(Mem gate, Mem up, Mem y, int rows, int F);
@@ -61,14 +59,14 @@ class Kernels {
   // Ring-buffer KV cache of one sequence (the CPU KvRingBuffer's slots and window order): appends
   // `count` tokens after `seen_before`, token s's key at k[k_at + s·k_stride] and value at
   // v[v_at + s·v_stride] (offsets and strides in floats).
-  void ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W, int sinks,
-                  int kv_floats, bool half_kv, Mem keys, Mem values);
+  void ring_write(Mem k, int k_at, int k_stride, Mem v, int v_at, int v_stride, int count, int seen_before, int W, int sinks, int kv_floats,
+                  bool half_kv, Mem keys, Mem values);
   // Attention of the last `count` appended tokens (queries pre-RoPE from q_at, rows `q_stride` apart)
   // over the window of a sequence holding `held` tokens of `seen`; `scores` holds count·q_heads·held
   // floats; output rows from out_at, `out_stride` apart.
-  void ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W,
-                   int sinks, bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out,
-                   int out_at, int out_stride);
+  void ring_attend(Mem q, int q_at, int q_stride, int count, int q_heads, int kv_heads, int D, int held, int seen, int W, int sinks,
+                   bool half_kv, Mem keys, Mem values, const DeviceRope& rope, float scale, Mem scores, Mem out, int out_at,
+                   int out_stride);
 
  private:
   // The largest power of two ≤ `want` this kernel can run as one work-group here.
@@ -78,7 +76,8 @@ class Kernels {
   cl::Context& ctx_;
   bool row_per_item_;
   cl_program program_;
-  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, gemv_rows_f32_, gemv_rows_f16_, gemv_rows_nbits_, gemm_tiled_, topk_partial_, topk_merge_, rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
+  cl::Kernel gemv_f32_, gemv_f16_, gemv_nbits_, gemv_rows_f32_, gemv_rows_f16_, gemv_rows_nbits_, gemm_tiled_, topk_partial_, topk_merge_,
+      rms_norm_, swiglu_, add_, embed_, argmax_, last_rows_, ring_write_, ring_attend_;
 };
 
 }  // namespace tern::kernels::opencl

@@ -25,7 +25,8 @@ struct DeviceRingState : KvRingState {
 
 class CachedAttentionOpenCl : public OpenClVariant {
  public:
-  explicit CachedAttentionOpenCl(const Node& n) : OpenClVariant(n), op_(static_cast<const CachedAttentionOp&>(*cpu_)), a_(op_.attributes()) {}
+  explicit CachedAttentionOpenCl(const Node& n)
+      : OpenClVariant(n), op_(static_cast<const CachedAttentionOp&>(*cpu_)), a_(op_.attributes()) {}
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     auto freed = OpenClVariant::prepack(constants, options);
     const auto& t = op_.prepacked_tables();
@@ -48,7 +49,8 @@ class CachedAttentionOpenCl : public OpenClVariant {
   }
   void run_device(RunContext& ctx) const override {
     auto& st = *static_cast<DeviceRingState*>(ctx.state);
-    if (st.total_rows > 1) fail_unsupported(ctx.node.describe(), ": continuous batching of several sequences on the OpenCL device (serve with --parallel 1)");
+    if (st.total_rows > 1)
+      fail_unsupported(ctx.node.describe(), ": continuous batching of several sequences on the OpenCL device (serve with --parallel 1)");
     const bool packed = op_.packed(ctx);
     const Tensor& q = ctx.in(0);
     const Tensor& mask = ctx.in(5);
@@ -88,10 +90,10 @@ class CachedAttentionOpenCl : public OpenClVariant {
                              static_cast<int>(kv_floats), half, keys, values);
       st.seen += step;
       const int64_t held = std::min(W, st.seen);
-      ctx.opencl->ring_attend(qm, static_cast<int>(s * q_row), q_row, static_cast<int>(step), static_cast<int>(hq),
-                              static_cast<int>(hkv), static_cast<int>(D), static_cast<int>(held), static_cast<int>(st.seen),
-                              static_cast<int>(W), static_cast<int>(sinks), half, keys, values, rope, op_.scale(D),
-                              cl::mem_of(st.scores), out, static_cast<int>(s * hq * D), static_cast<int>(hq * D));
+      ctx.opencl->ring_attend(qm, static_cast<int>(s * q_row), q_row, static_cast<int>(step), static_cast<int>(hq), static_cast<int>(hkv),
+                              static_cast<int>(D), static_cast<int>(held), static_cast<int>(st.seen), static_cast<int>(W),
+                              static_cast<int>(sinks), half, keys, values, rope, op_.scale(D), cl::mem_of(st.scores), out,
+                              static_cast<int>(s * hq * D), static_cast<int>(hq * D));
     }
   }
 

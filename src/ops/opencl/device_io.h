@@ -28,9 +28,7 @@ class OpenClVariant : public Op {
   }
   std::string kernel(const std::vector<const Tensor*>& in) const override { return cpu_->kernel(in); }
   std::unique_ptr<OpState> make_state() const override { return cpu_->make_state(); }
-  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const final {
-    return d.kind == DeviceKind::CPU || device_takes(in);
-  }
+  bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const final { return d.kind == DeviceKind::CPU || device_takes(in); }
   void run(RunContext& ctx) const final {
     if (ctx.device.kind == DeviceKind::OpenCL) run_device(ctx);
     else cpu_->run(ctx);

@@ -24,8 +24,8 @@ class GatherOpenCl : public OpenClVariant {
 
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
-    return table_.of(in[0]) && in[1] && !cl::on_device(*in[1]) &&
-           (axis_ == 0 || axis_ == -2) && (in[1]->dtype() == DType::Int64 || in[1]->dtype() == DType::Int32);
+    return table_.of(in[0]) && in[1] && !cl::on_device(*in[1]) && (axis_ == 0 || axis_ == -2) &&
+           (in[1]->dtype() == DType::Int64 || in[1]->dtype() == DType::Int32);
   }
   void run_device(RunContext& ctx) const override {
     auto& st = *static_cast<IdsScratch*>(ctx.state);

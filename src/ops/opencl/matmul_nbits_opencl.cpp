@@ -9,7 +9,11 @@ namespace {
 class MatMulNBitsOpenCl : public OpenClVariant {
  public:
   explicit MatMulNBitsOpenCl(const Node& n)
-      : OpenClVariant(n), K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), bits_(n.attr_int("bits", 4)), block_(n.attr_int("block_size", 0)) {}
+      : OpenClVariant(n),
+        K_(n.attr_int("K", 0)),
+        N_(n.attr_int("N", 0)),
+        bits_(n.attr_int("bits", 4)),
+        block_(n.attr_int("block_size", 0)) {}
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const bool zp_ok = constants.size() <= 3 || !constants[3] || constants[3]->dtype() == DType::UInt8;
@@ -29,9 +33,8 @@ class MatMulNBitsOpenCl : public OpenClVariant {
   }
   void run_device(RunContext& ctx) const override {
     Tensor a;
-    ctx.opencl->gemv_nbits(device_input(ctx, 0, a), blocks_.mem(), scales_.mem(),
-                           ctx.has(3) ? zero_points_.mem() : nullptr, device_output(ctx, 0),
-                           static_cast<int>(ctx.in(0).numel() / K_), static_cast<int>(K_), static_cast<int>(N_),
+    ctx.opencl->gemv_nbits(device_input(ctx, 0, a), blocks_.mem(), scales_.mem(), ctx.has(3) ? zero_points_.mem() : nullptr,
+                           device_output(ctx, 0), static_cast<int>(ctx.in(0).numel() / K_), static_cast<int>(K_), static_cast<int>(N_),
                            static_cast<int>(bits_), static_cast<int>(block_));
   }
 

@@ -27,9 +27,7 @@ class RmsNormOpenCl : public OpenClVariant {
   bool device_takes(const std::vector<const Tensor*>& in) const override {
     const Tensor* x = in[0];
     const Tensor* scale = static_cast<size_t>(p_.scale) < in.size() ? in[static_cast<size_t>(p_.scale)] : nullptr;
-    if (!p_.rms || p_.statistics || !x || !scale_.of(scale) ||
-        x->dtype() != DType::Float32 || x->rank() < 1)
-      return false;
+    if (!p_.rms || p_.statistics || !x || !scale_.of(scale) || x->dtype() != DType::Float32 || x->rank() < 1) return false;
     if ((p_.axis < 0 ? p_.axis + x->rank() : p_.axis) != x->rank() - 1 || scale->numel() != x->dim(-1)) return false;
     if (p_.skip < 0) return true;
     const Tensor* skip = in[static_cast<size_t>(p_.skip)];
@@ -45,13 +43,13 @@ class RmsNormOpenCl : public OpenClVariant {
     if (p_.skip < 0) {
       ctx.opencl->rms_norm(device_input(ctx, 0, xd), nullptr, nullptr, scale, device_output(ctx, 0), rows, D, p_.eps);
     } else if (sum) {
-      ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, p_.skip, skip), device_output(ctx, 3), scale,
-                           device_output(ctx, 0), rows, D, p_.eps);
+      ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, p_.skip, skip), device_output(ctx, 3), scale, device_output(ctx, 0),
+                           rows, D, p_.eps);
     } else {  // the sum goes nowhere: a scratch of the device's
       Tensor& s = static_cast<SumScratch*>(ctx.state)->sum;
       if (!s.defined() || s.numel() < x.numel()) s = cl::device_tensor(ctx.opencl->context(), DType::Float32, x.shape());
-      ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, p_.skip, skip), cl::mem_of(s), scale,
-                           device_output(ctx, 0), rows, D, p_.eps);
+      ctx.opencl->rms_norm(device_input(ctx, 0, xd), device_input(ctx, p_.skip, skip), cl::mem_of(s), scale, device_output(ctx, 0), rows, D,
+                           p_.eps);
     }
   }
 

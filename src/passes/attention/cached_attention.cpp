@@ -56,9 +56,7 @@ int attention_anchor(const Matcher& m, int cache) {
 
 }  // namespace
 
-std::string FusionMiss::str() const {
-  return layer + ": " + (node.empty() ? "" : node + ": ") + reason;
-}
+std::string FusionMiss::str() const { return layer + ": " + (node.empty() ? "" : node + ": ") + reason; }
 
 CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionOptions& opt) {
   link_producers(graph);
@@ -75,7 +73,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
   }
   Graph g = graph;  // rewritten on a copy: kept only if every layer fuses
   std::vector<CachedAttentionSpec> specs;
-  std::map<int, Why> why;  // anchor node → why its match stopped
+  std::map<int, Why> why;                                     // anchor node → why its match stopped
   std::map<std::pair<int, int>, std::pair<int, int>> tables;  // graph cos/sin → table values
   for (const Node& n : graph.nodes) {
     const int k = m.index_of(&n);
@@ -91,8 +89,10 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
           const int64_t D = s->rotary_dim ? s->rotary_dim : m.rank(s->q) == 4 ? m.dim(s->q, 3) : m.dim(s->q, 2) / s->q_heads;
           auto t = rope_tables(m, s->cos, s->sin, opt.window, D, why[k]);
           if (!t) continue;
-          known = tables.emplace(std::pair{s->cos, s->sin}, std::pair{g.add_constant(n.name + "/rope_cos_table", t->first),
-                                                                       g.add_constant(n.name + "/rope_sin_table", t->second)}).first;
+          known = tables
+                      .emplace(std::pair{s->cos, s->sin}, std::pair{g.add_constant(n.name + "/rope_cos_table", t->first),
+                                                                    g.add_constant(n.name + "/rope_sin_table", t->second)})
+                      .first;
         }
         std::tie(s->cos, s->sin) = known->second;
       }
@@ -183,7 +183,8 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     set("storage", static_cast<int64_t>(opt.storage));
     set("interleaved", s.interleaved);
     if (s.rotary_dim) set("rotary_embedding_dim", s.rotary_dim);
-    for (const auto& [name, value] : {std::pair{"scale", s.scale}, std::pair{"softcap", s.softcap ? std::optional(s.softcap) : std::nullopt}})
+    for (const auto& [name, value] :
+         {std::pair{"scale", s.scale}, std::pair{"softcap", s.softcap ? std::optional(s.softcap) : std::nullopt}})
       if (value) {
         Attribute a;
         a.kind = Attribute::Kind::Float;

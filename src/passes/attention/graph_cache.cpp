@@ -66,7 +66,6 @@ std::vector<Fusion> fuse_kv_matmuls(Graph& g) {
   return fused;
 }
 
-
 std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
   link_producers(g);
   const Matcher m(g);
@@ -102,8 +101,8 @@ std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
     for (int table : {rope->cos, rope->sin}) {
       const auto& ts = m.value(table).shape;
       const int64_t r = m.rank(table);
-      fits = fits && ts && (r == 3 || (r == 4 && m.dim(table, 1) == 1)) && (*ts)[0] == xs[0] && (*ts)[static_cast<size_t>(r - 2)] == xs[2] &&
-             m.dim(table, -1) == rot;
+      fits = fits && ts && (r == 3 || (r == 4 && m.dim(table, 1) == 1)) && (*ts)[0] == xs[0] &&
+             (*ts)[static_cast<size_t>(r - 2)] == xs[2] && m.dim(table, -1) == rot;
       if (fits) fits = halves_equal(table, rot);
     }
     if (!fits) continue;
@@ -132,7 +131,9 @@ std::vector<Fusion> fuse_rotary_embedding(Graph& g) {
     }
     nodes.push_back(r);
     for (int n : d.nodes) taken[static_cast<size_t>(n)] = 1;
-    fused.push_back({std::string("rotate-half RoPE (Slice, Neg, Concat, Mul, Add") + (rope->rotary_dim ? ", partial" : "") + ") → RotaryEmbedding", root.name});
+    fused.push_back(
+        {std::string("rotate-half RoPE (Slice, Neg, Concat, Mul, Add") + (rope->rotary_dim ? ", partial" : "") + ") → RotaryEmbedding",
+         root.name});
     rewrites.emplace_back(k, std::move(nodes));
   }
   std::reverse(rewrites.begin(), rewrites.end());

@@ -12,19 +12,19 @@ namespace tern::attention {
 
 // What a CachedAttention node is made of.
 struct CachedAttentionSpec {
-  int attention_node = -1;           // the node the CachedAttention replaces (it keeps its output)
-  int q = -1, k = -1, v = -1;        // [B, S, H·D] before RoPE; k = v = -1: q packs Q, K and V
-  int cos = -1, sin = -1;            // [positions, rotary_dim / 2]
+  int attention_node = -1;     // the node the CachedAttention replaces (it keeps its output)
+  int q = -1, k = -1, v = -1;  // [B, S, H·D] before RoPE; k = v = -1: q packs Q, K and V
+  int cos = -1, sin = -1;      // [positions, rotary_dim / 2]
   int past_k = -1, past_v = -1, present_k = -1, present_v = -1;
   int64_t q_heads = 0, kv_heads = 0;
   std::optional<float> scale;
-  float softcap = 0;                 // > 0: scores soft-capped (Gemma-2)
-  int64_t local_window = 0;          // > 0: the layer attends to its last local_window keys (Mistral, Gemma)
+  float softcap = 0;                   // > 0: scores soft-capped (Gemma-2)
+  int64_t local_window = 0;            // > 0: the layer attends to its last local_window keys (Mistral, Gemma)
   int mask_bias = -1, mask_gate = -1;  // decomposed: the mask, for reading its window off a long probe
   bool interleaved = false;
-  int64_t rotary_dim = 0;            // 0: the head size
-  std::string pattern;               // what matched, for `tern inspect --fusions`
-  std::vector<int> heads_first;      // q/k/v values laid out [B, H, S, D] (the rewrite transposes them)
+  int64_t rotary_dim = 0;        // 0: the head size
+  std::string pattern;           // what matched, for `tern inspect --fusions`
+  std::vector<int> heads_first;  // q/k/v values laid out [B, H, S, D] (the rewrite transposes them)
 };
 
 // Where and why one attempt to match stopped: the first reason recorded wins (the outer matcher

@@ -6,7 +6,6 @@
 
 namespace tern::attention {
 
-
 // Slice(x, [begin], [end], [last axis], [1]): x[..., begin:end].
 bool slices_last_axis(const Matcher& m, const Node& s, int64_t begin, int64_t end) {
   const int64_t r = m.rank(s.inputs[0]), D = m.dim(s.inputs[0], -1);
@@ -160,9 +159,9 @@ const Node* match_cache_read(Decomposed& d, int operand, bool keys, int64_t head
   if (kv_heads <= 0 || D <= 0 || heads % kv_heads)
     return d.why.stop(cat, std::string("the cached ") + what + " have no fixed head count and size dividing the query heads"), nullptr;
   if (!reads_as_repeat_kv(m, operand, w.source, keys, heads))
-    return d.why.stop(w.chain.empty() ? cat : w.chain.front(),
-                      std::string("the ") + what + " are not read as repeat_kv of the cache" + (keys ? " with the last two axes swapped" : "") +
-                          " (checked on a probe)"),
+    return d.why.stop(w.chain.empty() ? cat : w.chain.front(), std::string("the ") + what + " are not read as repeat_kv of the cache" +
+                                                                   (keys ? " with the last two axes swapped" : "") +
+                                                                   " (checked on a probe)"),
            nullptr;
   for (const Node* c : w.chain) d.take(c);
   d.take(cat);

@@ -10,9 +10,9 @@ namespace tern::attention {
 struct OpPattern {
   const char* attention_domain;
   const char* attention_op;
-  int past_key, past_value;        // attention inputs
-  int rope_x, rope_cos, rope_sin;  // RotaryEmbedding inputs (same domain as the attention)
-  std::vector<int> must_be_absent; // attention inputs this rewrite cannot honour
+  int past_key, past_value;         // attention inputs
+  int rope_x, rope_cos, rope_sin;   // RotaryEmbedding inputs (same domain as the attention)
+  std::vector<int> must_be_absent;  // attention inputs this rewrite cannot honour
 };
 
 // ONNX: RotaryEmbedding(x, cos, sin, pos) → Attention(q, k, v, mask, past_k, past_v).
@@ -31,8 +31,7 @@ bool match_rope_pair(const Matcher& m, int q, int k, const OpPattern& pat, Cache
   const Node* rq = m.op(q, "RotaryEmbedding", pat.attention_domain);
   const Node* rk = m.op(k, "RotaryEmbedding", pat.attention_domain);
   if (!rq || !rk || input_of(*rq, pat.rope_cos) != input_of(*rk, pat.rope_cos) ||
-      input_of(*rq, pat.rope_sin) != input_of(*rk, pat.rope_sin) ||
-      rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0) ||
+      input_of(*rq, pat.rope_sin) != input_of(*rk, pat.rope_sin) || rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0) ||
       rq->attr_int("rotary_embedding_dim", 0) != rk->attr_int("rotary_embedding_dim", 0))
     return false;
   s.q = input_of(*rq, pat.rope_x);
@@ -85,8 +84,7 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     s.pattern = (n.domain.empty() ? "RotaryEmbedding → " : "com.microsoft RotaryEmbedding → ") + n.op_type + " → CachedAttention";
   }
   if (n.op_type == "Attention") {
-    if (!attention_masks_like_cache(m, n))
-      return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe sequence");
+    if (!attention_masks_like_cache(m, n)) return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe sequence");
     s.q_heads = n.attr_int("q_num_heads", 0);
     s.kv_heads = n.attr_int("kv_num_heads", 0);
   } else {

@@ -90,7 +90,8 @@ std::vector<std::pair<int, Tensor>> sequence_bindings(const Matcher& m, int64_t 
   if (mask.empty()) mask.assign(static_cast<size_t>(past + n), 1);
   std::vector<std::pair<int, Tensor>> b;
   auto bind = [&](int id, const std::vector<int64_t>& v) {
-    if (id >= 0 && m.is_input(id)) b.emplace_back(id, cast_to(Tensor::from_vector<int64_t>(v, {1, static_cast<int64_t>(v.size())}), m.value(id).dtype));
+    if (id >= 0 && m.is_input(id))
+      b.emplace_back(id, cast_to(Tensor::from_vector<int64_t>(v, {1, static_cast<int64_t>(v.size())}), m.value(id).dtype));
   };
   std::vector<int64_t> positions;
   for (int64_t i = 0, p = -1; i < past + n; ++i)
@@ -176,7 +177,8 @@ std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, 
   const int positions = g.find_value("position_ids");
   const std::vector<int> from = positions >= 0 && m.is_input(positions) ? std::vector<int>{positions} : std::vector<int>{};
   if (!m.depends_only_on(cos, from, true) || !m.depends_only_on(sin, from, true))
-    return why.stop(m.producer(cos), "cos/sin are not computed from position_ids or the cache length (tern evaluates them for window positions)");
+    return why.stop(m.producer(cos),
+                    "cos/sin are not computed from position_ids or the cache length (tern evaluates them for window positions)");
   std::pair<Tensor, Tensor> tables{Tensor(DType::Float32, {W, D / 2}), Tensor(DType::Float32, {W, D / 2})};
   for (int64_t start = 0; start < W; start += kRopeChunk) {
     const int64_t n = std::min(kRopeChunk, W - start);

@@ -27,13 +27,16 @@ int bench_op(int argc, char** argv) {
   Profiler::Row row;  // the achieved rates and roofline share, as the profile computes them
   row.ms = r.median_ms, row.flops = r.flops, row.bytes = r.bytes;
   std::printf("%s\nkernel   %s, %s, %lld runs\ntime     median %.4f ms, best %.4f ms\n", r.graph.c_str(),
-              r.on_device ? "OpenCL" : r.kernel.empty() ? "(the op's own loop)" : r.kernel.c_str(),
+              r.on_device        ? "OpenCL"
+              : r.kernel.empty() ? "(the op's own loop)"
+                                 : r.kernel.c_str(),
               r.on_device ? f.get("device").c_str() : (std::to_string(spec.threads) + " thread(s)").c_str(), static_cast<long long>(r.runs),
               r.median_ms, r.min_ms);
-  std::printf("work     %.4f GFLOP, %.4f GB moved, %.2f flop/byte\nachieved %.1f GFLOP/s, %.1f GB/s = %.0f%% of the roofline "
-              "(%.1f GFLOP/s peak, %.1f GB/s; %s)\n",
-              r.flops / 1e9, r.bytes / 1e9, row.intensity(), row.gflops_per_s(), row.gb_per_s(), row.roofline_pct(machine),
-              machine.gflops, machine.gb_s, machine.source.c_str());
+  std::printf(
+      "work     %.4f GFLOP, %.4f GB moved, %.2f flop/byte\nachieved %.1f GFLOP/s, %.1f GB/s = %.0f%% of the roofline "
+      "(%.1f GFLOP/s peak, %.1f GB/s; %s)\n",
+      r.flops / 1e9, r.bytes / 1e9, row.intensity(), row.gflops_per_s(), row.gb_per_s(), row.roofline_pct(machine), machine.gflops,
+      machine.gb_s, machine.source.c_str());
   return 0;
 }
 

@@ -2,8 +2,8 @@
 
 #include <iostream>
 
-#include "core/output_files.h"
 #include "convert/llama2c.h"
+#include "core/output_files.h"
 
 namespace tern::cli {
 
@@ -15,8 +15,8 @@ int convert(int argc, char** argv) {
   convert::convert_llama2c(argv[3], f.get("tokenizer"), out.path().string());
   out.commit();
   auto c = convert::read_llama2c_config(argv[3]);
-  std::cout << "wrote " << f.get("out") << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads
-            << " heads (" << c.n_kv_heads << " kv), vocab " << c.vocab_size << ", context " << c.seq_len << "\n";
+  std::cout << "wrote " << f.get("out") << ": " << c.n_layers << " layers, dim " << c.dim << ", " << c.n_heads << " heads (" << c.n_kv_heads
+            << " kv), vocab " << c.vocab_size << ", context " << c.seq_len << "\n";
   return 0;
 }
 

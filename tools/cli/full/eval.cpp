@@ -26,8 +26,8 @@ int eval(int argc, char** argv) {
   const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
   const auto ids = tokenizer->encode(text, true);
   const auto r = llm::perplexity(session, ids, context, f.has("second-half"));
-  std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll
-            << " nats, perplexity " << r.perplexity() << "\n";
+  std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll << " nats, perplexity "
+            << r.perplexity() << "\n";
   return 0;
 }
 

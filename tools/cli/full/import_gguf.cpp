@@ -3,8 +3,8 @@
 #include <chrono>
 #include <iostream>
 
-#include "core/output_files.h"
 #include "convert/gguf_import.h"
+#include "core/output_files.h"
 
 namespace tern::cli {
 
@@ -14,8 +14,7 @@ int import_gguf(int argc, char** argv) {
   StagedFolder out(argv[3]);  // all or nothing: a kill leaves the earlier folder or the new one
   convert::import_gguf(argv[2], out.path().string());
   out.commit();
-  std::cout << "wrote " << argv[3] << " in "
-            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+  std::cout << "wrote " << argv[3] << " in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
   return 0;
 }
 

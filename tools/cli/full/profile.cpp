@@ -4,8 +4,8 @@
 #include <iostream>
 #include <thread>
 
-#include "llm/generator.h"
 #include "diagnostics/profile_compare.h"
+#include "llm/generator.h"
 
 namespace tern::cli {
 
@@ -19,7 +19,8 @@ int profile(int argc, char** argv) {
   if (!f.has("model")) fail("profile needs --model PATH (or --compare A.json B.json)");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
-  const int threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads =
+      f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 16, 1);
   if (prompt_n < 1 || new_n < 2) fail("profile needs --prompt-tokens >= 1 and --new-tokens >= 2");
   const std::string steps = f.get("steps", "both");
@@ -55,8 +56,8 @@ int profile(int argc, char** argv) {
   });
   if (steps != "prefill") prof.add_step_time("decode", ms_since());
   std::printf("%s: %lld prompt tokens, %lld decode steps, %d thread(s)\nmachine: %.1f GFLOP/s peak fp32, %.1f GB/s read (%s)\n",
-              model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(o.max_new_tokens - 1), threads,
-              machine.gflops, machine.gb_s, machine.source.c_str());
+              model_path.c_str(), static_cast<long long>(prompt_n), static_cast<long long>(o.max_new_tokens - 1), threads, machine.gflops,
+              machine.gb_s, machine.source.c_str());
   if (session.device_transfers()) print_host_nodes(session, f.get("device"));
   write_profile(prof, machine, f,
                 model_path + ": " + std::to_string(prompt_n) + " prompt tokens, " + std::to_string(o.max_new_tokens - 1) +

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/output_files.h"
 #include "convert/quantize.h"
+#include "core/output_files.h"
 
 namespace tern::cli {
 
@@ -23,8 +23,8 @@ int quantize(int argc, char** argv) {
   }
   const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), f.get_int("bits", 4), f.get_int("block", 32));
   out.commit();
-  std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32")
-            << ": " << (fs::path(f.get("out")) / "model.onnx").string() << "\n";
+  std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32") << ": "
+            << (fs::path(f.get("out")) / "model.onnx").string() << "\n";
   return 0;
 }
 

@@ -25,8 +25,7 @@ int run(int argc, char** argv) {
     const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
     write_profile(prof, machine_peaks(threads), flags, std::string(argv[2]) + " on " + flags.get("input-dir"));
   }
-  for (const auto& [name, t] : outputs.items)
-    std::cout << name << "  " << dtype_name(t.dtype()) << "  " << shape_str(t.shape()) << "\n";
+  for (const auto& [name, t] : outputs.items) std::cout << name << "  " << dtype_name(t.dtype()) << "  " << shape_str(t.shape()) << "\n";
   if (flags.has("output-dir")) write_output_dir(outputs, flags.get("output-dir"));
   auto expected = read_output_dir(flags.get("input-dir"));
   int mismatches = 0;

@@ -33,17 +33,17 @@
 namespace tern::kernels {
 namespace {
 
-constexpr int64_t kTileP = 16;   // panel columns (gemm_packed.h's kPanel at the avx2 baseline)
-constexpr int64_t kTileMR = 8;   // C tile rows: `tern bench-op matmul --shape M,2048,8192 --threads 2`, Sapphire
-                                 // Rapids-class Xeon, alternated: M 128 359/360 GFLOP/s against 12 rows' 350/345
-                                 // (128 rows fill 16 tiles of 8, 11 of 12 waste 4 rows), M 200 367/365 against
-                                 // 359/362; 14 rows: 311 at M 128
-constexpr int64_t kTileKC = 256; // K block: the fp32 order's block (gemm_packed.cpp's kKC); two panels' block (32 KB) in L1/L2
-constexpr int64_t kTileNC = 8;   // panel pairs per column block: the C block (M × 256 floats) stays in L2
+constexpr int64_t kTileP = 16;    // panel columns (gemm_packed.h's kPanel at the avx2 baseline)
+constexpr int64_t kTileMR = 8;    // C tile rows: `tern bench-op matmul --shape M,2048,8192 --threads 2`, Sapphire
+                                  // Rapids-class Xeon, alternated: M 128 359/360 GFLOP/s against 12 rows' 350/345
+                                  // (128 rows fill 16 tiles of 8, 11 of 12 waste 4 rows), M 200 367/365 against
+                                  // 359/362; 14 rows: 311 at M 128
+constexpr int64_t kTileKC = 256;  // K block: the fp32 order's block (gemm_packed.cpp's kKC); two panels' block (32 KB) in L1/L2
+constexpr int64_t kTileNC = 8;    // panel pairs per column block: the C block (M × 256 floats) stays in L2
 
 // Lane 2c takes row k's column c, lane 2c + 1 row k + 1's.
-alignas(64) constexpr uint16_t kBf16Pairs[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+alignas(64) constexpr uint16_t kBf16Pairs[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 
 // Rows [k0, k0 + kc) of a bf16 panel ([K][16]) as pairs, the layout vdpbf16ps and AMX's TDPBF16PS read:
 // out[p][c] = (B[k0 + 2p][c], B[k0 + 2p + 1][c]), the second 0 past kc. Returns the pair rows written.
@@ -117,8 +117,8 @@ struct NextLines {
 // a 128 × 2048 × 8192 GEMM, one thread, TSC cycles: row panels 4 / 8 / 12 at 2,215 / 3,077 / 2,265 against
 // ~1,800 for the others; spread, all ~1,800.)
 template <typename Steps>
-void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c,
-                 int64_t ldc, bool accumulate, int64_t mr, int64_t nr, const NextLines& next) {
+void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, const float* b0, const float* b1, float* c, int64_t ldc,
+                 bool accumulate, int64_t mr, int64_t nr, const NextLines& next) {
   constexpr int64_t kStepsALine = 16;
   __m512 acc[kTileMR][2];
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
@@ -162,10 +162,11 @@ void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N
       for (int64_t i = i0; i < i1; ++i) pack_f32_row_panel(A + i * kTileMR * K, K, ap + i * K * kTileMR);
     });
     if (full < row_panels)
-      pack_row_panels<AElem, kTileMR>(M - full * kTileMR, steps, [&](int64_t m, int64_t p) { return A[(full * kTileMR + m) * K + p]; },
-                                      ap + full * K * kTileMR);
+      pack_row_panels<AElem, kTileMR>(
+          M - full * kTileMR, steps, [&](int64_t m, int64_t p) { return A[(full * kTileMR + m) * K + p]; }, ap + full * K * kTileMR);
   } else {
-    pack_row_panels<AElem, kTileMR>(M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
+    pack_row_panels<AElem, kTileMR>(
+        M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
   }
   // Column tiles in chunks: every C element is summed in one order, whoever computes it.
   parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {

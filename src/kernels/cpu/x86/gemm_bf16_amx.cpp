@@ -129,21 +129,24 @@ void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pair
 }  // namespace
 
 void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
-  amx_gemm(A, M, K, N, [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
-    return interleave_bf16_pairs(panels + j * K * kTileP, k0, kc, out);
-  }, C);
+  amx_gemm(
+      A, M, K, N,
+      [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) { return interleave_bf16_pairs(panels + j * K * kTileP, k0, kc, out); }, C);
 }
 
 void gemm_rounded_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
-  amx_gemm(A, M, K, N, [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
-    alignas(64) float scratch[kTileKC * kTileP];  // PanelBlock's rows at a time: even, so the pairs line up
-    int64_t written = 0;
-    for (int64_t k = 0; k < kc; k += kTileKC) {
-      const int64_t rows = std::min(kTileKC, kc - k);
-      written += round_pairs(block(context, j, k0 + k, rows, scratch), rows, out + written * 2 * kTileP);
-    }
-    return written;
-  }, C);
+  amx_gemm(
+      A, M, K, N,
+      [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
+        alignas(64) float scratch[kTileKC * kTileP];  // PanelBlock's rows at a time: even, so the pairs line up
+        int64_t written = 0;
+        for (int64_t k = 0; k < kc; k += kTileKC) {
+          const int64_t rows = std::min(kTileKC, kc - k);
+          written += round_pairs(block(context, j, k0 + k, rows, scratch), rows, out + written * 2 * kTileP);
+        }
+        return written;
+      },
+      C);
 }
 
 }  // namespace tern::kernels

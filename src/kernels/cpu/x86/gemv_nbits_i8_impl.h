@@ -73,8 +73,8 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     const __m256i from = Dot::kW8Offset == 0 ? _mm256_setzero_si256()
-                         : _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lane_sum + 8 * kb)),
-                                              _mm256_set1_epi32(Dot::kW8Offset));
+                                             : _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lane_sum + 8 * kb)),
+                                                                  _mm256_set1_epi32(Dot::kW8Offset));
     __m256i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = from;
     const int8_t* xq = x.q + kb * w.block;
