@@ -200,6 +200,27 @@ TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic di
   CHECK(out.at("width").at_i64(0) == 8);
 }
 
+TEST_CASE("an empty 1-D constant and a scalar 0 are not merged: a shape sliced past its end keeps its rank") {
+  // StableLM's Optimum export: Concat(Shape(a), Shape(b)[4:]) as a Reshape target, `a`'s length known only at run
+  // time, beside a scalar 0 (whose bytes after the dtype equal an empty [0] tensor's dims).
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("count", onnx::TensorProto::INT64, {}).output("y");
+  b.initializer_i64("zero", {}, {0});
+  b.initializer_i64("one", {}, {1});
+  b.initializer_i64("four", {1}, {4});
+  b.initializer_i64("end", {1}, {INT64_MAX});
+  b.node("Range", {"zero", "count", "one"}, {"r"});
+  b.node("Shape", {"r"}, {"s"});
+  b.node("Slice", {"s", "four", "end"}, {"nothing"});  // [0] int64: folded to an empty constant
+  ModelBuilder::attr(b.node("Concat", {"s", "nothing"}, {"target"}), "axis", int64_t{0});
+  b.node("Reshape", {"r", "target"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  const Outputs out = s.run({{"count", Tensor::scalar<int64_t>(5)}});
+  CHECK(out.at("y").shape() == Shape{5});
+  CHECK(out.at("y").data<int64_t>()[4] == 4);
+}
+
 TEST_CASE("shape arithmetic becomes one DimsOf per distinct shape; duplicates merge; feeds must agree on symbols") {
   TempDir d;
   ModelBuilder b(13);

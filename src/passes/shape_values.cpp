@@ -133,6 +133,7 @@ std::optional<std::string> attribute_key(const Node& node) {
       case Attribute::Kind::Tensor:
         if (!a.t.raw() || a.t.nbytes() > 256) return std::nullopt;
         key += static_cast<char>(a.t.dtype());
+        key += static_cast<char>(a.t.rank());  // (the rank: an empty [0] and a scalar 0 have the same bytes otherwise)
         add(a.t.shape().data(), a.t.shape().size() * sizeof(int64_t));
         add(a.t.raw(), a.t.nbytes());
         break;
@@ -155,9 +156,10 @@ int merge_duplicate_nodes(Graph& g, const std::function<bool(const Node&)>& dete
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& c = g.values[v].constant;
     if (!c || !c->raw() || c->nbytes() > 256 || is_output[v]) continue;
-    std::string key(1, static_cast<char>(c->dtype()));
+    // dtype, rank, dims, data: with the rank, an empty [0] tensor and a scalar 0 (the same bytes after the dtype
+    // otherwise) stay apart — StableLM's Optimum export slices a shape past its end next to a scalar 0.
+    std::string key{static_cast<char>(c->dtype()), static_cast<char>(c->rank())};
     key.append(reinterpret_cast<const char*>(c->shape().data()), c->shape().size() * sizeof(int64_t));
-    key += '\0';
     key.append(static_cast<const char*>(c->raw()), c->nbytes());
     same_as[v] = constant_ids.emplace(std::move(key), static_cast<int>(v)).first->second;
   }
