@@ -75,6 +75,9 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
     s.cos = input_of(n, 7);
     s.sin = input_of(n, 8);
     s.interleaved = n.attr_int("rotary_interleaved", 0) != 0;
+    // GroupQueryAttention rotates the first 2 × cos_cache columns of each head: partial rotary (Phi-2) when that
+    // is less than the head size.
+    if (m.rank(s.cos) == 2 && m.dim(s.cos, 1) > 0) s.rotary_dim = 2 * m.dim(s.cos, 1);
     if (input_of(n, 9) >= 0) return why.stop(&n, "explicit position_ids (positions that are not the mask's)");
     s.pattern = std::string(s.k < 0 ? "packed-QKV " : "") + "GroupQueryAttention with do_rotary → CachedAttention";
   } else {
