@@ -31,6 +31,7 @@ void register_tensor_scatter(OpRegistry& r);         // tensor_scatter.cpp
 void register_trilu(OpRegistry& r);                  // trilu.cpp
 void register_cumsum(OpRegistry& r);                 // cumsum.cpp
 void register_topk(OpRegistry& r);                   // topk.cpp
+void register_nonzero(OpRegistry& r);                // nonzero.cpp
 
 #ifdef TERN_OPENCL
 // OpenCL variants (opencl/<op>_opencl.cpp), built with -DTERN_OPENCL=ON: sessions on a device get these
@@ -71,6 +72,7 @@ inline void register_all_ops(OpRegistry& r) {
   register_trilu(r);
   register_cumsum(r);
   register_topk(r);
+  register_nonzero(r);
 #ifdef TERN_OPENCL
   register_add_opencl(r);
   register_gather_opencl(r);
