@@ -150,9 +150,35 @@ nbits("matmulnbits_4b_fp16", [2, 2], 64, 8, 4, 32, zero_points="packed", dtype=n
 nbits("matmulnbits_4b_bs32_zp_int8_activations", [1], 256, 40, 4, 32, zero_points="packed", accuracy_level=4)
 nbits("matmulnbits_4b_bs64_int8_activations", [3], 320, 24, 4, 64, accuracy_level=4)
 nbits("matmulnbits_8b_bs32_int8_activations", [2], 192, 20, 8, 32, accuracy_level=4)
+def gbq(name, rows, cols, bits, block, ids, zero_points=False, dtype=np.float32, lines=None):
+    """GatherBlockQuantized over a [rows, (lines,) cols] table packed as MatMulNBits packs (4-bit pairs low nibble
+    first), gather_axis 0, quantize_axis the last."""
+    shape = [rows] + ([lines] if lines else [])
+    q = rng.integers(0, 2 ** bits, size=shape + [cols]).astype(np.uint8)
+    data = (q[..., 0::2] | (q[..., 1::2] << 4)).astype(np.uint8) if bits == 4 else q
+    blocks = (cols + block - 1) // block
+    scales = (rng.random(shape + [blocks]) * 0.1 + 0.01).astype(dtype)
+    inits = [("data", data), ("scales", scales)]
+    names = ["data", "indices", "scales"]
+    if zero_points:
+        z = rng.integers(0, 2 ** bits, size=shape + [blocks + (blocks % 2 if bits == 4 else 0)]).astype(np.uint8)
+        inits.append(("zero_points", (z[..., 0::2] | (z[..., 1::2] << 4)).astype(np.uint8) if bits == 4 else z))
+        names.append("zero_points")
+    node = helper.make_node("GatherBlockQuantized", names, ["Y"], domain="com.microsoft", bits=bits, block_size=block,
+                            gather_axis=0, quantize_axis=len(shape))
+    write_case(name, node, [("indices", np.array(ids, np.int64))], [("Y", F16 if dtype == np.float16 else F32)], inits)
+
+
 # FusedMatMul: what fuse_kv_matmuls makes of Q·Kᵀ (transB, alpha) and P·V over grouped heads (batch broadcast).
 simple("fusedmatmul_transb_alpha", "FusedMatMul", [("A", rng.standard_normal((2, 3, 4, 8)).astype(np.float32)),
        ("B", rng.standard_normal((2, 3, 5, 8)).astype(np.float32))], 1, transB=1, alpha=0.35)
 simple("fusedmatmul_transa_broadcast", "FusedMatMul", [("A", rng.standard_normal((2, 1, 8, 4)).astype(np.float32)),
        ("B", rng.standard_normal((3, 8, 5)).astype(np.float32))], 1, transA=1, alpha=-1.5)
+# (last: the cases above keep the random draws they were made with)
+# GatherBlockQuantized: the genai builder's shared int4 embedding (uint8 data, default zero point 8), 8-bit,
+# packed zero points, fp16 scales, a 3-D table, negative indices.
+gbq("gatherblockquantized_4b_bs32", 16, 64, 4, 32, [[3, 0, 15]])
+gbq("gatherblockquantized_4b_bs16_zp_negative", 8, 48, 4, 16, [-1, 2, -8], zero_points=True)
+gbq("gatherblockquantized_8b_bs32_zp", 6, 64, 8, 32, [5, 1], zero_points=True)
+gbq("gatherblockquantized_4b_fp16_3d", 5, 32, 4, 16, [[4], [0]], dtype=np.float16, lines=2)
 print("wrote", ROOT)

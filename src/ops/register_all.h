@@ -6,32 +6,33 @@ namespace tern {
 
 class OpRegistry;
 
-void register_elementwise_binary(OpRegistry& r);     // elementwise_binary.cpp
-void register_elementwise_unary(OpRegistry& r);      // elementwise_unary.cpp
-void register_shape_ops(OpRegistry& r);              // shape_ops.cpp
-void register_transpose(OpRegistry& r);              // transpose.cpp
-void register_concat_split(OpRegistry& r);           // concat_split.cpp
-void register_slice(OpRegistry& r);                  // slice.cpp
-void register_pad_tile(OpRegistry& r);               // pad_tile.cpp
-void register_gather_scatter(OpRegistry& r);         // gather_scatter.cpp
-void register_matmul(OpRegistry& r);                 // matmul.cpp
-void register_softmax(OpRegistry& r);                // softmax.cpp
-void register_reduce(OpRegistry& r);                 // reduce.cpp
-void register_normalization(OpRegistry& r);          // normalization.cpp
-void register_rotary_embedding(OpRegistry& r);       // rotary_embedding.cpp
-void register_attention(OpRegistry& r);              // attention.cpp
-void register_contrib_attention(OpRegistry& r);      // contrib_attention.cpp (com.microsoft)
-void register_group_query_attention(OpRegistry& r);  // group_query_attention.cpp (com.microsoft)
-void register_matmul_nbits(OpRegistry& r);           // matmul_nbits.cpp (com.microsoft)
-void register_cached_attention(OpRegistry& r);       // cached_attention.cpp (tern: made by fusion)
-void register_swiglu(OpRegistry& r);                 // swiglu.cpp (tern: made by fusion)
-void register_last_position(OpRegistry& r);          // last_position.cpp (tern: made for generation)
-void register_dims_of(OpRegistry& r);                // dims_of.cpp (tern: made by resolve_shape_values)
-void register_tensor_scatter(OpRegistry& r);         // tensor_scatter.cpp
-void register_trilu(OpRegistry& r);                  // trilu.cpp
-void register_cumsum(OpRegistry& r);                 // cumsum.cpp
-void register_topk(OpRegistry& r);                   // topk.cpp
-void register_nonzero(OpRegistry& r);                // nonzero.cpp
+void register_elementwise_binary(OpRegistry& r);      // elementwise_binary.cpp
+void register_elementwise_unary(OpRegistry& r);       // elementwise_unary.cpp
+void register_shape_ops(OpRegistry& r);               // shape_ops.cpp
+void register_transpose(OpRegistry& r);               // transpose.cpp
+void register_concat_split(OpRegistry& r);            // concat_split.cpp
+void register_slice(OpRegistry& r);                   // slice.cpp
+void register_pad_tile(OpRegistry& r);                // pad_tile.cpp
+void register_gather_scatter(OpRegistry& r);          // gather_scatter.cpp
+void register_matmul(OpRegistry& r);                  // matmul.cpp
+void register_softmax(OpRegistry& r);                 // softmax.cpp
+void register_reduce(OpRegistry& r);                  // reduce.cpp
+void register_normalization(OpRegistry& r);           // normalization.cpp
+void register_rotary_embedding(OpRegistry& r);        // rotary_embedding.cpp
+void register_attention(OpRegistry& r);               // attention.cpp
+void register_contrib_attention(OpRegistry& r);       // contrib_attention.cpp (com.microsoft)
+void register_group_query_attention(OpRegistry& r);   // group_query_attention.cpp (com.microsoft)
+void register_matmul_nbits(OpRegistry& r);            // matmul_nbits.cpp (com.microsoft)
+void register_cached_attention(OpRegistry& r);        // cached_attention.cpp (tern: made by fusion)
+void register_swiglu(OpRegistry& r);                  // swiglu.cpp (tern: made by fusion)
+void register_last_position(OpRegistry& r);           // last_position.cpp (tern: made for generation)
+void register_dims_of(OpRegistry& r);                 // dims_of.cpp (tern: made by resolve_shape_values)
+void register_tensor_scatter(OpRegistry& r);          // tensor_scatter.cpp
+void register_trilu(OpRegistry& r);                   // trilu.cpp
+void register_cumsum(OpRegistry& r);                  // cumsum.cpp
+void register_topk(OpRegistry& r);                    // topk.cpp
+void register_nonzero(OpRegistry& r);                 // nonzero.cpp
+void register_gather_block_quantized(OpRegistry& r);  // gather_block_quantized.cpp (com.microsoft)
 
 #ifdef TERN_OPENCL
 // OpenCL variants (opencl/<op>_opencl.cpp), built with -DTERN_OPENCL=ON: sessions on a device get these
@@ -73,6 +74,7 @@ inline void register_all_ops(OpRegistry& r) {
   register_cumsum(r);
   register_topk(r);
   register_nonzero(r);
+  register_gather_block_quantized(r);
 #ifdef TERN_OPENCL
   register_add_opencl(r);
   register_gather_opencl(r);

@@ -1,0 +1,95 @@
+// com.microsoft GatherBlockQuantized: Gather over a block-quantized table, dequantizing the rows it picks —
+// what the onnxruntime-genai builder writes for an int4 embedding shared with the LM head (shared_embeddings).
+// data: uint8, `bits` (4 or 8) per value along the last axis, 4-bit pairs low nibble first (MatMulNBits'
+// packing); scales: one per `block_size` values of the last axis, and their type is the output's; zero_points:
+// packed as data, default 2^(bits−1). value = (q − zero point) · scale. tern reads gather_axis 0 and
+// quantize_axis = the last axis (what the builder writes); other layouts are refused naming the attribute.
+#include "core/dtype.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+class GatherBlockQuantizedOp : public Op {
+ public:
+  explicit GatherBlockQuantizedOp(const Node& n)
+      : gather_axis_(n.attr_int("gather_axis", 0)),
+        quantize_axis_(n.attr_int("quantize_axis", 1)),
+        block_(n.attr_int("block_size", 128)),
+        bits_(n.attr_int("bits", 4)) {
+    if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits ", bits_, " (tern reads 4 and 8)");
+    if (block_ < 16 || (block_ & (block_ - 1))) fail(n.describe(), ": block_size ", block_, " is not a power of 2 of at least 16");
+    if (gather_axis_ != 0) fail_unsupported(n.describe(), ": gather_axis ", gather_axis_, " (tern reads 0)");
+  }
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>&, const OpState*) const override {
+    return {0, static_cast<double>(in[1]->nbytes())};  // a few rows of the table (as Gather)
+  }
+  void infer(InferContext& ctx) const override {
+    if (ctx.dtype(0) != DType::UInt8) ctx.fail("data is ", dtype_name(ctx.dtype(0)), "; tern reads uint8 (packed as MatMulNBits')");
+    ctx.check_dtype(2, {DType::Float32, DType::Float16, DType::BFloat16});
+    const SymShape& data = ctx.shape(0);
+    const int64_t rank = static_cast<int64_t>(data.size());
+    if (rank < 2) ctx.fail("data has rank ", rank, "; a table has at least 2");
+    if (normalize_axis(ctx.node, quantize_axis_, rank) != rank - 1)
+      ctx.fail("quantize_axis ", quantize_axis_, " is not the last axis (tern reads uint8 data quantized along it)");
+    SymShape out = ctx.shape(1);
+    out.insert(out.end(), data.begin() + 1, data.end());
+    Dim& last = out.back();
+    if (last.is_known()) last = Dim::known(last.value * (8 / bits_));
+    else last = Dim{};
+    ctx.set(0, ctx.dtype(2), out);
+  }
+  void run(RunContext& ctx) const override {
+    const Tensor& data = ctx.in(0);
+    const Tensor& ids = ctx.in(1);
+    const Tensor& scales = ctx.in(2);
+    const Tensor* zps = ctx.has(3) ? &ctx.in(3) : nullptr;
+    Tensor& y = ctx.out(0);
+    const int64_t rows = data.dim(0), bytes = data.dim(data.rank() - 1), L = bytes * (8 / bits_);
+    const int64_t lines = data.numel() / std::max<int64_t>(rows * bytes, 1);  // last-axis lines per row
+    const int64_t blocks = (L + block_ - 1) / block_, zp_bytes = bits_ == 4 ? (blocks + 1) / 2 : blocks;
+    if (scales.numel() != rows * lines * blocks)
+      fail(ctx.node.describe(), ": scales has ", scales.numel(), " values; the data's blocks of ", block_, " need ", rows * lines * blocks);
+    if (zps && zps->numel() != rows * lines * zp_bytes)
+      fail(ctx.node.describe(), ": zero_points has ", zps->numel(), " bytes; the data's blocks need ", rows * lines * zp_bytes);
+    const std::vector<int64_t> index = ids.to_i64_vector();
+    visit_numeric(scales.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+        const uint8_t* q = data.data<uint8_t>();
+        const uint8_t* zp = zps ? zps->data<uint8_t>() : nullptr;
+        const T* s = scales.data<T>();
+        T* out = y.data<T>();
+        auto value = [&](const uint8_t* p, int64_t i) { return bits_ == 4 ? (p[i / 2] >> (4 * (i % 2))) & 15 : p[i]; };
+        const int zero = 1 << (bits_ - 1);
+        for (size_t n = 0; n < index.size(); ++n) {
+          int64_t r = index[n];
+          if (r < -rows || r >= rows) fail(ctx.node.describe(), ": index ", r, " is out of range for ", rows, " rows");
+          if (r < 0) r += rows;
+          for (int64_t l = 0; l < lines; ++l) {
+            const int64_t line = r * lines + l;
+            const uint8_t* row = q + line * bytes;
+            T* dst = out + (static_cast<int64_t>(n) * lines + l) * L;
+            for (int64_t c = 0; c < L; ++c) {
+              const int64_t b = c / block_;
+              const int z = zp ? value(zp + line * zp_bytes, b) : zero;
+              dst[c] = static_cast<T>(static_cast<float>(value(row, c) - z) * static_cast<float>(s[line * blocks + b]));
+            }
+          }
+        }
+      } else {
+        fail(ctx.node.describe(), ": scales of type ", dtype_name(scales.dtype()));
+      }
+    });
+  }
+
+ private:
+  int64_t gather_axis_, quantize_axis_, block_, bits_;
+};
+
+}  // namespace
+
+void register_gather_block_quantized(OpRegistry& r) { r.add("com.microsoft", "GatherBlockQuantized", factory<GatherBlockQuantizedOp>()); }
+
+}  // namespace tern
