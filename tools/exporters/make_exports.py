@@ -59,6 +59,17 @@ def arch_configs():
                                     use_parallel_residual=True, bos_token_id=1, eos_token_id=2),
         "gpt2": t.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=2, n_positions=256, bos_token_id=1,
                              eos_token_id=2),
+        # Gemma-3: QK-norm, sandwich norms, a sliding window on 5 of every 6 layers with its own RoPE base
+        "gemma3": t.Gemma3TextConfig(**SMALL, head_dim=16, query_pre_attn_scalar=16, sliding_window=16,
+                                     layer_types=["sliding_attention", "full_attention"]),
+        # Phi-2: partial rotary, parallel block, LayerNorm; one head of 32, so the builder's rotary half (8 columns of
+        # cos) is what ONNX Runtime's GroupQueryAttention takes (a multiple of 8)
+        "phi2": t.PhiConfig(**{**SMALL, "num_attention_heads": 1, "num_key_value_heads": 1}, partial_rotary_factor=0.5),
+        "stablelm": t.StableLmConfig(**SMALL, partial_rotary_factor=0.25),  # LayerNorm, partial rotary
+        "olmo2": t.Olmo2Config(**SMALL),  # post-norms, QK-norm over all heads
+        "granite": t.GraniteConfig(**SMALL, embedding_multiplier=12.0, residual_multiplier=0.22,
+                                   attention_multiplier=0.0625, logits_scaling=8.0),
+        "cohere": t.CohereConfig(**SMALL, logit_scale=0.125),  # interleaved RoPE, parallel block, LayerNorm
     }
 
 
