@@ -4,6 +4,7 @@
 // packing); scales: one per `block_size` values of the last axis, and their type is the output's; zero_points:
 // packed as data, default 2^(bits−1). value = (q − zero point) · scale. tern reads gather_axis 0 and
 // quantize_axis = the last axis (what the builder writes); other layouts are refused naming the attribute.
+#include "core/checked_math.h"
 #include "core/dtype.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
@@ -36,7 +37,7 @@ class GatherBlockQuantizedOp : public Op {
     SymShape out = ctx.shape(1);
     out.insert(out.end(), data.begin() + 1, data.end());
     Dim& last = out.back();
-    if (last.is_known()) last = Dim::known(last.value * (8 / bits_));
+    if (last.is_known()) last = Dim::known(checked_mul(last.value, 8 / bits_, "the table's values per row"));
     else last = Dim{};
     ctx.set(0, ctx.dtype(2), out);
   }
