@@ -200,6 +200,18 @@ TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic di
   CHECK(out.at("width").at_i64(0) == 8);
 }
 
+TEST_CASE("NonZero: indices in row-major order; -0 is zero, NaN is not") {
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {2, 3}).output("i", onnx::TensorProto::INT64);
+  b.node("NonZero", {"x"}, {"i"});
+  Session s(b.save(d.path / "m.onnx"));
+  const std::vector<float> xs = {0.0f, -0.0f, 1.0f, std::nanf(""), 0.0f, 2.0f};
+  const Outputs out = s.run({{"x", Tensor::from_vector<float>(xs, {2, 3})}});
+  REQUIRE(out.at("i").shape() == Shape{2, 3});
+  CHECK(out.at("i").to_i64_vector() == std::vector<int64_t>{0, 1, 1, 2, 0, 2});  // rows 0,1,1; columns 2,0,2
+}
+
 TEST_CASE("an empty 1-D constant and a scalar 0 are not merged: a shape sliced past its end keeps its rank") {
   // StableLM's Optimum export: Concat(Shape(a), Shape(b)[4:]) as a Reshape target, `a`'s length known only at run
   // time, beside a scalar 0 (whose bytes after the dtype equal an empty [0] tensor's dims).

@@ -4,6 +4,9 @@
 // packing); scales: one per `block_size` values of the last axis, and their type is the output's; zero_points:
 // packed as data, default 2^(bits−1). value = (q − zero point) · scale. tern reads gather_axis 0 and
 // quantize_axis = the last axis (what the builder writes); other layouts are refused naming the attribute.
+#include <algorithm>
+#include <cstring>
+
 #include "core/checked_math.h"
 #include "core/dtype.h"
 #include "ops/op.h"
@@ -55,34 +58,33 @@ class GatherBlockQuantizedOp : public Op {
     if (zps && zps->numel() != rows * lines * zp_bytes)
       fail(ctx.node.describe(), ": zero_points has ", zps->numel(), " bytes; the data's blocks need ", rows * lines * zp_bytes);
     const std::vector<int64_t> index = ids.to_i64_vector();
-    visit_numeric(scales.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-        const uint8_t* q = data.data<uint8_t>();
-        const uint8_t* zp = zps ? zps->data<uint8_t>() : nullptr;
-        const T* s = scales.data<T>();
-        T* out = y.data<T>();
-        auto value = [&](const uint8_t* p, int64_t i) { return bits_ == 4 ? (p[i / 2] >> (4 * (i % 2))) & 15 : p[i]; };
-        const int zero = 1 << (bits_ - 1);
-        for (size_t n = 0; n < index.size(); ++n) {
-          int64_t r = index[n];
-          if (r < -rows || r >= rows) fail(ctx.node.describe(), ": index ", r, " is out of range for ", rows, " rows");
-          if (r < 0) r += rows;
-          for (int64_t l = 0; l < lines; ++l) {
-            const int64_t line = r * lines + l;
-            const uint8_t* row = q + line * bytes;
-            T* dst = out + (static_cast<int64_t>(n) * lines + l) * L;
-            for (int64_t c = 0; c < L; ++c) {
-              const int64_t b = c / block_;
-              const int z = zp ? value(zp + line * zp_bytes, b) : zero;
-              dst[c] = static_cast<T>(static_cast<float>(value(row, c) - z) * static_cast<float>(s[line * blocks + b]));
-            }
-          }
+    // Dequantized in float32 (into the output itself when it is float32): one loop for every scale type.
+    const bool f32 = y.dtype() == DType::Float32;
+    Tensor values = f32 ? y : Tensor(DType::Float32, y.shape());
+    float* out = values.data<float>();
+    const uint8_t* q = data.data<uint8_t>();
+    const uint8_t* zp = zps ? zps->data<uint8_t>() : nullptr;
+    auto value = [&](const uint8_t* p, int64_t i) { return bits_ == 4 ? (p[i / 2] >> (4 * (i % 2))) & 15 : p[i]; };
+    const int zero = 1 << (bits_ - 1);
+    for (size_t n = 0; n < index.size(); ++n) {
+      int64_t r = index[n];
+      if (r < -rows || r >= rows) fail(ctx.node.describe(), ": index ", r, " is out of range for ", rows, " rows");
+      if (r < 0) r += rows;
+      for (int64_t l = 0; l < lines; ++l) {
+        const int64_t line = r * lines + l;
+        const uint8_t* row = q + line * bytes;
+        float* dst = out + (static_cast<int64_t>(n) * lines + l) * L;
+        for (int64_t b = 0; b < blocks; ++b) {
+          const float scale = static_cast<float>(scales.at_f64(line * blocks + b));
+          const int z = zp ? value(zp + line * zp_bytes, b) : zero;
+          for (int64_t c = b * block_; c < std::min(L, (b + 1) * block_); ++c) dst[c] = static_cast<float>(value(row, c) - z) * scale;
         }
-      } else {
-        fail(ctx.node.describe(), ": scales of type ", dtype_name(scales.dtype()));
       }
-    });
+    }
+    if (!f32) {
+      const Tensor converted = cast_to(values, y.dtype());
+      std::memcpy(y.raw(), converted.raw(), y.nbytes());
+    }
   }
 
  private:

@@ -7,19 +7,23 @@
 namespace tern {
 namespace {
 
-template <typename T>
-bool is_nonzero(T v) {
-  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return static_cast<float>(v) != 0.0f;
-  else return v != T(0);
+// Calls f(bits, mask) over the input's elements as unsigned words of their size: an element is non-zero when
+// bits & mask is (the mask drops a float's sign bit: −0 is zero, NaN is not). One loop per size, not per type.
+template <typename F>
+void visit_bits(const Tensor& x, F&& f) {
+  visit_by_size(x.dtype(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    const U mask = is_float(x.dtype()) ? static_cast<U>(~(U{1} << (8 * sizeof(U) - 1))) : static_cast<U>(~U{0});
+    f(static_cast<const U*>(x.raw()), mask);  // (as words: data<U>() would insist on the dtype)
+  });
 }
 
 int64_t count_nonzero(const Tensor& x) {
-  return visit_numeric(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    int64_t n = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) n += is_nonzero(x.data<T>()[i]);
-    return n;
+  int64_t n = 0;
+  visit_bits(x, [&](const auto* in, auto mask) {
+    for (int64_t i = 0; i < x.numel(); ++i) n += (in[i] & mask) != 0;
   });
+  return n;
 }
 
 class NonZeroOp : public Op {
@@ -34,13 +38,11 @@ class NonZeroOp : public Op {
     const Tensor& x = ctx.in(0);
     Tensor& y = ctx.out(0);
     const int64_t rank = x.rank(), count = y.dim(1);
-    visit_numeric(x.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* in = x.data<T>();
+    visit_bits(x, [&](const auto* in, auto mask) {
       int64_t* out = y.data<int64_t>();
       int64_t found = 0;
       for (int64_t i = 0; i < x.numel() && found < count; ++i) {
-        if (!is_nonzero(in[i])) continue;
+        if ((in[i] & mask) == 0) continue;
         for (int64_t a = rank - 1, rest = i; a >= 0; --a) {  // the flat index as coordinates, last axis fastest
           out[a * count + found] = rest % x.dim(a);
           rest /= x.dim(a);
