@@ -38,12 +38,19 @@ int chat(int argc, char** argv) {
   std::vector<llm::ChatMessage> msgs;
   if (f.has("system")) msgs.push_back({"system", f.get("system")});
   const size_t first_turn = msgs.size();
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;  // no SA_RESTART: Ctrl-C at the prompt ends the read
-  sigaction(SIGINT, &sa, nullptr);
+  // Ctrl-C at the prompt must end the read (no SA_RESTART); during an answer it must not fail a write to the
+  // terminal that it interrupts (EINTR would set stdout's error flag, and std::cout would print nothing after it:
+  // CI's tmux once showed "[stopped]" and never the next prompt), so writes restart then.
+  auto on_ctrl_c = [](bool restart_writes) {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = restart_writes ? SA_RESTART : 0;
+    sigaction(SIGINT, &sa, nullptr);
+  };
   std::cerr << "chat with " << dir << " (" << llm::chat_family_name(family)
             << " format). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
   for (;;) {
+    on_ctrl_c(false);
     std::cout << "> " << std::flush;
     std::string line;
     interrupted = false;
@@ -72,6 +79,7 @@ int chat(int argc, char** argv) {
     llm::TextStream out(*tok, ids);
     std::string answer;
     interrupted = false;
+    on_ctrl_c(true);
     const auto res = gen.generate({ids}, opt, [&](size_t, int64_t t) {
       const bool end = std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end();
       if (!end) {
