@@ -107,7 +107,7 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
 }
 
 TEST_CASE(
-    "exporter matrix: the ring slides past the model's context (3x; GPT-2 to its last position) with its state "
+    "exporter matrix: the ring slides past the model's context (by 2 windows; GPT-2 to its last position) with its state "
     "bounded by the window") {
   for (const fs::path& cell : cells()) {
     const std::string name = cell.filename().string();
@@ -126,8 +126,11 @@ TEST_CASE(
     gen.generate({prompt}, o);
     const int64_t full = gen.sequence().bytes_per_token();
     gen.sequence().reset();
-    o.max_new_tokens = learned_positions(name) ? cfg.context_length - static_cast<int64_t>(prompt.size())
-                                               : 3 * cfg.context_length;  // no eos: the whole length
+    o.max_new_tokens =
+        learned_positions(name)
+            ? cfg.context_length - static_cast<int64_t>(prompt.size())
+            : cfg.context_length +
+                  2 * so.kv_window;  // no eos: the whole length (3x the context was 768 tokens a cell: CI time under ASan and qemu)
     const GenerateResult r = gen.generate({prompt}, o);
     CHECK(static_cast<int64_t>(r.tokens[0].size()) == static_cast<int64_t>(prompt.size()) + o.max_new_tokens);
     CHECK(full > 0);
