@@ -57,7 +57,6 @@ class GatherBlockQuantizedOp : public Op {
       fail(ctx.node.describe(), ": scales has ", scales.numel(), " values; the data's blocks of ", block_, " need ", rows * lines * blocks);
     if (zps && zps->numel() != rows * lines * zp_bytes)
       fail(ctx.node.describe(), ": zero_points has ", zps->numel(), " bytes; the data's blocks need ", rows * lines * zp_bytes);
-    const std::vector<int64_t> index = ids.to_i64_vector();
     // Dequantized in float32 (into the output itself when it is float32): one loop for every scale type.
     const bool f32 = y.dtype() == DType::Float32;
     Tensor values = f32 ? y : Tensor(DType::Float32, y.shape());
@@ -66,14 +65,14 @@ class GatherBlockQuantizedOp : public Op {
     const uint8_t* zp = zps ? zps->data<uint8_t>() : nullptr;
     auto value = [&](const uint8_t* p, int64_t i) { return bits_ == 4 ? (p[i / 2] >> (4 * (i % 2))) & 15 : p[i]; };
     const int zero = 1 << (bits_ - 1);
-    for (size_t n = 0; n < index.size(); ++n) {
-      int64_t r = index[n];
+    for (int64_t n = 0; n < ids.numel(); ++n) {  // (read in place: an embedding lookup a token allocates nothing)
+      int64_t r = ids.at_i64(n);
       if (r < -rows || r >= rows) fail(ctx.node.describe(), ": index ", r, " is out of range for ", rows, " rows");
       if (r < 0) r += rows;
       for (int64_t l = 0; l < lines; ++l) {
         const int64_t line = r * lines + l;
         const uint8_t* row = q + line * bytes;
-        float* dst = out + (static_cast<int64_t>(n) * lines + l) * L;
+        float* dst = out + (n * lines + l) * L;
         for (int64_t b = 0; b < blocks; ++b) {
           const float scale = static_cast<float>(scales.at_f64(line * blocks + b));
           const int z = zp ? value(zp + line * zp_bytes, b) : zero;

@@ -8,12 +8,16 @@ Run from the tools venv:  ~/.cache/tern/venv/bin/python tools/exporters/make_ggu
 """
 import json
 import pathlib
+import sys
 
 import gguf
 import numpy as np
 import torch
 import transformers as tf
 from gguf import MODEL_TENSOR as T
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from make_bench_gguf import byte_symbols  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "tests/fixtures/gguf_arch"
 SHAPE = dict(vocab_size=260, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
@@ -31,16 +35,8 @@ NEW_TOKENS = 16
 
 
 def byte_vocab():
-    """GPT-2's byte-level alphabet (each byte as a printable character), two merges, then BOS and EOS."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return [chars[b] for b in range(256)] + [m.replace(" ", "") for m in MERGES] + ["<s>", "</s>"]
+    """GPT-2's byte-level alphabet (tools/make_bench_gguf.py's), two merges, then BOS and EOS."""
+    return byte_symbols() + [m.replace(" ", "") for m in MERGES] + ["<s>", "</s>"]
 
 
 def permute(w, heads):
