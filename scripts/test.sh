@@ -36,7 +36,11 @@ export LSAN_OPTIONS=suppressions=$PWD/tests/lsan_suppressions.txt  # PoCL's own 
 run=()
 [ "$dir" = build-aarch64 ] && run=(qemu-aarch64)
 "${run[@]}" "$dir/tern" devices | sed -n 1p  # the kernels' ISA tier here (the kernel tests run every tier it has)
-ctest --test-dir "$dir" --output-on-failure || {
+# Two at a time on two cores (the tests that time answers are RUN_SERIAL); the source-tree checks (LABELS
+# source) only in the main pass.
+jobs=(-j "$(nproc)")
+[ "$dir" = build ] || jobs+=(-LE source)
+ctest --test-dir "$dir" --output-on-failure "${jobs[@]}" || {
   # A long test's output is cut in the middle by log viewers: its failures, crashes and sanitizer reports
   # again, last, with the test case each came from.
   grep -n -B12 -A40 -E "CRASHED|ERROR: (Address|Leak)Sanitizer|runtime error:|terminate called|is NOT correct|ERROR: test case THREW" \
@@ -46,7 +50,7 @@ ctest --test-dir "$dir" --output-on-failure || {
 grep -h "kernel tests at tier" "$dir/Testing/Temporary/LastTest.log" || true  # each tier they ran at, by name
 if [ "$dir" = build ] && [ "$(uname -m)" = x86_64 ]; then  # an AVX2-only machine: every test at the baseline tier
   echo "== every test again with TERN_ISA=avx2 =="
-  TERN_ISA=avx2 ctest --test-dir build --output-on-failure
+  TERN_ISA=avx2 ctest --test-dir build --output-on-failure -j "$(nproc)" -LE source
 fi
 if [ "$dir" = build-aarch64 ] && [ -x build/tern ]; then  # the same text as the x86-64 build, byte for byte
   for model in models/default; do
