@@ -30,13 +30,13 @@ bool folder_holds(const std::string& dir, const std::string& name);
 // and `what` it was read as ("chat template", "tokenizer").
 std::string read_file_bytes(const std::string& path, size_t max_bytes, const std::string& what);
 
-// A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
-// the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses
-// nothing: a later read would fault them in from the file again).
 // The pages of a read-only file mapping wholly inside [begin, begin + bytes) leave the process
 // (MADV_DONTNEED: a later read faults them in from the file again).
 void drop_mapped_pages(const void* begin, size_t bytes);
 
+// A tensor's bytes inside a mapping. When the last tensor viewing them goes (a weight repacked at load),
+// the pages wholly inside them leave the process (MADV_DONTNEED on a read-only file mapping loses
+// nothing: a later read would fault them in from the file again).
 std::shared_ptr<Buffer> mapped_view(const std::shared_ptr<MappedFile>& file, void* at, size_t bytes);
 
 }  // namespace tern

@@ -8,15 +8,18 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "core/tensor.h"
 #include "graph/onnx_wire.h"
+#include "graph/raw_data_in_place.h"
 
 namespace tern {
 namespace fs = std::filesystem;
@@ -38,16 +41,6 @@ struct ParseCost {
   size_t not_utf8_at = 0;
 };
 
-bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
-  v = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    const uint8_t b = *p++;
-    v |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if (!(b & 0x80)) return true;
-  }
-  return false;
-}
-
 // Walks one message of type `type` (onnx_wire's schema); false on anything protobuf's own parse will refuse
 // (it then names it).
 bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint8_t* end, int depth, ParseCost& cost) {
@@ -57,10 +50,10 @@ bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint
   cost.bytes += 600;
   while (p < end) {
     uint64_t tag = 0, len = 0;
-    if (!read_varint(p, end, tag)) return false;
+    if (!onnx_wire::read_varint(p, end, tag)) return false;
     switch (tag & 7) {
       case 0:
-        if (!read_varint(p, end, len)) return false;
+        if (!onnx_wire::read_varint(p, end, len)) return false;
         cost.bytes += 8;
         break;
       case 1:
@@ -74,7 +67,7 @@ bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint
         cost.bytes += 8;
         break;
       case 2: {
-        if (!read_varint(p, end, len) || len > static_cast<uint64_t>(end - p)) return false;
+        if (!onnx_wire::read_varint(p, end, len) || len > static_cast<uint64_t>(end - p)) return false;
         const onnx_wire::Field* field = tag >> 3 <= INT_MAX ? type.find(static_cast<int>(tag >> 3)) : nullptr;
         const Kind kind = field ? field->kind : Kind::Bytes;
         if (kind == Kind::Message) {
@@ -100,8 +93,11 @@ bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint
   return true;
 }
 
+// Parses `data` into `msg`. With `in_place`, large raw_data stay in `data` (raw_data_in_place.h): returns whether
+// any did, i.e. whether msg's tensors hold tokens for bytes in `data`.
 template <typename Msg>
-void parse_message(Msg& msg, int wire_type, const void* data, size_t size, const std::string& path, const char* what) {
+bool parse_message(Msg& msg, int wire_type, const void* data, size_t size, const std::string& path, const char* what,
+                   bool in_place = false) {
   if (size > static_cast<size_t>(INT_MAX))
     fail("'", path, "' is ", size, " bytes; a protobuf message cannot exceed 2 GB (keep weights as external data)");
   ParseCost cost;
@@ -110,19 +106,25 @@ void parse_message(Msg& msg, int wire_type, const void* data, size_t size, const
   add_parse_cost(onnx_wire::messages()[static_cast<size_t>(wire_type)], bytes, bytes + size, 0, cost);
   check_host_bytes(cost.bytes, detail::concat("'", path, "' holds ", cost.messages, " protobuf messages in ", size,
                                               " bytes; parsing it would need about ", cost.bytes / 1000000, " MB: "));
-  google::protobuf::io::ArrayInputStream raw(data, static_cast<int>(size));
+  std::optional<std::string> slim;
+  if (in_place) slim = raw_data_in_place::slim_message({bytes, size}, wire_type);
+  google::protobuf::io::ArrayInputStream raw(slim ? slim->data() : data, static_cast<int>(slim ? slim->size() : size));
   google::protobuf::io::CodedInputStream in(&raw);
   in.SetTotalBytesLimit(INT_MAX);
   if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     fail("'", path, "' is not a valid ", what, " (truncated or corrupt protobuf)");
   if (cost.not_utf8)
     fail("'", path, "': the string ", cost.not_utf8_in->name, ".", cost.not_utf8->name, " at byte ", cost.not_utf8_at, " is not UTF-8");
+  return slim.has_value();
 }
 
-// Resolves `location` fields of external tensors, refusing anything outside the model folder.
+// Resolves `location` fields of external tensors, refusing anything outside the model folder; and, when the
+// model's own tensors are read in place, the model file whose bytes their tokens name.
 class ExternalData {
  public:
-  explicit ExternalData(std::string dir) : dir_(std::move(dir)) {}
+  explicit ExternalData(std::string dir, std::shared_ptr<MappedFile> model_file = nullptr)
+      : dir_(std::move(dir)), model_file_(std::move(model_file)) {}
+  const std::shared_ptr<MappedFile>& model_file() const { return model_file_; }
 
   std::shared_ptr<MappedFile> open(const std::string& location, const std::string& tensor) {
     if (location.empty()) fail("tensor '", tensor, "': external data has no location");
@@ -146,8 +148,19 @@ class ExternalData {
 
  private:
   std::string dir_;
+  std::shared_ptr<MappedFile> model_file_;
   std::map<std::string, std::shared_ptr<MappedFile>> files_;
 };
+
+// A tensor of bytes inside a mapping: a view when they are aligned for their type, else a copy, after which the
+// file's pages under them leave the process (nothing reads them there again).
+Tensor tensor_in_file(const std::shared_ptr<MappedFile>& file, char* at, DType dt, const Shape& shape, size_t nbytes) {
+  if (reinterpret_cast<uintptr_t>(at) % std::max<size_t>(dtype_size(dt), 1) == 0) return Tensor(dt, shape, mapped_view(file, at, nbytes));
+  Tensor t(dt, shape);
+  std::memcpy(t.raw(), at, nbytes);
+  drop_mapped_pages(at, nbytes);
+  return t;
+}
 
 DType dtype_from_onnx(int32_t t, const std::string& what) {
   switch (t) {
@@ -217,21 +230,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     if (static_cast<size_t>(offset) + nbytes > file->size)
       fail("tensor '", name, "': bytes ", offset, "..", offset + length, " are past the end of '", location, "' (", file->size,
            " bytes; file truncated?)");
-    char* at = static_cast<char*>(file->data) + offset;
-    size_t align = std::max<size_t>(dtype_size(dt), 1);
-    if (reinterpret_cast<uintptr_t>(at) % align == 0)  // zero-copy view into the mapping
-      return Tensor(dt, shape, mapped_view(file, at, nbytes));
-    Tensor t(dt, shape);
-    std::memcpy(t.raw(), at, nbytes);
-    return t;
+    return tensor_in_file(file, static_cast<char*>(file->data) + offset, dt, shape, nbytes);
   }
 
   // The data's size is checked against the shape before anything is allocated: the shape is only a claim,
   // the bytes in the file are what is there.
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != nbytes)
-      fail("tensor '", name, "': raw_data has ", p.raw_data().size(), " bytes, shape ", shape_str(shape), " of ", dtype_name(dt), " needs ",
+    const bool in_file = ext && ext->model_file() && p.raw_data().size() == raw_data_in_place::kTokenBytes;
+    const raw_data_in_place::FileSpan span =
+        in_file ? raw_data_in_place::read_token(p.raw_data()) : raw_data_in_place::FileSpan{0, p.raw_data().size()};
+    if (span.length != nbytes)
+      fail("tensor '", name, "': raw_data has ", span.length, " bytes, shape ", shape_str(shape), " of ", dtype_name(dt), " needs ",
            nbytes);
+    if (in_file) return tensor_in_file(ext->model_file(), static_cast<char*>(ext->model_file()->data) + span.offset, dt, shape, nbytes);
     Tensor t(dt, shape);
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
     return t;
@@ -443,21 +454,8 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
   return g;
 }
 
-}  // namespace
-
-void read_model_proto(const std::string& path, onnx::ModelProto& out) {
-  auto file = map_file(path);
-  parse_message(out, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
-}
-
-Model load_onnx(const std::string& path) {
-  auto file = map_file(path);
-  onnx::ModelProto mp;
-  parse_message(mp, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
-  return load_onnx(mp, path);
-}
-
-Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
+// `model_file`: the mapped file `mp` was parsed from with its tensors left in place (null when they were not).
+Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std::shared_ptr<MappedFile> model_file) {
   if (!mp.has_graph()) fail("'", path, "' has no graph (not an ONNX model?)");
   Model m;
   m.path = path;
@@ -471,7 +469,7 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
     opsets[d] = static_cast<int>(os.version());
   }
   if (!opsets.count("")) opsets[""] = 1;
-  ExternalData ext(m.dir);
+  ExternalData ext(m.dir, std::move(model_file));
   try {
     m.graph = graph_from_proto(mp.graph(), opsets, &ext, 0);
   } catch (const Error&) {
@@ -480,6 +478,22 @@ Model load_onnx(const onnx::ModelProto& mp, const std::string& path) {
   m.external_files = ext.paths();
   return m;
 }
+
+}  // namespace
+
+void read_model_proto(const std::string& path, onnx::ModelProto& out) {
+  auto file = map_file(path);
+  parse_message(out, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
+}
+
+Model load_onnx(const std::string& path) {
+  auto file = map_file(path);
+  onnx::ModelProto mp;
+  const bool in_place = parse_message(mp, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model", true);
+  return model_from_proto(mp, path, in_place ? file : nullptr);
+}
+
+Model load_onnx(const onnx::ModelProto& mp, const std::string& path) { return model_from_proto(mp, path, nullptr); }
 
 Tensor load_tensor_pb(const std::string& path, std::string* name) {
   auto file = map_file(path);

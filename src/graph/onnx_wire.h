@@ -35,4 +35,15 @@ std::span<const Message> messages();
 int model_proto();
 int tensor_proto();
 
+// A base-128 varint at `p` (advanced past it); false when it runs past `end` or past 10 bytes.
+inline bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  v = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const uint8_t b = *p++;
+    v |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
 }  // namespace tern::onnx_wire
