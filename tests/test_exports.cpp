@@ -21,10 +21,10 @@ namespace {
 // padding included, so ORT's tokens for a left-padded batch are not what the ring (positions from
 // attention_mask, as Hugging Face's generate feeds them) computes. Its unpadded case must match.
 bool positions_from_cache_length(const std::string& cell) { return cell == "gemma2-optimum"; }
-// Cohere stays on the graph's own cache for now: its interleaved (GPT-J) RoPE is not one the decomposed matcher
-// knows, and Optimum's export computes the RoPE tables through NonZero, whose data-dependent length leaves the
-// attention's shapes unknown at load (so no grouped product on the cache either).
-bool graph_cache_only(const std::string& cell) { return cell.rfind("cohere-", 0) == 0; }
+// Optimum's Cohere stays on the graph's own cache for now: it computes the RoPE tables through NonZero (torch's
+// repeat_interleave), whose data-dependent length leaves the attention's shapes unknown at load (so no grouped
+// product on the cache either). The dynamo export of the same model runs on the ring (interleaved RoPE).
+bool graph_cache_only(const std::string& cell) { return cell == "cohere-optimum"; }
 bool shapes_from_data(const std::string& cell) { return cell == "cohere-optimum"; }
 // Learned positions (GPT-2): the model has no position past its context, so the ring slides within it.
 bool learned_positions(const std::string& cell) { return cell.rfind("gpt2-", 0) == 0; }

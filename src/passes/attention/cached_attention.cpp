@@ -87,7 +87,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
         auto known = tables.find({s->cos, s->sin});  // layers share one cos/sin: one pair of tables
         if (known == tables.end()) {
           const int64_t D = s->rotary_dim ? s->rotary_dim : m.rank(s->q) == 4 ? m.dim(s->q, 3) : m.dim(s->q, 2) / s->q_heads;
-          auto t = rope_tables(m, s->cos, s->sin, opt.window, D, why[k]);
+          auto t = rope_tables(m, s->cos, s->sin, opt.window, D, s->interleaved, why[k]);
           if (!t) continue;
           known = tables
                       .emplace(std::pair{s->cos, s->sin}, std::pair{g.add_constant(n.name + "/rope_cos_table", t->first),

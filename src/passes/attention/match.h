@@ -58,7 +58,7 @@ std::vector<int> cache_inputs(const Matcher& m);
 bool is_causal_padding_mask(const Matcher& m, int bias, bool causal, int gate = -1);
 bool attention_masks_like_cache(const Matcher& m, const Node& attention);
 bool probes_to(const Matcher& m, int id, int64_t expected);
-std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, Why& why);
+std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, bool interleaved, Why& why);
 std::optional<int64_t> mask_window(const Matcher& m, int bias, int gate, int64_t W);
 
 // ---- attention ops with their RoPE visible (match_ops.cpp) ----
@@ -85,7 +85,8 @@ struct Decomposed {
 // y = x·cos + rotate_half(x)·sin, rotate_half(x) = Concat(−x[..., D/2:], x[..., :D/2]) (operands in any order).
 struct RotateHalf {
   int x = -1, cos = -1, sin = -1;
-  int64_t rotary_dim = 0;  // 0: the whole head
+  int64_t rotary_dim = 0;    // 0: the whole head
+  bool interleaved = false;  // pairs (x[2j], x[2j+1]) rotate, not the halves
 };
 
 // Data-movement nodes (any spelling of repeat_kv and of a transpose of the last two axes) read back from

@@ -6,14 +6,14 @@
 
 namespace tern::attention {
 
-// Slice(x, [begin], [end], [last axis], [1]): x[..., begin:end].
-bool slices_last_axis(const Matcher& m, const Node& s, int64_t begin, int64_t end) {
+// Slice(x, [begin], [end], [last axis], [step]): x[..., begin:end:step] (an end past D counts as D).
+bool slices_last_axis(const Matcher& m, const Node& s, int64_t begin, int64_t end, int64_t step = 1) {
   const int64_t r = m.rank(s.inputs[0]), D = m.dim(s.inputs[0], -1);
   const auto starts = m.ints(input_of(s, 1)), ends = m.ints(input_of(s, 2)), axes = m.ints(input_of(s, 3));
   const auto steps = m.ints(input_of(s, 4));
   if (r <= 0 || D <= 0 || !starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return false;
   if ((*axes)[0] != -1 && (*axes)[0] != r - 1) return false;
-  if (input_of(s, 4) >= 0 && (!steps || steps->size() != 1 || (*steps)[0] != 1)) return false;
+  if (input_of(s, 4) >= 0 ? !steps || steps->size() != 1 || (*steps)[0] != step : step != 1) return false;
   return (*starts)[0] == begin && std::min((*ends)[0], D) == end;
 }
 
@@ -22,7 +22,49 @@ bool concat_on_axis(const Matcher& m, const Node& c, int64_t axis) {
   return r > 0 && (a == axis || a + r == axis || a == axis + r);
 }
 
-// y = x·cos + rotate_half(x)·sin, rotate_half(x) = Concat(−x[..., D/2:], x[..., :D/2]) (operands in any order).
+// rotate_half(x) = Concat(−x[..., D/2:], x[..., :D/2]) (Llama, GPT-NeoX): returns x, or -1. Takes its nodes.
+int rotated_halves(Decomposed& d, int r) {
+  const Matcher& m = d.m;
+  const Node* cat = m.op(r, "Concat");
+  if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, -1)) return -1;
+  const Node* neg = m.op(cat->inputs[0], "Neg");
+  const Node* lo = m.op(cat->inputs[1], "Slice");
+  const Node* hi = neg ? m.op(neg->inputs[0], "Slice") : nullptr;
+  if (!hi || !lo || hi->inputs[0] != lo->inputs[0]) return -1;
+  const int x = lo->inputs[0];
+  const int64_t D = m.dim(x, -1);
+  if (D <= 0 || D % 2 || !slices_last_axis(m, *lo, 0, D / 2) || !slices_last_axis(m, *hi, D / 2, D)) return -1;
+  for (const Node* n : {cat, neg, lo, hi}) d.take(n);
+  return x;
+}
+
+// The interleaved (GPT-J, Cohere) rotation: pairs (x[2j], x[2j+1]) → (−x[2j+1], x[2j]), written
+// stack([−x[..., 1::2], x[..., ::2]], −1).flatten(−2) — Reshape(Concat(Unsqueeze(Neg(odd), −1),
+// Unsqueeze(even, −1)) on a new last axis) back to x's shape. Returns x, or -1. Takes its nodes.
+int rotated_pairs(Decomposed& d, int r) {
+  const Matcher& m = d.m;
+  const Node* flat = m.op(r, "Reshape");
+  const Node* stack = flat ? m.op(flat->inputs[0], "Concat") : nullptr;
+  if (!stack || stack->inputs.size() != 2) return -1;
+  const Node* u_odd = m.op(stack->inputs[0], "Unsqueeze");
+  const Node* u_even = m.op(stack->inputs[1], "Unsqueeze");
+  const Node* neg = u_odd ? m.op(u_odd->inputs[0], "Neg") : nullptr;
+  const Node* odd = neg ? m.op(neg->inputs[0], "Slice") : nullptr;
+  const Node* even = u_even ? m.op(u_even->inputs[0], "Slice") : nullptr;
+  if (!odd || !even || odd->inputs[0] != even->inputs[0]) return -1;
+  const int x = even->inputs[0];
+  const int64_t rank = m.rank(x), D = m.dim(x, -1);
+  if (rank <= 0 || D <= 0 || D % 2 || !slices_last_axis(m, *even, 0, D, 2) || !slices_last_axis(m, *odd, 1, D, 2)) return -1;
+  for (const Node* u : {u_odd, u_even}) {
+    const auto axes = m.ints(input_of(*u, 1));
+    if (!axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != rank)) return -1;
+  }
+  if (!concat_on_axis(m, *stack, rank) || m.rank(r) != rank || m.dim(r, -1) != D) return -1;
+  for (const Node* n : {flat, stack, u_odd, u_even, neg, odd, even}) d.take(n);
+  return x;
+}
+
+// y = x·cos + rotate(x)·sin (operands in any order), rotate_half or the interleaved rotation.
 std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
   const Matcher& m = d.m;
   const Node* add = m.op(y, "Add");
@@ -32,22 +74,23 @@ std::optional<RotateHalf> match_rotate_half(Decomposed& d, int y) {
     const Node* mul_sin = m.op(add->inputs[static_cast<size_t>(1 - a)], "Mul");
     if (!mul_cos || !mul_sin) continue;
     for (int b = 0; b < 2; ++b) {
-      const Node* cat = m.op(mul_sin->inputs[static_cast<size_t>(b)], "Concat");
-      if (!cat || cat->inputs.size() != 2 || !concat_on_axis(m, *cat, -1)) continue;
-      const Node* neg = m.op(cat->inputs[0], "Neg");
-      const Node* lo = m.op(cat->inputs[1], "Slice");
-      const Node* hi = neg ? m.op(neg->inputs[0], "Slice") : nullptr;
-      if (!hi || !lo || hi->inputs[0] != lo->inputs[0]) continue;
-      const int x = lo->inputs[0];
-      const int64_t D = m.dim(x, -1);
-      if (D <= 0 || D % 2 || !slices_last_axis(m, *lo, 0, D / 2) || !slices_last_axis(m, *hi, D / 2, D)) continue;
-      const int cos = mul_cos->inputs[0] == x ? mul_cos->inputs[1] : mul_cos->inputs[1] == x ? mul_cos->inputs[0] : -1;
-      if (cos < 0) continue;
-      for (const Node* n : {add, mul_cos, mul_sin, cat, neg, lo, hi}) d.take(n);
-      return RotateHalf{x, cos, mul_sin->inputs[static_cast<size_t>(1 - b)]};
+      const int r = mul_sin->inputs[static_cast<size_t>(b)];
+      const size_t taken = d.nodes.size();
+      int x = rotated_halves(d, r);
+      const bool interleaved = x < 0;
+      if (interleaved) x = rotated_pairs(d, r);
+      const int cos = x < 0 ? -1 : mul_cos->inputs[0] == x ? mul_cos->inputs[1] : mul_cos->inputs[1] == x ? mul_cos->inputs[0] : -1;
+      if (cos < 0) {
+        d.nodes.resize(taken);
+        continue;
+      }
+      for (const Node* n : {add, mul_cos, mul_sin}) d.take(n);
+      return RotateHalf{x, cos, mul_sin->inputs[static_cast<size_t>(1 - b)], 0, interleaved};
     }
   }
-  return d.why.stop(add, "an Add that is not x·cos + Concat(−x[D/2:], x[:D/2])·sin over the whole head (rotate-half RoPE)");
+  return d.why.stop(add,
+                    "an Add that is not x·cos + rotate(x)·sin over the whole head (rotate-half Concat(−x[D/2:], x[:D/2]) or "
+                    "interleaved stack(−x[1::2], x[::2]))");
 }
 
 // Partial rotary: Concat(RoPE(x[..., :r]), x[..., r:]) on the last axis (GPT-NeoX, StableLM, Phi; Phi-3
@@ -64,7 +107,7 @@ std::optional<RotateHalf> match_rope(Decomposed& d, int y) {
   if (!rot || rot->inputs[0] != x || r <= 0 || D < r || !slices_last_axis(m, *rot, 0, r) || !slices_last_axis(m, *pass, r, D))
     return rope ? d.why.stop(cat, "a Concat that is not Concat(RoPE(x[..., :r]), x[..., r:]) (partial rotary)") : std::nullopt;
   for (const Node* n : {cat, pass, rot}) d.take(n);
-  return RotateHalf{x, rope->cos, rope->sin, r < D ? r : 0};
+  return RotateHalf{x, rope->cos, rope->sin, r < D ? r : 0, rope->interleaved};
 }
 
 // The heads x [B, H, S, D] before RoPE, as CachedAttention reads them: p when x = Transpose(Reshape(p
@@ -313,9 +356,11 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   const auto q_rope = no_rope ? std::optional(RotateHalf{q_rot}) : match_rope(d, q_rot);
   const auto k_rope = no_rope ? std::optional(RotateHalf{k_cat->inputs[1]}) : q_rope ? match_rope(d, k_cat->inputs[1]) : std::nullopt;
   if (!q_rope || !k_rope) return std::nullopt;
-  if (q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin || q_rope->rotary_dim != k_rope->rotary_dim)
+  if (q_rope->cos != k_rope->cos || q_rope->sin != k_rope->sin || q_rope->rotary_dim != k_rope->rotary_dim ||
+      q_rope->interleaved != k_rope->interleaved)
     return why.stop(qk, "queries and keys rotate with different cos/sin");
   s.rotary_dim = q_rope->rotary_dim;
+  s.interleaved = q_rope->interleaved;
   s.q = match_split_heads(d, q_rope->x);
   s.k = s.q >= 0 ? match_split_heads(d, k_rope->x) : -1;
   s.v = s.k >= 0 ? match_split_heads(d, v_cat->inputs[1]) : -1;
@@ -333,8 +378,9 @@ std::optional<CachedAttentionSpec> match_decomposed(const Matcher& m, const Node
   s.mask_bias = bias;
   s.mask_gate = gate;
   s.attention_node = m.index_of(out);
-  s.pattern = no_rope ? "decomposed attention (no RoPE, scale, mask, Softmax) → CachedAttention"
-                      : "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
+  s.pattern = no_rope         ? "decomposed attention (no RoPE, scale, mask, Softmax) → CachedAttention"
+              : s.interleaved ? "decomposed attention (interleaved RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention"
+                              : "decomposed attention (rotate-half RoPE, repeat_kv, scale, mask, Softmax) → CachedAttention";
   // Nothing outside the match may read what it computes, except the caches it writes.
   std::sort(d.nodes.begin(), d.nodes.end());
   for (int k : d.nodes)

@@ -163,7 +163,7 @@ bool probes_to(const Matcher& m, int id, int64_t expected) {
   return t && is_integer(t->dtype()) && t->numel() == 1 && t->at_i64(0) == expected;
 }
 
-// cos/sin of the decomposed form ([.., W, D] with equal halves) as the [W, D/2] tables CachedAttention
+// cos/sin of the decomposed form ([.., W, D] with equal halves, or equal pairs when `interleaved`) as the [W, D/2] tables CachedAttention
 // reads, by evaluating them for positions 0…W−1. They must come from position_ids, or — exports without
 // them (Optimum's Gemma-2) — from the cache length: each chunk of kRopeChunk rows is evaluated as the
 // generator feeds a chunk after `start` cached tokens, and its last row again as one token after all
@@ -171,7 +171,7 @@ bool probes_to(const Matcher& m, int id, int64_t expected) {
 // 4096 rows, because a window of 10^6 positions evaluated whole took 2.3 GB of intermediates for a table
 // of 256 MB (issue 53), and each chunk binds a mask as long as all rows before it. Fails (nullopt, with
 // why) when they are not of that form.
-std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, Why& why) {
+std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, int sin, int64_t W, int64_t D, bool interleaved, Why& why) {
   const int64_t kRopeChunk = std::max<int64_t>(4096, (W + 63) / 64);
   const Graph& g = m.graph();
   const int positions = g.find_value("position_ids");
@@ -197,8 +197,11 @@ std::optional<std::pair<Tensor, Tensor>> rope_tables(const Matcher& m, int cos, 
       float* half = (which ? tables.second : tables.first).data<float>() + start * (D / 2);
       for (int64_t w = 0; w < n; ++w)
         for (int64_t j = 0; j < D / 2; ++j) {
-          const float a = f.data<float>()[w * D + j], b = f.data<float>()[w * D + D / 2 + j];
-          if (a != b) return why.stop(m.producer(value), "cos/sin halves differ (not the rotate-half layout)");
+          const float* row = f.data<float>() + w * D;
+          const float a = interleaved ? row[2 * j] : row[j], b = interleaved ? row[2 * j + 1] : row[D / 2 + j];
+          if (a != b)
+            return why.stop(m.producer(value), interleaved ? "cos/sin pairs differ (not the interleaved layout)"
+                                                           : "cos/sin halves differ (not the rotate-half layout)");
           half[w * (D / 2) + j] = a;
         }
     }
