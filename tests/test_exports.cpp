@@ -21,11 +21,6 @@ namespace {
 // padding included, so ORT's tokens for a left-padded batch are not what the ring (positions from
 // attention_mask, as Hugging Face's generate feeds them) computes. Its unpadded case must match.
 bool positions_from_cache_length(const std::string& cell) { return cell == "gemma2-optimum"; }
-// Optimum's Cohere stays on the graph's own cache for now: it computes the RoPE tables through NonZero (torch's
-// repeat_interleave), whose data-dependent length leaves the attention's shapes unknown at load (so no grouped
-// product on the cache either). The dynamo export of the same model runs on the ring (interleaved RoPE).
-bool graph_cache_only(const std::string& cell) { return cell == "cohere-optimum"; }
-bool shapes_from_data(const std::string& cell) { return cell == "cohere-optimum"; }
 // Learned positions (GPT-2): the model has no position past its context, so the ring slides within it.
 bool learned_positions(const std::string& cell) { return cell.rfind("gpt2-", 0) == 0; }
 
@@ -83,7 +78,7 @@ TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the
     CAPTURE(cell.filename().string());
     Session s((cell / "model.onnx").string(), oracle_options(cell));
     // Decomposed attention reads its cache as it lies (no repeat_kv or transpose copy per step).
-    if (cell.filename().string().find("genai") == std::string::npos && !shapes_from_data(cell.filename().string()))
+    if (cell.filename().string().find("genai") == std::string::npos)
       CHECK(std::any_of(s.passes().fusions.begin(), s.passes().fusions.end(),
                         [](const Fusion& f) { return f.pattern.find("grouped product on the cache") != std::string::npos; }));
     check_cases(s, cell, golden_of(cell), 1e-3);
@@ -94,7 +89,6 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
   for (const fs::path& cell : cells()) {
     const std::string name = cell.filename().string();
     CAPTURE(name);
-    if (graph_cache_only(name)) continue;
     SessionOptions so = oracle_options(cell);
     so.kv_window = 256;
     so.kv_window_required = false;
@@ -112,7 +106,6 @@ TEST_CASE(
   for (const fs::path& cell : cells()) {
     const std::string name = cell.filename().string();
     CAPTURE(name);
-    if (graph_cache_only(name)) continue;
     const ModelConfig cfg = read_model_config(cell.string());
     REQUIRE(cfg.context_length > 0);
     SessionOptions so;

@@ -200,6 +200,29 @@ TEST_CASE("Shape→Gather→Unsqueeze→Concat→Reshape chains keep symbolic di
   CHECK(out.at("width").at_i64(0) == 8);
 }
 
+// Optimum's Cohere RoPE: inv_freq [1, 8, 1] tiled by [batch, 1, 1] read off position_ids. Unknown repeats
+// made the attention's rank unknown and kept the model off the ring.
+TEST_CASE("Tile by repeats computed from the input's dims keeps the rank; a dim of 1 takes the symbolic repeat") {
+  TempDir d;
+  ModelBuilder b(13);
+  b.input("x", onnx::TensorProto::FLOAT, {-1, 3}, {"batch"}).output("y");
+  b.initializer_f32("f", {1, 2, 1}, {0.5f, 0.25f});
+  b.initializer_i64("i0", {1}, {0});
+  b.initializer_i64("one", {1}, {1});
+  b.node("Shape", {"x"}, {"s"});
+  auto& g = b.node("Gather", {"s", "i0"}, {"batch"});
+  ModelBuilder::attr(g, "axis", int64_t{0});
+  auto& c = b.node("Concat", {"batch", "one", "one"}, {"reps"});
+  ModelBuilder::attr(c, "axis", int64_t{0});
+  b.node("Tile", {"f", "reps"}, {"y"});
+  Session s(b.save(d.path / "m.onnx"));
+  REQUIRE(s.outputs()[0].shape);
+  CHECK(sym_shape_str(*s.outputs()[0].shape) == "[batch,2,1]");
+  const Outputs out = s.run({{"x", Tensor(DType::Float32, {3, 3})}});
+  REQUIRE(out.at("y").shape() == Shape{3, 2, 1});
+  CHECK(out.at("y").data<float>()[4] == 0.5f);
+}
+
 TEST_CASE("NonZero: indices in row-major order; -0 is zero, NaN is not") {
   TempDir d;
   ModelBuilder b(17);

@@ -85,14 +85,24 @@ class PadOp : public Op {
 class TileOp : public Op {
  public:
   explicit TileOp(const Node&) {}
+  // Repeats computed from the input's dims (Optimum's RoPE tiles its frequencies by the batch size) leave
+  // the rank known — the input's — and a dim of 1 repeated r times is r, symbolic or not.
   void infer(InferContext& ctx) const override {
     const SymShape& in = ctx.shape(0);
-    std::vector<int64_t> rep = ctx.require_value(1).to_i64_vector();
-    if (rep.size() != in.size()) ctx.fail("repeats has ", rep.size(), " entries for rank ", in.size());
-    SymShape out = in;
+    const std::optional<SymShape> rep = ctx.shape_value(1);
+    const SymShape& rep_shape = ctx.shape(1);
+    const size_t count = rep ? rep->size() : rep_shape.size() == 1 && rep_shape[0].is_known() ? static_cast<size_t>(rep_shape[0].value) : 0;
+    if (count != in.size()) {
+      if (!rep && (rep_shape.size() != 1 || !rep_shape[0].is_known())) throw ShapeUnknown{};
+      ctx.fail("repeats has ", count, " entries for rank ", in.size());
+    }
+    SymShape out(in.size());
     for (size_t k = 0; k < in.size(); ++k) {
-      if (rep[k] < 0) ctx.fail("negative repeat");
-      out[k] = in[k].is_known() ? Dim::known(checked_mul(in[k].value, rep[k], "Tile")) : Dim{};
+      const Dim r = rep ? (*rep)[k] : Dim{};
+      if (r.symbol == kInferredDim) ctx.fail("negative repeat");
+      if (r.is_known() && in[k].is_known()) out[k] = Dim::known(checked_mul(in[k].value, r.value, "Tile"));
+      else if (r.is_known() && r.value == 1) out[k] = in[k];
+      else if (in[k].is_known() && in[k].value == 1) out[k] = r;
     }
     ctx.set(0, ctx.dtype(0), out);
   }
