@@ -17,7 +17,7 @@ F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
 
 
 def write_case(name, node, inputs, outputs, inits=()):
-    """inputs: list of (name, array); outputs: list of (name, elem_type)."""
+    """inputs: list of (name, array); outputs: list of (name, elem_type); inits: (name, array or TensorProto)."""
     d = os.path.join(ROOT, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "test_data_set_0"))
@@ -25,7 +25,7 @@ def write_case(name, node, inputs, outputs, inits=()):
                   np.uint8: TensorProto.UINT8}
     g_inputs = [helper.make_tensor_value_info(n, np_to_onnx[a.dtype.type], list(a.shape)) for n, a in inputs]
     g_outputs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
-    graph = helper.make_graph([node], name, g_inputs, g_outputs, [numpy_helper.from_array(a, n) for n, a in inits])
+    graph = helper.make_graph([node], name, g_inputs, g_outputs, [a if isinstance(a, TensorProto) else numpy_helper.from_array(a, n) for n, a in inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)],
                               producer_name="tern/tools/make_contrib_cases.py")
     model.ir_version = 10
@@ -181,4 +181,24 @@ gbq("gatherblockquantized_4b_bs32", 16, 64, 4, 32, [[3, 0, 15]])
 gbq("gatherblockquantized_4b_bs16_zp_negative", 8, 48, 4, 16, [-1, 2, -8], zero_points=True)
 gbq("gatherblockquantized_8b_bs32_zp", 6, 64, 8, 32, [5, 1], zero_points=True)
 gbq("gatherblockquantized_4b_fp16_3d", 5, 32, 4, 16, [[4], [0]], dtype=np.float16, lines=2)
+
+
+def gbq_4bit_type(name, rows, cols, block, ids, signed, zero_points=False):
+    """GatherBlockQuantized as ONNX Runtime's MatMulNBitsQuantizer writes an embedding's Gather: int4/uint4 data
+    (the ONNX types' packing, two values a byte over the whole tensor), zero points of the same type, default 0."""
+    lo, hi, t = (-8, 8, TensorProto.INT4) if signed else (0, 16, TensorProto.UINT4)
+    blocks = (cols + block - 1) // block
+    inits = [("data", helper.make_tensor("data", t, [rows, cols], rng.integers(lo, hi, size=rows * cols).tolist())),
+             ("scales", (rng.random((rows, blocks)) * 0.1 + 0.01).astype(np.float32))]
+    names = ["data", "indices", "scales"]
+    if zero_points:
+        inits.append(("zero_points", helper.make_tensor("zero_points", t, [rows, blocks], rng.integers(lo, hi, size=rows * blocks).tolist())))
+        names.append("zero_points")
+    node = helper.make_node("GatherBlockQuantized", names, ["Y"], domain="com.microsoft", block_size=block, gather_axis=0, quantize_axis=1)
+    write_case(name, node, [("indices", np.array(ids, np.int64))], [("Y", F32)], inits)
+
+
+# ONNX Runtime's quantizer: uint4 with zero points over rows of 33 values (rows start mid-byte), int4 without.
+gbq_4bit_type("gatherblockquantized_uint4_zp_odd_rows", 7, 33, 16, [6, 1, 0, 3], signed=False, zero_points=True)
+gbq_4bit_type("gatherblockquantized_int4_bs32", 9, 64, 32, [[8, 2], [-1, 0]], signed=True)
 print("wrote", ROOT)

@@ -1,9 +1,12 @@
 // com.microsoft GatherBlockQuantized: Gather over a block-quantized table, dequantizing the rows it picks —
-// what the onnxruntime-genai builder writes for an int4 embedding shared with the LM head (shared_embeddings).
-// data: uint8, `bits` (4 or 8) per value along the last axis, 4-bit pairs low nibble first (MatMulNBits'
-// packing); scales: one per `block_size` values of the last axis, and their type is the output's; zero_points:
-// packed as data, default 2^(bits−1). value = (q − zero point) · scale. tern reads gather_axis 0 and
-// quantize_axis = the last axis (what the builder writes); other layouts are refused naming the attribute.
+// what the onnxruntime-genai builder writes for an int4 embedding shared with the LM head (shared_embeddings),
+// and ONNX Runtime's MatMulNBitsQuantizer for an embedding's Gather. data: uint8, `bits` (4 or 8) per value
+// along the last axis, 4-bit pairs low nibble first within each row (MatMulNBits' packing), zero points packed
+// the same way, default 2^(bits−1); or uint4/int4 (the quantizer's), the ONNX types' packing — two values a byte
+// over the whole tensor, low nibble first — with zero points of the same type, default 0. scales: one per
+// `block_size` values of the last axis, and their type is the output's. value = (q − zero point) · scale. tern
+// reads gather_axis 0 and quantize_axis = the last axis (what both write); other layouts are refused naming the
+// attribute.
 #include <algorithm>
 #include <cstring>
 
@@ -30,7 +33,9 @@ class GatherBlockQuantizedOp : public Op {
     return {0, static_cast<double>(in[1]->nbytes())};  // a few rows of the table (as Gather)
   }
   void infer(InferContext& ctx) const override {
-    if (ctx.dtype(0) != DType::UInt8) ctx.fail("data is ", dtype_name(ctx.dtype(0)), "; tern reads uint8 (packed as MatMulNBits')");
+    ctx.check_dtype(0, {DType::UInt8, DType::UInt4, DType::Int4});
+    if (ctx.has(3) && ctx.dtype(3) != ctx.dtype(0))
+      ctx.fail("zero_points are ", dtype_name(ctx.dtype(3)), ", data ", dtype_name(ctx.dtype(0)));
     ctx.check_dtype(2, {DType::Float32, DType::Float16, DType::BFloat16});
     const SymShape& data = ctx.shape(0);
     const int64_t rank = static_cast<int64_t>(data.size());
@@ -40,8 +45,9 @@ class GatherBlockQuantizedOp : public Op {
     SymShape out = ctx.shape(1);
     out.insert(out.end(), data.begin() + 1, data.end());
     Dim& last = out.back();
-    if (last.is_known()) last = Dim::known(checked_mul(last.value, 8 / bits_, "the table's values per row"));
-    else last = Dim{};
+    if (ctx.dtype(0) == DType::UInt8 && last.is_known())
+      last = Dim::known(checked_mul(last.value, 8 / bits_, "the table's values per row"));
+    else if (ctx.dtype(0) == DType::UInt8) last = Dim{};
     ctx.set(0, ctx.dtype(2), out);
   }
   void run(RunContext& ctx) const override {
@@ -50,33 +56,46 @@ class GatherBlockQuantizedOp : public Op {
     const Tensor& scales = ctx.in(2);
     const Tensor* zps = ctx.has(3) ? &ctx.in(3) : nullptr;
     Tensor& y = ctx.out(0);
-    const int64_t rows = data.dim(0), bytes = data.dim(data.rank() - 1), L = bytes * (8 / bits_);
-    const int64_t lines = data.numel() / std::max<int64_t>(rows * bytes, 1);  // last-axis lines per row
-    const int64_t blocks = (L + block_ - 1) / block_, zp_bytes = bits_ == 4 ? (blocks + 1) / 2 : blocks;
+    // uint8 packs each row (`bytes` a row); uint4/int4 pack the whole tensor (a row starts mid-byte when odd).
+    const bool per_row = data.dtype() == DType::UInt8, is_signed = data.dtype() == DType::Int4;
+    const int bits = per_row ? static_cast<int>(bits_) : 4;
+    const int64_t rows = data.dim(0), last = data.dim(data.rank() - 1), L = per_row ? last * (8 / bits) : last;
+    const int64_t lines = data.numel() / std::max<int64_t>(rows * last, 1);  // last-axis lines per row
+    const int64_t blocks = (L + block_ - 1) / block_, zp_row = per_row && bits == 4 ? (blocks + 1) / 2 : blocks;
     if (scales.numel() != rows * lines * blocks)
       fail(ctx.node.describe(), ": scales has ", scales.numel(), " values; the data's blocks of ", block_, " need ", rows * lines * blocks);
-    if (zps && zps->numel() != rows * lines * zp_bytes)
-      fail(ctx.node.describe(), ": zero_points has ", zps->numel(), " bytes; the data's blocks need ", rows * lines * zp_bytes);
+    if (zps && zps->numel() != rows * lines * zp_row)
+      fail(ctx.node.describe(), ": zero_points has ", zps->numel(), " values; the data's blocks need ", rows * lines * zp_row);
     // Dequantized in float32 (into the output itself when it is float32): one loop for every scale type.
     const bool f32 = y.dtype() == DType::Float32;
     Tensor values = f32 ? y : Tensor(DType::Float32, y.shape());
     float* out = values.data<float>();
-    const uint8_t* q = data.data<uint8_t>();
-    const uint8_t* zp = zps ? zps->data<uint8_t>() : nullptr;
-    auto value = [&](const uint8_t* p, int64_t i) { return bits_ == 4 ? (p[i / 2] >> (4 * (i % 2))) & 15 : p[i]; };
-    const int zero = 1 << (bits_ - 1);
+    const auto* q = static_cast<const uint8_t*>(data.raw());
+    const auto* zp = zps ? static_cast<const uint8_t*>(zps->raw()) : nullptr;
+    // The i-th value from p: a byte, or a nibble (low first), sign-extended for int4.
+    auto value = [&](const uint8_t* p, int64_t i) -> int {
+      if (bits == 8) return p[i];
+      const int v = (p[i / 2] >> (4 * (i % 2))) & 15;
+      return is_signed && v > 7 ? v - 16 : v;
+    };
+    const int zero = per_row ? 1 << (bits - 1) : 0;
     for (int64_t n = 0; n < ids.numel(); ++n) {  // (read in place: an embedding lookup a token allocates nothing)
       int64_t r = ids.at_i64(n);
       if (r < -rows || r >= rows) fail(ctx.node.describe(), ": index ", r, " is out of range for ", rows, " rows");
       if (r < 0) r += rows;
       for (int64_t l = 0; l < lines; ++l) {
         const int64_t line = r * lines + l;
-        const uint8_t* row = q + line * bytes;
+        // Where the line's values and zero points start: a row of bytes (uint8), else flat indices.
+        const uint8_t* row = per_row ? q + line * last : q;
+        const int64_t first = per_row ? 0 : line * L;
+        const uint8_t* zp_line = zp && per_row ? zp + line * zp_row : zp;
+        const int64_t zp_first = per_row ? 0 : line * blocks;
         float* dst = out + (n * lines + l) * L;
         for (int64_t b = 0; b < blocks; ++b) {
           const float scale = static_cast<float>(scales.at_f64(line * blocks + b));
-          const int z = zp ? value(zp + line * zp_bytes, b) : zero;
-          for (int64_t c = b * block_; c < std::min(L, (b + 1) * block_); ++c) dst[c] = static_cast<float>(value(row, c) - z) * scale;
+          const int z = zp ? value(zp_line, zp_first + b) : zero;
+          for (int64_t c = b * block_; c < std::min(L, (b + 1) * block_); ++c)
+            dst[c] = static_cast<float>(value(row, first + c) - z) * scale;
         }
       }
     }

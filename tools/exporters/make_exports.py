@@ -15,6 +15,9 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
   dynamo       torch.onnx.export(dynamo=True) with SDPA attention
   optimum      Optimum's exporter, task text-generation-with-past
   genai-fp32, genai-int4   the onnxruntime-genai model builder (GroupQueryAttention, MatMulNBits)
+  ort-int4     Optimum's export quantized by ONNX Runtime's MatMulNBitsQuantizer as its docs show: 4-bit blocks
+               of 32, asymmetric, accuracy level 0, MatMul → MatMulNBits and the embedding's Gather →
+               GatherBlockQuantized (tied embeddings keep a float lm_head)
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
 """
 import argparse
@@ -73,7 +76,7 @@ def arch_configs():
     }
 
 
-EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4"]
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4"]
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -173,6 +176,15 @@ def export_genai(model_dir, out_dir, precision):
         raise RuntimeError((r.stdout + r.stderr).strip().splitlines()[-1])
 
 
+def quantize_ort_int4(out_dir):
+    from onnxruntime.quantization import matmul_nbits_quantizer as mq
+    cfg = mq.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=False, accuracy_level=0, op_types_to_quantize=("MatMul", "Gather"),
+                                          quant_axes=(("MatMul", 0), ("Gather", 1)))
+    q = mq.MatMulNBitsQuantizer(onnx.load(str(out_dir / "model.onnx")), algo_config=cfg)
+    q.process()
+    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+
+
 def single_file(out_dir):
     """Weights inside model.onnx (the fixtures are small); drops what tern's tests do not read."""
     m = onnx.load(str(out_dir / "model.onnx"))
@@ -265,8 +277,10 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter == "optimum":
+        elif exporter in ("optimum", "ort-int4"):
             export_optimum(model_dir, out_dir)
+            if exporter == "ort-int4":
+                quantize_ort_int4(out_dir)
         else:
             export_genai(model_dir, out_dir, exporter.split("-")[1])
         single_file(out_dir)
