@@ -64,4 +64,6 @@ echo "hostile ONNX files: the same $n answers as the full build"
 
 if run_min profile --model x 2> "$work/err.txt"; then exit 1; fi
 grep -q "'profile' is not in this build (TERN_MINIMAL)" "$work/err.txt"
+if run_min bench --machine 2> "$work/err.txt"; then exit 1; fi
+grep -q "this build (TERN_MINIMAL) has no profile or bench-op" "$work/err.txt"
 echo "left-out commands say so"

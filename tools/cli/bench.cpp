@@ -15,6 +15,9 @@ int bench(int argc, char** argv) {
   const int threads =
       f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
+#ifdef TERN_MINIMAL  // (the peaks are what profile and bench-op read; 9.8 KB of the static CLI's 3 MiB)
+    fail_unsupported("--machine: this build (TERN_MINIMAL) has no profile or bench-op to read the peaks");
+#endif
     const MachinePeaks m = machine_peaks(threads, true);
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
               << " thread(s) (cached for profile and bench-op)\n"
