@@ -3,13 +3,16 @@
 // batch of two, on the graph's own cache and on tern's ring buffer, which must take over every cell;
 // and the ring must slide past the model's context with its state bounded by the window.
 #include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "graph/onnx_loader.h"
 #include "llm/generator.h"
+#include "model_builder.h"
 
 using namespace tern;
 using namespace tern::llm;
@@ -129,4 +132,45 @@ TEST_CASE(
     CHECK(full > 0);
     CHECK(gen.sequence().bytes_per_token() == full);  // flat: the same window, however long the sequence
   }
+}
+
+// A genai export whose cache inputs and outputs name their head count and size ("kv_heads", "kv_cache_dim")
+// instead of fixing them: the graph-cache path reads them off the present outputs as the shape rules compute them
+// from the projections, and gives ORT's tokens (it refused the model: "has no fixed head count and size"); so does
+// the ring.
+TEST_CASE("a cache input with a symbolic head count and size runs on the graph's cache") {
+  const fs::path cell = exports_dir() / "llama-genai-fp32";
+  onnx::ModelProto mp;
+  read_model_proto((cell / "model.onnx").string(), mp);
+  int renamed = 0;
+  for (auto& in : *mp.mutable_graph()->mutable_input()) {
+    if (in.name().rfind("past_key_values.", 0) != 0) continue;
+    auto* dims = in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+    (*dims)[1].set_dim_param("kv_heads");
+    (*dims)[3].set_dim_param("kv_cache_dim");
+    ++renamed;
+  }
+  for (auto& out : *mp.mutable_graph()->mutable_output()) {
+    if (out.name().rfind("present.", 0) != 0) continue;
+    auto* dims = out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+    (*dims)[1].set_dim_param("kv_heads");
+    (*dims)[3].set_dim_param("kv_cache_dim");
+    ++renamed;
+  }
+  REQUIRE(renamed == 8);
+  test::TempDir tmp;
+  const fs::path& dir = tmp.path;
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "genai_config.json"})
+    if (fs::exists(cell / f)) fs::copy_file(cell / f, dir / f, fs::copy_options::overwrite_existing);
+  {
+    std::ofstream out(dir / "model.onnx", std::ios::binary);
+    REQUIRE(mp.SerializeToOstream(&out));
+  }
+  Session s((dir / "model.onnx").string(), oracle_options(cell));
+  check_cases(s, cell, golden_of(cell), 1e-3);
+  SessionOptions ring = oracle_options(cell);
+  ring.kv_window = 256;
+  Session r((dir / "model.onnx").string(), ring);
+  CHECK(r.passes().cached_layers == 2);
+  check_cases(r, cell, golden_of(cell), 1e-3);
 }

@@ -77,8 +77,14 @@ DecoderIO detect_decoder_io(const Session& s) {
     if (!first->shape || first->shape->size() != r)
       fail_unsupported(s.model().path, ": cache input '", first->name, "' should have rank ", r);
     const SymShape& sh = *first->shape;
-    io.kv_heads = sh[r - 3].value;
-    io.head_size = sh[r - 1].value;
+    // A head count or size the cache input names instead of fixing (the genai builder's "kv_cache_dim"): the
+    // present output's, which the shape rules computed from the projections.
+    const SymShape* present = nullptr;
+    for (const auto& o : s.outputs())
+      if (o.name == io.present[0] && o.shape && o.shape->size() == r) present = &*o.shape;
+    auto fixed = [&](size_t k) { return sh[k].is_known() || !present ? sh[k].value : (*present)[k].value; };
+    io.kv_heads = fixed(r - 3);
+    io.head_size = fixed(r - 1);
     if (io.kv_heads <= 0 || io.head_size <= 0)
       fail_unsupported(s.model().path, ": cache input '", first->name, "' has no fixed head count and size ", sym_shape_str(sh));
     io.cache_capacity = std::max<int64_t>(sh[r - 2].value, 0);
