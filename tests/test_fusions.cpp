@@ -284,12 +284,13 @@ TEST_CASE("the last position is taken before the position-wise nodes that feed t
   }
 }
 
-TEST_CASE("canonicalization bypasses Identity, Dropout, same-type Casts and exact round-trip Casts, nothing else") {
+TEST_CASE("canonicalization bypasses Identity, Dropout, one-input Concat, same-type Casts and exact round-trip Casts, nothing else") {
   TempDir d;
   ModelBuilder b(17);
   b.input("x", onnx::TensorProto::FLOAT16, {2, 3}).input("z", onnx::TensorProto::FLOAT, {2, 3}).output("y").output("lossy");
   b.node("Identity", {"x"}, {"a"});
-  b.node("Dropout", {"a"}, {"b"});
+  b.node("Dropout", {"a"}, {"b0"});
+  OnnxBuilder::attr(b.node("Concat", {"b0"}, {"b"}), "axis", int64_t{1});  // TorchScript's cache, passed through
   auto& same = b.node("Cast", {"b"}, {"c"});
   OnnxBuilder::attr(same, "to", int64_t{onnx::TensorProto::FLOAT16});
   auto& up = b.node("Cast", {"c"}, {"wide"});  // f16 → f32 → f16: exact
@@ -304,7 +305,7 @@ TEST_CASE("canonicalization bypasses Identity, Dropout, same-type Casts and exac
   Model m = load_onnx(b.save(d.path / "casts.onnx"));
   Graph& g = *m.graph;
   infer_and_fold(g, nullptr, false);
-  CHECK(remove_no_op_nodes(g) == 3);  // Identity, Dropout, Cast f16 → f16
+  CHECK(remove_no_op_nodes(g) == 4);  // Identity, Dropout, Concat of one, Cast f16 → f16
   CHECK(remove_round_trip_casts(g) == 1);
   remove_dead_nodes(g);
   // Left: Neg, reading x, and the f32 → f16 → f32 pair.

@@ -41,7 +41,7 @@ int remove_no_op_nodes(Graph& g) {
   for (Node& node : g.nodes) {
     if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.empty() || node.outputs[0] < 0) continue;
     const int x = node.inputs[0], y = node.outputs[0];
-    bool no_op = is_default(node, "Identity");
+    bool no_op = is_default(node, "Identity") || (is_default(node, "Concat") && node.inputs.size() == 1);
     if (is_default(node, "Dropout"))  // inference: y = x; the mask output, when there, must be unread
       no_op = (node.outputs.size() < 2 || node.outputs[1] < 0) && (node.inputs.size() < 3 || node.inputs[2] < 0);
     if (is_default(node, "Cast"))

@@ -11,8 +11,9 @@
 
 namespace tern {
 
-// Identity; Dropout with no mask output read (inference); Cast to the type its input already has. Their
-// readers read the input instead (a graph output keeps its node). Returns how many were bypassed.
+// Identity; Dropout with no mask output read (inference); a Concat of one input (TorchScript passes caches through
+// them); Cast to the type its input already has. Their readers read the input instead (a graph output keeps its
+// node). Returns how many were bypassed.
 int remove_no_op_nodes(Graph& g);
 // Cast(A→B) → Cast(B→A) where B holds every value of A exactly (f16/bf16 → f32 → back, int32 → int64 →
 // int32, …): readers of the second read the first's input. Returns how many pairs were bypassed.
