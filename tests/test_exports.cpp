@@ -143,20 +143,15 @@ TEST_CASE("a cache input with a symbolic head count and size runs on the graph's
   onnx::ModelProto mp;
   read_model_proto((cell / "model.onnx").string(), mp);
   int renamed = 0;
-  for (auto& in : *mp.mutable_graph()->mutable_input()) {
-    if (in.name().rfind("past_key_values.", 0) != 0) continue;
-    auto* dims = in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+  auto symbolic_heads = [&](onnx::ValueInfoProto& v, const char* prefix) {
+    if (v.name().rfind(prefix, 0) != 0) return;
+    auto* dims = v.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
     (*dims)[1].set_dim_param("kv_heads");
     (*dims)[3].set_dim_param("kv_cache_dim");
     ++renamed;
-  }
-  for (auto& out : *mp.mutable_graph()->mutable_output()) {
-    if (out.name().rfind("present.", 0) != 0) continue;
-    auto* dims = out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
-    (*dims)[1].set_dim_param("kv_heads");
-    (*dims)[3].set_dim_param("kv_cache_dim");
-    ++renamed;
-  }
+  };
+  for (auto& in : *mp.mutable_graph()->mutable_input()) symbolic_heads(in, "past_key_values.");
+  for (auto& out : *mp.mutable_graph()->mutable_output()) symbolic_heads(out, "present.");
   REQUIRE(renamed == 8);
   test::TempDir tmp;
   const fs::path& dir = tmp.path;
