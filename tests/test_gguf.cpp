@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "convert/gguf.h"
+#include "convert/gguf_import.h"
+#include "kernels/cpu/nbits.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "model_builder.h"
@@ -189,6 +191,51 @@ TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf packa
                    dequantize_blocks(GgmlType::I8, b, 32, y);
                  }),
                  "not decoded"));
+}
+
+TEST_CASE("GGUF: every quantized block type imports as MatMulNBits blocks that dequantize to the gguf package's values") {
+  // The cases above, each read as a matrix of one block per row, through the importer's rule
+  // (nbits_projection) and the kernels' own reading of MatMulNBits blocks (dequantize_nbits_transposed).
+  std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
+  const nlohmann::json cases = nlohmann::json::parse(in);
+  for (const auto& item : cases.items()) {
+    const std::string name = item.key();
+    const nlohmann::json& c = item.value();
+    CAPTURE(name);
+    const std::string hex = c["bytes"];
+    std::vector<uint8_t> bytes(hex.size() / 2);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    const auto want = c["values"].get<std::vector<float>>();
+    const auto type = static_cast<GgmlType>(c["type"].get<int>());
+    const int64_t K = ggml_block(type).elements, N = static_cast<int64_t>(want.size()) / K;
+    const convert::Projection p = convert::nbits_projection(type, bytes.data(), K, N);
+    REQUIRE(p.blocks.defined());
+    const bool mins = name == "Q4_1" || name == "Q5_1" || name == "Q2_K" || name == "Q4_K" || name == "Q5_K";
+    CHECK(p.bits == (name[1] <= '4' ? 4 : 8));
+    CHECK(p.block == (name == "Q2_K" || name == "Q3_K" || name == "Q6_K" ? 16 : 32));
+    CHECK(p.zero_points.defined() == (mins || name == "Q2_K" || name == "Q3_K"));
+    kernels::NBitsWeights w;
+    w.N = N, w.K = K, w.bits = p.bits, w.block = p.block;
+    w.data = p.blocks.data<uint8_t>();
+    w.scales = p.scales.data<float>();
+    w.zp_float = p.zero_points.defined() ? p.zero_points.data<float>() : nullptr;
+    std::vector<float> got(want.size());
+    dequantize_nbits_transposed(w, got.data());
+    // Exact where the type has no min; with one, (q − (zero − offset/scale))·scale rounds differently from
+    // scale·q + offset: within a few ulps of the sub-block's largest value.
+    double worst = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        float largest = 0;
+        for (int64_t j = k / p.block * p.block; j < (k / p.block + 1) * p.block; ++j)
+          largest = std::max(largest, std::abs(want[n * K + j]));
+        const double err = std::abs(double(got[k * N + n]) - want[n * K + k]);
+        worst = std::max(worst, mins ? err / std::max(largest, 1e-30f) : err);
+      }
+    MESSAGE(name, ": ", p.bits, "-bit blocks of ", p.block, ", worst difference ", worst,
+            std::string(mins ? " (of the sub-block's largest)" : ""));
+    CHECK(worst <= (mins ? 4e-7 : 0.0));
+  }
 }
 
 TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at near-ties") {

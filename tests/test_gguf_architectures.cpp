@@ -12,6 +12,7 @@
 #include "convert/gguf_import.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
+#include "llm/tokenizer.h"
 #include "model_builder.h"
 
 using namespace tern;
@@ -19,7 +20,7 @@ using namespace tern::llm;
 namespace fs = std::filesystem;
 
 TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tokens") {
-  for (const std::string arch : {"llama", "qwen2", "qwen3"}) {
+  for (const std::string arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
     CAPTURE(arch);
     const fs::path fixture = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "gguf_arch" / arch;
     std::ifstream in(fixture / "expected.json");
@@ -29,11 +30,16 @@ TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tok
     convert::import_gguf((fixture / "model.gguf").string(), dir.path.string());
 
     const ModelConfig cfg = read_model_config(dir.path.string());
-    CHECK(cfg.model_type == arch);
+    CHECK(cfg.model_type.rfind(arch, 0) == 0);  // (Gemma 3's is "gemma3_text")
     DecoderOptions d;
     d.window = 64;
     Session s((dir.path / "model.onnx").string(), decoder_session_options(d, cfg, true));
-    CHECK(s.passes().cached_layers == 2);  // both layers' attention on the ring
+    const int layers = arch == "gemma3" ? 6 : 2;
+    CHECK(s.passes().cached_layers == layers);  // every layer's attention on the ring
+    // Gemma 3: five of six layers with their own sliding window of 8 keys (the fixture's prompt is 12 long).
+    int windowed = 0;
+    for (const Fusion& f : s.passes().fusions) windowed += f.pattern.find("sliding window of 8") != std::string::npos;
+    CHECK(windowed == (arch == "gemma3" ? 5 : 0));
     GenerateOptions o;
     o.max_new_tokens = 16;
     o.eos_token_ids = cfg.eos_token_ids;
@@ -48,4 +54,16 @@ TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tok
     MESSAGE(arch, ": max |tern − transformers| over the prompt's last logits = ", worst);
     CHECK(worst <= 1e-4);
   }
+}
+
+TEST_CASE("a SentencePiece GGUF vocabulary imports as BPE with byte fallback: spaces as ▁, merges by score") {
+  // The Gemma 3 fixture's vocabulary: control tokens, 256 <0xXX> byte tokens, "▁", "t", "▁t"; no space prefix.
+  const fs::path fixture = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "gguf_arch" / "gemma3";
+  test::TempDir dir;
+  convert::import_gguf((fixture / "model.gguf").string(), dir.path.string());
+  auto tok = load_tokenizer(dir.path.string());
+  CHECK(tok->encode(" t t", false) == std::vector<int64_t>{262, 262});           // ▁t ▁t: the one merge
+  CHECK(tok->encode("tx", false) == std::vector<int64_t>{261, 4 + 'x'});         // no piece "x": its byte token
+  CHECK(tok->encode("é", true) == std::vector<int64_t>{2, 4 + 0xC3, 4 + 0xA9});  // BOS, then UTF-8 bytes
+  CHECK(tok->decode({2, 262, 4 + 0xC3, 4 + 0xA9, 261}) == " tét");               // bytes fuse back; BOS vanishes
 }

@@ -14,6 +14,16 @@ constexpr Architecture kArchitectures[] = {
     {.gguf_name = "qwen2", .model_type = "qwen2", .hf_class = "Qwen2ForCausalLM", .rope = RopePairs::Halves, .qkv_bias = true},
     // Qwen3 (dense): no biases, QK-norm; head size from attention.key_length (wider than hidden / heads).
     {.gguf_name = "qwen3", .model_type = "qwen3", .hf_class = "Qwen3ForCausalLM", .rope = RopePairs::Halves, .qk_norm = true},
+    // Gemma 3 (text): QK-norm, pre- and post-norms, scaled embeddings, GeGLU; five sliding-window layers
+    // (RoPE base 10^4) to one global (rope.freq_base); tied embeddings.
+    {.gguf_name = "gemma3",
+     .model_type = "gemma3_text",
+     .hf_class = "Gemma3ForCausalLM",
+     .rope = RopePairs::Halves,
+     .qk_norm = true,
+     .gemma = true,
+     .swa_pattern = 6,
+     .swa_rope_base = 10000.0},
 };
 
 }  // namespace

@@ -21,6 +21,15 @@ struct Architecture {
   RopePairs rope = RopePairs::Interleaved;
   bool qkv_bias = false;  // the q, k and v projections add a bias (blk.N.attn_q.bias …)
   bool qk_norm = false;   // an RMSNorm over each head of q and of k, before RoPE (blk.N.attn_q_norm.weight …)
+  // Gemma: embeddings times √hidden, an RMSNorm after attention and after the MLP too
+  // (blk.N.post_attention_norm / post_ffw_norm), GELU (tanh) instead of SiLU on the gate.
+  bool gemma = false;
+  // Sliding-window layers, for a family llama.cpp runs with them (0: none; attention.sliding_window is
+  // ignored as llama.cpp ignores it): every layer when 1, else all but every swa_pattern-th (llama.cpp's
+  // default for the family; attention.sliding_window_pattern overrides it), with RoPE base swa_rope_base
+  // (rope.freq_base_swa overrides it) on the windowed layers.
+  int swa_pattern = 0;
+  double swa_rope_base = 0;  // 0: the global base
 };
 
 // The family a GGUF's general.architecture names; fails naming the file and the families tern imports.

@@ -1,9 +1,10 @@
 // The ONNX decoder tern's converters write (llama2.c checkpoints, GGUF files): one graph for every family in
 // architecture.h, in the Optimum layout (input_ids, attention_mask, position_ids, past_key_values.N.key/value →
-// logits, present.N.key/value), from standard opset-23 ops — Gather, RMSNormalization, MatMul or com.microsoft
-// MatMulNBits (+ Add for a bias), RotaryEmbedding, Attention (GQA, past/present), Sigmoid·Mul — the shapes the
-// ring-buffer fusion takes whole. The graph has what the weights have: a bias is added where one is given, a
-// per-head norm applied where one is given; the RoPE pairing comes from the architecture.
+// logits, present.N.key/value), from standard opset-23 ops — Gather or com.microsoft GatherBlockQuantized,
+// RMSNormalization, MatMul or com.microsoft MatMulNBits (+ Add for a bias), RotaryEmbedding, Attention (GQA,
+// past/present, a sliding window in its mask), Sigmoid·Mul or Gelu — the shapes the ring-buffer fusion takes
+// whole. The graph has what the weights have: a bias is added where one is given, a per-head norm applied
+// where one is given; the RoPE pairing and the Gemma traits come from the architecture.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@ struct DecoderShape {
   int64_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0;
   int64_t head_dim = 0;  // 0: hidden / heads
   float rms_eps = 1e-5f;
-  int64_t rotary_dim = 0;  // 0: the head size
+  int64_t rotary_dim = 0;       // 0: the head size
+  std::vector<int64_t> window;  // per layer: > 0 attends to its last `window` keys only; empty or 0: all
+  float attn_scale = 0;         // 0: 1/√head
   int64_t head() const { return head_dim ? head_dim : hidden / heads; }
 };
 
@@ -35,19 +38,24 @@ struct Projection {
 };
 
 struct DecoderLayer {
-  Tensor attn_norm, ffn_norm;  // [hidden] float32
-  Tensor q_norm, k_norm;       // [head size] float32, or undefined (no QK-norm)
+  Tensor attn_norm, ffn_norm;            // [hidden] float32
+  Tensor q_norm, k_norm;                 // [head size] float32, or undefined (no QK-norm)
+  Tensor attn_post_norm, ffn_post_norm;  // [hidden] float32 (Gemma), or undefined
   Projection q, k, v, o, gate, up, down;
 };
 
 struct DecoderWeights {
-  Tensor embed;     // [vocab, hidden] float32 (Gather reads one row per token)
-  Tensor cos, sin;  // [positions, rotary_dim / 2] float32
+  Tensor embed;  // [vocab, hidden] float32 (Gather reads one row per token), or undefined when blocks are:
+  // the table as blocks with the default zero points (N = vocab rows of K = hidden), which
+  // GatherBlockQuantized reads as they lie (and a tied LM head's MatMulNBits too: one copy in the file)
+  Projection embed_blocks;
+  Tensor cos, sin;              // [positions, rotary_dim / 2] float32
+  Tensor cos_local, sin_local;  // the sliding-window layers' own tables (Gemma's second RoPE base), or undefined
   std::vector<DecoderLayer> layers;
   Tensor final_norm;
   Projection lm_head;  // unused when tied
-  // Tied embeddings kept as one tensor: the LM head is MatMul(h, Transpose(embed)) — the file holds the
-  // table once (runtimes repack it as it lies: passes/canonicalize.h), not a transposed copy beside it.
+  // Tied embeddings kept as one tensor: the LM head is MatMul(h, Transpose(embed)), or MatMulNBits over
+  // embed_blocks — the file holds the table once (runtimes repack it as it lies: passes/canonicalize.h).
   bool tied = false;
 };
 

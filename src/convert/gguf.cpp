@@ -4,6 +4,7 @@
 #include "core/json.h"
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -84,10 +85,123 @@ void scale_min_k4(int j, const uint8_t* q, float& scale, float& min) {
 
 }  // namespace
 
+void ggml_unpack_block(GgmlType t, const uint8_t* p, GgmlSubBlocks& out) {
+  auto each = [&](int count, int size, int bits, int zero, bool mins = false) {
+    out.count = count, out.size = size, out.bits = bits, out.zero = zero, out.has_offset = mins;
+    std::fill_n(out.offset, count, 0.0f);
+  };
+  uint8_t* q = out.q;
+  switch (t) {
+    case GgmlType::Q8_0:  // d · q, q signed: stored + 128
+      each(1, 32, 8, 128);
+      out.scale[0] = ggml_half(p);
+      for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(static_cast<int8_t>(p[2 + j]) + 128);
+      return;
+    case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
+    case GgmlType::Q4_1:  // d · q + m
+      each(1, 32, 4, t == GgmlType::Q4_0 ? 8 : 0, t == GgmlType::Q4_1);
+      out.scale[0] = ggml_half(p);
+      if (t == GgmlType::Q4_1) out.offset[0] = ggml_half(p + 2);
+      for (int j = 0; j < 16; ++j) {
+        const uint8_t b = p[(t == GgmlType::Q4_1 ? 4 : 2) + j];
+        q[j] = b & 15, q[j + 16] = b >> 4;
+      }
+      return;
+    case GgmlType::Q5_0:    // d · (q − 16), the fifth bits in a 32-bit mask
+    case GgmlType::Q5_1: {  // d · q + m
+      const bool one = t == GgmlType::Q5_1;
+      each(1, 32, 5, one ? 0 : 16, one);
+      out.scale[0] = ggml_half(p);
+      if (one) out.offset[0] = ggml_half(p + 2);
+      uint32_t qh;
+      std::memcpy(&qh, p + (one ? 4 : 2), 4);
+      const uint8_t* qs = p + (one ? 8 : 6);
+      for (int j = 0; j < 16; ++j) {
+        q[j] = static_cast<uint8_t>((qs[j] & 15) | (((qh >> j) << 4) & 0x10));
+        q[j + 16] = static_cast<uint8_t>((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+      }
+      return;
+    }
+    case GgmlType::Q2_K: {  // 16 sub-blocks of 16: scale and min 4 bits each, values 2 bits
+      each(16, 16, 2, 0, true);
+      const uint8_t *scales = p, *qs = p + 16;
+      const float d = ggml_half(p + 80), dmin = ggml_half(p + 82);
+      for (int half = 0, is = 0; half < 2; ++half, qs += 32)
+        for (int shift = 0; shift < 8; shift += 2)
+          for (int part = 0; part < 2; ++part, ++is) {
+            out.scale[is] = d * static_cast<float>(scales[is] & 15);
+            out.offset[is] = -(dmin * static_cast<float>(scales[is] >> 4));
+            for (int l = 0; l < 16; ++l) *q++ = (qs[l + 16 * part] >> shift) & 3;
+          }
+      return;
+    }
+    case GgmlType::Q3_K: {  // 16 sub-blocks of 16: 6-bit signed scales, values 2 bits + a high bit (set: +4), minus 4
+      each(16, 16, 3, 4);
+      const uint8_t *hmask = p, *qs = p + 32;
+      const float d = ggml_half(p + 108);
+      uint32_t aux[4];
+      std::memcpy(aux, p + 96, 12);
+      const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
+      aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
+      aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
+      aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
+      aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
+      int8_t scales[16];
+      std::memcpy(scales, aux, 16);
+      uint8_t m = 1;
+      for (int half = 0, is = 0; half < 2; ++half, qs += 32)
+        for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
+          for (int part = 0; part < 2; ++part, ++is) {
+            out.scale[is] = d * static_cast<float>(scales[is] - 32);
+            for (int l = 0; l < 16; ++l) {
+              const int k = l + 16 * part;
+              *q++ = static_cast<uint8_t>(((qs[k] >> shift) & 3) + ((hmask[k] & m) ? 4 : 0));
+            }
+          }
+      return;
+    }
+    case GgmlType::Q4_K:    // 8 sub-blocks of 32: 6-bit scales and mins, values 4 bits
+    case GgmlType::Q5_K: {  // the same with a fifth bit per value
+      const bool five = t == GgmlType::Q5_K;
+      each(8, 32, five ? 5 : 4, 0, true);
+      const float d = ggml_half(p), dmin = ggml_half(p + 2);
+      const uint8_t *scales = p + 4, *qh = p + 16, *ql = p + (five ? 48 : 16);
+      for (int is = 0; is < 8; is += 2, ql += 32) {
+        for (int part = 0; part < 2; ++part) {
+          float sc, mn;
+          scale_min_k4(is + part, scales, sc, mn);
+          out.scale[is + part] = d * sc, out.offset[is + part] = -(dmin * mn);
+          const uint8_t high = static_cast<uint8_t>(1 << (is + part));
+          for (int l = 0; l < 32; ++l) *q++ = static_cast<uint8_t>((part ? ql[l] >> 4 : ql[l] & 15) + (five && (qh[l] & high) ? 16 : 0));
+        }
+      }
+      return;
+    }
+    case GgmlType::Q6_K: {  // 16 sub-blocks of 16: int8 scales, values 4 + 2 bits, minus 32
+      each(16, 16, 6, 32);
+      const uint8_t *ql = p, *qh = p + 128;
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const float d = ggml_half(p + 208);
+      for (int is = 0; is < 16; ++is) out.scale[is] = d * static_cast<float>(sc[is]);
+      for (int n = 0; n < 256; n += 128, ql += 64, qh += 32)
+        for (int l = 0; l < 32; ++l) {
+          q[n + l] = static_cast<uint8_t>((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4));
+          q[n + l + 32] = static_cast<uint8_t>((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4));
+          q[n + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+          q[n + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+      return;
+    }
+    default:
+      fail_unsupported("ggml ", ggml_type_name(t),
+                       " values are not decoded by tern (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
+                       "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
+  }
+}
+
 void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y) {
   const GgmlBlock block = ggml_block(t);
   if (block.elements == 0 || elements % block.elements) fail("cannot decode ", elements, " values of ggml ", ggml_type_name(t));
-  const int64_t blocks = elements / block.elements;
   switch (t) {
     case GgmlType::F32: std::memcpy(y, p, static_cast<size_t>(elements) * 4); return;
     case GgmlType::F16:
@@ -101,116 +215,11 @@ void dequantize_blocks(GgmlType t, const uint8_t* p, int64_t elements, float* y)
       return;
     default: break;
   }
-  for (int64_t b = 0; b < blocks; ++b, p += block.bytes, y += block.elements) {
-    switch (t) {
-      case GgmlType::Q8_0:  // d · q
-        for (int j = 0; j < 32; ++j) y[j] = ggml_half(p) * static_cast<float>(static_cast<int8_t>(p[2 + j]));
-        break;
-      case GgmlType::Q4_0:  // d · (q − 8); byte j: element j low nibble, element j + 16 high
-        for (int j = 0; j < 16; ++j) {
-          y[j] = ggml_half(p) * static_cast<float>((p[2 + j] & 15) - 8);
-          y[j + 16] = ggml_half(p) * static_cast<float>((p[2 + j] >> 4) - 8);
-        }
-        break;
-      case GgmlType::Q4_1:  // d · q + m
-        for (int j = 0; j < 16; ++j) {
-          y[j] = ggml_half(p) * static_cast<float>(p[4 + j] & 15) + ggml_half(p + 2);
-          y[j + 16] = ggml_half(p) * static_cast<float>(p[4 + j] >> 4) + ggml_half(p + 2);
-        }
-        break;
-      case GgmlType::Q5_0:    // d · (q − 16), the fifth bits in a 32-bit mask
-      case GgmlType::Q5_1: {  // d · q + m
-        const bool one = t == GgmlType::Q5_1;
-        const float d = ggml_half(p);
-        uint32_t qh;
-        std::memcpy(&qh, p + (one ? 4 : 2), 4);
-        const uint8_t* qs = p + (one ? 8 : 6);
-        for (int j = 0; j < 16; ++j) {
-          const int lo = (qs[j] & 15) | static_cast<int>(((qh >> j) << 4) & 0x10);
-          const int hi = (qs[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
-          if (one) {
-            y[j] = d * static_cast<float>(lo) + ggml_half(p + 2), y[j + 16] = d * static_cast<float>(hi) + ggml_half(p + 2);
-          } else {
-            y[j] = d * static_cast<float>(lo - 16), y[j + 16] = d * static_cast<float>(hi - 16);
-          }
-        }
-        break;
-      }
-      case GgmlType::Q2_K: {  // 16 sub-blocks of 16: scale and min 4 bits each, values 2 bits
-        const uint8_t *scales = p, *q = p + 16;
-        const float d = ggml_half(p + 80), dmin = ggml_half(p + 82);
-        float* out = y;
-        for (int half = 0, is = 0; half < 2; ++half, q += 32)
-          for (int shift = 0; shift < 8; shift += 2)
-            for (int part = 0; part < 2; ++part, ++is)
-              for (int l = 0; l < 16; ++l)
-                *out++ = d * static_cast<float>(scales[is] & 15) * static_cast<float>((q[l + 16 * part] >> shift) & 3) -
-                         dmin * static_cast<float>(scales[is] >> 4);
-        break;
-      }
-      case GgmlType::Q3_K: {  // 16 sub-blocks of 16: 6-bit signed scales, values 2 bits + a high bit mask
-        const uint8_t *hmask = p, *q = p + 32;
-        const float d = ggml_half(p + 108);
-        uint32_t aux[4];
-        std::memcpy(aux, p + 96, 12);
-        const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
-        aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-        aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-        aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-        aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-        int8_t scales[16];
-        std::memcpy(scales, aux, 16);
-        float* out = y;
-        uint8_t m = 1;
-        for (int half = 0, is = 0; half < 2; ++half, q += 32)
-          for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1))
-            for (int part = 0; part < 2; ++part, ++is)
-              for (int l = 0; l < 16; ++l) {
-                const int k = l + 16 * part;
-                const int v = ((q[k] >> shift) & 3) - ((hmask[k] & m) ? 0 : 4);
-                *out++ = d * static_cast<float>(scales[is] - 32) * static_cast<float>(v);
-              }
-        break;
-      }
-      case GgmlType::Q4_K:    // 8 sub-blocks of 32: 6-bit scales and mins, values 4 bits
-      case GgmlType::Q5_K: {  // the same with a fifth bit per value
-        const bool five = t == GgmlType::Q5_K;
-        const float d = ggml_half(p), dmin = ggml_half(p + 2);
-        const uint8_t *scales = p + 4, *qh = p + 16, *ql = p + (five ? 48 : 16);
-        float* out = y;
-        for (int j = 0, is = 0; j < 256; j += 64, ql += 32, is += 2) {
-          float sc1, m1, sc2, m2;
-          scale_min_k4(is, scales, sc1, m1);
-          scale_min_k4(is + 1, scales, sc2, m2);
-          const uint8_t u1 = static_cast<uint8_t>(1 << is), u2 = static_cast<uint8_t>(2 << is);
-          for (int l = 0; l < 32; ++l) *out++ = d * sc1 * static_cast<float>((ql[l] & 15) + (five && (qh[l] & u1) ? 16 : 0)) - dmin * m1;
-          for (int l = 0; l < 32; ++l) *out++ = d * sc2 * static_cast<float>((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - dmin * m2;
-        }
-        break;
-      }
-      case GgmlType::Q6_K: {  // 16 sub-blocks of 16: int8 scales, values 4 + 2 bits, minus 32
-        const uint8_t *ql = p, *qh = p + 128;
-        const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
-        const float d = ggml_half(p + 208);
-        for (int n = 0; n < 256; n += 128, ql += 64, qh += 32, sc += 8)
-          for (int l = 0; l < 32; ++l) {
-            const int is = l / 16;
-            const int q1 = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            const int q2 = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[n + l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-            y[n + l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-            y[n + l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-            y[n + l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
-          }
-        break;
-      }
-      default:
-        fail_unsupported("ggml ", ggml_type_name(t),
-                         " values are not decoded by tern (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
-                         "Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K are)");
-    }
+  GgmlSubBlocks s;
+  for (int64_t b = 0; b < elements / block.elements; ++b, p += block.bytes) {
+    ggml_unpack_block(t, p, s);
+    for (int j = 0; j < s.count; ++j)
+      for (int l = 0; l < s.size; ++l) *y++ = s.value(j, l);
   }
 }
 

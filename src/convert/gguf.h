@@ -46,9 +46,24 @@ struct GgmlBlock {
 GgmlBlock ggml_block(GgmlType t);
 // The little-endian fp16 at `p` (ggml blocks keep their scales so), as float.
 float ggml_half(const uint8_t* p);
+// One quantized ggml block as unsigned integers per sub-block: value l of sub-block j is
+// scale[j] · (q − zero) + offset[j], in that order of float operations — bit for bit what ggml's own
+// dequantization computes (its "d · q − m" with offset −m, its signed values shifted up by `zero`). The one
+// place that knows the block layouts: dequantize_blocks and the importer's MatMulNBits blocks both read it.
+struct GgmlSubBlocks {
+  int count = 0, size = 0;  // sub-blocks per block, values per sub-block
+  int bits = 0;             // q < 2^bits
+  int zero = 0;
+  bool has_offset = false;  // the type keeps a min per sub-block (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K)
+  float scale[16] = {}, offset[16] = {};
+  uint8_t q[256] = {};  // in element order
+  float value(int j, int l) const { return scale[j] * static_cast<float>(q[j * size + l] - zero) + offset[j]; }
+};
+// Unpacks one block of a quantized type (Q4_0 … Q6_K, not Q8_1/Q8_K); fails for any other type.
+void ggml_unpack_block(GgmlType t, const uint8_t* block, GgmlSubBlocks& out);
 // The float values of `elements` values stored as `t` (whole blocks), as ggml decodes them: exact for the
-// float types; d·q (+ m) per block or sub-block for the quantized ones. Fails for the integer types and
-// types tern does not decode.
+// float types; scale · (q − zero) + offset per sub-block for the quantized ones. Fails for the integer types
+// and types tern does not decode.
 void dequantize_blocks(GgmlType t, const uint8_t* data, int64_t elements, float* out);
 
 // One metadata value. Scalars: integers in `i` (unsigned ones too, when they fit) or `u`, floats in `f`,

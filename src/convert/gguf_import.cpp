@@ -1,5 +1,6 @@
 #include "convert/gguf_import.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -8,9 +9,9 @@
 #include "convert/architecture.h"
 #include "convert/decoder_onnx.h"
 #include "convert/gguf.h"
+#include "convert/gguf_tokenizer.h"
 #include "core/output_files.h"
 #include "llm/model_config.h"
-#include "llm/tokenizer.h"
 
 namespace tern::convert {
 namespace fs = std::filesystem;
@@ -57,111 +58,17 @@ Projection float_projection(const GgufFile& f, const GgufTensor& t, int64_t K, i
   return w;
 }
 
-// A [N rows, K] GGUF matrix as x · W: its blocks as they are for Q4_0 / Q4_1 / Q8_0, else floats.
+// A [N rows, K] GGUF matrix as x · W: its blocks (nbits_projection) where they hold it, else float32.
+Projection projection(const GgufFile& f, const GgufTensor& t, int64_t K, int64_t N) {
+  Projection w = nbits_projection(t.type, t.data, K, N);
+  return w.blocks.defined() ? w : float_projection(f, t, K, N);
+}
+
 Projection projection(const GgufFile& f, const std::string& name, int64_t K, int64_t N) {
-  const GgufTensor& t = tensor_of(f, name, {K, N});
-  const bool q4 = t.type == GgmlType::Q4_0 || t.type == GgmlType::Q4_1, q8 = t.type == GgmlType::Q8_0;
-  if (!q4 && !q8) return float_projection(f, t, K, N);
-  Projection w;
-  w.K = K, w.N = N;
-  // MatMulNBits: N rows of K/32 blocks; a 4-bit block packs element 2i in the low nibble of byte i and 2i+1
-  // in the high one (ggml: element i low, i + 16 high); 8-bit blocks hold q + 128 (zero point 128).
-  const int64_t blocks = N * (K / 32), blob = q4 ? 16 : 32;
-  w.bits = q4 ? 4 : 8, w.block = 32;
-  // llama.cpp multiplies these blocks with activations quantized to 8 bits per block of 32 (its Q8_0/Q8_1);
-  // accuracy_level 4 asks tern and ONNX Runtime for the same arithmetic in decode.
-  w.accuracy_level = 4;
-  w.blocks = Tensor(DType::UInt8, {N, K / 32, blob});
-  w.scales = Tensor(DType::Float32, {blocks});
-  if (t.type == GgmlType::Q4_1) w.zero_points = Tensor(DType::Float32, {blocks});
-  const int64_t stride = ggml_block(t.type).bytes;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* p = t.data + b * stride;
-    uint8_t* out = w.blocks.data<uint8_t>() + b * blob;
-    const float d = ggml_half(p);
-    w.scales.data<float>()[b] = d;
-    if (q8) {
-      for (int j = 0; j < 32; ++j) out[j] = static_cast<uint8_t>(static_cast<int8_t>(p[2 + j]) + 128);
-      continue;
-    }
-    const uint8_t* qs = p + (t.type == GgmlType::Q4_1 ? 4 : 2);
-    auto nibble = [&](int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; };
-    for (int i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(nibble(2 * i) | (nibble(2 * i + 1) << 4));
-    if (t.type == GgmlType::Q4_1) {
-      // d·q + m = (q − zp)·d with zp = −m/d. A block with d = 0 is the constant m, which no zero point
-      // can give: such a tensor is kept as floats instead.
-      const float m = ggml_half(p + 2);
-      if (d == 0.0f && m != 0.0f) return float_projection(f, t, K, N);
-      w.zero_points.data<float>()[b] = d == 0.0f ? 0.0f : -m / d;
-    }
-  }
-  return w;
+  return projection(f, tensor_of(f, name, {K, N}), K, N);
 }
 
 Tensor vector_of(const GgufFile& f, const std::string& name, int64_t n) { return dequantize(f, tensor_of(f, name, {n})); }
-
-// tokenizer.json for a gpt2-style (byte-level BPE) GGUF vocabulary.
-json tokenizer_json(const GgufFile& f) {
-  const std::string model = f.string("tokenizer.ggml.model");
-  if (model != "gpt2")
-    fail_unsupported("'", f.path(), "': tokenizer model '", model, "' is not imported yet (tern imports gpt2-style BPE)");
-  const auto& tokens = f.array("tokenizer.ggml.tokens");
-  const auto& merges = f.array("tokenizer.ggml.merges");
-  const std::vector<GgufValue> no_types;
-  const auto& types = f.has("tokenizer.ggml.token_type") ? f.array("tokenizer.ggml.token_type") : no_types;
-  json vocab = json::object(), added = json::array(), merge_list = json::array();
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i].type != GgufValue::Type::String) fail("'", f.path(), "': tokenizer.ggml.tokens[", i, "] is not a string");
-    vocab[tokens[i].s] = i;
-    const int64_t type = i < types.size() ? types[i].i : 1;
-    if (type == 3 || type == 4)  // control, user-defined: matched whole before BPE
-      added.push_back({{"id", i},
-                       {"content", tokens[i].s},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", false},
-                       {"special", type == 3}});
-  }
-  for (const auto& m : merges) merge_list.push_back(m.s);
-  // Pre-tokenization as llama.cpp names it (tokenizer.ggml.pre) in Hugging Face's terms.
-  const std::string pre = f.has("tokenizer.ggml.pre") ? f.string("tokenizer.ggml.pre") : "default";
-  json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  json pre_tokenizer;
-  if (pre == "default" || pre == "gpt2") {
-    pre_tokenizer = byte_level;
-  } else if (pre == "smollm") {  // digits one by one, then GPT-2's split
-    pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}};
-  } else if (pre == "llama-bpe" || pre == "llama3" || pre == "qwen2") {
-    byte_level["use_regex"] = false;
-    const json split = {{"type", "Split"},
-                        {"pattern", {{"Regex", pre == "qwen2" ? llm::kQwen2SplitRegex : llm::kLlama3SplitRegex}}},
-                        {"behavior", "Isolated"},
-                        {"invert", false}};
-    pre_tokenizer = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
-  } else {
-    fail_unsupported("'", f.path(), "': pre-tokenizer '", pre,
-                     "' is not imported yet (tern knows default, gpt2, smollm, llama-bpe, qwen2)");
-  }
-  json post = nullptr;
-  if (f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") && f.has("tokenizer.ggml.bos_token_id")) {
-    const int64_t bos_id = f.integer("tokenizer.ggml.bos_token_id");
-    if (bos_id < 0 || bos_id >= static_cast<int64_t>(tokens.size()))
-      fail("'", f.path(), "': tokenizer.ggml.bos_token_id ", bos_id, " is outside the vocabulary of ", tokens.size());
-    const std::string bos = tokens[static_cast<size_t>(bos_id)].s;
-    post = {{"type", "TemplateProcessing"},
-            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-            {"pair", json::array()},
-            {"special_tokens", {{bos, {{"id", bos}, {"ids", {f.integer("tokenizer.ggml.bos_token_id")}}, {"tokens", {bos}}}}}}};
-  }
-  return {{"version", "1.0"},
-          {"added_tokens", added},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", pre_tokenizer},
-          {"post_processor", post},
-          {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"ignore_merges", false}, {"byte_fallback", false}}}};
-}
 
 void write_json(const fs::path& path, const json& j) { write_whole_file(path, j.dump(2) + "\n"); }
 
@@ -200,7 +107,70 @@ DecoderShape shape_of(const GgufFile& f, const Architecture& arch, int64_t& cont
   return s;
 }
 
+// The layers' sliding windows (DecoderShape::window) as the family and the metadata give them.
+std::vector<int64_t> layer_windows(const GgufFile& f, const Architecture& arch, int64_t layers, int64_t context) {
+  const std::string key = std::string(arch.gguf_name) + ".attention.sliding_window";
+  if (!arch.swa_pattern || !f.has(key)) return {};
+  const int64_t window = f.integer(key);
+  if (window <= 0 || window > llm::kMaxContextTokens) fail("'", f.path(), "': ", key, " ", window, " is not a window size");
+  std::vector<int64_t> windows(static_cast<size_t>(layers), std::min(window, context));
+  const std::string pattern_key = key + "_pattern";
+  if (f.has(pattern_key) && f.find(pattern_key)->type == GgufValue::Type::Array) {  // one bool per layer
+    const auto& per_layer = f.array(pattern_key);
+    if (static_cast<int64_t>(per_layer.size()) != layers)
+      fail("'", f.path(), "': ", pattern_key, " has ", per_layer.size(), " values for ", layers, " layers");
+    for (size_t l = 0; l < windows.size(); ++l) windows[l] = per_layer[l].i ? windows[l] : 0;
+    return windows;
+  }
+  const int64_t pattern = f.has(pattern_key) ? f.integer(pattern_key) : arch.swa_pattern;
+  if (pattern < 0 || pattern > layers + 1) fail("'", f.path(), "': ", pattern_key, " ", pattern, " is not a layer pattern");
+  for (int64_t l = 0; pattern > 1 && l < layers; ++l)  // every pattern-th layer global (llama.cpp's rule)
+    if (l % pattern == pattern - 1) windows[static_cast<size_t>(l)] = 0;
+  return windows;
+}
+
 }  // namespace
+
+Projection nbits_projection(GgmlType t, const uint8_t* data, int64_t K, int64_t N) {
+  const GgmlBlock type = ggml_block(t);
+  if (type.elements <= 1 || t == GgmlType::Q8_1 || t == GgmlType::Q8_K || K % type.elements) return {};
+  GgmlSubBlocks s;
+  ggml_unpack_block(t, data, s);
+  Projection w;
+  w.K = K, w.N = N;
+  w.bits = s.bits <= 4 ? 4 : 8, w.block = s.size;
+  // llama.cpp multiplies these blocks with activations quantized to 8 bits per block (its Q8_0/Q8_K);
+  // accuracy_level 4 asks tern and ONNX Runtime for the same arithmetic in decode.
+  w.accuracy_level = 4;
+  const int shift = w.bits == 8 ? 128 - s.zero : 0, zero = s.zero + shift, blob = s.size * w.bits / 8;
+  const bool float_zp = s.has_offset || zero != (1 << (w.bits - 1));
+  const int64_t sub_blocks = N * (K / s.size);
+  w.blocks = Tensor(DType::UInt8, {N, K / s.size, blob});
+  w.scales = Tensor(DType::Float32, {sub_blocks});
+  if (float_zp) w.zero_points = Tensor(DType::Float32, {sub_blocks});
+  uint8_t* out = w.blocks.data<uint8_t>();
+  for (int64_t b = 0, sb = 0; b < N * K / type.elements; ++b) {
+    ggml_unpack_block(t, data + b * type.bytes, s);
+    for (int j = 0; j < s.count; ++j, ++sb, out += blob) {
+      const uint8_t* q = s.q + j * s.size;
+      const float scale = s.scale[j], offset = s.offset[j];
+      if (scale == 0.0f && offset != 0.0f) {  // the constant `offset`, whatever q: (0 − (−1)) · offset exactly
+        std::fill_n(out, blob, uint8_t{0});
+        w.scales.data<float>()[sb] = offset;
+        w.zero_points.data<float>()[sb] = -1.0f;
+        continue;
+      }
+      w.scales.data<float>()[sb] = scale;
+      if (float_zp) w.zero_points.data<float>()[sb] = static_cast<float>(zero) - (scale == 0.0f ? 0.0f : offset / scale);
+      if (w.bits == 8) {
+        for (int l = 0; l < s.size; ++l) out[l] = static_cast<uint8_t>(q[l] + shift);
+      } else {  // MatMulNBits: value 2i in the low nibble of byte i, 2i + 1 in the high one
+        for (int l = 0; l < blob; ++l) out[l] = static_cast<uint8_t>(q[2 * l] | (q[2 * l + 1] << 4));
+      }
+    }
+  }
+  return w;
+}
 
 void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   const GgufFile f(gguf_path);
@@ -209,18 +179,40 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   double theta = 0;
   DecoderShape s = shape_of(f, arch, context, theta);
   const int64_t head = s.head(), q_dim = head * s.heads, kv_dim = head * s.kv_heads;
+  s.window = layer_windows(f, arch, s.layers, context);
+  // Gemma 3 27B scales queries by 1/√(hidden/heads), the others by 1/√head (llama.cpp's reading of Gemma's config).
+  if (arch.gemma && s.layers == 62) s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.hidden / s.heads));
 
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
   s.vocab = embed->dims[1];
   DecoderWeights w;
-  w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
+  // A quantized table with the default zero points stays blocks, read by GatherBlockQuantized; any other is
+  // float32 for Gather (GatherBlockQuantized has no float zero points), its blocks kept for a tied head.
+  const bool tied = !f.tensor("output.weight");
+  Projection table;
+  if (ggml_block(embed->type).elements > 1) table = projection(f, *embed, s.hidden, s.vocab);
+  if (table.blocks.defined() && !table.zero_points.defined()) {
+    w.embed_blocks = table;
+  } else {
+    w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
+  }
   rope_tables(context, s.rotary_dim, static_cast<float>(theta), w.cos, w.sin);
+  if (arch.swa_rope_base > 0 && std::any_of(s.window.begin(), s.window.end(), [](int64_t x) { return x > 0; })) {
+    const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
+    const double base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
+    if (!(base > 1 && base < 1e30)) fail("'", f.path(), "': ", base_key, " ", base, " is not a rope base");
+    rope_tables(context, s.rotary_dim, static_cast<float>(base), w.cos_local, w.sin_local);
+  }
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     DecoderLayer& lw = w.layers.emplace_back();
     lw.attn_norm = vector_of(f, p + "attn_norm.weight", s.hidden);
     lw.ffn_norm = vector_of(f, p + "ffn_norm.weight", s.hidden);
+    if (arch.gemma) {
+      lw.attn_post_norm = vector_of(f, p + "post_attention_norm.weight", s.hidden);
+      lw.ffn_post_norm = vector_of(f, p + "post_ffw_norm.weight", s.hidden);
+    }
     lw.q = projection(f, p + "attn_q.weight", s.hidden, q_dim);
     lw.k = projection(f, p + "attn_k.weight", s.hidden, kv_dim);
     lw.v = projection(f, p + "attn_v.weight", s.hidden, kv_dim);
@@ -239,11 +231,11 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
     lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
   }
   w.final_norm = vector_of(f, "output_norm.weight", s.hidden);
-  const bool tied = !f.tensor("output.weight");
-  // A float table ties as itself; a quantized one stays blocks for the head beside the floats Gather reads.
-  w.lm_head = projection(f, tied ? "token_embd.weight" : "output.weight", s.hidden, s.vocab);
-  w.tied = tied && w.lm_head.matrix.defined();
-  if (w.tied) w.lm_head = {};
+  // Tied: a float table ties as itself, blocks Gather reads as themselves; a table Gather reads as floats keeps
+  // its blocks for the head.
+  if (!tied) w.lm_head = projection(f, "output.weight", s.hidden, s.vocab);
+  else if (w.embed.defined() && table.blocks.defined()) w.lm_head = table;
+  w.tied = tied && !w.lm_head.blocks.defined();
   write_decoder_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
 
   const fs::path dir(out_dir);
@@ -266,7 +258,7 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
                                    {"imported_from", fs::path(gguf_path).filename().string()}});
   write_json(dir / "generation_config.json",
              {{"bos_token_id", id("tokenizer.ggml.bos_token_id")}, {"eos_token_id", id("tokenizer.ggml.eos_token_id")}});
-  write_json(dir / "tokenizer.json", tokenizer_json(f));
+  write_json(dir / "tokenizer.json", gguf_tokenizer_json(f));
   json tcfg = {{"add_bos_token", f.has("tokenizer.ggml.add_bos_token") && f.integer("tokenizer.ggml.add_bos_token") != 0}};
   const auto& tokens = f.array("tokenizer.ggml.tokens");
   for (const auto& [field, k] : {std::pair{"bos_token", "tokenizer.ggml.bos_token_id"}, {"eos_token", "tokenizer.ggml.eos_token_id"}})

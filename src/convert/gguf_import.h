@@ -1,16 +1,28 @@
 // GGUF → ONNX model folder (`tern import-gguf`): a converter, so the runtime stays ONNX-only. GGUFs of the
-// families in architecture.h (llama: Llama, SmolLM, Mistral-style; qwen2; qwen3) become write_decoder_onnx's graph with
-// the weights' exact values: Q4_0 / Q4_1 / Q8_0 projections become com.microsoft MatMulNBits blocks (Q4_1's
-// per-block min a float zero point, nibbles reordered, no requantization); every other type ggml decodes
-// (F16, BF16, Q5_0/Q5_1, the K-quants) becomes float32 as ggml computes it, as does the token embedding
-// (for Gather). The folder also gets config.json, generation_config.json, tokenizer.json built from the
-// GGUF tokenizer metadata (gpt2-style BPE) and the chat template. Other architectures, tokenizers and
-// types fail naming the architecture or the tensor.
+// families in architecture.h (llama: Llama, SmolLM, Mistral-style; qwen2; qwen3; gemma3) become
+// write_decoder_onnx's graph with the weights' exact values: quantized projections become com.microsoft
+// MatMulNBits blocks (nbits_projection: no requantization, no float copy), a quantized token table with the
+// default zero points com.microsoft GatherBlockQuantized over the same blocks; float types, and a table
+// whose blocks need float zero points, become float32 as ggml computes it. The folder also gets config.json,
+// generation_config.json, tokenizer.json built from the GGUF tokenizer metadata (gguf_tokenizer.h) and the
+// chat template. Other architectures, tokenizers and types fail naming the architecture or the tensor.
 #pragma once
 #include <string>
+
+#include "convert/decoder_onnx.h"
+#include "convert/gguf.h"
 
 namespace tern::convert {
 
 void import_gguf(const std::string& gguf_path, const std::string& out_dir);
+
+// A [N rows, K] matrix of ggml blocks of type `t` as x · W in MatMulNBits blocks, one per ggml sub-block
+// (32 values; 16 for Q2_K, Q3_K, Q6_K): 4 bits for types of at most 4 bits, 8 bits for the 5-, 6- and 8-bit
+// ones (q shifted so the type's zero lands on 128, the default zero point). A zero point that is not the
+// default (Q3_K's 4 in 4 bits) and a min (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K: d·q − m) become a float zero point
+// zero − offset/scale: (q − zp)·scale is ggml's value to a float rounding, exactly ggml's value otherwise
+// (and a sub-block of scale 0 with a min, a constant, is exactly q = 0, zero point −1, scale the constant).
+// Without blocks (undefined) for float types and Q8_1/Q8_K.
+Projection nbits_projection(GgmlType t, const uint8_t* data, int64_t K, int64_t N);
 
 }  // namespace tern::convert

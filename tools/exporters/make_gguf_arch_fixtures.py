@@ -2,7 +2,8 @@
 """Writes tests/fixtures/gguf_arch/<arch>/{model.gguf, expected.json}: for each architecture tern's GGUF importer
 knows, a tiny random-weight model made by transformers from its config class, written as llama.cpp's
 convert_hf_to_gguf writes that architecture (tensor and key names from the `gguf` package, F16 matrices, F32 norms,
-Q/K rows permuted for llama's interleaved RoPE), and transformers' own results on the F16-rounded weights: the
+Q/K rows permuted for llama's interleaved RoPE, Gemma's norms stored as 1 + w, Gemma's SentencePiece vocabulary
+with scores and byte tokens), and transformers' own results on the F16-rounded weights: the
 prompt's last-position logits and up to 16 greedy tokens (EOS ends them) — the oracle of tests/test_gguf_architectures.cpp.
 Run from the tools venv:  ~/.cache/tern/venv/bin/python tools/exporters/make_gguf_arch_fixtures.py
 """
@@ -28,6 +29,13 @@ ARCHS = {
     "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, dict(tie_word_embeddings=False), True),
     "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM, dict(tie_word_embeddings=True, use_sliding_window=False), False),
     "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(tie_word_embeddings=False, head_dim=24, rope_theta=1e6), False),
+    # Six layers: five with a sliding window of 8 keys (RoPE base 10^4), the sixth global (10^6), as llama.cpp
+    # reads Gemma 3; 12 prompt + 16 new tokens run well past the window.
+    "gemma3": (tf.Gemma3TextConfig, tf.Gemma3ForCausalLM,
+               dict(tie_word_embeddings=True, vocab_size=263, bos_token_id=2, eos_token_id=1, pad_token_id=0,
+                    num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=16, sliding_window=8, rope_theta=1e6,
+                    rope_local_base_freq=10000.0, hidden_activation="gelu_pytorch_tanh", attn_implementation="eager"),
+               False),
 }
 MERGES = ["Ġ t", "h e"]
 PROMPT = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]
@@ -37,6 +45,14 @@ NEW_TOKENS = 16
 def byte_vocab():
     """GPT-2's byte-level alphabet (tools/make_bench_gguf.py's), two merges, then BOS and EOS."""
     return byte_symbols() + [m.replace(" ", "") for m in MERGES] + ["<s>", "</s>"]
+
+
+def sentencepiece_vocab():
+    """Gemma's layout: pad, eos, bos, unk; the 256 byte tokens; three normal pieces ("▁t" merges "▁" and "t")."""
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>"] + [f"<0x{b:02X}>" for b in range(256)] + ["\u2581", "t", "\u2581t"]
+    types = [gguf.TokenType.CONTROL] * 3 + [gguf.TokenType.UNKNOWN] + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * 3
+    scores = [0.0] * 260 + [-1.0, -2.0, -3.0]
+    return tokens, types, scores
 
 
 def permute(w, heads):
@@ -51,8 +67,8 @@ def make(arch, seed):
     model = model_class(config).eval()
     with torch.no_grad():  # norms away from 1 so a misplaced one shows; matrices rounded to what the file holds
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1 + 0.2 * torch.randn_like(p))
+            if name.endswith("norm.weight"):  # (Gemma's scale by 1 + w)
+                p.copy_((0 if arch.startswith("gemma") else 1) + 0.2 * torch.randn_like(p))
             elif p.dim() == 2:
                 p.copy_(p.half().float())
             elif name.endswith(".bias"):
@@ -84,11 +100,23 @@ def write(arch, model, config, permuted, logits, tokens):
     if head != config.hidden_size // config.num_attention_heads:
         w.add_key_length(head)
         w.add_value_length(head)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(byte_vocab())
-    w.add_token_types([gguf.TokenType.NORMAL] * (256 + len(MERGES)) + [gguf.TokenType.CONTROL] * 2)
-    w.add_token_merges(MERGES)
+    gemma = arch.startswith("gemma")
+    if gemma:
+        w.add_sliding_window(config.sliding_window)
+        pieces, types, scores = sentencepiece_vocab()
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(pieces)
+        w.add_token_types(types)
+        w.add_token_scores(scores)
+        w.add_add_bos_token(True)
+        w.add_add_space_prefix(False)
+    else:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(byte_vocab())
+        w.add_token_types([gguf.TokenType.NORMAL] * (256 + len(MERGES)) + [gguf.TokenType.CONTROL] * 2)
+        w.add_token_merges(MERGES)
     w.add_bos_token_id(config.bos_token_id)
     w.add_eos_token_id(config.eos_token_id)
 
@@ -96,6 +124,9 @@ def write(arch, model, config, permuted, logits, tokens):
              "post_attention_layernorm": T.FFN_NORM, "q_proj": T.ATTN_Q, "k_proj": T.ATTN_K, "v_proj": T.ATTN_V,
              "o_proj": T.ATTN_OUT, "q_norm": T.ATTN_Q_NORM, "k_norm": T.ATTN_K_NORM, "gate_proj": T.FFN_GATE,
              "up_proj": T.FFN_UP, "down_proj": T.FFN_DOWN}
+    if gemma:  # Gemma's four norms per layer
+        names.update({"post_attention_layernorm": T.ATTN_POST_NORM, "pre_feedforward_layernorm": T.FFN_NORM,
+                      "post_feedforward_layernorm": T.FFN_POST_NORM})
     for name, p in model.state_dict().items():
         if name == "lm_head.weight" and config.tie_word_embeddings:
             continue
@@ -103,6 +134,8 @@ def write(arch, model, config, permuted, logits, tokens):
         block = int(parts[2]) if parts[1] == "layers" else None
         gguf_name = gguf.TENSOR_NAMES[names[parts[-2]]].format(bid=block) + "." + parts[-1]
         data = p.numpy()
+        if gemma and parts[-2].endswith("norm"):  # Gemma's RMSNorm scales by 1 + w: llama.cpp's converter stores 1 + w
+            data = data + 1
         if permuted and parts[-2] in ("q_proj", "k_proj"):
             data = permute(data, config.num_attention_heads if parts[-2] == "q_proj" else config.num_key_value_heads)
         w.add_tensor(gguf_name, data.astype(np.float16 if data.ndim == 2 else np.float32))
@@ -117,14 +150,14 @@ def write(arch, model, config, permuted, logits, tokens):
 
 
 def main():
-    for arch in ARCHS:
+    for arch in sys.argv[1:] or ARCHS:
         for seed in range(100):
             model, config, permuted, logits, tokens, margin = make(arch, seed)
             if margin > 1e-2:
                 break
         path = write(arch, model, config, permuted, logits, tokens)
         print(f"{arch}: seed {seed}, greedy margin {margin:.3g}, {path.stat().st_size} bytes, tokens {tokens[len(PROMPT):]}")
-        if arch != "qwen3":  # transformers' GGUF loader ignores qwen3.attention.key_length (head_dim stays 128)
+        if arch in ("llama", "qwen2"):  # transformers' GGUF loader ignores key_length (qwen3, gemma3 head sizes)
             read_back(path, logits)
 
 

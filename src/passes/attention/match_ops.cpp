@@ -88,6 +88,7 @@ std::optional<CachedAttentionSpec> match_attention_op(const Matcher& m, const No
   }
   if (n.op_type == "Attention") {
     if (!attention_masks_like_cache(m, n)) return why.stop(&n, "its mask is not causal + padding from attention_mask on a probe sequence");
+    s.mask_bias = input_of(n, 3);  // past the probe's length it may hide keys beyond a sliding window (Gemma's local layers)
     s.q_heads = n.attr_int("q_num_heads", 0);
     s.kv_heads = n.attr_int("kv_num_heads", 0);
   } else {
