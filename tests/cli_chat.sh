@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `tern chat` as a user types it, under tmux: two turns (the second prefills only its own tokens), /stats,
 # Ctrl-C stopping an answer, Ctrl-D quitting. On models/default (a running-text model) always; on
-# models/smollm2-135m-instruct (scripts/get-smollm2.sh) when it is there, with a fixed greedy answer.
+# models/smollm2-135m-instruct (scripts/get-models.sh) when it is there, with a fixed greedy answer.
 # Usage: cli_chat.sh TERN_BINARY REPO_DIR WORK_DIR
 set -euo pipefail
 tern=$1 repo=$2 work=$3
@@ -66,5 +66,5 @@ if [ -f "$smol/model.onnx" ]; then
   grep -q "The capital of Germany is Berlin." "$work/pane.txt"
   echo "chat: SmolLM2-135M-Instruct answers both turns"
 else
-  echo "skipped the SmolLM2 turns: $smol is absent (scripts/get-smollm2.sh fetches it)"
+  echo "skipped the SmolLM2 turns: $smol is absent (scripts/get-models.sh fetches it)"
 fi

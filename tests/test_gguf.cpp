@@ -17,6 +17,7 @@
 #include "kernels/cpu/nbits.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
+#include "llm/tokenizer.h"
 #include "model_builder.h"
 #include "test_util.h"
 
@@ -241,7 +242,7 @@ TEST_CASE("GGUF: every quantized block type imports as MatMulNBits blocks that d
 TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at near-ties") {
   const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
   if (!fs::exists(dir / "model.onnx")) {
-    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-smollm2.sh imports it)");
+    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
     return;
   }
   // Per prompt: its ids | the 32 tokens llama.cpp's greedy decoding gives on the GGUF itself
@@ -288,4 +289,35 @@ TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at nea
   }
   CHECK(prompts == 10);
   MESSAGE(identical, " of ", prompts, " prompts identical over 32 tokens; the widest logit gap where they part: ", widest);
+}
+
+TEST_CASE("GGUF: Gemma-3-270M runs every layer on the ring with its own window and continues factual prompts sensibly") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "gemma-3-270m";
+  if (!fs::exists(dir / "model.onnx")) {
+    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
+    return;
+  }
+  const ModelConfig cfg = read_model_config(dir.string());
+  llm::DecoderOptions d;
+  d.window = 1024;
+  Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));  // as `tern generate` runs it
+  CHECK(s.passes().cached_layers == 18);
+  int windowed = 0;
+  for (const Fusion& f : s.passes().fusions) windowed += f.pattern.find("sliding window of 512") != std::string::npos;
+  CHECK(windowed == 15);  // five of every six layers (llama.cpp's pattern for gemma3), the sixth global
+  const auto tok = load_tokenizer(dir.string());
+  Generator g(s, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  o.eos_token_ids = cfg.eos_token_ids;
+  // Greedy, 8 tokens: what the continuation must say (llama.cpp's greedy run says the same on the GGUF).
+  for (const auto& [prompt, says] : {std::pair{"The chemical symbol for gold is", "Au"},
+                                     {"Monday, Tuesday, Wednesday,", "Thursday, Friday"},
+                                     {"The Eiffel Tower is located in the city of", "Paris"},
+                                     {"Water boils at a temperature of", "100 degrees Celsius"}}) {
+    const GenerateResult r = g.generate({tok->encode(prompt, true)}, o);
+    const std::string text = tok->decode(r.tokens[0]);
+    CAPTURE(text);
+    CHECK(text.find(says) != std::string::npos);
+  }
 }

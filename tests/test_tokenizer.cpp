@@ -61,31 +61,36 @@ TEST_CASE("Llama-2 SentencePiece-style tokenizer.json (byte fallback) matches Hu
   CHECK(tok->decode({1, 15043, 3186, 2}) == "Hello world");                         // control tokens vanish
 }
 
-TEST_CASE("SmolLM2's tokenizer imported from its GGUF gives llama.cpp's ids on 1,000 mixed lines") {
-  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
-  if (!fs::exists(dir / "tokenizer.json")) {
-    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-smollm2.sh imports it)");
-    return;
+TEST_CASE("tokenizers imported from GGUFs give llama.cpp's ids on 1,000 mixed lines: SmolLM2 (BPE), Gemma 3 (SentencePiece)") {
+  // Goldens: tools/llama_cpp_token_ids.sh (llama-tokenize) on each GGUF; the folders: scripts/get-models.sh.
+  for (const auto& [model, golden_file] :
+       {std::pair{"smollm2-135m-instruct", "smollm2_llama_cpp_ids.txt"}, {"gemma-3-270m", "gemma3_llama_cpp_ids.txt"}}) {
+    CAPTURE(model);
+    const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / model;
+    if (!fs::exists(dir / "tokenizer.json")) {
+      MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
+      continue;
+    }
+    auto tok = load_tokenizer(dir.string());
+    const fs::path fixtures = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "tokenizer";
+    std::ifstream text(fixtures / "mixed_1000.txt"), golden(fixtures / golden_file);
+    std::string line, ids_line;
+    int lines = 0, same = 0;
+    while (std::getline(text, line) && std::getline(golden, ids_line)) {
+      std::vector<int64_t> want;
+      std::istringstream in(ids_line);
+      for (int64_t id; in >> id;) want.push_back(id);
+      const auto got = tok->encode(line, false);
+      CAPTURE(line);
+      CHECK(got == want);
+      ++lines;
+      same += got == want;
+      // And back: the ids decode to the line.
+      CHECK(tok->decode(got) == line);
+    }
+    CHECK(lines == 1000);
+    MESSAGE(std::string(model), ": ", same, " of ", lines, " lines tokenize as llama.cpp does");
   }
-  auto tok = load_tokenizer(dir.string());
-  const fs::path fixtures = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "tokenizer";
-  std::ifstream text(fixtures / "mixed_1000.txt"), golden(fixtures / "smollm2_llama_cpp_ids.txt");
-  std::string line, ids_line;
-  int lines = 0, same = 0;
-  while (std::getline(text, line) && std::getline(golden, ids_line)) {
-    std::vector<int64_t> want;
-    std::istringstream in(ids_line);
-    for (int64_t id; in >> id;) want.push_back(id);
-    const auto got = tok->encode(line, false);
-    CAPTURE(line);
-    CHECK(got == want);
-    ++lines;
-    same += got == want;
-    // And back: the ids decode to the line.
-    CHECK(tok->decode(got) == line);
-  }
-  CHECK(lines == 1000);
-  MESSAGE(same, " of ", lines, " lines tokenize as llama.cpp does");
 }
 
 TEST_CASE("StopScanner: stop strings end the text before them, even split across tokens") {

@@ -10,7 +10,7 @@ namespace tern::llm {
 
 double Perplexity::perplexity() const { return std::exp(mean_nll); }
 
-Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half) {
+Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half, int64_t bos) {
   const DecoderIO io = detect_decoder_io(session);
   if (io.layout == PastLayout::Internal) fail("perplexity needs the graph's own cache (load without a ring window)");
   if (context < 2) fail("perplexity needs a context of at least 2 tokens");
@@ -21,6 +21,7 @@ Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t
     const int64_t n = std::min<int64_t>(context, static_cast<int64_t>(ids.size() - start));
     if (n < 2 || (second_half && n < context)) break;
     std::vector<int64_t> window(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start) + n);
+    if (second_half && bos >= 0) window[0] = bos;  // (its prediction is never scored)
     std::vector<int64_t> positions(static_cast<size_t>(n)), ones(static_cast<size_t>(n), 1);
     for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
     std::vector<std::pair<std::string, Tensor>> feeds;

@@ -1,5 +1,6 @@
-// SwiGLU (domain "tern"): silu(gate) · up, made by fuse_swiglu from Sigmoid → Mul → Mul. Inputs: gate and
-// up of one shape, or one packed [.., 2·F] input whose first half is gate and second half up (what
+// SwiGLU (domain "tern"): act(gate) · up, made by fuse_swiglu from Sigmoid → Mul → Mul (act = SiLU) or
+// Gelu(approximate tanh) → Mul (attribute activation "gelu_tanh": GeGLU, Gemma's MLP). Inputs: gate and up of
+// one shape, or one packed [.., 2·F] input whose first half is gate and second half up (what
 // fuse_shared_input_matmuls makes of gate_proj and up_proj sharing their input).
 #include "kernels/cpu/swiglu.h"
 #include "ops/op.h"
@@ -10,7 +11,11 @@ namespace {
 
 class SwiGluOp : public Op {
  public:
-  explicit SwiGluOp(const Node&) {}
+  explicit SwiGluOp(const Node& n) {
+    const std::string act = n.attr_string("activation", "silu");
+    if (act == "gelu_tanh") act_ = kernels::GateActivation::GeluTanh;
+    else if (act != "silu") fail(n.describe(), ": activation must be 'silu' or 'gelu_tanh', got '", act, "'");
+  }
   void infer(InferContext& ctx) const override {
     SymShape s = ctx.shape(0);
     if (s.empty()) ctx.fail("input must have rank >= 1");
@@ -36,9 +41,12 @@ class SwiGluOp : public Op {
     Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
     const int64_t n = y.dim(-1), rows = n ? y.numel() / n : 0;
     const int64_t stride = packed ? 2 * n : n;
-    kernels::swiglu_rows(x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n);
+    kernels::swiglu_rows(x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n, act_);
     if (yf.raw() != y.raw()) convert_tensor(yf, y);
   }
+
+ private:
+  kernels::GateActivation act_ = kernels::GateActivation::Silu;
 };
 
 }  // namespace

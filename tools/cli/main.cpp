@@ -84,7 +84,7 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
-      windows only, the predictions of their second half.
+      windows only, each begun with BOS when the tokenizer adds one, the predictions of their second half.
   quantize --model PATH --out DIR [--bits 4|8] [--block 32]
       Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
       com.microsoft MatMulNBits (asymmetric, a scale and zero point per block) — ONNX Runtime runs it

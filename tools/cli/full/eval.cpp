@@ -25,7 +25,8 @@ int eval(int argc, char** argv) {
   Session session(model_path, so);
   const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
   const auto ids = tokenizer->encode(text, true);
-  const auto r = llm::perplexity(session, ids, context, f.has("second-half"));
+  const auto bos = tokenizer->encode("", true);  // [BOS] when the tokenizer adds one
+  const auto r = llm::perplexity(session, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0]);
   std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll << " nats, perplexity "
             << r.perplexity() << "\n";
   return 0;
