@@ -95,6 +95,29 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   CHECK(out[1].data<float>()[0] == doctest::Approx(0.5f * 3 - 2.0f * 4));
 }
 
+TEST_CASE("Gelu(tanh) of the gate times up (Gemma's GeGLU) becomes SwiGLU with activation gelu_tanh; exact Gelu is left alone") {
+  TempDir d;
+  for (const char* approximate : {"tanh", "none"}) {
+    CAPTURE(approximate);
+    ModelBuilder b(20);
+    b.input("g", onnx::TensorProto::FLOAT, {2, 40}).input("u", onnx::TensorProto::FLOAT, {2, 40}).output("y");
+    OnnxBuilder::attr(b.node("Gelu", {"g"}, {"ga"}), "approximate", std::string(approximate));
+    b.node("Mul", {"ga", "u"}, {"y"});
+    Session s(b.save(d.path / (std::string(approximate) + ".onnx")));
+    CHECK(count_ops(s, "SwiGLU") == (std::string(approximate) == "tanh" ? 1 : 0));
+    std::vector<float> g(80), u(80);
+    for (int i = 0; i < 80; ++i)
+      g[static_cast<size_t>(i)] = -6.0f + 0.15f * static_cast<float>(i), u[static_cast<size_t>(i)] = 1.0f - 0.02f * static_cast<float>(i);
+    const auto out = s.run({{"g", Tensor::from_vector<float>(g, {2, 40})}, {"u", Tensor::from_vector<float>(u, {2, 40})}});
+    for (size_t i = 0; i < 80; ++i) {  // the definitions, in double (vector body and scalar tail both)
+      const double x = g[i], c = std::sqrt(2.0 / M_PI);
+      const double want = std::string(approximate) == "tanh" ? 0.5 * x * (1 + std::tanh(c * (x + 0.044715 * x * x * x)))
+                                                             : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+      CHECK(out[0].data<float>()[i] == doctest::Approx(want * u[i]).epsilon(2e-6));
+    }
+  }
+}
+
 TEST_CASE("a tied table the LM head repacked counts one row a token (the Gather's), with and without --prefault") {
   TempDir d;
   ModelBuilder b(17);

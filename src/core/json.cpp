@@ -63,7 +63,7 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
-nlohmann::json parse_json(std::string_view text, const std::string& what) {
+nlohmann::json parse_json(std::string_view text, const std::string& what, const nlohmann::json::parser_callback_t& keep) {
   ParseCost cost;
   const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &cost);
   if (cost.too_deep) fail(what, ": its JSON nests deeper than ", kMaxJsonDepth, " levels");
@@ -71,15 +71,15 @@ nlohmann::json parse_json(std::string_view text, const std::string& what) {
     check_host_bytes(
         cost.bytes, detail::concat(what, ": parsing its ", text.size(), " bytes of JSON would need about ", cost.bytes / 1000000, " MB: "));
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return nlohmann::json::parse(text.begin(), text.end(), keep);
   } catch (const nlohmann::json::exception& e) {
     fail(what, " is not valid JSON: ", e.what());
   }
 }
 
-nlohmann::json read_json_file(const std::string& path) {
+nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& keep) {
   const auto file = map_file(path);  // (mapped, not read into memory: the file may be anything)
-  return parse_json(std::string_view(static_cast<const char*>(file->data), file->size), "'" + path + "'");
+  return parse_json(std::string_view(static_cast<const char*>(file->data), file->size), "'" + path + "'", keep);
 }
 
 }  // namespace tern

@@ -22,9 +22,11 @@ namespace tern {
 // tokenizer components, chat-template values — recurses, and 200,000 levels overflowed its stack): real
 // files nest under 10 (tokenizer.json), a JSON schema in a request some 30.
 constexpr int kMaxJsonDepth = 128;
-nlohmann::json parse_json(std::string_view text, const std::string& what);
+// `keep` (optional) sees each value as it is parsed (nlohmann's parser callback) and drops it from the tree
+// by returning false: a reader takes out the bulk of a large file as it parses, so no tree of it is built.
+nlohmann::json parse_json(std::string_view text, const std::string& what, const nlohmann::json::parser_callback_t& keep = nullptr);
 // The file at `path`, as parse_json; fails naming it when it cannot be read.
-nlohmann::json read_json_file(const std::string& path);
+nlohmann::json read_json_file(const std::string& path, const nlohmann::json::parser_callback_t& keep = nullptr);
 
 // Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF).
 // JSON text is UTF-8 and nlohmann's dump throws on a string that is not, so names read from model files

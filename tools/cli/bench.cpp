@@ -28,7 +28,7 @@ int bench(int argc, char** argv) {
   const double bandwidth_before = measure_read_bandwidth(threads);
   reset_peak_rss();  // the probe's buffer is not the model's memory
   if (!f.has("model")) fail("bench needs --model PATH (or --machine)");
-  const llm::ModelFiles files = llm::resolve_model(f.get("model"));
+  const llm::ModelFiles files = model_files(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 64, 1);
   if (prompt_n < 1 || new_n < 2) fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");

@@ -11,6 +11,17 @@
 
 namespace tern::cli {
 
+llm::ModelFiles model_files(const std::string& path) {
+  if (std::filesystem::path(path).extension() != ".gguf" || !std::filesystem::is_regular_file(path)) return llm::resolve_model(path);
+#ifdef TERN_MINIMAL
+  fail("'", path,
+       "' is a GGUF file, and this build (TERN_MINIMAL) has no importer: `tern import-gguf FILE.gguf DIR` with a full build makes the "
+       "folder to run");
+#else
+  return llm::resolve_model(imported_gguf_folder(path));
+#endif
+}
+
 Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches) {
   Flags f;
   for (int i = first; i < argc; ++i) {

@@ -35,6 +35,12 @@ int64_t to_int(const std::string& text, const std::string& what);
 // Flags from argv[first]: `--name value`, or `--name` alone for the names in `switches`.
 Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches);
 
+// The model a command was given: a folder or .onnx file as llm::resolve_model reads it, or a .gguf file,
+// imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full build; a minimal one says what to run).
+llm::ModelFiles model_files(const std::string& path);
+// That folder for a GGUF, imported when it is not there yet (tools/cli/full/import_gguf.cpp).
+std::string imported_gguf_folder(const std::string& gguf);
+
 // --device, --weights, --activations, --kv-dtype, --window, --sinks, --threads.
 llm::DecoderOptions decoder_options(const Flags& f);
 // --greedy, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed.

@@ -28,7 +28,8 @@ commands:
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
            [--no-cache] [--json [--top-logits N]] [--stats] [--max-memory SIZE] [--prefault]
-      Generates text from a model folder (or .onnx file; default: tern's own models/default). Text
+      Generates text from a model folder (or .onnx file, or a .gguf file, imported once into a cache
+      folder; default: tern's own models/default). Text
       streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
       the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
       repetition_penalty), else greedy. --ids rows of unequal length are left-padded.

@@ -19,7 +19,7 @@ int serve(int argc, char** argv) {
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
   Flags f = parse(argc, argv, 3, {"prefault", "no-pack"});
   serve::ServerOptions o;
-  o.model_path = argv[2];
+  o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
   o.model_name = f.get("model-name", "");
   o.host = f.get("host", "127.0.0.1");
   o.port = static_cast<int>(f.get_int("port", 8080, 0));
