@@ -27,9 +27,19 @@ struct Architecture {
   // Sliding-window layers, for a family llama.cpp runs with them (0: none; attention.sliding_window is
   // ignored as llama.cpp ignores it): every layer when 1, else all but every swa_pattern-th (llama.cpp's
   // default for the family; attention.sliding_window_pattern overrides it), with RoPE base swa_rope_base
-  // (rope.freq_base_swa overrides it) on the windowed layers.
+  // (rope.freq_base_swa overrides it; 0: the global base) on the windowed layers.
   int swa_pattern = 0;
-  double swa_rope_base = 0;  // 0: the global base
+  int64_t swa_window = 0;  // the window when the metadata names none (Gemma 2: 4096); 0: then no window
+  double swa_rope_base = 0;
+  // tanh soft-capping of attention scores and of the logits (Gemma 2): these defaults, or the metadata's
+  // attn_logit_softcapping / final_logit_softcapping (0: none).
+  double attn_softcap = 0, final_softcap = 0;
+  // The variant with this many layers scales queries by 1/√(hidden/heads), the others by 1/√head (Gemma's
+  // 27B, as llama.cpp reads Gemma's config).
+  int64_t hidden_scale_layers = 0;
+  // Phi-3: q, k and v in one tensor (blk.N.attn_qkv, or apart), gate and up in one (blk.N.ffn_up: gate rows
+  // first), split into the projections a Llama has.
+  bool fused_projections = false;
 };
 
 // The family a GGUF's general.architecture names; fails naming the file and the families tern imports.

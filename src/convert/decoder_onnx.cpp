@@ -196,6 +196,7 @@ void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const st
     OnnxBuilder::attr(att, "q_num_heads", H);
     OnnxBuilder::attr(att, "kv_num_heads", KV);
     if (s.attn_scale > 0) OnnxBuilder::attr(att, "scale", s.attn_scale);
+    if (s.attn_softcap > 0) OnnxBuilder::attr(att, "softcap", s.attn_softcap);
     project(b, p + "self_attn.o_proj", lw.o, p + "attn", p + "o");
     std::string o = p + "o";
     if (lw.attn_post_norm.defined()) o = rms_norm(o, p + "post_attention_layernorm.weight", lw.attn_post_norm, p + "o.normed");
@@ -217,13 +218,20 @@ void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const st
     b.node("Add", {p + "h_attn", down}, {h});
   }
   rms_norm(h, "model.norm.weight", w.final_norm, "h.final");
+  const std::string logits = s.final_softcap > 0 ? "logits.uncapped" : "logits";
   if (w.tied && w.embed.defined()) {
     OnnxBuilder::attr(b.node("Transpose", {"model.embed_tokens.weight"}, {"lm_head.weight"}), "perm", std::vector<int64_t>{1, 0});
-    b.node("MatMul", {"h.final", "lm_head.weight"}, {"logits"});
+    b.node("MatMul", {"h.final", "lm_head.weight"}, {logits});
   } else if (w.tied) {
-    matmul(b, "model.embed_tokens.weight", w.embed_blocks, "h.final", "logits");
+    matmul(b, "model.embed_tokens.weight", w.embed_blocks, "h.final", logits);
   } else {
-    project(b, "lm_head", w.lm_head, "h.final", "logits");
+    project(b, "lm_head", w.lm_head, "h.final", logits);
+  }
+  if (s.final_softcap > 0) {  // c · tanh(logits / c), as Gemma 2's torch code writes it
+    b.initializer("const.final_softcap", Tensor::scalar<float>(s.final_softcap));
+    b.node("Div", {logits, "const.final_softcap"}, {"logits.scaled"});
+    b.node("Tanh", {"logits.scaled"}, {"logits.tanh"});
+    b.node("Mul", {"logits.tanh", "const.final_softcap"}, {"logits"});
   }
 
   fs::create_directories(out_dir);

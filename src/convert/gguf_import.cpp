@@ -58,6 +58,19 @@ Projection float_projection(const GgufFile& f, const GgufTensor& t, int64_t K, i
   return w;
 }
 
+// Rows [first, first + count) of a [rows, K] GGUF matrix: whole rows of blocks, a view into the mapping.
+GgufTensor rows_of(const GgufTensor& t, int64_t first, int64_t count) {
+  const GgmlBlock b = ggml_block(t.type);
+  const int64_t row_bytes = t.dims[0] / b.elements * b.bytes;  // (tensor_of checked the shape, the reader the blocks)
+  GgufTensor r = t;
+  r.name += "[rows " + std::to_string(first) + "+" + std::to_string(count) + "]";
+  r.dims = {t.dims[0], count};
+  r.elements = t.dims[0] * count;
+  r.bytes = row_bytes * count;
+  r.data = t.data + first * row_bytes;
+  return r;
+}
+
 // A [N rows, K] GGUF matrix as x · W: its blocks (nbits_projection) where they hold it, else float32.
 Projection projection(const GgufFile& f, const GgufTensor& t, int64_t K, int64_t N) {
   Projection w = nbits_projection(t.type, t.data, K, N);
@@ -110,8 +123,8 @@ DecoderShape shape_of(const GgufFile& f, const Architecture& arch, int64_t& cont
 // The layers' sliding windows (DecoderShape::window) as the family and the metadata give them.
 std::vector<int64_t> layer_windows(const GgufFile& f, const Architecture& arch, int64_t layers, int64_t context) {
   const std::string key = std::string(arch.gguf_name) + ".attention.sliding_window";
-  if (!arch.swa_pattern || !f.has(key)) return {};
-  const int64_t window = f.integer(key);
+  if (!arch.swa_pattern || (!f.has(key) && !arch.swa_window)) return {};
+  const int64_t window = f.has(key) ? f.integer(key) : arch.swa_window;
   if (window <= 0 || window > llm::kMaxContextTokens) fail("'", f.path(), "': ", key, " ", window, " is not a window size");
   std::vector<int64_t> windows(static_cast<size_t>(layers), std::min(window, context));
   const std::string pattern_key = key + "_pattern";
@@ -180,8 +193,19 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   DecoderShape s = shape_of(f, arch, context, theta);
   const int64_t head = s.head(), q_dim = head * s.heads, kv_dim = head * s.kv_heads;
   s.window = layer_windows(f, arch, s.layers, context);
-  // Gemma 3 27B scales queries by 1/√(hidden/heads), the others by 1/√head (llama.cpp's reading of Gemma's config).
-  if (arch.gemma && s.layers == 62) s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.hidden / s.heads));
+  if (arch.hidden_scale_layers && s.layers == arch.hidden_scale_layers)
+    s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.hidden / s.heads));
+  auto softcap = [&](const char* name, double dflt) {
+    const std::string k = std::string(arch.gguf_name) + "." + name;
+    const double c = f.has(k) ? f.number(k) : dflt;
+    if (!(c >= 0 && c < 1e30)) fail("'", gguf_path, "': ", k, " ", c, " is not a soft-cap");
+    return static_cast<float>(c);
+  };
+  s.attn_softcap = softcap("attn_logit_softcapping", arch.attn_softcap);
+  s.final_softcap = softcap("final_logit_softcapping", arch.final_softcap);
+  if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
+    fail_unsupported("'", gguf_path,
+                     "': RoPE with per-frequency factors (rope_factors_long/short: Phi-3's 128k variants) is not imported yet");
 
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
@@ -198,11 +222,11 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
     w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
   }
   rope_tables(context, s.rotary_dim, static_cast<float>(theta), w.cos, w.sin);
-  if (arch.swa_rope_base > 0 && std::any_of(s.window.begin(), s.window.end(), [](int64_t x) { return x > 0; })) {
-    const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
-    const double base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
-    if (!(base > 1 && base < 1e30)) fail("'", f.path(), "': ", base_key, " ", base, " is not a rope base");
-    rope_tables(context, s.rotary_dim, static_cast<float>(base), w.cos_local, w.sin_local);
+  const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
+  const double local_base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
+  if (local_base != 0 && local_base != theta && std::any_of(s.window.begin(), s.window.end(), [](int64_t x) { return x > 0; })) {
+    if (!(local_base > 1 && local_base < 1e30)) fail("'", f.path(), "': ", base_key, " ", local_base, " is not a rope base");
+    rope_tables(context, s.rotary_dim, static_cast<float>(local_base), w.cos_local, w.sin_local);
   }
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -213,9 +237,16 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
       lw.attn_post_norm = vector_of(f, p + "post_attention_norm.weight", s.hidden);
       lw.ffn_post_norm = vector_of(f, p + "post_ffw_norm.weight", s.hidden);
     }
-    lw.q = projection(f, p + "attn_q.weight", s.hidden, q_dim);
-    lw.k = projection(f, p + "attn_k.weight", s.hidden, kv_dim);
-    lw.v = projection(f, p + "attn_v.weight", s.hidden, kv_dim);
+    if (arch.fused_projections && f.tensor(p + "attn_qkv.weight")) {
+      const GgufTensor& qkv = tensor_of(f, p + "attn_qkv.weight", {s.hidden, q_dim + 2 * kv_dim});
+      lw.q = projection(f, rows_of(qkv, 0, q_dim), s.hidden, q_dim);
+      lw.k = projection(f, rows_of(qkv, q_dim, kv_dim), s.hidden, kv_dim);
+      lw.v = projection(f, rows_of(qkv, q_dim + kv_dim, kv_dim), s.hidden, kv_dim);
+    } else {
+      lw.q = projection(f, p + "attn_q.weight", s.hidden, q_dim);
+      lw.k = projection(f, p + "attn_k.weight", s.hidden, kv_dim);
+      lw.v = projection(f, p + "attn_v.weight", s.hidden, kv_dim);
+    }
     if (arch.qkv_bias) {
       lw.q.bias = vector_of(f, p + "attn_q.bias", q_dim);
       lw.k.bias = vector_of(f, p + "attn_k.bias", kv_dim);
@@ -226,8 +257,14 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
       lw.k_norm = vector_of(f, p + "attn_k_norm.weight", head);
     }
     lw.o = projection(f, p + "attn_output.weight", q_dim, s.hidden);
-    lw.gate = projection(f, p + "ffn_gate.weight", s.hidden, s.ffn);
-    lw.up = projection(f, p + "ffn_up.weight", s.hidden, s.ffn);
+    if (arch.fused_projections) {  // gate rows, then up rows
+      const GgufTensor& gate_up = tensor_of(f, p + "ffn_up.weight", {s.hidden, 2 * s.ffn});
+      lw.gate = projection(f, rows_of(gate_up, 0, s.ffn), s.hidden, s.ffn);
+      lw.up = projection(f, rows_of(gate_up, s.ffn, s.ffn), s.hidden, s.ffn);
+    } else {
+      lw.gate = projection(f, p + "ffn_gate.weight", s.hidden, s.ffn);
+      lw.up = projection(f, p + "ffn_up.weight", s.hidden, s.ffn);
+    }
     lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
   }
   w.final_norm = vector_of(f, "output_norm.weight", s.hidden);

@@ -29,6 +29,14 @@ ARCHS = {
     "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, dict(tie_word_embeddings=False), True),
     "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM, dict(tie_word_embeddings=True, use_sliding_window=False), False),
     "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(tie_word_embeddings=False, head_dim=24, rope_theta=1e6), False),
+    # Fused qkv and gate_up, written as llama.cpp's converter writes them (attn_qkv, ffn_up).
+    "phi3": (tf.Phi3Config, tf.Phi3ForCausalLM, dict(tie_word_embeddings=False, pad_token_id=0, rope_scaling=None), False),
+    # Two layers: a sliding window of 8 keys, then global; soft-caps small enough to bite on random weights.
+    "gemma2": (tf.Gemma2Config, tf.Gemma2ForCausalLM,
+               dict(tie_word_embeddings=True, vocab_size=263, bos_token_id=2, eos_token_id=1, pad_token_id=0,
+                    head_dim=16, query_pre_attn_scalar=16, sliding_window=8, attn_logit_softcapping=2.0,
+                    final_logit_softcapping=3.0, hidden_activation="gelu_pytorch_tanh", attn_implementation="eager"),
+               False),
     # Six layers: five with a sliding window of 8 keys (RoPE base 10^4), the sixth global (10^6), as llama.cpp
     # reads Gemma 3; 12 prompt + 16 new tokens run well past the window.
     "gemma3": (tf.Gemma3TextConfig, tf.Gemma3ForCausalLM,
@@ -101,6 +109,9 @@ def write(arch, model, config, permuted, logits, tokens):
         w.add_key_length(head)
         w.add_value_length(head)
     gemma = arch.startswith("gemma")
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(config.attn_logit_softcapping)
+        w.add_final_logit_softcapping(config.final_logit_softcapping)
     if gemma:
         w.add_sliding_window(config.sliding_window)
         pieces, types, scores = sentencepiece_vocab()
@@ -123,7 +134,7 @@ def write(arch, model, config, permuted, logits, tokens):
     names = {"embed_tokens": T.TOKEN_EMBD, "norm": T.OUTPUT_NORM, "lm_head": T.OUTPUT, "input_layernorm": T.ATTN_NORM,
              "post_attention_layernorm": T.FFN_NORM, "q_proj": T.ATTN_Q, "k_proj": T.ATTN_K, "v_proj": T.ATTN_V,
              "o_proj": T.ATTN_OUT, "q_norm": T.ATTN_Q_NORM, "k_norm": T.ATTN_K_NORM, "gate_proj": T.FFN_GATE,
-             "up_proj": T.FFN_UP, "down_proj": T.FFN_DOWN}
+             "up_proj": T.FFN_UP, "down_proj": T.FFN_DOWN, "qkv_proj": T.ATTN_QKV, "gate_up_proj": T.FFN_UP}
     if gemma:  # Gemma's four norms per layer
         names.update({"post_attention_layernorm": T.ATTN_POST_NORM, "pre_feedforward_layernorm": T.FFN_NORM,
                       "post_feedforward_layernorm": T.FFN_POST_NORM})
