@@ -9,29 +9,13 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/vector_ops.h"
 
 namespace tern::kernels {
 namespace {
 
 using batch = xsimd::batch<float>;
 constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-
-float dot(const float* a, const float* b, int64_t n) {
-  batch acc(0.0f);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) acc = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), acc);
-  float s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// y += p · x
-void axpy(float p, const float* x, float* y, int64_t n) {
-  const batch pb(p);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) xsimd::fma(pb, batch::load_unaligned(x + i), batch::load_unaligned(y + i)).store_unaligned(y + i);
-  for (; i < n; ++i) y[i] += p * x[i];
-}
 
 }  // namespace
 
