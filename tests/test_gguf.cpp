@@ -239,6 +239,39 @@ TEST_CASE("GGUF: every quantized block type imports as MatMulNBits blocks that d
   }
 }
 
+TEST_CASE("GGUF: a Q4_K token table is read in place by GatherBlockQuantized with float zero points (tern's extension)") {
+  std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
+  const nlohmann::json c = nlohmann::json::parse(in)["Q4_K"];
+  const std::string hex = c["bytes"];
+  std::vector<uint8_t> bytes(hex.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  const auto want = c["values"].get<std::vector<float>>();  // two rows of 256
+  const convert::Projection p = convert::nbits_projection(GgmlType::Q4_K, bytes.data(), 256, 2);
+  REQUIRE(p.zero_points.defined());
+  TempDir d;
+  ModelBuilder b(21);
+  b.add_opset("com.microsoft", 1);
+  b.input("ids", onnx::TensorProto::INT64, {3}).output("y");
+  b.initializer("data", p.blocks.reshaped({2, 128}));
+  b.initializer("scales", p.scales.reshaped({2, 8}));
+  b.initializer("zero_points", p.zero_points.reshaped({2, 8}));
+  auto& g = b.node("GatherBlockQuantized", {"data", "ids", "scales", "zero_points"}, {"y"}, "com.microsoft");
+  OnnxBuilder::attr(g, "block_size", int64_t{32});
+  OnnxBuilder::attr(g, "bits", int64_t{4});
+  Session s(b.save(d.path / "m.onnx"));
+  const Tensor y = s.run({{"ids", Tensor::from_vector<int64_t>({1, 0, -1}, {3})}})[0];
+  REQUIRE(y.shape() == Shape{3, 256});
+  double worst = 0;  // as the MatMulNBits import: within a few ulps of each sub-block's largest value
+  for (int64_t n = 0; n < 3; ++n)
+    for (int64_t k = 0; k < 256; ++k) {
+      const int64_t row = n == 1 ? 0 : 1;
+      float largest = 0;
+      for (int64_t j = k / 32 * 32; j < k / 32 * 32 + 32; ++j) largest = std::max(largest, std::abs(want[row * 256 + j]));
+      worst = std::max(worst, std::abs(double(y.data<float>()[n * 256 + k]) - want[row * 256 + k]) / std::max(largest, 1e-30f));
+    }
+  CHECK(worst <= 4e-7);
+}
+
 TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at near-ties") {
   const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
   if (!fs::exists(dir / "model.onnx")) {

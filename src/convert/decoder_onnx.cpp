@@ -64,7 +64,8 @@ void project(OnnxBuilder& b, const std::string& base, const Projection& w, const
 }
 
 // The token embeddings of input_ids into `out`: Gather over the float table, or GatherBlockQuantized over the
-// blocks viewed as [vocab, hidden · bits/8] bytes and [vocab, hidden/block] scales (Reshape: no copy).
+// blocks viewed as [vocab, hidden · bits/8] bytes and [vocab, hidden/block] scales and zero points (Reshape:
+// no copy). Float zero points are tern's extension of GatherBlockQuantized: ONNX Runtime refuses them.
 void embed(OnnxBuilder& b, const DecoderWeights& w, const std::string& name, const std::string& out) {
   if (w.embed.defined()) {
     b.initializer(name, w.embed);
@@ -77,7 +78,12 @@ void embed(OnnxBuilder& b, const DecoderWeights& w, const std::string& name, con
   b.initializer(name + ".row_scales", Tensor::from_vector<int64_t>({e.N, e.K / e.block}, {2}));
   b.node("Reshape", {name + ".blocks", name + ".rows"}, {name + ".data"});
   b.node("Reshape", {name + ".scales", name + ".row_scales"}, {name + ".block_scales"});
-  auto& g = b.node("GatherBlockQuantized", {name + ".data", "input_ids", name + ".block_scales"}, {out}, "com.microsoft");
+  std::vector<std::string> inputs = {name + ".data", "input_ids", name + ".block_scales"};
+  if (e.zero_points.defined()) {  // float zero points: tern's extension (ops/gather_block_quantized.cpp)
+    b.node("Reshape", {name + ".zero_points", name + ".row_scales"}, {name + ".block_zero_points"});
+    inputs.push_back(name + ".block_zero_points");
+  }
+  auto& g = b.node("GatherBlockQuantized", inputs, {out}, "com.microsoft");
   OnnxBuilder::attr(g, "gather_axis", int64_t{0});
   OnnxBuilder::attr(g, "quantize_axis", int64_t{1});
   OnnxBuilder::attr(g, "block_size", e.block);

@@ -48,8 +48,8 @@ struct DecoderLayer {
 
 struct DecoderWeights {
   Tensor embed;  // [vocab, hidden] float32 (Gather reads one row per token), or undefined when blocks are:
-  // the table as blocks with the default zero points (N = vocab rows of K = hidden), which
-  // GatherBlockQuantized reads as they lie (and a tied LM head's MatMulNBits too: one copy in the file)
+  // the table as blocks (N = vocab rows of K = hidden), which GatherBlockQuantized reads as they lie (and a
+  // tied LM head's MatMulNBits too: one copy in the file); float zero points make the folder tern's only
   Projection embed_blocks;
   Tensor cos, sin;              // [positions, rotary_dim / 2] float32
   Tensor cos_local, sin_local;  // the sliding-window layers' own tables (Gemma's second RoPE base), or undefined

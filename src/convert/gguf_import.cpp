@@ -211,16 +211,14 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
   s.vocab = embed->dims[1];
   DecoderWeights w;
-  // A quantized table with the default zero points stays blocks, read by GatherBlockQuantized; any other is
-  // float32 for Gather (GatherBlockQuantized has no float zero points), its blocks kept for a tied head.
+  // A quantized table stays blocks, read by GatherBlockQuantized (with float zero points — Q4_K, Q5_K, Q4_1,
+  // Q5_1, Q2_K, Q3_K tables — an extension ONNX Runtime refuses: a Llama-3.2-1B Q4_K_M table is 1 GB as
+  // float32, 150 MB as blocks); a float one is float32 for Gather.
   const bool tied = !f.tensor("output.weight");
   Projection table;
   if (ggml_block(embed->type).elements > 1) table = projection(f, *embed, s.hidden, s.vocab);
-  if (table.blocks.defined() && !table.zero_points.defined()) {
-    w.embed_blocks = table;
-  } else {
-    w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
-  }
+  if (table.blocks.defined()) w.embed_blocks = table;
+  else w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
   rope_tables(context, s.rotary_dim, static_cast<float>(theta), w.cos, w.sin);
   const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
   const double local_base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
@@ -268,11 +266,9 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
     lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
   }
   w.final_norm = vector_of(f, "output_norm.weight", s.hidden);
-  // Tied: a float table ties as itself, blocks Gather reads as themselves; a table Gather reads as floats keeps
-  // its blocks for the head.
+  // Tied: the head reads the table as it lies (Transpose of the floats, MatMulNBits over the blocks).
   if (!tied) w.lm_head = projection(f, "output.weight", s.hidden, s.vocab);
-  else if (w.embed.defined() && table.blocks.defined()) w.lm_head = table;
-  w.tied = tied && !w.lm_head.blocks.defined();
+  w.tied = tied;
   write_decoder_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
 
   const fs::path dir(out_dir);

@@ -4,9 +4,11 @@
 // along the last axis, 4-bit pairs low nibble first within each row (MatMulNBits' packing), zero points packed
 // the same way, default 2^(bits−1); or uint4/int4 (the quantizer's), the ONNX types' packing — two values a byte
 // over the whole tensor, low nibble first — with zero points of the same type, default 0. scales: one per
-// `block_size` values of the last axis, and their type is the output's. value = (q − zero point) · scale. tern
-// reads gather_axis 0 and quantize_axis = the last axis (what both write); other layouts are refused naming the
-// attribute.
+// `block_size` values of the last axis, and their type is the output's. value = (q − zero point) · scale.
+// tern's extension, outside ONNX Runtime's schema: float32 zero points, one per block as the scales (what
+// MatMulNBits takes: a GGUF Q4_K/Q5_K/Q4_1 table is exact only so; tern import-gguf writes them, and ONNX
+// Runtime refuses that folder). tern reads gather_axis 0 and quantize_axis = the last axis (what both write); other layouts are refused
+// naming the attribute.
 #include <algorithm>
 #include <cstring>
 
@@ -34,7 +36,7 @@ class GatherBlockQuantizedOp : public Op {
   }
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::UInt8, DType::UInt4, DType::Int4});
-    if (ctx.has(3) && ctx.dtype(3) != ctx.dtype(0))
+    if (ctx.has(3) && ctx.dtype(3) != ctx.dtype(0) && !(ctx.dtype(3) == DType::Float32 && ctx.dtype(0) == DType::UInt8))
       ctx.fail("zero_points are ", dtype_name(ctx.dtype(3)), ", data ", dtype_name(ctx.dtype(0)));
     ctx.check_dtype(2, {DType::Float32, DType::Float16, DType::BFloat16});
     const SymShape& data = ctx.shape(0);
@@ -61,7 +63,8 @@ class GatherBlockQuantizedOp : public Op {
     const int bits = per_row ? static_cast<int>(bits_) : 4;
     const int64_t rows = data.dim(0), last = data.dim(data.rank() - 1), L = per_row ? last * (8 / bits) : last;
     const int64_t lines = data.numel() / std::max<int64_t>(rows * last, 1);  // last-axis lines per row
-    const int64_t blocks = (L + block_ - 1) / block_, zp_row = per_row && bits == 4 ? (blocks + 1) / 2 : blocks;
+    const bool zp_float = zps && zps->dtype() == DType::Float32;
+    const int64_t blocks = (L + block_ - 1) / block_, zp_row = per_row && bits == 4 && !zp_float ? (blocks + 1) / 2 : blocks;
     if (scales.numel() != rows * lines * blocks)
       fail(ctx.node.describe(), ": scales has ", scales.numel(), " values; the data's blocks of ", block_, " need ", rows * lines * blocks);
     if (zps && zps->numel() != rows * lines * zp_row)
@@ -71,7 +74,8 @@ class GatherBlockQuantizedOp : public Op {
     Tensor values = f32 ? y : Tensor(DType::Float32, y.shape());
     float* out = values.data<float>();
     const auto* q = static_cast<const uint8_t*>(data.raw());
-    const auto* zp = zps ? static_cast<const uint8_t*>(zps->raw()) : nullptr;
+    const auto* zp = zps && !zp_float ? static_cast<const uint8_t*>(zps->raw()) : nullptr;
+    const float* zp_f = zp_float ? zps->data<float>() : nullptr;
     // The i-th value from p: a byte, or a nibble (low first), sign-extended for int4.
     auto value = [&](const uint8_t* p, int64_t i) -> int {
       if (bits == 8) return p[i];
@@ -93,6 +97,12 @@ class GatherBlockQuantizedOp : public Op {
         float* dst = out + (n * lines + l) * L;
         for (int64_t b = 0; b < blocks; ++b) {
           const float scale = static_cast<float>(scales.at_f64(line * blocks + b));
+          if (zp_f) {  // (q − zp) · scale as MatMulNBits computes it
+            const float z = zp_f[line * blocks + b];
+            for (int64_t c = b * block_; c < std::min(L, (b + 1) * block_); ++c)
+              dst[c] = (static_cast<float>(value(row, first + c)) - z) * scale;
+            continue;
+          }
           const int z = zp ? value(zp_line, zp_first + b) : zero;
           for (int64_t c = b * block_; c < std::min(L, (b + 1) * block_); ++c)
             dst[c] = static_cast<float>(value(row, first + c) - z) * scale;
