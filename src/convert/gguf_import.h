@@ -1,11 +1,12 @@
 // GGUF → ONNX model folder (`tern import-gguf`): a converter, so the runtime stays ONNX-only. GGUFs of the
-// families in architecture.h (llama: Llama, SmolLM, Mistral-style; qwen2; qwen3; gemma3) become
+// families in architecture.h (llama: Llama, SmolLM, Mistral-style; qwen2; qwen3; phi3; gemma2; gemma3) become
 // write_decoder_onnx's graph with the weights' exact values: quantized projections become com.microsoft
-// MatMulNBits blocks (nbits_projection: no requantization, no float copy), a quantized token table with the
-// default zero points com.microsoft GatherBlockQuantized over the same blocks; float types, and a table
-// whose blocks need float zero points, become float32 as ggml computes it. The folder also gets config.json,
-// generation_config.json, tokenizer.json built from the GGUF tokenizer metadata (gguf_tokenizer.h) and the
-// chat template. Other architectures, tokenizers and types fail naming the architecture or the tensor.
+// MatMulNBits blocks (nbits_projection: no requantization, no float copy), a quantized token table
+// com.microsoft GatherBlockQuantized over the same blocks (with float zero points, for the types with mins, an
+// extension of the op that ONNX Runtime refuses); float types become float32 as ggml computes them. The folder
+// also gets config.json, generation_config.json, tokenizer.json built from the GGUF tokenizer metadata
+// (gguf_tokenizer.h) and the chat template. Other architectures, tokenizers and types fail naming the
+// architecture or the tensor.
 #pragma once
 #include <string>
 
