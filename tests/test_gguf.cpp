@@ -165,22 +165,37 @@ TEST_CASE("GGUF: hostile claims are refused naming the field") {
   }
 }
 
-TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf package decodes it") {
-  // tests/fixtures/gguf_blocks/cases.json: random blocks and gguf.quants.dequantize's values for them
-  // (tools/exporters/make_gguf_block_cases.py).
+// tests/fixtures/gguf_blocks/cases.json: per block type, random blocks and gguf.quants.dequantize's values
+// for them (tools/exporters/make_gguf_block_cases.py).
+struct BlockCase {
+  std::string name;
+  GgmlType type;
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+std::vector<BlockCase> block_cases() {
   std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
-  const nlohmann::json cases = nlohmann::json::parse(in);
-  CHECK(cases.size() == 10);
-  for (const auto& item : cases.items()) {
-    const std::string name = item.key();  // not a structured binding: CAPTURE's lambda cannot take one in clang 14
-    const nlohmann::json& c = item.value();
-    CAPTURE(name);
+  std::vector<BlockCase> cases;
+  const nlohmann::json all = nlohmann::json::parse(in);
+  for (const auto& [name, c] : all.items()) {
     const std::string hex = c["bytes"];
     std::vector<uint8_t> bytes(hex.size() / 2);
     for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-    const auto want = c["values"].get<std::vector<float>>();
+    cases.push_back({name, static_cast<GgmlType>(c["type"].get<int>()), bytes, c["values"].get<std::vector<float>>()});
+  }
+  return cases;
+}
+
+TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf package decodes it") {
+  const auto cases = block_cases();
+  CHECK(cases.size() == 10);
+  for (const BlockCase& c : cases) {
+    const std::string& name = c.name;
+    CAPTURE(name);
+    const auto& bytes = c.bytes;
+    const auto& want = c.values;
     std::vector<float> got(want.size());
-    dequantize_blocks(static_cast<GgmlType>(c["type"].get<int>()), bytes.data(), static_cast<int64_t>(got.size()), got.data());
+    dequantize_blocks(c.type, bytes.data(), static_cast<int64_t>(got.size()), got.data());
     double worst = 0;
     for (size_t i = 0; i < got.size(); ++i)
       worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1e-3, std::abs(double(want[i]))));
@@ -197,17 +212,12 @@ TEST_CASE("GGUF: every block type tern imports decodes as llama.cpp's gguf packa
 TEST_CASE("GGUF: every quantized block type imports as MatMulNBits blocks that dequantize to the gguf package's values") {
   // The cases above, each read as a matrix of one block per row, through the importer's rule
   // (nbits_projection) and the kernels' own reading of MatMulNBits blocks (dequantize_nbits_transposed).
-  std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
-  const nlohmann::json cases = nlohmann::json::parse(in);
-  for (const auto& item : cases.items()) {
-    const std::string name = item.key();
-    const nlohmann::json& c = item.value();
+  for (const BlockCase& c : block_cases()) {
+    const std::string& name = c.name;
     CAPTURE(name);
-    const std::string hex = c["bytes"];
-    std::vector<uint8_t> bytes(hex.size() / 2);
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-    const auto want = c["values"].get<std::vector<float>>();
-    const auto type = static_cast<GgmlType>(c["type"].get<int>());
+    const auto& bytes = c.bytes;
+    const auto& want = c.values;
+    const GgmlType type = c.type;
     const int64_t K = ggml_block(type).elements, N = static_cast<int64_t>(want.size()) / K;
     const convert::Projection p = convert::nbits_projection(type, bytes.data(), K, N);
     REQUIRE(p.blocks.defined());
@@ -240,12 +250,11 @@ TEST_CASE("GGUF: every quantized block type imports as MatMulNBits blocks that d
 }
 
 TEST_CASE("GGUF: a Q4_K token table is read in place by GatherBlockQuantized with float zero points (tern's extension)") {
-  std::ifstream in(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/gguf_blocks/cases.json");
-  const nlohmann::json c = nlohmann::json::parse(in)["Q4_K"];
-  const std::string hex = c["bytes"];
-  std::vector<uint8_t> bytes(hex.size() / 2);
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  const auto want = c["values"].get<std::vector<float>>();  // two rows of 256
+  const auto cases = block_cases();
+  const auto q4k = std::find_if(cases.begin(), cases.end(), [](const BlockCase& c) { return c.type == GgmlType::Q4_K; });
+  REQUIRE(q4k != cases.end());
+  const auto& bytes = q4k->bytes;
+  const auto& want = q4k->values;  // two rows of 256
   const convert::Projection p = convert::nbits_projection(GgmlType::Q4_K, bytes.data(), 256, 2);
   REQUIRE(p.zero_points.defined());
   TempDir d;
