@@ -24,10 +24,13 @@ struct Architecture {
   // Gemma: embeddings times √hidden, an RMSNorm after attention and after the MLP too
   // (blk.N.post_attention_norm / post_ffw_norm), GELU (tanh) instead of SiLU on the gate.
   bool gemma = false;
-  // Sliding-window layers, for a family llama.cpp runs with them (0: none; attention.sliding_window is
-  // ignored as llama.cpp ignores it): every layer when 1, else all but every swa_pattern-th (llama.cpp's
-  // default for the family; attention.sliding_window_pattern overrides it), with RoPE base swa_rope_base
-  // (rope.freq_base_swa overrides it; 0: the global base) on the windowed layers.
+  // Sliding-window layers: with attention.sliding_window in the metadata (or swa_window without it), every
+  // layer when swa_pattern is 0 or 1, else all but every swa_pattern-th (llama.cpp's default for the family;
+  // attention.sliding_window_pattern, a number or one bool per layer, overrides it), with RoPE base
+  // swa_rope_base (rope.freq_base_swa overrides it; 0: the global base) on the windowed layers. A window in
+  // the metadata of a family without a pattern (Mistral 7B v0.1's 4096, Phi-3-mini's 2047, Qwen2 with
+  // use_sliding_window) windows every layer, as transformers runs those models; llama.cpp ignores it for
+  // llama and phi3, so past the window the two differ there.
   int swa_pattern = 0;
   int64_t swa_window = 0;  // the window when the metadata names none (Gemma 2: 4096); 0: then no window
   double swa_rope_base = 0;

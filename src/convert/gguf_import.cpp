@@ -123,9 +123,10 @@ DecoderShape shape_of(const GgufFile& f, const Architecture& arch, int64_t& cont
 // The layers' sliding windows (DecoderShape::window) as the family and the metadata give them.
 std::vector<int64_t> layer_windows(const GgufFile& f, const Architecture& arch, int64_t layers, int64_t context) {
   const std::string key = std::string(arch.gguf_name) + ".attention.sliding_window";
-  if (!arch.swa_pattern || (!f.has(key) && !arch.swa_window)) return {};
+  if (!f.has(key) && !arch.swa_window) return {};
   const int64_t window = f.has(key) ? f.integer(key) : arch.swa_window;
-  if (window <= 0 || window > llm::kMaxContextTokens) fail("'", f.path(), "': ", key, " ", window, " is not a window size");
+  if (window == 0) return {};  // "no window", as llama.cpp's converters write it for Phi-4 and MobileLLM
+  if (window < 0 || window > llm::kMaxContextTokens) fail("'", f.path(), "': ", key, " ", window, " is not a window size");
   std::vector<int64_t> windows(static_cast<size_t>(layers), std::min(window, context));
   const std::string pattern_key = key + "_pattern";
   if (f.has(pattern_key) && f.find(pattern_key)->type == GgufValue::Type::Array) {  // one bool per layer

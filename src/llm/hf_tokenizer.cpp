@@ -10,6 +10,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -155,16 +156,23 @@ class HfTokenizer : public Tokenizer {
     // model.vocab and model.merges go into the tables as they parse, never kept as a JSON tree or a list:
     // Gemma 3's 33 MB file (262,144 tokens, 513,511 merges) peaked at 225 MB as a tree (then 214 MB as lists)
     // and 1.8 s. Merges written before the vocabulary (nlohmann's sorted keys) wait as string pairs.
+    // Each merge is read in place (string views, one reused buffer for the joined piece): copying its parts
+    // and the vocabulary's rehashing took ~30% of Gemma's 2.0 s load (perf, Xeon).
     std::vector<std::pair<std::string, std::string>> early_merges;
     bool have_vocab = false;
     int rank = 0;
-    auto merge_parts = [&](const json& mg) {
+    std::string joined;
+    auto merge = [&](std::string_view left, std::string_view right) {
+      if (have_vocab) add_merge(left, right, rank, joined);
+      else early_merges.emplace_back(left, right);
+    };
+    auto read_merge = [&](const json& mg) {
       try {
-        if (mg.is_array()) return std::pair<std::string, std::string>{mg.at(0), mg.at(1)};
-        const std::string s = mg;
+        if (mg.is_array()) return merge(mg.at(0).get_ref<const std::string&>(), mg.at(1).get_ref<const std::string&>());
+        const std::string_view s = mg.get_ref<const std::string&>();
         const size_t sp = s.find(' ');
         if (sp == std::string::npos) fail("'", path, "': merge '", s, "' has no space");
-        return std::pair{s.substr(0, sp), s.substr(sp + 1)};
+        merge(s.substr(0, sp), s.substr(sp + 1));
       } catch (const json::exception& e) {
         fail("'", path, "': merge ", rank, " is neither \"a b\" nor [\"a\", \"b\"]: ", e.what());
       }
@@ -173,14 +181,15 @@ class HfTokenizer : public Tokenizer {
     const json j = read_json_file(path, [&](int depth, json::parse_event_t e, json& v) {
       using E = json::parse_event_t;
       if (e == E::key && depth < 4) keys[depth] = v.get<std::string>();
-      if (depth == 2 && e == E::object_end && keys[1] == "model" && keys[2] == "vocab") have_vocab = true;
+      if (depth == 2 && e == E::object_end && keys[1] == "model" && keys[2] == "vocab") {
+        have_vocab = true;
+        merges_.reserve(2 * ids_.size());  // (BPE files hold up to about two merges per token)
+      }
       if (depth != 3 || keys[1] != "model" || (e != E::value && e != E::object_end && e != E::array_end)) return true;
       if (keys[2] == "vocab") {
         add_token(keys[3], json_int(v, "tokenizer.json: the id of '" + keys[3] + "'"));
       } else if (keys[2] == "merges") {
-        auto [left, right] = merge_parts(v);
-        if (have_vocab) add_merge(left, right, rank);
-        else early_merges.emplace_back(std::move(left), std::move(right));
+        read_merge(v);
         ++rank;
       } else {
         return true;
@@ -188,7 +197,7 @@ class HfTokenizer : public Tokenizer {
       return false;
     });
     merges_.reserve(merges_.size() + early_merges.size());
-    for (size_t i = 0; i < early_merges.size(); ++i) add_merge(early_merges[i].first, early_merges[i].second, static_cast<int>(i));
+    for (size_t i = 0; i < early_merges.size(); ++i) add_merge(early_merges[i].first, early_merges[i].second, static_cast<int>(i), joined);
     early_merges = {};
     // Fields of the wrong kind or missing surface as the JSON library's message, naming the file.
     try {
@@ -362,8 +371,9 @@ class HfTokenizer : public Tokenizer {
 
   // A merge whose parts or result are not tokens can never apply (Hugging Face refuses such files); an
   // earlier rank of the same pair stays.
-  void add_merge(const std::string& a, const std::string& b, int rank) {
-    const auto left = ids_.find(a), right = ids_.find(b), merged = ids_.find(a + b);
+  void add_merge(std::string_view a, std::string_view b, int rank, std::string& joined) {
+    joined.assign(a).append(b);
+    const auto left = ids_.find(a), right = ids_.find(b), merged = ids_.find(joined);
     if (left != ids_.end() && right != ids_.end() && merged != ids_.end())
       merges_.emplace(pair_key(left->second, right->second), Merge{rank, merged->second});
   }
@@ -395,7 +405,7 @@ class HfTokenizer : public Tokenizer {
         const auto c = static_cast<unsigned char>(word[at]);
         if (c >= 0xC0) len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
         len = std::min(len, word.size() - at);
-        const auto it = ids_.find(word.substr(at, len));
+        const auto it = ids_.find(std::string_view(word).substr(at, len));
         sym.push_back({it == ids_.end() ? -1 : it->second, at, len, static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1});
         at += len;
       }
@@ -620,7 +630,11 @@ class HfTokenizer : public Tokenizer {
   }
 
   std::vector<std::string> tokens_;
-  std::unordered_map<std::string, int64_t> ids_;
+  struct TextHash {  // (lookups by string_view: no string built per lookup)
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, int64_t, TextHash, std::equal_to<>> ids_;
   struct Merge {
     int rank;
     int64_t id;  // the token the pair becomes

@@ -30,6 +30,10 @@ ARCHS = {
     "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM, dict(tie_word_embeddings=True, use_sliding_window=False), False),
     "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, dict(tie_word_embeddings=False, head_dim=24, rope_theta=1e6), False),
     # Fused qkv and gate_up, written as llama.cpp's converter writes them (attn_qkv, ffn_up).
+    # Mistral 7B v0.1's layout as llama.cpp's converter writes it (architecture "llama", Q/K permuted) with
+    # llama.attention.sliding_window: every layer windowed to 8 keys, which the 12 + 16 tokens run past.
+    "mistral": (tf.MistralConfig, tf.MistralForCausalLM,
+                dict(tie_word_embeddings=False, sliding_window=8, attn_implementation="eager"), True),
     "phi3": (tf.Phi3Config, tf.Phi3ForCausalLM, dict(tie_word_embeddings=False, pad_token_id=0, rope_scaling=None), False),
     # Two layers: a sliding window of 8 keys, then global; soft-caps small enough to bite on random weights.
     "gemma2": (tf.Gemma2Config, tf.Gemma2ForCausalLM,
@@ -45,6 +49,7 @@ ARCHS = {
                     rope_local_base_freq=10000.0, hidden_activation="gelu_pytorch_tanh", attn_implementation="eager"),
                False),
 }
+GGUF_ARCH = {"mistral": "llama"}  # fixture folder → the GGUF's general.architecture, where they differ
 MERGES = ["Ġ t", "h e"]
 PROMPT = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]
 NEW_TOKENS = 16
@@ -94,7 +99,7 @@ def make(arch, seed):
 def write(arch, model, config, permuted, logits, tokens):
     d = OUT / arch
     d.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(d / "model.gguf"), arch)
+    w = gguf.GGUFWriter(str(d / "model.gguf"), GGUF_ARCH.get(arch, arch))
     w.add_name(f"tern-{arch}-random")
     w.add_context_length(config.max_position_embeddings)
     w.add_embedding_length(config.hidden_size)
@@ -112,8 +117,9 @@ def write(arch, model, config, permuted, logits, tokens):
     if arch == "gemma2":
         w.add_attn_logit_softcapping(config.attn_logit_softcapping)
         w.add_final_logit_softcapping(config.final_logit_softcapping)
-    if gemma:
+    if gemma or arch == "mistral":
         w.add_sliding_window(config.sliding_window)
+    if gemma:
         pieces, types, scores = sentencepiece_vocab()
         w.add_tokenizer_model("llama")
         w.add_tokenizer_pre("default")
@@ -168,7 +174,7 @@ def main():
                 break
         path = write(arch, model, config, permuted, logits, tokens)
         print(f"{arch}: seed {seed}, greedy margin {margin:.3g}, {path.stat().st_size} bytes, tokens {tokens[len(PROMPT):]}")
-        if arch in ("llama", "qwen2"):  # transformers' GGUF loader ignores key_length (qwen3, gemma3 head sizes)
+        if arch in ("llama", "qwen2"):  # (mistral's window: transformers' GGUF reader drops it)  # transformers' GGUF loader ignores key_length (qwen3, gemma3 head sizes)
             read_back(path, logits)
 
 

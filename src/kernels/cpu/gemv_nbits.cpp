@@ -195,7 +195,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
   for (; i < len; ++i) {
     const int v = static_cast<int>(std::nearbyint(x[i] * inv));
     total += v;
-    chunk_sum[i / 32] = (i % 32 ? chunk_sum[i / 32] : 0) + v;
+    chunk_sum[i / 32] += v;  // (zeroed by the caller: blocks of 16 share a chunk)
     q[at(i)] = static_cast<int8_t>(v);
   }
   sum = scale * static_cast<float>(total);
@@ -209,7 +209,14 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
 #else
   const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
 #endif
-  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && w.block % 32 == 0;
+  // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
+  const bool pairs_of_16 = w.block == 16 && w.K % 32 == 0;
+#if defined(__aarch64__)
+  const bool eight_bit = w.block % 32 == 0;  // (the ARM tiers read whole blocks of 32 and more)
+#else
+  const bool eight_bit = w.block % 32 == 0 || pairs_of_16;
+#endif
+  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && eight_bit;
   return blocks && w.N > 0 && w.K > 0;
 }
 
@@ -239,13 +246,14 @@ void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, I
                      xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
     }
 #if defined(__x86_64__)
-  if (w.bits == 8) {  // (Int8Row::lane_sum)
+  if (w.bits == 8) {  // (Int8Row::lane_sum; per block, or per pair of blocks of 16)
     xlanes.assign(static_cast<size_t>(M * k_blocks * 8), 0);
+    const int64_t span = std::max<int64_t>(w.block, 32), steps = k_blocks * w.block / span;
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t kb = 0; kb < k_blocks; ++kb) {
-        int32_t* lanes = xlanes.data() + (m * k_blocks + kb) * 8;
-        const int8_t* q = xq.data() + m * padded + kb * w.block;
-        for (int64_t i = 0; i < w.block; i += 4) lanes[i % 32 / 4] += q[i] + q[i + 1] + q[i + 2] + q[i + 3];
+      for (int64_t s = 0; s < steps; ++s) {
+        int32_t* lanes = xlanes.data() + (m * k_blocks + s) * 8;
+        const int8_t* q = xq.data() + m * padded + s * span;
+        for (int64_t i = 0; i < span; i += 4) lanes[i % 32 / 4] += q[i] + q[i + 1] + q[i + 2] + q[i + 3];
       }
   }
 #endif

@@ -22,15 +22,16 @@ struct Int8Row {
   const float* sum = nullptr;          // [k_blocks] xs · Σ xq: the zero points' share
   const int32_t* chunk_sum = nullptr;  // [chunks, rounded up to 2] Σ xq per 32 values: the default zero point's
   const int32_t* lane_sum = nullptr;   // 8-bit weights, x86: [k_blocks · 8] Σ xq of each int32 lane (bytes 4l..4l+3
-                                       // of every 32) over a block: what offset weights take off each lane
+                                       // of every 32) over a block (a pair of blocks of 16): what offset weights
+                                       // take off each lane
 };
 
 // Activation rows a kernel call takes at most (grouped weights are read once for them all).
 constexpr int64_t kInt8RowsAPass = 4;
 
 // y[m, n] (row stride ldy) for the M ≤ kInt8RowsAPass activation rows x[0..M) and n in [n0, n1) (grouped weights: the
-// rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32; on x86,
-// 4-bit weights grouped (nbits.h), on ARM as stored.
+// rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32 (on x86 also
+// 8-bit blocks of 16 with K a multiple of 32); on x86, 4-bit weights grouped (nbits.h), on ARM as stored.
 #if defined(__x86_64__)
 void gemv_nbits_i8_avx2(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void gemv_nbits_i8_avxvnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);

@@ -60,9 +60,13 @@ constexpr int64_t kPrefetchRows = 8;
 // tier. (Adding kW8Offset·Σxq back per block in float instead left the AVX2 tier's last bits apart from
 // VNNI's. Summing lane_sum here, per row group, cost the AVX2 tier 7% on a 1×2048×8192 int8 product; read
 // precomputed, 0.6% in medians, Zen 4-class AVX-512 machine, TERN_ISA=avx2, 2 threads.)
+//
+// Blocks of 16 (ggml's Q6_K and Q3_K sub-blocks, imported as 8-bit) go two to a 32-byte chunk: the dot product's
+// lanes 0-3 are the first block's, 4-7 the second's, so each half of the float step takes its own block's
+// scale. Gemma-3-270M Q4_K_M's Q6_K tied head (262144×640) took 54% of a decode step on the float path.
 template <class Dot, int R>
 void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block, chunks = w.block / 32;
+  const int64_t blob = w.block, pair = w.block == 16 ? 2 : 1, chunks = pair * w.block / 32;
   __m256 acc[R];
   const uint8_t* q[R];
   const float* ws[R];
@@ -71,10 +75,11 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
     q[r] = w.data + (n0 + r) * k_blocks * blob;
     ws[r] = w.scales + (n0 + r) * k_blocks;
   }
-  for (int64_t kb = 0; kb < k_blocks; ++kb) {
-    const __m256i from = Dot::kW8Offset == 0 ? _mm256_setzero_si256()
-                                             : _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lane_sum + 8 * kb)),
-                                                                  _mm256_set1_epi32(Dot::kW8Offset));
+  for (int64_t kb = 0; kb < k_blocks; kb += pair) {
+    const __m256i from = Dot::kW8Offset == 0
+                             ? _mm256_setzero_si256()
+                             : _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.lane_sum + 8 * (kb / pair))),
+                                                  _mm256_set1_epi32(Dot::kW8Offset));
     __m256i dot[R];
     for (int r = 0; r < R; ++r) dot[r] = from;
     const int8_t* xq = x.q + kb * w.block;
@@ -86,8 +91,10 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
         dot[r] = Dot::w8(dot[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c)), xv);
       }
     }
-    const float xs = x.scale[kb];
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]), _mm256_set1_ps(ws[r][kb] * xs), acc[r]);
+    const float xs = x.scale[kb], xs_next = x.scale[kb + pair - 1];
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r]),
+                               _mm256_setr_m128(_mm_set1_ps(ws[r][kb] * xs), _mm_set1_ps(ws[r][kb + pair - 1] * xs_next)), acc[r]);
   }
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks);
 }
