@@ -4,7 +4,7 @@
 #   bash scripts/fuzz.sh all SECONDS        every target, two at a time
 #   TERN_FUZZ_SEED=N bash scripts/fuzz.sh ...  a fixed libFuzzer seed (default: a random one each run)
 #   TERN_FUZZ_RUNS=N bash scripts/fuzz.sh ...  stop after N executions, if SECONDS have not passed first
-# CI runs `TERN_FUZZ_SEED=1 ... all 45`: with the seed fixed and the corpus starting from the same seeds, the
+# CI runs `TERN_FUZZ_SEED=1 ... all 30`: with the seed fixed and the corpus starting from the same seeds, the
 # mutations are the same on every machine, and a slower machine runs a prefix of them — so CI replays a fuzz
 # session already run crash-free here (twice as long) instead of failing a commit on a new random finding.
 # New findings come from long runs with random seeds; each becomes a reproducer in tests/bad_inputs.
