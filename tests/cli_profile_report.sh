@@ -27,7 +27,7 @@ if [ -z "$browser" ]; then
 fi
 flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$work/chromium")
 "$browser" "${flags[@]}" --dump-dom "file://$work/report.html" 2> "$work/chromium.log" > "$work/dom.html"
-check=$(grep -o '<p id="render-check">[^<]*' "$work/dom.html" | sed 's/.*>//')
+check=$(grep -o '<p id="render-check"[^>]*>[^<]*' "$work/dom.html" | sed 's/.*>//')
 echo "rendered: $check"
 for chart in roofline time-by-op timeline-prefill timeline-decode; do
   # laid out with a real size and at least one mark (point, bar, node) drawn

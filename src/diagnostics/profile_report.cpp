@@ -328,8 +328,9 @@ void write_html_report(const Profiler& p, const MachinePeaks& m, const std::stri
   for (const std::string& phase : p.phases()) s << timeline_svg(p, phase, color) << "\n";
   for (const std::string& phase : p.phases()) s << summary_table(p, phase, m) << "\n";
   s << "<p>Profiler overhead: " << fmt("%.2f", p.hook_ms()) << " ms in its hook for " << p.events().size() << " node runs.</p>\n";
-  // What the browser drew, for tests that load this page headless: each chart's size and mark count.
-  s << "<p id='render-check'></p><script>document.getElementById('render-check').textContent = "
+  // What the browser drew, for tests that load this page headless: each chart's size and mark count (hidden:
+  // not for the reader).
+  s << "<p id='render-check' hidden></p><script>document.getElementById('render-check').textContent = "
     << "Array.from(document.querySelectorAll('svg.chart')).map(c => { const b = c.getBoundingClientRect(); "
     << "return c.id + ':' + Math.round(b.width) + 'x' + Math.round(b.height) + ':' + c.querySelectorAll('.mark').length; "
     << "}).join(' ');</script>\n</body></html>\n";
