@@ -1,14 +1,29 @@
 /* tern — the C API (C99). Run ONNX transformer language models from C, or from any language with a C FFI.
  *
- *   tern_options* o = tern_options_create();
- *   tern_options_set_threads(o, 2);
- *   tern_model* m = NULL;
- *   if (tern_model_load("models/default", o, &m) != TERN_OK) {   // m is set even on failure
- *     fprintf(stderr, "%s\n", tern_model_error(m));
+ * Example (tests/header_example.sh writes it out; a test compiles it as C99 and runs it):
+ *   #include <stdio.h>
+ *   #include <tern/tern.h>
+ *
+ *   static int on_text(const char* text, size_t length, void* user_data) {
+ *     (void)user_data;
+ *     fwrite(text, 1, length, stdout);  // each piece of new text, whole UTF-8 characters
+ *     return 0;                         // non-zero stops the generation
  *   }
- *   tern_generate(m, "Once upon a time", &params, on_text, NULL); // text streams to on_text
- *   tern_model_free(m);
- *   tern_options_free(o);
+ *
+ *   int main(void) {
+ *     tern_options* o = tern_options_create();
+ *     tern_options_set_threads(o, 2);
+ *     tern_generate_params params;
+ *     tern_generate_params_default(&params);
+ *     params.max_new_tokens = 32;
+ *     tern_model* m = NULL;
+ *     tern_status s = tern_model_load("models/default", o, &m);  // m is set even on failure
+ *     if (s == TERN_OK) s = tern_generate(m, "Once upon a time", &params, on_text, NULL, NULL);
+ *     if (s != TERN_OK) fprintf(stderr, "tern: %s\n", tern_model_error(m));
+ *     tern_model_free(m);
+ *     tern_options_free(o);
+ *     return s == TERN_OK ? 0 : 1;
+ *   }
  *
  * Handles are opaque. Every function that can fail returns a tern_status; the message of the last failure is
  * kept by the handle it happened on (tern_model_error, tern_graph_error). A load that fails still gives a
@@ -46,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 1
-#define TERN_API_VERSION_MINOR 2
+#define TERN_API_VERSION_MINOR 3
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -62,7 +77,7 @@ typedef enum tern_status {
 TERN_API const char* tern_status_name(tern_status status);
 /* "0.1.0" (a static string). */
 TERN_API const char* tern_version(void);
-/* One line: version, compiler, the CPU kernels' ISA tier in use, whether OpenCL is built in (static). */
+/* One line: version and commit, compiler, the CPU kernels' ISA tier in use, whether OpenCL is built in (static). */
 TERN_API const char* tern_build_info(void);
 
 /* ---- Options: how a model or graph is loaded ------------------------------------------------------------ */
@@ -135,7 +150,8 @@ typedef struct tern_tensor {
 
 typedef struct tern_graph tern_graph;
 
-/* Loads an .onnx file (external data beside it). `options` may be NULL. *graph is set unless out of memory;
+/* Loads an .onnx file (external data beside it), or a .gguf file's graph (imported once into tern's cache
+ * folder, as tern_model_load does; API 1.3). `options` may be NULL. *graph is set unless out of memory;
  * on failure it holds the message (tern_graph_error): free it with tern_graph_free. */
 TERN_API tern_status tern_graph_load(const char* onnx_path, const tern_options* options, tern_graph** graph);
 TERN_API void tern_graph_free(tern_graph* graph);
@@ -188,7 +204,9 @@ TERN_API tern_status tern_graph_write_profile(tern_graph* graph, const char* pat
 
 typedef struct tern_model tern_model;
 
-/* Loads a model folder (or its .onnx file) for generation over a ring-buffer KV cache (or, for a model whose
+/* Loads a model folder (or its .onnx file, or a llama.cpp .gguf file: imported once into
+ * $XDG_CACHE_HOME/tern/gguf/, else ~/.cache/tern/gguf/, as `tern generate --model FILE.gguf` does; a
+ * TERN_MINIMAL build refuses it with TERN_ERROR_UNSUPPORTED; API 1.3) for generation over a ring-buffer KV cache (or, for a model whose
  * attention did not fuse into it — GPT-2's past_N —, the graph's own past fed back each step). `options` may be
  * NULL. *model is set unless out of memory; on failure it holds the message (tern_model_error). A folder
  * without a tokenizer loads: the functions that need one then fail with TERN_ERROR_UNSUPPORTED. */

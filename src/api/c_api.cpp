@@ -4,8 +4,14 @@
 // llm/model_folder.h's, as for the CLI.
 #include "api/handles.h"
 
+#include <filesystem>
+
+#ifndef TERN_MINIMAL
+#include "convert/gguf_import.h"
+#endif
+
 #ifndef TERN_VERSION
-#error "TERN_VERSION is set by CMakeLists.txt (project VERSION)"
+#error "TERN_VERSION and TERN_COMMIT are set by CMakeLists.txt (project VERSION, git describe)"
 #endif
 
 namespace tern::api {
@@ -47,6 +53,16 @@ void apply_isa(const tern_options* o) {
   if (o && !o->isa.empty()) as_argument([&] { kernels::request_isa(o->isa); });  // a tier this CPU lacks, or not the one in use
 }
 
+std::string model_path(const char* path) {
+  if (std::filesystem::path(path).extension() != ".gguf" || !std::filesystem::is_regular_file(path)) return path;
+#ifdef TERN_MINIMAL
+  fail_unsupported("'", path, "' is a GGUF file, and this build (TERN_MINIMAL) has no importer: `tern import-gguf ", path,
+                   " DIR` with a full build makes the folder to load");
+#else
+  return convert::gguf_model_folder(path);
+#endif
+}
+
 }  // namespace tern::api
 
 using namespace tern;
@@ -71,7 +87,7 @@ const char* tern_version(void) { return TERN_VERSION; }
 
 const char* tern_build_info(void) {
   static const std::string info = [] {
-    std::string s = std::string("tern ") + TERN_VERSION + "; " +
+    std::string s = std::string("tern ") + TERN_VERSION + " (commit " + TERN_COMMIT + "); " +
 #if defined(__clang__)
                     "clang " + __clang_version__;
 #else

@@ -171,4 +171,8 @@ void as_argument(Check&& check) {
 // The ISA tier the options ask for (a tier this CPU lacks, or not the one in use, is the caller's error).
 void apply_isa(const tern_options* o);
 
+// A path as loads take it: a .gguf file becomes its model folder, imported once into tern's cache
+// (convert::gguf_model_folder, as the CLI does); a minimal build, which has no importer, says what to run.
+std::string model_path(const char* path);
+
 }  // namespace tern::api

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "convert/architecture.h"
@@ -186,7 +188,7 @@ Projection nbits_projection(GgmlType t, const uint8_t* data, int64_t K, int64_t 
   return w;
 }
 
-void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
+void import_gguf(const std::string& gguf_path, const std::string& out_dir, const Progress& progress) {
   const GgufFile f(gguf_path);
   const Architecture& arch = gguf_architecture(f.string("general.architecture"), gguf_path);
   int64_t context = 0;
@@ -265,12 +267,14 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
       lw.up = projection(f, p + "ffn_up.weight", s.hidden, s.ffn);
     }
     lw.down = projection(f, p + "ffn_down.weight", s.ffn, s.hidden);
+    if (progress) progress(l + 1, s.layers + 2);
   }
   w.final_norm = vector_of(f, "output_norm.weight", s.hidden);
   // Tied: the head reads the table as it lies (Transpose of the floats, MatMulNBits over the blocks).
   if (!tied) w.lm_head = projection(f, "output.weight", s.hidden, s.vocab);
   w.tied = tied;
   write_decoder_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
+  if (progress) progress(s.layers + 1, s.layers + 2);
 
   const fs::path dir(out_dir);
   auto id = [&](const char* k) -> json { return f.has(k) ? json(f.integer(k)) : json(nullptr); };
@@ -300,6 +304,28 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir) {
       tcfg[field] = tokens[static_cast<size_t>(f.integer(k))].s;
   if (f.has("tokenizer.chat_template")) tcfg["chat_template"] = f.string("tokenizer.chat_template");
   write_json(dir / "tokenizer_config.json", tcfg);
+  if (progress) progress(s.layers + 2, s.layers + 2);
+}
+
+std::string gguf_model_folder(const std::string& gguf_path, bool* imported, const Progress& progress) {
+  namespace fs = std::filesystem;
+  if (imported) *imported = false;
+  const fs::path file = fs::canonical(gguf_path);
+  const std::string key = std::to_string(fs::file_size(file)) + "/" + std::to_string(fs::last_write_time(file).time_since_epoch().count()) +
+                          "/" + file.string();
+  char id[17];
+  std::snprintf(id, sizeof id, "%016zx", std::hash<std::string>{}(key));
+  const fs::path cache = cache_dir("gguf");
+  if (cache.empty())
+    fail("'", gguf_path, "': no cache folder to import it into (neither XDG_CACHE_HOME nor HOME is set): `tern import-gguf` it");
+  const fs::path dir = cache / (file.stem().string() + "-" + id);
+  if (fs::exists(dir / "model.onnx")) return dir.string();
+  fs::create_directories(cache);
+  StagedFolder out(dir);
+  import_gguf(file.string(), out.path().string(), progress);
+  out.commit();
+  if (imported) *imported = true;
+  return dir.string();
 }
 
 }  // namespace tern::convert

@@ -12,10 +12,18 @@
 
 #include "convert/decoder_onnx.h"
 #include "convert/gguf.h"
+#include "core/progress.h"
 
 namespace tern::convert {
 
-void import_gguf(const std::string& gguf_path, const std::string& out_dir);
+// `progress`: a step per layer converted, one for the graph and weights written, one for the tokenizer.
+void import_gguf(const std::string& gguf_path, const std::string& out_dir, const Progress& progress = {});
+
+// The model folder for a GGUF file, imported there once: cache_dir("gguf")/<stem>-<id>, the id a hash of the
+// file's path, size and modification time (an edited or replaced file is imported again), written as a
+// StagedFolder (a killed import leaves nothing half-written). `imported` says whether this call imported it.
+// What `tern generate --model FILE.gguf`, tern_model_load and Python's tern.Model share.
+std::string gguf_model_folder(const std::string& gguf_path, bool* imported = nullptr, const Progress& progress = {});
 
 // A [N rows, K] matrix of ggml blocks of type `t` as x · W in MatMulNBits blocks, one per ggml sub-block
 // (32 values; 16 for Q2_K, Q3_K, Q6_K): 4 bits for types of at most 4 bits, 8 bits for the 5-, 6- and 8-bit

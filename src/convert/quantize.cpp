@@ -9,7 +9,7 @@
 
 namespace tern::convert {
 
-int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block) {
+int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block, const Progress& progress) {
   if (bits != 4 && bits != 8) fail("quantize: bits must be 4 or 8, got ", bits);
   if (block < 16 || (block & (block - 1)) != 0) fail("quantize: block must be a power of 2 >= 16, got ", block);
   onnx::ModelProto proto;
@@ -32,7 +32,10 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
   out.graph().clear_node();
   std::map<std::string, bool> quantized;  // weights already written in MatMulNBits form
   int rewritten = 0;
+  const int64_t steps = proto.graph().node_size() + 1;
+  int64_t step = 0;
   for (const auto& n : proto.graph().node()) {
+    if (progress) progress(step++, steps);
     const Tensor* w = n.op_type() == "MatMul" && n.domain().empty() && n.input_size() == 2 ? weight(n.input(1)) : nullptr;
     if (!w) {
       *out.graph().add_node() = n;
@@ -71,6 +74,7 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
   for (const auto& os : out.proto().opset_import()) has_ms |= os.domain() == "com.microsoft";
   if (!has_ms && rewritten > 0) out.add_opset("com.microsoft", 1);
   out.save(out_path, std::filesystem::path(out_path).filename().string() + "_data");
+  if (progress) progress(steps, steps);
   return rewritten;
 }
 

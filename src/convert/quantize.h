@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <string>
 
+#include "core/progress.h"
+
 namespace tern::convert {
 
-// Returns how many MatMuls were rewritten.
-int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block);
+// Returns how many MatMuls were rewritten. `progress`: a step per node of the graph, one more for the save.
+int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block, const Progress& progress = {});
 
 }  // namespace tern::convert

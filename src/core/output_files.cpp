@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -146,6 +147,12 @@ void StagedFolder::commit() {
     committed_ = true;
   }
   sync_path(target_.parent_path(), true);
+}
+
+std::filesystem::path cache_dir(std::string_view sub) {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "tern" / sub;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "tern" / sub;
+  return {};
 }
 
 }  // namespace tern

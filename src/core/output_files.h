@@ -35,6 +35,10 @@ class OutputFile {
 // `bytes` written to `path` as one OutputFile.
 void write_whole_file(const std::filesystem::path& path, std::string_view bytes);
 
+// tern's cache folder, `sub` in it: $XDG_CACHE_HOME/tern/sub, else $HOME/.cache/tern/sub; empty when neither
+// variable is set. The machine's peaks, OpenCL binaries and imported GGUF folders live there.
+std::filesystem::path cache_dir(std::string_view sub);
+
 class StagedFolder {
  public:
   // Fails at once when `target` exists and is not a folder, or is a folder with files but no model.onnx

@@ -10,14 +10,17 @@ namespace tern::llm {
 
 double Perplexity::perplexity() const { return std::exp(mean_nll); }
 
-Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half, int64_t bos) {
+Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half, int64_t bos,
+                      const Progress& progress) {
   const DecoderIO io = detect_decoder_io(session);
   if (io.layout == PastLayout::Internal) fail("perplexity needs the graph's own cache (load without a ring window)");
   if (context < 2) fail("perplexity needs a context of at least 2 tokens");
   if (ids.size() < 2) fail("perplexity needs at least 2 tokens of text");
   Perplexity r;
   double nll = 0;
+  const auto windows = static_cast<int64_t>((ids.size() - 1 + static_cast<size_t>(context) - 1) / static_cast<size_t>(context));
   for (size_t start = 0; start + 1 < ids.size(); start += static_cast<size_t>(context)) {
+    if (progress) progress(static_cast<int64_t>(start) / context, windows);
     const int64_t n = std::min<int64_t>(context, static_cast<int64_t>(ids.size() - start));
     if (n < 2 || (second_half && n < context)) break;
     std::vector<int64_t> window(ids.begin() + static_cast<std::ptrdiff_t>(start), ids.begin() + static_cast<std::ptrdiff_t>(start) + n);
@@ -45,6 +48,7 @@ Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t
       ++r.predictions;
     }
   }
+  if (progress) progress(windows, windows);
   if (r.predictions == 0) fail("the text has no whole window of ", context, " tokens to score");
   r.mean_nll = nll / static_cast<double>(r.predictions);
   return r;

@@ -18,6 +18,8 @@ struct Perplexity {
 // `second_half`: score as llama.cpp's llama-perplexity does — whole windows only, and in each the
 // predictions made from its second half (every one of them sees at least context/2 tokens); with `bos` >= 0
 // (a tokenizer that adds one) each window's first token is that BOS, as llama-perplexity makes it.
-Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half = false, int64_t bos = -1);
+// `progress`: a step per window.
+Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half = false, int64_t bos = -1,
+                      const Progress& progress = {});
 
 }  // namespace tern::llm

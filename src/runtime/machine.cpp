@@ -19,6 +19,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "core/error.h"
+#include "core/output_files.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/peak.h"
 
@@ -120,9 +121,8 @@ std::string cpu_model() {
 }
 
 std::filesystem::path machine_cache_path() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "tern" / "machine.json";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "tern" / "machine.json";
-  return {};
+  const std::filesystem::path dir = cache_dir("");
+  return dir.empty() ? dir : dir / "machine.json";
 }
 
 }  // namespace

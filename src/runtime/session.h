@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/progress.h"
 #include "graph/onnx_loader.h"
 #include "graph/weight_pack.h"
 #include "ops/execute.h"
@@ -101,6 +102,8 @@ struct SessionOptions {
   // Per-node hook (the profiler builds on it), after each node runs. Unset: no clock is read at all. Called on
   // the thread of the run the node belongs to: concurrent runs call it concurrently.
   std::function<void(const NodeRun& run)> on_node;
+  // The load's weight preparation, node by node (tern pack's work too): the CLI's progress bar.
+  Progress on_load_progress;
 };
 
 // "cpu", "opencl" (device 0) or "opencl:N" (`tern devices` lists them); fails naming the choices.

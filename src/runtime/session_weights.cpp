@@ -82,6 +82,7 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
         c = Tensor(c.dtype(), c.shape(), nullptr);
       }
     }
+    if (options.on_load_progress) options.on_load_progress(static_cast<int64_t>(k) + 1, static_cast<int64_t>(g.nodes.size()));
   }
   bytes_per_token_ = count_bytes_per_token();
   if (options.prefault) {

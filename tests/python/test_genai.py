@@ -244,3 +244,24 @@ def test_generators_on_one_model_are_independent_sequences():
     for t in threads:
         t.join()
     assert results == [[alone[0]] * 5, [alone[1]] * 5]
+
+
+def test_a_gguf_file_loads_as_its_imported_folder(tmp_path, monkeypatch):
+    # tern.Model and InferenceSession take a .gguf as the CLI does: imported once into the cache folder
+    # ($XDG_CACHE_HOME/tern/gguf/), then loaded from there; greedy tokens are transformers' (the fixture's).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    fixture = REPO / "tests" / "fixtures" / "gguf_arch" / "llama"
+    expected = json.loads((fixture / "expected.json").read_text())
+    model = tern.Model(fixture / "model.gguf")
+    assert len(list((tmp_path / "tern" / "gguf").glob("model-*/model.onnx"))) == 1
+    prompt = expected["prompt"]
+    params = tern.GeneratorParams(model)
+    params.set_search_options(max_length=len(expected["tokens"]))
+    generator = tern.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    assert generator.get_sequence(0).tolist() == expected["tokens"]
+    session = tern.InferenceSession(str(fixture / "model.gguf"))  # the same folder's graph, not imported again
+    assert "input_ids" in [i.name for i in session.get_inputs()]
+    assert len(list((tmp_path / "tern" / "gguf").iterdir())) == 1

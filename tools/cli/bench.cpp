@@ -36,7 +36,7 @@ int bench(int argc, char** argv) {
   SessionOptions so = llm::decoder_session_options(decoder_options(f), cfg, true);
   so.threads = threads;
   const auto t0 = std::chrono::steady_clock::now();
-  Session session(model_path, so);
+  Session session(model_path, with_load_progress(so));
   warn_if_graph_cache(session);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);

@@ -24,7 +24,7 @@ int chat(int argc, char** argv) {
   const llm::ModelFiles files = model_files(argv[2]);
   const std::string &model_path = files.onnx, &dir = files.dir;
   const llm::ModelConfig cfg = llm::read_model_config(dir);
-  Session session(model_path, llm::decoder_session_options(decoder_options(f), cfg, true));
+  Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, true)));
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
   const auto tok = llm::load_tokenizer(dir);

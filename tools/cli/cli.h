@@ -38,8 +38,15 @@ Flags parse(int argc, char** argv, int first, const std::set<std::string>& switc
 // The model a command was given: a folder or .onnx file as llm::resolve_model reads it, or a .gguf file,
 // imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full build; a minimal one says what to run).
 llm::ModelFiles model_files(const std::string& path);
-// That folder for a GGUF, imported when it is not there yet (tools/cli/full/import_gguf.cpp).
+// That folder for a GGUF (convert::gguf_model_folder), saying on stderr when this run imported it.
 std::string imported_gguf_folder(const std::string& gguf);
+
+// Progress bars (tools/cli/progress.cpp): "WHAT [#####     ]  45% 9/20" on stderr, redrawn in place, when
+// stderr is a terminal and the command line had no --quiet (main.cpp calls set_quiet); else no output.
+void set_quiet(bool quiet);
+Progress terminal_progress(const std::string& what);
+// `so` with its load's weight preparation drawn as such a bar.
+SessionOptions with_load_progress(SessionOptions so, const std::string& what = "loading");
 
 // --device, --weights, --activations, --kv-dtype, --window, --sinks, --threads.
 llm::DecoderOptions decoder_options(const Flags& f);

@@ -41,7 +41,7 @@ int generate(int argc, char** argv) {
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);
   const bool ring_possible = !f.has("no-cache") && f.get_int("num-beams", 1) <= 1;
-  Session session(model_path, llm::decoder_session_options(decoder_options(f), cfg, ring_possible));
+  Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, ring_possible)));
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
 

@@ -1,15 +1,23 @@
 // The `tern` command line: one file per command in tools/cli/, each a thin layer over the library.
+#include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <sstream>
+#include <vector>
 
 #ifndef TERN_MINIMAL
 #include "diagnostics/op_bench.h"
 #endif
+#include "kernels/cpu/isa.h"
+#include "tern/tern.h"
 #include "tools/cli/cli.h"
 
 namespace {
 
-const char* kUsage = R"(usage: tern <command> [options]
+const char* kUsage = R"(usage: tern <command> [options]     tern COMMAND --help: that command's part of this
+       tern --version                   version, commit, compiler, ISA tiers built and run here
+On a terminal, imports, quantization, packing, loads and eval draw a progress bar on stderr; --quiet
+(any command) draws none.
 
 commands:
   run MODEL.onnx --input-dir DIR [--output-dir OUT] [--threads N] [--profile [--trace F.json] [--html F.html]]
@@ -97,9 +105,11 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       cache the last one left (only the new turn is fed), the answer streams; Ctrl-C stops an answer,
       Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
   import-gguf FILE.gguf OUT_DIR
-      Writes a llama.cpp GGUF (llama, qwen2, qwen3) as an ONNX model folder: the same graph, the weights' exact
-      values (Q4_0/Q4_1/Q8_0 as MatMulNBits blocks, others as float32), config.json, tokenizer.json from
-      the GGUF vocabulary and the chat template.
+      Writes a llama.cpp GGUF (llama, qwen2, qwen3, phi3, gemma2, gemma3) as an ONNX model folder: the same
+      graph, the weights' exact values (every quantized type as MatMulNBits blocks, F16/BF16/F32 as float32),
+      sliding windows from the family and the metadata, config.json, tokenizer.json from the GGUF vocabulary
+      and the chat template. (generate, chat, bench, profile, eval and serve also take the .gguf itself:
+      imported once into $XDG_CACHE_HOME/tern/gguf/.)
   pack MODEL_DIR [OUT_DIR] [--weights fp32|fp16|bf16|int8|int4]
       Prepares the model's weights once, as a load would — MatMul weights in the kernels' panel layout
       (or converted by --weights), the concatenations the fusions make — and writes them to
@@ -133,6 +143,29 @@ std::string usage() { return std::string(kMinimalNote) + kUsage + "  (not in thi
 std::string usage() { return std::string(kUsage) + tern::op_bench_usage() + kUsageTail; }
 #endif
 
+// `tern COMMAND --help`: the usage's entries for that command — each entry a line indented two spaces that
+// begins with the command's name (bench and profile have two), with the lines indented deeper under it.
+std::string command_usage(const std::string& cmd) {
+  std::string out, line;
+  std::istringstream in(usage());
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("  ", 0) == 0 && line.size() > 2 && line[2] != ' ')
+      inside = line.compare(2, cmd.size(), cmd) == 0 && (line.size() == 2 + cmd.size() || line[2 + cmd.size()] == ' ');
+    if (inside) out += line + "\n";
+  }
+  return out.empty() ? usage() : "usage: tern " + out.substr(2);
+}
+
+// `tern --version`: the library's build line (version, commit, compiler, the tier in use, OpenCL), then the
+// ISA tiers this build has kernels for and those this CPU runs.
+std::string version() {
+  namespace k = tern::kernels;
+  std::string runs;
+  for (k::Isa isa : k::machine_isas()) runs += std::string(runs.empty() ? "" : " ") + k::isa_name(isa);
+  return std::string(tern_build_info()) + "\nISA tiers built: " + k::isa_tier_names(" ") + "; this CPU runs: " + runs + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,10 +174,28 @@ int main(int argc, char** argv) {
     std::cout << usage();
     return argc < 2 ? 2 : 0;
   }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V")) {
+    try {
+      std::cout << version();
+    } catch (const std::exception& e) {  // (TERN_ISA naming a tier this CPU lacks)
+      std::cerr << "tern: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   const std::string cmd = argv[1];
-  for (int i = 2; i < argc; ++i)  // `tern generate --help` and the like: the usage names every command's flags
+  // --quiet, anywhere after the command: no progress bars (cli.h). Taken off before the command parses.
+  std::vector<char*> args(argv, argv + argc);
+  if (const auto q = std::find_if(args.begin() + 2, args.end(), [](const char* a) { return !std::strcmp(a, "--quiet"); });
+      q != args.end()) {
+    args.erase(q);
+    set_quiet(true);
+    argc = static_cast<int>(args.size());
+    argv = args.data();
+  }
+  for (int i = 2; i < argc; ++i)  // `tern generate --help` and the like: that command's entries of the usage
     if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-      std::cout << usage();
+      std::cout << command_usage(cmd);
       return 0;
     }
     // Every command, once; those of tools/cli/full/ are null in a minimal build (CMakeLists.txt leaves that folder out).

@@ -53,7 +53,7 @@ int pack(int argc, char** argv) {
   SessionOptions so = llm::decoder_session_options(o, llm::read_model_config(fs::path(onnx).parent_path().string()), true);
   so.pack = SessionOptions::Pack::Record;
   const auto t0 = std::chrono::steady_clock::now();
-  Session session(onnx, so);
+  Session session(onnx, with_load_progress(so, "packing"));
   const std::string path = pack_path_for(onnx);
   session.weights().save_pack(path);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

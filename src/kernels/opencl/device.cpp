@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/output_files.h"
 
 namespace tern::cl {
 namespace {
@@ -80,11 +81,7 @@ std::vector<Found> find_devices() {
   return out;
 }
 
-std::filesystem::path binary_cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::filesystem::path(x) / "tern" / "opencl";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache" / "tern" / "opencl";
-  return {};
-}
+std::filesystem::path binary_cache_dir() { return cache_dir("opencl"); }
 
 }  // namespace
 

@@ -22,11 +22,11 @@ int eval(int argc, char** argv) {
   if (f.has("threads")) so.threads = static_cast<int>(f.get_int("threads", 0, 1));
   so.weights = parse_weight_format(f.get("weights", "fp32"));
   so.activations = parse_activation_format(f.get("activations", "auto"));
-  Session session(model_path, so);
+  Session session(model_path, with_load_progress(so));
   const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
   const auto ids = tokenizer->encode(text, true);
   const auto bos = tokenizer->encode("", true);  // [BOS] when the tokenizer adds one
-  const auto r = llm::perplexity(session, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0]);
+  const auto r = llm::perplexity(session, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0], terminal_progress("scoring"));
   std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll << " nats, perplexity "
             << r.perplexity() << "\n";
   return 0;

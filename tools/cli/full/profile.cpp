@@ -31,7 +31,7 @@ int profile(int argc, char** argv) {
   so.threads = threads;
   Profiler prof;
   prof.attach(so);
-  Session session(model_path, so);
+  Session session(model_path, with_load_progress(so));
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
   const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);

@@ -21,7 +21,8 @@ int quantize(int argc, char** argv) {
                             name.find(".onnx_data") != std::string::npos || name.find(".onnx.data") != std::string::npos;
     if (e.is_regular_file() && !model_file) fs::copy_file(e.path(), out.path() / name);
   }
-  const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), f.get_int("bits", 4), f.get_int("block", 32));
+  const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), f.get_int("bits", 4), f.get_int("block", 32),
+                                        terminal_progress("quantizing"));
   out.commit();
   std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32") << ": "
             << (fs::path(f.get("out")) / "model.onnx").string() << "\n";
