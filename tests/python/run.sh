@@ -16,7 +16,7 @@ dist="$repo/build-python/dist"
 rm -rf "$dist"
 start=$(date +%s)
 "$venv/bin/pip" wheel -q --no-deps -w "$dist" "$repo"
-wheel=$(ls "$dist"/tern-*.whl)
+wheel=$(ls "$dist"/tern_runtime-*.whl)
 echo "python: built $(basename "$wheel") ($(( $(date +%s) - start )) s, $(du -k "$wheel" | cut -f1) KB)"
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 cd "$(mktemp -d)"
