@@ -39,8 +39,8 @@ tern_status tern_graph_load(const char* onnx_path, const tern_options* options, 
       g.profiler = std::make_unique<Profiler>();
       g.profiler->attach(so);
     }
-    const std::string path = model_path(onnx_path);  // (a GGUF: its imported folder's graph)
-    g.session = std::make_unique<Session>(path == onnx_path ? path : path + "/model.onnx", so);
+    const std::string path = model_path(onnx_path);  // (a GGUF: its imported folder, whose graph the resolver names)
+    g.session = std::make_unique<Session>(path == onnx_path ? path : llm::resolve_model(path).onnx, so);
   });
 }
 
