@@ -5,8 +5,11 @@
 # installs, and what CI's fixed-seed fuzz replay was run with) or else the newest clang whose libFuzzer runtime
 # is installed, with AddressSanitizer + UBSan, CPU only;
 # build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
-# --minimal, alone or after --aarch64, builds the embedded variant instead (build-minimal/, build-aarch64-minimal/):
-# -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the commands that run decoders (docs/embedded.md).
+# --x86-64-v2: build-x86-64-v2/ for x86-64 CPUs without AVX (-DTERN_ARCH_FLAGS=-march=x86-64-v2: SSE4.2 baseline,
+# the avx2 and higher tiers still chosen at run time).
+# --minimal, alone or after --aarch64 or --x86-64-v2, builds the embedded variant instead (build-minimal/,
+# build-aarch64-minimal/, build-x86-64-v2-minimal/): -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the
+# commands that run decoders (docs/embedded.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
@@ -23,6 +26,9 @@ case "${1:-}" in
   --sanitize)
     dir=build-asan
     flags=("${debug_flags[@]}" -DTERN_SANITIZE=ON) ;;
+  --x86-64-v2)
+    dir=build-x86-64-v2
+    flags+=(-DTERN_ARCH_FLAGS=-march=x86-64-v2) ;;
   --no-opencl)  # the CPU-only build: no OpenCL package compiled in or linked
     dir=build-no-opencl
     flags+=(-DTERN_OPENCL=OFF) ;;

@@ -4,7 +4,8 @@
 # --sanitize does the same in a separate AddressSanitizer + UBSan build, --no-opencl in a build without
 # the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
 # qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
-# --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh).
+# --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh);
+# --x86-64-v2 --minimal the same for an x86-64-v2 build, run under `qemu-x86_64 -cpu Westmere` (no AVX at all).
 # --tsan runs the concurrency tests (many threads on one session, sessions side by side, the kernels' pool, the
 # C API from C threads) in a ThreadSanitizer build, failing on any report.
 # Without an option it ends with the Python package's tests: the wheel built by `pip wheel .`, installed in a
@@ -14,8 +15,11 @@ cd "$(dirname "$0")/.."
 if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
   [ -x build/tern ] || bash scripts/build.sh
   bash scripts/build.sh "$@"
-  [ "$1" = "--aarch64" ] && dir=build-aarch64-minimal || dir=build-minimal
-  runner=(); [ "$dir" = build-aarch64-minimal ] && runner=(qemu-aarch64)
+  case "$1" in
+    --aarch64) dir=build-aarch64-minimal runner=(qemu-aarch64) ;;
+    --x86-64-v2) dir=build-x86-64-v2-minimal runner=(qemu-x86_64 -cpu Westmere) ;;
+    *) dir=build-minimal runner=() ;;
+  esac
   exec bash tests/minimal_build.sh "$dir/tern" build/tern ../shared "$dir/minimal-check" "${runner[@]}"
 fi
 if [ "${1:-}" = "--tsan" ]; then

@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # The embedded variant (-DTERN_MINIMAL=ON -DTERN_STATIC=ON) against a full build of the same tree: one static
-# file under 3 MiB stripped, the same text from every test model, the same answer to every hostile ONNX file
+# file under 3 MiB stripped (x86-64-v2: 3 MiB + 64 KiB), the same text from every test model, the same answer to every hostile ONNX file
 # (its loader runs over protobuf-lite classes), and a clear message for the commands it leaves out.
-# Usage: minimal_build.sh MINIMAL_TERN FULL_TERN SHARED_DIR WORK_DIR [RUNNER]  (RUNNER: qemu-aarch64 for a
-# cross build; the full build is then the host's, and the texts must still match byte for byte)
+# Usage: minimal_build.sh MINIMAL_TERN FULL_TERN SHARED_DIR WORK_DIR [RUNNER...]  (RUNNER: qemu-aarch64 for a
+# cross build, `qemu-x86_64 -cpu Westmere` for an x86-64-v2 one; the full build is then the host's, and the
+# texts must still match byte for byte)
 set -euo pipefail
-min=$1 full=$2 shared=$3 work=$4 runner=${5:-}
+min=$1 full=$2 shared=$3 work=$4 runner=${*:5}
+cross=""; [ "${5:-}" = qemu-aarch64 ] && cross=aarch64-linux-gnu-
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 run_min() { ${runner:+$runner} "$min" "$@"; }
 
 if readelf -l "$min" | grep -q INTERP; then echo "$min is dynamically linked"; exit 1; fi
-strip -o "$work/tern" "$min" 2>/dev/null || ${runner:+aarch64-linux-gnu-}strip -o "$work/tern" "$min"
+${cross}strip -o "$work/tern" "$min"
 size=$(stat -c %s "$work/tern")
 echo "minimal static CLI: $size bytes stripped ($(awk "BEGIN{printf \"%.2f\", $size/1048576}") MiB)"
-[ "$size" -lt 3145728 ] || { echo "over 3 MiB"; exit 1; }
+# Under 3 MiB; an x86-64-v2 build's SSE code is larger (each 256-bit step two 128-bit ones): 3 MiB + 64 KiB.
+max=3145728; [ "$runner" = "qemu-x86_64 -cpu Westmere" ] && max=$((max + 65536))
+[ "$size" -lt "$max" ] || { echo "over $max bytes"; exit 1; }
 
 same() {  # same() NAME ARGS... [-- MINIMAL_ARGS...]: both builds print the same text
   local name=$1 args=() margs=(); shift
@@ -43,8 +47,7 @@ else
 fi
 
 # The C API from the minimal static library: a fully static C program prints what the CLI prints.
-cc=cc; [ -n "$runner" ] && cc=aarch64-linux-gnu-gcc
-"$cc" -std=c99 -I"$here/../include" "$here/../examples/c/generate.c" "$(dirname "$min")/libtern.a" -static \
+"${cross}gcc" -std=c99 -I"$here/../include" "$here/../examples/c/generate.c" "$(dirname "$min")/libtern.a" -static \
   -lprotobuf-lite -lstdc++ -lm -lpthread -o "$work/generate" 2> "$work/cc.txt" || { cat "$work/cc.txt"; exit 1; }
 ${runner:+$runner} "$work/generate" "$here/../models/default" "And God said" 48 > "$work/c.txt" 2> /dev/null
 "$full" generate --model "$here/../models/default" --prompt "And God said" --max-new-tokens 48 --greedy > "$work/cli.txt" 2> /dev/null

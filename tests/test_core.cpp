@@ -25,6 +25,32 @@ TEST_CASE("float16 and bfloat16 round-trip known bit patterns") {
   CHECK(std::isnan(static_cast<float>(bf16(NAN))));
 }
 
+// Hand-derived edges of IEEE half's round-to-nearest-even, which F16C (an x86-64-v3 build), __fp16 (AArch64)
+// and the bit arithmetic of an x86-64-v2 build must all give (that build's CI pass runs these under qemu).
+TEST_CASE("float16 conversion rounds to nearest even at every edge: overflow, subnormals, ties, NaN") {
+  CHECK(f16(65519.996f).bits == 0x7bff);  // below 65520: rounds down to the largest half
+  CHECK(f16(65520.0f).bits == 0x7c00);    // the tie above 65504 goes to infinity (its even neighbour)
+  CHECK(f16(-1e10f).bits == 0xfc00);
+  CHECK(f16(0x1p-14f).bits == 0x0400);           // the smallest normal
+  CHECK(f16(0x1p-24f).bits == 0x0001);           // the smallest subnormal
+  CHECK(f16(0x1p-25f).bits == 0x0000);           // a tie between 0 and 2^-24: to even, 0
+  CHECK(f16(0x1.8p-24f).bits == 0x0002);         // a tie between 1 and 2 ulps: to even, 2
+  CHECK(f16(1.0f + 0x1p-11f).bits == 0x3c00);    // a tie: to the even 1.0
+  CHECK(f16(1.0f + 0x1.8p-10f).bits == 0x3c02);  // a tie between 1+2^-10 and 1+2^-9: to even
+  CHECK(f16(-0.0f).bits == 0x8000);
+  CHECK(static_cast<float>(f16(0x1p-24f)) == 0x1p-24f);
+  f16 h;
+  h.bits = 0x03ff;  // the largest subnormal
+  CHECK(static_cast<float>(h) == 0x1.ff8p-15f);
+  h.bits = 0xfbff;
+  CHECK(static_cast<float>(h) == -65504.0f);
+  h.bits = 0x7c00;
+  CHECK(std::isinf(static_cast<float>(h)));
+  h.bits = 0x7c01;  // a signalling NaN comes back a NaN
+  CHECK(std::isnan(static_cast<float>(h)));
+  CHECK((f16(NAN).bits & 0x7e00) == 0x7e00);
+}
+
 TEST_CASE("cast follows ONNX Cast: float to int truncates toward zero, to bool tests non-zero") {
   Tensor x = Tensor::from_vector<float>({-2.7f, -0.5f, 0.0f, 1.9f, 300.0f}, {5});
   Tensor i = cast_to(x, DType::Int32);

@@ -161,7 +161,7 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
 #else
             const bool pairs_of_16 = false;
 #endif
-            if (block == 16 && !pairs_of_16) {  // (the float path's: gemv_nbits)
+            if ((block == 16 && !pairs_of_16) || !kernels::isa_has_int8_dot(kernels::active_isa())) {  // (the float path's)
               CHECK(!kernels::gemv_nbits_i8_supported(w));
               continue;
             }
@@ -183,6 +183,7 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               }
             std::vector<float> first;
             for (kernels::Isa isa : kernels::machine_isas()) {
+              if (!kernels::isa_has_int8_dot(isa)) continue;
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
               kernels::gemv_nbits_i8(x.data(), M, w, y.data(), isa);

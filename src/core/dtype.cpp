@@ -2,6 +2,43 @@
 
 namespace tern {
 
+#if defined(__x86_64__) && !defined(__F16C__)
+uint16_t f16_bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u >= 0x47800000u)  // 2^16 and up: infinity, or NaN made quiet with its payload's top bits (as F16C)
+    return static_cast<uint16_t>(sign | (u > 0x7f800000u ? 0x7e00u | (u >> 13 & 0x3ffu) : 0x7c00u));
+  if (u < 0x38800000u) {  // below 2^-14: a subnormal half, rounded by adding 0.5 (its ulp is 2^-24)
+    float v;
+    std::memcpy(&v, &u, 4);
+    v += 0.5f;
+    std::memcpy(&u, &v, 4);
+    return static_cast<uint16_t>(sign | (u - 0x3f000000u));
+  }
+  u += 0xc8000fffu + ((u >> 13) & 1u);             // rebias the exponent (127 → 15), round the 13 dropped bits to even
+  return static_cast<uint16_t>(sign | (u >> 13));  // (a carry out of the mantissa may give infinity)
+}
+
+float f16_value_of(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16, exponent = bits >> 10 & 0x1fu, mantissa = bits & 0x3ffu;
+  uint32_t u;
+  if (exponent == 0x1f) {  // infinity, or NaN made quiet (as F16C)
+    u = sign | 0x7f800000u | (mantissa != 0 ? 0x400000u : 0u) | mantissa << 13;
+  } else if (exponent != 0) {
+    u = sign | (exponent + 112) << 23 | mantissa << 13;
+  } else {  // zero or subnormal: mantissa · 2^-24, exact in float
+    const float f = static_cast<float>(mantissa) * 0x1p-24f;
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+#endif
+
 const char* dtype_name(DType t) {
   switch (t) {
     case DType::Undefined: return "undefined";

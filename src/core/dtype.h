@@ -32,13 +32,22 @@ enum class DType : int32_t {
 };
 
 // IEEE half: stored as bits, arithmetic happens in float — converted by F16C on x86-64 (part of
-// x86-64-v3) and by the FP16 conversions every AArch64 core has (__fp16), both rounding to nearest even.
+// x86-64-v3), by the FP16 conversions every AArch64 core has (__fp16), and in an x86-64-v2 build (no F16C)
+// by bit arithmetic (dtype.cpp: out of line, as inlined at every use it made the minimal static CLI 8 KB
+// larger); all round to nearest even.
+#if defined(__x86_64__) && !defined(__F16C__)
+uint16_t f16_bits_of(float f);
+float f16_value_of(uint16_t bits);
+#endif
 struct f16 {
   uint16_t bits = 0;
   f16() = default;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__F16C__)
   explicit f16(float f) : bits(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)) {}
   operator float() const { return _cvtsh_ss(bits); }
+#elif defined(__x86_64__)
+  explicit f16(float f) : bits(f16_bits_of(f)) {}
+  operator float() const { return f16_value_of(bits); }
 #elif defined(__aarch64__)
   explicit f16(float f) {
     const __fp16 h = static_cast<__fp16>(f);

@@ -24,10 +24,15 @@ namespace {
 
 using batch = xsimd::batch<float>;
 constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
-constexpr int64_t kNR = 2 * kLanes;  // panel width: two registers per row of the C tile
-constexpr int64_t kMR = 6;           // rows of the C tile: 12 accumulators + 2 B registers + 1 broadcast
-constexpr int64_t kKC = 256;         // K block: an A slice (M × KC) stays in L2, a B micro-panel in L1
-constexpr int64_t kNC = 16;          // panels per column block: its C block (M × 256 floats) stays in L2
+#if defined(__x86_64__)
+constexpr int64_t kNR = 16;  // panel width: the layout every x86-64 tier reads (gemm_avx512.h's tiles too)
+#else
+constexpr int64_t kNR = 2 * kLanes;
+#endif
+constexpr int64_t kRegs = kNR / kLanes;  // registers a row of the C tile: 2 (AVX2, NEON), 4 (an SSE4.2 baseline)
+constexpr int64_t kMR = 12 / kRegs;      // rows of the C tile: 12 accumulators + kRegs B registers + 1 broadcast
+constexpr int64_t kKC = 256;             // K block: an A slice (M × KC) stays in L2, a B micro-panel in L1
+constexpr int64_t kNC = 16;              // panels per column block: its C block (M × 256 floats) stays in L2
 
 // kLanes elements of a panel as floats.
 template <typename T>
@@ -55,29 +60,28 @@ batch load_lanes(const T* p) {
 
 // C tile [mr × nr] (+)= A micro-panel [kc][kMR] · B micro-panel [kc][kNR].
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, bool accumulate, int64_t mr, int64_t nr) {
-  batch acc[kMR][2];
-  for (auto& row : acc) row[0] = row[1] = batch(0.0f);
+  batch acc[kMR][kRegs];
+  for (auto& row : acc)
+    for (batch& v : row) v = batch(0.0f);
   for (int64_t k = 0; k < kc; ++k) {
-    const batch b0 = batch::load_aligned(b + k * kNR), b1 = batch::load_aligned(b + k * kNR + kLanes);
+    batch bv[kRegs];
+    for (int64_t h = 0; h < kRegs; ++h) bv[h] = batch::load_aligned(b + k * kNR + h * kLanes);
     for (int64_t r = 0; r < kMR; ++r) {
       const batch ar(a[k * kMR + r]);
-      acc[r][0] = xsimd::fma(ar, b0, acc[r][0]);
-      acc[r][1] = xsimd::fma(ar, b1, acc[r][1]);
+      for (int64_t h = 0; h < kRegs; ++h) acc[r][h] = xsimd::fma(ar, bv[h], acc[r][h]);
     }
   }
   if (mr == kMR && nr == kNR) {
     for (int64_t r = 0; r < kMR; ++r)
-      for (int h = 0; h < 2; ++h) {
+      for (int64_t h = 0; h < kRegs; ++h) {
         float* out = c + r * ldc + h * kLanes;
         (accumulate ? acc[r][h] + batch::load_unaligned(out) : acc[r][h]).store_unaligned(out);
       }
     return;
   }
   alignas(64) float tile[kMR * kNR];  // edge tile: only the rows and columns that exist
-  for (int64_t r = 0; r < kMR; ++r) {
-    acc[r][0].store_aligned(tile + r * kNR);
-    acc[r][1].store_aligned(tile + r * kNR + kLanes);
-  }
+  for (int64_t r = 0; r < kMR; ++r)
+    for (int64_t h = 0; h < kRegs; ++h) acc[r][h].store_aligned(tile + r * kNR + h * kLanes);
   for (int64_t r = 0; r < mr; ++r)
     for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] = (accumulate ? c[r * ldc + j] : 0.0f) + tile[r * kNR + j];
 }
@@ -158,20 +162,21 @@ void panel_rows(const float* x, int64_t K, const T* p, float* y, int64_t ldy, in
   alignas(64) float out[M][kNR];
   for (int64_t k0 = 0; k0 < K; k0 += kKC) {
     const int64_t k1 = std::min(K, k0 + kKC);
-    batch acc[M][2];
-    for (auto& row : acc) row[0] = row[1] = batch(0.0f);
+    batch acc[M][kRegs];
+    for (auto& row : acc)
+      for (batch& v : row) v = batch(0.0f);
     constexpr int64_t steps_a_line = std::max<int64_t>(1, 64 / (kNR * static_cast<int64_t>(sizeof(T))));  // (fp16/bf16: 2)
     for (int64_t k = k0; k < k1; ++k) {
       if (k % steps_a_line == 0) __builtin_prefetch(reinterpret_cast<const char*>(p + k * kNR) + kPanelPrefetchBytes, 0, 2);
-      const batch b0 = load_lanes(p + k * kNR), b1 = load_lanes(p + k * kNR + kLanes);
+      batch bv[kRegs];
+      for (int64_t h = 0; h < kRegs; ++h) bv[h] = load_lanes(p + k * kNR + h * kLanes);
       for (int m = 0; m < M; ++m) {
         const batch xm(x[m * K + k]);
-        acc[m][0] = xsimd::fma(xm, b0, acc[m][0]);
-        acc[m][1] = xsimd::fma(xm, b1, acc[m][1]);
+        for (int64_t h = 0; h < kRegs; ++h) acc[m][h] = xsimd::fma(xm, bv[h], acc[m][h]);
       }
     }
     for (int m = 0; m < M; ++m)
-      for (int h = 0; h < 2; ++h)
+      for (int64_t h = 0; h < kRegs; ++h)
         (k0 > 0 ? acc[m][h] + batch::load_aligned(out[m] + h * kLanes) : acc[m][h]).store_aligned(out[m] + h * kLanes);
   }
   for (int m = 0; m < M; ++m) std::memcpy(y + m * ldy, out[m], static_cast<size_t>(nr) * sizeof(float));

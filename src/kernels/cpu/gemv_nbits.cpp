@@ -204,6 +204,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
 }  // namespace
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {
+  if (!isa_has_int8_dot(active_isa())) return false;
 #if defined(__x86_64__)
   const bool four_bit = w.grouped;  // (group_nbits_rows)
 #else

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 
+#include "core/cpu_baseline.h"
 #include "core/error.h"
 
 namespace tern::kernels {
@@ -52,8 +53,11 @@ bool has_avx512() {
 
 bool can_run(Isa isa) {
   switch (isa) {
-    case Isa::Avx2: return true;  // the baseline the binary was built for
-    case Isa::AvxVnni: return avx_vnni();
+    case Isa::Sse42:
+      return true;  // the baseline of an x86-64-v2 build
+    // (an x86-64-v3 build's baseline: always true where it runs at all, core/cpu_baseline.cpp refusing other CPUs)
+    case Isa::Avx2: return cpu_has_x86_64_v3();
+    case Isa::AvxVnni: return cpu_has_x86_64_v3() && avx_vnni();
     case Isa::Avx512: return has_avx512();
     case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
     case Isa::Avx512Bf16: return can_run(Isa::Avx512Vnni) && __builtin_cpu_supports("avx512bf16");
@@ -62,7 +66,12 @@ bool can_run(Isa isa) {
   }
 }
 
+// An x86-64-v3 build (the default) starts at avx2: all its code may use AVX2.
+#if defined(__AVX2__)
 constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
+#else
+constexpr Isa kAll[] = {Isa::Sse42, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
+#endif
 #elif defined(__aarch64__)
 bool hwcap(unsigned long bit) { return (getauxval(AT_HWCAP) & bit) != 0; }
 
@@ -97,6 +106,7 @@ std::optional<Isa> requested;
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::Sse42: return "sse42";
     case Isa::Avx2: return "avx2";
     case Isa::AvxVnni: return "avxvnni";
     case Isa::Avx512: return "avx512";
@@ -144,6 +154,8 @@ bool isa_at_least(Isa isa, Isa floor) {
   return static_cast<int>(isa) >= static_cast<int>(floor) && static_cast<int>(isa) <= static_cast<int>(Isa::Amx);
 }
 
+bool isa_has_int8_dot(Isa isa) { return isa != Isa::Sse42; }
+
 void request_isa(const std::string& name) {
   const Isa want = tier_named(name, "ISA tier ");
   std::lock_guard<std::mutex> lock(choice_mutex);
@@ -161,6 +173,7 @@ std::string cpu_feature_list() {
     out += name;
   };
 #if defined(__x86_64__)
+  add("sse4.2", __builtin_cpu_supports("sse4.2"));
   add("avx2", __builtin_cpu_supports("avx2"));
   add("fma", __builtin_cpu_supports("fma"));
   add("avxvnni", avx_vnni());

@@ -5,7 +5,10 @@
 //
 // Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp or
 // arm/*_<tier>.cpp, compiled with that tier's flags):
-//   x86-64:   avx2        AVX2, FMA, F16C — the build's baseline (-march=x86-64-v3)
+//   x86-64:   sse42       SSE4.2, POPCNT — the baseline of an x86-64-v2 build (TERN_ARCH_FLAGS=-march=x86-64-v2),
+//                         for CPUs without AVX (Atom/Celeron boards, pre-2013 cores); not a tier of the default build
+//             avx2        AVX2, FMA, F16C — the default build's baseline (-march=x86-64-v3); in an
+//                         x86-64-v2 build only its own files (x86/*_avx2.cpp) use it
 //             avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
 //             avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
 //             avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
@@ -23,14 +26,16 @@
 
 namespace tern::kernels {
 
-enum class Isa { Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot };
+enum class Isa { Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot };
 
 const char* isa_name(Isa isa);
-// Every tier this CPU can execute, lowest first (always starts with the baseline: avx2 or neon).
+// Every tier this CPU can execute, lowest first (always starts with the build's baseline: sse42, avx2 or neon).
 std::vector<Isa> machine_isas();
 // The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
 // CPU cannot run throws, naming what it has).
 Isa active_isa();
+// Whether tier `isa` has the int8 dot products the int8-activation kernels need (every tier but sse42).
+bool isa_has_int8_dot(Isa isa);
 // Whether tier `isa` has everything tier `floor` (avx512 or one above it) has: `floor` itself or a higher x86 tier.
 bool isa_at_least(Isa isa, Isa floor);
 // Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only

@@ -1,5 +1,6 @@
 #include "kernels/cpu/nbits.h"
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
@@ -128,7 +129,7 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 
 bool nbits_groups_native(const NBitsWeights& w) {
 #if defined(__x86_64__)
-  return !w.grouped && w.bits == 4 && w.block % 32 == 0 && w.N > 0 && w.K > 0;
+  return !w.grouped && w.bits == 4 && w.block % 32 == 0 && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
 #else
   (void)w;
   return false;
