@@ -30,6 +30,10 @@ same() {  # same() NAME ARGS... [-- MINIMAL_ARGS...]: both builds print the same
   echo "same text: $name"
 }
 same default generate --model "$here/../models/default" --prompt "And God said" --max-new-tokens 48 --greedy
+# A prompt of 79 tokens: prefill on the GEMM's tiles (its edges too), not the GEMV of up to 16 rows.
+long="Once upon a time there was a little girl named Lily who lived in a small house near the big forest with her"
+long+=" mother and her father and her dog. Every day she went out to play in the garden and look at the flowers and the birds"
+same default-long-prompt generate --model "$here/../models/default" --prompt "$long" --max-new-tokens 8 --greedy
 run_min pack "$here/../models/default" "$work/packed" --weights int4 > /dev/null
 same default-int4-pack generate --model "$here/../models/default" --weights int4 --prompt "And God said" --max-new-tokens 24 --greedy \
   -- generate --model "$work/packed" --prompt "And God said" --max-new-tokens 24 --greedy
