@@ -58,3 +58,30 @@ def test_the_console_script_runs_the_shipped_cli():
     if built.is_file():  # the same tokens as the checkout's own build of the CLI
         assert shipped == subprocess.run([str(built)] + run, capture_output=True, text=True, check=True).stdout
     assert len(shipped.strip()) > len("Once upon a time")
+
+
+def test_it_runs_where_the_debian_libraries_it_bundles_are_absent(tmp_path):
+    # Each system library the wheel bundles a copy of is hidden (/dev/null bound over it in a mount namespace of
+    # its own), as on a machine without those Debian packages: the CLI and the Python chat example still run.
+    system_dir = pathlib.Path("/usr/lib/x86_64-linux-gnu")
+    hidden = []
+    for library in BUNDLED.iterdir():
+        stem = re.match(r"(.+)-[0-9a-f]{8}\.so", library.name).group(1)
+        hidden += [str(p) for p in system_dir.glob(stem + ".so*") if p.is_file() and not p.is_symlink()]
+    if not hidden:
+        pytest.skip(f"none of the bundled libraries is installed in {system_dir}: nothing to hide")
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a mount namespace here (unshare: {probe.stderr.decode().strip()})")
+    chat = REPO / "examples" / "python" / "chat.py"
+    model = REPO / "models" / "default"
+    if not model.is_dir():
+        pytest.skip(f"{model} not found (scripts/get-models.sh)")
+    script = tmp_path / "hidden.sh"
+    script.write_text("set -e\n" + "".join(f"mount --bind /dev/null {p}\n" for p in hidden) +
+                      f"! ldd {BUNDLED.parent / 'tern' / 'bin' / 'tern'} | grep -q 'not found'\n"
+                      f"{pathlib.Path(sys.executable).parent / 'tern'} --version\n"
+                      f"echo 'Hello' | {sys.executable} {chat} --model {model} --max-new-tokens 8\n")
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", str(script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("tern " + tern.__version__) and "> " in out.stdout
