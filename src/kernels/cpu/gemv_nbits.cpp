@@ -210,12 +210,11 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
 #else
   const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
 #endif
-  // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
-  const bool pairs_of_16 = w.block == 16 && w.K % 32 == 0;
 #if defined(__aarch64__)
   const bool eight_bit = w.block % 32 == 0;  // (the ARM tiers read whole blocks of 32 and more)
 #else
-  const bool eight_bit = w.block % 32 == 0 || pairs_of_16;
+  // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
+  const bool eight_bit = w.block % 32 == 0 || (w.block == 16 && w.K % 32 == 0);
 #endif
   const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && eight_bit;
   return blocks && w.N > 0 && w.K > 0;
