@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__F16C__)
 #include <immintrin.h>
 #endif
 

@@ -22,6 +22,11 @@ pytestmark = pytest.mark.skipif(os.environ.get("TERN_LIBRARY") is not None or no
                                 reason="not the wheel scripts/wheel.sh makes (TERN_LIBRARY set, or no tern_runtime.libs)")
 
 
+def bundled_stem(library):
+    """libprotobuf for auditwheel's tern_runtime.libs/libprotobuf-92983d5d.so.32.0.12 (stem-hash.so.N)."""
+    return re.match(r"(.+)-[0-9a-f]{8}\.so", library.name).group(1)
+
+
 def binaries():
     return [PACKAGE / "libtern.so", PACKAGE / "bin" / "tern"] + sorted(BUNDLED.iterdir())
 
@@ -40,8 +45,7 @@ def test_the_binaries_need_only_what_every_manylinux_system_has():
 def test_each_bundled_library_carries_its_license():
     assert sorted(BUNDLED.iterdir()), "auditwheel bundled nothing"
     for library in BUNDLED.iterdir():
-        stem = re.match(r"(.+)-[0-9a-f]{8}\.so", library.name).group(1)  # (auditwheel's name: stem-hash.so.N)
-        notice = PACKAGE / "licenses" / f"{stem}.txt"
+        notice = PACKAGE / "licenses" / f"{bundled_stem(library)}.txt"
         assert notice.is_file() and "Copyright" in notice.read_text(errors="replace"), f"no license for {library.name}"
 
 
@@ -66,8 +70,7 @@ def test_it_runs_where_the_debian_libraries_it_bundles_are_absent(tmp_path):
     system_dir = pathlib.Path("/usr/lib/x86_64-linux-gnu")
     hidden = []
     for library in BUNDLED.iterdir():
-        stem = re.match(r"(.+)-[0-9a-f]{8}\.so", library.name).group(1)
-        hidden += [str(p) for p in system_dir.glob(stem + ".so*") if p.is_file() and not p.is_symlink()]
+        hidden += [str(p) for p in system_dir.glob(bundled_stem(library) + ".so*") if p.is_file() and not p.is_symlink()]
     if not hidden:
         pytest.skip(f"none of the bundled libraries is installed in {system_dir}: nothing to hide")
     probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"], capture_output=True)

@@ -1,7 +1,8 @@
 // Products with a constant weight matrix repacked once, at load, into the layout the kernels stream:
 // column panels of kPanel columns, each panel K rows of kPanel contiguous floats ([N/kPanel][K][kPanel],
 // the last panel zero-padded). Prefill (many rows) runs a register-blocked GEMM — 6 rows × kPanel
-// columns of C in registers (8 rows × two panels with AVX-512, gemm_avx512.h), A packed per call, each
+// columns of C in registers (3 rows at an x86-64-v2 build's SSE width; 8 rows × two panels with AVX-512,
+// gemm_avx512.h), A packed per call, each
 // panel read once per call in cache-sized K blocks —
 // and decode (up to kPanelGemvMaxRows rows) a GEMV that streams each panel front to back, summing each
 // output in the GEMM's order (per K block, then block by block) so a row's bits never depend on how many
@@ -28,7 +29,7 @@ struct PackedMatrix {
   int64_t bytes() const { return static_cast<int64_t>(panels->bytes()); }
 };
 
-extern const int64_t kPanel;  // columns per panel: two SIMD registers
+extern const int64_t kPanel;  // columns per panel: 16 on x86-64 (the layout every tier reads), two NEON registers on AArch64
 
 // Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`; `transposed`: B is
 // [N, K] and the product reads Bᵀ (FusedMatMul transB — a tied LM head reading the embedding table).
