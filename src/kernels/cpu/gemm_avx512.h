@@ -21,8 +21,6 @@
 
 namespace tern::kernels {
 
-struct PackedMatrix;
-
 #if defined(__x86_64__)
 // Panel j's rows [k0, k0 + kc) of B as [kc][16] floats, 64-byte aligned: a pointer into the packed panels,
 // or into `scratch` ([256][16] floats) where they are widened or dequantized first. With `scratch` null it
@@ -39,12 +37,6 @@ void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16
 // dequantized, then rounded): the prefill of 4/8-bit weights whose activations may lose precision
 // (accuracy_level 4 quantizes decode's to int8; bf16 keeps more bits than that).
 void gemm_rounded_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
-#if !defined(__AVX2__)
-// An x86-64-v2 build's tier avx2 (x86/gemm_f32_avx2.cpp): gemm_packed's own GEMM tiles and panel GEMV
-// (gemm_panels_impl.h) compiled for x86-64-v3, where the baseline's run at SSE4.2 width.
-void gemm_f32_avx2(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
-void gemv_panels_avx2(const float* x, int64_t M, const PackedMatrix& B, float* y);
-#endif
 #endif
 
 }  // namespace tern::kernels

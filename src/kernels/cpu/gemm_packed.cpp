@@ -5,6 +5,7 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/x86/float_kernels_avx2.h"
 
 namespace tern::kernels {
 namespace {
@@ -37,7 +38,7 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
   if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
 #if defined(__x86_64__) && !defined(__AVX2__)
-  if (active_isa() != Isa::Sse42) return gemm_f32_avx2(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+  if (float_kernels_avx2()) return gemm_f32_avx2(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
   gemm_panel_tiles(A, M, K, N, C, micro_panel);
 }
@@ -46,7 +47,7 @@ template <typename T>
 void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   if (M <= kPanelGemvMaxRows) {
 #if defined(__x86_64__) && !defined(__AVX2__)
-    if (active_isa() != Isa::Sse42) return gemv_panels_avx2(A, M, B, C);
+    if (float_kernels_avx2()) return gemv_panels_avx2(A, M, B, C);
 #endif
     return gemv_panels<T>(A, M, B, C);
   }
@@ -178,6 +179,12 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
     if (!scratch) return nullptr;  // (made in scratch: gemm_avx512.h's PanelBlock)
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
+#if defined(__x86_64__) && !defined(__AVX2__)
+    if (float_kernels_avx2()) {
+      dequantize_nbits_block_avx2(W, n0, n1, k0, k0 + kc, scratch, kNR);
+      return scratch;
+    }
+#endif
     dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
     return scratch;
   };
@@ -205,7 +212,7 @@ namespace {
 std::string gemm_panels_tier() {
   if (isa_at_least(active_isa(), Isa::Avx512)) return " avx512";
 #if defined(__x86_64__) && !defined(__AVX2__)
-  if (active_isa() != Isa::Sse42) return " avx2";  // (x86/gemm_f32_avx2.cpp)
+  if (float_kernels_avx2()) return " avx2";  // (x86/float_kernels_avx2.cpp)
 #endif
   return "";
 }
