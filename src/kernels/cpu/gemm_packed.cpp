@@ -5,7 +5,7 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/x86/float_kernels_avx2.h"
+#include "kernels/cpu/x86/float_avx2/kernels.h"
 
 namespace tern::kernels {
 namespace {
@@ -31,14 +31,15 @@ PanelBlock as_panel_block(const MicroPanel&) {
 #endif
 
 // The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides: from tier avx512 up, the 8 × 32 tiles of
-// gemm_f32_avx512 in the same summation order; at tier avx2 of an x86-64-v2 build its own file's tiles.
+// gemm_f32_avx512 in the same summation order; at tier avx2 of an x86-64-v2 build the same tiles
+// compiled for it (x86/float_avx2/gemm_packed.cpp).
 template <typename MicroPanel>
 void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
   if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
-#if defined(__x86_64__) && !defined(__AVX2__)
-  if (float_kernels_avx2()) return gemm_f32_avx2(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+#if TERN_FLOAT_KERNELS_AVX2
+  if (float_kernels_avx2()) return float_avx2::gemm_f32(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
   gemm_panel_tiles(A, M, K, N, C, micro_panel);
 }
@@ -46,8 +47,8 @@ void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, cons
 template <typename T>
 void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   if (M <= kPanelGemvMaxRows) {
-#if defined(__x86_64__) && !defined(__AVX2__)
-    if (float_kernels_avx2()) return gemv_panels_avx2(A, M, B, C);
+#if TERN_FLOAT_KERNELS_AVX2
+    if (float_kernels_avx2()) return float_avx2::gemv_panels(A, M, B, C);
 #endif
     return gemv_panels<T>(A, M, B, C);
   }
@@ -179,9 +180,9 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
     if (!scratch) return nullptr;  // (made in scratch: gemm_avx512.h's PanelBlock)
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
-#if defined(__x86_64__) && !defined(__AVX2__)
+#if TERN_FLOAT_KERNELS_AVX2
     if (float_kernels_avx2()) {
-      dequantize_nbits_block_avx2(W, n0, n1, k0, k0 + kc, scratch, kNR);
+      float_avx2::dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
       return scratch;
     }
 #endif
@@ -211,8 +212,8 @@ namespace {
 // The tier gemm_panels runs its tiles at, as profiles name it.
 std::string gemm_panels_tier() {
   if (isa_at_least(active_isa(), Isa::Avx512)) return " avx512";
-#if defined(__x86_64__) && !defined(__AVX2__)
-  if (float_kernels_avx2()) return " avx2";  // (x86/float_kernels_avx2.cpp)
+#if TERN_FLOAT_KERNELS_AVX2
+  if (float_kernels_avx2()) return " avx2";  // (x86/float_avx2/gemm_packed.cpp)
 #endif
   return "";
 }

@@ -1,5 +1,5 @@
 // The fp32 GEMM's tiles and the panel GEMV over gemm_packed.h's panels, at the vector width of the file that
-// includes this: gemm_packed.cpp (the build's baseline) and, in an x86-64-v2 build, x86/gemm_f32_avx2.cpp
+// includes this: gemm_packed.cpp (the build's baseline) and, in an x86-64-v2 build, x86/float_avx2/gemm_packed.cpp
 // (tier avx2). Everything here has internal linkage, so each file keeps its own copy built for its flags.
 // The panels are 16 columns on x86-64 at any width (the layout every tier reads); the tile's rows follow
 // the width (6 rows of 2 registers at AVX2 and NEON, 3 of 4 at SSE4.2), and A is packed for them here.

@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/chunk_attention.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_ops.h"
 
 #include <algorithm>
 #include <cstring>
@@ -146,7 +147,7 @@ void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at_g = at(b, slot(b, i)) + g * D;
       for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(keys[static_cast<size_t>(at_g + d)]);
-      rotate_head(row, D, rope, i);
+      rotate_head(row, row, D, rope, i);
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
       for (int64_t d = 0; d < D; ++d) vg[i * D + d] = static_cast<float>(values[static_cast<size_t>(at_g + d)]);
     }

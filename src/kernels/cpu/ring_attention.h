@@ -11,15 +11,9 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/rope.h"
 
 namespace tern::kernels {
-
-struct RopeTable {
-  const float* cos = nullptr;  // [positions, rot/2]
-  const float* sin = nullptr;
-  int64_t rot_dim = 0;  // rotated leading dims of a head (even); 0: no RoPE
-  bool interleaved = false;
-};
 
 // T: how the cache stores keys and values (float, or f16 to halve its memory and bandwidth).
 template <typename T>
@@ -35,13 +29,6 @@ struct RingAttentionArgs {
   float* scratch = nullptr;
   int threads = 1;  // at most the count `scratch` was sized for
 };
-
-// Head vector x [D] rotated to table row `pos` into y (dims past r.rot_dim copied), or in place.
-void rotate_head(const float* x, float* y, int64_t D, const RopeTable& r, int64_t pos);
-void rotate_head(float* x, int64_t D, const RopeTable& r, int64_t pos);
-
-// y[0, n) *= c (SIMD): a softmax's rescaling and normalization of an output row.
-void scale_in_place(float c, float* y, int64_t n);
 
 // Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).
 int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads);

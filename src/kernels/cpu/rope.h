@@ -6,6 +6,14 @@
 
 namespace tern::kernels {
 
+// A model's RoPE table, read by the attention kernels (kernels/cpu/vector_ops.h rotates a head by it).
+struct RopeTable {
+  const float* cos = nullptr;  // [positions, rot/2]
+  const float* sin = nullptr;
+  int64_t rot_dim = 0;  // rotated leading dims of a head (even); 0: no RoPE
+  bool interleaved = false;
+};
+
 void rope_rotate(const float* x, float* y, const float* cos, const float* sin, int64_t rot_dim, int64_t head_size, bool interleaved);
 
 }  // namespace tern::kernels

@@ -1,0 +1,257 @@
+// gemv_nbits.h's kernels at the vector width of the file that includes this: gemv_nbits.cpp (the build's
+// baseline) and, in an x86-64-v2 build, x86/float_avx2/gemv_nbits.cpp (tier avx2): the float path's rows and
+// the int8 path's activation quantization (the int8 dot products are their tiers' own files). Everything here
+// has internal linkage, so each file keeps its own copy built for its flags.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/gemv_nbits_i8.h"
+#include "kernels/cpu/parallel.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace tern::kernels {
+namespace {
+
+// Byte j of a block holds elements 2j (low nibble) and 2j + 1 (high nibble). The activations are
+// reordered once per call so that, per group of 16 elements, the 8 even ones come first and the 8 odd
+// ones next: then 8 bytes widened to 8 lanes give the low nibbles for the first half, the high nibbles
+// for the second, with no shuffles in the inner loop.
+constexpr int64_t kGroup = 16;
+
+// Below 64k weights a product is done before a second thread would have started.
+bool small(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16); }
+
+#if defined(__AVX2__) && defined(__FMA__)
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Output columns [n0, n0 + R) for one activation row: R weight rows share each load of x.
+template <int R, int Bits>
+void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
+  const int64_t blob = w.block * Bits / 8, groups = w.block / kGroup;
+  const __m256i low = _mm256_set1_epi32(0xF);
+  __m256 acc[R];
+  float zp_part[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm256_setzero_ps();
+    zp_part[r] = 0;
+  }
+  for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    __m256 block_acc[R];
+    const uint8_t* q[R];
+    for (int r = 0; r < R; ++r) {
+      block_acc[r] = _mm256_setzero_ps();
+      q[r] = w.data + ((n0 + r) * k_blocks + kb) * blob;
+    }
+    const float* xb = xs + kb * w.block;
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256 x_even = _mm256_loadu_ps(xb + g * kGroup), x_odd = _mm256_loadu_ps(xb + g * kGroup + 8);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Bits == 4) {  // 8 bytes: the even elements' low nibbles, the odd ones' high nibbles
+          const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + g * 8)));
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, low)), x_even, block_acc[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4)), x_odd, block_acc[r]);
+        } else {  // 16 bytes, one element each, in the same even/odd order
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + g * 16));
+          const __m128i even = _mm_and_si128(bytes, _mm_set1_epi16(0xFF)), odd = _mm_srli_epi16(bytes, 8);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(even)), x_even, block_acc[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(odd)), x_odd, block_acc[r]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const float scale = w.scales[(n0 + r) * k_blocks + kb];
+      acc[r] = _mm256_fmadd_ps(block_acc[r], _mm256_set1_ps(scale), acc[r]);
+      zp_part[r] += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+    }
+  }
+  for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zp_part[r];
+}
+#else
+// Portable path: the same arithmetic one element at a time.
+template <int R, int Bits>
+void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
+  const int64_t blob = w.block * Bits / 8;
+  for (int r = 0; r < R; ++r) {
+    float acc = 0, zp_part = 0;
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      const uint8_t* q = w.data + ((n0 + r) * k_blocks + kb) * blob;
+      const float* xb = xs + kb * w.block;
+      float block_acc = 0;
+      for (int64_t g = 0; g < w.block / kGroup; ++g)
+        for (int i = 0; i < 8; ++i) {
+          const float lo = Bits == 4 ? static_cast<float>(q[g * 8 + i] & 0xF) : static_cast<float>(q[g * 16 + 2 * i]);
+          const float hi = Bits == 4 ? static_cast<float>(q[g * 8 + i] >> 4) : static_cast<float>(q[g * 16 + 2 * i + 1]);
+          block_acc += lo * xb[g * kGroup + i] + hi * xb[g * kGroup + 8 + i];
+        }
+      const float scale = w.scales[(n0 + r) * k_blocks + kb];
+      acc += block_acc * scale;
+      zp_part += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+    }
+    y[n0 + r] = acc - zp_part;
+  }
+}
+#endif
+
+void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
+  // Reordered activations (zero past K: a last partial block's padding contributes nothing) and their
+  // block sums; kept per thread, so after the first call nothing is allocated.
+  thread_local std::vector<float> xs, xsum;
+  xs.assign(static_cast<size_t>(M * padded), 0.0f);
+  xsum.assign(static_cast<size_t>(M * k_blocks), 0.0f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < w.K; ++k) {
+      const int64_t g = k / kGroup, i = k % kGroup;
+      xs[static_cast<size_t>(m * padded + g * kGroup + (i % 2) * 8 + i / 2)] = x[m * w.K + k];
+      xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
+    }
+  const int64_t quads = w.N / 4;
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xm = xs.data() + m * padded;
+    const float* sm = xsum.data() + m * k_blocks;
+    float* ym = y + m * w.N;
+    parallel_chunks(quads, balanced_chunks(quads, small(w)), [&](int64_t p0, int64_t p1, int) {
+      for (int64_t p = p0; p < p1; ++p)
+        if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
+        else rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
+    });
+    for (int64_t n = 4 * quads; n < w.N; ++n)
+      if (w.bits == 4) rows<1, 4>(xm, sm, w, k_blocks, n, ym);
+      else rows<1, 8>(xm, sm, w, k_blocks, n, ym);
+  }
+}
+
+// One block of activations to int8: scale amax/127, values nearbyint(x · 127/amax) (round to nearest
+// even). `sum` is scale · Σ q (what the zero points multiply) and chunk_sum[c] Σ q over each 32 values.
+// For 8-bit weights q is in order; for 4-bit ones each 32-value chunk c of the row (the block's first is
+// `chunk0`) goes to the 64-value group c / 2 at half c % 2 as Int8Row lays it out: its 16 even values at
+// 16·half, its 16 odd ones at 32 + 16·half — q points at the row.
+void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum, float& scale, float& sum) {
+  float amax = 0;
+  int64_t i = 0;
+#if defined(__AVX2__)
+  // The vector path gives the scalar one's bits: max is exact and cvtps2dq rounds as nearbyint does.
+  // SmolLM2's 576-wide rows: ~3 µs of scalar work per MatMulNBits call before, 211 calls a token.
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 vmax = _mm256_setzero_ps();
+  for (; i + 8 <= len; i += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  for (float v : lanes) amax = std::max(amax, v);
+#endif
+  for (; i < len; ++i) amax = std::max(amax, std::fabs(x[i]));
+  scale = amax / 127.0f;
+  const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+  auto at = [&](int64_t k) {  // where value k of the block goes
+    if (!four_bit) return k;
+    const int64_t c = chunk0 + k / 32, j = k % 32;
+    return (c / 2) * 64 + (j % 2) * 32 + (c % 2) * 16 + j / 2;
+  };
+  int32_t total = 0;
+  i = 0;
+#if defined(__AVX2__)
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);                                // undoes packs' lane interleave
+  const __m256i evens_odds = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,  //
+                                              0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (; i + 32 <= len; i += 32) {
+    __m256i v[4], vsum = _mm256_setzero_si256();
+    for (int r = 0; r < 4; ++r) {
+      v[r] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * r), vinv));
+      vsum = _mm256_add_epi32(vsum, v[r]);
+    }
+    alignas(32) int32_t sums[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), vsum);
+    int32_t chunk = 0;
+    for (int32_t t : sums) chunk += t;
+    chunk_sum[i / 32] = chunk;
+    total += chunk;
+    __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    b = _mm256_permutevar8x32_epi32(b, in_order);
+    if (four_bit) {  // per 16-byte lane: evens, odds; then quads [lane0 evens, lane1 evens, lane0 odds, lane1 odds]
+      b = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(b, evens_odds), _MM_SHUFFLE(3, 1, 2, 0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at(i)), _mm256_castsi256_si128(b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + at(i + 1)), _mm256_extracti128_si256(b, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i), b);
+    }
+  }
+#endif
+  for (; i < len; ++i) {
+    const int v = static_cast<int>(std::nearbyint(x[i] * inv));
+    total += v;
+    chunk_sum[i / 32] += v;  // (zeroed by the caller: blocks of 16 share a chunk)
+    q[at(i)] = static_cast<int8_t>(v);
+  }
+  sum = scale * static_cast<float>(total);
+}
+
+void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
+#if defined(__x86_64__)
+  const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
+                         : isa == Isa::AvxVnni              ? gemv_nbits_i8_avxvnni
+                                                            : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
+#elif defined(__aarch64__)
+  const RowsFn rows_fn = isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
+#endif
+  const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
+  // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xscale, xsum;
+  thread_local std::vector<int32_t> xchunks, xlanes;
+  xq.assign(static_cast<size_t>(M * padded), 0);
+  xchunks.assign(static_cast<size_t>(M * padded / 32), 0);
+  xscale.resize(static_cast<size_t>(M * k_blocks));
+  xsum.resize(static_cast<size_t>(M * k_blocks));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb, k0 = kb * w.block;
+      const bool four_bit = w.bits == 4 && !w.grouped;  // (reordered for the file's layout)
+      quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, xq.data() + m * padded + (four_bit ? 0 : k0),
+                     xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
+    }
+#if defined(__x86_64__)
+  if (w.bits == 8) {  // (Int8Row::lane_sum; per block, or per pair of blocks of 16)
+    xlanes.assign(static_cast<size_t>(M * k_blocks * 8), 0);
+    const int64_t span = std::max<int64_t>(w.block, 32), steps = k_blocks * w.block / span;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t s = 0; s < steps; ++s) {
+        int32_t* lanes = xlanes.data() + (m * k_blocks + s) * 8;
+        const int8_t* q = xq.data() + m * padded + s * span;
+        for (int64_t i = 0; i < span; i += 4) lanes[i % 32 / 4] += q[i] + q[i + 1] + q[i + 2] + q[i + 3];
+      }
+  }
+#endif
+  // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
+  // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
+  const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
+  for (int64_t m0 = 0; m0 < M; m0 += kInt8RowsAPass) {
+    const int64_t rows_now = std::min(kInt8RowsAPass, M - m0);
+    Int8Row rows[kInt8RowsAPass];
+    for (int64_t i = 0; i < rows_now; ++i) {
+      const int64_t m = m0 + i;
+      rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks, xchunks.data() + m * padded / 32,
+                        w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
+    }
+    float* ym = y + m0 * w.N;
+    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) {
+      if (w.grouped) rows_fn(rows, rows_now, w, g0, g1, ym, w.N);
+      else rows_fn(rows, rows_now, w, unit * g0, std::min(w.N, unit * g1), ym, w.N);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
