@@ -5,10 +5,10 @@
 # installs, and what CI's fixed-seed fuzz replay was run with) or else the newest clang whose libFuzzer runtime
 # is installed, with AddressSanitizer + UBSan, CPU only;
 # build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
-# --x86-64-v2: build-x86-64-v2/ for x86-64 CPUs without AVX (-DTERN_ARCH_FLAGS=-march=x86-64-v2: SSE4.2 baseline,
-# the avx2 and higher tiers still chosen at run time).
-# --minimal, alone or after --aarch64 or --x86-64-v2, builds the embedded variant instead (build-minimal/,
-# build-aarch64-minimal/, build-x86-64-v2-minimal/): -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the
+# --x86-64-v3: build-x86-64-v3/ for AVX2 machines only (-DTERN_ARCH_FLAGS=-march=x86-64-v3; the default build's
+# x86-64-v2 baseline runs on every x86-64 and as fast: docs/build.md).
+# --minimal, alone or after --aarch64 or --x86-64-v3, builds the embedded variant instead (build-minimal/,
+# build-aarch64-minimal/, build-x86-64-v3-minimal/): -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the
 # commands that run decoders (docs/embedded.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +26,9 @@ case "${1:-}" in
   --sanitize)
     dir=build-asan
     flags=("${debug_flags[@]}" -DTERN_SANITIZE=ON) ;;
-  --x86-64-v2)
-    dir=build-x86-64-v2
-    flags+=(-DTERN_ARCH_FLAGS=-march=x86-64-v2) ;;
+  --x86-64-v3)
+    dir=build-x86-64-v3
+    flags+=(-DTERN_ARCH_FLAGS=-march=x86-64-v3) ;;
   --no-opencl)  # the CPU-only build: no OpenCL package compiled in or linked
     dir=build-no-opencl
     flags+=(-DTERN_OPENCL=OFF) ;;

@@ -4,8 +4,8 @@
 # --sanitize does the same in a separate AddressSanitizer + UBSan build, --no-opencl in a build without
 # the OpenCL path (-DTERN_OPENCL=OFF), --aarch64 in a build cross-compiled for AArch64 whose tests run under
 # qemu-aarch64 (scripts/setup.sh --aarch64 installs the cross compiler, arm64 libraries and qemu-user).
-# --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh);
-# --x86-64-v2 --minimal the same for an x86-64-v2 build, run under `qemu-x86_64 -cpu Westmere` (no AVX at all).
+# --minimal (or --aarch64 --minimal) checks the embedded variant against the full build (tests/minimal_build.sh),
+# on x86-64 under `qemu-x86_64 -cpu Westmere` (no AVX at all: the baseline's own kernels) when qemu-user is there.
 # --tsan runs the concurrency tests (many threads on one session, sessions side by side, the kernels' pool, the
 # C API from C threads) in a ThreadSanitizer build, failing on any report.
 # Without an option it ends with the Python package's tests: the wheel built by `pip wheel .`, installed in a
@@ -17,8 +17,9 @@ if [ $# -gt 0 ] && [ "${!#}" = "--minimal" ]; then
   bash scripts/build.sh "$@"
   case "$1" in
     --aarch64) dir=build-aarch64-minimal runner=(qemu-aarch64) ;;
-    --x86-64-v2) dir=build-x86-64-v2-minimal runner=(qemu-x86_64 -cpu Westmere) ;;
-    *) dir=build-minimal runner=() ;;
+    --x86-64-v3) dir=build-x86-64-v3-minimal runner=() ;;
+    *) dir=build-minimal runner=()
+       [ "$(uname -m)" = x86_64 ] && command -v qemu-x86_64 > /dev/null && runner=(qemu-x86_64 -cpu Westmere) ;;
   esac
   exec bash tests/minimal_build.sh "$dir/tern" build/tern ../shared "$dir/minimal-check" "${runner[@]}"
 fi
@@ -55,7 +56,7 @@ ctest --test-dir "$dir" --output-on-failure "${jobs[@]}" || {
   exit 1
 }
 grep -h "kernel tests at tier" "$dir/Testing/Temporary/LastTest.log" || true  # each tier they ran at, by name
-if [ "$dir" = build ] && [ "$(uname -m)" = x86_64 ]; then  # an AVX2-only machine: every test at the baseline tier
+if [ "$dir" = build ] && [ "$(uname -m)" = x86_64 ]; then  # an AVX2-only machine (Zen 3, Haswell to Comet Lake): every test at its tier
   echo "== every test again with TERN_ISA=avx2 =="
   TERN_ISA=avx2 ctest --test-dir build --output-on-failure -j "$(nproc)" -LE source
 fi

@@ -7,10 +7,10 @@ set -euo pipefail
 cli=$1 tests=$2
 ran=()
 picked=$("$cli" devices 2> /dev/null | sed -n 's/.*ISA tier \([a-z0-9]*\).*/\1/p' | head -n 1)
-for tier in avx2 avxvnni avx512 avx512vnni avx512bf16 amx neon neondot; do
+for tier in sse42 avx2 avxvnni avx512 avx512vnni avx512bf16 amx neon neondot; do
   TERN_ISA=$tier "$cli" devices > /dev/null 2>&1 || continue  # a tier this CPU cannot run, or of the other architecture
   [ "$tier" != "$picked" ] || { ran+=("$tier: in unit_tests"); continue; }
-  TERN_ISA=$tier "$tests" -tc="*gemm*,*gemv*,*matmul*,*attention*,*kernel*" > /tmp/kernel-tier-$$.log 2>&1 ||
+  TERN_ISA=$tier "$tests" -tc="*gemm*,*gemv*,*matmul*,*attention*,*kernel*,*norm*,*swiglu*" > /tmp/kernel-tier-$$.log 2>&1 ||
     { cat /tmp/kernel-tier-$$.log; echo "kernel tests failed at tier $tier"; exit 1; }
   ran+=("$tier: $(grep -oE 'test cases: +[0-9]+ \| +[0-9]+ passed' /tmp/kernel-tier-$$.log)")
 done
