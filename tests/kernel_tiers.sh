@@ -7,7 +7,7 @@ set -euo pipefail
 cli=$1 tests=$2
 ran=()
 picked=$("$cli" devices 2> /dev/null | sed -n 's/.*ISA tier \([a-z0-9]*\).*/\1/p' | head -n 1)
-for tier in sse42 avx2 avxvnni avx512 avx512vnni avx512bf16 amx neon neondot; do
+for tier in sse42 avx2 avxvnni avx512 avx512vnni avx512bf16 amx neon neondot neoni8mm; do
   TERN_ISA=$tier "$cli" devices > /dev/null 2>&1 || continue  # a tier this CPU cannot run, or of the other architecture
   [ "$tier" != "$picked" ] || { ran+=("$tier: in unit_tests"); continue; }
   TERN_ISA=$tier "$tests" -tc="*gemm*,*gemv*,*matmul*,*attention*,*kernel*,*norm*,*swiglu*" > /tmp/kernel-tier-$$.log 2>&1 ||

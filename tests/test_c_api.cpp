@@ -137,7 +137,7 @@ TEST_CASE("C API: two models generate at once on two threads, each as it does al
 
 TEST_CASE("C API: the ISA tier is chosen once per process") {
   tern_options* o = tern_options_create();
-  // The baseline (avx2 or neon): every machine tern builds for has it.
+  // The baseline (sse42, avx2 or neon): every machine tern builds for has it.
   REQUIRE(tern_options_set_isa(o, kernels::isa_name(kernels::machine_isas().front())) == TERN_OK);
   tern_graph* g = nullptr;
   const tern_status s = tern_graph_load((kExample + "/model.onnx").c_str(), o, &g);

@@ -1,5 +1,5 @@
 // Whether this x86-64 CPU has x86-64-v3's vector instructions (AVX2, FMA, F16C; the CPU library also checks
-// the OS saves their registers): the default build's baseline, and the avx2 tier of an x86-64-v2 build.
+// the OS saves their registers): the avx2 tier, and the baseline of an x86-64-v3 build.
 #pragma once
 
 namespace tern {

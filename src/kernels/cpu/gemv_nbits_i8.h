@@ -39,6 +39,7 @@ void gemv_nbits_i8_avx512vnni(const Int8Row* x, int64_t M, const NBitsWeights& w
 #elif defined(__aarch64__)
 void gemv_nbits_i8_neon(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void gemv_nbits_i8_neondot(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
+void gemv_nbits_i8_neoni8mm(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 #endif
 
 }  // namespace tern::kernels

@@ -204,7 +204,7 @@ void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, fl
                          : isa == Isa::AvxVnni              ? gemv_nbits_i8_avxvnni
                                                             : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
 #elif defined(__aarch64__)
-  const RowsFn rows_fn = isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
+  const RowsFn rows_fn = isa == Isa::NeonI8mm ? gemv_nbits_i8_neoni8mm : isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
 #endif
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
   // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.

@@ -66,7 +66,7 @@ bool can_run(Isa isa) {
   }
 }
 
-// An x86-64-v3 build (the default) starts at avx2: all its code may use AVX2.
+// An x86-64-v3 build starts at avx2: all its code may use AVX2.
 #if defined(__AVX2__)
 constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
 #else
@@ -79,11 +79,12 @@ bool can_run(Isa isa) {
   switch (isa) {
     case Isa::Neon: return true;  // the baseline
     case Isa::NeonDot: return hwcap(HWCAP_ASIMDDP);
+    case Isa::NeonI8mm: return hwcap(HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
     default: return false;
   }
 }
 
-constexpr Isa kAll[] = {Isa::Neon, Isa::NeonDot};
+constexpr Isa kAll[] = {Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 #endif
 
 // The tier named `name`; `source` says where the name came from ("TERN_ISA=", "ISA tier ").
@@ -115,6 +116,7 @@ const char* isa_name(Isa isa) {
     case Isa::Amx: return "amx";
     case Isa::Neon: return "neon";
     case Isa::NeonDot: return "neondot";
+    case Isa::NeonI8mm: return "neoni8mm";
   }
   return "?";
 }

@@ -5,10 +5,10 @@
 //
 // Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp or
 // arm/*_<tier>.cpp, compiled with that tier's flags):
-//   x86-64:   sse42       SSE4.2, POPCNT — the baseline of an x86-64-v2 build (TERN_ARCH_FLAGS=-march=x86-64-v2),
-//                         for CPUs without AVX (Atom/Celeron boards, pre-2013 cores); not a tier of the default build
-//             avx2        AVX2, FMA, F16C — the default build's baseline (-march=x86-64-v3); in an
-//                         x86-64-v2 build only its own files (x86/*_avx2.cpp) use it
+//   x86-64:   sse42       SSE4.2, POPCNT — the default build's baseline (-march=x86-64-v2): CPUs without AVX
+//                         (Atom/Celeron boards, pre-2013 cores); not a tier of an x86-64-v3 build
+//             avx2        AVX2, FMA, F16C — its own files (x86/*_avx2.cpp, x86/float_avx2/); the whole of an
+//                         x86-64-v3 build (TERN_ARCH_FLAGS=-march=x86-64-v3) is this tier
 //             avxvnni     + AVX-VNNI: 256-bit u8·s8 dot products (vpdpbusd, VEX) — Alder Lake, Zen 5
 //             avx512      + AVX-512 F/BW/VL/DQ (no VNNI assumed: Skylake-X has none)
 //             avx512vnni  + AVX512_VNNI — Ice Lake, Sapphire Rapids, Zen 4/5
@@ -19,6 +19,8 @@
 //   has AVX-512 without AVX-VNNI).
 //   AArch64:  neon        Advanced SIMD and FP16 conversions — every AArch64 core (-march=armv8-a)
 //             neondot     + the int8 dot product (sdot, ARMv8.2 DotProd) — Cortex-A55/A76 on, Apple M, Graviton 2+
+//             neoni8mm    + the int8 matrix multiply (smmla, FEAT_I8MM: 2×8 by 8×2 in one instruction) —
+//                         Neoverse V1/N2 (Graviton 3/4), Cortex-A510/A710 and later
 // A machine's tier is the highest whose instructions it has all of.
 #pragma once
 #include <string>
@@ -26,7 +28,7 @@
 
 namespace tern::kernels {
 
-enum class Isa { Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot };
+enum class Isa { Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot, NeonI8mm };
 
 const char* isa_name(Isa isa);
 // Every tier this CPU can execute, lowest first (always starts with the build's baseline: sse42, avx2 or neon).

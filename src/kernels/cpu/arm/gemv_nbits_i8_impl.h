@@ -21,6 +21,13 @@ float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64
   return share;
 }
 
+#if defined(__ARM_FEATURE_DOTPROD)
+// ARMv8.2 DotProd (the neondot tier and those above it): sdot adds four s8·s8 products into each int32 lane.
+struct DotNeonDot {
+  static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
+};
+#endif
+
 // Weight bytes this many rows ahead are requested while these are multiplied (as on x86).
 constexpr int64_t kPrefetchRows = 8;
 

@@ -2,13 +2,6 @@
 #include "kernels/cpu/arm/gemv_nbits_i8_impl.h"
 
 namespace tern::kernels {
-namespace {
-
-struct DotNeonDot {
-  static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) { return vdotq_s32(acc, a, b); }
-};
-
-}  // namespace
 
 void gemv_nbits_i8_neondot(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
   gemv_rows<DotNeonDot>(x, M, w, n0, n1, y, ldy);
