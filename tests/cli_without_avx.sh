@@ -6,14 +6,14 @@
 # Usage: cli_without_avx.sh QEMU_X86_64 TERN MODEL
 set -euo pipefail
 qemu=$1 tern=$2 model=$3
-"$qemu" -cpu Westmere "$tern" --version | grep -q "this CPU runs: sse42" ||
-  { echo "under Westmere the CLI does not run tier sse42:"; "$qemu" -cpu Westmere "$tern" --version; exit 1; }
+westmere() { env -u TERN_ISA "$qemu" -cpu Westmere "$tern" "$@"; }  # (the native run may be held to a tier: scripts/test.sh's avx2 pass)
+westmere --version | grep -q "this CPU runs: sse42" || { echo "under Westmere the CLI does not run tier sse42:"; westmere --version; exit 1; }
 long="Once upon a time there was a little girl named Lily who lived in a small house near the big forest with her"
 long+=" mother and her father and her dog. Every day she went out to play in the garden and look at the flowers and the birds"
 for prompt in "And God said" "$long"; do
   args=(generate --model "$model" --prompt "$prompt" --max-new-tokens 32 --greedy)
   native=$("$tern" "${args[@]}" 2> /dev/null)
-  emulated=$("$qemu" -cpu Westmere "$tern" "${args[@]}" 2> /dev/null)
+  emulated=$(westmere "${args[@]}" 2> /dev/null)
   [ "$native" = "$emulated" ] || { printf 'native:   %s\nWestmere: %s\n' "$native" "$emulated"; exit 1; }
   echo "same text without AVX: ${prompt:0:40}…"
 done
