@@ -120,6 +120,51 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 4- and 8-bit blocks, w
           }
 }
 
+TEST_CASE("gemv_nbits over grouped 4-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the dequantized product") {
+  std::mt19937 g(12);
+  std::uniform_real_distribution<float> u(-1, 1), zu(0, 15);
+  for (int64_t block : {32, 64, 128})
+    for (int zp_form : {0, 1, 2})  // none, packed, float
+      for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {1000, 300}, {2048, 33}})
+        for (int64_t M : {1, 2, 3, 4, 6}) {
+          CAPTURE(block);
+          CAPTURE(zp_form);
+          CAPTURE(K);
+          CAPTURE(N);
+          CAPTURE(M);
+          RandomNBits r(g, N, K, 4, block, zp_form == 1);
+          const int64_t k_blocks = (K + block - 1) / block;
+          std::vector<float> zf(static_cast<size_t>(N * k_blocks));
+          for (auto& v : zf) v = zu(g);
+          if (zp_form == 2) r.w.zp_float = zf.data();
+          if (block == 64)  // scales that are exactly fp16: grouped as fp16
+            for (float& v : r.scales) v = static_cast<float>(f16(v));
+          const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(r.w);
+          REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
+          std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
+          for (auto& v : x) v = u(g);
+          kernels::dequantize_nbits_transposed(r.w, W.data());
+          std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
+          kernels::gemv_nbits(x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
+          for (kernels::Isa isa : kernels::machine_isas()) {
+            CAPTURE(kernels::isa_name(isa));
+            std::vector<float> y(scalar.size(), 7.0f);
+            kernels::gemv_nbits(x.data(), M, grouped.view(), y.data(), isa);
+            CHECK(y == scalar);
+          }
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double ref = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double t = static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
+                ref += t;
+                mag += std::abs(t);
+              }
+              CHECK(std::abs(scalar[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
+            }
+        }
+}
+
 TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at every ISA tier this CPU runs, bit for bit") {
   std::vector<std::string> tiers;
   for (kernels::Isa isa : kernels::machine_isas()) tiers.push_back(kernels::isa_name(isa));

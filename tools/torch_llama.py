@@ -108,9 +108,11 @@ def export_optimum(model: Llama, path):
     B, S, P = 2, 3, 2
     args = (torch.randint(0, s.vocab, (B, S)), torch.ones(B, P + S, dtype=torch.int64), torch.arange(P, P + S)[None].repeat(B, 1),
             *[torch.randn(B, KV, P, HD) for _ in range(2 * L)])
+    # The TorchScript exporter writes what Optimum's exports of this era hold; torch >= 2.9 defaults to dynamo.
+    legacy = {"dynamo": False} if "dynamo" in torch.onnx.export.__code__.co_varnames else {}
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=names_in, output_names=names_out, dynamic_axes=dyn, opset_version=17,
-                          do_constant_folding=True)
+                          do_constant_folding=True, **legacy)
 
 
 def quantize_matmul_nbits(m: onnx.ModelProto, block=32):

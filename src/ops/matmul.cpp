@@ -76,7 +76,7 @@ class MatMulOp : public RepackedMatMul {
       static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
       kernels::NBitsWeights shape;
       shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
-      if (regroups_nbits(shape, activations_, options)) {
+      if (regroups_nbits(shape, options)) {
         quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape,
                                            [&] { return kernels::group_nbits_rows(quantize().view()); });
         return {1};
@@ -250,8 +250,8 @@ class GemmOp : public Op {
 
 }  // namespace
 
-bool regroups_nbits(const kernels::NBitsWeights& w, kernels::NBitsActivations activations, const PrepackOptions& options) {
-  return activations == kernels::NBitsActivations::Int8 && !options.device && kernels::nbits_groups_native(w);
+bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options) {
+  return !options.device && kernels::nbits_groups_native(w);
 }
 
 kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,

@@ -16,9 +16,9 @@ class RepackedMatMul : public Op {
 };
 
 // Whether a session prepacking with `options` regroups 4-bit weights shaped like `w` (kernels::
-// group_nbits_rows) for decode rows with `activations`: on x86, for int8 activations, not on a device
-// (whose variant uploads the file's layout).
-bool regroups_nbits(const kernels::NBitsWeights& w, kernels::NBitsActivations activations, const PrepackOptions& options);
+// group_nbits_rows), which both decode paths (fp32 and int8 activations) read fastest: on x86 from tier avx2,
+// not on a device (whose variant uploads the file's layout).
+bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options);
 // The grouped weights: the pack's entry `<node>/<part>` or make()'s, checked against `w`'s sizes.
 kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,
                                                 const std::function<kernels::QuantizedWeights()>& make);

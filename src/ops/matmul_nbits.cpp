@@ -40,11 +40,18 @@ class MatMulNBitsOp : public Op {
     if (!at(1) || !at(2) || !zp_constant) return {};
     Tensor scratch[2];
     const kernels::NBitsWeights w = weights(*at(1), *at(2), at(3), scratch, "MatMulNBits");
-    if (!regroups_nbits(w, activations_, options)) return {};
+    if (!regroups_nbits(w, options)) return {};
     grouped_ = prepared_nbits_groups(options, "int4 groups", w, [&] {
       for (const Tensor* t : {at(1), at(2), at(3)})
         if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
-      return kernels::group_nbits_rows(w);
+      // Each part is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.
+      return kernels::group_nbits_rows(w, [&](int64_t n0, int64_t n1) {
+        for (const Tensor* t : {at(1), at(2), at(3)})
+          if (t && t->buffer()) {
+            const size_t row = t->nbytes() / static_cast<size_t>(N_);
+            t->buffer()->drop_pages(static_cast<const char*>(t->raw()) + static_cast<size_t>(n0) * row, static_cast<size_t>(n1 - n0) * row);
+          }
+      });
     });
     if (at(3)) return {1, 2, 3};
     return {1, 2};
@@ -112,12 +119,15 @@ class MatMulNBitsOp : public Op {
     w.block = block_;
     w.data = B.data<uint8_t>();
     w.scales = scales.dtype() == DType::Float32 ? scales.data<float>() : nullptr;
+    // (A placeholder's zero points still say which form they take: the grouped layout's size depends on it.)
+    static const uint8_t placeholder_packed = 0;
+    static const float placeholder_float = 0;
     if (zp && zp->dtype() == DType::UInt8) {
       if (zp->numel() != N_ * ((k_blocks * bits_ + 7) / 8)) fail(where, ": packed zero_points have the wrong size");
-      w.zp_packed = zp->data<uint8_t>();
+      w.zp_packed = zp->raw() ? zp->data<uint8_t>() : &placeholder_packed;
     } else if (zp) {
       if (zp->numel() != N_ * k_blocks) fail(where, ": zero_points must have N·k_blocks values");
-      w.zp_float = zp->raw() ? as_dtype(*zp, DType::Float32, scratch[1]).data<float>() : nullptr;
+      w.zp_float = zp->raw() ? as_dtype(*zp, DType::Float32, scratch[1]).data<float>() : &placeholder_float;
     }
     return w;
   }

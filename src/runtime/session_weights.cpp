@@ -79,6 +79,7 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
       const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
       if (++done_with[v] == readers[v]) {
         Tensor& c = *g.values[v].constant;
+        if (c.buffer() && c.raw()) c.buffer()->drop_pages(c.raw(), c.nbytes());  // (a file mapping's: its pages read)
         c = Tensor(c.dtype(), c.shape(), nullptr);
       }
     }

@@ -39,6 +39,7 @@ int bench(int argc, char** argv) {
   Session session(model_path, with_load_progress(so));
   warn_if_graph_cache(session);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double load_peak_gb = static_cast<double>(peak_rss_bytes()) / 1e9;  // the load's own peak: what a small device must hold first
   const std::vector<int64_t> prompt = synthetic_prompt(cfg, prompt_n);
   llm::Generator gen(session, cfg);
   llm::GenerateOptions o;
@@ -82,6 +83,7 @@ int bench(int argc, char** argv) {
                      {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}},
                      {"load_s", load_s},
                      {"peak_rss_gb", rss_gb},
+                     {"load_peak_rss_gb", load_peak_gb},
                      {"first_prefill_ms", cold_prefill_ms},
                      {"prefill_ms", r.prefill_ms},
                      {"isa", kernels::isa_name(kernels::active_isa())},
@@ -114,7 +116,7 @@ int bench(int argc, char** argv) {
   std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9, r.cache_bytes_per_token / 1e9);
   std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n", gbps,
               100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
-  std::printf("load        %.2f s; peak RSS %.2f GB\n", load_s, rss_gb);
+  std::printf("load        %.2f s; peak RSS %.2f GB (%.2f GB by the end of the load)\n", load_s, rss_gb, load_peak_gb);
   std::printf("first run   prefill %.1f ms (cold: the first after load), then %.1f ms\n", cold_prefill_ms, r.prefill_ms);
   std::printf(
       "memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"

@@ -222,7 +222,7 @@ std::string gemm_panels_tier() {
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
   const std::string bits = "int" + std::to_string(W.bits);
   if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits_i8 " + bits + " " + isa_name(active_isa());
-  if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits;
+  if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits + (W.grouped ? std::string(" ") + isa_name(active_isa()) : "");
   return "gemm_nbits " + bits + (nbits_prefill_on_amx(act) ? " bf16 amx" : gemm_panels_tier());
 }
 

@@ -6,14 +6,15 @@
 namespace tern::kernels {
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  return !w.grouped && (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0 && w.N > 0 && w.K > 0;
+  const bool blocks = w.grouped ? w.bits == 4 && w.block % 32 == 0 : (w.bits == 4 || w.bits == 8) && w.block % kGroup == 0;
+  return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) {
+void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemv_nbits(x, M, w, y);
+  if (float_kernels_avx2()) return float_avx2::gemv_nbits(x, M, w, y, isa);
 #endif
-  gemv_nbits_at_width(x, M, w, y);
+  gemv_nbits_at_width(x, M, w, y, isa);
 }
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {

@@ -12,17 +12,19 @@
 
 namespace tern::kernels {
 
-// Whether gemv_nbits takes these weights: 4 or 8 bits, blocks a multiple of 16 (any zero-point form).
+// Whether gemv_nbits takes these weights: 4 or 8 bits, blocks a multiple of 16 (any zero-point form); grouped
+// (nbits.h), 4 bits in blocks of 32·j.
 bool gemv_nbits_supported(const NBitsWeights& w);
 
-// y[m, :] = x[m, :] · dequant(W)ᵀ for m < M (x [M, K] and y [M, N], rows contiguous).
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y);
+// y[m, :] = x[m, :] · dequant(W)ᵀ for m < M (x [M, K] and y [M, N], rows contiguous). Grouped weights run
+// gemv_nbits_f32.h's kernel at tier `isa` (any tier the CPU runs; all give the same bits).
+void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
 
 // The same with each row of x first quantized to int8 per weight block (xs = max|x| / 127, round to
 // nearest even) and integer dot products (x86/gemv_nbits_i8.h) — MatMulNBits' accuracy_level 4, llama.cpp's
 // numerics for its quantized matrices. Not bitwise equal to gemv_nbits: the activations lose bits.
 // Takes 8 bits in blocks of 32·j, 4 bits in blocks of 32·j grouped (nbits.h) on x86 and in blocks of 32 or
-// 64·j as stored on ARM; `isa` picks the dot product (any tier the CPU runs). gemv_nbits takes no grouped weights.
+// 64·j as stored on ARM; `isa` picks the dot product (any tier the CPU runs).
 bool gemv_nbits_i8_supported(const NBitsWeights& w);
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/gemv_nbits_f32_impl.h"
 #include "kernels/cpu/gemv_nbits_i8.h"
 #include "kernels/cpu/parallel.h"
 
@@ -103,7 +104,51 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
 }
 #endif
 
-void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y) {
+// Σ x[0..n) in one fixed order at any vector width: eight running sums (lane i takes every eighth value
+// from i), then added pairwise — so each tier's driver gives the grouped kernels the same block sums.
+float block_sum(const float* x, int64_t n) {
+  float lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) lane[l] += x[i + l];
+  for (; i < n; ++i) lane[i % 8] += x[i];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// Grouped 4-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums, the tier's kernel.
+void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
+  RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
+#if defined(__AVX2__) && defined(__FMA__)
+  if (isa != Isa::Sse42) rows_fn = grouped_f32<YmmLanes, 1>;
+#endif
+#if defined(__x86_64__)
+  if (isa_at_least(isa, Isa::Avx512)) rows_fn = gemv_nbits_f32_avx512;
+#endif
+  const int64_t k_blocks = nbits_k_blocks(w), padded = k_blocks * w.block;
+  thread_local std::vector<float> xs, xsum;
+  const bool copy = padded != w.K;  // a last partial chunk reads zeros past K
+  if (copy) xs.assign(static_cast<size_t>(M * padded), 0.0f);
+  xsum.resize(static_cast<size_t>(M * k_blocks));
+  for (int64_t m = 0; m < M; ++m) {
+    if (copy) std::copy(x + m * w.K, x + (m + 1) * w.K, xs.begin() + m * padded);
+    for (int64_t kb = 0; kb < k_blocks; ++kb)
+      xsum[static_cast<size_t>(m * k_blocks + kb)] = block_sum(x + m * w.K + kb * w.block, std::min(w.block, w.K - kb * w.block));
+  }
+  const int64_t groups = nbits_groups(w);
+  for (int64_t m0 = 0; m0 < M; m0 += kFloatRowsAPass) {
+    const int64_t rows_now = std::min(kFloatRowsAPass, M - m0);
+    FloatRow rows[kFloatRowsAPass];
+    for (int64_t i = 0; i < rows_now; ++i)
+      rows[i] = FloatRow{copy ? xs.data() + (m0 + i) * padded : x + (m0 + i) * w.K, xsum.data() + (m0 + i) * k_blocks};
+    float* ym = y + m0 * w.N;
+    parallel_chunks(groups, balanced_chunks(groups, small(w)),
+                    [&](int64_t g0, int64_t g1, int) { rows_fn(rows, rows_now, w, g0, g1, ym, w.N); });
+  }
+}
+
+void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  if (w.grouped) return gemv_nbits_grouped(x, M, w, y, isa);
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
   // Reordered activations (zero past K: a last partial block's padding contributes nothing) and their
   // block sums; kept per thread, so after the first call nothing is allocated.

@@ -30,7 +30,7 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
   return {groups * k_blocks * w.block / 32 * 256, w.zp_packed || w.zp_float ? per_block : 0, per_block};
 }
 
-QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
+QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
   const std::vector<int64_t> sizes = nbits_group_sizes(w);
   const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32;
   const int64_t groups = nbits_groups(w);
@@ -51,26 +51,33 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w) {
   std::memset(g.scales.raw(), 0, g.scales.nbytes());
   if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
   const int64_t blob = w.block / 2;
-  parallel_chunks(groups, balanced_chunks(groups), [&](int64_t g0, int64_t g1, int) {
-    for (int64_t gi = g0; gi < g1; ++gi)
-      for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < w.N; ++r) {
-        const int64_t n = gi * kNBitsGroupRows + r;
-        for (int64_t kb = 0; kb < k_blocks; ++kb) {
-          const int64_t at = (gi * k_blocks + kb) * kNBitsGroupRows + r;
-          if (half) scales_half[at] = f16(w.scales[n * k_blocks + kb]);
-          else scales[at] = w.scales[n * k_blocks + kb];
-          if (zp_float) zp_float[at] = w.zp_float[n * k_blocks + kb];
-          else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
+  // 64 groups (1,024 rows) a step, then their source rows are done with: the 1B shape's 128256-row LM head held
+  // all of its file pages beside its grouped copy at load, +0.33 GB on the load's peak (1.13 GB).
+  constexpr int64_t kGroupsAStep = 64;
+  for (int64_t s0 = 0; s0 < groups; s0 += kGroupsAStep) {
+    const int64_t s1 = std::min(groups, s0 + kGroupsAStep);
+    parallel_chunks(s1 - s0, balanced_chunks(s1 - s0), [&](int64_t g0, int64_t g1, int) {
+      for (int64_t gi = s0 + g0; gi < s0 + g1; ++gi)
+        for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < w.N; ++r) {
+          const int64_t n = gi * kNBitsGroupRows + r;
+          for (int64_t kb = 0; kb < k_blocks; ++kb) {
+            const int64_t at = (gi * k_blocks + kb) * kNBitsGroupRows + r;
+            if (half) scales_half[at] = f16(w.scales[n * k_blocks + kb]);
+            else scales[at] = w.scales[n * k_blocks + kb];
+            if (zp_float) zp_float[at] = w.zp_float[n * k_blocks + kb];
+            else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
+          }
+          for (int64_t c = 0; c < chunks; ++c) {
+            const uint8_t* src = w.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
+            auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
+            for (int64_t j = 0; j < 4; ++j)
+              for (int64_t t = 0; t < 4; ++t)
+                data[(gi * chunks + c) * 256 + j * 64 + r * 4 + t] = static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
+          }
         }
-        for (int64_t c = 0; c < chunks; ++c) {
-          const uint8_t* src = w.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
-          auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
-          for (int64_t j = 0; j < 4; ++j)
-            for (int64_t t = 0; t < 4; ++t)
-              data[(gi * chunks + c) * 256 + j * 64 + r * 4 + t] = static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
-        }
-      }
-  });
+    });
+    if (rows_done) rows_done(s0 * kNBitsGroupRows, std::min(w.N, s1 * kNBitsGroupRows));
+  }
   return g;
 }
 

@@ -4,6 +4,7 @@
 // layout from such a W (for --weights int8/int4 and `tern quantize`).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -86,8 +87,9 @@ struct QuantizedWeights {
 // --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB a token with fp16 scales, not 0.775.
 bool nbits_groups_native(const NBitsWeights& w);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
-// (float16 when that loses nothing, else float32).
-QuantizedWeights group_nbits_rows(const NBitsWeights& w);
+// (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
+// n1)` (when given) is told that rows [n0, n1) of w are not read again — the caller drops their file pages.
+QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done = {});
 // The size of each part group_nbits_rows makes: {data, zero points (0: none), scales} elements.
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
 

@@ -4,7 +4,7 @@
 
 namespace tern::kernels::float_avx2 {
 
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y) { gemv_nbits_at_width(x, M, w, y); }
+void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) { gemv_nbits_at_width(x, M, w, y, isa); }
 
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) { gemv_nbits_i8_at_width(x, M, w, y, isa); }
 

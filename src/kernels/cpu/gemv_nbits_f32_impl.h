@@ -1,0 +1,153 @@
+// gemv_nbits_f32.h's kernel, written once over a register set `V` with V::kRows rows a register: Scalar
+// here (one row, the portable path and the reference the vector tiers equal bit for bit), Ymm when the
+// including file is built for AVX2 (x86/float_avx2, an x86-64-v3 baseline), Zmm in
+// x86/gemv_nbits_f32_avx512.cpp. Internal linkage: each file's copy keeps its own flags.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/gemv_nbits_f32.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace tern::kernels {
+namespace {
+
+// Run j of a grouped chunk holds 4 bytes a row: byte t carries value 4j + t in its low nibble and 16 + 4j + t in
+// its high one. V::nibble<S>(v) is the 4-bit code at bit S of each row's int32 lane, as floats.
+template <class V, int M>
+void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
+  constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
+  const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
+  for (int64_t g = g0; g < g1; ++g) {
+    const uint8_t* p = w.data + g * chunks * 256;
+    typename V::F total[M][H];
+    for (int m = 0; m < M; ++m)
+      for (int h = 0; h < H; ++h) total[m][h] = V::zero();
+    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+      typename V::F acc[M][H][4];
+      for (int m = 0; m < M; ++m)
+        for (int h = 0; h < H; ++h)
+          for (int a = 0; a < 4; ++a) acc[m][h][a] = V::zero();
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256)
+        for (int j = 0; j < 4; ++j) {
+          V::prefetch(p + 64 * j);
+          typename V::I v[H];
+          for (int h = 0; h < H; ++h) v[h] = V::load(p + 64 * j + h * 4 * V::kRows);
+          const auto step = [&](auto lo_shift) {
+            constexpr int S = decltype(lo_shift)::value, t = S / 8;
+            for (int h = 0; h < H; ++h) {
+              const typename V::F lo = V::template nibble<S>(v[h]), hi = V::template nibble<S + 4>(v[h]);
+              for (int m = 0; m < M; ++m) {
+                const float* xc = x[m].x + 32 * c + 4 * j + t;
+                acc[m][h][j & 1] = V::fma_by(lo, xc[0], acc[m][h][j & 1]);
+                acc[m][h][2 + (j & 1)] = V::fma_by(hi, xc[16], acc[m][h][2 + (j & 1)]);
+              }
+            }
+          };
+          step(std::integral_constant<int, 0>{});
+          step(std::integral_constant<int, 8>{});
+          step(std::integral_constant<int, 16>{});
+          step(std::integral_constant<int, 24>{});
+        }
+      const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
+      for (int h = 0; h < H; ++h) {
+        const int64_t i = at + h * V::kRows;
+        const typename V::F ws = w.scales_f16 ? V::load_f16(w.scales_f16 + i) : V::load_f(w.scales + i);
+        const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(8.0f);
+        for (int m = 0; m < M; ++m) {
+          const typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
+          total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], s), total[m][h]);
+        }
+      }
+    }
+    const int64_t n0 = g * kNBitsGroupRows;
+    for (int m = 0; m < M; ++m) {
+      float rows[kNBitsGroupRows];
+      for (int h = 0; h < H; ++h) V::store(rows + h * V::kRows, total[m][h]);
+      std::memcpy(y + m * ldy + n0, rows, static_cast<size_t>(std::min(kNBitsGroupRows, w.N - n0)) * sizeof(float));
+    }
+  }
+}
+
+// One row a "register": the portable path, with the vector tiers' operations one lane at a time (explicit
+// fma, so that no compiler contracts or splits them differently).
+struct ScalarLanes {
+  using I = uint32_t;
+  using F = float;
+  static constexpr int64_t kRows = 1;
+  static void prefetch(const uint8_t*) {}
+  static I load(const uint8_t* p) {
+    I v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  template <int S>
+  static F nibble(I v) {
+    return static_cast<float>((v >> S) & 0xF);
+  }
+  static F zero() { return 0.0f; }
+  static F set1(float v) { return v; }
+  static F load_f(const float* p) { return *p; }
+  static F load_f16(const f16* p) { return static_cast<float>(*p); }
+  static F load_u8(const uint8_t* p) { return static_cast<float>(*p); }
+  static F add(F a, F b) { return a + b; }
+  static F fma(F a, F b, F c) { return std::fma(a, b, c); }
+  static F fma_by(F a, float b, F c) { return std::fma(a, b, c); }
+  static F fnma_by(F a, float b, F c) { return std::fma(-a, b, c); }
+  static void store(float* p, F v) { *p = v; }
+};
+
+#if defined(__AVX2__) && defined(__FMA__)
+// Bytes this far ahead of the chunk in use are requested into L2 (as the int8 kernel does: its groups4).
+constexpr int64_t kF32GroupPrefetchBytes = 3072;
+
+// 8 rows a register: each code masked and shifted into its lane, then converted.
+struct YmmLanes {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int64_t kRows = 8;
+  static void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kF32GroupPrefetchBytes), _MM_HINT_T1); }
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  template <int S>
+  static F nibble(I v) {
+    if constexpr (S == 28) return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 28));
+    const __m256i shifted = S == 0 ? v : _mm256_srli_epi32(v, S);
+    return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0xF)));
+  }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F load_f(const float* p) { return _mm256_loadu_ps(p); }
+  static F load_f16(const f16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F load_u8(const uint8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fma_by(F a, float b, F c) { return _mm256_fmadd_ps(a, _mm256_set1_ps(b), c); }
+  static F fnma_by(F a, float b, F c) { return _mm256_fnmadd_ps(a, _mm256_set1_ps(b), c); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+#endif
+
+// The rows [g0, g1) groups for M ≤ kFloatRowsAPass activation rows, MR of them a pass over the weights.
+template <class V, int MR>
+void grouped_f32(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
+  static_assert(kFloatRowsAPass == 4 && (MR == 1 || MR == 4), "instantiated for 1 row a pass, or up to 4");
+  if constexpr (MR == 1) {
+    for (int64_t m = 0; m < M; ++m) grouped_f32_rows<V, 1>(x + m, w, g0, g1, y + m * ldy, ldy);
+  } else {
+    switch (M) {
+      case 1: return grouped_f32_rows<V, 1>(x, w, g0, g1, y, ldy);
+      case 2: return grouped_f32_rows<V, 2>(x, w, g0, g1, y, ldy);
+      case 3: return grouped_f32_rows<V, 3>(x, w, g0, g1, y, ldy);
+      default: return grouped_f32_rows<V, 4>(x, w, g0, g1, y, ldy);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
