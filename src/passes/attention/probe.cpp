@@ -1,18 +1,20 @@
 // Evaluating parts of a graph on probe sequences: what a matcher checks a pattern computes.
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "passes/attention/match.h"
 #include "passes/passes.h"
 
 namespace tern::attention {
 
-// Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
-// on; nullopt when it depends on another input or does not fold (a binding whose shape the graph's
-// folded constants contradict — a probe cache where the file's shapes are static — is one). A binding
-// without data (Tensor(dtype, shape, nullptr)) gives its input a shape only: what reads its shape folds
-// (Shape, and Shape of a Concat with it), what reads its data does not.
-std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
+namespace {
+
+// A copy of the nodes `targets` depend on, with graph inputs (or any values) bound, folded. With `shapes`, the
+// data inputs of Shape nodes are not followed: each is bound to its shape from `shapes` instead.
+std::optional<Graph> fold_needed(const Graph& g, const std::vector<int>& targets, const std::vector<std::pair<int, Tensor>>& bindings,
+                                 const std::vector<std::pair<int, Shape>>* shapes) {
   Graph h;
   h.values = g.values;
   h.opsets = g.opsets;
@@ -23,8 +25,13 @@ std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vecto
     else shaped[static_cast<size_t>(input)] = 1;
     in.shape = sym_shape(bound.shape());
   }
+  if (shapes)
+    for (const auto& [v, shape] : *shapes) {
+      shaped[static_cast<size_t>(v)] = 1;
+      h.values[static_cast<size_t>(v)].shape = sym_shape(shape);
+    }
   std::vector<char> needed(g.nodes.size(), 0);
-  std::vector<int> stack{target};
+  std::vector<int> stack(targets);
   while (!stack.empty()) {
     const int v = stack.back();
     stack.pop_back();
@@ -46,7 +53,101 @@ std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vecto
   } catch (const Error&) {
     return std::nullopt;
   }
-  return h.values[static_cast<size_t>(target)].constant;
+  return h;
+}
+
+// The values the nodes `target` depends on read for their shape alone (the data input of a Shape node and
+// of no other node on the way).
+std::vector<int> read_for_shape(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
+  std::vector<char> seen(g.values.size(), 0), visited(g.nodes.size(), 0), data_read(g.values.size(), 0);
+  for (const auto& b : bindings) seen[static_cast<size_t>(b.first)] = 1;
+  std::vector<int> found, stack{target};
+  while (!stack.empty()) {
+    const int v = stack.back();
+    stack.pop_back();
+    if (v < 0 || seen[static_cast<size_t>(v)] || g.values[static_cast<size_t>(v)].constant) continue;
+    seen[static_cast<size_t>(v)] = 1;
+    const int p = g.values[static_cast<size_t>(v)].producer;
+    if (p < 0 || visited[static_cast<size_t>(p)]) continue;
+    visited[static_cast<size_t>(p)] = 1;
+    const Node& n = g.nodes[static_cast<size_t>(p)];
+    if (n.op_type == "Shape" && n.domain.empty() && !n.inputs.empty()) {
+      const int in = n.inputs[0];
+      if (in >= 0 && !g.values[static_cast<size_t>(in)].constant && std::find(found.begin(), found.end(), in) == found.end())
+        found.push_back(in);
+      continue;
+    }
+    for (int in : n.inputs)
+      if (in >= 0) data_read[static_cast<size_t>(in)] = 1, stack.push_back(in);
+  }
+  // (A value some node of the cone reads for its data too is evaluated.)
+  found.erase(std::remove_if(found.begin(), found.end(), [&](int v) { return data_read[static_cast<size_t>(v)]; }), found.end());
+  return found;
+}
+
+}  // namespace
+
+// Evaluates value `target` with graph inputs bound to tensors, by folding a copy of the nodes it depends
+// on; nullopt when it depends on another input or does not fold (a binding whose shape the graph's
+// folded constants contradict — a probe cache where the file's shapes are static — is one). A binding
+// without data (Tensor(dtype, shape, nullptr)) gives its input a shape only: what reads its shape folds
+// (Shape, and Shape of a Concat with it), what reads its data does not.
+//
+// What a Shape node reads is bound to its shape alone — its declared shape with the probe's sizes for its
+// symbols, or else inferred with every binding's data left out: a mask sliced to a layer's key length otherwise evaluated that layer and
+// every one before it on the probe — SmolLM2-135M's Optimum export ran each layer's projections ~58 times at load (1.2-1.8 s of its 1.8-2.4
+// s load). Where shape inference alone does not give the whole shape, the data is evaluated.
+std::optional<Tensor> evaluate_with(const Graph& g, int target, const std::vector<std::pair<int, Tensor>>& bindings) {
+  // Each symbol of the bound inputs' declared shapes at its size in this probe ("a + b" adds two).
+  std::map<std::string, int64_t> sizes;
+  std::set<std::string> clashing;
+  for (const auto& [v, t] : bindings) {
+    const std::optional<SymShape>& declared = g.values[static_cast<size_t>(v)].shape;
+    if (declared && static_cast<int64_t>(declared->size()) == t.rank())
+      for (size_t i = 0; i < declared->size(); ++i) {
+        const Dim& d = (*declared)[i];
+        if (d.is_known() || d.symbol.empty()) continue;
+        const auto [at, fresh] = sizes.emplace(d.symbol, t.dim(static_cast<int64_t>(i)));
+        if (!fresh && at->second != t.dim(static_cast<int64_t>(i))) clashing.insert(d.symbol);
+      }
+  }
+  auto size_of = [&](const Dim& d) -> std::optional<int64_t> {
+    if (d.is_known()) return d.value;
+    int64_t total = 0;
+    for (size_t from = 0; !d.symbol.empty();) {
+      const size_t plus = d.symbol.find(" + ", from);
+      const std::string name = d.symbol.substr(from, plus == std::string::npos ? std::string::npos : plus - from);
+      const auto it = sizes.find(name);
+      if (it == sizes.end() || clashing.count(name)) return std::nullopt;
+      total += it->second;
+      if (plus == std::string::npos) return total;
+      from = plus + 3;
+    }
+    return std::nullopt;
+  };
+  std::vector<std::pair<int, Shape>> shapes;
+  std::vector<int> to_infer;
+  for (int v : read_for_shape(g, target, bindings)) {
+    const std::optional<SymShape>& declared = g.values[static_cast<size_t>(v)].shape;
+    Shape shape;
+    for (size_t i = 0; declared && i < declared->size(); ++i)
+      if (const std::optional<int64_t> n = size_of((*declared)[i])) shape.push_back(*n);
+    if (declared && shape.size() == declared->size()) shapes.emplace_back(v, shape);
+    else to_infer.push_back(v);
+  }
+  if (!to_infer.empty()) {  // shape inference over the values' cone, every binding without its data
+    std::vector<std::pair<int, Tensor>> shapes_only;
+    for (const auto& [v, t] : bindings) shapes_only.emplace_back(v, Tensor(t.dtype(), t.shape(), nullptr));
+    const std::optional<Graph> inferred = fold_needed(g, to_infer, shapes_only, nullptr);
+    for (int v : to_infer) {
+      const std::optional<SymShape>& shape = inferred ? inferred->values[static_cast<size_t>(v)].shape : std::nullopt;
+      if (const std::optional<Shape> known = shape ? concrete(*shape) : std::nullopt) shapes.emplace_back(v, *known);
+    }
+  }
+  std::optional<Graph> h = fold_needed(g, {target}, bindings, &shapes);
+  if (!shapes.empty() && (!h || !h->values[static_cast<size_t>(target)].constant)) h = fold_needed(g, {target}, bindings, nullptr);
+  if (!h) return std::nullopt;
+  return h->values[static_cast<size_t>(target)].constant;
 }
 
 // The only consumer of `id`, when it is `op_type` (default domain) reading `id` as its first input.
