@@ -370,7 +370,9 @@ TEST_CASE("models/default: bf16 weights give fp32's greedy tokens and logits wit
 TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int4 gives at load") {
   const fs::path src = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
   TempDir d;
-  const int n = convert::quantize_model(src.string(), (d.path / "model.onnx").string(), 4, 32);
+  convert::QuantizeOptions q;
+  q.accuracy_level = 0;  // (fp32 activations, as --weights int4 gives by default)
+  const int n = convert::quantize_model(src.string(), (d.path / "model.onnx").string(), q);
   CHECK(n == 15);  // 7 per layer × 2 layers + lm_head
   const Model m = load_onnx((d.path / "model.onnx").string());
   int nbits = 0, matmul_with_weight = 0;

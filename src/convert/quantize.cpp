@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <vector>
 
 #include "convert/onnx_builder.h"
 #include "graph/onnx_loader.h"
@@ -9,9 +10,12 @@
 
 namespace tern::convert {
 
-int quantize_model(const std::string& in_path, const std::string& out_path, int64_t bits, int64_t block, const Progress& progress) {
+int quantize_model(const std::string& in_path, const std::string& out_path, const QuantizeOptions& options, const Progress& progress) {
+  const int64_t bits = options.bits, block = options.block;
   if (bits != 4 && bits != 8) fail("quantize: bits must be 4 or 8, got ", bits);
   if (block < 16 || (block & (block - 1)) != 0) fail("quantize: block must be a power of 2 >= 16, got ", block);
+  if (options.accuracy_level < 0 || options.accuracy_level > 4)
+    fail("quantize: accuracy level must be 0 to 4, got ", options.accuracy_level);
   onnx::ModelProto proto;
   read_model_proto(in_path, proto);
   const Model model = load_onnx(in_path);  // the initializers' values, external data resolved
@@ -47,21 +51,23 @@ int quantize_model(const std::string& in_path, const std::string& out_path, int6
     const int64_t K = w->dim(0), N = w->dim(1);
     if (!quantized[name]) {
       const Tensor w32 = cast_to(*w, DType::Float32);
-      const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block);
+      const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block, options.symmetric);
       const int64_t k_blocks = (K + block - 1) / block;
       out.initializer(name + "_q" + std::to_string(bits), Tensor(DType::UInt8, {N, k_blocks, block * bits / 8}, q.data.buffer()));
       // Scales have the activations' type (MatMulNBits' T1).
       out.initializer(name + "_scales", cast_to(q.scales, w->dtype()));
-      out.initializer(name + "_zp", q.zero_points);
+      if (!options.symmetric) out.initializer(name + "_zp", q.zero_points);
       quantized[name] = true;
     }
-    auto& m = out.node("MatMulNBits", {n.input(0), name + "_q" + std::to_string(bits), name + "_scales", name + "_zp"}, {n.output(0)},
-                       "com.microsoft");
+    std::vector<std::string> inputs{n.input(0), name + "_q" + std::to_string(bits), name + "_scales"};
+    if (!options.symmetric) inputs.push_back(name + "_zp");
+    auto& m = out.node("MatMulNBits", inputs, {n.output(0)}, "com.microsoft");
     m.set_name(n.name().empty() ? name + "_nbits" : n.name() + "_nbits");
     OnnxBuilder::attr(m, "K", K);
     OnnxBuilder::attr(m, "N", N);
     OnnxBuilder::attr(m, "bits", bits);
     OnnxBuilder::attr(m, "block_size", block);
+    if (options.accuracy_level > 0) OnnxBuilder::attr(m, "accuracy_level", options.accuracy_level);
     ++rewritten;
   }
   // Node order is the input's, which was valid; the new nodes sit where their MatMuls were.

@@ -359,7 +359,14 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
   });
 }
 
+bool is_aligned(const Tensor& t) {
+  return !t.raw() || reinterpret_cast<uintptr_t>(t.raw()) % std::max<size_t>(dtype_size(t.dtype()), 1) == 0;
+}
+
+Tensor aligned(const Tensor& t) { return is_aligned(t) ? t : t.clone(); }
+
 Tensor cast_to(const Tensor& src, DType dtype) {
+  if (!is_aligned(src)) return cast_to(src.clone(), dtype);
   if (src.dtype() == dtype) return src;
   Tensor dst(dtype, src.shape());
   convert_tensor(src, dst);

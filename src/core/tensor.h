@@ -216,8 +216,15 @@ class BufferArena {
   size_t used_ = 0;
 };
 
+// Whether t's elements sit where their type's size divides the address. Not so for some views of a model
+// file's bytes that loading leaves in place (onnx_loader.h: LoadOptions::misaligned_views), which only
+// byte-wise readers (memcpy, packing) may read; anything typed reads `aligned(t)`.
+bool is_aligned(const Tensor& t);
+// t itself when aligned, else an aligned copy.
+Tensor aligned(const Tensor& t);
 // Element-wise conversion between any two numeric dtypes (Cast semantics: float→int truncates).
 void convert_tensor(const Tensor& src, Tensor& dst);
+// (A misaligned src is copied first, also when it already has `dtype`.)
 Tensor cast_to(const Tensor& src, DType dtype);
 // `src` itself when it already has `dtype` (no copy, no allocation), else its conversion, kept in
 // `scratch`. For kernels that compute in one type and must not allocate on the common path.

@@ -122,9 +122,10 @@ bool parse_message(Msg& msg, int wire_type, const void* data, size_t size, const
 // model's own tensors are read in place, the model file whose bytes their tokens name.
 class ExternalData {
  public:
-  explicit ExternalData(std::string dir, std::shared_ptr<MappedFile> model_file = nullptr)
-      : dir_(std::move(dir)), model_file_(std::move(model_file)) {}
+  explicit ExternalData(std::string dir, std::shared_ptr<MappedFile> model_file = nullptr, bool misaligned_views = false)
+      : dir_(std::move(dir)), model_file_(std::move(model_file)), misaligned_views_(misaligned_views) {}
   const std::shared_ptr<MappedFile>& model_file() const { return model_file_; }
+  bool misaligned_views() const { return misaligned_views_; }
 
   std::shared_ptr<MappedFile> open(const std::string& location, const std::string& tensor) {
     if (location.empty()) fail("tensor '", tensor, "': external data has no location");
@@ -149,13 +150,18 @@ class ExternalData {
  private:
   std::string dir_;
   std::shared_ptr<MappedFile> model_file_;
+  bool misaligned_views_;
   std::map<std::string, std::shared_ptr<MappedFile>> files_;
 };
 
-// A tensor of bytes inside a mapping: a view when they are aligned for their type, else a copy, after which the
-// file's pages under them leave the process (nothing reads them there again).
-Tensor tensor_in_file(const std::shared_ptr<MappedFile>& file, char* at, DType dt, const Shape& shape, size_t nbytes) {
-  if (reinterpret_cast<uintptr_t>(at) % std::max<size_t>(dtype_size(dt), 1) == 0) return Tensor(dt, shape, mapped_view(file, at, nbytes));
+// A tensor of bytes inside a mapping: a view when they are aligned for their type (or large and `ext` asks for
+// misaligned views), else a copy, after which the file's pages under them leave the process (nothing reads them
+// there again).
+Tensor tensor_in_file(const std::shared_ptr<MappedFile>& file, char* at, DType dt, const Shape& shape, size_t nbytes,
+                      const ExternalData& ext) {
+  if (reinterpret_cast<uintptr_t>(at) % std::max<size_t>(dtype_size(dt), 1) == 0 ||
+      (ext.misaligned_views() && nbytes >= kMisalignedViewBytes))
+    return Tensor(dt, shape, mapped_view(file, at, nbytes));
   Tensor t(dt, shape);
   std::memcpy(t.raw(), at, nbytes);
   drop_mapped_pages(at, nbytes);
@@ -230,7 +236,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     if (static_cast<size_t>(offset) + nbytes > file->size)
       fail("tensor '", name, "': bytes ", offset, "..", offset + length, " are past the end of '", location, "' (", file->size,
            " bytes; file truncated?)");
-    return tensor_in_file(file, static_cast<char*>(file->data) + offset, dt, shape, nbytes);
+    return tensor_in_file(file, static_cast<char*>(file->data) + offset, dt, shape, nbytes, *ext);
   }
 
   // The data's size is checked against the shape before anything is allocated: the shape is only a claim,
@@ -242,7 +248,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, ExternalData* ext) {
     if (span.length != nbytes)
       fail("tensor '", name, "': raw_data has ", span.length, " bytes, shape ", shape_str(shape), " of ", dtype_name(dt), " needs ",
            nbytes);
-    if (in_file) return tensor_in_file(ext->model_file(), static_cast<char*>(ext->model_file()->data) + span.offset, dt, shape, nbytes);
+    if (in_file)
+      return tensor_in_file(ext->model_file(), static_cast<char*>(ext->model_file()->data) + span.offset, dt, shape, nbytes, *ext);
     Tensor t(dt, shape);
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
     return t;
@@ -455,7 +462,8 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
 }
 
 // `model_file`: the mapped file `mp` was parsed from with its tensors left in place (null when they were not).
-Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std::shared_ptr<MappedFile> model_file) {
+Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std::shared_ptr<MappedFile> model_file,
+                       const LoadOptions& options = {}) {
   if (!mp.has_graph()) fail("'", path, "' has no graph (not an ONNX model?)");
   Model m;
   m.path = path;
@@ -469,7 +477,7 @@ Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std:
     opsets[d] = static_cast<int>(os.version());
   }
   if (!opsets.count("")) opsets[""] = 1;
-  ExternalData ext(m.dir, std::move(model_file));
+  ExternalData ext(m.dir, std::move(model_file), options.misaligned_views);
   try {
     m.graph = graph_from_proto(mp.graph(), opsets, &ext, 0);
   } catch (const Error&) {
@@ -486,11 +494,11 @@ void read_model_proto(const std::string& path, onnx::ModelProto& out) {
   parse_message(out, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model");
 }
 
-Model load_onnx(const std::string& path) {
+Model load_onnx(const std::string& path, const LoadOptions& options) {
   auto file = map_file(path);
   onnx::ModelProto mp;
   const bool in_place = parse_message(mp, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model", true);
-  return model_from_proto(mp, path, in_place ? file : nullptr);
+  return model_from_proto(mp, path, in_place ? file : nullptr, options);
 }
 
 Model load_onnx(const onnx::ModelProto& mp, const std::string& path) { return model_from_proto(mp, path, nullptr); }

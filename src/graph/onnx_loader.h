@@ -23,8 +23,17 @@ struct Model {
   std::shared_ptr<Graph> graph;
 };
 
+struct LoadOptions {
+  // Tensors of kMisalignedViewBytes or more whose bytes in a file are not aligned for their type (most inside a
+  // single-file model.onnx: protobuf places raw_data anywhere) stay views of the mapping instead of copies.
+  // Only byte-wise readers may read them (core/tensor.h: is_aligned, aligned): Session makes aligned copies
+  // for every other reader, one node at a time as it prepares them.
+  bool misaligned_views = false;
+};
+constexpr size_t kMisalignedViewBytes = 64 * 1024;
+
 // Parses `path`, loads initializers (external data mmapped from the model's folder) and sorts nodes.
-Model load_onnx(const std::string& path);
+Model load_onnx(const std::string& path, const LoadOptions& options = {});
 // A model already parsed (OnnxBuilder's, in memory); `path` names it in messages, and its folder is where
 // external data would have to be.
 Model load_onnx(const onnx::ModelProto& proto, const std::string& path);

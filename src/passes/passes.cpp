@@ -21,6 +21,10 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       if (!v.constant) all_known = false;
     }
     if (fold && all_known && op->foldable()) {
+      std::vector<Tensor> copies;  // (misaligned views of the file read typed: aligned copies, this fold only)
+      copies.reserve(values.size());
+      for (const Tensor*& t : values)
+        if (t && !is_aligned(*t)) t = &copies.emplace_back(t->clone());
       auto outs = execute_node(*op, node, values, allocate_on_heap);
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i] < 0 || !outs[i].defined()) continue;

@@ -49,7 +49,9 @@ namespace {
 Model load_charged(const std::string& model_path, const MemoryAccountPtr& account) {
   MemoryScope charge(account);
   try {
-    return load_onnx(model_path);
+    LoadOptions options;
+    options.misaligned_views = true;  // (SessionWeights::align_constants gives typed readers aligned copies)
+    return load_onnx(model_path, options);
   } catch (const MemoryLimitError& e) {
     throw MemoryLimitError(std::string("loading stopped before passing the memory cap: ") + e.what());
   }
@@ -156,6 +158,7 @@ void Session::prepare_graph() {
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
   weights_.open_pack(model_, options_);
+  SessionWeights::align_constants(g);
   passes_ = optimize_graph(g,
                            {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype, options_.kv_window_required,
                             options_.last_position_output, weights_.pack()},

@@ -33,6 +33,59 @@ void SessionWeights::open_pack(const Model& model, SessionOptions& options) {
   options.weights = packed;
 }
 
+namespace {
+
+// Whether `n` reads its input `i` byte-wise whatever its alignment: a MatMul/Gemm weight (packed at prepare;
+// the packers read bytes), a Gather table (rows copied), a Transpose of a MatMul's weight (canonicalize makes
+// the pair one FusedMatMul reading it transposed). After prepare, only the Gather tables stay.
+bool reads_misaligned(const Graph& g, const Node& n, size_t i, const std::vector<std::vector<int>>& readers) {
+  const bool standard = n.domain.empty();
+  if (i == 0 && standard && n.op_type == "Gather") return true;
+  if (i == 1 &&
+      ((standard && (n.op_type == "MatMul" || n.op_type == "Gemm")) || (n.domain == "com.microsoft" && n.op_type == "FusedMatMul")))
+    return true;
+  if (i == 0 && standard && n.op_type == "Transpose" && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+    for (int k : readers[static_cast<size_t>(n.outputs[0])]) {
+      const Node& r = g.nodes[static_cast<size_t>(k)];
+      if (!(r.domain.empty() && r.op_type == "MatMul" && r.inputs.size() == 2 && r.inputs[1] == n.outputs[0] &&
+            r.inputs[0] != n.outputs[0]))
+        return false;
+    }
+    return !std::count(g.outputs.begin(), g.outputs.end(), n.outputs[0]);
+  }
+  return false;
+}
+
+// The constant's aligned copy replaces it; the file's pages under the view leave the process.
+void align_in_place(Tensor& c) {
+  if (is_aligned(c)) return;
+  Tensor copy = c.clone();
+  if (c.buffer()) c.buffer()->drop_pages(c.raw(), c.nbytes());
+  c = copy;
+}
+
+}  // namespace
+
+void SessionWeights::align_constants(Graph& g) {
+  std::vector<std::vector<int>> readers(g.values.size());
+  bool subgraphs = false;  // (a subgraph reads outer values by name: then every one is copied)
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (int in : g.nodes[k].inputs)
+      if (in >= 0) readers[static_cast<size_t>(in)].push_back(static_cast<int>(k));
+    for (const auto& [name, a] : g.nodes[k].attrs) subgraphs |= a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs;
+  }
+  for (size_t v = 0; v < g.values.size(); ++v) {
+    if (!g.values[v].constant || is_aligned(*g.values[v].constant)) continue;
+    bool byte_wise = !subgraphs && !std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(v));
+    for (int k : readers[v]) {
+      const Node& n = g.nodes[static_cast<size_t>(k)];
+      for (size_t i = 0; i < n.inputs.size() && byte_wise; ++i)
+        if (n.inputs[i] == static_cast<int>(v)) byte_wise = reads_misaligned(g, n, i, readers);
+    }
+    if (!byte_wise) align_in_place(*g.values[v].constant);
+  }
+}
+
 void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options,
                              kernels::opencl::Kernels* device_kernels) {
   graph_ = &g;
@@ -69,6 +122,9 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
       if (v < 0 || !g.values[static_cast<size_t>(v)].constant ||
           std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) != repacked.end())  // read from its copy
         continue;
+      // Runs read a misaligned view only as a Gather table (align_constants); a weight this node did not
+      // repack after all (on a device, or not 2-D) gets its aligned copy now.
+      if (!(i == 0 && n.domain.empty() && n.op_type == "Gather")) align_in_place(*g.values[static_cast<size_t>(v)].constant);
       char& r = constant_reads_[static_cast<size_t>(v)];
       r = n.op_type == "Gather" && i == 0 && r != 1 ? 2 : 1;
     }

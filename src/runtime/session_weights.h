@@ -20,6 +20,9 @@ class SessionWeights {
   // SessionOptions::pack: maps the pack beside the model (which then sets options.weights), or starts recording
   // one. Before the passes, which take prepared constants from it.
   void open_pack(const Model& model, SessionOptions& options);
+  // Before the passes: the misaligned views of the model file the loader left (LoadOptions::misaligned_views)
+  // stay only where every reader reads them byte-wise (reads_misaligned); the others become aligned copies.
+  static void align_constants(Graph& g);
   // After the passes, with the graph's ops: lets each op repack its constant weights, frees the originals nobody
   // reads, notes how runs read each constant; with SessionOptions::prefault, maps in what they read.
   void prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options,

@@ -70,6 +70,15 @@ void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
   });
 }
 
+// B's element at p, read byte-wise: the weight may be a view of a model file's bytes not aligned for From
+// (onnx_loader.h: LoadOptions::misaligned_views).
+template <typename From>
+float element_at(const From* p) {
+  From v;
+  std::memcpy(&v, p, sizeof v);
+  return static_cast<float>(v);
+}
+
 // 64 rows of B at a time, into every panel; then those rows are done with, and `source` (B's buffer)
 // drops their pages if it maps a file. Packing the 1B-shape model's 1 GB tied LM head otherwise held all
 // of its file pages beside its packed copy: the load's peak (6.0 GB for 4.9 GB of weights).
@@ -84,7 +93,7 @@ void pack_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* sourc
         for (int64_t k = k0; k < k1; ++k)
           for (int64_t c = 0; c < kNR; ++c) {
             const int64_t n = j * kNR + c;
-            out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[k * N + n]) : 0.0f);
+            out[(j * K + k) * kNR + c] = To(n < N ? element_at(src + k * N + n) : 0.0f);
           }
     });
     if (source) source->drop_pages(src + k0 * N, static_cast<size_t>((k1 - k0) * N) * sizeof(From));
@@ -103,7 +112,7 @@ void pack_transposed_as(const From* src, int64_t K, int64_t N, To* out, const Bu
       for (int64_t j = g0 + j0; j < g0 + j1; ++j)
         for (int64_t c = 0; c < kNR; ++c) {
           const int64_t n = j * kNR + c;
-          for (int64_t k = 0; k < K; ++k) out[(j * K + k) * kNR + c] = To(n < N ? static_cast<float>(src[n * K + k]) : 0.0f);
+          for (int64_t k = 0; k < K; ++k) out[(j * K + k) * kNR + c] = To(n < N ? element_at(src + n * K + k) : 0.0f);
         }
     });
     const int64_t n0 = g0 * kNR, n1 = std::min(N, g1 * kNR);

@@ -83,34 +83,54 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<voi
 
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out) { dequantize_nbits_block(w, 0, w.N, 0, w.K, out, w.N); }
 
-QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block) {
+namespace {
+// The float16 at or above `scale` (positive, within float16's range), as a float.
+float f16_at_least(float scale) {
+  if (!(scale <= 65504.0f)) return scale;  // (past float16's largest, or NaN: kept as they are)
+  f16 h(scale);
+  if (static_cast<float>(h) < scale) ++h.bits;  // (positive float16s order as their bits)
+  return static_cast<float>(h);
+}
+}  // namespace
+
+QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block, bool symmetric) {
   QuantizedWeights q;
   q.N = N;
   q.K = K;
   q.bits = bits;
   q.block = block;
   const int64_t k_blocks = (K + block - 1) / block, blob = block * bits / 8, zp_row = (k_blocks * bits + 7) / 8;
-  const int levels = (1 << bits) - 1;
+  const int levels = (1 << bits) - 1, half = 1 << (bits - 1);
   q.data = Tensor(DType::UInt8, {N * k_blocks * blob});
-  q.zero_points = Tensor(DType::UInt8, {N * zp_row});
+  if (!symmetric) q.zero_points = Tensor(DType::UInt8, {N * zp_row});
   q.scales = Tensor(DType::Float32, {N * k_blocks});
   std::memset(q.data.raw(), 0, q.data.nbytes());
-  std::memset(q.zero_points.raw(), 0, q.zero_points.nbytes());
-  uint8_t *data = q.data.data<uint8_t>(), *zero_points = q.zero_points.data<uint8_t>();
+  if (!symmetric) std::memset(q.zero_points.raw(), 0, q.zero_points.nbytes());
+  uint8_t *data = q.data.data<uint8_t>(), *zero_points = symmetric ? nullptr : q.zero_points.data<uint8_t>();
   float* scales = q.scales.data<float>();
+  constexpr float kSmallest = 5.9604645e-8f;  // 2^-24, float16's smallest: an all-zero block's scale
   parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);
-        float lo = 0, hi = 0;
+        float lo = 0, hi = 0, extreme = 0;
         for (int64_t k = k0; k < k1; ++k) {
-          lo = std::min(lo, W[k * N + n]);
-          hi = std::max(hi, W[k * N + n]);
+          const float v = W[k * N + n];
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+          if (std::fabs(v) > std::fabs(extreme)) extreme = v;
         }
-        const float scale = std::max((hi - lo) / static_cast<float>(levels), 1e-8f);
-        const int zp = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, levels);
+        float scale;
+        int zp = half;
+        if (symmetric) {
+          const float magnitude = f16_at_least(std::max(std::fabs(extreme) / static_cast<float>(half), kSmallest));
+          scale = extreme > 0 ? -magnitude : magnitude;  // (extreme / −half: the extreme maps to code 0)
+        } else {
+          scale = f16_at_least(std::max((hi - lo) / static_cast<float>(levels), kSmallest));
+          zp = std::clamp(static_cast<int>(std::nearbyint(-lo / scale)), 0, levels);
+          zero_points[n * zp_row + kb * bits / 8] |= static_cast<uint8_t>(zp << (kb * bits % 8));
+        }
         scales[n * k_blocks + kb] = scale;
-        zero_points[n * zp_row + kb * bits / 8] |= static_cast<uint8_t>(zp << (kb * bits % 8));
         uint8_t* dst = data + (n * k_blocks + kb) * blob;
         for (int64_t k = k0; k < k1; ++k) {
           const int v = std::clamp(static_cast<int>(std::nearbyint(W[k * N + n] / scale)) + zp, 0, levels);

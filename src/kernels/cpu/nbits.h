@@ -93,10 +93,14 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<voi
 // The size of each part group_nbits_rows makes: {data, zero points (0: none), scales} elements.
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
 
-// Quantizes W [K, N] row-major (an ONNX MatMul weight) per column block: asymmetric, the range of each
-// block stretched to include 0, q = round(w / scale) + zp clamped to [0, 2^bits − 1] — the scheme of
-// ONNX Runtime's MatMulNBits quantizer. bits 4 or 8; block a power of two ≥ 16.
-QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block);
+// Quantizes W [K, N] row-major (an ONNX MatMul weight) per column block, as ONNX Runtime's MatMulNBits
+// quantizer does: asymmetric — the range of each block stretched to include 0, q = round(w / scale) + zp
+// clamped to [0, 2^bits − 1] — or symmetric (no zero points: the default 2^(bits−1)), scale = the block's
+// value of largest magnitude / −2^(bits−1), so that value is exact (llama.cpp's Q4_0 rule). Each scale is
+// rounded up to the next float16 (still stored as float32): grouped for decode (group_nbits_rows) a token
+// then streams 2-byte scales, 4.5 + 0.25 bits a weight instead of 5 for blocks of 32; a scale moves by at most
+// 2^-11 of itself, far inside the quantization's own step. bits 4 or 8; block a power of two ≥ 16.
+QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block, bool symmetric = false);
 // The part rows [n0, n1) × columns [k0, k1) of W, transposed: out[(k − k0)·ld + (n − n0)].
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
 

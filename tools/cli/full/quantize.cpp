@@ -10,7 +10,7 @@ namespace tern::cli {
 
 int quantize(int argc, char** argv) {
   namespace fs = std::filesystem;
-  Flags f = parse(argc, argv, 2, {});
+  Flags f = parse(argc, argv, 2, {"symmetric"});
   if (!f.has("model") || !f.has("out")) fail("quantize needs --model PATH and --out DIR");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
@@ -21,10 +21,15 @@ int quantize(int argc, char** argv) {
                             name.find(".onnx_data") != std::string::npos || name.find(".onnx.data") != std::string::npos;
     if (e.is_regular_file() && !model_file) fs::copy_file(e.path(), out.path() / name);
   }
-  const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), f.get_int("bits", 4), f.get_int("block", 32),
-                                        terminal_progress("quantizing"));
+  convert::QuantizeOptions o;
+  o.bits = f.get_int("bits", o.bits);
+  o.block = f.get_int("block", o.block);
+  o.symmetric = f.has("symmetric");
+  o.accuracy_level = f.get_int("accuracy-level", o.accuracy_level);
+  const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), o, terminal_progress("quantizing"));
   out.commit();
-  std::cout << "quantized " << n << " MatMul weight(s) to " << f.get("bits", "4") << " bits, block " << f.get("block", "32") << ": "
+  std::cout << "quantized " << n << " MatMul weight(s) to " << o.bits << " bits, block " << o.block << ", "
+            << (o.symmetric ? "symmetric" : "asymmetric") << ", accuracy_level " << o.accuracy_level << ": "
             << (fs::path(f.get("out")) / "model.onnx").string() << "\n";
   return 0;
 }
