@@ -12,8 +12,9 @@ Random weights make random text: these models measure speed, not quality. The fo
 (byte-level BPE without merges: text encodes to one token a byte; every other id decodes to three bytes)
 lets `tern serve` and the text tools run it: `--tokenizer-only --out DIR` adds it to an existing folder.
 
-Needs Debian's python3-torch (1.13), python3-onnx, python3-numpy. The 1b fp32 export takes a few
-minutes and about 12 GB of memory on this machine; the folder holds ~5 GB (fp32) or ~1.7 GB (int4).
+Needs torch, onnx and numpy: Debian's python3-torch (1.13) or a current torch (the venv's; the TorchScript
+exporter is asked for, torch >= 2.9 defaulting to dynamo). The 1b fp32 export takes a few
+minutes and about 12 GB of memory on this machine; the folder holds ~6 GB (fp32: the export folds the tied head into a second, transposed copy) or ~1.7 GB (int4).
 """
 import argparse
 import json
