@@ -9,9 +9,9 @@
 # Columns (medians over ROUNDS alternated rounds): prefill tok/s of a PROMPT-token prompt; the time to first token of
 # that prompt in the first run after load (tern's first_prefill_ms; ORT's prefill is its first run; llama-bench
 # warms up, so none for llama.cpp); decode tok/s of NEW
-# tokens after it; decode tok/s of 32 tokens after a DEPTH-token prompt (llama.cpp's two decode figures derived
-# from llama-bench pg runs minus the matching pp run, as its -d option is newer than some builds); peak RSS of
-# the PROMPT run (tern's own count, /usr/bin/time for node and llama-bench) and load seconds.
+# tokens after it; decode tok/s of 32 tokens after a DEPTH-token prompt (llama.cpp's: llama-bench -n with -d, the
+# context depth); peak RSS of the PROMPT run (tern's own count, /usr/bin/time for node and llama-bench) and load
+# seconds (llama.cpp's: llama-completion's "load time"). A peer that fails stops the script with its own error.
 #
 #   bench/peers.sh WORK_DIR [LLAMA_CPP=/tmp/llama.cpp] [THREADS=2] [ROUNDS=3]
 #   env: TERN=./build/tern  SHAPE=1b|135m|tiny (1b)  PROMPT=128  NEW=128  DEPTH=2048 (0 leaves the column out)
@@ -31,9 +31,9 @@ tern=${TERN:-./build/tern}  # TERN=path/to/tern compares another build
 venv=${TERN_PEERS_VENV:-$HOME/.cache/tern/peers-venv}
 [ -x "$venv/bin/python" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q -r bench/requirements.txt; }
 bin=$llama/build/bin
-if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-cli" ]; then
+if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-completion" ]; then
   cmake -S "$llama" -B "$llama/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=ON > /dev/null
-  cmake --build "$llama/build" -j"$(nproc)" --target llama-bench llama-quantize llama-cli > /dev/null
+  cmake --build "$llama/build" -j"$(nproc)" --target llama-bench llama-quantize llama-completion > /dev/null
 fi
 
 [ -f "$work/f32.gguf" ] || "$venv/bin/python" tools/make_bench_gguf.py --shape "$shape" --out "$work/f32.gguf"
@@ -75,22 +75,23 @@ a, b = re.search(pat, sys.argv[1]), re.search(pat, sys.argv[2])
 print(json.dumps({'pp': float(a.group(1)), 'ttft_ms': 1000 * int(sys.argv[4]) / float(a.group(1)), 'tg': 1000 / float(a.group(2)), 'tg_depth': 1000 / float(b.group(2)) if b else 0,
                   'rss_mb': int(sys.argv[3]) * 1024 / 1e6, 'load_s': float(a.group(3))}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$prompt"
 }
+peer() {  # COMMAND...: its stdout; when it fails, its stderr and the script's exit (never a silent empty figure)
+  "$@" 2> "$tmp/peer_err" || { echo "peers.sh: '$*' failed:" >&2; cat "$tmp/peer_err" >&2; exit 1; }
+}
 run_llama() {  # FILE.gguf
-  local a b="[]" load
-  a=$(/usr/bin/time -o "$tmp/time" -f "%M" "$bin/llama-bench" -m "$1" -t "$threads" -p "$prompt" -n 0 -pg "$prompt,$new" -r 1 -o json 2> /dev/null)
-  [ "$depth" -gt 0 ] && b=$("$bin/llama-bench" -m "$1" -t "$threads" -p "$depth" -n 0 -pg "$depth,32" -r 1 -o json 2> /dev/null)
-  load=$("$bin/llama-cli" -m "$1" -c 256 -n 1 -p hi -no-cnv -t "$threads" < /dev/null 2>&1 | sed -n 's/.*load time = *\([0-9.]*\) ms.*/\1/p')
+  local a b c="[]" load
+  a=$(peer /usr/bin/time -o "$tmp/time" -f "%M" "$bin/llama-bench" -m "$1" -t "$threads" -p "$prompt" -n 0 -r 1 -o json)
+  b=$(peer "$bin/llama-bench" -m "$1" -t "$threads" -p 0 -n "$new" -d "$prompt" -r 1 -o json)
+  [ "$depth" -gt 0 ] && c=$(peer "$bin/llama-bench" -m "$1" -t "$threads" -p 0 -n 32 -d "$depth" -r 1 -o json)
+  peer "$bin/llama-completion" -m "$1" -c 256 -n 1 -p hi -no-cnv -t "$threads" < /dev/null > /dev/null  # (its timings: stderr)
+  load=$(sed -n 's/.*load time = *\([0-9.]*\) ms.*/\1/p' "$tmp/peer_err")
+  [ -n "$load" ] || { echo "peers.sh: llama-completion printed no 'load time = ... ms'" >&2; exit 1; }
   /usr/bin/python3 -c "
 import json, sys
-def split(runs):  # pp tok/s and the derived decode tok/s of the pg run: its tokens over (pg time - pp time)
-    if not runs: return 0, 0
-    pp = next(x for x in runs if x['n_gen'] == 0)
-    pg = next(x for x in runs if x['n_gen'] > 0)
-    n, g = pp['n_prompt'], pg['n_gen']
-    return pp['avg_ts'], g / ((n + g) / pg['avg_ts'] - n / pp['avg_ts'])
-pp, tg = split(json.loads(sys.argv[1]))
-print(json.dumps({'pp': pp, 'ttft_ms': 0, 'tg': tg, 'tg_depth': split(json.loads(sys.argv[2]))[1], 'rss_mb': int(sys.argv[3]) * 1024 / 1e6,
-                  'load_s': float(sys.argv[4]) / 1000}))" "$a" "$b" "$(tail -1 "$tmp/time")" "$load"
+pp, tg = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+depth = json.loads(sys.argv[3])
+print(json.dumps({'pp': pp[0]['avg_ts'], 'ttft_ms': 0, 'tg': tg[0]['avg_ts'], 'tg_depth': depth[0]['avg_ts'] if depth else 0,
+                  'rss_mb': int(sys.argv[4]) * 1024 / 1e6, 'load_s': float(sys.argv[5]) / 1000}))" "$a" "$b" "$c" "$(tail -1 "$tmp/time")" "$load"
 }
 
 rows=("tern fp32|run_tern $work/onnx-f32" "tern fp32 pack|run_tern $work/pack-f32" "ORT fp32|run_ort $work/onnx-f32"

@@ -3,7 +3,8 @@
 # its venv): greedy text equal to `tern generate`'s, streamed and not; 8 concurrent requests each equal to
 # its solo answer; stop strings; every malformed request of tests/serve/bad_requests.tsv and the HTTP-level
 # ones (no route, an oversize body, a prompt past the context, a full queue) answered 4xx while the server
-# keeps serving; /metrics agreeing with the requests sent; SIGTERM stopping it; n choices of one prompt;
+# keeps serving; /metrics agreeing with the requests sent; SIGTERM stopping it (with requests running: within
+# --grace); the limits as flags; n choices of one prompt;
 # and two replicas behind Debian's nginx (when installed: scripts/setup.sh --ci) sharing the requests.
 # Usage: cli_serve.sh TERN_BINARY REPO_DIR WORK_DIR
 set -euo pipefail
@@ -237,6 +238,59 @@ dropped=$(curl -s "$url/metrics" | awk '$1 == "tern_queue_dropped_total" {print 
 kill -TERM "$server_pid"
 wait "$server_pid"
 echo "serve: $timeouts of 8 requests past the 0.1 s deadline answered 504 within 0.4 s of it ($dropped never run)"
+
+# Limits as flags, each refusal naming its flag and counted in /metrics (tern_refused_total{limit=...}): a prompt
+# past --max-prompt-tokens, max_tokens past --max-tokens (and a request without max_tokens stopping there), a
+# body past --max-body; a prompt still being tokenized when --timeout passes is answered 504 (the encoder asks
+# for its deadline within a long word: 1 µs is over before the 1,024th merge).
+start_server limits --max-prompt-tokens 20 --max-tokens 8 --max-body 4096
+post /v1/completions "{\"prompt\": \"$(printf 'And God said %.0s' $(seq 1 10))\", \"max_tokens\": 4}" > /dev/null
+expect_status 400; grep -q "at most 20 tokens (--max-prompt-tokens)" "$work/body"
+post /v1/completions '{"prompt": "And God said", "max_tokens": 9}' > /dev/null
+expect_status 400; grep -q "(--max-tokens)" "$work/body"
+[ "$(post /v1/completions '{"prompt": "And God said", "temperature": 0}' | field 'd["usage"]["completion_tokens"]')" -le 8 ]
+expect_status 200
+head -c 5000 /dev/zero | tr '\0' 'a' > "$work/big"
+curl -s -o "$work/body" -w '%{http_code}' --data-binary @"$work/big" "$url/v1/completions" > "$work/status"; expect_status 413
+grep -q "larger than 4096 bytes (--max-body)" "$work/body"
+curl -s "$url/metrics" > "$work/metrics"
+for limit in max_prompt_tokens max_tokens max_body; do
+  grep -q "^tern_refused_total{limit=\"$limit\"} 1$" "$work/metrics" || { echo "no refusal counted for $limit"; grep refused "$work/metrics"; exit 1; }
+done
+kill -TERM "$server_pid"; wait "$server_pid"
+start_server tokenize --timeout 0.000001
+word=$(python3 -c "print('andgodsaidletthereblight' * 160)")  # (one word of 3,840 letters: ~1,000 tokens, ~2,800 merges)
+post /v1/completions "{\"prompt\": \"$word\", \"max_tokens\": 1}" > /dev/null
+expect_status 504; grep -q "while its prompt was tokenized" "$work/body"
+curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
+kill -TERM "$server_pid"; wait "$server_pid"
+echo "serve: --max-prompt-tokens, --max-tokens, --max-body refuse naming the flag (counted in /metrics); --timeout holds in tokenization"
+
+# SIGTERM with requests running and queued (one row, 40 requests of ~75 ms): the server stops listening at
+# once, runs what it can within --grace 1, answers the rest 503, and exits soon after the grace period; every
+# client gets its whole answer or a clean JSON error — none a reset or an empty reply.
+start_server grace --parallel 1 --queue 64 --grace 1 --threads 1
+for i in $(seq 1 40); do
+  curl -s -o "$work/grace$i" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary "{\"prompt\": \"$prompt\", \"max_tokens\": 150, \"temperature\": 0}" "$url/v1/completions" > "$work/grace_status$i" &
+done
+sleep 0.5
+t0=$(date +%s.%N)
+kill -TERM "$server_pid"; wait "$server_pid"
+took=$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 2))" "$t0" "$(date +%s.%N)")
+wait_jobs
+done_ok=0 refused=0
+for i in $(seq 1 40); do
+  case $(cat "$work/grace_status$i") in
+    200) done_ok=$((done_ok + 1)); field 'd["choices"][0]["finish_reason"]' < "$work/grace$i" > /dev/null ;;
+    503) refused=$((refused + 1)); grep -q "the server stopped before this request finished" "$work/grace$i" ;;
+    *) echo "request $i during SIGTERM: HTTP $(cat "$work/grace_status$i"): $(cat "$work/grace$i")"; exit 1 ;;
+  esac
+done
+python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 1 + 2)" "$took" || { echo "SIGTERM: exited $took s after it (--grace 1)"; exit 1; }
+[ $done_ok -ge 1 ] && [ $refused -ge 1 ] || { echo "SIGTERM: $done_ok finished, $refused refused"; exit 1; }
+grep -q "stopping; running requests get 1 s" "$work/grace.log" && grep -q "tern serve: stopped" "$work/grace.log"
+echo "serve: SIGTERM with 40 requests in: exit after $took s (--grace 1), $done_ok answered whole, $refused answered 503"
 
 # Two replicas behind nginx: requests spread over both and all complete (replicas share nothing).
 nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)

@@ -85,12 +85,13 @@ std::string format_chat(ChatFamily family, const std::vector<ChatMessage>& messa
   fail_unsupported("this model has no chat template tern recognizes (Llama-3, ChatML, Llama-2, Phi-3); use --prompt as plain text");
 }
 
-std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages) {
-  if (family != ChatFamily::None) return tok.encode(format_chat(family, messages), false);  // the template writes BOS
+std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages,
+                                 const CancelCheck& cancelled) {
+  if (family != ChatFamily::None) return tok.encode(format_chat(family, messages), false, cancelled);  // the template writes BOS
   std::vector<int64_t> ids;
   for (size_t i = 0; i < messages.size(); ++i) {
     const bool new_line = i > 0 && messages[i].role == "user";
-    const auto part = tok.encode(new_line ? "\n" + messages[i].content : messages[i].content, i == 0);
+    const auto part = tok.encode(new_line ? "\n" + messages[i].content : messages[i].content, i == 0, cancelled);
     ids.insert(ids.end(), part.begin(), part.end());
   }
   return ids;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "llm/tokenizer.h"
+
 namespace tern::llm {
 
 enum class ChatFamily { None, Llama3, ChatML, Llama2, Phi3 };
@@ -22,10 +24,10 @@ const char* chat_family_name(ChatFamily f);
 // the family's BOS marker where the template writes one, so encode it without adding special tokens.
 std::string format_chat(ChatFamily family, const std::vector<ChatMessage>& messages);
 
-class Tokenizer;
 // A conversation's token ids, as tern chat and tern serve feed them: format_chat's text, or with no
 // template (a base model) one running text — BOS, the first message, then each user message on a line
 // of its own and each assistant message continuing the line before it.
-std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages);
+std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages,
+                                 const CancelCheck& cancelled = {});
 
 }  // namespace tern::llm

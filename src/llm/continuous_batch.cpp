@@ -81,6 +81,13 @@ void ContinuousBatcher::end_all() {
 }
 
 bool ContinuousBatcher::step() {
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Row& r = rows_[b];
+    if (!r.active || r.following || !r.request.cancelled || !r.request.cancelled()) continue;
+    for (size_t f : r.followers) finish(f, FinishReason::Stop);  // (its choices, waiting for its prompt)
+    r.followers.clear();
+    finish(b, FinishReason::Stop);
+  }
   size_t n = 0;  // active rows, in row order
   held_.clear();
   ring_rows_.clear();

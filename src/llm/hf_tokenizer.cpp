@@ -9,13 +9,14 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <queue>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
 #include "core/json.h"
+#include "llm/merge_pairs.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
@@ -231,7 +232,7 @@ class HfTokenizer : public Tokenizer {
     for (const std::string& t : tokens_) longest_ = std::max(longest_, t.size());
   }
 
-  std::vector<int64_t> encode(const std::string& text, bool add_special) const override {
+  std::vector<int64_t> encode_text(const std::string& text, bool add_special, const CancelCheck& cancelled) const override {
     std::vector<int64_t> body;
     for (const auto& [segment, added_id] : split_added(text)) {
       if (added_id >= 0) {
@@ -245,9 +246,11 @@ class HfTokenizer : public Tokenizer {
           for (auto& piece : step(words[w], w == 0)) next.push_back(std::move(piece));
         words = std::move(next);
       }
-      for (const auto& w : words)
-        if (!w.empty())
-          for (int64_t id : bpe(w)) body.push_back(id);
+      for (size_t w = 0; w < words.size(); ++w) {
+        if (cancelled && w % 256 == 255 && cancelled()) throw EncodeCancelled("encoding was cancelled");
+        if (!words[w].empty())
+          for (int64_t id : bpe(words[w], cancelled)) body.push_back(id);
+      }
     }
     if (!add_special) return body;
     std::vector<int64_t> out = prefix_;
@@ -381,10 +384,9 @@ class HfTokenizer : public Tokenizer {
   static uint64_t pair_key(int64_t left, int64_t right) { return static_cast<uint64_t>(left) << 32 | static_cast<uint64_t>(right); }
 
   // BPE: start from characters (or byte-level characters), merge the lowest-ranked pair until none applies
-  // (the leftmost of equal ones), as Hugging Face's tokenizers do — with a heap of candidate pairs over a
-  // linked list of symbols, O(n log n) in the word's length: a Gemma prompt is one word (no pre-tokenizer),
-  // and the scan-every-pair loop this replaces took quadratic time in it.
-  std::vector<int64_t> bpe(const std::string& word) const {
+  // (the leftmost of equal ones), as Hugging Face's tokenizers do (llm/merge_pairs.h: a Gemma prompt is one word,
+  // no pre-tokenizer, so the loop must not be quadratic in a word).
+  std::vector<int64_t> bpe(const std::string& word, const CancelCheck& cancelled) const {
     {
       std::lock_guard<std::mutex> lock(cache_mu_);
       if (auto it = cache_.find(word); it != cache_.end()) return it->second;
@@ -394,59 +396,34 @@ class HfTokenizer : public Tokenizer {
     if (ignore_merges_ && direct != ids_.end()) {
       ids.push_back(direct->second);
     } else {
-      struct Symbol {
-        int64_t id;        // the token, or −1: a character with none (it never merges)
-        size_t from, len;  // its bytes in `word`
-        int prev, next;    // neighbours (−1: none)
-      };
-      std::vector<Symbol> sym;
+      std::vector<int64_t> chars;   // one UTF-8 character each (a malformed byte alone); −1: no token
+      std::vector<size_t> offsets;  // where each starts in `word`, and its end
       for (size_t at = 0; at < word.size();) {
-        size_t len = 1;  // one UTF-8 character (a malformed byte alone)
+        size_t len = 1;
         const auto c = static_cast<unsigned char>(word[at]);
         if (c >= 0xC0) len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
         len = std::min(len, word.size() - at);
         const auto it = ids_.find(std::string_view(word).substr(at, len));
-        sym.push_back({it == ids_.end() ? -1 : it->second, at, len, static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1});
+        chars.push_back(it == ids_.end() ? -1 : it->second);
+        offsets.push_back(at);
         at += len;
       }
-      if (!sym.empty()) sym.back().next = -1;
-      struct Candidate {
-        int rank, left;
-        int64_t left_id, right_id;
-        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+      offsets.push_back(word.size());
+      auto lookup = [&](int64_t a, int64_t b) -> std::optional<PairMerge> {
+        const auto it = merges_.find(pair_key(a, b));
+        if (it == merges_.end()) return std::nullopt;
+        return PairMerge{static_cast<double>(it->second.rank), it->second.id};
       };
-      std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
-      auto consider = [&](int left) {
-        if (left < 0 || sym[static_cast<size_t>(left)].next < 0) return;
-        const Symbol &a = sym[static_cast<size_t>(left)], &b = sym[static_cast<size_t>(a.next)];
-        if (a.id < 0 || b.id < 0) return;
-        if (const auto it = merges_.find(pair_key(a.id, b.id)); it != merges_.end()) heap.push({it->second.rank, left, a.id, b.id});
-      };
-      for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) consider(i);
-      while (!heap.empty()) {
-        const Candidate c = heap.top();
-        heap.pop();
-        Symbol& a = sym[static_cast<size_t>(c.left)];
-        if (a.len == 0 || a.next < 0 || a.id != c.left_id || sym[static_cast<size_t>(a.next)].id != c.right_id) continue;  // stale
-        Symbol& b = sym[static_cast<size_t>(a.next)];
-        a.id = merges_.at(pair_key(c.left_id, c.right_id)).id;
-        a.len += b.len;
-        a.next = b.next;
-        b.len = 0;  // (gone)
-        if (a.next >= 0) sym[static_cast<size_t>(a.next)].prev = c.left;
-        consider(a.prev);
-        consider(c.left);
-      }
-      for (const Symbol& x : sym) {
-        if (x.len == 0) continue;
-        if (x.id >= 0) {
-          ids.push_back(x.id);
+      for (const MergedSymbol& m : merge_pairs(chars, lookup, cancelled)) {
+        if (m.id >= 0) {
+          ids.push_back(m.id);
           continue;
         }
+        const size_t from = offsets[m.first], len = offsets[m.first + m.count] - from;
         if (byte_fallback_) {
-          for (size_t k = 0; k < x.len; ++k) {
+          for (size_t k = 0; k < len; ++k) {
             char name[8];
-            std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned char>(word[x.from + k]));
+            std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned char>(word[from + k]));
             auto bt = ids_.find(name);
             if (bt == ids_.end()) fail("tokenizer.json: byte fallback token ", name, " is missing");
             ids.push_back(bt->second);
@@ -454,7 +431,7 @@ class HfTokenizer : public Tokenizer {
         } else if (unk_ >= 0) {
           ids.push_back(unk_);
         } else {
-          fail("tokenizer.json: '", word.substr(x.from, x.len), "' has no token and the tokenizer has no byte fallback or unk token");
+          fail("tokenizer.json: '", word.substr(from, len), "' has no token and the tokenizer has no byte fallback or unk token");
         }
       }
     }

@@ -1,13 +1,15 @@
 // llama2.c tokenizer.bin: int32 max_token_length, then per token {float32 score, int32 length, bytes}.
 // Encoding follows llama2.c's run.c: a dummy-prefix space, one piece per UTF-8 character (byte-fallback
 // ids 3 + byte when a character has no piece), then repeatedly merge the adjacent pair whose
-// concatenation is a piece with the highest score.
+// concatenation is a piece with the highest score (llm/merge_pairs.h).
 #include <cstring>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "llm/merge_pairs.h"
 #include "llm/tokenizer.h"
 
 namespace tern::llm {
@@ -39,7 +41,7 @@ class Llama2cTokenizer : public Tokenizer {
     }
   }
 
-  std::vector<int64_t> encode(const std::string& text, bool add_bos) const override {
+  std::vector<int64_t> encode_text(const std::string& text, bool add_bos, const CancelCheck& cancelled) const override {
     std::vector<int64_t> ids;
     if (add_bos) ids.push_back(1);
     if (text.empty()) return ids;
@@ -56,23 +58,16 @@ class Llama2cTokenizer : public Tokenizer {
       }
       i += n;
     }
-    for (;;) {
-      float best = -1e10f;
-      int64_t best_id = -1;
-      size_t best_at = 0;
-      for (size_t i = 0; i + 1 < t.size(); ++i) {
-        auto it = lookup_.find(pieces_[static_cast<size_t>(t[i])] + pieces_[static_cast<size_t>(t[i + 1])]);
-        if (it != lookup_.end() && scores_[static_cast<size_t>(it->second)] > best) {
-          best = scores_[static_cast<size_t>(it->second)];
-          best_id = it->second;
-          best_at = i;
-        }
-      }
-      if (best_id < 0) break;
-      t[best_at] = best_id;
-      t.erase(t.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
-    }
-    ids.insert(ids.end(), t.begin(), t.end());
+    // The highest score first: priority −score (run.c keeps the first of equal scores, as merge_pairs does).
+    std::string joined;
+    auto lookup = [&](int64_t a, int64_t b) -> std::optional<PairMerge> {
+      joined.assign(pieces_[static_cast<size_t>(a)]).append(pieces_[static_cast<size_t>(b)]);
+      const auto it = lookup_.find(joined);
+      // (run.c's `score > best`, best starting at -1e10, never picks a NaN score or one at or below -1e10)
+      if (it == lookup_.end() || !(scores_[static_cast<size_t>(it->second)] > -1e10f)) return std::nullopt;
+      return PairMerge{-static_cast<double>(scores_[static_cast<size_t>(it->second)]), it->second};
+    };
+    for (const MergedSymbol& m : merge_pairs(t, lookup, cancelled)) ids.push_back(m.id);
     return ids;
   }
 

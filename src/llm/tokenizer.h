@@ -2,19 +2,31 @@
 // Hugging Face tokenizer.json (byte-level and SentencePiece-style BPE).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
+
 namespace tern::llm {
+
+// Asked while a long text encodes (between words, and every few thousand merges inside one): true stops it with
+// EncodeCancelled — tern serve's deadline and shutdown reach a request still in tokenization.
+using CancelCheck = std::function<bool()>;
+struct EncodeCancelled : Error {
+  using Error::Error;
+};
 
 // Its const methods may be called from several threads at once (tern serve encodes on each HTTP thread).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   // Token ids for `text`, with the model's BOS first when `add_bos`.
-  virtual std::vector<int64_t> encode(const std::string& text, bool add_bos) const = 0;
+  std::vector<int64_t> encode(const std::string& text, bool add_bos, const CancelCheck& cancelled = {}) const {
+    return encode_text(text, add_bos, cancelled);
+  }
   // Text of a sequence (control tokens such as BOS/EOS contribute nothing). May end inside a UTF-8
   // character when the ids do; TextStream reassembles those.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
@@ -23,6 +35,9 @@ class Tokenizer {
   // never shorter than the text it covers): a text of more than context × this many bytes cannot fit the
   // context, known before encoding it (tern serve refuses such a prompt without tokenizing it).
   virtual size_t longest_token_bytes() const = 0;
+
+ protected:
+  virtual std::vector<int64_t> encode_text(const std::string& text, bool add_bos, const CancelCheck& cancelled) const = 0;
 };
 
 // The pre-tokenizer split regexes tern matches (by hand: there is no \p{...} regex engine), spelled as

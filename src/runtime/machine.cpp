@@ -4,10 +4,15 @@
 
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -90,6 +95,54 @@ double measure_read_bandwidth(int threads) {
   }
   return best;
 }
+
+BandwidthProber::BandwidthProber(int threads) {
+  int sv[2];  // (a socket pair, not pipes: a prober that died answers an error on send, not SIGPIPE)
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    fail("bandwidth probe: cannot make a socket pair: ", std::strerror(errno));
+  pid_ = fork();
+  if (pid_ < 0) {
+    close(sv[0]), close(sv[1]);
+    fail("bandwidth probe: cannot fork: ", std::strerror(errno));
+  }
+  if (pid_ == 0) {  // the prober: a measurement for every byte asked, until the socket closes
+    close(sv[0]);
+    for (char c; read(sv[1], &c, 1) == 1;) {
+      double gb_s = 0;  // (0: unmeasured)
+      try {
+        gb_s = measure_read_bandwidth(threads);
+      } catch (const std::exception&) {
+      }
+      if (send(sv[1], &gb_s, sizeof gb_s, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof gb_s)) break;
+    }
+    _exit(0);
+  }
+  close(sv[1]);
+  socket_ = sv[0];
+}
+
+double BandwidthProber::measure() {
+  double gb_s = 0;
+  const char c = 'm';
+  if (socket_ < 0 || send(socket_, &c, 1, MSG_NOSIGNAL) != 1 ||
+      recv(socket_, &gb_s, sizeof gb_s, MSG_WAITALL) != static_cast<ssize_t>(sizeof gb_s))
+    fail("bandwidth probe: the probing process did not answer");
+  return gb_s;
+}
+
+long BandwidthProber::finish() {
+  if (pid_ > 0) {
+    close(socket_);
+    socket_ = -1;
+    int status = 0;
+    rusage u{};
+    if (wait4(pid_, &status, 0, &u) == pid_) peak_ = u.ru_maxrss * 1024L;
+    pid_ = -1;
+  }
+  return peak_;
+}
+
+BandwidthProber::~BandwidthProber() { finish(); }
 
 double measure_peak_gflops(int threads) {
   constexpr int64_t kIterations = 20'000'000;

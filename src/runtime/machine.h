@@ -8,6 +8,24 @@ namespace tern {
 // far larger than the caches (512 MiB), each thread over its own contiguous half, SIMD loads.
 double measure_read_bandwidth(int threads);
 
+// measure_read_bandwidth in a process of its own, forked when this is made — before a model loads, while this
+// process is small — so the probe's buffer is never this process's memory: `tern bench`'s peak RSS is its run's
+// alone (issue 51: in-process, `/usr/bin/time tern bench` showed ~650 MB for a run that peaks at 150 MB), and the
+// probe's own peak is known apart. (/usr/bin/time still counts the largest child: `tern bench --no-probe`.)
+class BandwidthProber {
+ public:
+  explicit BandwidthProber(int threads);  // throws when the process cannot be made
+  ~BandwidthProber();
+  BandwidthProber(const BandwidthProber&) = delete;
+  BandwidthProber& operator=(const BandwidthProber&) = delete;
+  double measure();  // GB/s, measured now in the prober
+  long finish();     // ends the prober: its peak RSS in bytes
+
+ private:
+  int pid_ = -1, socket_ = -1;
+  long peak_ = 0;
+};
+
 // Peak fp32 arithmetic in GFLOP/s with `threads` threads: independent SIMD FMA chains on registers of the
 // active ISA tier's width (kernels/cpu/peak.h; a multiply-add counts 2), the best of several passes.
 double measure_peak_gflops(int threads);

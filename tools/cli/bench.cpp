@@ -3,6 +3,7 @@
 #include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "kernels/cpu/isa.h"
@@ -11,7 +12,7 @@
 namespace tern::cli {
 
 int bench(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack"});
+  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack", "no-probe"});
   const int threads =
       f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
@@ -25,9 +26,11 @@ int bench(int argc, char** argv) {
               << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
     return 0;
   }
-  const double bandwidth_before = measure_read_bandwidth(threads);
-  reset_peak_rss();  // the probe's buffer is not the model's memory
   if (!f.has("model")) fail("bench needs --model PATH (or --machine)");
+  // The bandwidth probe in a process forked now, while this one is small: its buffer never counts as the run's.
+  std::optional<BandwidthProber> prober;
+  if (!f.has("no-probe")) prober.emplace(threads);
+  const double bandwidth_before = prober ? prober->measure() : 0;
   const llm::ModelFiles files = model_files(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 64, 1);
@@ -58,13 +61,14 @@ int bench(int argc, char** argv) {
   });
   if (moved) up += moved->to_device, down += moved->to_host;
   const double per_step = r.decode_steps > 1 ? 1.0 / static_cast<double>(r.decode_steps - 1) : 0.0;
-  const double rss_gb = static_cast<double>(peak_rss_bytes()) / 1e9;  // before the second probe
+  const double rss_gb = static_cast<double>(peak_rss_bytes()) / 1e9;
   const MemoryUse mem = session.memory_use();
   const double owned_gb = static_cast<double>(owned_host_bytes()) / 1e9;
   const ResidentMemory resident = resident_memory();
   // A shared machine's bandwidth drifts: measured again after the run, the better of the two counts.
-  const double bandwidth_after = measure_read_bandwidth(threads);
+  const double bandwidth_after = prober ? prober->measure() : 0;
   const double bandwidth = std::max(bandwidth_before, bandwidth_after);
+  const double probe_peak_gb = prober ? static_cast<double>(prober->finish()) / 1e9 : 0;
   const double prefill_tps = 1000.0 * static_cast<double>(prompt_n) / r.prefill_ms;
   const double decode_tps = 1000.0 * static_cast<double>(r.decode_steps) / r.decode_ms;
   const double gbps = static_cast<double>(r.weight_bytes_per_token + r.cache_bytes_per_token) * decode_tps / 1e9;
@@ -81,6 +85,7 @@ int bench(int argc, char** argv) {
                      {"achieved_gb_s", gbps},
                      {"read_bandwidth_gb_s", bandwidth},
                      {"read_bandwidth_before_after_gb_s", {bandwidth_before, bandwidth_after}},
+                     {"probe_peak_rss_gb", probe_peak_gb},
                      {"load_s", load_s},
                      {"peak_rss_gb", rss_gb},
                      {"load_peak_rss_gb", load_peak_gb},
@@ -114,8 +119,12 @@ int bench(int argc, char** argv) {
   std::printf("decode      %lld tokens: %.2f tok/s (%.1f ms/token)\n", static_cast<long long>(r.decode_steps), decode_tps,
               1000.0 / decode_tps);
   std::printf("per token   %.3f GB of weights + %.3f GB of KV cache read\n", r.weight_bytes_per_token / 1e9, r.cache_bytes_per_token / 1e9);
-  std::printf("bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after)\n", gbps,
-              100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after);
+  if (prober)
+    std::printf(
+        "bandwidth   %.1f GB/s achieved = %.0f%% of the %.1f GB/s this machine reads (%.1f before, %.1f after; the probe's\n"
+        "            process peaked at %.2f GB, apart from this run's)\n",
+        gbps, 100.0 * gbps / bandwidth, bandwidth, bandwidth_before, bandwidth_after, probe_peak_gb);
+  else std::printf("bandwidth   %.1f GB/s achieved (the machine's own not measured: --no-probe)\n", gbps);
   std::printf("load        %.2f s; peak RSS %.2f GB (%.2f GB by the end of the load)\n", load_s, rss_gb, load_peak_gb);
   std::printf("first run   prefill %.1f ms (cold: the first after load), then %.1f ms\n", cold_prefill_ms, r.prefill_ms);
   std::printf(

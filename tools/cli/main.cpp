@@ -67,12 +67,15 @@ commands:
       ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
       sampling k scores and ids back), the others on the CPU (bench and inspect --device list them).
   bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
-        [--device cpu|opencl[:N]] [--max-memory SIZE] [--prefault] [--json]
+        [--device cpu|opencl[:N]] [--max-memory SIZE] [--prefault] [--no-probe] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
       Prefill and decode speed on a synthetic prompt (greedy, no early stop), the weight bytes a decode
       step reads, the bandwidth that achieves against the machine's measured read bandwidth, load
-      time and peak memory. --machine measures the machine's peak fp32 GFLOP/s and read bandwidth and
+      time and peak memory. The read bandwidth is probed before and after the run in a process forked
+      before the model loads, so its 512 MB buffer is not the run's peak RSS (its own peak is printed
+      apart); --no-probe leaves it out, for a /usr/bin/time around bench, which counts children too.
+      --machine measures the machine's peak fp32 GFLOP/s and read bandwidth and
       caches them (~/.cache/tern/machine.json) for profile and bench-op's rooflines.
   profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--steps prefill|decode|both] [--threads N]
           [--weights F] [--window W] [--top N] [--trace FILE.json] [--html FILE.html] [--svg FILE.svg]
@@ -125,16 +128,22 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
-        [--timeout 600] [--model-name NAME] [--window W] [--weights F] [--threads N] [--max-memory SIZE]
+        [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
+        [--model-name NAME] [--window W] [--weights F] [--threads N] [--max-memory SIZE]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
       template; "stream": true for server-sent events), GET /v1/models, /health and /metrics
       (Prometheus). Requests share one continuously batched run of --parallel sequences over the ring
       KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding.
-      More than --queue waiting sequences get 429 with Retry-After (each request has an HTTP thread:
-      --parallel + --queue + 16, so past them the 429 comes at once); a prompt longer than the context
-      could hold in bytes is refused before it is tokenized; bodies are at most 8 MB; a request
-      running past --timeout seconds ends (504).
-      --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it.
+      Limits, each refusal naming its flag and counted in /metrics (tern_refused_total): more than
+      --queue waiting sequences get 429 with Retry-After (each request has an HTTP thread: --parallel +
+      --queue + 16, so past them the 429 comes at once); a body over --max-body bytes 413; a prompt over
+      --max-prompt-tokens (default and at most the context) 400 — refused before it is tokenized when
+      its bytes could not fit; max_tokens over --max-tokens (default: what the context leaves) 400, and a
+      request without max_tokens stops there. A request still running --timeout seconds after it came —
+      tokenizing, waiting, prefilling or decoding — ends (504, or an error event when streaming).
+      --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it: it stops
+      listening, new requests get 503, those running or queued get --grace seconds to finish, then end
+      (503); a second signal ends them at once.
 )";
 
 #ifdef TERN_MINIMAL

@@ -22,6 +22,7 @@ struct ApiError : Error {
       : Error(message), status(status), param(std::move(param)), type(std::move(type)) {}
   int status;
   std::string param, type;
+  std::string limit;  // the server's limit that refused it ("--queue", ...; counted in /metrics), or ""
 };
 
 struct CompletionRequest {

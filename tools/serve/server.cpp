@@ -115,8 +115,16 @@ struct Server::Impl {
   };
   std::deque<Waiting> pending;
   int64_t pending_sequences = 0;
-  bool stopping = false;
+  bool stopping = false;               // stop() came: new requests get 503; those in get until stop_by
+  Clock::time_point stop_by;           // (when stopping) the end of the grace period
+  std::atomic<bool> hard_stop{false};  // the grace period is over: everything still running ends now
   std::thread scheduler;
+  int64_t max_prompt = 0;        // the most prompt tokens a request may have (--max-prompt-tokens, at most the context)
+  size_t most_prompt_bytes = 0;  // more prompt text than this cannot fit max_prompt tokens (known unencoded)
+  // A body past this cannot hold a prompt that fits (JSON spells a byte in at most 6: "\u0001"), with 64 KB for
+  // the other fields: refused (413) before it is read, as a body past --max-body. Read, parsed, then refused, ten
+  // 2 MB prompts a second beside decoding rows made their p99 latency 3.5x the idle server's (tests/serve/soak.py).
+  size_t most_body_bytes = 0;
 
   // Metrics (guarded by metrics_mu); the gauges are written by the scheduler after each step.
   std::mutex metrics_mu;
@@ -124,6 +132,8 @@ struct Server::Impl {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
+  std::map<std::string, int64_t> refused;    // limit → requests it refused
+  std::map<std::string, int64_t> cancelled;  // why → requests ended before their answer (timeout, client_left, shutdown)
   std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0}, dropped{0};
 
   explicit Impl(const ServerOptions& o) : opt(o) {
@@ -138,6 +148,13 @@ struct Server::Impl {
     if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
     if (o.queue < 0) fail("--queue ", o.queue, ": must not be negative");
     if (!(o.timeout_s > 0)) fail("--timeout ", o.timeout_s, ": must be positive seconds");
+    if (!(o.grace_s >= 0)) fail("--grace ", o.grace_s, ": must not be negative");
+    if (o.max_body_bytes < 1024) fail("--max-body ", o.max_body_bytes, ": at least 1024 bytes");
+    if (o.max_prompt_tokens < 0 || o.max_tokens < 0) fail("--max-prompt-tokens and --max-tokens must not be negative");
+    max_prompt = o.max_prompt_tokens > 0 ? std::min(o.max_prompt_tokens, context) : context;
+    // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
+    most_prompt_bytes = 2 * static_cast<size_t>(max_prompt) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
+    most_body_bytes = 6 * most_prompt_bytes + 65536;
     batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk);
     routes();
   }
@@ -147,7 +164,13 @@ struct Server::Impl {
     ++requests[{endpoint, status}];
   }
 
+  void count(std::map<std::string, int64_t>& counter, const std::string& key) {
+    std::lock_guard<std::mutex> lock(metrics_mu);
+    ++counter[key];
+  }
+
   void reply_error(httplib::Response& res, const std::string& endpoint, const ApiError& e) {
+    if (!e.limit.empty()) count(refused, e.limit);
     res.status = e.status;
     if (e.status == 429) res.set_header("Retry-After", "1");
     res.set_content(error_body(e), "application/json");
@@ -161,13 +184,18 @@ struct Server::Impl {
         std::unique_lock<std::mutex> lock(mu);
         // Idle with requests queued (every row taken by others): wake to drop those past their deadline.
         wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping || !pending.empty() || batcher->active() > 0; });
-        if (stopping) {  // every waiting client gets its answer: an error
-          batcher->end_all();
-          for (auto& w : pending)
-            for (auto& r : w.group)
-              if (r.on_finish) r.on_finish(llm::FinishReason::Error);
-          pending.clear();
-          return;
+        if (stopping) {
+          if (Clock::now() >= stop_by) hard_stop = true;
+          if (hard_stop) {  // the grace period is over: every client still waiting gets its answer, an error
+            batcher->end_all();
+            for (auto& w : pending)
+              for (auto& r : w.group)
+                if (r.on_finish) r.on_finish(llm::FinishReason::Error);
+            pending.clear();
+            pending_sequences = 0;
+            return;
+          }
+          if (pending.empty() && batcher->active() == 0) return;  // every request finished within the grace period
         }
         // Requests whose client left or whose deadline passed while they waited leave the queue unrun.
         const auto now = Clock::now();
@@ -213,53 +241,72 @@ struct Server::Impl {
   // Tokenizes and checks a request, queues its choices and returns their exchange; throws ApiError.
   // Cheap checks come first — a full queue, a text no context could hold — so that a burst of requests or a
   // megabyte of text costs no tokenization (issue 53: 100 KB words were tokenized, then refused for length).
+  //
+  // The deadline starts now and covers tokenization too: the encoder asks between words and within long ones.
   std::shared_ptr<Exchange> submit(const CompletionRequest& r, int64_t& prompt_len) {
+    auto ex = std::make_shared<Exchange>();
+    ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (stopping) throw shutting_down();
       check_room(r.n);
     }
     size_t text_bytes = r.prompt.size();
     for (const auto& m : r.messages) text_bytes += m.content.size();
-    // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
-    const size_t most_bytes = 2 * static_cast<size_t>(context) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
-    if (text_bytes > most_bytes)
-      throw ApiError(400,
-                     "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt's " +
-                         std::to_string(text_bytes) + " bytes are more than that many tokens can hold",
-                     r.chat ? "messages" : "prompt", "context_length_exceeded");
+    auto too_long = [&](const std::string& what) { return prompt_too_long(what, r.chat); };
+    if (text_bytes > most_prompt_bytes)
+      throw too_long("the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) +
+                     " tokens can hold");
     std::vector<int64_t> ids;
-    ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages) : tok->encode(r.prompt, true);
+    try {
+      const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
+      ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages, past_deadline) : tok->encode(r.prompt, true, past_deadline);
+    } catch (const llm::EncodeCancelled&) {
+      count(cancelled, hard_stop ? "shutdown" : "timeout");
+      if (hard_stop) throw ApiError(503, "the server stopped before this request's prompt was read", "", "server_error");
+      throw ApiError(504, "the request ran past the server's timeout (--timeout) while its prompt was tokenized", "", "timeout");
+    }
     prompt_len = static_cast<int64_t>(ids.size());
-    if (prompt_len > context)
-      throw ApiError(
-          400,
-          "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " + std::to_string(prompt_len),
-          r.chat ? "messages" : "prompt", "context_length_exceeded");
+    if (prompt_len > max_prompt) throw too_long("the prompt has " + std::to_string(prompt_len) + " tokens");
     const int64_t room = context - prompt_len;
-    if (r.n > opt.parallel)
-      throw ApiError(400,
-                     "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
-                         " sequences this server runs at once (--parallel)",
-                     "n");
-    if (r.max_tokens && *r.max_tokens > room)
-      throw ApiError(400,
-                     "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                         std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
-                     "max_tokens", "context_length_exceeded");
-    auto ex = std::make_shared<Exchange>();
-    ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
+    const int64_t most_new = opt.max_tokens > 0 ? std::min(room, opt.max_tokens) : room;
+    if (r.n > opt.parallel) {
+      ApiError e(400,
+                 "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
+                     " sequences this server runs at once (--parallel)",
+                 "n");
+      e.limit = "parallel";
+      throw e;
+    }
+    if (r.max_tokens && *r.max_tokens > most_new) {
+      ApiError e = *r.max_tokens > room
+                       ? ApiError(400,
+                                  "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
+                                      std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
+                                  "max_tokens", "context_length_exceeded")
+                       : ApiError(400,
+                                  "max_tokens " + std::to_string(*r.max_tokens) + " is more than the " + std::to_string(opt.max_tokens) +
+                                      " this server generates for a request (--max-tokens)",
+                                  "max_tokens");
+      e.limit = *r.max_tokens > room ? "context_length" : "max_tokens";
+      throw e;
+    }
     std::vector<llm::SequenceRequest> seqs;
     for (int i = 0; i < r.n; ++i) {
       ex->choices.emplace_back(r.stop);
       ex->choices.back().text = std::make_unique<llm::TextStream>(*tok, ids);
       llm::SequenceRequest s;
       s.prompt = ids;
-      s.max_new_tokens = r.max_tokens.value_or(room);
+      s.max_new_tokens = r.max_tokens.value_or(most_new);
       s.sampling = llm::sampling_options(r.sampling, cfg);
       s.sampling.seed += static_cast<uint64_t>(i);
       s.eos_token_ids = cfg.eos_token_ids;
       s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, static_cast<size_t>(i), t); };
-      s.on_finish = [ex, i](llm::FinishReason why) { on_finish(*ex, static_cast<size_t>(i), why); };
+      s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, static_cast<size_t>(i), why); };
+      s.cancelled = [this, ex] {
+        std::lock_guard<std::mutex> lock(ex->mu);
+        return hard_stop.load() || ex->expired(Clock::now());
+      };
       llm::GenerateOptions check;
       check.max_new_tokens = s.max_new_tokens;
       check.sampling = s.sampling;
@@ -272,6 +319,7 @@ struct Server::Impl {
     }
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (stopping) throw shutting_down();
       check_room(static_cast<int64_t>(seqs.size()));
       pending_sequences += static_cast<int64_t>(seqs.size());
       pending.push_back({ex, std::move(seqs)});
@@ -281,11 +329,39 @@ struct Server::Impl {
   }
   // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
   int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
+  std::string body_too_large() const {
+    if (opt.max_body_bytes <= most_body_bytes)
+      return "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes (--max-body)";
+    return "the request body is larger than " + std::to_string(most_body_bytes) + " bytes, more than a prompt of " +
+           std::to_string(max_prompt) + " tokens can need (" + (max_prompt < context ? "--max-prompt-tokens" : "the model's context") + ")";
+  }
+  // The prompt-length refusal: the model's context (OpenAI's code for it) or this server's own limit.
+  ApiError prompt_too_long(const std::string& what, bool chat) const {
+    const std::string field = chat ? "messages" : "prompt";
+    ApiError e =
+        max_prompt < context
+            ? ApiError(400, what + "; this server takes prompts of at most " + std::to_string(max_prompt) + " tokens (--max-prompt-tokens)",
+                       field)
+            : ApiError(400, "This model's maximum context length is " + std::to_string(context) + " tokens; " + what, field,
+                       "context_length_exceeded");
+    e.limit = max_prompt < context ? "max_prompt_tokens" : "context_length";
+    return e;
+  }
   // (under mu) The 429 when the queue cannot take n more sequences.
   void check_room(int64_t n) const {
-    if (pending_sequences + n > opt.queue + batcher_room())
-      throw ApiError(429, "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting; retry later", "",
-                     "rate_limit_exceeded");
+    if (pending_sequences + n > opt.queue + batcher_room()) {
+      ApiError e(429,
+                 "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting (--queue " +
+                     std::to_string(opt.queue) + "); retry later",
+                 "", "rate_limit_exceeded");
+      e.limit = "queue";
+      throw e;
+    }
+  }
+  static ApiError shutting_down() {
+    ApiError e(503, "the server is shutting down", "", "server_error");
+    e.limit = "shutting_down";
+    return e;
   }
 
   bool on_token(Exchange& ex, size_t i, int64_t token) {
@@ -308,11 +384,12 @@ struct Server::Impl {
     return !c.stops.stopped() && !gone;
   }
 
-  static void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
+  void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
     std::lock_guard<std::mutex> lock(ex.mu);
     auto& c = ex.choices[i];
     if (why == llm::FinishReason::Error)
-      ex.error = "the sequence ended early: its model run failed or the server is stopping (see the server's log)";
+      ex.error = hard_stop ? "the server stopped before this request finished (its grace period, --grace, ended)"
+                           : "the sequence ended early: its model run failed (see the server's log)";
     if (c.finish_reason.empty()) c.finish_reason = why == llm::FinishReason::Length ? "length" : "stop";
     if (!c.stops.stopped()) c.ready += c.stops.push(c.text->flush()) + c.stops.flush();
     c.done = true;
@@ -346,8 +423,14 @@ struct Server::Impl {
       // before its response; the deadline bounds the work such a request can cost.)
       std::unique_lock<std::mutex> lock(ex->mu);
       if (!ex->cv.wait_until(lock, ex->deadline, [&] { return ex->all_done(); })) ex->expired(Clock::now());
-      if (ex->timed_out) return reply_error(res, endpoint, ApiError(504, "the request ran past the server's timeout", "", "timeout"));
-      if (!ex->error.empty()) return reply_error(res, endpoint, ApiError(500, ex->error, "", "server_error"));
+      if (ex->timed_out) {
+        count(cancelled, "timeout");
+        return reply_error(res, endpoint, ApiError(504, "the request ran past the server's timeout (--timeout)", "", "timeout"));
+      }
+      if (!ex->error.empty()) {
+        if (hard_stop) count(cancelled, "shutdown");
+        return reply_error(res, endpoint, ApiError(hard_stop ? 503 : 500, ex->error, "", "server_error"));
+      }
       std::vector<Choice> choices;
       Usage usage{prompt_len * r.n, 0};
       for (auto& c : ex->choices) {
@@ -362,6 +445,7 @@ struct Server::Impl {
       std::vector<char> opened;  // per choice: its first chunk (role, echo) sent
       std::vector<char> finished;
       bool ended = false;
+      const char* cancelled_why = nullptr;  // the stream ended early: why (counted once, when it closes)
     };
     auto st = std::make_shared<StreamState>();
     st->opened.assign(static_cast<size_t>(r.n), 0);
@@ -369,7 +453,7 @@ struct Server::Impl {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [ex, st, r, id, created, echo, prompt_len](size_t, httplib::DataSink& sink) {
+        [this, ex, st, r, id, created, echo, prompt_len](size_t, httplib::DataSink& sink) {
           if (st->ended) return false;
           std::string out;
           {
@@ -393,9 +477,10 @@ struct Server::Impl {
               }
               if ((c.done || ex->timed_out) && !st->finished[i]) {
                 if (ex->timed_out || !ex->error.empty()) {
-                  const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout", "", "timeout")
-                                                   : ApiError(500, ex->error, "", "server_error");
+                  const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout (--timeout)", "", "timeout")
+                                                   : ApiError(hard_stop ? 503 : 500, ex->error, "", "server_error");
                   out += "data: " + error_body(e) + "\n\n";
+                  if (ex->timed_out || hard_stop) st->cancelled_why = ex->timed_out ? "timeout" : "shutdown";
                 } else {
                   out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), "", c.finish_reason)) + "\n\n";
                 }
@@ -416,9 +501,14 @@ struct Server::Impl {
           if (st->ended) sink.done();
           return true;
         },
-        [ex](bool) {  // the stream ended or the client went away: stop its sequences at their next token
-          std::lock_guard<std::mutex> lock(ex->mu);
-          ex->cancelled = true;
+        [this, ex, st](bool) {  // the stream ended or the client went away: stop its sequences at their next token
+          const char* why = st->cancelled_why;
+          {
+            std::lock_guard<std::mutex> lock(ex->mu);
+            if (!why && !st->ended) why = "client_left";
+            ex->cancelled = true;
+          }
+          if (why) count(cancelled, why);
         });
   }
 
@@ -441,6 +531,12 @@ struct Server::Impl {
       std::lock_guard<std::mutex> lock(mu);
       queued = pending_sequences;
     }
+    o << "# HELP tern_refused_total Requests refused by a limit: its name (queue, max_prompt_tokens, max_tokens, max_body, "
+         "context_length, parallel, shutting_down).\n# TYPE tern_refused_total counter\n";
+    for (const auto& [limit, n] : refused) o << "tern_refused_total{limit=\"" << limit << "\"} " << n << "\n";
+    o << "# HELP tern_cancelled_total Accepted requests that ended before their answer: timeout (--timeout), client_left, "
+         "shutdown (--grace ended).\n# TYPE tern_cancelled_total counter\n";
+    for (const auto& [why, n] : cancelled) o << "tern_cancelled_total{reason=\"" << why << "\"} " << n << "\n";
     o << "# HELP tern_queue_depth Sequences waiting for a row.\n# TYPE tern_queue_depth gauge\ntern_queue_depth " << queued << "\n";
     o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load()
       << "\n";
@@ -458,7 +554,7 @@ struct Server::Impl {
     // and a queue of 64, a burst of 200 waited unanswered behind the busy ones (issue 53).
     const auto threads = static_cast<size_t>(std::clamp<int64_t>(opt.parallel + opt.queue + 16, 16, 1024));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(size_t{8} << 20);
+    http.set_payload_max_length(std::min(opt.max_body_bytes, most_body_bytes));
     // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server on a busy port
     // binds anyway and takes half its traffic; without it the bind fails ("address in use").
     http.set_socket_options([this](socket_t sock) {
@@ -486,10 +582,14 @@ struct Server::Impl {
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
       const int status = res.status;
+      const bool prompt_bound = status == 413 && opt.max_body_bytes > most_body_bytes;  // (OpenAI's type for a prompt too long)
       const std::string message = status == 404   ? "no route " + req.method + " " + req.path
-                                  : status == 413 ? "the request body is larger than 8 MB"
+                                  : status == 413 ? body_too_large()
                                                   : "HTTP " + std::to_string(status);
-      res.set_content(error_body(ApiError(status, message)), "application/json");
+      res.set_content(error_body(ApiError(status, message, "", prompt_bound ? "context_length_exceeded" : "invalid_request_error")),
+                      "application/json");
+      if (status == 413)
+        count(refused, opt.max_body_bytes <= most_body_bytes ? "max_body" : max_prompt < context ? "max_prompt_tokens" : "context_length");
       count_request("other", status);
     });
   }
@@ -498,12 +598,22 @@ struct Server::Impl {
 Server::Server(const ServerOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 
 Server::~Server() {
-  stop();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->hard_stop = true;
+  impl_->wake.notify_all();
+  impl_->http.stop();
   if (impl_->scheduler.joinable()) impl_->scheduler.join();
 }
 
 bool Server::run() {
   Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stopping) return true;  // (stopped before it started)
+  }
   const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
   if (port < 0) return false;
   // Debian's compiled cpp-httplib listens with a backlog of 5: of 200 connections at once, the ones past it were
@@ -512,19 +622,31 @@ bool Server::run() {
   s.scheduler = std::thread([&s] { s.schedule(); });
   std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << "), listening on http://"
             << s.opt.host << ":" << port << std::endl;
+  // (returns once stop() closed the socket and every handler returned: each waits for its request's answer,
+  // which the scheduler gives within the grace period)
   s.http.listen_after_bind();
-  stop();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.stopping) s.stopping = true, s.stop_by = Clock::now();  // (the listener ended on its own)
+  }
+  s.wake.notify_all();
   s.scheduler.join();
   return true;
 }
 
 void Server::stop() {
+  Impl& s = *impl_;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->stopping = true;
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stopping) {
+      s.hard_stop = true;  // a second stop: now
+    } else {
+      s.stopping = true;
+      s.stop_by = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.opt.grace_s));
+    }
   }
-  impl_->wake.notify_all();
-  impl_->http.stop();
+  s.wake.notify_all();
+  s.http.stop();
 }
 
 }  // namespace tern::serve

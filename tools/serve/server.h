@@ -15,11 +15,15 @@ struct ServerOptions {
   std::string model_path;  // a model folder or .onnx file
   std::string model_name;  // the id /v1/models lists ("" : the folder's name)
   std::string host = "127.0.0.1";
-  int port = 8080;             // 0: any free port (printed)
-  int64_t parallel = 4;        // sequences decoded at once (rows of the ring cache)
-  int64_t queue = 64;          // sequences waiting for a row; past it requests get 429
-  int64_t prefill_chunk = 32;  // prompt tokens a row feeds per step, so others keep decoding
-  double timeout_s = 600;      // a request still running after this ends (504, or an error event)
+  int port = 8080;                          // 0: any free port (printed)
+  int64_t parallel = 4;                     // sequences decoded at once (rows of the ring cache)
+  int64_t queue = 64;                       // sequences waiting for a row; past it requests get 429
+  int64_t prefill_chunk = 32;               // prompt tokens a row feeds per step, so others keep decoding
+  double timeout_s = 600;                   // a request still running after this ends (504, or an error event)
+  double grace_s = 10;                      // after stop(): requests running or queued get this long to finish, then end (503)
+  size_t max_body_bytes = size_t{8} << 20;  // a larger request body: 413
+  int64_t max_prompt_tokens = 0;            // a longer prompt: 400 (0: the model's context)
+  int64_t max_tokens = 0;                   // the most new tokens a choice may ask for (0: what the context leaves)
   llm::DecoderOptions decoder;
 };
 
@@ -28,8 +32,10 @@ class Server {
   explicit Server(const ServerOptions& options);  // loads the model; throws naming what is wrong
   ~Server();
   // Binds, prints "tern serve: listening on http://HOST:PORT" on stderr, and serves until stop()
-  // (from another thread or a signal). Returns false when the address cannot be bound.
+  // (from another thread or a signal) has let its requests finish. Returns false when the address cannot be bound.
   bool run();
+  // Stops listening and refuses new requests (503); those running or queued get ServerOptions::grace_s to finish,
+  // then end with an error. A second stop() ends them at once.
   void stop();
 
  private:

@@ -2,7 +2,9 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <csignal>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -28,25 +30,38 @@ int serve(int argc, char** argv) {
   o.queue = f.get_int("queue", 64, 0);
   o.prefill_chunk = f.get_int("prefill-chunk", 32, 0);
   o.timeout_s = f.get_float("timeout", 600);
+  o.grace_s = f.get_float("grace", 10);
+  o.max_body_bytes = static_cast<size_t>(f.get_int("max-body", int64_t{8} << 20, 1024));
+  o.max_prompt_tokens = f.get_int("max-prompt-tokens", 0, 0);
+  o.max_tokens = f.get_int("max-tokens", 0, 0);
   o.decoder = decoder_options(f);
   // Request bodies (up to 8 MB) are malloc'd and freed on many HTTP threads; with glibc's sliding mmap threshold
   // they come to live in its arenas, which keep them: 50 requests of 7.8 MB grew the server from 27 to 139 MB
   // RSS, never returned. A fixed 1 MiB threshold maps and unmaps each: 28 to 38 MB (tests/serve/soak.py).
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
-  // SIGINT / SIGTERM stop the server from a thread of its own (nothing is done inside a signal handler).
+  // SIGINT / SIGTERM stop the server from a thread of its own (nothing is done inside a signal handler): the first
+  // lets running requests finish within --grace seconds, a second ends them at once.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before any thread starts: all inherit it
   serve::Server server(o);
+  std::atomic<bool> returned{false};
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig != 0) server.stop();
+    for (int signals_seen = 0;; ++signals_seen) {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (returned) return;
+      std::cerr << "tern serve: " << strsignal(sig) << ": stopping";
+      if (signals_seen == 0) std::cerr << "; running requests get " << o.grace_s << " s to finish (--grace; a second signal ends them now)";
+      std::cerr << std::endl;
+      server.stop();
+    }
   });
   const bool ok = server.run();
-  pthread_kill(waiter.native_handle(), SIGTERM);  // (a no-op stop when the signal already came)
+  returned = true;
+  pthread_kill(waiter.native_handle(), SIGTERM);  // (wakes the waiter, which returns)
   waiter.join();
   if (!ok) fail("cannot listen on ", o.host, ":", o.port, " (in use, or not an address of this machine)");
   std::cerr << "tern serve: stopped\n";
