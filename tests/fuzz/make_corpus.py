@@ -207,6 +207,9 @@ def seeds():
     for i, text in enumerate(["Hello world", "naïve 日本語 🙂 12345", "  \t\n<|endoftext|>", "\xff\xfe", "x" + "ab" * 500]):
         for pick in range(6):
             yield "tokenizer_text", f"{pick}_{i}.txt", bytes([pick]) + text.encode("utf-8", "surrogateescape")
+    for pick in range(6):  # 1,000 and 65,535 letters
+        yield "tokenizer_long_word", f"{pick}_short.bin", bytes([pick, 0xE8, 0x03]) + b"theQuickBrownFox"
+        yield "tokenizer_long_word", f"{pick}_64k.bin", bytes([pick, 0xFF, 0xFF]) + bytes(range(7, 250, 3))
     for pick, rel in [(0, "tests/fixtures/exports/llama-optimum/config.json"), (1, "tests/fixtures/exports/llama-optimum/generation_config.json"),
                       (0, "tests/fixtures/exports/gpt2-optimum/config.json")]:
         yield "model_config", f"{pick}_" + rel.split("/")[-2] + "_" + rel.split("/")[-1], bytes([pick]) + open(os.path.join(ROOT, rel), "rb").read()
@@ -240,6 +243,9 @@ def bad_inputs():
     x, y = [vi("x", F, [2])], [vi("y", F, None)]
     ident = [helper.make_node("Identity", ["x"], ["y"])]
     yield "onnx_model", "empty.onnx", b"", "has no graph"
+    # one unbroken 65,535-letter word through each real tokenizer: merged in O(n log n), back whole (issue 51)
+    for pick in range(6):
+        yield "tokenizer_long_word", f"{pick}_64k_letters.bin", bytes([pick, 0xFF, 0xFF]) + b"zQxJkVbPwYmFgHcLdTsRnEaOiUy", "(no error)"
     yield "onnx_model", "truncated.onnx", good[: len(good) // 2], "is not a valid ONNX model (truncated or corrupt protobuf)"
     yield "onnx_model", "garbage.onnx", bytes(range(256)) * 4, "is not a valid ONNX model"
     yield "onnx_model", "unknown_op.onnx", model_bytes([helper.make_node("FrobnicateAll", ["x"], ["y"])], x, y), "FrobnicateAll"

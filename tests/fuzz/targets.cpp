@@ -190,10 +190,9 @@ void tokenizer_json(const uint8_t* data, size_t size) {
   exercise_tokenizer(*llm::load_hf_tokenizer(path.string()));
 }
 
-// Text through real tokenizers (byte-level BPE, SentencePiece-style BPE with byte fallback, the Llama-3 and
-// Qwen split rules): the first byte picks the tokenizer, the rest is encoded; then the rest, read as
-// little-endian 16-bit ids (some outside the vocabulary), is decoded and streamed.
-void tokenizer_text(const uint8_t* data, size_t size) {
+// A real tokenizer (byte-level BPE, SentencePiece-style BPE with byte fallback, the Llama-3 and Qwen split
+// rules), picked by a byte; loaded once.
+const llm::Tokenizer& real_tokenizer(uint8_t pick) {
   static const char* kFolders[] = {"models/default",
                                    "tests/fixtures/exports/gpt2-optimum",
                                    "tests/fixtures/exports/llama-optimum",
@@ -202,10 +201,16 @@ void tokenizer_text(const uint8_t* data, size_t size) {
                                    "tests/fixtures/exports/smollm2-optimum"};
   constexpr size_t kCount = sizeof kFolders / sizeof kFolders[0];
   static std::vector<std::unique_ptr<llm::Tokenizer>> toks(kCount);
+  const size_t i = pick % kCount;
+  if (!toks[i]) toks[i] = llm::load_tokenizer(std::string(TERN_SOURCE_DIR) + "/" + kFolders[i]);
+  return *toks[i];
+}
+
+// Text through real tokenizers: the first byte picks the tokenizer, the rest is encoded; then the rest, read as
+// little-endian 16-bit ids (some outside the vocabulary), is decoded and streamed.
+void tokenizer_text(const uint8_t* data, size_t size) {
   if (size == 0) return;
-  const size_t pick = data[0] % kCount;
-  if (!toks[pick]) toks[pick] = llm::load_tokenizer(std::string(TERN_SOURCE_DIR) + "/" + kFolders[pick]);
-  const llm::Tokenizer& tok = *toks[pick];
+  const llm::Tokenizer& tok = real_tokenizer(data[0]);
   const std::string text = as_string(data + 1, size - 1);
   tok.decode(tok.encode(text, true));
   std::vector<int64_t> ids;
@@ -218,6 +223,25 @@ void tokenizer_text(const uint8_t* data, size_t size) {
     }
   }
   stream.flush();
+}
+
+// One long unbroken word, as a base64 blob or a minified file sends (issue 51): the first byte picks a real
+// tokenizer, the next two a length (up to 65,535 letters), the rest a pattern of letters repeated to that length.
+// The merge loop must stay O(n log n) — a quadratic one runs past libFuzzer's 10 s here — and the word must come
+// back whole from its ids.
+void tokenizer_long_word(const uint8_t* data, size_t size) {
+  if (size < 4) return;
+  const llm::Tokenizer& tok = real_tokenizer(data[0]);
+  std::string word(static_cast<size_t>(data[1] | data[2] << 8), 'a');
+  for (size_t i = 0; i < word.size(); ++i) {
+    const int letter = data[3 + i % (size - 3)] % 52;
+    word[i] = static_cast<char>(letter < 26 ? 'a' + letter : 'A' + letter - 26);
+  }
+  const std::vector<int64_t> ids = tok.encode(word, false);
+  for (int64_t id : ids)
+    if (id < 0 || id >= tok.vocab_size()) throw std::logic_error("encode gave id " + std::to_string(id) + " outside the vocabulary");
+  if (const std::string back = tok.decode(ids); back != word && back != " " + word)
+    throw std::logic_error("a word of " + std::to_string(word.size()) + " letters decoded to " + std::to_string(back.size()) + " bytes");
 }
 
 // A model folder's JSON: the first byte picks config.json, generation_config.json or genai_config.json,
@@ -301,6 +325,7 @@ const std::vector<Target>& targets() {
       {"external_data", external_data, "lines: location, offset, length, data type, dims of one external initializer"},
       {"tokenizer_json", tokenizer_json, "tokenizer.json text"},
       {"tokenizer_text", tokenizer_text, "a byte picking a real tokenizer, then text to encode and ids to decode"},
+      {"tokenizer_long_word", tokenizer_long_word, "a byte picking a real tokenizer, two of length, then letters to repeat"},
       {"model_config", model_config, "a byte picking config/generation_config/genai_config.json, then its text"},
       {"chat_template", chat_template, "a byte picking tokenizer_config.json or chat_template.jinja, then its text"},
       {"llama2c_checkpoint", llama2c_checkpoint, "llama2.c model.bin bytes"},
