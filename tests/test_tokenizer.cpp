@@ -96,6 +96,24 @@ TEST_CASE("tokenizers imported from GGUFs give llama.cpp's ids on 1,000 mixed li
   }
 }
 
+TEST_CASE("Gemma 3: a whole 86 KB text is one word, merged in 64 KB pieces, and gives llama.cpp's ids for the whole") {
+  // Golden: llama-tokenize on the whole file (--no-bos), one line of ids (tools/llama_cpp_token_ids.sh --whole).
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "gemma-3-270m";
+  if (!fs::exists(dir / "tokenizer.json")) {
+    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
+    return;
+  }
+  const fs::path fixtures = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "tokenizer";
+  std::ifstream text_file(fixtures / "mixed_1000.txt", std::ios::binary), golden(fixtures / "gemma3_llama_cpp_ids_whole.txt");
+  const std::string text((std::istreambuf_iterator<char>(text_file)), {});
+  REQUIRE(text.size() > 65536);  // (more than one piece)
+  std::vector<int64_t> want;
+  for (int64_t id; golden >> id;) want.push_back(id);
+  const std::vector<int64_t> got = load_tokenizer(dir.string())->encode(text, false);
+  CHECK(got.size() == want.size());
+  CHECK(got == want);
+}
+
 TEST_CASE("StopScanner: stop strings end the text before them, even split across tokens") {
   StopScanner s({"END", "\n\n"});
   CHECK(s.push("Hello E") == "Hello ");  // "E" may begin "END": held back

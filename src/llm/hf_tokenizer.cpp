@@ -4,6 +4,7 @@
 // words, and each word is BPE-merged by merge rank; a TemplateProcessing post-processor adds BOS.
 // Components tern does not implement fail at load, naming the component.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -248,8 +249,16 @@ class HfTokenizer : public Tokenizer {
       }
       for (size_t w = 0; w < words.size(); ++w) {
         if (cancelled && w % 256 == 255 && cancelled()) throw EncodeCancelled("encoding was cancelled");
-        if (!words[w].empty())
-          for (int64_t id : bpe(words[w], cancelled)) body.push_back(id);
+        const std::string& word = words[w];
+        if (word.size() <= kMaxWordPieceBytes) {
+          for (int64_t id : bpe(word, cancelled)) body.push_back(id);
+          continue;
+        }
+        for (size_t at = 0; at < word.size();) {
+          const size_t end = word_piece_end(word, at);
+          for (int64_t id : bpe(word.substr(at, end - at), cancelled)) body.push_back(id);
+          at = end;
+        }
       }
     }
     if (!add_special) return body;
@@ -379,6 +388,23 @@ class HfTokenizer : public Tokenizer {
     const auto left = ids_.find(a), right = ids_.find(b), merged = ids_.find(joined);
     if (left != ids_.end() && right != ids_.end() && merged != ids_.end())
       merges_.emplace(pair_key(left->second, right->second), Merge{rank, merged->second});
+  }
+
+  // A word longer than this is merged in pieces: a Gemma prompt is one word (no pre-tokenizer) and merging holds
+  // ~80 bytes a character at its peak, on each HTTP thread of a server at once (issue 51). A piece ends before a
+  // "▁" that follows a letter or digit, found in its last quarter — SentencePiece vocabularies join no word to the
+  // next word's "▁" (Gemma 3's one token that crosses such a seam is ">▁</"), so the ids are the whole word's
+  // (tests/test_tokenizer.cpp: llama.cpp's on an 86 KB text) — else at a character boundary, where the ids at
+  // the seam may differ from the whole word's.
+  static constexpr size_t kMaxWordPieceBytes = size_t{64} << 10;
+  static size_t word_piece_end(const std::string& word, size_t at) {
+    if (word.size() - at <= kMaxWordPieceBytes) return word.size();
+    const size_t most = at + kMaxWordPieceBytes;
+    for (size_t p = most; p > most - kMaxWordPieceBytes / 4; --p)
+      if (word.compare(p, 3, "\xE2\x96\x81") == 0 && std::isalnum(static_cast<unsigned char>(word[p - 1]))) return p;
+    size_t p = most;
+    while (p > at + 1 && (static_cast<unsigned char>(word[p]) & 0xC0) == 0x80) --p;  // (not inside a character)
+    return p;
   }
 
   static uint64_t pair_key(int64_t left, int64_t right) { return static_cast<uint64_t>(left) << 32 | static_cast<uint64_t>(right); }
