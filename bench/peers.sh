@@ -22,6 +22,7 @@
 # WORK_DIR keeps the models between runs (1b: ~12 GB in all). Needs a built tern, tools/ort/node_modules
 # (cd tools/ort && npm install --ignore-scripts), python3-venv.
 set -euo pipefail
+shopt -s inherit_errexit  # (a failing peer inside $(...) stops the script there)
 cd "$(dirname "$0")/.."
 work=$1 llama=${2:-/tmp/llama.cpp} threads=${3:-2} rounds=${4:-3}
 shape=${SHAPE:-1b} prompt=${PROMPT:-128} new=${NEW:-128} depth=${DEPTH:-2048}
