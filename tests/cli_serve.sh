@@ -266,13 +266,20 @@ curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
 kill -TERM "$server_pid"; wait "$server_pid"
 echo "serve: --max-prompt-tokens, --max-tokens, --max-body refuse naming the flag (counted in /metrics); --timeout holds in tokenization"
 
-# SIGTERM with requests running and queued (one row, 40 requests of ~75 ms): the server stops listening at
-# once, runs what it can within --grace 1, answers the rest 503, and exits soon after the grace period; every
-# client gets its whole answer or a clean JSON error — none a reset or an empty reply.
-start_server grace --parallel 1 --queue 64 --grace 1 --threads 1
+# SIGTERM with requests running and queued (one row, 40 requests of one solo request's time T each): the server
+# stops listening at once, runs what it can within --grace (3T, at least 1 s: sanitizer builds run T ~20x longer),
+# answers the rest 503, and exits soon after the grace period; every client gets its whole answer or a clean JSON
+# error — none a reset or an empty reply.
+start_server solo --parallel 1 --threads 1
+body="{\"prompt\": \"$prompt\", \"max_tokens\": 150, \"temperature\": 0}"
+post /v1/completions "$body" > /dev/null; expect_status 200  # (warm)
+solo=$(curl -s -o /dev/null -w '%{time_total}' -H 'Content-Type: application/json' --data-binary "$body" "$url/v1/completions")
+kill -TERM "$server_pid"; wait "$server_pid"
+grace=$(python3 -c "import sys; print('%g' % round(max(1.0, 3 * float(sys.argv[1])), 1))" "$solo")
+start_server grace --parallel 1 --queue 64 --grace "$grace" --threads 1
 for i in $(seq 1 40); do
-  curl -s -o "$work/grace$i" -w '%{http_code}' -H 'Content-Type: application/json' \
-    --data-binary "{\"prompt\": \"$prompt\", \"max_tokens\": 150, \"temperature\": 0}" "$url/v1/completions" > "$work/grace_status$i" &
+  curl -s -o "$work/grace$i" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$body" \
+    "$url/v1/completions" > "$work/grace_status$i" &
 done
 sleep 0.5
 t0=$(date +%s.%N)
@@ -287,10 +294,12 @@ for i in $(seq 1 40); do
     *) echo "request $i during SIGTERM: HTTP $(cat "$work/grace_status$i"): $(cat "$work/grace$i")"; exit 1 ;;
   esac
 done
-python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 1 + 2)" "$took" || { echo "SIGTERM: exited $took s after it (--grace 1)"; exit 1; }
-[ $done_ok -ge 1 ] && [ $refused -ge 1 ] || { echo "SIGTERM: $done_ok finished, $refused refused"; exit 1; }
-grep -q "stopping; running requests get 1 s" "$work/grace.log" && grep -q "tern serve: stopped" "$work/grace.log"
-echo "serve: SIGTERM with 40 requests in: exit after $took s (--grace 1), $done_ok answered whole, $refused answered 503"
+python3 -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]) + 2)" "$took" "$grace" ||
+  { echo "SIGTERM: exited $took s after it (--grace $grace)"; exit 1; }
+[ $done_ok -ge 1 ] && [ $refused -ge 1 ] || { echo "SIGTERM: $done_ok finished, $refused refused (--grace $grace, one request $solo s)"; exit 1; }
+grep -q "stopping; running requests get $grace s" "$work/grace.log" || { echo "SIGTERM: $(cat "$work/grace.log")"; exit 1; }
+grep -q "tern serve: stopped" "$work/grace.log"
+echo "serve: SIGTERM with 40 requests in: exit after $took s (--grace $grace), $done_ok answered whole, $refused answered 503"
 
 # Two replicas behind nginx: requests spread over both and all complete (replicas share nothing).
 nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)

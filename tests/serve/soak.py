@@ -118,7 +118,7 @@ try:
 
     for _ in range(5):  # (warm)
         latency()
-    idle = [latency() for _ in range(300)]
+    idle = [latency() for _ in range(300 if bounds else 10)]  # (sanitized: ~0.3 s each, and no bound to check)
     stop = threading.Event()
     hostile = {}
 
