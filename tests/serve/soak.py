@@ -118,7 +118,10 @@ try:
 
     for _ in range(5):  # (warm)
         latency()
-    idle = [latency() for _ in range(300 if bounds else 10)]  # (sanitized: ~0.3 s each, and no bound to check)
+    # The idle baseline: 150 requests before the hostile clients come and 150 after they left (a shared machine's
+    # speed drifts); sanitized, 5 and 5 (~0.3 s each, and no bound to check).
+    idle_runs = 150 if bounds else 5
+    idle = [latency() for _ in range(idle_runs)]
     stop = threading.Event()
     hostile = {}
 
@@ -201,6 +204,7 @@ try:
     os.waitpid(child, 0)
     with os.fdopen(read_end) as f:
         hostile = json.loads(f.read() or "{}")
+    idle += [latency() for _ in range(idle_runs)]
     final = rss_mb()
     print(f"soak: {len(busy)} normal requests in {seconds:.0f} s beside hostile clients {hostile}: p99 latency "
           f"{1000 * p99(busy):.0f} ms, idle {1000 * p99(idle):.0f} ms ({p99(busy) / p99(idle):.2f}x); RSS {final:.0f} MB; "
