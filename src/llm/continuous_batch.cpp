@@ -83,7 +83,9 @@ void ContinuousBatcher::end_all() {
 bool ContinuousBatcher::step() {
   for (size_t b = 0; b < rows_.size(); ++b) {
     Row& r = rows_[b];
-    if (!r.active || r.following || !r.request.cancelled || !r.request.cancelled()) continue;
+    // (prefilling rows only: a decoding row's on_token already says stop, so the decode path asks once a token)
+    const bool prefilling = r.fed < static_cast<int64_t>(r.tokens.size());
+    if (!r.active || r.following || !prefilling || !r.request.cancelled || !r.request.cancelled()) continue;
     for (size_t f : r.followers) finish(f, FinishReason::Stop);  // (its choices, waiting for its prompt)
     r.followers.clear();
     finish(b, FinishReason::Stop);

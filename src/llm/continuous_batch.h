@@ -29,8 +29,9 @@ struct SequenceRequest {
   // Sees each new token; false ends the sequence there (a stop string matched, the client went away).
   std::function<bool(int64_t token)> on_token;
   std::function<void(FinishReason)> on_finish;
-  // Asked before each run (may be empty): true ends the sequence (FinishReason::Stop) — its client left or its
-  // deadline passed — so a long prompt stops between its chunks instead of after its whole prefill.
+  // Asked before each run while the prompt is being fed (may be empty): true ends the sequence (FinishReason::Stop)
+  // — its client left or its deadline passed — so a long prompt stops between its chunks instead of after its whole
+  // prefill. (Once it decodes, on_token's answer ends it.)
   std::function<bool()> cancelled;
 };
 

@@ -253,10 +253,9 @@ struct Server::Impl {
     }
     size_t text_bytes = r.prompt.size();
     for (const auto& m : r.messages) text_bytes += m.content.size();
-    auto too_long = [&](const std::string& what) { return prompt_too_long(what, r.chat); };
     if (text_bytes > most_prompt_bytes)
-      throw too_long("the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) +
-                     " tokens can hold");
+      throw prompt_too_long(
+          "the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) + " tokens can hold", r.chat);
     std::vector<int64_t> ids;
     try {
       const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
@@ -267,7 +266,7 @@ struct Server::Impl {
       throw ApiError(504, "the request ran past the server's timeout (--timeout) while its prompt was tokenized", "", "timeout");
     }
     prompt_len = static_cast<int64_t>(ids.size());
-    if (prompt_len > max_prompt) throw too_long("the prompt has " + std::to_string(prompt_len) + " tokens");
+    if (prompt_len > max_prompt) throw prompt_too_long("the prompt has " + std::to_string(prompt_len) + " tokens", r.chat);
     const int64_t room = context - prompt_len;
     const int64_t most_new = opt.max_tokens > 0 ? std::min(room, opt.max_tokens) : room;
     if (r.n > opt.parallel) {
