@@ -171,7 +171,10 @@ EOF
 # The openai client, when its venv exists (tests/serve/setup_venv.sh; CI makes it).
 py=${TERN_SERVE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/serve-venv}/bin/python
 if [ -x "$py" ] && "$py" -c "import openai" 2>/dev/null; then
-  "$py" "$repo/tests/serve/openai_client.py" "$url" "$expected"
+  # (every logit of the same greedy generation: the reference for the server's logprobs)
+  "$tern" generate --model "$model" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 --json --top-logits 1024 \
+    2>/dev/null > "$work/logits.json"
+  "$py" "$repo/tests/serve/openai_client.py" "$url" "$expected" "$work/logits.json"
 else
   echo "serve: openai client checks skipped (no venv: bash tests/serve/setup_venv.sh)"
 fi

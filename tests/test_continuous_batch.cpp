@@ -161,3 +161,46 @@ TEST_CASE("continuous batching: n sequences of one prompt share its prefill and 
     }
   }
 }
+
+TEST_CASE("continuous batching: logprobs are the log-softmax of the Generator's logits for the same tokens") {
+  // The reference: the Generator alone with every logit kept (--top-logits V), log-softmax taken here in double.
+  const auto p = prompts(2)[1];
+  auto s = ring_session(256);
+  Generator gen(*s, read_model_config(kModel));
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.sampling = sampling(false, 7);
+  o.top_logits = 1024;
+  const GenerateResult ref = gen.generate({p}, o);
+  REQUIRE(ref.top_logits.at(0).size() == 6);
+
+  auto bs = ring_session(256);
+  Generator bgen(*bs, read_model_config(kModel));
+  ContinuousBatcher batcher(*bs, bgen, 2, 4);
+  SequenceRequest r;
+  r.prompt = p;
+  r.max_new_tokens = 6;
+  r.sampling = sampling(false, 7);
+  r.top_logprobs = 3;
+  std::vector<TokenLogprobs> got;
+  r.on_logprobs = [&](const TokenLogprobs& lp) { got.push_back(lp); };
+  batcher.add(std::move(r));
+  while (batcher.step()) {
+  }
+  REQUIRE(got.size() == 6);
+  for (size_t k = 0; k < got.size(); ++k) {
+    CAPTURE(k);
+    std::map<int64_t, double> logit;
+    double m = -1e30, z = 0;
+    for (const auto& [id, l] : ref.top_logits[0][k]) logit[id] = l, m = std::max<double>(m, l);
+    for (const auto& [id, l] : logit) z += std::exp(l - m);
+    const double log_z = m + std::log(z);
+    CHECK(got[k].token == ref.tokens[0][p.size() + k]);
+    CHECK(got[k].logprob == doctest::Approx(logit[got[k].token] - log_z).epsilon(1e-5));
+    REQUIRE(got[k].top.size() == 3);
+    for (size_t j = 0; j < 3; ++j) {
+      CHECK(got[k].top[j].first == ref.top_logits[0][k][j].first);  // most likely first, as the Generator's
+      CHECK(got[k].top[j].second == doctest::Approx(ref.top_logits[0][k][j].second - log_z).epsilon(1e-5));
+    }
+  }
+}

@@ -70,7 +70,7 @@ TEST_CASE("tern serve: JSON nested a million deep is refused or read, never a cr
 TEST_CASE("tern serve: response and chunk shapes") {
   CompletionRequest chat = parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}]})", true);
   chat.model = "m";
-  const auto full = completion_response(chat, "chatcmpl-1", 5, {{"Hi", "stop"}}, {3, 1});
+  const auto full = completion_response(chat, "chatcmpl-1", 5, {{"Hi", "stop", nullptr}}, {3, 1});
   CHECK(full["object"] == "chat.completion");
   CHECK(full["choices"][0]["message"]["content"] == "Hi");
   CHECK(full["choices"][0]["finish_reason"] == "stop");
@@ -83,6 +83,24 @@ TEST_CASE("tern serve: response and chunk shapes") {
   CHECK(last["choices"][0]["finish_reason"] == "length");
   // Text that is not UTF-8 (a character cut by a stop string) goes out replaced, not as an exception.
   CHECK(to_wire(completion_chunk(chat, "c", 5, 0, "a\xE2\x82", "")).find("a\xEF\xBF\xBD") != std::string::npos);
+  // logprobs: chat's list of {token, logprob, bytes, top_logprobs}; completions' four parallel lists.
+  chat.logprobs = 2;
+  const std::vector<TokenLogprob> lps = {{"Hi", -0.25f, {{"Hi", -0.25f}, {"Ho", -1.5f}}}, {"\xE2", -2.0f, {}}};
+  const auto lc = logprobs_json(chat, lps, 0);
+  CHECK(lc["content"][0]["token"] == "Hi");
+  CHECK(lc["content"][0]["logprob"] == -0.25f);
+  CHECK(lc["content"][0]["bytes"] == nlohmann::json({72, 105}));
+  CHECK(lc["content"][0]["top_logprobs"][1]["token"] == "Ho");
+  CHECK(lc["content"][1]["bytes"] == nlohmann::json({0xE2}));  // (its token goes out as U+FFFD; bytes keep it)
+  CompletionRequest completion = parse_completion_request(R"({"prompt": "x", "logprobs": 2})", false);
+  CHECK(completion.logprobs == 2);
+  const auto lt = logprobs_json(completion, lps, 5);
+  CHECK(lt["tokens"] == nlohmann::json({"Hi", "\xE2"}));
+  CHECK(lt["token_logprobs"][1] == -2.0f);
+  CHECK(lt["top_logprobs"][0]["Ho"] == -1.5f);
+  CHECK(lt["text_offset"] == nlohmann::json({5, 7}));
+  CHECK(logprobs_json(parse_completion_request(R"({"prompt": "x"})", false), lps, 0).is_null());
+  CHECK(parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", true).logprobs == 0);
   const auto err = nlohmann::json::parse(error_body(ApiError(400, "'n' must be", "n")));
   CHECK(err["error"]["param"] == "n");
   CHECK(err["error"]["type"] == "invalid_request_error");

@@ -38,6 +38,7 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
     GenerateOptions o;
     o.max_new_tokens = request.max_new_tokens;
     o.sampling = request.sampling;
+    o.top_logits = request.top_logprobs;  // (the same range: 0 to the vocabulary)
     generator_.check_request({request.prompt}, o);
     if (request.prompt != group[0].prompt) fail("continuous batching: the sequences of a group must share their prompt");
   }
@@ -138,6 +139,7 @@ void ContinuousBatcher::take_token(size_t b, const float* logits, int64_t V) {
   const int64_t next = r.sampler->next(logits, V, r.tokens);
   r.tokens.push_back(next);
   ++r.generated;
+  if (r.request.on_logprobs) r.request.on_logprobs(token_logprobs(logits, V, next, r.request.top_logprobs, top_ids_));
   const bool go = !r.request.on_token || r.request.on_token(next);
   const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
   if (!go || eos) finish(b, FinishReason::Stop);

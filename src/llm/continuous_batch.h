@@ -28,6 +28,10 @@ struct SequenceRequest {
   std::vector<int64_t> eos_token_ids;  // kept in the output, then the sequence ends
   // Sees each new token; false ends the sequence there (a stop string matched, the client went away).
   std::function<bool(int64_t token)> on_token;
+  // When set, sees each new token's log-probability and its `top_logprobs` most likely alternatives, just before
+  // on_token sees the token (an API request's logprobs).
+  std::function<void(const TokenLogprobs&)> on_logprobs;
+  int64_t top_logprobs = 0;
   std::function<void(FinishReason)> on_finish;
   // Asked before each run while the prompt is being fed (may be empty): true ends the sequence (FinishReason::Stop)
   // — its client left or its deadline passed — so a long prompt stops between its chunks instead of after its whole
@@ -78,6 +82,7 @@ class ContinuousBatcher {
   // Per run, for the active rows only (kept to allocate nothing in steady decoding).
   std::vector<std::vector<int64_t>> new_tokens_;
   std::vector<int64_t> held_, ring_rows_;
+  std::vector<int64_t> top_ids_;  // token_logprobs' scratch
 };
 
 }  // namespace tern::llm

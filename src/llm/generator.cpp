@@ -15,12 +15,9 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // scratch kept across steps.
 void record_top_logits(const float* row, int64_t V, int64_t n, GenerateResult& res, int64_t b, std::vector<int64_t>& ids) {
   if (res.top_logits.size() <= static_cast<size_t>(b)) res.top_logits.resize(static_cast<size_t>(b) + 1);
-  ids.resize(static_cast<size_t>(V));
-  for (int64_t i = 0; i < V; ++i) ids[static_cast<size_t>(i)] = i;
-  const auto first = ids.begin() + std::min(n, V);
-  std::partial_sort(ids.begin(), first, ids.end(), [&](int64_t x, int64_t y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
+  top_k_indices(row, V, n, ids);
   auto& step = res.top_logits[static_cast<size_t>(b)].emplace_back();
-  for (auto it = ids.begin(); it != first; ++it) step.emplace_back(*it, row[*it]);
+  for (int64_t id : ids) step.emplace_back(id, row[id]);
 }
 }  // namespace
 

@@ -14,6 +14,31 @@ int64_t argmax(const float* v, int64_t n) {
   return best;
 }
 
+void top_k_indices(const float* v, int64_t n, int64_t k, std::vector<int64_t>& ids) {
+  ids.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  const auto last = ids.begin() + std::clamp<int64_t>(k, 0, n);
+  std::partial_sort(ids.begin(), last, ids.end(), [&](int64_t x, int64_t y) { return v[x] > v[y] || (v[x] == v[y] && x < y); });
+  ids.erase(last, ids.end());
+}
+
+TokenLogprobs token_logprobs(const float* logits, int64_t n, int64_t token, int64_t top, std::vector<int64_t>& scratch) {
+  // log softmax = logit − (max + log Σ exp(logit − max)), the sum in double: a 256k vocabulary's float sum
+  // would lose the small terms.
+  const float m = logits[argmax(logits, n)];
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - m);
+  const double log_z = m + std::log(sum);
+  TokenLogprobs r;
+  r.token = token;
+  r.logprob = static_cast<float>(logits[token] - log_z);
+  if (top > 0) {
+    top_k_indices(logits, n, top, scratch);
+    for (int64_t id : scratch) r.top.emplace_back(id, static_cast<float>(logits[id] - log_z));
+  }
+  return r;
+}
+
 Sampler::Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {
   auto need = [](bool ok, const char* flag, float v, const char* range) {
     if (!ok) fail(flag, " ", v, ": must be ", range);

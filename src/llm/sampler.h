@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace tern::llm {
@@ -37,5 +38,20 @@ class Sampler {
 
 // Index of the largest value; the first one on ties.
 int64_t argmax(const float* v, int64_t n);
+
+// The indices of the k largest of v[0..n), largest first (ties: lower index first), in `ids` (its storage
+// reused across calls).
+void top_k_indices(const float* v, int64_t n, int64_t k, std::vector<int64_t>& ids);
+
+// A chosen token's log-probability under softmax(logits) — the model's own distribution, before temperature,
+// penalties and truncation (what OpenAI's `logprobs` and llama-server report) — and the `top` most likely
+// tokens with theirs, most likely first.
+struct TokenLogprobs {
+  int64_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int64_t, float>> top;
+};
+// `scratch` is top_k_indices' storage, kept by the caller across tokens.
+TokenLogprobs token_logprobs(const float* logits, int64_t n, int64_t token, int64_t top, std::vector<int64_t>& scratch);
 
 }  // namespace tern::llm

@@ -314,7 +314,8 @@ void serve_request(const uint8_t* data, size_t size) {
   const serve::CompletionRequest r = serve::parse_completion_request(as_string(data + 1, size - 1), data[0] % 2);
   llm::StopScanner stops(r.stop);
   stops.push(r.chat && !r.messages.empty() ? r.messages.back().content : r.prompt);
-  serve::to_wire(serve::completion_response(r, "id", 0, {{r.prompt, "stop"}}, {}));
+  const serve::TokenLogprob lp{r.prompt, -1.0f, {{r.prompt, -1.0f}}};
+  serve::to_wire(serve::completion_response(r, "id", 0, {{r.prompt, "stop", serve::logprobs_json(r, {lp}, 0)}}, {}));
 }
 
 }  // namespace

@@ -1,11 +1,16 @@
-"""tern serve as the openai Python client calls it: completion, chat, both streamed, and an error.
-Usage: openai_client.py BASE_URL EXPECTED_GREEDY_TEXT   (the text of a 16-token greedy completion of
-"And God said", which tests/cli_serve.sh takes from `tern generate`)."""
+"""tern serve as the openai Python client calls it: completion, chat, both streamed, logprobs, and an error.
+Usage: openai_client.py BASE_URL EXPECTED_GREEDY_TEXT LOGITS_JSON   (the text of a 16-token greedy completion of
+"And God said", which tests/cli_serve.sh takes from `tern generate`, and that run's `--json --top-logits 1024`:
+every logit of each step, whose log-softmax the server's logprobs must equal)."""
+import json
+import math
 import sys
 
 import openai
 
 base, expected = sys.argv[1], sys.argv[2]
+with open(sys.argv[3]) as f:
+    steps = json.load(f)["top_logits"][0]  # [step] → [[token, logit], ...] over the whole vocabulary
 client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
 
 models = client.models.list()
@@ -34,6 +39,39 @@ for ch in client.chat.completions.create(model=model, messages=[{"role": "user",
         usage = ch.usage
 assert "".join(parts) == text, ("".join(parts), text)
 assert usage is not None and usage.completion_tokens == 12, usage
+
+# logprobs: each token's log-probability and the 5 likeliest, equal to the log-softmax of tern generate's logits.
+lp = client.completions.create(model=model, prompt="And God said", max_tokens=16, temperature=0, logprobs=5).choices[0].logprobs
+assert len(lp.token_logprobs) == 16 == len(steps), lp
+worst = 0.0
+for k, step in enumerate(steps):
+    top = max(l for _, l in step)
+    log_z = top + math.log(sum(math.exp(l - top) for _, l in step))
+    chosen = step[0]  # greedy: the highest logit
+    worst = max(worst, abs(lp.token_logprobs[k] - (chosen[1] - log_z)))
+    want = sorted(step, key=lambda t: (-t[1], t[0]))[:5]
+    got = sorted(lp.top_logprobs[k].values(), reverse=True)  # (a JSON object: keys are token texts, unordered)
+    assert len(got) == 5, lp.top_logprobs[k]
+    for (_, l), g in zip(want, got):
+        worst = max(worst, abs(g - (l - log_z)))
+assert worst <= 1e-5, f"logprobs differ from the log-softmax of tern generate's logits by {worst}"
+assert "".join(lp.tokens) == expected, (lp.tokens, expected)
+streamed = []
+for ch in client.completions.create(model=model, prompt="And God said", max_tokens=16, temperature=0, logprobs=5, stream=True):
+    if ch.choices and ch.choices[0].logprobs:
+        streamed += ch.choices[0].logprobs.token_logprobs
+assert streamed == lp.token_logprobs, (streamed, lp.token_logprobs)
+chat_lp = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "And God said"}], max_tokens=12,
+                                         temperature=0, logprobs=True, top_logprobs=3).choices[0].logprobs.content
+assert len(chat_lp) == 12 and all(len(t.top_logprobs) == 3 and t.logprob == t.top_logprobs[0].logprob for t in chat_lp), chat_lp
+assert "".join(t.token for t in chat_lp) == text and bytes(b for t in chat_lp for b in t.bytes).decode() == text, chat_lp
+streamed = []
+for ch in client.chat.completions.create(model=model, messages=[{"role": "user", "content": "And God said"}], max_tokens=12,
+                                         temperature=0, logprobs=True, top_logprobs=3, stream=True):
+    if ch.choices and ch.choices[0].logprobs:
+        streamed += ch.choices[0].logprobs.content
+assert [t.logprob for t in streamed] == [t.logprob for t in chat_lp], streamed
+print(f"openai client: logprobs within {worst:.1e} of the log-softmax of tern generate's logits, streamed and not")
 
 try:
     client.completions.create(model=model, prompt="x", temperature=7)

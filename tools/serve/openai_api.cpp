@@ -169,8 +169,15 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
     if (!r.stream) bad("stream_options", "is only allowed with stream: true");
     r.include_usage = boolean(so, "include_usage");
   }
-  for (const char* k : {"logprobs", "top_logprobs", "logit_bias", "tools", "tool_choice", "functions", "function_call"})
-    unsupported_unless_default(body, k);
+  // logprobs: chat asks with a boolean and top_logprobs (0-20), completions with the number of alternatives (0-5 at
+  // OpenAI; 20 here, as chat's).
+  if (chat) {
+    if (boolean(body, "logprobs")) r.logprobs = integer(body, "top_logprobs", 0, 20).value_or(0);
+    else if (!field(body, "top_logprobs").is_null()) bad("top_logprobs", "needs logprobs: true");
+  } else if (auto n = integer(body, "logprobs", 0, 20)) {
+    r.logprobs = *n;
+  }
+  for (const char* k : {"logit_bias", "tools", "tool_choice", "functions", "function_call"}) unsupported_unless_default(body, k);
   if (const json& rf = field(body, "response_format"); !rf.is_null() && !(rf.is_object() && field(rf, "type") == "text"))
     bad("response_format", "is not supported by tern serve (only {\"type\": \"text\"})");
   return r;
@@ -184,11 +191,44 @@ std::string error_body(const ApiError& e) {
 
 std::string to_wire(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, size_t text_offset) {
+  if (r.logprobs < 0) return nullptr;
+  // (a token's text may be part of a character: `bytes` holds it exactly, `token` with U+FFFD in its place)
+  auto bytes = [](const std::string& t) {
+    json b = json::array();
+    for (unsigned char c : t) b.push_back(c);
+    return b;
+  };
+  if (r.chat) {
+    json content = json::array();
+    for (const auto& t : tokens) {
+      json top = json::array();
+      for (const auto& [text, lp] : t.top) top.push_back({{"token", text}, {"logprob", lp}, {"bytes", bytes(text)}});
+      content.push_back({{"token", t.text}, {"logprob", t.logprob}, {"bytes", bytes(t.text)}, {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json texts = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const auto& t : tokens) {
+    texts.push_back(t.text);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [text, lp] : t.top) top.emplace(text, lp);  // (two tokens of one text: the likelier, listed first)
+    tops.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += t.text.size();
+  }
+  return {{"tokens", std::move(texts)},
+          {"token_logprobs", std::move(lps)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::vector<Choice>& choices,
                          const Usage& usage) {
   json cs = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
-    json c = {{"index", i}, {"finish_reason", choices[i].finish_reason}, {"logprobs", nullptr}};
+    json c = {{"index", i}, {"finish_reason", choices[i].finish_reason}, {"logprobs", choices[i].logprobs}};
     if (r.chat) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
     else c["text"] = choices[i].text;
     cs.push_back(std::move(c));
@@ -205,8 +245,8 @@ json completion_response(const CompletionRequest& r, const std::string& id, int6
 }
 
 json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
-                      const std::string& finish_reason, bool role) {
-  json c = {{"index", index}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}, {"logprobs", nullptr}};
+                      const std::string& finish_reason, bool role, const json& logprobs) {
+  json c = {{"index", index}, {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}, {"logprobs", logprobs}};
   if (r.chat) {
     json delta = json::object();
     if (role) delta["role"] = "assistant";

@@ -37,20 +37,35 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool echo = false;           // completions: the prompt before the completion
+  // -1: no logprobs; else each token's log-probability and this many most likely alternatives (chat: logprobs: true
+  // and top_logprobs; completions: logprobs: N)
+  int64_t logprobs = -1;
 };
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
 // Fields OpenAI defines that tern does not implement are refused when set to anything but their
-// default (logprobs, logit_bias, tools, response_format ...); fields nobody defines are ignored, as
+// default (logit_bias, tools, response_format ...); fields nobody defines are ignored, as
 // OpenAI-compatible servers do (clients send their own extras).
 CompletionRequest parse_completion_request(std::string_view body, bool chat);
 
 // The body of an error reply: {"error": {"message", "type", "param", "code"}}.
 std::string error_body(const ApiError& e);
 
+// A generated token's log-probability and the most likely alternatives', each with its text (the token decoded alone).
+struct TokenLogprob {
+  std::string text;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+// A choice's `logprobs` for these tokens (null when the request asked for none). Chat: {"content": [{token, logprob,
+// bytes, top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}, the offsets counted
+// from `text_offset`, where the first token's text starts in the choice's text.
+nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& tokens, size_t text_offset);
+
 struct Choice {
   std::string text;
   std::string finish_reason;  // "stop", "length"
+  nlohmann::json logprobs;    // logprobs_json, or null
 };
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -60,9 +75,10 @@ struct Usage {
 nlohmann::json completion_response(const CompletionRequest& r, const std::string& id, int64_t created, const std::vector<Choice>& choices,
                                    const Usage& usage);
 // One server-sent event of a stream: choice `index`'s new text (with a finish reason on its last
-// chunk, "" before). Chat streams open each choice with a chunk whose delta holds the role.
+// chunk, "" before) and its tokens' logprobs_json (null: none). Chat streams open each choice with a chunk whose
+// delta holds the role.
 nlohmann::json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
-                                const std::string& finish_reason, bool role = false);
+                                const std::string& finish_reason, bool role = false, const nlohmann::json& logprobs = nullptr);
 // The stream's usage chunk (stream_options.include_usage), after every choice finished.
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage);
 // JSON text of `j` for the wire: generated text need not be valid UTF-8 (a character cut by a stop, byte

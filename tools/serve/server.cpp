@@ -54,7 +54,9 @@ struct Exchange {
   struct ChoiceState {
     std::unique_ptr<llm::TextStream> text;
     llm::StopScanner stops;
-    std::string ready;  // text not yet sent (stream) or the whole text (not streaming)
+    std::string ready;                         // text not yet sent (stream) or the whole text (not streaming)
+    std::vector<TokenLogprob> ready_logprobs;  // (logprobs asked) the tokens' since the last chunk, or all of them
+    size_t sent_bytes = 0;                     // text sent so far, the next logprobs' text_offset (stream)
     std::string finish_reason;
     int64_t tokens = 0;
     Clock::time_point last_token;
@@ -301,6 +303,10 @@ struct Server::Impl {
       s.sampling.seed += static_cast<uint64_t>(i);
       s.eos_token_ids = cfg.eos_token_ids;
       s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, static_cast<size_t>(i), t); };
+      if (r.logprobs >= 0) {
+        s.top_logprobs = r.logprobs;
+        s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, static_cast<size_t>(i), lp); };
+      }
       s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, static_cast<size_t>(i), why); };
       s.cancelled = [this, ex] {
         std::lock_guard<std::mutex> lock(ex->mu);
@@ -309,6 +315,7 @@ struct Server::Impl {
       llm::GenerateOptions check;
       check.max_new_tokens = s.max_new_tokens;
       check.sampling = s.sampling;
+      check.top_logits = s.top_logprobs;
       try {
         gen->check_request({s.prompt}, check);
       } catch (const Error& e) {
@@ -361,6 +368,14 @@ struct Server::Impl {
     ApiError e(503, "the server is shutting down", "", "server_error");
     e.limit = "shutting_down";
     return e;
+  }
+
+  // (the scheduler's thread) Each token's text decoded alone, outside the exchange's lock.
+  void on_logprobs(Exchange& ex, size_t i, const llm::TokenLogprobs& lp) {
+    TokenLogprob t{tok->decode({lp.token}), lp.logprob, {}};
+    for (const auto& [id, p] : lp.top) t.top.emplace_back(tok->decode({id}), p);
+    std::lock_guard<std::mutex> lock(ex.mu);
+    ex.choices[i].ready_logprobs.push_back(std::move(t));
   }
 
   bool on_token(Exchange& ex, size_t i, int64_t token) {
@@ -433,7 +448,7 @@ struct Server::Impl {
       std::vector<Choice> choices;
       Usage usage{prompt_len * r.n, 0};
       for (auto& c : ex->choices) {
-        choices.push_back({echo + c.ready, c.finish_reason});
+        choices.push_back({echo + c.ready, c.finish_reason, logprobs_json(r, c.ready_logprobs, echo.size())});
         usage.completion_tokens += c.tokens;
       }
       res.set_content(to_wire(completion_response(r, id, created, choices, usage)), "application/json");
@@ -467,11 +482,13 @@ struct Server::Impl {
             for (size_t i = 0; i < ex->choices.size(); ++i) {
               auto& c = ex->choices[i];
               const bool open = !st->opened[i];
-              if (open || !c.ready.empty()) {
-                out += "data: " +
-                       to_wire(completion_chunk(r, id, created, static_cast<int>(i), (open ? echo : "") + c.ready, "", open && r.chat)) +
-                       "\n\n";
+              if (open || !c.ready.empty() || !c.ready_logprobs.empty()) {
+                const std::string text = (open ? echo : "") + c.ready;
+                const json lp = logprobs_json(r, c.ready_logprobs, c.sent_bytes + (open ? echo.size() : 0));
+                out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), text, "", open && r.chat, lp)) + "\n\n";
+                c.sent_bytes += text.size();
                 c.ready.clear();
+                c.ready_logprobs.clear();
                 st->opened[i] = 1;
               }
               if ((c.done || ex->timed_out) && !st->finished[i]) {
