@@ -269,6 +269,30 @@ curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
 kill -TERM "$server_pid"; wait "$server_pid"
 echo "serve: --max-prompt-tokens, --max-tokens, --max-body refuse naming the flag (counted in /metrics); --timeout holds in tokenization"
 
+# --api-key (here from $TERN_API_KEY): 401 without the key or with another, 200 with it, /health open; --cors-origin: a
+# browser's preflight gets the methods and headers allowed, a response its origin (not another's); /v1/models/ID.
+TERN_API_KEY=s3cret start_server keys --cors-origin "https://a.example, https://b.example"
+auth() { curl -s -o "$work/body" -D "$work/headers" -w '%{http_code}' "$@" > "$work/status"; }
+auth "$url/v1/models"; expect_status 401; grep -q '"code":"invalid_api_key"' "$work/body"; grep -qi '^www-authenticate: Bearer' "$work/headers"
+auth -H "Authorization: Bearer s3crez" "$url/v1/models"; expect_status 401; grep -q "the API key is not this server's" "$work/body"
+auth -H "Authorization: Bearer s3cret" -H 'Content-Type: application/json' --data-binary '{"prompt": "And God said", "max_tokens": 2}' \
+  "$url/v1/completions"; expect_status 200
+auth "$url/health"; expect_status 200
+auth -X OPTIONS -H "Origin: https://b.example" -H "Access-Control-Request-Method: POST" \
+  -H "Access-Control-Request-Headers: authorization, content-type" "$url/v1/chat/completions"; expect_status 204
+grep -qi '^access-control-allow-origin: https://b.example' "$work/headers"
+grep -qi '^access-control-allow-headers: Authorization, Content-Type' "$work/headers"
+grep -qi '^access-control-allow-methods: GET, POST, OPTIONS' "$work/headers"
+auth -H "Origin: https://a.example" -H "Authorization: Bearer s3cret" "$url/v1/models/default"; expect_status 200
+grep -qi '^access-control-allow-origin: https://a.example' "$work/headers"; grep -q '"id":"default"' "$work/body"
+auth -H "Origin: https://evil.example" -H "Authorization: Bearer s3cret" "$url/v1/models/other"; expect_status 404
+if grep -qi '^access-control-allow-origin' "$work/headers"; then echo "an origin not listed was allowed"; exit 1; fi
+grep -q '"code":"model_not_found"' "$work/body"
+curl -s -H "Authorization: Bearer s3cret" "$url/metrics" | grep -q '^tern_refused_total{limit="api_key"} 2$'
+grep -q "API key required" "$work/keys.log"
+kill -TERM "$server_pid"; wait "$server_pid"
+echo "serve: --api-key 401 without it (counted), 200 with it; --cors-origin preflight 204 and its origin named; /v1/models/ID"
+
 # SIGTERM with requests running and queued (one row, 40 requests of one solo request's time T each): the server
 # stops listening at once, runs what it can within --grace (3T, at least 1 s: sanitizer builds run T ~20x longer),
 # answers the rest 503, and exits soon after the grace period; every client gets its whole answer or a clean JSON

@@ -15,6 +15,12 @@ client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
 
 models = client.models.list()
 model = models.data[0].id
+assert client.models.retrieve(model).id == model
+try:
+    client.models.retrieve("no-such-model")
+    raise SystemExit("an unknown model was found")
+except openai.NotFoundError as e:
+    assert e.code == "model_not_found", e
 
 c = client.completions.create(model=model, prompt="And God said", max_tokens=16, temperature=0)
 assert c.choices[0].text == expected, (c.choices[0].text, expected)

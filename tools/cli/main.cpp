@@ -129,10 +129,14 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
-        [--model-name NAME] [--window W] [--weights F] [--threads N] [--max-memory SIZE]
+        [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W] [--weights F] [--threads N]
+        [--max-memory SIZE]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
-      template; "stream": true for server-sent events), GET /v1/models, /health and /metrics
-      (Prometheus). Requests share one continuously batched run of --parallel sequences over the ring
+      template; "stream": true for server-sent events; logprobs), GET /v1/models, /v1/models/ID, /health
+      and /metrics (Prometheus). It listens on 127.0.0.1 unless --host says otherwise (0.0.0.0: every
+      address). --api-key (or $TERN_API_KEY) makes every request but /health need "Authorization: Bearer
+      KEY" (401 otherwise). --cors-origin lets browser pages of those origins call it (comma-separated, or
+      *): preflights are answered and responses name the origin. Requests share one continuously batched run of --parallel sequences over the ring
       KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding.
       Limits, each refusal naming its flag and counted in /metrics (tern_refused_total): more than
       --queue waiting sequences get 429 with Retry-After (each request has an HTTP thread: --parallel +

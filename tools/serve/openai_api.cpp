@@ -184,9 +184,11 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
 }
 
 std::string error_body(const ApiError& e) {
-  return to_wire(
-      {{"error",
-        {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json(nullptr) : json(e.param)}, {"code", nullptr}}}});
+  return to_wire({{"error",
+                   {{"message", e.what()},
+                    {"type", e.type},
+                    {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+                    {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}});
 }
 
 std::string to_wire(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }

@@ -22,6 +22,7 @@ struct ApiError : Error {
       : Error(message), status(status), param(std::move(param)), type(std::move(type)) {}
   int status;
   std::string param, type;
+  std::string code;   // OpenAI's error code ("invalid_api_key", "model_not_found"), or "" (null)
   std::string limit;  // the server's limit that refused it ("--queue", ...; counted in /metrics), or ""
 };
 

@@ -92,6 +92,14 @@ std::string random_id(const char* prefix) {
   return s.str();
 }
 
+// Equal strings, in a time that depends on their lengths only (an API key is not guessed byte by byte from timings).
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i)
+    diff |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
 int64_t unix_now() { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
@@ -548,7 +556,7 @@ struct Server::Impl {
       queued = pending_sequences;
     }
     o << "# HELP tern_refused_total Requests refused by a limit: its name (queue, max_prompt_tokens, max_tokens, max_body, "
-         "context_length, parallel, shutting_down).\n# TYPE tern_refused_total counter\n";
+         "context_length, parallel, shutting_down, api_key).\n# TYPE tern_refused_total counter\n";
     for (const auto& [limit, n] : refused) o << "tern_refused_total{limit=\"" << limit << "\"} " << n << "\n";
     o << "# HELP tern_cancelled_total Accepted requests that ended before their answer: timeout (--timeout), client_left, "
          "shutdown (--grace ended).\n# TYPE tern_cancelled_total counter\n";
@@ -562,6 +570,28 @@ struct Server::Impl {
     ttft.write(o, "tern_time_to_first_token_seconds", "From a request's arrival to its first token.");
     itl.write(o, "tern_inter_token_latency_seconds", "Between a sequence's consecutive tokens.");
     return o.str();
+  }
+
+  // The Access-Control-Allow-Origin a response to this request carries ("" : none): "*", or the request's Origin when
+  // --cors-origin lists it.
+  std::string allowed_origin(const httplib::Request& req) const {
+    if (opt.cors_origin.empty()) return "";
+    if (opt.cors_origin == "*") return "*";
+    const std::string origin = req.get_header_value("Origin");
+    std::string_view list = opt.cors_origin;
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      std::string_view o = list.substr(0, comma);
+      while (!o.empty() && o.front() == ' ') o.remove_prefix(1);
+      while (!o.empty() && o.back() == ' ') o.remove_suffix(1);
+      if (!origin.empty() && o == origin) return origin;
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+    return "";
+  }
+
+  json model_object() const {
+    return {{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}};
   }
 
   void routes() {
@@ -583,13 +613,49 @@ struct Server::Impl {
       count_request("/health", 200);
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const json body = {
-          {"object", "list"},
-          {"data",
-           json::array(
-               {{{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}}})}};
-      res.set_content(to_wire(body), "application/json");
+      res.set_content(to_wire({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
       count_request("/v1/models", 200);
+    });
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.matches[1] != model_name) {
+        ApiError e(404, "The model '" + req.matches[1].str() + "' does not exist (this server serves '" + model_name + "')", "model");
+        e.code = "model_not_found";
+        return reply_error(res, "/v1/models/{id}", e);
+      }
+      res.set_content(to_wire(model_object()), "application/json");
+      count_request("/v1/models/{id}", 200);
+    });
+    // --api-key: checked before routing (a preflight carries no credentials, /health is for load balancers).
+    // --cors-origin: a preflight (OPTIONS) gets the methods and headers the API takes; every response, errors
+    // included, names the origin allowed.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method == "OPTIONS") {
+        const std::string origin = allowed_origin(req);
+        if (origin.empty()) return httplib::Server::HandlerResponse::Unhandled;  // (404)
+        res.status = 204;
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "86400");
+        count_request("OPTIONS", 204);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0 && same_secret(std::string_view(auth).substr(7), opt.api_key))
+        return httplib::Server::HandlerResponse::Unhandled;
+      ApiError e(401, auth.empty() ? "this server needs an API key: send the header 'Authorization: Bearer KEY'"
+                                   : "the API key is not this server's");
+      e.code = "invalid_api_key";
+      e.limit = "api_key";
+      res.set_header("WWW-Authenticate", "Bearer");
+      reply_error(res, "other", e);
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const std::string origin = allowed_origin(req);
+      if (origin.empty()) return;
+      res.set_header("Access-Control-Allow-Origin", origin);
+      if (origin != "*") res.set_header("Vary", "Origin");
     });
     http.Get("/metrics",
              [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
@@ -636,8 +702,8 @@ bool Server::run() {
   // reset. listen() again on the bound socket sets the kernel's largest (net.core.somaxconn).
   if (s.listen_socket >= 0) ::listen(s.listen_socket, SOMAXCONN);
   s.scheduler = std::thread([&s] { s.schedule(); });
-  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << "), listening on http://"
-            << s.opt.host << ":" << port << std::endl;
+  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context
+            << (s.opt.api_key.empty() ? "" : ", API key required") << "), listening on http://" << s.opt.host << ":" << port << std::endl;
   // (returns once stop() closed the socket and every handler returned: each waits for its request's answer,
   // which the scheduler gives within the grace period)
   s.http.listen_after_bind();

@@ -24,6 +24,8 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{8} << 20;  // a larger request body: 413
   int64_t max_prompt_tokens = 0;            // a longer prompt: 400 (0: the model's context)
   int64_t max_tokens = 0;                   // the most new tokens a choice may ask for (0: what the context leaves)
+  std::string api_key;      // non-empty: every request but /health and CORS preflights needs "Authorization: Bearer KEY" (401)
+  std::string cors_origin;  // non-empty: browsers from these origins (comma-separated, or "*") may call it; preflights answered
   llm::DecoderOptions decoder;
 };
 

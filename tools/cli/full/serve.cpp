@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <thread>
@@ -34,6 +35,10 @@ int serve(int argc, char** argv) {
   o.max_body_bytes = static_cast<size_t>(f.get_int("max-body", int64_t{8} << 20, 1024));
   o.max_prompt_tokens = f.get_int("max-prompt-tokens", 0, 0);
   o.max_tokens = f.get_int("max-tokens", 0, 0);
+  // (the key from the environment keeps it out of `ps`; the flag wins)
+  const char* env_key = std::getenv("TERN_API_KEY");
+  o.api_key = f.get("api-key", env_key ? env_key : "");
+  o.cors_origin = f.get("cors-origin", "");
   o.decoder = decoder_options(f);
   // Request bodies (up to 8 MB) are malloc'd and freed on many HTTP threads; with glibc's sliding mmap threshold
   // they come to live in its arenas, which keep them: 50 requests of 7.8 MB grew the server from 27 to 139 MB
