@@ -40,7 +40,18 @@ TEST_CASE("tern serve: a request's fields are read as OpenAI defines them") {
           "stop": "\n", "n": 2, "stream": true, "stream_options": {"include_usage": true}, "user": "ignored",
           "logprobs": null, "frequency_penalty": 0, "some_extension": [1, 2]})",
       false);
-  CHECK(r.prompt == "Once");
+  REQUIRE(r.prompts.size() == 1);
+  CHECK(r.prompts[0].text == "Once");
+  CHECK(!r.prompts[0].is_ids);
+  // Prompts as token ids, and lists of texts and ids (each its n choices).
+  const auto ids = parse_completion_request(R"({"prompt": [5, 6, 7]})", false);
+  REQUIRE(ids.prompts.size() == 1);
+  CHECK(ids.prompts[0].is_ids);
+  CHECK(ids.prompts[0].ids == std::vector<int64_t>{5, 6, 7});
+  const auto mixed = parse_completion_request(R"({"prompt": ["a", [1, 2], "b"], "n": 2})", false);
+  REQUIRE(mixed.prompts.size() == 3);
+  CHECK(mixed.prompts[1].ids == std::vector<int64_t>{1, 2});
+  CHECK(mixed.prompts[2].text == "b");
   CHECK(r.max_tokens == 7);
   CHECK(r.sampling.greedy);  // temperature 0
   CHECK(r.sampling.top_p == 0.5f);

@@ -313,9 +313,10 @@ void serve_request(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const serve::CompletionRequest r = serve::parse_completion_request(as_string(data + 1, size - 1), data[0] % 2);
   llm::StopScanner stops(r.stop);
-  stops.push(r.chat && !r.messages.empty() ? r.messages.back().content : r.prompt);
-  const serve::TokenLogprob lp{r.prompt, -1.0f, {{r.prompt, -1.0f}}};
-  serve::to_wire(serve::completion_response(r, "id", 0, {{r.prompt, "stop", serve::logprobs_json(r, {lp}, 0)}}, {}));
+  const std::string text = r.chat && !r.messages.empty() ? r.messages.back().content : r.prompts.empty() ? "" : r.prompts[0].text;
+  stops.push(text);
+  const serve::TokenLogprob lp{text, -1.0f, {{text, -1.0f}}};
+  serve::to_wire(serve::completion_response(r, "id", 0, {{text, "stop", serve::logprobs_json(r, {lp}, 0)}}, {}));
 }
 
 }  // namespace

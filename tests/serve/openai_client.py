@@ -10,7 +10,9 @@ import openai
 
 base, expected = sys.argv[1], sys.argv[2]
 with open(sys.argv[3]) as f:
-    steps = json.load(f)["top_logits"][0]  # [step] → [[token, logit], ...] over the whole vocabulary
+    reference = json.load(f)
+steps = reference["top_logits"][0]  # [step] → [[token, logit], ...] over the whole vocabulary
+prompt_ids = reference["tokens"][0][:-len(steps)]  # "And God said" as tern tokenized it (BOS first)
 client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
 
 models = client.models.list()
@@ -25,6 +27,14 @@ except openai.NotFoundError as e:
 c = client.completions.create(model=model, prompt="And God said", max_tokens=16, temperature=0)
 assert c.choices[0].text == expected, (c.choices[0].text, expected)
 assert c.choices[0].finish_reason == "length" and c.usage.completion_tokens == 16, c
+
+# Prompts as token ids, and a list of prompts (text and ids), n choices each: choice p·n + i.
+c = client.completions.create(model=model, prompt=prompt_ids, max_tokens=16, temperature=0)
+assert c.choices[0].text == expected and c.usage.prompt_tokens == len(prompt_ids), c
+c = client.completions.create(model=model, prompt=["And God said", prompt_ids], n=2, max_tokens=16, temperature=0)
+assert [x.index for x in c.choices] == [0, 1, 2, 3] and all(x.text == expected for x in c.choices), c
+c = client.completions.create(model=model, prompt=prompt_ids, max_tokens=4, temperature=0, echo=True)
+assert c.choices[0].text.startswith("And God said"), c
 
 streamed = "".join(ch.choices[0].text for ch in client.completions.create(
     model=model, prompt="And God said", max_tokens=16, temperature=0, stream=True) if ch.choices)

@@ -91,6 +91,37 @@ std::string text_content(const json& content, const std::string& where) {
 }
 }  // namespace
 
+std::vector<PromptInput> read_prompts(const json& v, const std::string& name, size_t most) {
+  const auto ids_of = [&](const json& a, const std::string& at) {
+    PromptInput p;
+    p.is_ids = true;
+    if (a.empty()) bad(at, "must not be an empty list of token ids");
+    for (const json& t : a) {
+      if (!t.is_number_integer()) bad(at, std::string("must be a string or token ids (integers), not a list holding ") + type_name(t));
+      if (t.is_number_unsigned() && t.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) bad(at, "holds a token id past int64");
+      p.ids.push_back(t.get<int64_t>());
+    }
+    return p;
+  };
+  std::vector<PromptInput> out;
+  if (v.is_string()) {
+    out.push_back({v.get<std::string>(), {}, false});
+  } else if (v.is_array() && !v.empty() && v[0].is_number()) {
+    out.push_back(ids_of(v, name));
+  } else if (v.is_array() && !v.empty()) {
+    if (v.size() > most) bad(name, "holds " + std::to_string(v.size()) + " prompts; at most " + std::to_string(most) + " a request");
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string at = name + "[" + std::to_string(i) + "]";
+      if (v[i].is_string()) out.push_back({v[i].get<std::string>(), {}, false});
+      else if (v[i].is_array()) out.push_back(ids_of(v[i], at));
+      else bad(at, std::string("must be a string or a list of token ids, not ") + type_name(v[i]));
+    }
+  } else {
+    bad(name, std::string("must be a string, token ids, or a list of either, not ") + (v.is_array() ? "an empty list" : type_name(v)));
+  }
+  return out;
+}
+
 CompletionRequest parse_completion_request(std::string_view body_text, bool chat) {
   json body;
   try {
@@ -121,11 +152,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
       r.messages.push_back({rs, text_content(field(m, "content"), at + ".content")});
     }
   } else {
-    const json& p = field(body, "prompt");
-    if (p.is_string()) r.prompt = p.get<std::string>();
-    else if (p.is_array() && p.size() == 1 && p[0].is_string()) r.prompt = p[0].get<std::string>();
-    else if (p.is_array()) bad("prompt", "must be one string (send a request per prompt; token-id prompts are not supported)");
-    else bad("prompt", std::string("must be a string, not ") + type_name(p));
+    r.prompts = read_prompts(field(body, "prompt"), "prompt", 64);
     r.echo = boolean(body, "echo");
     unsupported_unless_default(body, "suffix");
     unsupported_unless_default(body, "best_of");
@@ -163,6 +190,8 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
       if (x.empty()) bad("stop", "must not hold an empty string");
   }
   r.n = static_cast<int>(integer(body, "n", 1, 16).value_or(1));
+  if (r.prompts.size() * static_cast<size_t>(r.n) > 64)
+    bad("n", std::to_string(r.n) + " choices of each of " + std::to_string(r.prompts.size()) + " prompts are more than 64 a request");
   r.stream = boolean(body, "stream");
   if (const json& so = field(body, "stream_options"); !so.is_null()) {
     if (!so.is_object()) bad("stream_options", std::string("must be an object, not ") + type_name(so));

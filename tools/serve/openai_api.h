@@ -26,10 +26,20 @@ struct ApiError : Error {
   std::string limit;  // the server's limit that refused it ("--queue", ...; counted in /metrics), or ""
 };
 
+// One prompt of /v1/completions (or input of /v1/embeddings): text, or token ids used as they are (no BOS added).
+struct PromptInput {
+  std::string text;
+  std::vector<int64_t> ids;
+  bool is_ids = false;
+};
+// A `prompt` / `input` field: a string, token ids, or a list of either (at most `most` of them). Throws ApiError naming
+// `name`.
+std::vector<PromptInput> read_prompts(const nlohmann::json& v, const std::string& name, size_t most);
+
 struct CompletionRequest {
   bool chat = false;
   std::string model;
-  std::string prompt;                      // /v1/completions
+  std::vector<PromptInput> prompts;        // /v1/completions: each gets n choices (choice p·n + i)
   std::vector<llm::ChatMessage> messages;  // /v1/chat/completions
   std::optional<int64_t> max_tokens;       // unset: until the context is full or the model stops
   llm::SamplingChoices sampling;           // temperature 0 is greedy, as OpenAI's

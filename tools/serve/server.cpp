@@ -57,6 +57,7 @@ struct Exchange {
     std::string ready;                         // text not yet sent (stream) or the whole text (not streaming)
     std::vector<TokenLogprob> ready_logprobs;  // (logprobs asked) the tokens' since the last chunk, or all of them
     size_t sent_bytes = 0;                     // text sent so far, the next logprobs' text_offset (stream)
+    std::string echo;                          // echo: the prompt, sent before the completion
     std::string finish_reason;
     int64_t tokens = 0;
     Clock::time_point last_token;
@@ -256,29 +257,12 @@ struct Server::Impl {
   std::shared_ptr<Exchange> submit(const CompletionRequest& r, int64_t& prompt_len) {
     auto ex = std::make_shared<Exchange>();
     ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
+    const int64_t prompts = r.chat ? 1 : static_cast<int64_t>(r.prompts.size());
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) throw shutting_down();
-      check_room(r.n);
+      check_room(r.n * prompts);
     }
-    size_t text_bytes = r.prompt.size();
-    for (const auto& m : r.messages) text_bytes += m.content.size();
-    if (text_bytes > most_prompt_bytes)
-      throw prompt_too_long(
-          "the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) + " tokens can hold", r.chat);
-    std::vector<int64_t> ids;
-    try {
-      const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
-      ids = r.chat ? llm::encode_chat(*tok, chat_family, r.messages, past_deadline) : tok->encode(r.prompt, true, past_deadline);
-    } catch (const llm::EncodeCancelled&) {
-      count(cancelled, hard_stop ? "shutdown" : "timeout");
-      if (hard_stop) throw ApiError(503, "the server stopped before this request's prompt was read", "", "server_error");
-      throw ApiError(504, "the request ran past the server's timeout (--timeout) while its prompt was tokenized", "", "timeout");
-    }
-    prompt_len = static_cast<int64_t>(ids.size());
-    if (prompt_len > max_prompt) throw prompt_too_long("the prompt has " + std::to_string(prompt_len) + " tokens", r.chat);
-    const int64_t room = context - prompt_len;
-    const int64_t most_new = opt.max_tokens > 0 ? std::min(room, opt.max_tokens) : room;
     if (r.n > opt.parallel) {
       ApiError e(400,
                  "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
@@ -287,11 +271,48 @@ struct Server::Impl {
       e.limit = "parallel";
       throw e;
     }
+    if (r.n * prompts > opt.parallel + opt.queue) {  // (never room for them: a 400, not a 429 to retry)
+      ApiError e(400,
+                 std::to_string(r.n * prompts) + " sequences (n times the prompts) are more than this server holds: " +
+                     std::to_string(opt.parallel) + " running (--parallel) and " + std::to_string(opt.queue) + " waiting (--queue)",
+                 "n");
+      e.limit = "queue";
+      throw e;
+    }
+    size_t text_bytes = 0;
+    for (const auto& p : r.prompts) text_bytes = std::max(text_bytes, p.text.size());
+    for (const auto& m : r.messages) text_bytes += m.content.size();
+    if (text_bytes > most_prompt_bytes)
+      throw prompt_too_long(
+          "the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) + " tokens can hold", r.chat);
+    // Each prompt's tokens (text with BOS as the tokenizer adds it; token ids as they are) and the text an echo repeats.
+    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(prompts));
+    std::vector<std::string> echoes(static_cast<size_t>(prompts));
+    try {
+      const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
+      if (r.chat) ids[0] = llm::encode_chat(*tok, chat_family, r.messages, past_deadline);
+      for (size_t p = 0; p < r.prompts.size(); ++p) {
+        const PromptInput& in = r.prompts[p];
+        ids[p] = in.is_ids ? in.ids : tok->encode(in.text, true, past_deadline);
+        if (r.echo) echoes[p] = in.is_ids ? tok->decode(in.ids) : in.text;
+      }
+    } catch (const llm::EncodeCancelled&) {
+      count(cancelled, hard_stop ? "shutdown" : "timeout");
+      if (hard_stop) throw ApiError(503, "the server stopped before this request's prompt was read", "", "server_error");
+      throw ApiError(504, "the request ran past the server's timeout (--timeout) while its prompt was tokenized", "", "timeout");
+    }
+    prompt_len = 0;
+    int64_t longest = 0;
+    for (const auto& p : ids)
+      prompt_len += static_cast<int64_t>(p.size()), longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    if (longest > max_prompt) throw prompt_too_long("the prompt has " + std::to_string(longest) + " tokens", r.chat);
+    const int64_t room = context - longest;
+    const int64_t most_new = opt.max_tokens > 0 ? std::min(room, opt.max_tokens) : room;
     if (r.max_tokens && *r.max_tokens > most_new) {
       ApiError e = *r.max_tokens > room
                        ? ApiError(400,
                                   "This model's maximum context length is " + std::to_string(context) + " tokens; the prompt has " +
-                                      std::to_string(prompt_len) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
+                                      std::to_string(longest) + " and max_tokens asks for " + std::to_string(*r.max_tokens),
                                   "max_tokens", "context_length_exceeded")
                        : ApiError(400,
                                   "max_tokens " + std::to_string(*r.max_tokens) + " is more than the " + std::to_string(opt.max_tokens) +
@@ -300,43 +321,50 @@ struct Server::Impl {
       e.limit = *r.max_tokens > room ? "context_length" : "max_tokens";
       throw e;
     }
-    std::vector<llm::SequenceRequest> seqs;
-    for (int i = 0; i < r.n; ++i) {
-      ex->choices.emplace_back(r.stop);
-      ex->choices.back().text = std::make_unique<llm::TextStream>(*tok, ids);
-      llm::SequenceRequest s;
-      s.prompt = ids;
-      s.max_new_tokens = r.max_tokens.value_or(most_new);
-      s.sampling = llm::sampling_options(r.sampling, cfg);
-      s.sampling.seed += static_cast<uint64_t>(i);
-      s.eos_token_ids = cfg.eos_token_ids;
-      s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, static_cast<size_t>(i), t); };
-      if (r.logprobs >= 0) {
-        s.top_logprobs = r.logprobs;
-        s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, static_cast<size_t>(i), lp); };
+    std::vector<Waiting> groups;
+    for (size_t p = 0; p < ids.size(); ++p) {
+      Waiting& w = groups.emplace_back(Waiting{ex, {}});
+      for (int j = 0; j < r.n; ++j) {
+        const size_t i = p * static_cast<size_t>(r.n) + static_cast<size_t>(j);  // the choice's index
+        ex->choices.emplace_back(r.stop);
+        ex->choices.back().text = std::make_unique<llm::TextStream>(*tok, ids[p]);
+        ex->choices.back().echo = echoes[p];
+        llm::SequenceRequest s;
+        s.prompt = ids[p];
+        const int64_t own_room = context - static_cast<int64_t>(ids[p].size());
+        s.max_new_tokens = r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room);
+        s.sampling = llm::sampling_options(r.sampling, cfg);
+        s.sampling.seed += static_cast<uint64_t>(i);
+        s.eos_token_ids = cfg.eos_token_ids;
+        s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
+        if (r.logprobs >= 0) {
+          s.top_logprobs = r.logprobs;
+          s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
+        }
+        s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, i, why); };
+        s.cancelled = [this, ex] {
+          std::lock_guard<std::mutex> lock(ex->mu);
+          return hard_stop.load() || ex->expired(Clock::now());
+        };
+        llm::GenerateOptions check;
+        check.max_new_tokens = s.max_new_tokens;
+        check.sampling = s.sampling;
+        check.top_logits = s.top_logprobs;
+        try {
+          gen->check_request({s.prompt}, check);
+        } catch (const Error& e) {
+          throw ApiError(400, (r.prompts.size() > 1 ? "prompt " + std::to_string(p) + ": " : std::string()) + e.what(),
+                         r.chat ? "" : "prompt");
+        }
+        w.group.push_back(std::move(s));
       }
-      s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, static_cast<size_t>(i), why); };
-      s.cancelled = [this, ex] {
-        std::lock_guard<std::mutex> lock(ex->mu);
-        return hard_stop.load() || ex->expired(Clock::now());
-      };
-      llm::GenerateOptions check;
-      check.max_new_tokens = s.max_new_tokens;
-      check.sampling = s.sampling;
-      check.top_logits = s.top_logprobs;
-      try {
-        gen->check_request({s.prompt}, check);
-      } catch (const Error& e) {
-        throw ApiError(400, e.what());
-      }
-      seqs.push_back(std::move(s));
     }
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stopping) throw shutting_down();
-      check_room(static_cast<int64_t>(seqs.size()));
-      pending_sequences += static_cast<int64_t>(seqs.size());
-      pending.push_back({ex, std::move(seqs)});
+      check_room(r.n * prompts);
+      pending_sequences += r.n * prompts;
+      for (auto& w : groups) pending.push_back(std::move(w));
     }
     wake.notify_one();
     return ex;
@@ -438,7 +466,6 @@ struct Server::Impl {
     }
     const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = unix_now();
-    const std::string echo = r.echo ? r.prompt : "";
     if (!r.stream) {
       // The answer, or the deadline: then the sequences stop at their next token (or leave the queue) and
       // the client gets its 504 at once. (cpp-httplib 0.11 tells a handler nothing of a client that left
@@ -456,7 +483,7 @@ struct Server::Impl {
       std::vector<Choice> choices;
       Usage usage{prompt_len * r.n, 0};
       for (auto& c : ex->choices) {
-        choices.push_back({echo + c.ready, c.finish_reason, logprobs_json(r, c.ready_logprobs, echo.size())});
+        choices.push_back({c.echo + c.ready, c.finish_reason, logprobs_json(r, c.ready_logprobs, c.echo.size())});
         usage.completion_tokens += c.tokens;
       }
       res.set_content(to_wire(completion_response(r, id, created, choices, usage)), "application/json");
@@ -470,12 +497,12 @@ struct Server::Impl {
       const char* cancelled_why = nullptr;  // the stream ended early: why (counted once, when it closes)
     };
     auto st = std::make_shared<StreamState>();
-    st->opened.assign(static_cast<size_t>(r.n), 0);
-    st->finished.assign(static_cast<size_t>(r.n), 0);
+    st->opened.assign(ex->choices.size(), 0);
+    st->finished.assign(ex->choices.size(), 0);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, ex, st, r, id, created, echo, prompt_len](size_t, httplib::DataSink& sink) {
+        [this, ex, st, r, id, created, prompt_len](size_t, httplib::DataSink& sink) {
           if (st->ended) return false;
           std::string out;
           {
@@ -491,8 +518,8 @@ struct Server::Impl {
               auto& c = ex->choices[i];
               const bool open = !st->opened[i];
               if (open || !c.ready.empty() || !c.ready_logprobs.empty()) {
-                const std::string text = (open ? echo : "") + c.ready;
-                const json lp = logprobs_json(r, c.ready_logprobs, c.sent_bytes + (open ? echo.size() : 0));
+                const std::string text = (open ? c.echo : "") + c.ready;
+                const json lp = logprobs_json(r, c.ready_logprobs, c.sent_bytes + (open ? c.echo.size() : 0));
                 out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), text, "", open && r.chat, lp)) + "\n\n";
                 c.sent_bytes += text.size();
                 c.ready.clear();
