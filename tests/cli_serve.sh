@@ -269,6 +269,32 @@ curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
 kill -TERM "$server_pid"; wait "$server_pid"
 echo "serve: --max-prompt-tokens, --max-tokens, --max-body refuse naming the flag (counted in /metrics); --timeout holds in tokenization"
 
+# The prefix cache: a chat's second turn (the first's messages, its answer, a new question) and another question
+# under the same system prompt feed only what an idle row does not hold, and answer as a server without it does.
+chats() {  # prints each answer, one a line
+  local sys="Thou art a scribe of the old books; answer in the words of the scriptures, plainly and at length, as it was written."
+  local a1
+  a1=$(post /v1/chat/completions "{\"messages\": [{\"role\": \"system\", \"content\": \"$sys\"}, {\"role\": \"user\", \"content\": \"And God said\"}], \"max_tokens\": 12, \"temperature\": 0}" |
+       field 'd["choices"][0]["message"]["content"]')
+  echo "$a1"
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"system\", \"content\": \"$sys\"}, {\"role\": \"user\", \"content\": \"And God said\"}, {\"role\": \"assistant\", \"content\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$a1")}, {\"role\": \"user\", \"content\": \"Let there be light\"}], \"max_tokens\": 12, \"temperature\": 0}" |
+    field 'd["choices"][0]["message"]["content"]'
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"system\", \"content\": \"$sys\"}, {\"role\": \"user\", \"content\": \"In the beginning\"}], \"max_tokens\": 12, \"temperature\": 0}" |
+    field 'd["choices"][0]["message"]["content"]'
+}
+start_server cached --parallel 2
+with_cache=$(chats)
+curl -s "$url/metrics" > "$work/metrics"
+kill -TERM "$server_pid"; wait "$server_pid"
+start_server uncached --parallel 2 --no-prefix-cache
+without=$(chats)
+kill -TERM "$server_pid"; wait "$server_pid"
+[ "$with_cache" = "$without" ] || { printf 'with the prefix cache:\n%s\nwithout:\n%s\n' "$with_cache" "$without"; exit 1; }
+hits=$(awk '$1 == "tern_prefix_cache_hits_total" {print $2}' "$work/metrics")
+reused=$(awk '$1 == "tern_prefix_cache_reused_tokens_total" {print $2}' "$work/metrics")
+[ "$hits" = 2 ] && [ "$reused" -ge 40 ] || { echo "prefix cache: $hits hits, $reused tokens reused"; grep prefix "$work/metrics"; exit 1; }
+echo "serve: prefix cache: 2 of 3 chat requests reused $reused prompt tokens, answers equal to --no-prefix-cache's"
+
 # --api-key (here from $TERN_API_KEY): 401 without the key or with another, 200 with it, /health open; --cors-origin: a
 # browser's preflight gets the methods and headers allowed, a response its origin (not another's); /v1/models/ID.
 TERN_API_KEY=s3cret start_server keys --cors-origin "https://a.example, https://b.example"

@@ -204,3 +204,57 @@ TEST_CASE("continuous batching: logprobs are the log-softmax of the Generator's 
     }
   }
 }
+
+TEST_CASE("continuous batching: a prompt beginning with what an idle row holds reuses it, with the tokens fed whole") {
+  // A conversation: turn 1, then turn 2 = turn 1's prompt + its answer + more; and a stranger between them. Each
+  // request's tokens with reuse equal those of a batcher that feeds every prompt whole, greedy and sampled.
+  std::vector<int64_t> system{0};
+  for (int k = 0; k < 60; ++k) system.push_back(1 + (37 * k) % 997);
+  for (const bool greedy : {true, false}) {
+    CAPTURE(greedy);
+    auto run = [&](bool reuse, int64_t& hits, int64_t& reused) {
+      auto s = ring_session(256);
+      Generator gen(*s, read_model_config(kModel));
+      ContinuousBatcher batcher(*s, gen, 2, 16, reuse);
+      std::vector<std::vector<int64_t>> out;
+      auto one = [&](const std::vector<int64_t>& prompt, uint64_t seed) {
+        SequenceRequest r;
+        r.prompt = prompt;
+        r.max_new_tokens = 12;
+        r.sampling = sampling(greedy, seed);
+        auto& got = out.emplace_back();
+        r.on_token = [&got](int64_t t) {
+          got.push_back(t);
+          return true;
+        };
+        batcher.add(std::move(r));
+        while (batcher.step()) {
+        }
+        return got;
+      };
+      std::vector<int64_t> turn1 = system;
+      turn1.insert(turn1.end(), {5, 6, 7});
+      const auto answer1 = one(turn1, 1);
+      one(prompts(1)[0], 2);  // a stranger: the other row
+      std::vector<int64_t> turn2 = turn1;
+      turn2.insert(turn2.end(), answer1.begin(), answer1.end());
+      turn2.insert(turn2.end(), {8, 9});
+      one(turn2, 3);
+      std::vector<int64_t> other = system;  // the system prompt, another question
+      other.push_back(11);
+      one(other, 4);
+      hits = batcher.prefix_hits(), reused = batcher.reused_tokens();
+      return out;
+    };
+    int64_t hits = 0, reused = 0, no_hits = 0, none = 0;
+    const auto with = run(true, hits, reused);
+    const auto without = run(false, no_hits, none);
+    CHECK(with == without);
+    CHECK(no_hits == 0);
+    CHECK(none == 0);
+    // Turn 2 finds turn 1's 64 prompt tokens and 11 of its 12 answer tokens (the last was never fed); the other
+    // question the 61 system tokens. The stranger matches only BOS there: it takes the other row, turn 1's stays.
+    CHECK(hits == 2);
+    CHECK(reused == (64 + 11) + 61);
+  }
+}

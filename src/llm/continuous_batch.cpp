@@ -4,8 +4,8 @@
 
 namespace tern::llm {
 
-ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk)
-    : session_(session), generator_(generator), prefill_chunk_(prefill_chunk) {
+ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk, bool reuse_prefixes)
+    : session_(session), generator_(generator), prefill_chunk_(prefill_chunk), reuse_prefixes_(reuse_prefixes) {
   if (rows < 1 || rows > 1024) fail("continuous batching: ", rows, " rows (1 to 1024)");
   if (prefill_chunk < 0) fail("continuous batching: prefill chunk ", prefill_chunk, " must not be negative");
   if (generator.io().layout != PastLayout::Internal)
@@ -51,13 +51,21 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
     fail("continuous batching: ", group.size(), " sequence(s) need a row each; ", free_rows(), " of ", rows_.size(), " rows are free");
   std::vector<int64_t> taken;
   for (auto& request : group) {
-    const size_t b = static_cast<size_t>(std::find_if(rows_.begin(), rows_.end(), [](const Row& r) { return !r.active; }) - rows_.begin());
+    // The leader may find its prompt's beginning in an idle row; its followers copy the leader's row once its
+    // prompt is in.
+    int64_t reuse = 0;
+    const size_t b = pick_row(taken.empty() && reuse_prefixes_ ? &request.prompt : nullptr, reuse);
+    if (taken.empty() && reuse_prefixes_) ++(reuse > 0 ? prefix_hits_ : prefix_misses_);
+    reused_tokens_ += reuse;
+    if (reuse > 0) generator_.sequence().keep_prefix(static_cast<int64_t>(b), reuse);
+    else generator_.sequence().reset_row(static_cast<int64_t>(b));
     Row& r = rows_[b];
     r.active = true;
+    r.holds = false;
     r.sampler.emplace(request.sampling);
     r.tokens = request.prompt;
     r.tokens.reserve(r.tokens.size() + static_cast<size_t>(std::min<int64_t>(request.max_new_tokens, 1 << 16)));
-    r.fed = 0;
+    r.fed = reuse;
     r.generated = 0;
     r.followers.clear();
     r.following = !taken.empty();
@@ -68,10 +76,38 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
   return taken;
 }
 
+size_t ContinuousBatcher::pick_row(const std::vector<int64_t>* prompt, int64_t& reuse) const {
+  // How many of the prompt's tokens row r holds (at least the prompt's last token is fed: its logits give the first
+  // new token).
+  auto held_prefix = [&](const Row& r) -> int64_t {
+    if (!prompt || !r.holds || prompt->size() < 2) return 0;
+    const auto most = static_cast<std::ptrdiff_t>(std::min<size_t>(static_cast<size_t>(r.fed), prompt->size() - 1));
+    return std::mismatch(prompt->begin(), prompt->begin() + most, r.tokens.begin()).first - prompt->begin();
+  };
+  // A row whose whole cache begins the prompt (nothing of it is lost) or that holds 16 of its tokens or more, the
+  // longest match; else the least recently used row — a row matching only BOS is not worth another's cache.
+  constexpr int64_t kWorthATakenRow = 16;
+  size_t best = rows_.size(), lru = rows_.size();
+  reuse = 0;
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    const Row& r = rows_[b];
+    if (r.active) continue;
+    if (lru == rows_.size() || r.last_used < rows_[lru].last_used) lru = b;
+    const int64_t same = held_prefix(r);
+    if ((same >= kWorthATakenRow || (same > 0 && same == r.fed)) && same > reuse) reuse = same, best = b;
+  }
+  if (best == rows_.size()) best = lru, reuse = lru == rows_.size() ? 0 : held_prefix(rows_[lru]);
+  return best;
+}
+
 void ContinuousBatcher::finish(size_t row, FinishReason why) {
   Row& r = rows_[row];
   r.active = false;
-  generator_.sequence().reset_row(static_cast<int64_t>(row));
+  r.last_used = ++clock_;
+  // Its cache stays for a prompt that begins with its tokens — unless its run failed, or its window slid (the first
+  // tokens are gone).
+  r.holds = reuse_prefixes_ && why != FinishReason::Error && r.fed <= session_.options().kv_window;
+  if (!r.holds) generator_.sequence().reset_row(static_cast<int64_t>(row));
   if (r.request.on_finish) r.request.on_finish(why);
   r.request = {};  // the callbacks' captures go now, not when the row is next taken
 }

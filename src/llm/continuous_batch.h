@@ -4,6 +4,11 @@
 // chose last, so a new prompt never stalls the others for more than a chunk; a finished row is emptied
 // (SequenceState::reset_row, on the generator's sequence) and taken by the next request.
 //
+// Prefix reuse: a finished row keeps its cache (keys are stored before RoPE, so they need no re-rotation), and
+// a request whose prompt begins with tokens an idle row holds takes that row and feeds only the rest
+// (SequenceState::keep_prefix) — chat clients resend the system prompt and the history every turn. Idle rows are
+// the cache: no memory beyond the rows', the least recently used given to a request that matches none.
+//
 // Batch invariance: rows are left-padded to the run's longest and padding is never cached, so a row's
 // arithmetic — its prompt chunks, then one token a run — is the same alone or beside seven others, as
 // long as the kernels' per-row results do not depend on how many rows a product has
@@ -41,8 +46,9 @@ struct SequenceRequest {
 
 class ContinuousBatcher {
  public:
-  // `rows` sequences at once (the ring's batch); prefill_chunk 0 feeds a prompt whole.
-  ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk);
+  // `rows` sequences at once (the ring's batch); prefill_chunk 0 feeds a prompt whole; reuse_prefixes false: every
+  // prompt is fed whole, idle rows keep nothing.
+  ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk, bool reuse_prefixes = true);
   int64_t rows() const { return static_cast<int64_t>(rows_.size()); }
   int64_t active() const;
   // Ring tokens held by the active rows (the KV slots in use, per layer).
@@ -60,6 +66,11 @@ class ContinuousBatcher {
   bool step();
   // Ends every active row with FinishReason::Error (a server shutting down).
   void end_all();
+  // Prefix reuse so far: prompts that found an idle row holding their beginning (hits) or none (misses), and the
+  // prompt tokens not fed because of it.
+  int64_t prefix_hits() const { return prefix_hits_; }
+  int64_t prefix_misses() const { return prefix_misses_; }
+  int64_t reused_tokens() const { return reused_tokens_; }
 
  private:
   struct Row {
@@ -71,13 +82,20 @@ class ContinuousBatcher {
     int64_t generated = 0;
     std::vector<size_t> followers;  // rows waiting to copy this one's prompt
     bool following = false;         // waiting for a leader's prompt: not fed
+    bool holds = false;             // idle, its cache still holding tokens[0, fed) (prefix reuse)
+    uint64_t last_used = 0;         // when it last finished (least recently used: taken first)
   };
+  // A free row for a new sequence, and how many of `prompt`'s tokens its cache already holds (0 without a prompt).
+  size_t pick_row(const std::vector<int64_t>* prompt, int64_t& reuse) const;
   void finish(size_t row, FinishReason why);
   // Samples row `row`'s next token from `logits`, hands it on and ends the row when it is done.
   void take_token(size_t row, const float* logits, int64_t vocab);
   Session& session_;
   Generator& generator_;
   int64_t prefill_chunk_;
+  bool reuse_prefixes_;
+  uint64_t clock_ = 0;  // finishes so far (Row::last_used)
+  int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0;
   std::vector<Row> rows_;
   // Per run, for the active rows only (kept to allocate nothing in steady decoding).
   std::vector<std::vector<int64_t>> new_tokens_;

@@ -31,6 +31,9 @@ struct KvRingState : OpState {
   void copy_row(int64_t from, int64_t to) override {
     if (ring) ring->copy_row(from, to);
   }
+  void keep_prefix(int64_t row, int64_t n) override {
+    if (ring) ring->keep_prefix(row, n);
+  }
 };
 
 class CachedAttentionOp : public Op {

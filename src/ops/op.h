@@ -96,6 +96,8 @@ class OpState {
   virtual void clear_row(int64_t /*row*/) {}
   // Sequence `to` becomes a copy of sequence `from` (n choices of one prompt share its prefill).
   virtual void copy_row(int64_t /*from*/, int64_t /*to*/) {}
+  // Sequence `row` keeps its first n tokens and forgets the rest (a new prompt that begins with them reuses them).
+  virtual void keep_prefix(int64_t /*row*/, int64_t /*n*/) {}
   // Continuous batching (SequenceState::set_batch_rows): a run's batch index i is sequence batch_rows[i] of the
   // state's total_rows, so a run feeds only the active sequences. Empty: index i is sequence i.
   std::vector<int64_t> batch_rows;

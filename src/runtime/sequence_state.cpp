@@ -54,6 +54,11 @@ void SequenceState::copy_row(int64_t from, int64_t to) {
     if (s) s->copy_row(from, to);
 }
 
+void SequenceState::keep_prefix(int64_t row, int64_t n) {
+  for (auto& s : states_)
+    if (s) s->keep_prefix(row, n);
+}
+
 void SequenceState::reset_row(int64_t row) {
   for (auto& s : states_)
     if (s) s->clear_row(row);

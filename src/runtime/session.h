@@ -133,6 +133,8 @@ class SequenceState {
   void reset_row(int64_t row);
   // Row `to` of every cache becomes a copy of row `from` (continuous batching: choices sharing a prompt).
   void copy_row(int64_t from, int64_t to);
+  // Row `row` of every cache keeps its first n tokens (OpState::keep_prefix): a prompt beginning with them reuses them.
+  void keep_prefix(int64_t row, int64_t n);
   // Continuous batching: the next runs feed sequences `rows` (distinct, each < total) of caches holding
   // `total` — batch index i is row rows[i] — so idle rows cost nothing. Empty: index i is row i.
   void set_batch_rows(const std::vector<int64_t>& rows, int64_t total);

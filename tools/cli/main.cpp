@@ -129,7 +129,7 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
-        [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W] [--weights F] [--threads N]
+        [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W] [--weights F] [--threads N]
         [--max-memory SIZE]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
       template; "stream": true for server-sent events; logprobs), GET /v1/models, /v1/models/ID, /health
@@ -137,7 +137,9 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       address). --api-key (or $TERN_API_KEY) makes every request but /health need "Authorization: Bearer
       KEY" (401 otherwise). --cors-origin lets browser pages of those origins call it (comma-separated, or
       *): preflights are answered and responses name the origin. Requests share one continuously batched run of --parallel sequences over the ring
-      KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding.
+      KV cache: a new prompt is fed --prefill-chunk tokens per step while the others keep decoding. A
+      finished row keeps its cache: a prompt that begins with what one holds (a chat's system prompt and
+      history) takes that row and feeds only the rest (--no-prefix-cache: every prompt whole).
       Limits, each refusal naming its flag and counted in /metrics (tern_refused_total): more than
       --queue waiting sequences get 429 with Retry-After (each request has an HTTP thread: --parallel +
       --queue + 16, so past them the 429 comes at once); a body over --max-body bytes 413; a prompt over

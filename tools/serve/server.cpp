@@ -146,6 +146,7 @@ struct Server::Impl {
   std::map<std::string, int64_t> refused;    // limit → requests it refused
   std::map<std::string, int64_t> cancelled;  // why → requests ended before their answer (timeout, client_left, shutdown)
   std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0}, dropped{0};
+  std::atomic<int64_t> prefix_hits{0}, prefix_misses{0}, reused_tokens{0};  // (the batcher's, copied after each step)
 
   explicit Impl(const ServerOptions& o) : opt(o) {
     const llm::ModelFiles files = llm::resolve_model(o.model_path);
@@ -166,7 +167,7 @@ struct Server::Impl {
     // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
     most_prompt_bytes = 2 * static_cast<size_t>(max_prompt) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
     most_body_bytes = 6 * most_prompt_bytes + 65536;
-    batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk);
+    batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk, o.prefix_cache);
     routes();
   }
 
@@ -246,6 +247,7 @@ struct Server::Impl {
       ++steps;
       active_rows = batcher->active();
       kv_slots = batcher->held_tokens();
+      prefix_hits = batcher->prefix_hits(), prefix_misses = batcher->prefix_misses(), reused_tokens = batcher->reused_tokens();
     }
   }
 
@@ -594,6 +596,12 @@ struct Server::Impl {
     o << "# HELP tern_batch_rows Rows of the batch (--parallel).\n# TYPE tern_batch_rows gauge\ntern_batch_rows " << opt.parallel << "\n";
     o << "# HELP tern_kv_slots_in_use Ring-cache slots held by running sequences, per layer.\n# TYPE tern_kv_slots_in_use gauge\n"
       << "tern_kv_slots_in_use " << kv_slots.load() << "\n";
+    o << "# HELP tern_prefix_cache_hits_total Prompts that began with tokens an idle row held (fed only the rest).\n"
+      << "# TYPE tern_prefix_cache_hits_total counter\ntern_prefix_cache_hits_total " << prefix_hits.load() << "\n";
+    o << "# HELP tern_prefix_cache_misses_total Prompts that found none of their beginning held.\n"
+      << "# TYPE tern_prefix_cache_misses_total counter\ntern_prefix_cache_misses_total " << prefix_misses.load() << "\n";
+    o << "# HELP tern_prefix_cache_reused_tokens_total Prompt tokens not fed: their keys and values were held.\n"
+      << "# TYPE tern_prefix_cache_reused_tokens_total counter\ntern_prefix_cache_reused_tokens_total " << reused_tokens.load() << "\n";
     ttft.write(o, "tern_time_to_first_token_seconds", "From a request's arrival to its first token.");
     itl.write(o, "tern_inter_token_latency_seconds", "Between a sequence's consecutive tokens.");
     return o.str();

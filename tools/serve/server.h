@@ -19,6 +19,7 @@ struct ServerOptions {
   int64_t parallel = 4;                     // sequences decoded at once (rows of the ring cache)
   int64_t queue = 64;                       // sequences waiting for a row; past it requests get 429
   int64_t prefill_chunk = 32;               // prompt tokens a row feeds per step, so others keep decoding
+  bool prefix_cache = true;                 // a prompt beginning with what an idle row holds feeds only the rest
   double timeout_s = 600;                   // a request still running after this ends (504, or an error event)
   double grace_s = 10;                      // after stop(): requests running or queued get this long to finish, then end (503)
   size_t max_body_bytes = size_t{8} << 20;  // a larger request body: 413

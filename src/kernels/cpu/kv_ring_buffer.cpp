@@ -75,6 +75,14 @@ void KvRingBuffer::clear_row(int64_t b) {
   seen_[static_cast<size_t>(b)] = 0;
 }
 
+void KvRingBuffer::keep_prefix(int64_t b, int64_t n) {
+  if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
+  // (until the window slides, token i sits in slot i: ring_slot_of_index)
+  if (n < 0 || n > seen(b) || seen(b) > c_.capacity)
+    fail("KvRingBuffer: row ", b, " cannot keep its first ", n, " tokens (", seen(b), " seen, window ", c_.capacity, ")");
+  seen_[static_cast<size_t>(b)] = n;
+}
+
 int64_t KvRingBuffer::held(int64_t b) const { return std::min(seen(b), c_.capacity); }
 
 int64_t KvRingBuffer::slot(int64_t b, int64_t i) const {

@@ -66,6 +66,9 @@ class KvRingBuffer {
   void clear();
   void clear_row(int64_t b);                // sequence b starts again; the others keep their tokens
   void copy_row(int64_t from, int64_t to);  // sequence `to` becomes a copy of `from` (a shared prompt)
+  // Sequence b keeps its first n tokens, as if the others had never been appended (a prompt that begins with
+  // them reuses their keys and values). Needs a window that has not slid: n ≤ seen(b) ≤ capacity.
+  void keep_prefix(int64_t b, int64_t n);
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;

@@ -21,6 +21,14 @@ struct DeviceRingState : KvRingState {
     if (row == 0) seen = 0;
     KvRingState::clear_row(row);
   }
+  void keep_prefix(int64_t row, int64_t n) override {
+    if (row == 0 && seen > 0) {
+      if (n > seen || seen > window) fail("the device ring cannot keep ", n, " of its ", seen, " tokens (window ", window, ")");
+      seen = n;
+      return;
+    }
+    KvRingState::keep_prefix(row, n);
+  }
 };
 
 class CachedAttentionOpenCl : public OpenClVariant {

@@ -20,7 +20,7 @@ int serve(int argc, char** argv) {
   fail_unsupported("this tern was built without tern serve (-DTERN_SERVE=OFF)");
 #else
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
-  Flags f = parse(argc, argv, 3, {"prefault", "no-pack"});
+  Flags f = parse(argc, argv, 3, {"prefault", "no-pack", "no-prefix-cache"});
   serve::ServerOptions o;
   o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
   o.model_name = f.get("model-name", "");
@@ -30,6 +30,7 @@ int serve(int argc, char** argv) {
   o.parallel = f.get_int("parallel", 4, 1);
   o.queue = f.get_int("queue", 64, 0);
   o.prefill_chunk = f.get_int("prefill-chunk", 32, 0);
+  o.prefix_cache = !f.has("no-prefix-cache");
   o.timeout_s = f.get_float("timeout", 600);
   o.grace_s = f.get_float("grace", 10);
   o.max_body_bytes = static_cast<size_t>(f.get_int("max-body", int64_t{8} << 20, 1024));
