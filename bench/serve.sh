@@ -4,6 +4,8 @@
 #   bash bench/serve.sh MODEL_DIR --streams "1 8 1 8 1 8"   alternated phases: paired ratios and their medians
 #   bash bench/serve.sh MODEL_DIR --soak 120          16 streams for 120 s: every response complete and equal
 #                                                     to its solo text, RSS sampled, /metrics against the client
+#   bash bench/serve.sh MODEL_DIR --prefix-cache      8 chat requests sharing a ~1,000-token system prompt: time to
+#                                                     first token with and without the prefix cache (bench/prefix_cache.py)
 # One server with a row per stream (--parallel 16) serves every phase. Per concurrency: aggregate completion
 # tok/s (and its ratio to one stream), p50/p99 time to first token and inter-token latency, and how many
 # responses differed from their prompt's solo greedy text (must be 0: decoding is batch-invariant).
@@ -18,6 +20,7 @@ while [ $# -gt 0 ]; do
     --tokens) tokens=$2; shift 2 ;;
     --streams) streams=$2; shift 2 ;;
     --soak) soak=$2; shift 2 ;;
+    --prefix-cache) exec python3 bench/prefix_cache.py "$model" --system-words 850 ;;
     *) extra+=("$1" "$2"); shift 2 ;;
   esac
 done

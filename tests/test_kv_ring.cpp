@@ -421,3 +421,25 @@ TEST_CASE("memory_use accounts for what a decoding session owns: packed weights,
   }
   CHECK(owned_host_bytes() == before);  // all of it given back with the session
 }
+
+TEST_CASE("KvRingBuffer::keep_prefix: a row keeps its first n tokens, the next append lands after them; refused once slid") {
+  KvRingConfig c;
+  c.batch = 2, c.kv_heads = 1, c.head_dim = 2, c.capacity = 8;
+  KvRingBuffer ring(c);
+  for (int t = 0; t < 5; ++t) {
+    const float k[2] = {float(t), 0}, v[2] = {0, float(t)};
+    ring.append(0, k, v);
+    ring.append(1, k, v);
+  }
+  ring.keep_prefix(0, 3);
+  CHECK(ring.held(0) == 3);
+  CHECK(ring.held(1) == 5);  // (the other row keeps its tokens)
+  const float k[2] = {42, 0}, v[2] = {0, 42};
+  ring.append(0, k, v);
+  CHECK(ring.held(0) == 4);
+  CHECK(ring.key(0, ring.slot(0, 2), 0) == 2);   // the kept tokens, as they were
+  CHECK(ring.key(0, ring.slot(0, 3), 0) == 42);  // the new one after them
+  CHECK(tern::test::error_of([&] { ring.keep_prefix(0, 5); }).find("cannot keep its first 5 tokens (4 seen") != std::string::npos);
+  for (int t = 0; t < 6; ++t) ring.append(1, k, v);  // 11 seen: the window (8) slid past the first tokens
+  CHECK(tern::test::error_of([&] { ring.keep_prefix(1, 2); }).find("window 8") != std::string::npos);
+}
