@@ -295,6 +295,33 @@ reused=$(awk '$1 == "tern_prefix_cache_reused_tokens_total" {print $2}' "$work/m
 [ "$hits" = 2 ] && [ "$reused" -ge 40 ] || { echo "prefix cache: $hits hits, $reused tokens reused"; grep prefix "$work/metrics"; exit 1; }
 echo "serve: prefix cache: 2 of 3 chat requests reused $reused prompt tokens, answers equal to --no-prefix-cache's"
 
+# response_format json_object: 100 choices sampled at temperature 1 (25 requests of n=4, 8 at a time, beside 4
+# unconstrained ones), every one a JSON object, whole within max_tokens.
+start_server json --parallel 8
+for i in $(seq 1 25); do
+  curl -s -o "$work/json$i" -H 'Content-Type: application/json' --data-binary \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Describe item $i as JSON.\"}], \"n\": 4, \"temperature\": 1, \"max_tokens\": $((8 + i % 40)), \"response_format\": {\"type\": \"json_object\"}}" \
+    "$url/v1/chat/completions" &
+  [ $((i % 2)) = 0 ] || curl -s -o /dev/null -H 'Content-Type: application/json' \
+    --data-binary '{"prompt": "And God said", "max_tokens": 16, "temperature": 1}' "$url/v1/completions" &
+  [ $((i % 8)) = 0 ] && wait_jobs
+done
+wait_jobs
+python3 - "$work" <<'EOF'
+import json, sys
+objects = 0
+for i in range(1, 26):
+    with open(f"{sys.argv[1]}/json{i}") as f:
+        body = json.load(f)
+    assert "choices" in body, body
+    for c in body["choices"]:
+        assert isinstance(json.loads(c["message"]["content"]), dict), c
+        objects += 1
+assert objects == 100, objects
+print(f"serve: json_object: {objects} choices at temperature 1, every one a JSON object")
+EOF
+kill -TERM "$server_pid"; wait "$server_pid"
+
 # --api-key (here from $TERN_API_KEY): 401 without the key or with another, 200 with it, /health open; --cors-origin: a
 # browser's preflight gets the methods and headers allowed, a response its origin (not another's); /v1/models/ID.
 TERN_API_KEY=s3cret start_server keys --cors-origin "https://a.example, https://b.example"

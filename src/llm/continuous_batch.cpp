@@ -172,13 +172,21 @@ bool ContinuousBatcher::step() {
 
 void ContinuousBatcher::take_token(size_t b, const float* logits, int64_t V) {
   Row& r = rows_[b];
-  const int64_t next = r.sampler->next(logits, V, r.tokens);
+  JsonConstraint* constraint = r.request.constraint.get();
+  const float* choose_from = logits;
+  if (constraint) {
+    masked_.assign(logits, logits + V);
+    if (constraint->mask(masked_.data(), V, r.request.max_new_tokens - r.generated) == 0) return finish(b, FinishReason::Stop);
+    choose_from = masked_.data();
+  }
+  const int64_t next = r.sampler->next(choose_from, V, r.tokens);
+  if (constraint) constraint->accept(next);
   r.tokens.push_back(next);
   ++r.generated;
   if (r.request.on_logprobs) r.request.on_logprobs(token_logprobs(logits, V, next, r.request.top_logprobs, top_ids_));
   const bool go = !r.request.on_token || r.request.on_token(next);
   const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
-  if (!go || eos) finish(b, FinishReason::Stop);
+  if (!go || eos || (constraint && constraint->complete())) finish(b, FinishReason::Stop);
   else if (r.generated >= r.request.max_new_tokens) finish(b, FinishReason::Length);
 }
 

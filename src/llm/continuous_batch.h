@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "llm/generator.h"
+#include "llm/json_constraint.h"
 
 namespace tern::llm {
 
@@ -37,6 +38,9 @@ struct SequenceRequest {
   // on_token sees the token (an API request's logprobs).
   std::function<void(const TokenLogprobs&)> on_logprobs;
   int64_t top_logprobs = 0;
+  // When set, masks each step's logits to the tokens that keep the text a JSON object's beginning (the logprobs
+  // stay the model's own); the sequence ends once the object is whole (response_format json_object).
+  std::shared_ptr<JsonConstraint> constraint;
   std::function<void(FinishReason)> on_finish;
   // Asked before each run while the prompt is being fed (may be empty): true ends the sequence (FinishReason::Stop)
   // — its client left or its deadline passed — so a long prompt stops between its chunks instead of after its whole
@@ -101,6 +105,7 @@ class ContinuousBatcher {
   std::vector<std::vector<int64_t>> new_tokens_;
   std::vector<int64_t> held_, ring_rows_;
   std::vector<int64_t> top_ids_;  // token_logprobs' scratch
+  std::vector<float> masked_;     // a constrained row's logits, masked
 };
 
 }  // namespace tern::llm

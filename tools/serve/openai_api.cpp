@@ -207,8 +207,14 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
     r.logprobs = *n;
   }
   for (const char* k : {"logit_bias", "tools", "tool_choice", "functions", "function_call"}) unsupported_unless_default(body, k);
-  if (const json& rf = field(body, "response_format"); !rf.is_null() && !(rf.is_object() && field(rf, "type") == "text"))
-    bad("response_format", "is not supported by tern serve (only {\"type\": \"text\"})");
+  if (const json& rf = field(body, "response_format"); !rf.is_null()) {
+    const json& type = rf.is_object() ? field(rf, "type") : rf;
+    if (!rf.is_object() || !type.is_string()) bad("response_format", "must be an object {\"type\": \"text\" | \"json_object\"}");
+    if (type == "json_schema") bad("response_format", "json_schema is not supported by tern serve yet (json_object is)");
+    if (type != "text" && type != "json_object")
+      bad("response_format.type", "must be text or json_object, not '" + type.get<std::string>() + "'");
+    r.json_object = type == "json_object";
+  }
   return r;
 }
 

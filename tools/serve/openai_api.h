@@ -51,11 +51,12 @@ struct CompletionRequest {
   // -1: no logprobs; else each token's log-probability and this many most likely alternatives (chat: logprobs: true
   // and top_logprobs; completions: logprobs: N)
   int64_t logprobs = -1;
+  bool json_object = false;  // response_format {"type": "json_object"}: the text is a JSON object (constrained decoding)
 };
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
 // Fields OpenAI defines that tern does not implement are refused when set to anything but their
-// default (logit_bias, tools, response_format ...); fields nobody defines are ignored, as
+// default (logit_bias, tools, a json_schema response_format ...); fields nobody defines are ignored, as
 // OpenAI-compatible servers do (clients send their own extras).
 CompletionRequest parse_completion_request(std::string_view body, bool chat);
 

@@ -111,6 +111,9 @@ struct Server::Impl {
   std::unique_ptr<Session> session;
   std::unique_ptr<llm::Generator> gen;
   std::unique_ptr<llm::Tokenizer> tok;
+  // Every token's bytes for json_object's constraint: made at the first such request (a decode per token), then shared.
+  std::once_flag json_vocabulary_made;
+  std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
   llm::ChatFamily chat_family = llm::ChatFamily::None;
   int64_t context = 0;  // the most tokens a prompt plus its completion may hold
   std::unique_ptr<llm::ContinuousBatcher> batcher;
@@ -342,6 +345,10 @@ struct Server::Impl {
         if (r.logprobs >= 0) {
           s.top_logprobs = r.logprobs;
           s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
+        }
+        if (r.json_object) {
+          std::call_once(json_vocabulary_made, [&] { json_vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok); });
+          s.constraint = std::make_shared<llm::JsonConstraint>(json_vocabulary);
         }
         s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, i, why); };
         s.cancelled = [this, ex] {
