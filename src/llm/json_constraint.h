@@ -3,11 +3,12 @@
 // sequence ends once the object is whole.
 //
 // JsonGrammar is JSON as a byte-level pushdown automaton (RFC 8259, the top level an object, nesting at most
-// kMaxDepth, strings well-formed UTF-8: byte-level vocabularies hold tokens that are parts of a character). JsonVocabulary holds every token's bytes once per tokenizer, bucketed by first byte, so a step tries
-// only the tokens whose first byte can come next — and inside a string, where most tokens are plain text, takes
-// the plain ones without feeding them. Near the end of max_tokens the mask keeps only tokens that bring the
-// object closer to closed (JsonGrammar::closing_bytes falls), so it ends whole within the budget whenever the
-// vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do).
+// kMaxDepth, strings well-formed UTF-8: byte-level vocabularies hold tokens that are parts of a character).
+// JsonVocabulary holds every token's bytes once per tokenizer, bucketed by first byte, so a step tries only the
+// tokens whose first byte can come next — and inside a string, where most tokens are whole characters of text,
+// takes those without feeding them. Near the end of max_tokens the mask keeps only tokens after which the
+// tokens left can still close the object (JsonGrammar::closing_bytes), so it ends whole within the budget
+// whenever the vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do).
 #pragma once
 #include <array>
 #include <cstdint>
