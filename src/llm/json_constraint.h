@@ -57,9 +57,9 @@ class JsonGrammar {
   bool after_value(unsigned char c);  // (a value just ended)
   bool close(unsigned char c);
   Mode mode_ = Mode::Value;
-  bool key_ = false;                     // the string is a key
-  uint8_t hex_left_ = 0;                 // Hex
-  uint8_t utf8_left_ = 0;   // String: continuation bytes the character still needs, the next one in [utf8_lo_, utf8_hi_]
+  bool key_ = false;       // the string is a key
+  uint8_t hex_left_ = 0;   // Hex
+  uint8_t utf8_left_ = 0;  // String: continuation bytes the character still needs, the next one in [utf8_lo_, utf8_hi_]
   unsigned char utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
   uint8_t spaces_ = 0;                   // whitespace bytes in a row (bounded: a model must not pad forever)
   uint8_t depth_ = 0;                    // open containers
