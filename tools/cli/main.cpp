@@ -132,7 +132,8 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
         [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W] [--weights F] [--threads N]
         [--max-memory SIZE]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
-      template; "stream": true for server-sent events; logprobs), GET /v1/models, /v1/models/ID, /health
+      template; "stream": true for server-sent events; logprobs; response_format json_object, by
+      constrained decoding), GET /v1/models, /v1/models/ID, /health
       and /metrics (Prometheus). It listens on 127.0.0.1 unless --host says otherwise (0.0.0.0: every
       address). --api-key (or $TERN_API_KEY) makes every request but /health need "Authorization: Bearer
       KEY" (401 otherwise). --cors-origin lets browser pages of those origins call it (comma-separated, or
