@@ -129,8 +129,8 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
-        [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W] [--weights F] [--threads N]
-        [--max-memory SIZE]
+        [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W]
+        [--weights F] [--threads N] [--max-memory SIZE]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
       template; "stream": true for server-sent events; logprobs; response_format json_object, by
       constrained decoding), GET /v1/models, /v1/models/ID, /health
