@@ -1,5 +1,6 @@
 #include "llm/json_constraint.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
