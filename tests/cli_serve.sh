@@ -207,10 +207,11 @@ echo "serve: a full queue answers 429 with Retry-After; SIGTERM stops the server
 
 # The deadline (--timeout 0.1 s): a request still queued or running when it passes is answered 504 then —
 # streamed as an error event — and leaves the queue unrun; no answer comes much after its deadline.
-start_server slow --parallel 1 --queue 8 --timeout 0.1 --threads 1
+start_server slow --parallel 1 --queue 8 --timeout 0.1 --threads 1 --no-prefix-cache
 # (Each request takes ~75 ms here — a 103-token prompt, then 150 tokens, the model's 256 nearly full — so
 # the first ones run into the deadline and those behind them are past theirs before they could start, also on a
-# machine several times faster. With a 206-token prompt and 16 new tokens, once the prefill got 2.4x faster
+# machine several times faster; --no-prefix-cache, or each would find the same prompt in the row and run in a third
+# of that. With a 206-token prompt and 16 new tokens, once the prefill got 2.4x faster
 # (chunk_attention), the 8 requests sometimes all ran within their 0.1 s and none was left unrun.)
 prompt=$(python3 -c "print('And God said unto Moses, ' * 17)")  # 103 tokens
 for i in 1 2 3 4 5 6 7 8; do

@@ -33,6 +33,7 @@ c = client.completions.create(model=model, prompt=prompt_ids, max_tokens=16, tem
 assert c.choices[0].text == expected and c.usage.prompt_tokens == len(prompt_ids), c
 c = client.completions.create(model=model, prompt=["And God said", prompt_ids], n=2, max_tokens=16, temperature=0)
 assert [x.index for x in c.choices] == [0, 1, 2, 3] and all(x.text == expected for x in c.choices), c
+assert c.usage.prompt_tokens == 2 * len(prompt_ids) and c.usage.completion_tokens == 4 * 16, c.usage  # (prompts once each)
 c = client.completions.create(model=model, prompt=prompt_ids, max_tokens=4, temperature=0, echo=True)
 assert c.choices[0].text.startswith("And God said"), c
 

@@ -490,7 +490,7 @@ struct Server::Impl {
         return reply_error(res, endpoint, ApiError(hard_stop ? 503 : 500, ex->error, "", "server_error"));
       }
       std::vector<Choice> choices;
-      Usage usage{prompt_len * r.n, 0};
+      Usage usage{prompt_len, 0};  // (each prompt once, as OpenAI counts it, whatever n)
       for (auto& c : ex->choices) {
         choices.push_back({c.echo + c.ready, c.finish_reason, logprobs_json(r, c.ready_logprobs, c.echo.size())});
         usage.completion_tokens += c.tokens;
@@ -549,7 +549,7 @@ struct Server::Impl {
             }
             if (std::all_of(st->finished.begin(), st->finished.end(), [](char f) { return f != 0; })) {
               if (r.include_usage) {
-                Usage usage{prompt_len * r.n, 0};
+                Usage usage{prompt_len, 0};  // (each prompt once, as OpenAI counts it, whatever n)
                 for (const auto& c : ex->choices) usage.completion_tokens += c.tokens;
                 out += "data: " + to_wire(usage_chunk(r, id, created, usage)) + "\n\n";
               }
