@@ -207,25 +207,26 @@ echo "serve: a full queue answers 429 with Retry-After; SIGTERM stops the server
 
 # The deadline (--timeout 0.1 s): a request still queued or running when it passes is answered 504 then —
 # streamed as an error event — and leaves the queue unrun; no answer comes much after its deadline.
-start_server slow --parallel 1 --queue 8 --timeout 0.1 --threads 1 --no-prefix-cache
+start_server slow --parallel 1 --queue 16 --timeout 0.1 --threads 1 --no-prefix-cache
 # (Each request takes ~75 ms here — a 103-token prompt, then 150 tokens, the model's 256 nearly full — so
 # the first ones run into the deadline and those behind them are past theirs before they could start, also on a
 # machine several times faster; --no-prefix-cache, or each would find the same prompt in the row and run in a third
 # of that. With a 206-token prompt and 16 new tokens, once the prefill got 2.4x faster
-# (chunk_attention), the 8 requests sometimes all ran within their 0.1 s and none was left unrun.)
+# (chunk_attention), the 8 requests sometimes all ran within their 0.1 s and none was left unrun. Twelve: with 8,
+# each admitted just before its deadline — arrivals staggered by curl's start — once left none unrun.)
 prompt=$(python3 -c "print('And God said unto Moses, ' * 17)")  # 103 tokens
-for i in 1 2 3 4 5 6 7 8; do
-  stream=$([ $i = 8 ] && echo true || echo false)
+for i in $(seq 1 12); do
+  stream=$([ $i = 12 ] && echo true || echo false)
   curl -s -o "$work/body$i" -w '%{http_code} %{time_total}' -H 'Content-Type: application/json' \
     --data-binary "{\"prompt\": \"$prompt\", \"max_tokens\": 150, \"temperature\": 0, \"stream\": $stream}" \
     "$url/v1/completions" > "$work/status$i" &
 done
 wait_jobs
 late=0 timeouts=0
-for i in 1 2 3 4 5 6 7 8; do
+for i in $(seq 1 12); do
   read -r code seconds <<< "$(cat "$work/status$i")"
   python3 -c "import sys; sys.exit(float(sys.argv[1]) > 0.1 + 0.4)" "$seconds" || { echo "request $i answered after $seconds s"; late=1; }
-  if [ $i = 8 ]; then  # streamed: 200, then either the whole text or the timeout error event, then [DONE]
+  if [ $i = 12 ]; then  # streamed: 200, then either the whole text or the timeout error event, then [DONE]
     [ "$code" = 200 ] && grep -q 'data: \[DONE\]' "$work/body$i" || { echo "stream: HTTP $code: $(cat "$work/body$i")"; exit 1; }
     grep -q "ran past the server's timeout" "$work/body$i" && timeouts=$((timeouts + 1))
     continue
@@ -241,7 +242,7 @@ dropped=$(curl -s "$url/metrics" | awk '$1 == "tern_queue_dropped_total" {print 
 [ "${dropped:-0}" -ge 1 ] || { echo "no request left the queue unrun (tern_queue_dropped_total '$dropped')"; exit 1; }
 kill -TERM "$server_pid"
 wait "$server_pid"
-echo "serve: $timeouts of 8 requests past the 0.1 s deadline answered 504 within 0.4 s of it ($dropped never run)"
+echo "serve: $timeouts of 12 requests past the 0.1 s deadline answered 504 within 0.4 s of it ($dropped never run)"
 
 # Limits as flags, each refusal naming its flag and counted in /metrics (tern_refused_total{limit=...}): a prompt
 # past --max-prompt-tokens, max_tokens past --max-tokens (and a request without max_tokens stopping there), a
