@@ -96,17 +96,14 @@ bool JsonGrammar::feed(unsigned char c) {
       mode_ = c == '0' ? Mode::NumberZero : Mode::NumberInt;
       ok = is_digit(c);
       break;
-    case Mode::NumberDot:
-      mode_ = Mode::NumberFraction;
+    case Mode::NumberDot:  // (a digit must come: the fraction's, or the exponent's after its sign)
+    case Mode::NumberESign:
+      mode_ = mode_ == Mode::NumberDot ? Mode::NumberFraction : Mode::NumberExponent;
       ok = is_digit(c);
       break;
     case Mode::NumberE:
       mode_ = is_digit(c) ? Mode::NumberExponent : Mode::NumberESign;
       ok = is_digit(c) || c == '+' || c == '-';
-      break;
-    case Mode::NumberESign:
-      mode_ = Mode::NumberExponent;
-      ok = is_digit(c);
       break;
     case Mode::NumberZero:
     case Mode::NumberInt:
