@@ -57,5 +57,8 @@ if [ ${#minimal[@]} -gt 0 ]; then
   dir=$dir-minimal
   flags+=("${minimal[@]}")
 fi
+# The plain Release build compiles the objects the wheel's build does again (scripts/wheel.sh): through ccache,
+# when it is installed, the second compile is a cache hit.
+if [ "$dir" = build ] && command -v ccache > /dev/null; then flags+=(-DTERN_CCACHE=ON); fi
 cmake -S . -B "$dir" "${flags[@]}" > /dev/null
 cmake --build "$dir" -j "$(nproc)"

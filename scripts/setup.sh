@@ -14,8 +14,9 @@ packages=(
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
 # types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
 # (scripts/fuzz.sh), nginx balances two `tern serve` replicas (tests/cli_serve.sh), strace proves a model folder's
-# files are never opened outside it (tests/cli_confinement.sh).
-[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev clang-format-14 nginx-light strace)
+# files are never opened outside it (tests/cli_confinement.sh), ccache lets the wheel's build reuse build/'s
+# objects (scripts/wheel.sh).
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev clang-format-14 nginx-light strace ccache)
 # --aarch64 (and --ci): the AArch64 cross build — Debian's cross compiler, arm64 multiarch libraries and
 # qemu-user to run it. (libonnx-dev:arm64 cannot sit beside the amd64 one — both ship /usr/lib/libonnxifi.so
 # — so only its runtime library is installed; cmake/aarch64-linux-gnu.cmake uses the host's headers.)

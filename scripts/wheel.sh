@@ -15,8 +15,15 @@ venv=${TERN_PYTHON_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/python-venv}
 "$venv/bin/pip" install -q -r "$repo/python/wheel-requirements.txt"
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
+# With ccache installed, CMake builds in build-wheel/ (beside build/, so the command lines match: CMakeLists.txt's
+# TERN_CCACHE) with build/'s generator, and what scripts/build.sh compiled is not compiled again.
+config=()
+if command -v ccache > /dev/null; then
+  export CMAKE_GENERATOR="Unix Makefiles"
+  config=(-C build-dir="$repo/build-wheel" -C cmake.define.TERN_CCACHE=ON)
+fi
 # (-v: pip shows the build backend's output only when verbose; CMake's [n/m] lines are the progress shown)
-if ! "$venv/bin/pip" wheel -v --no-deps -w "$raw" "$repo" 2>&1 | tee "$raw/build.log" |
+if ! "$venv/bin/pip" wheel -v --no-deps "${config[@]}" -w "$raw" "$repo" 2>&1 | tee "$raw/build.log" |
     { grep --line-buffered -E '^\s*\[[0-9]+/[0-9]+\]' >&2 || true; }; then
   tail -n 40 "$raw/build.log" >&2
   echo "wheel.sh: pip wheel failed (the end of its log is above)" >&2
