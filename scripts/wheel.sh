@@ -16,11 +16,17 @@ venv=${TERN_PYTHON_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/python-venv}
 raw=$(mktemp -d)
 trap 'rm -rf "$raw"' EXIT
 # With ccache installed, CMake builds in build-wheel/ (beside build/, so the command lines match: CMakeLists.txt's
-# TERN_CCACHE) with build/'s generator, and what scripts/build.sh compiled is not compiled again.
+# TERN_CCACHE) with build/'s generator and compilers (scikit-build-core would pick g++ where CMake picks c++, and
+# ccache hashes the compiler's name), and what scripts/build.sh compiled is not compiled again.
 config=()
 if command -v ccache > /dev/null; then
   export CMAKE_GENERATOR="Unix Makefiles"
   config=(-C build-dir="$repo/build-wheel" -C cmake.define.TERN_CCACHE=ON)
+  if [ -f "$repo/build/CMakeCache.txt" ]; then
+    CC=$(sed -n 's/^CMAKE_C_COMPILER:FILEPATH=//p' "$repo/build/CMakeCache.txt")
+    CXX=$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' "$repo/build/CMakeCache.txt")
+    export CC CXX
+  fi
 fi
 # (-v: pip shows the build backend's output only when verbose; CMake's [n/m] lines are the progress shown)
 if ! "$venv/bin/pip" wheel -v --no-deps "${config[@]}" -w "$raw" "$repo" 2>&1 | tee "$raw/build.log" |
