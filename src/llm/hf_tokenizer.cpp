@@ -1,7 +1,8 @@
-// Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2, Llama-3, Qwen) and
-// SentencePiece-style with "▁" and byte fallback (Llama-2, TinyLlama, Mistral). The pipeline is the
-// library's: added tokens split the text first; each other segment is normalized, pre-tokenized into
-// words, and each word is BPE-merged by merge rank; a TemplateProcessing post-processor adds BOS.
+// Hugging Face tokenizer.json with a BPE model — byte-level (GPT-2, Llama-3, Qwen) and SentencePiece-style with
+// "▁" and byte fallback (Llama-2, TinyLlama, Mistral) — or a WordPiece model (BERT and the sentence encoders
+// built on it: all-MiniLM, BGE, E5). The pipeline is the library's: added tokens split the text first; each
+// other segment is normalized, pre-tokenized into words, and each word is BPE-merged by merge rank or split
+// into the longest vocabulary pieces (WordPiece); a post-processor adds BOS or [CLS] … [SEP].
 // Components tern does not implement fail at load, naming the component.
 #include <algorithm>
 #include <cctype>
@@ -147,6 +148,34 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   return out.append(s, last, std::string::npos);
 }
 
+// `s` with each code point replaced by what `f` appends for it (nothing: removed).
+template <class F>
+std::string map_code_points(const std::string& s, F f) {
+  std::vector<char32_t> out;
+  out.reserve(s.size());
+  for (char32_t c : utf8_decode(s)) f(c, out);
+  return utf8_encode(out);
+}
+
+// BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them.
+bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }
+bool is_bert_space(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c); }
+bool is_bert_punctuation(char32_t c) { return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c); }
+bool is_cjk_ideograph(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+void decompose_and_strip_marks(char32_t c, std::vector<char32_t>& out) {
+  const size_t from = out.size();
+  append_decomposition(c, out);
+  out.erase(std::remove_if(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(), is_nonspacing_mark), out.end());
+}
+
+// What Hugging Face's cleanup_tokenization undoes of BERT's spacing around punctuation and contractions.
+const std::pair<const char*, const char*> kBertCleanup[] = {{" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+                                                            {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+                                                            {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};  // (in its order)
+
 std::string string_pattern(const json& step, const char* where) {
   if (step.contains("pattern") && step["pattern"].contains("String")) return step["pattern"]["String"];
   fail_unsupported("tokenizer.json: ", where, " Replace with a regex pattern is not supported");
@@ -212,16 +241,22 @@ class HfTokenizer : public Tokenizer {
     // Fields of the wrong kind or missing surface as the JSON library's message, naming the file.
     try {
       const json& m = j.at("model");
-      if (m.value("type", std::string("BPE")) != "BPE")
-        fail_unsupported("'", path, "': model type ", m.value("type", std::string()), " (tern supports BPE)");
-      if (!m.at("vocab").is_object() || !m.at("merges").is_array())
+      const std::string type = m.value("type", std::string("BPE"));
+      if (type != "BPE" && type != "WordPiece") fail_unsupported("'", path, "': model type ", type, " (tern supports BPE and WordPiece)");
+      word_piece_ = type == "WordPiece";
+      if (!m.at("vocab").is_object() || (!word_piece_ && !m.at("merges").is_array()))
         fail("'", path, "': model.vocab is not an object or model.merges not a list");
+      if (word_piece_) {
+        subword_prefix_ = m.value("continuing_subword_prefix", std::string("##"));
+        max_word_chars_ = json_int(m.value("max_input_chars_per_word", json(100)), "tokenizer.json: max_input_chars_per_word", 1, 1 << 20);
+      }
       byte_fallback_ = m.value("byte_fallback", false);
       ignore_merges_ = m.value("ignore_merges", false);
       if (m.contains("unk_token") && m["unk_token"].is_string()) {
         auto it = ids_.find(m["unk_token"].get<std::string>());
         if (it != ids_.end()) unk_ = it->second;
       }
+      if (word_piece_ && unk_ < 0) fail("'", path, "': a WordPiece model needs its unk_token in the vocabulary");
       if (j.contains("added_tokens") && !(j["added_tokens"].is_array() && j["added_tokens"].empty()))  // (objects were taken out)
         fail("'", path, "': added_tokens is not a list of objects");
       for (const auto& t : added_tokens) {
@@ -240,6 +275,8 @@ class HfTokenizer : public Tokenizer {
       fail("'", path, "': ", e.what());
     }
     for (const std::string& t : tokens_) longest_ = std::max(longest_, t.size());
+    // (WordPiece's one unk stands for a whole word of up to max_input_chars_per_word characters.)
+    if (word_piece_) longest_ = std::max(longest_, 4 * static_cast<size_t>(max_word_chars_));
   }
 
   std::vector<int64_t> encode_text(const std::string& text, bool add_special, const CancelCheck& cancelled) const override {
@@ -259,6 +296,10 @@ class HfTokenizer : public Tokenizer {
       for (size_t w = 0; w < words.size(); ++w) {
         if (cancelled && w % 256 == 255 && cancelled()) throw EncodeCancelled("encoding was cancelled");
         const std::string& word = words[w];
+        if (word_piece_) {
+          word_pieces(word, body);
+          continue;
+        }
         if (word.size() <= kMaxWordPieceBytes) {
           for (int64_t id : bpe(word, cancelled)) body.push_back(id);
           continue;
@@ -418,6 +459,35 @@ class HfTokenizer : public Tokenizer {
 
   static uint64_t pair_key(int64_t left, int64_t right) { return static_cast<uint64_t>(left) << 32 | static_cast<uint64_t>(right); }
 
+  // WordPiece: the longest vocabulary piece from the start of the word, then the longest "##" piece from where it
+  // ended, and so on; a word with a part no piece covers, or longer than max_input_chars_per_word characters, is
+  // one unk (as Hugging Face's WordPiece model does).
+  void word_pieces(const std::string& word, std::vector<int64_t>& out) const {
+    if (word.empty()) return;
+    std::vector<size_t> starts;  // where each character starts
+    for (size_t at = 0; at < word.size(); ++at)
+      if ((static_cast<unsigned char>(word[at]) & 0xC0) != 0x80) starts.push_back(at);
+    if (starts.size() > static_cast<size_t>(max_word_chars_)) return out.push_back(unk_);
+    starts.push_back(word.size());
+    const size_t first = out.size();
+    std::string piece;
+    for (size_t from = 0; from + 1 < starts.size();) {
+      size_t to = starts.size() - 1;
+      for (; to > from; --to) {
+        piece.assign(from == 0 ? "" : subword_prefix_).append(word, starts[from], starts[to] - starts[from]);
+        if (const auto it = ids_.find(piece); it != ids_.end()) {
+          out.push_back(it->second);
+          break;
+        }
+      }
+      if (to == from) {
+        out.resize(first);
+        return out.push_back(unk_);
+      }
+      from = to;
+    }
+  }
+
   // BPE: start from characters (or byte-level characters), merge the lowest-ranked pair until none applies
   // (the leftmost of equal ones), as Hugging Face's tokenizers do (llm/merge_pairs.h: a Gemma prompt is one word,
   // no pre-tokenizer, so the loop must not be quadratic in a word).
@@ -495,9 +565,38 @@ class HfTokenizer : public Tokenizer {
       // Composition is the identity on already-composed text (what users type and files hold);
       // tern does not recompose decomposed input.
     } else if (type == "Lowercase") {
-      norm_.push_back([](std::string s) {
-        for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return s;
+      norm_.push_back([](const std::string& s) { return map_code_points(s, append_lowercase); });
+    } else if (type == "NFD") {
+      norm_.push_back([](const std::string& s) { return map_code_points(s, append_decomposition); });
+    } else if (type == "StripAccents") {  // (after NFD, as tokenizer.json files pair them)
+      norm_.push_back([](const std::string& s) {
+        return map_code_points(s, [](char32_t c, std::vector<char32_t>& out) {
+          if (!is_nonspacing_mark(c)) out.push_back(c);
+        });
+      });
+    } else if (type == "BertNormalizer") {
+      // Controls removed and whitespace made spaces; CJK ideographs spaced apart (each becomes a word); accents
+      // stripped (NFD, then the nonspacing marks removed: unset follows lowercase); lowercase.
+      const bool clean = n.value("clean_text", true), cjk = n.value("handle_chinese_chars", true), lower = n.value("lowercase", true);
+      const json& sa = n.contains("strip_accents") ? n["strip_accents"] : json();
+      const bool strip = sa.is_null() ? lower : sa.get<bool>();
+      norm_.push_back([clean, cjk, strip, lower](const std::string& s) {
+        std::vector<char32_t> stripped;
+        return map_code_points(s, [&](char32_t c, std::vector<char32_t>& out) {
+          if (clean && (c == 0 || c == 0xFFFD || is_bert_control(c))) return;
+          if (clean && is_bert_space(c)) c = ' ';
+          if (cjk && is_cjk_ideograph(c)) {
+            out.insert(out.end(), {U' ', c, U' '});
+            return;
+          }
+          stripped.clear();
+          if (strip) decompose_and_strip_marks(c, stripped);
+          else stripped.push_back(c);
+          for (char32_t d : stripped) {
+            if (lower) append_lowercase(d, out);
+            else out.push_back(d);
+          }
+        });
       });
     } else {
       fail_unsupported("tokenizer.json: normalizer '", type, "' is not supported");
@@ -541,6 +640,28 @@ class HfTokenizer : public Tokenizer {
         }
         return pieces;
       });
+    } else if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
+      // Words end at whitespace (dropped); BERT's also puts each punctuation character in a word of its own.
+      const bool punctuation = type == "BertPreTokenizer";
+      pre_.push_back([punctuation](const std::string& s, bool) {
+        std::vector<std::string> words;
+        std::vector<char32_t> word;
+        auto end_word = [&] {
+          if (!word.empty()) words.push_back(utf8_encode(word)), word.clear();
+        };
+        for (char32_t c : utf8_decode(s)) {
+          if (is_bert_space(c)) {
+            end_word();
+          } else if (punctuation && is_bert_punctuation(c)) {
+            end_word();
+            words.push_back(utf8_encode(c));
+          } else {
+            word.push_back(c);
+          }
+        }
+        end_word();
+        return words;
+      });
     } else if (type == "Metaspace") {
       const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
       const bool split = p.value("split", true);
@@ -569,7 +690,12 @@ class HfTokenizer : public Tokenizer {
       for (const auto& s : p.at("processors")) read_post_processor(s);
       return;
     }
-    if (type == "ByteLevel") return;  // offsets only
+    if (type == "ByteLevel") return;                                // offsets only
+    if (type == "BertProcessing" || type == "RobertaProcessing") {  // cls: [token, id], sep: [token, id]
+      prefix_.push_back(json_int(p.at("cls").at(1), "tokenizer.json: the cls token's id"));
+      suffix_.push_back(json_int(p.at("sep").at(1), "tokenizer.json: the sep token's id"));
+      return;
+    }
     if (type != "TemplateProcessing") fail_unsupported("tokenizer.json: post-processor '", type, "' is not supported");
     bool after = false;
     for (const auto& item : p.at("single")) {
@@ -610,6 +736,17 @@ class HfTokenizer : public Tokenizer {
       decoders_.push_back([](std::vector<std::string>& toks) {
         for (auto& t : toks)
           if (const int b = byte_piece(t); b >= 0) t = std::string(1, static_cast<char>(b));
+      });
+    } else if (type == "WordPiece") {  // pieces joined, a space before each word's first; cleanup as BERT's
+      const std::string prefix = d.value("prefix", std::string("##"));
+      const bool cleanup = d.value("cleanup", true);
+      decoders_.push_back([prefix, cleanup](std::vector<std::string>& toks) {
+        for (size_t i = 0; i < toks.size(); ++i) {
+          std::string& t = toks[i];
+          if (i > 0) t = t.compare(0, prefix.size(), prefix) == 0 ? t.substr(prefix.size()) : " " + t;
+          if (!cleanup) continue;
+          for (const auto& [from, to] : kBertCleanup) t = replace_all(t, from, to, "decoder WordPiece");
+        }
       });
     } else if (type == "Fuse") {
       decoders_.push_back([](std::vector<std::string>& toks) {
@@ -656,6 +793,9 @@ class HfTokenizer : public Tokenizer {
   std::vector<TrieNode> trie_{1};  // (the root)
   std::unordered_set<int64_t> special_;
   bool byte_fallback_ = false, ignore_merges_ = false;
+  bool word_piece_ = false;  // model.type WordPiece (else BPE)
+  std::string subword_prefix_;
+  int64_t max_word_chars_ = 100;
   int64_t unk_ = -1;
   std::vector<int64_t> prefix_, suffix_;
   std::vector<std::function<std::string(const std::string&)>> norm_;

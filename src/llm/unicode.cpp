@@ -7,7 +7,19 @@ namespace {
 struct CodeRange {
   char32_t lo, hi;
 };
+struct CodeMapping {  // code point → `len` code points from `at` in the mapping's text
+  char32_t cp;
+  uint16_t at;
+  uint8_t len;
+};
 #include "llm/unicode_tables.inc"
+
+template <size_t N, size_t T>
+void append_mapped(const CodeMapping (&table)[N], const char32_t (&text)[T], char32_t c, std::vector<char32_t>& out) {
+  auto it = std::lower_bound(std::begin(table), std::end(table), c, [](const CodeMapping& m, char32_t v) { return m.cp < v; });
+  if (it == std::end(table) || it->cp != c) return out.push_back(c);
+  out.insert(out.end(), text + it->at, text + it->at + it->len);
+}
 
 template <size_t N>
 bool in(const CodeRange (&table)[N], char32_t c) {
@@ -68,5 +80,22 @@ std::string utf8_encode(const std::vector<char32_t>& cs, size_t from, size_t to)
 bool is_letter(char32_t c) { return in(kLetterRanges, c); }
 bool is_number(char32_t c) { return in(kNumberRanges, c); }
 bool is_whitespace(char32_t c) { return in(kSpaceRanges, c); }
+bool is_punctuation(char32_t c) { return in(kPunctuationRanges, c); }
+bool is_nonspacing_mark(char32_t c) { return in(kNonspacingMarkRanges, c); }
+bool is_other(char32_t c) { return in(kOtherRanges, c); }
+
+void append_decomposition(char32_t c, std::vector<char32_t>& out) {
+  // Hangul syllables (11,172 of them) by the Unicode standard's formula (3.12) rather than a table.
+  constexpr char32_t kS = 0xAC00, kL = 0x1100, kV = 0x1161, kT = 0x11A7, kVCount = 21, kTCount = 28, kCount = 11172;
+  if (c >= kS && c < kS + kCount) {
+    const char32_t i = c - kS;
+    out.push_back(kL + i / (kVCount * kTCount));
+    out.push_back(kV + i % (kVCount * kTCount) / kTCount);
+    if (i % kTCount != 0) out.push_back(kT + i % kTCount);
+    return;
+  }
+  append_mapped(kDecomposition, kDecompositionText, c, out);
+}
+void append_lowercase(char32_t c, std::vector<char32_t>& out) { append_mapped(kLowercase, kLowercaseText, c, out); }
 
 }  // namespace tern::llm
