@@ -17,7 +17,7 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 start_server() {  # NAME ARGS... → sets $url; the server's stderr in $work/NAME.log
   local name=$1
   shift
-  "$tern" serve "$model" --port 0 --threads 2 "$@" 2> "$work/$name.log" &
+  "$tern" serve "${serve_model:-$model}" --port 0 --threads 2 "$@" 2> "$work/$name.log" &
   pids+=($!)
   server_pid=$!
   for _ in $(seq 1 100); do
@@ -34,9 +34,42 @@ post() {  # PATH BODY → body on stdout, status in $work/status
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1]))" "$1"; }
 expect_status() { [ "$(cat "$work/status")" = "$1" ] || { echo "expected HTTP $1, got $(cat "$work/status"): $(cat "$work/body")"; exit 1; }; }
 
-start_server main --parallel 4
+encoders=$repo/tests/fixtures/encoders
+start_server main --parallel 4 --embedding-model "$encoders/bert-optimum"
 [ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
 curl -s "$url/v1/models" | grep -q '"id":"default"'
+curl -s "$url/v1/models" | grep -q '"id":"bert-optimum"'
+
+# /v1/embeddings (--embedding-model beside the decoder): the texts as one request, floats and base64, equal to
+# ONNX Runtime's last_hidden_state mean-pooled and normalized (tools/exporters/make_encoder_fixtures.py) within 1e-4.
+check_embeddings() {  # GOLDEN: every case of the golden in one request, each way
+  python3 - "$url" "$1" <<'EOF'
+import base64, json, struct, sys, urllib.request
+url, golden = sys.argv[1], json.load(open(sys.argv[2]))
+texts = [c["text"] for c in golden["cases"]]
+for fmt in ("float", "base64"):
+    req = urllib.request.Request(url + "/v1/embeddings", json.dumps({"input": texts, "encoding_format": fmt}).encode(),
+                                 {"Content-Type": "application/json"})
+    got = json.load(urllib.request.urlopen(req))
+    assert [d["index"] for d in got["data"]] == list(range(len(texts))), got
+    assert got["usage"]["prompt_tokens"] == sum(len(c["ids"]) for c in golden["cases"]), got["usage"]
+    worst = 0
+    for d, c in zip(got["data"], golden["cases"]):
+        e = d["embedding"]
+        if fmt == "base64":
+            raw = base64.b64decode(e)
+            e = struct.unpack(f"<{len(raw) // 4}f", raw)
+        worst = max(worst, max(abs(a - b) for a, b in zip(e, c["batched"])))
+    assert worst < 1e-4, (fmt, worst)
+print(f"serve: /v1/embeddings of {len(texts)} texts within {worst:.1e} of ONNX Runtime's, as floats and as base64")
+EOF
+}
+check_embeddings "$encoders/bert-optimum/embeddings.json"
+post /v1/embeddings '{"input": [[2, 40, 41, 3], "once upon a time"]}' > /dev/null; expect_status 200
+post /v1/embeddings "{\"input\": \"$(printf 'word %.0s' $(seq 1 60))\"}" > /dev/null
+expect_status 400; grep -q "maximum context length is 48 tokens; input 0 has 242 tokens" "$work/body"  # (4 pieces a word)
+post /v1/embeddings '{"input": [[2, 400]]}' > /dev/null; expect_status 400; grep -q "token id 400 is outside the vocabulary" "$work/body"
+post /v1/embeddings '{"input": "a", "dimensions": 16}' > /dev/null; expect_status 400; grep -q "embeddings have 32" "$work/body"
 
 # Greedy text as `tern generate` gives it (its JSON text is prompt + completion).
 expected=$("$tern" generate --model "$model" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 --json 2>/dev/null |
@@ -111,7 +144,7 @@ echo "serve: 8 concurrent greedy requests each equal their solo answers"
 bad=0
 while IFS=$'\t' read -r endpoint body message; do
   case $endpoint in '#'*|'') continue ;; esac
-  path=/v1/completions; [ "$endpoint" = chat ] && path=/v1/chat/completions
+  path=/v1/$endpoint; [ "$endpoint" = chat ] && path=/v1/chat/completions
   post "$path" "$body" > /dev/null
   expect_status 400
   grep -qF -- "$message" "$work/body" || { echo "'$body': '$(cat "$work/body")' lacks '$message'"; exit 1; }
@@ -174,7 +207,7 @@ if [ -x "$py" ] && "$py" -c "import openai" 2>/dev/null; then
   # (every logit of the same greedy generation: the reference for the server's logprobs)
   "$tern" generate --model "$model" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 --json --top-logits 1024 \
     2>/dev/null > "$work/logits.json"
-  "$py" "$repo/tests/serve/openai_client.py" "$url" "$expected" "$work/logits.json"
+  "$py" "$repo/tests/serve/openai_client.py" "$url" "$expected" "$work/logits.json" "$encoders/bert-optimum/embeddings.json"
 else
   echo "serve: openai client checks skipped (no venv: bash tests/serve/setup_venv.sh)"
 fi
@@ -183,6 +216,15 @@ fi
 kill -TERM "$server_pid"
 wait "$server_pid"
 grep -q "tern serve: stopped" "$work/main.log"
+
+# An encoder folder as --model: embeddings alone (the dynamo export), completions refused naming why.
+serve_model=$encoders/bert-dynamo start_server encoder
+grep -q "embeddings bert-dynamo (32 dimensions, 48 tokens)" "$work/encoder.log"
+check_embeddings "$encoders/bert-dynamo/embeddings.json"
+post /v1/completions '{"prompt": "once"}' > /dev/null; expect_status 400; grep -q "is an encoder: this server answers /v1/embeddings only" "$work/body"
+curl -s "$url/v1/models" | grep -q '"dimensions":32'
+kill -TERM "$server_pid"
+wait "$server_pid"
 
 # A full queue: one row, no queue — of 4 requests sent at once, those arriving while another waits or runs
 # get 429 with Retry-After; the others complete.

@@ -22,7 +22,8 @@ TEST_CASE("tern serve: every malformed request of bad_requests.tsv is a 400 nami
     std::string error = "(accepted)";
     int status = 0;
     try {
-      parse_completion_request(body, endpoint == "chat");
+      if (endpoint == "embeddings") parse_embedding_request(body);
+      else parse_completion_request(body, endpoint == "chat");
     } catch (const ApiError& e) {
       error = e.what();
       status = e.status;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -21,6 +22,10 @@ nlohmann::json optional_json(const std::string& dir, const std::string& name) {
 }
 
 }  // namespace
+
+bool is_encoder_folder(const std::string& path) {
+  return std::filesystem::is_directory(path) && (folder_holds(path, "modules.json") || folder_holds(path, "sentence_bert_config.json"));
+}
 
 Embedder::Embedder(const std::string& folder, SessionOptions options) {
   // Optimum writes model.onnx; sentence-transformers repositories keep theirs in onnx/.

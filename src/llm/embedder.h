@@ -16,6 +16,10 @@ namespace tern::llm {
 
 enum class Pooling { Mean, Cls, Max, LastToken };
 
+// Whether `path` is a folder sentence-transformers saved (modules.json or sentence_bert_config.json): an encoder
+// whose output is an embedding, not a decoder (tern serve serves such a --model on /v1/embeddings alone).
+bool is_encoder_folder(const std::string& path);
+
 class Embedder {
  public:
   // Loads the folder (or fails naming the file or the graph input/output that does not fit an encoder).

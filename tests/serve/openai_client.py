@@ -1,7 +1,8 @@
 """tern serve as the openai Python client calls it: completion, chat, both streamed, logprobs, and an error.
-Usage: openai_client.py BASE_URL EXPECTED_GREEDY_TEXT LOGITS_JSON   (the text of a 16-token greedy completion of
-"And God said", which tests/cli_serve.sh takes from `tern generate`, and that run's `--json --top-logits 1024`:
-every logit of each step, whose log-softmax the server's logprobs must equal)."""
+Usage: openai_client.py BASE_URL EXPECTED_GREEDY_TEXT LOGITS_JSON EMBEDDINGS_JSON   (the text of a 16-token greedy
+completion of "And God said", which tests/cli_serve.sh takes from `tern generate`, and that run's `--json --top-logits
+1024`: every logit of each step, whose log-softmax the server's logprobs must equal; the --embedding-model's golden,
+tools/exporters/make_encoder_fixtures.py's embeddings.json)."""
 import json
 import math
 import sys
@@ -17,6 +18,7 @@ client = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0)
 
 models = client.models.list()
 model = models.data[0].id
+embedding_model = models.data[1].id
 assert client.models.retrieve(model).id == model
 try:
     client.models.retrieve("no-such-model")
@@ -96,4 +98,17 @@ try:
 except openai.BadRequestError as e:
     assert "'temperature' must be between 0 and 2" in str(e), e
 
-print("openai client: completion, chat, both streamed, and a 400 — as tern generate gives them")
+# Embeddings: the client asks for base64 unless told (and decodes it); floats when asked; token ids as input.
+with open(sys.argv[4]) as f:
+    golden = json.load(f)["cases"]
+for fmt in ({}, {"encoding_format": "float"}):
+    got = client.embeddings.create(model=embedding_model, input=[c["text"] for c in golden], **fmt)
+    assert got.model == embedding_model and got.usage.prompt_tokens == sum(len(c["ids"]) for c in golden), got.usage
+    worst = max(abs(a - b) for d, c in zip(got.data, golden) for a, b in zip(d.embedding, c["batched"]))
+    assert worst < 1e-4, (fmt, worst)
+one = client.embeddings.create(model=embedding_model, input=golden[0]["ids"]).data[0].embedding
+assert max(abs(a - b) for a, b in zip(one, golden[0]["embedding"])) < 1e-4
+assert client.models.retrieve(embedding_model).id == embedding_model
+print(f"openai client: embeddings within {worst:.1e} of ONNX Runtime's, base64 and float, text and token ids")
+
+print("openai client: completion, chat, both streamed, embeddings, and a 400 — as tern generate gives them")

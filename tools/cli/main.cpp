@@ -130,10 +130,13 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
   serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
         [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W]
-        [--weights F] [--threads N] [--max-memory SIZE]
+        [--weights F] [--threads N] [--max-memory SIZE] [--embedding-model ENCODER_DIR]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
       template; "stream": true for server-sent events; logprobs; response_format json_object, by
-      constrained decoding), GET /v1/models, /v1/models/ID, /health
+      constrained decoding), POST /v1/embeddings (with --embedding-model, or when MODEL_DIR itself is
+      an encoder as sentence-transformers saves one: modules.json, 1_Pooling — then embeddings alone;
+      pooled and normalized as its config says; inputs longer than its max_seq_length are refused, not
+      truncated), GET /v1/models, /v1/models/ID, /health
       and /metrics (Prometheus). It listens on 127.0.0.1 unless --host says otherwise (0.0.0.0: every
       address). --api-key (or $TERN_API_KEY) makes every request but /health need "Authorization: Bearer
       KEY" (401 otherwise). --cors-origin lets browser pages of those origins call it (comma-separated, or

@@ -122,7 +122,8 @@ std::vector<PromptInput> read_prompts(const json& v, const std::string& name, si
   return out;
 }
 
-CompletionRequest parse_completion_request(std::string_view body_text, bool chat) {
+namespace {
+json request_object(std::string_view body_text) {
   json body;
   try {
     body = parse_json(body_text, "the request body");
@@ -130,12 +131,66 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
     throw ApiError(400, e.what());
   }
   if (!body.is_object()) throw ApiError(400, std::string("the request body must be a JSON object, not ") + type_name(body));
+  return body;
+}
+
+std::string model_field(const json& body) {
+  const json& m = field(body, "model");
+  if (m.is_null()) return "";
+  if (!m.is_string()) bad("model", std::string("must be a string, not ") + type_name(m));
+  return m.get<std::string>();
+}
+}  // namespace
+
+EmbeddingRequest parse_embedding_request(std::string_view body_text) {
+  const json body = request_object(body_text);
+  EmbeddingRequest r;
+  r.model = model_field(body);
+  const json& in = field(body, "input");
+  if (in.is_null()) bad("input", "is required");
+  r.inputs = read_prompts(in, "input", 2048);
+  if (const json& f = field(body, "encoding_format"); !f.is_null()) {
+    if (f != "float" && f != "base64") bad("encoding_format", "must be float or base64, not " + f.dump());
+    r.base64 = f == "base64";
+  }
+  r.dimensions = integer(body, "dimensions", 1, 1 << 20);
+  return r;
+}
+
+json embedding_response(const EmbeddingRequest& r, const std::string& model, const std::vector<std::vector<float>>& vectors,
+                        int64_t prompt_tokens) {
+  static const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    json embedding;
+    if (r.base64) {  // (x86-64 and AArch64 Linux are little-endian: the floats' bytes as they lie)
+      const auto* bytes = reinterpret_cast<const unsigned char*>(vectors[i].data());
+      const size_t n = vectors[i].size() * sizeof(float);
+      std::string text;
+      for (size_t k = 0; k < n; k += 3) {
+        const uint32_t v = uint32_t{bytes[k]} << 16 | (k + 1 < n ? uint32_t{bytes[k + 1]} << 8 : 0) | (k + 2 < n ? bytes[k + 2] : 0);
+        text += kBase64[v >> 18 & 63];
+        text += kBase64[v >> 12 & 63];
+        text += k + 1 < n ? kBase64[v >> 6 & 63] : '=';
+        text += k + 2 < n ? kBase64[v & 63] : '=';
+      }
+      embedding = std::move(text);
+    } else {
+      embedding = vectors[i];
+    }
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(embedding)}});
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}};
+}
+
+CompletionRequest parse_completion_request(std::string_view body_text, bool chat) {
+  const json body = request_object(body_text);
   CompletionRequest r;
   r.chat = chat;
-  if (const json& m = field(body, "model"); !m.is_null()) {
-    if (!m.is_string()) bad("model", std::string("must be a string, not ") + type_name(m));
-    r.model = m.get<std::string>();
-  }
+  r.model = model_field(body);
   if (chat) {
     const json& ms = field(body, "messages");
     if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of {role, content}");

@@ -60,6 +60,20 @@ struct CompletionRequest {
 // OpenAI-compatible servers do (clients send their own extras).
 CompletionRequest parse_completion_request(std::string_view body, bool chat);
 
+// /v1/embeddings: `input` as a string, token ids or a list of either (at most 2048, as OpenAI's), `encoding_format`
+// float (default) or base64 (the openai Python client's default: each vector's float32 bytes, little-endian),
+// `dimensions` accepted only as the model's own width (checked by the server, which knows it).
+struct EmbeddingRequest {
+  std::string model;
+  std::vector<PromptInput> inputs;
+  bool base64 = false;
+  std::optional<int64_t> dimensions;
+};
+EmbeddingRequest parse_embedding_request(std::string_view body);
+// {"object": "list", "data": [{"object": "embedding", "index", "embedding"}], "model", "usage"}.
+nlohmann::json embedding_response(const EmbeddingRequest& r, const std::string& model, const std::vector<std::vector<float>>& vectors,
+                                  int64_t prompt_tokens);
+
 // The body of an error reply: {"error": {"message", "type", "param", "code"}}.
 std::string error_body(const ApiError& e);
 

@@ -17,6 +17,7 @@
 
 #include "llm/chat_template.h"
 #include "llm/continuous_batch.h"
+#include "llm/embedder.h"
 #include "llm/tokenizer.h"
 #include "tools/serve/openai_api.h"
 
@@ -115,8 +116,11 @@ struct Server::Impl {
   std::once_flag json_vocabulary_made;
   std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
   llm::ChatFamily chat_family = llm::ChatFamily::None;
-  int64_t context = 0;  // the most tokens a prompt plus its completion may hold
-  std::unique_ptr<llm::ContinuousBatcher> batcher;
+  int64_t context = 0;                              // the most tokens a prompt plus its completion may hold
+  std::unique_ptr<llm::ContinuousBatcher> batcher;  // (null, as session, gen and tok, when --model is an encoder)
+  std::unique_ptr<llm::Embedder> embedder;          // /v1/embeddings (null: none)
+  std::string embedding_model_name;
+  size_t most_input_bytes = 0;  // an embedding input of more text than this cannot fit the encoder's max_tokens
   httplib::Server http;
   int listen_socket = -1;
 
@@ -152,6 +156,25 @@ struct Server::Impl {
   std::atomic<int64_t> prefix_hits{0}, prefix_misses{0}, reused_tokens{0};  // (the batcher's, copied after each step)
 
   explicit Impl(const ServerOptions& o) : opt(o) {
+    const std::string embedding_path = llm::is_encoder_folder(o.model_path) ? o.model_path : o.embedding_model;
+    if (!embedding_path.empty()) {
+      if (embedding_path == o.model_path && !o.embedding_model.empty())
+        fail("--embedding-model: the --model '", o.model_path, "' is an encoder itself");
+      embedder = std::make_unique<llm::Embedder>(embedding_path, llm::load_session_options(o.decoder));
+      embedding_model_name = embedding_path == o.model_path && !o.model_name.empty()
+                                 ? o.model_name
+                                 : std::filesystem::path(embedding_path).lexically_normal().filename().string();
+      if (embedding_model_name.empty()) embedding_model_name = std::filesystem::path(embedding_path).parent_path().filename().string();
+      // (as a prompt's bound below; an input of token ids is checked by count)
+      most_input_bytes =
+          2 * static_cast<size_t>(embedder->max_tokens()) * std::max<size_t>(embedder->tokenizer().longest_token_bytes(), 1) + 4096;
+    }
+    if (embedding_path == o.model_path) {  // an embeddings server: no decoder, no scheduler
+      model_name = embedding_model_name;
+      most_body_bytes = std::min(o.max_body_bytes, kMaxEmbeddingInputs * 6 * most_input_bytes + 65536);
+      routes();
+      return;
+    }
     const llm::ModelFiles files = llm::resolve_model(o.model_path);
     model_name = !o.model_name.empty() ? o.model_name : std::filesystem::path(files.dir).filename().string();
     cfg = llm::read_model_config(files.dir);
@@ -170,6 +193,7 @@ struct Server::Impl {
     // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
     most_prompt_bytes = 2 * static_cast<size_t>(max_prompt) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
     most_body_bytes = 6 * most_prompt_bytes + 65536;
+    if (embedder) most_body_bytes = std::max(most_body_bytes, kMaxEmbeddingInputs * 6 * most_input_bytes + 65536);
     batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk, o.prefix_cache);
     routes();
   }
@@ -381,6 +405,9 @@ struct Server::Impl {
   // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
   int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
   std::string body_too_large() const {
+    if (!batcher && opt.max_body_bytes > most_body_bytes)
+      return "the request body is larger than " + std::to_string(most_body_bytes) + " bytes, more than " +
+             std::to_string(kMaxEmbeddingInputs) + " inputs of " + std::to_string(embedder->max_tokens()) + " tokens can need";
     if (opt.max_body_bytes <= most_body_bytes)
       return "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes (--max-body)";
     return "the request body is larger than " + std::to_string(most_body_bytes) + " bytes, more than a prompt of " +
@@ -461,6 +488,7 @@ struct Server::Impl {
     int64_t prompt_len = 0;
     std::shared_ptr<Exchange> ex;
     try {
+      if (!batcher) throw ApiError(400, "the model '" + model_name + "' is an encoder: this server answers /v1/embeddings only", "model");
       r = parse_completion_request(req.body, chat);
       if (r.model.empty()) r.model = model_name;
       ex = submit(r, prompt_len);
@@ -572,6 +600,61 @@ struct Server::Impl {
         });
   }
 
+  static constexpr size_t kMaxEmbeddingInputs = 2048;  // inputs a request may hold (OpenAI's limit)
+
+  // /v1/embeddings on this HTTP thread: tokenized, checked against the encoder's max_tokens (refused, never
+  // truncated), run in padded batches, pooled.
+  void embeddings(const httplib::Request& req, httplib::Response& res) {
+    const std::string endpoint = "/v1/embeddings";
+    try {
+      if (!embedder)
+        throw ApiError(400, "this server has no embedding model: start it with --embedding-model FOLDER (a sentence-transformers encoder)",
+                       "model");
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (stopping) throw shutting_down();
+      }
+      EmbeddingRequest r = parse_embedding_request(req.body);
+      if (r.model.empty()) r.model = embedding_model_name;
+      if (r.dimensions && *r.dimensions != embedder->dimensions())
+        throw ApiError(400,
+                       "'dimensions' " + std::to_string(*r.dimensions) + ": this model's embeddings have " +
+                           std::to_string(embedder->dimensions()) + " (tern does not shorten them)",
+                       "dimensions");
+      const int64_t most = embedder->max_tokens();
+      auto too_long = [&](size_t i, const std::string& what) {
+        ApiError e(400,
+                   "This model's maximum context length is " + std::to_string(most) + " tokens; input " + std::to_string(i) + " " + what,
+                   "input", "context_length_exceeded");
+        e.limit = "context_length";
+        return e;
+      };
+      std::vector<std::vector<int64_t>> rows;
+      int64_t tokens = 0;
+      for (size_t i = 0; i < r.inputs.size(); ++i) {
+        const PromptInput& in = r.inputs[i];
+        if (!in.is_ids && in.text.size() > most_input_bytes) throw too_long(i, "has " + std::to_string(in.text.size()) + " bytes");
+        rows.push_back(in.is_ids ? in.ids : embedder->encode(in.text));
+        if (static_cast<int64_t>(rows.back().size()) > most) throw too_long(i, "has " + std::to_string(rows.back().size()) + " tokens");
+        tokens += static_cast<int64_t>(rows.back().size());
+      }
+      std::vector<std::vector<float>> vectors;
+      try {
+        vectors = embedder->embed(rows);
+      } catch (const Error& e) {  // token ids outside the vocabulary
+        throw ApiError(400, e.what(), "input");
+      }
+      res.set_content(to_wire(embedding_response(r, r.model, vectors, tokens)), "application/json");
+      count_request(endpoint, 200);
+      std::lock_guard<std::mutex> m(metrics_mu);
+      prompt_tokens += tokens;
+    } catch (const ApiError& e) {
+      reply_error(res, endpoint, e);
+    } catch (const Error& e) {  // the tokenizer failing on this text
+      reply_error(res, endpoint, ApiError(400, e.what(), "input"));
+    }
+  }
+
   std::string metrics_text() {
     std::ostringstream o;
     std::lock_guard<std::mutex> m(metrics_mu);
@@ -632,8 +715,19 @@ struct Server::Impl {
     return "";
   }
 
-  json model_object() const {
-    return {{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}};
+  // The models /v1/models lists: the decoder (unless the server serves embeddings only), the embedding model.
+  json model_objects() const {
+    json list = json::array();
+    if (batcher)
+      list.push_back({{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}});
+    if (embedder)
+      list.push_back({{"id", embedding_model_name},
+                      {"object", "model"},
+                      {"created", unix_now()},
+                      {"owned_by", "tern"},
+                      {"context_length", embedder->max_tokens()},
+                      {"dimensions", embedder->dimensions()}});
+    return list;
   }
 
   void routes() {
@@ -655,16 +749,22 @@ struct Server::Impl {
       count_request("/health", 200);
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(to_wire({{"object", "list"}, {"data", json::array({model_object()})}}), "application/json");
+      res.set_content(to_wire({{"object", "list"}, {"data", model_objects()}}), "application/json");
       count_request("/v1/models", 200);
     });
     http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.matches[1] != model_name) {
-        ApiError e(404, "The model '" + req.matches[1].str() + "' does not exist (this server serves '" + model_name + "')", "model");
-        e.code = "model_not_found";
-        return reply_error(res, "/v1/models/{id}", e);
+      std::string served;
+      for (const json& m : model_objects()) {
+        if (m["id"] == req.matches[1].str()) {
+          res.set_content(to_wire(m), "application/json");
+          count_request("/v1/models/{id}", 200);
+          return;
+        }
+        served += (served.empty() ? "'" : ", '") + m["id"].get<std::string>() + "'";
       }
-      res.set_content(to_wire(model_object()), "application/json");
+      ApiError e(404, "The model '" + req.matches[1].str() + "' does not exist (this server serves " + served + ")", "model");
+      e.code = "model_not_found";
+      return reply_error(res, "/v1/models/{id}", e);
       count_request("/v1/models/{id}", 200);
     });
     // --api-key: checked before routing (a preflight carries no credentials, /health is for load balancers).
@@ -702,6 +802,7 @@ struct Server::Impl {
     http.Get("/metrics",
              [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
+    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { embeddings(req, res); });
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
@@ -743,9 +844,13 @@ bool Server::run() {
   // Debian's compiled cpp-httplib listens with a backlog of 5: of 200 connections at once, the ones past it were
   // reset. listen() again on the bound socket sets the kernel's largest (net.core.somaxconn).
   if (s.listen_socket >= 0) ::listen(s.listen_socket, SOMAXCONN);
-  s.scheduler = std::thread([&s] { s.schedule(); });
-  std::cerr << "tern serve: " << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context
-            << (s.opt.api_key.empty() ? "" : ", API key required") << "), listening on http://" << s.opt.host << ":" << port << std::endl;
+  if (s.batcher) s.scheduler = std::thread([&s] { s.schedule(); });
+  std::cerr << "tern serve: ";
+  if (s.batcher) std::cerr << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << ")";
+  if (s.embedder)
+    std::cerr << (s.batcher ? ", " : "") << "embeddings " << s.embedding_model_name << " (" << s.embedder->dimensions() << " dimensions, "
+              << s.embedder->max_tokens() << " tokens)";
+  std::cerr << (s.opt.api_key.empty() ? "" : ", API key required") << ", listening on http://" << s.opt.host << ":" << port << std::endl;
   // (returns once stop() closed the socket and every handler returned: each waits for its request's answer,
   // which the scheduler gives within the grace period)
   s.http.listen_after_bind();
@@ -754,7 +859,7 @@ bool Server::run() {
     if (!s.stopping) s.stopping = true, s.stop_by = Clock::now();  // (the listener ended on its own)
   }
   s.wake.notify_all();
-  s.scheduler.join();
+  if (s.scheduler.joinable()) s.scheduler.join();
   return true;
 }
 

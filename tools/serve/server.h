@@ -1,7 +1,8 @@
 // tern serve: the OpenAI HTTP API (tools/serve/openai_api.h) over continuous batching
 // (llm/continuous_batch.h). HTTP threads (cpp-httplib) parse, tokenize and check a request, then queue
 // its sequences; one scheduler thread owns the session and runs a step for every active row, handing
-// each new token back to its request, which streams it (server-sent events) or collects it.
+// each new token back to its request, which streams it (server-sent events) or collects it. Embeddings
+// (llm/embedder.h) run on the HTTP thread of their request: an encoder session takes concurrent runs.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,7 +13,9 @@
 namespace tern::serve {
 
 struct ServerOptions {
-  std::string model_path;  // a model folder or .onnx file
+  std::string model_path;  // a model folder or .onnx file; an encoder folder (llm::is_encoder_folder): embeddings only
+  // An encoder folder (sentence-transformers' layout) beside the decoder, for /v1/embeddings ("": none).
+  std::string embedding_model;
   std::string model_name;  // the id /v1/models lists ("" : the folder's name)
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (printed)

@@ -24,6 +24,7 @@ int serve(int argc, char** argv) {
   serve::ServerOptions o;
   o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
   o.model_name = f.get("model-name", "");
+  o.embedding_model = f.get("embedding-model", "");
   o.host = f.get("host", "127.0.0.1");
   o.port = static_cast<int>(f.get_int("port", 8080, 0));
   if (o.port > 65535) fail("--port ", o.port, ": at most 65535");
