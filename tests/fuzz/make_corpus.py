@@ -232,7 +232,8 @@ def seeds():
             ("completion", 0, {"model": "m", "prompt": "Once upon", "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "stop": ["\n", "END"], "seed": 3}),
             ("completion_stream", 0, {"prompt": ["x"], "stream": True, "stream_options": {"include_usage": True}, "n": 2, "echo": True}),
             ("chat", 1, {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
-                         "max_completion_tokens": 8, "temperature": 0, "logprobs": False, "response_format": {"type": "text"}})]:
+                         "max_completion_tokens": 8, "temperature": 0, "logprobs": False, "response_format": {"type": "text"}}),
+            ("embeddings", 2, {"model": "m", "input": ["Once upon", [101, 7592, 102]], "encoding_format": "base64"})]:
         yield "serve_request", name + ".json", bytes([chat]) + json.dumps(body).encode()
 
 
@@ -244,7 +245,7 @@ def bad_inputs():
     ident = [helper.make_node("Identity", ["x"], ["y"])]
     yield "onnx_model", "empty.onnx", b"", "has no graph"
     # one unbroken 65,535-letter word through each real tokenizer: merged in O(n log n), back whole (issue 51)
-    for pick in range(6):
+    for pick in range(7):
         yield "tokenizer_long_word", f"{pick}_64k_letters.bin", bytes([pick, 0xFF, 0xFF]) + b"zQxJkVbPwYmFgHcLdTsRnEaOiUy", "(no error)"
     yield "onnx_model", "truncated.onnx", good[: len(good) // 2], "is not a valid ONNX model (truncated or corrupt protobuf)"
     yield "onnx_model", "garbage.onnx", bytes(range(256)) * 4, "is not a valid ONNX model"
@@ -340,7 +341,8 @@ def bad_inputs():
     for name, data, err in [
             ("not_json.json", b"{\"model\": ", "is not valid JSON"),
             ("no_model.json", b"{}", "key 'model' not found"),
-            ("wordpiece.json", b'{"model":{"type":"WordPiece","vocab":{}}}', "model type WordPiece"),
+            ("wordpiece.json", b'{"model":{"type":"WordPiece","vocab":{}}}', "a WordPiece model needs its unk_token in the vocabulary"),
+            ("unigram.json", b'{"model":{"type":"Unigram","vocab":[]}}', "model type Unigram"),
             ("vocab_id_string.json", b'{"model":{"type":"BPE","vocab":{"a":"zero"},"merges":[]}}', "the id of 'a' must be an integer, not \"zero\""),
             ("vocab_id_negative.json", b'{"model":{"type":"BPE","vocab":{"a":-1},"merges":[]}}', "token id -1"),
             ("vocab_id_huge.json", b'{"model":{"type":"BPE","vocab":{"a":9000000000000},"merges":[]}}', "token id 9000000000000"),
