@@ -364,6 +364,53 @@ for i in range(1, 26):
 assert objects == 100, objects
 print(f"serve: json_object: {objects} choices at temperature 1, every one a JSON object")
 EOF
+# response_format json_schema: 100 more choices at temperature 1 (25 requests of n=4, three schemas in turn: nested
+# objects through $defs, an array of enums with bounds, a nullable union), each one its schema takes — Python's
+# jsonschema the judge (in the openai client's venv; without it, only parsed here).
+cat > "$work/schemas.json" <<'EOF'
+[{"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}, "pet": {"$ref": "#/$defs/Pet"}},
+  "required": ["name", "age", "pet"], "additionalProperties": false,
+  "$defs": {"Pet": {"type": "object", "properties": {"kind": {"enum": ["cat", "dog"]}, "legs": {"type": "number"}},
+                    "required": ["kind", "legs"], "additionalProperties": false}}},
+ {"type": "object", "properties": {"colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 3},
+                                   "ok": {"type": "boolean"}}, "required": ["colors", "ok"], "additionalProperties": false},
+ {"type": "object", "properties": {"note": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "count": {"type": "integer"}},
+  "required": ["note"]}]
+EOF
+for i in $(seq 1 25); do
+  python3 -c "
+import json, sys
+schema = json.load(open(sys.argv[1]))[int(sys.argv[2]) % 3]
+print(json.dumps({'messages': [{'role': 'user', 'content': 'Item %s as JSON.' % sys.argv[2]}], 'n': 4, 'temperature': 1, 'max_tokens': 64,
+                  'response_format': {'type': 'json_schema', 'json_schema': {'name': 's', 'schema': schema, 'strict': True}}}))" \
+    "$work/schemas.json" "$i" > "$work/schema_request$i"
+  curl -s -o "$work/schema$i" -H 'Content-Type: application/json' --data-binary @"$work/schema_request$i" "$url/v1/chat/completions" &
+  [ $((i % 8)) = 0 ] && wait_jobs
+done
+wait_jobs
+judge=python3
+"$py" -c "import jsonschema" 2>/dev/null && judge=$py
+"$judge" - "$work" <<'EOF'
+import json, sys
+try:
+    import jsonschema
+except ImportError:
+    jsonschema = None
+schemas = json.load(open(f"{sys.argv[1]}/schemas.json"))
+valid = 0
+for i in range(1, 26):
+    body = json.load(open(f"{sys.argv[1]}/schema{i}"))
+    assert "choices" in body, body
+    for c in body["choices"]:
+        value = json.loads(c["message"]["content"])
+        assert isinstance(value, dict), c
+        if jsonschema:
+            jsonschema.validate(value, schemas[i % 3])
+        valid += 1
+assert valid == 100, valid
+print(f"serve: json_schema: {valid} choices at temperature 1, " +
+      ("every one valid against its schema (jsonschema)" if jsonschema else "every one a JSON object (no jsonschema here to judge more)"))
+EOF
 kill -TERM "$server_pid"; wait "$server_pid"
 
 # --api-key (here from $TERN_API_KEY): 401 without the key or with another, 200 with it, /health open; --cors-origin: a

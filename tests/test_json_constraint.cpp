@@ -1,6 +1,8 @@
-// Constrained decoding to a JSON object (llm/json_constraint.h): the byte automaton against hand-checked documents,
-// and sequences sampled from random logits through a real vocabulary's mask — every one a whole JSON object
-// (nlohmann's parser is the judge) within its token budget.
+// Constrained decoding to a JSON object (llm/json_constraint.h), with or without a JSON Schema (llm/json_schema.h):
+// the byte automaton against hand-checked documents, and sequences sampled from random logits through a real
+// vocabulary's mask — every one a whole JSON object (nlohmann's parser is the judge) within its token budget, and
+// under a schema one it takes (checked field by field here; tests/serve/openai_client.py has Python's jsonschema
+// judge the server's).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "core/error.h"
 #include "llm/json_constraint.h"
 #include "llm/sampler.h"
 #include "llm/tokenizer.h"
@@ -16,8 +19,8 @@ using namespace tern::llm;
 
 namespace {
 // Feeds the text byte by byte: how many bytes it took, and whether the object is whole.
-std::pair<size_t, bool> run(const std::string& text) {
-  JsonGrammar g;
+std::pair<size_t, bool> run(const std::string& text, const JsonSchema* schema = nullptr) {
+  JsonGrammar g(schema);
   size_t n = 0;
   while (n < text.size() && g.feed(static_cast<unsigned char>(text[n]))) ++n;
   return {n, g.complete()};
@@ -128,5 +131,140 @@ TEST_CASE("JsonConstraint: sequences sampled from random logits through a real v
     }
     MESSAGE(std::string(model), ": the vocabulary's table in ", table_s, " s; a step's mask ", 1000 * mask_s / static_cast<double>(masks),
             " ms");
+  }
+}
+
+namespace {
+// A schema as structured-output clients send one (Pydantic's shape: $defs, a nullable field, an enum).
+const char* kPersonSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "a name"},
+    "age": {"type": "integer"},
+    "color": {"enum": ["red", "green", "blue"]},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    "pet": {"$ref": "#/$defs/Pet"},
+    "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}
+  },
+  "required": ["name", "age", "color"],
+  "additionalProperties": false,
+  "$defs": {"Pet": {"type": "object", "properties": {"kind": {"const": "cat"}, "legs": {"type": "number"}},
+                    "required": ["kind"], "additionalProperties": false}}
+})";
+
+// What the schema above asks, checked by hand: the judge of the sampled objects.
+void check_person(const nlohmann::json& p) {
+  REQUIRE(p.is_object());
+  for (const auto& [k, v] : p.items()) {
+    CAPTURE(k);
+    if (k == "name") CHECK(v.is_string());
+    else if (k == "age") CHECK(v.is_number_integer());
+    else if (k == "color") CHECK((v == "red" || v == "green" || v == "blue"));
+    else if (k == "tags")
+      CHECK((v.is_array() && v.size() <= 3 && std::all_of(v.begin(), v.end(), [](const auto& t) { return t.is_string(); })));
+    else if (k == "pet")
+      CHECK((v.is_object() && v.value("kind", "") == "cat" && (!v.contains("legs") || v["legs"].is_number()) && v.size() <= 2));
+    else if (k == "note") CHECK((v.is_string() || v.is_null()));
+    else FAIL("a key the schema does not have: ", k);
+  }
+  CHECK((p.contains("name") && p.contains("age") && p.contains("color")));
+}
+}  // namespace
+
+TEST_CASE("JsonGrammar with a schema: types, keys, required, enums, array lengths and $refs, byte by byte") {
+  const JsonSchema person(nlohmann::json::parse(kPersonSchema));
+  auto takes = [&](const std::string& text) { return run(text, &person) == std::pair<size_t, bool>{text.size(), true}; };
+  auto stops_at = [&](const std::string& text) { return run(text, &person).first; };
+  CHECK(takes(R"({"name": "Ann", "age": 7, "color": "red"})"));
+  CHECK(takes(R"({"color":"blue","age":-12,"name":"","tags":["a","b"],"pet":{"kind":"cat","legs":3.5},"note":null})"));
+  CHECK(takes(R"({"name": "x", "age": 1, "color": "green", "note": "n"})"));
+  CHECK(stops_at(R"({"nam": 1)") == 5);                                 // no key begins "nam" and ends there
+  CHECK(stops_at(R"({"name": 5)") == 9);                                // name is a string
+  CHECK(stops_at(R"({"name": "a", "age": 1.5)") == 22);                 // age is an integer: no '.'
+  CHECK(stops_at(R"({"name": "a", "age": 1, "color": "rose")") == 35);  // "ro" matches no color
+  CHECK(stops_at(R"({"name": "a", "age": 1})") == 22);                  // color is required: no '}'
+  CHECK(stops_at(R"({"name": "a", "name")") == 16);                     // a key written twice ('n' may begin "note")
+  CHECK(stops_at(R"({"extra": 1})") == 2);                              // additionalProperties false
+  CHECK(stops_at(R"({"tags": ["a", "b", "c", "d"]})") == 23);           // maxItems 3: no ',' after the third
+  CHECK(stops_at(R"({"pet": {"kind": "dog"})") == 18);                  // const "cat"
+  CHECK(stops_at(R"({"note": true})") == 9);                            // a string or null
+  CHECK(stops_at(R"({"color": "red")") == 15);                          // (the byte after is what fails; here the text ran out)
+  // The fewest bytes to close count the required keys still missing.
+  JsonGrammar g(&person);
+  REQUIRE(g.feed("{"));
+  CHECK(g.closing_bytes() >= static_cast<int>(std::string(R"("name":"","age":0,"color":"red"})").size()));
+  REQUIRE(g.feed(R"("name":"","age":0,"color":"red")"));
+  CHECK(g.closing_bytes() == 1);
+  // Schemas outside the supported subset are refused, naming the keyword and its place.
+  auto refusal = [](const char* schema) {
+    try {
+      JsonSchema s(nlohmann::json::parse(schema));
+    } catch (const tern::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})") ==
+        "json_schema: keyword 'pattern' at '/properties/a' is not supported (tern constrains type, properties, required, "
+        "additionalProperties, items, minItems, maxItems, enum, const, anyOf and $ref)");
+  CHECK(refusal(R"({"type": "array"})") == "json_schema: the top level must be an object (type: object), as response formats ask");
+  CHECK(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}})") ==
+        "json_schema: '$ref' at '/properties/a' names #/$defs/B: tern resolves #/$defs/NAME and #/definitions/NAME of the same schema");
+  CHECK(refusal(R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"enum": ["x"]}]}}})").find("begin alike") !=
+        std::string::npos);
+  // A recursive schema: nesting bounded by the grammar's depth.
+  const JsonSchema tree(nlohmann::json::parse(
+      R"({"$ref": "#/$defs/T", "$defs": {"T": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}, "additionalProperties": false}}})"));
+  CHECK(run(R"({"kids": [{"kids": []}, {}]})", &tree) == std::pair<size_t, bool>{28, true});
+  CHECK(run(R"({"kids": [{"kid": 1}]})", &tree).first == 15);
+}
+
+TEST_CASE("JsonConstraint with a schema: objects sampled from random logits through a real vocabulary take the schema") {
+  const auto schema = std::make_shared<const JsonSchema>(nlohmann::json::parse(kPersonSchema));
+  for (const char* model : {"default", "smollm2-135m-instruct"}) {
+    const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/" + model;
+    std::unique_ptr<Tokenizer> tok;
+    try {
+      tok = load_tokenizer(dir);
+    } catch (const std::exception& e) {
+      MESSAGE(model, " skipped: ", e.what(), " (scripts/get-models.sh fetches it)");
+      continue;
+    }
+    CAPTURE(model);
+    auto vocab = std::make_shared<const JsonVocabulary>(*tok);
+    const auto V = static_cast<int64_t>(vocab->bytes.size());
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> noise(0.0f, 8.0f);
+    std::vector<float> logits(static_cast<size_t>(V));
+    double mask_s = 0;
+    int64_t masks = 0;
+    const int sequences = std::string(model) == "default" ? 24 : 6;
+    for (int seq = 0; seq < sequences; ++seq) {
+      CAPTURE(seq);
+      const int64_t budget = 60 + (seq * 13) % 80;
+      JsonConstraint c(vocab, schema);
+      SamplingOptions so;
+      so.greedy = false;
+      so.seed = static_cast<uint64_t>(seq);
+      Sampler sampler(so);
+      std::vector<int64_t> ids;
+      for (int64_t step = 0; step < budget && !c.complete(); ++step) {
+        for (float& l : logits) l = noise(rng);
+        const auto m0 = std::chrono::steady_clock::now();
+        const int64_t left = c.mask(logits.data(), V, budget - step);
+        mask_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count(), ++masks;
+        if (left == 0) FAIL("no token can come after '", tok->decode(ids), "' with ", budget - step, " left");
+        const int64_t t = sampler.next(logits.data(), V, ids);
+        c.accept(t);
+        ids.push_back(t);
+      }
+      CHECK(c.complete());
+      const std::string text = tok->decode(ids);
+      CAPTURE(text);
+      nlohmann::json parsed;
+      REQUIRE_NOTHROW(parsed = nlohmann::json::parse(text));
+      check_person(parsed);
+    }
+    MESSAGE(std::string(model), ": a step's mask under the schema ", 1000 * mask_s / static_cast<double>(masks), " ms");
   }
 }

@@ -18,6 +18,7 @@ constexpr uint8_t kMostSpaces = 16;
 
 bool JsonGrammar::value_start(unsigned char c) {
   if (depth_ == 0 && c != '{') return false;  // (json_object: the top level is an object)
+  if (!schema_value_start(c)) return false;
   switch (c) {
     case '{':
     case '[':
@@ -40,6 +41,7 @@ bool JsonGrammar::value_start(unsigned char c) {
 
 bool JsonGrammar::close(unsigned char c) {
   if (depth_ == 0 || c != (stack_[depth_ - 1] == '{' ? '}' : ']')) return false;
+  if (!schema_close(c)) return false;
   --depth_;
   mode_ = depth_ == 0 ? Mode::Done : Mode::AfterValue;
   return true;
@@ -49,26 +51,146 @@ bool JsonGrammar::after_value(unsigned char c) {
   if (is_space(c)) return spaces_ < kMostSpaces && ++spaces_;
   if (c == ',') {
     mode_ = stack_[depth_ - 1] == '{' ? Mode::Key : Mode::Value;
-    return true;
+    return schema_comma();
   }
   return close(c);
 }
 
+bool JsonGrammar::schema_value_start(unsigned char c) {
+  if (!schema_) return true;
+  int node = JsonSchema::kRoot;
+  if (depth_ > 0 && stack_[depth_ - 1] == '[') {
+    Frames::Frame& array = frames_.f[frames_.n - 1];
+    const JsonSchema::Node& a = schema_->node(array.node);
+    if (array.count >= a.max_items) return false;
+    ++array.count;
+    node = a.items;
+  } else if (depth_ > 0) {
+    node = value_node_;
+  }
+  const JsonSchema::Node& n = schema_->node(node);
+  const uint8_t kind = c == '{'                  ? JsonSchema::kObject
+                       : c == '['                ? JsonSchema::kArray
+                       : c == '"'                ? JsonSchema::kString
+                       : c == '-' || is_digit(c) ? JsonSchema::kNumber | JsonSchema::kInteger
+                       : c == 't' || c == 'f'    ? JsonSchema::kBoolean
+                       : c == 'n'                ? JsonSchema::kNull
+                                                 : 0;
+  if (!(n.types & kind)) return false;
+  node_ = static_cast<uint16_t>(node);
+  integer_only_ = (kind & JsonSchema::kInteger) && !(n.types & JsonSchema::kNumber);
+  if (c == '{' || c == '[') {
+    if (frames_.n >= kMaxDepth) return false;
+    frames_.f[frames_.n++] = {0, static_cast<uint16_t>(node), 0};
+    return true;
+  }
+  literal_check_ = !n.literals.empty();
+  if (!literal_check_) return true;
+  candidates_ = n.literals.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << n.literals.size()) - 1;
+  matched_ = 0;
+  return schema_literal_byte(c);
+}
+
+bool JsonGrammar::schema_literal_byte(unsigned char c) {
+  const auto& literals = schema_->node(node_).literals;
+  for (uint64_t left = candidates_; left; left &= left - 1) {
+    const int i = __builtin_ctzll(left);
+    const std::string& l = literals[static_cast<size_t>(i)];
+    if (matched_ >= l.size() || static_cast<unsigned char>(l[matched_]) != c) candidates_ &= ~(uint64_t{1} << i);
+  }
+  ++matched_;
+  return candidates_ != 0;
+}
+
+bool JsonGrammar::schema_value_end() {
+  if (!schema_) return true;
+  integer_only_ = false;
+  if (!literal_check_) return true;
+  literal_check_ = false;
+  const auto& literals = schema_->node(node_).literals;
+  for (uint64_t left = candidates_; left; left &= left - 1)
+    if (literals[static_cast<size_t>(__builtin_ctzll(left))].size() == matched_) return true;
+  return false;
+}
+
+bool JsonGrammar::begin_key() {
+  mode_ = Mode::String, key_ = true;
+  if (!schema_) return true;
+  const Frames::Frame& object = frames_.f[frames_.n - 1];
+  const JsonSchema::Node& n = schema_->node(object.node);
+  const size_t count = n.properties.size();
+  const uint64_t all = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+  // (other keys allowed: a used name is matched too, so that writing it again is refused when it closes)
+  candidates_ = n.additional ? all : all & ~object.used;
+  matched_ = 0;
+  return candidates_ != 0 || n.additional;
+}
+
+bool JsonGrammar::schema_key_byte(unsigned char c, bool closing) {
+  Frames::Frame& object = frames_.f[frames_.n - 1];
+  const JsonSchema::Node& n = schema_->node(object.node);
+  if (closing) {
+    for (uint64_t left = candidates_; left; left &= left - 1) {
+      const int i = __builtin_ctzll(left);
+      if (n.properties[static_cast<size_t>(i)].first.size() != matched_) continue;
+      if (object.used >> i & 1) return false;  // (a key written twice)
+      object.used |= uint64_t{1} << i;
+      value_node_ = static_cast<uint16_t>(n.properties[static_cast<size_t>(i)].second);
+      return true;
+    }
+    value_node_ = JsonSchema::kAnyNode;
+    return n.additional;
+  }
+  for (uint64_t left = candidates_; left; left &= left - 1) {
+    const int i = __builtin_ctzll(left);
+    const std::string& name = n.properties[static_cast<size_t>(i)].first;
+    if (matched_ >= name.size() || static_cast<unsigned char>(name[matched_]) != c) candidates_ &= ~(uint64_t{1} << i);
+  }
+  if (matched_ < UINT16_MAX) ++matched_;
+  return candidates_ != 0 || n.additional;
+}
+
+bool JsonGrammar::schema_close(unsigned char c) {
+  if (!schema_) return true;
+  const Frames::Frame& top = frames_.f[frames_.n - 1];
+  const JsonSchema::Node& n = schema_->node(top.node);
+  if (c == '}' && (n.required & ~top.used)) return false;  // a required key is missing
+  if (c == ']' && top.count < n.min_items) return false;
+  --frames_.n;
+  return true;
+}
+
+bool JsonGrammar::schema_comma() const {
+  if (!schema_) return true;
+  const Frames::Frame& top = frames_.f[frames_.n - 1];
+  const JsonSchema::Node& n = schema_->node(top.node);
+  if (stack_[depth_ - 1] == '[') return top.count < n.max_items;
+  const size_t count = n.properties.size();
+  const uint64_t all = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+  return n.additional || (all & ~top.used) != 0;  // (another key must be possible)
+}
+
 bool JsonGrammar::feed(unsigned char c) {
   const JsonGrammar before = *this;
+  if (step(c)) return true;
+  *this = before;
+  return false;
+}
+
+bool JsonGrammar::step(unsigned char c) {
   const bool spaced = mode_ != Mode::String && mode_ != Mode::Escape && mode_ != Mode::Hex && is_space(c);
   if (!spaced) spaces_ = 0;
   bool ok = false;
   switch (mode_) {
     case Mode::Value: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : value_start(c); break;
-    case Mode::FirstKey:
-      ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' ? (mode_ = Mode::String, key_ = true) : close(c);
-      break;
-    case Mode::Key: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' && (mode_ = Mode::String, key_ = true); break;
+    case Mode::FirstKey: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' ? begin_key() : close(c); break;
+    case Mode::Key: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' && begin_key(); break;
     case Mode::Colon: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == ':' && (mode_ = Mode::Value, true); break;
     case Mode::AfterValue: ok = after_value(c); break;
     case Mode::FirstItem: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == ']' ? close(c) : value_start(c); break;
     case Mode::String:
+      if (schema_ && key_ && !schema_key_byte(c, utf8_left_ == 0 && c == '"')) return false;
+      if (schema_ && !key_ && literal_check_ && !schema_literal_byte(c)) return false;
       if (utf8_left_ > 0) {  // (RFC 3629's ranges: no overlong forms, surrogates or code points past U+10FFFF)
         ok = c >= utf8_lo_ && c <= utf8_hi_;
         --utf8_left_, utf8_lo_ = 0x80, utf8_hi_ = 0xBF;
@@ -80,57 +202,67 @@ bool JsonGrammar::feed(unsigned char c) {
       } else {
         if (c == '"') mode_ = key_ ? Mode::Colon : Mode::AfterValue;
         else if (c == '\\') mode_ = Mode::Escape;
-        ok = c >= 0x20;
+        ok = c >= 0x20 && (c != '"' || key_ || schema_value_end());
       }
       break;
     case Mode::Escape:
+      if (schema_ && key_ && !schema_key_byte(c, false)) return false;
+      if (schema_ && !key_ && literal_check_ && !schema_literal_byte(c)) return false;
       if (c == 'u') mode_ = Mode::Hex, hex_left_ = 4;
       else mode_ = Mode::String;
       ok = c == 'u' || (c != 0 && std::strchr("\"\\/bfnrt", c) != nullptr);
       break;
     case Mode::Hex:
+      if (schema_ && key_ && !schema_key_byte(c, false)) return false;
+      if (schema_ && !key_ && literal_check_ && !schema_literal_byte(c)) return false;
       if (--hex_left_ == 0) mode_ = Mode::String;
       ok = is_hex(c);
       break;
     case Mode::NumberSign:
       mode_ = c == '0' ? Mode::NumberZero : Mode::NumberInt;
-      ok = is_digit(c);
+      ok = is_digit(c) && (!literal_check_ || schema_literal_byte(c));
       break;
     case Mode::NumberDot:  // (a digit must come: the fraction's, or the exponent's after its sign)
     case Mode::NumberESign:
       mode_ = mode_ == Mode::NumberDot ? Mode::NumberFraction : Mode::NumberExponent;
-      ok = is_digit(c);
+      ok = is_digit(c) && (!literal_check_ || schema_literal_byte(c));
       break;
     case Mode::NumberE:
       mode_ = is_digit(c) ? Mode::NumberExponent : Mode::NumberESign;
-      ok = is_digit(c) || c == '+' || c == '-';
+      ok = (is_digit(c) || c == '+' || c == '-') && (!literal_check_ || schema_literal_byte(c));
       break;
     case Mode::NumberZero:
     case Mode::NumberInt:
     case Mode::NumberFraction:
     case Mode::NumberExponent:
       if (is_digit(c) && mode_ != Mode::NumberZero) ok = true;
-      else if (c == '.' && (mode_ == Mode::NumberZero || mode_ == Mode::NumberInt)) ok = (mode_ = Mode::NumberDot, true);
-      else if ((c == 'e' || c == 'E') && mode_ != Mode::NumberExponent) ok = (mode_ = Mode::NumberE, true);
-      else ok = (mode_ = Mode::AfterValue, after_value(c));  // the number ended: c follows it
+      else if (c == '.' && (mode_ == Mode::NumberZero || mode_ == Mode::NumberInt)) ok = !integer_only_ && (mode_ = Mode::NumberDot, true);
+      else if ((c == 'e' || c == 'E') && mode_ != Mode::NumberExponent) ok = !integer_only_ && (mode_ = Mode::NumberE, true);
+      else {  // the number ended: c follows it
+        ok = schema_value_end() && (mode_ = Mode::AfterValue, after_value(c));
+        break;
+      }
+      if (ok && literal_check_) ok = schema_literal_byte(c);
       break;
-    case Mode::Literal:
-      if (c == static_cast<unsigned char>(*literal_) && !*++literal_) mode_ = Mode::AfterValue;
-      ok = c == static_cast<unsigned char>(before.literal_[0]);
+    case Mode::Literal: {
+      const unsigned char expected = static_cast<unsigned char>(*literal_);
+      if (c == expected && !*++literal_) mode_ = Mode::AfterValue;
+      ok = c == expected && (!literal_check_ || schema_literal_byte(c)) && (mode_ != Mode::AfterValue || schema_value_end());
       break;
+    }
     case Mode::Done: ok = false; break;
   }
-  if (!ok) *this = before;
   return ok;
 }
 
 bool JsonGrammar::feed(const std::string& bytes) {
   for (unsigned char c : bytes)
-    if (!feed(c)) return false;
+    if (!step(c)) return false;
   return true;
 }
 
 int JsonGrammar::closing_bytes() const {
+  if (schema_) return schema_closing_bytes();
   const int string_end = key_ ? 3 : 1;  // '"', and after a key ":0"
   int pending = 0;
   switch (mode_) {
@@ -148,6 +280,96 @@ int JsonGrammar::closing_bytes() const {
     default: break;  // a container may close, a number may end, or the object is whole
   }
   return pending + depth_;  // (each open container its closer)
+}
+
+// The same under a schema: the least completion the schema allows — the value in progress at its shortest, then
+// each open container's missing required keys (with a comma, quotes, colon and their least value each), items
+// short of minItems, and its closer. Exact enough that some byte always takes it down by one: a mask that keeps
+// only tokens after which it fits the tokens left then never reaches a state with nothing to choose.
+int JsonGrammar::schema_closing_bytes() const {
+  using Node = JsonSchema::Node;
+  auto least = [&](int node) { return schema_->node(node).min_bytes; };
+  auto key_cost = [&](const Node& n, size_t i) {  // ,"name":value
+    return static_cast<int>(n.properties[i].first.size()) + 4 + least(n.properties[i].second);
+  };
+  auto rest = [&](int d) {  // after its current value
+    const Frames::Frame& fr = frames_.f[static_cast<size_t>(d)];
+    const Node& n = schema_->node(fr.node);
+    if (stack_[static_cast<size_t>(d)] == '[')
+      return 1 + static_cast<int>(std::min<int64_t>(std::max<int64_t>(n.min_items - fr.count, 0), 1 << 12)) * (least(n.items) + 1);
+    int r = 1;
+    for (size_t i = 0; i < n.properties.size(); ++i)
+      if ((n.required >> i & 1) && !(fr.used >> i & 1)) r += key_cost(n, i);
+    return r;
+  };
+  int total = 0;
+  for (int d = 0; d < depth_; ++d) total += rest(d);
+  const bool in_array = depth_ > 0 && stack_[depth_ - 1] == '[';
+  const Frames::Frame* top = depth_ > 0 ? &frames_.f[static_cast<size_t>(depth_ - 1)] : nullptr;
+  const Node* container = top ? &schema_->node(top->node) : nullptr;
+  const bool missing = container && !in_array && (container->required & ~top->used) != 0;
+  switch (mode_) {
+    case Mode::Value:
+      if (depth_ == 0) return least(JsonSchema::kRoot);
+      if (!in_array) return total + least(value_node_);
+      // (after ',' or '[': rest() counted the item with its comma when short of minItems)
+      return total + (top->count < container->min_items ? -1 : least(container->items));
+    case Mode::FirstItem: return total - (top->count < container->min_items ? 1 : 0);
+    case Mode::FirstKey: return total - (missing ? 1 : 0);  // (the first key takes no comma)
+    case Mode::Key: {                                       // after ',': a key must come
+      if (missing) return total - 1;
+      int cheapest = container->additional ? 4 : 1 << 16;  // "":0
+      for (size_t i = 0; i < container->properties.size(); ++i)
+        if (!(top->used >> i & 1)) cheapest = std::min(cheapest, key_cost(*container, i) - 1);
+      return total + cheapest;
+    }
+    case Mode::Colon: return total + 1 + least(value_node_);
+    case Mode::String:
+    case Mode::Escape:
+    case Mode::Hex: {
+      const int in_char = mode_ == Mode::String ? utf8_left_ : mode_ == Mode::Escape ? 1 : hex_left_;
+      if (key_) {  // the key's least ending: a candidate's remaining name, or (other keys allowed) its closing quote
+        int best = container->additional ? in_char + 3 : 1 << 16;  // ":0
+        for (uint64_t left = candidates_; left; left &= left - 1) {
+          const size_t i = static_cast<size_t>(__builtin_ctzll(left));
+          if (top->used >> i & 1) continue;
+          const int own = static_cast<int>(container->properties[i].first.size()) - matched_ + 2 + least(container->properties[i].second);
+          // (a required one is counted in rest() already, at its full cost)
+          best = std::min(best, own - ((container->required >> i & 1) ? key_cost(*container, i) : 0));
+        }
+        return total + best;
+      }
+      if (literal_check_) {
+        int best = 1 << 16;
+        for (uint64_t left = candidates_; left; left &= left - 1)
+          best =
+              std::min(best, static_cast<int>(schema_->node(node_).literals[static_cast<size_t>(__builtin_ctzll(left))].size()) - matched_);
+        return total + best;
+      }
+      return total + in_char + 1;
+    }
+    case Mode::NumberSign:
+    case Mode::NumberDot:
+    case Mode::NumberE:
+    case Mode::NumberESign:
+    case Mode::NumberZero:
+    case Mode::NumberInt:
+    case Mode::NumberFraction:
+    case Mode::NumberExponent: {
+      int own = mode_ == Mode::NumberSign || mode_ == Mode::NumberDot || mode_ == Mode::NumberE || mode_ == Mode::NumberESign ? 1 : 0;
+      if (literal_check_) {
+        own = 1 << 16;
+        for (uint64_t left = candidates_; left; left &= left - 1)
+          own =
+              std::min(own, static_cast<int>(schema_->node(node_).literals[static_cast<size_t>(__builtin_ctzll(left))].size()) - matched_);
+      }
+      return total + own;
+    }
+    case Mode::Literal: return total + static_cast<int>(std::strlen(literal_));
+    case Mode::AfterValue:
+    case Mode::Done: return total;
+  }
+  return total;
 }
 
 JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {

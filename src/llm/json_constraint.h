@@ -10,11 +10,14 @@
 // tokens left can still close the object (JsonGrammar::closing_bytes), so it ends whole within the budget
 // whenever the vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "llm/json_schema.h"
 
 namespace tern::llm {
 
@@ -23,12 +26,18 @@ class Tokenizer;
 class JsonGrammar {
  public:
   static constexpr int kMaxDepth = 32;
+  // With a schema (json_schema.h; it must outlive the grammar), the object must also be one the schema takes:
+  // each value of the type its place asks, keys among its properties, the required ones present, enums and
+  // array lengths kept.
+  explicit JsonGrammar(const JsonSchema* schema = nullptr) : schema_(schema) {}
   // Feeds one byte; false when it cannot continue the text (the grammar is then unchanged).
   bool feed(unsigned char c);
   bool feed(const std::string& bytes);  // every byte, or false (then the grammar is left part-way: feed a copy)
   bool complete() const { return mode_ == Mode::Done; }
-  bool in_text() const { return mode_ == Mode::String && utf8_left_ == 0; }  // inside a string, between characters
-  // The fewest bytes that would make the text a whole JSON object.
+  // Inside a string, between characters, where text leaves the grammar as it is (not a key or an enum's string
+  // under a schema: their bytes are matched).
+  bool in_text() const { return mode_ == Mode::String && utf8_left_ == 0 && !(schema_ && (key_ || literal_check_)); }
+  // The fewest bytes that would make the text a whole JSON object (under a schema, about: its required keys).
   int closing_bytes() const;
 
  private:
@@ -53,9 +62,19 @@ class JsonGrammar {
     Literal,         // in true / false / null (literal_ the rest)
     Done,            // the object is whole
   };
+  bool step(unsigned char c);  // feed() without the undo
   bool value_start(unsigned char c);
   bool after_value(unsigned char c);  // (a value just ended)
   bool close(unsigned char c);
+  // The schema's part (all true without one).
+  bool schema_value_start(unsigned char c);
+  bool begin_key();                                     // a key's opening quote
+  bool schema_key_byte(unsigned char c, bool closing);  // a byte inside a key (closing: its closing quote)
+  bool schema_literal_byte(unsigned char c);            // a byte of a value that must be one of its node's literals
+  bool schema_value_end();                              // a scalar value ended
+  bool schema_close(unsigned char c);
+  bool schema_comma() const;
+  int schema_closing_bytes() const;
   Mode mode_ = Mode::Value;
   bool key_ = false;       // the string is a key
   uint8_t hex_left_ = 0;   // Hex
@@ -65,6 +84,29 @@ class JsonGrammar {
   uint8_t depth_ = 0;                    // open containers
   const char* literal_ = nullptr;        // Literal: the bytes still to come
   std::array<char, kMaxDepth> stack_{};  // '{' or '['
+  // The schema's state: the node the next object value takes (set as its key closes), the node of the scalar
+  // being read, which keys or literals its bytes so far still match and how many bytes that is.
+  const JsonSchema* schema_ = nullptr;
+  uint16_t value_node_ = 0, node_ = 0, matched_ = 0;
+  uint64_t candidates_ = 0;
+  bool literal_check_ = false, integer_only_ = false;
+  // Per open container: its node, the properties written (objects) or items (arrays). Copied only as deep as it
+  // is in use: the mask copies a grammar per token tried.
+  struct Frames {
+    struct Frame {
+      uint64_t used = 0;
+      uint16_t node = 0, count = 0;
+    };
+    Frames() = default;
+    Frames(const Frames& o) : n(o.n) { std::copy_n(o.f.begin(), n, f.begin()); }
+    Frames& operator=(const Frames& o) {
+      n = o.n;
+      std::copy_n(o.f.begin(), n, f.begin());
+      return *this;
+    }
+    uint8_t n = 0;
+    std::array<Frame, kMaxDepth> f;
+  } frames_;
 };
 
 // Every token's bytes as they extend a text (decoded after another token, so SentencePiece's leading space is
@@ -80,7 +122,9 @@ struct JsonVocabulary {
 // One sequence's constraint: its grammar over the tokens chosen so far.
 class JsonConstraint {
  public:
-  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary) : vocab_(std::move(vocabulary)) {}
+  // `schema`: null for any JSON object (json_object), else the object must be one it takes (json_schema).
+  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary, std::shared_ptr<const JsonSchema> schema = nullptr)
+      : vocab_(std::move(vocabulary)), schema_(std::move(schema)), grammar_(schema_.get()) {}
   // Sets the logits of tokens that cannot come next to -inf (of the n logits; tokens past the vocabulary table
   // too); `remaining`: the tokens the sequence may still make. Returns how many are left: 0 ends the sequence.
   int64_t mask(float* logits, int64_t n, int64_t remaining);
@@ -89,6 +133,7 @@ class JsonConstraint {
 
  private:
   std::shared_ptr<const JsonVocabulary> vocab_;
+  std::shared_ptr<const JsonSchema> schema_;
   JsonGrammar grammar_;
   std::vector<char> allowed_;  // per token, this step (kept: a step allocates nothing)
 };

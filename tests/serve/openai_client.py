@@ -111,4 +111,29 @@ assert max(abs(a - b) for a, b in zip(one, golden[0]["embedding"])) < 1e-4
 assert client.models.retrieve(embedding_model).id == embedding_model
 print(f"openai client: embeddings within {worst:.1e} of ONNX Runtime's, base64 and float, text and token ids")
 
-print("openai client: completion, chat, both streamed, embeddings, and a 400 — as tern generate gives them")
+# Structured output as the client's parse() sends it: a Pydantic model turned into a strict json_schema ($defs, an
+# enum from a Literal, a nullable field); the answer parses into the model.
+from typing import Literal, Optional
+
+import pydantic
+
+
+class Pet(pydantic.BaseModel):
+    kind: Literal["cat", "dog"]
+    legs: int
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    pets: list[Pet]
+    note: Optional[str]
+
+
+for seed in range(4):
+    parsed = client.chat.completions.parse(model=model, messages=[{"role": "user", "content": "A person as JSON."}],
+                                           response_format=Person, temperature=1, seed=seed, max_tokens=96)
+    person = parsed.choices[0].message.parsed
+    assert isinstance(person, Person), parsed
+print("openai client: chat.completions.parse(response_format=a Pydantic model) parses into the model, 4 of 4")
+
+print("openai client: completion, chat, both streamed, embeddings, json_schema, and a 400 — as tern generate gives them")

@@ -5,5 +5,5 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 venv="${TERN_SERVE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tern/serve-venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -c "import openai" 2>/dev/null || "$venv/bin/pip" install -q -r "$here/requirements.txt"
+"$venv/bin/python" -c "import openai, jsonschema" 2>/dev/null || "$venv/bin/pip" install -q -r "$here/requirements.txt"
 echo "$venv/bin/python"

@@ -264,11 +264,22 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
   for (const char* k : {"logit_bias", "tools", "tool_choice", "functions", "function_call"}) unsupported_unless_default(body, k);
   if (const json& rf = field(body, "response_format"); !rf.is_null()) {
     const json& type = rf.is_object() ? field(rf, "type") : rf;
-    if (!rf.is_object() || !type.is_string()) bad("response_format", "must be an object {\"type\": \"text\" | \"json_object\"}");
-    if (type == "json_schema") bad("response_format", "json_schema is not supported by tern serve yet (json_object is)");
-    if (type != "text" && type != "json_object")
-      bad("response_format.type", "must be text or json_object, not '" + type.get<std::string>() + "'");
-    r.json_object = type == "json_object";
+    if (!rf.is_object() || !type.is_string())
+      bad("response_format", "must be an object {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+    if (type != "text" && type != "json_object" && type != "json_schema")
+      bad("response_format.type", "must be text, json_object or json_schema, not '" + type.get<std::string>() + "'");
+    r.json_object = type != "text";
+    if (type == "json_schema") {  // {"json_schema": {"name", "schema", "strict", "description"}}: the schema compiled here
+      const json& js = field(rf, "json_schema");
+      if (!js.is_object()) bad("response_format.json_schema", std::string("must be an object with a schema, not ") + type_name(js));
+      if (const json& schema = field(js, "schema"); !schema.is_null()) {
+        try {
+          r.json_schema = std::make_shared<const llm::JsonSchema>(schema);
+        } catch (const Error& e) {
+          bad("response_format.json_schema.schema", std::string("is not one tern can constrain to: ") + e.what());
+        }
+      }
+    }
   }
   return r;
 }

@@ -4,6 +4,7 @@
 // moves the bytes, tests and the fuzzer call these directly.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "llm/chat_template.h"
+#include "llm/json_schema.h"
 #include "llm/model_folder.h"
 
 namespace tern::serve {
@@ -51,7 +53,8 @@ struct CompletionRequest {
   // -1: no logprobs; else each token's log-probability and this many most likely alternatives (chat: logprobs: true
   // and top_logprobs; completions: logprobs: N)
   int64_t logprobs = -1;
-  bool json_object = false;  // response_format {"type": "json_object"}: the text is a JSON object (constrained decoding)
+  bool json_object = false;  // response_format json_object or json_schema: the text is a JSON object (constrained decoding)
+  std::shared_ptr<const llm::JsonSchema> json_schema;  // json_schema's schema, compiled (null: any object)
 };
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.

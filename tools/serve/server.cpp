@@ -112,7 +112,7 @@ struct Server::Impl {
   std::unique_ptr<Session> session;
   std::unique_ptr<llm::Generator> gen;
   std::unique_ptr<llm::Tokenizer> tok;
-  // Every token's bytes for json_object's constraint: made at the first such request (a decode per token), then shared.
+  // Every token's bytes for json_object's and json_schema's constraint: made at the first such request (a decode per token), then shared.
   std::once_flag json_vocabulary_made;
   std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
   llm::ChatFamily chat_family = llm::ChatFamily::None;
@@ -372,7 +372,7 @@ struct Server::Impl {
         }
         if (r.json_object) {
           std::call_once(json_vocabulary_made, [&] { json_vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok); });
-          s.constraint = std::make_shared<llm::JsonConstraint>(json_vocabulary);
+          s.constraint = std::make_shared<llm::JsonConstraint>(json_vocabulary, r.json_schema);
         }
         s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, i, why); };
         s.cancelled = [this, ex] {

@@ -1,0 +1,254 @@
+#include "llm/json_schema.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tern::llm {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_annotation(const std::string& k) {
+  return k == "title" || k == "description" || k == "default" || k == "examples" || k == "format" || k == "$schema" || k == "$id" ||
+         k == "$comment" || k == "$defs" || k == "definitions";
+}
+
+std::string place(const std::string& at) { return at.empty() ? "/" : at; }
+
+uint8_t type_bit(const json& t, const std::string& at) {
+  static const std::pair<const char*, uint8_t> kTypes[] = {{"object", JsonSchema::kObject},   {"array", JsonSchema::kArray},
+                                                           {"string", JsonSchema::kString},   {"number", JsonSchema::kNumber},
+                                                           {"integer", JsonSchema::kInteger}, {"boolean", JsonSchema::kBoolean},
+                                                           {"null", JsonSchema::kNull}};
+  if (t.is_string())
+    for (const auto& [name, bit] : kTypes)
+      if (t == name) return bit;
+  fail("json_schema: 'type' at '", place(at), "' must be object, array, string, number, integer, boolean or null, not ", t.dump());
+}
+
+// The kind of value a literal is (its type bit).
+uint8_t literal_type(const json& v) {
+  if (v.is_string()) return JsonSchema::kString;
+  if (v.is_boolean()) return JsonSchema::kBoolean;
+  if (v.is_null()) return JsonSchema::kNull;
+  if (v.is_number_integer()) return JsonSchema::kInteger | JsonSchema::kNumber;
+  return JsonSchema::kNumber;
+}
+
+// The bytes a value of these types may begin with, as one bit per class: { [ " digit-or-minus t-or-f n.
+uint8_t first_bytes(uint8_t types) {
+  uint8_t b = 0;
+  if (types & JsonSchema::kObject) b |= 1;
+  if (types & JsonSchema::kArray) b |= 2;
+  if (types & JsonSchema::kString) b |= 4;
+  if (types & (JsonSchema::kNumber | JsonSchema::kInteger)) b |= 8;
+  if (types & JsonSchema::kBoolean) b |= 16;
+  if (types & JsonSchema::kNull) b |= 32;
+  return b;
+}
+
+int64_t count_field(const json& v, const char* k, const std::string& at) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) fail("json_schema: '", k, "' at '", place(at), "' must be a non-negative integer");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+JsonSchema::JsonSchema(const json& schema) {
+  root_ = &schema;
+  nodes_.emplace_back();   // kAnyNode
+  compile(schema, "", 0);  // (the first node compiled: kRoot)
+  if (!(nodes_[kRoot].types & kObject) || !nodes_[kRoot].literals.empty())
+    fail("json_schema: the top level must be an object (type: object), as response formats ask");
+  nodes_[kRoot].types = kObject;
+  root_ = nullptr;
+  refs_.clear();
+  // The fewest bytes of each node's value, to a fixed point (recursive schemas reach it from below).
+  for (Node& n : nodes_) n.min_bytes = 1;
+  for (int pass = 0; pass < 64; ++pass) {
+    bool changed = false;
+    for (Node& n : nodes_) {
+      int best = 1 << 16;
+      if (!n.literals.empty()) {
+        for (const auto& l : n.literals) best = std::min(best, static_cast<int>(l.size()));
+      } else {
+        if (n.types & kObject) {
+          int sum = 2;
+          for (size_t i = 0; i < n.properties.size(); ++i)
+            if (n.required >> i & 1)
+              sum += static_cast<int>(n.properties[i].first.size()) + 4 + nodes_[static_cast<size_t>(n.properties[i].second)].min_bytes;
+          best = std::min(best, sum);
+        }
+        if (n.types & kArray) best = std::min<int64_t>(best, 2 + n.min_items * (nodes_[static_cast<size_t>(n.items)].min_bytes + 1));
+        if (n.types & kString) best = std::min(best, 2);
+        if (n.types & (kNumber | kInteger)) best = std::min(best, 1);
+        if (n.types & (kBoolean | kNull)) best = std::min(best, 4);
+      }
+      best = std::min(best, 1 << 16);
+      if (best != n.min_bytes) n.min_bytes = best, changed = true;
+    }
+    if (!changed) break;
+  }
+}
+
+int JsonSchema::resolve(const std::string& ref, const std::string& at, int depth) {
+  for (const auto& [r, node] : refs_)
+    if (r == ref) return node;
+  std::string name;
+  const json* defs = nullptr;
+  for (const char* prefix : {"#/$defs/", "#/definitions/"})
+    if (ref.rfind(prefix, 0) == 0) {
+      name = ref.substr(std::string(prefix).size());
+      const std::string key = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+      if (root_->is_object() && root_->contains(key)) defs = &(*root_)[key];
+    }
+  if (name.empty() || !defs || !defs->is_object() || !defs->contains(name))
+    fail("json_schema: '$ref' at '", place(at), "' names ", ref, ": tern resolves #/$defs/NAME and #/definitions/NAME of the same schema");
+  if (nodes_.size() >= kMostNodes) fail("json_schema: more than ", kMostNodes, " schemas");
+  const int index = static_cast<int>(nodes_.size());
+  nodes_.emplace_back();
+  refs_.emplace_back(ref, index);  // (a reference to it from inside resolves here: recursion)
+  const int body = compile((*defs)[name], ref.substr(1), depth + 1);
+  nodes_[static_cast<size_t>(index)] = nodes_[static_cast<size_t>(body)];
+  return index;
+}
+
+void JsonSchema::merge_any_of(Node& into, const json& branches, const std::string& at, int depth) {
+  if (!branches.is_array() || branches.empty()) fail("json_schema: 'anyOf' at '", place(at), "' must be a non-empty list of schemas");
+  uint8_t types = 0, seen_first = 0;
+  bool any_literals = false;
+  std::vector<int> nodes;
+  for (size_t i = 0; i < branches.size(); ++i) {
+    const int b = compile(branches[i], at + "/anyOf/" + std::to_string(i), depth + 1);
+    nodes.push_back(b);
+    Node& n = nodes_[static_cast<size_t>(b)];
+    if (n.types == kAny && n.literals.empty()) {  // (a branch taking anything: the union takes anything)
+      into = n;
+      return;
+    }
+    // (integer and number both begin with a digit: together, number)
+    const uint8_t first = first_bytes(n.types);
+    if (first & seen_first & ~8)
+      fail("json_schema: 'anyOf' at '", place(at), "': branches ", i,
+           " and an earlier one begin alike (tern decides a branch by the value's first byte)");
+    seen_first |= first;
+    types |= n.types;
+    any_literals |= !n.literals.empty();
+  }
+  into.types = types;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes_[static_cast<size_t>(nodes[i])];
+    if (any_literals) {
+      if (!n.literals.empty()) into.literals.insert(into.literals.end(), n.literals.begin(), n.literals.end());
+      else if (n.types == kNull) into.literals.push_back("null");
+      else if (n.types == kBoolean) into.literals.insert(into.literals.end(), {"true", "false"});
+      else
+        fail("json_schema: 'anyOf' at '", place(at), "' mixes an enum with a branch of other values (only null or boolean may join one)");
+    }
+    if (n.types & kObject) into.properties = n.properties, into.required = n.required, into.additional = n.additional;
+    if (n.types & kArray) into.items = n.items, into.min_items = n.min_items, into.max_items = n.max_items;
+  }
+  if (into.literals.size() > kMostLiterals) fail("json_schema: 'anyOf' at '", place(at), "' has more than ", kMostLiterals, " literals");
+}
+
+int JsonSchema::compile(const json& s, const std::string& at, int depth) {
+  if (depth > 64) fail("json_schema: nested deeper than 64 at '", place(at), "'");
+  if (nodes_.size() >= kMostNodes) fail("json_schema: more than ", kMostNodes, " schemas");
+  if (s.is_boolean()) {
+    if (s.get<bool>()) return kAnyNode;
+    fail("json_schema: false at '", place(at), "' allows no value");
+  }
+  if (!s.is_object()) fail("json_schema: '", place(at), "' must be a schema (an object), not ", s.type_name());
+  if (s.contains("$ref")) {
+    for (const auto& [k, v] : s.items())
+      if (k != "$ref" && !is_annotation(k)) fail("json_schema: '", k, "' beside '$ref' at '", place(at), "' is not supported");
+    if (!s["$ref"].is_string()) fail("json_schema: '$ref' at '", place(at), "' must be a string");
+    return resolve(s["$ref"].get<std::string>(), at, depth);
+  }
+  const int index = static_cast<int>(nodes_.size());
+  nodes_.emplace_back();
+  Node n;
+  bool typed = false, object_words = false, array_words = false;
+  for (const auto& [k, v] : s.items()) {
+    const std::string here = at + "/" + k;
+    if (is_annotation(k)) continue;
+    if (k == "type") {
+      typed = true;
+      n.types = 0;
+      if (v.is_array()) {
+        for (const auto& t : v) n.types |= type_bit(t, at);
+        if (n.types == 0) fail("json_schema: 'type' at '", place(at), "' is an empty list");
+      } else {
+        n.types = type_bit(v, at);
+      }
+    } else if (k == "properties") {
+      object_words = true;
+      if (!v.is_object()) fail("json_schema: 'properties' at '", place(at), "' must be an object");
+      if (v.size() > kMostProperties) fail("json_schema: '", place(at), "' has more than ", kMostProperties, " properties");
+      for (const auto& [name, sub] : v.items()) {
+        for (unsigned char c : name)
+          if (c < 0x20 || c == '"' || c == '\\')
+            fail("json_schema: property name ", json(name).dump(), " at '", place(at), "' holds a quote, backslash or control character");
+        const int child = compile(sub, here + "/" + name, depth + 1);
+        n.properties.emplace_back(name, child);
+      }
+    } else if (k == "required" || k == "additionalProperties") {
+      object_words = true;
+    } else if (k == "items") {
+      array_words = true;
+      if (!v.is_object() && !v.is_boolean())
+        fail("json_schema: 'items' at '", place(at), "' must be one schema (tuples are not supported)");
+      n.items = compile(v, here, depth + 1);
+    } else if (k == "minItems" || k == "maxItems") {
+      array_words = true;
+      (k == "minItems" ? n.min_items : n.max_items) = count_field(v, k.c_str(), at);
+    } else if (k == "enum" || k == "const") {
+      const json values = k == "const" ? json::array({v}) : v;
+      if (!values.is_array() || values.empty()) fail("json_schema: 'enum' at '", place(at), "' must be a non-empty list");
+      if (values.size() > kMostLiterals) fail("json_schema: 'enum' at '", place(at), "' has more than ", kMostLiterals, " values");
+      uint8_t kinds = 0;
+      for (const auto& e : values) {
+        if (e.is_object() || e.is_array())
+          fail("json_schema: '", k, "' at '", place(at), "' holds an object or array (only scalars are supported)");
+        n.literals.push_back(e.dump());
+        kinds |= literal_type(e);
+      }
+      if (!typed) n.types = kinds;
+      else n.types &= kinds;
+    } else if (k == "anyOf") {
+      merge_any_of(n, v, at, depth);
+      typed = true;
+    } else {
+      fail("json_schema: keyword '", k, "' at '", place(at),
+           "' is not supported (tern constrains type, properties, required, additionalProperties, items, minItems, maxItems, enum, "
+           "const, anyOf and $ref)");
+    }
+  }
+  if (s.contains("required")) {
+    const json& r = s["required"];
+    if (!r.is_array()) fail("json_schema: 'required' at '", place(at), "' must be a list of names");
+    for (const auto& name : r) {
+      if (!name.is_string()) fail("json_schema: 'required' at '", place(at), "' holds ", name.dump(), ", not a name");
+      auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == name.get<std::string>(); });
+      if (it == n.properties.end()) {  // (required but not described: any value)
+        if (n.properties.size() >= kMostProperties) fail("json_schema: '", place(at), "' has more than ", kMostProperties, " properties");
+        n.properties.emplace_back(name.get<std::string>(), kAnyNode);
+        it = n.properties.end() - 1;
+      }
+      n.required |= uint64_t{1} << (it - n.properties.begin());
+    }
+  }
+  if (s.contains("additionalProperties")) {
+    const json& a = s["additionalProperties"];
+    if (a.is_boolean()) n.additional = a.get<bool>();
+    else if (!(a.is_object() && a.empty())) fail("json_schema: 'additionalProperties' at '", place(at), "' must be true or false");
+  }
+  if (!typed && n.literals.empty()) n.types = object_words ? kObject : array_words ? kArray : kAny;
+  if (n.min_items > n.max_items) fail("json_schema: minItems is more than maxItems at '", place(at), "'");
+  if (n.types == 0) fail("json_schema: '", place(at), "' allows no value (its type and enum share none)");
+  nodes_[static_cast<size_t>(index)] = std::move(n);
+  return index;
+}
+
+}  // namespace tern::llm
