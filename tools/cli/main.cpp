@@ -132,8 +132,8 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
         [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W]
         [--weights F] [--threads N] [--max-memory SIZE] [--embedding-model ENCODER_DIR]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
-      template; "stream": true for server-sent events; logprobs; response_format json_object, by
-      constrained decoding), POST /v1/embeddings (with --embedding-model, or when MODEL_DIR itself is
+      template; "stream": true for server-sent events; logprobs; response_format json_object or
+      json_schema, by constrained decoding), POST /v1/embeddings (with --embedding-model, or when MODEL_DIR itself is
       an encoder as sentence-transformers saves one: modules.json, 1_Pooling — then embeddings alone;
       pooled and normalized as its config says; inputs longer than its max_seq_length are refused, not
       truncated), GET /v1/models, /v1/models/ID, /health
