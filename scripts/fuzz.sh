@@ -28,7 +28,7 @@ run_one() {
   local dict=() seeds=(tests/fuzz/corpus/"$t")
   case $t in
     onnx_model|external_data) dict=(-dict=tests/fuzz/dicts/onnx.dict) ;;
-    tokenizer_json|model_config|chat_template|serve_request) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
+    tokenizer_json|model_config|chat_template|serve_request|json_schema) dict=(-dict=tests/fuzz/dicts/json.dict) ;;
     gguf) dict=(-dict=tests/fuzz/dicts/gguf.dict) ;;
   esac
   if [ "$t" = onnx_model ] && [ -d ../shared/onnx-node-tests/node ]; then

@@ -292,15 +292,17 @@ int JsonGrammar::schema_closing_bytes() const {
   auto key_cost = [&](const Node& n, size_t i) {  // ,"name":value
     return static_cast<int>(n.properties[i].first.size()) + 4 + least(n.properties[i].second);
   };
-  auto rest = [&](int d) {  // after its current value
+  auto rest = [&](int d) -> int {  // after its current value (at most 2^20: a budget no request has)
     const Frames::Frame& fr = frames_.f[static_cast<size_t>(d)];
     const Node& n = schema_->node(fr.node);
-    if (stack_[static_cast<size_t>(d)] == '[')
-      return 1 + static_cast<int>(std::min<int64_t>(std::max<int64_t>(n.min_items - fr.count, 0), 1 << 12)) * (least(n.items) + 1);
-    int r = 1;
-    for (size_t i = 0; i < n.properties.size(); ++i)
-      if ((n.required >> i & 1) && !(fr.used >> i & 1)) r += key_cost(n, i);
-    return r;
+    int64_t r = 1;
+    if (stack_[static_cast<size_t>(d)] == '[') {
+      r += std::min<int64_t>(std::max<int64_t>(n.min_items - fr.count, 0), 1 << 20) * (least(n.items) + 1);
+    } else {
+      for (size_t i = 0; i < n.properties.size(); ++i)
+        if ((n.required >> i & 1) && !(fr.used >> i & 1)) r += key_cost(n, i);
+    }
+    return static_cast<int>(std::min<int64_t>(r, 1 << 20));
   };
   int total = 0;
   for (int d = 0; d < depth_; ++d) total += rest(d);

@@ -95,7 +95,8 @@ class JsonGrammar {
   struct Frames {
     struct Frame {
       uint64_t used = 0;
-      uint16_t node = 0, count = 0;
+      uint16_t node = 0;
+      uint32_t count = 0;
     };
     Frames() = default;
     Frames(const Frames& o) : n(o.n) { std::copy_n(o.f.begin(), n, f.begin()); }

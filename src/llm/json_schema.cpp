@@ -80,7 +80,9 @@ JsonSchema::JsonSchema(const json& schema) {
               sum += static_cast<int>(n.properties[i].first.size()) + 4 + nodes_[static_cast<size_t>(n.properties[i].second)].min_bytes;
           best = std::min(best, sum);
         }
-        if (n.types & kArray) best = std::min<int64_t>(best, 2 + n.min_items * (nodes_[static_cast<size_t>(n.items)].min_bytes + 1));
+        if (n.types & kArray)
+          best =
+              std::min<int64_t>(best, 2 + std::min<int64_t>(n.min_items, 1 << 16) * (nodes_[static_cast<size_t>(n.items)].min_bytes + 1));
         if (n.types & kString) best = std::min(best, 2);
         if (n.types & (kNumber | kInteger)) best = std::min(best, 1);
         if (n.types & (kBoolean | kNull)) best = std::min(best, 4);

@@ -197,7 +197,8 @@ def seeds():
     for name, text in [("weights", "weights.bin\n0\n64\n1\n4,4"), ("offset_f16", "weights.bin\n128\n32\n10\n16"),
                        ("no_length", "weights.bin\n64\n\n6\n2,2"), ("link", "link.bin\n0\n16\n2\n16")]:
         yield "external_data", name + ".txt", text.encode()
-    for name in ["models/default", "tests/fixtures/exports/llama-optimum", "tests/fixtures/exports/qwen3-optimum"]:
+    for name in ["models/default", "tests/fixtures/exports/llama-optimum", "tests/fixtures/exports/qwen3-optimum",
+                 "tests/fixtures/encoders/bert-optimum"]:
         yield "tokenizer_json", name.replace("/", "_") + ".json", open(os.path.join(ROOT, name, "tokenizer.json"), "rb").read()
     yield "tokenizer_json", "byte_level.json", TOKENIZER_JSON
     yield "tokenizer_json", "sentencepiece_bpe.json", SP_TOKENIZER_JSON
@@ -235,6 +236,15 @@ def seeds():
                          "max_completion_tokens": 8, "temperature": 0, "logprobs": False, "response_format": {"type": "text"}}),
             ("embeddings", 2, {"model": "m", "input": ["Once upon", [101, 7592, 102]], "encoding_format": "base64"})]:
         yield "serve_request", name + ".json", bytes([chat]) + json.dumps(body).encode()
+    person = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                                               "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+                                               "pet": {"$ref": "#/$defs/Pet"}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+              "required": ["name", "age"], "additionalProperties": False,
+              "$defs": {"Pet": {"type": "object", "properties": {"kind": {"const": "cat"}}, "required": ["kind"]}}}
+    yield "json_schema", "person.bin", json.dumps(person).encode() + b"\0" + \
+        b'{"name": "Ann", "age": 7, "tags": ["a"], "pet": {"kind": "cat"}, "note": null}'
+    tree = {"$ref": "#/$defs/T", "$defs": {"T": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}}}}
+    yield "json_schema", "tree.bin", json.dumps(tree).encode() + b"\0" + b'{"kids": [{"kids": [{}]}, {}]}'
 
 
 # --- hostile inputs: (target, file, bytes, the error its message must contain) -----------------------------
@@ -361,6 +371,10 @@ def bad_inputs():
     yield "model_config", "0_context_1e18.json", b'\x00{"max_position_embeddings": 1000000000000000000}', "config.json: max_position_embeddings 1000000000000000000 is out of range"
     yield "model_config", "2_context_float.json", b'\x02{"model": {"context_length": 1e18}}', "genai_config.json: context_length must be an integer, not 1e+18"
     yield "model_config", "0_vocab_4g.json", b'\x00{"vocab_size": 4294967296}', "config.json: vocab_size 4294967296 is out of range"
+    deep = b'{"type": "object", "properties": {"a": ' + b'{"items": ' * 80 + b"{}" + b"}" * 80 + b"}}"  # (82 JSON levels)
+    yield "json_schema", "deep.bin", deep + b"\0{}", "nested deeper than 64"
+    yield "json_schema", "self_ref.bin", b'{"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}\0{"x": [1, {"y": null}]}', "(no error)"
+    yield "json_schema", "huge_min_items.bin", b'{"type": "object", "properties": {"a": {"type": "array", "minItems": 9000000000000000000}}, "required": ["a"]}\0{"a": [', "(no error)"
     yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
     yield "serve_request", "wrong_type.json", b"\x01" + b'{"messages": [{"role": "user", "content": "x"}], "n": "2"}', "'n' must be an integer, not a string"
     yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"

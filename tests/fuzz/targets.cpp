@@ -11,8 +11,10 @@
 #include "convert/gguf.h"
 #include "convert/gguf_import.h"
 #include "convert/llama2c.h"
+#include "core/json.h"
 #include "graph/onnx_loader.h"
 #include "llm/chat_template.h"
+#include "llm/json_constraint.h"
 #include "llm/model_config.h"
 #include "llm/tokenizer.h"
 #include "runtime/session.h"
@@ -328,6 +330,20 @@ void serve_request(const uint8_t* data, size_t size) {
   serve::to_wire(serve::completion_response(r, "id", 0, {{text, "stop", serve::logprobs_json(r, {lp}, 0)}}, {}));
 }
 
+// A JSON Schema for response_format json_schema, then text fed to the grammar it makes (split at the first NUL):
+// a schema is compiled or refused (a tern::Error); the text is fed byte by byte, the closing estimate read after each.
+void json_schema(const uint8_t* data, size_t size) {
+  const std::string all = as_string(data, size);
+  const size_t nul = all.find('\0');
+  const std::string text = nul == std::string::npos ? "" : all.substr(nul + 1);
+  const llm::JsonSchema compiled(parse_json(all.substr(0, nul), "the schema"));  // (as tern serve reads a request)
+  llm::JsonGrammar g(&compiled);
+  for (unsigned char c : text) {
+    if (g.closing_bytes() < 0) throw std::logic_error("a negative closing estimate");
+    if (!g.feed(c)) break;
+  }
+}
+
 }  // namespace
 
 const std::vector<Target>& targets() {
@@ -343,7 +359,8 @@ const std::vector<Target>& targets() {
       {"llama2c_tokenizer", llama2c_tokenizer, "two bytes of vocabulary size, then tokenizer.bin bytes"},
       {"gguf", gguf, "GGUF file bytes"},
       {"weight_pack", weight_pack, "model.tern-pack bytes beside a one-MatMul model"},
-      {"serve_request", serve_request, "a byte picking chat or completions, then a tern serve request body"},
+      {"serve_request", serve_request, "a byte picking completions, chat or embeddings, then a tern serve request body"},
+      {"json_schema", json_schema, "a JSON Schema, a NUL, then text for the grammar it compiles to"},
   };
   return all;
 }
