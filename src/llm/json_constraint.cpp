@@ -255,9 +255,11 @@ bool JsonGrammar::step(unsigned char c) {
   return ok;
 }
 
-bool JsonGrammar::feed(const std::string& bytes) {
-  for (unsigned char c : bytes)
-    if (!step(c)) return false;
+bool JsonGrammar::feed(const std::string& bytes) { return feed(bytes.data(), bytes.size()); }
+
+bool JsonGrammar::feed(const char* bytes, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!step(static_cast<unsigned char>(bytes[i]))) return false;
   return true;
 }
 
@@ -384,16 +386,25 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   plain.assign(V, 0);
   std::vector<int64_t> ids = before;
   ids.push_back(0);
+  auto group = [&](const std::string& b) {
+    return static_cast<size_t>(static_cast<unsigned char>(b[0])) * 257 + (b.size() > 1 ? 1 + static_cast<unsigned char>(b[1]) : 0);
+  };
+  prefix_start.assign(kGroups + 1, 0);
   for (size_t id = 0; id < V; ++id) {
     ids.back() = static_cast<int64_t>(id);
     const std::string text = tok.decode(ids);
     bytes[id] = text.compare(0, before_text.size(), before_text) == 0 ? text.substr(before_text.size()) : tok.decode({ids.back()});
     if (bytes[id].empty()) continue;  // (control tokens: BOS, EOS, chat markers)
-    by_first_byte[static_cast<unsigned char>(bytes[id][0])].push_back(static_cast<int32_t>(id));
+    ++prefix_start[group(bytes[id]) + 1];
     JsonGrammar in_string;  // (the grammar decides: fed inside a string, it is still there, between characters)
     in_string.feed("{\"a\":\"");
     plain[id] = in_string.feed(bytes[id]) && in_string.in_text();
   }
+  for (size_t g = 0; g < kGroups; ++g) prefix_start[g + 1] += prefix_start[g];
+  by_prefix.resize(static_cast<size_t>(prefix_start[kGroups]));
+  std::vector<int32_t> next(prefix_start.begin(), prefix_start.end() - 1);
+  for (size_t id = 0; id < V; ++id)
+    if (!bytes[id].empty()) by_prefix[static_cast<size_t>(next[group(bytes[id])]++)] = static_cast<int32_t>(id);
 }
 
 int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
@@ -403,17 +414,31 @@ int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
   // closing_bytes() at least).
   const int most_open = static_cast<int>(std::min<int64_t>(remaining - 1, std::numeric_limits<int>::max()));
   const bool in_text = grammar_.closing_bytes() <= most_open && grammar_.in_text();
-  for (int b = 0; b < 256; ++b) {
+  auto tokens = [&](size_t g) { return std::pair{v.prefix_start[g], v.prefix_start[g + 1]}; };
+  for (size_t b0 = 0; b0 < 256; ++b0) {
+    const size_t g0 = b0 * 257;
+    if (v.prefix_start[g0] == v.prefix_start[g0 + 257]) continue;  // (no token begins with b0)
     JsonGrammar first = grammar_;
-    if (!first.feed(static_cast<unsigned char>(b))) continue;
-    for (const int32_t id : v.by_first_byte[static_cast<size_t>(b)]) {
-      if (id >= n) continue;
-      if (in_text && v.plain[static_cast<size_t>(id)]) {  // text inside a string: the grammar stays as it is
-        allowed_[static_cast<size_t>(id)] = 1;
-        continue;
+    if (!first.feed(static_cast<unsigned char>(b0))) continue;
+    const bool first_closes = first.closing_bytes() <= most_open;
+    for (auto [k, end] = tokens(g0); k < end; ++k)
+      if (const int32_t id = v.by_prefix[static_cast<size_t>(k)]; id < n) allowed_[static_cast<size_t>(id)] = first_closes;
+    for (size_t b1 = 0; b1 < 256; ++b1) {
+      const auto [from, end] = tokens(g0 + 1 + b1);
+      if (from == end) continue;
+      JsonGrammar second = first;
+      if (!second.feed(static_cast<unsigned char>(b1))) continue;
+      for (int32_t k = from; k < end; ++k) {
+        const int32_t id = v.by_prefix[static_cast<size_t>(k)];
+        if (id >= n) continue;
+        if (in_text && v.plain[static_cast<size_t>(id)]) {  // text inside a string: the grammar stays as it is
+          allowed_[static_cast<size_t>(id)] = 1;
+          continue;
+        }
+        const std::string& b = v.bytes[static_cast<size_t>(id)];
+        JsonGrammar g = second;
+        allowed_[static_cast<size_t>(id)] = g.feed(b.data() + 2, b.size() - 2) && g.closing_bytes() <= most_open;
       }
-      JsonGrammar g = grammar_;
-      allowed_[static_cast<size_t>(id)] = g.feed(v.bytes[static_cast<size_t>(id)]) && g.closing_bytes() <= most_open;
     }
   }
   int64_t left = 0;

@@ -4,9 +4,9 @@
 //
 // JsonGrammar is JSON as a byte-level pushdown automaton (RFC 8259, the top level an object, nesting at most
 // kMaxDepth, strings well-formed UTF-8: byte-level vocabularies hold tokens that are parts of a character).
-// JsonVocabulary holds every token's bytes once per tokenizer, bucketed by first byte, so a step tries only the
-// tokens whose first byte can come next — and inside a string, where most tokens are whole characters of text,
-// takes those without feeding them. Near the end of max_tokens the mask keeps only tokens after which the
+// JsonVocabulary holds every token's bytes once per tokenizer, grouped by their first two bytes, so a step tries only
+// the tokens whose first two bytes can come next — and inside a string, where most tokens are whole characters of
+// text, takes those without feeding them. Near the end of max_tokens the mask keeps only tokens after which the
 // tokens left can still close the object (JsonGrammar::closing_bytes), so it ends whole within the budget
 // whenever the vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do).
 #pragma once
@@ -33,6 +33,7 @@ class JsonGrammar {
   // Feeds one byte; false when it cannot continue the text (the grammar is then unchanged).
   bool feed(unsigned char c);
   bool feed(const std::string& bytes);  // every byte, or false (then the grammar is left part-way: feed a copy)
+  bool feed(const char* bytes, size_t n);
   bool complete() const { return mode_ == Mode::Done; }
   // Inside a string, between characters, where text leaves the grammar as it is (not a key or an enum's string
   // under a schema: their bytes are matched).
@@ -111,12 +112,16 @@ class JsonGrammar {
 };
 
 // Every token's bytes as they extend a text (decoded after another token, so SentencePiece's leading space is
-// kept), empty for control tokens (never allowed), bucketed by first byte. Immutable once made: shared by
-// every constrained sequence of a tokenizer.
+// kept), empty for control tokens (never allowed), grouped by their first two bytes. Immutable once made: shared
+// by every constrained sequence of a tokenizer.
 struct JsonVocabulary {
   explicit JsonVocabulary(const Tokenizer& tok);
   std::vector<std::string> bytes;
-  std::array<std::vector<int32_t>, 256> by_first_byte;
+  // Group b0·257 holds the one-byte token b0, group b0·257 + 1 + b1 the tokens beginning b0 b1: a step feeds each
+  // group's two bytes once and skips the whole group when they cannot come (" x" after a value: byte-level
+  // vocabularies begin half their tokens with a space). Group g is by_prefix[prefix_start[g], prefix_start[g + 1]).
+  static constexpr size_t kGroups = 256 * 257;
+  std::vector<int32_t> by_prefix, prefix_start;
   std::vector<char> plain;  // whole characters, no '"', '\' or control byte: inside a string, text that leaves it as it was
 };
 
