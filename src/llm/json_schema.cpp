@@ -57,9 +57,9 @@ int64_t count_field(const json& v, const char* k, const std::string& at) {
 
 JsonSchema::JsonSchema(const json& schema) {
   root_ = &schema;
-  nodes_.emplace_back();   // kAnyNode
-  compile(schema, "", 0);  // (the first node compiled: kRoot)
-  if (!(nodes_[kRoot].types & kObject) || !nodes_[kRoot].literals.empty())
+  nodes_.emplace_back();  // kAnyNode
+  // (the first node compiled is kRoot; `true`, which compiles to kAnyNode, makes none, and `false` is refused)
+  if (compile(schema, "", 0) != kRoot || !(nodes_[kRoot].types & kObject) || !nodes_[kRoot].literals.empty())
     fail("json_schema: the top level must be an object (type: object), as response formats ask");
   nodes_[kRoot].types = kObject;
   root_ = nullptr;

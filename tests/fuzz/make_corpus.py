@@ -373,6 +373,7 @@ def bad_inputs():
     yield "model_config", "0_vocab_4g.json", b'\x00{"vocab_size": 4294967296}', "config.json: vocab_size 4294967296 is out of range"
     deep = b'{"type": "object", "properties": {"a": ' + b'{"items": ' * 80 + b"{}" + b"}" * 80 + b"}}"  # (82 JSON levels)
     yield "json_schema", "deep.bin", deep + b"\0{}", "nested deeper than 64"
+    yield "json_schema", "true.bin", b"true \0{}", "the top level must be an object"  # (found by the fuzzer)
     yield "json_schema", "self_ref.bin", b'{"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}\0{"x": [1, {"y": null}]}', "(no error)"
     yield "json_schema", "huge_min_items.bin", b'{"type": "object", "properties": {"a": {"type": "array", "minItems": 9000000000000000000}}, "required": ["a"]}\0{"a": [', "(no error)"
     yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
