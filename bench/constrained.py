@@ -8,7 +8,8 @@ background rows, which are plain in one phase and json_schema-constrained in the
 --rounds times. The background rows live equally long in both phases: each background request of the constrained
 phase has a seed whose answer length was measured once before (sampling with a seed is the same alone or in a
 batch), and the plain phase sends the same prompts and seeds with max_tokens set to those lengths — so the batch
-holds the same rows for the same steps and the phases differ by the masks alone. Reported: the measured streams'
+holds the same rows for the same steps and the phases differ by the masks alone (the plain ones run to max_tokens
+through the model's end of text: ignore_eos). Reported: the measured streams'
 decode rate (tokens after the first over the time since it) per phase, the paired ratio per round, and the median.
 Speed is never asserted; quote the table with the machine (`tern devices` prints the ISA tier).
 """
@@ -38,6 +39,8 @@ def post(url, body, stream=False):
 def background_body(seed, constrained, max_tokens):
     body = {"messages": [{"role": "user", "content": f"Describe person {seed} as JSON."}], "temperature": 1, "seed": seed,
             "max_tokens": max_tokens}
+    if not constrained:
+        body["ignore_eos"] = True  # (to exactly max_tokens: the constrained twin's length)
     if constrained:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "person", "schema": SCHEMA, "strict": True}}
     return body

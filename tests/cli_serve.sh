@@ -152,6 +152,8 @@ while IFS=$'\t' read -r endpoint body message; do
 done < "$repo/tests/serve/bad_requests.tsv"
 post /v1/completions "{\"prompt\": \"$(printf 'word %.0s' $(seq 1 400))\", \"max_tokens\": 4}" > /dev/null
 expect_status 400; grep -q "maximum context length is 256 tokens" "$work/body"
+post /v1/completions '{"prompt": "And God said", "max_tokens": 200, "temperature": 0, "ignore_eos": true}' > /dev/null
+expect_status 200; [ "$(field 'd["usage"]["completion_tokens"]' < "$work/body")" = 200 ]  # (through the end of text)
 post /v1/completions '{"prompt": "And God said", "max_tokens": 1000}' > /dev/null
 expect_status 400; grep -q "max_tokens asks for 1000" "$work/body"
 post /nothing '{}' > /dev/null; expect_status 404
@@ -161,15 +163,15 @@ curl -s -o "$work/body" -w '%{http_code}' "$url/v1/completions" > "$work/status"
 [ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
 echo "serve: $bad malformed requests and 5 HTTP-level ones answered 4xx, the server still serving"
 
-# /metrics agrees with what was sent: 1+1+1+1+3+4+2+8+8 completions answered 200.
+# /metrics agrees with what was sent: 1+1+1+1+3+4+2+8+8+1 completions answered 200.
 curl -s "$url/metrics" > "$work/metrics"
-grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 29$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
+grep -q '^tern_requests_total{endpoint="/v1/completions",status="200"} 30$' "$work/metrics" || { grep requests_total "$work/metrics"; exit 1; }
 grep -q "^tern_requests_total{endpoint=\"/v1/completions\",status=\"400\"} " "$work/metrics"
 grep -q '^tern_time_to_first_token_seconds_count ' "$work/metrics"
 tokens=$(awk '/^tern_generation_tokens_total/{print $2}' "$work/metrics")
 [ "$tokens" -ge $((16 + 16 + 8 * 12 * 2)) ] || { echo "generation tokens $tokens"; exit 1; }
 grep -q '^tern_batch_size 0$' "$work/metrics"
-echo "serve: /metrics counts 29 completions answered and $tokens tokens"
+echo "serve: /metrics counts 30 completions answered and $tokens tokens"
 
 # A client that goes away mid-stream frees its row at once: its sequence stops within a few tokens of 250
 # (tern_generation_tokens_total) and the batch is empty again (tern_batch_size).

@@ -43,6 +43,8 @@ TEST_CASE("tern serve: a request's fields are read as OpenAI defines them") {
       false);
   REQUIRE(r.prompts.size() == 1);
   CHECK(r.prompts[0].text == "Once");
+  CHECK(!r.ignore_eos);
+  CHECK(parse_completion_request(R"({"prompt": "x", "ignore_eos": true})", false).ignore_eos);
   CHECK(!r.prompts[0].is_ids);
   // Prompts as token ids, and lists of texts and ids (each its n choices).
   const auto ids = parse_completion_request(R"({"prompt": [5, 6, 7]})", false);

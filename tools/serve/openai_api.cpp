@@ -212,6 +212,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
     unsupported_unless_default(body, "suffix");
     unsupported_unless_default(body, "best_of");
   }
+  r.ignore_eos = boolean(body, "ignore_eos");  // (vLLM's and llama-server's extension: benchmarks run to max_tokens)
   // max_completion_tokens is the newer name; either may be given.
   r.max_tokens = integer(body, "max_tokens", 0, int64_t{1} << 40);
   if (auto m = integer(body, "max_completion_tokens", 0, int64_t{1} << 40)) r.max_tokens = m;

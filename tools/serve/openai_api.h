@@ -50,6 +50,7 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool echo = false;           // completions: the prompt before the completion
+  bool ignore_eos = false;     // generate through the model's end-of-text tokens, to max_tokens (benchmarks)
   // -1: no logprobs; else each token's log-probability and this many most likely alternatives (chat: logprobs: true
   // and top_logprobs; completions: logprobs: N)
   int64_t logprobs = -1;

@@ -364,7 +364,7 @@ struct Server::Impl {
         s.max_new_tokens = r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room);
         s.sampling = llm::sampling_options(r.sampling, cfg);
         s.sampling.seed += static_cast<uint64_t>(i);
-        s.eos_token_ids = cfg.eos_token_ids;
+        if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
         s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
         if (r.logprobs >= 0) {
           s.top_logprobs = r.logprobs;
