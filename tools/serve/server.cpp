@@ -120,6 +120,9 @@ struct Server::Impl {
   std::unique_ptr<llm::ContinuousBatcher> batcher;  // (null, as session, gen and tok, when --model is an encoder)
   std::unique_ptr<llm::Embedder> embedder;          // /v1/embeddings (null: none)
   std::string embedding_model_name;
+  // One embedding batch at a time: a batch of 32 inputs of MiniLM's 256 tokens holds ~100 MB of attention scores,
+  // and every HTTP thread running one at once could hold that many times it; the runs use every core anyway.
+  std::mutex embed_mu;
   size_t most_input_bytes = 0;  // an embedding input of more text than this cannot fit the encoder's max_tokens
   httplib::Server http;
   int listen_socket = -1;
@@ -640,6 +643,7 @@ struct Server::Impl {
       }
       std::vector<std::vector<float>> vectors;
       try {
+        std::lock_guard<std::mutex> one_at_a_time(embed_mu);
         vectors = embedder->embed(rows);
       } catch (const Error& e) {  // token ids outside the vocabulary
         throw ApiError(400, e.what(), "input");
