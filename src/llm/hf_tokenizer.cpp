@@ -158,9 +158,12 @@ std::string map_code_points(const std::string& s, F f) {
 }
 
 // BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them.
-bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }
 bool is_bert_space(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c); }
 bool is_bert_punctuation(char32_t c) { return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c); }
+// The normalizers that decompose text (BERT's, NFD, StripAccents) are for encoders: a minimal build, which runs
+// decoders, leaves them and their Unicode decomposition table out (its size budget: tests/minimal_build.sh).
+#ifndef TERN_MINIMAL
+bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }
 bool is_cjk_ideograph(char32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
          (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
@@ -170,6 +173,7 @@ void decompose_and_strip_marks(char32_t c, std::vector<char32_t>& out) {
   append_decomposition(c, out);
   out.erase(std::remove_if(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(), is_nonspacing_mark), out.end());
 }
+#endif
 
 // What Hugging Face's cleanup_tokenization undoes of BERT's spacing around punctuation and contractions.
 const std::pair<const char*, const char*> kBertCleanup[] = {{" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
@@ -566,6 +570,10 @@ class HfTokenizer : public Tokenizer {
       // tern does not recompose decomposed input.
     } else if (type == "Lowercase") {
       norm_.push_back([](const std::string& s) { return map_code_points(s, append_lowercase); });
+#ifdef TERN_MINIMAL
+    } else if (type == "NFD" || type == "StripAccents" || type == "BertNormalizer") {
+      fail_unsupported("tokenizer.json: normalizer '", type, "' is not in this build (TERN_MINIMAL leaves encoders' normalizers out)");
+#else
     } else if (type == "NFD") {
       norm_.push_back([](const std::string& s) { return map_code_points(s, append_decomposition); });
     } else if (type == "StripAccents") {  // (after NFD, as tokenizer.json files pair them)
@@ -598,6 +606,7 @@ class HfTokenizer : public Tokenizer {
           }
         });
       });
+#endif
     } else {
       fail_unsupported("tokenizer.json: normalizer '", type, "' is not supported");
     }

@@ -12,6 +12,11 @@ struct CodeMapping {  // code point → `len` code points from `at` in the mappi
   uint16_t at;
   uint8_t len;
 };
+struct LowercaseRun {  // first..last, every `stride`-th code point, lowercases to itself + delta
+  char32_t first, last;
+  int32_t delta;
+  uint8_t stride;
+};
 #include "llm/unicode_tables.inc"
 
 template <size_t N, size_t T>
@@ -96,6 +101,15 @@ void append_decomposition(char32_t c, std::vector<char32_t>& out) {
   }
   append_mapped(kDecomposition, kDecompositionText, c, out);
 }
-void append_lowercase(char32_t c, std::vector<char32_t>& out) { append_mapped(kLowercase, kLowercaseText, c, out); }
+void append_lowercase(char32_t c, std::vector<char32_t>& out) {
+  const auto* special =
+      std::lower_bound(std::begin(kLowercase), std::end(kLowercase), c, [](const CodeMapping& m, char32_t v) { return m.cp < v; });
+  if (special != std::end(kLowercase) && special->cp == c) return append_mapped(kLowercase, kLowercaseText, c, out);
+  auto it = std::upper_bound(std::begin(kLowercaseRuns), std::end(kLowercaseRuns), c,
+                             [](char32_t v, const LowercaseRun& r) { return v < r.first; });
+  if (it != std::begin(kLowercaseRuns) && c <= (--it)->last && (c - it->first) % it->stride == 0)
+    return out.push_back(static_cast<char32_t>(static_cast<int32_t>(c) + it->delta));
+  out.push_back(c);
+}
 
 }  // namespace tern::llm
