@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The embedded variant (-DTERN_MINIMAL=ON -DTERN_STATIC=ON) against a full build of the same tree: one static
-# file under 3 MiB stripped (x86-64-v2: 3 MiB + 128 KiB), the same text from every test model, the same answer
+# file under 3 MiB stripped (x86-64-v2: 3 MiB + 144 KiB), the same text from every test model, the same answer
 # to every hostile ONNX file (its loader runs over protobuf-lite classes), and a clear message for the commands
 # it leaves out.
 # Usage: minimal_build.sh MINIMAL_TERN FULL_TERN SHARED_DIR WORK_DIR [RUNNER...]  (RUNNER: qemu-aarch64 for a
@@ -18,8 +18,10 @@ ${cross}strip -o "$work/tern" "$min"
 size=$(stat -c %s "$work/tern")
 echo "minimal static CLI: $size bytes stripped ($(awk "BEGIN{printf \"%.2f\", $size/1048576}") MiB)"
 # Under 3 MiB; an x86-64-v2 build's SSE code is larger (each 256-bit step two 128-bit ones) and it holds the float
-# kernels twice (x86/float_avx2/: 3,230,152 bytes against the x86-64-v3 build's 3,144,104): 3 MiB + 128 KiB.
-max=3145728; run_min --version | grep -q "tiers built: sse42 " && max=$((max + 131072))
+# kernels twice (x86/float_avx2/: 3,230,152 bytes against the x86-64-v3 build's 3,144,104): 3 MiB + 128 KiB, and
+# 16 KiB more since tokenizers lowercase all of Unicode (not ASCII alone: 2.9 KB of case runs), when the x86-64-v2
+# build stood at 3,271,112 bytes, 5.7 KB under; 3,279,304 after (with the encoders' tokenizer pieces left out).
+max=3145728; run_min --version | grep -q "tiers built: sse42 " && max=$((max + 147456))
 [ "$size" -lt "$max" ] || { echo "over $max bytes"; exit 1; }
 
 same() {  # same() NAME ARGS... [-- MINIMAL_ARGS...]: both builds print the same text

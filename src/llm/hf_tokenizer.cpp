@@ -160,8 +160,19 @@ std::string map_code_points(const std::string& s, F f) {
 // BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them.
 bool is_bert_space(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c); }
 bool is_bert_punctuation(char32_t c) { return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c); }
-// The normalizers that decompose text (BERT's, NFD, StripAccents) are for encoders: a minimal build, which runs
-// decoders, leaves them and their Unicode decomposition table out (its size budget: tests/minimal_build.sh).
+// The pieces only sentence encoders use (WordPiece, BERT's normalizer and pre-tokenizer, NFD, StripAccents, the
+// WordPiece decoder, BERT's post-processor) are left out of a minimal build, which runs decoders: its size budget
+// (tests/minimal_build.sh) had 5.7 KB left, and these with their Unicode decomposition table take ~45 KB. There a
+// tokenizer.json that names one is refused, naming it; elsewhere encoder_piece() does nothing.
+#ifdef TERN_MINIMAL
+constexpr bool kEncoderPieces = false;
+[[noreturn]] void encoder_piece(const char* kind, const std::string& type) {
+  fail_unsupported("tokenizer.json: ", kind, " '", type, "' is not in this build (TERN_MINIMAL leaves sentence encoders' pieces out)");
+}
+#else
+constexpr bool kEncoderPieces = true;
+void encoder_piece(const char*, const std::string&) {}
+#endif
 #ifndef TERN_MINIMAL
 bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }
 bool is_cjk_ideograph(char32_t c) {
@@ -248,6 +259,7 @@ class HfTokenizer : public Tokenizer {
       const std::string type = m.value("type", std::string("BPE"));
       if (type != "BPE" && type != "WordPiece") fail_unsupported("'", path, "': model type ", type, " (tern supports BPE and WordPiece)");
       word_piece_ = type == "WordPiece";
+      if (word_piece_) encoder_piece("model", type);
       if (!m.at("vocab").is_object() || (!word_piece_ && !m.at("merges").is_array()))
         fail("'", path, "': model.vocab is not an object or model.merges not a list");
       if (word_piece_) {
@@ -300,7 +312,7 @@ class HfTokenizer : public Tokenizer {
       for (size_t w = 0; w < words.size(); ++w) {
         if (cancelled && w % 256 == 255 && cancelled()) throw EncodeCancelled("encoding was cancelled");
         const std::string& word = words[w];
-        if (word_piece_) {
+        if (kEncoderPieces && word_piece_) {
           word_pieces(word, body);
           continue;
         }
@@ -570,9 +582,9 @@ class HfTokenizer : public Tokenizer {
       // tern does not recompose decomposed input.
     } else if (type == "Lowercase") {
       norm_.push_back([](const std::string& s) { return map_code_points(s, append_lowercase); });
-#ifdef TERN_MINIMAL
+#ifdef TERN_MINIMAL  // (their helpers and the decomposition table are not compiled at all)
     } else if (type == "NFD" || type == "StripAccents" || type == "BertNormalizer") {
-      fail_unsupported("tokenizer.json: normalizer '", type, "' is not in this build (TERN_MINIMAL leaves encoders' normalizers out)");
+      encoder_piece("normalizer", type);
 #else
     } else if (type == "NFD") {
       norm_.push_back([](const std::string& s) { return map_code_points(s, append_decomposition); });
@@ -650,6 +662,7 @@ class HfTokenizer : public Tokenizer {
         return pieces;
       });
     } else if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
+      encoder_piece("pre-tokenizer", type);
       // Words end at whitespace (dropped); BERT's also puts each punctuation character in a word of its own.
       const bool punctuation = type == "BertPreTokenizer";
       pre_.push_back([punctuation](const std::string& s, bool) {
@@ -701,6 +714,7 @@ class HfTokenizer : public Tokenizer {
     }
     if (type == "ByteLevel") return;                                // offsets only
     if (type == "BertProcessing" || type == "RobertaProcessing") {  // cls: [token, id], sep: [token, id]
+      encoder_piece("post-processor", type);
       prefix_.push_back(json_int(p.at("cls").at(1), "tokenizer.json: the cls token's id"));
       suffix_.push_back(json_int(p.at("sep").at(1), "tokenizer.json: the sep token's id"));
       return;
@@ -747,6 +761,7 @@ class HfTokenizer : public Tokenizer {
           if (const int b = byte_piece(t); b >= 0) t = std::string(1, static_cast<char>(b));
       });
     } else if (type == "WordPiece") {  // pieces joined, a space before each word's first; cleanup as BERT's
+      encoder_piece("decoder", type);
       const std::string prefix = d.value("prefix", std::string("##"));
       const bool cleanup = d.value("cleanup", true);
       decoders_.push_back([prefix, cleanup](std::vector<std::string>& toks) {
