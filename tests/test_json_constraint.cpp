@@ -82,7 +82,14 @@ TEST_CASE("JsonGrammar: JSON objects byte by byte, what cannot continue one refu
   CHECK(closing("{\"a\":\"\xE2") == 4);      // two continuation bytes, "}
 }
 
-TEST_CASE("JsonConstraint: sequences sampled from random logits through a real vocabulary are whole JSON objects within budget") {
+namespace {
+// Sequences sampled from random logits through each real vocabulary (models/default, and SmolLM2's when
+// scripts/get-models.sh has fetched it) under the constraint — any JSON object, or `schema`'s — seq within
+// budget(seq) tokens: no step leaves nothing to choose, a masked token is never chosen, each ends whole and
+// parses, and `check` judges what it parsed. Prints the vocabulary table's time and a step's mask.
+template <class Budget, class Check>
+void sample_objects(std::shared_ptr<const JsonSchema> schema, unsigned rng_seed, int default_sequences, int smollm2_sequences,
+                    Budget budget_of, Check check) {
   for (const char* model : {"default", "smollm2-135m-instruct"}) {
     const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/" + model;
     std::unique_ptr<Tokenizer> tok;
@@ -99,14 +106,14 @@ TEST_CASE("JsonConstraint: sequences sampled from random logits through a real v
     double mask_s = 0;
     int64_t masks = 0;
     const auto V = static_cast<int64_t>(vocab->bytes.size());
-    std::mt19937 rng(7);
+    std::mt19937 rng(rng_seed);
     std::uniform_real_distribution<float> noise(0.0f, 8.0f);
     std::vector<float> logits(static_cast<size_t>(V));
-    const int sequences = std::string(model) == "default" ? 24 : 8;  // (49,152 tokens a step: fewer)
+    const int sequences = std::string(model) == "default" ? default_sequences : smollm2_sequences;
     for (int seq = 0; seq < sequences; ++seq) {
       CAPTURE(seq);
-      const int64_t budget = 6 + (seq * 7) % 40;
-      JsonConstraint c(vocab);
+      const int64_t budget = budget_of(seq);
+      JsonConstraint c(vocab, schema);
       SamplingOptions so;
       so.greedy = false;
       so.seed = static_cast<uint64_t>(seq);
@@ -115,8 +122,9 @@ TEST_CASE("JsonConstraint: sequences sampled from random logits through a real v
       for (int64_t step = 0; step < budget && !c.complete(); ++step) {
         for (float& l : logits) l = noise(rng);
         const auto m0 = std::chrono::steady_clock::now();
-        REQUIRE(c.mask(logits.data(), V, budget - step) > 0);
+        const int64_t left = c.mask(logits.data(), V, budget - step);
         mask_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count(), ++masks;
+        if (left == 0) FAIL("no token can come after '", tok->decode(ids), "' with ", budget - step, " left");
         const int64_t t = sampler.next(logits.data(), V, ids);
         REQUIRE(std::isfinite(logits[static_cast<size_t>(t)]));  // (a masked token is never chosen)
         c.accept(t);
@@ -126,12 +134,20 @@ TEST_CASE("JsonConstraint: sequences sampled from random logits through a real v
       const std::string text = tok->decode(ids);
       CAPTURE(text);
       nlohmann::json parsed;
-      CHECK_NOTHROW(parsed = nlohmann::json::parse(text));
-      CHECK(parsed.is_object());
+      REQUIRE_NOTHROW(parsed = nlohmann::json::parse(text));
+      check(parsed);
     }
-    MESSAGE(std::string(model), ": the vocabulary's table in ", table_s, " s; a step's mask ", 1000 * mask_s / static_cast<double>(masks),
-            " ms");
+    const std::string what = std::string(model) + (schema ? " under the schema" : "");
+    MESSAGE(what, ": the vocabulary's table in ", table_s, " s; a step's mask ", 1000 * mask_s / static_cast<double>(masks), " ms");
   }
+}
+}  // namespace
+
+TEST_CASE("JsonConstraint: sequences sampled from random logits through a real vocabulary are whole JSON objects within budget") {
+  // (49,152 tokens a step for SmolLM2: fewer sequences)
+  sample_objects(
+      nullptr, 7, 24, 8, [](int seq) { return int64_t{6} + (seq * 7) % 40; },
+      [](const nlohmann::json& parsed) { CHECK(parsed.is_object()); });
 }
 
 namespace {
@@ -220,51 +236,7 @@ TEST_CASE("JsonGrammar with a schema: types, keys, required, enums, array length
 }
 
 TEST_CASE("JsonConstraint with a schema: objects sampled from random logits through a real vocabulary take the schema") {
-  const auto schema = std::make_shared<const JsonSchema>(nlohmann::json::parse(kPersonSchema));
-  for (const char* model : {"default", "smollm2-135m-instruct"}) {
-    const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/" + model;
-    std::unique_ptr<Tokenizer> tok;
-    try {
-      tok = load_tokenizer(dir);
-    } catch (const std::exception& e) {
-      MESSAGE(model, " skipped: ", e.what(), " (scripts/get-models.sh fetches it)");
-      continue;
-    }
-    CAPTURE(model);
-    auto vocab = std::make_shared<const JsonVocabulary>(*tok);
-    const auto V = static_cast<int64_t>(vocab->bytes.size());
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> noise(0.0f, 8.0f);
-    std::vector<float> logits(static_cast<size_t>(V));
-    double mask_s = 0;
-    int64_t masks = 0;
-    const int sequences = std::string(model) == "default" ? 24 : 6;
-    for (int seq = 0; seq < sequences; ++seq) {
-      CAPTURE(seq);
-      const int64_t budget = 60 + (seq * 13) % 80;
-      JsonConstraint c(vocab, schema);
-      SamplingOptions so;
-      so.greedy = false;
-      so.seed = static_cast<uint64_t>(seq);
-      Sampler sampler(so);
-      std::vector<int64_t> ids;
-      for (int64_t step = 0; step < budget && !c.complete(); ++step) {
-        for (float& l : logits) l = noise(rng);
-        const auto m0 = std::chrono::steady_clock::now();
-        const int64_t left = c.mask(logits.data(), V, budget - step);
-        mask_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count(), ++masks;
-        if (left == 0) FAIL("no token can come after '", tok->decode(ids), "' with ", budget - step, " left");
-        const int64_t t = sampler.next(logits.data(), V, ids);
-        c.accept(t);
-        ids.push_back(t);
-      }
-      CHECK(c.complete());
-      const std::string text = tok->decode(ids);
-      CAPTURE(text);
-      nlohmann::json parsed;
-      REQUIRE_NOTHROW(parsed = nlohmann::json::parse(text));
-      check_person(parsed);
-    }
-    MESSAGE(std::string(model), ": a step's mask under the schema ", 1000 * mask_s / static_cast<double>(masks), " ms");
-  }
+  sample_objects(
+      std::make_shared<const JsonSchema>(nlohmann::json::parse(kPersonSchema)), 11, 24, 6,
+      [](int seq) { return int64_t{60} + (seq * 13) % 80; }, check_person);
 }

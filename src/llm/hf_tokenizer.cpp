@@ -157,8 +157,8 @@ std::string map_code_points(const std::string& s, F f) {
   return utf8_encode(out);
 }
 
-// BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them.
-bool is_bert_space(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c); }
+// BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them (its whitespace, \t \n \r
+// and Unicode's White_Space, is is_whitespace: White_Space holds all three).
 bool is_bert_punctuation(char32_t c) { return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c); }
 // The pieces only sentence encoders use (WordPiece, BERT's normalizer and pre-tokenizer, NFD, StripAccents, the
 // WordPiece decoder, BERT's post-processor) are left out of a minimal build, which runs decoders: its size budget
@@ -604,7 +604,7 @@ class HfTokenizer : public Tokenizer {
         std::vector<char32_t> stripped;
         return map_code_points(s, [&](char32_t c, std::vector<char32_t>& out) {
           if (clean && (c == 0 || c == 0xFFFD || is_bert_control(c))) return;
-          if (clean && is_bert_space(c)) c = ' ';
+          if (clean && is_whitespace(c)) c = ' ';
           if (cjk && is_cjk_ideograph(c)) {
             out.insert(out.end(), {U' ', c, U' '});
             return;
@@ -672,7 +672,7 @@ class HfTokenizer : public Tokenizer {
           if (!word.empty()) words.push_back(utf8_encode(word)), word.clear();
         };
         for (char32_t c : utf8_decode(s)) {
-          if (is_bert_space(c)) {
+          if (is_whitespace(c)) {
             end_word();
           } else if (punctuation && is_bert_punctuation(c)) {
             end_word();

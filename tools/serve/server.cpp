@@ -168,9 +168,8 @@ struct Server::Impl {
                                  ? o.model_name
                                  : std::filesystem::path(embedding_path).lexically_normal().filename().string();
       if (embedding_model_name.empty()) embedding_model_name = std::filesystem::path(embedding_path).parent_path().filename().string();
-      // (as a prompt's bound below; an input of token ids is checked by count)
-      most_input_bytes =
-          2 * static_cast<size_t>(embedder->max_tokens()) * std::max<size_t>(embedder->tokenizer().longest_token_bytes(), 1) + 4096;
+      // (an input of token ids is checked by count)
+      most_input_bytes = most_text_bytes(embedder->max_tokens(), embedder->tokenizer());
     }
     if (embedding_path == o.model_path) {  // an embeddings server: no decoder, no scheduler
       model_name = embedding_model_name;
@@ -193,12 +192,17 @@ struct Server::Impl {
     if (o.max_body_bytes < 1024) fail("--max-body ", o.max_body_bytes, ": at least 1024 bytes");
     if (o.max_prompt_tokens < 0 || o.max_tokens < 0) fail("--max-prompt-tokens and --max-tokens must not be negative");
     max_prompt = o.max_prompt_tokens > 0 ? std::min(o.max_prompt_tokens, context) : context;
-    // (x2: a normalizer may shorten text, NFKC's ligatures by a third)
-    most_prompt_bytes = 2 * static_cast<size_t>(max_prompt) * std::max<size_t>(tok->longest_token_bytes(), 1) + 4096;
+    most_prompt_bytes = most_text_bytes(max_prompt, *tok);
     most_body_bytes = 6 * most_prompt_bytes + 65536;
     if (embedder) most_body_bytes = std::max(most_body_bytes, kMaxEmbeddingInputs * 6 * most_input_bytes + 65536);
     batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk, o.prefix_cache);
     routes();
+  }
+
+  // More text than this cannot encode to `tokens` tokens or fewer (x2: a normalizer may shorten text, NFKC's
+  // ligatures by a third), known before encoding it.
+  static size_t most_text_bytes(int64_t tokens, const llm::Tokenizer& t) {
+    return 2 * static_cast<size_t>(tokens) * std::max<size_t>(t.longest_token_bytes(), 1) + 4096;
   }
 
   void count_request(const std::string& endpoint, int status) {
