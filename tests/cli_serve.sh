@@ -228,6 +228,41 @@ curl -s "$url/v1/models" | grep -q '"dimensions":32'
 kill -TERM "$server_pid"
 wait "$server_pid"
 
+# A decoder's own embeddings (--embeddings): its final hidden state, last token or mean, normalized, equal to
+# transformers' (tests/fixtures/exports/hidden_states.json, tools/exporters/make_hidden_goldens.py); it still generates.
+check_decoder_embeddings() {  # POOLING
+  python3 - "$url" "$repo/tests/fixtures/exports/hidden_states.json" "$1" <<'EOF'
+import json, math, sys, urllib.request
+url, golden, pooling = sys.argv[1], json.load(open(sys.argv[2]))["archs"]["llama"], sys.argv[3]
+req = urllib.request.Request(url + "/v1/embeddings", json.dumps({"input": golden["prompts"]}).encode(), {"Content-Type": "application/json"})
+got = json.load(urllib.request.urlopen(req))
+worst = 0
+for d, hidden in zip(got["data"], golden["last_hidden_state"]):
+    rows = hidden[-1:] if pooling == "last" else hidden
+    v = [sum(r[k] for r in rows) / len(rows) for k in range(len(rows[0]))]
+    n = math.sqrt(sum(x * x for x in v))
+    worst = max(worst, max(abs(a - b / n) for a, b in zip(d["embedding"], v)))
+assert len(got["data"]) == 2 and worst < 1e-4, worst
+print(f"serve --embeddings: {pooling}-token pooling of 2 prompts within {worst:.1e} of transformers' hidden state")
+EOF
+}
+serve_model=$repo/tests/fixtures/exports/llama-optimum start_server decoder_embeddings --embeddings
+grep -q "its embeddings (32 dimensions)" "$work/decoder_embeddings.log"
+check_decoder_embeddings last
+curl -s "$url/v1/models" | grep -q '"dimensions":32,"id":"llama-optimum"'
+post /v1/completions '{"prompt": [1, 17, 200], "max_tokens": 4}' > /dev/null; expect_status 200
+post /v1/embeddings '{"input": [[1, 400]]}' > /dev/null; expect_status 400; grep -q "token id 400 is outside the vocabulary" "$work/body"
+kill -TERM "$server_pid"
+wait "$server_pid"
+serve_model=$repo/tests/fixtures/exports/llama-optimum start_server decoder_mean --embeddings --pooling mean
+check_decoder_embeddings mean
+kill -TERM "$server_pid"
+wait "$server_pid"
+if "$tern" serve "$repo/tests/fixtures/exports/llama-optimum" --embeddings --embedding-model "$encoders/bert-optimum" 2> "$work/both.log"; then
+  echo "--embeddings with --embedding-model should be refused"; exit 1
+fi
+grep -q "choose one" "$work/both.log"
+
 # A full queue: one row, no queue — of 4 requests sent at once, those arriving while another waits or runs
 # get 429 with Retry-After; the others complete.
 start_server busy --parallel 1 --queue 0

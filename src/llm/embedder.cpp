@@ -8,12 +8,15 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
+#include "passes/pipeline.h"
 
 namespace tern::llm {
 namespace {
 
-// Rows per run: a request's inputs go through in batches of this many, padded to the longest in each.
-constexpr size_t kBatchRows = 32;
+// A request's inputs go through in batches of at most this many rows and this many positions (rows x the
+// longest): 32 of MiniLM's 256-token inputs, but 4 of a decoder's 2048 (its attention holds rows x heads x
+// positions^2 scores).
+constexpr size_t kBatchRows = 32, kBatchPositions = 8192;
 
 // A JSON file of the folder, or null when the folder has none.
 nlohmann::json optional_json(const std::string& dir, const std::string& name) {
@@ -23,6 +26,14 @@ nlohmann::json optional_json(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
+Pooling parse_pooling(const std::string& name) {
+  if (name == "mean") return Pooling::Mean;
+  if (name == "cls") return Pooling::Cls;
+  if (name == "max") return Pooling::Max;
+  if (name == "last") return Pooling::LastToken;
+  fail("pooling '", name, "': one of mean, cls, max, last");
+}
+
 bool is_encoder_folder(const std::string& path) {
   return std::filesystem::is_directory(path) && (folder_holds(path, "modules.json") || folder_holds(path, "sentence_bert_config.json"));
 }
@@ -31,15 +42,18 @@ Embedder::Embedder(const std::string& folder, SessionOptions options) {
   // Optimum writes model.onnx; sentence-transformers repositories keep theirs in onnx/.
   const std::string name = folder_holds(folder, "model.onnx") ? "model.onnx" : "onnx/model.onnx";
   session_ = std::make_unique<Session>(confined_file(folder, name, "the encoder model"), std::move(options));
-  tok_ = load_tokenizer(folder);
-  vocab_ = tok_->vocab_size();
+  own_tok_ = load_tokenizer(folder);
+  vocab_ = own_tok_->vocab_size();
 
   bool ids = false, mask = false;
   for (const IOInfo& in : session_->inputs()) {
     if (in.name == "input_ids") ids = true;
     else if (in.name == "attention_mask") mask = true;
     else if (in.name == "token_type_ids") token_types_ = true;
-    else fail("'", folder, "/", name, "': input '", in.name, "' is not one an encoder takes (input_ids, attention_mask, token_type_ids)");
+    else if (in.name == "position_ids") position_ids_ = true;  // (a decoder exported for feature extraction)
+    else
+      fail("'", folder, "/", name, "': input '", in.name,
+           "' is not one an encoder takes (input_ids, attention_mask, token_type_ids, position_ids)");
   }
   if (!ids || !mask) fail("'", folder, "/", name, "': an encoder needs inputs input_ids and attention_mask");
   // The per-token output: last_hidden_state (Optimum, transformers), token_embeddings, else the first output.
@@ -49,6 +63,7 @@ Embedder::Embedder(const std::string& folder, SessionOptions options) {
   for (const IOInfo& o : outs)
     if (o.name == "last_hidden_state" || o.name == "token_embeddings") hidden_output_ = o.name;
 
+  tok_ = own_tok_.get();
   const nlohmann::json st = optional_json(folder, "sentence_bert_config.json"), cfg = optional_json(folder, "config.json");
   try {
     if (st.is_object() && st.contains("max_seq_length"))
@@ -79,7 +94,74 @@ Embedder::Embedder(const std::string& folder, SessionOptions options) {
   dims_ = static_cast<int64_t>(embed({{0}})[0].size());
 }
 
+Embedder::Embedder(Session& decoder, const ModelConfig& config, const Tokenizer& tok, Pooling pooling, bool normalize)
+    : tok_(&tok), pooling_(pooling), normalize_(normalize) {
+  bool exposed = false;
+  for (const IOInfo& o : decoder.outputs()) exposed = exposed || o.name == kHiddenStateOutput;
+  if (!exposed) fail("'", decoder.model().path, "': the session does not expose the hidden state (hidden_state_of unset)");
+  decoder_ = std::make_unique<Generator>(decoder, config);
+  vocab_ = config.vocab_size > 0 ? config.vocab_size : tok.vocab_size();
+  const int64_t window = decoder.options().kv_window;
+  max_tokens_ = config.context_length > 0 ? config.context_length : window > 0 ? window : 2048;
+  if (decoder_->io().layout == PastLayout::Internal) max_tokens_ = std::min(max_tokens_, window);
+  dims_ = static_cast<int64_t>(embed({{0}})[0].size());
+}
+
 Embedder::~Embedder() = default;
+
+Tensor Embedder::encoder_hidden(const std::vector<std::vector<int64_t>>& rows, size_t first, size_t n, size_t len) const {
+  const int64_t b = static_cast<int64_t>(n), t = static_cast<int64_t>(len);
+  Tensor ids(DType::Int64, {b, t}), mask(DType::Int64, {b, t});
+  std::fill_n(ids.data<int64_t>(), b * t, 0);
+  std::fill_n(mask.data<int64_t>(), b * t, 0);
+  for (size_t r = 0; r < n; ++r)
+    for (size_t k = 0; k < rows[first + r].size(); ++k) {
+      ids.data<int64_t>()[r * len + k] = rows[first + r][k];
+      mask.data<int64_t>()[r * len + k] = 1;
+    }
+  std::vector<std::pair<std::string, Tensor>> feeds{{"input_ids", ids}, {"attention_mask", mask}};
+  if (token_types_) {
+    Tensor types(DType::Int64, {b, t});
+    std::fill_n(types.data<int64_t>(), b * t, 0);
+    feeds.emplace_back("token_type_ids", types);
+  }
+  if (position_ids_) {  // 0, 1, … on every row: right padding leaves the real tokens' positions as they are
+    Tensor pos(DType::Int64, {b, t});
+    for (int64_t i = 0; i < b * t; ++i) pos.data<int64_t>()[i] = i % t;
+    feeds.emplace_back("position_ids", pos);
+  }
+  const Outputs result = session_->run(feeds);
+  for (const auto& [name, tensor] : result.items)
+    if (name == hidden_output_) return tensor;
+  fail("the encoder gave no output '", hidden_output_, "'");
+}
+
+std::vector<float> Embedder::pool(const float* row, int64_t start, int64_t used, int64_t h) const {
+  std::vector<double> acc(static_cast<size_t>(h), pooling_ == Pooling::Max ? -INFINITY : 0.0);
+  // Mean and max over the row's real tokens (sentence-transformers sums in the model's float; double here).
+  if (pooling_ == Pooling::Cls || pooling_ == Pooling::LastToken) {
+    const float* tok = row + (pooling_ == Pooling::Cls ? start : start + used - 1) * h;
+    for (int64_t k = 0; k < h; ++k) acc[static_cast<size_t>(k)] = tok[k];
+  } else {
+    for (int64_t p = start; p < start + used; ++p)
+      for (int64_t k = 0; k < h; ++k) {
+        const double v = row[p * h + k];
+        double& a = acc[static_cast<size_t>(k)];
+        a = pooling_ == Pooling::Max ? std::max(a, v) : a + v;
+      }
+    if (pooling_ == Pooling::Mean)
+      for (double& a : acc) a /= static_cast<double>(used);
+  }
+  double norm = 1;
+  if (normalize_) {
+    double sq = 0;
+    for (double a : acc) sq += a * a;
+    norm = std::max(std::sqrt(sq), 1e-12);  // (torch.nn.functional.normalize's eps)
+  }
+  std::vector<float> e(static_cast<size_t>(h));
+  for (int64_t k = 0; k < h; ++k) e[static_cast<size_t>(k)] = static_cast<float>(acc[static_cast<size_t>(k)] / norm);
+  return e;
+}
 
 std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<int64_t>>& rows) const {
   std::vector<std::vector<float>> out;
@@ -91,60 +173,30 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
     for (int64_t id : rows[r])
       if (id < 0 || id >= vocab_) fail("input ", r, ": token id ", id, " is outside the vocabulary of ", vocab_);
   }
-  for (size_t first = 0; first < rows.size(); first += kBatchRows) {
-    const size_t n = std::min(kBatchRows, rows.size() - first);
+  for (size_t first = 0, n = 0; first < rows.size(); first += n) {
     size_t len = 0;
-    for (size_t r = 0; r < n; ++r) len = std::max(len, rows[first + r].size());
-    const int64_t b = static_cast<int64_t>(n), t = static_cast<int64_t>(len);
-    Tensor ids(DType::Int64, {b, t}), mask(DType::Int64, {b, t});
-    std::fill_n(ids.data<int64_t>(), b * t, 0);
-    std::fill_n(mask.data<int64_t>(), b * t, 0);
-    for (size_t r = 0; r < n; ++r)
-      for (size_t k = 0; k < rows[first + r].size(); ++k) {
-        ids.data<int64_t>()[r * len + k] = rows[first + r][k];
-        mask.data<int64_t>()[r * len + k] = 1;
-      }
-    std::vector<std::pair<std::string, Tensor>> feeds{{"input_ids", ids}, {"attention_mask", mask}};
-    if (token_types_) {
-      Tensor types(DType::Int64, {b, t});
-      std::fill_n(types.data<int64_t>(), b * t, 0);
-      feeds.emplace_back("token_type_ids", types);
+    for (n = 0; first + n < rows.size() && n < kBatchRows; ++n) {
+      const size_t longer = std::max(len, rows[first + n].size());
+      if (n > 0 && (n + 1) * longer > kBatchPositions) break;
+      len = longer;
     }
-    const Outputs result = session_->run(feeds);
-    const Tensor* hidden = nullptr;
-    for (const auto& [name, tensor] : result.items)
-      if (name == hidden_output_) hidden = &tensor;
-    if (!hidden || hidden->dtype() != DType::Float32 || hidden->shape().size() != 3 || hidden->shape()[0] != b || hidden->shape()[1] != t)
-      fail("the encoder's output '", hidden_output_, "' is not float32 [batch, sequence, hidden] for ", b, " rows of ", t, " tokens");
-    const int64_t h = hidden->shape()[2];
-    const float* x = hidden->data<float>();
+    const int64_t b = static_cast<int64_t>(n), t = static_cast<int64_t>(len);
+    std::unique_lock<std::mutex> decoder_run(decoder_mu_, std::defer_lock);
+    Tensor hidden;
+    if (decoder_) {  // left-padded as generation pads (the generator's rule); the tensor is the session's until the next run
+      decoder_run.lock();
+      hidden = decoder_->prefill_output(
+          {rows.begin() + static_cast<std::ptrdiff_t>(first), rows.begin() + static_cast<std::ptrdiff_t>(first + n)}, kHiddenStateOutput);
+    } else {
+      hidden = encoder_hidden(rows, first, n, len);
+    }
+    if (hidden.dtype() == DType::Float16 || hidden.dtype() == DType::BFloat16) hidden = cast_to(hidden, DType::Float32);
+    if (hidden.dtype() != DType::Float32 || hidden.shape().size() != 3 || hidden.shape()[0] != b || hidden.shape()[1] != t)
+      fail("the model's hidden state is not float32 [batch, sequence, hidden] for ", b, " rows of ", t, " tokens");
+    const int64_t h = hidden.shape()[2];
     for (size_t r = 0; r < n; ++r) {
-      const size_t used = rows[first + r].size();
-      const float* row = x + static_cast<int64_t>(r) * t * h;
-      std::vector<double> acc(static_cast<size_t>(h), pooling_ == Pooling::Max ? -INFINITY : 0.0);
-      // Mean and max over the row's real tokens (sentence-transformers sums in the model's float; double here).
-      if (pooling_ == Pooling::Cls || pooling_ == Pooling::LastToken) {
-        const float* tok = row + (pooling_ == Pooling::Cls ? 0 : static_cast<int64_t>(used - 1) * h);
-        for (int64_t k = 0; k < h; ++k) acc[static_cast<size_t>(k)] = tok[k];
-      } else {
-        for (size_t p = 0; p < used; ++p)
-          for (int64_t k = 0; k < h; ++k) {
-            const double v = row[static_cast<int64_t>(p) * h + k];
-            double& a = acc[static_cast<size_t>(k)];
-            a = pooling_ == Pooling::Max ? std::max(a, v) : a + v;
-          }
-        if (pooling_ == Pooling::Mean)
-          for (double& a : acc) a /= static_cast<double>(used);
-      }
-      double norm = 1;
-      if (normalize_) {
-        double sq = 0;
-        for (double a : acc) sq += a * a;
-        norm = std::max(std::sqrt(sq), 1e-12);  // (torch.nn.functional.normalize's eps)
-      }
-      std::vector<float> e(static_cast<size_t>(h));
-      for (int64_t k = 0; k < h; ++k) e[static_cast<size_t>(k)] = static_cast<float>(acc[static_cast<size_t>(k)] / norm);
-      out.push_back(std::move(e));
+      const int64_t used = static_cast<int64_t>(rows[first + r].size());
+      out.push_back(pool(hidden.data<float>() + static_cast<int64_t>(r) * t * h, decoder_ ? t - used : 0, used, h));
     }
   }
   return out;

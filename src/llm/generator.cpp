@@ -173,6 +173,17 @@ const Tensor& Generator::extend(const std::vector<int64_t>& tokens, KvCache* cac
   return forward({tokens}, {std::vector<int64_t>(tokens.size(), 1)}, cache);
 }
 
+const Tensor& Generator::prefill_output(const Rows& prompts, const std::string& output) {
+  GenerateOptions none;
+  none.max_new_tokens = 0;
+  check_request(prompts, none);
+  if (io_.layout == PastLayout::Internal) sequence_->reset();
+  Rows seq, mask;
+  left_pad(prompts, pad_id(), seq, mask);
+  forward(seq, mask, nullptr);
+  return step_out_.at(output);
+}
+
 const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   session_.run(feeds_, step_out_, sequence_.get());
   const Outputs& out = step_out_;

@@ -75,6 +75,10 @@ class Generator {
   // attention keeps the graph's own past, or none): runs the positions of `tokens` that `cache` lacks (all of
   // them without a cache) and returns the last one's logits, [1, vocab] float32, valid until the next call.
   const Tensor& extend(const std::vector<int64_t>& tokens, KvCache* cache);
+  // The prompts, left-padded to one length, in one run from an empty cache (refused as generate() refuses them):
+  // the graph output `output` at every position, [prompts, longest, ·], valid until the next call — a decoder's
+  // hidden state for embeddings (SessionOptions::hidden_state_of).
+  const Tensor& prefill_output(const std::vector<std::vector<int64_t>>& prompts, const std::string& output);
   const ModelConfig& config() const { return config_; }
 
  private:

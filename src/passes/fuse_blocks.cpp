@@ -384,6 +384,56 @@ Node last_position_of(Graph& g, int x, const std::string& name) {
 
 }  // namespace
 
+std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, const std::string& name) {
+  link_producers(g);
+  const int out = g.find_value(logits);
+  if (out < 0 || std::count(g.outputs.begin(), g.outputs.end(), out) == 0)
+    fail("the graph has no output '", logits, "' to find the hidden state behind");
+  const int existing = g.find_value(name);
+  if (existing >= 0 && std::count(g.outputs.begin(), g.outputs.end(), existing)) return {};  // exposed already
+  if (existing >= 0) fail("the graph already has a value named '", name, "' that is not an output");
+  // Back from the logits through what exporters put after the vocabulary projection — a bias (phi-2), a logit
+  // scale (Cohere, Granite), soft-capping Div → Tanh → Mul (Gemma-2), a Cast — to the projection itself.
+  static const std::set<std::string> unary = {"Cast", "Tanh", "Identity"}, binary = {"Add", "Sub", "Mul", "Div"};
+  int v = out;
+  for (int step = 0;; ++step) {
+    const int p = g.values[static_cast<size_t>(v)].producer;
+    const Node* n = p >= 0 ? &g.nodes[static_cast<size_t>(p)] : nullptr;
+    const auto why_not = [&] { return n ? n->describe() : "graph input or constant '" + g.values[static_cast<size_t>(v)].name + "'"; };
+    if (!n || step == 8) fail("output '", logits, "' comes from ", why_not(), ", not from a projection of the hidden state");
+    const bool projection = (n->domain.empty() && (n->op_type == "MatMul" || n->op_type == "Gemm")) ||
+                            (n->domain == "com.microsoft" && (n->op_type == "MatMulNBits" || n->op_type == "FusedMatMul"));
+    if (projection) {
+      const int x = n->inputs[0];
+      const Value& hidden = g.values[static_cast<size_t>(x)];
+      if (!hidden.shape || hidden.shape->size() != 3)
+        fail(n->describe(), " projects the hidden state to '", logits, "', but its input '", hidden.name,
+             "' is not [batch, sequence, hidden]");
+      Node copy;
+      copy.name = name + "/identity";
+      copy.op_type = "Identity";
+      copy.inputs = {x};
+      const DType dtype = hidden.dtype;  // add_value below may move the values
+      copy.outputs = {g.add_value(name)};
+      g.values[static_cast<size_t>(copy.outputs[0])].dtype = dtype;
+      const std::string what = "the input of " + n->describe() + " exposed as output '" + name + "'";
+      g.nodes.insert(g.nodes.begin() + p + 1, std::move(copy));
+      g.outputs.push_back(g.nodes[static_cast<size_t>(p + 1)].outputs[0]);
+      link_producers(g);
+      return {{what, name + "/identity"}};
+    }
+    int next = -1;
+    if (n->domain.empty() && unary.count(n->op_type) && !n->inputs.empty()) next = n->inputs[0];
+    if (n->domain.empty() && binary.count(n->op_type) && n->inputs.size() == 2) {
+      const bool c0 = g.values[static_cast<size_t>(n->inputs[0])].constant.has_value();
+      const bool c1 = g.values[static_cast<size_t>(n->inputs[1])].constant.has_value();
+      if (c0 != c1) next = n->inputs[c0 ? 1 : 0];
+    }
+    if (next < 0) fail("output '", logits, "' comes from ", why_not(), ", not from a projection of the hidden state");
+    v = next;
+  }
+}
+
 std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output) {
   link_producers(g);
   const int out = g.find_value(output);

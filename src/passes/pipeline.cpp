@@ -65,6 +65,8 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     infer_and_fold(g, stats, true);
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
+  // Before the logits are sliced: the hidden state is wanted at every position.
+  if (!o.hidden_state_of.empty()) append(r.fusions, expose_hidden_state(g, o.hidden_state_of, kHiddenStateOutput));
   if (!o.last_position_output.empty()) {
     append(r.fusions, slice_logits_to_last_position(g, o.last_position_output));
     infer_and_fold(g, stats, o.optimize);

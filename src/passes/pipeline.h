@@ -10,6 +10,9 @@
 
 namespace tern {
 
+// The graph output expose_hidden_state adds (SessionOptions::hidden_state_of): Hugging Face's name for it.
+inline constexpr const char* kHiddenStateOutput = "last_hidden_state";
+
 struct PipelineOptions {
   bool optimize = true;  // constant folding, dead-node removal and the fusions
   // > 0: attention layers become CachedAttention over a ring of this many tokens (SessionOptions::kv_window).
@@ -18,6 +21,7 @@ struct PipelineOptions {
   DType kv_dtype = DType::Float32;
   bool kv_window_required = true;    // fail when no layer matches
   std::string last_position_output;  // graph output generation reads only the last position of
+  std::string hidden_state_of;       // graph output (the logits) whose projection's input becomes kHiddenStateOutput
   WeightPack* pack = nullptr;        // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)
 };
 

@@ -161,7 +161,7 @@ void Session::prepare_graph() {
   SessionWeights::align_constants(g);
   passes_ = optimize_graph(g,
                            {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype, options_.kv_window_required,
-                            options_.last_position_output, weights_.pack()},
+                            options_.last_position_output, options_.hidden_state_of, weights_.pack()},
                            model_.path);
   feeds_.prepare(g, model_.path);
   for (int id : g.outputs) {

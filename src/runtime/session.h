@@ -79,6 +79,10 @@ struct SessionOptions {
   // Generation reads only the last position's logits: compute no others (the graph output named here
   // then has sequence length 1). Empty: the graph's outputs as they are.
   std::string last_position_output;
+  // Embeddings from a decoder: the input of the projection that makes the graph output named here (the logits) —
+  // the final norm's output — becomes graph output "last_hidden_state" (kHiddenStateOutput) too, [B, S, hidden]
+  // at every position (passes/fuse_blocks.h: expose_hidden_state). Empty: none.
+  std::string hidden_state_of;
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
   // Weights of MatMuls with a constant 2-D float matrix, converted once at load (Op::prepack).
   WeightFormat weights = WeightFormat::AsStored;

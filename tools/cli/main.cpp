@@ -131,12 +131,15 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
         [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W]
         [--weights F] [--threads N] [--max-memory SIZE] [--embedding-model ENCODER_DIR]
+        [--embeddings [--pooling last|mean|cls|max]]
       An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions (the folder's chat
       template; "stream": true for server-sent events; logprobs; response_format json_object or
       json_schema, by constrained decoding), POST /v1/embeddings (with --embedding-model, or when MODEL_DIR itself is
       an encoder as sentence-transformers saves one: modules.json, 1_Pooling — then embeddings alone;
       pooled and normalized as its config says; inputs longer than its max_seq_length are refused, not
-      truncated), GET /v1/models, /v1/models/ID, /health
+      truncated; or with --embeddings, the decoder's own: its final norm's output — the input of the
+      vocabulary projection, Hugging Face's last_hidden_state — at the last token (--pooling: or the mean, first
+      or max over the tokens), L2-normalized, inputs up to its context), GET /v1/models, /v1/models/ID, /health
       and /metrics (Prometheus). It listens on 127.0.0.1 unless --host says otherwise (0.0.0.0: every
       address). --api-key (or $TERN_API_KEY) makes every request but /health need "Authorization: Bearer
       KEY" (401 otherwise). --cors-origin lets browser pages of those origins call it (comma-separated, or

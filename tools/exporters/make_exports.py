@@ -21,6 +21,7 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
 """
 import argparse
+import copy
 import json
 import shutil
 import subprocess
@@ -241,6 +242,20 @@ def ort_greedy(model_path, prompts, eos):
     return tokens, prefill
 
 
+def random_model(cfg, attention=None):
+    """The cell's transformers model: seed 0, the same weights on every run (make_hidden_goldens.py rebuilds it)."""
+    torch.manual_seed(0)
+    cfg = copy.deepcopy(cfg)  # (from_config sets the attention on the config it is given)
+    model = transformers.AutoModelForCausalLM.from_config(cfg, **({"attn_implementation": attention} if attention else {}))
+    with torch.no_grad():  # weights large enough to keep logits apart (near-ties would make goldens fragile)
+        for pname, p in model.named_parameters():
+            if p.dim() > 1 or pname.endswith("bias"):
+                p.normal_(0, 0.1)
+            else:  # norm scales (Gemma's are 1 + w: around 1 either way)
+                p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
+    return model.eval()
+
+
 def exact_oracle(model, copy):
     """The model ORT should run as the reference: MatMulNBits with accuracy_level 4 (the genai builder's
     default for CPU) makes ORT quantize activations to int8 per block, which is not the product the file
@@ -262,15 +277,7 @@ def make_cell(arch, cfg, exporter, out_root, work):
     out_dir = out_root / name
     model_dir = work / arch
     if not model_dir.exists():
-        torch.manual_seed(0)
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
-        with torch.no_grad():  # weights large enough to keep logits apart (near-ties would make goldens fragile)
-            for pname, p in model.named_parameters():
-                if p.dim() > 1 or pname.endswith("bias"):
-                    p.normal_(0, 0.1)
-                else:  # norm scales (Gemma's are 1 + w: around 1 either way)
-                    p.add_(torch.empty_like(p).uniform_(-0.2, 0.2))
-        model.eval().save_pretrained(model_dir)
+        random_model(cfg).save_pretrained(model_dir)
         byte_tokenizer(cfg).save_pretrained(model_dir)
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)

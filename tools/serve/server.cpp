@@ -160,6 +160,8 @@ struct Server::Impl {
 
   explicit Impl(const ServerOptions& o) : opt(o) {
     const std::string embedding_path = llm::is_encoder_folder(o.model_path) ? o.model_path : o.embedding_model;
+    if (o.decoder_embeddings && embedding_path == o.model_path)
+      fail("--embeddings: the --model '", o.model_path, "' is an encoder, whose embeddings are served without it");
     if (!embedding_path.empty()) {
       if (embedding_path == o.model_path && !o.embedding_model.empty())
         fail("--embedding-model: the --model '", o.model_path, "' is an encoder itself");
@@ -180,9 +182,19 @@ struct Server::Impl {
     const llm::ModelFiles files = llm::resolve_model(o.model_path);
     model_name = !o.model_name.empty() ? o.model_name : std::filesystem::path(files.dir).filename().string();
     cfg = llm::read_model_config(files.dir);
-    session = std::make_unique<Session>(files.onnx, llm::decoder_session_options(o.decoder, cfg, true));
+    SessionOptions so = llm::decoder_session_options(o.decoder, cfg, true);
+    if (o.decoder_embeddings) {
+      if (!o.embedding_model.empty()) fail("--embeddings and --embedding-model: /v1/embeddings serves one model; choose one");
+      so.hidden_state_of = "logits";
+    }
+    session = std::make_unique<Session>(files.onnx, so);
     gen = std::make_unique<llm::Generator>(*session, cfg);
     tok = llm::load_tokenizer(files.dir);
+    if (o.decoder_embeddings) {
+      embedder = std::make_unique<llm::Embedder>(*session, cfg, *tok, o.pooling);
+      embedding_model_name = model_name;
+      most_input_bytes = most_text_bytes(embedder->max_tokens(), *tok);
+    }
     chat_family = llm::detect_chat_family(files.dir);
     context = cfg.context_length > 0 ? cfg.context_length : session->options().kv_window;
     if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
@@ -615,7 +627,9 @@ struct Server::Impl {
     const std::string endpoint = "/v1/embeddings";
     try {
       if (!embedder)
-        throw ApiError(400, "this server has no embedding model: start it with --embedding-model FOLDER (a sentence-transformers encoder)",
+        throw ApiError(400,
+                       "this server has no embedding model: start it with --embedding-model FOLDER (a sentence-transformers "
+                       "encoder) or --embeddings (the decoder's own)",
                        "model");
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -728,7 +742,9 @@ struct Server::Impl {
     json list = json::array();
     if (batcher)
       list.push_back({{"id", model_name}, {"object", "model"}, {"created", unix_now()}, {"owned_by", "tern"}, {"context_length", context}});
-    if (embedder)
+    if (batcher && embedder && opt.decoder_embeddings)  // (one model for both)
+      list.back()["dimensions"] = embedder->dimensions();
+    else if (embedder)
       list.push_back({{"id", embedding_model_name},
                       {"object", "model"},
                       {"created", unix_now()},
@@ -855,7 +871,8 @@ bool Server::run() {
   if (s.batcher) s.scheduler = std::thread([&s] { s.schedule(); });
   std::cerr << "tern serve: ";
   if (s.batcher) std::cerr << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << ")";
-  if (s.embedder)
+  if (s.embedder && s.opt.decoder_embeddings) std::cerr << ", its embeddings (" << s.embedder->dimensions() << " dimensions)";
+  else if (s.embedder)
     std::cerr << (s.batcher ? ", " : "") << "embeddings " << s.embedding_model_name << " (" << s.embedder->dimensions() << " dimensions, "
               << s.embedder->max_tokens() << " tokens)";
   std::cerr << (s.opt.api_key.empty() ? "" : ", API key required") << ", listening on http://" << s.opt.host << ":" << port << std::endl;

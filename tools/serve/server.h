@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "llm/embedder.h"
 #include "llm/model_folder.h"
 
 namespace tern::serve {
@@ -16,6 +17,10 @@ struct ServerOptions {
   std::string model_path;  // a model folder or .onnx file; an encoder folder (llm::is_encoder_folder): embeddings only
   // An encoder folder (sentence-transformers' layout) beside the decoder, for /v1/embeddings ("": none).
   std::string embedding_model;
+  // The decoder's own embeddings on /v1/embeddings too (`--embeddings`, as llama-server's): its final hidden state
+  // pooled as `pooling` says, L2-normalized (llm/embedder.h).
+  bool decoder_embeddings = false;
+  llm::Pooling pooling = llm::Pooling::LastToken;
   std::string model_name;  // the id /v1/models lists ("" : the folder's name)
   std::string host = "127.0.0.1";
   int port = 8080;                          // 0: any free port (printed)

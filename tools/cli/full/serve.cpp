@@ -10,6 +10,7 @@
 #include <thread>
 
 #ifdef TERN_SERVE
+#include "llm/embedder.h"
 #include "tools/serve/server.h"
 #endif
 
@@ -20,11 +21,14 @@ int serve(int argc, char** argv) {
   fail_unsupported("this tern was built without tern serve (-DTERN_SERVE=OFF)");
 #else
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
-  Flags f = parse(argc, argv, 3, {"prefault", "no-pack", "no-prefix-cache"});
+  Flags f = parse(argc, argv, 3, {"prefault", "no-pack", "no-prefix-cache", "embeddings"});
   serve::ServerOptions o;
   o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
   o.model_name = f.get("model-name", "");
   o.embedding_model = f.get("embedding-model", "");
+  o.decoder_embeddings = f.has("embeddings");
+  if (f.has("pooling") && !o.decoder_embeddings) fail("--pooling is for --embeddings (an encoder's folder says its own)");
+  o.pooling = llm::parse_pooling(f.get("pooling", "last"));
   o.host = f.get("host", "127.0.0.1");
   o.port = static_cast<int>(f.get_int("port", 8080, 0));
   if (o.port > 65535) fail("--port ", o.port, ": at most 65535");
