@@ -27,9 +27,9 @@ double max_difference(const std::vector<float>& a, const std::vector<double>& b)
 }
 
 // Ids and embeddings one text at a time and all texts as one padded batch, within 1e-4 of the golden.
-void check_embeddings(const fs::path& dir, const fs::path& golden_file) {
+void check_embeddings(const fs::path& dir, const fs::path& golden_file, Pooling pooling = Pooling::Mean) {
   const Embedder e(dir.string());
-  CHECK(e.pooling() == Pooling::Mean);
+  CHECK(e.pooling() == pooling);
   CHECK(e.normalizes());
   std::ifstream f(golden_file);
   const nlohmann::json golden = nlohmann::json::parse(f);
@@ -60,6 +60,11 @@ TEST_CASE("embeddings of a BERT exported by Optimum and by torch's dynamo export
     const fs::path dir = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "encoders" / exporter;
     check_embeddings(dir, dir / "embeddings.json");
   }
+}
+
+TEST_CASE("a decoder laid out as Qwen3-Embedding (Optimum's feature extraction, position_ids, last token) equals ONNX Runtime's") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "encoders" / "qwen3-optimum";
+  check_embeddings(dir, dir / "embeddings.json", Pooling::LastToken);
 }
 
 TEST_CASE("all-MiniLM-L6-v2's embeddings equal ONNX Runtime's with sentence-transformers' pooling") {

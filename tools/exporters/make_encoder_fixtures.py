@@ -7,7 +7,8 @@ Runtime as the oracle:
 tests/fixtures/encoders/bert-<exporter>/: a random-weight BERT from transformers' BertConfig (hidden 32, 2 layers,
 2 heads; no hub) with a WordPiece tokenizer.json trained here on tests/fixtures/story.txt (BertNormalizer,
 BertPreTokenizer, [CLS] … [SEP]), laid out as sentence-transformers saves a model (modules.json, 1_Pooling
-with mean pooling, 2_Normalize), exported by Optimum (task feature-extraction) and by torch's dynamo exporter.
+with mean pooling, 2_Normalize), exported by Optimum (task feature-extraction) and by torch's dynamo exporter;
+tests/fixtures/encoders/qwen3-optimum/: a decoder laid out as Qwen3-Embedding is (last-token pooling).
 Each folder's embeddings.json holds, for a few texts, Hugging Face tokenizers' ids and the embedding computed
 as sentence-transformers does — ONNX Runtime's last_hidden_state, mean-pooled over the attention mask,
 L2-normalized — one text at a time and as one right-padded batch.
@@ -61,11 +62,13 @@ def make_tokenizer(path):
     return tok
 
 
-def sentence_transformers_layout(folder, max_seq_length):
+def sentence_transformers_layout(folder, max_seq_length, pooling="mean"):
     (folder / "1_Pooling").mkdir(exist_ok=True)
     (folder / "1_Pooling/config.json").write_text(json.dumps({"word_embedding_dimension": 32, "pooling_mode_cls_token": False,
-                                                              "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-                                                              "pooling_mode_mean_sqrt_len_tokens": False}, indent=2))
+                                                              "pooling_mode_mean_tokens": pooling == "mean",
+                                                              "pooling_mode_max_tokens": False,
+                                                              "pooling_mode_mean_sqrt_len_tokens": False,
+                                                              "pooling_mode_lasttoken": pooling == "last"}, indent=2))
     (folder / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
@@ -73,19 +76,26 @@ def sentence_transformers_layout(folder, max_seq_length):
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_seq_length, "do_lower_case": False}))
 
 
-def embed(session, rows):
-    """sentence-transformers' mean pooling + Normalize over ONNX Runtime's last_hidden_state, one padded batch."""
+def embed(session, rows, pooling="mean"):
+    """sentence-transformers' mean (or last-token) pooling + Normalize over ONNX Runtime's last_hidden_state, one
+    right-padded batch."""
     n = max(len(r) for r in rows)
     ids = np.zeros((len(rows), n), np.int64)
     mask = np.zeros((len(rows), n), np.int64)
     for i, r in enumerate(rows):
         ids[i, :len(r)], mask[i, :len(r)] = r, 1
     feeds = {"input_ids": ids, "attention_mask": mask}
-    if "token_type_ids" in [i.name for i in session.get_inputs()]:
+    names = [i.name for i in session.get_inputs()]
+    if "token_type_ids" in names:
         feeds["token_type_ids"] = np.zeros_like(ids)
+    if "position_ids" in names:  # a decoder's: 0, 1, … (right padding leaves the real tokens' positions)
+        feeds["position_ids"] = np.tile(np.arange(n, dtype=np.int64), (len(rows), 1))
     hidden = session.run(None, feeds)[0].astype(np.float64)
     m = mask[:, :, None].astype(np.float64)
-    pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    if pooling == "last":
+        pooled = np.stack([hidden[i, len(r) - 1] for i, r in enumerate(rows)])
+    else:
+        pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
     return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
@@ -114,11 +124,11 @@ def export_optimum(model_dir, out):
     main_export(str(model_dir), output=str(out), task="feature-extraction", no_post_process=True, do_validation=False)
 
 
-def write_goldens(folder, tok):
+def write_goldens(folder, tok, pooling="mean"):
     session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
     rows = [tok.encode(t).ids for t in TEXTS]
-    batch = embed(session, rows)
-    cases = [{"text": t, "ids": r, "embedding": embed(session, [r])[0].tolist(), "batched": b.tolist()}
+    batch = embed(session, rows, pooling)
+    cases = [{"text": t, "ids": r, "embedding": embed(session, [r], pooling)[0].tolist(), "batched": b.tolist()}
              for t, r, b in zip(TEXTS, rows, batch)]
     (folder / "embeddings.json").write_text(json.dumps({"oracle": f"onnxruntime {ort.__version__}", "cases": cases}) + "\n")
 
@@ -147,6 +157,35 @@ def tiny_bert(out_root):
             sentence_transformers_layout(folder, 48)
             write_goldens(folder, tok)
             print(folder, sorted(p.name for p in folder.iterdir()), f"{(folder / 'model.onnx').stat().st_size} bytes")
+
+
+def tiny_qwen3(out_root):
+    """qwen3-optimum/: a decoder laid out as Qwen3-Embedding is — Optimum's feature-extraction export (input_ids,
+    attention_mask, position_ids → last_hidden_state), the tokenizer appending EOS, last-token pooling, Normalize —
+    from the exporter matrix's Qwen3 (make_exports.py: its weights and 256 byte tokens)."""
+    from make_exports import arch_configs, byte_tokenizer, random_model
+    from tokenizers import processors as proc
+    cfg = arch_configs()["qwen3"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        random_model(cfg).save_pretrained(src)
+        fast = byte_tokenizer(cfg)
+        fast.backend_tokenizer.post_processor = proc.TemplateProcessing(single=f"$A {fast.eos_token}",
+                                                                       special_tokens=[(fast.eos_token, cfg.eos_token_id)])
+        fast.save_pretrained(src)
+        folder = out_root / "qwen3-optimum"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        export_optimum(src, folder)
+        for name in ("config.json", "tokenizer.json"):
+            shutil.copy(src / name, folder / name)
+        for extra in list(folder.iterdir()):
+            if extra.name not in ("model.onnx", "config.json", "tokenizer.json"):
+                extra.unlink()
+        sentence_transformers_layout(folder, 64, "last")
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        write_goldens(folder, tok, "last")
+        print(folder, sorted(p.name for p in folder.iterdir()), f"{(folder / 'model.onnx').stat().st_size} bytes")
 
 
 def minilm(folder):
@@ -181,7 +220,11 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=ROOT / "tests/fixtures/encoders")
     ap.add_argument("--minilm", type=Path)
+    ap.add_argument("--only", choices=["bert", "qwen3"], help="make one kind of fixture (default: both)")
     a = ap.parse_args()
-    tiny_bert(a.out)
+    if a.only != "qwen3":
+        tiny_bert(a.out)
+    if a.only != "bert":
+        tiny_qwen3(a.out)
     if a.minilm:
         minilm(a.minilm)
