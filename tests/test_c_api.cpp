@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "diagnostics/test_data.h"
+#include "fixture_models.h"
 #include "kernels/cpu/isa.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -21,7 +22,6 @@ namespace {
 
 const std::string kSource = TERN_SOURCE_DIR;
 const std::string kExample = kSource + "/examples/tiny_llama_block";
-const std::string kDefault = kSource + "/models/default";
 
 tern_tensor c_tensor(const std::string& name, const Tensor& t) {
   tern_tensor c{};
@@ -96,12 +96,12 @@ TEST_CASE("C API: tern_generate gives the C++ Generator's greedy tokens") {
   tern_options* o = tern_options_create();
   REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
   tern_model* m = nullptr;
-  REQUIRE(tern_model_load(kDefault.c_str(), o, &m) == TERN_OK);
+  REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &m) == TERN_OK);
   tern_options_free(o);
   const std::string text = generate_text(m, "In the beginning", 32);
   tern_model_free(m);
 
-  const llm::ModelFiles files = llm::resolve_model(kDefault);
+  const llm::ModelFiles files = llm::resolve_model(test::kDefaultModel);
   const llm::ModelConfig cfg = llm::read_model_config(files.dir);
   llm::DecoderOptions d;
   d.threads = 1;
@@ -120,8 +120,8 @@ TEST_CASE("C API: two models generate at once on two threads, each as it does al
   tern_model *a = nullptr, *b = nullptr;
   tern_options* o = tern_options_create();
   REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
-  REQUIRE(tern_model_load(kDefault.c_str(), o, &a) == TERN_OK);
-  REQUIRE(tern_model_load(kDefault.c_str(), o, &b) == TERN_OK);
+  REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &a) == TERN_OK);
+  REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &b) == TERN_OK);
   tern_options_free(o);
   const std::string alone_a = generate_text(a, "And God said", 24), alone_b = generate_text(b, "The king", 24);
   std::string together_a, together_b;

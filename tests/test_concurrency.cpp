@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "fixture_models.h"
 #include "kernels/cpu/parallel.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -25,9 +26,6 @@ using namespace tern::llm;
 using namespace tern::test;
 
 namespace {
-
-const std::string kDefault = std::string(TERN_SOURCE_DIR) + "/models/default";
-const std::string kGqaFixture = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
 
 using Feeds = std::vector<std::pair<std::string, Tensor>>;
 
@@ -61,19 +59,12 @@ bool same(const Outputs& a, const Outputs& b) {
   return true;
 }
 
-std::unique_ptr<Session> gqa_ring_session(int threads) {
-  DecoderOptions d;
-  d.window = 64;
-  d.threads = threads;
-  return std::make_unique<Session>(kGqaFixture + "/model.onnx", decoder_session_options(d, read_model_config(kGqaFixture), true));
-}
-
 }  // namespace
 
 TEST_CASE("one session, 8 threads x 50 runs: every output equals the serial run's, no errors") {
   SessionOptions o;
   o.threads = 2;
-  Session s(kDefault + "/model.onnx", o);
+  Session s(test::kDefaultModel + "/model.onnx", o);
   // Prefills and decode steps of several lengths (so runs both replay step plans and make new ones).
   std::vector<Feeds> cases;
   for (int k = 0; k < 8; ++k) cases.push_back(decoder_feeds(s, k, k % 2 ? 1 : 3 + k, k % 3 ? 5 + k : 0));
@@ -104,8 +95,8 @@ TEST_CASE("one session, 8 threads x 50 runs: every output equals the serial run'
 }
 
 TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens and prefill logits each gives alone") {
-  const auto s = gqa_ring_session(2);
-  const ModelConfig config = read_model_config(kGqaFixture);
+  const auto s = test::gqa_ring_session(64, 2);
+  const ModelConfig config = read_model_config(test::kGqaFixture);
   GenerateOptions greedy;
   greedy.max_new_tokens = 8;
   std::vector<std::vector<int64_t>> prompts;
@@ -144,8 +135,8 @@ TEST_CASE("one ring-cache session, 8 threads with a Generator each: the tokens a
 }
 
 TEST_CASE("two Generators on one session, interleaved step by step, give the tokens each gives alone") {
-  const auto s = gqa_ring_session(1);
-  const ModelConfig config = read_model_config(kGqaFixture);
+  const auto s = test::gqa_ring_session(64, 1);
+  const ModelConfig config = read_model_config(test::kGqaFixture);
   Generator a(*s, config), b(*s, config);
   const std::vector<int64_t> pa{1, 17, 93, 4}, pb{1, 250, 3};
   GenerateOptions one;
@@ -186,9 +177,9 @@ TEST_CASE("a sequence fed by two runs at once: the second fails naming the confl
   };
   DecoderOptions d;
   d.window = 64;
-  SessionOptions so = decoder_session_options(d, read_model_config(kGqaFixture), true);
+  SessionOptions so = decoder_session_options(d, read_model_config(test::kGqaFixture), true);
   so.on_node = o.on_node;
-  Session s(kGqaFixture + "/model.onnx", so);
+  Session s(test::kGqaFixture + "/model.onnx", so);
   self = &s;
   step = {{"input_ids", Tensor::from_vector<int64_t>({1, 17, 93}, {1, 3})},
           {"attention_mask", Tensor::from_vector<int64_t>({1, 1, 1}, {1, 3})},
@@ -231,7 +222,7 @@ TEST_CASE("two sessions with 1 and 2 threads in one process each run on their ow
       seen_counts[threads].insert(kernels::kernel_threads());
       ran[threads].insert(ids.begin(), ids.end());
     };
-    sessions.push_back(std::make_unique<Session>(kDefault + "/model.onnx", o));
+    sessions.push_back(std::make_unique<Session>(test::kDefaultModel + "/model.onnx", o));
   }
   const Feeds feeds = decoder_feeds(*sessions[0], 1, 4, 0);
   // Both at once (each keeps its count), then each alone (the pool is free for the 2-thread one).

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fixture_models.h"
 #include "llm/embedder.h"
 #include "llm/model_folder.h"
 #include "passes/pipeline.h"
 
 using namespace tern;
 using namespace tern::llm;
+using tern::test::exports_dir;
+using tern::test::positions_from_cache_length;
 namespace fs = std::filesystem;
 
 namespace {
@@ -91,12 +94,6 @@ TEST_CASE("an encoder refuses inputs it cannot take, naming them") {
 }
 
 namespace {
-
-fs::path exports_dir() { return fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "exports"; }
-
-// Optimum's Gemma-2 export takes no position_ids: a left-padded row's positions count from the padding (as in
-// test_exports.cpp), so only its rows run alone are compared.
-bool positions_from_cache_length(const std::string& cell) { return cell == "gemma2-optimum"; }
 
 // Pooled as sentence-transformers pools, from the golden's positions: the last one, or the mean; normalized.
 std::vector<double> pooled(const std::vector<std::vector<double>>& hidden, bool last) {

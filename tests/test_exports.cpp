@@ -10,24 +10,21 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "fixture_models.h"
 #include "graph/onnx_loader.h"
 #include "llm/generator.h"
 #include "model_builder.h"
 
 using namespace tern;
 using namespace tern::llm;
+using tern::test::exports_dir;
+using tern::test::positions_from_cache_length;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Optimum's Gemma-2 export takes no position_ids: its positions count from the cache length, left
-// padding included, so ORT's tokens for a left-padded batch are not what the ring (positions from
-// attention_mask, as Hugging Face's generate feeds them) computes. Its unpadded case must match.
-bool positions_from_cache_length(const std::string& cell) { return cell == "gemma2-optimum"; }
 // Learned positions (GPT-2): the model has no position past its context, so the ring slides within it.
 bool learned_positions(const std::string& cell) { return cell.rfind("gpt2-", 0) == 0; }
-
-fs::path exports_dir() { return fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "exports"; }
 
 std::vector<fs::path> cells() {
   std::vector<fs::path> out;

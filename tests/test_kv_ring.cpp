@@ -10,6 +10,7 @@
 #include <new>
 #include <random>
 
+#include "fixture_models.h"
 #include "kernels/cpu/kv_ring_buffer.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rope.h"
@@ -323,17 +324,12 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
 }
 
 namespace {
-// The llama-gqa-torch fixture, loaded as tern generate loads it, with a ring of `window` tokens.
-const std::string kGqaFixture = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
-std::unique_ptr<Session> gqa_fixture_session(int64_t window) {
-  llm::DecoderOptions d;
-  d.window = window;
-  return std::make_unique<Session>(kGqaFixture + "/model.onnx", llm::decoder_session_options(d, read_model_config(kGqaFixture), true));
-}
+using test::gqa_ring_session;
+using test::kGqaFixture;
 }  // namespace
 
 TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
-  const auto s = gqa_fixture_session(128);
+  const auto s = gqa_ring_session(128);
   Generator gen(*s, read_model_config(kGqaFixture));
   for (const bool greedy : {true, false}) {
     CAPTURE(greedy);
@@ -381,7 +377,7 @@ TEST_CASE("a long window allocates slots as it fills; held tokens survive each g
 }
 
 TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefill of the whole prompt gives") {
-  const auto s = gqa_fixture_session(128);
+  const auto s = gqa_ring_session(128);
   Generator gen(*s, read_model_config(kGqaFixture));
   GenerateOptions o;
   o.max_new_tokens = 6;
@@ -405,7 +401,7 @@ TEST_CASE("a resumed turn feeds only its new tokens and gives what a fresh prefi
 TEST_CASE("memory_use accounts for what a decoding session owns: packed weights, the KV ring, activations (within 5%)") {
   const size_t before = owned_host_bytes();
   {
-    const auto s = gqa_fixture_session(64);
+    const auto s = gqa_ring_session(64);
     Generator gen(*s, read_model_config(kGqaFixture));
     GenerateOptions o;
     o.max_new_tokens = 40;

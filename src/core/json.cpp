@@ -8,7 +8,7 @@ namespace tern {
 namespace {
 
 // nlohmann's SAX interface: counts what a parse would build, and how deep it nests, keeping nothing.
-struct ParseCost {
+struct JsonParseCost {
   size_t bytes = 0;
   int depth = 0;
   bool too_deep = false;
@@ -64,7 +64,7 @@ bool is_utf8(std::string_view s) {
 }
 
 nlohmann::json parse_json(std::string_view text, const std::string& what, const nlohmann::json::parser_callback_t& keep) {
-  ParseCost cost;
+  JsonParseCost cost;
   const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &cost);
   if (cost.too_deep) fail(what, ": its JSON nests deeper than ", kMaxJsonDepth, " levels");
   if (parsed)

@@ -33,7 +33,7 @@ namespace {
 // or bytes field its length plus 300 (a name becomes an IR value too); a number 8; packed floats as stored.
 // The same walk finds the first string field (names, op types, domains) that is not UTF-8 — protobuf's proto2
 // parse does not check — since names end up in JSON (pack headers, profiles, replies), which must be UTF-8.
-struct ParseCost {
+struct OnnxParseCost {
   size_t messages = 0, bytes = 0;
   const uint8_t* begin = nullptr;  // the file's first byte, for offsets
   const onnx_wire::Message* not_utf8_in = nullptr;
@@ -43,7 +43,7 @@ struct ParseCost {
 
 // Walks one message of type `type` (onnx_wire's schema); false on anything protobuf's own parse will refuse
 // (it then names it).
-bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint8_t* end, int depth, ParseCost& cost) {
+bool add_parse_cost(const onnx_wire::Message& type, const uint8_t* p, const uint8_t* end, int depth, OnnxParseCost& cost) {
   using onnx_wire::Kind;
   if (depth > 100) return false;  // protobuf's own recursion limit
   cost.messages += 1;
@@ -100,7 +100,7 @@ bool parse_message(Msg& msg, int wire_type, const void* data, size_t size, const
                    bool in_place = false) {
   if (size > static_cast<size_t>(INT_MAX))
     fail("'", path, "' is ", size, " bytes; a protobuf message cannot exceed 2 GB (keep weights as external data)");
-  ParseCost cost;
+  OnnxParseCost cost;
   const auto* bytes = static_cast<const uint8_t*>(data);
   cost.begin = bytes;
   add_parse_cost(onnx_wire::messages()[static_cast<size_t>(wire_type)], bytes, bytes + size, 0, cost);

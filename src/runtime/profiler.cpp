@@ -12,8 +12,6 @@
 namespace tern {
 namespace {
 
-double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
 // ONNX Runtime's way of listing tensors in a profile event: [{"float":[1,128,576]}, …].
 std::string type_shapes(const std::vector<const Tensor*>& tensors) {
   std::string s = "[";
@@ -47,7 +45,7 @@ void Profiler::attach(SessionOptions& options) {
   threads_ = options.threads > 0 ? options.threads : kernels::kernel_threads();
   options.on_node = [this](const NodeRun& r) {
     if (phase_.empty()) return;
-    const double entered = now_us();
+    const double entered = node_clock_us();
     std::vector<const Tensor*> outs;
     for (const Tensor& t : r.outputs) outs.push_back(&t);
     const OpCost c = r.op.cost(r.inputs, r.outputs, r.state);
@@ -56,7 +54,7 @@ void Profiler::attach(SessionOptions& options) {
     if (origin_us_ < 0) origin_us_ = r.start_us;
     events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device, type_shapes(r.inputs),
                        type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops, c.bytes});
-    hook_us_ += now_us() - entered;
+    hook_us_ += node_clock_us() - entered;
   };
 }
 

@@ -17,9 +17,8 @@
 #include "runtime/device_executor.h"
 
 namespace tern {
-namespace {
-double now_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-}  // namespace
+
+double node_clock_us() { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 const Tensor& Outputs::at(const std::string& name) const {
   for (const auto& kv : items)
@@ -296,7 +295,7 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     }
     const Device where = on_device ? options_.device : Device{};
     kernels::opencl::Kernels* kernels = on_device ? device_->kernels() : nullptr;
-    const double t0 = options_.on_node ? now_us() : 0;
+    const double t0 = options_.on_node ? node_clock_us() : 0;
     std::vector<Tensor>& outs = planned ? planned_outputs(r, k, out) : fresh;
     if (planned) {
       RunContext ctx{node, r.ins, outs, where, options_.threads, kernels, state};
@@ -306,7 +305,7 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     }
     if (options_.on_node) {
       if (device_) device_->finish();  // the node's kernels have run, not only been queued
-      options_.on_node(NodeRun{node, op, r.ins, outs, state, on_device, t0, now_us(), index});
+      options_.on_node(NodeRun{node, op, r.ins, outs, state, on_device, t0, node_clock_us(), index});
     }
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (const int o = node.outputs[i]; o >= 0) {

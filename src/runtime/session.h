@@ -40,9 +40,12 @@ struct NodeRun {
   const std::vector<Tensor>& outputs;
   const OpState* state;     // the node's sequence state after the run (null for stateless ops)
   bool on_device;           // computed by the session's device (else the CPU)
-  double start_us, end_us;  // steady clock
+  double start_us, end_us;  // steady clock (node_clock_us)
   int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session, in the order runs start)
 };
+
+// The clock NodeRun's times come from: the steady clock, in microseconds.
+double node_clock_us();
 
 // A run that asked for a sequence another run is feeding (SequenceState).
 struct SequenceBusyError : Error {

@@ -8,14 +8,13 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/cpu/chunk_attention.h"
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tern::kernels {
 namespace {
 
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
 constexpr int64_t kVecs = kChunkKeyBlock / kLanes;  // vectors a key block
 static_assert(kChunkKeyBlock % kLanes == 0, "a key block is whole vectors");
 constexpr int kRows = 4;  // query rows a pass: 4 × 2 score accumulators (AVX2), 4 × 2 output ones

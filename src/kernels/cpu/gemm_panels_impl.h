@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/cpu/gemm_packed.h"
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/row_panels.h"
 
@@ -23,8 +24,6 @@
 namespace tern::kernels {
 namespace {
 
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
 #if defined(__x86_64__)
 constexpr int64_t kNR = 16;  // panel width: the layout every x86-64 tier reads (gemm_avx512.h's tiles too)
 #else

@@ -1,5 +1,6 @@
 #include "kernels/cpu/gemv.h"
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 namespace tern::kernels {
 namespace {
 
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
 // Narrower weights are split by rows: column ranges of a 576-wide matrix are 1 KB pieces of each row, a
 // poor stream; contiguous row bands read at 24 instead of 19 GB/s here (K=576, N=576, 2 threads).
 constexpr int64_t kRowSplitBelowN = 4096;

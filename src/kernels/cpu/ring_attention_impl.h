@@ -9,15 +9,13 @@
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/ring_attention.h"
 #include "kernels/cpu/vector_ops.h"
 
 namespace tern::kernels {
 namespace {
-
-using batch = xsimd::batch<float>;
-constexpr int64_t kLanes = static_cast<int64_t>(batch::size);
 
 template <typename T>
 void load_row(const T* src, float* dst, int64_t n) {
