@@ -366,3 +366,83 @@ TEST_CASE("a decoder whose attention matches no pattern keeps its graph cache, a
   for (const auto& in : s.inputs()) CAPTURE(in.name);
   CHECK(s.inputs().size() == 7);  // the graph keeps its past inputs
 }
+
+namespace {
+
+// One MatMulNBits over x [m, K]: 4-bit codes `q` [N, K] (column order), packed zero points `zp` [N, k_blocks] and
+// scales [N, k_blocks], g_idx as an initializer (or, `g_idx_input`, a graph input).
+OnnxBuilder nbits_with_g_idx(int64_t K, int64_t N, int64_t block, const std::vector<uint8_t>& q, const std::vector<uint8_t>& zp,
+                             const std::vector<float>& scales, const std::vector<int32_t>& g_idx, bool g_idx_input = false) {
+  const int64_t k_blocks = K / block;
+  std::vector<uint8_t> packed(static_cast<size_t>(N * K / 2)), zp_packed(static_cast<size_t>(N * ((k_blocks + 1) / 2)), 0);
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; k += 2)
+      packed[static_cast<size_t>((n * K + k) / 2)] =
+          static_cast<uint8_t>(q[static_cast<size_t>(n * K + k)] | (q[static_cast<size_t>(n * K + k + 1)] << 4));
+    for (int64_t b = 0; b < k_blocks; ++b)
+      zp_packed[static_cast<size_t>(n * ((k_blocks + 1) / 2) + b / 2)] |=
+          static_cast<uint8_t>(zp[static_cast<size_t>(n * k_blocks + b)] << (4 * (b % 2)));
+  }
+  OnnxBuilder b(21);
+  b.add_opset("com.microsoft", 1);
+  b.input("x", DType::Float32, {convert::DeclaredDim(std::string("m")), convert::DeclaredDim(K)});
+  b.initializer("B", Tensor::from_vector<uint8_t>(packed, {N, k_blocks, block / 2}));
+  b.initializer("scales", Tensor::from_vector<float>(scales, {N * k_blocks}));
+  b.initializer("zp", Tensor::from_vector<uint8_t>(zp_packed, {static_cast<int64_t>(zp_packed.size())}));
+  if (g_idx_input) b.input("g_idx", DType::Int32, {convert::DeclaredDim(K)});
+  else b.initializer("g_idx", Tensor::from_vector<int32_t>(g_idx, {K}));
+  auto& n = b.node("MatMulNBits", {"x", "B", "scales", "zp", "g_idx"}, {"y"}, "com.microsoft");
+  OnnxBuilder::attr(n, "K", K);
+  OnnxBuilder::attr(n, "N", N);
+  OnnxBuilder::attr(n, "bits", int64_t{4});
+  OnnxBuilder::attr(n, "block_size", block);
+  b.output("y");
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("MatMulNBits with g_idx and zero points: each column takes its g_idx block's scale and zero point") {
+  // (ONNX Runtime reads zero points as 8 whenever g_idx is given — its contrib cases have none; this is the
+  // spec's rule, derived by hand.)
+  const int64_t K = 64, N = 6, block = 16, k_blocks = K / block;
+  std::mt19937 rng(3);
+  std::vector<uint8_t> q(static_cast<size_t>(N * K)), zp(static_cast<size_t>(N * k_blocks));
+  std::vector<float> scales(static_cast<size_t>(N * k_blocks));
+  for (auto& v : q) v = static_cast<uint8_t>(rng() % 16);
+  for (auto& v : zp) v = static_cast<uint8_t>(rng() % 16);
+  for (auto& v : scales) v = 0.01f + static_cast<float>(rng() % 100) / 1000.0f;
+  std::vector<int32_t> g_idx(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) g_idx[static_cast<size_t>(k)] = static_cast<int32_t>(k / block);
+  std::shuffle(g_idx.begin(), g_idx.end(), rng);
+  Session s(load_onnx(nbits_with_g_idx(K, N, block, q, zp, scales, g_idx).proto(), "g_idx"), SessionOptions{});
+  for (int64_t M : {1, 6}) {  // a decode row (the GEMV) and prefill rows (the panel GEMM)
+    CAPTURE(M);
+    std::vector<float> x(static_cast<size_t>(M * K));
+    for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 200) - 100) / 50.0f;
+    const auto y = s.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double want = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const size_t at = static_cast<size_t>(n * k_blocks + g_idx[static_cast<size_t>(k)]);
+          want += x[static_cast<size_t>(m * K + k)] * (q[static_cast<size_t>(n * K + k)] - double(zp[at])) * scales[at];
+        }
+        CHECK(y[0].data<float>()[m * N + n] == doctest::Approx(want).epsilon(1e-5));
+      }
+  }
+  SUBCASE("a g_idx that does not give each block block_size columns, one out of range, or one computed: refused naming the node") {
+    std::vector<int32_t> uneven = g_idx;
+    uneven[0] = (uneven[0] + 1) % static_cast<int32_t>(k_blocks);
+    CHECK_THROWS_WITH_AS(Session(load_onnx(nbits_with_g_idx(K, N, block, q, zp, scales, uneven).proto(), "g_idx"), SessionOptions{}),
+                         doctest::Contains("tern takes act-order whose blocks hold block_size columns each"), UnsupportedError);
+    std::vector<int32_t> outside = g_idx;
+    outside[5] = 9;
+    CHECK_THROWS_WITH_AS(Session(load_onnx(nbits_with_g_idx(K, N, block, q, zp, scales, outside).proto(), "g_idx"), SessionOptions{}),
+                         doctest::Contains("g_idx[5] = 9 is not a block (4 blocks)"), Error);
+    Session computed(load_onnx(nbits_with_g_idx(K, N, block, q, zp, scales, g_idx, true).proto(), "g_idx"), SessionOptions{});
+    CHECK_THROWS_WITH_AS(computed.run({{"x", Tensor::from_vector<float>(std::vector<float>(K, 1.0f), {1, K})},
+                                       {"g_idx", Tensor::from_vector<int32_t>(g_idx, {K})}}),
+                         doctest::Contains("g_idx must be a constant initializer"), UnsupportedError);
+  }
+}

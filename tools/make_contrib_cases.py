@@ -74,11 +74,13 @@ def gqa(name, B, S, P, Hq, Hkv, D, seqlens, packed=False, rotary=False, interlea
     write_case(name, node, inputs, [("output", t), ("present_key", t), ("present_value", t)])
 
 
-def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.float32, accuracy_level=0):
+def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.float32, accuracy_level=0, g_idx=False):
     k_blocks = (K + block - 1) // block
     q = rng.integers(0, 2 ** bits, size=(N, k_blocks * block)).astype(np.uint8)
     if bits == 4:
         packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+    elif bits == 2:
+        packed = (q[:, 0::4] | (q[:, 1::4] << 2) | (q[:, 2::4] << 4) | (q[:, 3::4] << 6)).astype(np.uint8)
     else:
         packed = q
     packed = packed.reshape(N, k_blocks, block * bits // 8)
@@ -91,11 +93,19 @@ def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.flo
             if k_blocks % 2:
                 z = np.concatenate([z, np.zeros((N, 1), np.uint8)], axis=1)
             z = (z[:, 0::2] | (z[:, 1::2] << 4)).astype(np.uint8)
+        elif bits == 2:
+            z = np.concatenate([z, np.zeros((N, -k_blocks % 4), np.uint8)], axis=1)
+            z = (z[:, 0::4] | (z[:, 1::4] << 2) | (z[:, 2::4] << 4) | (z[:, 3::4] << 6)).astype(np.uint8)
         inputs.append(("zero_points", z.reshape(-1)))
         names.append("zero_points")
     elif zero_points == "float":
         inputs.append(("zero_points", (rng.random(N * k_blocks) * (2 ** bits - 1)).astype(dtype)))
         names.append("zero_points")
+    if g_idx:  # act-order: each block's block_size columns scattered over K (ONNX Runtime ignores zero points then)
+        while len(names) < 4:
+            names.append("")
+        inputs.append(("g_idx", (rng.permutation(K) // block).astype(np.int32)))
+        names.append("g_idx")
     if bias:
         while len(names) < 5:
             names.append("")
@@ -104,8 +114,10 @@ def nbits(name, M, K, N, bits, block, zero_points=None, bias=False, dtype=np.flo
     attrs = dict(accuracy_level=accuracy_level) if accuracy_level else {}
     node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=K, N=N, bits=bits, block_size=block, **attrs)
     # ORT quantizes activations only for weights it can prepack: constant ones (fed as inputs it stays fp32).
-    inits = inputs[1:] if accuracy_level else []
-    write_case(name, node, inputs[:1] if accuracy_level else inputs, [("Y", F16 if dtype == np.float16 else F32)], inits)
+    # (tern reads g_idx only as an initializer: it sorts B's columns once, at load.)
+    constant = accuracy_level or g_idx
+    inits = inputs[1:] if constant else []
+    write_case(name, node, inputs[:1] if constant else inputs, [("Y", F16 if dtype == np.float16 else F32)], inits)
 
 
 def simple(name, op, inputs, n_out, out_types=None, domain="com.microsoft", **attrs):
@@ -201,4 +213,15 @@ def gbq_4bit_type(name, rows, cols, block, ids, signed, zero_points=False):
 # ONNX Runtime's quantizer: uint4 with zero points over rows of 33 values (rows start mid-byte), int4 without.
 gbq_4bit_type("gatherblockquantized_uint4_zp_odd_rows", 7, 33, 16, [6, 1, 0, 3], signed=False, zero_points=True)
 gbq_4bit_type("gatherblockquantized_int4_bs32", 9, 64, 32, [[8, 2], [-1, 0]], signed=True)
+# 2-bit codes (four a byte, low first; default zero point 2): decode rows on the GEMV (blocks of 32·j), a
+# prefill and blocks of 16 on the panel GEMM.
+nbits("matmulnbits_2b_bs32_nozp", [1], 128, 12, 2, 32)
+nbits("matmulnbits_2b_bs32_odd_blocks_zp", [2], 96, 9, 2, 32, zero_points="packed")
+nbits("matmulnbits_2b_bs64_zp_bias_prefill", [2, 5], 192, 8, 2, 64, zero_points="packed", bias=True)
+nbits("matmulnbits_2b_bs16_float_zp", [3], 48, 8, 2, 16, zero_points="float")
+# g_idx (act-order, deprecated in ONNX Runtime's spec): decode rows on the GEMV, prefill rows on the GEMM (ONNX
+# Runtime takes 2 and 4 bits there).
+nbits("matmulnbits_4b_bs32_g_idx", [1], 128, 12, 4, 32, g_idx=True)
+nbits("matmulnbits_4b_bs32_g_idx_prefill", [2, 4], 128, 8, 4, 32, g_idx=True)
+nbits("matmulnbits_4b_bs16_g_idx", [2], 64, 8, 4, 16, g_idx=True)
 print("wrote", ROOT)

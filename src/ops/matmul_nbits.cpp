@@ -1,6 +1,7 @@
-// MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 4 or 8 bits per
-// ONNX Runtime's layout. A few rows (decode) stream the packed weights directly (gemv_nbits); more rows,
-// and layouts the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
+// MatMulNBits (com.microsoft): Y = A · dequant(B)ᵀ (+ bias), B block-quantized to 2, 4 or 8 bits per
+// ONNX Runtime's layout; g_idx (act-order, deprecated in ONNX Runtime's spec) by sorting the columns at load
+// (act_order below). A few rows (decode) stream the packed weights directly (gemv_nbits); more rows, and layouts
+// the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
 // time into L1 (no dequantized copy of the matrix). accuracy_level 4 asks for int8 activations: the
 // decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way), and
 // on x86 4-bit weights are re-laid at load 16 rows at a time for it (kernels/cpu/nbits.h: grouped), the
@@ -26,9 +27,10 @@ class MatMulNBitsOp : public Op {
         bits_(n.attr_int("bits", 4)),
         block_(n.attr_int("block_size", 0)),
         accuracy_level_(n.attr_int("accuracy_level", 0)),
-        node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0) {
+        node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0),
+        node_has_g_idx_(n.inputs.size() > 4 && n.inputs[4] >= 0) {
     if (K_ <= 0 || N_ <= 0) fail(n.describe(), ": attributes K and N are required");
-    if (bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 4 and 8)");
+    if (bits_ != 2 && bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 2, 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
   }
   // With int8 decode activations on x86 the constant weights are re-laid once (kernels::group_nbits_rows,
@@ -37,10 +39,20 @@ class MatMulNBitsOp : public Op {
     activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const bool zp_constant = !node_has_zero_points_ || at(3);
-    if (!at(1) || !at(2) || !zp_constant) return {};
+    if (node_has_g_idx_) {
+      if (!at(4)) return {};  // (run refuses it: a g_idx computed in the graph)
+      act_order_ = act_order(*at(4), "MatMulNBits");
+      g_idx_read_ = true;
+      if (!act_order_.empty() && at(1) && at(1)->raw()) act_ordered_B_ = act_ordered(*at(1));
+    }
+    // (With its columns sorted, B is read from this op's copy: the file's is the session's to drop — unless a pack
+    // is in play, whose later loads would then find no B to sort.)
+    const std::vector<int> own_b = act_ordered_B_.defined() && !options.pack ? std::vector<int>{1} : std::vector<int>{};
+    if (!at(1) || !at(2) || !zp_constant) return own_b;
     Tensor scratch[2];
-    const kernels::NBitsWeights w = weights(*at(1), *at(2), at(3), scratch, "MatMulNBits");
-    if (!regroups_nbits(w, options)) return {};
+    const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : *at(1);
+    const kernels::NBitsWeights w = weights(B, *at(2), at(3), scratch, "MatMulNBits");
+    if (!regroups_nbits(w, options)) return own_b;
     grouped_ = prepared_nbits_groups(options, "int4 groups", w, [&] {
       for (const Tensor* t : {at(1), at(2), at(3)})
         if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
@@ -53,10 +65,11 @@ class MatMulNBitsOp : public Op {
           }
       });
     });
+    act_ordered_B_ = Tensor();  // (grouped from it)
     if (at(3)) return {1, 2, 3};
     return {1, 2};
   }
-  int64_t packed_weight_bytes() const override { return grouped_ ? grouped_->bytes() : 0; }
+  int64_t packed_weight_bytes() const override { return grouped_ ? grouped_->bytes() : static_cast<int64_t>(act_ordered_B_.nbytes()); }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     double bytes = static_cast<double>(out[0].nbytes() + in[0]->nbytes());
     if (grouped_) bytes += static_cast<double>(grouped_->bytes());
@@ -79,20 +92,29 @@ class MatMulNBitsOp : public Op {
     SymShape a = ctx.shape(0);
     if (a.empty() || (a.back().is_known() && a.back().value != K_)) ctx.fail("A's last dimension must be K = ", K_);
     if (ctx.dtype(1) != DType::UInt8) ctx.fail("B must be uint8");
-    if (ctx.has(4)) fail_unsupported(ctx.node.describe(), ": g_idx (act-order) is not supported");
+    if (ctx.has(4) && ctx.dtype(4) != DType::Int32 && ctx.dtype(4) != DType::Int64) ctx.fail("g_idx must be int32");
     a.back() = Dim::known(N_);
     ctx.set(0, ctx.dtype(0), a);
   }
   void run(RunContext& ctx) const override {
-    Tensor scratch[2], a_f32, y_f32;  // conversions, only for inputs that are not float32
+    Tensor scratch[2], a_f32, y_f32, a_ordered;  // conversions, only for inputs that are not float32
+    if (node_has_g_idx_ && !g_idx_read_) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
+    const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : ctx.in(1);
     const kernels::NBitsWeights w =
-        grouped_ ? grouped_->view() : weights(ctx.in(1), ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
-    const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
-    const int64_t M = A.numel() / K_;
+        grouped_ ? grouped_->view() : weights(B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
+    const Tensor* A = &as_dtype(ctx.in(0), DType::Float32, a_f32);
+    const int64_t M = A->numel() / K_;
+    if (!act_order_.empty()) {  // A's columns in B's sorted order
+      a_ordered = Tensor(DType::Float32, {M, K_});
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t j = 0; j < K_; ++j)
+          a_ordered.data<float>()[m * K_ + j] = A->data<float>()[m * K_ + act_order_[static_cast<size_t>(j)]];
+      A = &a_ordered;
+    }
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    kernels::matmul_nbits(A.data<float>(), M, w, Y, activations_);
+    kernels::matmul_nbits(A->data<float>(), M, w, Y, activations_);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);
@@ -132,8 +154,57 @@ class MatMulNBitsOp : public Op {
     return w;
   }
 
+  // g_idx: column k's scale and zero point are those of block g_idx[k]. Sorting the columns by block (stably) gives
+  // B the usual layout — exact when every block holds block_size columns, as GPTQ's act-order makes them — so every
+  // kernel reads it; A's columns are gathered into that order at each run (K floats a row). Empty when g_idx is
+  // absent or already k / block_size. Fails naming the node for a g_idx out of range or with uneven blocks.
+  std::vector<int32_t> act_order(const Tensor& g_idx, const std::string& where) const {
+    if (g_idx.dtype() != DType::Int32 && g_idx.dtype() != DType::Int64) fail(where, ": g_idx must be int32");
+    if (g_idx.numel() != K_) fail(where, ": g_idx has ", g_idx.numel(), " values; K = ", K_);
+    const std::vector<int64_t> block_of = g_idx.to_i64_vector();
+    const int64_t k_blocks = (K_ + block_ - 1) / block_;
+    bool natural = true;
+    for (int64_t k = 0; k < K_; ++k) {
+      const int64_t b = block_of[static_cast<size_t>(k)];
+      if (b < 0 || b >= k_blocks) fail(where, ": g_idx[", k, "] = ", b, " is not a block (", k_blocks, " blocks)");
+      natural = natural && b == k / block_;
+    }
+    if (natural) return {};
+    std::vector<int64_t> columns(static_cast<size_t>(k_blocks), 0);
+    for (int64_t b : block_of) ++columns[static_cast<size_t>(b)];
+    for (int64_t b = 0; b < k_blocks; ++b)
+      if (columns[static_cast<size_t>(b)] != std::min(block_, K_ - b * block_))
+        fail_unsupported(where, ": g_idx gives block ", b, " ", columns[static_cast<size_t>(b)], " columns, not ",
+                         std::min(block_, K_ - b * block_), " (tern takes act-order whose blocks hold block_size columns each)");
+    std::vector<int32_t> order(static_cast<size_t>(K_));
+    for (int64_t k = 0; k < K_; ++k) order[static_cast<size_t>(k)] = static_cast<int32_t>(k);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return block_of[static_cast<size_t>(a)] < block_of[static_cast<size_t>(b)]; });
+    return order;
+  }
+  // B's codes with column j taken from column act_order_[j] (N rows of k_blocks · blob bytes).
+  Tensor act_ordered(const Tensor& B) const {
+    const int64_t k_blocks = (K_ + block_ - 1) / block_, blob = block_ * bits_ / 8, row = k_blocks * blob;
+    if (B.dtype() != DType::UInt8 || B.numel() != N_ * row)
+      fail("MatMulNBits: B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * row);
+    Tensor out(DType::UInt8, B.shape());
+    std::fill_n(out.data<uint8_t>(), out.numel(), uint8_t{0});
+    const uint8_t* from = B.data<uint8_t>();
+    uint8_t* to = out.data<uint8_t>();
+    const auto bit_of = [&](int64_t k) { return (k / block_) * blob * 8 + (k % block_) * bits_; };
+    for (int64_t n = 0; n < N_; ++n)
+      for (int64_t j = 0; j < K_; ++j) {
+        const int64_t src = bit_of(act_order_[static_cast<size_t>(j)]), dst = bit_of(j);
+        const unsigned code = (from[n * row + src / 8] >> (src % 8)) & ((1u << bits_) - 1);
+        to[n * row + dst / 8] = static_cast<uint8_t>(to[n * row + dst / 8] | (code << (dst % 8)));
+      }
+    return out;
+  }
+
   int64_t K_, N_, bits_, block_, accuracy_level_;
-  bool node_has_zero_points_;
+  bool node_has_zero_points_, node_has_g_idx_, g_idx_read_ = false;
+  std::vector<int32_t> act_order_;  // set by prepack from g_idx (empty: none, or the natural order)
+  Tensor act_ordered_B_;            // B in act_order_ (undefined: none, or only the pack's grouped form is read)
   kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
   std::optional<kernels::QuantizedWeights> grouped_;                            // set by prepack, or none
 };

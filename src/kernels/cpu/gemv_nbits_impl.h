@@ -22,8 +22,15 @@ namespace {
 // Byte j of a block holds elements 2j (low nibble) and 2j + 1 (high nibble). The activations are
 // reordered once per call so that, per group of 16 elements, the 8 even ones come first and the 8 odd
 // ones next: then 8 bytes widened to 8 lanes give the low nibbles for the first half, the high nibbles
-// for the second, with no shuffles in the inner loop.
-constexpr int64_t kGroup = 16;
+// for the second, with no shuffles in the inner loop. 2-bit weights: byte j holds elements 4j + t at bits 2t,
+// and per group of 32 elements (8 bytes) element 4j + t goes to 8t + j — 8 bytes widened to 8 lanes, shifted by
+// 2t, give the 8 codes that meet activations 8t .. 8t + 7.
+constexpr int64_t kGroup = 16, kGroup2 = 32;
+
+int64_t reordered(int64_t k, int64_t bits) {
+  if (bits == 2) return k / kGroup2 * kGroup2 + (k % 4) * 8 + k % kGroup2 / 4;
+  return k / kGroup * kGroup + (k % 2) * 8 + k % kGroup / 2;
+}
 
 // Below 64k weights a product is done before a second thread would have started.
 bool small(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16); }
@@ -39,7 +46,7 @@ float hsum(__m256 v) {
 // Output columns [n0, n0 + R) for one activation row: R weight rows share each load of x.
 template <int R, int Bits>
 void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block * Bits / 8, groups = w.block / kGroup;
+  const int64_t blob = w.block * Bits / 8, groups = w.block / (Bits == 2 ? kGroup2 : kGroup);
   const __m256i low = _mm256_set1_epi32(0xF);
   __m256 acc[R];
   float zp_part[R];
@@ -56,6 +63,17 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
     }
     const float* xb = xs + kb * w.block;
     for (int64_t g = 0; g < groups; ++g) {
+      if constexpr (Bits == 2) {  // 8 bytes, four codes each
+        const __m256 x4[4] = {_mm256_loadu_ps(xb + g * kGroup2), _mm256_loadu_ps(xb + g * kGroup2 + 8),
+                              _mm256_loadu_ps(xb + g * kGroup2 + 16), _mm256_loadu_ps(xb + g * kGroup2 + 24)};
+        for (int r = 0; r < R; ++r) {
+          const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + g * 8)));
+          for (int t = 0; t < 4; ++t)
+            block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 2 * t), _mm256_set1_epi32(3))), x4[t],
+                                           block_acc[r]);
+        }
+        continue;
+      }
       const __m256 x_even = _mm256_loadu_ps(xb + g * kGroup), x_odd = _mm256_loadu_ps(xb + g * kGroup + 8);
       for (int r = 0; r < R; ++r) {
         if constexpr (Bits == 4) {  // 8 bytes: the even elements' low nibbles, the odd ones' high nibbles
@@ -89,12 +107,17 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
       const uint8_t* q = w.data + ((n0 + r) * k_blocks + kb) * blob;
       const float* xb = xs + kb * w.block;
       float block_acc = 0;
-      for (int64_t g = 0; g < w.block / kGroup; ++g)
-        for (int i = 0; i < 8; ++i) {
-          const float lo = Bits == 4 ? static_cast<float>(q[g * 8 + i] & 0xF) : static_cast<float>(q[g * 16 + 2 * i]);
-          const float hi = Bits == 4 ? static_cast<float>(q[g * 8 + i] >> 4) : static_cast<float>(q[g * 16 + 2 * i + 1]);
-          block_acc += lo * xb[g * kGroup + i] + hi * xb[g * kGroup + 8 + i];
-        }
+      if constexpr (Bits == 2)
+        for (int64_t g = 0; g < w.block / kGroup2; ++g)
+          for (int j = 0; j < 8; ++j)
+            for (int t = 0; t < 4; ++t) block_acc += static_cast<float>((q[g * 8 + j] >> (2 * t)) & 3) * xb[g * kGroup2 + 8 * t + j];
+      else
+        for (int64_t g = 0; g < w.block / kGroup; ++g)
+          for (int i = 0; i < 8; ++i) {
+            const float lo = Bits == 4 ? static_cast<float>(q[g * 8 + i] & 0xF) : static_cast<float>(q[g * 16 + 2 * i]);
+            const float hi = Bits == 4 ? static_cast<float>(q[g * 8 + i] >> 4) : static_cast<float>(q[g * 16 + 2 * i + 1]);
+            block_acc += lo * xb[g * kGroup + i] + hi * xb[g * kGroup + 8 + i];
+          }
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc += block_acc * scale;
       zp_part += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
@@ -157,8 +180,7 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
   xsum.assign(static_cast<size_t>(M * k_blocks), 0.0f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < w.K; ++k) {
-      const int64_t g = k / kGroup, i = k % kGroup;
-      xs[static_cast<size_t>(m * padded + g * kGroup + (i % 2) * 8 + i / 2)] = x[m * w.K + k];
+      xs[static_cast<size_t>(m * padded + reordered(k, w.bits))] = x[m * w.K + k];
       xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
     }
   const int64_t quads = w.N / 4;
@@ -169,10 +191,12 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
     parallel_chunks(quads, balanced_chunks(quads, small(w)), [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p)
         if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
+        else if (w.bits == 2) rows<4, 2>(xm, sm, w, k_blocks, 4 * p, ym);
         else rows<4, 8>(xm, sm, w, k_blocks, 4 * p, ym);
     });
     for (int64_t n = 4 * quads; n < w.N; ++n)
       if (w.bits == 4) rows<1, 4>(xm, sm, w, k_blocks, n, ym);
+      else if (w.bits == 2) rows<1, 2>(xm, sm, w, k_blocks, n, ym);
       else rows<1, 8>(xm, sm, w, k_blocks, n, ym);
   }
 }
