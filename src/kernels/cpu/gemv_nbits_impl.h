@@ -50,15 +50,17 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
   const __m256i low = _mm256_set1_epi32(0xF);
   __m256 acc[R];
   float zp_part[R];
+  NBitsRowZeroPoints zps[R];
   for (int r = 0; r < R; ++r) {
     acc[r] = _mm256_setzero_ps();
     zp_part[r] = 0;
+    zps[r] = NBitsRowZeroPoints(w, n0 + r, k_blocks);
   }
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
-    __m256 block_acc[R];
+    __m256 block_acc[R], block_acc2[R];  // (2-bit codes: two chains a row, so 2R FMAs are in flight)
     const uint8_t* q[R];
     for (int r = 0; r < R; ++r) {
-      block_acc[r] = _mm256_setzero_ps();
+      block_acc[r] = block_acc2[r] = _mm256_setzero_ps();
       q[r] = w.data + ((n0 + r) * k_blocks + kb) * blob;
     }
     const float* xb = xs + kb * w.block;
@@ -66,11 +68,13 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
       if constexpr (Bits == 2) {  // 8 bytes, four codes each
         const __m256 x4[4] = {_mm256_loadu_ps(xb + g * kGroup2), _mm256_loadu_ps(xb + g * kGroup2 + 8),
                               _mm256_loadu_ps(xb + g * kGroup2 + 16), _mm256_loadu_ps(xb + g * kGroup2 + 24)};
+        const __m256i three = _mm256_set1_epi32(3);
         for (int r = 0; r < R; ++r) {
           const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q[r] + g * 8)));
-          for (int t = 0; t < 4; ++t)
-            block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 2 * t), _mm256_set1_epi32(3))), x4[t],
-                                           block_acc[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(v, three)), x4[0], block_acc[r]);
+          block_acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 2), three)), x4[1], block_acc2[r]);
+          block_acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 4), three)), x4[2], block_acc[r]);
+          block_acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(v, 6)), x4[3], block_acc2[r]);
         }
         continue;
       }
@@ -90,8 +94,9 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
     }
     for (int r = 0; r < R; ++r) {
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
+      if constexpr (Bits == 2) block_acc[r] = _mm256_add_ps(block_acc[r], block_acc2[r]);
       acc[r] = _mm256_fmadd_ps(block_acc[r], _mm256_set1_ps(scale), acc[r]);
-      zp_part[r] += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+      zp_part[r] += zps[r].at(kb) * scale * xsum[kb];
     }
   }
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zp_part[r];
@@ -103,6 +108,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
   const int64_t blob = w.block * Bits / 8;
   for (int r = 0; r < R; ++r) {
     float acc = 0, zp_part = 0;
+    const NBitsRowZeroPoints zps(w, n0 + r, k_blocks);
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const uint8_t* q = w.data + ((n0 + r) * k_blocks + kb) * blob;
       const float* xb = xs + kb * w.block;
@@ -120,7 +126,7 @@ void rows(const float* xs, const float* xsum, const NBitsWeights& w, int64_t k_b
           }
       const float scale = w.scales[(n0 + r) * k_blocks + kb];
       acc += block_acc * scale;
-      zp_part += nbits_zero_point(w, n0 + r, kb, k_blocks) * scale * xsum[kb];
+      zp_part += zps.at(kb) * scale * xsum[kb];
     }
     y[n0 + r] = acc - zp_part;
   }

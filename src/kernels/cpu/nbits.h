@@ -42,16 +42,36 @@ inline float nbits_scale(const NBitsWeights& w, int64_t n, int64_t kb) {
   return w.scales_f16 ? static_cast<float>(w.scales_f16[i]) : w.scales[i];
 }
 
-// The zero point of row n's block kb: the float one given (a GGUF Q4_1 block's −min/scale), the packed
-// one, or the default 2^(bits−1). `static`: the per-ISA kernel files (x86/*_<tier>.cpp) compile their own
-// copy with their own flags, and internal linkage keeps each copy in its file (an inline function would
-// let the linker pick an AVX-512 copy for every caller).
+// The zero points of row n of weights in the file's layout, block by block: the float one given (a GGUF Q4_1
+// block's −min/scale), the packed one, or the default 2^(bits−1) — with the row found once (the per-row decode
+// kernels read one a block). In an unnamed namespace, as nbits_zero_point is `static`: the per-ISA kernel files
+// (x86/*_<tier>.cpp) compile their own copy with their own flags, and internal linkage keeps each copy in its
+// file (an inline function would let the linker pick an AVX-512 copy for every caller).
+namespace {
+struct NBitsRowZeroPoints {
+  const uint8_t* packed = nullptr;
+  const float* floats = nullptr;
+  float fixed = 0;
+  int64_t bits = 4;
+  NBitsRowZeroPoints() = default;
+  NBitsRowZeroPoints(const NBitsWeights& w, int64_t n, int64_t k_blocks)
+      : packed(w.zp_packed ? w.zp_packed + n * ((k_blocks * w.bits + 7) / 8) : nullptr),
+        floats(w.zp_float ? w.zp_float + n * k_blocks : nullptr),
+        fixed(static_cast<float>(int64_t{1} << (w.bits - 1))),
+        bits(w.bits) {}
+  float at(int64_t kb) const {
+    if (packed) return static_cast<float>((packed[kb * bits / 8] >> (kb * bits % 8)) & ((1 << bits) - 1));
+    return floats ? floats[kb] : fixed;
+  }
+};
+}  // namespace
+
+// The zero point of row n's block kb, in either layout.
 static inline float nbits_zero_point(const NBitsWeights& w, int64_t n, int64_t kb, int64_t k_blocks) {
+  if (!w.grouped) return NBitsRowZeroPoints(w, n, k_blocks).at(kb);
   if (w.zp_float) return w.zp_float[nbits_scale_index(w, n, kb)];
   if (!w.zp_packed) return static_cast<float>(int64_t{1} << (w.bits - 1));
-  if (w.grouped) return static_cast<float>(w.zp_packed[nbits_scale_index(w, n, kb)]);
-  const int64_t bit = kb * w.bits, row = (k_blocks * w.bits + 7) / 8;
-  return static_cast<float>((w.zp_packed[n * row + bit / 8] >> (bit % 8)) & ((1 << w.bits) - 1));
+  return static_cast<float>(w.zp_packed[nbits_scale_index(w, n, kb)]);
 }
 
 void dequantize_nbits_transposed(const NBitsWeights& w, float* out_kn);
