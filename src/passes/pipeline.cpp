@@ -66,7 +66,13 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
   // Before the logits are sliced: the hidden state is wanted at every position.
-  if (!o.hidden_state_of.empty()) append(r.fusions, expose_hidden_state(g, o.hidden_state_of, kHiddenStateOutput));
+  if (!o.hidden_state_of.empty()) {
+#ifdef TERN_MINIMAL  // (embeddings are tern serve's, which a minimal build leaves out: 2 KB of code it need not carry)
+    fail_unsupported("a decoder's hidden state as an output (embeddings) is not in this build (TERN_MINIMAL)");
+#else
+    append(r.fusions, expose_hidden_state(g, o.hidden_state_of, kHiddenStateOutput));
+#endif
+  }
   if (!o.last_position_output.empty()) {
     append(r.fusions, slice_logits_to_last_position(g, o.last_position_output));
     infer_and_fold(g, stats, o.optimize);
