@@ -43,7 +43,8 @@ Embedder::Embedder(const std::string& folder, SessionOptions options) {
   const std::string name = folder_holds(folder, "model.onnx") ? "model.onnx" : "onnx/model.onnx";
   session_ = std::make_unique<Session>(confined_file(folder, name, "the encoder model"), std::move(options));
   own_tok_ = load_tokenizer(folder);
-  vocab_ = own_tok_->vocab_size();
+  tok_ = own_tok_.get();
+  vocab_ = tok_->vocab_size();
 
   bool ids = false, mask = false;
   for (const IOInfo& in : session_->inputs()) {
@@ -63,7 +64,6 @@ Embedder::Embedder(const std::string& folder, SessionOptions options) {
   for (const IOInfo& o : outs)
     if (o.name == "last_hidden_state" || o.name == "token_embeddings") hidden_output_ = o.name;
 
-  tok_ = own_tok_.get();
   const nlohmann::json st = optional_json(folder, "sentence_bert_config.json"), cfg = optional_json(folder, "config.json");
   try {
     if (st.is_object() && st.contains("max_seq_length"))

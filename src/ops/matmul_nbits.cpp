@@ -7,6 +7,7 @@
 // on x86 4-bit weights are re-laid at load 16 rows at a time for it (kernels/cpu/nbits.h: grouped), the
 // file's copy released.
 #include <optional>
+#include <vector>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/gemm_packed.h"
@@ -97,24 +98,25 @@ class MatMulNBitsOp : public Op {
     ctx.set(0, ctx.dtype(0), a);
   }
   void run(RunContext& ctx) const override {
-    Tensor scratch[2], a_f32, y_f32, a_ordered;  // conversions, only for inputs that are not float32
+    Tensor scratch[2], a_f32, y_f32;  // conversions, only for inputs that are not float32
     if (node_has_g_idx_ && !g_idx_read_) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
     const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : ctx.in(1);
     const kernels::NBitsWeights w =
         grouped_ ? grouped_->view() : weights(B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
-    const Tensor* A = &as_dtype(ctx.in(0), DType::Float32, a_f32);
-    const int64_t M = A->numel() / K_;
-    if (!act_order_.empty()) {  // A's columns in B's sorted order
-      a_ordered = Tensor(DType::Float32, {M, K_});
+    const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
+    const int64_t M = A.numel() / K_;
+    const float* a = A.data<float>();
+    if (!act_order_.empty()) {  // A's columns in B's sorted order, in a buffer the thread keeps (no allocation a token)
+      thread_local std::vector<float> ordered;
+      ordered.resize(static_cast<size_t>(M * K_));
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t j = 0; j < K_; ++j)
-          a_ordered.data<float>()[m * K_ + j] = A->data<float>()[m * K_ + act_order_[static_cast<size_t>(j)]];
-      A = &a_ordered;
+        for (int64_t j = 0; j < K_; ++j) ordered[static_cast<size_t>(m * K_ + j)] = a[m * K_ + act_order_[static_cast<size_t>(j)]];
+      a = ordered.data();
     }
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    kernels::matmul_nbits(A->data<float>(), M, w, Y, activations_);
+    kernels::matmul_nbits(a, M, w, Y, activations_);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);

@@ -30,8 +30,9 @@ class MatMulNBitsOpenCl : public OpenClVariant {
     const bool zp_ok = in.size() <= 3 || !in[3] || zero_points_.of(in[3]);
     const bool no_bias = in.size() <= 5 || !in[5];
     // (2-bit weights and g_idx stay on the CPU: the device kernels read 4 and 8 bits in the file's column order)
-    const bool bits_ok = (bits_ == 4 || bits_ == 8) && (in.size() <= 4 || !in[4]);
-    return blocks_.of(in[1]) && scales_.of(in[2]) && in[0]->dtype() == DType::Float32 && zp_ok && no_bias && bits_ok && block_ % 2 == 0;
+    const bool device_reads_it = (bits_ == 4 || bits_ == 8) && (in.size() <= 4 || !in[4]);
+    return blocks_.of(in[1]) && scales_.of(in[2]) && in[0]->dtype() == DType::Float32 && zp_ok && no_bias && device_reads_it &&
+           block_ % 2 == 0;
   }
   void run_device(RunContext& ctx) const override {
     Tensor a;
