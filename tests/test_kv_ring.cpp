@@ -439,3 +439,45 @@ TEST_CASE("KvRingBuffer::keep_prefix: a row keeps its first n tokens, the next a
   for (int t = 0; t < 6; ++t) ring.append(1, k, v);  // 11 seen: the window (8) slid past the first tokens
   CHECK(tern::test::error_of([&] { ring.keep_prefix(1, 2); }).find("window 8") != std::string::npos);
 }
+
+TEST_CASE("a generation's KV cache is checked against the memory cap before it starts: the prediction is what the rings hold") {
+  const auto s = gqa_ring_session(1024);
+  const ModelConfig config = read_model_config(kGqaFixture);
+  Generator gen(*s, config);
+  GenerateOptions o;
+  o.max_new_tokens = 600;  // 603 tokens: the rings grow 256 → 512 → 1024 slots
+  const int64_t predicted = s->state_peak_bytes(1, 603);
+  gen.generate({{1, 17, 93}}, o);
+  const int64_t held = gen.sequence().held_bytes(), layers = s->passes().cached_layers;
+  REQUIRE(held > 0);
+  CHECK(predicted == held + held / layers);  // every ring at 1024 slots, and one ring's 512 old ones beside it
+  // Under a cap that holds the model but not that cache, the request fails before its prefill, naming the sizes,
+  // and the session serves the next request that fits.
+  const size_t cap = owned_host_bytes() - static_cast<size_t>(held) + static_cast<size_t>(held / 2);
+  set_process_memory_limit(cap);
+  const std::string error = test::error_of([&] { gen.generate({{1, 17, 93}}, o); });
+  CAPTURE(error);
+  CHECK(test::contains(error, "600 new tokens after a prompt of 3 (1 row) would hold " + memory_size(static_cast<size_t>(predicted)) +
+                                  " more of KV cache at the last: the memory cap (--max-memory"));
+  CHECK(gen.sequence().held_bytes() < held / 4);  // (the rings it reset: nothing grown)
+  o.max_new_tokens = 100;
+  CHECK(gen.generate({{1, 17, 93}}, o).tokens[0].size() == 103);
+  set_process_memory_limit(0);
+}
+
+TEST_CASE("a generation over the graph's own cache is checked against the memory cap before it starts") {
+  // Optimum's Llama cell (2 layers, 1 KV head of 16): a step holds the past it reads beside the present it
+  // writes, float32 keys and values — 2 x 103 positions x (2 layers x 2 x 16 x 4 bytes) at the last of 100 new
+  // tokens after 3 = 52,736 bytes.
+  const std::string dir = (test::exports_dir() / "llama-optimum").string();
+  Session s(dir + "/model.onnx");
+  Generator gen(s, read_model_config(dir));
+  GenerateOptions o;
+  o.max_new_tokens = 100;
+  set_process_memory_limit(owned_host_bytes() + 40000);
+  const std::string error = test::error_of([&] { gen.generate({{1, 17, 93}}, o); });
+  CAPTURE(error);
+  CHECK(test::contains(error, "100 new tokens after a prompt of 3 (1 row) would hold " + memory_size(52736) + " more of KV cache"));
+  set_process_memory_limit(0);
+  CHECK(gen.generate({{1, 17, 93}}, o).tokens[0].size() == 103);
+}

@@ -396,6 +396,8 @@ TEST_CASE("a session's memory cap: loading that would pass it fails naming the n
       CHECK(msg.find("needs 4.2 MB more") != std::string::npos);
       CHECK(msg.find(cap == (1 << 20) ? "the session's memory cap (max_memory 1.0 MB" : "the session's memory cap (max_memory 6.3 MB") !=
             std::string::npos);
+      // The repacking's peak is predicted before any weight is repacked (SessionWeights::check_predicted_peak).
+      if (cap != (1 << 20)) CHECK(test::contains(msg, "(predicted before repacking any: 4.2 MB more at the peak, 4.2 MB made in all)"));
     }
     CHECK(owned_host_bytes() == before);  // what the failed load took is back
   }
@@ -416,4 +418,34 @@ TEST_CASE("a session's memory cap: loading that would pass it fails naming the n
   }
   set_process_memory_limit(0);
   CHECK(owned_host_bytes() == before);  // the session's memory came back to the count
+}
+
+TEST_CASE("a load's repacking peak is predicted before any weight is repacked: the prediction is what the load then makes") {
+  TempDir d;
+  std::vector<float> w;  // one 1024x1024 float32 weight: 4 MiB read from the protobuf (owned until repacked)
+  const std::string path = write_matmul_1024_model(d.path / "m.onnx", w);
+  // Under a cap that holds the weight and half its repacked form, the load stops at the prediction, whose total is
+  // what an uncapped load of the same model repacks — as stored (fp32 panels), as fp16 panels, block-quantized to
+  // int8 and int4.
+  for (const char* format : {"fp32", "fp16", "int8", "int4"}) {
+    CAPTURE(format);
+    SessionOptions o;
+    o.weights = parse_weight_format(format);
+    int64_t packed = 0;
+    {
+      Session s(path, o);
+      packed = s.memory_use().packed_weights;
+    }
+    REQUIRE(packed > 0);
+    o.max_memory = (size_t{4} << 20) + (64 << 10) + static_cast<size_t>(packed / 2);
+    const size_t before = owned_host_bytes();
+    const std::string error = test::error_of([&] { Session s(path, o); });
+    CAPTURE(error);
+    CHECK(test::contains(error, "by node 'MatMul_1' (predicted before repacking any"));
+    // (int4's grouped layout keeps its 32,768 scales as fp16 when every one fits, as here; the prediction, made
+    // without reading them, counts them as fp32: 64 KiB over.)
+    const int64_t over = std::string(format) == "int4" ? 32768 * 2 : 0;
+    CHECK(test::contains(error, memory_size(static_cast<size_t>(packed + over)) + " made in all"));
+    CHECK(owned_host_bytes() == before);
+  }
 }

@@ -62,14 +62,14 @@ size_t physical_memory() {
   return bytes;
 }
 
-namespace {
-thread_local MemoryAccountPtr t_account;
-
 std::string memory_size(size_t b) {
   char s[32];
   std::snprintf(s, sizeof s, b < 1000000000 ? "%.1f MB" : "%.2f GB", static_cast<double>(b) / (b < 1000000000 ? 1e6 : 1e9));
   return s;
 }
+
+namespace {
+thread_local MemoryAccountPtr t_account;
 
 // Adds `bytes` to `held` unless that passes `limit`; false (nothing added) when it would.
 bool take_within(std::atomic<size_t>& held, size_t bytes, size_t limit, size_t& before) {

@@ -83,6 +83,8 @@ void* map_huge(size_t rounded);
 // throws MemoryLimitError, its message starting with `what`, when `bytes` more would pass the process's or
 // this thread's account's cap. Takes nothing — a check before the allocation, not a count of it.
 void check_host_bytes(size_t bytes, const std::string& what);
+// "4.2 MB", "1.07 GB": a size as the memory cap's errors name it.
+std::string memory_size(size_t bytes);
 // An allocation that would take owned_host_bytes() past `bytes` (0: the machine's physical memory) throws
 // MemoryLimitError before anything is allocated. Set explicitly (the CLI's --max-memory,
 // tern_set_process_memory_limit), never by a session.

@@ -74,6 +74,25 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
          " of the model");
 }
 
+void Generator::check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& opt) const {
+  if (!opt.use_cache || io_.layout == PastLayout::None) return;
+  const int64_t new_tokens = std::min(opt.max_new_tokens, std::numeric_limits<int64_t>::max() - longest);
+  double need = 0;  // (in double: a sliding window may be asked for INT64_MAX new tokens)
+  if (io_.layout == PastLayout::Internal) {
+    need = static_cast<double>(session_.state_peak_bytes(rows, longest + new_tokens) - sequence_->held_bytes());
+  } else {
+    const double position = static_cast<double>(io_.kv_heads * io_.head_size) * static_cast<double>(dtype_size(io_.cache_dtype)) *
+                            static_cast<double>(io_.past.size()) * (io_.layout == PastLayout::Stacked ? 2 : 1);
+    const double positions = io_.cache_capacity > 0 ? static_cast<double>(io_.cache_capacity) : static_cast<double>(longest + new_tokens);
+    need = 2 * static_cast<double>(rows) * positions * position;  // the past a step reads beside the present it writes
+  }
+  if (need <= 0) return;
+  const auto bytes = static_cast<size_t>(std::min(need, 9e18));
+  MemoryScope charge(session_.memory_account());
+  check_host_bytes(bytes, detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
+                                         ") would hold ", memory_size(bytes), " more of KV cache at the last: "));
+}
+
 int64_t Generator::pad_id() const {
   return config_.pad_token_id >= 0 ? config_.pad_token_id : !config_.eos_token_ids.empty() ? config_.eos_token_ids[0] : 0;
 }
@@ -219,6 +238,9 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   std::unique_ptr<KvCache> kept = std::move(resumable_);
   resumable_tokens_.clear();
   if (io_.layout == PastLayout::Internal && !resume) sequence_->reset();  // a new batch starts with empty rings
+  int64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+  check_cache_memory(B * opt.num_beams, longest, opt);
   if (opt.num_beams > 1) return beam_search(prompts, opt);
   const int64_t pad = pad_id();
   Rows seq, mask;

@@ -90,6 +90,10 @@ class Generator {
   // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
   GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
+  // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
+  // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory
+  // caps, else it fails (MemoryLimitError) at once naming the sizes, not part-way. (Activations are not counted.)
+  void check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& options) const;
   int64_t pad_id() const;
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);

@@ -36,12 +36,22 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
     fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
 }
 
-std::vector<int> CachedAttentionOp::prepack(const std::vector<const Tensor*>& constants, const PrepackOptions&) {
-  if (constants.size() > 4 && constants[3] && constants[4]) {
+std::vector<int> CachedAttentionOp::prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) {
+  if (constants.size() > 4 && constants[3] && constants[4] && options.planned_bytes) {
+    *options.planned_bytes += (constants[3]->numel() + constants[4]->numel()) * static_cast<int64_t>(sizeof(float));
+  } else if (constants.size() > 4 && constants[3] && constants[4]) {
     prepacked_ = {cast_to(*constants[3], DType::Float32), cast_to(*constants[4], DType::Float32)};
     prepacked_from_ = constants[3]->raw();
   }
   return {};
+}
+
+int64_t CachedAttentionOp::state_bytes(int64_t rows, int64_t positions, const std::vector<const Value*>& inputs) const {
+  const Value* q = inputs.empty() ? nullptr : inputs[0];
+  if (!q || !q->shape || q->shape->size() != 3 || !(*q->shape)[2].is_known()) return 0;
+  const bool packed = inputs.size() < 2 || !inputs[1];
+  const int64_t D = (*q->shape)[2].value / (packed ? hq_ + 2 * hkv_ : hq_);
+  return kernels::KvRingBuffer::bytes_for({rows, hkv_, D, window_, std::min(sinks_, window_ - 1), storage_}, positions);
 }
 
 OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const {

@@ -43,6 +43,7 @@ class CachedAttentionOp : public Op {
   // The RoPE tables as float32, once (a view for float32 models).
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override;
   std::unique_ptr<OpState> make_state() const override { return std::make_unique<KvRingState>(); }
+  int64_t state_bytes(int64_t rows, int64_t positions, const std::vector<const Value*>& inputs) const override;
   // Each new token scores and sums over the window it sees (about half the prompt on average, in a
   // prompt chunk), reading every held key and value once.
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const override;

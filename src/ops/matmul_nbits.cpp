@@ -44,7 +44,10 @@ class MatMulNBitsOp : public Op {
       if (!at(4)) return {};  // (run refuses it: a g_idx computed in the graph)
       act_order_ = act_order(*at(4), "MatMulNBits");
       g_idx_read_ = true;
-      if (!act_order_.empty() && at(1) && at(1)->raw()) act_ordered_B_ = act_ordered(*at(1));
+      if (!act_order_.empty() && at(1) && at(1)->raw()) {
+        if (options.planned_bytes) *options.planned_bytes += static_cast<int64_t>(at(1)->nbytes());
+        act_ordered_B_ = options.planned_bytes ? Tensor(DType::UInt8, at(1)->shape(), nullptr) : act_ordered(*at(1));
+      }
     }
     // (With its columns sorted, B is read from this op's copy: the file's is the session's to drop — unless a pack
     // is in play, whose later loads would then find no B to sort.)

@@ -210,6 +210,16 @@ std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std:
       for (Tensor& t : parts) t = arena->hold(t);
     return parts;
   };
+  if (planned_bytes) {
+    const bool served = pack && pack->reading();  // mapped from the pack (or read whole when it was opened)
+    std::vector<Tensor> parts;
+    for (const auto& [dtype, count] : expect) {
+      const DType type = dtype == DType::Undefined ? DType::Float32 : dtype;  // (of the forms it may take, the larger)
+      if (!served) *planned_bytes += count * static_cast<int64_t>(dtype_size(type));
+      parts.emplace_back(type, Shape{count}, nullptr);
+    }
+    return parts;
+  }
   if (!pack) return made();
   const std::string key = node + "/" + part;
   std::vector<Tensor> parts = pack->prepared(key, made);

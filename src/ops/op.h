@@ -138,6 +138,11 @@ struct PrepackOptions {
   std::string node;  // the node being prepared: its name keys its parts in the pack
   // Where prepared parts under 4 MiB are kept, side by side in huge pages (core/tensor.h); null: where made.
   BufferArena* arena = nullptr;
+  // Set for the session's planning pass (runtime/session_weights.cpp: the memory cap is checked against the
+  // load's predicted peak before anything is repacked): prepared() makes nothing — it adds the bytes it would
+  // have made to *planned_bytes and returns tensors of the expected sizes without data — and an op allocates
+  // nothing else it would keep, counting it here instead.
+  int64_t* planned_bytes = nullptr;
 
   // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
   // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else
@@ -192,6 +197,10 @@ class Op {
   virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }
   // Stateful ops (the cached attention and its KV ring): an empty state for a new sequence.
   virtual std::unique_ptr<OpState> make_state() const { return nullptr; }
+  // The bytes its state holds for a sequence of `rows` rows once `positions` tokens a row have passed (a KV
+  // ring grown to that fill), from the node's inputs as shape inference left them; 0: no state that grows, or
+  // sizes the shapes do not tell. What a generation checks against the memory cap before it starts.
+  virtual int64_t state_bytes(int64_t /*rows*/, int64_t /*positions*/, const std::vector<const Value*>& /*inputs*/) const { return 0; }
 };
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;

@@ -121,6 +121,20 @@ MemoryUse Session::memory_use() const {
   return m;
 }
 
+int64_t Session::state_peak_bytes(int64_t rows, int64_t positions) const {
+  const Graph& g = *model_.graph;
+  int64_t total = 0, largest = 0;
+  std::vector<const Value*> inputs;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    inputs.clear();
+    for (int in : g.nodes[k].inputs) inputs.push_back(in >= 0 ? &g.values[static_cast<size_t>(in)] : nullptr);
+    const int64_t bytes = ops_[k]->state_bytes(rows, positions, inputs);
+    total += bytes;
+    largest = std::max(largest, bytes);
+  }
+  return total + largest;  // (a ring's old slots are at most its new ones)
+}
+
 const TransferStats* Session::device_transfers() const { return device_ ? &device_->transfers() : nullptr; }
 
 int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }

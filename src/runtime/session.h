@@ -204,6 +204,10 @@ class Session {
   const SessionOptions& options() const { return options_; }
   // The memory this session holds now, by what it is for (bytes; kv_cache: every live SequenceState's).
   MemoryUse memory_use() const;
+  // The most bytes one sequence's state (SequenceState: the KV rings) holds at once while `positions` tokens a
+  // row of `rows` rows pass: every layer's ring at that fill, and the old slots of the one growing last beside
+  // its new ones. 0 for a session without such state.
+  int64_t state_peak_bytes(int64_t rows, int64_t positions) const;
   // What the session's memory cap counts (SessionOptions::max_memory).
   const MemoryAccountPtr& memory_account() const { return account_; }
   // The weights as the load prepared them: the pack, bytes a decode step reads, saving a recorded pack.

@@ -86,24 +86,76 @@ void SessionWeights::align_constants(Graph& g) {
   }
 }
 
-void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options,
-                             kernels::opencl::Kernels* device_kernels) {
-  graph_ = &g;
-  ops_ = &ops;
-  std::vector<int> readers(g.values.size(), 0), done_with(g.values.size(), 0);
+namespace {
+
+// How many nodes read each constant (-1: a graph output, kept whatever its readers do).
+std::vector<int> constant_readers(const Graph& g) {
+  std::vector<int> readers(g.values.size(), 0);
   for (const Node& n : g.nodes)
     for (int in : n.inputs)
       if (in >= 0 && g.values[static_cast<size_t>(in)].constant) ++readers[static_cast<size_t>(in)];
   for (int o : g.outputs) readers[static_cast<size_t>(o)] = -1;  // handed to the caller: kept
+  return readers;
+}
+
+// Node n's constant inputs (null for the others).
+void constant_inputs(const Graph& g, const Node& n, std::vector<const Tensor*>& constants) {
+  constants.assign(n.inputs.size(), nullptr);
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
+      constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
+}
+
+}  // namespace
+
+void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& options) const {
+  // Each node's op prepares in planning mode (PrepackOptions::planned_bytes: the sizes of what it would make,
+  // nothing made) on an op of its own; the walk adds what each node makes and takes away the owned originals
+  // its repacking frees, as prepare() will. The highest point, beyond what is held now, must fit both caps.
+  std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
+  std::vector<const Tensor*> constants;
+  int64_t made = 0, freed = 0, peak = 0;
+  size_t at_peak = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    constant_inputs(g, n, constants);
+    if (std::none_of(constants.begin(), constants.end(), [](const Tensor* t) { return t != nullptr; })) continue;
+    int64_t planned = 0;
+    std::vector<int> repacked;
+    try {
+      repacked = OpRegistry::instance().create(n)->prepack(
+          constants, {options.weights, options.activations, nullptr, pack_.get(), n.name, nullptr, &planned});
+    } catch (...) {
+      rethrow_naming(n);
+    }
+    made += planned;
+    if (made - freed > peak) peak = made - freed, at_peak = k;
+    for (int i : repacked) {
+      const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
+      const Tensor& c = *g.values[v].constant;
+      if (++done_with[v] == readers[v] && c.buffer() && c.raw() && c.buffer()->owned()) freed += static_cast<int64_t>(c.nbytes());
+    }
+  }
+  if (peak > 0)
+    check_host_bytes(static_cast<size_t>(peak),
+                     detail::concat("repacking the weights would pass it by node '", g.nodes[at_peak].name,
+                                    "' (predicted before repacking any: ", memory_size(static_cast<size_t>(peak)), " more at the peak, ",
+                                    memory_size(static_cast<size_t>(made)), " made in all): "));
+}
+
+void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options,
+                             kernels::opencl::Kernels* device_kernels) {
+  graph_ = &g;
+  ops_ = &ops;
+  // (On a device the variants upload to its memory, which the caps do not count.)
+  if (!device_kernels) check_predicted_peak(g, options);
+  std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
   constant_reads_.assign(g.values.size(), 0);
   std::vector<const Tensor*> constants;
   BufferArena arena;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
-    constants.assign(n.inputs.size(), nullptr);
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].constant)
-        constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
+    constant_inputs(g, n, constants);
     std::vector<int> repacked;
     try {
       repacked = ops[k]->prepack(constants, {options.weights, options.activations, device_kernels, pack_.get(), n.name, &arena});

@@ -41,6 +41,9 @@ class SessionWeights {
   void count(MemoryUse& m) const;
 
  private:
+  // Fails (MemoryLimitError) when repacking the weights would pass the session's or the process's memory cap,
+  // before any is repacked: a small device's load then stops at once, not minutes in, naming the node.
+  void check_predicted_peak(const Graph& g, const SessionOptions& options) const;
   void prefault_mapped(const Graph& g) const;
   int64_t count_bytes_per_token() const;
   const Graph* graph_ = nullptr;

@@ -55,7 +55,9 @@ commands:
       (int8), or never (fp32). Prefill stays fp32.
       --max-memory SIZE (bytes, or 512M, 6G: powers of 1024) caps the memory tern owns — weights
       repacked at load, KV cache, activations; mapped weight files are the kernel's to page — and
-      fails naming the numbers, instead of being killed for memory (also for chat, bench, profile).
+      fails naming the numbers, instead of being killed for memory (also for chat, bench, profile):
+      before repacking any weight when the load's predicted peak passes it, before the prefill when
+      the KV cache at the last new token would.
       --prefault maps the weights read from the model's files into the process at load (MatMulNBits
       blocks; not embedding tables), so the first prompt takes no page faults for them (bench:
       first_prefill_ms); a pack (tern pack) is read into memory instead of served mapped: a longer

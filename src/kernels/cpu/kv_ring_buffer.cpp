@@ -21,6 +21,12 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c
 
 KvRingBuffer::~KvRingBuffer() { give_host_bytes(counted_, account_); }
 
+int64_t KvRingBuffer::bytes_for(const KvRingConfig& c, int64_t tokens) {
+  int64_t slots = ring_slots_for(0, 1, c.capacity);
+  while (slots < std::min(tokens, c.capacity)) slots = ring_slots_for(slots, slots + 1, c.capacity);
+  return 2 * c.batch * slots * c.kv_heads * c.head_dim * static_cast<int64_t>(dtype_size(c.storage));
+}
+
 // To `slots` slots (ring_slots_for decides how many): the held tokens are copied once. The new keys and
 // values are counted against the memory cap before they are allocated (the old ones until freed).
 void KvRingBuffer::grow(int64_t slots) {

@@ -57,6 +57,10 @@ class KvRingBuffer {
   KvRingBuffer& operator=(const KvRingBuffer&) = delete;
   // Bytes of keys and values allocated now (they grow with the ring; counted as owned host memory).
   int64_t storage_bytes() const { return static_cast<int64_t>(counted_); }
+  // Bytes of keys and values a ring of config `c` has allocated once `tokens` tokens a row are appended: its
+  // growths (ring_slots_for: 256 slots, then doubling) up to that fill, capped by its window. An upper bound where
+  // a prompt chunk grows it straight to its length.
+  static int64_t bytes_for(const KvRingConfig& c, int64_t tokens);
   const KvRingConfig& config() const { return c_; }
 
   // Appends one token of sequence b: key (before RoPE) and value, each [kv_heads][head_dim].
