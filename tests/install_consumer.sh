@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `cmake --install` into a scratch prefix, then examples/c built against it three ways — find_package(tern)
-# with the shared and with the static library, and pkg-config — each printing the CLI's greedy text.
+# with the shared and with the static library, and pkg-config — each printing the CLI's text (the model's own sampling).
 #   install_consumer.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 build=$1 src=$2 work=$3
@@ -8,7 +8,7 @@ rm -rf "$work" && mkdir -p "$work"
 prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" > "$work/install.log"
 prompt="And God said"
-want=$("$prefix/bin/tern" generate --model "$src/models/default" --prompt "$prompt" --max-new-tokens 24 --greedy --threads 2 2>/dev/null)
+want=$("$prefix/bin/tern" generate --model "$src/models/default" --prompt "$prompt" --max-new-tokens 24 --threads 2 2>/dev/null)
 check() {
   local what=$1 got
   got=$("$2" "$src/models/default" "$prompt" 24 2 2>/dev/null)

@@ -1,5 +1,5 @@
 // The C API's values against independent references: a graph run through tern_graph_run equals the
-// example's numpy outputs; tern_generate equals the C++ Generator's greedy tokens; two models generate at
+// example's numpy outputs; tern_generate equals the C++ Generator's tokens (the model's own sampling); two models generate at
 // once on two threads. (tests/c_api/test_c_api.c checks the statuses from C.)
 #include <doctest/doctest.h>
 
@@ -92,7 +92,7 @@ TEST_CASE("C API: tern_graph_run gives the example's numpy reference outputs, in
   tern_graph_free(g);
 }
 
-TEST_CASE("C API: tern_generate gives the C++ Generator's greedy tokens") {
+TEST_CASE("C API: tern_generate gives the C++ Generator's tokens under the model's own sampling") {
   tern_options* o = tern_options_create();
   REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
   tern_model* m = nullptr;
@@ -112,6 +112,10 @@ TEST_CASE("C API: tern_generate gives the C++ Generator's greedy tokens") {
   llm::GenerateOptions opt;
   opt.max_new_tokens = 32;
   opt.eos_token_ids = cfg.eos_token_ids;
+  // One default everywhere: generation_config.json's (models/default: do_sample, temperature 0.8, top_p 0.95),
+  // as the CLI takes it with no sampling flags (llm::sampling_options).
+  opt.sampling = llm::sampling_options({}, cfg);
+  REQUIRE(!opt.sampling.greedy);
   const auto res = gen.generate({prompt}, opt);
   CHECK(text == tok->decode(res.tokens[0]).substr(tok->decode(prompt).size()));
 }

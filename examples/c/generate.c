@@ -1,10 +1,11 @@
-/* tern's C API by example: load a model folder, stream a greedy continuation of a prompt to stdout.
+/* tern's C API by example: load a model folder, stream a continuation of a prompt to stdout.
  *
  *   cc -std=c99 generate.c $(pkg-config --cflags --libs tern) -o generate
  *   ./generate MODEL_DIR "Once upon a time" [MAX_NEW_TOKENS] [THREADS]
  *
- * Prints the prompt, then the new text as it is generated (the same text as
- * `tern generate --model MODEL_DIR --prompt ... --greedy`); a line on stderr counts the tokens. */
+ * Prints the prompt, then the new text as it is generated with the model's own sampling (its
+ * generation_config.json; greedy when it says nothing): the same text as `tern generate --model MODEL_DIR
+ * --prompt ...`. A line on stderr counts the tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   }
 
   tern_generate_params params;
-  tern_generate_params_default(&params); /* greedy, no stop strings */
+  tern_generate_params_default(&params); /* the model's own sampling, no stop strings */
   params.max_new_tokens = max_new_tokens;
   int64_t generated = 0;
   fputs(prompt, stdout);

@@ -60,8 +60,8 @@ extern "C" {
 #endif
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
-#define TERN_API_VERSION_MAJOR 1
-#define TERN_API_VERSION_MINOR 3
+#define TERN_API_VERSION_MAJOR 2
+#define TERN_API_VERSION_MINOR 0
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -250,7 +250,8 @@ TERN_API void tern_text_stream_free(tern_text_stream* stream);
 TERN_API tern_status tern_text_stream_push(tern_text_stream* stream, int32_t token, const char** text, size_t* length);
 TERN_API tern_status tern_text_stream_flush(tern_text_stream* stream, const char** text, size_t* length);
 
-/* Sampling: greedy when temperature is 0. tern_sampling_default fills tern's defaults (greedy, no penalty). */
+/* Sampling: greedy when temperature is 0. tern_sampling_default fills the neutral settings (greedy, no
+ * penalty); tern_model_sampling_default a model's own, which it starts with. */
 typedef struct tern_sampling {
   float temperature;        /* 0: greedy */
   int32_t top_k;            /* 0: off */
@@ -260,6 +261,12 @@ typedef struct tern_sampling {
   uint64_t seed;
 } tern_sampling;
 TERN_API void tern_sampling_default(tern_sampling* sampling);
+/* The model's own sampling: its generation_config.json's do_sample, temperature, top_k, top_p and
+ * repetition_penalty (greedy when it says nothing; seed 0) — what `tern generate`, `tern serve` and the Python
+ * package use unless told otherwise, what a loaded or cloned model samples with until tern_model_set_sampling,
+ * and what tern_generate uses when its params give no sampling. (API 2.0: tern_generate's NULL sampling and
+ * a model's first sampling were greedy before.) */
+TERN_API tern_status tern_model_sampling_default(const tern_model* model, tern_sampling* sampling);
 
 /* The step API — one sequence per model, its cache held by the model:
  *   tern_model_prefill(m, prompt, n);               feed tokens (the prompt, or more later)
@@ -268,7 +275,8 @@ TERN_API void tern_sampling_default(tern_sampling* sampling);
 TERN_API tern_status tern_model_reset(tern_model* model);
 /* Feeds `count` tokens after those the sequence holds; the logits of the last one are then current. */
 TERN_API tern_status tern_model_prefill(tern_model* model, const int32_t* ids, size_t count);
-/* Sampling for the following steps (and its random state, from the seed). Default: greedy. */
+/* Sampling for the following steps (and its random state, from the seed). Default: the model's own
+ * (tern_model_sampling_default; greedy before API 2.0). */
 TERN_API tern_status tern_model_set_sampling(tern_model* model, const tern_sampling* sampling);
 /* Chooses the next token from the current logits (no feeding). */
 TERN_API tern_status tern_model_sample(tern_model* model, int32_t* token);
@@ -283,9 +291,10 @@ TERN_API int tern_model_is_end_token(const tern_model* model, int32_t token);
 TERN_API int64_t tern_model_position(const tern_model* model);
 
 /* The whole job: resets the sequence, tokenizes `prompt` (with BOS), generates up to max_new_tokens with
- * `sampling` (NULL: greedy), and calls on_text with each piece of new text as it is decoded (whole UTF-8
- * characters). It stops at an end token, at any of the stop strings (the text up to the stop string is
- * delivered, the stop string is not), or when on_text returns non-zero. Afterwards the sequence holds the
+ * `sampling` (NULL: the model's own, tern_model_sampling_default — greedy before API 2.0), and calls on_text
+ * with each piece of new text as it is decoded (whole UTF-8 characters). It stops at an end token, at any of
+ * the stop strings (the text up to the stop string is delivered, the stop string is not), or when on_text
+ * returns non-zero. Afterwards the sequence holds the
  * prompt and the generated tokens but the last, whose choice the current logits made (as after
  * tern_model_sample): tern_model_prefill or tern_model_step can go on from there. */
 typedef int (*tern_text_callback)(const char* text, size_t length, void* user_data);

@@ -125,6 +125,7 @@ _PROTOTYPES = {
     "tern_model_reset": (c_int, [_P]),
     "tern_model_prefill": (c_int, [_P, POINTER(c_int32), c_size_t]),
     "tern_model_set_sampling": (c_int, [_P, POINTER(Sampling)]),
+    "tern_model_sampling_default": (c_int, [_P, POINTER(Sampling)]),
     "tern_model_sample": (c_int, [_P, POINTER(c_int32)]),
     "tern_model_step": (c_int, [_P, POINTER(c_int32)]),
     "tern_model_logits": (c_int, [_P, POINTER(POINTER(c_float)), POINTER(c_int64)]),

@@ -48,6 +48,27 @@ class Model(_ModelHandle):
         self.bos_token_id = info.bos_token_id if info.bos_token_id >= 0 else None
         self.eos_token_id = info.eos_token_id if info.eos_token_id >= 0 else None
 
+    def sampling_default(self):
+        """The model's own sampling, as `tern generate` and `tern serve` take it with no flags: generation_config.json's
+        do_sample, temperature, top_k, top_p and repetition_penalty (greedy, temperature 0, when it says nothing)."""
+        s = _capi.Sampling()
+        self._check(lib.tern_model_sampling_default(self._handle, ctypes.byref(s)))
+        return {"temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p, "min_p": s.min_p,
+                "repetition_penalty": s.repetition_penalty}
+
+
+def _sampling(model, temperature=None, top_k=None, top_p=None, min_p=None, repetition_penalty=None, seed=0):
+    """The sampling a call asks for: the model's own (Model.sampling_default), each argument given replacing its
+    field; temperature 0 is greedy. As the CLI's flags: a top_k, top_p or min_p given over a greedy default samples
+    (at temperature 1)."""
+    o = model.sampling_default()
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+             "repetition_penalty": repetition_penalty}
+    if temperature is None and o["temperature"] == 0 and any(v is not None for v in (top_k, top_p, min_p)):
+        o["temperature"] = 1.0
+    o.update({k: v for k, v in given.items() if v is not None})
+    return _capi.Sampling(o["temperature"], o["top_k"], o["top_p"], o["min_p"], o["repetition_penalty"], seed)
+
 
 def _ids(tokens):
     a = np.ascontiguousarray(np.asarray(tokens, dtype=np.int64).reshape(-1))
@@ -137,19 +158,26 @@ class TokenizerStream:
         return self._text(lib.tern_text_stream_flush)
 
 
-# The search options onnxruntime-genai takes that tern carries out, and their defaults.
+# The search options onnxruntime-genai takes that tern carries out, and their defaults where the model's
+# generation_config.json says nothing.
 _SEARCH_DEFAULTS = {"max_length": None, "do_sample": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
                     "min_p": 0.0, "repetition_penalty": 1.0, "random_seed": 0, "batch_size": 1, "num_beams": 1}
 
 
 class GeneratorParams:
     """Search options: max_length (prompt + new tokens; default the model's context), do_sample, temperature,
-    top_k, top_p, min_p, repetition_penalty, random_seed. batch_size and num_beams must be 1 (tern.Generator
-    runs one sequence; `tern generate --beams` and `tern serve` do more)."""
+    top_k, top_p, min_p, repetition_penalty, random_seed — starting from the model's own sampling
+    (Model.sampling_default: its generation_config.json, as the CLI and tern serve). batch_size and num_beams must
+    be 1 (tern.Generator runs one sequence; `tern generate --beams` and `tern serve` do more)."""
 
     def __init__(self, model):
         self._model = model
         self.search = dict(_SEARCH_DEFAULTS)
+        own = model.sampling_default()
+        if own["temperature"] > 0:
+            self.search.update(own, do_sample=True)
+        else:
+            self.search["repetition_penalty"] = own["repetition_penalty"]
 
     def set_search_options(self, **options):
         for key, value in options.items():
@@ -246,15 +274,16 @@ class Generator(_ModelHandle):
         return np.ctypeslib.as_array(ptr, shape=(vocab.value,)).reshape(1, -1).copy()
 
 
-def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=0.0, top_k=0,
-             top_p=1.0, min_p=0.0, repetition_penalty=1.0, seed=0):
+def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=None, top_k=None,
+             top_p=None, min_p=None, repetition_penalty=None, seed=0):
     """The whole job in one call: `prompt` (with BOS; chat=True: one user turn in the model's chat template)
-    continued by up to max_new_tokens tokens, greedy unless temperature > 0. Stops at an end token or a stop
-    string (not included). on_text(piece) is called as text arrives; returns the new text. `model` is a
-    Model or a model folder's path."""
+    continued by up to max_new_tokens tokens with the model's own sampling (its generation_config.json, as
+    `tern generate` with no flags), each sampling argument given replacing its part (temperature=0: greedy). Stops
+    at an end token or a stop string (not included). on_text(piece) is called as text arrives; returns the new
+    text. `model` is a Model or a model folder's path."""
     if not isinstance(model, Model):
         model = Model(model)
-    s = _capi.Sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
+    s = _sampling(model, temperature, top_k, top_p, min_p, repetition_penalty, seed)
     stops = [x.encode("utf-8") for x in ([stop] if isinstance(stop, str) else stop)]
     stop_array = (ctypes.c_char_p * max(len(stops), 1))(*stops)
     params = _capi.GenerateParams(max_new_tokens, ctypes.pointer(s), stop_array, len(stops), 1 if chat else 0)

@@ -16,6 +16,12 @@ llm::SamplingOptions sampling_of(const tern_sampling& s) {
   return o;
 }
 
+// The model's own sampling (generation_config.json's, as the CLI and tern serve take it with no flags) as the C struct.
+tern_sampling model_sampling(const tern_model& m) {
+  const llm::SamplingOptions o = llm::sampling_options({}, m.config);
+  return tern_sampling{o.greedy ? 0.0f : o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty, o.seed};
+}
+
 // A sampler for `s`; its range check (llm::Sampler) is the caller's argument error.
 llm::Sampler sampler_for(const tern_sampling& s) {
   std::optional<llm::Sampler> sampler;
@@ -99,6 +105,7 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
     const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};
     m.session = std::make_shared<Session>(files.onnx, llm::decoder_session_options(o, m.config, true));
     m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
+    m.sampler = sampler_for(model_sampling(m));
     reset(&m);
     try {
       m.tokenizer = llm::load_tokenizer(files.dir);
@@ -120,6 +127,7 @@ tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
     m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
     m.tokenizer = model->tokenizer;
     m.tokenizer_missing = model->tokenizer_missing;
+    m.sampler = sampler_for(model_sampling(m));
     reset(&m);
   });
 }
@@ -194,6 +202,12 @@ tern_status tern_detokenize(tern_model* m, const int32_t* ids, size_t count, cha
 void tern_sampling_default(tern_sampling* s) {
   if (!s) return;
   *s = tern_sampling{0.0f, 0, 1.0f, 0.0f, 1.0f, 0};
+}
+
+tern_status tern_model_sampling_default(const tern_model* m, tern_sampling* sampling) {
+  if (!m || !m->session || !sampling) return TERN_ERROR_INVALID_ARGUMENT;
+  *sampling = model_sampling(*m);
+  return TERN_OK;
 }
 
 tern_status tern_model_reset(tern_model* m) {
@@ -276,9 +290,7 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
       if (!*p.stop[i]) refuse(TERN_ERROR_INVALID_ARGUMENT, "stop string ", i, " is empty");
       stops.emplace_back(p.stop[i]);
     }
-    tern_sampling greedy;
-    tern_sampling_default(&greedy);
-    m->sampler = sampler_for(p.sampling ? *p.sampling : greedy);
+    m->sampler = sampler_for(p.sampling ? *p.sampling : model_sampling(*m));
     const llm::Tokenizer& tok = tokenizer_of(m);
     const std::vector<int64_t> ids =
         p.chat ? llm::encode_chat(tok, llm::detect_chat_family(m->dir), {{"user", prompt}}) : tok.encode(prompt, true);

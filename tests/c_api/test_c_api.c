@@ -127,9 +127,12 @@ static void check_model(const char* dir) {
   CHECK(strcmp(text, prompt) == 0);
 
   /* tern_generate, greedy */
+  tern_sampling greedy_sampling;
+  tern_sampling_default(&greedy_sampling);
   tern_generate_params p;
   tern_generate_params_default(&p);
   p.max_new_tokens = 16;
+  p.sampling = &greedy_sampling;
   collected greedy = {{0}, 0, 0, 0};
   int64_t generated = 0;
   CHECK(tern_generate(m, prompt, &p, collect, &greedy, &generated) == TERN_OK);
@@ -148,8 +151,6 @@ static void check_model(const char* dir) {
   CHECK(vocab == info.vocab_size && logits != NULL);
   int32_t seq[80];
   memcpy(seq, ids, n * sizeof ids[0]);
-  tern_sampling greedy_sampling;
-  tern_sampling_default(&greedy_sampling);
   CHECK(tern_model_set_sampling(m, &greedy_sampling) == TERN_OK);
   for (int i = 0; i < 16; ++i) CHECK(tern_model_step(m, &seq[n + (size_t)i]) == TERN_OK);
   CHECK(tern_detokenize(m, seq, n + 16, text, sizeof text, &length) == TERN_OK);
@@ -212,6 +213,18 @@ static void check_model(const char* dir) {
   CHECK(tern_generate(m, prompt, &p, collect, &s2, NULL) == TERN_OK);
   CHECK(s1.length > 0 && strcmp(s1.text, s2.text) == 0);
   p.sampling = NULL;
+
+  /* no sampling given: the model's own (generation_config.json: do_sample, temperature 0.8, top_p 0.95) */
+  tern_sampling own;
+  CHECK(tern_model_sampling_default(m, &own) == TERN_OK);
+  CHECK(own.temperature == 0.8f && own.top_p == 0.95f && own.top_k == 0 && own.seed == 0);
+  CHECK(tern_model_sampling_default(m, NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  collected by_default = {{0}, 0, 0, 0}, by_own = {{0}, 0, 0, 0};
+  CHECK(tern_generate(m, prompt, &p, collect, &by_default, NULL) == TERN_OK);
+  p.sampling = &own;
+  CHECK(tern_generate(m, prompt, &p, collect, &by_own, NULL) == TERN_OK);
+  CHECK(strcmp(by_default.text, by_own.text) == 0 && strcmp(by_default.text, greedy.text) != 0);
+  p.sampling = &greedy_sampling;
 
   /* a stop string: the text before it, never it */
   if (greedy.length > 8) {

@@ -93,10 +93,13 @@ typedef struct {
   int failed;
 } sequence_job;
 
-static void* generate_greedy(void* arg) {
+/* With the model's own sampling (models/default: temperature 0.8, top_p 0.95), seeded afresh each time. */
+static void* generate_sampled(void* arg) {
   sequence_job* job = arg;
+  tern_sampling own;
   int i;
-  job->failed = tern_model_reset(job->model) != TERN_OK || tern_model_prefill(job->model, job->prompt, 4) != TERN_OK;
+  job->failed = tern_model_sampling_default(job->model, &own) != TERN_OK || tern_model_set_sampling(job->model, &own) != TERN_OK ||
+                tern_model_reset(job->model) != TERN_OK || tern_model_prefill(job->model, job->prompt, 4) != TERN_OK;
   for (i = 0; i < 12 && !job->failed; ++i) job->failed = tern_model_step(job->model, &job->tokens[i]) != TERN_OK;
   return NULL;
 }
@@ -148,12 +151,12 @@ int main(int argc, char** argv) {
     }
     for (j = 0; j < 2; ++j) {
       jobs[j].model = model;
-      generate_greedy(&jobs[j]);
+      generate_sampled(&jobs[j]);
       memcpy(alone[j], jobs[j].tokens, sizeof alone[j]);
     }
     jobs[0].model = model, jobs[1].model = clone;
-    pthread_create(&threads[0], NULL, generate_greedy, &jobs[0]);
-    pthread_create(&threads[1], NULL, generate_greedy, &jobs[1]);
+    pthread_create(&threads[0], NULL, generate_sampled, &jobs[0]);
+    pthread_create(&threads[1], NULL, generate_sampled, &jobs[1]);
     pthread_join(threads[0], NULL);
     pthread_join(threads[1], NULL);
     for (j = 0; j < 2; ++j)

@@ -138,9 +138,29 @@ def test_stop_strings_and_a_callback_that_raises():
     assert tern.generate(model, PROMPT, 40) == full  # the model is fine afterwards
 
 
+def test_one_default_everywhere_the_models_generation_config():
+    # models/default's generation_config.json: do_sample, temperature 0.8, top_p 0.95. generate(), GeneratorParams,
+    # the C API and `tern generate` with no sampling flags all sample so, seed 0: the same text.
+    model = model_or_skip(DEFAULT)
+    assert model.sampling_default() == pytest.approx({"temperature": 0.8, "top_k": 0, "top_p": 0.95, "min_p": 0.0,
+                                                      "repetition_penalty": 1.0})
+    search = tern.GeneratorParams(model).search
+    assert search["do_sample"] and search["temperature"] == pytest.approx(0.8) and search["top_p"] == pytest.approx(0.95)
+    text = tern.generate(model, PROMPT, 40)
+    assert text != tern.generate(model, PROMPT, 40, temperature=0)
+    cli = REPO / "build" / "tern"
+    if cli.is_file():
+        out = subprocess.run([str(cli), "generate", "--model", str(DEFAULT), "--prompt", PROMPT, "--max-new-tokens", "40",
+                              "--threads", "2"], capture_output=True, text=True, check=True)
+        assert out.stdout.rstrip("\n") == PROMPT + text
+    # A sampling parameter over a greedy default samples, as the CLI's flags do (top_k 1 of course stays greedy).
+    gqa = model_or_skip(REPO / "tests" / "fixtures" / "llama-gqa-torch")
+    assert gqa.sampling_default()["temperature"] == 0
+
+
 def test_sampling_is_seeded_and_top_k_1_is_greedy():
     model = model_or_skip(DEFAULT)
-    greedy = tern.generate(model, PROMPT, 30)
+    greedy = tern.generate(model, PROMPT, 30, temperature=0)
     a = tern.generate(model, PROMPT, 30, temperature=1.0, seed=7)
     assert a == tern.generate(model, PROMPT, 30, temperature=1.0, seed=7)
     assert tern.generate(model, PROMPT, 30, temperature=1.0, top_k=1, seed=3) == greedy
@@ -155,9 +175,9 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
             generator.generate_next_token()
         return generator.get_sequence(0).tolist()
 
-    assert sequence(do_sample=True, top_k=1, temperature=0.8, random_seed=5) == sequence()
+    assert sequence(do_sample=True, top_k=1, temperature=0.8, random_seed=5) == sequence(do_sample=False)
     assert sequence(do_sample=True, random_seed=5) == sequence(do_sample=True, random_seed=5)
-    assert sequence(do_sample=True, random_seed=5) != sequence()
+    assert sequence(do_sample=True, random_seed=5) != sequence(do_sample=False)
 
 
 def test_generate_takes_a_folder_path():
