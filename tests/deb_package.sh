@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Debian package (`cpack -G DEB`, CMakeLists.txt): built from the build folder, its control fields and
 # files checked, then unpacked into a scratch root (no dpkg database or root rights needed) whose tern runs
-# models/default to the build's own greedy text, and whose header, library and pkg-config file build the
-# C example.
+# models/default to the build's own text (the model's own sampling), and whose header, library and pkg-config
+# file build the C example.
 #   deb_package.sh BUILD_DIR SOURCE_DIR WORK_DIR
 set -euo pipefail
 build=$1 src=$2 work=$3
@@ -18,8 +18,8 @@ for f in ./usr/bin/tern ./usr/include/tern/tern.h ./usr/lib/libtern.so ./usr/lib
 done
 root=$work/root
 dpkg-deb -x "$deb" "$root"
-want=$("$build/tern" generate --model "$src/models/default" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 2> /dev/null)
-got=$("$root/usr/bin/tern" generate --model "$src/models/default" --prompt "And God said" --max-new-tokens 16 --greedy --threads 2 2> /dev/null)
+want=$("$build/tern" generate --model "$src/models/default" --prompt "And God said" --max-new-tokens 16 --threads 2 2> /dev/null)
+got=$("$root/usr/bin/tern" generate --model "$src/models/default" --prompt "And God said" --max-new-tokens 16 --threads 2 2> /dev/null)
 [ "$want" = "$got" ] || { printf 'build: %s\npackage: %s\n' "$want" "$got"; exit 1; }
 "$root/usr/bin/tern" --version | head -n 1
 sed -i "s|^prefix=.*|prefix=$root/usr|" "$root/usr/lib/pkgconfig/tern.pc"

@@ -85,9 +85,9 @@ TEST_CASE("C API: tern_graph_run gives the example's numpy reference outputs, in
   // An unknown output and a missing input are named.
   tern_tensor unknown{};
   unknown.name = "no_such_output";
-  CHECK(tern_graph_run(g, inputs.data(), inputs.size(), &unknown, 1) == TERN_ERROR_MODEL);
+  CHECK(tern_graph_run(g, inputs.data(), inputs.size(), &unknown, 1) == TERN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(tern_graph_error(g)).find("no_such_output") != std::string::npos);
-  CHECK(tern_graph_run(g, inputs.data(), 1, &out, 1) == TERN_ERROR_MODEL);
+  CHECK(tern_graph_run(g, inputs.data(), 1, &out, 1) == TERN_ERROR_INVALID_ARGUMENT);
   CHECK(std::string(tern_graph_error(g)).find(feeds[1].first) != std::string::npos);
   tern_graph_free(g);
 }

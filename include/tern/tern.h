@@ -65,8 +65,10 @@ extern "C" {
 
 typedef enum tern_status {
   TERN_OK = 0,
-  TERN_ERROR_INVALID_ARGUMENT = 1, /* a NULL handle or pointer, a value out of range, an unknown name */
-  TERN_ERROR_MODEL = 2,            /* a file missing, unreadable, corrupt or hostile; a bad input tensor */
+  TERN_ERROR_INVALID_ARGUMENT = 1, /* a NULL handle or pointer, a value out of range, an unknown name; a run's
+                                      input missing or of a name, type or shape the graph lacks (API 2.0:
+                                      TERN_ERROR_MODEL before) */
+  TERN_ERROR_MODEL = 2,            /* a file missing, unreadable, corrupt or hostile */
   TERN_ERROR_UNSUPPORTED = 3,      /* an op, data type or feature tern does not implement (or this build lacks) */
   TERN_ERROR_MEMORY_LIMIT = 4,     /* the memory cap (tern_options_set_max_memory) or the machine's memory */
   TERN_ERROR_BUFFER_TOO_SMALL = 5, /* the caller's buffer: the size needed is returned beside it */
@@ -234,11 +236,20 @@ TERN_API tern_status tern_tokenize(tern_model* model, const char* text, int add_
  * they do not fit: TERN_ERROR_BUFFER_TOO_SMALL). Bytes need not be whole UTF-8 characters at a cut. */
 TERN_API tern_status tern_detokenize(tern_model* model, const int32_t* ids, size_t count, char* text, size_t capacity, size_t* length);
 
+/* The id of the vocabulary entry spelled `piece` as the tokenizer spells it ("<0xE2>", "<|im_end|>"; a word
+ * piece with its marker, "\u2581the" or "Ġthe"); TERN_ERROR_INVALID_ARGUMENT when none is. (API 2.0) */
+TERN_API tern_status tern_token_id(tern_model* model, const char* piece, int32_t* id);
+
 /* A conversation's token ids, as `tern chat` feeds them: the messages (roles "system", "user", "assistant")
  * in the model's chat template, ending with the assistant's turn opened; a model without a template gets
  * one running text. Capacity and *count as in tern_tokenize. (API 1.1) */
 TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
                                         int32_t* ids, size_t capacity, size_t* count);
+/* The same conversation as text in the model's chat template (ending with the assistant's turn opened; with
+ * the template's BOS marker, so tokenize it with add_bos 0); TERN_ERROR_UNSUPPORTED for a model without a
+ * template tern recognizes. Capacity and *length as in tern_detokenize. (API 2.0) */
+TERN_API tern_status tern_chat_format(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
+                                      char* text, size_t capacity, size_t* length);
 
 /* Text as tokens arrive: each push gives the new text the token completes (whole UTF-8 characters; may be
  * empty), flush what is held back at the end. `context` (may be NULL) is what came before, e.g. the prompt,
@@ -278,6 +289,13 @@ TERN_API tern_status tern_model_prefill(tern_model* model, const int32_t* ids, s
 /* Sampling for the following steps (and its random state, from the seed). Default: the model's own
  * (tern_model_sampling_default; greedy before API 2.0). */
 TERN_API tern_status tern_model_set_sampling(tern_model* model, const tern_sampling* sampling);
+/* The sequence keeps its first `length` tokens, as if the others had never been fed; there are no current
+ * logits until more are fed. A ring cache whose window has not slid drops the rest in place; otherwise the
+ * kept tokens are fed again. (API 2.0) */
+TERN_API tern_status tern_model_rewind(tern_model* model, size_t length);
+/* Replaces the current logits (vocab floats, copied) with the caller's: the next tern_model_sample or
+ * tern_model_step chooses from them. (API 2.0) */
+TERN_API tern_status tern_model_set_logits(tern_model* model, const float* logits, int64_t vocab);
 /* Chooses the next token from the current logits (no feeding). */
 TERN_API tern_status tern_model_sample(tern_model* model, int32_t* token);
 /* One decode step: chooses the next token, feeds it, and returns it. */
@@ -287,6 +305,13 @@ TERN_API tern_status tern_model_logits(tern_model* model, const float** logits, 
 /* Non-zero when `token` is one of the model's end tokens (config.json / generation_config.json may list
  * several; tern_model_info gives the first). (API 1.1) */
 TERN_API int tern_model_is_end_token(const tern_model* model, int32_t token);
+/* The model's type as its config names it ("llama", "qwen2", …; "" when it does not), valid while the model
+ * lives. (API 2.0) */
+TERN_API const char* tern_model_type(const tern_model* model);
+/* The model's padding token as its config names it; -1 when it does not. (API 2.0) */
+TERN_API int64_t tern_model_pad_token_id(const tern_model* model);
+/* Every end token of the model into ids[0 … capacity), *count how many; capacity as in tern_tokenize. (API 2.0) */
+TERN_API tern_status tern_model_end_tokens(tern_model* model, int32_t* ids, size_t capacity, size_t* count);
 /* Tokens the sequence holds (fed so far). */
 TERN_API int64_t tern_model_position(const tern_model* model);
 

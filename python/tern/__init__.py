@@ -9,9 +9,10 @@
 
 docs/python.md has the API and notes for porting from onnxruntime and onnxruntime-genai.
 """
-from ._capi import (Error, InternalError, InvalidArgumentError, MemoryLimitError, ModelError, UnsupportedError,
-                    lib as _lib)
-from .genai import Generator, GeneratorParams, Model, Tokenizer, TokenizerStream, generate
+from . import capi
+from ._capi import (Error, InternalError, InvalidArgumentError, InvalidProtobufError, MemoryLimitError, ModelError,
+                    NoGraphError, NoSuchFileError, UnsupportedError, lib as _lib)
+from .genai import Config, Generator, GeneratorParams, Model, Tokenizer, TokenizerStream, generate
 from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, NodeArg, NodeProfile, RunOptions,
                       SessionOptions, get_available_providers, get_device)
 
@@ -29,6 +30,7 @@ def set_process_memory_limit(nbytes):
 build_info = _lib.tern_build_info().decode()
 
 __all__ = ["InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
-           "ExecutionMode", "get_available_providers", "get_device", "Model", "Tokenizer", "TokenizerStream",
+           "ExecutionMode", "get_available_providers", "get_device", "Config", "Model", "Tokenizer", "TokenizerStream",
            "GeneratorParams", "Generator", "generate", "Error", "InvalidArgumentError", "ModelError",
-           "UnsupportedError", "MemoryLimitError", "InternalError", "build_info", "set_process_memory_limit"]
+           "UnsupportedError", "MemoryLimitError", "InternalError", "NoSuchFileError", "InvalidProtobufError",
+           "NoGraphError", "capi", "build_info", "set_process_memory_limit"]

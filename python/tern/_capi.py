@@ -11,6 +11,8 @@ import os
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_float, c_int, c_int32, c_int64,
                     c_size_t, c_uint64, c_void_p)
 
+from .capi import onnxruntime_pybind11_state as _ort
+
 MAX_DIMS = 8
 
 # tern_status
@@ -25,23 +27,37 @@ class Error(RuntimeError):
         self.status = status
 
 
-class InvalidArgumentError(Error, ValueError):
-    """An argument out of range, an unknown name, a NULL where a value was needed."""
+# Each kind is also the class onnxruntime raises for the same failure (tern.capi.onnxruntime_pybind11_state).
+class InvalidArgumentError(Error, ValueError, _ort.InvalidArgument):
+    """An argument out of range, an unknown name, a NULL where a value was needed; a run's input missing or of a
+    name, type or shape the graph lacks."""
 
 
-class ModelError(Error):
-    """A file missing, unreadable, corrupt or hostile; an input tensor the graph cannot take."""
+class ModelError(Error, _ort.Fail):
+    """A file missing, unreadable, corrupt or hostile."""
 
 
-class UnsupportedError(Error, NotImplementedError):
+class NoSuchFileError(ModelError, _ort.NoSuchFile):
+    """A model file that is not there."""
+
+
+class InvalidProtobufError(ModelError, _ort.InvalidProtobuf):
+    """A model file that is not an ONNX protobuf (truncated, or another kind of file)."""
+
+
+class NoGraphError(ModelError, _ort.InvalidArgument):
+    """A model file with no graph in it (an empty file): onnxruntime's InvalidArgument."""
+
+
+class UnsupportedError(Error, NotImplementedError, _ort.NotImplemented):
     """An op, data type or feature tern does not implement (or this build lacks)."""
 
 
-class MemoryLimitError(Error, MemoryError):
+class MemoryLimitError(Error, MemoryError, _ort.RuntimeException):
     """The memory cap (max_memory) or the machine's memory."""
 
 
-class InternalError(Error):
+class InternalError(Error, _ort.RuntimeException):
     """A bug in tern; the message says what."""
 
 
@@ -127,6 +143,13 @@ _PROTOTYPES = {
     "tern_model_set_sampling": (c_int, [_P, POINTER(Sampling)]),
     "tern_model_sampling_default": (c_int, [_P, POINTER(Sampling)]),
     "tern_model_sample": (c_int, [_P, POINTER(c_int32)]),
+    "tern_model_rewind": (c_int, [_P, c_size_t]),
+    "tern_model_set_logits": (c_int, [_P, POINTER(c_float), c_int64]),
+    "tern_model_type": (c_char_p, [_P]),
+    "tern_model_pad_token_id": (c_int64, [_P]),
+    "tern_model_end_tokens": (c_int, [_P, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
+    "tern_token_id": (c_int, [_P, c_char_p, POINTER(c_int32)]),
+    "tern_chat_format": (c_int, [_P, POINTER(c_char_p), POINTER(c_char_p), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)]),
     "tern_model_step": (c_int, [_P, POINTER(c_int32)]),
     "tern_model_logits": (c_int, [_P, POINTER(POINTER(c_float)), POINTER(c_int64)]),
     "tern_model_position": (c_int64, [_P]),
@@ -191,6 +214,18 @@ def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weigh
     return o
 
 
+def _load_error_kind(message, path):
+    """The kind of a failed load, as onnxruntime tells them apart: the file is not there, is not protobuf (the
+    loader's "(truncated or corrupt protobuf)", src/graph/onnx_loader.cpp), holds no graph, or else a ModelError."""
+    if not os.path.exists(path):
+        return NoSuchFileError
+    if "(truncated or corrupt protobuf)" in message:
+        return InvalidProtobufError
+    if "has no graph" in message:
+        return NoGraphError
+    return ModelError
+
+
 def load(kind, path, **options):
     """A loaded tern_graph or tern_model handle (kind "graph" or "model") for `path`, with make_options'
     settings; a failed load raises with tern's message (its handle freed)."""
@@ -202,6 +237,8 @@ def load(kind, path, **options):
         if status != OK:
             try:
                 check(status, error_fn, handle)
+            except ModelError as e:
+                raise _load_error_kind(str(e), path)(str(e), status) from None
             finally:
                 free_fn(handle)
         return handle

@@ -29,8 +29,32 @@ class _ModelHandle:
         _capi.check(status, lib.tern_model_error, self._handle)
 
 
+class Config:
+    """onnxruntime-genai's Config: a model folder, and the execution providers asked for. tern runs on the CPU (or
+    OpenCL: Model(device="opencl")), so providers are kept and ignored; clear_providers() and append_provider("cpu")
+    are what ported code usually calls."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.providers = []
+
+    def clear_providers(self):
+        self.providers = []
+
+    def append_provider(self, provider):
+        self.providers.append(provider)
+
+    def set_provider_option(self, provider, key, value):
+        pass  # (the CPU provider's options are onnxruntime's; tern has none of them)
+
+    def overlay(self, json_text):
+        raise _capi.UnsupportedError("Config.overlay: tern reads the folder's files as they are; edit "
+                                     "genai_config.json or pass Model(..., window=, threads=)", _capi.UNSUPPORTED)
+
+
 class Model(_ModelHandle):
-    """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation.
+    """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation; or an
+    onnxruntime-genai Config of one.
 
     threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context, at most 131072); device: "cpu" or
     "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); isa: cap the CPU kernels' tier;
@@ -38,8 +62,11 @@ class Model(_ModelHandle):
     """
 
     def __init__(self, path, *, threads=0, window=0, device=None, weights=None, isa=None, max_memory=0):
+        if isinstance(path, Config):
+            path = path.path
         self._handle = _capi.load("model", os.fspath(path), threads=threads, isa=isa, max_memory=max_memory, window=window,
                                   device=device, weights=weights)
+        self.device_type = "OpenCL" if device and str(device).startswith("opencl") else "CPU"
         info = _capi.ModelInfo()
         self._check(lib.tern_model_get_info(self._handle, ctypes.byref(info)))
         self.vocab_size = info.vocab_size
@@ -47,6 +74,11 @@ class Model(_ModelHandle):
         self.window = info.window
         self.bos_token_id = info.bos_token_id if info.bos_token_id >= 0 else None
         self.eos_token_id = info.eos_token_id if info.eos_token_id >= 0 else None
+
+    @property
+    def type(self):
+        """The model's type as its config names it ("llama", "qwen2", …; "" when it does not)."""
+        return lib.tern_model_type(self._handle).decode()
 
     def sampling_default(self):
         """The model's own sampling, as `tern generate` and `tern serve` take it with no flags: generation_config.json's
@@ -68,6 +100,15 @@ def _sampling(model, temperature=None, top_k=None, top_p=None, min_p=None, repet
         o["temperature"] = 1.0
     o.update({k: v for k, v in given.items() if v is not None})
     return _capi.Sampling(o["temperature"], o["top_k"], o["top_p"], o["min_p"], o["repetition_penalty"], seed)
+
+
+def _messages(messages):
+    """A conversation (a JSON string or a list of {"role", "content"} dicts) as the C arrays and their count."""
+    if isinstance(messages, str):
+        messages = json.loads(messages)
+    roles = (ctypes.c_char_p * max(len(messages), 1))(*[m["role"].encode() for m in messages])
+    contents = (ctypes.c_char_p * max(len(messages), 1))(*[m["content"].encode("utf-8") for m in messages])
+    return roles, contents, len(messages)
 
 
 def _ids(tokens):
@@ -99,18 +140,72 @@ class Tokenizer:
             self._model._check(status)
             return out[:count.value].copy()
 
-    def encode(self, text, add_bos=True):
-        """Text → token ids (int32), beginning with the model's BOS unless add_bos is False."""
+    def encode(self, text, add_bos=False):
+        """Text → token ids (int32): the text's own, as onnxruntime-genai's encode gives them (it adds no special
+        tokens since 0.8); add_bos=True begins them with the model's BOS, as tern.generate() and the CLI do."""
         return self._call_ids(lib.tern_tokenize, text.encode("utf-8"), 1 if add_bos else 0)
+
+    def encode_batch(self, texts):
+        """Texts → one int32 array [len(texts), longest], shorter rows padded on the right with pad_token_id (as
+        onnxruntime-genai's, which returns it as an og.Tensor: here the numpy array its as_numpy() gives)."""
+        rows = [self.encode(t) for t in texts]
+        pad = self.pad_token_id if self.pad_token_id is not None else 0
+        out = np.full((len(rows), max((len(r) for r in rows), default=0)), pad, dtype=np.int32)
+        for i, r in enumerate(rows):
+            out[i, :len(r)] = r
+        return out
+
+    def decode_batch(self, tokens):
+        """Rows of token ids (a 2-D array, or an og.Tensor-like object with as_numpy()) → a text per row."""
+        a = tokens.as_numpy() if hasattr(tokens, "as_numpy") else np.asarray(tokens)
+        return [self.decode(row) for row in np.atleast_2d(a)]
+
+    def to_token_id(self, piece):
+        """The id of the vocabulary entry spelled `piece` ("<0xE2>", "<|im_end|>", "▁the")."""
+        token = ctypes.c_int32()
+        self._model._check(lib.tern_token_id(self._model._handle, piece.encode("utf-8"), ctypes.byref(token)))
+        return token.value
+
+    @property
+    def bos_token_id(self):
+        return self._model.bos_token_id
+
+    @property
+    def eos_token_ids(self):
+        """The model's end tokens (config.json / generation_config.json may list several), int32."""
+        return self._call_ids(lib.tern_model_end_tokens)
+
+    @property
+    def pad_token_id(self):
+        """The padding token as the model's config names it (None when it does not)."""
+        pad = lib.tern_model_pad_token_id(self._model._handle)
+        return pad if pad >= 0 else None
+
+    def apply_chat_template(self, messages, template_str=None, tools=None, add_generation_prompt=True):
+        """onnxruntime-genai's: a conversation (a JSON string of {"role", "content"} messages, or the list) → the
+        prompt text in the model's chat template, ending with the assistant's turn opened. Encode it with
+        encode(): the text holds the template's BOS. tern formats the families it recognizes (docs/python.md);
+        a template_str or tools of one's own, or add_generation_prompt=False, are refused."""
+        if template_str is not None or tools is not None or not add_generation_prompt:
+            raise _capi.UnsupportedError("apply_chat_template: tern writes the model's own template with the assistant's "
+                                         "turn opened (no template_str, tools or add_generation_prompt=False)",
+                                         _capi.UNSUPPORTED)
+        roles, contents, n = _messages(messages)
+        length = ctypes.c_size_t()
+        capacity = 4096
+        while True:
+            buf = ctypes.create_string_buffer(capacity)
+            status = lib.tern_chat_format(self._model._handle, roles, contents, n, buf, capacity, ctypes.byref(length))
+            if status == _capi.BUFFER_TOO_SMALL and length.value + 1 > capacity:
+                capacity = length.value + 1
+                continue
+            self._model._check(status)
+            return buf.raw[:length.value].decode("utf-8")
 
     def encode_chat(self, messages):
         """A conversation → token ids, as `tern chat` feeds it: messages are {"role", "content"} dicts (or a JSON
         string of them) in the model's chat template, ending with the assistant's turn opened."""
-        if isinstance(messages, str):
-            messages = json.loads(messages)
-        roles = (ctypes.c_char_p * max(len(messages), 1))(*[m["role"].encode() for m in messages])
-        contents = (ctypes.c_char_p * max(len(messages), 1))(*[m["content"].encode("utf-8") for m in messages])
-        return self._call_ids(lib.tern_chat_tokenize, roles, contents, len(messages))
+        return self._call_ids(lib.tern_chat_tokenize, *_messages(messages))
 
     def decode(self, tokens):
         """Token ids → text."""
@@ -160,15 +255,17 @@ class TokenizerStream:
 
 # The search options onnxruntime-genai takes that tern carries out, and their defaults where the model's
 # generation_config.json says nothing.
-_SEARCH_DEFAULTS = {"max_length": None, "do_sample": False, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
-                    "min_p": 0.0, "repetition_penalty": 1.0, "random_seed": 0, "batch_size": 1, "num_beams": 1}
+_SEARCH_DEFAULTS = {"max_length": None, "min_length": 0, "do_sample": False, "temperature": 1.0, "top_k": 0,
+                    "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0, "random_seed": 0, "batch_size": 1,
+                    "num_beams": 1, "num_return_sequences": 1, "length_penalty": 1.0, "early_stopping": True}
 
 
 class GeneratorParams:
-    """Search options: max_length (prompt + new tokens; default the model's context), do_sample, temperature,
-    top_k, top_p, min_p, repetition_penalty, random_seed — starting from the model's own sampling
-    (Model.sampling_default: its generation_config.json, as the CLI and tern serve). batch_size and num_beams must
-    be 1 (tern.Generator runs one sequence; `tern generate --beams` and `tern serve` do more)."""
+    """Search options: max_length (prompt + new tokens; default the model's context), min_length (no end token
+    before it), do_sample, temperature, top_k, top_p, min_p, repetition_penalty, random_seed — starting from the
+    model's own sampling (Model.sampling_default: its generation_config.json, as the CLI and tern serve).
+    batch_size, num_beams and num_return_sequences must be 1 (tern.Generator runs one sequence; `tern generate
+    --beams` and `tern serve` do more); length_penalty and early_stopping, which act on beams, are taken."""
 
     def __init__(self, model):
         self._model = model
@@ -184,7 +281,7 @@ class GeneratorParams:
             if key not in _SEARCH_DEFAULTS:
                 raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
                                                  _capi.INVALID_ARGUMENT)
-            if key in ("batch_size", "num_beams") and value != 1:
+            if key in ("batch_size", "num_beams", "num_return_sequences") and value != 1:
                 raise _capi.UnsupportedError(f"{key} {value}: tern.Generator runs one sequence (1)", _capi.UNSUPPORTED)
             self.search[key] = value
 
@@ -221,6 +318,8 @@ class Generator(_ModelHandle):
                 lib.tern_model_free(handle)
         self._handle = handle  # this Generator's sequence
         self._check(lib.tern_model_set_sampling(self._handle, ctypes.byref(params._sampling())))
+        self._min_length = params.search["min_length"]
+        self._ends = Tokenizer(model).eos_token_ids if self._min_length else []
         self._sequence = []
         self._unfed = None  # the last token chosen, fed by the next generate_next_token
         self._done = False
@@ -243,9 +342,11 @@ class Generator(_ModelHandle):
         """Runs the model on what is not yet fed and chooses the next token."""
         if self._done:
             raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
-        if self._unfed is not None:
-            self._feed([self._unfed])
-            self._unfed = None
+        self._feed_unfed()
+        if len(self._sequence) < self._min_length and len(self._ends):  # no end token yet: theirs at -inf
+            logits = self._logits()
+            logits[self._ends] = -np.inf
+            self._set_logits(logits)
         token = ctypes.c_int32()
         self._check(lib.tern_model_sample(self._handle, ctypes.byref(token)))
         self._sequence.append(token.value)
@@ -264,14 +365,52 @@ class Generator(_ModelHandle):
             raise _capi.InvalidArgumentError(f"sequence {index}: tern.Generator runs one (0)", _capi.INVALID_ARGUMENT)
         return np.array(self._sequence, dtype=np.int32)
 
-    def get_logits(self):
-        """The logits the next choice is made from: float32, shape (1, vocab)."""
+    def _feed_unfed(self):
         if self._unfed is not None:  # the last chosen token's logits need it fed first
             self._feed([self._unfed])
             self._unfed = None
+
+    def _logits(self):
         ptr, vocab = ctypes.POINTER(ctypes.c_float)(), ctypes.c_int64()
         self._check(lib.tern_model_logits(self._handle, ctypes.byref(ptr), ctypes.byref(vocab)))
-        return np.ctypeslib.as_array(ptr, shape=(vocab.value,)).reshape(1, -1).copy()
+        return np.ctypeslib.as_array(ptr, shape=(vocab.value,)).copy()
+
+    def _set_logits(self, logits):
+        a = np.ascontiguousarray(np.asarray(logits, dtype=np.float32).reshape(-1))
+        self._check(lib.tern_model_set_logits(self._handle, a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), a.size))
+
+    def get_logits(self):
+        """The logits the next choice is made from: float32, shape (1, 1, vocab) as onnxruntime-genai's (batch,
+        new tokens, vocab)."""
+        self._feed_unfed()
+        return self._logits().reshape(1, 1, -1)
+
+    def set_logits(self, logits):
+        """Replaces the logits the next choice is made from (vocab floats, any shape holding them)."""
+        self._feed_unfed()
+        self._set_logits(logits)
+
+    def get_output(self, name):
+        """A graph output after the last run: "logits" (as get_logits). tern keeps no other output of a step."""
+        if name != "logits":
+            raise _capi.UnsupportedError(f"get_output('{name}'): tern.Generator keeps only the logits of a step",
+                                         _capi.UNSUPPORTED)
+        return self.get_logits()
+
+    def rewind_to(self, new_length):
+        """Keeps the first new_length tokens of the sequence (the prompt, say) and forgets the rest, cache too;
+        generation goes on from there (append_tokens, or generate_next_token)."""
+        if not 0 <= new_length <= len(self._sequence):
+            raise _capi.InvalidArgumentError(f"rewind_to({new_length}): the sequence holds {len(self._sequence)} "
+                                             "tokens", _capi.INVALID_ARGUMENT)
+        fed = len(self._sequence) - (self._unfed is not None)
+        if new_length <= fed:
+            # The cache keeps new_length - 1 tokens and the last kept one is fed again by the next call, whose
+            # logits then choose what follows it.
+            self._check(lib.tern_model_rewind(self._handle, max(new_length - 1, 0)))
+            self._unfed = self._sequence[new_length - 1] if new_length else None
+        self._sequence = self._sequence[:new_length]
+        self._done = False
 
 
 def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=None, top_k=None,

@@ -25,6 +25,7 @@ _ORT_TYPES = {0: "tensor(undefined)", 1: "tensor(float)", 2: "tensor(uint8)", 3:
               5: "tensor(int16)", 6: "tensor(int32)", 7: "tensor(int64)", 9: "tensor(bool)", 10: "tensor(float16)",
               11: "tensor(double)", 12: "tensor(uint32)", 13: "tensor(uint64)", 16: "tensor(bfloat16)",
               21: "tensor(uint4)", 22: "tensor(int4)"}
+_ORT_CODES = {name: code for code, name in _ORT_TYPES.items()}
 _PACKED = (21, 22)  # 4-bit: tern holds two a byte (ml_dtypes one)
 
 
@@ -138,10 +139,15 @@ def _node_arg(info):
     return NodeArg(_capi.text(info.name), _ORT_TYPES.get(info.dtype, "tensor(undefined)"), shape)
 
 
-def _as_input(name, value):
+def _as_input(name, value, declared=None):
     """A numpy array tern can read in place: C order, element-aligned, of a type tern carries (a copy only
-    when the value is not already one)."""
-    a = np.asarray(value)
+    when the value is not already one). A Python list or number becomes the input's declared type, as
+    onnxruntime converts it; a numpy array keeps its own (a wrong one is refused)."""
+    dtype = _DTYPES.get(_ORT_CODES.get(declared)) if not isinstance(value, (np.ndarray, np.generic)) else None
+    try:
+        a = np.asarray(value, dtype=dtype) if dtype is not None else np.asarray(value)
+    except (TypeError, ValueError) as e:
+        raise _capi.InvalidArgumentError(f"input '{name}': {e}", _capi.INVALID_ARGUMENT) from None
     if a.dtype not in _CODES:
         raise _capi.InvalidArgumentError(f"input '{name}': numpy dtype {a.dtype} is not one tern takes "
                                          f"({', '.join(sorted(str(np.dtype(t)) for t in _DTYPES.values()))})",
@@ -210,7 +216,8 @@ class InferenceSession:
         """Runs the graph: input_feed maps input names to arrays (read in place when they are C-ordered and of
         the model's type); returns the outputs asked for (None: all, in the graph's order) as numpy arrays."""
         names = [a.name for a in self._outputs] if output_names is None else list(output_names)
-        arrays = [(str(k), _as_input(str(k), v)) for k, v in input_feed.items()]
+        declared = {a.name: a.type for a in self._inputs}
+        arrays = [(str(k), _as_input(str(k), v, declared.get(str(k)))) for k, v in input_feed.items()]
         inputs = (_capi.Tensor * max(len(arrays), 1))()
         keep = []  # the encoded names live until the call returns
         for t, (name, a) in zip(inputs, arrays):

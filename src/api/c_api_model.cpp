@@ -82,6 +82,43 @@ void copy_ids(const std::vector<int64_t>& out, int32_t* ids, size_t capacity, si
   if (out.size() > capacity) refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text makes ", out.size(), " tokens; ids holds ", capacity);
 }
 
+// Every ring layer drops the sequence's tokens from `length` on, in place; false when the model has no ring or a
+// layer's window has slid (some layers may then have dropped theirs: the caller resets them all).
+bool rewind_rings(tern_model* m, size_t length) {
+  if (!on_ring(m)) return false;
+  try {
+    m->generator->sequence().keep_prefix(0, static_cast<int64_t>(length));
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+// `out` NUL-terminated into text[0 … capacity); *length gets its bytes without the NUL.
+void copy_text(const std::string& out, char* text, size_t capacity, size_t* length) {
+  *length = out.size();
+  if (out.size() + 1 > capacity) {
+    if (capacity > 0) text[0] = '\0';
+    refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text is ", out.size(), " bytes and its NUL; text holds ", capacity);
+  }
+  std::memcpy(text, out.c_str(), out.size() + 1);
+}
+
+// The C arrays of a conversation, checked: roles "system", "user" or "assistant".
+std::vector<llm::ChatMessage> chat_messages(const char* const* roles, const char* const* contents, size_t count) {
+  if (count > 0) need(roles, "roles"), need(contents, "contents");
+  std::vector<llm::ChatMessage> messages;
+  for (size_t i = 0; i < count; ++i) {
+    need(roles[i], "roles[i]");
+    need(contents[i], "contents[i]");
+    const std::string role = roles[i];
+    if (role != "system" && role != "user" && role != "assistant")
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "message ", i, ": role '", role, "' (system, user or assistant)");
+    messages.push_back({role, contents[i]});
+  }
+  return messages;
+}
+
 const llm::Tokenizer& tokenizer_of(const tern_model* m) {
   if (!m->tokenizer) refuse(TERN_ERROR_UNSUPPORTED, m->tokenizer_missing);
   return *m->tokenizer;
@@ -170,17 +207,8 @@ tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const ch
   return guarded(&m->error, [&] {
     need(count, "count");
     if (capacity > 0) need(ids, "ids");
-    if (message_count > 0) need(roles, "roles"), need(contents, "contents");
-    std::vector<llm::ChatMessage> messages;
-    for (size_t i = 0; i < message_count; ++i) {
-      need(roles[i], "roles[i]");
-      need(contents[i], "contents[i]");
-      const std::string role = roles[i];
-      if (role != "system" && role != "user" && role != "assistant")
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "message ", i, ": role '", role, "' (system, user or assistant)");
-      messages.push_back({role, contents[i]});
-    }
-    copy_ids(llm::encode_chat(tokenizer_of(m), llm::detect_chat_family(m->dir), messages), ids, capacity, count);
+    copy_ids(llm::encode_chat(tokenizer_of(m), llm::detect_chat_family(m->dir), chat_messages(roles, contents, message_count)), ids,
+             capacity, count);
   });
 }
 
@@ -190,12 +218,32 @@ tern_status tern_detokenize(tern_model* m, const int32_t* ids, size_t count, cha
     need(length, "length");
     if (capacity > 0) need(text, "text");
     m->text = tokenizer_of(m).decode(ids_of(m, ids, count));
-    *length = m->text.size();
-    if (m->text.size() + 1 > capacity) {
-      if (capacity > 0) text[0] = '\0';
-      refuse(TERN_ERROR_BUFFER_TOO_SMALL, "the text is ", m->text.size(), " bytes and its NUL; text holds ", capacity);
-    }
-    std::memcpy(text, m->text.c_str(), m->text.size() + 1);
+    copy_text(m->text, text, capacity, length);
+  });
+}
+
+tern_status tern_token_id(tern_model* m, const char* piece, int32_t* id) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(piece, "piece");
+    need(id, "id");
+    const int64_t found = tokenizer_of(m).piece_id(piece);
+    if (found < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "'", piece, "' is not in the vocabulary");
+    *id = static_cast<int32_t>(found);
+  });
+}
+
+tern_status tern_chat_format(tern_model* m, const char* const* roles, const char* const* contents, size_t message_count, char* text,
+                             size_t capacity, size_t* length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(length, "length");
+    if (capacity > 0) need(text, "text");
+    const llm::ChatFamily family = llm::detect_chat_family(m->dir);
+    if (family == llm::ChatFamily::None)
+      refuse(TERN_ERROR_UNSUPPORTED, "'", m->dir, "' has no chat template tern recognizes (tern_chat_tokenize writes one running text)");
+    m->text = llm::format_chat(family, chat_messages(roles, contents, message_count));
+    copy_text(m->text, text, capacity, length);
   });
 }
 
@@ -228,6 +276,47 @@ tern_status tern_model_set_sampling(tern_model* m, const tern_sampling* sampling
   return guarded(&m->error, [&] {
     need(sampling, "sampling");
     m->sampler = sampler_for(*sampling);
+  });
+}
+
+tern_status tern_model_rewind(tern_model* m, size_t length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    if (length > m->tokens.size())
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "rewind to ", length, " tokens: the sequence holds ", m->tokens.size());
+    if (rewind_rings(m, length)) {
+      m->tokens.resize(length);
+      m->logits = nullptr;
+      return;
+    }
+    const std::vector<int64_t> kept(m->tokens.begin(), m->tokens.begin() + static_cast<std::ptrdiff_t>(length));
+    reset(m);  // (a graph cache is fed again too)
+    feed(m, kept.data(), kept.size());
+    m->logits = nullptr;
+  });
+}
+
+tern_status tern_model_set_logits(tern_model* m, const float* logits, int64_t vocab) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(logits, "logits");
+    if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
+    if (vocab != m->vocab) refuse(TERN_ERROR_INVALID_ARGUMENT, "logits of ", vocab, " values; the vocabulary has ", m->vocab);
+    m->own_logits.assign(logits, logits + vocab);
+    m->logits = m->own_logits.data();
+  });
+}
+
+const char* tern_model_type(const tern_model* m) { return m ? m->config.model_type.c_str() : ""; }
+
+int64_t tern_model_pad_token_id(const tern_model* m) { return m ? m->config.pad_token_id : -1; }
+
+tern_status tern_model_end_tokens(tern_model* m, int32_t* ids, size_t capacity, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(count, "count");
+    if (capacity > 0) need(ids, "ids");
+    copy_ids(m->config.eos_token_ids, ids, capacity, count);
   });
 }
 

@@ -54,6 +54,8 @@ tern_status guarded(std::string* error, Body&& body) {
     status = TERN_ERROR_UNSUPPORTED, message = e.what();
   } catch (const MemoryLimitError& e) {
     status = TERN_ERROR_MEMORY_LIMIT, message = e.what();
+  } catch (const InvalidInputError& e) {
+    status = TERN_ERROR_INVALID_ARGUMENT, message = e.what();
   } catch (const Error& e) {
     status = TERN_ERROR_MODEL, message = e.what();
   } catch (const std::bad_alloc&) {
@@ -130,6 +132,7 @@ struct tern_model {
   const float* logits = nullptr;
   int64_t vocab = 0;
   tern::llm::Sampler sampler{tern::llm::SamplingOptions{}};
+  std::vector<float> own_logits;  // what tern_model_set_logits put in place of the run's (logits points here)
   // Generator::run_rows' arguments (one sequence, ring row 0), kept so that a decode step allocates nothing.
   std::vector<std::vector<int64_t>> new_tokens{1};
   std::vector<int64_t> held{0}, ring_rows{0};

@@ -21,6 +21,12 @@ struct MemoryLimitError : Error {
   using Error::Error;
 };
 
+// A run's feeds that do not fit the graph — a name it lacks, an input missing, a wrong type or shape: the caller's
+// argument, not a fault of the model (the C API's TERN_ERROR_INVALID_ARGUMENT, onnxruntime's InvalidArgument).
+struct InvalidInputError : Error {
+  using Error::Error;
+};
+
 // Inside a catch block: the tern error being handled again, its message prefixed (a file, a node) and
 // its type kept, so callers can still tell "unsupported" and "over the memory cap" from other errors.
 // Anything else is rethrown as it is.
@@ -31,6 +37,8 @@ struct MemoryLimitError : Error {
     throw UnsupportedError(prefix + e.what());
   } catch (const MemoryLimitError& e) {
     throw MemoryLimitError(prefix + e.what());
+  } catch (const InvalidInputError& e) {
+    throw InvalidInputError(prefix + e.what());
   } catch (const Error& e) {
     throw Error(prefix + e.what());
   }
@@ -53,6 +61,11 @@ template <typename... Args>
 template <typename... Args>
 [[noreturn]] void fail_unsupported(const Args&... args) {
   throw UnsupportedError(detail::concat(args...));
+}
+
+template <typename... Args>
+[[noreturn]] void fail_input(const Args&... args) {
+  throw InvalidInputError(detail::concat(args...));
 }
 
 #define TERN_CHECK(cond, ...)               \

@@ -360,6 +360,10 @@ class HfTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
+  int64_t piece_id(const std::string& piece) const override {
+    const auto it = ids_.find(piece);
+    return it == ids_.end() ? -1 : it->second;
+  }
   size_t longest_token_bytes() const override { return longest_; }
 
  private:

@@ -82,6 +82,10 @@ class Llama2cTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
+  int64_t piece_id(const std::string& piece) const override {
+    const auto it = lookup_.find(piece);
+    return it == lookup_.end() ? -1 : it->second;
+  }
   size_t longest_token_bytes() const override { return longest_; }
 
  private:

@@ -31,6 +31,9 @@ class Tokenizer {
   // character when the ids do; TextStream reassembles those.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
+  // The id of the vocabulary entry spelled `piece` as the vocabulary spells it ("▁the", "<0xE2>", "<|im_end|>";
+  // added tokens too); -1 when there is none.
+  virtual int64_t piece_id(const std::string& piece) const = 0;
   // At least the bytes of text one token can stand for (its longest piece as spelled in the vocabulary, which is
   // never shorter than the text it covers): a text of more than context × this many bytes cannot fit the
   // context, known before encoding it (tern serve refuses such a prompt without tokenizing it).

@@ -55,14 +55,14 @@ void FeedBinding::prepare(const Graph& g, const std::string& model_path) {
 
 void FeedBinding::check_feed(const IOInfo& info, const Tensor& t) const {
   if (info.dtype != DType::Undefined && t.dtype() != info.dtype)
-    fail("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));
+    fail_input("input '", info.name, "': expected ", dtype_name(info.dtype), ", got ", dtype_name(t.dtype()));
   if (!info.shape) return;
   const SymShape& s = *info.shape;
   if (static_cast<size_t>(t.rank()) != s.size())
-    fail("input '", info.name, "': expected rank ", s.size(), " ", sym_shape_str(s), ", got shape ", shape_str(t.shape()));
+    fail_input("input '", info.name, "': expected rank ", s.size(), " ", sym_shape_str(s), ", got shape ", shape_str(t.shape()));
   for (size_t i = 0; i < s.size(); ++i)
     if (s[i].is_known() && s[i].value != t.shape()[i])
-      fail("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
+      fail_input("input '", info.name, "': expected shape ", sym_shape_str(s), ", got ", shape_str(t.shape()));
 }
 
 void FeedBinding::bind(const std::vector<std::pair<std::string, Tensor>>& feeds, std::vector<Tensor>& values, std::vector<char>& fed,
@@ -75,15 +75,15 @@ void FeedBinding::bind(const std::vector<std::pair<std::string, Tensor>>& feeds,
     if (id < 0 || it == g.inputs.end()) {
       std::string names;
       for (const auto& i : inputs_) names += (names.empty() ? "" : ", ") + i.name;
-      fail("'", name, "' is not an input of ", model_path_, " (inputs: ", names, ")");
+      fail_input("'", name, "' is not an input of ", model_path_, " (inputs: ", names, ")");
     }
     check_feed(inputs_[static_cast<size_t>(it - g.inputs.begin())], tensor);
-    if (tensor.device().kind != DeviceKind::CPU) fail("input '", name, "' must be a host tensor (the session moves it)");
+    if (tensor.device().kind != DeviceKind::CPU) fail_input("input '", name, "' must be a host tensor (the session moves it)");
     values[static_cast<size_t>(id)] = tensor;
     fed[static_cast<size_t>(it - g.inputs.begin())] = 1;
   }
   for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!fed[i]) fail("missing input '", inputs_[i].name, "' of ", model_path_);
+    if (!fed[i]) fail_input("missing input '", inputs_[i].name, "' of ", model_path_);
   binding.resize(input_dims_.size());
   for (size_t i = 0; i < input_dims_.size(); ++i) {
     const InputDim& d = input_dims_[i];
@@ -94,12 +94,13 @@ void FeedBinding::bind(const std::vector<std::pair<std::string, Tensor>>& feeds,
     const InputDim& d = input_dims_[i];
     if (d.same_as >= 0 && binding[i] != binding[static_cast<size_t>(d.same_as)]) {
       const InputDim& e = input_dims_[static_cast<size_t>(d.same_as)];
-      fail(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ",
-           binding[static_cast<size_t>(d.same_as)]);
+      fail_input(where(d), " (", d.symbol, ") is ", binding[i], ", but ", where(e), " gives ", d.symbol, " = ",
+                 binding[static_cast<size_t>(d.same_as)]);
     }
     int64_t sum = 0;
     for (size_t t : d.terms) sum += binding[t];
-    if (!d.terms.empty() && sum != binding[i]) fail(where(d), " (", d.symbol, ") is ", binding[i], ", but the other inputs make it ", sum);
+    if (!d.terms.empty() && sum != binding[i])
+      fail_input(where(d), " (", d.symbol, ") is ", binding[i], ", but the other inputs make it ", sum);
   }
 }
 

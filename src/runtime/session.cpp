@@ -23,7 +23,7 @@ double node_clock_us() { return std::chrono::duration<double, std::micro>(std::c
 const Tensor& Outputs::at(const std::string& name) const {
   for (const auto& kv : items)
     if (kv.first == name) return kv.second;
-  fail("no output named '", name, "'");
+  fail_input("no output named '", name, "'");
 }
 
 #ifndef TERN_OPENCL

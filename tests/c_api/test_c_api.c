@@ -157,6 +157,47 @@ static void check_model(const char* dir) {
   CHECK(strncmp(text, prompt, strlen(prompt)) == 0);
   CHECK(strcmp(text + strlen(prompt), greedy.text) == 0);
 
+  /* rewind: back to the prompt, then its next token fed as before gives the same logits bit for bit */
+  CHECK(tern_model_rewind(m, n + 17) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "holds") != NULL);
+  float first_logits[4096];
+  CHECK(info.vocab_size <= 4096);
+  CHECK(tern_model_reset(m) == TERN_OK && tern_model_prefill(m, seq, n) == TERN_OK && tern_model_prefill(m, seq + n, 1) == TERN_OK);
+  CHECK(tern_model_logits(m, &logits, &vocab) == TERN_OK);
+  memcpy(first_logits, logits, (size_t)vocab * sizeof(float));
+  CHECK(tern_model_prefill(m, seq + n + 1, 8) == TERN_OK && tern_model_position(m) == (int64_t)n + 9);
+  CHECK(tern_model_rewind(m, n) == TERN_OK && tern_model_position(m) == (int64_t)n);
+  CHECK(tern_model_sample(m, &token) == TERN_ERROR_INVALID_ARGUMENT); /* no logits until more is fed */
+  CHECK(tern_model_prefill(m, seq + n, 1) == TERN_OK);
+  CHECK(tern_model_logits(m, &logits, &vocab) == TERN_OK);
+  CHECK(memcmp(logits, first_logits, (size_t)vocab * sizeof(float)) == 0);
+  /* set_logits: the next choice is made from the caller's */
+  float chosen[4096] = {0};
+  chosen[7] = 5.0f;
+  CHECK(tern_model_set_logits(m, chosen, vocab + 1) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_model_set_logits(m, chosen, vocab) == TERN_OK);
+  CHECK(tern_model_sample(m, &token) == TERN_OK && token == 7);
+  /* a vocabulary entry's id; the end tokens; no padding token in this config */
+  int32_t piece_id = -1;
+  CHECK(tern_token_id(m, "A", &piece_id) == TERN_OK && piece_id >= 0); /* (a byte-level BPE vocabulary) */
+  char piece_text[8];
+  size_t piece_text_length = 0;
+  CHECK(tern_detokenize(m, &piece_id, 1, piece_text, sizeof piece_text, &piece_text_length) == TERN_OK && strcmp(piece_text, "A") == 0);
+  CHECK(tern_token_id(m, "no such piece", &piece_id) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "not in the vocabulary") != NULL);
+  int32_t ends[4];
+  size_t end_count = 0;
+  CHECK(tern_model_end_tokens(m, ends, 4, &end_count) == TERN_OK && end_count == 1 && ends[0] == (int32_t)info.eos_token_id);
+  CHECK(tern_model_pad_token_id(m) == -1);
+  /* the model's type; a chat template it lacks */
+  CHECK(strcmp(tern_model_type(m), "llama") == 0 && strcmp(tern_model_type(NULL), "") == 0);
+  const char* user[1] = {"user"};
+  const char* hello[1] = {"hello"};
+  char formatted[256];
+  size_t formatted_length = 0;
+  CHECK(tern_chat_format(m, user, hello, 1, formatted, sizeof formatted, &formatted_length) == TERN_ERROR_UNSUPPORTED);
+  CHECK(strstr(tern_model_error(m), "no chat template") != NULL);
+
   /* a bad token id names itself and leaves the model usable */
   const int32_t bad[2] = {1, (int32_t)info.vocab_size};
   CHECK(tern_model_prefill(m, bad, 2) == TERN_ERROR_INVALID_ARGUMENT);

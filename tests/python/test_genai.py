@@ -47,8 +47,8 @@ def test_greedy_tokens_and_logits_are_onnxruntimes(name, folder, tolerance):
         generator = tern.Generator(model, params)
         generator.append_tokens(prompt)
         got = generator.get_logits()
-        assert got.shape == (1, model.vocab_size)
-        assert np.abs(got[0] - logits).max() <= tolerance
+        assert got.shape == (1, 1, model.vocab_size)  # (batch, new tokens, vocab), as onnxruntime-genai's
+        assert np.abs(got[0, 0] - logits).max() <= tolerance
         while not generator.is_done():
             generator.generate_next_token()
         assert generator.get_sequence(0).tolist() == expected
@@ -70,8 +70,8 @@ def test_tokenizer_gives_hugging_faces_ids_and_text():
     model = model_or_skip(TOKENIZER_MODEL)
     tok = tern.Tokenizer(model)
     for case in json.loads((GOLDENS / "tokenizer-llama2.json").read_text())["cases"]:
-        assert tok.encode(case["text"]).tolist() == case["ids"], case["text"]
-        assert tok.encode(case["text"], add_bos=False).tolist() == case["ids_no_special"], case["text"]
+        assert tok.encode(case["text"], add_bos=True).tolist() == case["ids"], case["text"]
+        assert tok.encode(case["text"]).tolist() == case["ids_no_special"], case["text"]  # (genai's default)
         assert tok.decode(case["ids"]) == case["decoded"], case["text"]
     assert tok.encode("x" * 3000).size > 256  # (past the first buffer)
 
@@ -106,7 +106,7 @@ def test_generate_equals_the_generator_loop_and_the_c_example():
     text = tern.generate(model, PROMPT, 40, on_text=pieces.append)
     assert text and "".join(pieces) == text
     tok = tern.Tokenizer(model)
-    prompt = tok.encode(PROMPT)
+    prompt = tok.encode(PROMPT, add_bos=True)  # (as generate() begins it)
     params = tern.GeneratorParams(model)
     params.set_search_options(max_length=len(prompt) + 40)
     generator = tern.Generator(model, params)
@@ -170,7 +170,7 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
         params = tern.GeneratorParams(model)
         params.set_search_options(max_length=40, **search)
         generator = tern.Generator(model, params)
-        generator.append_tokens(tok.encode(PROMPT))
+        generator.append_tokens(tok.encode(PROMPT, add_bos=True))
         while not generator.is_done():
             generator.generate_next_token()
         return generator.get_sequence(0).tolist()
@@ -242,7 +242,7 @@ def test_generators_on_one_model_are_independent_sequences():
 
     model = model_or_skip(DEFAULT)
     tok = tern.Tokenizer(model)
-    prompts = [tok.encode(PROMPT), tok.encode("In the beginning")]
+    prompts = [tok.encode(PROMPT, add_bos=True), tok.encode("In the beginning", add_bos=True)]
     params = tern.GeneratorParams(model)
     alone = [_greedy(tern.Generator(model, params), p, 12) for p in prompts]
     a, b = tern.Generator(model, params), tern.Generator(model, params)

@@ -279,7 +279,7 @@ def test_hostile_models_raise_terns_message(name, error):
 
 
 def test_missing_file_and_bad_arguments(tmp_path):
-    with pytest.raises(tern.ModelError, match="nothing.onnx"):
+    with pytest.raises(tern.NoSuchFileError, match="nothing.onnx"):  # (a ModelError)
         tern.InferenceSession(str(tmp_path / "nothing.onnx"))
     with pytest.raises(tern.InvalidArgumentError, match="threads -3"):
         tern.InferenceSession(str(LLAMA), threads=-3)
@@ -292,14 +292,15 @@ def test_missing_file_and_bad_arguments(tmp_path):
 
 
 def test_bad_feeds_raise_terns_message(tmp_path):
+    # (the caller's arguments: InvalidArgumentError, which is onnxruntime's InvalidArgument — test_ort_errors.py)
     sess = tern.InferenceSession(str(identity_model(tmp_path)))
-    with pytest.raises(tern.ModelError, match="'x'"):
+    with pytest.raises(tern.InvalidArgumentError, match="'x'"):
         sess.run(None, {"x": np.ones((2, 3), np.int32)})  # the graph says float
-    with pytest.raises(tern.ModelError, match="x"):
+    with pytest.raises(tern.InvalidArgumentError, match="x"):
         sess.run(None, {})
     with pytest.raises(tern.InvalidArgumentError, match="numpy dtype"):
         sess.run(None, {"x": np.array([["a", "b", "c"]])})
-    with pytest.raises(tern.ModelError, match="nope"):
+    with pytest.raises(tern.InvalidArgumentError, match="nope"):
         sess.run(["nope"], {"x": np.ones((2, 3), np.float32)})
 
 

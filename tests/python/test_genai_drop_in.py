@@ -1,0 +1,156 @@
+# onnxruntime-genai's own Python examples, run unchanged with `import tern as og` and with onnxruntime-genai itself on
+# the same folders (the ORT-GenAI tiny models in ../shared): the same tokens, text and tokenizer answers. Each
+# example below is written once, against a module `og`, as genai's examples/python scripts spell it.
+import json
+
+import numpy as np
+import pytest
+
+import tern
+from conftest import SHARED
+
+og = pytest.importorskip("onnxruntime_genai")
+
+LLAMA = SHARED / "models" / "ort-genai" / "tiny-random-LlamaForCausalLM-fp16"
+GPT2 = SHARED / "models" / "ort-genai" / "tiny-random-gpt2-fp32"  # past_N: tern keeps the graph's own cache
+
+
+def folder(path):
+    if not path.is_dir():
+        pytest.skip(f"{path} not found (shared data lives at ../shared)")
+    return str(path)
+
+
+def model_of(m, path):
+    # genai's model-qa.py: a Config, its providers cleared (the CPU's), then the Model.
+    config = m.Config(path)
+    config.clear_providers()
+    return m.Model(config)
+
+
+def qa_loop(m, path, prompt, max_length=24):
+    """genai's examples/python/model-qa.py loop: encode (or token ids), stream each token's text until is_done()."""
+    model = model_of(m, path)
+    tokenizer = m.Tokenizer(model)
+    stream = tokenizer.create_stream()
+    params = m.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=max_length, min_length=0, num_return_sequences=1,
+                              length_penalty=1.0, early_stopping=True)
+    generator = m.Generator(model, params)
+    generator.append_tokens(tokenizer.encode(prompt) if isinstance(prompt, str) else np.array(prompt, dtype=np.int32))
+    text = ""
+    while not generator.is_done():
+        generator.generate_next_token()
+        text += stream.decode(generator.get_next_tokens()[0])
+    return generator.get_sequence(0).tolist(), text
+
+
+# (The GPT-2 folder's model has 1,000 ids of its tokenizer's 50,257: its prompt is ids, as tests/minimal_build.sh's.)
+@pytest.mark.parametrize("path,prompt", [(LLAMA, "Hello world, this is"), (GPT2, [98, 464, 207, 758, 218])],
+                         ids=["llama-fp16", "gpt2-fp32"])
+def test_the_qa_loop_gives_genai_tokens_and_text(path, prompt):
+    path = folder(path)
+    assert qa_loop(tern, path, prompt) == qa_loop(og, path, prompt)
+
+
+def chat_prompt(m, path):
+    """genai's model-chat.py: the chat template applied to JSON messages, then encoded."""
+    model = model_of(m, path)
+    tokenizer = m.Tokenizer(model)
+    messages = json.dumps([{"role": "user", "content": "What is the capital of France?"}])
+    text = tokenizer.apply_chat_template(messages=messages, add_generation_prompt=True)
+    return text, tokenizer.encode(text).tolist()
+
+
+def test_apply_chat_template_gives_genai_text_and_ids():
+    path = folder(LLAMA)
+    assert chat_prompt(tern, path) == chat_prompt(og, path)
+
+
+def tokenizer_answers(m, path):
+    model = model_of(m, path)
+    t = m.Tokenizer(model)
+    batch = t.encode_batch(["Hello", "Hello world, again"])
+    batch = batch.as_numpy() if hasattr(batch, "as_numpy") else batch
+    stream = t.create_stream()
+    euro = [stream.decode(t.to_token_id(p)) for p in ("<0xE2>", "<0x82>", "<0xAC>")]  # € in three byte tokens
+    return {"type": model.type, "encode": t.encode("Hello world").tolist(), "batch": batch.tolist(),
+            "decode_batch": t.decode_batch(t.encode_batch(["Hello", "Hello world, again"])),
+            "bos": t.bos_token_id, "eos": list(t.eos_token_ids), "pad": t.pad_token_id,
+            "to_token_id": t.to_token_id("world"), "euro": euro}
+
+
+def test_tokenizer_answers_as_genai():
+    path = folder(LLAMA)
+    ours, theirs = tokenizer_answers(tern, path), tokenizer_answers(og, path)
+    # genai's bos_token_id is genai_config.json's (0 in this folder, whose tokenizer's <s> is 1); tern's is the
+    # tokenizer's. genai's decode keeps the leading space SentencePiece's "▁" stands for, where tern's is Hugging
+    # Face tokenizers' (it drops it, as transformers' decode does). Everything else is the same.
+    assert theirs.pop("bos") == 0 and ours.pop("bos") == 1
+    assert [" " + text for text in ours.pop("decode_batch")] == theirs.pop("decode_batch")
+    assert ours == theirs
+    assert ours["euro"] == ["", "", "€"]  # whole characters only, never U+FFFD
+
+
+def logits_rewind_and_set(m, path, prompt):
+    model = model_of(m, path)
+    params = m.GeneratorParams(model)
+    params.set_search_options(max_length=32)
+    generator = m.Generator(model, params)
+    prompt = m.Tokenizer(model).encode(prompt) if isinstance(prompt, str) else np.array(prompt, dtype=np.int32)
+    generator.append_tokens(prompt)
+    for _ in range(4):
+        generator.generate_next_token()
+    logits = generator.get_logits()
+    # rewind to the prompt, take another road (one token: genai 0.11.4 fails on more after a rewind), go on
+    generator.rewind_to(len(prompt))
+    generator.append_tokens([7])
+    for _ in range(3):
+        generator.generate_next_token()
+    after_rewind = generator.get_sequence(0).tolist()
+    # the next choice made from logits of one's own
+    chosen = np.zeros_like(generator.get_logits())
+    chosen[..., 11] = 1.0
+    generator.set_logits(chosen)
+    generator.generate_next_token()
+    return logits, after_rewind, generator.get_sequence(0).tolist()
+
+
+# Rewinding the ring cache drops its tail in place; GPT-2's graph cache is fed the kept tokens again.
+@pytest.mark.parametrize("path,prompt,vocab,tolerance", [(LLAMA, "Hello world", 32000, 2e-2), (GPT2, [98, 464, 207], 1000, 1e-3)],
+                         ids=["llama-fp16", "gpt2-fp32"])
+def test_logits_rewind_and_set_logits_as_genai(path, prompt, vocab, tolerance):
+    path = folder(path)
+    (ours, our_rewind, our_set), (theirs, their_rewind, their_set) = logits_rewind_and_set(tern, path, prompt), \
+        logits_rewind_and_set(og, path, prompt)
+    assert ours.shape == theirs.shape == (1, 1, vocab) and ours.dtype == theirs.dtype == np.float32
+    assert np.abs(ours - theirs).max() < tolerance  # (tests/test_ort_goldens.cpp's tolerances)
+    assert our_rewind == their_rewind
+    assert our_set == their_set and our_set[-1] == 11
+
+
+def test_min_length_holds_off_the_end_token():
+    path = folder(LLAMA)
+    model = tern.Model(path)
+    tokenizer = tern.Tokenizer(model)
+    prompt = tokenizer.encode("Hello")
+    end = int(tokenizer.eos_token_ids[0])
+
+    def run(**search):
+        params = tern.GeneratorParams(model)
+        params.set_search_options(max_length=len(prompt) + 6, **search)
+        generator = tern.Generator(model, params)
+        generator.append_tokens(prompt)
+        generator.generate_next_token()  # then the end token is made the likeliest by far
+        logits = generator.get_logits()
+        logits[..., end] = 1e4
+        generator.set_logits(logits)
+        generator.generate_next_token()
+        return generator.get_sequence(0).tolist()
+
+    assert run()[-1] == end
+    assert run(min_length=len(prompt) + 4)[-1] != end
+    with pytest.raises(tern.UnsupportedError, match="num_return_sequences 2"):
+        tern.GeneratorParams(model).set_search_options(num_return_sequences=2)
+    with pytest.raises(tern.UnsupportedError, match="get_output"):
+        tern.Generator(model, tern.GeneratorParams(model)).get_output("present.0.key")

@@ -1,0 +1,75 @@
+# Malformed calls an onnxruntime script can make, run through onnxruntime and through tern (`import tern as ort`):
+# tern raises an exception of the class onnxruntime raises — its InvalidArgument, NoSuchFile, InvalidProtobuf
+# (tern.capi.onnxruntime_pybind11_state, which tern's own exceptions derive from) or the Python built-in — so the
+# ported script's `except` clauses still catch; and a list of numbers is converted as onnxruntime converts it.
+import builtins
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import onnxruntime
+import tern
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ort_errors")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x, w], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, d / "mm.onnx")
+    (d / "empty.onnx").write_bytes(b"")
+    return d
+
+
+X, W = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+
+CALLS = {
+    "missing input": lambda rt, s, d: s.run(None, {"x": X}),
+    "float64 for float": lambda rt, s, d: s.run(None, {"x": X.astype(np.float64), "w": W}),
+    "int64 for float": lambda rt, s, d: s.run(None, {"x": X.astype(np.int64), "w": W}),
+    "wrong rank": lambda rt, s, d: s.run(None, {"x": X.reshape(6), "w": W}),
+    "wrong dimension": lambda rt, s, d: s.run(None, {"x": np.ones((2, 4), np.float32), "w": W}),
+    "unknown input": lambda rt, s, d: s.run(None, {"x": X, "w": W, "z": X}),
+    "unknown output": lambda rt, s, d: s.run(["nope"], {"x": X, "w": W}),
+    "a string for a tensor": lambda rt, s, d: s.run(None, {"x": "hello", "w": W}),
+    "feeds not a dict": lambda rt, s, d: s.run(None, [X, W]),
+    "no such file": lambda rt, s, d: rt.InferenceSession(str(d / "nope.onnx"), providers=["CPUExecutionProvider"]),
+    "bytes that are not protobuf": lambda rt, s, d: rt.InferenceSession(b"garbage bytes here",
+                                                                       providers=["CPUExecutionProvider"]),
+    "an empty file": lambda rt, s, d: rt.InferenceSession(str(d / "empty.onnx"), providers=["CPUExecutionProvider"]),
+}
+
+
+def raised(rt, call, d):
+    s = rt.InferenceSession(str(d / "mm.onnx"), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception) as e:
+        call(rt, s, d)
+    return e.value
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_malformed_call_raises_onnxruntimes_class(name, files):
+    theirs = type(raised(onnxruntime, CALLS[name], files))
+    ours = raised(tern, CALLS[name], files)
+    if theirs.__module__ == "builtins":
+        expected = getattr(builtins, theirs.__name__)
+    else:
+        assert theirs.__module__ == "onnxruntime.capi.onnxruntime_pybind11_state"
+        expected = getattr(tern.capi.onnxruntime_pybind11_state, theirs.__name__)
+    assert isinstance(ours, expected), f"{name}: onnxruntime raises {theirs.__name__}, tern {type(ours).__mro__}"
+    # ... and the same class reached the way a ported script spells it
+    assert isinstance(ours, getattr(tern.capi.onnxruntime_pybind11_state, theirs.__name__, expected))
+
+
+def test_lists_of_numbers_are_converted_as_onnxruntime_converts_them(files):
+    feed = {"x": [[1.0, 2, 3], [4, 5, 6]], "w": [[1, 0], [0, 1], [1, 1]]}
+    ours = tern.InferenceSession(str(files / "mm.onnx")).run(None, feed)[0]
+    theirs = onnxruntime.InferenceSession(str(files / "mm.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert ours.dtype == theirs.dtype == np.float32
+    np.testing.assert_array_equal(ours, theirs)
