@@ -13,8 +13,8 @@ from . import capi
 from ._capi import (Error, InternalError, InvalidArgumentError, InvalidProtobufError, MemoryLimitError, ModelError,
                     NoGraphError, NoSuchFileError, UnsupportedError, lib as _lib)
 from .genai import Config, Generator, GeneratorParams, Model, Tokenizer, TokenizerStream, generate
-from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, NodeArg, NodeProfile, RunOptions,
-                      SessionOptions, get_available_providers, get_device)
+from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, IOBinding, NodeArg, NodeProfile,
+                      OrtValue, RunOptions, SessionOptions, get_available_providers, get_device)
 
 __version__ = _lib.tern_version().decode()
 
@@ -29,7 +29,7 @@ def set_process_memory_limit(nbytes):
 
 build_info = _lib.tern_build_info().decode()
 
-__all__ = ["InferenceSession", "SessionOptions", "RunOptions", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
+__all__ = ["InferenceSession", "SessionOptions", "RunOptions", "OrtValue", "IOBinding", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
            "ExecutionMode", "get_available_providers", "get_device", "Config", "Model", "Tokenizer", "TokenizerStream",
            "GeneratorParams", "Generator", "generate", "Error", "InvalidArgumentError", "ModelError",
            "UnsupportedError", "MemoryLimitError", "InternalError", "NoSuchFileError", "InvalidProtobufError",

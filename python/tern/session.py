@@ -4,13 +4,14 @@ import dataclasses
 import enum
 import os
 import tempfile
+import threading
 import time
 import warnings
 
 import numpy as np
 
 from . import _capi
-from ._capi import lib
+from ._capi import Error, lib
 
 # tern_dtype (ONNX's TensorProto numbers) ↔ numpy, and ONNX Runtime's type strings (NodeArg.type).
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
@@ -215,6 +216,12 @@ class InferenceSession:
     def run(self, output_names, input_feed, run_options=None):
         """Runs the graph: input_feed maps input names to arrays (read in place when they are C-ordered and of
         the model's type); returns the outputs asked for (None: all, in the graph's order) as numpy arrays."""
+        return self._run(output_names, input_feed)
+
+    def _run(self, output_names, input_feed, into=None):
+        """run(), with `into`: output name → a numpy array of the caller's that the output is written into (its
+        buffer, as IOBinding.bind_output gives it) instead of a new one."""
+        into = into or {}
         names = [a.name for a in self._outputs] if output_names is None else list(output_names)
         declared = {a.name: a.type for a in self._inputs}
         arrays = [(str(k), _as_input(str(k), v, declared.get(str(k)))) for k, v in input_feed.items()]
@@ -232,9 +239,55 @@ class InferenceSession:
         for t, name in zip(outputs, names):
             keep.append(str(name).encode())
             t.name, t.data = keep[-1], None  # NULL: the graph's memory, copied below
+            if name in into:
+                t.data, t.bytes = into[name].ctypes.data, into[name].nbytes
         status = lib.tern_graph_run(self._handle, inputs, len(arrays), outputs, len(names))
         _capi.check(status, lib.tern_graph_error, self._handle)
-        return [_to_numpy(outputs[i]) for i in range(len(names))]
+        return [into[name] if name in into else _to_numpy(outputs[i]) for i, name in enumerate(names)]
+
+    # ---- onnxruntime's other ways in: OrtValues, IO binding, a run on a thread ----
+
+    def run_with_ort_values(self, output_names, input_dict_ort_values, run_options=None):
+        """run() on OrtValues (each a numpy array tern reads in place), returning OrtValues."""
+        feed = {k: v.numpy() for k, v in input_dict_ort_values.items()}
+        return [OrtValue(a) for a in self._run(output_names, feed)]
+
+    def io_binding(self):
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs on the binding's inputs; outputs go into the buffers bound for them, or new arrays
+        (iobinding.get_outputs(), copy_outputs_to_cpu())."""
+        names = [name for name, _ in iobinding._outputs]
+        into = {name: buf for name, buf in iobinding._outputs if buf is not None}
+        iobinding._results = [OrtValue(a) for a in self._run(names, iobinding._inputs, into)]
+
+    def run_async(self, output_names, input_feed, callback, user_data, run_options=None):
+        """run() on a thread of its own; callback(outputs, user_data, error) is called from it with the numpy
+        outputs and "" — or None and tern's message."""
+        def work():
+            try:
+                outputs = self._run(output_names, input_feed)
+            except Error as e:
+                callback(None, user_data, str(e))
+                return
+            callback(outputs, user_data, "")
+
+        threading.Thread(target=work, daemon=True).start()
+
+    def set_providers(self, providers=None, provider_options=None):
+        """Accepted as onnxruntime's (CPUExecutionProvider); other providers warn, as at load. The session keeps
+        the device it was loaded for."""
+        _device_from_providers(providers, None)
+
+    def get_provider_options(self):
+        return {p: {} for p in self.get_providers()}
+
+    def disable_fallback(self):
+        pass  # (tern has no other provider to fall back from)
+
+    def enable_fallback(self):
+        pass
 
     # ---- profiling (sess_options.enable_profiling) ----
 
@@ -256,6 +309,112 @@ class InferenceSession:
         _capi.check(lib.tern_graph_profile_clear(self._handle), lib.tern_graph_error, self._handle)
         self._profile_start = time.time()
         return path
+
+
+class OrtValue:
+    """onnxruntime's OrtValue on the CPU: a numpy array (read and written in place)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    @staticmethod
+    def ortvalue_from_numpy(numpy_obj, device_type="cpu", device_id=0):
+        _cpu_only(device_type)
+        return OrtValue(np.require(numpy_obj, requirements=("C", "A")))
+
+    @staticmethod
+    def ortvalue_from_shape_and_type(shape, element_type, device_type="cpu", device_id=0):
+        _cpu_only(device_type)
+        return OrtValue(np.empty(tuple(shape), dtype=element_type))
+
+    def numpy(self):
+        return self._array
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def data_type(self):
+        return _ORT_TYPES.get(_CODES.get(self._array.dtype, 0), "tensor(undefined)")
+
+    def element_type(self):
+        return self._array.dtype.type
+
+    def data_ptr(self):
+        return self._array.ctypes.data
+
+    def device_name(self):
+        return "cpu"
+
+    def is_tensor(self):
+        return True
+
+    def has_value(self):
+        return True
+
+
+def _cpu_only(device_type):
+    if str(device_type).lower() != "cpu":
+        raise _capi.InvalidArgumentError(f"device_type '{device_type}': tern's values live on the CPU",
+                                         _capi.INVALID_ARGUMENT)
+
+
+def _buffer_array(buffer_ptr, element_type, shape):
+    """The caller's buffer at buffer_ptr as a numpy array of `shape` (no copy)."""
+    dtype = np.dtype(element_type)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(buffer_ptr)
+    return np.frombuffer(raw, dtype=dtype, count=count).reshape(tuple(shape))
+
+
+class IOBinding:
+    """onnxruntime's IOBinding on the CPU: inputs bound as arrays or buffers (read in place), outputs into
+    buffers bound for them (written there) or new arrays; session.run_with_iobinding(binding) runs it."""
+
+    def __init__(self, session):
+        self._session = session
+        self._inputs = {}
+        self._outputs = []  # (name, array to write into or None)
+        self._results = []
+
+    def bind_cpu_input(self, name, arr_on_cpu):
+        self._inputs[name] = arr_on_cpu
+
+    def bind_input(self, name, device_type, device_id, element_type, shape, buffer_ptr):
+        _cpu_only(device_type)
+        self._inputs[name] = _buffer_array(buffer_ptr, element_type, shape)
+
+    def bind_ortvalue_input(self, name, ortvalue):
+        self._inputs[name] = ortvalue.numpy()
+
+    def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
+        _cpu_only(device_type)
+        buf = _buffer_array(buffer_ptr, element_type, shape) if buffer_ptr is not None else None
+        self._outputs = [(n, b) for n, b in self._outputs if n != name] + [(name, buf)]
+
+    def bind_ortvalue_output(self, name, ortvalue):
+        self._outputs = [(n, b) for n, b in self._outputs if n != name] + [(name, ortvalue.numpy())]
+
+    def synchronize_inputs(self):
+        pass  # (the CPU: nothing to wait for)
+
+    def synchronize_outputs(self):
+        pass
+
+    def get_outputs(self):
+        return list(self._results)
+
+    def get_outputs_as_ortvaluevector(self):
+        return list(self._results)
+
+    def copy_outputs_to_cpu(self):
+        return [v.numpy().copy() for v in self._results]
+
+    def clear_binding_inputs(self):
+        self._inputs = {}
+
+    def clear_binding_outputs(self):
+        self._outputs = []
+        self._results = []
 
 
 def _pack_nibbles(a):

@@ -2,7 +2,7 @@
 (tern.Error and its kinds), each also an instance of the class here that onnxruntime raises for the same
 failure: an input of the wrong name, type or shape is an InvalidArgument (and a ValueError), a missing file a
 NoSuchFile, a file that is not protobuf an InvalidProtobuf, an unsupported op a NotImplemented; other model
-failures a Fail. tests/python/test_ort_errors.py checks each against onnxruntime itself."""
+failures a Fail. tests/python/test_ort_parity.py checks each against onnxruntime itself."""
 
 
 class Fail(Exception):

@@ -1,5 +1,6 @@
-# Malformed calls an onnxruntime script can make, run through onnxruntime and through tern (`import tern as ort`):
-# tern raises an exception of the class onnxruntime raises — its InvalidArgument, NoSuchFile, InvalidProtobuf
+# onnxruntime's Python surface beyond run(), and its errors, through onnxruntime and through tern (`import tern as
+# ort`): OrtValues, IO binding and run_async give onnxruntime's outputs; malformed calls raise, through tern, an
+# exception of the class onnxruntime raises — its InvalidArgument, NoSuchFile, InvalidProtobuf
 # (tern.capi.onnxruntime_pybind11_state, which tern's own exceptions derive from) or the Python built-in — so the
 # ported script's `except` clauses still catch; and a list of numbers is converted as onnxruntime converts it.
 import builtins
@@ -73,3 +74,47 @@ def test_lists_of_numbers_are_converted_as_onnxruntime_converts_them(files):
     theirs = onnxruntime.InferenceSession(str(files / "mm.onnx"), providers=["CPUExecutionProvider"]).run(None, feed)[0]
     assert ours.dtype == theirs.dtype == np.float32
     np.testing.assert_array_equal(ours, theirs)
+
+
+def io_binding_example(rt, d):
+    """onnxruntime's IO-binding example: an OrtValue input, a CPU array input, one output into a buffer of one's
+    own and one left to the runtime; then run_with_ort_values and run_async on the same inputs."""
+    sess = rt.InferenceSession(str(d / "mm.onnx"), providers=["CPUExecutionProvider"])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    w = np.arange(6, dtype=np.float32).reshape(3, 2) / 7
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", rt.OrtValue.ortvalue_from_numpy(x))
+    binding.bind_cpu_input("w", w)
+    mine = np.zeros((2, 2), np.float32)
+    binding.bind_output("y", "cpu", 0, np.float32, list(mine.shape), mine.ctypes.data)
+    sess.run_with_iobinding(binding)
+    into_mine = mine.copy()
+    binding.clear_binding_outputs()
+    binding.bind_output("y")
+    sess.run_with_iobinding(binding)
+    theirs = binding.copy_outputs_to_cpu()[0]
+    value = binding.get_outputs()[0]
+    ort_values = sess.run_with_ort_values(None, {"x": rt.OrtValue.ortvalue_from_numpy(x),
+                                                "w": rt.OrtValue.ortvalue_from_numpy(w)})
+    done, got = __import__("threading").Event(), {}
+
+    def callback(outputs, user_data, error):
+        got.update(outputs=outputs, user_data=user_data, error=error)
+        done.set()
+
+    sess.run_async(None, {"x": x, "w": w}, callback, "tag")
+    assert done.wait(30)
+    return {"into_mine": into_mine, "copied": theirs, "value": value.numpy(), "value_shape": value.shape(),
+            "value_type": value.data_type(), "ort_values": ort_values[0].numpy(), "async": got["outputs"][0],
+            "async_tag": got["user_data"], "async_error": got["error"] or "",
+            "providers": sess.get_provider_options()}
+
+
+def test_io_binding_ort_values_and_run_async_give_onnxruntimes_outputs(files):
+    ours, theirs = io_binding_example(tern, files), io_binding_example(onnxruntime, files)
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        if isinstance(theirs[key], np.ndarray):
+            np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-6, err_msg=key)
+        else:
+            assert ours[key] == theirs[key], key
