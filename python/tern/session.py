@@ -170,6 +170,9 @@ class InferenceSession:
                  threads=None, device=None):
         o = sess_options or SessionOptions()
         self._options = o
+        if o.optimized_model_filepath:
+            warnings.warn(f"tern: optimized_model_filepath '{o.optimized_model_filepath}' is not written (tern's passes "
+                          "make its own IR, not an ONNX file)", stacklevel=2)
         self._tempdir = None
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             # tern maps model files; bytes are written to a file of their own that lives with the session.

@@ -96,6 +96,9 @@ struct Graph {
   std::vector<Node> nodes;  // topologically sorted by the loader
   std::vector<int> inputs;  // runtime inputs (initializers excluded)
   std::vector<int> outputs;
+  // Each graph output's shape as the file declares it: what a session reports where its own inference leaves a
+  // dim unknown (a Slice whose ends are inputs), as onnxruntime does. Reported only, never planned with.
+  std::map<std::string, SymShape> declared_output_shapes;
   std::map<std::string, int> opsets;  // domain → version; "" is the default domain
   std::unordered_map<std::string, int> value_ids;
 

@@ -444,6 +444,7 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
     int id = g->find_value(out.name());
     if (id < 0) fail("graph output '", out.name(), "' is not produced by any node, input or initializer");
     read_value_info(*g, out, "output");
+    if (g->values[static_cast<size_t>(id)].shape) g->declared_output_shapes[out.name()] = *g->values[static_cast<size_t>(id)].shape;
     g->outputs.push_back(id);
   }
 

@@ -55,6 +55,15 @@ Model load_charged(const std::string& model_path, const MemoryAccountPtr& accoun
     throw MemoryLimitError(std::string("loading stopped before passing the memory cap: ") + e.what());
   }
 }
+// An output's shape as inference left it, its unknown dims filled from the file's declared shape of the same rank.
+std::optional<SymShape> with_declared_dims(std::optional<SymShape> shape, const std::map<std::string, SymShape>& declared,
+                                           const std::string& name) {
+  const auto it = declared.find(name);
+  if (!shape || it == declared.end() || it->second.size() != shape->size()) return shape;
+  for (size_t i = 0; i < shape->size(); ++i)
+    if (!(*shape)[i].is_known() && it->second[i].is_known()) (*shape)[i] = it->second[i];
+  return shape;
+}
 MemoryAccountPtr account_for(const std::string& model_path, const SessionOptions& options) {
   return std::make_shared<MemoryAccount>(model_path, options.max_memory);
 }
@@ -179,7 +188,7 @@ void Session::prepare_graph() {
   feeds_.prepare(g, model_.path);
   for (int id : g.outputs) {
     const Value& v = g.values[static_cast<size_t>(id)];
-    outputs_.push_back({v.name, v.dtype, v.shape});
+    outputs_.push_back({v.name, v.dtype, with_declared_dims(v.shape, g.declared_output_shapes, v.name)});
   }
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
   weights_.prepare(g, ops_, options_, device_ ? device_->kernels() : nullptr);
