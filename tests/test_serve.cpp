@@ -1,13 +1,13 @@
-// tern serve's OpenAI API layer (tools/serve/openai_api.h): requests read and refused field by field
+// tern serve's OpenAI API layer (llm/openai_api.h): requests read and refused field by field
 // (tests/serve/bad_requests.tsv, which tests/cli_serve.sh also sends over HTTP), stop strings over a
 // stream, and the response shapes the openai client reads.
 #include <doctest/doctest.h>
 
 #include <fstream>
 
-#include "tools/serve/openai_api.h"
+#include "llm/openai_api.h"
 
-using namespace tern::serve;
+using namespace tern::openai;
 
 TEST_CASE("tern serve: every malformed request of bad_requests.tsv is a 400 naming the field") {
   std::ifstream f(std::string(TERN_SOURCE_DIR) + "/tests/serve/bad_requests.tsv");

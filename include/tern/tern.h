@@ -335,6 +335,16 @@ TERN_API void tern_generate_params_default(tern_generate_params* params);
 TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
                                    void* user_data, int64_t* generated);
 
+/* An OpenAI chat completion, as `tern serve` answers POST /v1/chat/completions: `request` is such a body (messages,
+ * max_tokens, temperature, top_p, top_k, min_p, seed, stop, n, stream, stream_options, logprobs, top_logprobs,
+ * response_format …), read and refused field by field as the server does, its prompt in the model's chat template,
+ * its sampling over the model's own. Without "stream": *response gets the response object's JSON; with it,
+ * on_chunk gets each chunk's JSON as the server's events carry them (returning non-zero stops generating) and
+ * *response is empty. *response is valid until the next call on the model; the model's sequence is empty
+ * afterwards. A model whose attention keeps the graph's own cache is refused (TERN_ERROR_UNSUPPORTED). (API 2.0) */
+TERN_API tern_status tern_chat_completion(tern_model* model, const char* request, tern_text_callback on_chunk, void* user_data,
+                                          const char** response, size_t* length);
+
 #ifdef __cplusplus
 }
 #endif

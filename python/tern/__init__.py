@@ -12,7 +12,7 @@ docs/python.md has the API and notes for porting from onnxruntime and onnxruntim
 from . import capi
 from ._capi import (Error, InternalError, InvalidArgumentError, InvalidProtobufError, MemoryLimitError, ModelError,
                     NoGraphError, NoSuchFileError, UnsupportedError, lib as _lib)
-from .genai import Config, Generator, GeneratorParams, Model, Tokenizer, TokenizerStream, generate
+from .genai import Config, Generator, GeneratorParams, Llama, Model, Tokenizer, TokenizerStream, generate
 from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, IOBinding, NodeArg, NodeProfile,
                       OrtValue, RunOptions, SessionOptions, get_available_providers, get_device)
 
@@ -31,6 +31,6 @@ build_info = _lib.tern_build_info().decode()
 
 __all__ = ["InferenceSession", "SessionOptions", "RunOptions", "OrtValue", "IOBinding", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
            "ExecutionMode", "get_available_providers", "get_device", "Config", "Model", "Tokenizer", "TokenizerStream",
-           "GeneratorParams", "Generator", "generate", "Error", "InvalidArgumentError", "ModelError",
+           "GeneratorParams", "Generator", "generate", "Llama", "Error", "InvalidArgumentError", "ModelError",
            "UnsupportedError", "MemoryLimitError", "InternalError", "NoSuchFileError", "InvalidProtobufError",
            "NoGraphError", "capi", "build_info", "set_process_memory_limit"]

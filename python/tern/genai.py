@@ -8,6 +8,8 @@ Generator at a time. `tern serve` batches many.
 import ctypes
 import json
 import os
+import queue
+import threading
 
 import numpy as np
 
@@ -444,3 +446,69 @@ def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=
     if failure:
         raise failure[0]
     return "".join(pieces)
+
+
+class Llama:
+    """llama-cpp-python's chat API over a tern model folder (or a .gguf file):
+
+        llm = tern.Llama("models/smollm2-135m-instruct", n_threads=2)
+        reply = llm.create_chat_completion(messages=[{"role": "user", "content": "Hi"}])
+        print(reply["choices"][0]["message"]["content"])
+
+    create_chat_completion answers as `tern serve` answers POST /v1/chat/completions — the same request parsing,
+    prompt, sampling, generation and reply shapes (the C API's tern_chat_completion) — as an OpenAI-shaped dict, or
+    with stream=True an iterator of chunk dicts. Sampling left unset is the model's own (generation_config.json),
+    not llama-cpp-python's fixed defaults. n_ctx: the ring cache's window (0: the model's context)."""
+
+    def __init__(self, model_path, *, n_threads=0, n_ctx=0, verbose=False, **model_options):
+        self.model = Model(model_path, threads=n_threads, window=n_ctx, **model_options)
+        self._lock = threading.Lock()  # (one request at a time on the model's sequence)
+
+    def create_chat_completion(self, messages, *, temperature=None, top_p=None, top_k=None, min_p=None,
+                               repeat_penalty=None, seed=None, stop=None, max_tokens=None, n=None, stream=False,
+                               response_format=None, logprobs=None, top_logprobs=None, model=None):
+        body = {"messages": messages, "stream": bool(stream)}
+        for key, value in (("temperature", temperature), ("top_p", top_p), ("top_k", top_k), ("min_p", min_p),
+                           ("repetition_penalty", repeat_penalty), ("seed", seed), ("stop", stop),
+                           ("max_tokens", max_tokens), ("n", n), ("response_format", response_format),
+                           ("logprobs", logprobs), ("top_logprobs", top_logprobs), ("model", model)):
+            if value is not None:
+                body[key] = value
+        request = json.dumps(body).encode("utf-8")
+        if not stream:
+            with self._lock:
+                return json.loads(self._complete(request, None))
+        return self._stream(request)
+
+    def _complete(self, request, on_chunk):
+        callback = _capi.TEXT_CALLBACK(on_chunk or (lambda ptr, length, user: 0))
+        ptr, length = ctypes.c_void_p(), ctypes.c_size_t()
+        self.model._check(lib.tern_chat_completion(self.model._handle, request, callback, None, ctypes.byref(ptr),
+                                                   ctypes.byref(length)))
+        return ctypes.string_at(ptr, length.value).decode("utf-8") if length.value else ""
+
+    def _stream(self, request):
+        """The chunks as tern makes them: generation runs on a thread of its own; leaving the iteration early stops
+        it at its next token."""
+        chunks, closed, end = queue.Queue(), threading.Event(), object()
+
+        def on_chunk(ptr, length, _user):
+            chunks.put(ctypes.string_at(ptr, length).decode("utf-8"))
+            return 1 if closed.is_set() else 0
+
+        def work():
+            try:
+                with self._lock:
+                    self._complete(request, on_chunk)
+            except BaseException as e:  # raised again in the caller's thread
+                chunks.put(e)
+            chunks.put(end)
+
+        threading.Thread(target=work, daemon=True).start()
+        try:
+            while (item := chunks.get()) is not end:
+                if isinstance(item, BaseException):
+                    raise item
+                yield json.loads(item)
+        finally:
+            closed.set()

@@ -1,6 +1,11 @@
 // The C API's models (tern_model_*, tokenizing, generation, text streams): a decoder folder as one sequence.
 #include "api/handles.h"
 
+#include <chrono>
+#include <filesystem>
+
+#include "llm/openai_api.h"
+
 namespace tern::api {
 namespace {
 
@@ -276,6 +281,100 @@ tern_status tern_model_set_sampling(tern_model* m, const tern_sampling* sampling
   return guarded(&m->error, [&] {
     need(sampling, "sampling");
     m->sampler = sampler_for(*sampling);
+  });
+}
+
+tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_callback on_chunk, void* user_data, const char** response,
+                                 size_t* length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(request, "request");
+    need(response, "response");
+    need(length, "length");
+    openai::CompletionRequest r;
+    try {
+      r = openai::parse_completion_request(request, true);
+    } catch (const openai::ApiError& e) {
+      refuse(TERN_ERROR_INVALID_ARGUMENT, e.what(), e.param.empty() ? "" : " (field '" + e.param + "')");
+    }
+    if (r.model.empty()) r.model = std::filesystem::path(m->dir).filename().string();
+    const llm::Tokenizer& tok = tokenizer_of(m);
+    const std::vector<int64_t> prompt = llm::encode_chat(tok, llm::detect_chat_family(m->dir), r.messages);
+    const int64_t context = m->config.context_length > 0 ? m->config.context_length : m->session->options().kv_window;
+    const int64_t room = context - static_cast<int64_t>(prompt.size());
+    if (r.max_tokens ? *r.max_tokens > room : room < 1)
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "This model's maximum context length is ", context, " tokens; the prompt has ", prompt.size(),
+             r.max_tokens ? " and max_tokens asks for " + std::to_string(*r.max_tokens) : std::string());
+    // As tern serve runs a request: its choices a group of rows on a ContinuousBatcher over this handle's session
+    // and sequence, fed in kPrefillChunk pieces, each choice's text cut at stop strings (openai::ChoiceText).
+    const auto n = static_cast<size_t>(r.n);
+    std::vector<openai::ChoiceText> choices;
+    std::vector<std::vector<openai::TokenLogprob>> logprobs(n);
+    std::vector<char> done(n, 0), opened(n, 0);
+    bool stopped = false;  // on_chunk asked to stop
+    std::shared_ptr<const llm::JsonVocabulary> vocabulary;
+    std::vector<llm::SequenceRequest> group;
+    choices.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      choices.emplace_back(tok, prompt, r.stop);
+      llm::SequenceRequest s = openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config);
+      s.on_token = [&, i](int64_t t) { return choices[i].push(t) && !stopped; };
+      if (r.logprobs >= 0) s.on_logprobs = [&, i](const llm::TokenLogprobs& lp) { logprobs[i].push_back(openai::token_logprob(tok, lp)); };
+      if (r.json_object) {
+        if (!vocabulary) vocabulary = std::make_shared<const llm::JsonVocabulary>(tok);
+        s.constraint = std::make_shared<llm::JsonConstraint>(vocabulary, r.json_schema);
+      }
+      s.on_finish = [&, i](llm::FinishReason why) {
+        choices[i].finish(why);
+        done[i] = 1;
+      };
+      group.push_back(std::move(s));
+    }
+    const std::string id = "chatcmpl-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<size_t> sent(n, 0);  // (a stream) bytes of each choice's text sent: its next logprobs' offset
+    auto send = [&](const nlohmann::json& chunk) {
+      const std::string wire = openai::to_wire(chunk);
+      if (!stopped && on_chunk && on_chunk(wire.data(), wire.size(), user_data) != 0) stopped = true;
+    };
+    auto stream_news = [&] {  // each choice's new text (its first chunk opening it with the role), then its end
+      for (size_t i = 0; i < n; ++i) {
+        auto& c = choices[i];
+        if (!opened[i] || !c.ready.empty() || !logprobs[i].empty()) {
+          send(openai::completion_chunk(r, id, created, static_cast<int>(i), c.ready, "", !opened[i],
+                                        openai::logprobs_json(r, logprobs[i], sent[i])));
+          sent[i] += c.ready.size();
+          c.ready.clear();
+          logprobs[i].clear();
+          opened[i] = 1;
+        }
+        if (done[i] == 1) {
+          send(openai::completion_chunk(r, id, created, static_cast<int>(i), "", c.finish_reason));
+          done[i] = 2;
+        }
+      }
+    };
+    reset(m);
+    {
+      llm::ContinuousBatcher batcher(*m->session, *m->generator, r.n, openai::kPrefillChunk, false);
+      batcher.add_group(std::move(group));
+      while (batcher.step())
+        if (r.stream) stream_news();
+    }
+    reset(m);  // (the batcher's rows emptied: the handle's own sequence starts empty)
+    openai::Usage usage{static_cast<int64_t>(prompt.size()), 0};
+    for (const auto& c : choices) usage.completion_tokens += c.tokens;
+    if (r.stream) {
+      stream_news();
+      if (r.include_usage) send(openai::usage_chunk(r, id, created, usage));
+      m->text.clear();
+    } else {
+      std::vector<openai::Choice> out;
+      for (size_t i = 0; i < n; ++i) out.push_back({choices[i].ready, choices[i].finish_reason, openai::logprobs_json(r, logprobs[i], 0)});
+      m->text = openai::to_wire(openai::completion_response(r, id, created, out, usage));
+    }
+    *response = m->text.c_str();
+    *length = m->text.size();
   });
 }
 

@@ -16,9 +16,9 @@
 #include "llm/chat_template.h"
 #include "llm/json_constraint.h"
 #include "llm/model_config.h"
+#include "llm/openai_api.h"
 #include "llm/tokenizer.h"
 #include "runtime/session.h"
-#include "tools/serve/openai_api.h"
 
 namespace tern::fuzz {
 namespace fs = std::filesystem;
@@ -318,16 +318,16 @@ void weight_pack(const uint8_t* data, size_t size) {
 void serve_request(const uint8_t* data, size_t size) {
   if (size == 0) return;
   if (data[0] % 3 == 2) {
-    const serve::EmbeddingRequest e = serve::parse_embedding_request(as_string(data + 1, size - 1));
-    serve::to_wire(serve::embedding_response(e, e.model, std::vector<std::vector<float>>(e.inputs.size(), {0.5f, -1.0f, 3.0f}), 1));
+    const openai::EmbeddingRequest e = openai::parse_embedding_request(as_string(data + 1, size - 1));
+    openai::to_wire(openai::embedding_response(e, e.model, std::vector<std::vector<float>>(e.inputs.size(), {0.5f, -1.0f, 3.0f}), 1));
     return;
   }
-  const serve::CompletionRequest r = serve::parse_completion_request(as_string(data + 1, size - 1), data[0] % 3 == 1);
+  const openai::CompletionRequest r = openai::parse_completion_request(as_string(data + 1, size - 1), data[0] % 3 == 1);
   llm::StopScanner stops(r.stop);
   const std::string text = r.chat && !r.messages.empty() ? r.messages.back().content : r.prompts.empty() ? "" : r.prompts[0].text;
   stops.push(text);
-  const serve::TokenLogprob lp{text, -1.0f, {{text, -1.0f}}};
-  serve::to_wire(serve::completion_response(r, "id", 0, {{text, "stop", serve::logprobs_json(r, {lp}, 0)}}, {}));
+  const openai::TokenLogprob lp{text, -1.0f, {{text, -1.0f}}};
+  openai::to_wire(openai::completion_response(r, "id", 0, {{text, "stop", openai::logprobs_json(r, {lp}, 0)}}, {}));
 }
 
 // A JSON Schema for response_format json_schema, then text fed to the grammar it makes (split at the first NUL):

@@ -18,10 +18,12 @@
 #include "llm/chat_template.h"
 #include "llm/continuous_batch.h"
 #include "llm/embedder.h"
+#include "llm/openai_api.h"
 #include "llm/tokenizer.h"
-#include "tools/serve/openai_api.h"
 
 namespace tern::serve {
+
+using namespace tern::openai;  // (the API's requests and replies: llm/openai_api.h)
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -52,18 +54,13 @@ struct Histogram {
 // One request's exchange between its HTTP thread and the scheduler: per choice, the text ready to send
 // and how it ended. Every member is guarded by `mu`.
 struct Exchange {
-  struct ChoiceState {
-    std::unique_ptr<llm::TextStream> text;
-    llm::StopScanner stops;
-    std::string ready;                         // text not yet sent (stream) or the whole text (not streaming)
+  struct ChoiceState : ChoiceText {            // (its text, stop strings, finish reason and tokens: openai_api.h)
     std::vector<TokenLogprob> ready_logprobs;  // (logprobs asked) the tokens' since the last chunk, or all of them
     size_t sent_bytes = 0;                     // text sent so far, the next logprobs' text_offset (stream)
     std::string echo;                          // echo: the prompt, sent before the completion
-    std::string finish_reason;
-    int64_t tokens = 0;
     Clock::time_point last_token;
     bool done = false;
-    explicit ChoiceState(std::vector<std::string> s) : stops(std::move(s)) {}
+    using ChoiceText::ChoiceText;
   };
   std::mutex mu;
   std::condition_variable cv;
@@ -374,21 +371,13 @@ struct Server::Impl {
       Waiting& w = groups.emplace_back(Waiting{ex, {}});
       for (int j = 0; j < r.n; ++j) {
         const size_t i = p * static_cast<size_t>(r.n) + static_cast<size_t>(j);  // the choice's index
-        ex->choices.emplace_back(r.stop);
-        ex->choices.back().text = std::make_unique<llm::TextStream>(*tok, ids[p]);
+        ex->choices.emplace_back(*tok, ids[p], r.stop);
         ex->choices.back().echo = echoes[p];
-        llm::SequenceRequest s;
-        s.prompt = ids[p];
         const int64_t own_room = context - static_cast<int64_t>(ids[p].size());
-        s.max_new_tokens = r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room);
-        s.sampling = llm::sampling_options(r.sampling, cfg);
-        s.sampling.seed += static_cast<uint64_t>(i);
-        if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
+        llm::SequenceRequest s =
+            sequence_request(r, i, ids[p], r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room), cfg);
         s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
-        if (r.logprobs >= 0) {
-          s.top_logprobs = r.logprobs;
-          s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
-        }
+        if (r.logprobs >= 0) s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
         if (r.json_object) {
           std::call_once(json_vocabulary_made, [&] { json_vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok); });
           s.constraint = std::make_shared<llm::JsonConstraint>(json_vocabulary, r.json_schema);
@@ -463,8 +452,7 @@ struct Server::Impl {
 
   // (the scheduler's thread) Each token's text decoded alone, outside the exchange's lock.
   void on_logprobs(Exchange& ex, size_t i, const llm::TokenLogprobs& lp) {
-    TokenLogprob t{tok->decode({lp.token}), lp.logprob, {}};
-    for (const auto& [id, p] : lp.top) t.top.emplace_back(tok->decode({id}), p);
+    TokenLogprob t = token_logprob(*tok, lp);
     std::lock_guard<std::mutex> lock(ex.mu);
     ex.choices[i].ready_logprobs.push_back(std::move(t));
   }
@@ -481,12 +469,10 @@ struct Server::Impl {
       ++completion_tokens;
     }
     c.last_token = now;
-    ++c.tokens;
-    c.ready += c.stops.push(c.text->push(token));
-    if (c.stops.stopped()) c.finish_reason = "stop";
+    const bool more = c.push(token);
     const bool gone = ex.expired(now);
     ex.cv.notify_all();
-    return !c.stops.stopped() && !gone;
+    return more && !gone;
   }
 
   void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
@@ -495,8 +481,7 @@ struct Server::Impl {
     if (why == llm::FinishReason::Error)
       ex.error = hard_stop ? "the server stopped before this request finished (its grace period, --grace, ended)"
                            : "the sequence ended early: its model run failed (see the server's log)";
-    if (c.finish_reason.empty()) c.finish_reason = why == llm::FinishReason::Length ? "length" : "stop";
-    if (!c.stops.stopped()) c.ready += c.stops.push(c.text->flush()) + c.stops.flush();
+    c.finish(why);
     c.done = true;
     ex.cv.notify_all();
   }

@@ -1,4 +1,4 @@
-// tern serve: the OpenAI HTTP API (tools/serve/openai_api.h) over continuous batching
+// tern serve: the OpenAI HTTP API (llm/openai_api.h) over continuous batching
 // (llm/continuous_batch.h). HTTP threads (cpp-httplib) parse, tokenize and check a request, then queue
 // its sequences; one scheduler thread owns the session and runs a step for every active row, handing
 // each new token back to its request, which streams it (server-sent events) or collects it. Embeddings
@@ -10,6 +10,7 @@
 
 #include "llm/embedder.h"
 #include "llm/model_folder.h"
+#include "llm/openai_api.h"
 
 namespace tern::serve {
 
@@ -23,16 +24,16 @@ struct ServerOptions {
   llm::Pooling pooling = llm::Pooling::LastToken;
   std::string model_name;  // the id /v1/models lists ("" : the folder's name)
   std::string host = "127.0.0.1";
-  int port = 8080;                          // 0: any free port (printed)
-  int64_t parallel = 4;                     // sequences decoded at once (rows of the ring cache)
-  int64_t queue = 64;                       // sequences waiting for a row; past it requests get 429
-  int64_t prefill_chunk = 32;               // prompt tokens a row feeds per step, so others keep decoding
-  bool prefix_cache = true;                 // a prompt beginning with what an idle row holds feeds only the rest
-  double timeout_s = 600;                   // a request still running after this ends (504, or an error event)
-  double grace_s = 10;                      // after stop(): requests running or queued get this long to finish, then end (503)
-  size_t max_body_bytes = size_t{8} << 20;  // a larger request body: 413
-  int64_t max_prompt_tokens = 0;            // a longer prompt: 400 (0: the model's context)
-  int64_t max_tokens = 0;                   // the most new tokens a choice may ask for (0: what the context leaves)
+  int port = 8080;                                // 0: any free port (printed)
+  int64_t parallel = 4;                           // sequences decoded at once (rows of the ring cache)
+  int64_t queue = 64;                             // sequences waiting for a row; past it requests get 429
+  int64_t prefill_chunk = openai::kPrefillChunk;  // prompt tokens a row feeds per step, so others keep decoding
+  bool prefix_cache = true;                       // a prompt beginning with what an idle row holds feeds only the rest
+  double timeout_s = 600;                         // a request still running after this ends (504, or an error event)
+  double grace_s = 10;                            // after stop(): requests running or queued get this long to finish, then end (503)
+  size_t max_body_bytes = size_t{8} << 20;        // a larger request body: 413
+  int64_t max_prompt_tokens = 0;                  // a longer prompt: 400 (0: the model's context)
+  int64_t max_tokens = 0;                         // the most new tokens a choice may ask for (0: what the context leaves)
   std::string api_key;      // non-empty: every request but /health and CORS preflights needs "Authorization: Bearer KEY" (401)
   std::string cors_origin;  // non-empty: browsers from these origins (comma-separated, or "*") may call it; preflights answered
   llm::DecoderOptions decoder;

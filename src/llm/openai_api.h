@@ -1,7 +1,8 @@
 // The OpenAI HTTP API as tern serve speaks it: requests of /v1/completions and /v1/chat/completions
 // read and checked field by field (a wrong type or value is a 400 naming the field, in OpenAI's error
 // shape), and the response bodies and stream chunks written back. No I/O here: tools/serve/server.cpp
-// moves the bytes, tests and the fuzzer call these directly.
+// moves the bytes; tern_chat_completion (the C API, Python's create_chat_completion), tests and the fuzzer call
+// these directly.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -13,10 +14,13 @@
 
 #include "core/error.h"
 #include "llm/chat_template.h"
+#include "llm/continuous_batch.h"
 #include "llm/json_schema.h"
+#include "llm/model_config.h"
 #include "llm/model_folder.h"
+#include "llm/tokenizer.h"
 
-namespace tern::serve {
+namespace tern::openai {
 
 // A request refused: the HTTP status and OpenAI's error object (message, type, param).
 struct ApiError : Error {
@@ -78,6 +82,31 @@ EmbeddingRequest parse_embedding_request(std::string_view body);
 nlohmann::json embedding_response(const EmbeddingRequest& r, const std::string& model, const std::vector<std::vector<float>>& vectors,
                                   int64_t prompt_tokens);
 
+// Prompt tokens a row feeds per step, so that others keep decoding (tern serve's --prefill-chunk default; the C
+// API's chat completions feed theirs so too, for the same arithmetic).
+constexpr int64_t kPrefillChunk = 32;
+
+// Choice `index` of request `r` as a sequence to generate, as tern serve runs it: `prompt`, at most `max_new_tokens`,
+// the request's sampling over the model's generation_config.json (llm::sampling_options) seeded seed + index, the
+// model's end tokens unless ignore_eos, the logprobs asked. Its callbacks and a JSON constraint are the caller's.
+llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, std::vector<int64_t> prompt, int64_t max_new_tokens,
+                                      const llm::ModelConfig& cfg);
+
+// One choice's text as its tokens arrive: whole characters, cut before the first stop string, and how it ended.
+struct ChoiceText {
+  ChoiceText(const llm::Tokenizer& tok, std::vector<int64_t> prompt, std::vector<std::string> stop)
+      : text(std::make_unique<llm::TextStream>(tok, std::move(prompt))), stops(std::move(stop)) {}
+  // A new token: its text joins `ready`; false once a stop string has ended the choice (finish_reason "stop").
+  bool push(int64_t token);
+  // The sequence ended: what was held back joins `ready` (unless a stop string ended it), finish_reason is set.
+  void finish(llm::FinishReason why);
+  std::unique_ptr<llm::TextStream> text;
+  llm::StopScanner stops;
+  std::string ready;          // text not yet sent (a stream) or all of it
+  std::string finish_reason;  // "stop", "length"; "" until it ends
+  int64_t tokens = 0;
+};
+
 // The body of an error reply: {"error": {"message", "type", "param", "code"}}.
 std::string error_body(const ApiError& e);
 
@@ -87,6 +116,8 @@ struct TokenLogprob {
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
 };
+// llm's TokenLogprobs with each token's text, decoded alone.
+TokenLogprob token_logprob(const llm::Tokenizer& tok, const llm::TokenLogprobs& lp);
 // A choice's `logprobs` for these tokens (null when the request asked for none). Chat: {"content": [{token, logprob,
 // bytes, top_logprobs}]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}, the offsets counted
 // from `text_offset`, where the first token's text starts in the choice's text.
@@ -115,4 +146,4 @@ nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, in
 // tokens of a random model), and what is not becomes U+FFFD instead of an exception.
 std::string to_wire(const nlohmann::json& j);
 
-}  // namespace tern::serve
+}  // namespace tern::openai

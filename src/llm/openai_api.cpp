@@ -1,4 +1,4 @@
-#include "tools/serve/openai_api.h"
+#include "llm/openai_api.h"
 
 #include <cmath>
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "core/json.h"
 
-namespace tern::serve {
+namespace tern::openai {
 
 namespace {
 using json = nlohmann::json;
@@ -378,4 +378,34 @@ json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t crea
             {"total_tokens", usage.prompt_tokens + usage.completion_tokens}}}};
 }
 
-}  // namespace tern::serve
+llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, std::vector<int64_t> prompt, int64_t max_new_tokens,
+                                      const llm::ModelConfig& cfg) {
+  llm::SequenceRequest s;
+  s.prompt = std::move(prompt);
+  s.max_new_tokens = max_new_tokens;
+  s.sampling = llm::sampling_options(r.sampling, cfg);
+  s.sampling.seed += static_cast<uint64_t>(index);
+  if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
+  if (r.logprobs >= 0) s.top_logprobs = r.logprobs;
+  return s;
+}
+
+TokenLogprob token_logprob(const llm::Tokenizer& tok, const llm::TokenLogprobs& lp) {
+  TokenLogprob t{tok.decode({lp.token}), lp.logprob, {}};
+  for (const auto& [id, p] : lp.top) t.top.emplace_back(tok.decode({id}), p);
+  return t;
+}
+
+bool ChoiceText::push(int64_t token) {
+  ++tokens;
+  ready += stops.push(text->push(token));
+  if (stops.stopped()) finish_reason = "stop";
+  return !stops.stopped();
+}
+
+void ChoiceText::finish(llm::FinishReason why) {
+  if (finish_reason.empty()) finish_reason = why == llm::FinishReason::Length ? "length" : "stop";
+  if (!stops.stopped()) ready += stops.push(text->flush()) + stops.flush();
+}
+
+}  // namespace tern::openai
