@@ -160,6 +160,10 @@ TERN_API void tern_graph_free(tern_graph* graph);
 TERN_API const char* tern_graph_error(const tern_graph* graph);
 /* The graph's inputs and outputs: count, then name and element type by index (names valid while the graph
  * lives). */
+/* What the model file says of itself, as a JSON object: producer_name, graph_name, domain, description,
+ * graph_description, version and custom_metadata_map (its metadata_props) — onnxruntime's ModelMetadata. Valid while
+ * the graph lives; NULL for a graph that did not load. (API 2.0) */
+TERN_API const char* tern_graph_metadata(const tern_graph* graph);
 TERN_API size_t tern_graph_input_count(const tern_graph* graph);
 TERN_API size_t tern_graph_output_count(const tern_graph* graph);
 TERN_API const char* tern_graph_input_name(const tern_graph* graph, size_t index);

@@ -115,6 +115,7 @@ _PROTOTYPES = {
     "tern_graph_load": (c_int, [c_char_p, _P, POINTER(_P)]),
     "tern_graph_free": (None, [_P]),
     "tern_graph_error": (c_char_p, [_P]),
+    "tern_graph_metadata": (c_char_p, [_P]),
     "tern_graph_input_count": (c_size_t, [_P]),
     "tern_graph_output_count": (c_size_t, [_P]),
     "tern_graph_input_info": (c_int, [_P, c_size_t, POINTER(ValueInfo)]),

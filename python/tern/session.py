@@ -2,6 +2,7 @@
 import ctypes
 import dataclasses
 import enum
+import json
 import os
 import tempfile
 import threading
@@ -36,6 +37,19 @@ class NodeArg:
     name: str
     type: str
     shape: list
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelMetadata:
+    """onnxruntime's ModelMetadata: the model file's producer, graph name, domain, descriptions, version and
+    metadata_props (custom_metadata_map)."""
+    producer_name: str
+    graph_name: str
+    domain: str
+    description: str
+    graph_description: str
+    version: int
+    custom_metadata_map: dict
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +220,10 @@ class InferenceSession:
 
     def get_outputs(self):
         return list(self._outputs)
+
+    def get_modelmeta(self):
+        """What the model file says of itself, as onnxruntime's ModelMetadata."""
+        return ModelMetadata(**json.loads(lib.tern_graph_metadata(self._handle).decode("utf-8")))
 
     def get_overridable_initializers(self):
         return []

@@ -1,6 +1,8 @@
 // The C API's graphs (tern_graph_*): any ONNX model, run with named tensors, from several threads at once.
 #include "api/handles.h"
 
+#include <nlohmann/json.hpp>
+
 namespace tern::api {
 namespace {
 
@@ -41,8 +43,20 @@ tern_status tern_graph_load(const char* onnx_path, const tern_options* options, 
     }
     const std::string path = model_path(onnx_path);  // (a GGUF: its imported folder, whose graph the resolver names)
     g.session = std::make_unique<Session>(path == onnx_path ? path : llm::resolve_model(path).onnx, so);
+    const Model& m = g.session->model();
+    g.metadata_json = nlohmann::json{
+        {"producer_name", m.producer},
+        {"graph_name", m.graph_name},
+        {"domain", m.domain},
+        {"description", m.description},
+        {"graph_description", m.graph_description},
+        {"version", m.model_version},
+        {"custom_metadata_map",
+         m.metadata}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   });
 }
+
+const char* tern_graph_metadata(const tern_graph* g) { return g && g->session ? g->metadata_json.c_str() : nullptr; }
 
 void tern_graph_free(tern_graph* graph) { delete graph; }
 const char* tern_graph_error(const tern_graph* graph) {

@@ -104,6 +104,7 @@ struct tern_graph {
   std::string error;                         // the load's
   std::unique_ptr<tern::Profiler> profiler;  // before the session, whose hook points at it
   std::unique_ptr<tern::Session> session;
+  std::string metadata_json;  // tern_graph_metadata's, made at load
   struct ThreadSlot {
     std::string error;                       // this thread's last failure on the graph
     tern::Outputs outputs;                   // this thread's last run's (tern_graph_run hands out pointers into them)

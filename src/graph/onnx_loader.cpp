@@ -471,6 +471,11 @@ Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std:
   m.dir = fs::path(path).parent_path().string();
   m.ir_version = mp.ir_version();
   m.producer = mp.producer_name();
+  m.domain = mp.domain();
+  m.description = mp.doc_string();
+  m.graph_name = mp.graph().name();
+  m.graph_description = mp.graph().doc_string();
+  m.model_version = mp.model_version();
   for (const auto& kv : mp.metadata_props()) m.metadata[kv.key()] = kv.value();
   std::map<std::string, int> opsets;
   for (const auto& os : mp.opset_import()) {

@@ -18,8 +18,10 @@ struct Model {
   std::string dir;                          // the folder external data must stay inside
   std::vector<std::string> external_files;  // the external data files the initializers are mapped from
   int64_t ir_version = 0;
-  std::string producer;
-  std::map<std::string, std::string> metadata;
+  // What the file says of itself (ModelProto's and its graph's): onnxruntime's get_modelmeta() reports them.
+  std::string producer, domain, description, graph_name, graph_description;
+  int64_t model_version = 0;
+  std::map<std::string, std::string> metadata;  // metadata_props
   std::shared_ptr<Graph> graph;
 };
 

@@ -146,3 +146,16 @@ def test_optimized_model_filepath_is_warned_about_not_silently_ignored(files, tm
     with pytest.warns(UserWarning, match="optimized_model_filepath"):
         tern.InferenceSession(str(files / "mm.onnx"), options)
     assert not (tmp_path / "optimized.onnx").exists()
+
+
+def test_get_modelmeta_gives_onnxruntimes_fields(files, tmp_path):
+    model = onnx.load(files / "mm.onnx")
+    model.producer_name, model.domain, model.model_version, model.doc_string = "tern-tests", "ai.tern", 7, "a MatMul"
+    model.graph.doc_string = "one node"
+    onnx.helper.set_model_props(model, {"author": "tern", "license": "MIT"})
+    onnx.save(model, tmp_path / "meta.onnx")
+    ours = tern.InferenceSession(str(tmp_path / "meta.onnx")).get_modelmeta()
+    theirs = onnxruntime.InferenceSession(str(tmp_path / "meta.onnx"), providers=["CPUExecutionProvider"]).get_modelmeta()
+    for field in ("producer_name", "graph_name", "domain", "description", "graph_description", "version",
+                  "custom_metadata_map"):
+        assert getattr(ours, field) == getattr(theirs, field), field
