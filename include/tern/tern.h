@@ -115,6 +115,9 @@ TERN_API tern_status tern_options_set_weights(tern_options* options, const char*
 /* Non-zero: graphs loaded with these options record every node's time, kernel and cost (tern_graph_profile).
  * Off by default: no clock is read. (API 1.1) */
 TERN_API tern_status tern_options_set_profiling(tern_options* options, int on);
+/* (graphs) onnxruntime's add_free_dimension_override_by_name: the inputs' dim named `name` is `value` (fixed before
+ * shape inference; feeds must have it). (API 2.0) */
+TERN_API tern_status tern_options_set_dim(tern_options* options, const char* name, int64_t value);
 
 /* ---- Tensors ------------------------------------------------------------------------------------------ */
 
@@ -147,6 +150,11 @@ typedef struct tern_tensor {
   void* data;   /* row-major elements */
   size_t bytes; /* of data's buffer */
 } tern_tensor;
+
+/* (graphs) onnxruntime's add_initializer: the initializer tensor->name is replaced by the caller's tensor (the same
+ * dtype and shape, else the load fails naming both), read in place: its data must outlive every graph loaded with
+ * these options. (API 2.0) */
+TERN_API tern_status tern_options_add_initializer(tern_options* options, const tern_tensor* tensor);
 
 /* ---- Graphs: any ONNX model, run on named tensors ----------------------------------------------------- */
 

@@ -116,6 +116,8 @@ _PROTOTYPES = {
     "tern_graph_free": (None, [_P]),
     "tern_graph_error": (c_char_p, [_P]),
     "tern_graph_metadata": (c_char_p, [_P]),
+    "tern_options_set_dim": (c_int, [_P, c_char_p, c_int64]),
+    "tern_options_add_initializer": (c_int, [_P, POINTER(Tensor)]),
     "tern_graph_input_count": (c_size_t, [_P]),
     "tern_graph_output_count": (c_size_t, [_P]),
     "tern_graph_input_info": (c_int, [_P, c_size_t, POINTER(ValueInfo)]),
@@ -192,8 +194,10 @@ def check_options(status, options):
     check(status, lib.tern_options_error, options)
 
 
-def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weights=None, profiling=False):
-    """A tern_options handle with these settings (the caller frees it with lib.tern_options_free)."""
+def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weights=None, profiling=False, dims=None,
+                 initializers=()):
+    """A tern_options handle with these settings (the caller frees it with lib.tern_options_free). dims: {name: value}
+    fixed; initializers: (name, tern_dtype, C-ordered numpy array) replacing the graph's (the arrays outlive it)."""
     o = lib.tern_options_create()
     if not o:
         raise MemoryError("tern: out of memory for options")
@@ -210,6 +214,15 @@ def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weigh
         if weights:
             check_options(lib.tern_options_set_weights(o, weights.encode()), o)
         check_options(lib.tern_options_set_profiling(o, 1 if profiling else 0), o)
+        for name, value in (dims or {}).items():
+            check_options(lib.tern_options_set_dim(o, name.encode(), int(value)), o)
+        for name, code, a in initializers:
+            t = Tensor()
+            t.name, t.dtype, t.rank = name.encode(), code, a.ndim
+            for d, n in enumerate(a.shape):
+                t.shape[d] = n
+            t.data, t.bytes = (a.ctypes.data if a.nbytes else None), a.nbytes
+            check_options(lib.tern_options_add_initializer(o, ctypes.byref(t)), o)
     except BaseException:
         lib.tern_options_free(o)
         raise

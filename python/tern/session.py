@@ -86,7 +86,7 @@ class SessionOptions:
     __slots__ = ("intra_op_num_threads", "inter_op_num_threads", "graph_optimization_level", "execution_mode",
                  "log_severity_level", "log_verbosity_level", "enable_mem_pattern", "enable_cpu_mem_arena",
                  "enable_mem_reuse", "optimized_model_filepath", "enable_profiling", "profile_file_prefix",
-                 "isa", "max_memory", "device", "weights", "_config")
+                 "isa", "max_memory", "device", "weights", "_config", "_dims", "_initializers")
 
     def __init__(self):
         self.intra_op_num_threads = 0  # 0: all cores
@@ -106,6 +106,16 @@ class SessionOptions:
         self.device = "cpu"     # or "opencl", "opencl:N"
         self.weights = None     # convert weights at load: "fp16", "bf16", "int8", "int4"
         self._config = {}
+        self._dims = {}
+        self._initializers = {}
+
+    def add_free_dimension_override_by_name(self, dim_name, dim_value):
+        """The inputs' dim named dim_name is dim_value: fixed before shape inference, feeds must have it."""
+        self._dims[dim_name] = int(dim_value)
+
+    def add_initializer(self, name, ort_value):
+        """The initializer `name` is this OrtValue (or numpy array) instead, read in place: same dtype and shape."""
+        self._initializers[name] = ort_value.numpy() if isinstance(ort_value, OrtValue) else np.asarray(ort_value)
 
     def add_session_config_entry(self, key, value):
         self._config[key] = value
@@ -197,9 +207,11 @@ class InferenceSession:
         else:
             path = os.fspath(path_or_bytes)
         dev = _device_from_providers(providers, device) or o.device or "cpu"
+        inits = [(name, _CODES[a.dtype], a) for name, a in
+                 ((n, _as_input(n, v)) for n, v in o._initializers.items())]
         self._handle = _capi.load("graph", path, threads=threads if threads is not None else o.intra_op_num_threads,
                                   isa=o.isa, max_memory=o.max_memory, device=dev, weights=o.weights,
-                                  profiling=o.enable_profiling)
+                                  profiling=o.enable_profiling, dims=o._dims, initializers=inits)
         self._device = dev
         self._profile_start = time.time()
         self._inputs = [self._info(lib.tern_graph_input_info, i) for i in range(lib.tern_graph_input_count(self._handle))]

@@ -175,4 +175,22 @@ tern_status tern_options_set_profiling(tern_options* o, int on) {
   return TERN_OK;
 }
 
+tern_status tern_options_set_dim(tern_options* o, const char* name, int64_t value) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(name, "name");
+    if (value < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "dim '", name, "': ", value, " (at least 0)");
+    o->fixed_dims[name] = value;
+  });
+}
+
+tern_status tern_options_add_initializer(tern_options* o, const tern_tensor* tensor) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(tensor, "tensor");
+    need(tensor->name, "tensor->name");
+    o->initializers.emplace_back(tensor->name, caller_tensor(*tensor, "initializer"));
+  });
+}
+
 }  // extern "C"

@@ -25,6 +25,27 @@ void fill_value_info(const IOInfo& io, tern_value_info* info) {
 }
 
 }  // namespace
+
+Tensor caller_tensor(const tern_tensor& in, const char* what) {
+  if (in.rank < 0 || in.rank > TERN_MAX_DIMS)
+    refuse(TERN_ERROR_INVALID_ARGUMENT, what, " '", in.name, "': rank ", in.rank, " (0 to ", TERN_MAX_DIMS, ")");
+  Shape shape(in.shape, in.shape + in.rank);
+  for (int64_t d : shape)
+    if (d < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, what, " '", in.name, "': shape ", shape_str(shape), " has a negative dimension");
+  const DType dtype = dtype_from_c(in.dtype, in.name);
+  const size_t bytes = bytes_for(dtype, numel_of(shape));
+  if (in.bytes != bytes)
+    refuse(TERN_ERROR_INVALID_ARGUMENT, what, " '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ",
+           shape_str(shape), " has ", bytes);
+  if (bytes > 0) need(in.data, "data");
+  const size_t align = std::max<size_t>(dtype_size(dtype), 1);  // (4-bit elements: bytes)
+  if (reinterpret_cast<uintptr_t>(in.data) % align != 0)
+    refuse(TERN_ERROR_INVALID_ARGUMENT, what, " '", in.name, "': data is not aligned to its ", align, "-byte elements");
+  // Read in place: no kernel writes its inputs, and none needs more than element alignment from an
+  // activation (aligned loads are only of tern's own prepacked panels and scratch).
+  return Tensor(dtype, shape, Buffer::view(in.data, bytes, nullptr));
+}
+
 }  // namespace tern::api
 
 using namespace tern;
@@ -41,6 +62,7 @@ tern_status tern_graph_load(const char* onnx_path, const tern_options* options, 
       g.profiler = std::make_unique<Profiler>();
       g.profiler->attach(so);
     }
+    if (options) so.fixed_dims = options->fixed_dims, so.initializers = options->initializers;
     const std::string path = model_path(onnx_path);  // (a GGUF: its imported folder, whose graph the resolver names)
     g.session = std::make_unique<Session>(path == onnx_path ? path : llm::resolve_model(path).onnx, so);
     const Model& m = g.session->model();
@@ -95,25 +117,8 @@ tern_status tern_graph_run(tern_graph* g, const tern_tensor* inputs, size_t inpu
     if (output_count > 0) need(outputs, "outputs");
     std::vector<std::pair<std::string, Tensor>> feeds;
     for (size_t i = 0; i < input_count; ++i) {
-      const tern_tensor& in = inputs[i];
-      need(in.name, "inputs[i].name");
-      if (in.rank < 0 || in.rank > TERN_MAX_DIMS)
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': rank ", in.rank, " (0 to ", TERN_MAX_DIMS, ")");
-      Shape shape(in.shape, in.shape + in.rank);
-      for (int64_t d : shape)
-        if (d < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': shape ", shape_str(shape), " has a negative dimension");
-      const DType dtype = dtype_from_c(in.dtype, in.name);
-      const size_t bytes = bytes_for(dtype, numel_of(shape));
-      if (in.bytes != bytes)
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': ", in.bytes, " bytes given, its ", dtype_name(dtype), " shape ",
-               shape_str(shape), " has ", bytes);
-      if (bytes > 0) need(in.data, "input data");
-      const size_t align = std::max<size_t>(dtype_size(dtype), 1);  // (4-bit elements: bytes)
-      if (reinterpret_cast<uintptr_t>(in.data) % align != 0)
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "input '", in.name, "': data is not aligned to its ", align, "-byte elements");
-      // Read in place: no kernel writes its inputs, and none needs more than element alignment from an
-      // activation (aligned loads are only of tern's own prepacked panels and scratch).
-      feeds.emplace_back(in.name, Tensor(dtype, shape, Buffer::view(in.data, bytes, nullptr)));
+      need(inputs[i].name, "inputs[i].name");
+      feeds.emplace_back(inputs[i].name, caller_tensor(inputs[i], "input"));
     }
     slot.outputs = g->session->run(feeds);
     for (size_t i = 0; i < output_count; ++i) {

@@ -87,6 +87,9 @@ int raw_value(const Enum& e) {
 // The element types a tern_tensor carries (all of tern's but strings), and the conversions that check them.
 bool carried(int t);
 DType dtype_from_c(const tern_dtype& field, const std::string& tensor);
+// A caller's tensor (a run's input, an initializer), checked — rank, shape, dtype, bytes, element alignment — and
+// viewed in place; `what` names it in the refusals ("input", "initializer").
+Tensor caller_tensor(const tern_tensor& t, const char* what);
 tern_dtype c_dtype(DType t, const std::string& tensor);
 
 }  // namespace tern::api
@@ -95,6 +98,9 @@ struct tern_options {
   tern::llm::DecoderOptions decoder;  // device, weights, window, threads, memory cap
   std::string isa;
   bool profiling = false;
+  // (graphs only) SessionOptions::fixed_dims and initializers: tern_options_set_dim, tern_options_add_initializer
+  std::map<std::string, int64_t> fixed_dims;
+  std::vector<std::pair<std::string, tern::Tensor>> initializers;
   std::string error;
 };
 

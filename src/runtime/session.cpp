@@ -179,6 +179,7 @@ void Session::prepare_graph() {
     for (int id : list)
       if (!g.values[static_cast<size_t>(id)].unsupported.empty())
         fail_unsupported(model_.path, ": ", g.values[static_cast<size_t>(id)].unsupported);
+  apply_overrides(g);
   weights_.open_pack(model_, options_);
   SessionWeights::align_constants(g);
   passes_ = optimize_graph(g,
@@ -206,6 +207,27 @@ void Session::prepare_graph() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
+}
+
+void Session::apply_overrides(Graph& g) const {
+  for (int id : g.inputs) {
+    Value& v = g.values[static_cast<size_t>(id)];
+    if (!v.shape) continue;
+    for (Dim& d : *v.shape)
+      if (const auto it = options_.fixed_dims.find(d.symbol); !d.is_known() && it != options_.fixed_dims.end()) {
+        if (it->second < 0) fail("dim '", it->first, "' fixed to ", it->second, ": must not be negative");
+        d = Dim::known(it->second);
+      }
+  }
+  for (const auto& [name, t] : options_.initializers) {
+    const int id = g.find_value(name);
+    if (id < 0 || !g.values[static_cast<size_t>(id)].constant) fail("add_initializer: '", name, "' is not an initializer of ", model_.path);
+    const Tensor& c = *g.values[static_cast<size_t>(id)].constant;
+    if (c.dtype() != t.dtype() || c.shape() != t.shape())
+      fail("add_initializer: '", name, "' is ", dtype_name(c.dtype()), " ", shape_str(c.shape()), " in ", model_.path, ", not ",
+           dtype_name(t.dtype()), " ", shape_str(t.shape()));
+    g.values[static_cast<size_t>(id)].constant = t;
+  }
 }
 
 void Session::gather_inputs(RunState& r, const Node& node) const {

@@ -14,6 +14,7 @@
 #pragma once
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -111,6 +112,12 @@ struct SessionOptions {
   std::function<void(const NodeRun& run)> on_node;
   // The load's weight preparation, node by node (tern pack's work too): the CLI's progress bar.
   Progress on_load_progress;
+  // onnxruntime's add_free_dimension_override_by_name: a named dim of the graph's inputs fixed before shape
+  // inference (feeds must then have it).
+  std::map<std::string, int64_t> fixed_dims;
+  // onnxruntime's add_initializer: initializers replaced by the caller's tensors (same dtype and shape; read in
+  // place, so they must outlive the session).
+  std::vector<std::pair<std::string, Tensor>> initializers;
 };
 
 // "cpu", "opencl" (device 0) or "opencl:N" (`tern devices` lists them); fails naming the choices.
@@ -226,6 +233,8 @@ class Session {
   class RunLease;
   void prepare();        // under the session's memory account and threads…
   void prepare_graph();  // …the passes, the ops, their weights
+  // SessionOptions::fixed_dims and initializers, before the passes.
+  void apply_overrides(Graph& g) const;
   // Points r.ins at the node's input values; fails naming an input that has none.
   void gather_inputs(RunState& r, const Node& node) const;
   void run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq);

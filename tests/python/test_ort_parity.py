@@ -159,3 +159,39 @@ def test_get_modelmeta_gives_onnxruntimes_fields(files, tmp_path):
     for field in ("producer_name", "graph_name", "domain", "description", "graph_description", "version",
                   "custom_metadata_map"):
         assert getattr(ours, field) == getattr(theirs, field), field
+
+
+def test_a_fixed_dim_and_an_initializer_of_ones_own_as_onnxruntime_takes_them(tmp_path):
+    # y = x · W with x [batch, 3] (batch named) and W an initializer: add_free_dimension_override_by_name fixes batch
+    # (get_inputs reports it, a feed of another size is refused as onnxruntime refuses it); add_initializer replaces W.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2])
+    w = helper.make_tensor("W", TensorProto.FLOAT, [3, 2], [1, 0, 0, 1, 1, 1])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g", [x], [y], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "w.onnx")
+    mine = np.arange(6, dtype=np.float32).reshape(3, 2)
+    feed = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    kept = []  # (onnxruntime reads an added initializer in place and holds no reference: the caller keeps it)
+
+    def session(rt):
+        options = rt.SessionOptions()
+        options.add_free_dimension_override_by_name("batch", 2)
+        kept.append(rt.OrtValue.ortvalue_from_numpy(mine))
+        options.add_initializer("W", kept[-1])
+        return rt.InferenceSession(str(tmp_path / "w.onnx"), options, providers=["CPUExecutionProvider"])
+
+    ours, theirs = session(tern), session(onnxruntime)
+    assert ours.get_inputs()[0].shape == theirs.get_inputs()[0].shape == [2, 3]
+    np.testing.assert_array_equal(ours.run(None, {"x": feed})[0], theirs.run(None, {"x": feed})[0])
+    np.testing.assert_array_equal(ours.run(None, {"x": feed})[0], feed @ mine)
+    for rt, s in ((tern, ours), (onnxruntime, theirs)):
+        with pytest.raises(onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument if rt is onnxruntime
+                           else tern.capi.onnxruntime_pybind11_state.InvalidArgument):
+            s.run(None, {"x": np.ones((3, 3), np.float32)})
+    wrong = tern.SessionOptions()
+    wrong.add_initializer("W", np.ones((2, 2), np.float32))
+    with pytest.raises(tern.ModelError, match="add_initializer: 'W' is float32"):
+        tern.InferenceSession(str(tmp_path / "w.onnx"), wrong)
