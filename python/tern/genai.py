@@ -266,8 +266,8 @@ class GeneratorParams:
     """Search options: max_length (prompt + new tokens; default the model's context), min_length (no end token
     before it), do_sample, temperature, top_k, top_p, min_p, repetition_penalty, random_seed — starting from the
     model's own sampling (Model.sampling_default: its generation_config.json, as the CLI and tern serve).
-    batch_size, num_beams and num_return_sequences must be 1 (tern.Generator runs one sequence; `tern generate
-    --beams` and `tern serve` do more); length_penalty and early_stopping, which act on beams, are taken."""
+    batch_size B: B sequences (Generator). num_beams and num_return_sequences must be 1 (`tern generate --beams`
+    searches beams); length_penalty and early_stopping, which act on beams, are taken."""
 
     def __init__(self, model):
         self._model = model
@@ -283,8 +283,11 @@ class GeneratorParams:
             if key not in _SEARCH_DEFAULTS:
                 raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
                                                  _capi.INVALID_ARGUMENT)
-            if key in ("batch_size", "num_beams", "num_return_sequences") and value != 1:
-                raise _capi.UnsupportedError(f"{key} {value}: tern.Generator runs one sequence (1)", _capi.UNSUPPORTED)
+            if key in ("num_beams", "num_return_sequences") and value != 1:
+                raise _capi.UnsupportedError(f"{key} {value}: tern.Generator runs no beam search (1; `tern generate "
+                                             "--beams` does)", _capi.UNSUPPORTED)
+            if key == "batch_size" and (not isinstance(value, int) or value < 1):
+                raise _capi.InvalidArgumentError(f"batch_size {value}: at least 1", _capi.INVALID_ARGUMENT)
             self.search[key] = value
 
     def _sampling(self):
@@ -298,15 +301,9 @@ class GeneratorParams:
         return s
 
 
-class Generator(_ModelHandle):
-    """onnxruntime-genai's generate loop:
-
-        generator = tern.Generator(model, params)
-        generator.append_tokens(tokenizer.encode(prompt))
-        while not generator.is_done():
-            generator.generate_next_token()
-            print(stream.decode(generator.get_next_tokens()[0]), end="")
-    """
+class _Sequence(_ModelHandle):
+    """One sequence of a Generator: a clone of the model's handle (its weights shared), its tokens, and the last
+    token chosen but not yet fed."""
 
     def __init__(self, model, params):
         self._model = model  # (kept alive: the handle below shares its weights)
@@ -330,10 +327,14 @@ class Generator(_ModelHandle):
         a, p = _ids(ids)
         self._check(lib.tern_model_prefill(self._handle, p, a.size))
 
-    def append_tokens(self, tokens):
-        """Feeds tokens (the prompt, or more later) after the sequence."""
+    def append_tokens(self, tokens, pad=None):
+        """Feeds tokens (the prompt, or more later) after the sequence; with `pad`, a batch row's trailing padding
+        is kept in the sequence (as genai's get_sequence shows it) but not fed."""
         new = [int(t) for t in np.asarray(tokens).reshape(-1)]
-        pending = ([self._unfed] if self._unfed is not None else []) + new
+        real = len(new)
+        while pad is not None and real > 0 and new[real - 1] == pad:
+            real -= 1
+        pending = ([self._unfed] if self._unfed is not None else []) + new[:real]
         if pending:
             self._feed(pending)
         self._unfed = None
@@ -392,13 +393,6 @@ class Generator(_ModelHandle):
         self._feed_unfed()
         self._set_logits(logits)
 
-    def get_output(self, name):
-        """A graph output after the last run: "logits" (as get_logits). tern keeps no other output of a step."""
-        if name != "logits":
-            raise _capi.UnsupportedError(f"get_output('{name}'): tern.Generator keeps only the logits of a step",
-                                         _capi.UNSUPPORTED)
-        return self.get_logits()
-
     def rewind_to(self, new_length):
         """Keeps the first new_length tokens of the sequence (the prompt, say) and forgets the rest, cache too;
         generation goes on from there (append_tokens, or generate_next_token)."""
@@ -413,6 +407,80 @@ class Generator(_ModelHandle):
             self._unfed = self._sequence[new_length - 1] if new_length else None
         self._sequence = self._sequence[:new_length]
         self._done = False
+
+
+class Generator:
+    """onnxruntime-genai's generate loop:
+
+        generator = tern.Generator(model, params)
+        generator.append_tokens(tokenizer.encode(prompt))
+        while not generator.is_done():
+            generator.generate_next_token()
+            print(stream.decode(generator.get_next_tokens()[0]), end="")
+
+    With search option batch_size B, append_tokens takes B rows (tokenizer.encode_batch's, right-padded with
+    pad_token_id): each row is a sequence of its own on the model's weights (a clone each; their padding kept in
+    get_sequence, as genai's, but never fed), get_next_tokens gives B tokens and get_logits (B, 1, vocab)."""
+
+    def __init__(self, model, params):
+        self._rows = [_Sequence(model, params) for _ in range(params.search["batch_size"])]
+        self._pad = Tokenizer(model).pad_token_id
+        if self._pad is None:
+            self._pad = model.eos_token_id if model.eos_token_id is not None else 0
+
+    def append_tokens(self, tokens):
+        """Feeds tokens after each sequence: one row (or a flat list) for a batch of one, else one row each."""
+        a = np.asarray(tokens.as_numpy() if hasattr(tokens, "as_numpy") else tokens)
+        if len(self._rows) == 1:
+            return self._rows[0].append_tokens(a)
+        if a.ndim != 2 or a.shape[0] != len(self._rows):
+            raise _capi.InvalidArgumentError(f"append_tokens: {len(self._rows)} rows expected (batch_size), got shape "
+                                             f"{list(a.shape)}", _capi.INVALID_ARGUMENT)
+        for row, tokens_of_row in zip(self._rows, a):
+            row.append_tokens(tokens_of_row, pad=self._pad)
+
+    def generate_next_token(self):
+        """Chooses each unfinished sequence's next token; a finished one is padded, so all keep one length."""
+        if self.is_done():
+            raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
+        for row in self._rows:
+            if row.is_done():
+                row._sequence.append(self._pad)
+            else:
+                row.generate_next_token()
+
+    def is_done(self):
+        return all(row.is_done() for row in self._rows)
+
+    def get_next_tokens(self):
+        return np.array([row._sequence[-1] for row in self._rows], dtype=np.int32)
+
+    def get_sequence(self, index=0):
+        if not 0 <= index < len(self._rows):
+            raise _capi.InvalidArgumentError(f"sequence {index}: the batch holds {len(self._rows)}", _capi.INVALID_ARGUMENT)
+        return self._rows[index].get_sequence()
+
+    def get_logits(self):
+        """The logits the next choices are made from: float32, (batch, 1, vocab) as onnxruntime-genai's."""
+        return np.concatenate([row.get_logits() for row in self._rows])
+
+    def set_logits(self, logits):
+        """Replaces the logits the next choices are made from: (batch, …, vocab)."""
+        a = np.asarray(logits, dtype=np.float32).reshape(len(self._rows), -1)
+        for row, values in zip(self._rows, a):
+            row.set_logits(values)
+
+    def get_output(self, name):
+        """A graph output after the last run: "logits" (as get_logits). tern keeps no other output of a step."""
+        if name != "logits":
+            raise _capi.UnsupportedError(f"get_output('{name}'): tern.Generator keeps only the logits of a step",
+                                         _capi.UNSUPPORTED)
+        return self.get_logits()
+
+    def rewind_to(self, new_length):
+        """Keeps the first new_length tokens of each sequence and forgets the rest, cache too."""
+        for row in self._rows:
+            row.rewind_to(new_length)
 
 
 def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=None, top_k=None,

@@ -154,3 +154,26 @@ def test_min_length_holds_off_the_end_token():
         tern.GeneratorParams(model).set_search_options(num_return_sequences=2)
     with pytest.raises(tern.UnsupportedError, match="get_output"):
         tern.Generator(model, tern.GeneratorParams(model)).get_output("present.0.key")
+
+
+def batch_of_two(m, path):
+    """genai's batch: encode_batch's right-padded rows appended at once, generated together; each row's sequence
+    keeps its padding."""
+    model = model_of(m, path)
+    tokenizer = m.Tokenizer(model)
+    params = m.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=12, batch_size=2)
+    generator = m.Generator(model, params)
+    generator.append_tokens(tokenizer.encode_batch(["Hello", "Hello world, again"]))
+    steps = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        steps.append(generator.get_next_tokens().tolist())
+    return steps, [generator.get_sequence(i).tolist() for i in range(2)], generator.get_logits().shape
+
+
+def test_a_batch_of_two_gives_genai_tokens():
+    path = folder(LLAMA)
+    ours, theirs = batch_of_two(tern, path), batch_of_two(og, path)
+    assert ours[:2] == theirs[:2]
+    assert ours[2] == (2, 1, 32000)
