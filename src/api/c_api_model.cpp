@@ -330,7 +330,7 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
       };
       group.push_back(std::move(s));
     }
-    const std::string id = "chatcmpl-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+    const std::string id = openai::random_id("chatcmpl-");
     const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     std::vector<size_t> sent(n, 0);  // (a stream) bytes of each choice's text sent: its next logprobs' offset
     auto send = [&](const nlohmann::json& chunk) {

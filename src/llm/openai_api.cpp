@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <sstream>
 
 #include "core/json.h"
 
@@ -388,6 +390,15 @@ llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, 
   if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
   if (r.logprobs >= 0) s.top_logprobs = r.logprobs;
   return s;
+}
+
+std::string random_id(const char* prefix) {
+  static std::mutex mu;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mu);
+  std::ostringstream s;
+  s << prefix << std::hex << rng();
+  return s.str();
 }
 
 TokenLogprob token_logprob(const llm::Tokenizer& tok, const llm::TokenLogprobs& lp) {

@@ -107,6 +107,9 @@ struct ChoiceText {
   int64_t tokens = 0;
 };
 
+// A response's id: `prefix` ("chatcmpl-", "cmpl-") and 64 random bits in hex.
+std::string random_id(const char* prefix);
+
 // The body of an error reply: {"error": {"message", "type", "param", "code"}}.
 std::string error_body(const ApiError& e);
 

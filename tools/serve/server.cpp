@@ -82,15 +82,6 @@ struct Exchange {
   }
 };
 
-std::string random_id(const char* prefix) {
-  static std::mutex mu;
-  static std::mt19937_64 rng(std::random_device{}());
-  std::lock_guard<std::mutex> lock(mu);
-  std::ostringstream s;
-  s << prefix << std::hex << rng();
-  return s.str();
-}
-
 // Equal strings, in a time that depends on their lengths only (an API key is not guessed byte by byte from timings).
 bool same_secret(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
