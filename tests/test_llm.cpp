@@ -15,6 +15,7 @@
 #include "diagnostics/evaluate.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/isa.h"
+#include "llm/beam_search.h"
 #include "llm/generator.h"
 #include "llm/tokenizer.h"
 #include "model_builder.h"
@@ -120,6 +121,76 @@ TEST_CASE("beam search reorders the KV cache correctly: cached equals recomputed
   auto cached = greedy({a, b}, 20, true, 3), uncached = greedy({a, b}, 20, false, 3);
   CHECK(cached.tokens == uncached.tokens);
   CHECK(greedy({b}, 20, true, 3).tokens[0] == cached.tokens[1]);
+}
+
+TEST_CASE("beam search on the ring buffer: a beam is a ring row, the same beams as on the graph's cache") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  const std::vector<std::vector<int64_t>> prompts{tok->encode("Once upon a time", true), tok->encode("Zoo", true)};
+  const std::string model = (fs::path(stories_dir()) / "model.onnx").string();
+  ModelConfig cfg = read_model_config(stories_dir());
+  Session plain(model);
+  SessionOptions ring_opt;
+  ring_opt.kv_window = 512;
+  Session ring(model, ring_opt);
+  REQUIRE(ring.passes().cached_layers == 5);
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  o.num_beams = 4;
+  o.eos_token_ids = cfg.eos_token_ids;
+  for (int64_t chunk : {0, 3}) {  // (the ring's prefill in chunks too: one row per prompt)
+    CAPTURE(chunk);
+    o.prefill_chunk = chunk;
+    Generator on_graph(plain, cfg), on_ring(ring, cfg);
+    BeamSearch a(on_graph, prompts, o), b(on_ring, prompts, o);
+    while (!a.done()) {
+      a.step();
+      b.step();
+      CHECK(a.last_tokens() == b.last_tokens());  // every beam, every step
+    }
+    CHECK(b.done());
+    CHECK(a.steps() == b.steps());
+    CHECK(a.best(4) == b.best(4));
+    CHECK(b.best(1) == on_ring.generate(prompts, o).tokens);  // generate() runs the same search
+    const auto best = b.best(2);                              // prompt b's i-th best is entry 2b + i, each its prompt then new tokens
+    REQUIRE(best.size() == 4);
+    CHECK(std::equal(prompts[1].begin(), prompts[1].end(), best[2].begin()));
+    CHECK(best[0] != best[1]);
+  }
+  // A window that slides under the beams: 40 new tokens in 16 positions, each beam's row rebased as greedy's is.
+  SessionOptions slide_opt;
+  slide_opt.kv_window = 16;
+  slide_opt.kv_sinks = 4;
+  Session slide(model, slide_opt);
+  o.max_new_tokens = 40;
+  o.prefill_chunk = 0;
+  o.eos_token_ids.clear();
+  const auto slid = Generator(slide, cfg).generate({prompts[0]}, o).tokens[0];
+  CHECK(slid.size() == prompts[0].size() + 40);
+}
+
+TEST_CASE("min_new_tokens: no end token before it, sampled or searched") {
+  if (!have_stories()) return;
+  auto tok = load_tokenizer(stories_dir());
+  ModelConfig cfg = read_model_config(stories_dir());
+  Session s((fs::path(stories_dir()) / "model.onnx").string());
+  Generator g(s, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = 400;
+  o.eos_token_ids = cfg.eos_token_ids;
+  const std::vector<std::vector<int64_t>> prompt{tok->encode("Once upon a time", true)};
+  for (int beams : {1, 2}) {
+    CAPTURE(beams);
+    o.num_beams = beams;
+    o.min_new_tokens = 0;
+    const auto free = g.generate(prompt, o).tokens[0];
+    const int64_t ended_after = static_cast<int64_t>(free.size() - prompt[0].size());
+    REQUIRE(free.back() == cfg.eos_token_ids[0]);  // the story ends by itself
+    o.min_new_tokens = ended_after + 5;
+    const auto longer = g.generate(prompt, o).tokens[0];
+    CHECK(static_cast<int64_t>(longer.size() - prompt[0].size()) >= o.min_new_tokens);
+    for (size_t i = prompt[0].size(); i + 1 < longer.size(); ++i) CHECK(longer[i] != cfg.eos_token_ids[0]);
+  }
 }
 
 TEST_CASE("bad generation inputs fail with clear messages") {

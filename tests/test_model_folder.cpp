@@ -58,7 +58,7 @@ TEST_CASE("decoder_session_options: the last position's logits, a ring as long a
   CHECK(so.kv_window_required);  // asked for: a miss is an error naming where matching stopped
   CHECK(so.kv_dtype == DType::Float16);
   CHECK(so.weights == WeightFormat::Int4);
-  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, false); }), "--window needs the KV cache and no beam search"));
+  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, false); }), "--window needs the KV cache (not --no-cache)"));
   o.kv_dtype = "int8";
   CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--kv-dtype must be fp32 or fp16, got 'int8'"));
 }

@@ -61,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 2
-#define TERN_API_VERSION_MINOR 0
+#define TERN_API_VERSION_MINOR 1
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -346,6 +346,38 @@ TERN_API void tern_generate_params_default(tern_generate_params* params);
 /* *generated (may be NULL) gets how many tokens were generated. */
 TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
                                    void* user_data, int64_t* generated);
+
+/* Beam search (API 2.1), as Hugging Face's and onnxruntime-genai's (num_beams > 1): num_beams sequences searched
+ * per prompt, one step at a time, on the model's sequence (a beam is a row of its ring cache, or of the graph's
+ * own past) — the step API's sequence is emptied:
+ *   tern_beam_search_start(m, prompts, lengths, count, &options);
+ *   for (int done = 0; !done;) if (tern_beam_search_step(m, &done) != TERN_OK) break;
+ *   tern_beam_search_sequence(m, i, &ids, &n);    prompt i / num_return_sequences's (i % num_return_sequences)-th best
+ * A hypothesis scores its summed log-probabilities / its new tokens^length_penalty; a prompt is done when
+ * num_beams hypotheses have ended in an end token and (early_stopping, or) no running beam can beat the worst.
+ * The search ends when the step API feeds or resets the sequence (tern_model_prefill, tern_model_reset, …). */
+typedef struct tern_beam_options {
+  int32_t num_beams;            /* 1 … the vocabulary (default 4) */
+  int32_t num_return_sequences; /* per prompt, 1 … num_beams (default 1) */
+  float length_penalty;         /* default 1 */
+  int early_stopping;           /* non-zero: done once num_beams hypotheses have ended (default 0, as Hugging Face) */
+  int64_t max_new_tokens;       /* default 128 */
+  int64_t min_new_tokens;       /* no end token among the first this many new tokens (default 0) */
+} tern_beam_options;
+TERN_API void tern_beam_options_default(tern_beam_options* options);
+/* Starts a search from `count` prompts (prompts[i]: lengths[i] token ids, none empty); refuses a request as
+ * tern_model_prefill refuses ids, and one whose cache at its last token would pass the memory cap. */
+TERN_API tern_status tern_beam_search_start(tern_model* model, const int32_t* const* prompts, const size_t* lengths, size_t count,
+                                            const tern_beam_options* options);
+/* One token on every running beam (the first step feeds the prompts); *done (may be NULL) is non-zero once every
+ * prompt is done or max_new_tokens steps have run. */
+TERN_API tern_status tern_beam_search_step(tern_model* model, int* done);
+/* Each beam's last token: num_beams per prompt in prompt order, the best running beam first (*count 0 before the
+ * first step). Valid until the next call on the model. */
+TERN_API tern_status tern_beam_search_tokens(tern_model* model, const int32_t** ids, size_t* count);
+/* Sequence `index` (< prompts × num_return_sequences): the prompt then the generated tokens of its hypothesis —
+ * final once done; before, the running beams compete as if they ended now. Valid until the next call on the model. */
+TERN_API tern_status tern_beam_search_sequence(tern_model* model, size_t index, const int32_t** ids, size_t* count);
 
 /* An OpenAI chat completion, as `tern serve` answers POST /v1/chat/completions: `request` is such a body (messages,
  * max_tokens, temperature, top_p, top_k, min_p, seed, stop, n, stream, stream_options, logprobs, top_logprobs,

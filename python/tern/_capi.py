@@ -90,6 +90,11 @@ class Sampling(Structure):
                 ("repetition_penalty", c_float), ("seed", c_uint64)]
 
 
+class BeamOptions(Structure):
+    _fields_ = [("num_beams", c_int32), ("num_return_sequences", c_int32), ("length_penalty", c_float),
+                ("early_stopping", c_int), ("max_new_tokens", c_int64), ("min_new_tokens", c_int64)]
+
+
 class GenerateParams(Structure):
     _fields_ = [("max_new_tokens", c_int64), ("sampling", POINTER(Sampling)), ("stop", POINTER(c_char_p)),
                 ("stop_count", c_size_t), ("chat", c_int)]
@@ -154,6 +159,11 @@ _PROTOTYPES = {
     "tern_token_id": (c_int, [_P, c_char_p, POINTER(c_int32)]),
     "tern_chat_format": (c_int, [_P, POINTER(c_char_p), POINTER(c_char_p), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)]),
     "tern_model_step": (c_int, [_P, POINTER(c_int32)]),
+    "tern_beam_options_default": (None, [POINTER(BeamOptions)]),
+    "tern_beam_search_start": (c_int, [_P, POINTER(POINTER(c_int32)), POINTER(c_size_t), c_size_t, POINTER(BeamOptions)]),
+    "tern_beam_search_step": (c_int, [_P, POINTER(c_int)]),
+    "tern_beam_search_tokens": (c_int, [_P, POINTER(POINTER(c_int32)), POINTER(c_size_t)]),
+    "tern_beam_search_sequence": (c_int, [_P, c_size_t, POINTER(POINTER(c_int32)), POINTER(c_size_t)]),
     "tern_model_logits": (c_int, [_P, POINTER(POINTER(c_float)), POINTER(c_int64)]),
     "tern_model_position": (c_int64, [_P]),
     "tern_model_is_end_token": (c_int, [_P, c_int32]),

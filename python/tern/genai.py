@@ -266,8 +266,8 @@ class GeneratorParams:
     """Search options: max_length (prompt + new tokens; default the model's context), min_length (no end token
     before it), do_sample, temperature, top_k, top_p, min_p, repetition_penalty, random_seed — starting from the
     model's own sampling (Model.sampling_default: its generation_config.json, as the CLI and tern serve).
-    batch_size B: B sequences (Generator). num_beams and num_return_sequences must be 1 (`tern generate --beams`
-    searches beams); length_penalty and early_stopping, which act on beams, are taken."""
+    batch_size B: B sequences (Generator). num_beams > 1: beam search (Hugging Face's and genai's), with
+    num_return_sequences, length_penalty and early_stopping."""
 
     def __init__(self, model):
         self._model = model
@@ -283,11 +283,8 @@ class GeneratorParams:
             if key not in _SEARCH_DEFAULTS:
                 raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
                                                  _capi.INVALID_ARGUMENT)
-            if key in ("num_beams", "num_return_sequences") and value != 1:
-                raise _capi.UnsupportedError(f"{key} {value}: tern.Generator runs no beam search (1; `tern generate "
-                                             "--beams` does)", _capi.UNSUPPORTED)
-            if key == "batch_size" and (not isinstance(value, int) or value < 1):
-                raise _capi.InvalidArgumentError(f"batch_size {value}: at least 1", _capi.INVALID_ARGUMENT)
+            if key in ("batch_size", "num_beams", "num_return_sequences") and (not isinstance(value, int) or value < 1):
+                raise _capi.InvalidArgumentError(f"{key} {value}: at least 1", _capi.INVALID_ARGUMENT)
             self.search[key] = value
 
     def _sampling(self):
@@ -422,6 +419,15 @@ class Generator:
     pad_token_id): each row is a sequence of its own on the model's weights (a clone each; their padding kept in
     get_sequence, as genai's, but never fed), get_next_tokens gives B tokens and get_logits (B, 1, vocab)."""
 
+    def __new__(cls, model, params):
+        o = params.search
+        if o["num_return_sequences"] > o["num_beams"]:
+            raise _capi.InvalidArgumentError(f"num_return_sequences {o['num_return_sequences']}: at most num_beams "
+                                             f"({o['num_beams']})", _capi.INVALID_ARGUMENT)
+        if cls is Generator and o["num_beams"] > 1:
+            return super().__new__(_BeamSearch)
+        return super().__new__(cls)
+
     def __init__(self, model, params):
         self._rows = [_Sequence(model, params) for _ in range(params.search["batch_size"])]
         self._pad = Tokenizer(model).pad_token_id
@@ -481,6 +487,111 @@ class Generator:
         """Keeps the first new_length tokens of each sequence and forgets the rest, cache too."""
         for row in self._rows:
             row.rewind_to(new_length)
+
+
+class _BeamSearch(Generator, _ModelHandle):
+    """A Generator with num_beams > 1 (GeneratorParams): the C API's beam search on a clone of the model's handle.
+    append_tokens takes the prompts (batch_size rows); each generate_next_token is one step of every beam;
+    get_next_tokens gives each beam's last token (num_beams a prompt, the best first); get_sequence(i) the
+    (i % num_return_sequences)-th best of prompt i // num_return_sequences, prompt included."""
+
+    def __init__(self, model, params):
+        o = params.search
+        self._model = model
+        handle = ctypes.c_void_p()
+        status = lib.tern_model_clone(model._handle, ctypes.byref(handle))
+        if status != _capi.OK:
+            try:
+                _capi.check(status, lib.tern_model_error, handle)
+            finally:
+                lib.tern_model_free(handle)
+        self._handle = handle
+        self._search = dict(o)
+        self._max_length = o["max_length"] or model.context_length or model.window
+        self._pad = Tokenizer(model).pad_token_id
+        self._prompts = None
+        self._started = self._done = False
+
+    def append_tokens(self, tokens):
+        """The prompts, before the first generate_next_token: one row (or a flat list) per prompt, batch_size rows;
+        a row's trailing padding (pad_token_id) is not part of its prompt."""
+        if self._started:
+            raise _capi.UnsupportedError("append_tokens after a beam search has begun: tern's beams take their "
+                                         "prompts once", _capi.UNSUPPORTED)
+        a = np.asarray(tokens.as_numpy() if hasattr(tokens, "as_numpy") else tokens)
+        rows = [a.reshape(-1)] if a.ndim < 2 else list(a)
+        if len(rows) != self._search["batch_size"]:
+            raise _capi.InvalidArgumentError(f"append_tokens: {self._search['batch_size']} rows expected (batch_size),"
+                                             f" got shape {list(a.shape)}", _capi.INVALID_ARGUMENT)
+        prompts = []
+        for row in rows:
+            row = [int(t) for t in row]
+            while len(rows) > 1 and self._pad is not None and len(row) > 1 and row[-1] == self._pad:
+                row.pop()
+            prompts.append(row)
+        self._prompts = prompts
+
+    def generate_next_token(self):
+        """One token on every running beam (the first call feeds the prompts)."""
+        if self._done:
+            raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
+        if not self._started:
+            self._start()
+        done = ctypes.c_int()
+        self._check(lib.tern_beam_search_step(self._handle, ctypes.byref(done)))
+        self._done = bool(done.value)
+
+    def _start(self):
+        if not self._prompts:
+            raise _capi.InvalidArgumentError("no prompt: append_tokens first", _capi.INVALID_ARGUMENT)
+        o, longest = self._search, max(len(p) for p in self._prompts)
+        options = _capi.BeamOptions()
+        lib.tern_beam_options_default(ctypes.byref(options))
+        options.num_beams, options.num_return_sequences = o["num_beams"], o["num_return_sequences"]
+        options.length_penalty, options.early_stopping = o["length_penalty"], 1 if o["early_stopping"] else 0
+        options.max_new_tokens = max(self._max_length - longest, 0)  # (max_length counts the prompt, as genai's)
+        options.min_new_tokens = max(o["min_length"] - longest, 0)
+        arrays = [np.ascontiguousarray(p, dtype=np.int32) for p in self._prompts]
+        pointers = (ctypes.POINTER(ctypes.c_int32) * len(arrays))(
+            *[a.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)) for a in arrays])
+        lengths = (ctypes.c_size_t * len(arrays))(*[a.size for a in arrays])
+        self._check(lib.tern_beam_search_start(self._handle, pointers, lengths, len(arrays), ctypes.byref(options)))
+        self._started = True
+        self._done = options.max_new_tokens == 0
+
+    def is_done(self):
+        return self._done
+
+    def _ids(self, fn, *args):
+        ptr, count = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_size_t()
+        self._check(fn(self._handle, *args, ctypes.byref(ptr), ctypes.byref(count)))
+        return np.ctypeslib.as_array(ptr, shape=(count.value,)).copy() if count.value else np.zeros(0, np.int32)
+
+    def get_next_tokens(self):
+        if not self._started:
+            return np.zeros(0, np.int32)
+        return self._ids(lib.tern_beam_search_tokens)
+
+    def get_sequence(self, index=0):
+        if not self._started:
+            self._start()
+        return self._ids(lib.tern_beam_search_sequence, ctypes.c_size_t(index))
+
+    def _not_with_beams(self, what):
+        raise _capi.UnsupportedError(f"{what}: tern's beam search keeps no logits of its own between steps",
+                                     _capi.UNSUPPORTED)
+
+    def get_logits(self):
+        self._not_with_beams("get_logits")
+
+    def set_logits(self, logits):
+        self._not_with_beams("set_logits")
+
+    def get_output(self, name):
+        self._not_with_beams(f"get_output('{name}')")
+
+    def rewind_to(self, new_length):
+        self._not_with_beams("rewind_to")
 
 
 def generate(model, prompt, max_new_tokens=128, *, stop=(), chat=False, on_text=None, temperature=None, top_k=None,

@@ -59,7 +59,17 @@ const Tensor& run_new_tokens(tern_model* m, const int64_t* ids, size_t n) {
 }
 
 // Feeds ids[0 … n) after what the sequence holds; the logits of the last become current.
+// A beam search holds the caches: the step API takes them back empty.
+void end_beams(tern_model* m) {
+  if (!m->beams) return;
+  m->beams.reset();
+  m->generator->sequence().reset();
+  m->tokens.clear();
+  m->logits = nullptr;
+}
+
 void feed(tern_model* m, const int64_t* ids, size_t n) {
+  end_beams(m);
   if (n == 0) return;
   const Tensor& logits = run_new_tokens(m, ids, n);
   m->tokens.insert(m->tokens.end(), ids, ids + n);
@@ -73,6 +83,7 @@ int64_t choose_next(tern_model* m) {
 }
 
 void reset(tern_model* m) {
+  end_beams(m);
   if (on_ring(m)) m->generator->sequence().reset_row(0);
   else if (m->generator->io().layout != llm::PastLayout::None) m->graph_cache = std::make_unique<llm::KvCache>(m->generator->io(), 1);
   m->tokens.clear();
@@ -127,6 +138,17 @@ std::vector<llm::ChatMessage> chat_messages(const char* const* roles, const char
 const llm::Tokenizer& tokenizer_of(const tern_model* m) {
   if (!m->tokenizer) refuse(TERN_ERROR_UNSUPPORTED, m->tokenizer_missing);
   return *m->tokenizer;
+}
+
+llm::BeamSearch& beams_of(tern_model* m) {
+  if (!m->beams) refuse(TERN_ERROR_INVALID_ARGUMENT, "no beam search: tern_beam_search_start first");
+  return *m->beams;
+}
+
+// Ids handed out as int32 (the model's scratch, valid until its next call).
+const int32_t* as_ids(tern_model* m, const std::vector<int64_t>& ids) {
+  m->beam_ids.assign(ids.begin(), ids.end());
+  return m->beam_ids.data();
 }
 
 }  // namespace
@@ -381,6 +403,7 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
 tern_status tern_model_rewind(tern_model* m, size_t length) {
   TERN_LOADED(m);
   return guarded(&m->error, [&] {
+    end_beams(m);
     if (length > m->tokens.size())
       refuse(TERN_ERROR_INVALID_ARGUMENT, "rewind to ", length, " tokens: the sequence holds ", m->tokens.size());
     if (rewind_rings(m, length)) {
@@ -541,3 +564,69 @@ tern_status tern_text_stream_flush(tern_text_stream* s, const char** text, size_
 }
 
 }  // extern "C"
+
+void tern_beam_options_default(tern_beam_options* o) {
+  if (o) *o = tern_beam_options{4, 1, 1.0f, 0, 128, 0};
+}
+
+tern_status tern_beam_search_start(tern_model* m, const int32_t* const* prompts, const size_t* lengths, size_t count,
+                                   const tern_beam_options* options) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(options, "options");
+    if (count == 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "no prompts to search from");
+    need(prompts, "prompts");
+    need(lengths, "lengths");
+    std::vector<std::vector<int64_t>> rows;
+    for (size_t i = 0; i < count; ++i) {
+      if (lengths[i] == 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "prompt ", i, " has no tokens");
+      rows.push_back(ids_of(m, prompts[i], lengths[i]));
+    }
+    llm::GenerateOptions o;
+    o.num_beams = options->num_beams;
+    o.length_penalty = options->length_penalty;
+    o.early_stopping = options->early_stopping != 0;
+    o.max_new_tokens = options->max_new_tokens;
+    o.min_new_tokens = options->min_new_tokens;
+    o.eos_token_ids = m->config.eos_token_ids;
+    as_argument([&] { m->generator->check_request(rows, o); });
+    if (options->num_return_sequences < 1 || options->num_return_sequences > options->num_beams)
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "num_return_sequences ", options->num_return_sequences, ": must be 1 to num_beams (",
+             options->num_beams, ")");
+    reset(m);
+    m->beams = std::make_unique<llm::BeamSearch>(*m->generator, std::move(rows), o);
+    m->beams_returned = options->num_return_sequences;
+  });
+}
+
+tern_status tern_beam_search_step(tern_model* m, int* done) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    auto& search = beams_of(m);
+    search.step();
+    if (done) *done = search.done() ? 1 : 0;
+  });
+}
+
+tern_status tern_beam_search_tokens(tern_model* m, const int32_t** ids, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(ids, "ids");
+    need(count, "count");
+    const auto& last = beams_of(m).last_tokens();
+    *ids = as_ids(m, last);
+    *count = last.size();
+  });
+}
+
+tern_status tern_beam_search_sequence(tern_model* m, size_t index, const int32_t** ids, size_t* count) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(ids, "ids");
+    need(count, "count");
+    const auto best = beams_of(m).best(m->beams_returned);
+    if (index >= best.size()) refuse(TERN_ERROR_INVALID_ARGUMENT, "sequence ", index, ": the search returns ", best.size());
+    *ids = as_ids(m, best[index]);
+    *count = best[index].size();
+  });
+}

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
+#include "llm/beam_search.h"
 #include "llm/chat_template.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -147,6 +148,10 @@ struct tern_model {
   // Generator::extend (null: a graph with no cache, run on the whole sequence each step).
   std::unique_ptr<tern::llm::KvCache> graph_cache;
   std::string text;  // tern_detokenize's result until the next call
+  // A beam search on this handle's caches (tern_beam_search_*), its sequences per prompt, and the ids last handed out.
+  std::unique_ptr<tern::llm::BeamSearch> beams;
+  int64_t beams_returned = 1;
+  std::vector<int32_t> beam_ids;
 };
 
 struct tern_text_stream {

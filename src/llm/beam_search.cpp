@@ -1,148 +1,272 @@
-// Beam search with Hugging Face's semantics: num_beams rows per prompt (all but the first start at
-// -1e9 so the first step does not pick duplicates); each step scores beam + log-softmax for every
-// token, takes the best 2·num_beams candidates, turns candidates ending in EOS (among the first
-// num_beams) into finished hypotheses and keeps the best num_beams others running. A hypothesis
-// scores sum_logprobs / generated_length^length_penalty. A prompt is done when num_beams hypotheses
-// exist and (early_stopping, or) no running beam can still beat the worst of them.
+#include "llm/beam_search.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "llm/generator.h"
-
 namespace tern::llm {
 
 namespace {
-struct Hypothesis {
-  double score;
-  std::vector<int64_t> tokens;  // generated tokens, EOS included when it ended the hypothesis
-};
-
 double normalized(double sum_logprobs, size_t length, float penalty) {
   return sum_logprobs / std::pow(static_cast<double>(std::max<size_t>(length, 1)), penalty);
 }
 }  // namespace
 
-GenerateResult Generator::beam_search(const Rows& prompts, const GenerateOptions& opt) {
-  const int64_t B = static_cast<int64_t>(prompts.size()), nb = opt.num_beams;
-  const bool cached = opt.use_cache && io_.layout != PastLayout::None;
-  const int64_t pad = pad_id();
-  Rows padded, padded_mask, seq, mask;
-  left_pad(prompts, pad, padded, padded_mask);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t k = 0; k < nb; ++k) {
-      seq.push_back(padded[static_cast<size_t>(b)]);
-      mask.push_back(padded_mask[static_cast<size_t>(b)]);
+BeamSearch::BeamSearch(Generator& generator, Rows prompts, const GenerateOptions& options)
+    : g_(generator),
+      prompts_(std::move(prompts)),
+      opt_(options),
+      B_(static_cast<int64_t>(prompts_.size())),
+      nb_(options.num_beams),
+      ring_(generator.io_.layout == PastLayout::Internal),
+      cached_(options.use_cache && generator.io_.layout != PastLayout::None),
+      pad_(generator.pad_id()) {
+  g_.check_request(prompts_, opt_);
+  g_.resumable_.reset();  // (the search takes the caches a resuming generate() kept)
+  g_.resumable_tokens_.clear();
+  if (ring_) g_.sequence_->reset();
+  int64_t longest = 0, total = 0;
+  for (const auto& p : prompts_) {
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
+    total += static_cast<int64_t>(p.size());
+  }
+  g_.check_cache_memory(B_ * nb_, longest, opt_);
+  const size_t n = static_cast<size_t>(B_ * nb_);
+  if (ring_) {
+    ring_row_.resize(n);
+    for (size_t r = 0; r < n; ++r) ring_row_[r] = static_cast<int64_t>(r) / nb_ * nb_;  // the prefill's row, until the first step
+  } else {
+    Rows padded, padded_mask;
+    left_pad(prompts_, pad_, padded, padded_mask);
+    for (size_t r = 0; r < n; ++r) {
+      seq_.push_back(padded[r / static_cast<size_t>(nb_)]);
+      mask_.push_back(padded_mask[r / static_cast<size_t>(nb_)]);
     }
-  std::vector<double> beam_score(static_cast<size_t>(B * nb), -1e9);
-  for (int64_t b = 0; b < B; ++b) beam_score[static_cast<size_t>(b * nb)] = 0;
-  Rows generated(static_cast<size_t>(B * nb));
-  std::vector<std::vector<Hypothesis>> hyps(static_cast<size_t>(B));
-  std::vector<char> done(static_cast<size_t>(B), 0);
-  auto is_eos = [&](int64_t t) { return std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end(); };
-  auto add_hyp = [&](size_t b, double score, std::vector<int64_t> toks) {
-    auto& h = hyps[b];
-    h.push_back({normalized(score, toks.size(), opt.length_penalty), std::move(toks)});
-    std::sort(h.begin(), h.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
-    if (h.size() > static_cast<size_t>(nb)) h.pop_back();
-  };
+    if (cached_) cache_.emplace(g_.io_, B_ * nb_);
+  }
+  score_.assign(n, -1e9);
+  for (int64_t b = 0; b < B_; ++b) score_[static_cast<size_t>(b * nb_)] = 0;
+  generated_.resize(n);
+  hypotheses_.resize(static_cast<size_t>(B_));
+  prompt_done_.assign(static_cast<size_t>(B_), 0);
+  timing_.prompt_tokens = ring_ ? total : longest * B_;  // (a graph cache's rows are fed padded)
+}
 
-  KvCache cache(io_, B * nb);
-  GenerateResult res;
-  res.prompt_tokens = static_cast<int64_t>(padded[0].size()) * B;
-  auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    Tensor logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
-    const int64_t V = logits.dim(1);
-    if (step == 0) {
-      res.prefill_logits = Tensor(DType::Float32, {B, V});
-      for (int64_t b = 0; b < B; ++b) std::copy_n(logits.data<float>() + b * nb * V, V, res.prefill_logits.data<float>() + b * V);
+bool BeamSearch::done() const {
+  return steps_ >= opt_.max_new_tokens || std::all_of(prompt_done_.begin(), prompt_done_.end(), [](char d) { return d != 0; });
+}
+
+const Tensor& BeamSearch::forward() {
+  const size_t n = static_cast<size_t>(B_ * nb_);
+  logits_row_.assign(n, -1);
+  if (!ring_) {
+    for (size_t r = 0; r < n; ++r) logits_row_[r] = static_cast<int64_t>(r);
+    return g_.forward(seq_, mask_, cache_ ? &*cache_ : nullptr, opt_.prefill_chunk);
+  }
+  Rows feed;
+  std::vector<int64_t> held, rows;
+  if (steps_ > 0) {  // each running beam's last token
+    for (size_t r = 0; r < n; ++r) {
+      const size_t b = r / static_cast<size_t>(nb_);
+      if (prompt_done_[b]) continue;
+      feed.push_back({generated_[r].back()});
+      held.push_back(static_cast<int64_t>(prompts_[b].size() + generated_[r].size()) - 1);
+      rows.push_back(ring_row_[r]);
+      logits_row_[r] = static_cast<int64_t>(feed.size()) - 1;
     }
-    std::vector<int64_t> src(static_cast<size_t>(B * nb)), token(static_cast<size_t>(B * nb));
-    std::vector<double> score(static_cast<size_t>(B * nb));
-    for (int64_t b = 0; b < B; ++b) {
-      if (done[static_cast<size_t>(b)]) {  // keep shapes: the rows idle on padding
-        for (int64_t k = 0; k < nb; ++k) {
-          const size_t r = static_cast<size_t>(b * nb + k);
-          src[r] = static_cast<int64_t>(r);
-          token[r] = pad;
-          score[r] = beam_score[r];
-        }
+    return g_.run_rows(feed, held, rows, B_ * nb_);
+  }
+  // The prefill: each prompt in its beams' first row (in chunks of prefill_chunk when asked); every beam of a
+  // prompt starts from the logits at its last token.
+  std::vector<size_t> fed(static_cast<size_t>(B_), 0), which;
+  for (;;) {
+    feed.clear();
+    held.clear();
+    rows.clear();
+    which.clear();
+    for (size_t b = 0; b < prompts_.size(); ++b) {
+      const auto& p = prompts_[b];
+      const size_t left = p.size() - fed[b];
+      if (left == 0) continue;
+      const size_t take = opt_.prefill_chunk > 0 ? std::min(left, static_cast<size_t>(opt_.prefill_chunk)) : left;
+      feed.emplace_back(p.begin() + static_cast<std::ptrdiff_t>(fed[b]), p.begin() + static_cast<std::ptrdiff_t>(fed[b] + take));
+      held.push_back(static_cast<int64_t>(fed[b]));
+      rows.push_back(static_cast<int64_t>(b) * nb_);
+      which.push_back(b);
+    }
+    if (feed.empty()) break;
+    const Tensor& logits = g_.run_rows(feed, held, rows, B_ * nb_);
+    const int64_t V = logits.dim(1);
+    if (!prefill_.defined()) prefill_ = Tensor(DType::Float32, {B_, V});
+    for (size_t i = 0; i < which.size(); ++i) {
+      const size_t b = which[i];
+      fed[b] += feed[i].size();
+      if (fed[b] == prompts_[b].size())
+        std::copy_n(logits.data<float>() + static_cast<int64_t>(i) * V, V, prefill_.data<float>() + static_cast<int64_t>(b) * V);
+    }
+  }
+  for (size_t r = 0; r < n; ++r) logits_row_[r] = static_cast<int64_t>(r) / nb_;
+  return prefill_;
+}
+
+void BeamSearch::move_ring_rows(const std::vector<int64_t>& from) {
+  std::vector<int64_t> row(ring_row_);
+  std::vector<char> taken(static_cast<size_t>(nb_));
+  std::vector<size_t> second;
+  for (int64_t b = 0; b < B_; ++b) {
+    if (prompt_done_[static_cast<size_t>(b)]) continue;  // (never fed again)
+    const int64_t first = b * nb_;
+    std::fill(taken.begin(), taken.end(), 0);
+    second.clear();
+    for (int64_t k = 0; k < nb_; ++k) {
+      const size_t r = static_cast<size_t>(first + k);
+      const int64_t parent = ring_row_[static_cast<size_t>(from[r])];
+      if (taken[static_cast<size_t>(parent - first)]) {
+        second.push_back(r);
+      } else {
+        taken[static_cast<size_t>(parent - first)] = 1;
+        row[r] = parent;
+      }
+    }
+    // A row no beam continues is no beam's parent: a second child's copy may overwrite it.
+    int64_t free = first;
+    for (size_t r : second) {
+      while (taken[static_cast<size_t>(free - first)]) ++free;
+      taken[static_cast<size_t>(free - first)] = 1;
+      g_.sequence_->copy_row(ring_row_[static_cast<size_t>(from[r])], free);
+      row[r] = free;
+    }
+  }
+  ring_row_.swap(row);
+}
+
+void BeamSearch::add_hypothesis(std::vector<Hypothesis>& into, double score, std::vector<int64_t> tokens) const {
+  into.push_back({normalized(score, tokens.size(), opt_.length_penalty), std::move(tokens)});
+  std::sort(into.begin(), into.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+  if (into.size() > static_cast<size_t>(nb_)) into.pop_back();
+}
+
+void BeamSearch::step() {
+  if (done()) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tensor& logits = forward();
+  const int64_t V = logits.dim(1);
+  const size_t n = static_cast<size_t>(B_ * nb_), nb = static_cast<size_t>(nb_);
+  if (steps_ == 0) {
+    timing_.prefill_logits = Tensor(DType::Float32, {B_, V});
+    for (int64_t b = 0; b < B_; ++b)
+      std::copy_n(logits.data<float>() + logits_row_[static_cast<size_t>(b * nb_)] * V, V, timing_.prefill_logits.data<float>() + b * V);
+  }
+  auto is_end = [&](int64_t t) { return std::find(opt_.eos_token_ids.begin(), opt_.eos_token_ids.end(), t) != opt_.eos_token_ids.end(); };
+  const std::vector<char> was_done = prompt_done_;
+  std::vector<int64_t> from(n), token(n);
+  std::vector<double> score(n);
+  struct Candidate {
+    double s;
+    int64_t k, v;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
+    if (was_done[b]) {  // (a graph cache's rows idle on padding: the batch keeps its shape)
+      for (size_t r = b * nb; r < b * nb + nb; ++r) from[r] = static_cast<int64_t>(r), token[r] = pad_, score[r] = score_[r];
+      continue;
+    }
+    // No end token before min_new_tokens: its logit is −∞ before the log-softmax, as a logits processor sets it.
+    const bool ends_allowed = static_cast<int64_t>(generated_[b * nb].size()) >= opt_.min_new_tokens;
+    candidates.clear();
+    candidates.reserve(nb * static_cast<size_t>(V));
+    for (size_t k = 0; k < nb; ++k) {
+      const float* row = logits.data<float>() + logits_row_[b * nb + k] * V;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t v = 0; v < V; ++v)
+        if (ends_allowed || !is_end(v)) mx = std::max<double>(mx, row[v]);
+      for (int64_t v = 0; v < V; ++v)
+        if (ends_allowed || !is_end(v)) sum += std::exp(row[v] - mx);
+      const double lse = mx + std::log(sum);
+      for (int64_t v = 0; v < V; ++v)
+        if (ends_allowed || !is_end(v)) candidates.push_back({score_[b * nb + k] + row[v] - lse, static_cast<int64_t>(k), v});
+    }
+    // The best 2·num_beams, as Hugging Face takes: num_beams of them may end, the others run on (with more than
+    // one end token, more may end: one more num_beams for each).
+    const size_t keep = std::min(candidates.size(), nb * (1 + std::max<size_t>(opt_.eos_token_ids.size(), 1)));
+    std::partial_sort(
+        candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
+        [](const Candidate& x, const Candidate& y) { return x.s > y.s || (x.s == y.s && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v)); });
+    size_t next = 0;
+    for (size_t rank = 0; rank < keep && next < nb; ++rank) {
+      const Candidate& c = candidates[rank];
+      const size_t parent = b * nb + static_cast<size_t>(c.k);
+      if (is_end(c.v)) {
+        if (rank >= nb) continue;
+        std::vector<int64_t> tokens = generated_[parent];
+        tokens.push_back(c.v);
+        add_hypothesis(hypotheses_[b], c.s, std::move(tokens));
         continue;
       }
-      struct Cand {
-        double s;
-        int64_t k, v;
-      };
-      std::vector<Cand> cands;
-      cands.reserve(static_cast<size_t>(nb * V));
-      for (int64_t k = 0; k < nb; ++k) {
-        const float* row = logits.data<float>() + (b * nb + k) * V;
-        double mx = row[0], sum = 0;
-        for (int64_t v = 1; v < V; ++v) mx = std::max<double>(mx, row[v]);
-        for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
-        const double lse = mx + std::log(sum);
-        for (int64_t v = 0; v < V; ++v) cands.push_back({beam_score[static_cast<size_t>(b * nb + k)] + row[v] - lse, k, v});
-      }
-      const size_t keep = std::min<size_t>(cands.size(), static_cast<size_t>(2 * nb));
-      std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(keep), cands.end(), [](const Cand& x, const Cand& y) {
-        return x.s > y.s || (x.s == y.s && (x.k * 1000003 + x.v) < (y.k * 1000003 + y.v));
-      });
-      int64_t next = 0;
-      for (size_t rank = 0; rank < keep && next < nb; ++rank) {
-        const Cand& c = cands[rank];
-        const size_t from = static_cast<size_t>(b * nb + c.k);
-        if (is_eos(c.v)) {
-          if (rank >= static_cast<size_t>(nb)) continue;
-          std::vector<int64_t> toks = generated[from];
-          toks.push_back(c.v);
-          add_hyp(static_cast<size_t>(b), c.s, std::move(toks));
-          continue;
-        }
-        const size_t r = static_cast<size_t>(b * nb + next++);
-        src[r] = static_cast<int64_t>(from);
-        token[r] = c.v;
-        score[r] = c.s;
-      }
-      if (hyps[static_cast<size_t>(b)].size() >= static_cast<size_t>(nb)) {
-        const double best_running =
-            normalized(score[static_cast<size_t>(b * nb)], generated[static_cast<size_t>(b * nb)].size() + 1, opt.length_penalty);
-        if (opt.early_stopping || hyps[static_cast<size_t>(b)].back().score >= best_running) done[static_cast<size_t>(b)] = 1;
-      }
+      const size_t r = b * nb + next++;
+      from[r] = static_cast<int64_t>(parent);
+      token[r] = c.v;
+      score[r] = c.s;
     }
-    Rows seq2(seq.size()), mask2(mask.size()), gen2(generated.size());
-    for (size_t r = 0; r < seq.size(); ++r) {
-      const size_t s = static_cast<size_t>(src[r]);
-      seq2[r] = seq[s];
-      mask2[r] = mask[s];
-      gen2[r] = generated[s];
-      seq2[r].push_back(token[r]);
-      mask2[r].push_back(1);
-      if (!done[r / static_cast<size_t>(nb)] || token[r] != pad) gen2[r].push_back(token[r]);
-      beam_score[r] = score[r];
+    if (hypotheses_[b].size() >= nb) {
+      const double best_running = normalized(score[b * nb], generated_[b * nb].size() + 1, opt_.length_penalty);
+      if (opt_.early_stopping || hypotheses_[b].back().score >= best_running) prompt_done_[b] = 1;
     }
-    seq.swap(seq2);
-    mask.swap(mask2);
-    generated.swap(gen2);
-    if (cached) cache.reorder(src);
-    if (step == 0) {
-      res.prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      t0 = std::chrono::steady_clock::now();
-    } else {
-      ++res.decode_steps;
-    }
-    if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
   }
-  res.decode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (int64_t b = 0; b < B; ++b) {  // unfinished beams compete with finished hypotheses
-    if (!done[static_cast<size_t>(b)])
-      for (int64_t k = 0; k < nb; ++k)
-        add_hyp(static_cast<size_t>(b), beam_score[static_cast<size_t>(b * nb + k)], generated[static_cast<size_t>(b * nb + k)]);
-    std::vector<int64_t> out = prompts[static_cast<size_t>(b)];
-    const auto& best = hyps[static_cast<size_t>(b)].front().tokens;
-    out.insert(out.end(), best.begin(), best.end());
-    res.tokens.push_back(std::move(out));
+  Rows generated(n);
+  for (size_t r = 0; r < n; ++r) {
+    generated[r] = generated_[static_cast<size_t>(from[r])];
+    if (!was_done[r / nb]) generated[r].push_back(token[r]);
+    score_[r] = score[r];
   }
+  if (!ring_) {
+    Rows seq(n), mask(n);
+    for (size_t r = 0; r < n; ++r) {
+      seq[r] = seq_[static_cast<size_t>(from[r])];
+      mask[r] = mask_[static_cast<size_t>(from[r])];
+      seq[r].push_back(token[r]);
+      mask[r].push_back(1);
+    }
+    seq_.swap(seq);
+    mask_.swap(mask);
+    if (cache_) cache_->reorder(from);
+  } else {
+    move_ring_rows(from);
+  }
+  generated_.swap(generated);
+  last_.resize(n);
+  for (size_t r = 0; r < n; ++r)
+    if (!was_done[r / nb]) last_[r] = token[r];
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (steps_++ == 0) {
+    timing_.prefill_ms = ms;
+  } else {
+    timing_.decode_ms += ms;
+    ++timing_.decode_steps;
+  }
+}
+
+BeamSearch::Rows BeamSearch::best(int64_t count) const {
+  if (count < 1 || count > nb_) fail("beam search: ", count, " sequences a prompt asked for; it keeps 1 to ", nb_, " (num_beams)");
+  Rows out;
+  for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
+    std::vector<Hypothesis> h = hypotheses_[b];
+    if (!prompt_done_[b])  // unfinished beams compete with finished hypotheses
+      for (size_t r = b * static_cast<size_t>(nb_); r < (b + 1) * static_cast<size_t>(nb_); ++r)
+        add_hypothesis(h, score_[r], generated_[r]);
+    for (int64_t i = 0; i < count; ++i) {
+      out.push_back(prompts_[b]);
+      const auto& tokens = h[static_cast<size_t>(i)].tokens;
+      out.back().insert(out.back().end(), tokens.begin(), tokens.end());
+    }
+  }
+  return out;
+}
+
+GenerateResult BeamSearch::result() const {
+  GenerateResult res = timing_;
+  res.tokens = best(1);
+  res.weight_bytes_per_token = g_.session_.weights().bytes_per_token();
   return res;
 }
 

@@ -1,5 +1,7 @@
 #include "llm/generator.h"
 
+#include "llm/beam_search.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,6 +46,7 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
   if (prompts.empty()) fail("nothing to generate from: no prompts");
   const int64_t V = config_.vocab_size;
   if (opt.max_new_tokens < 0) fail("--max-new-tokens ", opt.max_new_tokens, ": must not be negative");
+  if (opt.min_new_tokens < 0) fail("--min-new-tokens ", opt.min_new_tokens, ": must not be negative");
   if (opt.prefill_chunk < 0) fail("--prefill-chunk ", opt.prefill_chunk, ": must not be negative (0: the whole prompt)");
   if (opt.num_beams < 1 || (V > 0 && opt.num_beams > V))  // each beam ends in a token of its own
     fail("--num-beams ", opt.num_beams, ": must be at least 1 and at most the vocabulary (", V, ")");
@@ -62,7 +65,6 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
     fail("--prefill-chunk needs a KV cache (the model has none, or --no-cache was given)");
   if (io_.layout == PastLayout::Internal) {  // a sliding window re-bases positions: no context limit
     if (!opt.use_cache) fail("--no-cache cannot be used with a ring-buffer cache (--window)");
-    if (opt.num_beams > 1) fail_unsupported("beam search needs the graph's own cache; run without --window");
     return;
   }
   // (Compared as room left, not as a sum: --max-new-tokens may be near INT64_MAX.)
@@ -230,18 +232,22 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
 
 GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt,
                                    const std::function<bool(size_t, int64_t)>& on_token) {
+  if (opt.num_beams > 1) {
+    BeamSearch search(*this, prompts, opt);
+    while (!search.done()) search.step();
+    return search.result();
+  }
   check_request(prompts, opt);
   const int64_t B = static_cast<int64_t>(prompts.size());
   const bool cached = opt.use_cache && io_.layout != PastLayout::None;
-  const bool resume = opt.resume && cached && B == 1 && opt.num_beams == 1 && resumable_ && resumable_tokens_.size() < prompts[0].size() &&
+  const bool resume = opt.resume && cached && B == 1 && resumable_ && resumable_tokens_.size() < prompts[0].size() &&
                       std::equal(resumable_tokens_.begin(), resumable_tokens_.end(), prompts[0].begin());
   std::unique_ptr<KvCache> kept = std::move(resumable_);
   resumable_tokens_.clear();
   if (io_.layout == PastLayout::Internal && !resume) sequence_->reset();  // a new batch starts with empty rings
   int64_t longest = 0;
   for (const auto& p : prompts) longest = std::max<int64_t>(longest, static_cast<int64_t>(p.size()));
-  check_cache_memory(B * opt.num_beams, longest, opt);
-  if (opt.num_beams > 1) return beam_search(prompts, opt);
+  check_cache_memory(B, longest, opt);
   const int64_t pad = pad_id();
   Rows seq, mask;
   left_pad(prompts, pad, seq, mask);
@@ -277,6 +283,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     ~TopKOff() { s.set_device_top_k("", 0); }
   } top_k_off{*sequence_};
   std::vector<int64_t> top_ids;  // record_top_logits' scratch
+  std::vector<float> ended_not;  // a row's logits with its end tokens at −∞ (min_new_tokens)
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
     if (device_top_k && step == 1) sequence_->set_device_top_k(io_.logits, device_k);
@@ -287,6 +294,12 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       int64_t next = pad;
       if (!done[static_cast<size_t>(b)]) {
         const float* row = logits.data<float>() + b * V;
+        if (static_cast<int64_t>(res.tokens[static_cast<size_t>(b)].size() - prompts[static_cast<size_t>(b)].size()) < opt.min_new_tokens) {
+          ended_not.assign(row, row + V);  // no end token yet
+          for (int64_t e : opt.eos_token_ids)
+            if (e >= 0 && e < V) ended_not[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+          row = ended_not.data();
+        }
         if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b, top_ids);
         next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);

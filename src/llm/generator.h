@@ -18,6 +18,7 @@ struct GenerateOptions {
   int num_beams = 1;            // > 1: beam search (Hugging Face semantics), ignores sampling
   float length_penalty = 1.0f;  // beam score = sum of log-probs / generated_length^length_penalty
   bool early_stopping = false;  // true: a prompt is done once num_beams hypotheses have ended
+  int64_t min_new_tokens = 0;   // no end token among the first this many new tokens (sampling and beams)
   bool use_cache = true;
   int64_t prefill_chunk = 0;           // > 0: feed the prompt in chunks of this many tokens (needs a cache)
   std::vector<int64_t> eos_token_ids;  // stop a sequence at any of these (kept in its output)
@@ -48,6 +49,8 @@ void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std
 // One generator is one sequence (or one batch of them) on a session: its ring-buffer caches live in a
 // SequenceState of its own, so several generators share one session's weights, each on its own thread.
 // One thread at a time per generator.
+class BeamSearch;
+
 class Generator {
  public:
   Generator(Session& session, ModelConfig config);
@@ -82,6 +85,7 @@ class Generator {
   const ModelConfig& config() const { return config_; }
 
  private:
+  friend class BeamSearch;  // (its steps feed the generator's caches as generate() does)
   using Rows = std::vector<std::vector<int64_t>>;
   // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
   // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns the
@@ -89,7 +93,6 @@ class Generator {
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
   // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
-  GenerateResult beam_search(const Rows& prompts, const GenerateOptions& options);
   // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
   // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory
   // caps, else it fails (MemoryLimitError) at once naming the sizes, not part-way. (Activations are not counted.)

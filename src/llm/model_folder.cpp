@@ -88,7 +88,7 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
     if (so.kv_window < 0 || so.kv_sinks < 0) fail("--window and --sinks must not be negative");
     if (so.kv_window > kMaxContextTokens)
       fail("--window ", so.kv_window, " is past tern's largest window (", kMaxContextTokens, " tokens)");
-    if (so.kv_window > 0 && !ring_possible) fail("--window needs the KV cache and no beam search");
+    if (so.kv_window > 0 && !ring_possible) fail("--window needs the KV cache (not --no-cache)");
   } else if (ring_possible) {  // the ring is allocated as it fills; the RoPE tables are not (W x head size floats)
     so.kv_window = cfg.context_length > 0 ? std::min(cfg.context_length, kDefaultMaxWindow) : 4096;
     so.kv_window_required = false;

@@ -45,7 +45,7 @@ size_t parse_memory_size(const std::string& text);
 // activations (the C API's graphs take these alone).
 SessionOptions load_session_options(const DecoderOptions& o);
 // The session options generation loads a decoder with: those, only the last position's logits, and the ring
-// KV cache unless `ring_possible` is false (beam search, no cache) — asking for a window then fails.
+// KV cache unless `ring_possible` is false (--no-cache) — asking for a window then fails.
 SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible);
 // One warning when a decoder's attention missed the ring-buffer cache: what it costs, and per layer
 // where matching stopped (empty when it did not miss). Never a silent fallback.

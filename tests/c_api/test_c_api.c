@@ -198,6 +198,47 @@ static void check_model(const char* dir) {
   CHECK(tern_chat_format(m, user, hello, 1, formatted, sizeof formatted, &formatted_length) == TERN_ERROR_UNSUPPORTED);
   CHECK(strstr(tern_model_error(m), "no chat template") != NULL);
 
+  /* beam search: one beam is greedy decoding (the step API's 16 tokens above); four keep four ring rows */
+  tern_beam_options beam;
+  tern_beam_options_default(&beam);
+  CHECK(beam.num_beams == 4 && beam.num_return_sequences == 1 && beam.max_new_tokens == 128);
+  const int32_t* prompts[1] = {seq};
+  size_t prompt_lengths[1] = {n};
+  const int32_t* found = NULL;
+  size_t found_count = 0;
+  int done = 0;
+  CHECK(tern_beam_search_step(m, &done) == TERN_ERROR_INVALID_ARGUMENT); /* none started */
+  CHECK(strstr(tern_model_error(m), "tern_beam_search_start") != NULL);
+  beam.num_beams = 1;
+  beam.max_new_tokens = 16;
+  CHECK(tern_beam_search_start(m, prompts, prompt_lengths, 1, &beam) == TERN_OK);
+  CHECK(tern_beam_search_tokens(m, &found, &found_count) == TERN_OK && found_count == 0); /* before the first step */
+  for (int steps = 0; !done; ++steps) CHECK(steps < 16 && tern_beam_search_step(m, &done) == TERN_OK);
+  CHECK(tern_beam_search_sequence(m, 0, &found, &found_count) == TERN_OK && found_count == n + 16);
+  CHECK(memcmp(found, seq, (n + 16) * sizeof seq[0]) == 0);
+  beam.num_beams = 4;
+  beam.num_return_sequences = 2;
+  beam.max_new_tokens = 12;
+  CHECK(tern_beam_search_start(m, prompts, prompt_lengths, 1, &beam) == TERN_OK);
+  for (done = 0; !done;) CHECK(tern_beam_search_step(m, &done) == TERN_OK);
+  CHECK(tern_beam_search_tokens(m, &found, &found_count) == TERN_OK && found_count == 4);
+  CHECK(tern_beam_search_sequence(m, 1, &found, &found_count) == TERN_OK && found_count <= n + 12);
+  CHECK(memcmp(found, seq, n * sizeof seq[0]) == 0); /* the prompt, then its second-best continuation */
+  CHECK(tern_beam_search_sequence(m, 2, &found, &found_count) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "returns 2") != NULL);
+  beam.num_return_sequences = 5;
+  CHECK(tern_beam_search_start(m, prompts, prompt_lengths, 1, &beam) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "num_return_sequences 5") != NULL);
+  beam.num_return_sequences = 1;
+  prompt_lengths[0] = 0;
+  CHECK(tern_beam_search_start(m, prompts, prompt_lengths, 1, &beam) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(tern_model_error(m), "prompt 0 has no tokens") != NULL);
+  prompt_lengths[0] = n;
+  CHECK(tern_beam_search_start(m, prompts, prompt_lengths, 1, &beam) == TERN_OK && tern_beam_search_step(m, &done) == TERN_OK);
+  CHECK(tern_model_prefill(m, seq, n) == TERN_OK); /* the step API takes the cache back: the search is over */
+  CHECK(tern_model_position(m) == (int64_t)n);
+  CHECK(tern_beam_search_step(m, &done) == TERN_ERROR_INVALID_ARGUMENT);
+
   /* a bad token id names itself and leaves the model usable */
   const int32_t bad[2] = {1, (int32_t)info.vocab_size};
   CHECK(tern_model_prefill(m, bad, 2) == TERN_ERROR_INVALID_ARGUMENT);

@@ -196,8 +196,8 @@ def test_errors_carry_terns_message(tmp_path):
     params = tern.GeneratorParams(model)
     with pytest.raises(tern.InvalidArgumentError, match="search option 'beam_width'"):
         params.set_search_options(beam_width=4)
-    with pytest.raises(tern.UnsupportedError, match="num_beams 4"):
-        params.set_search_options(num_beams=4)
+    with pytest.raises(tern.InvalidArgumentError, match="num_beams 0: at least 1"):
+        params.set_search_options(num_beams=0)
     generator = tern.Generator(model, params)
     with pytest.raises(tern.InvalidArgumentError, match=f"token id {model.vocab_size} at index 1 is outside the vocabulary"):
         generator.append_tokens([1, model.vocab_size])

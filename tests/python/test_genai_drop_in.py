@@ -150,8 +150,10 @@ def test_min_length_holds_off_the_end_token():
 
     assert run()[-1] == end
     assert run(min_length=len(prompt) + 4)[-1] != end
-    with pytest.raises(tern.UnsupportedError, match="num_return_sequences 2"):
-        tern.GeneratorParams(model).set_search_options(num_return_sequences=2)
+    params = tern.GeneratorParams(model)
+    params.set_search_options(num_return_sequences=2)
+    with pytest.raises(tern.InvalidArgumentError, match="num_return_sequences 2: at most num_beams"):
+        tern.Generator(model, params)
     with pytest.raises(tern.UnsupportedError, match="get_output"):
         tern.Generator(model, tern.GeneratorParams(model)).get_output("present.0.key")
 
@@ -177,3 +179,60 @@ def test_a_batch_of_two_gives_genai_tokens():
     ours, theirs = batch_of_two(tern, path), batch_of_two(og, path)
     assert ours[:2] == theirs[:2]
     assert ours[2] == (2, 1, 32000)
+
+
+def beam_search(m, path, prompts, **options):
+    """genai's loop with num_beams > 1: each step's beam tokens, then every returned sequence."""
+    model = model_of(m, path)
+    params = m.GeneratorParams(model)
+    search = dict(num_beams=4, num_return_sequences=2, max_length=20, early_stopping=True, batch_size=len(prompts))
+    search.update(options)
+    params.set_search_options(**search)
+    generator = m.Generator(model, params)
+    generator.append_tokens(np.array(prompts, dtype=np.int32))
+    steps = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        steps.append(generator.get_next_tokens().tolist())
+    returned = len(prompts) * search["num_return_sequences"]
+    return steps, [generator.get_sequence(i).tolist() for i in range(returned)]
+
+
+@pytest.mark.parametrize("options", [{}, {"early_stopping": False}, {"num_beams": 3, "num_return_sequences": 3,
+                                                                      "length_penalty": 0.5}],
+                         ids=["early", "exhaustive", "3-beams-penalty-0.5"])
+@pytest.mark.parametrize("path,prompts", [(LLAMA, [[1, 15043, 3186, 29892, 445, 338]]),
+                                          (GPT2, [[98, 464, 207, 758, 218]]),
+                                          (GPT2, [[98, 464, 207, 758, 218], [98, 12, 13, 14, 15]])],
+                         ids=["llama-fp16-ring", "gpt2-fp32-past", "gpt2-batch-of-2"])
+def test_beam_search_gives_genai_sequences(path, prompts, options):
+    path = folder(path)
+    ours, theirs = beam_search(tern, path, prompts, **options), beam_search(og, path, prompts, **options)
+    assert ours[1] == theirs[1]  # every returned sequence, best first
+    assert len(ours[0]) == len(theirs[0])
+    # Each beam's token at each step too — but on the fp16 Llama only the first steps: its lower beams meet near-ties
+    # (logits within 2e-2 of genai's) and the fourth beam parts from genai's at step 7, the returned ones never.
+    assert (ours[0] if "gpt2" in str(path) else ours[0][:4]) == (theirs[0] if "gpt2" in str(path) else theirs[0][:4])
+
+
+def test_a_beam_search_refuses_what_it_does_not_keep():
+    path = folder(GPT2)
+    model = tern.Model(path)
+    params = tern.GeneratorParams(model)
+    params.set_search_options(num_beams=3, max_length=12)
+    generator = tern.Generator(model, params)
+    assert isinstance(generator, tern.Generator)
+    with pytest.raises(tern.InvalidArgumentError, match="no prompt: append_tokens first"):
+        generator.generate_next_token()
+    generator.append_tokens([98, 464, 207])
+    generator.generate_next_token()
+    assert generator.get_next_tokens().shape == (3,)
+    for call in (generator.get_logits, lambda: generator.set_logits(np.zeros(1000)), lambda: generator.rewind_to(3),
+                 lambda: generator.append_tokens([5])):
+        with pytest.raises(tern.UnsupportedError):
+            call()
+    while not generator.is_done():
+        generator.generate_next_token()
+    assert len(generator.get_sequence(0)) == 12
+    with pytest.raises(tern.InvalidArgumentError, match="sequence 1: the search returns 1"):
+        generator.get_sequence(1)

@@ -40,7 +40,7 @@ int generate(int argc, char** argv) {
   const llm::ModelFiles files = model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])));
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);
-  const bool ring_possible = !f.has("no-cache") && f.get_int("num-beams", 1) <= 1;
+  const bool ring_possible = !f.has("no-cache");
   Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, ring_possible)));
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
@@ -85,6 +85,7 @@ int generate(int argc, char** argv) {
   opt.num_beams = static_cast<int>(f.get_int("num-beams", 1, 1));
   opt.length_penalty = f.get_float("length-penalty", 1);
   opt.early_stopping = f.has("early-stopping");
+  opt.min_new_tokens = f.get_int("min-new-tokens", 0);
   opt.top_logits = f.get_int("top-logits", 0);
   if (opt.top_logits > 0 && (!f.has("json") || opt.num_beams > 1)) fail("--top-logits needs --json and no beam search");
 

@@ -32,7 +32,7 @@ commands:
       none matched.
   generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
-           [--num-beams B [--length-penalty L] [--early-stopping]]
+           [--num-beams B [--length-penalty L] [--early-stopping]] [--min-new-tokens N]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
            [--no-cache] [--json [--top-logits N]] [--stats] [--max-memory SIZE] [--prefault]
@@ -46,8 +46,8 @@ commands:
       buffer whenever the model's attention allows: each layer's keys (before RoPE) in a window of W
       tokens (default: the model's context length, at most 131072; allocated as it fills) with S attention sinks
       (default 4) once it slides, stored as fp32 or fp16 (--kv-dtype), so generation can run past the
-      model's context with bounded memory. --window 0, --no-cache and beam search use the graph's own
-      cache. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
+      model's context with bounded memory (beam search too: a beam is a ring row). --window 0 and
+      --no-cache use the graph's own cache. --min-new-tokens: no end token before N new tokens. --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams,
       int8/int4 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth.
       --activations: decode steps of block-quantized products quantize their activations to int8 per
       block (integer dot products: faster, slightly less exact) where the model's MatMulNBits ask for it
