@@ -348,6 +348,23 @@ post /v1/completions "{\"prompt\": \"$word\", \"max_tokens\": 1}" > /dev/null
 expect_status 504; grep -q "while its prompt was tokenized" "$work/body"
 curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
 kill -TERM "$server_pid"; wait "$server_pid"
+# --max-memory: a request whose KV cache at its last token would pass the cap is refused alone (400 naming the
+# sizes, max_tokens and --window), before it runs — not a step failing later and ending every row with it — and the
+# next request that fits is served. (SmolLM2-135M, context 8192: the default model's 256 positions fit any cap that
+# loads it; skipped without it, as scripts/get-models.sh fetches it.)
+if [ -d "$repo/models/smollm2-135m-instruct" ]; then
+  serve_model=$repo/models/smollm2-135m-instruct start_server memory --max-memory 200M --parallel 2
+  post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 8000}' > /dev/null
+  expect_status 400
+  grep -q "8000 new tokens after a prompt of 3 (2 rows) would hold .* more of KV cache at the last: the memory cap (--max-memory" "$work/body"
+  [ "$(field 'd["error"]["param"]' < "$work/body")" = max_tokens ]
+  [ "$(post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 4}' | field 'd["usage"]["completion_tokens"]')" = 4 ]
+  curl -s "$url/metrics" | grep -q '^tern_refused_total{limit="max_memory"} 1$'
+  kill -TERM "$server_pid"; wait "$server_pid"
+  echo "serve: a request past --max-memory refused alone (400), the next served"
+else
+  echo "serve: --max-memory refusal skipped (models/smollm2-135m-instruct not fetched: scripts/get-models.sh)"
+fi
 echo "serve: --max-prompt-tokens, --max-tokens, --max-body refuse naming the flag (counted in /metrics); --timeout holds in tokenization"
 
 # The prefix cache: a chat's second turn (the first's messages, its answer, a new question) and another question

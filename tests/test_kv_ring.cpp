@@ -14,6 +14,7 @@
 #include "kernels/cpu/kv_ring_buffer.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rope.h"
+#include "llm/continuous_batch.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "ops/attention_common.h"
@@ -462,6 +463,41 @@ TEST_CASE("a generation's KV cache is checked against the memory cap before it s
   CHECK(gen.sequence().held_bytes() < held / 4);  // (the rings it reset: nothing grown)
   o.max_new_tokens = 100;
   CHECK(gen.generate({{1, 17, 93}}, o).tokens[0].size() == 103);
+  set_process_memory_limit(0);
+}
+
+TEST_CASE("continuous batching: a request whose cache would pass the memory cap is refused alone; the running row goes on") {
+  const auto s = gqa_ring_session(1024);
+  Generator gen(*s, read_model_config(kGqaFixture));
+  ContinuousBatcher batcher(*s, gen, 2, 0);
+  std::vector<int64_t> got;
+  FinishReason ended = FinishReason::Error;
+  SequenceRequest small;
+  small.prompt = {1, 17, 93};
+  small.max_new_tokens = 100;  // 103 tokens: the rings' first 256 slots
+  small.on_token = [&](int64_t t) {
+    got.push_back(t);
+    return true;
+  };
+  small.on_finish = [&](FinishReason why) { ended = why; };
+  batcher.add(small);
+  batcher.step();
+  batcher.step();
+  // 600 new tokens would grow both rows' rings to 1024 slots (a ring's slots are per row, as the longest needs).
+  const int64_t more = s->state_peak_bytes(2, 603) - gen.sequence().held_bytes();
+  set_process_memory_limit(owned_host_bytes() + static_cast<size_t>(more / 2));
+  SequenceRequest big = small;
+  big.max_new_tokens = 600;
+  big.on_finish = [](FinishReason) { FAIL("a refused request never runs"); };
+  CHECK_THROWS_AS(batcher.add(big), MemoryLimitError);
+  const std::string error = test::error_of([&] { batcher.add(big); });
+  CHECK(test::contains(error, "600 new tokens after a prompt of 3 (2 rows) would hold " + memory_size(static_cast<size_t>(more)) +
+                                  " more of KV cache at the last: the memory cap"));
+  CHECK(batcher.active() == 1);
+  while (batcher.step()) {
+  }
+  CHECK(ended == FinishReason::Length);
+  CHECK(got.size() == 100);
   set_process_memory_limit(0);
 }
 

@@ -33,6 +33,13 @@ int64_t ContinuousBatcher::add(SequenceRequest request) {
   return rows.empty() ? -1 : rows[0];
 }
 
+void ContinuousBatcher::check_memory(const std::vector<SequenceRequest>& group) const {
+  if (group.empty()) return;
+  GenerateOptions o;
+  o.max_new_tokens = group[0].max_new_tokens;  // (a group shares its prompt and max_new_tokens)
+  generator_.check_cache_memory(rows(), static_cast<int64_t>(group[0].prompt.size()), o);
+}
+
 std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> group) {
   for (const auto& request : group) {
     GenerateOptions o;
@@ -49,6 +56,7 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
   }
   if (static_cast<int64_t>(group.size()) > free_rows())
     fail("continuous batching: ", group.size(), " sequence(s) need a row each; ", free_rows(), " of ", rows_.size(), " rows are free");
+  check_memory(group);
   std::vector<int64_t> taken;
   for (auto& request : group) {
     // The leader may find its prompt's beginning in an idle row; its followers copy the leader's row once its

@@ -64,6 +64,11 @@ class ContinuousBatcher {
   // others copy its cache (SequenceState::copy_row) and its last logits once it is in, then each samples on its
   // own. Needs as many free rows; returns them.
   std::vector<int64_t> add_group(std::vector<SequenceRequest> group);
+  // The rings at the group's last token must fit the memory caps (Generator::check_cache_memory over every row:
+  // the rings grow for all rows to the longest one's length), else MemoryLimitError naming the sizes — so a
+  // request that would pass the cap is refused alone, before it runs, instead of failing a step and with it every
+  // active row. add_group checks it first.
+  void check_memory(const std::vector<SequenceRequest>& group) const;
   int64_t free_rows() const { return rows() - active(); }
   // One run over the active rows, calling their on_token / on_finish. False when no row was active.
   // When the run throws, every active row ends (FinishReason::Error) and the exception propagates.

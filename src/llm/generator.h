@@ -83,6 +83,12 @@ class Generator {
   // hidden state for embeddings (SessionOptions::hidden_state_of).
   const Tensor& prefill_output(const std::vector<std::vector<int64_t>>& prompts, const std::string& output);
   const ModelConfig& config() const { return config_; }
+  // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
+  // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory
+  // caps, else it fails (MemoryLimitError) at once naming the sizes, not part-way. (Activations are not counted.)
+  // A continuous batch asks it for a request's longest prompt and new tokens over all its rows: a ring's slots are
+  // per row, as many for each as its longest needs.
+  void check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& options) const;
 
  private:
   friend class BeamSearch;  // (its steps feed the generator's caches as generate() does)
@@ -93,10 +99,6 @@ class Generator {
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
   // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
-  // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
-  // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory
-  // caps, else it fails (MemoryLimitError) at once naming the sizes, not part-way. (Activations are not counted.)
-  void check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& options) const;
   int64_t pad_id() const;
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);

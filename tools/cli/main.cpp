@@ -154,7 +154,9 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       --queue + 16, so past them the 429 comes at once); a body over --max-body bytes 413; a prompt over
       --max-prompt-tokens (default and at most the context) 400 — refused before it is tokenized when
       its bytes could not fit; max_tokens over --max-tokens (default: what the context leaves) 400, and a
-      request without max_tokens stops there. A request still running --timeout seconds after it came —
+      request without max_tokens stops there; with --max-memory, a request whose KV cache at its last token
+      would pass the cap 400 when a row frees for it (the rings grow for every row to the longest one's
+      length: a smaller --window bounds them). A request still running --timeout seconds after it came —
       tokenizing, waiting, prefilling or decoding — ends (504, or an error event when streaming).
       --port 0 takes any free port; the address is printed on stderr. SIGINT/SIGTERM stop it: it stops
       listening, new requests get 503, those running or queued get --grace seconds to finish, then end

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -68,7 +69,10 @@ struct Exchange {
   Clock::time_point start = Clock::now(), deadline;
   bool cancelled = false;  // the client went away
   bool timed_out = false;
-  std::string error;  // a run failed
+  std::string error;  // a run failed, or the request was refused at admission (then `refused` is its answer)
+  std::optional<ApiError> refused;
+  // (under mu) The answer when `error` is set.
+  ApiError failure(bool hard_stop) const { return refused ? *refused : ApiError(hard_stop ? 503 : 500, error, "", "server_error"); }
   bool all_done() const {
     for (const auto& c : choices)
       if (!c.done) return false;
@@ -264,8 +268,23 @@ struct Server::Impl {
         // First come, first served: a request waits until its n choices have rows.
         while (!pending.empty() && static_cast<int64_t>(pending.front().group.size()) <= batcher->free_rows()) {
           std::vector<llm::SequenceRequest> group = std::move(pending.front().group);
+          const std::shared_ptr<Exchange> ex = std::move(pending.front().ex);
           pending.pop_front();
           pending_sequences -= static_cast<int64_t>(group.size());
+          try {  // (here, where the rings are not growing: on the HTTP thread a step could be resizing them)
+            batcher->check_memory(group);
+          } catch (const MemoryLimitError& e) {  // refused alone, before a step fails with it and every row with that
+            {
+              std::lock_guard<std::mutex> ex_lock(ex->mu);
+              ex->error = e.what();
+              ex->refused.emplace(400, std::string(e.what()) + " (ask for fewer max_tokens, or start tern serve with a smaller --window)",
+                                  "max_tokens");
+              ex->refused->limit = "max_memory";
+            }
+            for (auto& r : group)
+              if (r.on_finish) r.on_finish(llm::FinishReason::Error);
+            continue;
+          }
           try {
             batcher->add_group(std::move(group));
           } catch (const Error& e) {  // (checked on the HTTP thread already; a last guard)
@@ -469,7 +488,7 @@ struct Server::Impl {
   void on_finish(Exchange& ex, size_t i, llm::FinishReason why) {
     std::lock_guard<std::mutex> lock(ex.mu);
     auto& c = ex.choices[i];
-    if (why == llm::FinishReason::Error)
+    if (why == llm::FinishReason::Error && !ex.refused)
       ex.error = hard_stop ? "the server stopped before this request finished (its grace period, --grace, ended)"
                            : "the sequence ended early: its model run failed (see the server's log)";
     c.finish(why);
@@ -510,7 +529,7 @@ struct Server::Impl {
       }
       if (!ex->error.empty()) {
         if (hard_stop) count(cancelled, "shutdown");
-        return reply_error(res, endpoint, ApiError(hard_stop ? 503 : 500, ex->error, "", "server_error"));
+        return reply_error(res, endpoint, ex->failure(hard_stop));
       }
       std::vector<Choice> choices;
       Usage usage{prompt_len, 0};  // (each prompt once, as OpenAI counts it, whatever n)
@@ -561,7 +580,7 @@ struct Server::Impl {
               if ((c.done || ex->timed_out) && !st->finished[i]) {
                 if (ex->timed_out || !ex->error.empty()) {
                   const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout (--timeout)", "", "timeout")
-                                                   : ApiError(hard_stop ? 503 : 500, ex->error, "", "server_error");
+                                                   : ex->failure(hard_stop);
                   out += "data: " + error_body(e) + "\n\n";
                   if (ex->timed_out || hard_stop) st->cancelled_why = ex->timed_out ? "timeout" : "shutdown";
                 } else {
@@ -673,7 +692,7 @@ struct Server::Impl {
       queued = pending_sequences;
     }
     o << "# HELP tern_refused_total Requests refused by a limit: its name (queue, max_prompt_tokens, max_tokens, max_body, "
-         "context_length, parallel, shutting_down, api_key).\n# TYPE tern_refused_total counter\n";
+         "context_length, parallel, shutting_down, api_key, max_memory).\n# TYPE tern_refused_total counter\n";
     for (const auto& [limit, n] : refused) o << "tern_refused_total{limit=\"" << limit << "\"} " << n << "\n";
     o << "# HELP tern_cancelled_total Accepted requests that ended before their answer: timeout (--timeout), client_left, "
          "shutdown (--grace ended).\n# TYPE tern_cancelled_total counter\n";
