@@ -461,6 +461,10 @@ class Generator:
     def get_next_tokens(self):
         return np.array([row._sequence[-1] for row in self._rows], dtype=np.int32)
 
+    def token_count(self):
+        """Tokens in a sequence: the prompt and those generated (a batch's rows keep one length)."""
+        return len(self._rows[0]._sequence)
+
     def get_sequence(self, index=0):
         if not 0 <= index < len(self._rows):
             raise _capi.InvalidArgumentError(f"sequence {index}: the batch holds {len(self._rows)}", _capi.INVALID_ARGUMENT)
@@ -510,6 +514,7 @@ class _BeamSearch(Generator, _ModelHandle):
         self._max_length = o["max_length"] or model.context_length or model.window
         self._pad = Tokenizer(model).pad_token_id
         self._prompts = None
+        self._steps = 0
         self._started = self._done = False
 
     def append_tokens(self, tokens):
@@ -539,6 +544,7 @@ class _BeamSearch(Generator, _ModelHandle):
             self._start()
         done = ctypes.c_int()
         self._check(lib.tern_beam_search_step(self._handle, ctypes.byref(done)))
+        self._steps += 1
         self._done = bool(done.value)
 
     def _start(self):
@@ -561,6 +567,10 @@ class _BeamSearch(Generator, _ModelHandle):
 
     def is_done(self):
         return self._done
+
+    def token_count(self):
+        """Tokens in a beam: the (longest) prompt and one a step."""
+        return (max(len(p) for p in self._prompts) if self._prompts else 0) + self._steps
 
     def _ids(self, fn, *args):
         ptr, count = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_size_t()

@@ -227,6 +227,7 @@ def test_a_beam_search_refuses_what_it_does_not_keep():
     generator.append_tokens([98, 464, 207])
     generator.generate_next_token()
     assert generator.get_next_tokens().shape == (3,)
+    assert generator.token_count() == 4
     for call in (generator.get_logits, lambda: generator.set_logits(np.zeros(1000)), lambda: generator.rewind_to(3),
                  lambda: generator.append_tokens([5])):
         with pytest.raises(tern.UnsupportedError):
@@ -236,3 +237,15 @@ def test_a_beam_search_refuses_what_it_does_not_keep():
     assert len(generator.get_sequence(0)) == 12
     with pytest.raises(tern.InvalidArgumentError, match="sequence 1: the search returns 1"):
         generator.get_sequence(1)
+
+
+def test_token_count_is_the_sequence_length():
+    # (genai's later versions' token_count: 0.11.4 has none to compare with.)
+    model = tern.Model(folder(GPT2))
+    params = tern.GeneratorParams(model)
+    params.set_search_options(max_length=10)
+    generator = tern.Generator(model, params)
+    generator.append_tokens([98, 464, 207])
+    assert generator.token_count() == 3
+    generator.generate_next_token()
+    assert generator.token_count() == 4 == len(generator.get_sequence(0))
