@@ -175,21 +175,21 @@ TEST_CASE("min_new_tokens: no end token before it, sampled or searched") {
   ModelConfig cfg = read_model_config(stories_dir());
   Session s((fs::path(stories_dir()) / "model.onnx").string());
   Generator g(s, cfg);
-  GenerateOptions o;
-  o.max_new_tokens = 400;
-  o.eos_token_ids = cfg.eos_token_ids;
   const std::vector<std::vector<int64_t>> prompt{tok->encode("Once upon a time", true)};
+  const size_t p = prompt[0].size();
+  GenerateOptions o;
+  o.max_new_tokens = 1;
+  const int64_t next = g.generate(prompt, o).tokens[0].back();  // the model's next token, made an end token below
+  o.max_new_tokens = 12;
+  o.eos_token_ids = {next};
+  CHECK(g.generate(prompt, o).tokens[0].size() == p + 1);  // greedy ends at once
   for (int beams : {1, 2}) {
     CAPTURE(beams);
     o.num_beams = beams;
-    o.min_new_tokens = 0;
-    const auto free = g.generate(prompt, o).tokens[0];
-    const int64_t ended_after = static_cast<int64_t>(free.size() - prompt[0].size());
-    REQUIRE(free.back() == cfg.eos_token_ids[0]);  // the story ends by itself
-    o.min_new_tokens = ended_after + 5;
+    o.min_new_tokens = 6;
     const auto longer = g.generate(prompt, o).tokens[0];
-    CHECK(static_cast<int64_t>(longer.size() - prompt[0].size()) >= o.min_new_tokens);
-    for (size_t i = prompt[0].size(); i + 1 < longer.size(); ++i) CHECK(longer[i] != cfg.eos_token_ids[0]);
+    REQUIRE(longer.size() >= p + 6);
+    for (size_t i = p; i < p + 6; ++i) CHECK(longer[i] != next);
   }
 }
 
