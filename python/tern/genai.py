@@ -30,6 +30,18 @@ class _ModelHandle:
     def _check(self, status):
         _capi.check(status, lib.tern_model_error, self._handle)
 
+    def _clone(self, model):
+        """This object's own sequence on `model`'s weights (a Generator's: tern_model_clone), `model` kept alive."""
+        self._model = model
+        handle = ctypes.c_void_p()
+        status = lib.tern_model_clone(model._handle, ctypes.byref(handle))
+        if status != _capi.OK:
+            try:
+                _capi.check(status, lib.tern_model_error, handle)
+            finally:
+                lib.tern_model_free(handle)
+        self._handle = handle
+
 
 class Config:
     """onnxruntime-genai's Config: a model folder, and the execution providers asked for. tern runs on the CPU (or
@@ -287,6 +299,10 @@ class GeneratorParams:
                 raise _capi.InvalidArgumentError(f"{key} {value}: at least 1", _capi.INVALID_ARGUMENT)
             self.search[key] = value
 
+    def _max_length(self):
+        """The search's max_length: prompt and new tokens (default: the model's context, else its window)."""
+        return self.search["max_length"] or self._model.context_length or self._model.window
+
     def _sampling(self):
         s = _capi.Sampling()
         lib.tern_sampling_default(ctypes.byref(s))
@@ -303,16 +319,8 @@ class _Sequence(_ModelHandle):
     token chosen but not yet fed."""
 
     def __init__(self, model, params):
-        self._model = model  # (kept alive: the handle below shares its weights)
-        self._max_length = params.search["max_length"] or model.context_length or model.window
-        handle = ctypes.c_void_p()
-        status = lib.tern_model_clone(model._handle, ctypes.byref(handle))
-        if status != _capi.OK:
-            try:
-                _capi.check(status, lib.tern_model_error, handle)
-            finally:
-                lib.tern_model_free(handle)
-        self._handle = handle  # this Generator's sequence
+        self._clone(model)  # this Generator's sequence
+        self._max_length = params._max_length()
         self._check(lib.tern_model_set_sampling(self._handle, ctypes.byref(params._sampling())))
         self._min_length = params.search["min_length"]
         self._ends = Tokenizer(model).eos_token_ids if self._min_length else []
@@ -500,18 +508,9 @@ class _BeamSearch(Generator, _ModelHandle):
     (i % num_return_sequences)-th best of prompt i // num_return_sequences, prompt included."""
 
     def __init__(self, model, params):
-        o = params.search
-        self._model = model
-        handle = ctypes.c_void_p()
-        status = lib.tern_model_clone(model._handle, ctypes.byref(handle))
-        if status != _capi.OK:
-            try:
-                _capi.check(status, lib.tern_model_error, handle)
-            finally:
-                lib.tern_model_free(handle)
-        self._handle = handle
-        self._search = dict(o)
-        self._max_length = o["max_length"] or model.context_length or model.window
+        self._clone(model)
+        self._search = dict(params.search)
+        self._max_length = params._max_length()
         self._pad = Tokenizer(model).pad_token_id
         self._prompts = None
         self._steps = 0

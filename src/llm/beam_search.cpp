@@ -152,7 +152,9 @@ void BeamSearch::step() {
   const Tensor& logits = forward();
   const int64_t V = logits.dim(1);
   const size_t n = static_cast<size_t>(B_ * nb_), nb = static_cast<size_t>(nb_);
-  if (steps_ == 0) {
+  if (steps_ == 0 && ring_) {
+    timing_.prefill_logits = prefill_;  // (already one row a prompt, never written again)
+  } else if (steps_ == 0) {
     timing_.prefill_logits = Tensor(DType::Float32, {B_, V});
     for (int64_t b = 0; b < B_; ++b)
       std::copy_n(logits.data<float>() + logits_row_[static_cast<size_t>(b * nb_)] * V, V, timing_.prefill_logits.data<float>() + b * V);
@@ -161,11 +163,7 @@ void BeamSearch::step() {
   const std::vector<char> was_done = prompt_done_;
   std::vector<int64_t> from(n), token(n);
   std::vector<double> score(n);
-  struct Candidate {
-    double s;
-    int64_t k, v;
-  };
-  std::vector<Candidate> candidates;
+  auto& candidates = candidates_;
   for (size_t b = 0; b < static_cast<size_t>(B_); ++b) {
     if (was_done[b]) {  // (a graph cache's rows idle on padding: the batch keeps its shape)
       for (size_t r = b * nb; r < b * nb + nb; ++r) from[r] = static_cast<int64_t>(r), token[r] = pad_, score[r] = score_[r];

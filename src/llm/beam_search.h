@@ -44,6 +44,10 @@ class BeamSearch {
     double score;
     std::vector<int64_t> tokens;  // generated tokens, the end token included when it ended the hypothesis
   };
+  struct Candidate {  // beam k's score after token v
+    double s;
+    int64_t k, v;
+  };
   // The logits of every beam this step, [fed rows, V]; logits_row_[beam] is its row.
   const Tensor& forward();
   // The ring rows of the beams that continue `from[beam]`: the first child keeps its parent's row.
@@ -68,6 +72,7 @@ class BeamSearch {
   std::vector<std::vector<Hypothesis>> hypotheses_;
   std::vector<char> prompt_done_;
   std::vector<int64_t> last_;
+  std::vector<Candidate> candidates_;  // a prompt's num_beams × V candidates, kept between steps (no allocation a step)
   int64_t steps_ = 0;
   GenerateResult timing_;
 };
