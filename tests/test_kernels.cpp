@@ -359,6 +359,37 @@ TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV
   }
 }
 
+// tern eval's arithmetic (NBitsActivations::Int8EveryRow): a prefill of many rows gives each row the bits that
+// row gets decoded alone — where Int8 alone hands rows past kGemvMaxRows to the GEMM's fp32 (or bf16) tiles.
+TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill row its decode bits") {
+  if (!kernels::isa_has_int8_dot(kernels::active_isa())) {
+    MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::active_isa())) << " has no int8 dot product");
+    return;
+  }
+  std::mt19937 g(29);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t bits : {4, 8}) {
+    CAPTURE(bits);
+    const int64_t K = 256, N = 40, M = 37;  // 37: nine passes of four rows and one of one
+    RandomNBits r(g, N, K, bits, 32, true);
+    const kernels::QuantizedWeights grouped = kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+    const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
+    REQUIRE(kernels::gemv_nbits_i8_supported(w));
+    std::vector<float> x(static_cast<size_t>(M * K)), every(static_cast<size_t>(M * N)), prefill(every.size()), row(static_cast<size_t>(N));
+    for (auto& v : x) v = u(g);
+    kernels::matmul_nbits(x.data(), M, w, every.data(), kernels::NBitsActivations::Int8EveryRow);
+    kernels::matmul_nbits(x.data(), M, w, prefill.data(), kernels::NBitsActivations::Int8);
+    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8EveryRow).starts_with("gemv_nbits_i8"));
+    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8).starts_with("gemm_nbits"));
+    for (int64_t m = 0; m < M; ++m) {
+      CAPTURE(m);
+      kernels::matmul_nbits(x.data() + m * K, 1, w, row.data(), kernels::NBitsActivations::Int8);  // a decode row
+      CHECK(std::equal(row.begin(), row.end(), every.begin() + m * N));
+    }
+    CHECK(every != prefill);  // (the GEMM's rows keep their fp32 activations)
+  }
+}
+
 TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a time) equals the float64 product") {
   std::mt19937 g(9);
   std::uniform_real_distribution<float> u(-1, 1);

@@ -13,10 +13,12 @@
 #include "convert/llama2c.h"
 #include "convert/quantize.h"
 #include "diagnostics/evaluate.h"
+#include "fixture_models.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/isa.h"
 #include "llm/beam_search.h"
 #include "llm/generator.h"
+#include "llm/model_folder.h"
 #include "llm/tokenizer.h"
 #include "model_builder.h"
 #include "test_util.h"
@@ -465,6 +467,55 @@ TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int
   const auto b = Generator(at_load, cfg).generate({{1, 17, 93, 204, 5}}, o);
   CHECK(a.tokens == b.tokens);
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
+}
+
+// tern eval scores what generation decodes with (SessionOptions::every_row_as_decode): models/default quantized
+// at accuracy_level 4, a window's logits at its first position are decode's first step's, bit for bit (one key:
+// both attentions give its value exactly), where the prefill's own arithmetic (the GEMM: fp32 activations, or
+// bf16 on AMX) gives others. Past it the ring's attention sums in another order, which can move an int8 rounding:
+// the mean NLLs are printed, not compared (2.79130 decoded a token a step, 2.79143 eval, 2.79188 the prefill's,
+// on 95 predictions at tier amx).
+TEST_CASE("tern eval's perplexity is decode's arithmetic: int8 activations on every row, as each token is generated") {
+  if (!kernels::isa_has_int8_dot(kernels::active_isa())) {  // (fp32 activations then: decode's GEMV, eval's GEMM)
+    MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::active_isa())) << " has no int8 dot product");
+    return;
+  }
+  TempDir d;
+  convert::quantize_model(kDefaultModel + "/model.onnx", (d.path / "model.onnx").string());  // (accuracy_level 4)
+  const std::string model = (d.path / "model.onnx").string();
+  const ModelConfig cfg = read_model_config(kDefaultModel);
+  auto ids = load_tokenizer(kDefaultModel)->encode(read_text(fs::path(kDefaultModel) / "validation.txt").substr(0, 2000), true);
+  REQUIRE(ids.size() > 96);
+  ids.resize(96);
+  SessionOptions every;
+  every.every_row_as_decode = true;
+  Session as_decode(model, every), as_prefill(model);
+  DecoderOptions o;
+  o.window = 128;
+  Session ring(model, decoder_session_options(o, cfg, true));
+  Generator gen(ring, cfg);
+  std::vector<std::vector<float>> steps;
+  double decode_nll = 0;
+  for (size_t t = 0; t + 1 < ids.size(); ++t) {
+    const Tensor& logits = gen.run_rows({{ids[t]}}, std::vector<int64_t>{static_cast<int64_t>(t)}, std::vector<int64_t>{0}, 1);
+    const float* l = logits.data<float>();
+    const int64_t V = logits.dim(1);
+    steps.emplace_back(l, l + V);
+    const double top = *std::max_element(l, l + V);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(l[v] - top);
+    decode_nll += top + std::log(sum) - l[ids[t + 1]];
+  }
+  decode_nll /= static_cast<double>(ids.size() - 1);
+  auto first_position = [&](Session& s) {
+    Generator g(s, cfg);
+    const Tensor& all = g.prefill_output({ids}, "logits");
+    return std::vector<float>(all.data<float>(), all.data<float>() + all.dim(2));
+  };
+  CHECK(first_position(as_decode) == steps[0]);
+  CHECK(first_position(as_prefill) != steps[0]);
+  MESSAGE("mean NLL: decoded a token a step ", decode_nll, ", tern eval ", perplexity(as_decode, ids, 96).mean_nll,
+          ", the prefill's arithmetic ", perplexity(as_prefill, ids, 96).mean_nll);
 }
 
 TEST_CASE("generation_config.json gives the sampling defaults; without it generation is greedy") {

@@ -63,7 +63,7 @@ class MatMulOp : public RepackedMatMul {
     };
     if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
       const int64_t bits = options.weights == WeightFormat::Int8 ? 8 : 4, block = 32, k_blocks = (K + block - 1) / block;
-      activations_ = nbits_activations(options.activations, false);
+      activations_ = nbits_activations(options, false);
       auto quantize = [&] {
         Tensor W = cast_to(source(), DType::Float32);
         if (trans_b_) {

@@ -37,7 +37,7 @@ class MatMulNBitsOp : public Op {
   // With int8 decode activations on x86 the constant weights are re-laid once (kernels::group_nbits_rows,
   // or read so from a pack) and the file's copies are not read again.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
-    activations_ = nbits_activations(options.activations, accuracy_level_ == 4);
+    activations_ = nbits_activations(options, accuracy_level_ == 4);
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const bool zp_constant = !node_has_zero_points_ || at(3);
     if (node_has_g_idx_) {

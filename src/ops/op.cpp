@@ -237,9 +237,11 @@ ActivationFormat parse_activation_format(const std::string& name) {
   fail("--activations must be auto, fp32 or int8, got '", name, "'");
 }
 
-kernels::NBitsActivations nbits_activations(ActivationFormat format, bool model_asks_int8) {
+kernels::NBitsActivations nbits_activations(const PrepackOptions& options, bool model_asks_int8) {
+  const ActivationFormat format = options.activations;
   const bool int8 = format == ActivationFormat::Int8 || (format == ActivationFormat::AsModel && model_asks_int8);
-  return int8 ? kernels::NBitsActivations::Int8 : kernels::NBitsActivations::Float32;
+  if (!int8) return kernels::NBitsActivations::Float32;
+  return options.every_row_as_decode ? kernels::NBitsActivations::Int8EveryRow : kernels::NBitsActivations::Int8;
 }
 
 OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState*) const {

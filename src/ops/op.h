@@ -131,6 +131,9 @@ enum class ActivationFormat { AsModel, Float32, Int8 };
 struct PrepackOptions {
   WeightFormat weights = WeightFormat::AsStored;
   ActivationFormat activations = ActivationFormat::AsModel;
+  // Every row as a decode row (SessionOptions::every_row_as_decode): int8 activations, where `activations`
+  // gives them, in a prefill too.
+  bool every_row_as_decode = false;
   // The OpenCL device a session runs on: device variants (ops/opencl/) upload their weights to it.
   kernels::opencl::Kernels* device = nullptr;
   // The session's pack (graph/weight_pack.h), read or being recorded; null: none.
@@ -156,9 +159,9 @@ const char* weight_format_name(WeightFormat format);
 WeightFormat parse_weight_format(const std::string& name);
 // "auto" (as the model asks), "fp32", "int8"; fails naming the choices.
 ActivationFormat parse_activation_format(const std::string& name);
-// What a block-quantized product's decode rows run with under `format`, where the model asks for int8
+// What a block-quantized product runs with under `options`' activations, where the model asks for int8
 // (MatMulNBits accuracy_level 4) or not (tern's own --weights int8/int4 matrices).
-kernels::NBitsActivations nbits_activations(ActivationFormat format, bool model_asks_int8);
+kernels::NBitsActivations nbits_activations(const PrepackOptions& options, bool model_asks_int8);
 
 // What one run of a node costs: arithmetic and memory traffic, from its tensors' shapes and dtypes (the
 // profiler's roofline). Estimates of the work the kernel must do, not counters.

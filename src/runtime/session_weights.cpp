@@ -123,8 +123,12 @@ void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& 
     int64_t planned = 0;
     std::vector<int> repacked;
     try {
-      repacked = OpRegistry::instance().create(n)->prepack(
-          constants, {options.weights, options.activations, nullptr, pack_.get(), n.name, nullptr, &planned});
+      repacked = OpRegistry::instance().create(n)->prepack(constants, {.weights = options.weights,
+                                                                       .activations = options.activations,
+                                                                       .every_row_as_decode = options.every_row_as_decode,
+                                                                       .pack = pack_.get(),
+                                                                       .node = n.name,
+                                                                       .planned_bytes = &planned});
     } catch (...) {
       rethrow_naming(n);
     }
@@ -158,7 +162,13 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
     constant_inputs(g, n, constants);
     std::vector<int> repacked;
     try {
-      repacked = ops[k]->prepack(constants, {options.weights, options.activations, device_kernels, pack_.get(), n.name, &arena});
+      repacked = ops[k]->prepack(constants, {.weights = options.weights,
+                                             .activations = options.activations,
+                                             .every_row_as_decode = options.every_row_as_decode,
+                                             .device = device_kernels,
+                                             .pack = pack_.get(),
+                                             .node = n.name,
+                                             .arena = &arena});
     } catch (...) {
       rethrow_naming(n);
     }

@@ -99,6 +99,8 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
       windows only, each begun with BOS when the tokenizer adds one, the predictions of their second half.
+      Every position is computed as a generated token is: with int8 activations where decode has them
+      (--activations auto and accuracy_level 4, or int8), not the faster prefill's bf16 or fp32 tiles.
   quantize --model PATH --out DIR [--bits 4|8] [--block 32] [--symmetric] [--accuracy-level 4]
       Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
       com.microsoft MatMulNBits — ONNX Runtime runs it too. Asymmetric blocks (a scale and zero point

@@ -207,7 +207,7 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
 namespace {
 bool nbits_uses_gemv(int64_t M, const NBitsWeights& W) { return M <= kGemvMaxRows && gemv_nbits_supported(W); }
 bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) {
-  return act == NBitsActivations::Int8 && M <= kGemvMaxRows && gemv_nbits_i8_supported(W);
+  return ((act == NBitsActivations::Int8 && M <= kGemvMaxRows) || act == NBitsActivations::Int8EveryRow) && gemv_nbits_i8_supported(W);
 }
 }  // namespace
 

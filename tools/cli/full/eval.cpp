@@ -22,6 +22,7 @@ int eval(int argc, char** argv) {
   if (f.has("threads")) so.threads = static_cast<int>(f.get_int("threads", 0, 1));
   so.weights = parse_weight_format(f.get("weights", "fp32"));
   so.activations = parse_activation_format(f.get("activations", "auto"));
+  so.every_row_as_decode = true;  // the arithmetic generation decodes with, not a prefill's (bf16 tiles on AMX)
   Session session(model_path, with_load_progress(so));
   const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
   const auto ids = tokenizer->encode(text, true);
