@@ -28,6 +28,13 @@ grep -q "holds weights prepared as int4" "$work/err.txt"
 if "$tern" pack "$work/model" "$work/model/inner" 2> "$work/err.txt"; then exit 1; fi
 grep -q "is inside MODEL_DIR" "$work/err.txt"
 echo "tern pack: a packed int4 copy generates what --weights int4 does"
+# tern eval scores decode's int8 activations on every position: not the fp32 score (the prefill's GEMM kept the
+# activations fp32, or bf16 on AMX, whatever --activations said).
+story=$(dirname "$0")/fixtures/story.txt
+nll() { "$tern" eval --model "$work/model" --text "$story" --weights int4 --activations "$1" --quiet | sed -n 's/.*mean NLL \([0-9.]*\) nats.*/\1/p'; }
+int8=$(nll int8) fp32=$(nll fp32)
+[ -n "$int8" ] && [ -n "$fp32" ] && [ "$int8" != "$fp32" ] || { echo "tern eval: int8 '$int8', fp32 '$fp32'"; exit 1; }
+echo "tern eval: int8 activations scored ($int8 nats against fp32's $fp32)"
 # Without a tokenizer, --prompt says what is missing and --ids still works.
 rm "$work/model/tokenizer.bin"
 if "$tern" generate --model "$work/model" --prompt Zoo 2> "$work/err.txt"; then exit 1; fi
