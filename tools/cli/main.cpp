@@ -105,7 +105,7 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       Writes DIR/model.onnx (+ model.onnx_data): every MatMul with a constant float weight becomes
       com.microsoft MatMulNBits — ONNX Runtime runs it too. Asymmetric blocks (a scale and zero point
       each) unless --symmetric; scales rounded to float16 values. --accuracy-level 4 (the default) lets
-      decode quantize activations to int8 in tern and ONNX Runtime both (fastest, +0.1% perplexity);
+      decode quantize activations to int8 in tern and ONNX Runtime both (fastest, +0.2-0.6% perplexity);
       0 keeps them fp32. docs/quantize.md measures each setting. Other files (config, tokenizer) are copied.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
