@@ -29,6 +29,13 @@ struct NBitsWeights {
   const f16* scales_f16 = nullptr;  // grouped: the scales as fp16, instead of `scales`
 };
 constexpr int64_t kNBitsGroupRows = 16;
+// How far ahead gemv_nbits_i8's per-row kernels (x86 and ARM) request a weight row's bytes (in rows: two row groups
+// of 4): the hardware prefetcher alone left the 49152×576 Q8_0 lm_head of SmolLM2 at 11.8 GB/s with 2 threads
+// (Zen 3, 28.3 GB/s measured); with this, 22–30 GB/s (4 rows ahead: 23.5; 16: 22.6–25.2 — noisy VM, 8 chosen).
+// Reading past the last row is harmless: a prefetch never faults. (The fp32-activation rows read in the file's
+// layout gained nothing from it on a Xeon at 38.7 GB/s: 8-bit blocks 1.84-1.95 → 1.98-2.09 ms a 4096 x 14336 row,
+// already 35-37 GB/s without; bench/nbits_decode.py, alternated.)
+constexpr int64_t kNBitsPrefetchRows = 8;
 inline int64_t nbits_k_blocks(const NBitsWeights& w) { return (w.K + w.block - 1) / w.block; }
 // 16-row groups of the grouped layout (the last one padded with zero rows).
 inline int64_t nbits_groups(const NBitsWeights& w) { return (w.N + kNBitsGroupRows - 1) / kNBitsGroupRows; }

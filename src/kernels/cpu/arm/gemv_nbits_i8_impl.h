@@ -28,9 +28,6 @@ struct DotNeonDot {
 };
 #endif
 
-// Weight bytes this many rows ahead are requested while these are multiplied (as on x86).
-constexpr int64_t kPrefetchRows = 8;
-
 // 8-bit weights, read as w − 128 (signed, so an s8·s8 product takes them); the zero point shifts by 128.
 template <class Dot, int R>
 void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
@@ -45,7 +42,7 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
       const int8x16_t x0 = vld1q_s8(xq + 32 * c), x1 = vld1q_s8(xq + 32 * c + 16);
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = w.data + ((n0 + r) * k_blocks + kb) * blob + 32 * c;
-        __builtin_prefetch(p + kPrefetchRows * k_blocks * blob);
+        __builtin_prefetch(p + kNBitsPrefetchRows * k_blocks * blob);
         const int8x16_t w0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), flip));
         const int8x16_t w1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16), flip));
         dot[r] = Dot::dot(Dot::dot(dot[r], w0, x0), w1, x1);
@@ -75,7 +72,7 @@ void rows4(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
       const int32_t fold = folded ? -8 * x.chunk_sum[c] : 0;
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = w.data + (n0 + r) * row_bytes + 16 * c;
-        __builtin_prefetch(p + kPrefetchRows * row_bytes);
+        __builtin_prefetch(p + kNBitsPrefetchRows * row_bytes);
         const uint8x16_t v = vld1q_u8(p);
         const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(v, nibble)), hi = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
         total[r] += vaddvq_s32(Dot::dot(Dot::dot(vdupq_n_s32(0), lo, x_even), hi, x_odd)) + fold;

@@ -54,8 +54,8 @@ void pairs4(const Int8Row* x, const NBitsWeights& w, int64_t k_blocks, int64_t n
         for (int m = 0; m < 2; ++m) fold[m] -= 8 * x[m].chunk_sum[c];
       for (int p = 0; p < P; ++p) {
         const uint8_t* p0 = w.data + (n + 2 * p) * row_bytes + 16 * c;
-        __builtin_prefetch(p0 + kPrefetchRows * row_bytes);
-        __builtin_prefetch(p0 + (kPrefetchRows + 1) * row_bytes);
+        __builtin_prefetch(p0 + kNBitsPrefetchRows * row_bytes);
+        __builtin_prefetch(p0 + (kNBitsPrefetchRows + 1) * row_bytes);
         const uint8x16_t v0 = vld1q_u8(p0), v1 = vld1q_u8(p0 + row_bytes);
         const Pair lo = pair(vreinterpretq_s8_u8(vandq_u8(v0, nibble)), vreinterpretq_s8_u8(vandq_u8(v1, nibble)));
         const Pair hi = pair(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)));
@@ -86,8 +86,8 @@ void pairs8(const Int8Row* x, const NBitsWeights& w, int64_t k_blocks, int64_t n
       for (int p = 0; p < P; ++p) {
         const uint8_t* p0 = w.data + ((n + 2 * p) * k_blocks + kb) * blob + 32 * c;
         const uint8_t* p1 = p0 + k_blocks * blob;
-        __builtin_prefetch(p0 + kPrefetchRows * k_blocks * blob);
-        __builtin_prefetch(p1 + kPrefetchRows * k_blocks * blob);
+        __builtin_prefetch(p0 + kNBitsPrefetchRows * k_blocks * blob);
+        __builtin_prefetch(p1 + kNBitsPrefetchRows * k_blocks * blob);
         dot[p] = mmla(mmla(dot[p], xa, pair(weights(p0), weights(p1))), xb, pair(weights(p0 + 16), weights(p1 + 16)));
       }
     }

@@ -48,12 +48,6 @@ float zero_point_share(const Int8Row& x, const NBitsWeights& w, int64_t n, int64
   return share;
 }
 
-// The bytes 8 weight rows ahead (two row groups) are requested while these are multiplied: the hardware
-// prefetcher alone left the 49152×576 Q8_0 lm_head of SmolLM2 at 11.8 GB/s with 2 threads (Zen 3, 28.3 GB/s
-// measured); with this, 22–30 GB/s (4 rows ahead: 23.5; 16: 22.6–25.2 — noisy VM, 8 chosen).
-// Reading past the last row is harmless: a prefetch never faults.
-constexpr int64_t kPrefetchRows = 8;
-
 // 8-bit weights: R output rows share each activation load. Dot::w8(acc, w, s) adds Σ (w − kW8Offset)·s over
 // each group of four bytes to acc's int32 lanes, so each lane's sum starts at kW8Offset · (its Σs, Int8Row's
 // lane_sum): every lane then holds Σ w·s exactly — the same integers, then the same float steps, on every
@@ -88,7 +82,7 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * c));
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = q[r] + kb * blob;
-        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRows * k_blocks * blob + 32 * c), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kNBitsPrefetchRows * k_blocks * blob + 32 * c), _MM_HINT_T0);
         dot[r] = Dot::w8(dot[r], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c)), xv);
       }
     }
