@@ -26,6 +26,17 @@ constexpr int64_t kFloatRowsAPass = 4;
 #if defined(__x86_64__)
 // y[m, n] (row stride ldy) for the M ≤ kFloatRowsAPass rows x[0..M) and the rows of groups [g0, g1).
 void gemv_nbits_f32_avx512(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy);
+
+// Weights in the file's layout that AVX2's per-row kernel (gemv_nbits_impl.h) leaves compute-bound: 2-bit blocks
+// of 32 or more and 4-bit blocks of 16, each row's bytes in whole 16-byte steps. One 4096 x 14336 decode row, 2
+// threads, Xeon at 38.7 GB/s read (tier amx), bench/nbits_decode.py: see x86/gemv_nbits_rows_avx512.cpp's commit.
+bool gemv_nbits_rows_avx512_takes(const NBitsWeights& w);
+// Where value k of a row goes in the activations this kernel reads (per 16-byte step of 2-bit codes the values at
+// bits 2t of byte l at 16t + l; of 4-bit ones, low nibbles first).
+int64_t nbits_rows_avx512_position(int64_t k, int64_t bits);
+// y[n] = Σ_kb scale[n, kb] · Σ_k q[n, k] · xs[position(k)] for n in [n0, n1): the codes' part, without the zero
+// points' (the caller takes zp · scale · Σ x per block off, as for AVX2).
+void gemv_nbits_rows_avx512(const float* xs, const NBitsWeights& w, int64_t n0, int64_t n1, float* y);
 #endif
 
 }  // namespace tern::kernels

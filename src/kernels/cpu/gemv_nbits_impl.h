@@ -212,6 +212,12 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
 
 void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   if (w.grouped) return gemv_nbits_grouped(x, M, w, y, isa);
+#if defined(__x86_64__) && !defined(TERN_MINIMAL)
+  const bool zmm = isa_at_least(isa, Isa::Avx512) && gemv_nbits_rows_avx512_takes(w);
+  auto position = [&](int64_t k) { return zmm ? nbits_rows_avx512_position(k, w.bits) : reordered(k, w.bits); };
+#else
+  auto position = [&](int64_t k) { return reordered(k, w.bits); };
+#endif
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
   // Reordered activations (zero past K: a last partial block's padding contributes nothing) and their
   // block sums; kept per thread, so after the first call nothing is allocated.
@@ -220,7 +226,7 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
   xsum.assign(static_cast<size_t>(M * k_blocks), 0.0f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < w.K; ++k) {
-      xs[static_cast<size_t>(m * padded + reordered(k, w.bits))] = x[m * w.K + k];
+      xs[static_cast<size_t>(m * padded + position(k))] = x[m * w.K + k];
       xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
     }
   const int64_t quads = w.N / 4;
@@ -228,6 +234,17 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
     const float* xm = xs.data() + m * padded;
     const float* sm = xsum.data() + m * k_blocks;
     float* ym = y + m * w.N;
+#if defined(__x86_64__) && !defined(TERN_MINIMAL)
+    if (zmm) {  // (the codes' part there, the zero points' here)
+      const int64_t units = (w.N + 3) / 4;
+      parallel_chunks(units, balanced_chunks(units, small(w)), [&](int64_t p0, int64_t p1, int) {
+        const int64_t n1 = std::min(w.N, 4 * p1);
+        gemv_nbits_rows_avx512(xm, w, 4 * p0, n1, ym);
+        for (int64_t n = 4 * p0; n < n1; ++n) ym[n] -= zero_point_part(w, n, k_blocks, sm);
+      });
+      continue;
+    }
+#endif
     parallel_chunks(quads, balanced_chunks(quads, small(w)), [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p)
         if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
