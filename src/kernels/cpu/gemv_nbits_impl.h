@@ -363,20 +363,35 @@ void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, fl
   // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
   // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
-  for (int64_t m0 = 0; m0 < M; m0 += kInt8RowsAPass) {
+  // The rows of x from m0 on, as many as a pass takes, over the columns of groups [g0, g1). (Run on the pool's
+  // threads: the buffers are this thread's, so their addresses are taken here.)
+  const int8_t* q = xq.data();
+  const float *scale = xscale.data(), *sum = xsum.data();
+  const int32_t *chunk_sum = xchunks.data(), *lane_sum = w.bits == 8 ? xlanes.data() : nullptr;
+  auto pass = [&](int64_t m0, int64_t g0, int64_t g1) {
     const int64_t rows_now = std::min(kInt8RowsAPass, M - m0);
     Int8Row rows[kInt8RowsAPass];
     for (int64_t i = 0; i < rows_now; ++i) {
       const int64_t m = m0 + i;
-      rows[i] = Int8Row{xq.data() + m * padded, xscale.data() + m * k_blocks, xsum.data() + m * k_blocks, xchunks.data() + m * padded / 32,
-                        w.bits == 8 ? xlanes.data() + m * k_blocks * 8 : nullptr};
+      rows[i] = Int8Row{q + m * padded, scale + m * k_blocks, sum + m * k_blocks, chunk_sum + m * padded / 32,
+                        lane_sum ? lane_sum + m * k_blocks * 8 : nullptr};
     }
     float* ym = y + m0 * w.N;
-    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) {
-      if (w.grouped) rows_fn(rows, rows_now, w, g0, g1, ym, w.N);
-      else rows_fn(rows, rows_now, w, unit * g0, std::min(w.N, unit * g1), ym, w.N);
-    });
+    if (w.grouped) rows_fn(rows, rows_now, w, g0, g1, ym, w.N);
+    else rows_fn(rows, rows_now, w, unit * g0, std::min(w.N, unit * g1), ym, w.N);
+  };
+  if (M <= kInt8RowsAPass) {
+    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) { pass(0, g0, g1); });
+    return;
   }
+  // More rows than a pass (tern eval's prefill computed as decode rows, NBitsActivations::Int8EveryRow): a chunk of
+  // columns takes every pass while its weights are in L2 (256 KB a chunk), where a pass at a time streamed the
+  // whole matrix again for every four rows. Each output is computed as before, bit for bit.
+  const int64_t bytes = w.N * k_blocks * w.block * w.bits / 8, chunk_bytes = 256 << 10;
+  const int64_t chunks = std::min(groups, std::max(balanced_chunks(groups), bytes / chunk_bytes));
+  parallel_chunks(groups, chunks, [&](int64_t g0, int64_t g1, int) {
+    for (int64_t m0 = 0; m0 < M; m0 += kInt8RowsAPass) pass(m0, g0, g1);
+  });
 }
 
 }  // namespace
