@@ -51,8 +51,8 @@ std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 // accuracy_level 4): decode rows quantized to int8 per block (gemv_nbits_i8), prefill rows (more than
 // kGemvMaxRows) rounded to bf16 with the weights on AMX tiles at tier amx (gemm_rounded_bf16_amx), else the
 // fp32 GEMM as for Float32. Int8EveryRow: every row as a decode row, through gemv_nbits_i8 four rows a pass —
-// the arithmetic tokens are generated with, in a prefill too (tern eval scores it); 2.4x slower than the
-// GEMM's prefill on Gemma-3-270M's perplexity windows (39 s against 16 s, 3 windows of 1,024, tier amx).
+// the arithmetic tokens are generated with, in a prefill too (tern eval scores it); 2x slower than the
+// GEMM's prefill on Gemma-3-270M's perplexity windows (32 s against 16 s, 3 windows of 1,024, tier amx).
 enum class NBitsActivations { Float32, Int8, Int8EveryRow };
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
