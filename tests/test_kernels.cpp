@@ -206,11 +206,11 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
             const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
 #if defined(__x86_64__)
-            const bool pairs_of_16 = bits == 8 && K % 32 == 0;
+            const bool takes_16 = bits == 8 && K % 32 == 0;  // (two to a 32-byte chunk)
 #else
-            const bool pairs_of_16 = false;
+            const bool takes_16 = bits == 8;  // (16 bytes at a time)
 #endif
-            if ((block == 16 && !pairs_of_16) || !kernels::isa_has_int8_dot(kernels::active_isa())) {  // (the float path's)
+            if ((block == 16 && !takes_16) || !kernels::isa_has_int8_dot(kernels::active_isa())) {  // (the float path's)
               CHECK(!kernels::gemv_nbits_i8_supported(w));
               continue;
             }

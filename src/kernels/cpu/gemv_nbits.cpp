@@ -26,7 +26,7 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
   const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
 #endif
 #if defined(__aarch64__)
-  const bool eight_bit = w.block % 32 == 0;  // (the ARM tiers read whole blocks of 32 and more)
+  const bool eight_bit = w.block % 16 == 0;  // (the ARM tiers read 16 bytes at a time)
 #else
   // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
   const bool eight_bit = w.block % 32 == 0 || (w.block == 16 && w.K % 32 == 0);

@@ -23,8 +23,9 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa 
 // The same with each row of x first quantized to int8 per weight block (xs = max|x| / 127, round to
 // nearest even) and integer dot products (x86/gemv_nbits_i8.h) — MatMulNBits' accuracy_level 4, llama.cpp's
 // numerics for its quantized matrices. Not bitwise equal to gemv_nbits: the activations lose bits.
-// Takes 8 bits in blocks of 32·j, 4 bits in blocks of 32·j grouped (nbits.h) on x86 and in blocks of 32 or
-// 64·j as stored on ARM; `isa` picks the dot product (any tier the CPU runs).
+// Takes 8 bits in blocks of 32·j (on x86 also blocks of 16 with K a multiple of 32; on ARM any 16·j), 4 bits in
+// blocks of 32·j grouped (nbits.h) on x86 and in blocks of 32 or 64·j as stored on ARM; `isa` picks the dot
+// product (any tier the CPU runs).
 bool gemv_nbits_i8_supported(const NBitsWeights& w);
 void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
 

@@ -28,24 +28,24 @@ struct DotNeonDot {
 };
 #endif
 
-// 8-bit weights, read as w − 128 (signed, so an s8·s8 product takes them); the zero point shifts by 128.
+// 8-bit weights, read as w − 128 (signed, so an s8·s8 product takes them); the zero point shifts by 128. A block
+// is read 16 bytes at a time, so blocks of 16 (GGUF's Q6_K and Q3_K sub-blocks, imported as 8-bit) are taken too.
 template <class Dot, int R>
 void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0, float* y) {
-  const int64_t blob = w.block, chunks = w.block / 32;
+  const int64_t blob = w.block, pieces = w.block / 16;
   const uint8x16_t flip = vdupq_n_u8(0x80);
   float acc[R] = {};
   for (int64_t kb = 0; kb < k_blocks; ++kb) {
     int32x4_t dot[R];
     for (int r = 0; r < R; ++r) dot[r] = vdupq_n_s32(0);
     const int8_t* xq = x.q + kb * w.block;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int8x16_t x0 = vld1q_s8(xq + 32 * c), x1 = vld1q_s8(xq + 32 * c + 16);
+    for (int64_t c = 0; c < pieces; ++c) {
+      const int8x16_t x0 = vld1q_s8(xq + 16 * c);
+      const bool ahead = (kb * blob + 16 * c) % 32 == 0;  // (a request every 32 bytes)
       for (int r = 0; r < R; ++r) {
-        const uint8_t* p = w.data + ((n0 + r) * k_blocks + kb) * blob + 32 * c;
-        __builtin_prefetch(p + kNBitsPrefetchRows * k_blocks * blob);
-        const int8x16_t w0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), flip));
-        const int8x16_t w1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p + 16), flip));
-        dot[r] = Dot::dot(Dot::dot(dot[r], w0, x0), w1, x1);
+        const uint8_t* p = w.data + ((n0 + r) * k_blocks + kb) * blob + 16 * c;
+        if (ahead) __builtin_prefetch(p + kNBitsPrefetchRows * k_blocks * blob);
+        dot[r] = Dot::dot(dot[r], vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), flip)), x0);
       }
     }
     const float xs = x.scale[kb];

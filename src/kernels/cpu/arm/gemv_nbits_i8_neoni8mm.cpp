@@ -71,7 +71,7 @@ void pairs4(const Int8Row* x, const NBitsWeights& w, int64_t k_blocks, int64_t n
 // Weight rows [n, n + 2P) for activation rows x[0], x[1]; 8-bit weights read as w − 128, as rows8.
 template <int P>
 void pairs8(const Int8Row* x, const NBitsWeights& w, int64_t k_blocks, int64_t n, float* y, int64_t ldy) {
-  const int64_t blob = w.block, chunks = w.block / 32;
+  const int64_t blob = w.block, pieces = w.block / 16;  // (16 bytes at a time, as rows8: blocks of 16 too)
   const uint8x16_t flip = vdupq_n_u8(0x80);
   auto weights = [&](const uint8_t* p) { return vreinterpretq_s8_u8(veorq_u8(vld1q_u8(p), flip)); };
   float acc[2][2 * P] = {};
@@ -80,15 +80,17 @@ void pairs8(const Int8Row* x, const NBitsWeights& w, int64_t k_blocks, int64_t n
     int32x4_t dot[P];
     for (int p = 0; p < P; ++p) dot[p] = vdupq_n_s32(0);
     const int8_t *x0 = x[0].q + kb * w.block, *x1 = x[1].q + kb * w.block;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const Pair xa = pair(vld1q_s8(x0 + 32 * c), vld1q_s8(x1 + 32 * c));
-      const Pair xb = pair(vld1q_s8(x0 + 32 * c + 16), vld1q_s8(x1 + 32 * c + 16));
+    for (int64_t c = 0; c < pieces; ++c) {
+      const Pair xa = pair(vld1q_s8(x0 + 16 * c), vld1q_s8(x1 + 16 * c));
+      const bool ahead = (kb * blob + 16 * c) % 32 == 0;
       for (int p = 0; p < P; ++p) {
-        const uint8_t* p0 = w.data + ((n + 2 * p) * k_blocks + kb) * blob + 32 * c;
+        const uint8_t* p0 = w.data + ((n + 2 * p) * k_blocks + kb) * blob + 16 * c;
         const uint8_t* p1 = p0 + k_blocks * blob;
-        __builtin_prefetch(p0 + kNBitsPrefetchRows * k_blocks * blob);
-        __builtin_prefetch(p1 + kNBitsPrefetchRows * k_blocks * blob);
-        dot[p] = mmla(mmla(dot[p], xa, pair(weights(p0), weights(p1))), xb, pair(weights(p0 + 16), weights(p1 + 16)));
+        if (ahead) {
+          __builtin_prefetch(p0 + kNBitsPrefetchRows * k_blocks * blob);
+          __builtin_prefetch(p1 + kNBitsPrefetchRows * k_blocks * blob);
+        }
+        dot[p] = mmla(dot[p], xa, pair(weights(p0), weights(p1)));
       }
     }
     add_block<P>(x, w, k_blocks, n, kb, dot, no_fold, acc);
