@@ -375,7 +375,8 @@ TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill ro
     CAPTURE(bits);
     const int64_t K = 256, N = 40, M = 37;  // 37: nine passes of four rows and one of one
     RandomNBits r(g, N, K, bits, 32, true);
-    const kernels::QuantizedWeights grouped = kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+    const kernels::QuantizedWeights grouped =
+        kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
     const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
     REQUIRE(kernels::gemv_nbits_i8_supported(w));
     std::vector<float> x(static_cast<size_t>(M * K)), every(static_cast<size_t>(M * N)), prefill(every.size()), row(static_cast<size_t>(N));

@@ -30,8 +30,8 @@ struct Int8Row {
 constexpr int64_t kInt8RowsAPass = 4;
 
 // y[m, n] (row stride ldy) for the M ≤ kInt8RowsAPass activation rows x[0..M) and n in [n0, n1) (grouped weights: the
-// rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32 (on x86 also
-// 8-bit blocks of 16 with K a multiple of 32); on x86, 4-bit weights grouped (nbits.h), on ARM as stored.
+// rows of groups [n0, n1), read once for all M). Weights of 4 or 8 bits, block a multiple of 32 (8-bit blocks of 16
+// too: on x86 with K a multiple of 32, on ARM any); on x86, 4-bit weights grouped (nbits.h), on ARM as stored.
 #if defined(__x86_64__)
 void gemv_nbits_i8_avx2(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);
 void gemv_nbits_i8_avxvnni(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy);

@@ -46,8 +46,7 @@ void rows(const float* xs, const NBitsWeights& w, int64_t k_blocks, int64_t n0, 
     for (int64_t j = 0; j < steps_a_block; ++j, ++step) {
       const float* xb = xs + step * per_step;
       if constexpr (Bits == 2) {  // lane l's codes at bits 2t meet the values at 16t + l
-        const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16), x2 = _mm512_loadu_ps(xb + 32),
-                     x3 = _mm512_loadu_ps(xb + 48);
+        const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16), x2 = _mm512_loadu_ps(xb + 32), x3 = _mm512_loadu_ps(xb + 48);
         for (int r = 0; r < R; ++r) {
           const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q[r] + step * 16)));
           sum[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, codes), x0, sum[r]);
@@ -65,8 +64,8 @@ void rows(const float* xs, const NBitsWeights& w, int64_t k_blocks, int64_t n0, 
       }
     }
     for (int r = 0; r < R; ++r) {
-      const __m512 scale = blocks_a_step == 1 ? _mm512_set1_ps(s[r][kb])
-                                              : _mm512_insertf32x8(_mm512_set1_ps(s[r][kb]), _mm256_set1_ps(s[r][kb + 1]), 1);
+      const __m512 scale =
+          blocks_a_step == 1 ? _mm512_set1_ps(s[r][kb]) : _mm512_insertf32x8(_mm512_set1_ps(s[r][kb]), _mm256_set1_ps(s[r][kb + 1]), 1);
       acc[r] = _mm512_fmadd_ps(_mm512_add_ps(sum[r], sum2[r]), scale, acc[r]);
     }
   }
