@@ -28,8 +28,8 @@ constexpr int64_t kFloatRowsAPass = 4;
 void gemv_nbits_f32_avx512(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy);
 
 // Weights in the file's layout that AVX2's per-row kernel (gemv_nbits_impl.h) leaves compute-bound: 2-bit blocks
-// of 32 or more and 4-bit blocks of 16, each row's bytes in whole 16-byte steps. One 4096 x 14336 decode row, 2
-// threads, Xeon at 38.7 GB/s read (tier amx), bench/nbits_decode.py: see x86/gemv_nbits_rows_avx512.cpp's commit.
+// of 32 or more and 4-bit blocks of 16, each row's bytes in whole 16-byte steps (1.12-1.30x AVX2's rows: the
+// measurement is in x86/gemv_nbits_rows_avx512.cpp).
 bool gemv_nbits_rows_avx512_takes(const NBitsWeights& w);
 // Where value k of a row goes in the activations this kernel reads (per 16-byte step of 2-bit codes the values at
 // bits 2t of byte l at 16t + l; of 4-bit ones, low nibbles first).

@@ -15,6 +15,8 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
+#include "kernels/cpu/x86/hsum.h"
 #endif
 
 namespace tern::kernels {
@@ -37,15 +39,6 @@ int64_t reordered(int64_t k, int64_t bits) {
 
 // Below 64k weights a product is done before a second thread would have started.
 bool small(const NBitsWeights& w) { return w.N * w.K < (int64_t{1} << 16); }
-
-#if defined(__AVX2__) && defined(__FMA__)
-float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-#endif
 
 // Row n's zero-point term Σ_kb zp(kb) · scale(kb) · Σ x over block kb, over the row's blocks at once — kept out of
 // the blocks' loop, where a packed zero point cost a scalar unpack a block and row. With it, 8-bit bytes read in

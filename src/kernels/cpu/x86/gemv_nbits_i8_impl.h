@@ -12,16 +12,10 @@
 #include <cstring>
 
 #include "kernels/cpu/gemv_nbits_i8.h"
+#include "kernels/cpu/x86/hsum.h"
 
 namespace tern::kernels {
 namespace {
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Σ_kb zp[n,kb] · ws[n,kb] · xs·Σxq[kb], the zero points' share of 8-bit row n, once per row after the dot
 // products (inside the block loop its scalar arithmetic cost as much as the integer products). The

@@ -2,27 +2,18 @@
 // 2-bit blocks and 4-bit blocks of 16. Sixteen bytes of a row widen to one register's 16 lanes, and a code becomes
 // its float with one vpermps from a 16-entry table (the index's bits above the fourth are ignored: a 4-bit code
 // needs only its shift, a 2-bit one a table of i & 3), where AVX2 masks and converts eight at a time. One 4096 x
-// 14336 decode row, 2 threads, Xeon (tier amx, 38.7 GB/s read): see gemv_nbits_f32.h.
+// 14336 decode row, 2 threads, Xeon (tier amx, 38.7 GB/s read), AVX2's rows → these (bench/nbits_decode.py, the
+// two libraries alternated, 3 rounds, medians): 2-bit block 32 3.27 → 2.52 ms, 64 2.38 → 1.93, 128 1.95 → 1.51;
+// 4-bit block 16 2.77 → 2.48. Still bound by instructions (a shift, a vpermps and an FMA per 16 codes; 9-11 GB/s).
 #include <immintrin.h>
 
 #include <algorithm>
 
 #include "kernels/cpu/gemv_nbits_f32.h"
+#include "kernels/cpu/x86/hsum.h"
 
 namespace tern::kernels {
 namespace {
-
-// Through memory, once a row: GCC 12 warns on the undefined register AVX-512's extracts and 128-bit shuffles pass
-// (_mm512_reduce_add_ps among them), its bug 105593.
-float hsum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  __m256 h = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Output rows [n0, n0 + R): R weight rows share each load of x. A step is 16 bytes of a row: one block, two blocks
 // side by side (8 bytes each: lanes 0-7 the first block's, 8-15 the second's, each scaled by its own), or a part.
