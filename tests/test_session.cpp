@@ -449,3 +449,75 @@ TEST_CASE("a load's repacking peak is predicted before any weight is repacked: t
     CHECK(owned_host_bytes() == before);
   }
 }
+
+TEST_CASE("dims multiply, divide and subtract symbolically: Reshape's -1, Flatten and Range over dims keep their sizes") {
+  // The arithmetic (graph/ir.h): products keep a coefficient and sorted factors; a quotient only where it divides.
+  const Dim b = Dim::named("batch"), s = Dim::named("seq"), sum = Dim::named("past + seq");
+  CHECK(dim_product(Dim::known(2), s).str() == "2*seq");
+  CHECK(dim_product(dim_product(s, b), Dim::known(4)).str() == "4*batch*seq");
+  CHECK(dim_product(Dim::known(2), sum).str() == "2*(past + seq)");
+  CHECK(dim_quotient(Dim::named("4*batch*seq"), dim_product(Dim::known(2), b)).str() == "2*seq");
+  CHECK(dim_quotient(dim_product(Dim::known(2), sum), Dim::known(2)).str() == "past + seq");
+  CHECK(dim_quotient(Dim::named("2*seq"), Dim::known(4)).str() == "?");  // (does not divide)
+  CHECK(dim_quotient(Dim::named("2*seq"), b).str() == "?");
+  CHECK(dim_difference(sum, Dim::named("past")).str() == "seq");
+  CHECK(dim_difference(sum, sum).str() == "0");
+  CHECK(dim_difference(Dim::named("seq"), Dim::named("past")).str() == "?");
+  CHECK(dim_product(Dim::named("(-1)"), s).str() == "?");
+  // In a graph: grouped attention's [batch, 4, seq, 16] read as [batch, 2, -1, 16] is [batch, 2, 2*seq, 16] and
+  // back; [batch, seq, 8] flattened at 2 is [batch*seq, 8]; Range(past, past + seq) has seq elements.
+  TempDir d;
+  ModelBuilder m(17);
+  m.input("x", onnx::TensorProto::FLOAT, {-1, 4, -1, 16}, {"batch", "seq"})
+      .input("past", onnx::TensorProto::INT64, {}, {})
+      .output("grouped")
+      .output("back")
+      .output("flat")
+      .output("positions", onnx::TensorProto::INT64);
+  m.initializer_i64("to_groups", {4}, {0, 2, -1, 16});
+  m.initializer_i64("to_heads", {4}, {0, 4, -1, 16});
+  m.initializer_i64("i2", {1}, {2});
+  m.initializer_i64("one", {}, {1});
+  m.node("Reshape", {"x", "to_groups"}, {"grouped"});
+  m.node("Reshape", {"grouped", "to_heads"}, {"back"});
+  auto& f = m.node("Flatten", {"x"}, {"flat"});
+  ModelBuilder::attr(f, "axis", int64_t{2});
+  m.node("Shape", {"x"}, {"shape"});
+  auto& g = m.node("Gather", {"shape", "i2"}, {"seq1"});
+  ModelBuilder::attr(g, "axis", int64_t{0});
+  m.node("Squeeze", {"seq1"}, {"seq"});
+  m.node("Add", {"past", "seq"}, {"end"});
+  m.node("Range", {"past", "end", "one"}, {"positions"});
+  Session sess(m.save(d.path / "m.onnx"));
+  auto shape_of = [&](const std::string& name) {
+    const Value& v = sess.graph().values[static_cast<size_t>(sess.graph().find_value(name))];
+    return v.shape ? sym_shape_str(*v.shape) : std::string("-");
+  };
+  CHECK(shape_of("grouped") == "[batch,2,2*seq,16]");
+  CHECK(shape_of("back") == "[batch,4,seq,16]");
+  CHECK(shape_of("flat") == "[4*batch,16*seq]");
+  const Outputs out = sess.run({{"x", Tensor(DType::Float32, {3, 4, 5, 16})}, {"past", Tensor::from_vector<int64_t>({7}, {})}});
+  CHECK(out.at("grouped").shape() == Shape{3, 2, 10, 16});
+  CHECK(out.at("flat").shape() == Shape{12, 80});
+  CHECK(out.at("positions").to_i64_vector() == std::vector<int64_t>{7, 8, 9, 10, 11});
+}
+
+TEST_CASE("outputs a node omits get no memory: TopK without its indices, Split with a part left out") {
+  TempDir d;
+  ModelBuilder m(17);
+  m.input("x", onnx::TensorProto::FLOAT, {2, 6}).output("values").output("first").output("last");
+  m.initializer_i64("k", {1}, {2});
+  m.initializer_i64("parts", {3}, {1, 2, 3});
+  m.node("TopK", {"x", "k"}, {"values", ""});
+  auto& split = m.node("Split", {"x", "parts"}, {"first", "", "last"});
+  ModelBuilder::attr(split, "axis", int64_t{1});
+  Session s(m.save(d.path / "m.onnx"));
+  const Outputs out = s.run({{"x", Tensor::from_vector<float>({0, 5, 1, 4, 2, 3, 9, 8, 7, 6, 5, 4}, {2, 6})}});
+  auto floats = [&](const char* name) {
+    const Tensor& t = out.at(name);
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  CHECK(floats("values") == std::vector<float>{5, 4, 9, 8});
+  CHECK(floats("first") == std::vector<float>{0, 9});
+  CHECK(floats("last") == std::vector<float>{4, 2, 3, 6, 5, 4});
+}

@@ -1,5 +1,7 @@
 #include "graph/ir.h"
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include "core/checked_math.h"
@@ -20,6 +22,99 @@ Dim dim_sum(const Dim& a, const Dim& b) {
   const bool named = !a.is_known() && !b.is_known() && !a.symbol.empty() && !b.symbol.empty();
   if (!named || a.symbol == kInferredDim || b.symbol == kInferredDim) return Dim{};
   return Dim::named(a.symbol + " + " + b.symbol);
+}
+
+namespace {
+// Splits `s` at `sep` where it is not inside parentheses.
+std::vector<std::string> split_outside_parens(const std::string& s, const std::string& sep) {
+  std::vector<std::string> parts;
+  int depth = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    else if (s[i] == ')') --depth;
+    else if (depth == 0 && s.compare(i, sep.size(), sep) == 0) {
+      parts.push_back(s.substr(at, i - at));
+      at = i + sep.size();
+      i = at - 1;
+    }
+  }
+  parts.push_back(s.substr(at));
+  return parts;
+}
+
+Dim dim_of(const DimProduct& m) {
+  if (m.factors.empty()) return Dim::known(m.coefficient);
+  if (m.coefficient == 0) return Dim::known(0);
+  if (m.coefficient == 1 && m.factors.size() == 1) {  // a plain symbol, or a sum out of its parentheses
+    const std::string& f = m.factors[0];
+    const bool sum =
+        f.size() > 2 && f.front() == '(' && f.back() == ')' && split_outside_parens(f.substr(1, f.size() - 2), " + ").size() > 1;
+    return Dim::named(sum ? f.substr(1, f.size() - 2) : f);
+  }
+  std::string s = m.coefficient == 1 ? "" : std::to_string(m.coefficient);
+  for (const std::string& f : m.factors) s += (s.empty() ? "" : "*") + f;
+  return Dim::named(s);
+}
+}  // namespace
+
+std::optional<DimProduct> dim_as_product(const Dim& d) {
+  if (d.is_known()) return DimProduct{d.value, {}};
+  if (d.symbol.empty() || d.symbol == kInferredDim) return std::nullopt;
+  DimProduct m;
+  if (split_outside_parens(d.symbol, " + ").size() > 1) {
+    m.factors.push_back("(" + d.symbol + ")");
+    return m;
+  }
+  for (const std::string& f : split_outside_parens(d.symbol, "*")) {
+    if (!f.empty() && f.find_first_not_of("0123456789") == std::string::npos && f.size() < 19) {
+      if (__builtin_mul_overflow(m.coefficient, std::stoll(f), &m.coefficient)) return std::nullopt;
+    } else {
+      m.factors.push_back(f);
+    }
+  }
+  std::sort(m.factors.begin(), m.factors.end());
+  return m;
+}
+
+std::vector<std::string> symbol_terms(const std::string& symbol) { return split_outside_parens(symbol, " + "); }
+
+Dim dim_product(const Dim& a, const Dim& b) {
+  if (a.is_known() && b.is_known()) return Dim::known(checked_mul(a.value, b.value, "a product of dims"));
+  if ((a.is_known() && a.value == 0) || (b.is_known() && b.value == 0)) return Dim::known(0);
+  auto x = dim_as_product(a), y = dim_as_product(b);
+  if (!x || !y || __builtin_mul_overflow(x->coefficient, y->coefficient, &x->coefficient)) return Dim{};
+  x->factors.insert(x->factors.end(), y->factors.begin(), y->factors.end());
+  std::sort(x->factors.begin(), x->factors.end());
+  return dim_of(*x);
+}
+
+Dim dim_quotient(const Dim& a, const Dim& b) {
+  auto x = dim_as_product(a), y = dim_as_product(b);
+  if (!x || !y || y->coefficient <= 0 || x->coefficient % y->coefficient != 0) return Dim{};
+  x->coefficient /= y->coefficient;
+  for (const std::string& f : y->factors) {
+    auto it = std::find(x->factors.begin(), x->factors.end(), f);
+    if (it == x->factors.end()) return Dim{};
+    x->factors.erase(it);
+  }
+  return dim_of(*x);
+}
+
+Dim dim_difference(const Dim& a, const Dim& b) {
+  if (a.is_known() && b.is_known()) return Dim::known(checked_sub(a.value, b.value, "a difference of dims"));
+  if (b.is_known() && b.value == 0) return a;
+  if (a.is_known() || a.symbol.empty() || b.symbol.empty() || a.symbol == kInferredDim || b.symbol == kInferredDim) return Dim{};
+  std::vector<std::string> rest = symbol_terms(a.symbol);
+  for (const std::string& t : symbol_terms(b.symbol)) {
+    auto it = std::find(rest.begin(), rest.end(), t);
+    if (it == rest.end()) return Dim{};
+    rest.erase(it);
+  }
+  if (rest.empty()) return Dim::known(0);
+  std::string symbol = rest[0];
+  for (size_t i = 1; i < rest.size(); ++i) symbol += " + " + rest[i];
+  return Dim::named(symbol);
 }
 
 std::optional<Shape> concrete(const SymShape& s) {

@@ -33,6 +33,27 @@ SymShape sym_shape(const Shape& s);
 // a total length (Optimum's attention_mask is [batch_size, past_sequence_length + sequence_length]), so a
 // Concat of past and new keys gets the mask's own dim. Anything else is unknown.
 Dim dim_sum(const Dim& a, const Dim& b);
+// The terms of a symbol dim_sum made ("a + b" → {"a", "b"}; "a" → {"a"}); a parenthesized sum inside a
+// product ("2*(a + b)") is one term.
+std::vector<std::string> symbol_terms(const std::string& symbol);
+// a x b: known sizes multiply, 1 takes nothing, 0 gives 0, symbols make a product "2*batch*sequence_length"
+// (the coefficient first, the factors in order, a sum as one factor in parentheses) — how exporters flatten
+// [batch, seq, hidden] to [batch*seq, hidden] and grouped attention reads [batch, kv, groups*seq, head].
+// Anything else is unknown.
+Dim dim_product(const Dim& a, const Dim& b);
+// a / b when it divides exactly: the coefficient divides and b's factors are among a's ("2*seq" / 2 is "seq");
+// else unknown. What Reshape's -1 takes from a symbolic input.
+Dim dim_quotient(const Dim& a, const Dim& b);
+// A dim as dim_product writes it: coefficient x factors (sorted; a sum is one factor, "(a + b)"); a known size
+// has no factors. nullopt for an unnamed or -1 dim.
+struct DimProduct {
+  int64_t coefficient = 1;
+  std::vector<std::string> factors;
+};
+std::optional<DimProduct> dim_as_product(const Dim& d);
+// a - b: known sizes subtract, 0 takes nothing, a sum loses the terms of b it has ("past + seq" - "past" is
+// "seq": the length of Range(past, past + seq), how exporters number a step's positions). Anything else is unknown.
+Dim dim_difference(const Dim& a, const Dim& b);
 // The concrete shape, if every dim is known.
 std::optional<Shape> concrete(const SymShape& s);
 std::string sym_shape_str(const SymShape& s);

@@ -84,11 +84,13 @@ class SplitOp : public Op {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     auto [rows, in_row] = rows_and_bytes(x, axis);
+    const std::vector<int64_t> sizes = sizes_for(ctx.values(), Dim::known(x.dim(axis)));
+    const size_t element = rows && x.dim(axis) ? in_row / static_cast<size_t>(x.dim(axis)) : 0;
     size_t col = 0;
-    for (Tensor& y : ctx.outputs) {
-      if (!y.defined()) continue;
-      size_t out_row = rows ? y.nbytes() / static_cast<size_t>(rows) : 0;
-      kernels::copy_rows(static_cast<const char*>(x.raw()) + col, in_row, y.raw(), out_row, rows, out_row);
+    for (size_t i = 0; i < ctx.outputs.size(); ++i) {  // (an output the node omits has no memory: its columns are skipped)
+      const size_t out_row = static_cast<size_t>(sizes[i]) * element;
+      if (Tensor& y = ctx.outputs[i]; y.defined())
+        kernels::copy_rows(static_cast<const char*>(x.raw()) + col, in_row, y.raw(), out_row, rows, out_row);
       col += out_row;
     }
   }

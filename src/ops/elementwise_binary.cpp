@@ -160,18 +160,25 @@ class BinaryOp : public Op {
   void run(RunContext& ctx) const override { binary_fn(kind_)(ctx.in(0), ctx.in(1), ctx.out(0)); }
 
  private:
-  // Shape arithmetic at load: the sum of two shape-like values keeps its symbols (past + new length),
+  // Shape arithmetic at load: sums, differences, products and exact quotients of shape-like values keep their
+  // symbols (past + new length, batch x seq),
   // and a comparison that the symbols decide folds (a dim is never -1: Equal(shape, -1) is false).
   void symbolic_elements(InferContext& ctx) const {
-    if (kind_ != BinKind::Add && kind_ != BinKind::Equal) return;
+    if (kind_ != BinKind::Add && kind_ != BinKind::Sub && kind_ != BinKind::Mul && kind_ != BinKind::Div && kind_ != BinKind::Equal) return;
     auto a = ctx.shape_value(0), b = ctx.shape_value(1);
     if (!a || !b || a->empty() || b->empty() || (a->size() != b->size() && a->size() != 1 && b->size() != 1)) return;
     const size_t n = std::max(a->size(), b->size());
     auto at = [n](const SymShape& s, size_t i) -> const Dim& { return s.size() == n ? s[i] : s[0]; };
-    if (kind_ == BinKind::Add) {
-      SymShape sum(n);
-      for (size_t i = 0; i < n; ++i) sum[i] = dim_sum(at(*a, i), at(*b, i));
-      ctx.set_sym_value(0, sum);
+    if (kind_ != BinKind::Equal) {  // (Div: only where it divides exactly, as integer division then does)
+      SymShape r(n);
+      for (size_t i = 0; i < n; ++i) {
+        const Dim &x = at(*a, i), &y = at(*b, i);
+        r[i] = kind_ == BinKind::Add   ? dim_sum(x, y)
+               : kind_ == BinKind::Sub ? dim_difference(x, y)
+               : kind_ == BinKind::Mul ? dim_product(x, y)
+                                       : dim_quotient(x, y);
+      }
+      ctx.set_sym_value(0, r);
       return;
     }
     auto number = [](const Dim& d) -> std::optional<int64_t> {

@@ -44,7 +44,9 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
     std::vector<Tensor> outputs(node.outputs.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
       const auto& o = ictx.outputs[i];
-      if (!o.shape) continue;  // optional output this op did not produce
+      // An optional output this op did not produce, or one the node omits (ops check defined() before writing those;
+      // output 0 always has memory): none.
+      if (!o.shape || (i > 0 && node.outputs[i] < 0)) continue;
       auto shape = concrete(*o.shape);
       if (!shape) ::tern::fail("could not determine the shape of output ", i, " (", sym_shape_str(*o.shape), ")");
       if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);

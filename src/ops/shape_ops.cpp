@@ -65,6 +65,8 @@ class ReshapeOp : public ViewOp {
         int64_t total = numel_of(*in_c);
         if (known == 0 || total % known != 0) ctx.fail("cannot reshape ", sym_shape_str(in), " to ", shape_str(target));
         out[static_cast<size_t>(infer_at)] = Dim::known(total / known);
+      } else {
+        out[static_cast<size_t>(infer_at)] = what_is_left(in, out, infer_at);
       }
     }
     if (in_c) {
@@ -77,7 +79,8 @@ class ReshapeOp : public ViewOp {
 
  private:
   // 0 copies the input's dim (unless allowzero); the one -1 takes what the other dims leave: known when
-  // the input's and the target's symbols cancel and their known parts divide, a symbol when one is left.
+  // the input's and the target's symbols cancel and their known parts divide, else a symbol or product of them
+  // ([batch, seq, 4, 16] to [batch, -1, 16] is [batch, 4*seq, 16]) when the division is exact.
   SymShape symbolic_target(const InferContext& ctx, const SymShape& in, SymShape out) const {
     int infer_at = -1;
     for (size_t i = 0; i < out.size(); ++i) {
@@ -89,24 +92,16 @@ class ReshapeOp : public ViewOp {
         out[i] = in[i];
       }
     }
-    if (infer_at < 0) return out;
-    out[static_cast<size_t>(infer_at)] = Dim{};
-    std::multiset<std::string> left;  // the input's symbols not matched in the target
-    int64_t in_known = 1, out_known = 1;
-    for (const Dim& d : in) {
-      if (d.is_known()) in_known = checked_mul(in_known, d.value, "Reshape: the input's size");
-      else if (!d.symbol.empty()) left.insert(d.symbol);
-      else return out;
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (static_cast<int>(i) == infer_at) continue;
-      if (out[i].is_known()) out_known = checked_mul(out_known, out[i].value, "Reshape: the target's size");
-      else if (auto it = left.find(out[i].symbol); !out[i].symbol.empty() && it != left.end()) left.erase(it);
-      else return out;
-    }
-    if (left.empty() && out_known > 0 && in_known % out_known == 0) out[static_cast<size_t>(infer_at)] = Dim::known(in_known / out_known);
-    else if (left.size() == 1 && in_known == out_known) out[static_cast<size_t>(infer_at)] = Dim::named(*left.begin());
+    if (infer_at >= 0) out[static_cast<size_t>(infer_at)] = what_is_left(in, out, infer_at);
     return out;
+  }
+  // The -1's dim: the input's size over the other target dims', known or a product of symbols when it divides.
+  static Dim what_is_left(const SymShape& in, const SymShape& out, int infer_at) {
+    Dim total = Dim::known(1), others = Dim::known(1);
+    for (const Dim& d : in) total = dim_product(total, d);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (static_cast<int>(i) != infer_at) others = dim_product(others, out[i]);
+    return dim_quotient(total, others);
   }
 
   bool allowzero_;
@@ -121,12 +116,9 @@ class FlattenOp : public ViewOp {
     int64_t axis = axis_ < 0 ? axis_ + r : axis_;
     if (axis < 0 || axis > r) ctx.fail("axis ", axis_, " out of range for rank ", r);
     auto prod = [&](int64_t b, int64_t e) {
-      int64_t p = 1;
-      for (int64_t i = b; i < e; ++i) {
-        if (!in[static_cast<size_t>(i)].is_known()) return Dim{};
-        p = checked_mul(p, in[static_cast<size_t>(i)].value, "Flatten: a side's size");
-      }
-      return Dim::known(p);
+      Dim p = Dim::known(1);
+      for (int64_t i = b; i < e; ++i) p = dim_product(p, in[static_cast<size_t>(i)]);
+      return p;
     };
     ctx.set(0, ctx.dtype(0), SymShape{prod(0, axis), prod(axis, r)});
     keep_elements(ctx);
@@ -345,8 +337,13 @@ class RangeOp : public Op {
  public:
   explicit RangeOp(const Node&) {}
   void infer(InferContext& ctx) const override {
-    if (!ctx.value(0) || !ctx.value(1) || !ctx.value(2)) {  // a 1-D tensor of unknown length
-      ctx.set(0, ctx.dtype(0), SymShape{Dim{}});
+    if (!ctx.value(0) || !ctx.value(1) || !ctx.value(2)) {
+      // Range(start, start + n, 1) over dims (a step's positions, a mask's columns) has length n; else unknown.
+      const auto start = ctx.shape_value(0), limit = ctx.shape_value(1);
+      const bool unit = ctx.value(2) && ctx.value(2)->numel() == 1 && ctx.value(2)->at_f64(0) == 1;
+      Dim n = unit && start && limit && start->size() == 1 && limit->size() == 1 ? dim_difference((*limit)[0], (*start)[0]) : Dim{};
+      if (n.is_known() && n.value < 0) n = Dim::known(0);
+      ctx.set(0, ctx.dtype(0), SymShape{n});
       return;
     }
     double start = ctx.value(0)->at_f64(0), limit = ctx.value(1)->at_f64(0), delta = ctx.value(2)->at_f64(0);

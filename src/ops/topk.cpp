@@ -25,9 +25,11 @@ class TopKOp : public Op {
     const int64_t k = ctx.in(1).at_i64(0);
     const AxisSplit at = split_at_axis(x.shape(), axis);  // not a structured binding: clang 14 cannot capture one
     const int64_t outer = at.outer, n = at.n, inner = at.inner;
+    Tensor scratch;  // (the indices, when the node omits them: the session gives omitted outputs no memory)
+    Tensor& indices = ctx.outputs.size() > 1 && ctx.out(1).defined() ? ctx.out(1) : (scratch = Tensor(DType::Int64, ctx.out(0).shape()));
     visit_numeric(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      kernels::top_k(x.data<T>(), outer, n, inner, k, largest_, ctx.out(0).data<T>(), ctx.out(1).data<int64_t>());
+      kernels::top_k(x.data<T>(), outer, n, inner, k, largest_, ctx.out(0).data<T>(), indices.data<int64_t>());
     });
   }
 

@@ -7,14 +7,6 @@
 
 namespace tern {
 
-std::vector<std::string> symbol_terms(const std::string& symbol) {
-  std::vector<std::string> terms;
-  size_t at = 0;
-  for (size_t plus; (plus = symbol.find(" + ", at)) != std::string::npos; at = plus + 3) terms.push_back(symbol.substr(at, plus - at));
-  terms.push_back(symbol.substr(at));
-  return terms;
-}
-
 namespace {
 
 // Where each symbol of the graph inputs' shapes can be read at run time: (value id, axis).

@@ -17,9 +17,6 @@
 
 namespace tern {
 
-// "past_sequence_length + sequence_length" → its terms; a plain symbol is its own one term.
-std::vector<std::string> symbol_terms(const std::string& symbol);
-
 // Returns how many nodes became tern::DimsOf.
 int resolve_shape_values(Graph& g);
 
