@@ -356,7 +356,7 @@ if [ -d "$repo/models/smollm2-135m-instruct" ]; then
   serve_model=$repo/models/smollm2-135m-instruct start_server memory --max-memory 200M --parallel 2
   post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 8000}' > /dev/null
   expect_status 400
-  grep -q "8000 new tokens after a prompt of 3 (2 rows) would hold .* more of KV cache at the last: the memory cap (--max-memory" "$work/body"
+  grep -q "8000 new tokens after a prompt of 3 (2 rows) would hold .* more of KV cache at the last.*: the memory cap (--max-memory" "$work/body"
   [ "$(field 'd["error"]["param"]' < "$work/body")" = max_tokens ]
   [ "$(post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 4}' | field 'd["usage"]["completion_tokens"]')" = 4 ]
   curl -s "$url/metrics" | grep -q '^tern_refused_total{limit="max_memory"} 1$'

@@ -1,8 +1,11 @@
 // The models the tests load: where they lie, and the GQA fixture loaded as `tern generate` loads it.
 #pragma once
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "llm/model_config.h"
 #include "llm/model_folder.h"
@@ -21,6 +24,40 @@ inline std::unique_ptr<Session> gqa_ring_session(int64_t window, int threads = 0
   d.window = window;
   d.threads = threads;
   return std::make_unique<Session>(kGqaFixture + "/model.onnx", llm::decoder_session_options(d, llm::read_model_config(kGqaFixture), true));
+}
+
+// Feeds for every input of a decoder session, `batch` rows of `seq` new tokens after `past` cached ones, by the
+// dim names the exports use (batch, batch_size, sequence_length, past_sequence_length, total_sequence_length
+// or their sum): token ids and mask 1, positions from `past`, caches zero. Fails naming a dim it does not know.
+inline std::vector<std::pair<std::string, Tensor>> decoder_feeds(const Session& s, int64_t batch, int64_t seq, int64_t past) {
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  for (const IOInfo& in : s.inputs()) {
+    Shape shape;
+    for (const Dim& d : *in.shape) {
+      const std::string& n = d.symbol;
+      if (d.is_known()) shape.push_back(d.value);
+      else if (n == "batch" || n == "batch_size") shape.push_back(batch);
+      else if (n == "sequence_length") shape.push_back(seq);
+      else if (n == "past_sequence_length") shape.push_back(past);
+      else if (n == "total_sequence_length" || n == "past_sequence_length + sequence_length") shape.push_back(past + seq);
+      else fail("decoder_feeds: input '", in.name, "' has dim '", n, "'");
+    }
+    Tensor t(in.dtype, shape);
+    if (t.nbytes()) std::memset(t.raw(), 0, t.nbytes());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t v = in.name == "position_ids" ? past + i % shape.back() : 1;
+      if (in.dtype == DType::Int64) t.data<int64_t>()[i] = v;
+      else if (in.dtype == DType::Int32) t.data<int32_t>()[i] = static_cast<int32_t>(v);
+    }
+    feeds.emplace_back(in.name, std::move(t));
+  }
+  return feeds;
+}
+// The feeds' shapes (Session::forecast_activations).
+inline std::vector<std::pair<std::string, Shape>> shapes_of(const std::vector<std::pair<std::string, Tensor>>& feeds) {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const auto& [name, t] : feeds) shapes.emplace_back(name, t.shape());
+  return shapes;
 }
 
 // The exporter matrix: tests/fixtures/exports (tools/exporters/make_exports.py).

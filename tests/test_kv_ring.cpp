@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <new>
 #include <random>
@@ -325,8 +326,10 @@ TEST_CASE("a replayed decode step allocates a handful of objects, however many n
 }
 
 namespace {
+using test::decoder_feeds;
 using test::gqa_ring_session;
 using test::kGqaFixture;
+using test::shapes_of;
 }  // namespace
 
 TEST_CASE("generating more tokens allocates nothing more: decode steps are allocation-free, greedy or sampled") {
@@ -459,7 +462,7 @@ TEST_CASE("a generation's KV cache is checked against the memory cap before it s
   const std::string error = test::error_of([&] { gen.generate({{1, 17, 93}}, o); });
   CAPTURE(error);
   CHECK(test::contains(error, "600 new tokens after a prompt of 3 (1 row) would hold " + memory_size(static_cast<size_t>(predicted)) +
-                                  " more of KV cache at the last: the memory cap (--max-memory"));
+                                  " more of KV cache at the last"));
   CHECK(gen.sequence().held_bytes() < held / 4);  // (the rings it reset: nothing grown)
   o.max_new_tokens = 100;
   CHECK(gen.generate({{1, 17, 93}}, o).tokens[0].size() == 103);
@@ -492,7 +495,7 @@ TEST_CASE("continuous batching: a request whose cache would pass the memory cap 
   CHECK_THROWS_AS(batcher.add(big), MemoryLimitError);
   const std::string error = test::error_of([&] { batcher.add(big); });
   CHECK(test::contains(error, "600 new tokens after a prompt of 3 (2 rows) would hold " + memory_size(static_cast<size_t>(more)) +
-                                  " more of KV cache at the last: the memory cap"));
+                                  " more of KV cache at the last"));
   CHECK(batcher.active() == 1);
   while (batcher.step()) {
   }
@@ -516,4 +519,102 @@ TEST_CASE("a generation over the graph's own cache is checked against the memory
   CHECK(test::contains(error, "100 new tokens after a prompt of 3 (1 row) would hold " + memory_size(52736) + " more of KV cache"));
   set_process_memory_limit(0);
   CHECK(gen.generate({{1, 17, 93}}, o).tokens[0].size() == 103);
+}
+
+TEST_CASE("a run's activations are forecast before it runs: the forecast is what the pool takes; past a cap the run fails first") {
+  // The ring session at shapes its pool has not seen, then at seen ones: the pool grows by what the forecast says,
+  // to the byte. (tests/test_exports.cpp: the same over every exporter cell.)
+  const auto s = gqa_ring_session(64);
+  for (auto [batch, seq] : {std::pair{1, 7}, {2, 33}, {1, 7}, {1, 1}, {3, 64}, {2, 33}}) {
+    CAPTURE(batch);
+    CAPTURE(seq);
+    s->sequence().reset();
+    const auto feeds = decoder_feeds(*s, batch, seq, 0);
+    const ActivationForecast::Result f = s->forecast_activations({shapes_of(feeds)});
+    const size_t before = s->pool().held_bytes();
+    s->run(feeds);
+    CHECK(f.uncounted == 0);
+    CHECK(s->pool().held_bytes() - before == f.pool_growth);
+    CHECK(f.most_live > 0);
+  }
+  // Runs forecast one after another from a fresh pool: what they take in all.
+  {
+    const auto fresh = gqa_ring_session(64);
+    std::vector<std::vector<std::pair<std::string, Tensor>>> runs;
+    for (int64_t seq : {5, 48, 1}) runs.push_back(decoder_feeds(*fresh, 2, seq, 0));
+    std::vector<std::vector<std::pair<std::string, Shape>>> shapes;
+    for (const auto& r : runs) shapes.push_back(shapes_of(r));
+    const size_t all = fresh->forecast_activations(shapes).pool_growth;
+    for (const auto& r : runs) {
+      fresh->sequence().reset();
+      fresh->run(r);
+    }
+    CHECK(fresh->pool().held_bytes() == all);
+  }
+  // The graph's own cache: GQA's grouped reads (kv_groups, [batch, 2, 2 x seq, 16]) have a length no input dim
+  // names, so those values are left out and said to be: the forecast is then a floor.
+  {
+    Session own(kGqaFixture + "/model.onnx");
+    for (auto [batch, seq, past] : {std::tuple{1, 7, 0}, {2, 33, 0}, {1, 1, 40}}) {
+      const auto feeds = decoder_feeds(own, batch, seq, past);
+      const ActivationForecast::Result f = own.forecast_activations({shapes_of(feeds)});
+      const size_t before = own.pool().held_bytes();
+      own.run(feeds);
+      CHECK(f.uncounted > 0);
+      CHECK(own.pool().held_bytes() - before >= f.pool_growth);
+    }
+  }
+  // Under a cap between what the pool holds and what a longer run needs, that run fails before its first node,
+  // naming its dims and the forecast; nothing is allocated, and a run within the cap goes on.
+  SessionOptions o = llm::decoder_session_options({}, llm::read_model_config(kGqaFixture), true);
+  int nodes_run = 0;
+  o.on_node = [&](const NodeRun&) { ++nodes_run; };
+  Session capped(kGqaFixture + "/model.onnx", o);
+  capped.run(decoder_feeds(capped, 1, 4, 0));
+  const auto big = decoder_feeds(capped, 4, 512, 0);
+  const size_t growth = capped.forecast_activations({shapes_of(big)}).pool_growth, held = capped.pool().held_bytes();
+  REQUIRE(growth > 0);
+  set_process_memory_limit(owned_host_bytes() + growth / 2);
+  nodes_run = 0;
+  capped.sequence().reset();
+  const std::string error = test::error_of([&] { capped.run(big); });
+  CAPTURE(error);
+  CHECK(test::contains(error, "model.onnx: a run with batch_size 4, sequence_length 512, total_sequence_length 512 would take " +
+                                  memory_size(growth) +
+                                  " more for its activations (forecast before its first node): the memory cap (--max-memory"));
+  CHECK(nodes_run == 0);
+  CHECK(capped.pool().held_bytes() == held);
+  capped.sequence().reset();
+  capped.run(decoder_feeds(capped, 1, 4, 0));
+  CHECK(nodes_run > 0);
+  set_process_memory_limit(0);
+}
+
+TEST_CASE("a generation's activations are forecast with its KV cache: prefill chunks, decode steps and their plan") {
+  for (const int64_t chunk : {0, 16}) {
+    CAPTURE(chunk);
+    const auto s = gqa_ring_session(1024);
+    Generator gen(*s, read_model_config(kGqaFixture));
+    GenerateOptions o;
+    o.max_new_tokens = 30;
+    o.prefill_chunk = chunk;
+    std::vector<int64_t> prompt(50);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 1 + static_cast<int64_t>(i * 7 % 200);
+    const ActivationForecast::Result first = gen.forecast_activations(1, 50, o);
+    gen.generate({prompt}, o);
+    MESSAGE("first: forecast ", first.pool_growth, ", pool ", s->pool().held_bytes());
+    CHECK(first.uncounted == 0);
+    CHECK(s->pool().held_bytes() == first.pool_growth);
+    // Again, twice: the pool's blocks and the step plan serve more of it each time. A plan made before the forecast
+    // is replaced at its smallest size (chunks and decode steps make one each, in turn), so the forecast errs high.
+    for (int again = 0; again < 2; ++again) {
+      const ActivationForecast::Result f = gen.forecast_activations(1, 50, o);
+      const size_t before = s->pool().held_bytes();
+      gen.generate({prompt}, o);
+      const size_t grew = s->pool().held_bytes() - before;
+      MESSAGE("again: forecast ", f.pool_growth, ", grew ", grew);
+      if (chunk == 0) CHECK(f.pool_growth == grew);
+      else CHECK(f.pool_growth >= grew);
+    }
+  }
 }

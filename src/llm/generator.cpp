@@ -88,11 +88,48 @@ void Generator::check_cache_memory(int64_t rows, int64_t longest, const Generate
     const double positions = io_.cache_capacity > 0 ? static_cast<double>(io_.cache_capacity) : static_cast<double>(longest + new_tokens);
     need = 2 * static_cast<double>(rows) * positions * position;  // the past a step reads beside the present it writes
   }
-  if (need <= 0) return;
-  const auto bytes = static_cast<size_t>(std::min(need, 9e18));
+  // (The pool keeps what the prefill takes while the rings grow: the two add up.)
+  const size_t activations = forecast_activations(rows, longest, opt).pool_growth;
+  if (need <= 0 && activations == 0) return;
+  const auto cache = static_cast<size_t>(std::clamp(need, 0.0, 9e18));
+  const size_t bytes = cache > SIZE_MAX - activations ? SIZE_MAX : cache + activations;
   MemoryScope charge(session_.memory_account());
-  check_host_bytes(bytes, detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
-                                         ") would hold ", memory_size(bytes), " more of KV cache at the last: "));
+  try {
+    check_host_bytes(bytes, "");
+  } catch (const MemoryLimitError& e) {  // (the message made only when it is needed)
+    throw MemoryLimitError(detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
+                                          ") would hold ", memory_size(cache), " more of KV cache at the last",
+                                          activations ? " and " + memory_size(activations) + " more of activations (forecast)" : "", ": ",
+                                          e.what()));
+  }
+}
+
+ActivationForecast::Result Generator::forecast_activations(int64_t rows, int64_t longest, const GenerateOptions& opt) const {
+  return session_.forecast_activations(run_shapes(rows, longest, opt));
+}
+
+std::vector<std::vector<std::pair<std::string, Shape>>> Generator::run_shapes(int64_t rows, int64_t longest,
+                                                                              const GenerateOptions& opt) const {
+  std::vector<std::vector<std::pair<std::string, Shape>>> runs;
+  if (io_.layout != PastLayout::Internal) return runs;
+  // The feeds forward() makes for `n` new tokens of `total`.
+  auto step = [&](int64_t n, int64_t total) {
+    std::vector<std::pair<std::string, Shape>> shapes{{io_.input_ids, {rows, n}}};
+    if (!io_.attention_mask.empty()) shapes.push_back({io_.attention_mask, {rows, mask_columns(n, total)}});
+    if (!io_.position_ids.empty()) shapes.push_back({io_.position_ids, {rows, n}});
+    return shapes;
+  };
+  // The prompt's chunks (forward()), then decode steps: three of a kind show all a session does with them (the
+  // first runs, the second makes a step plan, the third replays it), and a chunk's mask may grow, so the first
+  // and last three.
+  const int64_t chunk = opt.prefill_chunk > 0 ? opt.prefill_chunk : longest, chunks = (longest + chunk - 1) / chunk;
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (c == 3 && chunks > 6) c = chunks - 3;
+    const int64_t upto = std::min(longest, (c + 1) * chunk);
+    runs.push_back(step(upto - c * chunk, upto));
+  }
+  for (int64_t t = 1; t < std::min<int64_t>(opt.max_new_tokens, 4); ++t) runs.push_back(step(1, longest + t));
+  return runs;
 }
 
 int64_t Generator::pad_id() const {
@@ -149,7 +186,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   // Feeds reuse last step's tensors when their shapes match: a decode step allocates nothing here.
   size_t slot = 0;
   set_feed(slot++, io_.input_ids, ids, B, n);
-  if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, io_.mask_new_tokens_only ? n : total);
+  if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, mask_columns(n, total));
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);

@@ -85,10 +85,18 @@ class Generator {
   const ModelConfig& config() const { return config_; }
   // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
   // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory
-  // caps, else it fails (MemoryLimitError) at once naming the sizes, not part-way. (Activations are not counted.)
+  // caps — with the ring, together with what the prefill's runs and a decode step take for their activations
+  // (forecast_activations) — else it fails (MemoryLimitError) at once naming the sizes, not part-way.
   // A continuous batch asks it for a request's longest prompt and new tokens over all its rows: a ring's slots are
   // per row, as many for each as its longest needs.
   void check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& options) const;
+  // With the ring (the session holds the cache): what a generation's runs — the prompt's first and last chunk
+  // (options.prefill_chunk), then decode steps and their step plan — take for activations from the session's pool as it is now
+  // (Session::forecast_activations). Zero for a graph's own cache: its runs check their own before they start.
+  ActivationForecast::Result forecast_activations(int64_t rows, int64_t longest, const GenerateOptions& options) const;
+  // The runs such a generation makes, by their feeds' shapes (Session::forecast_activations takes several
+  // generations' one after another); empty for a graph's own cache.
+  std::vector<std::vector<std::pair<std::string, Shape>>> run_shapes(int64_t rows, int64_t longest, const GenerateOptions& options) const;
 
  private:
   friend class BeamSearch;  // (its steps feed the generator's caches as generate() does)
@@ -100,6 +108,8 @@ class Generator {
   // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
   int64_t pad_id() const;
+  // The attention mask's columns for a run of `n` new tokens of `total`: only the new ones' where the ring alone reads it.
+  int64_t mask_columns(int64_t n, int64_t total) const { return io_.mask_new_tokens_only ? n : total; }
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);
   Session& session_;

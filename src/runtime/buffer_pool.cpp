@@ -1,6 +1,8 @@
 #include "runtime/buffer_pool.h"
 
+#include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstdlib>
 
 namespace tern {
@@ -23,16 +25,20 @@ size_t capacity_class(size_t bytes) {
   size_t step = size_t{1} << (std::bit_width(bytes - 1) - 3);  // an eighth of the next power of two
   return (bytes + step - 1) / step * step;
 }
+
+// Which free block serves a request of `capacity` (capacity_class's): the smallest at least that big, but
+// never one more than twice the request — big blocks stay for big tensors.
+bool serves(size_t block, size_t capacity) { return block <= 2 * capacity; }
 }  // namespace
+
+size_t BufferPool::capacity_of(size_t bytes) { return capacity_class(bytes); }
 
 std::shared_ptr<Buffer> BufferPool::acquire(size_t bytes) {
   size_t capacity = capacity_class(bytes);
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // Best fit, but never hand out a block more than twice the request: big blocks stay for big tensors.
-    auto it = free_.lower_bound(capacity);
-    if (it != free_.end() && it->first <= 2 * capacity) {
+    if (auto it = free_.lower_bound(capacity); it != free_.end() && serves(it->first, capacity)) {
       capacity = it->first;
       p = it->second;
       free_.erase(it);
@@ -58,6 +64,25 @@ std::shared_ptr<Buffer> BufferPool::acquire(size_t bytes) {
     }
   });
 }
+
+BufferPool::DryRun::DryRun(const BufferPool& pool, size_t releases) {
+  std::lock_guard<std::mutex> lock(pool.mu_);
+  free_.reserve(pool.free_.size() + releases);
+  for (const auto& block : pool.free_) free_.push_back(block.first);  // (a multimap iterates in key order)
+}
+
+size_t BufferPool::DryRun::acquire(size_t bytes) {
+  size_t capacity = capacity_class(bytes);
+  if (auto it = std::lower_bound(free_.begin(), free_.end(), capacity); it != free_.end() && serves(*it, capacity)) {
+    capacity = *it;
+    free_.erase(it);
+  } else {
+    taken_ = capacity > SIZE_MAX - taken_ ? SIZE_MAX : taken_ + capacity;
+  }
+  return capacity;
+}
+
+void BufferPool::DryRun::release(size_t capacity) { free_.insert(std::upper_bound(free_.begin(), free_.end(), capacity), capacity); }
 
 void BufferPool::give_back(void* p, size_t capacity) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -23,6 +24,25 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   size_t system_allocations() const { return system_allocations_; }
   // Bytes of the blocks this pool holds from the system, in use or free (counted as owned host memory).
   size_t held_bytes() const { return held_bytes_; }
+
+  // The capacity a block for `bytes` gets from the system (a free block that serves it may be up to twice that).
+  static size_t capacity_of(size_t bytes);
+
+  // A run's acquires and releases played against a copy of the pool's free blocks, nothing allocated: what the
+  // pool would take from the system for them (ActivationForecast), by the rules acquire() follows.
+  // (Its free list is a sorted vector with room for `releases` more: a generation's forecast then allocates the
+  // same few times whatever the pool holds.)
+  class DryRun {
+   public:
+    DryRun(const BufferPool& pool, size_t releases);
+    size_t acquire(size_t bytes);  // the block's capacity (to release it with)
+    void release(size_t capacity);
+    size_t taken() const { return taken_; }  // bytes new from the system so far
+
+   private:
+    std::vector<size_t> free_;  // capacities, ascending
+    size_t taken_ = 0;
+  };
 
  private:
   explicit BufferPool(MemoryAccountPtr account) : account_(std::move(account)) {}

@@ -5,6 +5,7 @@
 // and replays them).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,26 @@ class FeedBinding {
   // Fails naming the input and what is wrong, also when two inputs disagree on a dim's size.
   void bind(const std::vector<std::pair<std::string, Tensor>>& feeds, std::vector<Tensor>& values, std::vector<char>& fed,
             std::vector<int64_t>& binding) const;
+  // The binding feeds of these shapes would get, before there is any data (ActivationForecast): bind's checks
+  // on names, ranks, fixed dims and dims that must agree.
+  void bind_shapes(const std::vector<std::pair<std::string, Shape>>& shapes, std::vector<int64_t>& binding) const;
+  // How a dim's size follows from the binding: a constant plus terms, each a coefficient times factors, each
+  // factor a sum of binding entries — "past_sequence_length + sequence_length", "2*batch_size*sequence_length",
+  // "batch*(past + seq)" (graph/ir.h's dim arithmetic). nullopt when a symbol in it is no input's dim.
+  struct SizeFormula {
+    struct Term {
+      int64_t coefficient = 1;
+      std::vector<std::vector<size_t>> factors;
+    };
+    int64_t constant = 0;
+    std::vector<Term> terms;
+    // Its size for `binding` (saturating at INT64_MAX).
+    int64_t size(const std::vector<int64_t>& binding) const;
+  };
+  std::optional<SizeFormula> formula(const Dim& d) const;
+  // "batch_size 1, sequence_length 9000": the binding's dims by name (errors name a run by them); "inputs of
+  // fixed shapes" when there are none.
+  std::string describe(const std::vector<int64_t>& binding) const;
   // Whether `shapes` (what a run with `binding` produced, by value id) are the graph's symbolic shapes with the
   // binding's sizes put in. If not, the shapes depend on more than the input dims: call never_replay().
   bool shapes_follow(const std::vector<int64_t>& binding, const std::vector<Shape>& shapes) const;
@@ -39,7 +60,12 @@ class FeedBinding {
   void never_replay() { replayable_.store(false, std::memory_order_relaxed); }
 
  private:
-  void check_feed(const IOInfo& info, const Tensor& t) const;
+  // `dtype` Undefined: not checked (bind_shapes).
+  void check_feed(const IOInfo& info, DType dtype, const Shape& shape) const;
+  // binding[i] = input_dims_[i]'s size as `shape_of` (by input index) gives it, then the checks that dims agree.
+  void fill_binding(const std::function<const Shape&(size_t input)>& shape_of, std::vector<int64_t>& binding) const;
+  int first_dim(const std::string& symbol) const;  // the first input_dims_ entry naming `symbol`, or -1
+  [[noreturn]] void fail_not_input(const std::string& name) const;
   struct InputDim {
     size_t input;  // index in inputs_
     size_t axis;
@@ -51,6 +77,7 @@ class FeedBinding {
     std::vector<size_t> terms;
   };
   const Graph* graph_ = nullptr;
+  std::vector<std::vector<SizeFormula>> output_dims_;  // by value id: a node output's dims (prepare; when replayable)
   std::string model_path_;
   std::vector<IOInfo> inputs_;
   std::vector<InputDim> input_dims_;

@@ -77,6 +77,7 @@ struct Session::RunState {
   std::vector<Tensor> host_copies;  // device inputs downloaded for a node run on the CPU
   std::vector<int64_t> binding, last_binding;
   StepPlan plan;
+  bool constants_bound = false;  // values holds the graph's constants (a plan's replay reads them there)
 };
 
 // A RunState taken from the session's idle ones for one run (the most recently returned: serial runs keep
@@ -207,6 +208,61 @@ void Session::prepare_graph() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
+  std::vector<char> views(ops_.size());
+  for (size_t k = 0; k < ops_.size(); ++k) views[k] = ops_[k]->outputs_are_views();
+  forecast_.prepare(g, feeds_, views, release_after_);
+}
+
+ActivationForecast::Result Session::forecast_activations(const std::vector<std::vector<std::pair<std::string, Shape>>>& runs) const {
+  ActivationForecast::Result result;
+  if (device_) return result;
+  // The runs as run_claimed takes them, from the run state the next run takes (RunLease: the last returned): a
+  // plan's binding replays, a binding twice in a row makes a plan.
+  std::vector<int64_t> last, plan, binding;
+  bool plan_ready = false, replaying = false;
+  {
+    std::lock_guard<std::mutex> lock(idle_runs_mutex_);
+    if (!idle_runs_.empty()) {
+      last = idle_runs_.back()->last_binding;
+      plan = idle_runs_.back()->plan.binding;
+      plan_ready = idle_runs_.back()->plan.ready;
+    }
+  }
+  BufferPool::DryRun pool(*pool_, (runs.size() + 2) * forecast_.blocks_per_run());
+  std::vector<size_t> caller_holds;  // (what the caller holds now is in use, not free: nothing to give back)
+  std::vector<size_t> plan_blocks = plan_ready ? forecast_.plan_blocks(plan) : std::vector<size_t>{};
+  for (const auto& shapes : runs) {
+    feeds_.bind_shapes(shapes, binding);
+    if (plan_ready && binding == plan && feeds_.replayable()) {
+      if (!replaying) forecast_.forecast_replay(binding, pool, result, caller_holds, plan_blocks);
+      replaying = true;
+      last = binding;
+      continue;
+    }
+    replaying = false;
+    forecast_.forecast(binding, pool, result, caller_holds);
+    if (feeds_.replayable() && binding == last && forecast_.forecast_plan(binding, kMaxPlanBytes, pool, result, plan_blocks)) {
+      plan = binding;
+      plan_ready = true;
+    }
+    last = binding;
+  }
+  return result;
+}
+
+void Session::check_activations(const RunState& r) const {
+  ActivationForecast::Result f;
+  BufferPool::DryRun pool(*pool_, forecast_.blocks_per_run());
+  std::vector<size_t> caller_holds;
+  forecast_.forecast(r.binding, pool, f, caller_holds);
+  if (f.pool_growth == 0) return;
+  try {
+    check_host_bytes(f.pool_growth, "");
+  } catch (const MemoryLimitError& e) {  // (the message made only when it is needed: runs that fit allocate nothing for it)
+    throw MemoryLimitError(detail::concat(model_.path, ": a run with ", feeds_.describe(r.binding), " would take ",
+                                          memory_size(f.pool_growth),
+                                          " more for its activations (forecast before its first node): ", e.what()));
+  }
 }
 
 void Session::apply_overrides(Graph& g) const {
@@ -284,9 +340,14 @@ void Session::run_claimed(RunState& r, const std::vector<std::pair<std::string, 
   const int64_t index = runs_.fetch_add(1, std::memory_order_relaxed);
   feeds_.bind(feeds, r.values, r.fed, r.binding);
   // Step plans are for the CPU: a device session keeps its outputs in the device's memory.
-  if (!device_ && r.plan.ready && r.binding == r.plan.binding) return run_nodes(r, seq, index, true, nullptr, out);
-  // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next.
-  r.plan.ready = false;
+  if (!device_ && r.plan.ready && r.binding == r.plan.binding && feeds_.replayable()) {
+    if (!r.constants_bound) bind_constants(r);  // (a run of other dims came between: a prompt, the plan kept)
+    r.last_binding = r.binding;                 // (so the next prompt, once, makes no plan of its own)
+    return run_nodes(r, seq, index, true, nullptr, out);
+  }
+  if (!device_) check_activations(r);
+  // The same symbolic dims twice in a row (decode steps): plan them on this run, replay from the next. A plan
+  // stays through runs of other dims (the next request's prefill), so decode steps replay it at once.
   const bool make_plan = !device_ && feeds_.replayable() && r.binding == r.last_binding;
   r.last_binding = r.binding;
   if (!make_plan) return run_nodes(r, seq, index, false, nullptr, out);
@@ -314,9 +375,7 @@ void Session::collect_outputs(RunState& r, bool planned, Outputs& result) const 
 
 void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool planned, std::vector<Shape>* shapes, Outputs& out) {
   const Graph& g = *model_.graph;
-  if (!planned)  // (a plan holds them from when it was built)
-    for (size_t v = 0; v < g.values.size(); ++v)
-      if (g.values[v].constant) r.values[v] = *g.values[v].constant;
+  if (!planned) bind_constants(r);  // (a plan holds them from when it was built)
   if (device_) host_nodes_.clear();
   const Allocator pool_allocator = [this](DType dt, const Shape& shape) {
     return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
@@ -363,8 +422,17 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
   }
   if (device_) bring_outputs_to_host(r, seq);
   collect_outputs(r, planned, out);
-  if (!planned)
+  if (!planned) {
     for (Tensor& t : r.values) t = Tensor();  // nothing of this run stays held
+    r.constants_bound = false;
+  }
+}
+
+void Session::bind_constants(RunState& r) const {
+  const Graph& g = *model_.graph;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant) r.values[v] = *g.values[v].constant;
+  r.constants_bound = true;
 }
 
 std::vector<Tensor>& Session::planned_outputs(RunState& r, size_t k, const Outputs& out) const {
@@ -416,8 +484,7 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
       Tensor& t = plan.outputs[k][i];
       t = Tensor(t.dtype(), t.shape(), pool_->acquire(t.nbytes()));
     }
-  for (size_t v = 0; v < g.values.size(); ++v)
-    if (g.values[v].constant) r.values[v] = *g.values[v].constant;
+  bind_constants(r);
   plan.ready = true;
   r.plan = std::move(plan);
 }

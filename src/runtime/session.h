@@ -27,6 +27,7 @@
 #include "ops/execute.h"
 #include "ops/op.h"
 #include "passes/pipeline.h"
+#include "runtime/activation_forecast.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/feed_binding.h"
 #include "runtime/session_weights.h"
@@ -219,6 +220,13 @@ class Session {
   // row of `rows` rows pass: every layer's ring at that fill, and the old slots of the one growing last beside
   // its new ones. 0 for a session without such state.
   int64_t state_peak_bytes(int64_t rows, int64_t positions) const;
+  // Before running: what runs with feeds of these shapes (every graph input, by name), one after another, would
+  // take for their activations — the bytes the pool would take from the system as it holds its blocks now (it
+  // keeps them: a second run of the same shapes takes none) and the most one run holds at once — from the graph's
+  // symbolic shapes (runtime/activation_forecast.h), with the step plans the runs make and replay (a decode step
+  // repeated). Every CPU run that replays no step plan checks its own against the memory caps before its first
+  // node. Zero on an OpenCL device (its memory is not counted).
+  ActivationForecast::Result forecast_activations(const std::vector<std::vector<std::pair<std::string, Shape>>>& runs) const;
   // What the session's memory cap counts (SessionOptions::max_memory).
   const MemoryAccountPtr& memory_account() const { return account_; }
   // The weights as the load prepared them: the pack, bytes a decode step reads, saving a recorded pack.
@@ -239,8 +247,11 @@ class Session {
   void prepare_graph();  // …the passes, the ops, their weights
   // SessionOptions::fixed_dims and initializers, before the passes.
   void apply_overrides(Graph& g) const;
+  void bind_constants(RunState& r) const;  // the graph's constants into r.values
   // Points r.ins at the node's input values; fails naming an input that has none.
   void gather_inputs(RunState& r, const Node& node) const;
+  // Fails (MemoryLimitError) before the run when its activations' forecast passes a memory cap.
+  void check_activations(const RunState& r) const;
   void run_claimed(RunState& r, const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState& seq);
   // The node loop, for every run: each node on the device when the session has one and the node's op
   // takes its inputs there, else on the CPU (device inputs downloaded first). `planned`: into the step
@@ -270,6 +281,7 @@ class Session {
   std::vector<std::unique_ptr<Op>> ops_;         // parallel to graph().nodes
   bool stateful_ = false;                        // some op makes state
   std::vector<std::vector<int>> release_after_;  // values whose last consumer is node k
+  ActivationForecast forecast_;                  // what a run's activations take from pool_, before it runs
   std::shared_ptr<BufferPool> pool_;
   SessionWeights weights_;
   // Every live SequenceState (memory_use counts their caches); the session's own is one.
@@ -284,7 +296,7 @@ class Session {
     bool ready = false;
   };
   std::vector<char> is_graph_output_;  // by value id
-  std::mutex idle_runs_mutex_;
+  mutable std::mutex idle_runs_mutex_;
   std::vector<std::unique_ptr<RunState>> idle_runs_;
   std::unique_ptr<DeviceExecutor> device_;
   std::mutex device_mutex_;  // a device session's runs, one at a time

@@ -51,6 +51,10 @@ int bench(int argc, char** argv) {
   // buffers allocated — unless --prefault took the faults at load); the measured run after it is warm.
   llm::GenerateOptions warm;
   warm.max_new_tokens = 1;
+  // What the two generations below will take for activations, forecast before either runs.
+  auto runs = gen.run_shapes(1, prompt_n, warm), measured = gen.run_shapes(1, prompt_n, o);
+  runs.insert(runs.end(), measured.begin(), measured.end());
+  const ActivationForecast::Result forecast = session.forecast_activations(runs);
   const double cold_prefill_ms = gen.generate({prompt}, warm).prefill_ms;
   // On a device: the bytes moved host↔device by the decode steps after the first (per token below).
   int64_t token = 0, up = 0, down = 0;
@@ -102,6 +106,7 @@ int bench(int argc, char** argv) {
                        {"mapped_prepared", mem.mapped_prepared / 1e9},
                        {"kv_cache", mem.kv_cache / 1e9},
                        {"activations", mem.activations / 1e9},
+                       {"activations_forecast", static_cast<double>(forecast.pool_growth) / 1e9},
                        {"other_owned", owned_gb - mem.owned() / 1e9}}}};
     if (session.weights().pack()) j["pack"] = session.weights().pack()->path();
     if (moved) {
@@ -129,9 +134,10 @@ int bench(int argc, char** argv) {
   std::printf("first run   prefill %.1f ms (cold: the first after load), then %.1f ms\n", cold_prefill_ms, r.prefill_ms);
   std::printf(
       "memory      resident now %.2f GB anonymous + %.2f GB file pages; tern owns %.2f GB: packed weights %.2f,\n"
-      "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f, other %.3f\n",
+      "            constants %.2f (and %.2f mapped from the model's files), KV cache %.3f, activations %.3f (forecast\n"
+      "            before the first run: %.3f), other %.3f\n",
       resident.anon / 1e9, resident.file / 1e9, owned_gb, mem.packed_weights / 1e9, mem.owned_constants / 1e9, mem.mapped_constants / 1e9,
-      mem.kv_cache / 1e9, mem.activations / 1e9, owned_gb - mem.owned() / 1e9);
+      mem.kv_cache / 1e9, mem.activations / 1e9, static_cast<double>(forecast.pool_growth) / 1e9, owned_gb - mem.owned() / 1e9);
   if (session.weights().pack())
     std::printf("pack        %s: %.2f GB of prepared weights %s\n", session.weights().pack()->path().c_str(),
                 (session.weights().pack()->in_memory() ? mem.packed_weights : mem.mapped_prepared) / 1e9,

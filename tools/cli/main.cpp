@@ -57,7 +57,8 @@ commands:
       repacked at load, KV cache, activations; mapped weight files are the kernel's to page — and
       fails naming the numbers, instead of being killed for memory (also for chat, bench, profile):
       before repacking any weight when the load's predicted peak passes it, before the prefill when
-      the KV cache at the last new token would.
+      the KV cache at the last new token and the activations' forecast would (every run is also
+      forecast from its inputs' shapes before its first node).
       --prefault maps the weights read from the model's files into the process at load (MatMulNBits
       blocks; not embedding tables), so the first prompt takes no page faults for them (bench:
       first_prefill_ms); a pack (tern pack) is read into memory instead of served mapped: a longer
