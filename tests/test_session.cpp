@@ -500,6 +500,19 @@ TEST_CASE("dims multiply, divide and subtract symbolically: Reshape's -1, Flatte
   CHECK(out.at("grouped").shape() == Shape{3, 2, 10, 16});
   CHECK(out.at("flat").shape() == Shape{12, 80});
   CHECK(out.at("positions").to_i64_vector() == std::vector<int64_t>{7, 8, 9, 10, 11});
+  // A hostile file adding and multiplying a shape by itself 64 times: the symbols stop at 256 characters (unknown
+  // after), where they would have doubled to 2^64 — the load ends at once.
+  ModelBuilder h(17);
+  h.input("x", onnx::TensorProto::FLOAT, {-1}, {"n"}).output("y", onnx::TensorProto::INT64);
+  h.node("Shape", {"x"}, {"s0"});
+  std::vector<std::string> names(64, "s");
+  for (int i = 0; i < 64; ++i) names[static_cast<size_t>(i)] += std::to_string(i);
+  names.push_back("y");
+  for (size_t i = 0; i < 64; ++i) h.node(i % 2 ? "Mul" : "Add", {names[i], names[i]}, {names[i + 1]});
+  Session hostile(h.save(d.path / "hostile.onnx"));
+  const Value& y = hostile.graph().values[static_cast<size_t>(hostile.graph().find_value("y"))];
+  REQUIRE(y.sym_value);
+  CHECK((*y.sym_value)[0].str() == "?");
 }
 
 TEST_CASE("outputs a node omits get no memory: TopK without its indices, Split with a part left out") {

@@ -15,13 +15,21 @@ SymShape sym_shape(const Shape& s) {
   return r;
 }
 
+namespace {
+// A symbol made by dim arithmetic, unknown past kMaxSymbol characters: a graph that adds or multiplies a shape by
+// itself again and again (a hostile file: 60 such Adds would make a 2^60-character name) gets unknown dims instead.
+constexpr size_t kMaxSymbol = 256;
+Dim bounded(std::string symbol) { return symbol.size() > kMaxSymbol ? Dim{} : Dim::named(std::move(symbol)); }
+
+}  // namespace
+
 Dim dim_sum(const Dim& a, const Dim& b) {
   if (a.is_known() && b.is_known()) return Dim::known(checked_add(a.value, b.value, "a sum of dims"));
   if (a.is_known() && a.value == 0) return b;
   if (b.is_known() && b.value == 0) return a;
   const bool named = !a.is_known() && !b.is_known() && !a.symbol.empty() && !b.symbol.empty();
   if (!named || a.symbol == kInferredDim || b.symbol == kInferredDim) return Dim{};
-  return Dim::named(a.symbol + " + " + b.symbol);
+  return bounded(a.symbol + " + " + b.symbol);
 }
 
 namespace {
@@ -50,11 +58,11 @@ Dim dim_of(const DimProduct& m) {
     const std::string& f = m.factors[0];
     const bool sum =
         f.size() > 2 && f.front() == '(' && f.back() == ')' && split_outside_parens(f.substr(1, f.size() - 2), " + ").size() > 1;
-    return Dim::named(sum ? f.substr(1, f.size() - 2) : f);
+    return bounded(sum ? f.substr(1, f.size() - 2) : f);
   }
   std::string s = m.coefficient == 1 ? "" : std::to_string(m.coefficient);
   for (const std::string& f : m.factors) s += (s.empty() ? "" : "*") + f;
-  return Dim::named(s);
+  return bounded(std::move(s));
 }
 }  // namespace
 
@@ -114,7 +122,7 @@ Dim dim_difference(const Dim& a, const Dim& b) {
   if (rest.empty()) return Dim::known(0);
   std::string symbol = rest[0];
   for (size_t i = 1; i < rest.size(); ++i) symbol += " + " + rest[i];
-  return Dim::named(symbol);
+  return bounded(std::move(symbol));
 }
 
 std::optional<Shape> concrete(const SymShape& s) {
