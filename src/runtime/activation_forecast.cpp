@@ -9,7 +9,8 @@ void ActivationForecast::prepare(const Graph& g, const FeedBinding& feeds, const
                                  const std::vector<std::vector<int>>& release_after) {
   values_ = g.values.size();
   blocks_per_run_ = 0;
-  steps_.assign(g.nodes.size(), {});
+  steps_.clear();
+  steps_.resize(g.nodes.size());
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     Step& step = steps_[k];
@@ -18,25 +19,14 @@ void ActivationForecast::prepare(const Graph& g, const FeedBinding& feeds, const
       const int o = node.outputs[i];
       Size s;
       if (o < 0) {  // no memory for an output the node omits, but output 0 (execute_node), whose shape is unknown here
-        s.unknown = true;
-        if (i == 0) step.outputs.push_back(std::move(s));
+        if (i == 0) step.outputs.push_back(s);
         continue;
       }
-      const Value& v = g.values[static_cast<size_t>(o)];
       s.value = o;
-      s.dtype = v.dtype;
+      s.dtype = g.values[static_cast<size_t>(o)].dtype;
       s.graph_output = std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
-      if (views[k]) {
-        s.view_of = node.inputs.empty() ? -1 : node.inputs[0];
-      } else if (!v.shape || v.dtype == DType::Undefined) {
-        s.unknown = true;
-      } else {
-        for (const Dim& d : *v.shape) {
-          auto f = feeds.formula(d);
-          if (!f) s.unknown = true;
-          else s.dims.push_back(std::move(*f));
-        }
-      }
+      if (views[k]) s.view_of = node.inputs.empty() ? -1 : node.inputs[0];
+      else if (s.dtype != DType::Undefined) s.dims = feeds.dims_of(o);
       if (s.view_of < 0) ++blocks_per_run_;
       step.outputs.push_back(std::move(s));
     }
@@ -46,7 +36,7 @@ void ActivationForecast::prepare(const Graph& g, const FeedBinding& feeds, const
 size_t ActivationForecast::bytes_of(const Size& s, const std::vector<int64_t>& binding) {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t numel = 1;
-  for (const auto& dim : s.dims) numel = __builtin_mul_overflow(numel, std::max<int64_t>(0, dim.size(binding)), &numel) ? kMax : numel;
+  for (const auto& dim : *s.dims) numel = __builtin_mul_overflow(numel, std::max<int64_t>(0, dim.size(binding)), &numel) ? kMax : numel;
   return numel > (int64_t{1} << 56) ? size_t{1} << 60 : bytes_for(s.dtype, numel);
 }
 
@@ -56,7 +46,7 @@ bool ActivationForecast::forecast_plan(const std::vector<int64_t>& binding, size
   for (const Step& step : steps_)
     for (const Size& s : step.outputs) {
       if (s.view_of >= 0 || s.graph_output) continue;
-      if (s.unknown) return false;  // (such a graph is never planned)
+      if (!s.dims) return false;  // (such a graph is never planned)
       bytes += bytes_of(s, binding);
       if (bytes > max_bytes) return false;
     }
@@ -74,7 +64,7 @@ std::vector<size_t> ActivationForecast::plan_blocks(const std::vector<int64_t>& 
   std::vector<size_t> blocks;
   for (const Step& step : steps_)
     for (const Size& s : step.outputs)
-      if (s.view_of < 0 && !s.graph_output && !s.unknown) blocks.push_back(BufferPool::capacity_of(bytes_of(s, binding)));
+      if (s.view_of < 0 && !s.graph_output && s.dims) blocks.push_back(BufferPool::capacity_of(bytes_of(s, binding)));
   return blocks;
 }
 
@@ -82,7 +72,7 @@ void ActivationForecast::forecast_replay(const std::vector<int64_t>& binding, Bu
                                          std::vector<size_t>& caller_holds, std::vector<size_t>& plan_blocks) const {
   for (const Step& step : steps_)
     for (const Size& s : step.outputs)
-      if (s.graph_output && s.view_of < 0 && !s.unknown) plan_blocks.push_back(dry.acquire(bytes_of(s, binding)));
+      if (s.graph_output && s.view_of < 0 && s.dims) plan_blocks.push_back(dry.acquire(bytes_of(s, binding)));
   for (size_t c : caller_holds) dry.release(c);
   caller_holds.clear();  // (the plan's own buffers now: never free while it lives)
   result.pool_growth = dry.taken();
@@ -114,7 +104,7 @@ void ActivationForecast::forecast(const std::vector<int64_t>& binding, BufferPoo
         }
         continue;
       }
-      if (s.unknown) {
+      if (!s.dims) {
         ++result.uncounted;
         continue;
       }

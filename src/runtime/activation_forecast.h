@@ -48,14 +48,13 @@ class ActivationForecast {
                        std::vector<size_t>& plan_blocks) const;
 
  private:
-  // A node output's bytes: its elements, the product of its dims' sizes (FeedBinding::formula), in its dtype.
+  // A node output's bytes: its elements, the product of its dims' sizes (FeedBinding::dims_of), in its dtype.
   struct Size {
     int value = -1;
     int view_of = -1;  // the value whose block a view output holds (-1: a block of its own)
     bool graph_output = false;
     DType dtype = DType::Undefined;
-    std::vector<FeedBinding::SizeFormula> dims;
-    bool unknown = false;
+    const std::vector<FeedBinding::SizeFormula>* dims = nullptr;  // (the FeedBinding's; null: unknown)
   };
   struct Step {
     std::vector<Size> outputs;

@@ -35,20 +35,17 @@ void FeedBinding::prepare(const Graph& g, const std::string& model_path) {
   }
   // Replayable when every node output's shape was inferred in terms of the inputs' dims (sums and products of them).
   replayable_ = true;
-  output_dims_.assign(g.values.size(), {});
+  output_dims_.clear();
+  output_dims_.resize(g.values.size());
   for (const Node& n : g.nodes)
     for (int o : n.outputs) {
       if (o < 0) continue;
       const Value& v = g.values[static_cast<size_t>(o)];
-      if (!v.shape_inferred || !v.shape) {
-        replayable_ = false;
-        continue;
-      }
-      for (const Dim& d : *v.shape) {
-        auto f = formula(d);
-        if (!f) replayable_ = false;
-        else output_dims_[static_cast<size_t>(o)].push_back(std::move(*f));
-      }
+      std::vector<SizeFormula> dims;
+      for (size_t a = 0; v.shape_inferred && v.shape && a < v.shape->size(); ++a)
+        if (auto f = formula((*v.shape)[a])) dims.push_back(std::move(*f));
+      if (v.shape_inferred && v.shape && dims.size() == v.shape->size()) output_dims_[static_cast<size_t>(o)] = std::move(dims);
+      else replayable_ = false;
     }
 }
 
@@ -185,11 +182,11 @@ bool FeedBinding::shapes_follow(const std::vector<int64_t>& binding, const std::
   for (const Node& node : g.nodes)
     for (int o : node.outputs) {
       if (o < 0) continue;
-      const auto& dims = output_dims_[static_cast<size_t>(o)];
+      const auto* dims = dims_of(o);
       const Shape& actual = shapes[static_cast<size_t>(o)];
-      if (dims.size() != actual.size()) return false;
+      if (!dims || dims->size() != actual.size()) return false;
       for (size_t a = 0; a < actual.size(); ++a)
-        if (dims[a].size(binding) != actual[a]) return false;
+        if ((*dims)[a].size(binding) != actual[a]) return false;
     }
   return true;
 }

@@ -50,6 +50,11 @@ class FeedBinding {
     int64_t size(const std::vector<int64_t>& binding) const;
   };
   std::optional<SizeFormula> formula(const Dim& d) const;
+  // A node output's dims as formulas (prepare), or null when some dim is none (or its shape was not inferred).
+  const std::vector<SizeFormula>* dims_of(int value) const {
+    const auto& d = output_dims_[static_cast<size_t>(value)];
+    return d ? &*d : nullptr;
+  }
   // "batch_size 1, sequence_length 9000": the binding's dims by name (errors name a run by them); "inputs of
   // fixed shapes" when there are none.
   std::string describe(const std::vector<int64_t>& binding) const;
@@ -77,7 +82,7 @@ class FeedBinding {
     std::vector<size_t> terms;
   };
   const Graph* graph_ = nullptr;
-  std::vector<std::vector<SizeFormula>> output_dims_;  // by value id: a node output's dims (prepare; when replayable)
+  std::vector<std::optional<std::vector<SizeFormula>>> output_dims_;  // by value id: dims_of
   std::string model_path_;
   std::vector<IOInfo> inputs_;
   std::vector<InputDim> input_dims_;
