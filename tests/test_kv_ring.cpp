@@ -618,3 +618,19 @@ TEST_CASE("a generation's activations are forecast with its KV cache: prefill ch
     }
   }
 }
+
+TEST_CASE("a replayed step that fails leaves its plan whole: the next step replays it and gives what it would have") {
+  const auto s = gqa_ring_session(64), reference = gqa_ring_session(64);
+  auto step = [](Session& session, int64_t id, int64_t position) {
+    auto feeds = decoder_feeds(session, 1, 1, 0);
+    for (auto& [name, t] : feeds) t.data<int64_t>()[0] = name == "position_ids" ? position : name == "input_ids" ? id : 1;
+    return session.run(feeds);
+  };
+  for (Session* x : {s.get(), reference.get()})
+    for (int64_t p = 0; p < 4; ++p) step(*x, 10 + p, p);                           // (the plan made at the second step, replayed after)
+  CHECK(test::contains(test::error_of([&] { step(*s, 1 << 30, 4); }), "Gather"));  // an id past the vocabulary
+  const Outputs got = step(*s, 42, 4), want = step(*reference, 42, 4);
+  const Tensor &a = got[0], &b = want[0];
+  REQUIRE(a.numel() == b.numel());
+  CHECK(std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>()));
+}

@@ -332,6 +332,7 @@ void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outp
     run_claimed(r, feeds, out, seq);
   } catch (...) {
     for (Tensor& t : r.values) t = Tensor();  // nothing of a failed run stays held
+    r.constants_bound = false;                // (a replay after it binds them again)
     throw;
   }
 }
