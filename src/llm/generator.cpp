@@ -96,11 +96,10 @@ void Generator::check_cache_memory(int64_t rows, int64_t longest, const Generate
   MemoryScope charge(session_.memory_account());
   try {
     check_host_bytes(bytes, "");
-  } catch (const MemoryLimitError& e) {  // (the message made only when it is needed)
-    throw MemoryLimitError(detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
-                                          ") would hold ", memory_size(cache), " more of KV cache at the last",
-                                          activations ? " and " + memory_size(activations) + " more of activations (forecast)" : "", ": ",
-                                          e.what()));
+  } catch (...) {  // (the message made only when it is needed)
+    rethrow_prefixed(detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
+                                    ") would hold ", memory_size(cache), " more of KV cache at the last",
+                                    activations ? " and " + memory_size(activations) + " more of activations (forecast)" : "", ": "));
   }
 }
 

@@ -1,4 +1,6 @@
 // Concat and Split along one axis: block copies of contiguous rows.
+#include <algorithm>
+
 #include "core/checked_math.h"
 #include "kernels/cpu/copy.h"
 #include "ops/op.h"
@@ -84,13 +86,16 @@ class SplitOp : public Op {
     const Tensor& x = ctx.in(0);
     int64_t axis = normalize_axis(ctx.node, axis_, x.rank());
     auto [rows, in_row] = rows_and_bytes(x, axis);
-    const std::vector<int64_t> sizes = sizes_for(ctx.values(), Dim::known(x.dim(axis)));
+    // An output the node omits has no memory: its columns, from the split sizes (worked out only then), are skipped.
+    std::vector<int64_t> sizes;
+    if (std::any_of(ctx.outputs.begin(), ctx.outputs.end(), [](const Tensor& y) { return !y.defined(); }))
+      sizes = sizes_for(ctx.values(), Dim::known(x.dim(axis)));
     const size_t element = rows && x.dim(axis) ? in_row / static_cast<size_t>(x.dim(axis)) : 0;
     size_t col = 0;
-    for (size_t i = 0; i < ctx.outputs.size(); ++i) {  // (an output the node omits has no memory: its columns are skipped)
-      const size_t out_row = static_cast<size_t>(sizes[i]) * element;
-      if (Tensor& y = ctx.outputs[i]; y.defined())
-        kernels::copy_rows(static_cast<const char*>(x.raw()) + col, in_row, y.raw(), out_row, rows, out_row);
+    for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+      const Tensor& y = ctx.outputs[i];
+      const size_t out_row = !y.defined() ? static_cast<size_t>(sizes[i]) * element : rows ? y.nbytes() / static_cast<size_t>(rows) : 0;
+      if (y.defined()) kernels::copy_rows(static_cast<const char*>(x.raw()) + col, in_row, y.raw(), out_row, rows, out_row);
       col += out_row;
     }
   }

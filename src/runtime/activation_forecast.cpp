@@ -6,7 +6,7 @@
 namespace tern {
 
 void ActivationForecast::prepare(const Graph& g, const FeedBinding& feeds, const std::vector<char>& views,
-                                 const std::vector<std::vector<int>>& release_after) {
+                                 const std::vector<char>& is_graph_output, const std::vector<std::vector<int>>& release_after) {
   values_ = g.values.size();
   blocks_per_run_ = 0;
   steps_.clear();
@@ -24,7 +24,7 @@ void ActivationForecast::prepare(const Graph& g, const FeedBinding& feeds, const
       }
       s.value = o;
       s.dtype = g.values[static_cast<size_t>(o)].dtype;
-      s.graph_output = std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+      s.graph_output = is_graph_output[static_cast<size_t>(o)] != 0;
       if (views[k]) s.view_of = node.inputs.empty() ? -1 : node.inputs[0];
       else if (s.dtype != DType::Undefined) s.dims = feeds.dims_of(o);
       if (s.view_of < 0) ++blocks_per_run_;

@@ -17,8 +17,9 @@ namespace tern {
 class ActivationForecast {
  public:
   // At load, after FeedBinding::prepare: `views[k]` when node k's outputs view its input 0 (Op::outputs_are_views);
-  // `release_after[k]`: the values whose last reader is node k (graph outputs are never released).
-  void prepare(const Graph& g, const FeedBinding& feeds, const std::vector<char>& views,
+  // `is_graph_output[v]` by value id; `release_after[k]`: the values whose last reader is node k (graph outputs
+  // are never released).
+  void prepare(const Graph& g, const FeedBinding& feeds, const std::vector<char>& views, const std::vector<char>& is_graph_output,
                const std::vector<std::vector<int>>& release_after);
 
   struct Result {

@@ -14,27 +14,25 @@ BufferPool::~BufferPool() {
   }
 }
 
-namespace {
 // Block sizes come in classes a quarter of a power of two apart (64-byte multiples below 4 KiB), so a
 // tensor that grows a little each run — the graph's own KV cache, one token per decode step — finds the
 // block it released last run instead of a new one from the system: on SmolLM2-135M's Optimum export
 // (window 0) that took decode from ~1,290 page faults per step to ~0. Costs at most 25% of a block.
-size_t capacity_class(size_t bytes) {
+size_t BufferPool::capacity_of(size_t bytes) {
   bytes = std::max<size_t>(bytes, 1);
   if (bytes <= 4096) return (bytes + 63) / 64 * 64;
   size_t step = size_t{1} << (std::bit_width(bytes - 1) - 3);  // an eighth of the next power of two
   return (bytes + step - 1) / step * step;
 }
 
-// Which free block serves a request of `capacity` (capacity_class's): the smallest at least that big, but
+namespace {
+// Which free block serves a request of `capacity` (capacity_of's): the smallest at least that big, but
 // never one more than twice the request — big blocks stay for big tensors.
 bool serves(size_t block, size_t capacity) { return block <= 2 * capacity; }
 }  // namespace
 
-size_t BufferPool::capacity_of(size_t bytes) { return capacity_class(bytes); }
-
 std::shared_ptr<Buffer> BufferPool::acquire(size_t bytes) {
-  size_t capacity = capacity_class(bytes);
+  size_t capacity = capacity_of(bytes);
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -72,7 +70,7 @@ BufferPool::DryRun::DryRun(const BufferPool& pool, size_t releases) {
 }
 
 size_t BufferPool::DryRun::acquire(size_t bytes) {
-  size_t capacity = capacity_class(bytes);
+  size_t capacity = capacity_of(bytes);
   if (auto it = std::lower_bound(free_.begin(), free_.end(), capacity); it != free_.end() && serves(*it, capacity)) {
     capacity = *it;
     free_.erase(it);

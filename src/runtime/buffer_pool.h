@@ -25,7 +25,8 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   // Bytes of the blocks this pool holds from the system, in use or free (counted as owned host memory).
   size_t held_bytes() const { return held_bytes_; }
 
-  // The capacity a block for `bytes` gets from the system (a free block that serves it may be up to twice that).
+  // The capacity a block for `bytes` gets from the system, its size class (a free block that serves it may be up
+  // to twice that).
   static size_t capacity_of(size_t bytes);
 
   // A run's acquires and releases played against a copy of the pool's free blocks, nothing allocated: what the

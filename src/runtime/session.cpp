@@ -210,12 +210,12 @@ void Session::prepare_graph() {
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
   std::vector<char> views(ops_.size());
   for (size_t k = 0; k < ops_.size(); ++k) views[k] = ops_[k]->outputs_are_views();
-  forecast_.prepare(g, feeds_, views, release_after_);
+  forecast_.prepare(g, feeds_, views, is_graph_output_, release_after_);
 }
 
 ActivationForecast::Result Session::forecast_activations(const std::vector<std::vector<std::pair<std::string, Shape>>>& runs) const {
   ActivationForecast::Result result;
-  if (device_) return result;
+  if (device_ || runs.empty()) return result;
   // The runs as run_claimed takes them, from the run state the next run takes (RunLease: the last returned): a
   // plan's binding replays, a binding twice in a row makes a plan.
   std::vector<int64_t> last, plan, binding;
@@ -258,10 +258,9 @@ void Session::check_activations(const RunState& r) const {
   if (f.pool_growth == 0) return;
   try {
     check_host_bytes(f.pool_growth, "");
-  } catch (const MemoryLimitError& e) {  // (the message made only when it is needed: runs that fit allocate nothing for it)
-    throw MemoryLimitError(detail::concat(model_.path, ": a run with ", feeds_.describe(r.binding), " would take ",
-                                          memory_size(f.pool_growth),
-                                          " more for its activations (forecast before its first node): ", e.what()));
+  } catch (...) {  // (the message made only when it is needed: runs that fit allocate nothing for it)
+    rethrow_prefixed(detail::concat(model_.path, ": a run with ", feeds_.describe(r.binding), " would take ", memory_size(f.pool_growth),
+                                    " more for its activations (forecast before its first node): "));
   }
 }
 
