@@ -56,9 +56,7 @@ Dim dim_of(const DimProduct& m) {
   if (m.coefficient == 0) return Dim::known(0);
   if (m.coefficient == 1 && m.factors.size() == 1) {  // a plain symbol, or a sum out of its parentheses
     const std::string& f = m.factors[0];
-    const bool sum =
-        f.size() > 2 && f.front() == '(' && f.back() == ')' && split_outside_parens(f.substr(1, f.size() - 2), " + ").size() > 1;
-    return bounded(sum ? f.substr(1, f.size() - 2) : f);
+    return bounded(factor_terms(f).size() > 1 ? f.substr(1, f.size() - 2) : f);
   }
   std::string s = m.coefficient == 1 ? "" : std::to_string(m.coefficient);
   for (const std::string& f : m.factors) s += (s.empty() ? "" : "*") + f;
@@ -86,6 +84,14 @@ std::optional<DimProduct> dim_as_product(const Dim& d) {
 }
 
 std::vector<std::string> symbol_terms(const std::string& symbol) { return split_outside_parens(symbol, " + "); }
+
+std::vector<std::string> factor_terms(const std::string& factor) {
+  if (factor.size() > 2 && factor.front() == '(' && factor.back() == ')') {
+    auto terms = split_outside_parens(factor.substr(1, factor.size() - 2), " + ");
+    if (terms.size() > 1) return terms;
+  }
+  return {factor};
+}
 
 Dim dim_product(const Dim& a, const Dim& b) {
   if (a.is_known() && b.is_known()) return Dim::known(checked_mul(a.value, b.value, "a product of dims"));

@@ -51,6 +51,8 @@ struct DimProduct {
   std::vector<std::string> factors;
 };
 std::optional<DimProduct> dim_as_product(const Dim& d);
+// The terms of one such factor: a parenthesized sum's ("(a + b)" → {"a", "b"}), else the factor itself.
+std::vector<std::string> factor_terms(const std::string& factor);
 // a - b: known sizes subtract, 0 takes nothing, a sum loses the terms of b it has ("past + seq" - "past" is
 // "seq": the length of Range(past, past + seq), how exporters number a step's positions). Anything else is unknown.
 Dim dim_difference(const Dim& a, const Dim& b);

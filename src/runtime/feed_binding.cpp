@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
 
 namespace tern {
 
@@ -13,7 +12,7 @@ void FeedBinding::prepare(const Graph& g, const std::string& model_path) {
     const Value& v = g.values[static_cast<size_t>(id)];
     inputs_.push_back({v.name, v.dtype, v.shape});
   }
-  // Replayable when every node output's shape was inferred from dims the graph inputs name.
+  // The inputs' symbolic dims: what a binding holds.
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (inputs_[i].shape)
       for (size_t a = 0; a < inputs_[i].shape->size(); ++a)
@@ -139,9 +138,8 @@ std::optional<FeedBinding::SizeFormula> FeedBinding::formula(const Dim& d) const
     if (!p) return std::nullopt;
     SizeFormula::Term term{p->coefficient, {}};
     for (const std::string& factor : p->factors) {
-      const bool sum = factor.size() > 2 && factor.front() == '(' && factor.back() == ')';
       std::vector<size_t> entries;
-      for (const std::string& s : sum ? symbol_terms(factor.substr(1, factor.size() - 2)) : std::vector<std::string>{factor}) {
+      for (const std::string& s : factor_terms(factor)) {
         const int j = first_dim(s);
         if (j < 0) return std::nullopt;
         entries.push_back(static_cast<size_t>(j));
