@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <random>
 #include <set>
@@ -95,6 +96,77 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   CHECK(out[1].data<float>()[0] == doctest::Approx(0.5f * 3 - 2.0f * 4));
 }
 
+TEST_CASE("a fused gate|up is packed from its parts: the concatenation is never made, and a load fits a cap it would have passed") {
+  // gate and up [K, N] mapped from their file: their concatenation would be 2·K·N floats owned beside its panels.
+  const int64_t K = 512, N = 2048;  // (panels past 4 MiB: not copied into the arena of small ones)
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+  std::vector<float> wg(static_cast<size_t>(K * N)), wu(wg.size()), x(static_cast<size_t>(K));
+  for (auto* v : {&wg, &wu, &x})
+    for (float& e : *v) e = u(g);
+  TempDir d;
+  ModelBuilder b(17);
+  b.input("x", onnx::TensorProto::FLOAT, {1, K}).output("y");
+  std::ofstream data(d.path / "weights.bin", std::ios::binary);  // external data (mapped), as the 1B-shape exports keep it
+  int64_t offset = 0;
+  for (auto [name, w] : {std::pair<const char*, const std::vector<float>*>{"wg", &wg}, {"wu", &wu}}) {
+    const auto bytes = static_cast<int64_t>(w->size() * sizeof(float));
+    data.write(reinterpret_cast<const char*>(w->data()), bytes);
+    onnx::TensorProto& t = b.initializer_f32(name, {K, N}, {});
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [key, value] : {std::pair<const char*, std::string>{"location", "weights.bin"},
+                              {"offset", std::to_string(offset)},
+                              {"length", std::to_string(bytes)}}) {
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+    offset += bytes;
+  }
+  data.close();
+  b.node("MatMul", {"x", "wg"}, {"g"});
+  b.node("MatMul", {"x", "wu"}, {"u"});
+  b.node("Sigmoid", {"g"}, {"sg"});
+  b.node("Mul", {"g", "sg"}, {"silu"});
+  b.node("Mul", {"silu", "u"}, {"y"});
+  const std::string path = b.save(d.path / "m.onnx");
+  std::vector<double> want(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) {
+    double gs = 0, us = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      gs += static_cast<double>(x[static_cast<size_t>(k)]) * wg[static_cast<size_t>(k * N + n)];
+      us += static_cast<double>(x[static_cast<size_t>(k)]) * wu[static_cast<size_t>(k * N + n)];
+    }
+    want[static_cast<size_t>(n)] = gs / (1 + std::exp(-gs)) * us;
+  }
+  const size_t concatenation = static_cast<size_t>(2 * K * N) * sizeof(float);
+  for (WeightFormat weights : {WeightFormat::AsStored, WeightFormat::Float16, WeightFormat::Int8, WeightFormat::Int4}) {
+    CAPTURE(weight_format_name(weights));
+    SessionOptions so;
+    so.weights = weights;
+    size_t held = 0;
+    {
+      Session s(path, so);
+      CHECK(count_ops(s, "MatMul") == 1);
+      for (const Value& v : s.graph().values) CHECK_FALSE(v.parts);
+      held = s.memory_account()->held();
+    }
+    // Under a cap of what the loaded session holds plus half the concatenation: the whole never existed.
+    so.max_memory = held + concatenation / 2;
+    Session s(path, so);
+    const Tensor y = s.run({{"x", Tensor::from_vector<float>(x, {1, K})}})[0];
+    // (Within a share of the largest output: fp32 to rounding, fp16 weights' 2^-11 steps, int4's 1/16 of a block.)
+    double largest = 0;
+    for (double w : want) largest = std::max(largest, std::abs(w));
+    const double tolerance = (weights == WeightFormat::Int4      ? 0.1
+                              : weights == WeightFormat::Int8    ? 0.01
+                              : weights == WeightFormat::Float16 ? 2e-3
+                                                                 : 1e-5) *
+                             largest;
+    for (int64_t n = 0; n < N; ++n) CHECK(std::abs(y.data<float>()[n] - want[static_cast<size_t>(n)]) <= tolerance);
+  }
+}
+
 TEST_CASE("Gelu(tanh) of the gate times up (Gemma's GeGLU) becomes SwiGLU with activation gelu_tanh; exact Gelu is left alone") {
   TempDir d;
   for (const char* approximate : {"tanh", "none"}) {
@@ -183,45 +255,50 @@ TEST_CASE("MatMulNBits sharing an input and their quantization become one over c
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.01f, 0.1f);
-  OnnxBuilder b(21);
-  b.add_opset("com.microsoft", 1);
-  b.input("x", DType::Float32, {convert::DeclaredDim(std::string("m")), convert::DeclaredDim(K)});
-  auto product = [&](const std::string& y, int64_t N, int64_t block) {
-    const int64_t k_blocks = K / block;
-    std::vector<uint8_t> q(static_cast<size_t>(N * K / 2)), zp(static_cast<size_t>(N * ((k_blocks + 1) / 2)));
-    std::vector<float> sc(static_cast<size_t>(N * k_blocks));
-    for (auto& v : q) v = static_cast<uint8_t>(byte(rng));
-    for (auto& v : zp) v = static_cast<uint8_t>(byte(rng));
-    for (auto& v : sc) v = scale(rng);
-    b.initializer(y + "_B", Tensor::from_vector<uint8_t>(q, {N, k_blocks, block / 2}));
-    b.initializer(y + "_scales", Tensor::from_vector<float>(sc, {N * k_blocks}));
-    b.initializer(y + "_zp", Tensor::from_vector<uint8_t>(zp, {static_cast<int64_t>(zp.size())}));
-    auto& n = b.node("MatMulNBits", {"x", y + "_B", y + "_scales", y + "_zp"}, {y}, "com.microsoft");
-    OnnxBuilder::attr(n, "K", K);
-    OnnxBuilder::attr(n, "N", N);
-    OnnxBuilder::attr(n, "bits", int64_t{4});
-    OnnxBuilder::attr(n, "block_size", block);
-    OnnxBuilder::attr(n, "accuracy_level", int64_t{4});
-    b.output(y);
-  };
-  product("q", 8, K / blocks);
-  product("k", 4, K / blocks);
-  product("v", 4, K / blocks);
-  product("other", 4, K);
-  SessionOptions plain;
-  plain.optimize = false;
-  Session fused(load_onnx(b.proto(), "nbits"), SessionOptions{}), apart(load_onnx(b.proto(), "nbits"), plain);
-  CHECK(count_ops(fused, "MatMulNBits") == 2);  // q, k, v in one; `other` (block 64) alone
-  CHECK(count_ops(fused, "Split") == 1);
-  for (int64_t M : {1, 3}) {  // a decode row (int8 activations) and prefill rows
-    CAPTURE(M);
-    std::vector<float> x(static_cast<size_t>(M * K));
-    for (auto& v : x) v = scale(rng) * 20 - 1;
-    const auto want = apart.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
-    const auto got = fused.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
-    REQUIRE(got.size() == want.size());
-    for (size_t o = 0; o < got.size(); ++o)
-      for (int64_t i = 0; i < want[o].numel(); ++i) CHECK(got[o].data<float>()[i] == want[o].data<float>()[i]);
+  // q | k | v: 8 + 4 + 4 rows, concatenated whole; 32 + 16 + 16, grouped part by part (16-row groups) on x86.
+  for (int64_t rows : {4, 16}) {
+    CAPTURE(rows);
+    OnnxBuilder b(21);
+    b.add_opset("com.microsoft", 1);
+    b.input("x", DType::Float32, {convert::DeclaredDim(std::string("m")), convert::DeclaredDim(K)});
+    auto product = [&](const std::string& y, int64_t N, int64_t block) {
+      const int64_t k_blocks = K / block;
+      std::vector<uint8_t> q(static_cast<size_t>(N * K / 2)), zp(static_cast<size_t>(N * ((k_blocks + 1) / 2)));
+      std::vector<float> sc(static_cast<size_t>(N * k_blocks));
+      for (auto& v : q) v = static_cast<uint8_t>(byte(rng));
+      for (auto& v : zp) v = static_cast<uint8_t>(byte(rng));
+      for (auto& v : sc) v = scale(rng);
+      b.initializer(y + "_B", Tensor::from_vector<uint8_t>(q, {N, k_blocks, block / 2}));
+      b.initializer(y + "_scales", Tensor::from_vector<float>(sc, {N * k_blocks}));
+      b.initializer(y + "_zp", Tensor::from_vector<uint8_t>(zp, {static_cast<int64_t>(zp.size())}));
+      auto& n = b.node("MatMulNBits", {"x", y + "_B", y + "_scales", y + "_zp"}, {y}, "com.microsoft");
+      OnnxBuilder::attr(n, "K", K);
+      OnnxBuilder::attr(n, "N", N);
+      OnnxBuilder::attr(n, "bits", int64_t{4});
+      OnnxBuilder::attr(n, "block_size", block);
+      OnnxBuilder::attr(n, "accuracy_level", int64_t{4});
+      b.output(y);
+    };
+    product("q", 2 * rows, K / blocks);
+    product("k", rows, K / blocks);
+    product("v", rows, K / blocks);
+    product("other", 4, K);
+    SessionOptions plain;
+    plain.optimize = false;
+    Session fused(load_onnx(b.proto(), "nbits"), SessionOptions{}), apart(load_onnx(b.proto(), "nbits"), plain);
+    CHECK(count_ops(fused, "MatMulNBits") == 2);  // q, k, v in one; `other` (block 64) alone
+    CHECK(count_ops(fused, "Split") == 1);
+    for (const Value& v : fused.graph().values) CHECK_FALSE(v.parts);  // (let go once prepared)
+    for (int64_t M : {1, 3}) {                                         // a decode row (int8 activations) and prefill rows
+      CAPTURE(M);
+      std::vector<float> x(static_cast<size_t>(M * K));
+      for (auto& v : x) v = scale(rng) * 20 - 1;
+      const auto want = apart.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
+      const auto got = fused.run({{"x", Tensor::from_vector<float>(x, {M, K})}});
+      REQUIRE(got.size() == want.size());
+      for (size_t o = 0; o < got.size(); ++o)
+        for (int64_t i = 0; i < want[o].numel(); ++i) CHECK(got[o].data<float>()[i] == want[o].data<float>()[i]);
+    }
   }
 }
 

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/tensor.h"
@@ -18,6 +20,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/parallel.h"
+#include "test_util.h"
 
 using namespace tern;
 
@@ -81,6 +84,17 @@ struct RandomNBits {
     w.scales = scales.data();
     w.zp_packed = with_zp ? zp.data() : nullptr;
   }
+  // Zero points in form 0 (none), 1 (packed) or 2 (floats in [0, 15], a GGUF Q4_1 block's); the floats are drawn
+  // in every form, so each form sees the same weights.
+  static RandomNBits with_zero_points(std::mt19937& g, int64_t N, int64_t K, int64_t bits, int64_t block, int form) {
+    RandomNBits r(g, N, K, bits, block, form == 1);
+    std::uniform_real_distribution<float> zu(0, 15);
+    r.zp_floats.resize(static_cast<size_t>(N * ((K + block - 1) / block)));
+    for (auto& v : r.zp_floats) v = zu(g);
+    if (form == 2) r.w.zp_float = r.zp_floats.data();
+    return r;
+  }
+  std::vector<float> zp_floats;
 };
 }  // namespace
 
@@ -136,11 +150,7 @@ TEST_CASE("gemv_nbits over grouped 4-bit weights: each ISA tier this CPU runs gi
           CAPTURE(K);
           CAPTURE(N);
           CAPTURE(M);
-          RandomNBits r(g, N, K, 4, block, zp_form == 1);
-          const int64_t k_blocks = (K + block - 1) / block;
-          std::vector<float> zf(static_cast<size_t>(N * k_blocks));
-          for (auto& v : zf) v = zu(g);
-          if (zp_form == 2) r.w.zp_float = zf.data();
+          RandomNBits r = RandomNBits::with_zero_points(g, N, K, 4, block, zp_form);
           if (block == 64)  // scales that are exactly fp16: grouped as fp16
             for (float& v : r.scales) v = static_cast<float>(f16(v));
           const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(r.w);
@@ -422,6 +432,78 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
     }
 }
 
+TEST_CASE("a fused concatenation packed from its parts: each part's panels and row groups land where the whole's do, bit for bit") {
+  std::mt19937 g(31);
+  std::uniform_real_distribution<float> u(-1, 1), zu(0, 15);
+  // Panels: column blocks [K, N_i], each but the last a multiple of kPanel wide, the last ragged.
+  const int64_t K = 37, P = kernels::kPanel;
+  const std::vector<int64_t> widths{2 * P, P, 5};
+  int64_t N = 0;
+  for (int64_t w : widths) N += w;
+  std::vector<float> B(static_cast<size_t>(K * N));
+  for (float& v : B) v = u(g);
+  std::vector<Tensor> blocks;
+  for (int64_t w : widths) {
+    int64_t at = 0;
+    for (const Tensor& b : blocks) at += b.dim(1);
+    Tensor t(DType::Float32, {K, w});
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t c = 0; c < w; ++c) t.data<float>()[k * w + c] = B[static_cast<size_t>(k * N + at + c)];
+    blocks.push_back(t);
+  }
+  std::vector<const Tensor*> columns;
+  for (const Tensor& t : blocks) columns.push_back(&t);
+  for (DType type : {DType::Float32, DType::Float16, DType::BFloat16}) {
+    CAPTURE(dtype_name(type));
+    const kernels::PackedMatrix whole = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
+    const kernels::PackedMatrix parts = kernels::pack_matrix(columns, type);
+    REQUIRE(parts.bytes() == whole.bytes());
+    CHECK(std::memcmp(parts.panels->data(), whole.panels->data(), static_cast<size_t>(whole.bytes())) == 0);
+  }
+  // A block narrower than a panel before the last cannot stack.
+  const Tensor narrow(DType::Float32, {K, 5});
+  CHECK(test::contains(test::error_of([&] {
+                         kernels::pack_matrix(std::vector<const Tensor*>{&narrow, &blocks[0]}, DType::Float32);
+                       }),
+                       "each but the last a multiple of"));
+  // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-bit weights, every zero-point form, fp16-exact scales or not.
+  for (int64_t block : {32, 64})
+    for (int zp_form : {0, 1, 2})
+      for (bool half : {true, false}) {
+        CAPTURE(block);
+        CAPTURE(zp_form);
+        CAPTURE(half);
+        const int64_t rows = 57, cols = 256, k_blocks = cols / block;
+        RandomNBits r = RandomNBits::with_zero_points(g, rows, cols, 4, block, zp_form);
+        for (float& v : r.scales) v = static_cast<float>(f16(v));
+        if (!half) r.scales.back() += 1e-7f;  // one scale in the last part that fp16 does not hold: all go fp32
+        std::vector<kernels::NBitsWeights> part_views;
+        for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 48}, {48, rows}}) {
+          kernels::NBitsWeights p = r.w;
+          p.N = n1 - n0;
+          p.data += n0 * k_blocks * block / 2;
+          p.scales += n0 * k_blocks;
+          if (p.zp_packed) p.zp_packed += n0 * ((k_blocks * 4 + 7) / 8);
+          if (p.zp_float) p.zp_float += n0 * k_blocks;
+          part_views.push_back(p);
+        }
+        std::vector<std::tuple<size_t, int64_t, int64_t>> done;
+        const kernels::QuantizedWeights whole = kernels::group_nbits_rows(r.w);
+        const kernels::QuantizedWeights stacked =
+            kernels::group_nbits_rows(part_views, [&](size_t p, int64_t n0, int64_t n1) { done.emplace_back(p, n0, n1); });
+        CHECK(stacked.scales.dtype() == (half ? DType::Float16 : DType::Float32));
+        for (auto [a, b] : {std::pair<const Tensor*, const Tensor*>{&stacked.data, &whole.data},
+                            {&stacked.scales, &whole.scales},
+                            {&stacked.zero_points, &whole.zero_points}}) {
+          REQUIRE(a->defined() == b->defined());
+          if (!a->defined()) continue;
+          REQUIRE(a->nbytes() == b->nbytes());
+          CHECK(std::memcmp(a->raw(), b->raw(), a->nbytes()) == 0);
+        }
+        CHECK(done == std::vector<std::tuple<size_t, int64_t, int64_t>>{{0, 0, 32}, {1, 0, 16}, {2, 0, 9}});  // each part's rows, once
+      }
+}
+
 TEST_CASE(
     "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped) gives the scalar rule's bits") {
   std::mt19937 g(21);
@@ -431,10 +513,7 @@ TEST_CASE(
       CAPTURE(block);
       CAPTURE(zp_form);
       const int64_t N = 24, K = 256, k_blocks = K / block;
-      RandomNBits r(g, N, K, 4, block, zp_form == 1);
-      std::vector<float> zf(static_cast<size_t>(N * k_blocks));
-      for (auto& v : zf) v = u(g);
-      if (zp_form == 2) r.w.zp_float = zf.data();
+      RandomNBits r = RandomNBits::with_zero_points(g, N, K, 4, block, zp_form);
       if (block == 64)  // scales that are exactly fp16: grouped, kept as fp16
         for (float& v : r.scales) v = static_cast<float>(f16(v));
       const kernels::NBitsWeights& w = r.w;
@@ -454,7 +533,7 @@ TEST_CASE(
               const int64_t kb = k / block;
               const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
               const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
-              const float zp = zp_form == 2 ? zf[static_cast<size_t>(n * k_blocks + kb)]
+              const float zp = zp_form == 2 ? r.zp_floats[static_cast<size_t>(n * k_blocks + kb)]
                                : zp_form == 1
                                    ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
                                    : 8.0f;

@@ -1,6 +1,7 @@
 #include "graph/ir.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <sstream>
 
@@ -239,6 +240,40 @@ int Graph::add_constant(const std::string& name, Tensor t) {
   v.shape = sym_shape(t.shape());
   v.constant = std::move(t);
   return id;
+}
+
+int Graph::add_concatenation(const std::string& name, ConstantParts parts) {
+  const DType dtype = parts.tensors.at(0).dtype();
+  const Shape shape = parts.shape;
+  const int id = add_constant(name, Tensor(dtype, shape, nullptr));
+  values[static_cast<size_t>(id)].parts = std::make_shared<const ConstantParts>(std::move(parts));
+  return id;
+}
+
+int64_t ConstantParts::extent(const Tensor& part) const {
+  int64_t across = 1;  // the whole's elements per unit along the axis
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis) across *= shape[d];
+  return across > 0 ? part.numel() / across : 0;
+}
+
+Tensor ConstantParts::whole() const {
+  Tensor out(tensors.at(0).dtype(), shape);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  const size_t slice = out.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+  size_t at = 0;  // this part's offset in each outer slice
+  for (const Tensor& t : tensors) {
+    const size_t share = t.nbytes() / static_cast<size_t>(std::max<int64_t>(outer, 1));
+    if (t.dtype() != out.dtype() || !t.raw() || at + share > slice)
+      fail("a concatenation's parts do not make its shape ", shape_str(shape));
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(static_cast<char*>(out.raw()) + static_cast<size_t>(o) * slice + at,
+                  static_cast<const char*>(t.raw()) + static_cast<size_t>(o) * share, share);
+    if (t.buffer()) t.buffer()->drop_pages(t.raw(), t.nbytes());
+    at += share;
+  }
+  return out;
 }
 
 void link_producers(Graph& g) {

@@ -78,6 +78,21 @@ struct Attribute {
   std::string unsupported;  // set when the value could not be decoded (a string tensor…)
 };
 
+// A constant a fusion leaves unmade: the tensors that, concatenated along `axis` of `shape`, make it
+// (fuse_shared_input_matmuls' [W1 | W2 | …]: a MatMul weight's columns, MatMulNBits' rows as bytes). Its reader
+// prepares from the parts where it can — no copy of the whole at load, the parts' file pages dropped as they
+// are read (the 1B shape's gate|up: 134 MB beside its panels) — and SessionWeights::prepare makes the whole for
+// any other. Along `axis` each part spans its bytes' share of each outer slice (the dims before it).
+struct ConstantParts {
+  int64_t axis = 0;
+  Shape shape;  // the whole's
+  std::vector<Tensor> tensors;
+  // The concatenation, each part's file pages dropped once it is copied.
+  Tensor whole() const;
+  // How far `part` spans along the whole's axis (its elements over the whole's outer and inner dims).
+  int64_t extent(const Tensor& part) const;
+};
+
 struct Value {
   std::string name;
   DType dtype = DType::Undefined;
@@ -85,6 +100,8 @@ struct Value {
   bool shape_inferred = false;     // shape set by tern's shape rules (not just declared by the file)
   int producer = -1;               // node index, -1 for graph inputs / initializers
   std::optional<Tensor> constant;  // initializers and folded constants
+  // With `constant` its shape-only placeholder (no data): what it concatenates, until its reader is prepared.
+  std::shared_ptr<const ConstantParts> parts;
   // For shape-like integer tensors (outputs of Shape and what Gather/Concat/Unsqueeze… make of them):
   // the elements in row-major order as dims, known or symbolic. Lets Reshape(x, Concat(Shape(x)[0], 4))
   // infer [batch, 4] at load time.
@@ -128,6 +145,8 @@ struct Graph {
   int find_value(const std::string& name) const;        // -1 if absent
   int add_value(const std::string& name);               // returns existing id if present
   int add_constant(const std::string& name, Tensor t);  // a value holding `t` (add_value's id, made constant)
+  // A value that is the concatenation `parts` describes, left unmade (ConstantParts).
+  int add_concatenation(const std::string& name, ConstantParts parts);
 };
 
 // Reorders nodes so every node comes after the producers of its inputs; fails naming a node whose

@@ -49,11 +49,15 @@ class MatMulOp : public RepackedMatMul {
   // into the kernels' panel layout (as stored, or as fp16/bf16), or block-quantized to int8/int4; the
   // original is not read again. With a pack the repacked weight comes from it, and the original may be a
   // placeholder the pack left out.
+  // A weight a fusion concatenated (q|k|v, gate|up) and left as its parts is packed part by part, each part's
+  // panels or row groups where the whole's would be: no copy of the whole at load.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
     if (trans_a_ || alpha_ != 1.0f || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) ||
-        B->numel() == 0)
+        B->numel() == 0) {
+      options.ensure_whole(1);
       return {};
+    }
     const int64_t K = B->dim(trans_b_ ? 1 : 0), N = B->dim(trans_b_ ? 0 : 1);
     auto source = [&]() -> const Tensor& {
       if (!B->raw())
@@ -64,30 +68,62 @@ class MatMulOp : public RepackedMatMul {
     if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
       const int64_t bits = options.weights == WeightFormat::Int8 ? 8 : 4, block = 32, k_blocks = (K + block - 1) / block;
       activations_ = nbits_activations(options, false);
-      auto quantize = [&] {
-        Tensor W = cast_to(source(), DType::Float32);
-        if (trans_b_) {
-          Tensor t(DType::Float32, {K, N});
-          kernels::transpose(W.raw(), {N, K}, {1, 0}, t.raw(), sizeof(float));
+      // W as float32 [K, N] (or [K, N_i] for part W_i), quantized by columns.
+      auto quantize = [&](const Tensor& from, bool transposed) {
+        Tensor W = cast_to(from, DType::Float32);
+        const int64_t n = W.dim(transposed ? 0 : 1);
+        if (transposed) {
+          Tensor t(DType::Float32, {K, n});
+          kernels::transpose(W.raw(), {n, K}, {1, 0}, t.raw(), sizeof(float));
           W = t;
         }
-        return kernels::quantize_nbits(W.data<float>(), K, N, bits, block);
+        return kernels::quantize_nbits(W.data<float>(), K, n, bits, block);
       };
       static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
       kernels::NBitsWeights shape;
       shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
       if (regroups_nbits(shape, options)) {
-        quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape,
-                                           [&] { return kernels::group_nbits_rows(quantize().view()); });
+        const std::vector<const Tensor*> parts = options.stacked_parts(1, kernels::kNBitsGroupRows);
+        quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
+          if (parts.empty()) return kernels::group_nbits_rows(quantize(source(), trans_b_).view());
+          std::vector<kernels::QuantizedWeights> quantized;  // (a part at a time would hold all of them anyway)
+          std::vector<kernels::NBitsWeights> views;
+          for (const Tensor* part : parts) {
+            quantized.push_back(quantize(*part, false));
+            if (part->buffer()) part->buffer()->drop_pages(part->raw(), part->nbytes());
+            views.push_back(quantized.back().view());
+          }
+          return kernels::group_nbits_rows(views);
+        });
         return {1};
       }
+      // (Its rows in the file's layout: N-major, so a concatenation's parts quantized one by one stack as bytes.)
+      const std::vector<const Tensor*> columns = options.stacked_parts(1, 1);
       const auto parts = options.prepared(weight_format_name(options.weights),
                                           {{DType::UInt8, N * k_blocks * block * bits / 8},
                                            {DType::UInt8, N * ((k_blocks * bits + 7) / 8)},
                                            {DType::Float32, N * k_blocks}},
                                           [&] {
-                                            const kernels::QuantizedWeights q = quantize();
-                                            return std::vector<Tensor>{q.data, q.zero_points, q.scales};
+                                            if (columns.empty()) {
+                                              const kernels::QuantizedWeights q = quantize(source(), trans_b_);
+                                              return std::vector<Tensor>{q.data, q.zero_points, q.scales};
+                                            }
+                                            std::vector<ConstantParts> rows(3);
+                                            for (const Tensor* part : columns) {
+                                              const kernels::QuantizedWeights q = quantize(*part, false);
+                                              if (part->buffer()) part->buffer()->drop_pages(part->raw(), part->nbytes());
+                                              rows[0].tensors.push_back(q.data);
+                                              rows[1].tensors.push_back(q.zero_points);
+                                              rows[2].tensors.push_back(q.scales);
+                                            }
+                                            std::vector<Tensor> stacked;
+                                            for (ConstantParts& r : rows) {
+                                              int64_t n = 0;
+                                              for (const Tensor& t : r.tensors) n += t.numel();
+                                              r.shape = {n};
+                                              stacked.push_back(r.whole());
+                                            }
+                                            return stacked;
                                           });
       quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
       return {1};
@@ -96,13 +132,17 @@ class MatMulOp : public RepackedMatMul {
                        : options.weights == WeightFormat::BFloat16 ? DType::BFloat16
                                                                    : B->dtype();
     const int64_t elements = (N + kernels::kPanel - 1) / kernels::kPanel * kernels::kPanel * K;
+    const std::vector<const Tensor*> columns = trans_b_ ? std::vector<const Tensor*>{} : options.stacked_parts(1, kernels::kPanel);
+    if (trans_b_) options.ensure_whole(1);
     const auto parts = options.prepared(std::string("panels ") + dtype_name(type), {{type, elements}}, [&] {
-      const kernels::PackedMatrix p = kernels::pack_matrix(source(), type, trans_b_);
+      const kernels::PackedMatrix p =
+          columns.empty() ? kernels::pack_matrix(source(), type, trans_b_) : kernels::pack_matrix(columns, type);
       return std::vector<Tensor>{Tensor(type, {elements}, p.panels)};
     });
     packed_ = kernels::PackedMatrix{K, N, type, parts[0].buffer()};
     return {1};
   }
+  bool prepares_from_parts() const override { return true; }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const Tensor& A = *in[0];
     const int64_t K = A.rank() ? A.dim(-1) : 1, N = out[0].rank() ? out[0].dim(-1) : 1;

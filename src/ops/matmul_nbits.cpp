@@ -6,6 +6,7 @@
 // decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way), and
 // on x86 4-bit weights are re-laid at load 16 rows at a time for it (kernels/cpu/nbits.h: grouped), the
 // file's copy released.
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -53,26 +54,55 @@ class MatMulNBitsOp : public Op {
     // is in play, whose later loads would then find no B to sort.)
     const std::vector<int> own_b = act_ordered_B_.defined() && !options.pack ? std::vector<int>{1} : std::vector<int>{};
     if (!at(1) || !at(2) || !zp_constant) return own_b;
-    Tensor scratch[2];
+    std::array<Tensor, 2> scratch;
     const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : *at(1);
-    const kernels::NBitsWeights w = weights(B, *at(2), at(3), scratch, "MatMulNBits");
-    if (!regroups_nbits(w, options)) return own_b;
+    const kernels::NBitsWeights w = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
+    if (!regroups_nbits(w, options)) {
+      for (size_t i : {1, 2, 3}) options.ensure_whole(i);  // (run reads them as they are)
+      return own_b;
+    }
+    // A concatenation a fusion left unmade (fused q|k|v, gate|up) is grouped part by part, 16 rows a group: each
+    // part's groups land where the whole's would.
+    const int64_t k_blocks = (K_ + block_ - 1) / block_, rows = kernels::kNBitsGroupRows;
+    std::vector<const Tensor*> parts[4];
+    parts[1] = options.stacked_parts(1, rows * k_blocks * (block_ * bits_ / 8));
+    if (!parts[1].empty()) {
+      parts[2] = options.stacked_parts(2, rows * k_blocks);
+      if (at(3)) parts[3] = options.stacked_parts(3, rows * (at(3)->dtype() == DType::UInt8 ? (k_blocks * bits_ + 7) / 8 : k_blocks));
+    }
+    if (parts[1].empty() || parts[2].empty() || (at(3) && parts[3].empty()))
+      for (size_t i : {1, 2, 3}) options.ensure_whole(i);
+    const bool stacked = !parts[1].empty() && !parts[2].empty() && (!at(3) || !parts[3].empty());
     grouped_ = prepared_nbits_groups(options, "int4 groups", w, [&] {
+      // (Each input is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.)
+      auto drop_rows = [](const Tensor* t, int64_t n, int64_t n0, int64_t n1) {
+        if (!t || !t->buffer()) return;
+        const size_t row = t->nbytes() / static_cast<size_t>(n);
+        t->buffer()->drop_pages(static_cast<const char*>(t->raw()) + static_cast<size_t>(n0) * row, static_cast<size_t>(n1 - n0) * row);
+      };
+      if (stacked) {
+        std::vector<kernels::NBitsWeights> views;
+        std::vector<std::array<Tensor, 2>> converted(parts[1].size());  // (each part's scales as float32)
+        for (size_t p = 0; p < parts[1].size(); ++p)
+          views.push_back(weights(parts[2][p]->numel() / k_blocks, *parts[1][p], *parts[2][p], at(3) ? parts[3][p] : nullptr, converted[p],
+                                  "MatMulNBits"));
+        return kernels::group_nbits_rows(views, [&](size_t p, int64_t n0, int64_t n1) {
+          for (size_t i = 1; i <= 3; ++i)
+            if (!parts[i].empty()) drop_rows(parts[i][p], views[p].N, n0, n1);
+        });
+      }
       for (const Tensor* t : {at(1), at(2), at(3)})
         if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
-      // Each part is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.
-      return kernels::group_nbits_rows(w, [&](int64_t n0, int64_t n1) {
-        for (const Tensor* t : {at(1), at(2), at(3)})
-          if (t && t->buffer()) {
-            const size_t row = t->nbytes() / static_cast<size_t>(N_);
-            t->buffer()->drop_pages(static_cast<const char*>(t->raw()) + static_cast<size_t>(n0) * row, static_cast<size_t>(n1 - n0) * row);
-          }
+      const kernels::NBitsWeights whole = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
+      return kernels::group_nbits_rows(whole, [&](int64_t n0, int64_t n1) {
+        for (const Tensor* t : {at(1), at(2), at(3)}) drop_rows(t, N_, n0, n1);
       });
     });
     act_ordered_B_ = Tensor();  // (grouped from it)
     if (at(3)) return {1, 2, 3};
     return {1, 2};
   }
+  bool prepares_from_parts() const override { return true; }
   int64_t packed_weight_bytes() const override { return grouped_ ? grouped_->bytes() : static_cast<int64_t>(act_ordered_B_.nbytes()); }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     double bytes = static_cast<double>(out[0].nbytes() + in[0]->nbytes());
@@ -101,11 +131,12 @@ class MatMulNBitsOp : public Op {
     ctx.set(0, ctx.dtype(0), a);
   }
   void run(RunContext& ctx) const override {
-    Tensor scratch[2], a_f32, y_f32;  // conversions, only for inputs that are not float32
+    std::array<Tensor, 2> scratch;  // conversions, only for inputs that are not float32
+    Tensor a_f32, y_f32;
     if (node_has_g_idx_ && !g_idx_read_) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
     const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : ctx.in(1);
     const kernels::NBitsWeights w =
-        grouped_ ? grouped_->view() : weights(B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
+        grouped_ ? grouped_->view() : weights(N_, B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
     const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
     const float* a = A.data<float>();
@@ -129,18 +160,18 @@ class MatMulNBitsOp : public Op {
   }
 
  private:
-  // The weights as the file gives them, checked against K, N, bits and block_size (`where` names the node
-  // in errors; scales and float zero points not in float32 are converted into `scratch`). In a pack's
-  // placeholders only the sizes are there.
-  kernels::NBitsWeights weights(const Tensor& B, const Tensor& scales_in, const Tensor* zp, Tensor (&scratch)[2],
+  // The weights as the file gives them (N rows: the node's, or a part's of a concatenation), checked against K,
+  // N, bits and block_size (`where` names the node in errors; scales and float zero points not in float32 are
+  // converted into `scratch`). In a pack's placeholders only the sizes are there.
+  kernels::NBitsWeights weights(int64_t N, const Tensor& B, const Tensor& scales_in, const Tensor* zp, std::array<Tensor, 2>& scratch,
                                 const std::string& where) const {
     const int64_t k_blocks = (K_ + block_ - 1) / block_;
-    if (B.numel() != N_ * k_blocks * (block_ * bits_ / 8))
-      fail(where, ": B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * k_blocks * (block_ * bits_ / 8));
+    if (B.numel() != N * k_blocks * (block_ * bits_ / 8))
+      fail(where, ": B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N * k_blocks * (block_ * bits_ / 8));
     const Tensor& scales = scales_in.raw() ? as_dtype(scales_in, DType::Float32, scratch[0]) : scales_in;
-    if (scales.numel() != N_ * k_blocks) fail(where, ": scales must have N·k_blocks = ", N_ * k_blocks, " values");
+    if (scales.numel() != N * k_blocks) fail(where, ": scales must have N·k_blocks = ", N * k_blocks, " values");
     kernels::NBitsWeights w;
-    w.N = N_;
+    w.N = N;
     w.K = K_;
     w.bits = bits_;
     w.block = block_;
@@ -150,10 +181,10 @@ class MatMulNBitsOp : public Op {
     static const uint8_t placeholder_packed = 0;
     static const float placeholder_float = 0;
     if (zp && zp->dtype() == DType::UInt8) {
-      if (zp->numel() != N_ * ((k_blocks * bits_ + 7) / 8)) fail(where, ": packed zero_points have the wrong size");
+      if (zp->numel() != N * ((k_blocks * bits_ + 7) / 8)) fail(where, ": packed zero_points have the wrong size");
       w.zp_packed = zp->raw() ? zp->data<uint8_t>() : &placeholder_packed;
     } else if (zp) {
-      if (zp->numel() != N_ * k_blocks) fail(where, ": zero_points must have N·k_blocks values");
+      if (zp->numel() != N * k_blocks) fail(where, ": zero_points must have N·k_blocks values");
       w.zp_float = zp->raw() ? as_dtype(*zp, DType::Float32, scratch[1]).data<float>() : &placeholder_float;
     }
     return w;

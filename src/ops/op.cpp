@@ -202,6 +202,24 @@ const char* weight_format_name(WeightFormat format) {
   return "?";
 }
 
+std::vector<const Tensor*> PrepackOptions::stacked_parts(size_t i, int64_t granule) const {
+  const ConstantParts* p = parts && i < parts->size() ? (*parts)[i] : nullptr;
+  if (!p) return {};
+  std::vector<const Tensor*> stacked;
+  for (const Tensor& t : p->tensors) {
+    if (stacked.size() + 1 < p->tensors.size() && p->extent(t) % granule != 0) {
+      make_whole(i);
+      return {};
+    }
+    stacked.push_back(&t);
+  }
+  return stacked;
+}
+
+void PrepackOptions::ensure_whole(size_t i) const {
+  if (parts && i < parts->size() && (*parts)[i]) make_whole(i);
+}
+
 std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
                                              const std::function<std::vector<Tensor>()>& make) const {
   const auto made = [&] {

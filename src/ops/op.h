@@ -146,7 +146,19 @@ struct PrepackOptions {
   // have made to *planned_bytes and returns tensors of the expected sizes without data — and an op allocates
   // nothing else it would keep, counting it here instead.
   int64_t* planned_bytes = nullptr;
+  // For an op that prepares from parts (Op::prepares_from_parts): per input, what a fusion left unmade
+  // (graph/ir.h ConstantParts; null for a whole input), `constants` holding its shape-only placeholder; and
+  // what makes input i whole in place (constants[i] then holds its data; in planning mode its bytes are
+  // counted instead), which the op calls before it reads such an input whole.
+  const std::vector<const ConstantParts*>* parts = nullptr;
+  std::function<void(size_t)> make_whole;
 
+  // Input i's parts, for a layout made of pieces `granule` long along the concatenation's axis that stacks them
+  // as they are: when each part but the last spans a multiple of it. Otherwise none, and input i is made
+  // whole (none either for an input that is whole).
+  std::vector<const Tensor*> stacked_parts(size_t i, int64_t granule) const;
+  // Makes input i whole when it is parts (for an op reading it whole at every run).
+  void ensure_whole(size_t i) const;
   // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
   // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else
   // make()'s (kept when the session records a pack). An `expect` dtype Undefined takes any: the op checks it.
@@ -184,6 +196,9 @@ class Op {
   // weight into its kernel's layout. Returns the inputs it will not read again; the session frees
   // those no other node reads (their dtype and shape stay, the data goes).
   virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& /*options*/) { return {}; }
+  // Whether prepack() takes PrepackOptions::parts: it prepares a concatenation a fusion left unmade from its
+  // parts, or makes it whole (make_whole) before reading it. For any other op the session makes it whole first.
+  virtual bool prepares_from_parts() const { return false; }
   // Bytes of the weights prepack() made (read whole at every run).
   virtual int64_t packed_weight_bytes() const { return 0; }
   // The cost of one run with these tensors (and the node's state, as the run left it). Default: every

@@ -211,21 +211,6 @@ int64_t product_columns(const Graph& g, const Node& n) {
   return n.op_type == "MatMul" ? g.values[static_cast<size_t>(n.inputs[1])].constant->dim(1) : n.attr_int("N", 0);
 }
 
-// The constant `input` of each node, concatenated as bytes (N-major tensors), flat.
-Tensor concat_rows(const Graph& g, const std::vector<const Node*>& nodes, size_t input) {
-  const Tensor& t0 = *g.values[static_cast<size_t>(nodes[0]->inputs[input])].constant;
-  int64_t total = 0;
-  for (const Node* n : nodes) total += g.values[static_cast<size_t>(n->inputs[input])].constant->numel();
-  Tensor cat(t0.dtype(), {total});
-  size_t at = 0;
-  for (const Node* n : nodes) {
-    const Tensor& t = *g.values[static_cast<size_t>(n->inputs[input])].constant;
-    std::memcpy(static_cast<char*>(cat.raw()) + at, t.raw(), t.nbytes());
-    at += t.nbytes();
-  }
-  return cat;
-}
-
 }  // namespace
 
 // MatMul(x, W1), MatMul(x, W2)… with constant 2-D weights of one dtype → MatMul(x, [W1 | W2 | …]), and
@@ -274,28 +259,20 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
     mm.name = first.name + "/concat";
     mm.op_type = first.op_type;
     mm.domain = first.domain;
-    // Through the pack when the session has one: a later load takes the concatenation from it, or — when
-    // the pack recorded it as dropped, its reader having repacked it — makes none at all.
-    auto derive = [&](const std::string& name, DType dtype, const Shape& shape, const std::function<Tensor()>& make) {
-      return g.add_constant(name, pack ? pack->derived(name, dtype, shape, make) : make());
+    // The constant `input` of each member, concatenated along `axis` of `shape`: left as its parts for the reader
+    // to prepare from (graph/ir.h ConstantParts), or — with the session's pack — through it: a later load takes
+    // the concatenation from it, or, when the pack recorded it as dropped (its reader repacked it), makes none.
+    auto concatenation = [&](const std::string& name, size_t input, int64_t axis, Shape shape) {
+      ConstantParts parts{axis, std::move(shape), {}};
+      for (const Node* n : members) parts.tensors.push_back(*g.values[static_cast<size_t>(n->inputs[input])].constant);
+      if (!pack) return g.add_concatenation(name, std::move(parts));
+      const DType dtype = parts.tensors[0].dtype();
+      return g.add_constant(name, pack->derived(name, dtype, parts.shape, [&] { return parts.whole(); }));
     };
     if (first.op_type == "MatMul") {
-      const Tensor& w0 = *g.values[static_cast<size_t>(first.inputs[1])].constant;
-      const int64_t K = w0.dim(0);
-      mm.inputs = {x, derive(first.name + "/concat_weight", w0.dtype(), {K, N}, [&] {
-                     Tensor cat(w0.dtype(), {K, N});
-                     const size_t es = dtype_size(w0.dtype());
-                     int64_t col = 0;
-                     for (size_t i = 0; i < same.size(); ++i) {
-                       const Tensor& w = *g.values[static_cast<size_t>(members[i]->inputs[1])].constant;
-                       for (int64_t r = 0; r < K; ++r)
-                         std::memcpy(static_cast<char*>(cat.raw()) + (r * N + col) * es,
-                                     static_cast<const char*>(w.raw()) + r * sizes[i] * es, static_cast<size_t>(sizes[i]) * es);
-                       col += sizes[i];
-                     }
-                     return cat;
-                   })};
-    } else {  // B [N, k_blocks, blob], scales and zero points: all N-major
+      const int64_t K = g.values[static_cast<size_t>(first.inputs[1])].constant->dim(0);
+      mm.inputs = {x, concatenation(first.name + "/concat_weight", 1, 1, {K, N})};
+    } else {  // B [N, k_blocks, blob], scales and zero points: all N-major, their bytes one after another
       mm.attrs = first.attrs;
       mm.attrs["N"] = int_attr(N);
       mm.inputs = {x};
@@ -303,8 +280,7 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
       for (size_t i = 1; i < first.inputs.size() && first.inputs[i] >= 0; ++i) {
         int64_t total = 0;
         for (const Node* n : members) total += g.values[static_cast<size_t>(n->inputs[i])].constant->numel();
-        mm.inputs.push_back(derive(first.name + names[i], g.values[static_cast<size_t>(first.inputs[i])].dtype, {total},
-                                   [&] { return concat_rows(g, members, i); }));
+        mm.inputs.push_back(concatenation(first.name + names[i], i, 0, {total}));
       }
     }
     const int yid = g.add_value(first.name + "/concat_out");

@@ -106,29 +106,66 @@ void constant_inputs(const Graph& g, const Node& n, std::vector<const Tensor*>& 
       constants[i] = &*g.values[static_cast<size_t>(n.inputs[i])].constant;
 }
 
+// Node n's inputs a fusion left as parts (graph/ir.h ConstantParts; null for the others); whether it has any.
+bool constant_parts(const Graph& g, const Node& n, std::vector<const ConstantParts*>& parts) {
+  parts.assign(n.inputs.size(), nullptr);
+  bool any = false;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (n.inputs[i] >= 0 && g.values[static_cast<size_t>(n.inputs[i])].parts) {
+      parts[i] = g.values[static_cast<size_t>(n.inputs[i])].parts.get();
+      any = true;
+    }
+  return any;
+}
+
+// Bytes a repacked concatenation's parts give back once the parts are let go: those in owned memory nothing else
+// holds (file pages are the packers' to drop as they read them).
+int64_t owned_part_bytes(const ConstantParts& parts) {
+  int64_t bytes = 0;
+  for (const Tensor& t : parts.tensors)
+    if (t.buffer() && t.buffer()->owned() && t.buffer().use_count() == 1) bytes += static_cast<int64_t>(t.buffer()->bytes());
+  return bytes;
+}
+
 }  // namespace
 
 void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& options) const {
   // Each node's op prepares in planning mode (PrepackOptions::planned_bytes: the sizes of what it would make,
   // nothing made) on an op of its own; the walk adds what each node makes and takes away the owned originals
   // its repacking frees, as prepare() will. The highest point, beyond what is held now, must fit both caps.
+  // A concatenation left as parts counts its whole where the op makes it (then freed with it, as an owned
+  // constant), else the parts' owned bytes freed once repacked from them.
   std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
   std::vector<const Tensor*> constants;
+  std::vector<const ConstantParts*> parts;
   int64_t made = 0, freed = 0, peak = 0;
   size_t at_peak = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     constant_inputs(g, n, constants);
     if (std::none_of(constants.begin(), constants.end(), [](const Tensor* t) { return t != nullptr; })) continue;
+    const bool has_parts = constant_parts(g, n, parts);
     int64_t planned = 0;
+    std::vector<char> made_whole(n.inputs.size(), 0);
     std::vector<int> repacked;
     try {
-      repacked = OpRegistry::instance().create(n)->prepack(constants, {.weights = options.weights,
-                                                                       .activations = options.activations,
-                                                                       .every_row_as_decode = options.every_row_as_decode,
-                                                                       .pack = pack_.get(),
-                                                                       .node = n.name,
-                                                                       .planned_bytes = &planned});
+      const std::unique_ptr<Op> op = OpRegistry::instance().create(n);
+      auto make_whole = [&](size_t i) {
+        if (!parts[i]) return;
+        planned += static_cast<int64_t>(constants[i]->nbytes());
+        made_whole[i] = 1;
+        parts[i] = nullptr;
+      };
+      if (has_parts && !op->prepares_from_parts())
+        for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
+      repacked = op->prepack(constants, {.weights = options.weights,
+                                         .activations = options.activations,
+                                         .every_row_as_decode = options.every_row_as_decode,
+                                         .pack = pack_.get(),
+                                         .node = n.name,
+                                         .planned_bytes = &planned,
+                                         .parts = has_parts ? &parts : nullptr,
+                                         .make_whole = make_whole});
     } catch (...) {
       rethrow_naming(n);
     }
@@ -137,7 +174,9 @@ void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& 
     for (int i : repacked) {
       const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
       const Tensor& c = *g.values[v].constant;
-      if (++done_with[v] == readers[v] && c.buffer() && c.raw() && c.buffer()->owned()) freed += static_cast<int64_t>(c.nbytes());
+      if (made_whole[static_cast<size_t>(i)]) freed += static_cast<int64_t>(c.nbytes());
+      else if (g.values[v].parts) freed += owned_part_bytes(*g.values[v].parts);
+      else if (++done_with[v] == readers[v] && c.buffer() && c.raw() && c.buffer()->owned()) freed += static_cast<int64_t>(c.nbytes());
     }
   }
   if (peak > 0)
@@ -156,24 +195,39 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
   std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
   constant_reads_.assign(g.values.size(), 0);
   std::vector<const Tensor*> constants;
+  std::vector<const ConstantParts*> parts;
   BufferArena arena;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     constant_inputs(g, n, constants);
+    const bool has_parts = constant_parts(g, n, parts);
     std::vector<int> repacked;
     try {
+      // (In place: constants[i] points at the value's tensor, which then holds the concatenation.)
+      auto make_whole = [&](size_t i) {
+        Value& v = g.values[static_cast<size_t>(n.inputs[i])];
+        if (!parts[i] || !v.parts) return;
+        *v.constant = v.parts->whole();
+        v.parts.reset();
+        parts[i] = nullptr;
+      };
+      if (has_parts && !ops[k]->prepares_from_parts())
+        for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
       repacked = ops[k]->prepack(constants, {.weights = options.weights,
                                              .activations = options.activations,
                                              .every_row_as_decode = options.every_row_as_decode,
                                              .device = device_kernels,
                                              .pack = pack_.get(),
                                              .node = n.name,
-                                             .arena = &arena});
+                                             .arena = &arena,
+                                             .parts = has_parts ? &parts : nullptr,
+                                             .make_whole = make_whole});
     } catch (...) {
       rethrow_naming(n);
     }
-    // A constant with no data (a concatenation a pack recorded as dropped) must be one this node repacked from
-    // the pack: a hostile or stale pack could otherwise hand a run a null weight.
+    for (int i : repacked) g.values[static_cast<size_t>(n.inputs[static_cast<size_t>(i)])].parts.reset();  // (packed from them)
+    // A constant with no data (a concatenation a pack recorded as dropped, or one left as parts) must be one this
+    // node repacked: a hostile or stale pack could otherwise hand a run a null weight.
     for (size_t i = 0; i < constants.size(); ++i)
       if (constants[i] && constants[i]->numel() > 0 && !constants[i]->raw() &&
           std::find(repacked.begin(), repacked.end(), static_cast<int>(i)) == repacked.end())

@@ -120,34 +120,61 @@ void pack_transposed_as(const From* src, int64_t K, int64_t N, To* out, const Bu
   }
 }
 
+// Panels for a K x N matrix of `type` packed from a `from` (float32 or float16) source; contents unset.
+PackedMatrix allocate_packed(int64_t K, int64_t N, DType type, DType from) {
+  if (type != DType::Float32 && type != DType::Float16 && type != DType::BFloat16)
+    fail_unsupported("packed weights as ", dtype_name(type), " (float32, float16 or bfloat16)");
+  if (from != DType::Float32 && from != DType::Float16) fail_unsupported("packing ", dtype_name(from), " weights (float32 or float16)");
+  PackedMatrix p;
+  p.K = K;
+  p.N = N;
+  p.type = type;
+  p.panels = Buffer::allocate(static_cast<size_t>((N + kNR - 1) / kNR * K * kNR) * dtype_size(type));
+  return p;
+}
+
+// Calls pack(out) with the panels as `p.type`'s elements.
+template <typename F>
+void packed_as(const PackedMatrix& p, F&& pack) {
+  switch (p.type) {
+    case DType::Float16: pack(static_cast<f16*>(p.panels->data())); break;
+    case DType::BFloat16: pack(static_cast<bf16*>(p.panels->data())); break;
+    default: pack(static_cast<float*>(p.panels->data())); break;
+  }
+}
+
 }  // namespace
 
 const int64_t kPanel = kNR;
 
 PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed) {
-  const int64_t K = B.dim(transposed ? 1 : 0), N = B.dim(transposed ? 0 : 1), panels = (N + kNR - 1) / kNR;
-  if (type != DType::Float32 && type != DType::Float16 && type != DType::BFloat16)
-    fail_unsupported("packed weights as ", dtype_name(type), " (float32, float16 or bfloat16)");
-  PackedMatrix p;
-  p.K = K;
-  p.N = N;
-  p.type = type;
-  p.panels = Buffer::allocate(static_cast<size_t>(panels * K * kNR) * dtype_size(type));
-  if (B.dtype() != DType::Float32 && B.dtype() != DType::Float16)
-    fail_unsupported("packing ", dtype_name(B.dtype()), " weights (float32 or float16)");
-  auto pack = [&](auto* out) {
-    auto from = [&](const auto* src) {
-      if (transposed) pack_transposed_as(src, K, N, out, B.buffer().get());
-      else pack_as(src, K, N, out, B.buffer().get());
-    };
-    if (B.dtype() == DType::Float32) from(B.data<float>());
-    else from(B.data<f16>());
-  };
-  switch (type) {
-    case DType::Float16: pack(static_cast<f16*>(p.panels->data())); break;
-    case DType::BFloat16: pack(static_cast<bf16*>(p.panels->data())); break;
-    default: pack(static_cast<float*>(p.panels->data())); break;
+  if (!transposed) return pack_matrix(std::vector<const Tensor*>{&B}, type);
+  const int64_t K = B.dim(1), N = B.dim(0);
+  PackedMatrix p = allocate_packed(K, N, type, B.dtype());
+  packed_as(p, [&](auto* out) {
+    if (B.dtype() == DType::Float32) pack_transposed_as(B.data<float>(), K, N, out, B.buffer().get());
+    else pack_transposed_as(B.data<f16>(), K, N, out, B.buffer().get());
+  });
+  return p;
+}
+
+PackedMatrix pack_matrix(const std::vector<const Tensor*>& columns, DType type) {
+  const int64_t K = columns.at(0)->dim(0);
+  int64_t N = 0;
+  for (const Tensor* c : columns) {
+    if (c->rank() != 2 || c->dim(0) != K || c->dtype() != columns[0]->dtype() || (N % kNR) != 0)
+      fail("pack_matrix: column blocks must be [K, N_i] of one dtype, each but the last a multiple of ", kNR, " wide");
+    N += c->dim(1);
   }
+  PackedMatrix p = allocate_packed(K, N, type, columns[0]->dtype());
+  packed_as(p, [&](auto* out) {
+    int64_t at = 0;  // the block's first column: its panels start at panel at / kNR
+    for (const Tensor* c : columns) {
+      if (c->dtype() == DType::Float32) pack_as(c->data<float>(), K, c->dim(1), out + at * K, c->buffer().get());
+      else pack_as(c->data<f16>(), K, c->dim(1), out + at * K, c->buffer().get());
+      at += c->dim(1);
+    }
+  });
   return p;
 }
 

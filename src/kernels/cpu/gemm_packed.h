@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/cpu/nbits.h"
@@ -34,6 +35,9 @@ extern const int64_t kPanel;  // columns per panel: 16 on x86-64 (the layout eve
 // Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`; `transposed`: B is
 // [N, K] and the product reads Bᵀ (FusedMatMul transB — a tied LM head reading the embedding table).
 PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed = false);
+// The same for B given as its column blocks, [K, N_i] each side by side (a fused concatenation's parts, every
+// one but the last a multiple of kPanel wide): each block's panels land where B's own would, with no copy of B.
+PackedMatrix pack_matrix(const std::vector<const Tensor*>& columns, DType type);
 
 // B back as [N, K] row-major (each output column's weights contiguous, the layout GPU GEMVs stream):
 // float16 for fp16 panels, float32 otherwise.

@@ -31,15 +31,30 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
 }
 
 QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
+  std::function<void(size_t, int64_t, int64_t)> done;
+  if (rows_done) done = [&](size_t, int64_t n0, int64_t n1) { rows_done(n0, n1); };
+  return group_nbits_rows(std::vector<NBitsWeights>{w}, done);
+}
+
+QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const std::function<void(size_t, int64_t, int64_t)>& rows_done) {
+  NBitsWeights w = parts.at(0);  // the whole: every part's rows, one after another
+  w.N = 0;
+  for (const NBitsWeights& p : parts) {
+    if (p.K != w.K || p.bits != w.bits || p.block != w.block || !p.zp_packed != !w.zp_packed || !p.zp_float != !w.zp_float ||
+        w.N % kNBitsGroupRows != 0)
+      fail("group_nbits_rows: the parts must share K, bits, block and zero-point form, each but the last a multiple of ", kNBitsGroupRows,
+           " rows");
+    w.N += p.N;
+  }
   const std::vector<int64_t> sizes = nbits_group_sizes(w);
   const int64_t k_blocks = nbits_k_blocks(w), chunks = k_blocks * w.block / 32;
-  const int64_t groups = nbits_groups(w);
   QuantizedWeights g;
   g.N = w.N, g.K = w.K, g.bits = w.bits, g.block = w.block, g.grouped = true;
   g.data = Tensor(DType::UInt8, {sizes[0]});
   // fp16 scales when each one survives the round trip (what a token streams shrinks by 1/9 for blocks of 32).
   bool half = true;
-  for (int64_t i = 0; half && i < w.N * k_blocks; ++i) half = static_cast<float>(f16(w.scales[i])) == w.scales[i];
+  for (const NBitsWeights& p : parts)
+    for (int64_t i = 0; half && i < p.N * k_blocks; ++i) half = static_cast<float>(f16(p.scales[i])) == p.scales[i];
   g.scales = Tensor(half ? DType::Float16 : DType::Float32, {sizes[2]});
   if (sizes[1]) g.zero_points = Tensor(w.zp_float ? DType::Float32 : DType::UInt8, {sizes[1]});
   uint8_t* data = g.data.data<uint8_t>();
@@ -51,32 +66,39 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<voi
   std::memset(g.scales.raw(), 0, g.scales.nbytes());
   if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
   const int64_t blob = w.block / 2;
-  // 64 groups (1,024 rows) a step, then their source rows are done with: the 1B shape's 128256-row LM head held
-  // all of its file pages beside its grouped copy at load, +0.33 GB on the load's peak (1.13 GB).
-  constexpr int64_t kGroupsAStep = 64;
-  for (int64_t s0 = 0; s0 < groups; s0 += kGroupsAStep) {
-    const int64_t s1 = std::min(groups, s0 + kGroupsAStep);
-    parallel_chunks(s1 - s0, balanced_chunks(s1 - s0), [&](int64_t g0, int64_t g1, int) {
-      for (int64_t gi = s0 + g0; gi < s0 + g1; ++gi)
-        for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < w.N; ++r) {
-          const int64_t n = gi * kNBitsGroupRows + r;
-          for (int64_t kb = 0; kb < k_blocks; ++kb) {
-            const int64_t at = (gi * k_blocks + kb) * kNBitsGroupRows + r;
-            if (half) scales_half[at] = f16(w.scales[n * k_blocks + kb]);
-            else scales[at] = w.scales[n * k_blocks + kb];
-            if (zp_float) zp_float[at] = w.zp_float[n * k_blocks + kb];
-            else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(w, n, kb, k_blocks));
+  int64_t first_group = 0;  // the part's first row group in the whole
+  for (size_t part = 0; part < parts.size(); ++part) {
+    const NBitsWeights& pw = parts[part];
+    const int64_t groups = nbits_groups(pw);
+    // 64 groups (1,024 rows) a step, then their source rows are done with: the 1B shape's 128256-row LM head held
+    // all of its file pages beside its grouped copy at load, +0.33 GB on the load's peak (1.13 GB).
+    constexpr int64_t kGroupsAStep = 64;
+    for (int64_t s0 = 0; s0 < groups; s0 += kGroupsAStep) {
+      const int64_t s1 = std::min(groups, s0 + kGroupsAStep);
+      parallel_chunks(s1 - s0, balanced_chunks(s1 - s0), [&](int64_t g0, int64_t g1, int) {
+        for (int64_t gi = s0 + g0; gi < s0 + g1; ++gi)
+          for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < pw.N; ++r) {
+            const int64_t n = gi * kNBitsGroupRows + r, out_group = first_group + gi;
+            for (int64_t kb = 0; kb < k_blocks; ++kb) {
+              const int64_t at = (out_group * k_blocks + kb) * kNBitsGroupRows + r;
+              if (half) scales_half[at] = f16(pw.scales[n * k_blocks + kb]);
+              else scales[at] = pw.scales[n * k_blocks + kb];
+              if (zp_float) zp_float[at] = pw.zp_float[n * k_blocks + kb];
+              else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(pw, n, kb, k_blocks));
+            }
+            for (int64_t c = 0; c < chunks; ++c) {
+              const uint8_t* src = pw.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
+              auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
+              for (int64_t j = 0; j < 4; ++j)
+                for (int64_t t = 0; t < 4; ++t)
+                  data[(out_group * chunks + c) * 256 + j * 64 + r * 4 + t] =
+                      static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
+            }
           }
-          for (int64_t c = 0; c < chunks; ++c) {
-            const uint8_t* src = w.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
-            auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
-            for (int64_t j = 0; j < 4; ++j)
-              for (int64_t t = 0; t < 4; ++t)
-                data[(gi * chunks + c) * 256 + j * 64 + r * 4 + t] = static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
-          }
-        }
-    });
-    if (rows_done) rows_done(s0 * kNBitsGroupRows, std::min(w.N, s1 * kNBitsGroupRows));
+      });
+      if (rows_done) rows_done(part, s0 * kNBitsGroupRows, std::min(pw.N, s1 * kNBitsGroupRows));
+    }
+    first_group += groups;
   }
   return g;
 }

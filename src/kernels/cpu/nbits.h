@@ -117,6 +117,11 @@ bool nbits_groups_native(const NBitsWeights& w);
 // (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
 // n1)` (when given) is told that rows [n0, n1) of w are not read again — the caller drops their file pages.
 QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done = {});
+// The same for weights given as parts, their rows one after another (a fused concatenation's, each part but the
+// last a multiple of kNBitsGroupRows rows: its groups land where the whole's would, with no copy of the whole);
+// rows_done(part, n0, n1) names the part the rows are of.
+QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts,
+                                  const std::function<void(size_t, int64_t, int64_t)>& rows_done = {});
 // The size of each part group_nbits_rows makes: {data, zero points (0: none), scales} elements.
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
 
