@@ -138,45 +138,49 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
           }
 }
 
-TEST_CASE("gemv_nbits over grouped 4-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the dequantized product") {
+TEST_CASE(
+    "gemv_nbits over grouped 4-bit and 2-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the "
+    "dequantized product") {
   std::mt19937 g(12);
-  std::uniform_real_distribution<float> u(-1, 1), zu(0, 15);
-  for (int64_t block : {32, 64, 128})
-    for (int zp_form : {0, 1, 2})  // none, packed, float
-      for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {1000, 300}, {2048, 33}})
-        for (int64_t M : {1, 2, 3, 4, 6}) {
-          CAPTURE(block);
-          CAPTURE(zp_form);
-          CAPTURE(K);
-          CAPTURE(N);
-          CAPTURE(M);
-          RandomNBits r = RandomNBits::with_zero_points(g, N, K, 4, block, zp_form);
-          if (block == 64)  // scales that are exactly fp16: grouped as fp16
-            for (float& v : r.scales) v = static_cast<float>(f16(v));
-          const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(r.w);
-          REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
-          std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
-          for (auto& v : x) v = u(g);
-          kernels::dequantize_nbits_transposed(r.w, W.data());
-          std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
-          kernels::gemv_nbits(x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
-          for (kernels::Isa isa : kernels::machine_isas()) {
-            CAPTURE(kernels::isa_name(isa));
-            std::vector<float> y(scalar.size(), 7.0f);
-            kernels::gemv_nbits(x.data(), M, grouped.view(), y.data(), isa);
-            CHECK(y == scalar);
-          }
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = 0; n < N; ++n) {
-              double ref = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double t = static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
-                ref += t;
-                mag += std::abs(t);
-              }
-              CHECK(std::abs(scalar[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t bits : {4, 2})
+    for (int64_t block : {32, 64, 128})
+      for (int zp_form : {0, 1, 2})  // none, packed, float
+        for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {1000, 300}, {2048, 33}})
+          for (int64_t M : {1, 2, 3, 4, 6}) {
+            CAPTURE(bits);
+            CAPTURE(block);
+            CAPTURE(zp_form);
+            CAPTURE(K);
+            CAPTURE(N);
+            CAPTURE(M);
+            RandomNBits r = RandomNBits::with_zero_points(g, N, K, bits, block, zp_form);
+            if (block == 64)  // scales that are exactly fp16: grouped as fp16
+              for (float& v : r.scales) v = static_cast<float>(f16(v));
+            const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(r.w);
+            REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
+            std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
+            for (auto& v : x) v = u(g);
+            kernels::dequantize_nbits_transposed(r.w, W.data());
+            std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
+            kernels::gemv_nbits(x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
+            for (kernels::Isa isa : kernels::machine_isas()) {
+              CAPTURE(kernels::isa_name(isa));
+              std::vector<float> y(scalar.size(), 7.0f);
+              kernels::gemv_nbits(x.data(), M, grouped.view(), y.data(), isa);
+              CHECK(y == scalar);
             }
-        }
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double ref = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                  const double t = static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
+                  ref += t;
+                  mag += std::abs(t);
+                }
+                CHECK(std::abs(scalar[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
+              }
+          }
 }
 
 TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at every ISA tier this CPU runs, bit for bit") {
@@ -466,81 +470,86 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
                          kernels::pack_matrix(std::vector<const Tensor*>{&narrow, &blocks[0]}, DType::Float32);
                        }),
                        "each but the last a multiple of"));
-  // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-bit weights, every zero-point form, fp16-exact scales or not.
-  for (int64_t block : {32, 64})
-    for (int zp_form : {0, 1, 2})
-      for (bool half : {true, false}) {
-        CAPTURE(block);
-        CAPTURE(zp_form);
-        CAPTURE(half);
-        const int64_t rows = 57, cols = 256, k_blocks = cols / block;
-        RandomNBits r = RandomNBits::with_zero_points(g, rows, cols, 4, block, zp_form);
-        for (float& v : r.scales) v = static_cast<float>(f16(v));
-        if (!half) r.scales.back() += 1e-7f;  // one scale in the last part that fp16 does not hold: all go fp32
-        std::vector<kernels::NBitsWeights> part_views;
-        for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 48}, {48, rows}}) {
-          kernels::NBitsWeights p = r.w;
-          p.N = n1 - n0;
-          p.data += n0 * k_blocks * block / 2;
-          p.scales += n0 * k_blocks;
-          if (p.zp_packed) p.zp_packed += n0 * ((k_blocks * 4 + 7) / 8);
-          if (p.zp_float) p.zp_float += n0 * k_blocks;
-          part_views.push_back(p);
+  // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-bit and 2-bit weights, every zero-point form, fp16-exact scales
+  // or not.
+  for (int64_t bits : {4, 2})
+    for (int64_t block : {32, 64})
+      for (int zp_form : {0, 1, 2})
+        for (bool half : {true, false}) {
+          CAPTURE(block);
+          CAPTURE(zp_form);
+          CAPTURE(half);
+          CAPTURE(bits);
+          const int64_t rows = 57, cols = 256, k_blocks = cols / block;
+          RandomNBits r = RandomNBits::with_zero_points(g, rows, cols, bits, block, zp_form);
+          for (float& v : r.scales) v = static_cast<float>(f16(v));
+          if (!half) r.scales.back() += 1e-7f;  // one scale in the last part that fp16 does not hold: all go fp32
+          std::vector<kernels::NBitsWeights> part_views;
+          for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 48}, {48, rows}}) {
+            kernels::NBitsWeights p = r.w;
+            p.N = n1 - n0;
+            p.data += n0 * k_blocks * block * bits / 8;
+            p.scales += n0 * k_blocks;
+            if (p.zp_packed) p.zp_packed += n0 * ((k_blocks * bits + 7) / 8);
+            if (p.zp_float) p.zp_float += n0 * k_blocks;
+            part_views.push_back(p);
+          }
+          std::vector<std::tuple<size_t, int64_t, int64_t>> done;
+          const kernels::QuantizedWeights whole = kernels::group_nbits_rows(r.w);
+          const kernels::QuantizedWeights stacked =
+              kernels::group_nbits_rows(part_views, [&](size_t p, int64_t n0, int64_t n1) { done.emplace_back(p, n0, n1); });
+          CHECK(stacked.scales.dtype() == (half ? DType::Float16 : DType::Float32));
+          for (auto [a, b] : {std::pair<const Tensor*, const Tensor*>{&stacked.data, &whole.data},
+                              {&stacked.scales, &whole.scales},
+                              {&stacked.zero_points, &whole.zero_points}}) {
+            REQUIRE(a->defined() == b->defined());
+            if (!a->defined()) continue;
+            REQUIRE(a->nbytes() == b->nbytes());
+            CHECK(std::memcmp(a->raw(), b->raw(), a->nbytes()) == 0);
+          }
+          CHECK(done == std::vector<std::tuple<size_t, int64_t, int64_t>>{{0, 0, 32}, {1, 0, 16}, {2, 0, 9}});  // each part's rows, once
         }
-        std::vector<std::tuple<size_t, int64_t, int64_t>> done;
-        const kernels::QuantizedWeights whole = kernels::group_nbits_rows(r.w);
-        const kernels::QuantizedWeights stacked =
-            kernels::group_nbits_rows(part_views, [&](size_t p, int64_t n0, int64_t n1) { done.emplace_back(p, n0, n1); });
-        CHECK(stacked.scales.dtype() == (half ? DType::Float16 : DType::Float32));
-        for (auto [a, b] : {std::pair<const Tensor*, const Tensor*>{&stacked.data, &whole.data},
-                            {&stacked.scales, &whole.scales},
-                            {&stacked.zero_points, &whole.zero_points}}) {
-          REQUIRE(a->defined() == b->defined());
-          if (!a->defined()) continue;
-          REQUIRE(a->nbytes() == b->nbytes());
-          CHECK(std::memcmp(a->raw(), b->raw(), a->nbytes()) == 0);
-        }
-        CHECK(done == std::vector<std::tuple<size_t, int64_t, int64_t>>{{0, 0, 32}, {1, 0, 16}, {2, 0, 9}});  // each part's rows, once
-      }
 }
 
 TEST_CASE(
-    "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped) gives the scalar rule's bits") {
+    "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped; 2-bit too) gives the scalar "
+    "rule's bits") {
   std::mt19937 g(21);
-  std::uniform_real_distribution<float> u(0, 15);
-  for (int64_t block : {32, 64, 128})
-    for (int zp_form : {0, 1, 2}) {  // none, packed, float
-      CAPTURE(block);
-      CAPTURE(zp_form);
-      const int64_t N = 24, K = 256, k_blocks = K / block;
-      RandomNBits r = RandomNBits::with_zero_points(g, N, K, 4, block, zp_form);
-      if (block == 64)  // scales that are exactly fp16: grouped, kept as fp16
-        for (float& v : r.scales) v = static_cast<float>(f16(v));
-      const kernels::NBitsWeights& w = r.w;
-      const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);  // the same weights, 16 rows a group
-      CHECK(grouped.scales.dtype() == (block == 64 ? DType::Float16 : DType::Float32));
-      for (auto [n0, n1, k0, k1] :
-           {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}, {3, 21, 40, 200}})
-        for (const kernels::NBitsWeights& form : {w, grouped.view()}) {
-          CAPTURE(n0);
-          CAPTURE(k0);
-          CAPTURE(form.grouped);
-          const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
-          std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
-          kernels::dequantize_nbits_block(form, n0, n1, k0, k1, got.data(), ld);
-          for (int64_t n = n0; n < n1; ++n)
-            for (int64_t k = k0; k < k1; ++k) {
-              const int64_t kb = k / block;
-              const uint8_t byte = w.data[(n * k_blocks + kb) * block / 2 + (k % block) / 2];
-              const float q = static_cast<float>(k % 2 ? byte >> 4 : byte & 15);
-              const float zp = zp_form == 2 ? r.zp_floats[static_cast<size_t>(n * k_blocks + kb)]
-                               : zp_form == 1
-                                   ? static_cast<float>((w.zp_packed[n * ((k_blocks * 4 + 7) / 8) + kb / 2] >> (kb % 2 * 4)) & 15)
-                                   : 8.0f;
-              REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
-            }
-        }
-    }
+  for (int64_t bits : {4, 2})
+    for (int64_t block : {32, 64, 128})
+      for (int zp_form : {0, 1, 2}) {  // none, packed, float
+        CAPTURE(bits);
+        CAPTURE(block);
+        CAPTURE(zp_form);
+        const int64_t N = 24, K = 256, k_blocks = K / block, mask = (1 << bits) - 1;
+        RandomNBits r = RandomNBits::with_zero_points(g, N, K, bits, block, zp_form);
+        if (block == 64)  // scales that are exactly fp16: grouped, kept as fp16
+          for (float& v : r.scales) v = static_cast<float>(f16(v));
+        const kernels::NBitsWeights& w = r.w;
+        const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);  // the same weights, 16 rows a group
+        CHECK(grouped.scales.dtype() == (block == 64 ? DType::Float16 : DType::Float32));
+        for (auto [n0, n1, k0, k1] :
+             {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}, {3, 21, 40, 200}})
+          for (const kernels::NBitsWeights& form : {w, grouped.view()}) {
+            CAPTURE(n0);
+            CAPTURE(k0);
+            CAPTURE(form.grouped);
+            const int64_t ld = n1 - n0 + 3;  // a row stride wider than the block
+            std::vector<float> got(static_cast<size_t>((k1 - k0) * ld), -1.0f);
+            kernels::dequantize_nbits_block(form, n0, n1, k0, k1, got.data(), ld);
+            for (int64_t n = n0; n < n1; ++n)
+              for (int64_t k = k0; k < k1; ++k) {
+                const int64_t kb = k / block, bit = (k % block) * bits, zp_bit = kb * bits;
+                const uint8_t byte = w.data[(n * k_blocks + kb) * block * bits / 8 + bit / 8];
+                const float q = static_cast<float>((byte >> (bit % 8)) & mask);
+                const float zp =
+                    zp_form == 2   ? r.zp_floats[static_cast<size_t>(n * k_blocks + kb)]
+                    : zp_form == 1 ? static_cast<float>((w.zp_packed[n * ((k_blocks * bits + 7) / 8) + zp_bit / 8] >> (zp_bit % 8)) & mask)
+                                   : static_cast<float>(1 << (bits - 1));
+                REQUIRE(got[static_cast<size_t>((k - k0) * ld + (n - n0))] == (q - zp) * w.scales[n * k_blocks + kb]);
+              }
+          }
+      }
 }
 
 TEST_CASE("quantize_nbits: every weight comes back within half a step of its block, zero exact, both bit widths") {

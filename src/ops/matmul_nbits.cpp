@@ -73,7 +73,7 @@ class MatMulNBitsOp : public Op {
     if (parts[1].empty() || parts[2].empty() || (at(3) && parts[3].empty()))
       for (size_t i : {1, 2, 3}) options.ensure_whole(i);
     const bool stacked = !parts[1].empty() && !parts[2].empty() && (!at(3) || !parts[3].empty());
-    grouped_ = prepared_nbits_groups(options, "int4 groups", w, [&] {
+    grouped_ = prepared_nbits_groups(options, "int" + std::to_string(bits_) + " groups", w, [&] {
       // (Each input is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.)
       auto drop_rows = [](const Tensor* t, int64_t n, int64_t n0, int64_t n1) {
         if (!t || !t->buffer()) return;

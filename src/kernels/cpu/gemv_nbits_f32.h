@@ -1,5 +1,5 @@
-// Decode rows of MatMulNBits with fp32 activations over grouped 4-bit weights (nbits.h: 16 output rows a
-// group, one int32 lane a row): MatMulNBits' accuracy levels 0-3, what ONNX Runtime's quantizer and `tern
+// Decode rows of MatMulNBits with fp32 activations over grouped 4-bit and 2-bit weights (nbits.h: 16 output rows
+// a group, one int32 lane a row): MatMulNBits' accuracy levels 0-3, what ONNX Runtime's quantizer and `tern
 // quantize` write by default. Per 16-row group and block,
 //   y[n] += ws[n,kb] · (Σ_k q[n,k] · x[k] − zp[n,kb] · Σ_k x[k])
 // the sums in fp32 over one lane a row, so no reduction across lanes; four accumulators a row (low and high

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cpu/gemv_nbits_f32.h"
 
@@ -16,50 +17,69 @@
 namespace tern::kernels {
 namespace {
 
-// Run j of a grouped chunk holds 4 bytes a row: byte t carries value 4j + t in its low nibble and 16 + 4j + t in
-// its high one. V::nibble<S>(v) is the 4-bit code at bit S of each row's int32 lane, as floats.
-template <class V, int M>
+// 4-bit: run j of a grouped chunk holds 4 bytes a row, byte t carrying value 4j + t in its low nibble and 16 + 4j + t
+// in its high one; V::code<S, 4>(v) is the code at bit S of each row's int32 lane, as floats. 2-bit: run j (of two)
+// holds value 16j + s at bits 2s. Several accumulators a row (kChains), so that FMA chains overlap.
+template <class V, int M, int Bits>
 void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
   const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
+  constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
+  // FMA chains a row: four for 4-bit codes (eight a run), eight for 2-bit ones (sixteen a run: with four, 2-bit
+  // block 32 decoded at 19 GB/s, bound by the chains' latency).
+  constexpr int kChains = Bits == 2 ? 8 : 4;
+  const float default_zp = static_cast<float>(1 << (Bits - 1));
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* p = w.data + g * chunks * 256;
+    const uint8_t* p = w.data + g * chunks * kChunkBytes;
     typename V::F total[M][H];
     for (int m = 0; m < M; ++m)
       for (int h = 0; h < H; ++h) total[m][h] = V::zero();
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
-      typename V::F acc[M][H][4];
+      typename V::F acc[M][H][kChains];
       for (int m = 0; m < M; ++m)
         for (int h = 0; h < H; ++h)
-          for (int a = 0; a < 4; ++a) acc[m][h][a] = V::zero();
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256)
-        for (int j = 0; j < 4; ++j) {
+          for (int a = 0; a < kChains; ++a) acc[m][h][a] = V::zero();
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += kChunkBytes)
+        for (int j = 0; j < Bits; ++j) {
           V::prefetch(p + 64 * j);
           typename V::I v[H];
           for (int h = 0; h < H; ++h) v[h] = V::load(p + 64 * j + h * 4 * V::kRows);
-          const auto step = [&](auto lo_shift) {
-            constexpr int S = decltype(lo_shift)::value, t = S / 8;
-            for (int h = 0; h < H; ++h) {
-              const typename V::F lo = V::template nibble<S>(v[h]), hi = V::template nibble<S + 4>(v[h]);
-              for (int m = 0; m < M; ++m) {
-                const float* xc = x[m].x + 32 * c + 4 * j + t;
-                acc[m][h][j & 1] = V::fma_by(lo, xc[0], acc[m][h][j & 1]);
-                acc[m][h][2 + (j & 1)] = V::fma_by(hi, xc[16], acc[m][h][2 + (j & 1)]);
+          if constexpr (Bits == 4) {
+            const auto step = [&](auto lo_shift) {
+              constexpr int S = decltype(lo_shift)::value, t = S / 8;
+              for (int h = 0; h < H; ++h) {
+                const typename V::F lo = V::template code<S, 4>(v[h]), hi = V::template code<S + 4, 4>(v[h]);
+                for (int m = 0; m < M; ++m) {
+                  const float* xc = x[m].x + 32 * c + 4 * j + t;
+                  acc[m][h][j & 1] = V::fma_by(lo, xc[0], acc[m][h][j & 1]);
+                  acc[m][h][2 + (j & 1)] = V::fma_by(hi, xc[16], acc[m][h][2 + (j & 1)]);
+                }
               }
-            }
-          };
-          step(std::integral_constant<int, 0>{});
-          step(std::integral_constant<int, 8>{});
-          step(std::integral_constant<int, 16>{});
-          step(std::integral_constant<int, 24>{});
+            };
+            step(std::integral_constant<int, 0>{});
+            step(std::integral_constant<int, 8>{});
+            step(std::integral_constant<int, 16>{});
+            step(std::integral_constant<int, 24>{});
+          } else {
+            const auto step = [&](auto index) {
+              constexpr int s = decltype(index)::value;
+              for (int h = 0; h < H; ++h) {
+                const typename V::F q = V::template code<2 * s, 2>(v[h]);
+                for (int m = 0; m < M; ++m) acc[m][h][s % kChains] = V::fma_by(q, x[m].x[32 * c + 16 * j + s], acc[m][h][s % kChains]);
+              }
+            };
+            [&]<int... S>(std::integer_sequence<int, S...>) { (step(std::integral_constant<int, S>{}), ...); }
+            (std::make_integer_sequence<int, 16>{});
+          }
         }
       const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
       for (int h = 0; h < H; ++h) {
         const int64_t i = at + h * V::kRows;
         const typename V::F ws = w.scales_f16 ? V::load_f16(w.scales_f16 + i) : V::load_f(w.scales + i);
-        const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(8.0f);
+        const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(default_zp);
         for (int m = 0; m < M; ++m) {
-          const typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
+          typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
+          if constexpr (kChains == 8) s = V::add(s, V::add(V::add(acc[m][h][4], acc[m][h][5]), V::add(acc[m][h][6], acc[m][h][7])));
           total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], s), total[m][h]);
         }
       }
@@ -85,9 +105,9 @@ struct ScalarLanes {
     std::memcpy(&v, p, 4);
     return v;
   }
-  template <int S>
-  static F nibble(I v) {
-    return static_cast<float>((v >> S) & 0xF);
+  template <int S, int Bits>
+  static F code(I v) {
+    return static_cast<float>((v >> S) & ((1u << Bits) - 1));
   }
   static F zero() { return 0.0f; }
   static F set1(float v) { return v; }
@@ -112,11 +132,11 @@ struct YmmLanes {
   static constexpr int64_t kRows = 8;
   static void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kF32GroupPrefetchBytes), _MM_HINT_T1); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  template <int S>
-  static F nibble(I v) {
-    if constexpr (S == 28) return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 28));
+  template <int S, int Bits>
+  static F code(I v) {
+    if constexpr (S == 32 - Bits) return _mm256_cvtepi32_ps(_mm256_srli_epi32(v, S));
     const __m256i shifted = S == 0 ? v : _mm256_srli_epi32(v, S);
-    return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32(0xF)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32((1 << Bits) - 1)));
   }
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
@@ -134,19 +154,24 @@ struct YmmLanes {
 #endif
 
 // The rows [g0, g1) groups for M ≤ kFloatRowsAPass activation rows, MR of them a pass over the weights.
-template <class V, int MR>
-void grouped_f32(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
+template <class V, int MR, int Bits>
+void grouped_f32_bits(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   static_assert(kFloatRowsAPass == 4 && (MR == 1 || MR == 4), "instantiated for 1 row a pass, or up to 4");
   if constexpr (MR == 1) {
-    for (int64_t m = 0; m < M; ++m) grouped_f32_rows<V, 1>(x + m, w, g0, g1, y + m * ldy, ldy);
+    for (int64_t m = 0; m < M; ++m) grouped_f32_rows<V, 1, Bits>(x + m, w, g0, g1, y + m * ldy, ldy);
   } else {
     switch (M) {
-      case 1: return grouped_f32_rows<V, 1>(x, w, g0, g1, y, ldy);
-      case 2: return grouped_f32_rows<V, 2>(x, w, g0, g1, y, ldy);
-      case 3: return grouped_f32_rows<V, 3>(x, w, g0, g1, y, ldy);
-      default: return grouped_f32_rows<V, 4>(x, w, g0, g1, y, ldy);
+      case 1: return grouped_f32_rows<V, 1, Bits>(x, w, g0, g1, y, ldy);
+      case 2: return grouped_f32_rows<V, 2, Bits>(x, w, g0, g1, y, ldy);
+      case 3: return grouped_f32_rows<V, 3, Bits>(x, w, g0, g1, y, ldy);
+      default: return grouped_f32_rows<V, 4, Bits>(x, w, g0, g1, y, ldy);
     }
   }
+}
+template <class V, int MR>
+void grouped_f32(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
+  if (w.bits == 2) grouped_f32_bits<V, MR, 2>(x, M, w, g0, g1, y, ldy);
+  else grouped_f32_bits<V, MR, 4>(x, M, w, g0, g1, y, ldy);
 }
 
 }  // namespace

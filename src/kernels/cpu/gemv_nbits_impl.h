@@ -171,7 +171,7 @@ float block_sum(const float* x, int64_t n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// Grouped 4-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums, the tier's kernel.
+// Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums, the tier's kernel.
 void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
   RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;

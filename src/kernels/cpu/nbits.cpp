@@ -17,7 +17,7 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 
 bool nbits_groups_native(const NBitsWeights& w) {
 #if defined(__x86_64__)
-  return !w.grouped && w.bits == 4 && w.block % 32 == 0 && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
+  return !w.grouped && (w.bits == 4 || w.bits == 2) && w.block % 32 == 0 && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
 #else
   (void)w;
   return false;
@@ -27,7 +27,7 @@ bool nbits_groups_native(const NBitsWeights& w) {
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
   const int64_t groups = nbits_groups(w), k_blocks = nbits_k_blocks(w);
   const int64_t per_block = groups * k_blocks * kNBitsGroupRows;
-  return {groups * k_blocks * w.block / 32 * 256, w.zp_packed || w.zp_float ? per_block : 0, per_block};
+  return {groups * k_blocks * w.block / 32 * kNBitsGroupRows * 4 * w.bits, w.zp_packed || w.zp_float ? per_block : 0, per_block};
 }
 
 QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
@@ -65,7 +65,7 @@ QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const 
   std::memset(data, 0, g.data.nbytes());
   std::memset(g.scales.raw(), 0, g.scales.nbytes());
   if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
-  const int64_t blob = w.block / 2;
+  const int64_t blob = w.block * w.bits / 8, chunk_bytes = kNBitsGroupRows * 4 * w.bits;
   int64_t first_group = 0;  // the part's first row group in the whole
   for (size_t part = 0; part < parts.size(); ++part) {
     const NBitsWeights& pw = parts[part];
@@ -87,12 +87,16 @@ QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const 
               else if (zp_bytes) zp_bytes[at] = static_cast<uint8_t>(nbits_zero_point(pw, n, kb, k_blocks));
             }
             for (int64_t c = 0; c < chunks; ++c) {
-              const uint8_t* src = pw.data + n * k_blocks * blob + c * 16;  // the chunk's 16 bytes: values 2i, 2i + 1
-              auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };
+              const uint8_t* src = pw.data + n * k_blocks * blob + c * 4 * w.bits;  // the chunk's bytes
+              uint8_t* chunk = data + (out_group * chunks + c) * chunk_bytes;
+              if (w.bits == 2) {  // (each run: the row's own 4 bytes)
+                for (int64_t j = 0; j < 2; ++j) std::memcpy(chunk + j * 64 + r * 4, src + 4 * j, 4);
+                continue;
+              }
+              auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };  // values 2i, 2i + 1
               for (int64_t j = 0; j < 4; ++j)
                 for (int64_t t = 0; t < 4; ++t)
-                  data[(out_group * chunks + c) * 256 + j * 64 + r * 4 + t] =
-                      static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
+                  chunk[j * 64 + r * 4 + t] = static_cast<uint8_t>(value(4 * j + t) | value(16 + 4 * j + t) << 4);
             }
           }
       });

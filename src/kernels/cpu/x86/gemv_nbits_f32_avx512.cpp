@@ -1,6 +1,6 @@
 // AVX-512: gemv_nbits_f32.h's kernel a whole 16-row group per register. A code becomes its float with one
-// vpermps from the table 0..15 (the index's bits above the fourth are ignored, so the high nibbles need only
-// the shift), where AVX2 masks and converts.
+// vpermps from the table 0..15 (the index's bits above the fourth are ignored, so a code needs only the shift),
+// where AVX2 masks and converts; two 2-bit codes share a shift, each with its own table.
 #include <immintrin.h>
 
 #include "kernels/cpu/gemv_nbits_f32_impl.h"
@@ -14,10 +14,16 @@ struct ZmmLanes {
   static constexpr int64_t kRows = 16;
   static void prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p + kF32GroupPrefetchBytes), _MM_HINT_T1); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  template <int S>
-  static F nibble(I v) {
-    const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S), codes);
+  template <int S, int Bits>
+  static F code(I v) {
+    if constexpr (Bits == 4)
+      return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S),
+                                   _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    // Two 2-bit codes a shift: the index's low four bits hold codes at S and S + 2, one table each.
+    constexpr int low = S - S % 4;
+    const __m512i index = low == 0 ? v : _mm512_srli_epi32(v, low);
+    if constexpr (S % 4 == 0) return _mm512_permutexvar_ps(index, _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+    return _mm512_permutexvar_ps(index, _mm512_setr_ps(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
   }
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
