@@ -98,6 +98,23 @@ struct RandomNBits {
 };
 }  // namespace
 
+namespace {
+// max |got − want| ≤ 1e-5 · Σ|terms| per element, against a float64 product of the same inputs.
+void check_product(const std::vector<float>& A, const std::vector<float>& B, int64_t M, int64_t K, int64_t N,
+                   const std::vector<float>& got) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double t = static_cast<double>(A[static_cast<size_t>(m * K + k)]) * B[static_cast<size_t>(k * N + n)];
+        ref += t;
+        mag += std::abs(t);
+      }
+      REQUIRE(std::abs(got[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
+    }
+}
+}  // namespace
+
 TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit blocks, with and without zero points, any tail") {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -125,15 +142,7 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
               kernels::gemv_nbits(x.data(), M, w, y.data(), isa);
               kernels::gemv_nbits(x.data(), M, w, y_again.data(), isa);
               CHECK(y == y_again);  // same bits run to run
-              for (int64_t m = 0; m < M; ++m)
-                for (int64_t n = 0; n < N; ++n) {
-                  double ref = 0, mag = 0;
-                  for (int64_t k = 0; k < K; ++k) {
-                    ref += static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
-                    mag += std::abs(static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)]);
-                  }
-                  CHECK(std::abs(y[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
-                }
+              check_product(x, W, M, K, N, y);
             }
           }
 }
@@ -170,16 +179,7 @@ TEST_CASE(
               kernels::gemv_nbits(x.data(), M, grouped.view(), y.data(), isa);
               CHECK(y == scalar);
             }
-            for (int64_t m = 0; m < M; ++m)
-              for (int64_t n = 0; n < N; ++n) {
-                double ref = 0, mag = 0;
-                for (int64_t k = 0; k < K; ++k) {
-                  const double t = static_cast<double>(x[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(k * N + n)];
-                  ref += t;
-                  mag += std::abs(t);
-                }
-                CHECK(std::abs(scalar[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
-              }
+            check_product(x, W, M, K, N, scalar);
           }
 }
 
@@ -274,23 +274,6 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             }
           }
 }
-
-namespace {
-// max |got − want| ≤ 1e-5 · Σ|terms| per element, against a float64 product of the same inputs.
-void check_product(const std::vector<float>& A, const std::vector<float>& B, int64_t M, int64_t K, int64_t N,
-                   const std::vector<float>& got) {
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      double ref = 0, mag = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        const double t = static_cast<double>(A[static_cast<size_t>(m * K + k)]) * B[static_cast<size_t>(k * N + n)];
-        ref += t;
-        mag += std::abs(t);
-      }
-      REQUIRE(std::abs(got[static_cast<size_t>(m * N + n)] - ref) <= 1e-5 * mag + 1e-6);
-    }
-}
-}  // namespace
 
 TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product for GEMV and GEMM row counts, every tail") {
   std::mt19937 g(5);
