@@ -6,7 +6,7 @@
 namespace tern::kernels {
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  const bool blocks = w.grouped ? (w.bits == 4 || w.bits == 2) && w.block % 32 == 0
+  const bool blocks = w.grouped ? (w.bits == 4 || w.bits == 2) && (w.block % 32 == 0 || (w.bits == 4 && w.block == 16))
                                 : ((w.bits == 4 || w.bits == 8) && w.block % kGroup == 0) || (w.bits == 2 && w.block % kGroup2 == 0);
   return blocks && w.N > 0 && w.K > 0;
 }
@@ -21,7 +21,7 @@ void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {
   if (!isa_has_int8_dot(active_isa())) return false;
 #if defined(__x86_64__)
-  const bool four_bit = w.grouped;  // (group_nbits_rows)
+  const bool four_bit = w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
 #else
   const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
 #endif

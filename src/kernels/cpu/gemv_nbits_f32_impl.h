@@ -23,7 +23,9 @@ namespace {
 template <class V, int M, int Bits>
 void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
-  const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
+  // A step: one block's chunks, or — 4-bit blocks of 16 — one chunk of two blocks (its low nibbles the first).
+  const bool halves = Bits == 4 && w.block == 16;
+  const int64_t k_blocks = nbits_k_blocks(w), per_step = halves ? 1 : w.block / 32, chunks = k_blocks * w.block / 32;
   constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
   // FMA chains a row: four for 4-bit codes (eight a run), eight for 2-bit ones (sixteen a run: with four, 2-bit
   // block 32 decoded at 19 GB/s, bound by the chains' latency).
@@ -34,18 +36,18 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
     typename V::F total[M][H];
     for (int m = 0; m < M; ++m)
       for (int h = 0; h < H; ++h) total[m][h] = V::zero();
-    for (int64_t kb = 0; kb < k_blocks; ++kb) {
+    for (int64_t step = 0; step < chunks / per_step; ++step) {
       typename V::F acc[M][H][kChains];
       for (int m = 0; m < M; ++m)
         for (int h = 0; h < H; ++h)
           for (int a = 0; a < kChains; ++a) acc[m][h][a] = V::zero();
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += kChunkBytes)
+      for (int64_t c = step * per_step; c < (step + 1) * per_step; ++c, p += kChunkBytes)
         for (int j = 0; j < Bits; ++j) {
           V::prefetch(p + 64 * j);
           typename V::I v[H];
           for (int h = 0; h < H; ++h) v[h] = V::load(p + 64 * j + h * 4 * V::kRows);
           if constexpr (Bits == 4) {
-            const auto step = [&](auto lo_shift) {
+            const auto take = [&](auto lo_shift) {
               constexpr int S = decltype(lo_shift)::value, t = S / 8;
               for (int h = 0; h < H; ++h) {
                 const typename V::F lo = V::template code<S, 4>(v[h]), hi = V::template code<S + 4, 4>(v[h]);
@@ -56,33 +58,41 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
                 }
               }
             };
-            step(std::integral_constant<int, 0>{});
-            step(std::integral_constant<int, 8>{});
-            step(std::integral_constant<int, 16>{});
-            step(std::integral_constant<int, 24>{});
+            take(std::integral_constant<int, 0>{});
+            take(std::integral_constant<int, 8>{});
+            take(std::integral_constant<int, 16>{});
+            take(std::integral_constant<int, 24>{});
           } else {
-            const auto step = [&](auto index) {
+            const auto take = [&](auto index) {
               constexpr int s = decltype(index)::value;
               for (int h = 0; h < H; ++h) {
                 const typename V::F q = V::template code<2 * s, 2>(v[h]);
                 for (int m = 0; m < M; ++m) acc[m][h][s % kChains] = V::fma_by(q, x[m].x[32 * c + 16 * j + s], acc[m][h][s % kChains]);
               }
             };
-            [&]<int... S>(std::integer_sequence<int, S...>) { (step(std::integral_constant<int, S>{}), ...); }
+            [&]<int... S>(std::integer_sequence<int, S...>) { (take(std::integral_constant<int, S>{}), ...); }
             (std::make_integer_sequence<int, 16>{});
           }
         }
-      const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
-      for (int h = 0; h < H; ++h) {
-        const int64_t i = at + h * V::kRows;
+      // y += scale · (Σ q·x − zp · Σ x) for block kb, its codes' sum from `s`.
+      const auto block_done = [&](int64_t kb, int m, int h, typename V::F s) {
+        const int64_t i = (g * k_blocks + kb) * kNBitsGroupRows + h * V::kRows;
         const typename V::F ws = w.scales_f16 ? V::load_f16(w.scales_f16 + i) : V::load_f(w.scales + i);
         const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(default_zp);
+        total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], s), total[m][h]);
+      };
+      for (int h = 0; h < H; ++h)
         for (int m = 0; m < M; ++m) {
-          typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
+          const typename V::F lo = V::add(acc[m][h][0], acc[m][h][1]), hi = V::add(acc[m][h][2], acc[m][h][3]);
+          if (halves) {
+            block_done(2 * step, m, h, lo);
+            block_done(2 * step + 1, m, h, hi);
+            continue;
+          }
+          typename V::F s = V::add(lo, hi);
           if constexpr (kChains == 8) s = V::add(s, V::add(V::add(acc[m][h][4], acc[m][h][5]), V::add(acc[m][h][6], acc[m][h][7])));
-          total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], s), total[m][h]);
+          block_done(step, m, h, s);
         }
-      }
     }
     const int64_t n0 = g * kNBitsGroupRows;
     for (int m = 0; m < M; ++m) {

@@ -17,7 +17,8 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 
 bool nbits_groups_native(const NBitsWeights& w) {
 #if defined(__x86_64__)
-  return !w.grouped && (w.bits == 4 || w.bits == 2) && w.block % 32 == 0 && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
+  const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
+  return !w.grouped && (w.bits == 4 || w.bits == 2) && blocks && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
 #else
   (void)w;
   return false;
@@ -39,6 +40,8 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<voi
 QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const std::function<void(size_t, int64_t, int64_t)>& rows_done) {
   NBitsWeights w = parts.at(0);  // the whole: every part's rows, one after another
   w.N = 0;
+  if ((w.bits != 2 && w.bits != 4) || nbits_k_blocks(w) * w.block % 32 != 0)
+    fail("group_nbits_rows: ", w.bits, "-bit blocks of ", w.block, " x ", nbits_k_blocks(w), " do not make whole 32-value chunks");
   for (const NBitsWeights& p : parts) {
     if (p.K != w.K || p.bits != w.bits || p.block != w.block || !p.zp_packed != !w.zp_packed || !p.zp_float != !w.zp_float ||
         w.N % kNBitsGroupRows != 0)

@@ -110,8 +110,9 @@ struct QuantizedWeights {
   }
 };
 
-// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows): 4-bit (both GEMVs) or
-// 2-bit (the fp32-activation one), blocks a multiple of 32, on x86. Re-laid (and in huge pages, like every large tensor tern allocates),
+// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows), on x86: 4-bit blocks a
+// multiple of 32 (both GEMVs), 2-bit ones and 4-bit blocks of 16 in whole chunks (the fp32-activation one; a
+// chunk's low nibbles are then one block, its high ones the next). Re-laid (and in huge pages, like every large tensor tern allocates),
 // the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s where the file's layout gave 21.0 (`tern profile
 // --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB a token with fp16 scales, not 0.775.
 bool nbits_groups_native(const NBitsWeights& w);

@@ -104,7 +104,7 @@ uint32_t nbits_code(const NBitsWeights& w, int64_t n, int64_t k, int64_t k_block
 void dequantize_block_at_width(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
   const int64_t k_blocks = nbits_k_blocks(w);
 #if defined(__AVX2__)
-  if (w.grouped && w.bits == 4 && n0 % 8 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
+  if (w.grouped && w.bits == 4 && w.block % 32 == 0 && n0 % 8 == 0 && (n1 - n0) % 8 == 0 && k0 % 32 == 0 && (k1 - k0) % 32 == 0) {
     for (int64_t n = n0; n < n1; n += 8)
       for (int64_t k = k0; k < k1; k += 32)
         dequantize_group_half_chunk(w, n / kNBitsGroupRows, static_cast<int>(n % kNBitsGroupRows / 8), k / 32,
