@@ -30,7 +30,7 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
   // FMA chains a row: four for 4-bit codes (eight a run), eight for 2-bit ones (sixteen a run: with four, 2-bit
   // block 32 decoded at 19 GB/s, bound by the chains' latency).
   constexpr int kChains = Bits == 2 ? 8 : 4;
-  const float default_zp = static_cast<float>(1 << (Bits - 1));
+  constexpr float kDefaultZp = static_cast<float>(1 << (Bits - 1));
   for (int64_t g = g0; g < g1; ++g) {
     const uint8_t* p = w.data + g * chunks * kChunkBytes;
     typename V::F total[M][H];
@@ -74,25 +74,26 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             (std::make_integer_sequence<int, 16>{});
           }
         }
-      // y += scale · (Σ q·x − zp · Σ x) for block kb, its codes' sum from `s`.
-      const auto block_done = [&](int64_t kb, int m, int h, typename V::F s) {
+      // y += scale · (Σ q·x − zp · Σ x) for block kb, per row of x, the codes' sums from sum(m).
+      const auto block_done = [&](int64_t kb, int h, const auto& sum) {
         const int64_t i = (g * k_blocks + kb) * kNBitsGroupRows + h * V::kRows;
         const typename V::F ws = w.scales_f16 ? V::load_f16(w.scales_f16 + i) : V::load_f(w.scales + i);
-        const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(default_zp);
-        total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], s), total[m][h]);
+        const typename V::F zp = w.zp_float ? V::load_f(w.zp_float + i) : w.zp_packed ? V::load_u8(w.zp_packed + i) : V::set1(kDefaultZp);
+        for (int m = 0; m < M; ++m) total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], sum(m)), total[m][h]);
       };
-      for (int h = 0; h < H; ++h)
-        for (int m = 0; m < M; ++m) {
-          const typename V::F lo = V::add(acc[m][h][0], acc[m][h][1]), hi = V::add(acc[m][h][2], acc[m][h][3]);
-          if (halves) {
-            block_done(2 * step, m, h, lo);
-            block_done(2 * step + 1, m, h, hi);
-            continue;
-          }
-          typename V::F s = V::add(lo, hi);
-          if constexpr (kChains == 8) s = V::add(s, V::add(V::add(acc[m][h][4], acc[m][h][5]), V::add(acc[m][h][6], acc[m][h][7])));
-          block_done(step, m, h, s);
+      for (int h = 0; h < H; ++h) {
+        const auto half = [&](int a) { return [&, a](int m) { return V::add(acc[m][h][a], acc[m][h][a + 1]); }; };
+        if (halves) {
+          block_done(2 * step, h, half(0));
+          block_done(2 * step + 1, h, half(2));
+          continue;
         }
+        block_done(step, h, [&](int m) {
+          typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
+          if constexpr (kChains == 8) s = V::add(s, V::add(V::add(acc[m][h][4], acc[m][h][5]), V::add(acc[m][h][6], acc[m][h][7])));
+          return s;
+        });
+      }
     }
     const int64_t n0 = g * kNBitsGroupRows;
     for (int m = 0; m < M; ++m) {
