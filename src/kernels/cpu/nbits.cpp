@@ -18,7 +18,12 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 bool nbits_groups_native(const NBitsWeights& w) {
 #if defined(__x86_64__)
   const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
-  return !w.grouped && (w.bits == 4 || w.bits == 2) && blocks && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
+#ifdef TERN_MINIMAL  // (its 2-bit grouped kernels would cost the static binary 40 KB)
+  const bool bits = w.bits == 4;
+#else
+  const bool bits = w.bits == 4 || w.bits == 2;
+#endif
+  return !w.grouped && bits && blocks && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
 #else
   (void)w;
   return false;
