@@ -30,6 +30,15 @@ int count_ops(const Session& s, const std::string& op) {
   return n;
 }
 
+// y = silu(x · wg) · (x · wu), as exporters write it: two MatMuls of x, Sigmoid, two Muls.
+void gated_unit(ModelBuilder& b) {
+  b.node("MatMul", {"x", "wg"}, {"g"});
+  b.node("MatMul", {"x", "wu"}, {"u"});
+  b.node("Sigmoid", {"g"}, {"sg"});
+  b.node("Mul", {"g", "sg"}, {"silu"});
+  b.node("Mul", {"silu", "u"}, {"y"});
+}
+
 // Pow → ReduceMean(axes) → Add ε → Sqrt → Div(1, ·) → Mul x → Mul w, on x [2, 4].
 std::string rms_norm_model(const fs::path& dir, int64_t axis) {
   ModelBuilder b(17);
@@ -80,12 +89,8 @@ TEST_CASE("gate and up projections sharing an input become one MatMul read packe
   b.initializer_f32("wg", {2, 3}, {1, 0, -1, 0, 1, 2});
   b.initializer_f32("wu", {2, 3}, {1, 1, 1, 2, 0, -1});
   b.initializer_f32("wz", {2, 1}, {3, 4});  // a third projection of x another node reads
-  b.node("MatMul", {"x", "wg"}, {"g"});
-  b.node("MatMul", {"x", "wu"}, {"u"});
+  gated_unit(b);
   b.node("MatMul", {"x", "wz"}, {"side"});
-  b.node("Sigmoid", {"g"}, {"sg"});
-  b.node("Mul", {"g", "sg"}, {"silu"});
-  b.node("Mul", {"silu", "u"}, {"y"});
   Session s(b.save(d.path / "m.onnx"));
   CHECK(count_ops(s, "SwiGLU") == 1);
   CHECK(count_ops(s, "MatMul") == 1);  // g, u and side in one
@@ -124,11 +129,7 @@ TEST_CASE("a fused gate|up is packed from its parts: the concatenation is never 
     offset += bytes;
   }
   data.close();
-  b.node("MatMul", {"x", "wg"}, {"g"});
-  b.node("MatMul", {"x", "wu"}, {"u"});
-  b.node("Sigmoid", {"g"}, {"sg"});
-  b.node("Mul", {"g", "sg"}, {"silu"});
-  b.node("Mul", {"silu", "u"}, {"y"});
+  gated_unit(b);
   const std::string path = b.save(d.path / "m.onnx");
   std::vector<double> want(static_cast<size_t>(N));
   for (int64_t n = 0; n < N; ++n) {

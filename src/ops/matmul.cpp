@@ -79,6 +79,15 @@ class MatMulOp : public RepackedMatMul {
         }
         return kernels::quantize_nbits(W.data<float>(), K, n, bits, block);
       };
+      // A concatenation's parts [K, N_i], each quantized alone (its rows of the whole's), its file pages then dropped.
+      auto quantize_parts = [&](const std::vector<const Tensor*>& parts) {
+        std::vector<kernels::QuantizedWeights> quantized;
+        for (const Tensor* part : parts) {
+          quantized.push_back(quantize(*part, false));
+          if (part->buffer()) part->buffer()->drop_pages(part->raw(), part->nbytes());
+        }
+        return quantized;
+      };
       static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
       kernels::NBitsWeights shape;
       shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
@@ -86,13 +95,9 @@ class MatMulOp : public RepackedMatMul {
         const std::vector<const Tensor*> parts = options.stacked_parts(1, kernels::kNBitsGroupRows);
         quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
           if (parts.empty()) return kernels::group_nbits_rows(quantize(source(), trans_b_).view());
-          std::vector<kernels::QuantizedWeights> quantized;  // (a part at a time would hold all of them anyway)
+          const std::vector<kernels::QuantizedWeights> quantized = quantize_parts(parts);
           std::vector<kernels::NBitsWeights> views;
-          for (const Tensor* part : parts) {
-            quantized.push_back(quantize(*part, false));
-            if (part->buffer()) part->buffer()->drop_pages(part->raw(), part->nbytes());
-            views.push_back(quantized.back().view());
-          }
+          for (const kernels::QuantizedWeights& q : quantized) views.push_back(q.view());
           return kernels::group_nbits_rows(views);
         });
         return {1};
@@ -108,21 +113,15 @@ class MatMulOp : public RepackedMatMul {
                                               const kernels::QuantizedWeights q = quantize(source(), trans_b_);
                                               return std::vector<Tensor>{q.data, q.zero_points, q.scales};
                                             }
-                                            std::vector<ConstantParts> rows(3);
-                                            for (const Tensor* part : columns) {
-                                              const kernels::QuantizedWeights q = quantize(*part, false);
-                                              if (part->buffer()) part->buffer()->drop_pages(part->raw(), part->nbytes());
-                                              rows[0].tensors.push_back(q.data);
-                                              rows[1].tensors.push_back(q.zero_points);
-                                              rows[2].tensors.push_back(q.scales);
-                                            }
+                                            // (data, zero points and scales: each the parts' bytes one after another)
+                                            std::vector<ConstantParts> rows(3, ConstantParts{0, {0}, {}});
+                                            for (const kernels::QuantizedWeights& q : quantize_parts(columns))
+                                              for (size_t r = 0; r < 3; ++r) {
+                                                rows[r].tensors.push_back(r == 0 ? q.data : r == 1 ? q.zero_points : q.scales);
+                                                rows[r].shape[0] += rows[r].tensors.back().numel();
+                                              }
                                             std::vector<Tensor> stacked;
-                                            for (ConstantParts& r : rows) {
-                                              int64_t n = 0;
-                                              for (const Tensor& t : r.tensors) n += t.numel();
-                                              r.shape = {n};
-                                              stacked.push_back(r.whole());
-                                            }
+                                            for (const ConstantParts& r : rows) stacked.push_back(r.whole());
                                             return stacked;
                                           });
       quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};

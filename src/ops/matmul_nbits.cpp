@@ -62,17 +62,17 @@ class MatMulNBitsOp : public Op {
       return own_b;
     }
     // A concatenation a fusion left unmade (fused q|k|v, gate|up) is grouped part by part, 16 rows a group: each
-    // part's groups land where the whole's would.
-    const int64_t k_blocks = (K_ + block_ - 1) / block_, rows = kernels::kNBitsGroupRows;
+    // part's groups land where the whole's would. B, scales and zero points share their rows, so all three stack
+    // or none does (then each is made whole).
+    const int64_t k_blocks = (K_ + block_ - 1) / block_;
+    const int64_t row_elements[4] = {0, k_blocks * (block_ * bits_ / 8), k_blocks,
+                                     at(3) && at(3)->dtype() == DType::UInt8 ? (k_blocks * bits_ + 7) / 8 : k_blocks};
     std::vector<const Tensor*> parts[4];
-    parts[1] = options.stacked_parts(1, rows * k_blocks * (block_ * bits_ / 8));
-    if (!parts[1].empty()) {
-      parts[2] = options.stacked_parts(2, rows * k_blocks);
-      if (at(3)) parts[3] = options.stacked_parts(3, rows * (at(3)->dtype() == DType::UInt8 ? (k_blocks * bits_ + 7) / 8 : k_blocks));
-    }
-    if (parts[1].empty() || parts[2].empty() || (at(3) && parts[3].empty()))
+    bool stacked = true;
+    for (size_t i = 1; i <= 3 && stacked; ++i)
+      if (at(i)) stacked = !(parts[i] = options.stacked_parts(i, kernels::kNBitsGroupRows * row_elements[i])).empty();
+    if (!stacked)
       for (size_t i : {1, 2, 3}) options.ensure_whole(i);
-    const bool stacked = !parts[1].empty() && !parts[2].empty() && (!at(3) || !parts[3].empty());
     grouped_ = prepared_nbits_groups(options, "int" + std::to_string(bits_) + " groups", w, [&] {
       // (Each input is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.)
       auto drop_rows = [](const Tensor* t, int64_t n, int64_t n0, int64_t n1) {
@@ -88,7 +88,7 @@ class MatMulNBitsOp : public Op {
                                   "MatMulNBits"));
         return kernels::group_nbits_rows(views, [&](size_t p, int64_t n0, int64_t n1) {
           for (size_t i = 1; i <= 3; ++i)
-            if (!parts[i].empty()) drop_rows(parts[i][p], views[p].N, n0, n1);
+            if (at(i)) drop_rows(parts[i][p], views[p].N, n0, n1);
         });
       }
       for (const Tensor* t : {at(1), at(2), at(3)})

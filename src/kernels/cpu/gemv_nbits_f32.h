@@ -2,8 +2,9 @@
 // a group, one int32 lane a row): MatMulNBits' accuracy levels 0-3, what ONNX Runtime's quantizer and `tern
 // quantize` write by default. Per 16-row group and block,
 //   y[n] += ws[n,kb] · (Σ_k q[n,k] · x[k] − zp[n,kb] · Σ_k x[k])
-// the sums in fp32 over one lane a row, so no reduction across lanes; four accumulators a row (low and high
-// nibbles, even and odd 64-byte runs) so that four FMA chains overlap. The kernel is written once over a
+// the sums in fp32 over one lane a row, so no reduction across lanes; four accumulators a row for 4-bit codes (low
+// and high nibbles, even and odd 64-byte runs: a 4-bit block of 16 is a chunk's low or high half), eight for 2-bit
+// ones, so that FMA chains overlap. The kernel is written once over a
 // register set (gemv_nbits_f32_impl.h): the AVX-512 tier's own file, AVX2 (the float_avx2 twin), and a
 // scalar one — each summing in the same order with fused multiply-adds, so every tier gives the same bits.
 #pragma once

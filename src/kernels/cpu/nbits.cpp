@@ -18,7 +18,7 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 bool nbits_groups_native(const NBitsWeights& w) {
 #if defined(__x86_64__)
   const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
-#ifdef TERN_MINIMAL  // (its 2-bit grouped kernels would cost the static binary 40 KB)
+#ifdef TERN_MINIMAL  // (its 2-bit grouped kernels would cost the static binary 33 KB: tests/minimal_build.sh)
   const bool bits = w.bits == 4;
 #else
   const bool bits = w.bits == 4 || w.bits == 2;
