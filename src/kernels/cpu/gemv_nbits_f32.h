@@ -4,7 +4,7 @@
 //   y[n] += ws[n,kb] · (Σ_k q[n,k] · x[k] − zp[n,kb] · Σ_k x[k])
 // the sums in fp32 over one lane a row, so no reduction across lanes; four accumulators a row for 4-bit codes (low
 // and high nibbles, even and odd 64-byte runs: a 4-bit block of 16 is a chunk's low or high half), eight for 2-bit
-// ones, so that FMA chains overlap. The kernel is written once over a
+// ones (a pair of codes each), so that the chains overlap. The kernel is written once over a
 // register set (gemv_nbits_f32_impl.h): the AVX-512 tier's own file, AVX2 (the float_avx2 twin), and a
 // scalar one — each summing in the same order with fused multiply-adds, so every tier gives the same bits.
 #pragma once
@@ -14,11 +14,13 @@
 
 namespace tern::kernels {
 
-// One activation row for the grouped kernel: values padded with zeros to whole 32-value chunks, and the sum
-// of each block's values (what the zero points multiply).
+// One activation row for the grouped kernel: values padded with zeros to whole 32-value chunks, the sum of each
+// block's values (what the zero points multiply), and for 2-bit weights each value pair's table of sums,
+// pairs[16p + (c0 + 4·c1)] = fma(c1, x[2p + 1], c0 · x[2p]) (pair_sums): two codes become one lookup and one add.
 struct FloatRow {
-  const float* x = nullptr;    // [k_blocks · block]
-  const float* sum = nullptr;  // [k_blocks]
+  const float* x = nullptr;      // [k_blocks · block]
+  const float* sum = nullptr;    // [k_blocks]
+  const float* pairs = nullptr;  // 2-bit: [k_blocks · block / 2, 16]
 };
 
 // Activation rows a kernel call takes at most (each weight byte is read once for them all).

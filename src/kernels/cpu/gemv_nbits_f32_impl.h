@@ -19,7 +19,9 @@ namespace {
 
 // 4-bit: run j of a grouped chunk holds 4 bytes a row, byte t carrying value 4j + t in its low nibble and 16 + 4j + t
 // in its high one; V::code<S, 4>(v) is the code at bit S of each row's int32 lane, as floats. 2-bit: run j (of two)
-// holds value 16j + s at bits 2s. Several accumulators a row (kChains), so that FMA chains overlap.
+// holds value 16j + s at bits 2s, and each pair of codes is looked up in its table of sums (FloatRow::pairs):
+// V::pair_sum<S>(v, table) is table[the 4 bits at S of each lane]. Several accumulators a row (kChains), so that
+// the FMA (or add) chains overlap.
 template <class V, int M, int Bits>
 void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
@@ -27,8 +29,7 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
   const bool halves = Bits == 4 && w.block == 16;
   const int64_t k_blocks = nbits_k_blocks(w), per_step = halves ? 1 : w.block / 32, chunks = k_blocks * w.block / 32;
   constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
-  // FMA chains a row: four for 4-bit codes (eight a run), eight for 2-bit ones (sixteen a run: a 4096 x 14336 row
-  // at block 32 took 1.20 / 1.16 ms with four, 1.09 / 0.99 with eight, paired; bench/nbits_decode.py).
+  // Chains a row: four for 4-bit codes (eight FMAs a run), eight for 2-bit ones (eight pairs' adds a run).
   constexpr int kChains = Bits == 2 ? 8 : 4;
   constexpr float kDefaultZp = static_cast<float>(1 << (Bits - 1));
   for (int64_t g = g0; g < g1; ++g) {
@@ -63,15 +64,15 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             take(std::integral_constant<int, 16>{});
             take(std::integral_constant<int, 24>{});
           } else {
+            // The pair at bits 4s of each lane (values 16j + 2s and 16j + 2s + 1) is an index into its 16 sums.
             const auto take = [&](auto index) {
               constexpr int s = decltype(index)::value;
-              for (int h = 0; h < H; ++h) {
-                const typename V::F q = V::template code<2 * s, 2>(v[h]);
-                for (int m = 0; m < M; ++m) acc[m][h][s % kChains] = V::fma_by(q, x[m].x[32 * c + 16 * j + s], acc[m][h][s % kChains]);
-              }
+              for (int h = 0; h < H; ++h)
+                for (int m = 0; m < M; ++m)
+                  acc[m][h][s] = V::add(acc[m][h][s], V::template pair_sum<4 * s>(v[h], x[m].pairs + 16 * (16 * c + 8 * j + s)));
             };
             [&]<int... S>(std::integer_sequence<int, S...>) { (take(std::integral_constant<int, S>{}), ...); }
-            (std::make_integer_sequence<int, 16>{});
+            (std::make_integer_sequence<int, 8>{});
           }
         }
       // y += scale · (Σ q·x − zp · Σ x) for block kb, per row of x, the codes' sums from sum(m).
@@ -120,12 +121,17 @@ struct ScalarLanes {
   static F code(I v) {
     return static_cast<float>((v >> S) & ((1u << Bits) - 1));
   }
+  template <int S>
+  static F pair_sum(I v, const float* table) {
+    return table[(v >> S) & 15];
+  }
   static F zero() { return 0.0f; }
   static F set1(float v) { return v; }
   static F load_f(const float* p) { return *p; }
   static F load_f16(const f16* p) { return static_cast<float>(*p); }
   static F load_u8(const uint8_t* p) { return static_cast<float>(*p); }
   static F add(F a, F b) { return a + b; }
+  static F mul(F a, F b) { return a * b; }
   static F fma(F a, F b, F c) { return std::fma(a, b, c); }
   static F fma_by(F a, float b, F c) { return std::fma(a, b, c); }
   static F fnma_by(F a, float b, F c) { return std::fma(-a, b, c); }
@@ -149,6 +155,14 @@ struct YmmLanes {
     const __m256i shifted = S == 0 ? v : _mm256_srli_epi32(v, S);
     return _mm256_cvtepi32_ps(_mm256_and_si256(shifted, _mm256_set1_epi32((1 << Bits) - 1)));
   }
+  // vpermps indexes 8 entries: the table's halves each, the index's bit 3 (moved to the sign) choosing between them.
+  template <int S>
+  static F pair_sum(I v, const float* table) {
+    const __m256i index = S == 0 ? v : _mm256_srli_epi32(v, S);
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), index);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(table + 8), index);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(index, 28)));
+  }
   static F zero() { return _mm256_setzero_ps(); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F load_f(const float* p) { return _mm256_loadu_ps(p); }
@@ -157,12 +171,24 @@ struct YmmLanes {
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F fma_by(F a, float b, F c) { return _mm256_fmadd_ps(a, _mm256_set1_ps(b), c); }
   static F fnma_by(F a, float b, F c) { return _mm256_fnmadd_ps(a, _mm256_set1_ps(b), c); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
 };
 #endif
+
+// FloatRow::pairs for the values x[0..n): per pair p, sums[16p + i] = fma(i >> 2, x[2p + 1], (i & 3) · x[2p]), V::kRows
+// at a time. (Written so: GCC -O3 vectorized the plain loop across pairs: 34-37 us for K = 14336, where this takes 8-9.)
+template <class V>
+void pair_sums(const float* x, int64_t n, float* sums) {
+  alignas(64) static constexpr float kLow[16] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3};
+  alignas(64) static constexpr float kHigh[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  for (int64_t p = 0; p < n / 2; ++p)
+    for (int64_t i = 0; i < 16; i += V::kRows)
+      V::store(sums + 16 * p + i, V::fma(V::load_f(kHigh + i), V::set1(x[2 * p + 1]), V::mul(V::load_f(kLow + i), V::set1(x[2 * p]))));
+}
 
 // The rows [g0, g1) groups for M ≤ kFloatRowsAPass activation rows, MR of them a pass over the weights.
 template <class V, int MR, int Bits>

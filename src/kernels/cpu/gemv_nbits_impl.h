@@ -171,7 +171,8 @@ float block_sum(const float* x, int64_t n) {
   return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
-// Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums, the tier's kernel.
+// Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums (and 2-bit codes'
+// pair sums), the tier's kernel.
 void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
   RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
@@ -192,14 +193,50 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
       xsum[static_cast<size_t>(m * k_blocks + kb)] = block_sum(x + m * w.K + kb * w.block, std::min(w.block, w.K - kb * w.block));
   }
   const int64_t groups = nbits_groups(w);
+#ifndef TERN_MINIMAL  // (a minimal build reads 2-bit weights as stored: nbits_groups_native)
+  void (*pair_table)(const float*, int64_t, float*) = pair_sums<ScalarLanes>;  // (the same bits at any width)
+#if defined(__AVX2__) && defined(__FMA__)
+  if (isa != Isa::Sse42) pair_table = pair_sums<YmmLanes>;
+#endif
+  // 2-bit codes' pair sums: a set of tables for each kernel thread, built by that thread at its first chunk of a
+  // pass (tables built by the caller and read by the other core took a 4096 x 512 row 43 us, where it took 33 us
+  // without tables and takes 30 so). One table a cache line: unaligned, each lookup read two lines (in a Python
+  // process, whose heap gave 16-byte alignment, a 4096 x 14336 row took 1.02-1.03 ms so, 0.89-0.96 ms aligned).
+  struct alignas(64) PairTable {
+    float sums[16];
+  };
+  thread_local std::vector<PairTable> pairs;
+  thread_local std::vector<int64_t> passes;  // per kernel thread: the pass its tables hold, plus one (0: none)
+  const int64_t per_thread = std::min(kFloatRowsAPass, M) * padded / 2;
+  if (w.bits == 2) {
+    pairs.resize(static_cast<size_t>(kernel_threads() * per_thread));
+    passes.assign(static_cast<size_t>(kernel_threads()), 0);
+  }
+  PairTable* const tables = pairs.data();  // (the caller's: in a worker, a thread_local's name is the worker's own)
+  int64_t* const built = passes.data();
+#endif
   for (int64_t m0 = 0; m0 < M; m0 += kFloatRowsAPass) {
     const int64_t rows_now = std::min(kFloatRowsAPass, M - m0);
     FloatRow rows[kFloatRowsAPass];
     for (int64_t i = 0; i < rows_now; ++i)
       rows[i] = FloatRow{copy ? xs.data() + (m0 + i) * padded : x + (m0 + i) * w.K, xsum.data() + (m0 + i) * k_blocks};
     float* ym = y + m0 * w.N;
-    parallel_chunks(groups, balanced_chunks(groups, small(w)),
-                    [&](int64_t g0, int64_t g1, int) { rows_fn(rows, rows_now, w, g0, g1, ym, w.N); });
+    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int slot) {
+#ifndef TERN_MINIMAL
+      if (w.bits == 2) {
+        FloatRow mine[kFloatRowsAPass];
+        for (int64_t i = 0; i < rows_now; ++i) {
+          float* sums = tables[slot * per_thread + i * padded / 2].sums;
+          if (built[slot] != m0 + 1) pair_table(rows[i].x, padded, sums);
+          mine[i] = rows[i];
+          mine[i].pairs = sums;
+        }
+        built[slot] = m0 + 1;
+        return rows_fn(mine, rows_now, w, g0, g1, ym, w.N);
+      }
+#endif
+      rows_fn(rows, rows_now, w, g0, g1, ym, w.N);
+    });
   }
 }
 

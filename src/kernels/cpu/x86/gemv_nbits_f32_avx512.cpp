@@ -1,6 +1,7 @@
 // AVX-512: gemv_nbits_f32.h's kernel a whole 16-row group per register. A code becomes its float with one
 // vpermps from the table 0..15 (the index's bits above the fourth are ignored, so a code needs only the shift),
-// where AVX2 masks and converts; two 2-bit codes share a shift, each with its own table.
+// where AVX2 masks and converts; a pair of 2-bit codes is one vpermps from its table of sums, where AVX2 takes two
+// and a blend.
 #include <immintrin.h>
 
 #include "kernels/cpu/gemv_nbits_f32_impl.h"
@@ -16,14 +17,13 @@ struct ZmmLanes {
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   template <int S, int Bits>
   static F code(I v) {
-    if constexpr (Bits == 4)
-      return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S),
-                                   _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    // Two 2-bit codes a shift: the index's low four bits hold codes at S and S + 2, one table each.
-    constexpr int low = S - S % 4;
-    const __m512i index = low == 0 ? v : _mm512_srli_epi32(v, low);
-    if constexpr (S % 4 == 0) return _mm512_permutexvar_ps(index, _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
-    return _mm512_permutexvar_ps(index, _mm512_setr_ps(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    static_assert(Bits == 4);
+    return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S),
+                                 _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  }
+  template <int S>
+  static F pair_sum(I v, const float* table) {
+    return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S), _mm512_loadu_ps(table));
   }
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float v) { return _mm512_set1_ps(v); }
