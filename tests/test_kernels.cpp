@@ -215,9 +215,10 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             const bool half_scales = (M + zp_form) % 2 == 0;
             if (half_scales)
               for (float& v : r.scales) v = static_cast<float>(f16(v));
-            // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over.
+            // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over for
+            // int8 activations (AArch64's the file's layout).
             const kernels::QuantizedWeights grouped =
-                kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+                kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
             const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
 #if defined(__x86_64__)
@@ -374,7 +375,7 @@ TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill ro
     const int64_t K = 256, N = 40, M = 37;  // 37: nine passes of four rows and one of one
     RandomNBits r(g, N, K, bits, 32, true);
     const kernels::QuantizedWeights grouped =
-        kernels::nbits_groups_native(r.w) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+        kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
     const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
     REQUIRE(kernels::gemv_nbits_i8_supported(w));
     std::vector<float> x(static_cast<size_t>(M * K)), every(static_cast<size_t>(M * N)), prefill(every.size()), row(static_cast<size_t>(N));

@@ -91,7 +91,7 @@ class MatMulOp : public RepackedMatMul {
       static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
       kernels::NBitsWeights shape;
       shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
-      if (regroups_nbits(shape, options)) {
+      if (regroups_nbits(shape, options, activations_)) {
         const std::vector<const Tensor*> parts = options.stacked_parts(1, kernels::kNBitsGroupRows);
         quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
           if (parts.empty()) return kernels::group_nbits_rows(quantize(source(), trans_b_).view());
@@ -289,8 +289,8 @@ class GemmOp : public Op {
 
 }  // namespace
 
-bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options) {
-  return !options.device && kernels::nbits_groups_native(w);
+bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options, kernels::NBitsActivations act) {
+  return !options.device && kernels::nbits_groups_native(w, act != kernels::NBitsActivations::Float32);
 }
 
 kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,

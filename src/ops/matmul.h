@@ -15,10 +15,10 @@ class RepackedMatMul : public Op {
   virtual const kernels::QuantizedWeights* quantized() const = 0;
 };
 
-// Whether a session prepacking with `options` regroups 4-bit weights shaped like `w` (kernels::
-// group_nbits_rows), which both decode paths (fp32 and int8 activations) read fastest: on x86 from tier avx2,
-// not on a device (whose variant uploads the file's layout).
-bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options);
+// Whether a session prepacking with `options` regroups 2- and 4-bit weights shaped like `w` for a decode with
+// activations `act` (kernels::nbits_groups_native: on x86 from tier avx2, on AArch64 for fp32 activations), not on
+// a device (whose variant uploads the file's layout).
+bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options, kernels::NBitsActivations act);
 // The grouped weights: the pack's entry `<node>/<part>` or make()'s, checked against `w`'s sizes.
 kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,
                                                 const std::function<kernels::QuantizedWeights()>& make);

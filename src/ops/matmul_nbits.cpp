@@ -3,9 +3,9 @@
 // (act_order below). A few rows (decode) stream the packed weights directly (gemv_nbits); more rows, and layouts
 // the GEMV does not take, run the panel GEMM, which dequantizes one block of 16 columns at a
 // time into L1 (no dequantized copy of the matrix). accuracy_level 4 asks for int8 activations: the
-// decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way), and
-// on x86 4-bit weights are re-laid at load 16 rows at a time for it (kernels/cpu/nbits.h: grouped), the
-// file's copy released.
+// decode rows then run gemv_nbits_i8 (as ONNX Runtime does; `--activations` overrides it either way). 2- and
+// 4-bit weights are re-laid at load 16 rows at a time for the decode GEMVs where they read them so
+// (kernels::nbits_groups_native: x86 both, AArch64 the fp32 one), the file's copy released.
 #include <array>
 #include <optional>
 #include <vector>
@@ -35,7 +35,7 @@ class MatMulNBitsOp : public Op {
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 2, 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
   }
-  // With int8 decode activations on x86 the constant weights are re-laid once (kernels::group_nbits_rows,
+  // Where the decode GEMV reads them grouped, the constant weights are re-laid once (kernels::group_nbits_rows,
   // or read so from a pack) and the file's copies are not read again.
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     activations_ = nbits_activations(options, accuracy_level_ == 4);
@@ -57,7 +57,7 @@ class MatMulNBitsOp : public Op {
     std::array<Tensor, 2> scratch;
     const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : *at(1);
     const kernels::NBitsWeights w = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
-    if (!regroups_nbits(w, options)) {
+    if (!regroups_nbits(w, options, activations_)) {
       for (size_t i : {1, 2, 3}) options.ensure_whole(i);  // (run reads them as they are)
       return own_b;
     }

@@ -5,8 +5,8 @@
 // the sums in fp32 over one lane a row, so no reduction across lanes; four accumulators a row for 4-bit codes (low
 // and high nibbles, even and odd 64-byte runs: a 4-bit block of 16 is a chunk's low or high half), eight for 2-bit
 // ones (a pair of codes each), so that the chains overlap. The kernel is written once over a
-// register set (gemv_nbits_f32_impl.h): the AVX-512 tier's own file, AVX2 (the float_avx2 twin), and a
-// scalar one — each summing in the same order with fused multiply-adds, so every tier gives the same bits.
+// register set (gemv_nbits_f32_impl.h): the AVX-512 tier's own file, AVX2 (the float_avx2 twin), NEON on AArch64,
+// and a scalar one — each summing in the same order with fused multiply-adds, so every tier gives the same bits.
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 // gemv_nbits_f32.h's kernel, written once over a register set `V` with V::kRows rows a register: Scalar
 // here (one row, the portable path and the reference the vector tiers equal bit for bit), Ymm when the
-// including file is built for AVX2 (x86/float_avx2, an x86-64-v3 baseline), Zmm in
-// x86/gemv_nbits_f32_avx512.cpp. Internal linkage: each file's copy keeps its own flags.
+// including file is built for AVX2 (x86/float_avx2, an x86-64-v3 baseline), Neon on AArch64 (gemv_nbits.cpp), Zmm
+// in x86/gemv_nbits_f32_avx512.cpp. Internal linkage: each file's copy keeps its own flags.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -12,6 +12,8 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
 #endif
 
 namespace tern::kernels {
@@ -138,9 +140,10 @@ struct ScalarLanes {
   static void store(float* p, F v) { *p = v; }
 };
 
-#if defined(__AVX2__) && defined(__FMA__)
 // Bytes this far ahead of the chunk in use are requested into L2 (as the int8 kernel does: its groups4).
 constexpr int64_t kF32GroupPrefetchBytes = 3072;
+
+#if defined(__AVX2__) && defined(__FMA__)
 
 // 8 rows a register: each code masked and shifted into its lane, then converted.
 struct YmmLanes {
@@ -176,6 +179,48 @@ struct YmmLanes {
   static F fma_by(F a, float b, F c) { return _mm256_fmadd_ps(a, _mm256_set1_ps(b), c); }
   static F fnma_by(F a, float b, F c) { return _mm256_fnmadd_ps(a, _mm256_set1_ps(b), c); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+};
+#elif defined(__aarch64__)
+// 4 rows a register (AArch64's every tier: NEON is its baseline), a group 4 registers; a code masked, shifted and
+// converted, as AVX2 does; a 2-bit pair's table read by one byte lookup (tbl) over the table's four registers.
+struct NeonLanes {
+  using I = uint32x4_t;
+  using F = float32x4_t;
+  static constexpr int64_t kRows = 4;
+  static void prefetch(const uint8_t* p) { __builtin_prefetch(p + kF32GroupPrefetchBytes); }
+  static I load(const uint8_t* p) { return vreinterpretq_u32_u8(vld1q_u8(p)); }
+  template <int S>
+  static I shifted(I v) {
+    if constexpr (S == 0) return v;
+    else return vshrq_n_u32(v, S);
+  }
+  template <int S, int Bits>
+  static F code(I v) {
+    if constexpr (S == 32 - Bits) return vcvtq_f32_u32(shifted<S>(v));
+    else return vcvtq_f32_u32(vandq_u32(shifted<S>(v), vdupq_n_u32((1u << Bits) - 1)));
+  }
+  template <int S>
+  static F pair_sum(I v, const float* table) {
+    // Byte b of a lane whose index is i reads the table's byte 4i + b.
+    const I index = vandq_u32(shifted<S>(v), vdupq_n_u32(15));
+    const uint8x16_t bytes = vreinterpretq_u8_u32(vmlaq_n_u32(vdupq_n_u32(0x03020100u), index, 0x04040404u));
+    return vreinterpretq_f32_u8(vqtbl4q_u8(vld1q_u8_x4(reinterpret_cast<const uint8_t*>(table)), bytes));
+  }
+  static F zero() { return vdupq_n_f32(0.0f); }
+  static F set1(float v) { return vdupq_n_f32(v); }
+  static F load_f(const float* p) { return vld1q_f32(p); }
+  static F load_f16(const f16* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p)))); }
+  static F load_u8(const uint8_t* p) {
+    uint32_t four;
+    std::memcpy(&four, p, 4);  // (exactly the 4 rows' bytes: the last group's may end the buffer)
+    return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vreinterpret_u8_u32(vdup_n_u32(four))))));
+  }
+  static F add(F a, F b) { return vaddq_f32(a, b); }
+  static F mul(F a, F b) { return vmulq_f32(a, b); }
+  static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static F fma_by(F a, float b, F c) { return vfmaq_n_f32(c, a, b); }
+  static F fnma_by(F a, float b, F c) { return vfmsq_n_f32(c, a, b); }
+  static void store(float* p, F v) { vst1q_f32(p, v); }
 };
 #endif
 

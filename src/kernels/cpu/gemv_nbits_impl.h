@@ -178,6 +178,8 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
   RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
 #if defined(__AVX2__) && defined(__FMA__)
   if (isa != Isa::Sse42) rows_fn = grouped_f32<YmmLanes, 1>;
+#elif defined(__aarch64__)
+  if (isa != Isa::Sse42) rows_fn = grouped_f32<NeonLanes, 1>;  // (sse42: how the tests ask for the scalar tier)
 #endif
 #if defined(__x86_64__)
   if (isa_at_least(isa, Isa::Avx512)) rows_fn = gemv_nbits_f32_avx512;
@@ -197,6 +199,8 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
   void (*pair_table)(const float*, int64_t, float*) = pair_sums<ScalarLanes>;  // (the same bits at any width)
 #if defined(__AVX2__) && defined(__FMA__)
   if (isa != Isa::Sse42) pair_table = pair_sums<YmmLanes>;
+#elif defined(__aarch64__)
+  if (isa != Isa::Sse42) pair_table = pair_sums<NeonLanes>;
 #endif
   // 2-bit codes' pair sums: a set of tables for each kernel thread, built by that thread at its first chunk of a
   // pass (tables built by the caller and read by the other core took a 4096 x 512 row 43 us, where it took 33 us

@@ -15,19 +15,20 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
   dequantize_block_at_width(w, n0, n1, k0, k1, out, ld);
 }
 
-bool nbits_groups_native(const NBitsWeights& w) {
-#if defined(__x86_64__)
+bool nbits_groups_native(const NBitsWeights& w, bool int8_activations) {
   const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
 #ifdef TERN_MINIMAL  // (its 2-bit grouped kernels would cost the static binary 33 KB: tests/minimal_build.sh)
   const bool bits = w.bits == 4;
 #else
   const bool bits = w.bits == 4 || w.bits == 2;
 #endif
-  return !w.grouped && bits && blocks && w.N > 0 && w.K > 0 && isa_has_int8_dot(active_isa());
+#if defined(__x86_64__)
+  (void)int8_activations;  // (both GEMVs read grouped weights; sse42 has no int8 one and reads the file's layout)
+  const bool reader = isa_has_int8_dot(active_isa());
 #else
-  (void)w;
-  return false;
+  const bool reader = !int8_activations;  // (AArch64's int8 GEMV reads the file's layout)
 #endif
+  return !w.grouped && bits && blocks && w.N > 0 && w.K > 0 && reader;
 }
 
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {

@@ -12,8 +12,8 @@
 namespace tern::kernels {
 
 //
-// Grouped (group_nbits_rows): 4-bit weights re-laid 16 output rows at a time for the int8 decode GEMV on
-// x86, so that one int32 lane of a dot product is one row and a row's sum needs no reduction at the end:
+// Grouped (group_nbits_rows): 4-bit weights re-laid 16 output rows at a time for the decode GEMVs (x86's both,
+// AArch64's fp32 one), so that one int32 lane of a dot product is one row and a row's sum needs no reduction at the end:
 // chunk c (32 values) of group g is 256 bytes, four runs of 64 — run j holds 4 bytes of each of the 16
 // rows, byte t with value 4j + t in its low nibble and 16 + 4j + t in its high one. Scales and zero points
 // go [group, k_blocks, 16]; zero points one byte each; scales in fp16 when every one of them is exactly an
@@ -110,12 +110,14 @@ struct QuantizedWeights {
   }
 };
 
-// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows), on x86: 4-bit blocks a
-// multiple of 32 (both GEMVs), 2-bit ones and 4-bit blocks of 16 in whole chunks (the fp32-activation one; a
-// chunk's low nibbles are then one block, its high ones the next). Re-laid (and in huge pages, like every large tensor tern allocates),
+// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows): 4-bit blocks a multiple of
+// 32, 2-bit ones and 4-bit blocks of 16 in whole chunks (a chunk's low nibbles are then one block, its high ones the
+// next) — on x86 for both GEMVs (the int8 one takes 4-bit blocks of 32 and more, the rest go to the fp32 one), on
+// AArch64 for the fp32-activation one (its int8 GEMV reads the file's layout): there when the decode's activations
+// stay fp32. Re-laid (and in huge pages, like every large tensor tern allocates),
 // the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s where the file's layout gave 21.0 (`tern profile
 // --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB a token with fp16 scales, not 0.775.
-bool nbits_groups_native(const NBitsWeights& w);
+bool nbits_groups_native(const NBitsWeights& w, bool int8_activations = false);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
 // (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
 // n1)` (when given) is told that rows [n0, n1) of w are not read again — the caller drops their file pages.
