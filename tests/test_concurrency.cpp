@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "fixture_models.h"
+#include "kernels/cpu/gemv_nbits.h"
+#include "kernels/cpu/nbits.h"
 #include "kernels/cpu/parallel.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -307,4 +309,46 @@ TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested
     CHECK(sums[0] == 200 * 4950);
     CHECK(sums[1] == 200 * 4950);
   }
+}
+
+TEST_CASE("grouped 2-bit decode rows from two threads at once: each caller's per-thread pair tables give the serial bits") {
+  // (gemv_nbits_grouped's tables live in the caller's thread_local vectors and are filled by the pool's workers.)
+  const int64_t N = 256, K = 1024, block = 32, k_blocks = K / block;
+  std::mt19937 g(5);
+  std::vector<uint8_t> q(static_cast<size_t>(N * K / 4)), zp(static_cast<size_t>(N * ((k_blocks * 2 + 7) / 8)));
+  std::vector<float> scales(static_cast<size_t>(N * k_blocks));
+  for (auto& b : q) b = static_cast<uint8_t>(g());
+  for (auto& b : zp) b = static_cast<uint8_t>(g());
+  for (auto& v : scales) v = static_cast<float>(g() % 1000 + 1) * 1e-4f;
+  kernels::NBitsWeights w;
+  w.N = N, w.K = K, w.bits = 2, w.block = block, w.data = q.data(), w.scales = scales.data(), w.zp_packed = zp.data();
+  const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);
+  REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
+  kernels::KernelThreads scope(2);
+  // Per caller: M = 6 rows (two passes of pair tables), its own activations; the serial answers first.
+  auto inputs = [&](int caller) {
+    std::mt19937 gx(static_cast<unsigned>(100 + caller));
+    std::normal_distribution<float> d;
+    std::vector<float> x(static_cast<size_t>(6 * K));
+    for (float& v : x) v = d(gx);
+    return x;
+  };
+  std::vector<std::vector<float>> x{inputs(0), inputs(1)}, serial(2, std::vector<float>(static_cast<size_t>(6 * N)));
+  for (int c = 0; c < 2; ++c)
+    kernels::gemv_nbits(x[static_cast<size_t>(c)].data(), 6, grouped.view(), serial[static_cast<size_t>(c)].data());
+  CHECK(serial[0] != serial[1]);
+  std::atomic<int> wrong{0};
+  auto caller = [&](int c) {
+    kernels::KernelThreads mine(2);
+    std::vector<float> y(static_cast<size_t>(6 * N));
+    for (int rep = 0; rep < 50; ++rep) {
+      kernels::gemv_nbits(x[static_cast<size_t>(c)].data(), rep % 2 ? 6 : 1, grouped.view(), y.data());
+      const size_t n = static_cast<size_t>((rep % 2 ? 6 : 1) * N);
+      if (!std::equal(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n), serial[static_cast<size_t>(c)].begin())) ++wrong;
+    }
+  };
+  std::thread other(caller, 1);
+  caller(0);
+  other.join();
+  CHECK(wrong == 0);
 }
