@@ -148,16 +148,16 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
 }
 
 TEST_CASE(
-    "gemv_nbits over grouped 4-bit and 2-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the "
+    "gemv_nbits over grouped 4-, 2- and 8-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the "
     "dequantized product") {
   std::mt19937 g(12);
   std::uniform_real_distribution<float> u(-1, 1);
-  for (int64_t bits : {4, 2})
+  for (int64_t bits : {4, 2, 8})
     for (int64_t block : {16, 32, 64, 128})
       for (int zp_form : {0, 1, 2})  // none, packed, float
         for (auto [K, N] : {std::pair<int64_t, int64_t>{32, 1}, {100, 9}, {256, 64}, {1000, 300}, {2048, 33}})
           for (int64_t M : {1, 2, 3, 4, 6}) {
-            if (block == 16 && (bits == 2 || (K + 15) / 16 % 2)) continue;  // (4-bit blocks of 16 group in pairs)
+            if (block == 16 && (bits != 4 || (K + 15) / 16 % 2)) continue;  // (4-bit blocks of 16 group in pairs)
             CAPTURE(bits);
             CAPTURE(block);
             CAPTURE(zp_form);
@@ -455,9 +455,9 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
                          kernels::pack_matrix(std::vector<const Tensor*>{&narrow, &blocks[0]}, DType::Float32);
                        }),
                        "each but the last a multiple of"));
-  // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-bit and 2-bit weights, every zero-point form, fp16-exact scales
-  // or not.
-  for (int64_t bits : {4, 2})
+  // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-, 2- and 8-bit weights, every zero-point form, fp16-exact
+  // scales or not.
+  for (int64_t bits : {4, 2, 8})
     for (int64_t block : {32, 64})
       for (int zp_form : {0, 1, 2})
         for (bool half : {true, false}) {
@@ -497,10 +497,10 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
 }
 
 TEST_CASE(
-    "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped; 2-bit and blocks of 16 too) "
-    "gives the scalar rule's bits") {
+    "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped; 2-bit, 8-bit and blocks of "
+    "16 too) gives the scalar rule's bits") {
   std::mt19937 g(21);
-  for (int64_t bits : {4, 2})
+  for (int64_t bits : {4, 2, 8})
     for (int64_t block : {16, 32, 64, 128})
       for (int zp_form : {0, 1, 2}) {  // none, packed, float
         CAPTURE(bits);

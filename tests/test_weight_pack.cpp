@@ -243,8 +243,8 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
 }
 
 TEST_CASE("a pack that marks a weight read as stored dropped is refused at load, not run on a null weight") {
-  // Two 8-bit MatMulNBits sharing x join into one over their concatenated rows, which it reads as stored (only
-  // 4-bit blocks are regrouped): the pack keeps that concatenation.
+  // Two 8-bit MatMulNBits with int8 activations (accuracy level 4) sharing x join into one over their concatenated
+  // rows, which the int8 GEMV reads as stored: the pack keeps that concatenation.
   test::TempDir dir;
   const int64_t K = 64, N = 16;
   test::ModelBuilder b;
@@ -258,6 +258,7 @@ TEST_CASE("a pack that marks a weight read as stored dropped is refused at load,
     convert::OnnxBuilder::attr(n, "N", N);
     convert::OnnxBuilder::attr(n, "bits", int64_t{8});
     convert::OnnxBuilder::attr(n, "block_size", int64_t{32});
+    convert::OnnxBuilder::attr(n, "accuracy_level", int64_t{4});
     b.output(y);
   }
   const std::string onnx = b.save(dir.path / "model.onnx");

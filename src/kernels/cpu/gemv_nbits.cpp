@@ -6,7 +6,7 @@
 namespace tern::kernels {
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  const bool blocks = w.grouped ? (w.bits == 4 || w.bits == 2) && (w.block % 32 == 0 || (w.bits == 4 && w.block == 16))
+  const bool blocks = w.grouped ? (w.block % 32 == 0 || (w.bits == 4 && w.block == 16))
                                 : ((w.bits == 4 || w.bits == 8) && w.block % kGroup == 0) || (w.bits == 2 && w.block % kGroup2 == 0);
   return blocks && w.N > 0 && w.K > 0;
 }
@@ -31,7 +31,7 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
   // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
   const bool eight_bit = w.block % 32 == 0 || (w.block == 16 && w.K % 32 == 0);
 #endif
-  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && eight_bit;
+  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && eight_bit && !w.grouped;  // (8-bit: as stored)
   return blocks && w.N > 0 && w.K > 0;
 }
 

@@ -20,10 +20,10 @@ namespace tern::kernels {
 namespace {
 
 // 4-bit: run j of a grouped chunk holds 4 bytes a row, byte t carrying value 4j + t in its low nibble and 16 + 4j + t
-// in its high one; V::code<S, 4>(v) is the code at bit S of each row's int32 lane, as floats. 2-bit: run j (of two)
-// holds value 16j + s at bits 2s, and each pair of codes is looked up in its table of sums (FloatRow::pairs):
-// V::pair_sum<S>(v, table) is table[the 4 bits at S of each lane]. Several accumulators a row (kChains), so that
-// the FMA (or add) chains overlap.
+// in its high one; V::code<S, Bits>(v) is the code at bit S of each row's int32 lane, as floats. 8-bit: run j (of
+// eight) holds value 4j + t in byte t. 2-bit: run j (of two) holds value 16j + s at bits 2s, and each pair of codes
+// is looked up in its table of sums (FloatRow::pairs): V::pair_sum<S>(v, table) is table[the 4 bits at S of each
+// lane]. Several accumulators a row (kChains), so that the FMA (or add) chains overlap.
 template <class V, int M, int Bits>
 void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
@@ -31,7 +31,8 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
   const bool halves = Bits == 4 && w.block == 16;
   const int64_t k_blocks = nbits_k_blocks(w), per_step = halves ? 1 : w.block / 32, chunks = k_blocks * w.block / 32;
   constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
-  // Chains a row: four for 4-bit codes (eight FMAs a run), eight for 2-bit ones (eight pairs' adds a run).
+  // Chains a row: four for 4-bit codes (eight FMAs a run) and 8-bit ones (four), eight for 2-bit ones (eight pairs'
+  // adds a run).
   constexpr int kChains = Bits == 2 ? 8 : 4;
   constexpr float kDefaultZp = static_cast<float>(1 << (Bits - 1));
   for (int64_t g = g0; g < g1; ++g) {
@@ -65,6 +66,18 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             take(std::integral_constant<int, 8>{});
             take(std::integral_constant<int, 16>{});
             take(std::integral_constant<int, 24>{});
+          } else if constexpr (Bits == 8) {  // byte t of each lane: value 4j + t
+            const auto take = [&](auto byte) {
+              constexpr int t = decltype(byte)::value;
+              for (int h = 0; h < H; ++h) {
+                const typename V::F q = V::template code<8 * t, 8>(v[h]);
+                for (int m = 0; m < M; ++m) acc[m][h][t] = V::fma_by(q, x[m].x[32 * c + 4 * j + t], acc[m][h][t]);
+              }
+            };
+            take(std::integral_constant<int, 0>{});
+            take(std::integral_constant<int, 1>{});
+            take(std::integral_constant<int, 2>{});
+            take(std::integral_constant<int, 3>{});
           } else {
             // The pair at bits 4s of each lane (values 16j + 2s and 16j + 2s + 1) is an index into its 16 sums.
             const auto take = [&](auto index) {
@@ -252,8 +265,9 @@ void grouped_f32_bits(const FloatRow* x, int64_t M, const NBitsWeights& w, int64
 }
 template <class V, int MR>
 void grouped_f32(const FloatRow* x, int64_t M, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
-#ifndef TERN_MINIMAL  // (a minimal build reads 2-bit weights as stored: nbits_groups_native)
+#ifndef TERN_MINIMAL  // (a minimal build reads 2- and 8-bit weights as stored: nbits_groups_native)
   if (w.bits == 2) return grouped_f32_bits<V, MR, 2>(x, M, w, g0, g1, y, ldy);
+  if (w.bits == 8) return grouped_f32_bits<V, MR, 8>(x, M, w, g0, g1, y, ldy);
 #endif
   grouped_f32_bits<V, MR, 4>(x, M, w, g0, g1, y, ldy);
 }

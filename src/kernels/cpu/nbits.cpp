@@ -17,16 +17,20 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 
 bool nbits_groups_native(const NBitsWeights& w, bool int8_activations) {
   const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
-#ifdef TERN_MINIMAL  // (its 2-bit grouped kernels would cost the static binary 33 KB: tests/minimal_build.sh)
-  const bool bits = w.bits == 4;
-#else
-  const bool bits = w.bits == 4 || w.bits == 2;
-#endif
 #if defined(__x86_64__)
-  (void)int8_activations;  // (both GEMVs read grouped weights; sse42 has no int8 one and reads the file's layout)
-  const bool reader = isa_has_int8_dot(active_isa());
+  const Isa isa = active_isa();
+  const bool reader = isa_has_int8_dot(isa);  // (4-bit: both GEMVs; sse42 has no int8 one: the file's layout)
+  // 8-bit, grouped: a 4096 x 14336 row took 1.72 ms against 1.95-2.03 as stored at AVX-512, but 1.94-2.09 against
+  // 1.88-1.96 at the avx2 tier (2 threads, a Xeon at 36.5 GB/s, 3 alternated rounds): from AVX-512 only.
+  [[maybe_unused]] const bool eight_bit_reader = isa_at_least(isa, Isa::Avx512);
 #else
   const bool reader = !int8_activations;  // (AArch64's int8 GEMV reads the file's layout)
+  [[maybe_unused]] const bool eight_bit_reader = true;
+#endif
+#ifdef TERN_MINIMAL  // (its 2- and 8-bit grouped kernels would cost the static binary 33 KB and more: tests/minimal_build.sh)
+  const bool bits = w.bits == 4;
+#else  // (8-bit weights for the fp32 GEMV alone: the int8 one reads them as stored, everywhere)
+  const bool bits = w.bits == 4 || w.bits == 2 || (w.bits == 8 && !int8_activations && eight_bit_reader);
 #endif
   return !w.grouped && bits && blocks && w.N > 0 && w.K > 0 && reader;
 }
@@ -46,7 +50,7 @@ QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<voi
 QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const std::function<void(size_t, int64_t, int64_t)>& rows_done) {
   NBitsWeights w = parts.at(0);  // the whole: every part's rows, one after another
   w.N = 0;
-  if ((w.bits != 2 && w.bits != 4) || nbits_k_blocks(w) * w.block % 32 != 0)
+  if ((w.bits != 2 && w.bits != 4 && w.bits != 8) || nbits_k_blocks(w) * w.block % 32 != 0)
     fail("group_nbits_rows: ", w.bits, "-bit blocks of ", w.block, " x ", nbits_k_blocks(w), " do not make whole 32-value chunks");
   for (const NBitsWeights& p : parts) {
     if (p.K != w.K || p.bits != w.bits || p.block != w.block || !p.zp_packed != !w.zp_packed || !p.zp_float != !w.zp_float ||
@@ -98,8 +102,8 @@ QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const 
             for (int64_t c = 0; c < chunks; ++c) {
               const uint8_t* src = pw.data + n * k_blocks * blob + c * 4 * w.bits;  // the chunk's bytes
               uint8_t* chunk = data + (out_group * chunks + c) * chunk_bytes;
-              if (w.bits == 2) {  // (each run: the row's own 4 bytes)
-                for (int64_t j = 0; j < 2; ++j) std::memcpy(chunk + j * 64 + r * 4, src + 4 * j, 4);
+              if (w.bits != 4) {  // (2- and 8-bit: each run the row's own next 4 bytes)
+                for (int64_t j = 0; j < w.bits; ++j) std::memcpy(chunk + j * 64 + r * 4, src + 4 * j, 4);
                 continue;
               }
               auto value = [&](int64_t i) { return i % 2 ? src[i / 2] >> 4 : src[i / 2] & 0xF; };  // values 2i, 2i + 1

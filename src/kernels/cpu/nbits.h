@@ -18,9 +18,9 @@ namespace tern::kernels {
 // rows, byte t with value 4j + t in its low nibble and 16 + 4j + t in its high one. Scales and zero points
 // go [group, k_blocks, 16]; zero points one byte each; scales in fp16 when every one of them is exactly an
 // fp16 (GGUF's Q4_0 / Q4_1 scales are: a token then streams 4.5 bits a weight, as llama.cpp's Q4_0 does,
-// not 5), else fp32. Rows past N are zeros. 2-bit weights group the same way for the fp32-activation GEMV: chunk c
-// of group g is 128 bytes, two runs of 64 — run j holds each row's own 4 bytes 8c + 4j.. (value 32c + 16j + s at
-// bits 2s of its lane, as the file packs them).
+// not 5), else fp32. Rows past N are zeros. 2- and 8-bit weights group the same way for the fp32-activation GEMV:
+// chunk c of group g is `bits` runs of 64 bytes — run j holds each row's own 4 bytes 4·bits·c + 4j.. as the file packs
+// them (2-bit: two runs, value 32c + 16j + s at bits 2s of its lane; 8-bit: eight runs, value 32c + 4j + t in byte t).
 struct NBitsWeights {
   int64_t N = 0, K = 0, bits = 4, block = 32;
   const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]; grouped: [groups, k_blocks·block/32, 4, 16, 4]
@@ -114,8 +114,8 @@ struct QuantizedWeights {
 // 32, 2-bit ones and 4-bit blocks of 16 in whole chunks (a chunk's low nibbles are then one block, its high ones the
 // next) — on x86 for both GEMVs (the int8 one takes 4-bit blocks of 32 and more, the rest go to the fp32 one), on
 // AArch64 for the fp32-activation one (its int8 GEMV reads the file's layout): there when the decode's activations
-// stay fp32. Re-laid (and in huge pages, like every large tensor tern allocates),
-// the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s where the file's layout gave 21.0 (`tern profile
+// stay fp32; and 8-bit blocks of 32 and more for the fp32 GEMV (x86 from AVX-512). Re-laid (and in huge pages, like every large tensor tern
+// allocates), the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s where the file's layout gave 21.0 (`tern profile
 // --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB a token with fp16 scales, not 0.775.
 bool nbits_groups_native(const NBitsWeights& w, bool int8_activations = false);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales

@@ -88,12 +88,15 @@ void dequantize_group_half_chunk(const NBitsWeights& w, int64_t g, int h, int64_
 #endif
 
 namespace {
-// The 4-bit code of row n's value k in either layout.
+// The code of row n's value k in either layout.
 uint32_t nbits_code(const NBitsWeights& w, int64_t n, int64_t k, int64_t k_blocks) {
   if (w.grouped) {
     const int64_t c = k / 32, i = k % 32, chunks = k_blocks * w.block / 32;
     const uint8_t* chunk = w.data + ((n / kNBitsGroupRows) * chunks + c) * kNBitsGroupRows * 4 * w.bits + (n % kNBitsGroupRows) * 4;
-    if (w.bits == 2) return (chunk[(i / 16) * 64 + i % 16 / 4] >> (2 * (i % 4))) & 3u;
+    if (w.bits != 4) {  // (2- and 8-bit: the row's chunk bytes in order, 4 a run)
+      const int64_t bit = i * w.bits, byte = bit / 8;
+      return (chunk[(byte / 4) * 64 + byte % 4] >> (bit % 8)) & ((1u << w.bits) - 1);
+    }
     const uint8_t byte = chunk[(i % 16 / 4) * 64 + i % 4];
     return i < 16 ? byte & 0xFu : byte >> 4;
   }

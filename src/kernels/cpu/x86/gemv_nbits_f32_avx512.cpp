@@ -17,9 +17,10 @@ struct ZmmLanes {
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   template <int S, int Bits>
   static F code(I v) {
-    static_assert(Bits == 4);
-    return _mm512_permutexvar_ps(S == 0 ? v : _mm512_srli_epi32(v, S),
-                                 _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i shifted = S == 0 ? v : _mm512_srli_epi32(v, S);
+    if constexpr (Bits == 8)  // (a byte: masked and converted, past the table's 16 entries)
+      return _mm512_cvtepi32_ps(S == 24 ? shifted : _mm512_and_si512(shifted, _mm512_set1_epi32(0xFF)));
+    else return _mm512_permutexvar_ps(shifted, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   }
   template <int S>
   static F pair_sum(I v, const float* table) {
