@@ -207,6 +207,17 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
   CHECK(bench_op(spec).kernel == (kernels::isa_has_int8_dot(isa) ? "gemv_nbits_i8 int4" + tier : "gemv_nbits int4"));
   spec.shape = {16, 64, 48};
   CHECK(bench_op(spec).kernel.rfind("gemm_nbits int4", 0) == 0);  // prefill rows stay fp32
+  // MatMulNBits itself, over random blocks: grouped for decode where this machine's GEMV reads them so.
+  spec.op = "matmulnbits", spec.shape = {1, 64, 48}, spec.weights = WeightFormat::AsStored, spec.activations = ActivationFormat::AsModel;
+  for (int64_t bits : {2, 4, 8}) {
+    CAPTURE(bits);
+    spec.bits = bits;
+    shape.bits = bits;
+    r = bench_op(spec);
+    CHECK(r.graph == "MatMulNBits [1,64] x " + std::to_string(bits) + "-bit blocks of 32 [48, 64]");
+    CHECK(r.kernel == "gemv_nbits int" + std::to_string(bits) + (kernels::nbits_groups_native(shape) ? tier : ""));
+    CHECK(r.bytes >= 48 * 64 * bits / 8);
+  }
   spec = {};
   spec.op = "attention";
   spec.shape = {4, 2, 16, 32};

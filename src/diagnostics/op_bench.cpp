@@ -24,6 +24,18 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   return dtype == DType::Float32 ? t : cast_to(t, dtype);
 }
 
+// Bytes from the same LCG: random block codes and packed zero points.
+Tensor random_bytes(const Shape& shape, uint64_t seed) {
+  Tensor t(DType::UInt8, shape);
+  uint8_t* p = t.data<uint8_t>();
+  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    p[i] = static_cast<uint8_t>(s >> 56);
+  }
+  return t;
+}
+
 std::string dims(const Shape& s) { return shape_str(s); }
 
 void need(const OpBenchSpec& s, size_t n, const char* meaning) {
@@ -37,6 +49,9 @@ void need(const OpBenchSpec& s, size_t n, const char* meaning) {
 const char* op_bench_usage() {
   return "  matmul    --shape M,K,N      [M,K] activations x a constant [K,N] weight (--weights fp32|fp16|bf16|int8|int4\n"
          "                               [--activations fp32|int8])\n"
+         "  matmulnbits --shape M,K,N    MatMulNBits (com.microsoft) over random [N,K] blocks with packed zero points\n"
+         "                               (--bits 2|4|8, default 4; --block B, default 32; accuracy level 0: fp32\n"
+         "                               activations unless --activations int8)\n"
          "  rmsnorm   --shape ROWS,DIM   RMSNormalization over the last dim\n"
          "  rope      --shape SEQ,HEADS,HEAD_DIM   RotaryEmbedding of [1, SEQ, HEADS*HEAD_DIM]\n"
          "  softmax   --shape ROWS,N     Softmax over the last dim\n"
@@ -65,6 +80,23 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     b.initializer("w", random_tensor({s[1], s[2]}, dt, 2));
     b.node("MatMul", {"x", "w"}, {"y"});
     r.graph = "MatMul " + dims({s[0], s[1]}) + " x " + dims({s[1], s[2]}) + " (constant weight)";
+  } else if (spec.op == "matmulnbits") {
+    need(spec, 3, "M,K,N");
+    const int64_t K = s[1], N = s[2], bits = spec.bits, block = spec.block, k_blocks = (K + block - 1) / block;
+    b.add_opset("com.microsoft", 1);
+    input("x", random_tensor({s[0], K}, DType::Float32, 1));
+    b.initializer("B", random_bytes({N, k_blocks, block * bits / 8}, 2));
+    Tensor scales = random_tensor({N * k_blocks}, DType::Float32, 3);
+    for (int64_t i = 0; i < scales.numel(); ++i) scales.data<float>()[i] = 0.01f + 0.005f * scales.data<float>()[i];
+    b.initializer("scales", scales);
+    b.initializer("zero_points", random_bytes({N * ((k_blocks * bits + 7) / 8)}, 4));
+    auto& n = b.node("MatMulNBits", {"x", "B", "scales", "zero_points"}, {"y"}, "com.microsoft");
+    OnnxBuilder::attr(n, "K", K);
+    OnnxBuilder::attr(n, "N", N);
+    OnnxBuilder::attr(n, "bits", bits);
+    OnnxBuilder::attr(n, "block_size", block);
+    r.graph = "MatMulNBits " + dims({s[0], K}) + " x " + std::to_string(bits) + "-bit blocks of " + std::to_string(block) + " [" +
+              std::to_string(N) + ", " + std::to_string(K) + "]";
   } else if (spec.op == "rmsnorm") {
     need(spec, 2, "ROWS,DIM");
     input("x", random_tensor({s[0], s[1]}, dt, 1));

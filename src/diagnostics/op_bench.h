@@ -9,11 +9,12 @@
 namespace tern {
 
 struct OpBenchSpec {
-  std::string op;                                            // matmul, rmsnorm, rope, softmax, swiglu, attention
+  std::string op;                                            // matmul, matmulnbits, rmsnorm, rope, softmax, swiglu, attention
   std::vector<int64_t> shape;                                // what each op's dims mean: op_bench_usage()
   DType dtype = DType::Float32;                              // activations (and float weights)
   WeightFormat weights = WeightFormat::AsStored;             // matmul: how the constant weight is kept
-  ActivationFormat activations = ActivationFormat::AsModel;  // matmul int8/int4: fp32 or int8 decode rows
+  ActivationFormat activations = ActivationFormat::AsModel;  // matmul int8/int4, matmulnbits: fp32 or int8 decode rows
+  int64_t bits = 4, block = 32;                              // matmulnbits: the blocks' width and length
   DType kv_dtype = DType::Float32;                           // attention: ring storage
   int threads = 0;
   Device device;         // cpu, or an OpenCL device (the op runs there when it can)

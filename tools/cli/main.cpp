@@ -91,7 +91,7 @@ commands:
   profile --compare A.json B.json
       Per-op-type time deltas between two traces: tern's (--trace) or ONNX Runtime profiles.
   bench-op OP --shape D1,D2,... [--dtype fp32|fp16] [--weights F] [--kv-dtype fp32|fp16] [--threads N]
-           [--device cpu|opencl[:N]]
+           [--bits 2|4|8] [--block B] [--device cpu|opencl[:N]]
       One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
 )";
 // (bench-op's list: op_bench_usage())

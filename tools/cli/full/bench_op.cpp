@@ -20,6 +20,8 @@ int bench_op(int argc, char** argv) {
   spec.kv_dtype = kv == "fp16" ? DType::Float16 : DType::Float32;
   spec.weights = parse_weight_format(f.get("weights", "fp32"));
   spec.activations = parse_activation_format(f.get("activations", "auto"));
+  spec.bits = f.get_int("bits", 4, 2);
+  spec.block = f.get_int("block", 32, 16);
   spec.threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
   spec.device = parse_device(f.get("device", "cpu"));
   const MachinePeaks machine = machine_peaks(spec.threads);
