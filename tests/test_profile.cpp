@@ -209,15 +209,20 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
   CHECK(bench_op(spec).kernel.rfind("gemm_nbits int4", 0) == 0);  // prefill rows stay fp32
   // MatMulNBits itself, over random blocks: grouped for decode where this machine's GEMV reads them so.
   spec.op = "matmulnbits", spec.shape = {1, 64, 48}, spec.weights = WeightFormat::AsStored, spec.activations = ActivationFormat::AsModel;
-  for (int64_t bits : {2, 4, 8}) {
-    CAPTURE(bits);
-    spec.bits = bits;
-    shape.bits = bits;
-    r = bench_op(spec);
-    CHECK(r.graph == "MatMulNBits [1,64] x " + std::to_string(bits) + "-bit blocks of 32 [48, 64]");
-    CHECK(r.kernel == "gemv_nbits int" + std::to_string(bits) + (kernels::nbits_groups_native(shape) ? tier : ""));
-    CHECK(r.bytes >= 48 * 64 * bits / 8);
-  }
+  for (int64_t bits : {2, 4, 8})
+    for (int64_t block : {16, 32}) {  // (blocks of 16: two to a grouped chunk)
+      CAPTURE(bits);
+      CAPTURE(block);
+      spec.bits = shape.bits = bits;
+      spec.block = shape.block = block;
+      r = bench_op(spec);
+      CHECK(r.graph == "MatMulNBits [1,64] x " + std::to_string(bits) + "-bit blocks of " + std::to_string(block) + " [48, 64]");
+      const bool grouped = kernels::nbits_groups_native(shape);
+      if (!grouped && bits == 2 && block == 16)  // (as stored, 2-bit blocks of 16 have no GEMV: the panel GEMM's)
+        CHECK(r.kernel.rfind("gemm_nbits int2", 0) == 0);
+      else CHECK(r.kernel == "gemv_nbits int" + std::to_string(bits) + (grouped ? tier : ""));
+      CHECK(r.bytes >= 48 * 64 * bits / 8);
+    }
   spec = {};
   spec.op = "attention";
   spec.shape = {4, 2, 16, 32};

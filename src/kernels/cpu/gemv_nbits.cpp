@@ -6,7 +6,7 @@
 namespace tern::kernels {
 
 bool gemv_nbits_supported(const NBitsWeights& w) {
-  const bool blocks = w.grouped ? (w.block % 32 == 0 || (w.bits == 4 && w.block == 16))
+  const bool blocks = w.grouped ? (w.block % 32 == 0 || w.block == 16)
                                 : ((w.bits == 4 || w.bits == 8) && w.block % kGroup == 0) || (w.bits == 2 && w.block % kGroup2 == 0);
   return blocks && w.N > 0 && w.K > 0;
 }

@@ -27,12 +27,13 @@ namespace {
 template <class V, int M, int Bits>
 void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
-  // A step: one block's chunks, or — 4-bit blocks of 16 — one chunk of two blocks (its low nibbles the first).
-  const bool halves = Bits == 4 && w.block == 16;
+  // A step: one block's chunks, or — blocks of 16 — one chunk of two blocks, each summed on half the chains (4-bit:
+  // a chunk's low nibbles are the first block; 2- and 8-bit: its first half of runs).
+  const bool halves = w.block == 16;
   const int64_t k_blocks = nbits_k_blocks(w), per_step = halves ? 1 : w.block / 32, chunks = k_blocks * w.block / 32;
   constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
   // Chains a row: four for 4-bit codes (eight FMAs a run) and 8-bit ones (four), eight for 2-bit ones (eight pairs'
-  // adds a run).
+  // adds a run); the first half of them takes the chunk's values 0-15, the second 16-31.
   constexpr int kChains = Bits == 2 ? 8 : 4;
   constexpr float kDefaultZp = static_cast<float>(1 << (Bits - 1));
   for (int64_t g = g0; g < g1; ++g) {
@@ -45,8 +46,10 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
       for (int m = 0; m < M; ++m)
         for (int h = 0; h < H; ++h)
           for (int a = 0; a < kChains; ++a) acc[m][h][a] = V::zero();
-      for (int64_t c = step * per_step; c < (step + 1) * per_step; ++c, p += kChunkBytes)
-        for (int j = 0; j < Bits; ++j) {
+      for (int64_t c = step * per_step; c < (step + 1) * per_step; ++c, p += kChunkBytes) {
+        // Run j of the chunk (a constant: every chain index is one, so the chains stay in registers).
+        const auto run = [&](auto run_index) {
+          constexpr int j = decltype(run_index)::value;
           V::prefetch(p + 64 * j);
           typename V::I v[H];
           for (int h = 0; h < H; ++h) v[h] = V::load(p + 64 * j + h * 4 * V::kRows);
@@ -68,10 +71,10 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             take(std::integral_constant<int, 24>{});
           } else if constexpr (Bits == 8) {  // byte t of each lane: value 4j + t
             const auto take = [&](auto byte) {
-              constexpr int t = decltype(byte)::value;
+              constexpr int t = decltype(byte)::value, a = 2 * (j / 4) + t % 2;
               for (int h = 0; h < H; ++h) {
                 const typename V::F q = V::template code<8 * t, 8>(v[h]);
-                for (int m = 0; m < M; ++m) acc[m][h][t] = V::fma_by(q, x[m].x[32 * c + 4 * j + t], acc[m][h][t]);
+                for (int m = 0; m < M; ++m) acc[m][h][a] = V::fma_by(q, x[m].x[32 * c + 4 * j + t], acc[m][h][a]);
               }
             };
             take(std::integral_constant<int, 0>{});
@@ -81,15 +84,18 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
           } else {
             // The pair at bits 4s of each lane (values 16j + 2s and 16j + 2s + 1) is an index into its 16 sums.
             const auto take = [&](auto index) {
-              constexpr int s = decltype(index)::value;
+              constexpr int s = decltype(index)::value, a = 4 * j + s % 4;
               for (int h = 0; h < H; ++h)
                 for (int m = 0; m < M; ++m)
-                  acc[m][h][s] = V::add(acc[m][h][s], V::template pair_sum<4 * s>(v[h], x[m].pairs + 16 * (16 * c + 8 * j + s)));
+                  acc[m][h][a] = V::add(acc[m][h][a], V::template pair_sum<4 * s>(v[h], x[m].pairs + 16 * (16 * c + 8 * j + s)));
             };
             [&]<int... S>(std::integer_sequence<int, S...>) { (take(std::integral_constant<int, S>{}), ...); }
             (std::make_integer_sequence<int, 8>{});
           }
-        }
+        };
+        [&]<int... J>(std::integer_sequence<int, J...>) { (run(std::integral_constant<int, J>{}), ...); }
+        (std::make_integer_sequence<int, Bits>{});
+      }
       // y += scale · (Σ q·x − zp · Σ x) for block kb, per row of x, the codes' sums from sum(m).
       const auto block_done = [&](int64_t kb, int h, const auto& sum) {
         const int64_t i = (g * k_blocks + kb) * kNBitsGroupRows + h * V::kRows;
@@ -98,15 +104,22 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
         for (int m = 0; m < M; ++m) total[m][h] = V::fma(ws, V::fnma_by(zp, x[m].sum[kb], sum(m)), total[m][h]);
       };
       for (int h = 0; h < H; ++h) {
-        const auto half = [&](int a) { return [&, a](int m) { return V::add(acc[m][h][a], acc[m][h][a + 1]); }; };
+        // Chains [a, a + n) summed pairwise.
+        const auto chains = [&](int a, int n) {
+          return [&, a, n](int m) {
+            typename V::F s = V::add(acc[m][h][a], acc[m][h][a + 1]);
+            if (n == 4) s = V::add(s, V::add(acc[m][h][a + 2], acc[m][h][a + 3]));
+            return s;
+          };
+        };
         if (halves) {
-          block_done(2 * step, h, half(0));
-          block_done(2 * step + 1, h, half(2));
+          block_done(2 * step, h, chains(0, kChains / 2));
+          block_done(2 * step + 1, h, chains(kChains / 2, kChains / 2));
           continue;
         }
         block_done(step, h, [&](int m) {
-          typename V::F s = V::add(V::add(acc[m][h][0], acc[m][h][1]), V::add(acc[m][h][2], acc[m][h][3]));
-          if constexpr (kChains == 8) s = V::add(s, V::add(V::add(acc[m][h][4], acc[m][h][5]), V::add(acc[m][h][6], acc[m][h][7])));
+          typename V::F s = chains(0, 4)(m);
+          if constexpr (kChains == 8) s = V::add(s, chains(4, 4)(m));
           return s;
         });
       }

@@ -16,7 +16,7 @@ void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64
 }
 
 bool nbits_groups_native(const NBitsWeights& w, bool int8_activations) {
-  const bool blocks = w.block % 32 == 0 || (w.bits == 4 && w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
+  const bool blocks = w.block % 32 == 0 || (w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
 #if defined(__x86_64__)
   const Isa isa = active_isa();
   const bool reader = isa_has_int8_dot(isa);  // (4-bit: both GEMVs; sse42 has no int8 one: the file's layout)

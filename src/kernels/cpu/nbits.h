@@ -110,13 +110,14 @@ struct QuantizedWeights {
   }
 };
 
-// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows): 4-bit blocks a multiple of
-// 32, 2-bit ones and 4-bit blocks of 16 in whole chunks (a chunk's low nibbles are then one block, its high ones the
-// next) — on x86 for both GEMVs (the int8 one takes 4-bit blocks of 32 and more, the rest go to the fp32 one), on
-// AArch64 for the fp32-activation one (its int8 GEMV reads the file's layout): there when the decode's activations
-// stay fp32; and 8-bit blocks of 32 and more for the fp32 GEMV (x86 from AVX-512). Re-laid (and in huge pages, like every large tensor tern
-// allocates), the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s where the file's layout gave 21.0 (`tern profile
-// --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB a token with fp16 scales, not 0.775.
+// Whether the decode GEMVs of this build take these weights grouped (group_nbits_rows): 2- and 4-bit blocks a
+// multiple of 32, or of 16 in whole chunks (a chunk then holds two blocks: 4-bit, its low nibbles the first; 2-bit,
+// its first run) — on x86 for both GEMVs (the int8 one takes 4-bit blocks of 32 and more, the rest go to the fp32
+// one), on AArch64 for the fp32-activation one (its int8 GEMV reads the file's layout): there when the decode's
+// activations stay fp32; and 8-bit blocks the same way for the fp32 GEMV (x86 from AVX-512). Re-laid (and in huge
+// pages, like every large tensor tern allocates), the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s
+// where the file's layout gave 21.0 (`tern profile --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB
+// a token with fp16 scales, not 0.775.
 bool nbits_groups_native(const NBitsWeights& w, bool int8_activations = false);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
 // (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
