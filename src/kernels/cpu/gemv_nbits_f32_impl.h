@@ -47,9 +47,11 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
         for (int h = 0; h < H; ++h)
           for (int a = 0; a < kChains; ++a) acc[m][h][a] = V::zero();
       for (int64_t c = step * per_step; c < (step + 1) * per_step; ++c, p += kChunkBytes) {
-        // Run j of the chunk (a constant: every chain index is one, so the chains stay in registers).
+        // Run j of the chunk: for 2- and 8-bit codes a constant (their chain indices follow from it, and must be
+        // constants to stay in registers); 4-bit ones need j only modulo 2, and a loop over it keeps the code small
+        // (unrolled like the others, the minimal build's static binary grew 16 KB).
         const auto run = [&](auto run_index) {
-          constexpr int j = decltype(run_index)::value;
+          const int j = run_index;
           V::prefetch(p + 64 * j);
           typename V::I v[H];
           for (int h = 0; h < H; ++h) v[h] = V::load(p + 64 * j + h * 4 * V::kRows);
@@ -70,6 +72,7 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             take(std::integral_constant<int, 16>{});
             take(std::integral_constant<int, 24>{});
           } else if constexpr (Bits == 8) {  // byte t of each lane: value 4j + t
+            constexpr int j = decltype(run_index)::value;
             const auto take = [&](auto byte) {
               constexpr int t = decltype(byte)::value, a = 2 * (j / 4) + t % 2;
               for (int h = 0; h < H; ++h) {
@@ -83,6 +86,7 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             take(std::integral_constant<int, 3>{});
           } else {
             // The pair at bits 4s of each lane (values 16j + 2s and 16j + 2s + 1) is an index into its 16 sums.
+            constexpr int j = decltype(run_index)::value;
             const auto take = [&](auto index) {
               constexpr int s = decltype(index)::value, a = 4 * j + s % 4;
               for (int h = 0; h < H; ++h)
@@ -93,8 +97,12 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
             (std::make_integer_sequence<int, 8>{});
           }
         };
-        [&]<int... J>(std::integer_sequence<int, J...>) { (run(std::integral_constant<int, J>{}), ...); }
-        (std::make_integer_sequence<int, Bits>{});
+        if constexpr (Bits == 4) {
+          for (int j = 0; j < 4; ++j) run(j);
+        } else {
+          [&]<int... J>(std::integer_sequence<int, J...>) { (run(std::integral_constant<int, J>{}), ...); }
+          (std::make_integer_sequence<int, Bits>{});
+        }
       }
       // y += scale · (Σ q·x − zp · Σ x) for block kb, per row of x, the codes' sums from sum(m).
       const auto block_done = [&](int64_t kb, int h, const auto& sum) {
