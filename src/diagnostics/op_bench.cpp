@@ -12,27 +12,29 @@ using convert::DeclaredDim;
 using convert::OnnxBuilder;
 namespace {
 
-// Values in [-1, 1) from a fixed-seed LCG: the same inputs every run.
+// A fixed-seed LCG: the same inputs every run.
+struct Lcg {
+  uint64_t s;
+  explicit Lcg(uint64_t seed) : s(seed * 6364136223846793005ULL + 1442695040888963407ULL) {}
+  uint64_t next() { return s = s * 6364136223846793005ULL + 1442695040888963407ULL; }
+};
+
+// Values in [-1, 1).
 Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   Tensor t(DType::Float32, shape);
   float* p = t.data<float>();
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    p[i] = static_cast<float>(static_cast<double>(s >> 40) / static_cast<double>(1ULL << 24) * 2.0 - 1.0);
-  }
+  Lcg g(seed);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = static_cast<float>(static_cast<double>(g.next() >> 40) / static_cast<double>(1ULL << 24) * 2.0 - 1.0);
   return dtype == DType::Float32 ? t : cast_to(t, dtype);
 }
 
-// Bytes from the same LCG: random block codes and packed zero points.
+// Random bytes: block codes and packed zero points.
 Tensor random_bytes(const Shape& shape, uint64_t seed) {
   Tensor t(DType::UInt8, shape);
   uint8_t* p = t.data<uint8_t>();
-  uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-    p[i] = static_cast<uint8_t>(s >> 56);
-  }
+  Lcg g(seed);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>(g.next() >> 56);
   return t;
 }
 

@@ -31,7 +31,7 @@ void grouped_f32_rows(const FloatRow* x, const NBitsWeights& w, int64_t g0, int6
   // a chunk's low nibbles are the first block; 2- and 8-bit: its first half of runs).
   const bool halves = w.block == 16;
   const int64_t k_blocks = nbits_k_blocks(w), per_step = halves ? 1 : w.block / 32, chunks = k_blocks * w.block / 32;
-  constexpr int64_t kChunkBytes = kNBitsGroupRows * 4 * Bits;
+  constexpr int64_t kChunkBytes = nbits_chunk_bytes(Bits);
   // Chains a row: four for 4-bit codes (eight FMAs a run) and 8-bit ones (four), eight for 2-bit ones (eight pairs'
   // adds a run); the first half of them takes the chunk's values 0-15, the second 16-31.
   constexpr int kChains = Bits == 2 ? 8 : 4;

@@ -38,7 +38,7 @@ bool nbits_groups_native(const NBitsWeights& w, bool int8_activations) {
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
   const int64_t groups = nbits_groups(w), k_blocks = nbits_k_blocks(w);
   const int64_t per_block = groups * k_blocks * kNBitsGroupRows;
-  return {groups * k_blocks * w.block / 32 * kNBitsGroupRows * 4 * w.bits, w.zp_packed || w.zp_float ? per_block : 0, per_block};
+  return {groups * k_blocks * w.block / 32 * nbits_chunk_bytes(w.bits), w.zp_packed || w.zp_float ? per_block : 0, per_block};
 }
 
 QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
@@ -78,7 +78,7 @@ QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const 
   std::memset(data, 0, g.data.nbytes());
   std::memset(g.scales.raw(), 0, g.scales.nbytes());
   if (sizes[1]) std::memset(g.zero_points.raw(), 0, g.zero_points.nbytes());
-  const int64_t blob = w.block * w.bits / 8, chunk_bytes = kNBitsGroupRows * 4 * w.bits;
+  const int64_t blob = w.block * w.bits / 8, chunk_bytes = nbits_chunk_bytes(w.bits);
   int64_t first_group = 0;  // the part's first row group in the whole
   for (size_t part = 0; part < parts.size(); ++part) {
     const NBitsWeights& pw = parts[part];

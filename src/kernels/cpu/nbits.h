@@ -23,7 +23,7 @@ namespace tern::kernels {
 // them (2-bit: two runs, value 32c + 16j + s at bits 2s of its lane; 8-bit: eight runs, value 32c + 4j + t in byte t).
 struct NBitsWeights {
   int64_t N = 0, K = 0, bits = 4, block = 32;
-  const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]; grouped: [groups, k_blocks·block/32, 4, 16, 4]
+  const uint8_t* data = nullptr;       // [N, k_blocks, block·bits/8]; grouped: [groups, k_blocks·block/32, bits, 16, 4]
   const float* scales = nullptr;       // [N·k_blocks]; grouped: [groups, k_blocks, 16]
   const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks·bits/8)] or null; grouped: [groups, k_blocks, 16]
   const float* zp_float = nullptr;     // [N·k_blocks] or null; default zero point 2^(bits−1); grouped: as scales
@@ -31,6 +31,8 @@ struct NBitsWeights {
   const f16* scales_f16 = nullptr;  // grouped: the scales as fp16, instead of `scales`
 };
 constexpr int64_t kNBitsGroupRows = 16;
+// A grouped chunk's bytes: 32 values of 16 rows, `bits` runs of 64 bytes.
+constexpr int64_t nbits_chunk_bytes(int64_t bits) { return kNBitsGroupRows * 4 * bits; }
 // How far ahead gemv_nbits_i8's per-row kernels (x86 and ARM) request a weight row's bytes (in rows: two row groups
 // of 4): the hardware prefetcher alone left the 49152×576 Q8_0 lm_head of SmolLM2 at 11.8 GB/s with 2 threads
 // (Zen 3, 28.3 GB/s measured); with this, 22–30 GB/s (4 rows ahead: 23.5; 16: 22.6–25.2 — noisy VM, 8 chosen).

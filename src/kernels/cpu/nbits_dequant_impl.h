@@ -72,7 +72,7 @@ void dequantize_group_half_chunk(const NBitsWeights& w, int64_t g, int h, int64_
                     : w.zp_packed
                         ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
                         : _mm256_set1_ps(8.0f);
-  const uint8_t* p = w.data + (g * (nbits_k_blocks(w) * w.block / 32) + c) * 256 + 32 * h;
+  const uint8_t* p = w.data + (g * (nbits_k_blocks(w) * w.block / 32) + c) * nbits_chunk_bytes(4) + 32 * h;
   for (int j = 0; j < 4; ++j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
     for (int t = 0; t < 4; ++t) {
@@ -92,7 +92,7 @@ namespace {
 uint32_t nbits_code(const NBitsWeights& w, int64_t n, int64_t k, int64_t k_blocks) {
   if (w.grouped) {
     const int64_t c = k / 32, i = k % 32, chunks = k_blocks * w.block / 32;
-    const uint8_t* chunk = w.data + ((n / kNBitsGroupRows) * chunks + c) * kNBitsGroupRows * 4 * w.bits + (n % kNBitsGroupRows) * 4;
+    const uint8_t* chunk = w.data + ((n / kNBitsGroupRows) * chunks + c) * nbits_chunk_bytes(w.bits) + (n % kNBitsGroupRows) * 4;
     if (w.bits != 4) {  // (2- and 8-bit: the row's chunk bytes in order, 4 a run)
       const int64_t bit = i * w.bits, byte = bit / 8;
       return (chunk[(byte / 4) * 64 + byte % 4] >> (bit % 8)) & ((1u << w.bits) - 1);

@@ -110,7 +110,7 @@ void groups4(const Int8Row* x, const NBitsWeights& w, int64_t g0, int64_t g1, fl
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
   const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* p = w.data + g * chunks * 256;
+    const uint8_t* p = w.data + g * chunks * nbits_chunk_bytes(4);
     typename V::F acc[M][H];
     for (int m = 0; m < M; ++m)
       for (int h = 0; h < H; ++h) acc[m][h] = V::zero_f();
@@ -129,7 +129,7 @@ void groups4(const Int8Row* x, const NBitsWeights& w, int64_t g0, int64_t g1, fl
                     : w.zp_packed ? V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum)
                                   : V::set1_i(-8 * xq_sum);
       }
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += 256)
+      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += nbits_chunk_bytes(4))
         for (int j = 0; j < 4; ++j) {
           _mm_prefetch(reinterpret_cast<const char*>(p + kGroupPrefetchBytes + 64 * j), _MM_HINT_T1);
           typename V::I lo_nibbles[H], hi_nibbles[H];
