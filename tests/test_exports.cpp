@@ -63,6 +63,13 @@ void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden,
   }
 }
 
+// Dynamically quantized cells (transformers.js's q8 files): DynamicQuantizeLinear takes one range over its whole
+// input, so in a left-padded batch the padded positions' hidden states — what attention makes of a query row
+// that every key is masked from — set every row's quantization; tern's and ONNX Runtime's differ there, and
+// with them the batch's tokens (gpt_neox: its second row leaves ORT's after 13 tokens). Each prompt alone is
+// compared; a batch of equal lengths would be too.
+bool range_spans_batch(const nlohmann::json& golden) { return golden["exporter"].get<std::string>().rfind("tjs-", 0) == 0; }
+
 // The arithmetic the goldens were made with: the genai int4 cells ask for int8 activations
 // (accuracy_level 4), and their oracle ran ORT on a copy at accuracy_level 0 — fp32 activations.
 SessionOptions oracle_options(const fs::path& cell) {
@@ -81,7 +88,7 @@ TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the
     if (cell.filename().string().find("genai") == std::string::npos)
       CHECK(std::any_of(s.passes().fusions.begin(), s.passes().fusions.end(),
                         [](const Fusion& f) { return f.pattern.find("grouped product on the cache") != std::string::npos; }));
-    check_cases(s, cell, golden_of(cell), 1e-3);
+    check_cases(s, cell, golden_of(cell), 1e-3, range_spans_batch(golden_of(cell)));
   }
 }
 
@@ -96,7 +103,8 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
     std::string why;
     for (const auto& m : s.passes().misses) why += m.str() + "; ";
     CHECK_MESSAGE(s.passes().cached_layers > 0, why);
-    if (s.passes().cached_layers > 0) check_cases(s, cell, golden_of(cell), 1e-3, positions_from_cache_length(name));
+    if (s.passes().cached_layers > 0)
+      check_cases(s, cell, golden_of(cell), 1e-3, positions_from_cache_length(name) || range_spans_batch(golden_of(cell)));
   }
 }
 

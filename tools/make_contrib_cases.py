@@ -224,4 +224,35 @@ nbits("matmulnbits_2b_bs16_float_zp", [3], 48, 8, 2, 16, zero_points="float")
 nbits("matmulnbits_4b_bs32_g_idx", [1], 128, 12, 4, 32, g_idx=True)
 nbits("matmulnbits_4b_bs32_g_idx_prefill", [2, 4], 128, 8, 4, 32, g_idx=True)
 nbits("matmulnbits_4b_bs16_g_idx", [2], 64, 8, 4, 16, g_idx=True)
+
+
+def integer_product(name, op, rows, K, N, b_signed, per_column, bias=False):
+    """MatMulIntegerToFloat (uint8 A with its scale and zero point) or DynamicQuantizeMatMul (float A): B [K, N]
+    an int8/uint8 constant with a scale and zero point per tensor or per column, as onnxruntime.quantization's
+    dynamic IntegerOps quantize a MatMul's weight. Signed weights stay in [−64, 64): on x86 without VNNI ONNX Runtime
+    sums uint8 × int8 pairs in int16 (vpmaddubsw), which saturates past that, and the case is ONNX's exact sum."""
+    lo, hi, t = (-64, 64, np.int8) if b_signed else (0, 256, np.uint8)
+    cols = [N] if per_column else []
+    inits = [("B", rng.integers(lo, hi, size=(K, N)).astype(t))]
+    b_scale = (rng.random(cols) * 0.02 + 0.005).astype(np.float32)
+    b_zp = rng.integers(lo // 4 if b_signed else 100, hi // 4 if b_signed else 156, size=cols).astype(t)
+    if op == "DynamicQuantizeMatMul":
+        inputs = [("A", rng.standard_normal(rows + [K]).astype(np.float32))]
+        names = ["A", "B", "b_scale", "b_zero_point"]
+    else:
+        inputs = [("A", rng.integers(0, 256, size=rows + [K]).astype(np.uint8))]
+        inits += [("a_scale", np.array(0.031, np.float32)), ("a_zero_point", np.array(131, np.uint8))]
+        names = ["A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point"]
+    inits += [("b_scale", b_scale), ("b_zero_point", b_zp)]
+    if bias:
+        inits.append(("bias", rng.standard_normal(N).astype(np.float32)))
+        names.append("bias")
+    write_case(name, helper.make_node(op, names, ["Y"], domain="com.microsoft"), inputs, [("Y", F32)], inits)
+
+
+# The integer products ONNX Runtime fuses dynamically quantized MatMuls into (transformers.js's model_quantized.onnx).
+integer_product("matmulintegertofloat_s8_per_column_bias", "MatMulIntegerToFloat", [2, 3], 40, 12, True, True, bias=True)
+integer_product("matmulintegertofloat_u8_per_tensor", "MatMulIntegerToFloat", [5], 24, 8, False, False)
+integer_product("dynamicquantizematmul_s8_per_tensor", "DynamicQuantizeMatMul", [1, 3], 64, 16, True, False)
+integer_product("dynamicquantizematmul_u8_per_column_bias", "DynamicQuantizeMatMul", [4], 48, 8, False, True, bias=True)
 print("wrote", ROOT)

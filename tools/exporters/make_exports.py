@@ -18,6 +18,10 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
   ort-int4     Optimum's export quantized by ONNX Runtime's MatMulNBitsQuantizer as its docs show: 4-bit blocks
                of 32, asymmetric, accuracy level 0, MatMul → MatMulNBits and the embedding's Gather →
                GatherBlockQuantized (tied embeddings keep a float lm_head)
+  tjs-q8, tjs-uint8   Optimum's export quantized as transformers.js's scripts/quantize.py writes model_quantized.onnx
+               (q8: int8 weights for these graphs) and model_uint8.onnx: onnxruntime.quantization's dynamic IntegerOps —
+               MatMul → DynamicQuantizeLinear + MatMulInteger + Cast + Mul, Gather over a uint8/int8 table +
+               DequantizeLinear; uint8 only for llama and smollm2 (its zero points; the rest is q8's graph)
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
 """
 import argparse
@@ -31,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 import onnxruntime as ort
 import torch
 import transformers
@@ -77,7 +82,8 @@ def arch_configs():
     }
 
 
-EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4"]
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8"]
+UINT8_ARCHS = ("llama", "smollm2")
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -186,6 +192,19 @@ def quantize_ort_int4(out_dir):
     q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
 
 
+def quantize_tjs_q8(out_dir, weight_type):
+    """transformers.js's quantize_q8, argument for argument (per_channel and reduce_range left off)."""
+    from onnxruntime.quantization import QuantizationMode, QuantType
+    from onnxruntime.quantization.onnx_quantizer import ONNXQuantizer
+    from onnxruntime.quantization.registry import IntegerOpsRegistry
+    q = ONNXQuantizer(onnx.load(str(out_dir / "model.onnx")), None, None, mode=QuantizationMode.IntegerOps, static=False,
+                      weight_qType=getattr(QuantType, weight_type), activation_qType=QuantType.QUInt8, tensors_range=None,
+                      nodes_to_quantize=[], nodes_to_exclude=[], op_types_to_quantize=set(IntegerOpsRegistry.keys()),
+                      extra_options=dict(EnableSubgraph=True, MatMulConstBOnly=True))
+    q.quantize_model()
+    onnx.save(q.model.model, str(out_dir / "model.onnx"))
+
+
 def single_file(out_dir):
     """Weights inside model.onnx (the fixtures are small); drops what tern's tests do not read."""
     m = onnx.load(str(out_dir / "model.onnx"))
@@ -259,13 +278,23 @@ def random_model(cfg, attention=None):
 def exact_oracle(model, copy):
     """The model ORT should run as the reference: MatMulNBits with accuracy_level 4 (the genai builder's
     default for CPU) makes ORT quantize activations to int8 per block, which is not the product the file
-    states; the oracle runs a copy at accuracy_level 0 (fp32 activations)."""
+    states; the oracle runs a copy at accuracy_level 0 (fp32 activations). And MatMulInteger over int8 weights
+    runs on x86 without VNNI through vpmaddubsw, whose int16 pair sums saturate: the oracle's copy holds those
+    weights and zero points as uint8, 128 higher — the same differences b − zp, summed exactly."""
     m = onnx.load(str(model))
     changed = False
+    inits = {i.name: i for i in m.graph.initializer}
     for n in m.graph.node:
         for a in n.attribute:
             if n.op_type == "MatMulNBits" and a.name == "accuracy_level" and a.i != 0:
                 a.i, changed = 0, True
+        if n.op_type == "MatMulInteger" and n.input[1] in inits and inits[n.input[1]].data_type == onnx.TensorProto.INT8:
+            for name in n.input[1::2]:  # B and its zero point
+                t = inits[name]
+                if t.data_type == onnx.TensorProto.INT8:
+                    shifted = (numpy_helper.to_array(t).astype(np.int16) + 128).astype(np.uint8)
+                    t.CopyFrom(numpy_helper.from_array(shifted, name))
+            changed = True
     if not changed:
         return str(model)
     onnx.save(m, str(copy))
@@ -284,10 +313,12 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter in ("optimum", "ort-int4"):
+        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8"):
             export_optimum(model_dir, out_dir)
             if exporter == "ort-int4":
                 quantize_ort_int4(out_dir)
+            elif exporter.startswith("tjs-"):
+                quantize_tjs_q8(out_dir, "QInt8" if exporter == "tjs-q8" else "QUInt8")
         else:
             export_genai(model_dir, out_dir, exporter.split("-")[1])
         single_file(out_dir)
@@ -305,7 +336,8 @@ def make_cell(arch, cfg, exporter, out_root, work):
         tokens, prefill = ort_greedy(oracle, prompts, eos)
         cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
     golden = {"exporter": exporter, "arch": arch, "max_new_tokens": NEW_TOKENS, "eos": eos, "cases": cases,
-              "oracle": "accuracy_level 0" if oracle != str(out_dir / "model.onnx") else "as exported",
+              "oracle": ("int8 weights as uint8" if exporter == "tjs-q8" else "accuracy_level 0") if oracle != str(out_dir / "model.onnx")
+              else "as exported",
               "made_with": {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__}}
     (out_dir / "greedy.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")
     size = sum(f.stat().st_size for f in out_dir.iterdir())
@@ -323,6 +355,8 @@ def main():
         for arch, cfg in arch_configs().items():
             for exporter in EXPORTERS:
                 if only and arch not in only and f"{arch}-{exporter}" not in only:
+                    continue
+                if exporter == "tjs-uint8" and arch not in UINT8_ARCHS:
                     continue
                 print(make_cell(arch, cfg, exporter, out_root, Path(tmp)), flush=True)
 

@@ -1,0 +1,147 @@
+// MatMulInteger, and ONNX Runtime's com.microsoft MatMulIntegerToFloat and DynamicQuantizeMatMul: products of
+// 8-bit operands with zero points, summed exactly in int32 (kernels/cpu/gemm_integer.h) — what
+// onnxruntime.quantization's dynamic IntegerOps write for every MatMul of a float model (transformers.js's
+// model_quantized.onnx: DynamicQuantizeLinear → MatMulInteger → Cast → Mul by the two scales).
+//   MatMulInteger         Y (int32) = (A − a_zp) · (B − b_zp)
+//   MatMulIntegerToFloat  Y = float((A − a_zp) · (B − b_zp)) · (a_scale · b_scale) + bias
+//   DynamicQuantizeMatMul the same with A float, quantized first as DynamicQuantizeLinear does
+// A [.., M, K] (uint8 or int8; its zero point one value or one per row), B [K, N] (uint8 or int8; its zero point
+// and scale one value or one per column). B with batch dims is refused naming the node.
+#include <cmath>
+
+#include "kernels/cpu/gemm_integer.h"
+#include "ops/op.h"
+#include "ops/register_all.h"
+
+namespace tern {
+namespace {
+
+// One value, or one per index of `per` (A's rows or B's columns): the count a zero point or scale may have.
+void check_count(const Node& node, const char* what, const Tensor& t, int64_t per, const char* per_what) {
+  if (t.numel() != 1 && t.numel() != per)
+    fail(node.describe(), ": ", what, " has ", t.numel(), " values; it takes 1 or one per ", per_what, " (", per, ")");
+}
+
+int32_t zero_point_at(const Tensor& zp, int64_t i) {
+  const int64_t j = zp.numel() == 1 ? 0 : i;
+  return zp.dtype() == DType::Int8 ? static_cast<const int8_t*>(zp.raw())[j] : static_cast<const uint8_t*>(zp.raw())[j];
+}
+
+// The shape rule all three share: Y [.., M, N] from A [.., M, K] and B [K, N].
+void infer_product(InferContext& ctx, DType a_type, DType out) {
+  if (ctx.rank(1) != 2) fail_unsupported(ctx.node.describe(), ": B has rank ", ctx.rank(1), " (tern multiplies by a 2-D B)");
+  ctx.check_dtype(1, {DType::UInt8, DType::Int8});
+  const SymShape& a = ctx.shape(0);
+  if (a.empty()) ctx.fail("A is a scalar");
+  const Dim &k1 = a.back(), &k2 = ctx.dim(1, 0);
+  if (k1.is_known() && k2.is_known() && k1.value != k2.value)
+    ctx.fail("inner dimensions differ: ", sym_shape_str(a), " x ", sym_shape_str(ctx.shape(1)));
+  SymShape y(a.begin(), a.end() - 1);
+  y.push_back(ctx.dim(1, 1));
+  if (a_type != DType::Undefined) ctx.check_dtype(0, {a_type});
+  ctx.set(0, out, y);
+}
+
+// (A − a_zp) · (B − b_zp) into c (int32 [rows, N]); A uint8 or int8, its zero point null, one value or one per row.
+void integer_product(const Node& node, const Tensor& A, const Tensor* a_zp, const Tensor& B, const Tensor* b_zp, int32_t* c) {
+  if (A.dtype() != DType::UInt8 && A.dtype() != DType::Int8)
+    fail(node.describe(), ": A is ", dtype_name(A.dtype()), "; it must be uint8 or int8");
+  const int64_t K = B.dim(0), N = B.dim(1), rows = K ? A.numel() / K : 0;
+  if (A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " and B ", shape_str(B.shape()), " do not multiply");
+  if (a_zp) check_count(node, "a_zero_point", *a_zp, rows, "row of A");
+  if (b_zp) check_count(node, "b_zero_point", *b_zp, N, "column of B");
+  // A centered on its zero points, in [−255, 255].
+  std::vector<int16_t> a(static_cast<size_t>(A.numel()));
+  const bool a_signed = A.dtype() == DType::Int8;
+  for (int64_t m = 0; m < rows; ++m) {
+    const int32_t z = a_zp ? zero_point_at(*a_zp, m) : 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t i = m * K + k;
+      const int32_t v = a_signed ? static_cast<const int8_t*>(A.raw())[i] : static_cast<const uint8_t*>(A.raw())[i];
+      a[static_cast<size_t>(i)] = static_cast<int16_t>(v - z);
+    }
+  }
+  std::vector<int32_t> zeros;
+  if (b_zp)
+    for (int64_t n = 0; n < b_zp->numel(); ++n) zeros.push_back(zero_point_at(*b_zp, n));
+  kernels::gemm_integer(a.data(), rows, B.raw(), B.dtype() == DType::Int8, K, N, b_zp ? zeros.data() : nullptr,
+                        static_cast<int64_t>(zeros.size()), c);
+}
+
+// Y = float(acc) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its integer sums.
+void scale_product(const Node& node, const int32_t* acc, float a_scale, const Tensor& b_scale, const Tensor* bias, Tensor& Y) {
+  const int64_t N = Y.dim(-1), rows = N ? Y.numel() / N : 0;
+  check_count(node, "b_scale", b_scale, N, "column of B");
+  if (bias && bias->numel() != N) fail(node.describe(), ": bias has ", bias->numel(), " values for ", N, " columns");
+  const Tensor bs = cast_to(b_scale, DType::Float32);
+  const Tensor b = bias ? cast_to(*bias, DType::Float32) : Tensor();
+  Tensor values = Y.dtype() == DType::Float32 ? Y : Tensor(DType::Float32, Y.shape());
+  float* y = values.data<float>();
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const float scale = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : n];
+      y[m * N + n] = static_cast<float>(acc[m * N + n]) * scale + (bias ? b.data<float>()[n] : 0.0f);
+    }
+  if (values.raw() != Y.raw()) convert_tensor(values, Y);
+}
+
+float scalar_scale(const Node& node, const Tensor& s) {
+  if (s.numel() != 1) fail(node.describe(), ": a_scale has ", s.numel(), " values; tern reads one (per tensor)");
+  return static_cast<float>(s.at_f64(0));
+}
+
+class MatMulIntegerOp : public Op {
+ public:
+  explicit MatMulIntegerOp(const Node&) {}
+  void infer(InferContext& ctx) const override {
+    ctx.check_dtype(0, {DType::UInt8, DType::Int8});
+    infer_product(ctx, DType::Undefined, DType::Int32);
+  }
+  void run(RunContext& ctx) const override {
+    integer_product(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr,
+                    ctx.out(0).data<int32_t>());
+  }
+};
+
+class MatMulIntegerToFloatOp : public Op {
+ public:
+  explicit MatMulIntegerToFloatOp(const Node&) {}
+  void infer(InferContext& ctx) const override {
+    ctx.check_dtype(0, {DType::UInt8, DType::Int8});
+    ctx.check_dtype(2, {DType::Float32, DType::Float16});
+    infer_product(ctx, DType::Undefined, ctx.dtype(2));
+  }
+  void run(RunContext& ctx) const override {
+    Tensor& Y = ctx.out(0);
+    std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
+    integer_product(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, acc.data());
+    scale_product(ctx.node, acc.data(), scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr, Y);
+  }
+};
+
+class DynamicQuantizeMatMulOp : public Op {
+ public:
+  explicit DynamicQuantizeMatMulOp(const Node&) {}
+  void infer(InferContext& ctx) const override { infer_product(ctx, DType::Float32, DType::Float32); }
+  void run(RunContext& ctx) const override {
+    const Tensor& A = ctx.in(0);
+    Tensor& Y = ctx.out(0);
+    const kernels::U8Quantization p = kernels::dynamic_u8_quantization(A.data<float>(), A.numel());
+    Tensor q(DType::UInt8, A.shape());
+    kernels::quantize_u8(A.data<float>(), A.numel(), p, q.data<uint8_t>());
+    const Tensor zp = Tensor::scalar<uint8_t>(p.zero_point);
+    std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
+    integer_product(ctx.node, q, &zp, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, acc.data());
+    scale_product(ctx.node, acc.data(), p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr, Y);
+  }
+};
+
+}  // namespace
+
+void register_matmul_integer(OpRegistry& r) {
+  r.add("", "MatMulInteger", factory<MatMulIntegerOp>());
+  r.add("com.microsoft", "MatMulIntegerToFloat", factory<MatMulIntegerToFloatOp>());
+  r.add("com.microsoft", "DynamicQuantizeMatMul", factory<DynamicQuantizeMatMulOp>());
+}
+
+}  // namespace tern
