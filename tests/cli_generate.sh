@@ -78,3 +78,20 @@ done <<'CASES'
 --device opencl:99999999999|device 'opencl:99999999999': use cpu, opencl or opencl:N
 CASES
 echo "malformed flags are named"
+
+# An onnx-community repository (configs at the root, variants in onnx/): the default variant and --dtype, said on
+# stderr; inspect lists the variants; a dtype the repository lacks names those it has.
+fixtures="$(cd "$(dirname "$0")" && pwd)/fixtures/exports" repo="$work/repo"
+mkdir -p "$repo/onnx"
+cp "$fixtures"/llama-optimum/{config.json,generation_config.json,tokenizer.json} "$repo/"
+cp "$fixtures/llama-optimum/model.onnx" "$repo/onnx/model.onnx"
+cp "$fixtures/llama-tjs-q8/model.onnx" "$repo/onnx/model_quantized.onnx"
+cp "$fixtures/llama-ort-int4/model.onnx" "$repo/onnx/model_q4.onnx"
+"$tern" generate --model "$repo" --ids 1,17,200 --max-new-tokens 2 --greedy 2> "$work/err.txt" > /dev/null
+grep -q "onnx/model_q4.onnx (--dtype q4, the default; also here: fp32, q8)" "$work/err.txt"
+"$tern" generate --model "$repo" --dtype q8 --ids 1,17,200 --max-new-tokens 2 --greedy 2> "$work/err.txt" > /dev/null
+grep -q "onnx/model_quantized.onnx (--dtype q8; also here: q4, fp32)" "$work/err.txt"
+"$tern" inspect "$repo" 2> /dev/null | grep -q "^  q8 .* MB  .*onnx/model_quantized.onnx"
+if "$tern" generate --model "$repo" --dtype fp16 --max-new-tokens 1 2> "$work/err.txt"; then exit 1; fi
+grep -q "has no fp16 variant; it has q4, fp32, q8" "$work/err.txt"
+echo "a repository's variants by --dtype"

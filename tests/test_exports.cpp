@@ -13,6 +13,7 @@
 #include "fixture_models.h"
 #include "graph/onnx_loader.h"
 #include "llm/generator.h"
+#include "llm/model_folder.h"
 #include "model_builder.h"
 
 using namespace tern;
@@ -207,4 +208,36 @@ TEST_CASE("exporter matrix: a run's activation forecast is what the pool then ta
     }
   }
   MESSAGE(exact, " runs forecast to the byte, ", estimates, " leaving out values no input dim sizes (the graph's own cache)");
+}
+
+// An onnx-community / transformers.js repository made of the llama cells: configs and tokenizer at the root, the
+// Optimum export as onnx/model.onnx (fp32) and its dynamic 8-bit quantization as onnx/model_quantized.onnx (q8).
+// Each dtype runs its own file on the ring and gives that cell's ORT tokens.
+TEST_CASE("a repository's onnx/ variants run by dtype, configs from its root") {
+  test::TempDir repo;
+  fs::create_directory(repo.path / "onnx");
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"})
+    fs::copy_file(exports_dir() / "llama-optimum" / f, repo.path / f);
+  fs::copy_file(exports_dir() / "llama-optimum" / "model.onnx", repo.path / "onnx" / "model.onnx");
+  fs::copy_file(exports_dir() / "llama-tjs-q8" / "model.onnx", repo.path / "onnx" / "model_quantized.onnx");
+  for (const auto& [dtype, cell] : {std::pair{"q8", "llama-tjs-q8"}, std::pair{"fp32", "llama-optimum"}}) {
+    CAPTURE(dtype);
+    const ModelFiles files = resolve_model(repo.path.string(), dtype);
+    CHECK(files.dtype == dtype);
+    const ModelConfig cfg = read_model_config(files.dir);
+    CHECK(cfg.eos_token_ids == std::vector<int64_t>{2});
+    SessionOptions so;
+    so.kv_window = 256;
+    Session s(files.onnx, so);
+    CHECK(s.passes().cached_layers == 2);
+    Generator gen(s, cfg);
+    const nlohmann::json golden = golden_of(exports_dir() / cell);
+    GenerateOptions o;
+    o.max_new_tokens = golden["max_new_tokens"].get<int64_t>();
+    o.eos_token_ids = cfg.eos_token_ids;
+    const auto& c = golden["cases"][0];
+    CHECK(gen.generate(c["prompts"].get<std::vector<std::vector<int64_t>>>(), o).tokens ==
+          c["tokens"].get<std::vector<std::vector<int64_t>>>());
+  }
+  CHECK(resolve_model(repo.path.string()).dtype == "fp32");  // no q4 here: the exact file before the 8-bit one
 }

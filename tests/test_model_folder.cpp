@@ -35,6 +35,36 @@ TEST_CASE("resolve_model finds a folder's decoder: genai_config's, else model.on
   CHECK(contains(error_of([&] { resolve_model((d.path / "absent").string()); }), "does not exist"));
 }
 
+TEST_CASE("resolve_model on an onnx-community repository: configs at the root, the variant --dtype names in onnx/") {
+  TempDir d;
+  touch(d.path / "config.json", "{}");
+  touch(d.path / "tokenizer.json", "{}");
+  fs::create_directory(d.path / "onnx");
+  for (const char* name : {"model.onnx", "model_fp16.onnx", "model_quantized.onnx", "decoder_model_merged_q4.onnx", "model_bnb4.onnx"})
+    touch(d.path / "onnx" / name, "12345");
+  touch(d.path / "onnx" / "model.onnx_data", "1234567890");  // external data counts toward the variant's size
+  const std::string repo = d.path.string();
+  const ModelFiles def = resolve_model(repo);  // the default: q4 first (here only as a merged decoder)
+  CHECK(def.dtype == "q4");
+  CHECK(def.onnx == (d.path / "onnx" / "decoder_model_merged_q4.onnx").string());
+  CHECK(def.dir == repo);
+  std::vector<std::string> dtypes;
+  for (const OnnxVariant& v : def.variants) dtypes.push_back(v.dtype);
+  CHECK(dtypes == std::vector<std::string>{"q4", "fp32", "q8", "fp16", "bnb4"});
+  CHECK(def.variants[1].bytes == 15);
+  CHECK(resolve_model(repo, "q8").onnx == (d.path / "onnx" / "model_quantized.onnx").string());
+  CHECK(resolve_model(repo, "fp32").onnx == (d.path / "onnx" / "model.onnx").string());
+  CHECK(contains(error_of([&] { resolve_model(repo, "int8"); }), "has no int8 variant; it has q4, fp32, q8, fp16, bnb4"));
+  CHECK(contains(error_of([&] { resolve_model(repo, "f16"); }), "--dtype 'f16' is not one of fp32, fp16, q8"));
+  // A variant named directly reads the repository's configs and tokenizer, not onnx/'s.
+  const ModelFiles file = resolve_model((d.path / "onnx" / "model_fp16.onnx").string());
+  CHECK(file.dir == repo);
+  CHECK(file.dtype.empty());
+  // --dtype means nothing for a folder or file that names one decoder.
+  CHECK(contains(error_of([&] { resolve_model((d.path / "onnx" / "model.onnx").string(), "q4"); }),
+                 "picks a variant in a repository's onnx/"));
+}
+
 TEST_CASE("decoder_session_options: the last position's logits, a ring as long as the context (to 2^17) unless asked otherwise") {
   ModelConfig cfg;
   cfg.context_length = 2048;

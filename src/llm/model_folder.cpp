@@ -14,14 +14,93 @@
 namespace tern::llm {
 namespace fs = std::filesystem;
 
-ModelFiles resolve_model(const std::string& path) {
+namespace {
+
+// transformers.js's dtype names and the file suffixes its scripts/quantize.py writes, in the order a repository's
+// default takes them on a CPU: q4 first (4-bit blocks on tern's grouped decode kernels: 2.2-3.1x ONNX Runtime's
+// decode on the 1B shape, bench/README), then the exact fp32 file, then the 8-bit ones (exact integer sums, on a
+// portable loop today), then fp16 and q4f16 (float16 Casts around the cache keep them off the ring: issue 74), bnb4
+// last (MatMulBnb4: not implemented).
+struct DtypeName {
+  const char* dtype;
+  const char* suffix;
+};
+constexpr DtypeName kDtypePreference[] = {{"q4", "_q4"},       {"fp32", ""},      {"q8", "_quantized"}, {"int8", "_int8"},
+                                          {"uint8", "_uint8"}, {"fp16", "_fp16"}, {"q4f16", "_q4f16"},  {"bnb4", "_bnb4"}};
+// A variant's file stems, the first present taken: Optimum's merged decoder is what older repositories hold.
+constexpr const char* kStems[] = {"model", "decoder_model_merged"};
+
+// The .onnx file and its external data (files in its folder that start with its name: model.onnx_data,
+// model_q4.onnx_data_1…).
+int64_t variant_bytes(const fs::path& onnx) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(onnx.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(onnx.filename().string(), 0) == 0 && e.is_regular_file(ec)) bytes += static_cast<int64_t>(e.file_size(ec));
+  }
+  return bytes;
+}
+
+// A repository's root for an .onnx file in its onnx/ folder (the configs and tokenizer sit there), else the file's folder.
+std::string folder_of(const fs::path& onnx) {
+  const fs::path dir = onnx.parent_path();
+  if (dir.filename() == "onnx" && !folder_holds(dir.string(), "config.json") && !folder_holds(dir.string(), "tokenizer.json")) {
+    const fs::path repo = dir.parent_path();
+    if (folder_holds(repo.string(), "config.json") || folder_holds(repo.string(), "tokenizer.json")) return repo.string();
+  }
+  return dir.string();
+}
+
+}  // namespace
+
+const char* dtype_choices() { return "fp32, fp16, q8, int8, uint8, q4, q4f16, bnb4"; }
+
+std::vector<OnnxVariant> onnx_variants(const std::string& repo) {
+  std::vector<OnnxVariant> out;
+  const fs::path dir = fs::path(repo) / "onnx";
+  if (!fs::is_directory(dir)) return out;
+  for (const DtypeName& d : kDtypePreference)
+    for (const char* stem : kStems) {
+      const std::string name = std::string(stem) + d.suffix + ".onnx";
+      if (!folder_holds(dir.string(), name)) continue;
+      confined_file(repo, "onnx/" + name, "the model");  // (named as in the folder: see resolve_model's decoder)
+      out.push_back({d.dtype, (dir / name).lexically_normal().string(), variant_bytes(dir / name)});
+      break;
+    }
+  return out;
+}
+
+ModelFiles resolve_model(const std::string& path, const std::string& dtype) {
   if (!fs::exists(path)) fail("model '", path, "' does not exist");
-  if (!fs::is_directory(path)) return {path, fs::path(path).parent_path().string()};
+  const bool repository = fs::is_directory(path) && !folder_holds(path, "model.onnx") && !folder_holds(path, "genai_config.json") &&
+                          fs::is_directory(fs::path(path) / "onnx");
+  if (!dtype.empty() && !repository)
+    fail("--dtype ", dtype, " picks a variant in a repository's onnx/ folder, and '", path, "' has none (it names one decoder)");
+  if (repository) {
+    ModelFiles files;
+    files.dir = path;
+    files.variants = onnx_variants(path);
+    if (files.variants.empty()) fail("'", path, "/onnx' holds none of transformers.js's decoder files (model.onnx, model_q4.onnx…)");
+    bool known = dtype.empty();
+    for (const DtypeName& d : kDtypePreference) known = known || dtype == d.dtype;
+    if (!known) fail("--dtype '", dtype, "' is not one of ", dtype_choices());
+    for (const OnnxVariant& v : files.variants)
+      if (dtype.empty() || v.dtype == dtype) {
+        files.onnx = v.file;
+        files.dtype = v.dtype;
+        return files;
+      }
+    std::string present;
+    for (const OnnxVariant& v : files.variants) present += (present.empty() ? "" : ", ") + v.dtype;
+    fail("'", path, "/onnx' has no ", dtype, " variant; it has ", present);
+  }
+  if (!fs::is_directory(path)) return {path, folder_of(fs::path(path)), {}, {}};
   // The decoder as named in the folder (checked by the confinement rule): its external data is looked up beside
   // that name, which in a Hugging Face cache snapshot is a link into the blobs, not beside the blob.
   auto decoder = [&](const std::string& name, const char* what) -> ModelFiles {
     confined_file(path, name, what);
-    return {(fs::path(path) / name).lexically_normal().string(), path};
+    return {(fs::path(path) / name).lexically_normal().string(), path, {}, {}};
   };
   if (folder_holds(path, "genai_config.json")) {
     const nlohmann::json j = read_json_file(confined_file(path, "genai_config.json", "the genai config"));

@@ -5,6 +5,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "llm/model_config.h"
 #include "llm/sampler.h"
@@ -12,13 +13,32 @@
 
 namespace tern::llm {
 
+// One decoder file of a Hugging Face onnx-community / transformers.js repository: the configs and tokenizer at
+// its root, the decoder in onnx/ in several variants named by transformers.js's dtypes — model.onnx (fp32),
+// model_fp16, model_quantized (q8), model_int8, model_uint8, model_q4, model_q4f16, model_bnb4 — or, in
+// older repositories, decoder_model_merged with the same suffixes.
+struct OnnxVariant {
+  std::string dtype;  // fp32, fp16, q8, int8, uint8, q4, q4f16, bnb4
+  std::string file;   // its path
+  int64_t bytes = 0;  // the .onnx and its external data
+};
+// The variants in `repo`/onnx/, in the order a default picks them (kDtypePreference); empty when there are none.
+std::vector<OnnxVariant> onnx_variants(const std::string& repo);
+// "fp32, fp16, q8, int8, uint8, q4, q4f16, bnb4": what --dtype takes.
+const char* dtype_choices();
+
 struct ModelFiles {
   std::string onnx;  // the decoder graph
   std::string dir;   // its folder: config, tokenizer, genai_config
+  // From a repository's onnx/ folder: the dtype of the variant taken (empty otherwise), and every one there.
+  std::string dtype;
+  std::vector<OnnxVariant> variants;
 };
-// A folder (model.onnx, the decoder genai_config.json names, or its only .onnx) or an .onnx file; fails
-// saying what is missing or ambiguous.
-ModelFiles resolve_model(const std::string& path);
+// A folder (model.onnx, the decoder genai_config.json names, or its only .onnx), a repository with an onnx/
+// folder of variants (`dtype` picks one; empty: the first present in kDtypePreference's order), or an .onnx file
+// (in a repository's onnx/ folder: configs and tokenizer from the repository's root); fails saying what is
+// missing or ambiguous. A `dtype` given for anything but a repository fails.
+ModelFiles resolve_model(const std::string& path, const std::string& dtype = "");
 // tern's own trained model (models/default, tools/train_default_model.py): under the working directory,
 // or next to the source tree the executable at `exe` was built in (build/tern → models/default).
 std::string default_model_dir(const std::string& exe);

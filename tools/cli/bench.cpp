@@ -31,7 +31,7 @@ int bench(int argc, char** argv) {
   std::optional<BandwidthProber> prober;
   if (!f.has("no-probe")) prober.emplace(threads);
   const double bandwidth_before = prober ? prober->measure() : 0;
-  const llm::ModelFiles files = model_files(f.get("model"));
+  const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 64, 1);
   if (prompt_n < 1 || new_n < 2) fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");

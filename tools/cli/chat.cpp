@@ -21,7 +21,7 @@ extern "C" void on_sigint(int) { interrupted = true; }
 int chat(int argc, char** argv) {
   Flags f = parse(argc, argv, 3, {"greedy", "stats", "prefault", "no-pack"});
   if (argc < 3 || argv[2][0] == '-') fail("usage: tern chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [sampling flags]");
-  const llm::ModelFiles files = model_files(argv[2]);
+  const llm::ModelFiles files = model_files(argv[2], f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const llm::ModelConfig cfg = llm::read_model_config(dir);
   Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, true)));

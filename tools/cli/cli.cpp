@@ -11,8 +11,19 @@
 
 namespace tern::cli {
 
-llm::ModelFiles model_files(const std::string& path) {
-  if (std::filesystem::path(path).extension() != ".gguf" || !std::filesystem::is_regular_file(path)) return llm::resolve_model(path);
+llm::ModelFiles model_files(const std::string& path, const std::string& dtype) {
+  if (std::filesystem::path(path).extension() != ".gguf" || !std::filesystem::is_regular_file(path)) {
+    llm::ModelFiles files = llm::resolve_model(path, dtype);
+    if (!files.dtype.empty()) {  // a repository's variant: say which, and what else --dtype could take
+      std::string others;
+      for (const llm::OnnxVariant& v : files.variants)
+        if (v.dtype != files.dtype) others += (others.empty() ? "" : ", ") + v.dtype;
+      std::cerr << "tern: " << files.onnx << " (--dtype " << files.dtype << (dtype.empty() ? ", the default" : "")
+                << (others.empty() ? "" : "; also here: " + others) << ")\n";
+    }
+    return files;
+  }
+  if (!dtype.empty()) fail("--dtype picks a variant in a repository's onnx/ folder; '", path, "' is a GGUF file");
 #ifdef TERN_MINIMAL
   fail("'", path,
        "' is a GGUF file, and this build (TERN_MINIMAL) has no importer: `tern import-gguf FILE.gguf DIR` with a full build makes the "

@@ -35,9 +35,10 @@ int64_t to_int(const std::string& text, const std::string& what);
 // Flags from argv[first]: `--name value`, or `--name` alone for the names in `switches`.
 Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches);
 
-// The model a command was given: a folder or .onnx file as llm::resolve_model reads it, or a .gguf file,
-// imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full build; a minimal one says what to run).
-llm::ModelFiles model_files(const std::string& path);
+// The model a command was given: a folder or .onnx file as llm::resolve_model reads it (a repository's variant
+// by --dtype, said on stderr), or a .gguf file, imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full
+// build; a minimal one says what to run).
+llm::ModelFiles model_files(const std::string& path, const std::string& dtype = "");
 // That folder for a GGUF (convert::gguf_model_folder), saying on stderr when this run imported it.
 std::string imported_gguf_folder(const std::string& gguf);
 

@@ -37,7 +37,8 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 
 int generate(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats", "prefault", "no-pack"});
-  const llm::ModelFiles files = model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])));
+  const llm::ModelFiles files =
+      model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);
   const bool ring_possible = !f.has("no-cache");

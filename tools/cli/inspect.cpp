@@ -1,6 +1,7 @@
 #include "tools/cli/cli.h"
 
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <set>
@@ -13,8 +14,9 @@ namespace tern::cli {
 // What the fusion passes make of a model, as `generate --window` loads it.
 namespace {
 
-void print_fusions(const std::string& path, const Flags& flags, size_t nodes_before) {
-  const auto cfg = llm::read_model_config(std::filesystem::path(path).parent_path().string());
+void print_fusions(const llm::ModelFiles& files, const Flags& flags, size_t nodes_before) {
+  const std::string& path = files.onnx;
+  const auto cfg = llm::read_model_config(files.dir);
   const SessionOptions o = llm::decoder_session_options(decoder_options(flags), cfg, true);
   std::cout << "\nfusions (--window " << o.kv_window << "):\n";
   Session s(path, o);
@@ -36,7 +38,15 @@ void print_fusions(const std::string& path, const Flags& flags, size_t nodes_bef
 int inspect(int argc, char** argv) {
   if (argc < 3) fail("inspect needs a model path");
   Flags flags = parse(argc, argv, 3, {"fusions"});
-  Model m = load_onnx(argv[2]);
+  const llm::ModelFiles files = model_files(argv[2], flags.get("dtype"));
+  if (!files.variants.empty()) {
+    std::cout << "variants (--dtype):\n";
+    for (const llm::OnnxVariant& v : files.variants)
+      std::cout << (v.dtype == files.dtype ? "* " : "  ") << v.dtype << std::string(7 - std::min<size_t>(v.dtype.size(), 6), ' ')
+                << std::fixed << std::setprecision(1) << static_cast<double>(v.bytes) / 1e6 << " MB  " << v.file << "\n";
+    std::cout << "\n";
+  }
+  Model m = load_onnx(files.onnx);
   const Graph& g = *m.graph;
   std::cout << "model:    " << m.path << "\nir:       " << m.ir_version << "\nproducer: " << m.producer << "\nopsets:  ";
   for (const auto& [d, v] : g.opsets) std::cout << " " << (d.empty() ? "ai.onnx" : d) << "=" << v;
@@ -72,10 +82,10 @@ int inspect(int argc, char** argv) {
     for (const auto& k : missing) std::cout << " " << k;
     std::cout << "\n";
   }
-  if (flags.has("fusions")) print_fusions(argv[2], flags, g.nodes.size());
+  if (flags.has("fusions")) print_fusions(files, flags, g.nodes.size());
   if (flags.has("device")) {  // which nodes run where: decided per run, so one short greedy generation tells
-    const auto cfg = llm::read_model_config(std::filesystem::path(argv[2]).parent_path().string());
-    Session s(argv[2], llm::decoder_session_options(decoder_options(flags), cfg, true));
+    const auto cfg = llm::read_model_config(files.dir);
+    Session s(files.onnx, llm::decoder_session_options(decoder_options(flags), cfg, true));
     llm::Generator gen(s, cfg);
     llm::GenerateOptions go;
     go.max_new_tokens = 2;

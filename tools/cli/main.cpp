@@ -24,20 +24,24 @@ commands:
       Runs the model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.
       When DIR also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
       --profile prints the run's per-op-type and per-node table (see profile).
-  inspect MODEL.onnx [--fusions [--window W]] [--device opencl[:N]]
-      Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run.
+  inspect MODEL [--dtype D] [--fusions [--window W]] [--device opencl[:N]]
+      Prints opsets, inputs/outputs with shapes, an op histogram and the ops tern cannot run, of an
+      .onnx file or a model folder's decoder; of a repository, first its onnx/ variants and their sizes.
       --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
       --fusions loads the model as `generate --window W` would (W defaults to the model's context
       length, at most 131072) and lists each rewrite the fusion passes made, node by node, or why
       none matched.
-  generate [--model PATH] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
+  generate [--model PATH [--dtype D]] [--prompt TEXT]... [--prompt-file F] [--ids "1,2,3;4,5"] [--max-new-tokens N]
            [--greedy | --temperature T --top-k K --top-p P --min-p P --seed S] [--repetition-penalty R]
            [--num-beams B [--length-penalty L] [--early-stopping]] [--min-new-tokens N]
            [--chat [--system TEXT]] [--stop TEXT]... [--window W [--sinks S] [--kv-dtype fp32|fp16]] [--prefill-chunk N]
            [--weights fp32|fp16|bf16|int8|int4] [--activations auto|fp32|int8] [--device cpu|opencl[:N]] [--threads N]
            [--no-cache] [--json [--top-logits N]] [--stats] [--max-memory SIZE] [--prefault]
       Generates text from a model folder (or .onnx file, or a .gguf file, imported once into a cache
-      folder; default: tern's own models/default). Text
+      folder; default: tern's own models/default). A Hugging Face onnx-community / transformers.js
+      repository (configs at its root, onnx/model*.onnx) runs the variant --dtype names (fp32, fp16, q8,
+      int8, uint8, q4, q4f16, bnb4; also for chat, bench, eval, profile), by default the first present of
+      q4, fp32, q8, int8, uint8, fp16, q4f16, bnb4, said on stderr. Text
       streams to stdout; the last line on stderr gives prefill and decode tokens/s. Sampling follows
       the flags, else the folder's generation_config.json (do_sample, temperature, top_k, top_p,
       repetition_penalty), else greedy. --ids rows of unequal length are left-padded.
@@ -69,7 +73,7 @@ commands:
       --device opencl runs every node the OpenCL device can take there (weights, activations and the
       ring KV cache stay in device memory; greedy decoding moves one token id each way per step, top-k
       sampling k scores and ids back), the others on the CPU (bench and inspect --device list them).
-  bench --model PATH [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
+  bench --model PATH [--dtype D] [--prompt-tokens 128] [--new-tokens 64] [--threads N] [--window W] [--weights F]
         [--device cpu|opencl[:N]] [--max-memory SIZE] [--prefault] [--no-probe] [--json]
         (the KV cache as `generate` chooses it; --window 0 for the graph's own)
   bench --machine [--threads N]
@@ -80,7 +84,7 @@ commands:
       apart); --no-probe leaves it out, for a /usr/bin/time around bench, which counts children too.
       --machine measures the machine's peak fp32 GFLOP/s and read bandwidth and
       caches them (~/.cache/tern/machine.json) for profile and bench-op's rooflines.
-  profile --model PATH [--prompt-tokens 128] [--new-tokens 16] [--steps prefill|decode|both] [--threads N]
+  profile --model PATH [--dtype D] [--prompt-tokens 128] [--new-tokens 16] [--steps prefill|decode|both] [--threads N]
           [--weights F] [--window W] [--top N] [--trace FILE.json] [--html FILE.html] [--svg FILE.svg]
       Per op type and per node (the N slowest, default 10), for prefill and for decode: calls, time,
       share, GFLOP and GB moved (from shapes and dtypes), arithmetic intensity, achieved GFLOP/s and
@@ -95,7 +99,8 @@ commands:
       One op alone at a shape, as a session runs it: median ms, GFLOP/s, GB/s, roofline %. OPs:
 )";
 // (bench-op's list: op_bench_usage())
-const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--second-half] [--weights F] [--activations A] [--threads N]
+const char* kUsageTail =
+    R"(  eval --model PATH [--dtype D] --text FILE [--context N] [--second-half] [--weights F] [--activations A] [--threads N]
       Perplexity of the text under the model, computed by tern: tokenized with the model's tokenizer
       (BOS first), cut into windows of N tokens (default: the model's context length), every
       next-token prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole
@@ -110,7 +115,7 @@ const char* kUsageTail = R"(  eval --model PATH --text FILE [--context N] [--sec
       0 keeps them fp32. docs/quantize.md measures each setting. Other files (config, tokenizer) are copied.
   convert llama2c MODEL.bin --tokenizer TOKENIZER.bin --out DIR
       Writes a llama2.c checkpoint as an ONNX model folder (Optimum layout, standard ops).
-  chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [--greedy | sampling flags as generate] [--window W] [--stats]
+  chat MODEL_DIR [--dtype D] [--system TEXT] [--max-new-tokens N] [--greedy | sampling flags as generate] [--window W] [--stats]
       An interactive conversation in the model's chat format. Each turn is prefilled on top of the KV
       cache the last one left (only the new turn is fed), the answer streams; Ctrl-C stops an answer,
       Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.

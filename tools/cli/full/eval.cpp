@@ -11,7 +11,7 @@ namespace tern::cli {
 int eval(int argc, char** argv) {
   Flags f = parse(argc, argv, 2, {"second-half"});
   if (!f.has("model") || !f.has("text")) fail("eval needs --model PATH and --text FILE");
-  const llm::ModelFiles files = model_files(f.get("model"));
+  const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   std::ifstream in(f.get("text"), std::ios::binary);
   if (!in) fail("cannot read text file '", f.get("text"), "'");

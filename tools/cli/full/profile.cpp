@@ -17,7 +17,7 @@ int profile(int argc, char** argv) {
   }
   Flags f = parse(argc, argv, 2, {"prefault", "no-pack"});
   if (!f.has("model")) fail("profile needs --model PATH (or --compare A.json B.json)");
-  const llm::ModelFiles files = model_files(f.get("model"));
+  const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const int threads =
       f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
