@@ -27,6 +27,12 @@ int32_t zero_point_at(const Tensor& zp, int64_t i) {
   return zp.dtype() == DType::Int8 ? static_cast<const int8_t*>(zp.raw())[j] : static_cast<const uint8_t*>(zp.raw())[j];
 }
 
+// A zero point, when given, has its operand's type.
+void check_zero_point_type(InferContext& ctx, int zp, DType type) {
+  if (ctx.has(zp) && ctx.dtype(zp) != type)
+    ctx.fail("input ", zp, " (a zero point) is ", dtype_name(ctx.dtype(zp)), ", its operand ", dtype_name(type));
+}
+
 // The shape rule all three share: Y [.., M, N] from A [.., M, K] and B [K, N].
 void infer_product(InferContext& ctx, DType a_type, DType out) {
   if (ctx.rank(1) != 2) fail_unsupported(ctx.node.describe(), ": B has rank ", ctx.rank(1), " (tern multiplies by a 2-D B)");
@@ -96,6 +102,8 @@ class MatMulIntegerOp : public Op {
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::UInt8, DType::Int8});
     infer_product(ctx, DType::Undefined, DType::Int32);
+    check_zero_point_type(ctx, 2, ctx.dtype(0));
+    check_zero_point_type(ctx, 3, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
     integer_product(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr,
@@ -110,6 +118,8 @@ class MatMulIntegerToFloatOp : public Op {
     ctx.check_dtype(0, {DType::UInt8, DType::Int8});
     ctx.check_dtype(2, {DType::Float32, DType::Float16});
     infer_product(ctx, DType::Undefined, ctx.dtype(2));
+    check_zero_point_type(ctx, 4, ctx.dtype(0));
+    check_zero_point_type(ctx, 5, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
     Tensor& Y = ctx.out(0);
@@ -122,7 +132,10 @@ class MatMulIntegerToFloatOp : public Op {
 class DynamicQuantizeMatMulOp : public Op {
  public:
   explicit DynamicQuantizeMatMulOp(const Node&) {}
-  void infer(InferContext& ctx) const override { infer_product(ctx, DType::Float32, DType::Float32); }
+  void infer(InferContext& ctx) const override {
+    infer_product(ctx, DType::Float32, DType::Float32);
+    check_zero_point_type(ctx, 3, ctx.dtype(1));
+  }
   void run(RunContext& ctx) const override {
     const Tensor& A = ctx.in(0);
     Tensor& Y = ctx.out(0);

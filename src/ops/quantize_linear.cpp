@@ -143,7 +143,7 @@ class QuantizeLinearOp : public Op {
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int64_t j = p.index(i);
       const double v = std::nearbyint(xs[i] / ss[j]) + (zp ? integer_at(*zp, j) : 0);
-      q[static_cast<size_t>(i)] = static_cast<int32_t>(std::clamp<double>(v, lo, hi));
+      q[static_cast<size_t>(i)] = v >= lo ? static_cast<int32_t>(std::min<double>(v, hi)) : lo;  // (NaN: the lowest, as ORT)
     }
     store_integers(q, y);
   }

@@ -15,15 +15,17 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
   }
   U8Quantization p;
   p.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  const float zero = std::clamp(0.0f - lo / p.scale, 0.0f, 255.0f);
-  p.zero_point = static_cast<uint8_t>(std::nearbyint(zero));
+  const float zero = 0.0f - lo / p.scale;  // (NaN for an infinite range: zero point 0)
+  p.zero_point = zero > 0 ? static_cast<uint8_t>(std::nearbyint(std::min(zero, 255.0f))) : 0;
   return p;
 }
 
 void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) {
   const float lo = -static_cast<float>(p.zero_point), hi = 255.0f - static_cast<float>(p.zero_point);
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(std::clamp(x[i] / p.scale, lo, hi))) + p.zero_point);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] / p.scale;  // NaN goes to 0, as ONNX Runtime's max(v, lo) takes lo for it
+    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + p.zero_point);
+  }
 }
 
 namespace {
