@@ -8,6 +8,7 @@
 // A [.., M, K] (uint8 or int8; its zero point one value or one per row), B [K, N] (uint8 or int8; its zero point
 // and scale one value or one per column). B with batch dims is refused naming the node.
 #include <cmath>
+#include <optional>
 
 #include "kernels/cpu/gemm_integer.h"
 #include "ops/op.h"
@@ -48,15 +49,13 @@ void infer_product(InferContext& ctx, DType a_type, DType out) {
   ctx.set(0, out, y);
 }
 
-// (A − a_zp) · (B − b_zp) into c (int32 [rows, N]); A uint8 or int8, its zero point null, one value or one per row.
-void integer_product(const Node& node, const Tensor& A, const Tensor* a_zp, const Tensor& B, const Tensor* b_zp, int32_t* c) {
+// A centered on its zero points (one value or one per row), in [−255, 255]: what kernels::gemm_integer multiplies.
+std::vector<int16_t> centered(const Node& node, const Tensor& A, const Tensor* a_zp, int64_t K) {
   if (A.dtype() != DType::UInt8 && A.dtype() != DType::Int8)
     fail(node.describe(), ": A is ", dtype_name(A.dtype()), "; it must be uint8 or int8");
-  const int64_t K = B.dim(0), N = B.dim(1), rows = K ? A.numel() / K : 0;
-  if (A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " and B ", shape_str(B.shape()), " do not multiply");
+  const int64_t rows = K ? A.numel() / K : 0;
+  if (A.rank() == 0 || A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
   if (a_zp) check_count(node, "a_zero_point", *a_zp, rows, "row of A");
-  if (b_zp) check_count(node, "b_zero_point", *b_zp, N, "column of B");
-  // A centered on its zero points, in [−255, 255].
   std::vector<int16_t> a(static_cast<size_t>(A.numel()));
   const bool a_signed = A.dtype() == DType::Int8;
   for (int64_t m = 0; m < rows; ++m) {
@@ -67,12 +66,54 @@ void integer_product(const Node& node, const Tensor& A, const Tensor* a_zp, cons
       a[static_cast<size_t>(i)] = static_cast<int16_t>(v - z);
     }
   }
-  std::vector<int32_t> zeros;
-  if (b_zp)
-    for (int64_t n = 0; n < b_zp->numel(); ++n) zeros.push_back(zero_point_at(*b_zp, n));
-  kernels::gemm_integer(a.data(), rows, B.raw(), B.dtype() == DType::Int8, K, N, b_zp ? zeros.data() : nullptr,
-                        static_cast<int64_t>(zeros.size()), c);
+  return a;
 }
+
+// What the three ops share: B packed once at load when it is a constant (else at each run), and the product.
+class IntegerProductOp : public Op {
+ public:
+  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+    const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
+    if (!B || B->rank() != 2 || (B->dtype() != DType::Int8 && B->dtype() != DType::UInt8)) return {};
+    const int64_t K = B->dim(0), N = B->dim(1);
+    const bool is_signed = B->dtype() == DType::Int8;
+    const auto parts = options.prepared("integer rows", {{B->dtype(), K * N}}, [&] {
+      if (!B->raw()) fail("its weight was left out of the pack, which holds no integer rows of it: run `tern pack` again");
+      return std::vector<Tensor>{kernels::pack_integer_matrix(B->raw(), is_signed, K, N).rows};
+    });
+    packed_ = kernels::IntegerMatrix{K, N, is_signed, parts[0].reshaped({N, K})};
+    return {1};
+  }
+  int64_t packed_weight_bytes() const override { return packed_ ? packed_->bytes() : 0; }
+  std::string kernel(const std::vector<const Tensor*>&) const override { return "gemm_integer"; }
+  OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
+    const double weights = packed_ ? static_cast<double>(packed_->bytes()) : static_cast<double>(in[1]->nbytes());
+    return {2.0 * static_cast<double>(out[0].numel()) * static_cast<double>(in[1]->dim(0)),
+            static_cast<double>(in[0]->nbytes() + out[0].nbytes()) + weights};
+  }
+
+ protected:
+  // (A − a_zp) · (B − b_zp) into c (int32 [rows, N]), from A centered.
+  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, int32_t* c) const {
+    kernels::IntegerMatrix scratch;
+    if (!packed_) {
+      if (B.rank() != 2 || (B.dtype() != DType::Int8 && B.dtype() != DType::UInt8))
+        fail(node.describe(), ": B is ", dtype_name(B.dtype()), " ", shape_str(B.shape()), "; it must be a 2-D uint8 or int8 matrix");
+      scratch = kernels::pack_integer_matrix(aligned(B).raw(), B.dtype() == DType::Int8, B.dim(0), B.dim(1));
+    }
+    const kernels::IntegerMatrix& w = packed_ ? *packed_ : scratch;
+    if (b_zp) check_count(node, "b_zero_point", *b_zp, w.N, "column of B");
+    std::vector<int32_t> zeros;
+    if (b_zp)
+      for (int64_t n = 0; n < b_zp->numel(); ++n) zeros.push_back(zero_point_at(*b_zp, n));
+    const int64_t rows = w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
+    kernels::gemm_integer(a.data(), rows, w, b_zp ? zeros.data() : nullptr, static_cast<int64_t>(zeros.size()), c);
+  }
+  int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
+
+ private:
+  std::optional<kernels::IntegerMatrix> packed_;
+};
 
 // Y = float(acc) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its integer sums.
 void scale_product(const Node& node, const int32_t* acc, float a_scale, const Tensor& b_scale, const Tensor* bias, Tensor& Y) {
@@ -96,7 +137,7 @@ float scalar_scale(const Node& node, const Tensor& s) {
   return static_cast<float>(s.at_f64(0));
 }
 
-class MatMulIntegerOp : public Op {
+class MatMulIntegerOp : public IntegerProductOp {
  public:
   explicit MatMulIntegerOp(const Node&) {}
   void infer(InferContext& ctx) const override {
@@ -106,12 +147,12 @@ class MatMulIntegerOp : public Op {
     check_zero_point_type(ctx, 3, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
-    integer_product(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr,
-                    ctx.out(0).data<int32_t>());
+    const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)));
+    product(ctx.node, a, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, ctx.out(0).data<int32_t>());
   }
 };
 
-class MatMulIntegerToFloatOp : public Op {
+class MatMulIntegerToFloatOp : public IntegerProductOp {
  public:
   explicit MatMulIntegerToFloatOp(const Node&) {}
   void infer(InferContext& ctx) const override {
@@ -124,12 +165,13 @@ class MatMulIntegerToFloatOp : public Op {
   void run(RunContext& ctx) const override {
     Tensor& Y = ctx.out(0);
     std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
-    integer_product(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, acc.data());
+    const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)));
+    product(ctx.node, a, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, acc.data());
     scale_product(ctx.node, acc.data(), scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr, Y);
   }
 };
 
-class DynamicQuantizeMatMulOp : public Op {
+class DynamicQuantizeMatMulOp : public IntegerProductOp {
  public:
   explicit DynamicQuantizeMatMulOp(const Node&) {}
   void infer(InferContext& ctx) const override {
@@ -144,7 +186,7 @@ class DynamicQuantizeMatMulOp : public Op {
     kernels::quantize_u8(A.data<float>(), A.numel(), p, q.data<uint8_t>());
     const Tensor zp = Tensor::scalar<uint8_t>(p.zero_point);
     std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
-    integer_product(ctx.node, q, &zp, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, acc.data());
+    product(ctx.node, centered(ctx.node, q, &zp, inner(ctx.in(1))), ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, acc.data());
     scale_product(ctx.node, acc.data(), p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr, Y);
   }
 };

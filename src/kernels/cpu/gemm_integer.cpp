@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/gemm_integer_impl.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/x86/float_avx2/kernels.h"
 
 namespace tern::kernels {
 
@@ -28,47 +30,45 @@ void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) {
   }
 }
 
-namespace {
-
-// Rows [0, M) (M ≤ 4: each weight row loaded once for all of them), columns [n0, n1): c[m, n] = Σ_k a[m, k]·b[k, n].
-template <int M, typename B>
-void rows_block(const int16_t* a, int64_t K, const B* b, int64_t N, int32_t* c, int64_t n0, int64_t n1) {
-  for (int m = 0; m < M; ++m) std::fill(c + m * N + n0, c + m * N + n1, 0);
-  for (int64_t k = 0; k < K; ++k) {
-    const B* row = b + k * N;
-    for (int m = 0; m < M; ++m) {
-      const int32_t ak = a[m * K + k];
-      int32_t* out = c + m * N;
-      for (int64_t n = n0; n < n1; ++n) out[n] += ak * static_cast<int32_t>(row[n]);
-    }
-  }
+IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N) {
+  IntegerMatrix w;
+  w.K = K;
+  w.N = N;
+  w.is_signed = is_signed;
+  w.rows = Tensor(is_signed ? DType::Int8 : DType::UInt8, {N, K});
+  const auto* b = static_cast<const uint8_t*>(B);
+  auto* rows = static_cast<uint8_t*>(w.rows.raw());
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) rows[n * K + k] = b[k * N + n];
+  return w;
 }
 
+namespace {
+
+// Columns [n0, n1) of the weight rows' dot products, at tier avx2 where the build has its twin and the CPU the tier.
 template <typename B>
-void gemm_typed(const int16_t* a, int64_t M, const B* b, int64_t K, int64_t N, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c) {
-  // Column ranges of 256 (1 KB of int32 sums a row stay in L1 while B's rows stream past).
-  const int64_t tiles = (N + 255) / 256;
-  parallel_chunks(tiles, balanced_chunks(tiles, M * N * K < (int64_t{1} << 16)), [&](int64_t t0, int64_t t1, int) {
-    const int64_t n0 = t0 * 256, n1 = std::min(N, t1 * 256);
-    int64_t m = 0;
-    for (; m + 4 <= M; m += 4) rows_block<4>(a + m * K, K, b, N, c + m * N, n0, n1);
-    for (; m < M; ++m) rows_block<1>(a + m * K, K, b, N, c + m * N, n0, n1);
+void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t n0, int64_t n1, int32_t* c, int64_t N) {
+#if TERN_FLOAT_KERNELS_AVX2
+  if (float_kernels_avx2()) return float_avx2::integer_rows(a, M, K, rows, n0, n1, c, N);
+#endif
+  integer_rows_at_width(a, M, K, rows, n0, n1, c, N);
+}
+
+}  // namespace
+
+void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c) {
+  const int64_t K = w.K, N = w.N;
+  parallel_chunks(N, balanced_chunks(N, M * N * K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
+    if (w.is_signed) integer_rows(a, M, K, static_cast<const int8_t*>(w.rows.raw()), n0, n1, c, N);
+    else integer_rows(a, M, K, static_cast<const uint8_t*>(w.rows.raw()), n0, n1, c, N);
     if (!b_zeros) return;
     // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a
-    for (m = 0; m < M; ++m) {
+    for (int64_t m = 0; m < M; ++m) {
       int32_t a_sum = 0;
       for (int64_t k = 0; k < K; ++k) a_sum += a[m * K + k];
       for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= b_zeros[b_zero_count == 1 ? 0 : n] * a_sum;
     }
   });
-}
-
-}  // namespace
-
-void gemm_integer(const int16_t* a, int64_t M, const void* b, bool b_signed, int64_t K, int64_t N, const int32_t* b_zeros,
-                  int64_t b_zero_count, int32_t* c) {
-  if (b_signed) gemm_typed(a, M, static_cast<const int8_t*>(b), K, N, b_zeros, b_zero_count, c);
-  else gemm_typed(a, M, static_cast<const uint8_t*>(b), K, N, b_zeros, b_zero_count, c);
 }
 
 }  // namespace tern::kernels

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace tern::kernels {
 
 // DynamicQuantizeLinear's parameters for x: its range stretched to include 0, scale = (max − min) / 255 (1
@@ -20,11 +22,20 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n);
 // the reciprocal (the bits ONNX Runtime's quantization gives).
 void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q);
 
+// B [K, N] (uint8 or int8, row-major as MatMul's B) laid out as N rows of K — the order a dot product streams
+// it — as its own bytes: one byte a weight, packed once at load for a constant B.
+struct IntegerMatrix {
+  int64_t K = 0, N = 0;
+  bool is_signed = false;
+  Tensor rows;  // uint8 or int8 [N, K]
+  int64_t bytes() const { return static_cast<int64_t>(rows.nbytes()); }
+};
+IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N);
+
 // c[m, n] = Σ_k a[m, k] · (b[k, n] − b_zp[n]) for m < M: `a` the activations with their zero point already
-// subtracted (int16 [M, K], each in [−255, 255]), b uint8 or int8 [K, N] row-major as MatMul's B, read as stored;
-// `b_zeros` one value (per tensor) or N (per column), null for 0. Threads split the columns; integer sums, so
-// the result does not depend on the split.
-void gemm_integer(const int16_t* a, int64_t M, const void* b, bool b_signed, int64_t K, int64_t N, const int32_t* b_zeros,
-                  int64_t b_zero_count, int32_t* c);
+// subtracted (int16 [M, K], each in [−255, 255]); `b_zeros` one value (per tensor) or N (per column), null for 0.
+// Each product is one int16 multiply-add pair (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), so the
+// sums are exact at every tier; threads split the columns, four activation rows share each weight row's load.
+void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c);
 
 }  // namespace tern::kernels

@@ -38,6 +38,9 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 void chunk_attention(const ChunkAttentionArgs& a);
 void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n, GateActivation act);
 void normalize_rows(const float* x, float* y, const NormArgs& a);
+// gemm_integer.cpp's dot products (columns [n0, n1) of c = a · wᵀ; exact int32 sums)
+void integer_rows(const int16_t* a, int64_t M, int64_t K, const int8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N);
+void integer_rows(const int16_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N);
 }  // namespace float_avx2
 
 }  // namespace tern::kernels
