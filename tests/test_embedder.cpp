@@ -118,10 +118,7 @@ TEST_CASE("decoder embeddings: every exporter cell's final hidden state equals t
     std::ifstream g(cell / "greedy.json");
     const nlohmann::json greedy = nlohmann::json::parse(g);
     const std::string name = cell.filename().string(), arch = greedy["arch"];
-    // (Dynamically quantized cells — transformers.js's q8 — project the hidden state through DynamicQuantizeLinear →
-    // MatMulInteger → Cast → Mul by a product of scales, which the walk back from the logits does not pass yet: the
-    // load fails naming that Mul. Issue 74's fusion into one DynamicQuantizeMatMul will make it a projection.)
-    if (!goldens.contains(arch) || greedy["exporter"].get<std::string>().rfind("tjs-", 0) == 0) continue;
+    if (!goldens.contains(arch)) continue;
     CAPTURE(name);
     const ModelConfig cfg = read_model_config(cell.string());
     SessionOptions so = decoder_session_options({}, cfg, true);

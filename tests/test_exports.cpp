@@ -89,6 +89,8 @@ TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the
     if (cell.filename().string().find("genai") == std::string::npos)
       CHECK(std::any_of(s.passes().fusions.begin(), s.passes().fusions.end(),
                         [](const Fusion& f) { return f.pattern.find("grouped product on the cache") != std::string::npos; }));
+    // Every dynamically quantized product is one DynamicQuantizeMatMul (its weight packed once at load).
+    CHECK(std::none_of(s.graph().nodes.begin(), s.graph().nodes.end(), [](const Node& n) { return n.op_type == "MatMulInteger"; }));
     check_cases(s, cell, golden_of(cell), 1e-3, range_spans_batch(golden_of(cell)));
   }
 }

@@ -93,8 +93,20 @@ class IntegerProductOp : public Op {
   }
 
  protected:
-  // (A − a_zp) · (B − b_zp) into c (int32 [rows, N]), from A centered.
+  // (A − a_zp) · (B − b_zp) from A centered: into c (int32 [rows, N]), or with `Y` given scaled into it, Y = float(c) ·
+  // (a_scale · b_scale[n]) + bias[n] as ONNX Runtime scales its sums.
   void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, int32_t* c) const {
+    product(node, a, B, b_zp, c, nullptr, 0, nullptr, nullptr);
+  }
+  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, float a_scale, const Tensor& b_scale,
+               const Tensor* bias, Tensor& Y) const {
+    product(node, a, B, b_zp, nullptr, &b_scale, a_scale, bias, &Y);
+  }
+  int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
+
+ private:
+  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, int32_t* c, const Tensor* b_scale,
+               float a_scale, const Tensor* bias, Tensor* Y) const {
     kernels::IntegerMatrix scratch;
     if (!packed_) {
       if (B.rank() != 2 || (B.dtype() != DType::Int8 && B.dtype() != DType::UInt8))
@@ -102,35 +114,26 @@ class IntegerProductOp : public Op {
       scratch = kernels::pack_integer_matrix(aligned(B).raw(), B.dtype() == DType::Int8, B.dim(0), B.dim(1));
     }
     const kernels::IntegerMatrix& w = packed_ ? *packed_ : scratch;
-    if (b_zp) check_count(node, "b_zero_point", *b_zp, w.N, "column of B");
+    const int64_t N = w.N, rows = w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
+    if (b_zp) check_count(node, "b_zero_point", *b_zp, N, "column of B");
     std::vector<int32_t> zeros;
     if (b_zp)
       for (int64_t n = 0; n < b_zp->numel(); ++n) zeros.push_back(zero_point_at(*b_zp, n));
-    const int64_t rows = w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
-    kernels::gemm_integer(a.data(), rows, w, b_zp ? zeros.data() : nullptr, static_cast<int64_t>(zeros.size()), c);
+    const int32_t* z = b_zp ? zeros.data() : nullptr;
+    const int64_t z_count = static_cast<int64_t>(zeros.size());
+    if (!Y) return kernels::gemm_integer(a.data(), rows, w, z, z_count, c);
+    check_count(node, "b_scale", *b_scale, N, "column of B");
+    if (bias && bias->numel() != N) fail(node.describe(), ": bias has ", bias->numel(), " values for ", N, " columns");
+    const Tensor bs = cast_to(*b_scale, DType::Float32), b = bias ? cast_to(*bias, DType::Float32) : Tensor();
+    std::vector<float> scale(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) scale[static_cast<size_t>(n)] = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : n];
+    Tensor values = Y->dtype() == DType::Float32 ? *Y : Tensor(DType::Float32, Y->shape());
+    kernels::gemm_integer_to_float(a.data(), rows, w, z, z_count, scale.data(), bias ? b.data<float>() : nullptr, values.data<float>());
+    if (values.raw() != Y->raw()) convert_tensor(values, *Y);
   }
-  int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
 
- private:
   std::optional<kernels::IntegerMatrix> packed_;
 };
-
-// Y = float(acc) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its integer sums.
-void scale_product(const Node& node, const int32_t* acc, float a_scale, const Tensor& b_scale, const Tensor* bias, Tensor& Y) {
-  const int64_t N = Y.dim(-1), rows = N ? Y.numel() / N : 0;
-  check_count(node, "b_scale", b_scale, N, "column of B");
-  if (bias && bias->numel() != N) fail(node.describe(), ": bias has ", bias->numel(), " values for ", N, " columns");
-  const Tensor bs = cast_to(b_scale, DType::Float32);
-  const Tensor b = bias ? cast_to(*bias, DType::Float32) : Tensor();
-  Tensor values = Y.dtype() == DType::Float32 ? Y : Tensor(DType::Float32, Y.shape());
-  float* y = values.data<float>();
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      const float scale = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : n];
-      y[m * N + n] = static_cast<float>(acc[m * N + n]) * scale + (bias ? b.data<float>()[n] : 0.0f);
-    }
-  if (values.raw() != Y.raw()) convert_tensor(values, Y);
-}
 
 float scalar_scale(const Node& node, const Tensor& s) {
   if (s.numel() != 1) fail(node.describe(), ": a_scale has ", s.numel(), " values; tern reads one (per tensor)");
@@ -163,11 +166,9 @@ class MatMulIntegerToFloatOp : public IntegerProductOp {
     check_zero_point_type(ctx, 5, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
-    Tensor& Y = ctx.out(0);
-    std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
     const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)));
-    product(ctx.node, a, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, acc.data());
-    scale_product(ctx.node, acc.data(), scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr, Y);
+    product(ctx.node, a, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, scalar_scale(ctx.node, ctx.in(2)), ctx.in(3),
+            ctx.has(6) ? &ctx.in(6) : nullptr, ctx.out(0));
   }
 };
 
@@ -180,14 +181,13 @@ class DynamicQuantizeMatMulOp : public IntegerProductOp {
   }
   void run(RunContext& ctx) const override {
     const Tensor& A = ctx.in(0);
-    Tensor& Y = ctx.out(0);
+    const int64_t K = inner(ctx.in(1));
+    if (A.rank() == 0 || A.dim(-1) != K)
+      fail(ctx.node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
     const kernels::U8Quantization p = kernels::dynamic_u8_quantization(A.data<float>(), A.numel());
-    Tensor q(DType::UInt8, A.shape());
-    kernels::quantize_u8(A.data<float>(), A.numel(), p, q.data<uint8_t>());
-    const Tensor zp = Tensor::scalar<uint8_t>(p.zero_point);
-    std::vector<int32_t> acc(static_cast<size_t>(Y.numel()));
-    product(ctx.node, centered(ctx.node, q, &zp, inner(ctx.in(1))), ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, acc.data());
-    scale_product(ctx.node, acc.data(), p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr, Y);
+    std::vector<int16_t> a(static_cast<size_t>(A.numel()));
+    kernels::quantize_centered(A.data<float>(), A.numel(), p, a.data());
+    product(ctx.node, a, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr, ctx.out(0));
   }
 };
 

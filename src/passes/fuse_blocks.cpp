@@ -340,6 +340,55 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
   return fused;
 }
 
+// onnxruntime.quantization's dynamic IntegerOps spelling of x · W (transformers.js's q8 files):
+// DynamicQuantizeLinear(x) → (q, s, z); MatMulInteger(q, W, z, W_zp) → Cast(float) → Mul by Mul(s, W_scale) →
+// com.microsoft DynamicQuantizeMatMul(x, W, W_scale, W_zp), what ONNX Runtime fuses it into too: the same integer
+// sums and the same float(sum) · (s · W_scale), one node instead of four, W packed once at load. A quantization
+// several products share (q, k and v of one input) is made again by each: it costs one pass over x.
+// Where A comes quantized already with constant parameters (OLMo-2's first layer reads the quantized embedding
+// table's rows), the scales' product is a folded constant: → MatMulIntegerToFloat(q, W, 1, product, z, W_zp), whose
+// float(sum) · (1 · product) is the same float.
+std::vector<Fusion> fuse_dynamic_quantized_matmuls(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  std::vector<std::pair<int, Node>> rewrites;
+  int one = -1;  // the constant 1.0 a_scale of MatMulIntegerToFloat
+  for (const Node& mm : g.nodes) {
+    if (!is_op(&mm, "MatMulInteger") || mm.inputs.size() < 3) continue;
+    const Value& w = m.value(mm.inputs[1]);
+    const int w_zp = mm.inputs.size() > 3 ? mm.inputs[3] : -1;
+    if (!w.constant || w.constant->rank() != 2 || (w_zp >= 0 && !m.value(w_zp).constant)) continue;
+    const Node* cast = sole_consumer(m, mm.outputs[0]);
+    if (!is_op(cast, "Cast") || static_cast<DType>(cast->attr_int("to", 0)) != DType::Float32) continue;
+    const Node* scaled = sole_consumer(m, cast->outputs[0]);
+    const int scales = is_op(scaled, "Mul") ? other_operand(*scaled, cast->outputs[0]) : -1;
+    if (scales < 0 || m.value(scales).dtype != DType::Float32) continue;
+    Node n;
+    n.domain = "com.microsoft";
+    n.outputs = {scaled->outputs[0]};
+    const Node* dq = m.producer(mm.inputs[0]);
+    const Node* product = m.producer(scales);
+    const int w_scale = is_op(product, "Mul") && is_op(dq, "DynamicQuantizeLinear") && dq->outputs.size() >= 3
+                            ? other_operand(*product, dq->outputs[1])
+                            : -1;
+    if (w_scale >= 0 && dq->outputs[0] == mm.inputs[0] && dq->outputs[2] == mm.inputs[2] && m.value(w_scale).constant) {
+      n.name = scaled->name + "/dynamic_quantize_matmul";
+      n.op_type = "DynamicQuantizeMatMul";
+      n.inputs = {dq->inputs[0], mm.inputs[1], w_scale, w_zp};
+    } else if (m.value(scales).constant && (mm.inputs[2] < 0 || m.value(mm.inputs[2]).constant)) {
+      if (one < 0) one = g.add_constant(mm.name + "/unit_scale", Tensor::scalar(1.0f));
+      n.name = scaled->name + "/matmul_integer_to_float";
+      n.op_type = "MatMulIntegerToFloat";
+      n.inputs = {mm.inputs[0], mm.inputs[1], one, scales, mm.inputs[2], w_zp};
+    } else {
+      continue;
+    }
+    rewrites.emplace_back(m.index_of(scaled), std::move(n));
+  }
+  return replace_nodes(g, rewrites,
+                       "(DynamicQuantizeLinear →) MatMulInteger → Cast → Mul(scales) → DynamicQuantizeMatMul or MatMulIntegerToFloat");
+}
+
 namespace {
 
 bool is_last_position(const Node& n) { return n.op_type == "LastPosition" && n.domain == "tern"; }
@@ -378,7 +427,8 @@ std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, con
     const auto why_not = [&] { return n ? n->describe() : "graph input or constant '" + g.values[static_cast<size_t>(v)].name + "'"; };
     if (!n || step == 8) fail("output '", logits, "' comes from ", why_not(), ", not from a projection of the hidden state");
     const bool projection = (n->domain.empty() && (n->op_type == "MatMul" || n->op_type == "Gemm")) ||
-                            (n->domain == "com.microsoft" && (n->op_type == "MatMulNBits" || n->op_type == "FusedMatMul"));
+                            (n->domain == "com.microsoft" &&
+                             (n->op_type == "MatMulNBits" || n->op_type == "FusedMatMul" || n->op_type == "DynamicQuantizeMatMul"));
     if (projection) {
       const int x = n->inputs[0];
       const Value& hidden = g.values[static_cast<size_t>(x)];

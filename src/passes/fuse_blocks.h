@@ -37,6 +37,11 @@ std::vector<Fusion> fuse_skip_rms_norm(Graph& g);
 // gate · Sigmoid(gate) · up → SwiGLU(gate, up) (domain "tern").
 std::vector<Fusion> fuse_swiglu(Graph& g);
 
+// DynamicQuantizeLinear → MatMulInteger → Cast → Mul by the scales' product (onnxruntime.quantization's dynamic
+// IntegerOps) → com.microsoft DynamicQuantizeMatMul, exact. Run before the hidden state is looked for: the fused
+// node is a projection expose_hidden_state passes.
+std::vector<Fusion> fuse_dynamic_quantized_matmuls(Graph& g);
+
 // MatMuls with constant 2-D weights that read the same input (Q/K/V projections, gate/up) → one MatMul
 // over the concatenated weights, split back — or read packed by SwiGLU / CachedAttention when they are
 // its only consumers. Run after the others: it looks for their nodes. The concatenations go through `pack`

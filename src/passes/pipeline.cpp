@@ -65,6 +65,10 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     infer_and_fold(g, stats, true);
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
+  if (o.optimize || o.kv_window > 0) {  // exact, and before the hidden state is looked for (a projection it passes)
+    append(r.fusions, fuse_dynamic_quantized_matmuls(g));
+    remove_dead_nodes(g, stats);
+  }
   // Before the logits are sliced: the hidden state is wanted at every position.
   if (!o.hidden_state_of.empty()) {
 #ifdef TERN_MINIMAL  // (embeddings are tern serve's, which a minimal build leaves out: 2 KB of code it need not carry)

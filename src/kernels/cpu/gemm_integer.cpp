@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/gemm_integer_impl.h"
 #include "kernels/cpu/parallel.h"
@@ -22,13 +23,23 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
   return p;
 }
 
-void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) {
+namespace {
+
+// q[i] = round(x[i] / scale) clamped to the codes [−zp, 255 − zp], plus `offset`: the uint8 code (offset zp) or
+// the code centered on the zero point (offset 0). NaN goes to the lowest code, as ONNX Runtime's max(v, lo) takes lo.
+template <typename T>
+void quantize_to(const float* x, int64_t n, U8Quantization p, int offset, T* q) {
   const float lo = -static_cast<float>(p.zero_point), hi = 255.0f - static_cast<float>(p.zero_point);
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] / p.scale;  // NaN goes to 0, as ONNX Runtime's max(v, lo) takes lo for it
-    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + p.zero_point);
+    const float v = x[i] / p.scale;
+    q[i] = static_cast<T>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + offset);
   }
 }
+
+}  // namespace
+
+void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) { quantize_to(x, n, p, p.zero_point, q); }
+void quantize_centered(const float* x, int64_t n, U8Quantization p, int16_t* a) { quantize_to(x, n, p, 0, a); }
 
 IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N) {
   IntegerMatrix w;
@@ -56,18 +67,45 @@ void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t
 
 }  // namespace
 
-void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c) {
+namespace {
+
+// The columns [n0, n1) of every row: the dot products, then the zero point's correction
+// Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a.
+void integer_columns(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c,
+                     int64_t n0, int64_t n1) {
   const int64_t K = w.K, N = w.N;
-  parallel_chunks(N, balanced_chunks(N, M * N * K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
-    if (w.is_signed) integer_rows(a, M, K, static_cast<const int8_t*>(w.rows.raw()), n0, n1, c, N);
-    else integer_rows(a, M, K, static_cast<const uint8_t*>(w.rows.raw()), n0, n1, c, N);
-    if (!b_zeros) return;
-    // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a
-    for (int64_t m = 0; m < M; ++m) {
-      int32_t a_sum = 0;
-      for (int64_t k = 0; k < K; ++k) a_sum += a[m * K + k];
-      for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= b_zeros[b_zero_count == 1 ? 0 : n] * a_sum;
-    }
+  if (w.is_signed) integer_rows(a, M, K, static_cast<const int8_t*>(w.rows.raw()), n0, n1, c, N);
+  else integer_rows(a, M, K, static_cast<const uint8_t*>(w.rows.raw()), n0, n1, c, N);
+  if (!b_zeros) return;
+  for (int64_t m = 0; m < M; ++m) {
+    int32_t a_sum = 0;
+    for (int64_t k = 0; k < K; ++k) a_sum += a[m * K + k];
+    for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= b_zeros[b_zero_count == 1 ? 0 : n] * a_sum;
+  }
+}
+
+int64_t column_chunks(int64_t M, const IntegerMatrix& w) { return balanced_chunks(w.N, M * w.N * w.K < (int64_t{1} << 16)); }
+
+}  // namespace
+
+void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c) {
+  parallel_chunks(w.N, column_chunks(M, w),
+                  [&](int64_t n0, int64_t n1, int) { integer_columns(a, M, w, b_zeros, b_zero_count, c, n0, n1); });
+}
+
+void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count,
+                           const float* scale, const float* bias, float* y) {
+  static_assert(sizeof(float) == sizeof(int32_t));
+  const int64_t N = w.N;
+  auto* sums = reinterpret_cast<int32_t*>(y);  // each chunk's sums, converted where they lie while still in cache
+  parallel_chunks(N, column_chunks(M, w), [&](int64_t n0, int64_t n1, int) {
+    integer_columns(a, M, w, b_zeros, b_zero_count, sums, n0, n1);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = n0; n < n1; ++n) {
+        int32_t v;
+        std::memcpy(&v, y + m * N + n, sizeof v);
+        y[m * N + n] = static_cast<float>(v) * scale[n] + (bias ? bias[n] : 0.0f);
+      }
   });
 }
 

@@ -21,6 +21,8 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n);
 // q[i] = clamp(round(x[i] / scale) + zero_point, 0, 255), round half to even: x divided, not multiplied by
 // the reciprocal (the bits ONNX Runtime's quantization gives).
 void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q);
+// The same codes centered on the zero point, a[i] = q[i] − zero_point: what gemm_integer multiplies.
+void quantize_centered(const float* x, int64_t n, U8Quantization p, int16_t* a);
 
 // B [K, N] (uint8 or int8, row-major as MatMul's B) laid out as N rows of K — the order a dot product streams
 // it — as its own bytes: one byte a weight, packed once at load for a constant B.
@@ -37,5 +39,10 @@ IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int6
 // Each product is one int16 multiply-add pair (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), so the
 // sums are exact at every tier; threads split the columns, four activation rows share each weight row's load.
 void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c);
+// The same sums scaled to float as ONNX Runtime scales them: y[m, n] = float(c[m, n]) · scale[n] + bias[n] (bias null:
+// none), `scale` the product of A's and B's scales per column. Each chunk of columns is scaled as soon as it is
+// summed, in y's own memory (no int32 buffer).
+void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count,
+                           const float* scale, const float* bias, float* y);
 
 }  // namespace tern::kernels
