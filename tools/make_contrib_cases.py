@@ -255,4 +255,21 @@ integer_product("matmulintegertofloat_s8_per_column_bias", "MatMulIntegerToFloat
 integer_product("matmulintegertofloat_u8_per_tensor", "MatMulIntegerToFloat", [5], 24, 8, False, False)
 integer_product("dynamicquantizematmul_s8_per_tensor", "DynamicQuantizeMatMul", [1, 3], 64, 16, True, False)
 integer_product("dynamicquantizematmul_u8_per_column_bias", "DynamicQuantizeMatMul", [4], 48, 8, False, True, bias=True)
+
+
+def bnb4(name, rows, K, N, block, quant_type):
+    """MatMulBnb4 as MatMulBnb4Quantizer writes it (transformers.js's model_bnb4): Wᵀ's N·K codes two a byte, first
+    in the high nibble, one absmax per block of the flat run."""
+    numel = N * K
+    inits = [("B", rng.integers(0, 256, size=(numel + 1) // 2).astype(np.uint8)),
+             ("absmax", (rng.random((numel + block - 1) // block) * 0.5 + 0.05).astype(np.float32))]
+    node = helper.make_node("MatMulBnb4", ["A", "B", "absmax"], ["Y"], domain="com.microsoft", K=K, N=N, block_size=block,
+                            quant_type=quant_type)
+    write_case(name, node, [("A", rng.standard_normal(rows + [K]).astype(np.float32))], [("Y", F32)], inits)
+
+
+# MatMulBnb4: NF4 in blocks of 64 (the quantizer's default) for a decode row and a prefill, FP4 over an odd N·K.
+bnb4("matmulbnb4_nf4_bs64_decode", [1], 128, 24, 64, 1)
+bnb4("matmulbnb4_nf4_bs64_prefill", [2, 5], 96, 16, 64, 1)
+bnb4("matmulbnb4_fp4_bs32_odd", [3], 33, 5, 32, 0)
 print("wrote", ROOT)

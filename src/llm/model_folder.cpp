@@ -18,9 +18,10 @@ namespace {
 
 // transformers.js's dtype names and the file suffixes its scripts/quantize.py writes, in the order a repository's
 // default takes them on a CPU: q4 first (4-bit blocks on tern's grouped decode kernels: 2.2-3.1x ONNX Runtime's
-// decode on the 1B shape, bench/README), then the exact fp32 file, then the 8-bit ones (exact integer sums, on a
-// portable loop today), then fp16 and q4f16 (float16 Casts around the cache keep them off the ring: issue 74), bnb4
-// last (MatMulBnb4: not implemented).
+// decode on the 1B shape, bench/README), then the exact fp32 file, then the 8-bit ones (exact integer sums: SmolLM2's
+// shape decodes 2.4-2.8x ONNX Runtime's q8 but reads a quarter of fp32's bytes through integer dot products, so
+// fp32 still comes first for its exactness), then fp16 and q4f16 (float16 Casts around the cache keep them off the
+// ring: issue 74), bnb4 last (dequantized to float32 at load: 8x its file in memory).
 struct DtypeName {
   const char* dtype;
   const char* suffix;

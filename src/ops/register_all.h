@@ -35,6 +35,7 @@ void register_nonzero(OpRegistry& r);                 // nonzero.cpp
 void register_gather_block_quantized(OpRegistry& r);  // gather_block_quantized.cpp (com.microsoft)
 void register_quantize_linear(OpRegistry& r);         // quantize_linear.cpp
 void register_matmul_integer(OpRegistry& r);          // matmul_integer.cpp (and com.microsoft's integer products)
+void register_matmul_bnb4(OpRegistry& r);             // matmul_bnb4.cpp (com.microsoft)
 
 #ifdef TERN_OPENCL
 // OpenCL variants (opencl/<op>_opencl.cpp), built with -DTERN_OPENCL=ON: sessions on a device get these
@@ -77,9 +78,10 @@ inline void register_all_ops(OpRegistry& r) {
   register_topk(r);
   register_nonzero(r);
   register_gather_block_quantized(r);
-#ifndef TERN_MINIMAL  // 8-bit quantized-operator graphs: not in the embedded build's size budget (docs/embedded.md)
+#ifndef TERN_MINIMAL  // transformers.js's 8-bit and bnb4 graphs: not in the embedded build's size budget
   register_quantize_linear(r);
   register_matmul_integer(r);
+  register_matmul_bnb4(r);
 #endif
 #ifdef TERN_OPENCL
   register_add_opencl(r);

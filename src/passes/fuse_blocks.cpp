@@ -427,8 +427,8 @@ std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, con
     const auto why_not = [&] { return n ? n->describe() : "graph input or constant '" + g.values[static_cast<size_t>(v)].name + "'"; };
     if (!n || step == 8) fail("output '", logits, "' comes from ", why_not(), ", not from a projection of the hidden state");
     const bool projection = (n->domain.empty() && (n->op_type == "MatMul" || n->op_type == "Gemm")) ||
-                            (n->domain == "com.microsoft" &&
-                             (n->op_type == "MatMulNBits" || n->op_type == "FusedMatMul" || n->op_type == "DynamicQuantizeMatMul"));
+                            (n->domain == "com.microsoft" && (n->op_type == "MatMulNBits" || n->op_type == "FusedMatMul" ||
+                                                              n->op_type == "DynamicQuantizeMatMul" || n->op_type == "MatMulBnb4"));
     if (projection) {
       const int x = n->inputs[0];
       const Value& hidden = g.values[static_cast<size_t>(x)];
@@ -468,7 +468,7 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
   if (p < 0) return {};
   Node& proj = g.nodes[static_cast<size_t>(p)];
   const bool matmul = (proj.op_type == "MatMul" && proj.domain.empty()) ||
-                      (proj.op_type == "MatMulNBits" && proj.domain == "com.microsoft") ||
+                      ((proj.op_type == "MatMulNBits" || proj.op_type == "MatMulBnb4") && proj.domain == "com.microsoft") ||
                       (proj.op_type == "FusedMatMul" && proj.domain == "com.microsoft" && !proj.attr_int("transA", 0));
   const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
   if (!matmul || !x.shape || x.shape->size() != 3) return {};
@@ -503,7 +503,7 @@ bool position_wise(const Graph& g, const Node& n) {
     return elementwise.count(n.op_type) > 0;
   }
   if (n.domain == "com.microsoft") {
-    if (n.op_type == "MatMulNBits") return constant(1);
+    if (n.op_type == "MatMulNBits" || n.op_type == "MatMulBnb4") return constant(1);
     if (n.op_type == "FusedMatMul")
       return !n.attr_int("transA", 0) && !n.attr_int("transBatchA", 0) && !n.attr_int("transBatchB", 0) && constant_matrix(1);
     if (n.op_type == "SimplifiedLayerNormalization") return last_axis();

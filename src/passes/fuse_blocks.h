@@ -16,7 +16,7 @@ class WeightPack;  // graph/weight_pack.h
 // walk stopped when no projection makes `logits`.
 std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, const std::string& name);
 // For generation, which reads only the last position's logits: the product that makes graph output
-// `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits) gets a tern LastPosition
+// `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits or MatMulBnb4) gets a tern LastPosition
 // node before it, so the vocabulary projection of a prefill runs on one row instead of S (a fifth
 // of a 1B model's prefill work at S = 128). `output` then has sequence length 1.
 std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output);

@@ -22,6 +22,8 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
                (q8: int8 weights for these graphs) and model_uint8.onnx: onnxruntime.quantization's dynamic IntegerOps —
                MatMul → DynamicQuantizeLinear + MatMulInteger + Cast + Mul, Gather over a uint8/int8 table +
                DequantizeLinear; uint8 only for llama and smollm2 (its zero points; the rest is q8's graph)
+  tjs-bnb4     Optimum's export quantized as transformers.js writes model_bnb4.onnx: MatMulBnb4Quantizer, NF4, blocks of
+               64; for the architectures issue 74 names (llama, qwen2, qwen3, gemma3, phi3)
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
 """
 import argparse
@@ -82,8 +84,8 @@ def arch_configs():
     }
 
 
-EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8"]
-UINT8_ARCHS = ("llama", "smollm2")
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4"]
+ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-bnb4": ("llama", "qwen2", "qwen3", "gemma3", "phi3")}
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -205,6 +207,14 @@ def quantize_tjs_q8(out_dir, weight_type):
     onnx.save(q.model.model, str(out_dir / "model.onnx"))
 
 
+def quantize_tjs_bnb4(out_dir):
+    """transformers.js's quantize_bnb4 with its defaults: NF4, blocks of 64."""
+    from onnxruntime.quantization.matmul_bnb4_quantizer import MatMulBnb4Quantizer
+    q = MatMulBnb4Quantizer(onnx.load(str(out_dir / "model.onnx")), MatMulBnb4Quantizer.NF4, 64)
+    q.process()
+    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+
+
 def single_file(out_dir):
     """Weights inside model.onnx (the fixtures are small); drops what tern's tests do not read."""
     m = onnx.load(str(out_dir / "model.onnx"))
@@ -313,10 +323,12 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8"):
+        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4"):
             export_optimum(model_dir, out_dir)
             if exporter == "ort-int4":
                 quantize_ort_int4(out_dir)
+            elif exporter == "tjs-bnb4":
+                quantize_tjs_bnb4(out_dir)
             elif exporter.startswith("tjs-"):
                 quantize_tjs_q8(out_dir, "QInt8" if exporter == "tjs-q8" else "QUInt8")
         else:
@@ -356,7 +368,7 @@ def main():
             for exporter in EXPORTERS:
                 if only and arch not in only and f"{arch}-{exporter}" not in only:
                     continue
-                if exporter == "tjs-uint8" and arch not in UINT8_ARCHS:
+                if exporter in ONLY_FOR and arch not in ONLY_FOR[exporter]:
                     continue
                 print(make_cell(arch, cfg, exporter, out_root, Path(tmp)), flush=True)
 
