@@ -40,8 +40,15 @@ nlohmann::json golden_of(const fs::path& cell) {
   return nlohmann::json::parse(f);
 }
 
-// Greedy generation of every golden case on one session; tokens must equal ORT's and the prefill's
-// last-position logits agree within `tolerance`.
+// A float16 graph's logits are float16 (steps of 2^-10 near 1): where ORT's best two are closer than this, float16
+// rounding decides, and tern's ring — keys rotated in float32 as they are read, not stored rotated in float16 — may
+// decide otherwise (llama-tjs-fp16: 1.5879 against 1.5869 at its 4th token). At 0.002 the five cells compare 3 to 64 steps.
+constexpr double kTie = 0.002;
+// And their prefill logits agree with ORT's to a few float16 steps (2^-9 for logits in [2, 4)).
+constexpr double kFloat16Logits = 0.01;
+
+// Greedy generation of every golden case on one session; tokens must equal ORT's (a float16 cell's up to its first
+// near-tie, kTie) and the prefill's last-position logits agree within `tolerance`.
 void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden, double tolerance, bool unpadded_only = false) {
   Generator gen(s, read_model_config(cell.string()));
   GenerateOptions o;
@@ -53,14 +60,29 @@ void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden,
     CAPTURE(prompts.size());
     gen.sequence().reset();
     const GenerateResult r = gen.generate(prompts, o);
-    CHECK(r.tokens == c["tokens"].get<std::vector<std::vector<int64_t>>>());
+    auto want = c["tokens"].get<std::vector<std::vector<int64_t>>>();
+    if (c.contains("top2_gaps")) {  // float16 logits: compared up to the first step ORT itself decides by less than kTie
+      const auto gaps = c["top2_gaps"].get<std::vector<double>>();
+      const size_t steps = static_cast<size_t>(std::find_if(gaps.begin(), gaps.end(), [](double g) { return g < kTie; }) - gaps.begin());
+      CAPTURE(steps);
+      for (size_t b = 0; b < want.size(); ++b) {
+        const size_t keep = std::min(want[b].size(), prompts[b].size() + steps);
+        want[b].resize(keep);
+        REQUIRE(r.tokens[b].size() >= keep);
+      }
+      std::vector<std::vector<int64_t>> got = r.tokens;
+      for (size_t b = 0; b < got.size(); ++b) got[b].resize(want[b].size());
+      CHECK(got == want);
+    } else {
+      CHECK(r.tokens == want);
+    }
     const auto ort_logits = c["prefill_logits"].get<std::vector<std::vector<float>>>();
     REQUIRE(static_cast<int64_t>(ort_logits.size()) == r.prefill_logits.dim(0));
     double worst = 0;
     for (size_t b = 0; b < ort_logits.size(); ++b)
       for (size_t v = 0; v < ort_logits[b].size(); ++v)
         worst = std::max(worst, std::abs(double(r.prefill_logits.data<float>()[b * ort_logits[b].size() + v]) - ort_logits[b][v]));
-    CHECK(worst <= tolerance);
+    CHECK(worst <= (c.contains("top2_gaps") ? kFloat16Logits : tolerance));
   }
 }
 

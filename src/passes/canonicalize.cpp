@@ -109,4 +109,56 @@ int canonicalize(Graph& g) {
   return n;
 }
 
+int cache_io_in_compute_type(Graph& g) {
+  link_producers(g);
+  const Matcher m(g);
+  int changed = 0;
+  std::vector<int> narrowed;  // the cache inputs now of their Casts' type
+  for (int in : g.inputs) {
+    Value& v = g.values[static_cast<size_t>(in)];
+    if (v.dtype != DType::Float32 || m.rank(in) != 4) continue;
+    DType to = DType::Undefined;
+    std::vector<int> casts;
+    bool only_casts = true;
+    for (int k : m.consumers(in)) {
+      const Node& n = g.nodes[static_cast<size_t>(k)];
+      if (is_default(n, "Shape")) continue;
+      const DType t = is_default(n, "Cast") ? static_cast<DType>(n.attr_int("to", 0)) : DType::Undefined;
+      if ((t != DType::Float16 && t != DType::BFloat16) || (to != DType::Undefined && t != to)) only_casts = false;
+      to = t;
+      casts.push_back(n.outputs[0]);
+    }
+    if (!only_casts || casts.empty()) continue;
+    v.dtype = to;
+    for (int c : casts) redirect(g, c, in);
+    narrowed.push_back(in);
+    ++changed;
+  }
+  // A graph output that is a Concat of a narrowed input, Cast back to float32: the Concat's value becomes the output
+  // (named as it was: the generator pairs past and present by name).
+  for (int& out : g.outputs) {
+    const Node* cast = m.producer(out);
+    const Node* concat = cast && is_default(*cast, "Cast") && static_cast<DType>(cast->attr_int("to", 0)) == DType::Float32
+                             ? m.producer(cast->inputs[0])
+                             : nullptr;
+    if (!concat || !is_default(*concat, "Concat") || std::none_of(concat->inputs.begin(), concat->inputs.end(), [&](int x) {
+          return std::count(narrowed.begin(), narrowed.end(), x) > 0;
+        }))
+      continue;
+    const int z = cast->inputs[0];
+    if (m.is_output(z)) continue;
+    std::string& zn = g.values[static_cast<size_t>(z)].name;
+    std::string& on = g.values[static_cast<size_t>(out)].name;
+    g.value_ids.erase(zn);
+    std::swap(zn, on);
+    on += "/float32";
+    g.value_ids[zn] = z;
+    g.value_ids[on] = out;
+    out = z;
+    ++changed;
+  }
+  link_producers(g);
+  return changed;
+}
+
 }  // namespace tern

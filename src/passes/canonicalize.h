@@ -20,6 +20,13 @@ int remove_no_op_nodes(Graph& g);
 int remove_round_trip_casts(Graph& g);
 // Both, in that order. Returns the total.
 int canonicalize(Graph& g);
+// For the ring-buffer fusion (a window asked for): a float32 KV cache the graph takes in and gives out around attention
+// that computes in float16 or bfloat16 (onnxconverter-common's float16 conversion with keep_io_types:
+// transformers.js's model_fp16 and model_q4f16) — past → Cast(float16) → Concat → Cast(float32) → present — becomes a
+// cache of the compute type: the past inputs take the Casts' type (their Casts bypassed), and each present output is
+// the Concat's value itself. Exact: a float16 value cast to float32 and back is itself. Returns how many inputs and
+// outputs changed.
+int cache_io_in_compute_type(Graph& g);
 // MatMul(x, Transpose(W)) with W a constant 2-D matrix (perm absent or [1, 0]) and every reader of the
 // Transpose such a MatMul → com.microsoft FusedMatMul(x, W, transB = 1): exact, and run before constant
 // folding, so no transposed copy of W is ever made — the MatMul repacks W as it lies, and a tied LM head

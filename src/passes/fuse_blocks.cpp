@@ -435,13 +435,14 @@ std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, con
       if (!hidden.shape || hidden.shape->size() != 3)
         fail(n->describe(), " projects the hidden state to '", logits, "', but its input '", hidden.name,
              "' is not [batch, sequence, hidden]");
+      // As float32 whatever the graph computes in (a float16 graph's hidden state widened exactly): what embeddings read.
       Node copy;
       copy.name = name + "/identity";
-      copy.op_type = "Identity";
+      copy.op_type = hidden.dtype == DType::Float32 ? "Identity" : "Cast";
+      if (hidden.dtype != DType::Float32) copy.attrs["to"] = int_attr(static_cast<int64_t>(DType::Float32));
       copy.inputs = {x};
-      const DType dtype = hidden.dtype;  // add_value below may move the values
       copy.outputs = {g.add_value(name)};
-      g.values[static_cast<size_t>(copy.outputs[0])].dtype = dtype;
+      g.values[static_cast<size_t>(copy.outputs[0])].dtype = DType::Float32;
       const std::string what = "the input of " + n->describe() + " exposed as output '" + name + "'";
       g.nodes.insert(g.nodes.begin() + p + 1, std::move(copy));
       g.outputs.push_back(g.nodes[static_cast<size_t>(p + 1)].outputs[0]);

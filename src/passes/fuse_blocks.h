@@ -12,7 +12,7 @@ class WeightPack;  // graph/weight_pack.h
 
 // For embeddings from a decoder: the input of the vocabulary projection that makes graph output `logits` (the
 // final norm's output, Hugging Face's last_hidden_state; found back through a bias, a logit scale, soft-capping or
-// a Cast) becomes graph output `name` too, [B, S, hidden], for every position. Fails naming the node where the
+// a Cast) becomes graph output `name` too, [B, S, hidden] as float32, for every position. Fails naming the node where the
 // walk stopped when no projection makes `logits`.
 std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, const std::string& name);
 // For generation, which reads only the last position's logits: the product that makes graph output

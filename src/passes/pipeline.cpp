@@ -49,6 +49,7 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     remove_dead_nodes(g, stats);  // what it bypassed
   }
   if (o.kv_window > 0) {
+    if (cache_io_in_compute_type(g)) remove_dead_nodes(g, stats);  // the Casts the float16 cache no longer passes
     auto cached = fuse_cached_attention(g, {o.kv_window, o.kv_sinks, o.kv_dtype});
     r.fusions = std::move(cached.fused);
     r.misses = std::move(cached.missed);

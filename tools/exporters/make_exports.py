@@ -22,6 +22,11 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
                (q8: int8 weights for these graphs) and model_uint8.onnx: onnxruntime.quantization's dynamic IntegerOps —
                MatMul → DynamicQuantizeLinear + MatMulInteger + Cast + Mul, Gather over a uint8/int8 table +
                DequantizeLinear; uint8 only for llama and smollm2 (its zero points; the rest is q8's graph)
+  tjs-fp16, tjs-q4f16   Optimum's export as transformers.js writes model_fp16.onnx (its scripts/float16.py, keep_io_types,
+               then onnxslim) and model_q4f16.onnx (MatMulNBits blocks of 32, symmetric, then the same conversion). The
+               converter is transformers.js's own, not in this repository: give its scripts folder (transformers.js v3,
+               before the v4 layout removed it) in $TJS_SCRIPTS; without it these cells are skipped. Their goldens
+               also hold ORT's top-2 logit gap at each step (float16 logits tie often: tests compare up to a tie).
   tjs-bnb4     Optimum's export quantized as transformers.js writes model_bnb4.onnx: MatMulBnb4Quantizer, NF4, blocks of
                64; for the architectures issue 74 names (llama, qwen2, qwen3, gemma3, phi3)
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
@@ -29,6 +34,7 @@ A cell an exporter cannot make is reported and skipped (the README's table gives
 import argparse
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -84,8 +90,10 @@ def arch_configs():
     }
 
 
-EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4"]
-ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-bnb4": ("llama", "qwen2", "qwen3", "gemma3", "phi3")}
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4", "tjs-fp16",
+             "tjs-q4f16"]
+ISSUE_74_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
+ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS, "tjs-q4f16": ISSUE_74_ARCHS}
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -215,6 +223,24 @@ def quantize_tjs_bnb4(out_dir):
     q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
 
 
+def convert_tjs_fp16(out_dir):
+    """transformers.js's quantize_fp16: its float16 conversion (default op block list, keep_io_types), then onnxslim."""
+    import onnxslim
+    sys.path.insert(0, os.environ["TJS_SCRIPTS"])
+    import float16
+    m = float16.convert_float_to_float16(onnx.load(str(out_dir / "model.onnx")), keep_io_types=True,
+                                         op_block_list=float16.DEFAULT_OP_BLOCK_LIST)
+    onnx.save(onnxslim.slim(m), str(out_dir / "model.onnx"))
+
+
+def quantize_tjs_q4(out_dir):
+    """transformers.js's quantize_q4: MatMul4BitsQuantizer (ONNX Runtime's MatMulNBitsQuantizer), blocks of 32, symmetric."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as mq
+    q = mq.MatMulNBitsQuantizer(onnx.load(str(out_dir / "model.onnx")), block_size=32, is_symmetric=True)
+    q.process()
+    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+
+
 def single_file(out_dir):
     """Weights inside model.onnx (the fixtures are small); drops what tern's tests do not read."""
     m = onnx.load(str(out_dir / "model.onnx"))
@@ -240,7 +266,7 @@ def ort_greedy(model_path, prompts, eos):
     mask = [[0] * (longest - len(p)) + [1] * len(p) for p in prompts]
     tokens, done = [list(p) for p in prompts], [False] * B
     past = {n: np.zeros([B, inputs[n].shape[1], 0, inputs[n].shape[3]], np_type[inputs[n].type]) for n in past_names}
-    cached, prefill = 0, None
+    cached, prefill, gaps = 0, None, []  # gaps: each step's smallest top-2 logit gap over the rows
     for step in range(NEW_TOKENS):
         total = len(seq[0])
         ids, pos = [], []
@@ -255,6 +281,8 @@ def ort_greedy(model_path, prompts, eos):
             feeds["position_ids"] = np.array(pos, np_type[inputs["position_ids"].type])
         outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         last = outs["logits"][:, -1, :].astype(np.float32)
+        top2 = np.sort(last, axis=1)[:, -2:]
+        gaps.append(float(np.min(top2[:, 1] - top2[:, 0])))
         if step == 0:
             prefill = last
         for b in range(B):
@@ -268,7 +296,7 @@ def ort_greedy(model_path, prompts, eos):
         cached = total
         if all(done):
             break
-    return tokens, prefill
+    return tokens, prefill, gaps
 
 
 def random_model(cfg, attention=None):
@@ -323,12 +351,16 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4"):
+        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4", "tjs-fp16", "tjs-q4f16"):
             export_optimum(model_dir, out_dir)
             if exporter == "ort-int4":
                 quantize_ort_int4(out_dir)
             elif exporter == "tjs-bnb4":
                 quantize_tjs_bnb4(out_dir)
+            elif exporter in ("tjs-fp16", "tjs-q4f16"):
+                if exporter == "tjs-q4f16":
+                    quantize_tjs_q4(out_dir)
+                convert_tjs_fp16(out_dir)
             elif exporter.startswith("tjs-"):
                 quantize_tjs_q8(out_dir, "QInt8" if exporter == "tjs-q8" else "QUInt8")
         else:
@@ -345,8 +377,10 @@ def make_cell(arch, cfg, exporter, out_root, work):
     cases = []
     oracle = exact_oracle(out_dir / "model.onnx", work / f"{name}-oracle.onnx")
     for prompts in ([PROMPTS[0]], PROMPTS if not genai else [PROMPTS[0], PROMPTS[0][::-1]]):
-        tokens, prefill = ort_greedy(oracle, prompts, eos)
+        tokens, prefill, gaps = ort_greedy(oracle, prompts, eos)
         cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
+        if exporter in ("tjs-fp16", "tjs-q4f16"):
+            cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
     golden = {"exporter": exporter, "arch": arch, "max_new_tokens": NEW_TOKENS, "eos": eos, "cases": cases,
               "oracle": ("int8 weights as uint8" if exporter == "tjs-q8" else "accuracy_level 0") if oracle != str(out_dir / "model.onnx")
               else "as exported",
@@ -369,6 +403,9 @@ def main():
                 if only and arch not in only and f"{arch}-{exporter}" not in only:
                     continue
                 if exporter in ONLY_FOR and arch not in ONLY_FOR[exporter]:
+                    continue
+                if exporter in ("tjs-fp16", "tjs-q4f16") and "TJS_SCRIPTS" not in os.environ:
+                    print(f"{arch}-{exporter}: skipped (TJS_SCRIPTS names no transformers.js scripts folder)")
                     continue
                 print(make_cell(arch, cfg, exporter, out_root, Path(tmp)), flush=True)
 
