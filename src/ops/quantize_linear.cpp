@@ -132,7 +132,8 @@ class QuantizeLinearOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const Tensor x = cast_to(ctx.in(0), DType::Float32), scale = cast_to(ctx.in(1), DType::Float32);
-    const Tensor* zp = ctx.has(2) ? &ctx.in(2) : nullptr;
+    const Tensor zp_aligned = ctx.has(2) ? aligned(ctx.in(2)) : Tensor();  // (a view of the file may sit off its alignment)
+    const Tensor* zp = ctx.has(2) ? &zp_aligned : nullptr;
     check_zero_point(ctx.node, zp, scale);
     const ParamLayout p = param_layout(ctx.node, x.shape(), scale.shape(), axis_, block_);
     Tensor& y = ctx.out(0);
@@ -171,7 +172,8 @@ class DequantizeLinearOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const Tensor &x = ctx.in(0), scale = cast_to(ctx.in(1), DType::Float32);
-    const Tensor* zp = ctx.has(2) ? &ctx.in(2) : nullptr;
+    const Tensor zp_aligned = ctx.has(2) ? aligned(ctx.in(2)) : Tensor();  // (a view of the file may sit off its alignment)
+    const Tensor* zp = ctx.has(2) ? &zp_aligned : nullptr;
     check_zero_point(ctx.node, zp, scale);
     const ParamLayout p = param_layout(ctx.node, x.shape(), scale.shape(), axis_, block_);
     Tensor& y = ctx.out(0);
