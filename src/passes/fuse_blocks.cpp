@@ -465,7 +465,17 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
   link_producers(g);
   const int out = g.find_value(output);
   if (out < 0 || std::count(g.outputs.begin(), g.outputs.end(), out) == 0) return {};
-  const int p = g.values[static_cast<size_t>(out)].producer;
+  int p = g.values[static_cast<size_t>(out)].producer;
+  // Through a Cast of the product alone (a float16 graph's logits widened to the float32 output it declares).
+  for (int step = 0; step < 2 && p >= 0; ++step) {
+    const Node& cast = g.nodes[static_cast<size_t>(p)];
+    const int x = cast.op_type == "Cast" && cast.domain.empty() && !cast.inputs.empty() ? cast.inputs[0] : -1;
+    if (x < 0 || std::count(g.outputs.begin(), g.outputs.end(), x) || std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) {
+                                                                        return std::count(n.inputs.begin(), n.inputs.end(), x) > 0;
+                                                                      }) != 1)
+      break;
+    p = g.values[static_cast<size_t>(x)].producer;
+  }
   if (p < 0) return {};
   Node& proj = g.nodes[static_cast<size_t>(p)];
   const bool matmul = (proj.op_type == "MatMul" && proj.domain.empty()) ||
