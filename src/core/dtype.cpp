@@ -1,5 +1,9 @@
 #include "core/dtype.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tern {
 
 #if defined(__x86_64__) && !defined(__F16C__)
@@ -38,6 +42,41 @@ float f16_value_of(uint16_t bits) {
   return f;
 }
 #endif
+
+#if defined(__x86_64__)
+namespace {
+__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+}
+__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+}  // namespace
+#endif
+
+void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return f16_to_f32_f16c(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) {
+    f16 h;
+    h.bits = src[i];
+    dst[i] = static_cast<float>(h);
+  }
+}
+
+void f32_to_f16(const float* src, uint16_t* dst, int64_t n) {
+#if defined(__x86_64__)
+  if (kHasF16c) return f32_to_f16_f16c(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16(src[i]).bits;
+}
 
 const char* dtype_name(DType t) {
   switch (t) {

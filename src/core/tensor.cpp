@@ -348,6 +348,10 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
     return;
   }
   const int64_t n = src.numel();
+  if (src.dtype() == DType::Float16 && dst.dtype() == DType::Float32)
+    return f16_to_f32(static_cast<const uint16_t*>(src.raw()), static_cast<float*>(dst.raw()), n);
+  if (src.dtype() == DType::Float32 && dst.dtype() == DType::Float16)
+    return f32_to_f16(static_cast<const float*>(src.raw()), static_cast<uint16_t*>(dst.raw()), n);
   visit_numeric(src.dtype(), [&](auto stag) {
     using S = typename decltype(stag)::type;
     visit_numeric(dst.dtype(), [&](auto dtag) {
