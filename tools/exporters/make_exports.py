@@ -22,6 +22,7 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
                (q8: int8 weights for these graphs) and model_uint8.onnx: onnxruntime.quantization's dynamic IntegerOps —
                MatMul → DynamicQuantizeLinear + MatMulInteger + Cast + Mul, Gather over a uint8/int8 table +
                DequantizeLinear; uint8 only for llama and smollm2 (its zero points; the rest is q8's graph)
+  tjs-q4       Optimum's export as transformers.js writes model_q4.onnx: MatMul4BitsQuantizer, blocks of 32, symmetric
   tjs-fp16, tjs-q4f16   Optimum's export as transformers.js writes model_fp16.onnx (its scripts/float16.py, keep_io_types,
                then onnxslim) and model_q4f16.onnx (MatMulNBits blocks of 32, symmetric, then the same conversion). The
                converter is transformers.js's own, not in this repository: give its scripts folder (transformers.js v3,
@@ -90,10 +91,10 @@ def arch_configs():
     }
 
 
-EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4", "tjs-fp16",
-             "tjs-q4f16"]
+EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-q4", "tjs-bnb4",
+             "tjs-fp16", "tjs-q4f16"]
 ISSUE_74_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
-ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS, "tjs-q4f16": ISSUE_74_ARCHS}
+ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-q4": ISSUE_74_ARCHS, "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS, "tjs-q4f16": ISSUE_74_ARCHS}
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -230,7 +231,13 @@ def convert_tjs_fp16(out_dir):
     import float16
     m = float16.convert_float_to_float16(onnx.load(str(out_dir / "model.onnx")), keep_io_types=True,
                                          op_block_list=float16.DEFAULT_OP_BLOCK_LIST)
-    onnx.save(onnxslim.slim(m), str(out_dir / "model.onnx"))
+    m = onnxslim.slim(m)
+    # Today's onnx shape inference leaves MatMulNBits' outputs untyped (elem_type 0), which the conversion writes
+    # into value_info and ONNX Runtime then refuses ("Invalid tensor data type 0"): such entries say nothing, dropped.
+    typed = [v for v in m.graph.value_info if v.type.tensor_type.elem_type != 0]
+    del m.graph.value_info[:]
+    m.graph.value_info.extend(typed)
+    onnx.save(m, str(out_dir / "model.onnx"))
 
 
 def quantize_tjs_q4(out_dir):
@@ -351,16 +358,17 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter in ("optimum", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-bnb4", "tjs-fp16", "tjs-q4f16"):
+        elif exporter == "optimum" or exporter.startswith(("ort-", "tjs-")):
             export_optimum(model_dir, out_dir)
             if exporter == "ort-int4":
                 quantize_ort_int4(out_dir)
             elif exporter == "tjs-bnb4":
                 quantize_tjs_bnb4(out_dir)
-            elif exporter in ("tjs-fp16", "tjs-q4f16"):
-                if exporter == "tjs-q4f16":
+            elif exporter in ("tjs-q4", "tjs-fp16", "tjs-q4f16"):
+                if exporter != "tjs-fp16":
                     quantize_tjs_q4(out_dir)
-                convert_tjs_fp16(out_dir)
+                if exporter != "tjs-q4":
+                    convert_tjs_fp16(out_dir)
             elif exporter.startswith("tjs-"):
                 quantize_tjs_q8(out_dir, "QInt8" if exporter == "tjs-q8" else "QUInt8")
         else:
