@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
+#include "model_builder.h"
 #include "tern/tern.h"
 
 using namespace tern;
@@ -152,4 +154,32 @@ TEST_CASE("C API: the ISA tier is chosen once per process") {
   }
   tern_graph_free(g);
   tern_options_free(o);
+}
+
+// An onnx-community repository (the llama cells: Optimum's fp32 export as onnx/model.onnx, its q8 as
+// onnx/model_quantized.onnx): tern_options_set_dtype picks the file, the default takes fp32 (no q4 here), and a
+// dtype the repository lacks fails naming those it has.
+TEST_CASE("C API: tern_options_set_dtype picks a repository's onnx/ variant") {
+  test::TempDir repo;
+  std::filesystem::create_directory(repo.path / "onnx");
+  const std::filesystem::path cells = std::filesystem::path(kSource) / "tests" / "fixtures" / "exports";
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"})
+    std::filesystem::copy_file(cells / "llama-optimum" / f, repo.path / f);
+  std::filesystem::copy_file(cells / "llama-optimum" / "model.onnx", repo.path / "onnx" / "model.onnx");
+  std::filesystem::copy_file(cells / "llama-tjs-q8" / "model.onnx", repo.path / "onnx" / "model_quantized.onnx");
+  auto text_of = [&](const char* dtype) {
+    tern_options* o = tern_options_create();
+    REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
+    if (dtype) REQUIRE(tern_options_set_dtype(o, dtype) == TERN_OK);
+    tern_model* m = nullptr;
+    const tern_status s = tern_model_load(repo.path.string().c_str(), o, &m);
+    tern_options_free(o);
+    std::string text = s == TERN_OK ? generate_text(m, "Hi", 8) : std::string("error: ") + tern_model_error(m);
+    tern_model_free(m);
+    return text;
+  };
+  const std::string fp32 = text_of(nullptr), q8 = text_of("q8");
+  CHECK(fp32 == text_of("fp32"));
+  CHECK(q8.rfind("error", 0) != 0);
+  CHECK(text_of("bnb4").find("has no bnb4 variant; it has fp32, q8") != std::string::npos);
 }

@@ -61,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 2
-#define TERN_API_VERSION_MINOR 1
+#define TERN_API_VERSION_MINOR 2
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -112,6 +112,10 @@ TERN_API tern_status tern_options_set_window(tern_options* options, int64_t toke
 TERN_API tern_status tern_options_set_device(tern_options* options, const char* device);
 /* Weights converted at load: "fp32" (as stored), "fp16", "bf16", "int8", "int4". */
 TERN_API tern_status tern_options_set_weights(tern_options* options, const char* format);
+/* A Hugging Face onnx-community / transformers.js repository's variant in its onnx/ folder: "fp32", "fp16", "q8",
+ * "int8", "uint8", "q4", "q4f16", "bnb4" (the CLI's --dtype). Unset: the first present of q4, fp32, q8, int8, uint8,
+ * fp16, q4f16, bnb4. A load of anything but such a repository with a dtype set fails. (API 2.2) */
+TERN_API tern_status tern_options_set_dtype(tern_options* options, const char* dtype);
 /* Non-zero: graphs loaded with these options record every node's time, kernel and cost (tern_graph_profile).
  * Off by default: no clock is read. (API 1.1) */
 TERN_API tern_status tern_options_set_profiling(tern_options* options, int on);

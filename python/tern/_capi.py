@@ -116,6 +116,7 @@ _PROTOTYPES = {
     "tern_options_set_window": (c_int, [_P, c_int64]),
     "tern_options_set_device": (c_int, [_P, c_char_p]),
     "tern_options_set_weights": (c_int, [_P, c_char_p]),
+    "tern_options_set_dtype": (c_int, [_P, c_char_p]),
     "tern_options_set_profiling": (c_int, [_P, c_int]),
     "tern_graph_load": (c_int, [c_char_p, _P, POINTER(_P)]),
     "tern_graph_free": (None, [_P]),
@@ -204,8 +205,8 @@ def check_options(status, options):
     check(status, lib.tern_options_error, options)
 
 
-def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weights=None, profiling=False, dims=None,
-                 initializers=()):
+def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weights=None, dtype=None, profiling=False,
+                 dims=None, initializers=()):
     """A tern_options handle with these settings (the caller frees it with lib.tern_options_free). dims: {name: value}
     fixed; initializers: (name, tern_dtype, C-ordered numpy array) replacing the graph's (the arrays outlive it)."""
     o = lib.tern_options_create()
@@ -223,6 +224,8 @@ def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weigh
             check_options(lib.tern_options_set_device(o, device.encode()), o)
         if weights:
             check_options(lib.tern_options_set_weights(o, weights.encode()), o)
+        if dtype:
+            check_options(lib.tern_options_set_dtype(o, dtype.encode()), o)
         check_options(lib.tern_options_set_profiling(o, 1 if profiling else 0), o)
         for name, value in (dims or {}).items():
             check_options(lib.tern_options_set_dim(o, name.encode(), int(value)), o)

@@ -71,15 +71,17 @@ class Model(_ModelHandle):
     onnxruntime-genai Config of one.
 
     threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context, at most 131072); device: "cpu" or
-    "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); isa: cap the CPU kernels' tier;
+    "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); dtype: which onnx/ variant of an onnx-community
+    repository ("fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4"; default the first present of q4, fp32, q8, …);
+    isa: cap the CPU kernels' tier;
     max_memory: bytes this model (its Generators included) may own; other models keep their own caps.
     """
 
-    def __init__(self, path, *, threads=0, window=0, device=None, weights=None, isa=None, max_memory=0):
+    def __init__(self, path, *, threads=0, window=0, device=None, weights=None, dtype=None, isa=None, max_memory=0):
         if isinstance(path, Config):
             path = path.path
         self._handle = _capi.load("model", os.fspath(path), threads=threads, isa=isa, max_memory=max_memory, window=window,
-                                  device=device, weights=weights)
+                                  device=device, weights=weights, dtype=dtype)
         self.device_type = "OpenCL" if device and str(device).startswith("opencl") else "CPU"
         info = _capi.ModelInfo()
         self._check(lib.tern_model_get_info(self._handle, ctypes.byref(info)))

@@ -169,6 +169,14 @@ tern_status tern_options_set_weights(tern_options* o, const char* format) {
   });
 }
 
+tern_status tern_options_set_dtype(tern_options* o, const char* dtype) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(dtype, "dtype");
+    o->dtype = dtype;
+  });
+}
+
 tern_status tern_options_set_profiling(tern_options* o, int on) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   o->profiling = on != 0;

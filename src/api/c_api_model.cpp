@@ -163,7 +163,7 @@ tern_status tern_model_load(const char* path, const tern_options* options, tern_
   return create(model, [&](tern_model& m) {
     need(path, "path");
     apply_isa(options);
-    const llm::ModelFiles files = llm::resolve_model(model_path(path));
+    const llm::ModelFiles files = llm::resolve_model(model_path(path), options ? options->dtype : "");
     m.dir = files.dir;
     m.config = llm::read_model_config(files.dir);
     const llm::DecoderOptions o = options ? options->decoder : llm::DecoderOptions{};

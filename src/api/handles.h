@@ -98,6 +98,7 @@ tern_dtype c_dtype(DType t, const std::string& tensor);
 struct tern_options {
   tern::llm::DecoderOptions decoder;  // device, weights, window, threads, memory cap
   std::string isa;
+  std::string dtype;  // a repository's variant (llm::resolve_model)
   bool profiling = false;
   // (graphs only) SessionOptions::fixed_dims and initializers: tern_options_set_dim, tern_options_add_initializer
   std::map<std::string, int64_t> fixed_dims;

@@ -285,3 +285,28 @@ def test_a_gguf_file_loads_as_its_imported_folder(tmp_path, monkeypatch):
     session = tern.InferenceSession(str(fixture / "model.gguf"))  # the same folder's graph, not imported again
     assert "input_ids" in [i.name for i in session.get_inputs()]
     assert len(list((tmp_path / "tern" / "gguf").iterdir())) == 1
+
+
+def test_dtype_picks_a_repositorys_onnx_variant(tmp_path):
+    """An onnx-community repository (configs at its root, variants in onnx/), made of the llama cells: dtype= picks
+    the file as the CLI's --dtype does — the q8 file gives that cell's ONNX Runtime tokens (each prompt alone) — and
+    a dtype the repository lacks is an error naming those it has."""
+    import shutil
+    cells = REPO / "tests" / "fixtures" / "exports"
+    (tmp_path / "onnx").mkdir()
+    for f in ("config.json", "generation_config.json", "tokenizer.json"):
+        shutil.copy(cells / "llama-optimum" / f, tmp_path / f)
+    shutil.copy(cells / "llama-optimum" / "model.onnx", tmp_path / "onnx" / "model.onnx")
+    shutil.copy(cells / "llama-tjs-q8" / "model.onnx", tmp_path / "onnx" / "model_quantized.onnx")
+    golden = json.loads((cells / "llama-tjs-q8" / "greedy.json").read_text())
+    prompt, want = golden["cases"][0]["prompts"][0], golden["cases"][0]["tokens"][0]
+    model = tern.Model(tmp_path, threads=1, dtype="q8")
+    params = tern.GeneratorParams(model)
+    params.set_search_options(max_length=len(want), do_sample=False)
+    generator = tern.Generator(model, params)
+    generator.append_tokens(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+    assert list(generator.get_sequence(0)) == want
+    with pytest.raises(Exception, match="has no bnb4 variant; it has fp32, q8"):
+        tern.Model(tmp_path, dtype="bnb4")

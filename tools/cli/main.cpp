@@ -137,7 +137,7 @@ const char* kUsageTail =
       refused with a message; --no-pack (generate, chat, bench, profile) loads without it.
   devices
       Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.
-  serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
+  serve MODEL_DIR [--dtype D] [--port 8080] [--host 127.0.0.1] [--parallel 4] [--queue 64] [--prefill-chunk 32]
         [--timeout 600] [--grace 10] [--max-body 8388608] [--max-prompt-tokens N] [--max-tokens N]
         [--no-prefix-cache] [--api-key KEY] [--cors-origin ORIGINS] [--model-name NAME] [--window W]
         [--weights F] [--threads N] [--max-memory SIZE] [--embedding-model ENCODER_DIR]

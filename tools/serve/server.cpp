@@ -171,7 +171,7 @@ struct Server::Impl {
       routes();
       return;
     }
-    const llm::ModelFiles files = llm::resolve_model(o.model_path);
+    const llm::ModelFiles files = llm::resolve_model(o.model_path, o.dtype);
     model_name = !o.model_name.empty() ? o.model_name : std::filesystem::path(files.dir).filename().string();
     cfg = llm::read_model_config(files.dir);
     SessionOptions so = llm::decoder_session_options(o.decoder, cfg, true);

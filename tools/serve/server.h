@@ -16,6 +16,7 @@ namespace tern::serve {
 
 struct ServerOptions {
   std::string model_path;  // a model folder or .onnx file; an encoder folder (llm::is_encoder_folder): embeddings only
+  std::string dtype;       // an onnx-community repository's variant (llm::resolve_model; "": its default)
   // An encoder folder (sentence-transformers' layout) beside the decoder, for /v1/embeddings ("": none).
   std::string embedding_model;
   // The decoder's own embeddings on /v1/embeddings too (`--embeddings`, as llama-server's): its final hidden state

@@ -24,6 +24,7 @@ int serve(int argc, char** argv) {
   Flags f = parse(argc, argv, 3, {"prefault", "no-pack", "no-prefix-cache", "embeddings"});
   serve::ServerOptions o;
   o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
+  o.dtype = f.get("dtype", "");
   o.model_name = f.get("model-name", "");
   o.embedding_model = f.get("embedding-model", "");
   o.decoder_embeddings = f.has("embeddings");
