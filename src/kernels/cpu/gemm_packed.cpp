@@ -64,7 +64,13 @@ void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
       return p;
     } else {  // widened into L1, once per K block of the panel
       if (!scratch) return nullptr;
-      for (int64_t i = 0; i < kc * kNR; i += kLanes) load_lanes(p + i).store_aligned(scratch + i);
+      if constexpr (std::is_same_v<T, f16>) {
+        // F16C where the CPU has it (core/dtype.h): this closure is the baseline build's code, and at x86-64-v2 its
+        // lanes widened fp16 one element at a time — the fp16 prefill's products ran at a third of fp32's rate.
+        f16_to_f32(reinterpret_cast<const uint16_t*>(p), scratch, kc * kNR);
+      } else {
+        for (int64_t i = 0; i < kc * kNR; i += kLanes) load_lanes(p + i).store_aligned(scratch + i);
+      }
       return scratch;
     }
   });
