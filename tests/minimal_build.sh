@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The embedded variant (-DTERN_MINIMAL=ON -DTERN_STATIC=ON) against a full build of the same tree: one static
-# file under 3 MiB stripped (x86-64-v2: 3 MiB + 204 KiB), the same text from every test model, the same answer
+# file under 3 MiB stripped (x86-64-v2: 3 MiB + 220 KiB), the same text from every test model, the same answer
 # to every hostile ONNX file (its loader runs over protobuf-lite classes), and a clear message for the commands
 # it leaves out.
 # Usage: minimal_build.sh MINIMAL_TERN FULL_TERN SHARED_DIR WORK_DIR [RUNNER...]  (RUNNER: qemu-aarch64 for a
@@ -33,8 +33,12 @@ echo "minimal static CLI: $size bytes stripped ($(awk "BEGIN{printf \"%.2f\", $s
 # small device needs most (a process killed for memory instead of a refusal): +20 KiB; 3,353,032 (five pages more)
 # with fused q|k|v and gate|up packed from their parts (no concatenated copy at load: the 1B shape's int4 load peak
 # 66 MB lower) and 4-bit blocks of 16 grouped for decode (2.0x a row), 2-bit grouping left out of this build (its
-# kernels were 33 KB more: 2-bit weights decode as stored here): +20 KiB.
-max=3145728; run_min --version | grep -q "tiers built: sse42 " && max=$((max + 208896))
+# kernels were 33 KB more: 2-bit weights decode as stored here): +20 KiB; 3,365,320 (three pages more) with the files
+# people download — an onnx-community repository's onnx/ variants by --dtype (resolve_model: 5.6 KB), float16 graphs'
+# float32 cache I/O made float16 for the ring (1.5 KB), float16 conversions by F16C where the CPU has it (an
+# x86-64-v2 build had converted one element at a time: the fp16 prefill's products 310 -> 172 ms); the 8-bit and bnb4
+# ops and their fusion stay out of this build: +16 KiB.
+max=3145728; run_min --version | grep -q "tiers built: sse42 " && max=$((max + 225280))
 [ "$size" -lt "$max" ] || { echo "over $max bytes"; exit 1; }
 
 same() {  # same() NAME ARGS... [-- MINIMAL_ARGS...]: both builds print the same text
@@ -81,6 +85,9 @@ for f in "$here"/bad_inputs/onnx_model/*.onnx; do
   a=0 b=0
   "$full" inspect "$f" > "$work/bad.full" 2>&1 || a=$?
   run_min inspect "$f" > "$work/bad.min" 2>&1 || b=$?
+  # (a file over an op this build leaves out — transformers.js's 8-bit and bnb4 ops, ops/register_all.h — is named
+  # "not supported" here: the rest of its answer is not the minimal build's to give)
+  if grep -q "(not supported)" "$work/bad.min" && ! grep -q "(not supported)" "$work/bad.full"; then continue; fi
   [ "$a" = "$b" ] && cmp -s "$work/bad.full" "$work/bad.min" || { echo "$(basename "$f"): exit $a vs $b"; diff "$work/bad.full" "$work/bad.min" | head -4; exit 1; }
   n=$((n + 1))
 done

@@ -66,10 +66,12 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     infer_and_fold(g, stats, true);
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
+#ifndef TERN_MINIMAL  // (the integer products are not in that build: ops/register_all.h)
   if (o.optimize || o.kv_window > 0) {  // exact, and before the hidden state is looked for (a projection it passes)
     append(r.fusions, fuse_dynamic_quantized_matmuls(g));
     remove_dead_nodes(g, stats);
   }
+#endif
   // Before the logits are sliced: the hidden state is wanted at every position.
   if (!o.hidden_state_of.empty()) {
 #ifdef TERN_MINIMAL  // (embeddings are tern serve's, which a minimal build leaves out: 2 KB of code it need not carry)
