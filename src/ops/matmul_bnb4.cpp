@@ -2,6 +2,7 @@
 // absmax (kernels/cpu/bnb4.h) — transformers.js's model_bnb4.onnx. As ONNX Runtime does, the weight is dequantized to
 // float32; a constant one once at load, into the panels MatMul's kernels read (so a token streams 4 bytes a weight,
 // 8x the file's: a kernel reading the codes as MatMulNBits' do is left to do), else at each run.
+#include "core/checked_math.h"
 #include "kernels/cpu/bnb4.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_packed.h"
@@ -19,6 +20,8 @@ class MatMulBnb4Op : public Op {
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
     if (type_ != 0 && type_ != 1) fail(n.describe(), ": quant_type ", type_, " is neither 0 (FP4) nor 1 (NF4)");
     if (n.attr_int("transB", 1) != 1) fail_unsupported(n.describe(), ": transB 0 (ONNX Runtime, too, reads B as Wᵀ)");
+    const std::string what = n.describe() + ": its float32 weight, K · N";  // (sizes the load computes from them)
+    checked_mul(checked_mul(K_, checked_add(N_, kernels::kPanel, what.c_str()), what.c_str()), int64_t{4}, what.c_str());
   }
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
