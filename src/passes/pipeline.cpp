@@ -66,8 +66,9 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     infer_and_fold(g, stats, true);
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
-#ifndef TERN_MINIMAL                    // (the integer products are not in that build: ops/register_all.h)
-  if (o.optimize || o.kv_window > 0) {  // exact, and before the hidden state is looked for (a projection it passes)
+#ifndef TERN_MINIMAL  // (the integer products are not in that build: ops/register_all.h)
+  // Exact, and before the hidden state is looked for (the fused node is a projection it passes).
+  if (o.optimize || o.kv_window > 0) {
     append(r.fusions, fuse_dynamic_quantized_matmuls(g));
     remove_dead_nodes(g, stats);
   }
