@@ -17,15 +17,16 @@
 namespace tern {
 namespace {
 
-// One value, or one per index of `per` (A's rows or B's columns): the count a zero point or scale may have.
-void check_count(const Node& node, const char* what, const Tensor& t, int64_t per, const char* per_what) {
-  if (t.numel() != 1 && t.numel() != per)
-    fail(node.describe(), ": ", what, " has ", t.numel(), " values; it takes 1 or one per ", per_what, " (", per, ")");
+// One value, or one per index of `per` (A's rows or B's columns): the count a zero point or scale may have. (Errors
+// from run() and prepack() are prefixed with the node by the session.)
+void check_count(const char* what, const Tensor& t, int64_t per, const char* per_what) {
+  if (t.numel() != 1 && t.numel() != per) fail(what, " has ", t.numel(), " values; it takes 1 or one per ", per_what, " (", per, ")");
 }
 
-int32_t zero_point_at(const Tensor& zp, int64_t i) {
-  const int64_t j = zp.numel() == 1 ? 0 : i;
-  return zp.dtype() == DType::Int8 ? static_cast<const int8_t*>(zp.raw())[j] : static_cast<const uint8_t*>(zp.raw())[j];
+// A zero point's values widened (int8 or uint8, one or one per row or column).
+std::vector<int32_t> zero_points(const Tensor& zp) {
+  const Tensor wide = cast_to(zp, DType::Int32);
+  return std::vector<int32_t>(wide.data<int32_t>(), wide.data<int32_t>() + wide.numel());
 }
 
 // A zero point, when given, has its operand's type.
@@ -55,11 +56,12 @@ std::vector<int16_t> centered(const Node& node, const Tensor& A, const Tensor* a
     fail(node.describe(), ": A is ", dtype_name(A.dtype()), "; it must be uint8 or int8");
   const int64_t rows = K ? A.numel() / K : 0;
   if (A.rank() == 0 || A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
-  if (a_zp) check_count(node, "a_zero_point", *a_zp, rows, "row of A");
+  if (a_zp) check_count("a_zero_point", *a_zp, rows, "row of A");
+  const std::vector<int32_t> zeros = a_zp ? zero_points(*a_zp) : std::vector<int32_t>{0};
   std::vector<int16_t> a(static_cast<size_t>(A.numel()));
   const bool a_signed = A.dtype() == DType::Int8;
   for (int64_t m = 0; m < rows; ++m) {
-    const int32_t z = a_zp ? zero_point_at(*a_zp, m) : 0;
+    const int32_t z = zeros[zeros.size() == 1 ? 0 : static_cast<size_t>(m)];
     for (int64_t k = 0; k < K; ++k) {
       const int64_t i = m * K + k;
       const int32_t v = a_signed ? static_cast<const int8_t*>(A.raw())[i] : static_cast<const uint8_t*>(A.raw())[i];
@@ -69,19 +71,24 @@ std::vector<int16_t> centered(const Node& node, const Tensor& A, const Tensor* a
   return a;
 }
 
-// What the three ops share: B packed once at load when it is a constant (else at each run), and the product.
+// What the three ops share: B packed with its zero points once at load when both are constants (else at each run),
+// and the product.
 class IntegerProductOp : public Op {
  public:
+  IntegerProductOp(const Node& n, int b_zero_point_input)
+      : b_zp_(b_zero_point_input), b_zp_given_(static_cast<int>(n.inputs.size()) > b_zp_ && n.inputs[static_cast<size_t>(b_zp_)] >= 0) {}
   std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
-    const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
-    if (!B || B->rank() != 2 || (B->dtype() != DType::Int8 && B->dtype() != DType::UInt8)) return {};
+    const auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
+    const Tensor *B = at(1), *zp = at(static_cast<size_t>(b_zp_));
+    if (!B || B->rank() != 2 || (B->dtype() != DType::Int8 && B->dtype() != DType::UInt8) || (b_zp_given_ && !zp)) return {};
+    if (zp) check_count("b_zero_point", *zp, B->dim(1), "column of B");
     const int64_t K = B->dim(0), N = B->dim(1);
     const bool is_signed = B->dtype() == DType::Int8;
     const auto parts = options.prepared("integer rows", {{B->dtype(), K * N}}, [&] {
       if (!B->raw()) fail("its weight was left out of the pack, which holds no integer rows of it: run `tern pack` again");
-      return std::vector<Tensor>{kernels::pack_integer_matrix(B->raw(), is_signed, K, N).rows};
+      return std::vector<Tensor>{kernels::pack_integer_matrix(B->raw(), is_signed, K, N, {}).rows};
     });
-    packed_ = kernels::IntegerMatrix{K, N, is_signed, parts[0].reshaped({N, K})};
+    packed_ = kernels::IntegerMatrix{K, N, is_signed, parts[0].reshaped({N, K}), zp ? zero_points(*zp) : std::vector<int32_t>{}};
     return {1};
   }
   int64_t packed_weight_bytes() const override { return packed_ ? packed_->bytes() : 0; }
@@ -93,45 +100,47 @@ class IntegerProductOp : public Op {
   }
 
  protected:
-  // (A − a_zp) · (B − b_zp) from A centered: into c (int32 [rows, N]), or with `Y` given scaled into it, Y = float(c) ·
-  // (a_scale · b_scale[n]) + bias[n] as ONNX Runtime scales its sums.
-  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, int32_t* c) const {
-    product(node, a, B, b_zp, c, nullptr, 0, nullptr, nullptr);
-  }
-  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, float a_scale, const Tensor& b_scale,
-               const Tensor* bias, Tensor& Y) const {
-    product(node, a, B, b_zp, nullptr, &b_scale, a_scale, bias, &Y);
-  }
   int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
+  // (A − a_zp) · (B − b_zp) from A centered, into c (int32 [rows, N]).
+  void product(RunContext& ctx, const std::vector<int16_t>& a, int32_t* c) const {
+    kernels::IntegerMatrix scratch;
+    const kernels::IntegerMatrix& w = weights(ctx, scratch);
+    kernels::gemm_integer(a.data(), rows_of(a, w), w, c);
+  }
+  // The same scaled into Y: float(c) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its sums.
+  void product(RunContext& ctx, const std::vector<int16_t>& a, float a_scale, const Tensor& b_scale, const Tensor* bias) const {
+    kernels::IntegerMatrix scratch;
+    const kernels::IntegerMatrix& w = weights(ctx, scratch);
+    check_count("b_scale", b_scale, w.N, "column of B");
+    if (bias && bias->numel() != w.N) fail(ctx.node.describe(), ": bias has ", bias->numel(), " values for ", w.N, " columns");
+    // (The file's float32 ones read in place; a view of it may sit off its alignment.)
+    const Tensor scales = cast_to(b_scale, DType::Float32), bias_f32 = bias ? cast_to(*bias, DType::Float32) : Tensor();
+    const float* b = bias ? bias_f32.data<float>() : nullptr;
+    Tensor& Y = ctx.out(0);
+    Tensor values = Y.dtype() == DType::Float32 ? Y : Tensor(DType::Float32, Y.shape());
+    kernels::gemm_integer_to_float(a.data(), rows_of(a, w), w, a_scale, scales.data<float>(), scales.numel(), b, values.data<float>());
+    if (values.raw() != Y.raw()) convert_tensor(values, Y);
+  }
 
  private:
-  void product(const Node& node, const std::vector<int16_t>& a, const Tensor& B, const Tensor* b_zp, int32_t* c, const Tensor* b_scale,
-               float a_scale, const Tensor* bias, Tensor* Y) const {
-    kernels::IntegerMatrix scratch;
-    if (!packed_) {
-      if (B.rank() != 2 || (B.dtype() != DType::Int8 && B.dtype() != DType::UInt8))
-        fail(node.describe(), ": B is ", dtype_name(B.dtype()), " ", shape_str(B.shape()), "; it must be a 2-D uint8 or int8 matrix");
-      scratch = kernels::pack_integer_matrix(aligned(B).raw(), B.dtype() == DType::Int8, B.dim(0), B.dim(1));
-    }
-    const kernels::IntegerMatrix& w = packed_ ? *packed_ : scratch;
-    const int64_t N = w.N, rows = w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
-    if (b_zp) check_count(node, "b_zero_point", *b_zp, N, "column of B");
-    std::vector<int32_t> zeros;
-    if (b_zp)
-      for (int64_t n = 0; n < b_zp->numel(); ++n) zeros.push_back(zero_point_at(*b_zp, n));
-    const int32_t* z = b_zp ? zeros.data() : nullptr;
-    const int64_t z_count = static_cast<int64_t>(zeros.size());
-    if (!Y) return kernels::gemm_integer(a.data(), rows, w, z, z_count, c);
-    check_count(node, "b_scale", *b_scale, N, "column of B");
-    if (bias && bias->numel() != N) fail(node.describe(), ": bias has ", bias->numel(), " values for ", N, " columns");
-    const Tensor bs = cast_to(*b_scale, DType::Float32), b = bias ? cast_to(*bias, DType::Float32) : Tensor();
-    std::vector<float> scale(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; ++n) scale[static_cast<size_t>(n)] = a_scale * bs.data<float>()[bs.numel() == 1 ? 0 : n];
-    Tensor values = Y->dtype() == DType::Float32 ? *Y : Tensor(DType::Float32, Y->shape());
-    kernels::gemm_integer_to_float(a.data(), rows, w, z, z_count, scale.data(), bias ? b.data<float>() : nullptr, values.data<float>());
-    if (values.raw() != Y->raw()) convert_tensor(values, *Y);
+  static int64_t rows_of(const std::vector<int16_t>& a, const kernels::IntegerMatrix& w) {
+    return w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
+  }
+  // The packed B, or B (input 1) and its zero points packed now into `scratch` when they are not constants.
+  const kernels::IntegerMatrix& weights(RunContext& ctx, kernels::IntegerMatrix& scratch) const {
+    if (packed_) return *packed_;
+    const Tensor& B = ctx.in(1);
+    if (B.rank() != 2 || (B.dtype() != DType::Int8 && B.dtype() != DType::UInt8))
+      fail(ctx.node.describe(), ": B is ", dtype_name(B.dtype()), " ", shape_str(B.shape()), "; it must be a 2-D uint8 or int8 matrix");
+    const Tensor* zp = ctx.has(b_zp_) ? &ctx.in(b_zp_) : nullptr;
+    if (zp) check_count("b_zero_point", *zp, B.dim(1), "column of B");
+    scratch = kernels::pack_integer_matrix(aligned(B).raw(), B.dtype() == DType::Int8, B.dim(0), B.dim(1),
+                                           zp ? zero_points(*zp) : std::vector<int32_t>{});
+    return scratch;
   }
 
+  int b_zp_;  // B's zero point's input index
+  bool b_zp_given_;
   std::optional<kernels::IntegerMatrix> packed_;
 };
 
@@ -142,7 +151,7 @@ float scalar_scale(const Node& node, const Tensor& s) {
 
 class MatMulIntegerOp : public IntegerProductOp {
  public:
-  explicit MatMulIntegerOp(const Node&) {}
+  explicit MatMulIntegerOp(const Node& n) : IntegerProductOp(n, 3) {}
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::UInt8, DType::Int8});
     infer_product(ctx, DType::Undefined, DType::Int32);
@@ -151,13 +160,13 @@ class MatMulIntegerOp : public IntegerProductOp {
   }
   void run(RunContext& ctx) const override {
     const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)));
-    product(ctx.node, a, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, ctx.out(0).data<int32_t>());
+    product(ctx, a, ctx.out(0).data<int32_t>());
   }
 };
 
 class MatMulIntegerToFloatOp : public IntegerProductOp {
  public:
-  explicit MatMulIntegerToFloatOp(const Node&) {}
+  explicit MatMulIntegerToFloatOp(const Node& n) : IntegerProductOp(n, 5) {}
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::UInt8, DType::Int8});
     ctx.check_dtype(2, {DType::Float32, DType::Float16});
@@ -167,14 +176,13 @@ class MatMulIntegerToFloatOp : public IntegerProductOp {
   }
   void run(RunContext& ctx) const override {
     const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)));
-    product(ctx.node, a, ctx.in(1), ctx.has(5) ? &ctx.in(5) : nullptr, scalar_scale(ctx.node, ctx.in(2)), ctx.in(3),
-            ctx.has(6) ? &ctx.in(6) : nullptr, ctx.out(0));
+    product(ctx, a, scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr);
   }
 };
 
 class DynamicQuantizeMatMulOp : public IntegerProductOp {
  public:
-  explicit DynamicQuantizeMatMulOp(const Node&) {}
+  explicit DynamicQuantizeMatMulOp(const Node& n) : IntegerProductOp(n, 3) {}
   void infer(InferContext& ctx) const override {
     infer_product(ctx, DType::Float32, DType::Float32);
     check_zero_point_type(ctx, 3, ctx.dtype(1));
@@ -187,7 +195,7 @@ class DynamicQuantizeMatMulOp : public IntegerProductOp {
     const kernels::U8Quantization p = kernels::dynamic_u8_quantization(A.data<float>(), A.numel());
     std::vector<int16_t> a(static_cast<size_t>(A.numel()));
     kernels::quantize_centered(A.data<float>(), A.numel(), p, a.data());
-    product(ctx.node, a, ctx.in(1), ctx.has(3) ? &ctx.in(3) : nullptr, p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr, ctx.out(0));
+    product(ctx, a, p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr);
   }
 };
 

@@ -6,7 +6,6 @@
 // indices along `axis` share one; the scale then has x's rank). Integer types: uint8, int8, uint16, int16,
 // uint4, int4 (and int32 for DequantizeLinear); float8 and 2-bit types are refused naming the type.
 #include <cmath>
-#include <cstring>
 
 #include "core/checked_math.h"
 #include "kernels/cpu/gemm_integer.h"
@@ -28,47 +27,6 @@ std::pair<int32_t, int32_t> integer_range(const Node& node, DType t) {
     case DType::Int32: return {INT32_MIN, INT32_MAX};
     default:
       fail_unsupported(node.describe(), ": quantized type ", dtype_name(t), " is not supported (tern reads 4-, 8- and 16-bit integers)");
-  }
-}
-
-// Element i of an integer tensor of any quantized type, widened (4-bit pairs low nibble first).
-int32_t integer_at(const Tensor& t, int64_t i) {
-  const void* p = t.raw();
-  switch (t.dtype()) {
-    case DType::UInt8: return static_cast<const uint8_t*>(p)[i];
-    case DType::Int8: return static_cast<const int8_t*>(p)[i];
-    case DType::UInt16: return static_cast<const uint16_t*>(p)[i];
-    case DType::Int16: return static_cast<const int16_t*>(p)[i];
-    case DType::Int32: return static_cast<const int32_t*>(p)[i];
-    case DType::UInt4:
-    case DType::Int4: {
-      const int v = (static_cast<const uint8_t*>(p)[i / 2] >> (4 * (i % 2))) & 15;
-      return t.dtype() == DType::Int4 && v > 7 ? v - 16 : v;
-    }
-    default: fail("integer_at: ", dtype_name(t.dtype()));
-  }
-}
-
-// Writes the in-range integers q into t (4-bit types packed two a byte, low nibble first).
-void store_integers(const std::vector<int32_t>& q, Tensor& t) {
-  void* p = t.raw();
-  const int64_t n = static_cast<int64_t>(q.size());
-  switch (t.dtype()) {
-    case DType::UInt8:
-    case DType::Int8:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(q[static_cast<size_t>(i)]);
-      break;
-    case DType::UInt16:
-    case DType::Int16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(q[static_cast<size_t>(i)]);
-      break;
-    case DType::UInt4:
-    case DType::Int4:
-      std::memset(p, 0, t.nbytes());
-      for (int64_t i = 0; i < n; ++i)
-        static_cast<uint8_t*>(p)[i / 2] |= static_cast<uint8_t>((q[static_cast<size_t>(i)] & 15) << (4 * (i % 2)));
-      break;
-    default: fail("store_integers: ", dtype_name(t.dtype()));
   }
 }
 
@@ -109,18 +67,41 @@ ParamLayout param_layout(const Node& node, const Shape& x, const Shape& scale, i
   return p;
 }
 
-// The zero point's elements, checked to match the scale's shape (or 0 everywhere when absent).
-void check_zero_point(const Node& node, const Tensor* zp, const Tensor& scale) {
-  if (zp && zp->shape() != scale.shape() && !(zp->numel() == 1 && scale.numel() == 1))
-    fail(node.describe(), ": the zero point has shape ", shape_str(zp->shape()), ", the scale ", shape_str(scale.shape()));
-}
-
-class QuantizeLinearOp : public Op {
+// What both directions read the same way: axis, block_size and output_dtype; the scale as float32, the zero point's
+// values widened to int32 (4-bit ones unpacked: core's convert_tensor), and where each element of x finds them.
+class LinearQuantizationOp : public Op {
  public:
-  explicit QuantizeLinearOp(const Node& n)
+  explicit LinearQuantizationOp(const Node& n)
       : axis_(n.attr_int("axis", 1)),
         block_(n.attr_int("block_size", 0)),
         output_dtype_(static_cast<DType>(n.attr_int("output_dtype", 0))) {}
+
+ protected:
+  struct Params {
+    Tensor scale, zero_point;  // float32; int32 (undefined when absent: 0)
+    const float* scales = nullptr;
+    const int32_t* zeros = nullptr;
+    ParamLayout layout;
+    int32_t zero_at(int64_t j) const { return zeros ? zeros[j] : 0; }
+  };
+  Params params(const RunContext& ctx, const Shape& x) const {
+    Params p;
+    p.scale = cast_to(ctx.in(1), DType::Float32);
+    if (ctx.has(2)) p.zero_point = cast_to(ctx.in(2), DType::Int32);
+    if (p.zero_point.defined() && p.zero_point.shape() != p.scale.shape() && !(p.zero_point.numel() == 1 && p.scale.numel() == 1))
+      fail("the zero point has shape ", shape_str(p.zero_point.shape()), ", the scale ", shape_str(p.scale.shape()));
+    p.scales = p.scale.data<float>();
+    p.zeros = p.zero_point.defined() ? p.zero_point.data<int32_t>() : nullptr;
+    p.layout = param_layout(ctx.node, x, p.scale.shape(), axis_, block_);
+    return p;
+  }
+  int64_t axis_, block_;
+  DType output_dtype_;
+};
+
+class QuantizeLinearOp : public LinearQuantizationOp {
+ public:
+  using LinearQuantizationOp::LinearQuantizationOp;
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32});
     ctx.check_dtype(1, {DType::Float32, DType::Float16, DType::BFloat16, DType::Int32});
@@ -131,35 +112,25 @@ class QuantizeLinearOp : public Op {
     ctx.set(0, out, ctx.shape(0));
   }
   void run(RunContext& ctx) const override {
-    const Tensor x = cast_to(ctx.in(0), DType::Float32), scale = cast_to(ctx.in(1), DType::Float32);
-    const Tensor zp_aligned = ctx.has(2) ? aligned(ctx.in(2)) : Tensor();  // (a view of the file may sit off its alignment)
-    const Tensor* zp = ctx.has(2) ? &zp_aligned : nullptr;
-    check_zero_point(ctx.node, zp, scale);
-    const ParamLayout p = param_layout(ctx.node, x.shape(), scale.shape(), axis_, block_);
+    const Tensor x = cast_to(ctx.in(0), DType::Float32);
+    const Params p = params(ctx, x.shape());
     Tensor& y = ctx.out(0);
     const auto [lo, hi] = integer_range(ctx.node, y.dtype());
     const float* xs = x.data<float>();
-    const float* ss = scale.data<float>();
-    std::vector<int32_t> q(static_cast<size_t>(x.numel()));
+    Tensor q(DType::Int32, y.shape());  // in range: convert_tensor then narrows (and packs 4-bit) exactly
+    int32_t* qs = q.data<int32_t>();
     for (int64_t i = 0; i < x.numel(); ++i) {
-      const int64_t j = p.index(i);
-      const double v = std::nearbyint(xs[i] / ss[j]) + (zp ? integer_at(*zp, j) : 0);
-      q[static_cast<size_t>(i)] = v >= lo ? static_cast<int32_t>(std::min<double>(v, hi)) : lo;  // (NaN: the lowest, as ORT)
+      const int64_t j = p.layout.index(i);
+      const double v = std::nearbyint(xs[i] / p.scales[j]) + p.zero_at(j);
+      qs[i] = v >= lo ? static_cast<int32_t>(std::min<double>(v, hi)) : lo;  // (NaN: the lowest, as ORT)
     }
-    store_integers(q, y);
+    convert_tensor(q, y);
   }
-
- private:
-  int64_t axis_, block_;
-  DType output_dtype_;
 };
 
-class DequantizeLinearOp : public Op {
+class DequantizeLinearOp : public LinearQuantizationOp {
  public:
-  explicit DequantizeLinearOp(const Node& n)
-      : axis_(n.attr_int("axis", 1)),
-        block_(n.attr_int("block_size", 0)),
-        output_dtype_(static_cast<DType>(n.attr_int("output_dtype", 0))) {}
+  using LinearQuantizationOp::LinearQuantizationOp;
   void infer(InferContext& ctx) const override {
     integer_range(ctx.node, ctx.dtype(0));
     ctx.check_dtype(1, {DType::Float32, DType::Float16, DType::BFloat16});
@@ -171,26 +142,18 @@ class DequantizeLinearOp : public Op {
     ctx.set(0, out, ctx.shape(0));
   }
   void run(RunContext& ctx) const override {
-    const Tensor &x = ctx.in(0), scale = cast_to(ctx.in(1), DType::Float32);
-    const Tensor zp_aligned = ctx.has(2) ? aligned(ctx.in(2)) : Tensor();  // (a view of the file may sit off its alignment)
-    const Tensor* zp = ctx.has(2) ? &zp_aligned : nullptr;
-    check_zero_point(ctx.node, zp, scale);
-    const ParamLayout p = param_layout(ctx.node, x.shape(), scale.shape(), axis_, block_);
+    const Tensor x = cast_to(ctx.in(0), DType::Int32);
+    const Params p = params(ctx, x.shape());
     Tensor& y = ctx.out(0);
     Tensor values = y.dtype() == DType::Float32 ? y : Tensor(DType::Float32, y.shape());
     float* out = values.data<float>();
-    const float* ss = scale.data<float>();
-    const Tensor xa = aligned(x);
+    const int32_t* xs = x.data<int32_t>();
     for (int64_t i = 0; i < x.numel(); ++i) {
-      const int64_t j = p.index(i);
-      out[i] = static_cast<float>(static_cast<int64_t>(integer_at(xa, i)) - (zp ? integer_at(*zp, j) : 0)) * ss[j];
+      const int64_t j = p.layout.index(i);
+      out[i] = static_cast<float>(static_cast<int64_t>(xs[i]) - p.zero_at(j)) * p.scales[j];
     }
     if (values.raw() != y.raw()) convert_tensor(values, y);
   }
-
- private:
-  int64_t axis_, block_;
-  DType output_dtype_;
 };
 
 // y = QuantizeLinear(x) with the uint8 scale and zero point that map x's range (stretched to include 0) onto

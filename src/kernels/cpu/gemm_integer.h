@@ -5,6 +5,7 @@
 // numbers. Sums are int32 as in both: exact while K · 255 · 255 < 2^31 (K < 33,000).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -25,24 +26,25 @@ void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q);
 void quantize_centered(const float* x, int64_t n, U8Quantization p, int16_t* a);
 
 // B [K, N] (uint8 or int8, row-major as MatMul's B) laid out as N rows of K — the order a dot product streams
-// it — as its own bytes: one byte a weight, packed once at load for a constant B.
+// it — as its own bytes: one byte a weight, packed once at load for a constant B; with its zero points.
 struct IntegerMatrix {
   int64_t K = 0, N = 0;
   bool is_signed = false;
-  Tensor rows;  // uint8 or int8 [N, K]
+  Tensor rows;                 // uint8 or int8 [N, K]
+  std::vector<int32_t> zeros;  // one value (per tensor), N (per column), or none (0)
   int64_t bytes() const { return static_cast<int64_t>(rows.nbytes()); }
 };
-IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N);
+IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N, std::vector<int32_t> zeros);
 
 // c[m, n] = Σ_k a[m, k] · (b[k, n] − b_zp[n]) for m < M: `a` the activations with their zero point already
-// subtracted (int16 [M, K], each in [−255, 255]); `b_zeros` one value (per tensor) or N (per column), null for 0.
-// Each product is one int16 multiply-add pair (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), so the
-// sums are exact at every tier; threads split the columns, four activation rows share each weight row's load.
-void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count, int32_t* c);
-// The same sums scaled to float as ONNX Runtime scales them: y[m, n] = float(c[m, n]) · scale[n] + bias[n] (bias null:
-// none), `scale` the product of A's and B's scales per column. Each chunk of columns is scaled as soon as it is
-// summed, in y's own memory (no int32 buffer).
-void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, const int32_t* b_zeros, int64_t b_zero_count,
-                           const float* scale, const float* bias, float* y);
+// subtracted (int16 [M, K], each in [−255, 255]). Each product is one int16 multiply-add pair (vpmaddwd: |a · b| ≤
+// 255 · 255 and a pair's sum fit int32), so the sums are exact at every tier; threads split the columns, four
+// activation rows share each weight row's load.
+void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, int32_t* c);
+// The same sums scaled to float as ONNX Runtime scales them: y[m, n] = float(c[m, n]) · (a_scale · b_scale[n]) +
+// bias[n] (`b_scales` one value or N; bias null: none). Each chunk of columns is scaled as soon as it is summed, in
+// y's own memory (no int32 buffer).
+void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
+                           const float* bias, float* y);
 
 }  // namespace tern::kernels
