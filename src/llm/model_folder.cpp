@@ -1,5 +1,6 @@
 #include "llm/model_folder.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -16,18 +17,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// transformers.js's dtype names and the file suffixes its scripts/quantize.py writes, in the order a repository's
-// default takes them on a CPU: q4 first (4-bit blocks on tern's grouped decode kernels: 2.2-3.1x ONNX Runtime's
-// decode on the 1B shape, bench/README), then the exact fp32 file, then the 8-bit ones (exact integer sums: SmolLM2's
-// shape decodes 2.4-2.8x ONNX Runtime's q8 but reads a quarter of fp32's bytes through integer dot products, so
-// fp32 still comes first for its exactness), then fp16 and q4f16 (float16 Casts around the cache keep them off the
-// ring: issue 74), bnb4 last (dequantized to float32 at load: 8x its file in memory).
+// transformers.js's dtype names and the file suffixes its scripts/quantize.py writes, with the order a repository's
+// default takes them on a CPU (`preference`, lowest first): q4 (4-bit blocks on tern's grouped decode kernels: 2.2-3.1x
+// ONNX Runtime's decode on the 1B shape, bench/README), then the fp32 file, exact, then the 8-bit ones (exact integer
+// sums; 2.9-3.0x ORT's decode of the same file on SmolLM2's shape, docs/quantize.md, but quantized activations), then
+// fp16 and q4f16 (ORT's tokens only up to float16 near-ties), bnb4 last (dequantized to float32 at load: 8x its file
+// in memory).
 struct DtypeName {
   const char* dtype;
   const char* suffix;
+  int preference;
 };
-constexpr DtypeName kDtypePreference[] = {{"q4", "_q4"},       {"fp32", ""},      {"q8", "_quantized"}, {"int8", "_int8"},
-                                          {"uint8", "_uint8"}, {"fp16", "_fp16"}, {"q4f16", "_q4f16"},  {"bnb4", "_bnb4"}};
+constexpr DtypeName kDtypes[] = {{"fp32", "", 1},        {"fp16", "_fp16", 5}, {"q8", "_quantized", 2}, {"int8", "_int8", 3},
+                                 {"uint8", "_uint8", 4}, {"q4", "_q4", 0},     {"q4f16", "_q4f16", 6},  {"bnb4", "_bnb4", 7}};
 // A variant's file stems, the first present taken: Optimum's merged decoder is what older repositories hold.
 constexpr const char* kStems[] = {"model", "decoder_model_merged"};
 
@@ -53,15 +55,26 @@ std::string folder_of(const fs::path& onnx) {
   return dir.string();
 }
 
-}  // namespace
+// "fp32, fp16, q8, …": what --dtype takes.
+std::string dtype_choices() {
+  std::string names;
+  for (const DtypeName& d : kDtypes) names += (names.empty() ? "" : ", ") + std::string(d.dtype);
+  return names;
+}
 
-const char* dtype_choices() { return "fp32, fp16, q8, int8, uint8, q4, q4f16, bnb4"; }
+int preference_of(const std::string& dtype) {
+  for (const DtypeName& d : kDtypes)
+    if (dtype == d.dtype) return d.preference;
+  return -1;
+}
+
+}  // namespace
 
 std::vector<OnnxVariant> onnx_variants(const std::string& repo) {
   std::vector<OnnxVariant> out;
   const fs::path dir = fs::path(repo) / "onnx";
   if (!fs::is_directory(dir)) return out;
-  for (const DtypeName& d : kDtypePreference)
+  for (const DtypeName& d : kDtypes)
     for (const char* stem : kStems) {
       const std::string name = std::string(stem) + d.suffix + ".onnx";
       if (!folder_holds(dir.string(), name)) continue;
@@ -69,6 +82,8 @@ std::vector<OnnxVariant> onnx_variants(const std::string& repo) {
       out.push_back({d.dtype, (dir / name).lexically_normal().string(), variant_bytes(dir / name)});
       break;
     }
+  std::sort(out.begin(), out.end(),
+            [](const OnnxVariant& a, const OnnxVariant& b) { return preference_of(a.dtype) < preference_of(b.dtype); });
   return out;
 }
 
@@ -83,9 +98,7 @@ ModelFiles resolve_model(const std::string& path, const std::string& dtype) {
     files.dir = path;
     files.variants = onnx_variants(path);
     if (files.variants.empty()) fail("'", path, "/onnx' holds none of transformers.js's decoder files (model.onnx, model_q4.onnx…)");
-    bool known = dtype.empty();
-    for (const DtypeName& d : kDtypePreference) known = known || dtype == d.dtype;
-    if (!known) fail("--dtype '", dtype, "' is not one of ", dtype_choices());
+    if (!dtype.empty() && preference_of(dtype) < 0) fail("--dtype '", dtype, "' is not one of ", dtype_choices());
     for (const OnnxVariant& v : files.variants)
       if (dtype.empty() || v.dtype == dtype) {
         files.onnx = v.file;

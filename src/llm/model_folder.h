@@ -22,10 +22,8 @@ struct OnnxVariant {
   std::string file;   // its path
   int64_t bytes = 0;  // the .onnx and its external data
 };
-// The variants in `repo`/onnx/, in the order a default picks them (kDtypePreference); empty when there are none.
+// The variants in `repo`/onnx/, in the order a default picks them (model_folder.cpp's kDtypes); empty when there are none.
 std::vector<OnnxVariant> onnx_variants(const std::string& repo);
-// "fp32, fp16, q8, int8, uint8, q4, q4f16, bnb4": what --dtype takes.
-const char* dtype_choices();
 
 struct ModelFiles {
   std::string onnx;  // the decoder graph
@@ -35,7 +33,7 @@ struct ModelFiles {
   std::vector<OnnxVariant> variants;
 };
 // A folder (model.onnx, the decoder genai_config.json names, or its only .onnx), a repository with an onnx/
-// folder of variants (`dtype` picks one; empty: the first present in kDtypePreference's order), or an .onnx file
+// folder of variants (`dtype` picks one; empty: the first present in kDtypes' order of preference), or an .onnx file
 // (in a repository's onnx/ folder: configs and tokenizer from the repository's root); fails saying what is
 // missing or ambiguous. A `dtype` given for anything but a repository fails.
 ModelFiles resolve_model(const std::string& path, const std::string& dtype = "");
