@@ -276,6 +276,32 @@ Tensor ConstantParts::whole() const {
   return out;
 }
 
+bool has_subgraph(const Node& n) {
+  for (const auto& [name, a] : n.attrs)
+    if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs) return true;
+  return false;
+}
+
+std::vector<std::string> outer_values_read(const Node& n) {
+  std::vector<std::string> names;
+  auto free_values = [&](const Graph& sub) {
+    for (size_t id = 0; id < sub.values.size(); ++id) {
+      const Value& v = sub.values[id];
+      if (v.producer < 0 && !v.constant && std::find(sub.inputs.begin(), sub.inputs.end(), static_cast<int>(id)) == sub.inputs.end())
+        names.push_back(v.name);
+    }
+  };
+  for (const auto& [name, a] : n.attrs) {
+    if (a.kind == Attribute::Kind::Graph && a.g) free_values(*a.g);
+    if (a.kind == Attribute::Kind::Graphs)
+      for (const auto& sub : a.graphs)
+        if (sub) free_values(*sub);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 void link_producers(Graph& g) {
   for (Value& v : g.values) v.producer = -1;
   for (size_t n = 0; n < g.nodes.size(); ++n)

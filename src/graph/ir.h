@@ -149,6 +149,14 @@ struct Graph {
   int add_concatenation(const std::string& name, ConstantParts parts);
 };
 
+// The values a node's subgraphs (If's branches, Loop's and Scan's body) read from enclosing scopes by name — ONNX
+// Runtime's "implicit inputs": what a subgraph reads or outputs that none of its nodes, inputs or initializers makes,
+// nested subgraphs' included, sorted. The loader appends them to the node's inputs in this order, so scheduling,
+// liveness and the passes see the dependency, and a control-flow op binds input (explicit count + i) to name i.
+std::vector<std::string> outer_values_read(const Node& n);
+// Whether the node carries a subgraph.
+bool has_subgraph(const Node& n);
+
 // Reorders nodes so every node comes after the producers of its inputs; fails naming a node whose
 // input nothing produces, or a cycle.
 void topological_sort(Graph& g);

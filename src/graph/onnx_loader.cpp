@@ -438,10 +438,12 @@ std::shared_ptr<Graph> graph_from_proto(const onnx::GraphProto& gp, const std::m
       if (!ap.ref_attr_name().empty()) fail_unsupported(n.describe(), ": attribute references (functions) are not supported");
       n.attrs.emplace(ap.name(), attribute_from_proto(ap, opsets, ext, depth));
     }
+    for (const std::string& outer : outer_values_read(n)) n.inputs.push_back(g->add_value(outer));  // (ir.h)
     g->nodes.push_back(std::move(n));
   }
   for (const auto& out : gp.output()) {
-    int id = g->find_value(out.name());
+    // (a subgraph may output a value of the enclosing graph as it is: If's branch returning an outer tensor)
+    int id = is_subgraph ? g->add_value(out.name()) : g->find_value(out.name());
     if (id < 0) fail("graph output '", out.name(), "' is not produced by any node, input or initializer");
     read_value_info(*g, out, "output");
     if (g->values[static_cast<size_t>(id)].shape) g->declared_output_shapes[out.name()] = *g->values[static_cast<size_t>(id)].shape;

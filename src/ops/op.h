@@ -190,6 +190,9 @@ class Op {
   // True when run() sets outputs as views of inputs (Reshape, Squeeze…): the executor then
   // allocates nothing for them.
   virtual bool outputs_are_views() const { return false; }
+  // True when the output shapes are known only once run() has made the outputs (If, Loop, Scan: what their
+  // subgraphs compute): the executor allocates nothing, run() sets each output, and the session plans no step.
+  virtual bool shapes_from_run() const { return false; }
   // False for ops whose result must not be computed at load time (random generators, stateful ops).
   virtual bool foldable() const { return true; }
   // Called once at load with the node's constant inputs (null for the others): an op may repack a

@@ -36,6 +36,9 @@ void register_gather_block_quantized(OpRegistry& r);  // gather_block_quantized.
 void register_quantize_linear(OpRegistry& r);         // quantize_linear.cpp
 void register_matmul_integer(OpRegistry& r);          // matmul_integer.cpp (and com.microsoft's integer products)
 void register_matmul_bnb4(OpRegistry& r);             // matmul_bnb4.cpp (com.microsoft)
+void register_if(OpRegistry& r);                      // if.cpp (subgraphs: subgraph.h)
+void register_loop(OpRegistry& r);                    // loop.cpp
+void register_scan(OpRegistry& r);                    // scan.cpp
 
 #ifdef TERN_OPENCL
 // OpenCL variants (opencl/<op>_opencl.cpp), built with -DTERN_OPENCL=ON: sessions on a device get these
@@ -82,6 +85,11 @@ inline void register_all_ops(OpRegistry& r) {
   register_quantize_linear(r);
   register_matmul_integer(r);
   register_matmul_bnb4(r);
+#endif
+#ifndef TERN_MINIMAL  // control flow, run node by node: a merged decoder's If is folded at load without it
+  register_if(r);
+  register_loop(r);
+  register_scan(r);
 #endif
 #ifdef TERN_OPENCL
   register_add_opencl(r);

@@ -229,15 +229,12 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
   std::vector<char> drop(g.nodes.size(), 0);
   const Matcher m(g);
   // Weights copied into a concatenation are released as soon as they are when nothing else reads them (a mapped
-  // weight's pages then leave the process: SmolLM2's peak RSS went 145 → 196 MB while they stayed). A
-  // subgraph may read an outer value by name, so with subgraphs nothing is released.
+  // weight's pages then leave the process: SmolLM2's peak RSS went 145 → 196 MB while they stayed). (What a
+  // subgraph reads is among its node's inputs: graph/ir.h outer_values_read.)
   std::vector<int> uses(g.values.size(), 0);
-  bool subgraphs = false;
-  for (const Node& n : g.nodes) {
+  for (const Node& n : g.nodes)
     for (int in : n.inputs)
       if (in >= 0) ++uses[static_cast<size_t>(in)];
-    for (const auto& [name, a] : n.attrs) subgraphs |= a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs;
-  }
   for (int o : g.outputs) ++uses[static_cast<size_t>(o)];
   for (auto& [x, group] : by_input) {
     if (group.size() < 2) continue;
@@ -325,7 +322,7 @@ std::vector<Fusion> fuse_shared_input_matmuls(Graph& g, WeightPack* pack) {
     // At once, group by group: the 1B-shape model's gate|up copies otherwise sat beside 2.4 GB of source pages.
     for (const Node* n : members)
       for (auto v = n->inputs.begin() + 1; v != n->inputs.end(); ++v)
-        if (*v >= 0 && !subgraphs && uses[static_cast<size_t>(*v)] == 1) g.values[static_cast<size_t>(*v)].constant.reset();
+        if (*v >= 0 && uses[static_cast<size_t>(*v)] == 1) g.values[static_cast<size_t>(*v)].constant.reset();
   }
   std::vector<Node> nodes;
   for (size_t k = 0; k < g.nodes.size(); ++k) {

@@ -192,7 +192,10 @@ void Session::prepare_graph() {
     const Value& v = g.values[static_cast<size_t>(id)];
     outputs_.push_back({v.name, v.dtype, with_declared_dims(v.shape, g.declared_output_shapes, v.name)});
   }
-  for (const Node& n : g.nodes) ops_.push_back(registry.create(n, options_.device.kind));
+  for (const Node& n : g.nodes) {
+    ops_.push_back(registry.create(n, options_.device.kind));
+    if (ops_.back()->shapes_from_run()) feeds_.never_replay();  // (a step plan needs its shapes before the run)
+  }
   weights_.prepare(g, ops_, options_, device_ ? device_->kernels() : nullptr);
   sequence_ = new_sequence();
   for (const auto& state : sequence_->states_) stateful_ = stateful_ || state != nullptr;

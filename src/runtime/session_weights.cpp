@@ -68,15 +68,12 @@ void align_in_place(Tensor& c) {
 
 void SessionWeights::align_constants(Graph& g) {
   std::vector<std::vector<int>> readers(g.values.size());
-  bool subgraphs = false;  // (a subgraph reads outer values by name: then every one is copied)
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
+  for (size_t k = 0; k < g.nodes.size(); ++k)  // (a subgraph's reads are its node's inputs: graph/ir.h outer_values_read)
     for (int in : g.nodes[k].inputs)
       if (in >= 0) readers[static_cast<size_t>(in)].push_back(static_cast<int>(k));
-    for (const auto& [name, a] : g.nodes[k].attrs) subgraphs |= a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs;
-  }
   for (size_t v = 0; v < g.values.size(); ++v) {
     if (!g.values[v].constant || is_aligned(*g.values[v].constant)) continue;
-    bool byte_wise = !subgraphs && !std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(v));
+    bool byte_wise = !std::count(g.outputs.begin(), g.outputs.end(), static_cast<int>(v));
     for (int k : readers[v]) {
       const Node& n = g.nodes[static_cast<size_t>(k)];
       for (size_t i = 0; i < n.inputs.size() && byte_wise; ++i)
