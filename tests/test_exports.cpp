@@ -91,7 +91,10 @@ void check_cases(Session& s, const fs::path& cell, const nlohmann::json& golden,
 // that every key is masked from — set every row's quantization; tern's and ONNX Runtime's differ there, and
 // with them the batch's tokens (gpt_neox: its second row leaves ORT's after 13 tokens). Each prompt alone is
 // compared; a batch of equal lengths would be too.
-bool range_spans_batch(const nlohmann::json& golden) { return golden["exporter"] == "tjs-q8" || golden["exporter"] == "tjs-uint8"; }
+bool range_spans_batch(const nlohmann::json& golden) {
+  const std::string e = golden["exporter"];
+  return e == "tjs-q8" || e == "tjs-uint8" || e == "tjs-q8-merged";
+}
 
 // The arithmetic the goldens were made with: the genai int4 cells ask for int8 activations
 // (accuracy_level 4), and their oracle ran ORT on a copy at accuracy_level 0 — fp32 activations.
@@ -235,33 +238,39 @@ TEST_CASE("exporter matrix: a run's activation forecast is what the pool then ta
 }
 
 // An onnx-community / transformers.js repository made of the llama cells: configs and tokenizer at the root, the
-// Optimum export as onnx/model.onnx (fp32) and its dynamic 8-bit quantization as onnx/model_quantized.onnx (q8).
-// Each dtype runs its own file on the ring and gives that cell's ORT tokens.
+// Optimum export as onnx/model.onnx (fp32) and its dynamic 8-bit quantization as onnx/model_quantized.onnx (q8) — or,
+// as older repositories hold them, the merged decoders onnx/decoder_model_merged{,_quantized}.onnx. Each dtype runs its
+// own file with every layer on the ring and gives that cell's ORT tokens.
 TEST_CASE("a repository's onnx/ variants run by dtype, configs from its root") {
-  test::TempDir repo;
-  fs::create_directory(repo.path / "onnx");
-  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"})
-    fs::copy_file(exports_dir() / "llama-optimum" / f, repo.path / f);
-  fs::copy_file(exports_dir() / "llama-optimum" / "model.onnx", repo.path / "onnx" / "model.onnx");
-  fs::copy_file(exports_dir() / "llama-tjs-q8" / "model.onnx", repo.path / "onnx" / "model_quantized.onnx");
-  for (const auto& [dtype, cell] : {std::pair{"q8", "llama-tjs-q8"}, std::pair{"fp32", "llama-optimum"}}) {
-    CAPTURE(dtype);
-    const ModelFiles files = resolve_model(repo.path.string(), dtype);
-    CHECK(files.dtype == dtype);
-    const ModelConfig cfg = read_model_config(files.dir);
-    CHECK(cfg.eos_token_ids == std::vector<int64_t>{2});
-    SessionOptions so;
-    so.kv_window = 256;
-    Session s(files.onnx, so);
-    CHECK(s.passes().cached_layers == 2);
-    Generator gen(s, cfg);
-    const nlohmann::json golden = golden_of(exports_dir() / cell);
-    GenerateOptions o;
-    o.max_new_tokens = golden["max_new_tokens"].get<int64_t>();
-    o.eos_token_ids = cfg.eos_token_ids;
-    const auto& c = golden["cases"][0];
-    CHECK(gen.generate(c["prompts"].get<std::vector<std::vector<int64_t>>>(), o).tokens ==
-          c["tokens"].get<std::vector<std::vector<int64_t>>>());
+  for (const bool merged : {false, true}) {
+    CAPTURE(merged);
+    test::TempDir repo;
+    fs::create_directory(repo.path / "onnx");
+    for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"})
+      fs::copy_file(exports_dir() / "llama-optimum" / f, repo.path / f);
+    const std::string fp32 = merged ? "llama-merged" : "llama-optimum", q8 = merged ? "llama-tjs-q8-merged" : "llama-tjs-q8";
+    const std::string stem = merged ? "decoder_model_merged" : "model";
+    fs::copy_file(exports_dir() / fp32 / "model.onnx", repo.path / "onnx" / (stem + ".onnx"));
+    fs::copy_file(exports_dir() / q8 / "model.onnx", repo.path / "onnx" / (stem + "_quantized.onnx"));
+    for (const auto& [dtype, cell] : {std::pair{"q8", q8}, std::pair{"fp32", fp32}}) {
+      CAPTURE(dtype);
+      const ModelFiles files = resolve_model(repo.path.string(), dtype);
+      CHECK(files.dtype == dtype);
+      const ModelConfig cfg = read_model_config(files.dir);
+      CHECK(cfg.eos_token_ids == std::vector<int64_t>{2});
+      SessionOptions so;
+      so.kv_window = 256;
+      Session s(files.onnx, so);
+      CHECK(s.passes().cached_layers == 2);
+      Generator gen(s, cfg);
+      const nlohmann::json golden = golden_of(exports_dir() / cell);
+      GenerateOptions o;
+      o.max_new_tokens = golden["max_new_tokens"].get<int64_t>();
+      o.eos_token_ids = cfg.eos_token_ids;
+      const auto& c = golden["cases"][0];
+      CHECK(gen.generate(c["prompts"].get<std::vector<std::vector<int64_t>>>(), o).tokens ==
+            c["tokens"].get<std::vector<std::vector<int64_t>>>());
+    }
+    CHECK(resolve_model(repo.path.string()).dtype == "fp32");  // no q4 here: the exact file before the 8-bit one
   }
-  CHECK(resolve_model(repo.path.string()).dtype == "fp32");  // no q4 here: the exact file before the 8-bit one
 }

@@ -32,6 +32,7 @@ DecoderIO detect_decoder_io(const Session& s) {
     if (o.name == io.logits && o.shape && !o.shape->empty()) io.vocab = std::max<int64_t>(o.shape->back().value, 0);
   if (has_in("attention_mask")) io.attention_mask = "attention_mask";
   if (has_in("position_ids")) io.position_ids = "position_ids";
+  if (has_in("use_cache_branch")) io.use_cache_branch = "use_cache_branch";
   for (const auto& i : s.inputs())
     if (i.name == "input_ids") io.ids_dtype = i.dtype;
   if (io.ids_dtype != DType::Int64 && io.ids_dtype != DType::Int32)
@@ -100,7 +101,7 @@ DecoderIO detect_decoder_io(const Session& s) {
     io.mask_new_tokens_only = only_cached && std::count(s.graph().outputs.begin(), s.graph().outputs.end(), mask) == 0;
   }
   for (const auto& i : s.inputs()) {
-    bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids;
+    bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids || i.name == io.use_cache_branch;
     for (const auto& p : io.past) known |= i.name == p;
     if (!known) fail_unsupported(s.model().path, ": input '", i.name, "' is not one tern can feed; ", describe());
   }

@@ -17,7 +17,10 @@ enum class PastLayout { None, PerLayerKeyValue, Stacked, Internal };
 
 struct DecoderIO {
   std::string input_ids, attention_mask, position_ids, logits;  // mask/positions "" when absent
-  DType ids_dtype = DType::Int64;                               // input_ids, attention_mask and position_ids share it
+  // Optimum's merged decoder's branch flag (passes/inline_branches.h), "" when absent: fed true, the branch with past
+  // (an empty past at the first step).
+  std::string use_cache_branch;
+  DType ids_dtype = DType::Int64;  // input_ids, attention_mask and position_ids share it
   PastLayout layout = PastLayout::None;
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
   DType cache_dtype = DType::Float32;

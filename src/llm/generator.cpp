@@ -42,6 +42,13 @@ void Generator::set_feed(size_t slot, const std::string& name, const std::vector
   else std::transform(values.begin(), values.end(), t.data<int32_t>(), [](int64_t v) { return static_cast<int32_t>(v); });
 }
 
+void Generator::set_branch_flag(size_t& slot) {
+  if (io_.use_cache_branch.empty()) return;
+  if (feeds_.size() <= slot) feeds_.resize(slot + 1);
+  if (feeds_[slot].first != io_.use_cache_branch) feeds_[slot] = {io_.use_cache_branch, Tensor::from_vector<bool>({true}, {1})};
+  ++slot;
+}
+
 void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) const {
   if (prompts.empty()) fail("nothing to generate from: no prompts");
   const int64_t V = config_.vocab_size;
@@ -116,6 +123,7 @@ std::vector<std::vector<std::pair<std::string, Shape>>> Generator::run_shapes(in
     std::vector<std::pair<std::string, Shape>> shapes{{io_.input_ids, {rows, n}}};
     if (!io_.attention_mask.empty()) shapes.push_back({io_.attention_mask, {rows, mask_columns(n, total)}});
     if (!io_.position_ids.empty()) shapes.push_back({io_.position_ids, {rows, n}});
+    if (!io_.use_cache_branch.empty()) shapes.push_back({io_.use_cache_branch, {1}});
     return shapes;
   };
   // The prompt's chunks (forward()), then decode steps: three of a kind show all a session does with them (the
@@ -187,6 +195,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   set_feed(slot++, io_.input_ids, ids, B, n);
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, mask_columns(n, total));
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
+  set_branch_flag(slot);
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
@@ -221,6 +230,7 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   set_feed(slot++, io_.input_ids, ids, B, n);
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
+  set_branch_flag(slot);
   feeds_.resize(slot);
   sequence_->set_batch_rows(rows, total_rows);
   return run_feeds(B, nullptr, n);

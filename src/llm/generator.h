@@ -112,6 +112,8 @@ class Generator {
   int64_t mask_columns(int64_t n, int64_t total) const { return io_.mask_new_tokens_only ? n : total; }
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);
+  // feeds_[slot++] = a merged decoder's use_cache_branch, true (DecoderIO::use_cache_branch), where the model has one.
+  void set_branch_flag(size_t& slot);
   Session& session_;
   std::unique_ptr<SequenceState> sequence_;
   ModelConfig config_;

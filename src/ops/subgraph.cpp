@@ -52,8 +52,8 @@ Subgraph::Subgraph(const Node& owner, std::shared_ptr<const Graph> body, size_t 
   for (const Node& n : g.nodes) ops_.push_back(registry.create(n));
   const std::vector<std::string> outer = outer_values_read(owner);
   if (explicit_inputs + outer.size() != owner.inputs.size())
-    fail(owner.describe(), ": has ", owner.inputs.size(), " inputs, expected ", explicit_inputs, " and the ", outer.size(),
-         " values its subgraphs read from outside");
+    fail(owner.describe(), ": has ", owner.inputs.size(), " inputs; its body '", g.name, "' takes ", explicit_inputs,
+         " of them and its subgraphs read ", outer.size(), " values from outside");
   for (size_t i = 0; i < outer.size(); ++i)
     if (const int id = g.find_value(outer[i]); id >= 0) outer_.push_back({id, explicit_inputs + i});
   std::vector<int> last_use(g.values.size(), -1);

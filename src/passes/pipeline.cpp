@@ -5,6 +5,7 @@
 
 #include "ops/op.h"
 #include "passes/canonicalize.h"
+#include "passes/inline_branches.h"
 #include "passes/shape_values.h"
 
 namespace tern {
@@ -38,8 +39,9 @@ void check_input_counts(const Graph& g) {
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   check_input_counts(g);
   PassStats* stats = &r.stats;
-  if (o.optimize) {  // before folding would copy the weight it reads
-    stats->canonicalized = matmul_transposed_weights(g);
+  if (o.optimize || o.kv_window > 0) stats->canonicalized = inline_known_branches(g);  // (a merged decoder: one flat graph)
+  if (o.optimize) {                                                                    // before folding would copy the weight it reads
+    stats->canonicalized += matmul_transposed_weights(g);
     remove_dead_nodes(g, stats);  // the Transposes
   }
   // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.

@@ -318,6 +318,19 @@ def bad_inputs():
         [numpy_helper.from_array(np.zeros((4, 2), np.float32), "t"), numpy_helper.from_array(np.array([7], np.int64), "i")]), "index 7 is out of range for a dimension of size 4"
     yield "onnx_model", "attribute_wrong_type.onnx", model_bytes([helper.make_node("Softmax", ["x"], ["y"], axis="last")], x, y), "attribute 'axis' is a string, an int was expected"
     yield "onnx_model", "deep_subgraphs.onnx", nested_if(24), "subgraphs nest deeper than 16 levels"
+    # Control flow: a branch reading a name nothing outside makes, a body whose arity is not Loop's, a float cond.
+    ghost = helper.make_graph([helper.make_node("Add", ["x", "ghost"], ["o"])], "then", [], [vi("o", F, None)])
+    plain = helper.make_graph([helper.make_node("Identity", ["x"], ["o2"])], "else", [], [vi("o2", F, None)])
+    yield "onnx_model", "if_branch_reads_nothing.onnx", model_bytes(
+        [helper.make_node("If", ["c"], ["y"], then_branch=ghost, else_branch=plain)], [vi("c", TensorProto.BOOL, [])] + x, y), \
+        "If node 'If_0': input 'ghost' is not produced by any node, graph input or initializer"
+    yield "onnx_model", "if_cond_float.onnx", model_bytes(
+        [helper.make_node("If", ["x"], ["y"], then_branch=plain, else_branch=plain)], x, y), "If node 'If_0': input 0 has data type float32, which this op does not support"
+    body = helper.make_graph([helper.make_node("Identity", ["i"], ["b"])], "body", [vi("i", I64, []), vi("c", TensorProto.BOOL, [])],
+                             [vi("b", TensorProto.BOOL, [])])
+    yield "onnx_model", "loop_body_arity.onnx", model_bytes(
+        [helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)], x, y, [numpy_helper.from_array(np.array(3, np.int64), "m")]), \
+        "Loop node 'Loop_0': has 3 inputs; its body 'body' takes 2 of them and its subgraphs read 0 values from outside"
     # Shape arithmetic near 2^63 (UBSan: signed overflow the release build went on with): pads, split sizes.
     yield "onnx_model", "pad_overflow.onnx", model_bytes(
         [helper.make_node("Pad", ["x", "p"], ["y"])], x, y, [numpy_helper.from_array(np.array([1 << 62, 1 << 62], np.int64), "p")]), \
@@ -476,6 +489,15 @@ REPRODUCERS = {
     "onnx_model/scatter_indices_rank.onnx": "indices of rank 2 for data of rank 1 (they must match)",
     # Split with num_outputs 0: the equal parts divided by it (the CI replay's seed on a faster machine).
     "onnx_model/split_num_outputs_zero.onnx": "Split node 'Split_0': num_outputs 0 for 2 outputs",
+    # Made with onnx.helper beside the ops they probe (issue 74's quantized ops), kept as they are.
+    "onnx_model/matmulinteger_float_zero_point.onnx": "MatMulInteger node 'mmi': input 3 (a zero point) is float32, its operand int8",
+    "onnx_model/dequantizelinear_blocked_scale_shape.onnx":
+        "DequantizeLinear node 'dq': the scale has shape [2,2]; blocks of 2 along axis 1 of [2,6] need [2,3]",
+    "onnx_model/dynamicquantizematmul_scale_count.onnx":
+        "DynamicQuantizeMatMul node 'dqmm' (domain com.microsoft): b_scale has 5 values; it takes 1 or one per column of B (3)",
+    "onnx_model/matmulbnb4_absmax_count.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): absmax has 7 values; 128 codes in blocks of 64 need 2",
+    # (the padded N after "x" is N + the panel width, 8 or 16 floats by target)
+    "onnx_model/matmulbnb4_huge_k_n.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): its float32 weight, K · N: 1099511627776 x",
 }
 
 

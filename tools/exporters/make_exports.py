@@ -30,6 +30,10 @@ right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
                also hold ORT's top-2 logit gap at each step (float16 logits tie often: tests compare up to a tie).
   tjs-bnb4     Optimum's export quantized as transformers.js writes model_bnb4.onnx: MatMulBnb4Quantizer, NF4, blocks of
                64; for the architectures issue 74 names (llama, qwen2, qwen3, gemma3, phi3)
+  merged, tjs-q8-merged   the layout of older onnx-community repositories' decoder_model_merged.onnx: Optimum's exports
+               without and with past merged by optimum.onnx.merge_decoders into one graph that branches (If) on the input
+               use_cache_branch (ORT's goldens feed it false at the prefill, as Optimum and transformers.js do, then
+               true); tjs-q8-merged quantized as tjs-q8, inside the branches (EnableSubgraph)
 A cell an exporter cannot make is reported and skipped (the README's table gives the reason).
 """
 import argparse
@@ -92,9 +96,10 @@ def arch_configs():
 
 
 EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "ort-int4", "tjs-q8", "tjs-uint8", "tjs-q4", "tjs-bnb4",
-             "tjs-fp16", "tjs-q4f16"]
+             "tjs-fp16", "tjs-q4f16", "merged", "tjs-q8-merged"]
 ISSUE_74_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
-ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-q4": ISSUE_74_ARCHS, "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS, "tjs-q4f16": ISSUE_74_ARCHS}
+ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-q4": ISSUE_74_ARCHS, "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS,
+            "tjs-q4f16": ISSUE_74_ARCHS, "merged": ISSUE_74_ARCHS, "tjs-q8-merged": ISSUE_74_ARCHS}
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -184,6 +189,26 @@ def _flat_shapes(shapes):  # forward(input_ids, attention_mask, position_ids, *p
 def export_optimum(model_dir, out_dir):
     from optimum.exporters.onnx import main_export
     main_export(str(model_dir), output=str(out_dir), task="text-generation-with-past", do_validation=False)
+
+
+def export_merged(model_dir, out_dir):
+    """decoder_model_merged.onnx as older Optimum wrote it: the exports without and with past, merged."""
+    from optimum.exporters.onnx import main_export
+    from optimum.onnx import merge_decoders
+    with tempfile.TemporaryDirectory() as tmp:
+        # (the decoder without past inputs but with present outputs: use_past_in_inputs=False, as the legacy export made it)
+        from optimum.exporters.tasks import TasksManager
+        config = transformers.AutoConfig.from_pretrained(model_dir)
+        make = TasksManager.get_exporter_config_constructor(exporter="onnx", model_type=config.model_type,
+                                                            task="text-generation-with-past", library_name="transformers")
+        plain = make(config, use_past=True, use_past_in_inputs=False)
+        main_export(str(model_dir), output=f"{tmp}/plain", task="text-generation-with-past", do_validation=False,
+                    custom_onnx_configs={"model": plain})
+        main_export(str(model_dir), output=f"{tmp}/past", task="text-generation-with-past", do_validation=False)
+        merge_decoders(f"{tmp}/plain/model.onnx", f"{tmp}/past/model.onnx", save_path=str(out_dir / "model.onnx"), strict=False)
+        for f in Path(f"{tmp}/past").iterdir():
+            if f.suffix == ".json" and not (out_dir / f.name).exists():
+                shutil.copy(f, out_dir / f.name)
 
 
 def export_genai(model_dir, out_dir, precision):
@@ -286,6 +311,8 @@ def ort_greedy(model_path, prompts, eos):
             feeds["attention_mask"] = np.array(mask, np_type[inputs["attention_mask"].type])
         if "position_ids" in inputs:
             feeds["position_ids"] = np.array(pos, np_type[inputs["position_ids"].type])
+        if "use_cache_branch" in inputs:  # (a merged decoder: the branch without past at the prefill)
+            feeds["use_cache_branch"] = np.array([cached > 0])
         outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         last = outs["logits"][:, -1, :].astype(np.float32)
         top2 = np.sort(last, axis=1)[:, -2:]
@@ -329,7 +356,16 @@ def exact_oracle(model, copy):
     m = onnx.load(str(model))
     changed = False
     inits = {i.name: i for i in m.graph.initializer}
-    for n in m.graph.node:
+
+    def all_nodes(g):  # (a merged decoder's are inside its If's branches)
+        for n in g.node:
+            yield n
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    inits.update({i.name: i for i in a.g.initializer})
+                    yield from all_nodes(a.g)
+
+    for n in all_nodes(m.graph):
         for a in n.attribute:
             if n.op_type == "MatMulNBits" and a.name == "accuracy_level" and a.i != 0:
                 a.i, changed = 0, True
@@ -358,8 +394,11 @@ def make_cell(arch, cfg, exporter, out_root, work):
     try:
         if exporter in ("torchscript", "dynamo"):
             export_torch(model_dir, out_dir, exporter == "dynamo")
-        elif exporter == "optimum" or exporter.startswith(("ort-", "tjs-")):
-            export_optimum(model_dir, out_dir)
+        elif exporter == "optimum" or exporter.startswith(("ort-", "tjs-", "merged")):
+            if exporter.endswith("merged"):
+                export_merged(model_dir, out_dir)
+            else:
+                export_optimum(model_dir, out_dir)
             if exporter == "ort-int4":
                 quantize_ort_int4(out_dir)
             elif exporter == "tjs-bnb4":
@@ -370,7 +409,7 @@ def make_cell(arch, cfg, exporter, out_root, work):
                 if exporter != "tjs-q4":
                     convert_tjs_fp16(out_dir)
             elif exporter.startswith("tjs-"):
-                quantize_tjs_q8(out_dir, "QInt8" if exporter == "tjs-q8" else "QUInt8")
+                quantize_tjs_q8(out_dir, "QInt8" if exporter.startswith("tjs-q8") else "QUInt8")
         else:
             export_genai(model_dir, out_dir, exporter.split("-")[1])
         single_file(out_dir)
@@ -390,7 +429,7 @@ def make_cell(arch, cfg, exporter, out_root, work):
         if exporter in ("tjs-fp16", "tjs-q4f16"):
             cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
     golden = {"exporter": exporter, "arch": arch, "max_new_tokens": NEW_TOKENS, "eos": eos, "cases": cases,
-              "oracle": ("int8 weights as uint8" if exporter == "tjs-q8" else "accuracy_level 0") if oracle != str(out_dir / "model.onnx")
+              "oracle": ("int8 weights as uint8" if exporter.startswith("tjs-q8") else "accuracy_level 0") if oracle != str(out_dir / "model.onnx")
               else "as exported",
               "made_with": {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__}}
     (out_dir / "greedy.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")
