@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/bnb4.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_avx512.h"
 #include "kernels/cpu/gemm_packed.h"
@@ -417,6 +418,37 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
         for (float& v : A) v = static_cast<float>(bf16(v));
         for (float& v : W) v = static_cast<float>(bf16(v));
       }
+      check_product(A, W, M, K, N, C);
+    }
+}
+
+TEST_CASE("matmul_bnb4 (codes read as used; a prefill by dequantized slices) equals the float64 product of ORT's dequantized weight") {
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> byte(0, 255);
+  // Decode rows (1, 3, 8: the codes looked up) and prefill rows (12); a K the block divides and one it does not (a
+  // block across two rows of W), blocks of 16 and 64, both formats.
+  for (auto [M, K, N, block] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 128, 37, 64},
+                                {3, 256, 9, 16},
+                                {8, 64, 70, 64},
+                                {12, 192, 33, 64},
+                                {2, 40, 7, 16},
+                                {13, 40, 7, 16}})
+    for (auto type : {kernels::Bnb4Type::NF4, kernels::Bnb4Type::FP4}) {
+      CAPTURE(M);
+      CAPTURE(K);
+      CAPTURE(N);
+      CAPTURE(block);
+      std::vector<uint8_t> codes(static_cast<size_t>((N * K + 1) / 2));
+      for (auto& c : codes) c = static_cast<uint8_t>(byte(g));
+      std::vector<float> absmax(static_cast<size_t>((N * K + block - 1) / block)), A(static_cast<size_t>(M * K));
+      for (auto& v : absmax) v = std::abs(u(g)) + 0.1f;
+      for (auto& v : A) v = u(g);
+      std::vector<float> Wt(static_cast<size_t>(N * K)), W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
+      kernels::dequantize_bnb4(codes.data(), absmax.data(), N * K, block, type, Wt.data());
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) W[static_cast<size_t>(k * N + n)] = Wt[static_cast<size_t>(n * K + k)];
+      kernels::matmul_bnb4(A.data(), M, {codes.data(), absmax.data(), K, N, block, type}, C.data());
       check_product(A, W, M, K, N, C);
     }
 }

@@ -496,8 +496,7 @@ REPRODUCERS = {
     "onnx_model/dynamicquantizematmul_scale_count.onnx":
         "DynamicQuantizeMatMul node 'dqmm' (domain com.microsoft): b_scale has 5 values; it takes 1 or one per column of B (3)",
     "onnx_model/matmulbnb4_absmax_count.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): absmax has 7 values; 128 codes in blocks of 64 need 2",
-    # (the padded N after "x" is N + the panel width, 8 or 16 floats by target)
-    "onnx_model/matmulbnb4_huge_k_n.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): its float32 weight, K · N: 1099511627776 x",
+    "onnx_model/matmulbnb4_huge_k_n.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): K · N: 1099511627776 x 1099511627776 does not fit",
 }
 
 

@@ -10,7 +10,21 @@ namespace tern::kernels {
 
 enum class Bnb4Type { FP4 = 0, NF4 = 1 };  // MatMulBnb4's quant_type
 
+struct Bnb4Weights {
+  const uint8_t* codes = nullptr;  // (N·K + 1) / 2 bytes
+  const float* absmax = nullptr;   // one per block (4-byte aligned)
+  int64_t K = 0, N = 0, block = 0;
+  Bnb4Type type = Bnb4Type::NF4;
+};
+
 // out[i] = table[code i] · absmax[i / block] for i < numel: the values ONNX Runtime dequantizes to.
 void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type, float* out);
+
+// y [M, N] = x [M, K] · Wᵀ, W read from its codes as it is used — each block's 16 points times its absmax (ONNX
+// Runtime's dequantized values exactly), looked up per code — so a decode token streams half a byte a weight instead
+// of the 4 of a float32 copy. Rows of many tokens (a prefill) dequantize W a slice of rows at a time into a GEMM.
+void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y);
+// The kernel matmul_bnb4 takes for M rows, named for profiles.
+const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w);
 
 }  // namespace tern::kernels
