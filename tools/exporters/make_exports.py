@@ -219,13 +219,25 @@ def export_genai(model_dir, out_dir, precision):
         raise RuntimeError((r.stdout + r.stderr).strip().splitlines()[-1])
 
 
+def save(model, path):
+    """One file where it fits protobuf's 2 GB, else the tensors beside it in one file (as Optimum writes a large export)."""
+    path = Path(path)
+    for f in path.parent.glob(path.name + "_data*"):  # (a source's external data, read into `model` already)
+        f.unlink()
+    if model.ByteSize() < 2**31 - 2**24:
+        onnx.save(model, str(path))
+    else:
+        onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=path.name + "_data")
+
+
 def quantize_ort_int4(out_dir):
     from onnxruntime.quantization import matmul_nbits_quantizer as mq
     cfg = mq.DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=False, accuracy_level=0, op_types_to_quantize=("MatMul", "Gather"),
                                           quant_axes=(("MatMul", 0), ("Gather", 1)))
     q = mq.MatMulNBitsQuantizer(onnx.load(str(out_dir / "model.onnx")), algo_config=cfg)
     q.process()
-    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+    q.model.topological_sort()  # (what ONNXModel.save_model_to_file does first)
+    save(q.model.model, out_dir / "model.onnx")
 
 
 def quantize_tjs_q8(out_dir, weight_type):
@@ -238,7 +250,7 @@ def quantize_tjs_q8(out_dir, weight_type):
                       nodes_to_quantize=[], nodes_to_exclude=[], op_types_to_quantize=set(IntegerOpsRegistry.keys()),
                       extra_options=dict(EnableSubgraph=True, MatMulConstBOnly=True))
     q.quantize_model()
-    onnx.save(q.model.model, str(out_dir / "model.onnx"))
+    save(q.model.model, out_dir / "model.onnx")
 
 
 def quantize_tjs_bnb4(out_dir):
@@ -246,7 +258,8 @@ def quantize_tjs_bnb4(out_dir):
     from onnxruntime.quantization.matmul_bnb4_quantizer import MatMulBnb4Quantizer
     q = MatMulBnb4Quantizer(onnx.load(str(out_dir / "model.onnx")), MatMulBnb4Quantizer.NF4, 64)
     q.process()
-    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+    q.model.topological_sort()  # (what ONNXModel.save_model_to_file does first)
+    save(q.model.model, out_dir / "model.onnx")
 
 
 def convert_tjs_fp16(out_dir):
@@ -262,7 +275,7 @@ def convert_tjs_fp16(out_dir):
     typed = [v for v in m.graph.value_info if v.type.tensor_type.elem_type != 0]
     del m.graph.value_info[:]
     m.graph.value_info.extend(typed)
-    onnx.save(m, str(out_dir / "model.onnx"))
+    save(m, out_dir / "model.onnx")
 
 
 def quantize_tjs_q4(out_dir):
@@ -270,7 +283,8 @@ def quantize_tjs_q4(out_dir):
     from onnxruntime.quantization import matmul_nbits_quantizer as mq
     q = mq.MatMulNBitsQuantizer(onnx.load(str(out_dir / "model.onnx")), block_size=32, is_symmetric=True)
     q.process()
-    q.model.save_model_to_file(str(out_dir / "model.onnx"), False)
+    q.model.topological_sort()  # (what ONNXModel.save_model_to_file does first)
+    save(q.model.model, out_dir / "model.onnx")
 
 
 def single_file(out_dir):
