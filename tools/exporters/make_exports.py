@@ -186,9 +186,12 @@ def _flat_shapes(shapes):  # forward(input_ids, attention_mask, position_ids, *p
     return [shapes["input_ids"], shapes["attention_mask"], shapes["position_ids"], tuple(shapes["past"])]
 
 
-def export_optimum(model_dir, out_dir):
+def export_optimum(model_dir, out_dir, post_process=True):
+    """post_process=False: past protobuf's 2 GB Optimum's post-processing (its tied-weight deduplication) cannot
+    serialize the graph, so a 1B export skips it (its LM head then a weight of its own)."""
     from optimum.exporters.onnx import main_export
-    main_export(str(model_dir), output=str(out_dir), task="text-generation-with-past", do_validation=False)
+    main_export(str(model_dir), output=str(out_dir), task="text-generation-with-past", do_validation=False,
+                no_post_process=not post_process)
 
 
 def export_merged(model_dir, out_dir):
@@ -219,12 +222,17 @@ def export_genai(model_dir, out_dir, precision):
         raise RuntimeError((r.stdout + r.stderr).strip().splitlines()[-1])
 
 
+def past_protobuf_limit(model):
+    """Whether the model's tensors alone pass protobuf's 2 GB (ByteSize() itself fails past it)."""
+    return sum(len(t.raw_data) + 4 * (len(t.float_data) + len(t.int32_data)) for t in model.graph.initializer) >= onnx.checker.MAXIMUM_PROTOBUF - 2**24
+
+
 def save(model, path):
     """One file where it fits protobuf's 2 GB, else the tensors beside it in one file (as Optimum writes a large export)."""
     path = Path(path)
     for f in path.parent.glob(path.name + "_data*"):  # (a source's external data, read into `model` already)
         f.unlink()
-    if model.ByteSize() < 2**31 - 2**24:
+    if not past_protobuf_limit(model):
         onnx.save(model, str(path))
     else:
         onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=path.name + "_data")
@@ -267,8 +275,10 @@ def convert_tjs_fp16(out_dir):
     import onnxslim
     sys.path.insert(0, os.environ["TJS_SCRIPTS"])
     import float16
-    m = float16.convert_float_to_float16(onnx.load(str(out_dir / "model.onnx")), keep_io_types=True,
-                                         op_block_list=float16.DEFAULT_OP_BLOCK_LIST)
+    m = onnx.load(str(out_dir / "model.onnx"))
+    # (as quantize.py does: onnx's shape inference serializes the model, which protobuf refuses past 2 GB)
+    m = float16.convert_float_to_float16(m, keep_io_types=True, op_block_list=float16.DEFAULT_OP_BLOCK_LIST,
+                                         disable_shape_infer=past_protobuf_limit(m))
     m = onnxslim.slim(m)
     # Today's onnx shape inference leaves MatMulNBits' outputs untyped (elem_type 0), which the conversion writes
     # into value_info and ONNX Runtime then refuses ("Invalid tensor data type 0"): such entries say nothing, dropped.

@@ -41,7 +41,17 @@ PROMPTS = [
     "How many legs does a spider have?",
 ]
 NEW_TOKENS = 64
-TIE = 0.002  # make_exports' (tests/test_exports.cpp kTie): float16 logits within this of each other tie
+TIE = 0.002  # make_exports' (tests/test_exports.cpp kTie): float16 logits within this of each other tie…
+
+
+def tie(gap, top):
+    """…or within two float16 steps of the best logit (a real model's logits reach 10-30, where float16 steps by
+    2^-7 to 2^-6: SmolLM2's q4f16 left ORT at a gap of 0.0077 with the best logit above 8)."""
+    return gap < max(TIE, 2.0 ** (np.floor(np.log2(max(top, 2.0**-14))) - 9))
+
+
+def first_difference(a, b):
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 SUFFIXES = {"fp32": "", "q8": "_quantized", "q4": "_q4", "bnb4": "_bnb4", "fp16": "_fp16", "q4f16": "_q4f16"}
 
 
@@ -128,7 +138,7 @@ def tjs_repositories(cache, hf, opt):
     return out
 
 
-def ort_greedy(model, ids, eos, threads):
+def ort_greedy(model, ids, eos, threads, optimize=True):
     """ONNX Runtime's greedy continuation of one prompt (as tools/exporters/make_exports.py), its decode tok/s and
     each step's top-2 logit gap. Runs make_exports.exact_oracle's copy where the file's arithmetic differs from what
     its ops state (MatMulNBits accuracy_level 4, int8 MatMulInteger weights)."""
@@ -139,6 +149,8 @@ def ort_greedy(model, ids, eos, threads):
     path = str(oracle) if oracle.exists() else me.exact_oracle(model, oracle)  # (made once, for the first prompt)
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     inputs = {i.name: i for i in sess.get_inputs()}
     np_type = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
@@ -156,7 +168,8 @@ def ort_greedy(model, ids, eos, threads):
         outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
         last = outs["logits"][0, -1].astype(np.float32)
         nxt = int(np.argmax(last))
-        gaps.append(float(np.diff(np.sort(last)[-2:])[0]))
+        top2 = np.sort(last)[-2:]
+        gaps.append((float(top2[1] - top2[0]), float(abs(top2[1]))))
         if step > 0:
             t_decode += time.perf_counter() - t0
         tokens.append(nxt)
@@ -234,12 +247,21 @@ def main():
             want, ort_speed, gaps = ort_greedy(onnx_file, ids, eos, args.threads)
             got, tern_speed, warned = tern_greedy(args.tern, folder, dtype, ids, args.threads)
             got = got["tokens"][0]
-            tie = next((k for k, g in enumerate(gaps) if g < TIE), None) if dtype in ("fp16", "q4f16") else None
-            if tie is not None:  # float16 logits: compared up to ORT's first near-tie
-                want, got = want[:len(ids) + tie], got[:len(ids) + tie]
+            near = next((k for k, g in enumerate(gaps) if tie(*g)), None) if dtype in ("fp16", "q4f16") else None
+            if near is not None:  # float16 logits: compared up to ORT's first near-tie
+                want, got = want[:len(ids) + near], got[:len(ids) + near]
             same = got == want
+            verdict = str(same) + (" (no ring)" if warned else "") + (f" to {near}" if near is not None else "")
+            if dtype == "q8" and not same:
+                # Dynamic 8-bit quantization of activations with SmolLM2's massive ones (~750 in the residual from layer
+                # 4): a float rounding anywhere upstream moves a code, the code a whole step of a product. ONNX Runtime
+                # is no steadier: with its graph optimizations off its prefill logits move by 16 (on, off: the same
+                # file). tern passes where it follows ORT as far as ORT's own unoptimized run does.
+                own = ort_greedy(onnx_file, ids, eos, args.threads, optimize=False)[0]
+                ours, theirs = first_difference(got, want), first_difference(own, want)
+                same = theirs is not None and ours >= theirs
+                verdict = f"{same} ({ours - len(ids)} vs {theirs - len(ids) if theirs is not None else '-'})"
             failures += not same or warned
-            verdict = str(same) + (" (no ring)" if warned else "") + (f" to {tie}" if tie is not None else "")
             print(f"{name:14} {p[:48]:48} {verdict:12} {tern_speed:10.1f} {ort_speed:10.1f}")
         answer = tok.decode(want[len(ids):], skip_special_tokens=True).strip().replace("\n", " ")
         print(f"  last answer: {answer[:110]}")

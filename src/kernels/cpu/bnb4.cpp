@@ -67,6 +67,38 @@ void gemv_bnb4_scalar(const float* x, int64_t M, const Bnb4Weights& w, int64_t n
     }
 }
 
+// Rows [n0, n1) of W as the GEMM's panels (gemm_packed.h: [panel][K][kPanel], the last panel's missing rows 0),
+// each value dequantize_bnb4's: a row's block's 16 points times its absmax, looked up per code.
+PackedMatrix panels_of(const Bnb4Weights& w, int64_t n0, int64_t n1) {
+  const int64_t panels = (n1 - n0 + kPanel - 1) / kPanel;
+  PackedMatrix p{w.K, n1 - n0, DType::Float32, Buffer::allocate(static_cast<size_t>(panels * w.K * kPanel) * sizeof(float))};
+  float* out = static_cast<float*>(p.panels->data());
+  const float* table = table_of(w.type);
+  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t c = 0; c < kPanel; ++c) {
+        const int64_t n = n0 + j * kPanel + c;
+        float* column = out + j * w.K * kPanel + c;
+        float points[16];
+        int64_t block = -1;
+        for (int64_t k = 0; k < w.K; ++k) {
+          if (n >= n1) {
+            column[k * kPanel] = 0;
+            continue;
+          }
+          const int64_t i = n * w.K + k;
+          if (i / w.block != block) {
+            block = i / w.block;
+            for (int q = 0; q < 16; ++q) points[q] = table[q] * w.absmax[block];
+          }
+          const uint8_t byte = w.codes[i / 2];
+          column[k * kPanel] = points[i % 2 ? byte & 15 : byte >> 4];
+        }
+      }
+  });
+  return p;
+}
+
 }  // namespace
 
 void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type, float* out) {
@@ -97,27 +129,14 @@ void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y) {
     (void)avx2;
     return;
   }
-  // A slice of W's rows at a time, about 4 MB of float32, dequantized and packed into the GEMM's panels, whose cost
-  // the M rows share (SmolLM2-135M's bnb4 prefill, 64 tokens, Zen 3: 139 tok/s through the reference GEMM on the
-  // unpacked slice, 238-248 packed; float32 panels made once at load gave 464, for 8x the memory). A slice starts at a
-  // byte (an even flat index): its rows times K is even, or K is.
-  int64_t rows = std::max<int64_t>(kPanel, (int64_t{1} << 20) / std::max<int64_t>(w.K, 1) / kPanel * kPanel);
-  if (w.K % 2) rows += rows % 2;
+  // A slice of W's rows at a time, about 4 MB of float32, dequantized straight into the GEMM's panels, whose cost the
+  // M rows share (SmolLM2-135M's bnb4 prefill, 64 tokens, Zen 3: 139 tok/s through the reference GEMM on an unpacked
+  // slice, 238-248 dequantized then packed; float32 panels made once at load gave 464, for 8x the memory).
+  const int64_t rows = std::max<int64_t>(kPanel, (int64_t{1} << 20) / std::max<int64_t>(w.K, 1) / kPanel * kPanel);
   std::vector<float> out;
   for (int64_t n0 = 0; n0 < w.N; n0 += rows) {
-    const int64_t n1 = std::min(w.N, n0 + rows), first = n0 * w.K, count = (n1 - n0) * w.K;
-    Tensor slice(DType::Float32, {n1 - n0, w.K});
-    float* s = slice.data<float>();
-    if (first % w.block == 0) {
-      dequantize_bnb4(w.codes + first / 2, w.absmax + first / w.block, count, w.block, w.type, s);
-    } else {  // (a slice whose first block began in the slice before)
-      const float* table = table_of(w.type);
-      for (int64_t i = 0; i < count; ++i) {
-        const uint8_t byte = w.codes[(first + i) / 2];
-        s[i] = table[(first + i) % 2 ? byte & 15 : byte >> 4] * w.absmax[(first + i) / w.block];
-      }
-    }
-    const PackedMatrix packed = pack_matrix(slice, DType::Float32, true);
+    const int64_t n1 = std::min(w.N, n0 + rows);
+    const PackedMatrix packed = panels_of(w, n0, n1);
     out.resize(static_cast<size_t>(M * (n1 - n0)));
     matmul_packed(x, M, packed, out.data());
     for (int64_t m = 0; m < M; ++m) std::copy_n(out.data() + m * (n1 - n0), n1 - n0, y + m * w.N + n0);
