@@ -92,6 +92,10 @@ def arch_configs():
         "granite": t.GraniteConfig(**SMALL, embedding_multiplier=12.0, residual_multiplier=0.22,
                                    attention_multiplier=0.0625, logits_scaling=8.0),
         "cohere": t.CohereConfig(**SMALL, logit_scale=0.125),  # interleaved RoPE, parallel block, LayerNorm
+        # 4 KV heads of 128: a float16 cache whose probe (5 positions, 2560 elements) passes the 2048 integers float16
+        # holds exactly, as a 1B shape's does (ARCH_ONLY: its float16 cell alone)
+        "llama_wide_kv": t.LlamaConfig(**{**SMALL, "num_attention_heads": 4, "num_key_value_heads": 4}, head_dim=128,
+                                       tie_word_embeddings=False),
     }
 
 
@@ -100,6 +104,7 @@ EXPORTERS = ["torchscript", "dynamo", "optimum", "genai-fp32", "genai-int4", "or
 ISSUE_74_ARCHS = ("llama", "qwen2", "qwen3", "gemma3", "phi3")
 ONLY_FOR = {"tjs-uint8": ("llama", "smollm2"), "tjs-q4": ISSUE_74_ARCHS, "tjs-bnb4": ISSUE_74_ARCHS, "tjs-fp16": ISSUE_74_ARCHS,
             "tjs-q4f16": ISSUE_74_ARCHS, "merged": ISSUE_74_ARCHS, "tjs-q8-merged": ISSUE_74_ARCHS}
+ARCH_ONLY = {"llama_wide_kv": ("tjs-fp16",)}
 PROMPTS = [[1, 17, 200, 34, 99, 5, 61, 130], [1, 42, 7, 250, 88]]
 
 
@@ -473,7 +478,7 @@ def main():
             for exporter in EXPORTERS:
                 if only and arch not in only and f"{arch}-{exporter}" not in only:
                     continue
-                if exporter in ONLY_FOR and arch not in ONLY_FOR[exporter]:
+                if exporter not in ARCH_ONLY.get(arch, (exporter,)) or arch not in ARCH_ONLY and arch not in ONLY_FOR.get(exporter, (arch,)):
                     continue
                 if exporter in ("tjs-fp16", "tjs-q4f16") and "TJS_SCRIPTS" not in os.environ:
                     print(f"{arch}-{exporter}: skipped (TJS_SCRIPTS names no transformers.js scripts folder)")

@@ -161,6 +161,36 @@ MovesBack walk_moves_back(const Matcher& m, int operand) {
   return w;
 }
 
+// A probe of `dtype` whose element i is told apart from every other after data movement: the value i in float32
+// (exact to 2^24); in a 16-bit float, whose integers are exact only to 2048 (a 1B shape's cache probe holds 8192), the
+// i-th finite bit pattern — moves keep bits. `index_at` reads an element back as its i (-1: none). Undefined when
+// the dtype has too few finite patterns for n.
+struct DistinctProbe {
+  Tensor tensor;
+  DType dtype = DType::Float32;
+  int64_t index_at(const Tensor& t, int64_t at) const {
+    if (dtype == DType::Float32) return static_cast<int64_t>(t.data<float>()[at]);
+    const uint16_t bits = static_cast<const uint16_t*>(t.raw())[at], inf = dtype == DType::Float16 ? 0x7C00 : 0x7F80;
+    return (bits & 0x7FFF) >= inf ? -1 : bits < 0x8000 ? bits : bits - 0x8000 + inf;
+  }
+};
+DistinctProbe distinct_probe(DType dtype, const Shape& shape) {
+  DistinctProbe p;
+  const int64_t n = numel_of(shape);
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) {
+    const int64_t inf = dtype == DType::Float16 ? 0x7C00 : 0x7F80;  // finite patterns: [0, inf) and 0x8000 + [0, inf)
+    if (n > 2 * inf) return p;
+    p.dtype = dtype;
+    p.tensor = Tensor(dtype, shape);
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(p.tensor.raw())[i] = static_cast<uint16_t>(i < inf ? i : 0x8000 + i - inf);
+    return p;
+  }
+  if (dtype != DType::Float32 || n > (int64_t{1} << 24)) return p;
+  p.tensor = Tensor(DType::Float32, shape);
+  for (int64_t i = 0; i < n; ++i) p.tensor.data<float>()[i] = static_cast<float>(i);
+  return p;
+}
+
 // Whether `operand`, computed from the [B, kv_heads, T, D] value `source`, is repeat_kv of it to `heads`
 // heads — each query head h reads KV head h / (heads / kv_heads) — with, for `keys`, the last two axes
 // swapped. Checked by running the nodes between on a probe whose every element is distinct.
@@ -168,20 +198,19 @@ bool reads_as_repeat_kv(const Matcher& m, int operand, int source, bool keys, in
   const int64_t kv_heads = m.dim(source, 1), D = m.dim(source, 3);
   if (m.rank(source) != 4 || kv_heads <= 0 || D <= 0 || heads % kv_heads) return false;
   constexpr int64_t T = kProbeTotal;
-  Tensor probe(DType::Float32, {1, kv_heads, T, D});
-  for (int64_t i = 0; i < probe.numel(); ++i) probe.data<float>()[i] = static_cast<float>(i);
+  const DistinctProbe probe = distinct_probe(m.value(source).dtype, {1, kv_heads, T, D});
+  if (!probe.tensor.defined()) return false;
   auto bindings = probe_bindings(m);
   std::erase_if(bindings, [&](const auto& b) { return b.first == source; });
-  bindings.emplace_back(source, cast_to(probe, m.value(source).dtype));
+  bindings.emplace_back(source, probe.tensor);
   const auto got = evaluate_with(m.graph(), operand, bindings);
   const std::vector<int64_t> want_shape = keys ? std::vector<int64_t>{1, heads, D, T} : std::vector<int64_t>{1, heads, T, D};
-  if (!got || got->shape() != want_shape) return false;
-  const Tensor f = cast_to(*got, DType::Float32);
+  if (!got || got->shape() != want_shape || got->dtype() != probe.tensor.dtype()) return false;
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t e = 0; e < D; ++e) {
         const int64_t at = keys ? (h * D + e) * T + t : (h * T + t) * D + e;
-        if (f.data<float>()[at] != static_cast<float>(((h / (heads / kv_heads)) * T + t) * D + e)) return false;
+        if (probe.index_at(*got, at) != ((h / (heads / kv_heads)) * T + t) * D + e) return false;
       }
   return true;
 }
