@@ -281,9 +281,15 @@ def convert_tjs_fp16(out_dir):
     sys.path.insert(0, os.environ["TJS_SCRIPTS"])
     import float16
     m = onnx.load(str(out_dir / "model.onnx"))
-    # (as quantize.py does: onnx's shape inference serializes the model, which protobuf refuses past 2 GB)
+    large = past_protobuf_limit(m)
+    if large:  # the conversion's shape inference serializes the model, which protobuf refuses past 2 GB: inferred from
+        # the file instead (without it the conversion leaves float32 Adds beside float16 ones, which ORT refuses too)
+        inferred = out_dir / "model.inferred.onnx"
+        onnx.shape_inference.infer_shapes_path(str(out_dir / "model.onnx"), str(inferred))
+        m = onnx.load(str(inferred))
+        inferred.unlink()
     m = float16.convert_float_to_float16(m, keep_io_types=True, op_block_list=float16.DEFAULT_OP_BLOCK_LIST,
-                                         disable_shape_infer=past_protobuf_limit(m))
+                                         disable_shape_infer=large)
     m = onnxslim.slim(m)
     # Today's onnx shape inference leaves MatMulNBits' outputs untyped (elem_type 0), which the conversion writes
     # into value_info and ONNX Runtime then refuses ("Invalid tensor data type 0"): such entries say nothing, dropped.
