@@ -274,3 +274,61 @@ TEST_CASE("a repository's onnx/ variants run by dtype, configs from its root") {
     CHECK(resolve_model(repo.path.string()).dtype == "fp32");  // no q4 here: the exact file before the 8-bit one
   }
 }
+
+// Optimum's ORTModelForCausalLM runs a merged decoder's first step on the branch without past: use_cache_branch false
+// beside a dummy past of length 1 (zeros) that branch never reads, and an attention_mask over the prompt alone. The
+// inlined with-past branch takes that past as empty (Session::run): ORT's prefill logits, then its next token from the
+// presents fed back with use_cache_branch true.
+TEST_CASE("a merged decoder fed as Optimum feeds it: a dummy past beside use_cache_branch false") {
+  const fs::path cell = exports_dir() / "llama-merged";
+  Session s((cell / "model.onnx").string());
+  CHECK(s.passes().merged.flag == "use_cache_branch");
+  CHECK(s.passes().merged.past.size() == 4);
+  const nlohmann::json golden = golden_of(cell);
+  const auto& c = golden["cases"][0];
+  const auto prompt = c["prompts"][0].get<std::vector<int64_t>>();
+  const int64_t S = static_cast<int64_t>(prompt.size());
+  std::vector<int64_t> positions(static_cast<size_t>(S));
+  for (int64_t i = 0; i < S; ++i) positions[static_cast<size_t>(i)] = i;
+  std::vector<std::pair<std::string, Tensor>> feeds = {
+      {"input_ids", Tensor::from_vector<int64_t>(prompt, {1, S})},
+      {"attention_mask", Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(S), 1), {1, S})},
+      {"position_ids", Tensor::from_vector<int64_t>(positions, {1, S})},
+      {"use_cache_branch", Tensor::from_vector<bool>({false}, {1})}};
+  for (int l = 0; l < 2; ++l)
+    for (const char* kv : {"key", "value"}) {
+      Tensor dummy(DType::Float32, {1, 1, 1, 16});
+      std::fill_n(dummy.data<float>(), 16, 0.0f);
+      feeds.push_back({"past_key_values." + std::to_string(l) + "." + kv, dummy});
+    }
+  const Outputs out = s.run(feeds);
+  const Tensor& logits = out.items[0].second;
+  REQUIRE(logits.has_shape({1, S, 256}));
+  const auto want = c["prefill_logits"][0].get<std::vector<float>>();
+  double worst = 0;
+  int64_t best = 0;
+  for (int64_t v = 0; v < 256; ++v) {
+    const float got = logits.data<float>()[(S - 1) * 256 + v];
+    worst = std::max(worst, std::abs(double(got) - want[static_cast<size_t>(v)]));
+    if (got > logits.data<float>()[(S - 1) * 256 + best]) best = v;
+  }
+  CHECK(worst <= 1e-3);
+  const int64_t next = c["tokens"][0][static_cast<size_t>(S)].get<int64_t>();
+  CHECK(best == next);
+  // The next step: the presents as past, the flag true.
+  std::vector<std::pair<std::string, Tensor>> step = {
+      {"input_ids", Tensor::from_vector<int64_t>({next}, {1, 1})},
+      {"attention_mask", Tensor::from_vector<int64_t>(std::vector<int64_t>(static_cast<size_t>(S + 1), 1), {1, S + 1})},
+      {"position_ids", Tensor::from_vector<int64_t>({S}, {1, 1})},
+      {"use_cache_branch", Tensor::from_vector<bool>({true}, {1})}};
+  for (size_t i = 1; i < out.items.size(); ++i) {
+    std::string name = out.items[i].first;
+    name.replace(0, std::string("present").size(), "past_key_values");
+    step.push_back({name, out.items[i].second});
+  }
+  const Tensor& after = s.run(step).items[0].second;
+  int64_t argmax = 0;
+  for (int64_t v = 1; v < 256; ++v)
+    if (after.data<float>()[v] > after.data<float>()[argmax]) argmax = v;
+  CHECK(argmax == c["tokens"][0][static_cast<size_t>(S + 1)].get<int64_t>());
+}

@@ -82,7 +82,7 @@ void declare_mask_over_past(Graph& g) {
 
 }  // namespace
 
-int inline_known_branches(Graph& g) {
+int inline_known_branches(Graph& g, MergedDecoder* merged) {
   std::set<std::string> node_names;
   for (const Node& n : g.nodes) node_names.insert(n.name);
   std::vector<Node> nodes;
@@ -103,6 +103,16 @@ int inline_known_branches(Graph& g) {
       continue;
     }
     const bool taken = merged_decoder || static_cast<const uint8_t*>(cond.constant->raw())[0] != 0;
+    if (merged_decoder && merged) {
+      merged->flag = cond.name;
+      Node without_past;  // (outer_values_read of the branch without past alone)
+      without_past.attrs["else_branch"] = *else_branch;
+      const std::vector<std::string> other = outer_values_read(without_past);
+      for (const std::string& name : outer_values_read(n))
+        if (const int id = g.find_value(name);
+            std::count(g.inputs.begin(), g.inputs.end(), id) && name != cond.name && !std::binary_search(other.begin(), other.end(), name))
+          merged->past.push_back(name);
+    }
     const Graph& b = *(taken ? then_branch : else_branch)->g;
     if (b.outputs.size() != n.outputs.size() || !b.inputs.empty())
       fail(n.describe(), ": branch '", b.name, "' makes ", b.outputs.size(), " outputs and takes ", b.inputs.size(), " inputs; the If has ",

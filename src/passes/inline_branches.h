@@ -14,6 +14,15 @@ namespace tern {
 //   check it against ONNX Runtime running the branch without past at the prefill.
 // Branch values get names unused in `g` (a suffix where one is taken); the If's outputs keep theirs. Returns how many
 // If nodes were inlined.
-int inline_known_branches(Graph& g);
+//
+// A merged decoder's callers may still take the other branch: Optimum's ORTModelForCausalLM feeds use_cache_branch
+// false at the first step with a dummy past of length 1, which that branch never reads. `merged` (when given and a
+// merged decoder was inlined) then names the flag and the inputs only the with-past branch reads, so the session can
+// feed those empty when the flag is false (MergedDecoder::empty_past) — what the branch without past computes.
+struct MergedDecoder {
+  std::string flag;               // "" when the graph was no merged decoder
+  std::vector<std::string> past;  // graph inputs the with-past branch reads and the other does not
+};
+int inline_known_branches(Graph& g, MergedDecoder* merged = nullptr);
 
 }  // namespace tern

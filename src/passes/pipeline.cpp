@@ -5,7 +5,6 @@
 
 #include "ops/op.h"
 #include "passes/canonicalize.h"
-#include "passes/inline_branches.h"
 #include "passes/shape_values.h"
 
 namespace tern {
@@ -39,8 +38,8 @@ void check_input_counts(const Graph& g) {
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   check_input_counts(g);
   PassStats* stats = &r.stats;
-  if (o.optimize || o.kv_window > 0) stats->canonicalized = inline_known_branches(g);  // (a merged decoder: one flat graph)
-  if (o.optimize) {                                                                    // before folding would copy the weight it reads
+  if (o.optimize || o.kv_window > 0) stats->canonicalized = inline_known_branches(g, &r.merged);  // (a merged decoder: one flat graph)
+  if (o.optimize) {  // before folding would copy the weight it reads
     stats->canonicalized += matmul_transposed_weights(g);
     remove_dead_nodes(g, stats);  // the Transposes
   }

@@ -6,6 +6,7 @@
 
 #include "passes/attention/attention.h"
 #include "passes/fuse_blocks.h"
+#include "passes/inline_branches.h"
 #include "passes/passes.h"
 
 namespace tern {
@@ -30,6 +31,7 @@ struct PipelineResult {
   std::vector<Fusion> fusions;     // rewrites made, in order
   std::vector<FusionMiss> misses;  // why attention did not become ring layers (with a window)
   int cached_layers = 0;
+  MergedDecoder merged;  // an Optimum merged decoder inlined: its flag and past inputs (passes/inline_branches.h)
 };
 
 // Rewrites `g` in place; errors name `model_path`.

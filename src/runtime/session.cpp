@@ -305,7 +305,34 @@ Outputs Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, S
   return out;
 }
 
-void Session::run(const std::vector<std::pair<std::string, Tensor>>& feeds, Outputs& out, SequenceState* sequence) {
+namespace {
+
+// A merged decoder fed as Optimum feeds its branch without past — use_cache_branch false beside a dummy past (length
+// 1, zeros) that branch never reads: the inlined with-past branch reads those inputs, so they go in empty, which is
+// what the other branch computes (passes/inline_branches.h MergedDecoder). Other feeds are passed through.
+const std::vector<std::pair<std::string, Tensor>>& without_unread_past(const MergedDecoder& merged,
+                                                                       const std::vector<std::pair<std::string, Tensor>>& feeds,
+                                                                       std::vector<std::pair<std::string, Tensor>>& storage) {
+  if (merged.flag.empty()) return feeds;
+  const auto flag = std::find_if(feeds.begin(), feeds.end(), [&](const auto& f) { return f.first == merged.flag; });
+  if (flag == feeds.end() || flag->second.dtype() != DType::Bool || flag->second.numel() != 1 ||
+      static_cast<const uint8_t*>(flag->second.raw())[0] != 0)
+    return feeds;
+  storage = feeds;
+  for (auto& [name, t] : storage)
+    if (t.rank() == 4 && std::count(merged.past.begin(), merged.past.end(), name)) {  // [batch, heads, positions, size]
+      Shape empty = t.shape();
+      empty[2] = 0;
+      t = Tensor(t.dtype(), empty);
+    }
+  return storage;
+}
+
+}  // namespace
+
+void Session::run(const std::vector<std::pair<std::string, Tensor>>& given, Outputs& out, SequenceState* sequence) {
+  std::vector<std::pair<std::string, Tensor>> storage;
+  const auto& feeds = without_unread_past(passes_.merged, given, storage);
   SequenceState& seq = sequence ? *sequence : *sequence_;
   if (&seq.session_ != this) fail("run: the sequence belongs to another session");
   // A sequence's caches take one run at a time: a second one fails here rather than interleave two token

@@ -199,7 +199,8 @@ class Session {
   const PipelineResult& passes() const { return passes_; }
   const BufferPool& pool() const { return *pool_; }
 
-  // Feeds are matched by name; every graph input must be given. Outputs come in graph-output order and
+  // Feeds are matched by name; every graph input must be given (a merged decoder's past is taken as empty where
+  // use_cache_branch is fed false: passes/inline_branches.h). Outputs come in graph-output order and
   // stay valid after later runs. `sequence`: the state the run reads and advances (null: the session's own,
   // sequence()). Safe to call from several threads at once (see the top of this file).
   Outputs run(const std::vector<std::pair<std::string, Tensor>>& feeds, SequenceState* sequence = nullptr);
