@@ -48,6 +48,7 @@ inline std::vector<std::pair<std::string, Tensor>> decoder_feeds(const Session& 
       const int64_t v = in.name == "position_ids" ? past + i % shape.back() : 1;
       if (in.dtype == DType::Int64) t.data<int64_t>()[i] = v;
       else if (in.dtype == DType::Int32) t.data<int32_t>()[i] = static_cast<int32_t>(v);
+      else if (in.dtype == DType::Bool) static_cast<uint8_t*>(t.raw())[i] = 1;  // (a merged decoder's use_cache_branch)
     }
     feeds.emplace_back(in.name, std::move(t));
   }
