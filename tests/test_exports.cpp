@@ -326,7 +326,8 @@ TEST_CASE("a merged decoder fed as Optimum feeds it: a dummy past beside use_cac
     name.replace(0, std::string("present").size(), "past_key_values");
     step.push_back({name, out.items[i].second});
   }
-  const Tensor& after = s.run(step).items[0].second;
+  const Outputs stepped = s.run(step);
+  const Tensor& after = stepped.items[0].second;
   int64_t argmax = 0;
   for (int64_t v = 1; v < 256; ++v)
     if (after.data<float>()[v] > after.data<float>()[argmax]) argmax = v;
