@@ -38,7 +38,11 @@ void check_input_counts(const Graph& g) {
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   check_input_counts(g);
   PassStats* stats = &r.stats;
-  if (o.optimize || o.kv_window > 0) stats->canonicalized = inline_known_branches(g, &r.merged);  // (a merged decoder: one flat graph)
+  if (o.optimize || o.kv_window > 0) {  // (a merged decoder: one flat graph)
+    stats->canonicalized = inline_known_branches(g, &r.merged);
+    if (!r.merged.flag.empty())  // (said where inspect --fusions lists rewrites)
+      r.fusions.push_back({"Optimum's merged decoder: If on " + r.merged.flag + " → its branch with past, inlined", r.merged.flag});
+  }
   if (o.optimize) {  // before folding would copy the weight it reads
     stats->canonicalized += matmul_transposed_weights(g);
     remove_dead_nodes(g, stats);  // the Transposes
@@ -52,9 +56,10 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   if (o.kv_window > 0) {
     if (cache_io_in_compute_type(g)) remove_dead_nodes(g, stats);  // the Casts the float16 cache no longer passes
     auto cached = fuse_cached_attention(g, {o.kv_window, o.kv_sinks, o.kv_dtype});
-    r.fusions = std::move(cached.fused);
+    r.cached_layers = static_cast<int>(cached.fused.size());
+    append(r.fusions, std::move(cached.fused));
     r.misses = std::move(cached.missed);
-    if (r.fusions.empty() && o.kv_window_required) {
+    if (r.cached_layers == 0 && o.kv_window_required) {
       std::string why;
       for (const auto& miss : r.misses) why += "\n  " + miss.str();
       if (why.empty()) why = " the graph has no past key/value inputs";
@@ -63,7 +68,6 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
           "without a window:",
           why);
     }
-    r.cached_layers = static_cast<int>(r.fusions.size());
     infer_and_fold(g, stats, true);
     remove_dead_nodes(g, stats);  // the replaced attention nodes
   }
