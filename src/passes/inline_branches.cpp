@@ -103,8 +103,9 @@ int inline_known_branches(Graph& g, MergedDecoder* merged) {
       continue;
     }
     const bool taken = merged_decoder || static_cast<const uint8_t*>(cond.constant->raw())[0] != 0;
+    if (merged_decoder && merged) merged->flag = cond.name;
+#ifndef TERN_MINIMAL  // (its reader, Session::run's dummy past, is not in that build)
     if (merged_decoder && merged) {
-      merged->flag = cond.name;
       Node without_past;  // (outer_values_read of the branch without past alone)
       without_past.attrs["else_branch"] = *else_branch;
       const std::vector<std::string> other = outer_values_read(without_past);
@@ -113,6 +114,7 @@ int inline_known_branches(Graph& g, MergedDecoder* merged) {
             std::count(g.inputs.begin(), g.inputs.end(), id) && name != cond.name && !std::binary_search(other.begin(), other.end(), name))
           merged->past.push_back(name);
     }
+#endif
     const Graph& b = *(taken ? then_branch : else_branch)->g;
     if (b.outputs.size() != n.outputs.size() || !b.inputs.empty())
       fail(n.describe(), ": branch '", b.name, "' makes ", b.outputs.size(), " outputs and takes ", b.inputs.size(), " inputs; the If has ",

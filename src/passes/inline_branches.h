@@ -21,7 +21,7 @@ namespace tern {
 // feed those empty when the flag is false (MergedDecoder::empty_past) — what the branch without past computes.
 struct MergedDecoder {
   std::string flag;               // "" when the graph was no merged decoder
-  std::vector<std::string> past;  // graph inputs the with-past branch reads and the other does not
+  std::vector<std::string> past;  // graph inputs the with-past branch reads and the other does not (none: TERN_MINIMAL)
 };
 int inline_known_branches(Graph& g, MergedDecoder* merged = nullptr);
 

@@ -313,6 +313,10 @@ namespace {
 const std::vector<std::pair<std::string, Tensor>>& without_unread_past(const MergedDecoder& merged,
                                                                        const std::vector<std::pair<std::string, Tensor>>& feeds,
                                                                        std::vector<std::pair<std::string, Tensor>>& storage) {
+#ifdef TERN_MINIMAL  // (ONNX Runtime's callers' convention, the Python package's: 8 KB of a budget for small machines)
+  (void)merged, (void)storage;
+  return feeds;
+#else
   if (merged.flag.empty()) return feeds;
   const auto flag = std::find_if(feeds.begin(), feeds.end(), [&](const auto& f) { return f.first == merged.flag; });
   if (flag == feeds.end() || flag->second.dtype() != DType::Bool || flag->second.numel() != 1 ||
@@ -326,6 +330,7 @@ const std::vector<std::pair<std::string, Tensor>>& without_unread_past(const Mer
       t = Tensor(t.dtype(), empty);
     }
   return storage;
+#endif
 }
 
 }  // namespace
