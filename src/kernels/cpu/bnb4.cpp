@@ -38,6 +38,9 @@ constexpr float kNf4[16] = {-1.0f,
 constexpr float kFp4[16] = {0.0f,  5.208333333e-03f,  0.66666667f,  1.0f,  0.33333333f,  0.5f,  0.16666667f,  0.25f,
                             -0.0f, -5.208333333e-03f, -0.66666667f, -1.0f, -0.33333333f, -0.5f, -0.16666667f, -0.25f};
 
+// The 4-bit code of flat index i: two a byte, the first in the high nibble.
+inline uint8_t code_at(const uint8_t* codes, int64_t i) { return i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4; }
+
 // Up to this many rows of x read the codes directly (decode); more dequantize slices of W for a GEMM, where the
 // lookups would be repeated for every row.
 constexpr int64_t kGemvRows = 8;
@@ -60,8 +63,7 @@ void gemv_bnb4_scalar(const float* x, int64_t M, const Bnb4Weights& w, int64_t n
       float sum = 0;
       for (int64_t k = 0; k < w.K; ++k) {
         const int64_t i = n * w.K + k;
-        const uint8_t byte = w.codes[i / 2];
-        sum += x[m * w.K + k] * (table[i % 2 ? byte & 15 : byte >> 4] * w.absmax[i / w.block]);
+        sum += x[m * w.K + k] * (table[code_at(w.codes, i)] * w.absmax[i / w.block]);
       }
       y[m * w.N + n] = sum;
     }
@@ -91,8 +93,7 @@ PackedMatrix panels_of(const Bnb4Weights& w, int64_t n0, int64_t n1) {
             block = i / w.block;
             for (int q = 0; q < 16; ++q) points[q] = table[q] * w.absmax[block];
           }
-          const uint8_t byte = w.codes[i / 2];
-          column[k * kPanel] = points[i % 2 ? byte & 15 : byte >> 4];
+          column[k * kPanel] = points[code_at(w.codes, i)];
         }
       }
   });
@@ -106,8 +107,7 @@ void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, i
   const int64_t blocks = (numel + block - 1) / block;
   parallel_chunks(blocks, balanced_chunks(blocks, numel < (int64_t{1} << 16)), [&](int64_t b0, int64_t b1, int) {
     for (int64_t i = b0 * block; i < std::min(numel, b1 * block); ++i) {
-      const uint8_t byte = codes[i / 2];
-      out[i] = table[i % 2 ? byte & 15 : byte >> 4] * absmax[i / block];
+      out[i] = table[code_at(codes, i)] * absmax[i / block];
     }
   });
 }
