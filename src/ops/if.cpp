@@ -8,11 +8,7 @@
 namespace tern {
 namespace {
 
-bool read_cond(const std::string& who, const Tensor& c) {
-  if (c.dtype() != DType::Bool || c.numel() != 1)
-    fail(who, ": cond must be one bool, got ", dtype_name(c.dtype()), " ", shape_str(c.shape()));
-  return static_cast<const uint8_t*>(c.raw())[0] != 0;
-}
+bool read_cond(const std::string& who, const Tensor& c) { return control_value(who, c, DType::Bool, "cond") != 0; }
 
 class IfOp : public Op {
  public:

@@ -30,8 +30,8 @@ class LoopOp : public Op {
   }
   void run(RunContext& ctx) const override {
     int64_t trips = std::numeric_limits<int64_t>::max();
-    if (ctx.has(0)) trips = scalar<int64_t>(ctx.in(0), DType::Int64, "M");
-    bool go = !ctx.has(1) || scalar<uint8_t>(ctx.in(1), DType::Bool, "cond") != 0;
+    if (ctx.has(0)) trips = control_value(who_, ctx.in(0), DType::Int64, "M");
+    bool go = !ctx.has(1) || control_value(who_, ctx.in(1), DType::Bool, "cond") != 0;
     std::vector<Tensor> in(static_cast<size_t>(2 + carried_));
     for (int64_t i = 0; i < carried_; ++i) {
       if (!ctx.has(static_cast<int>(2 + i))) fail(who_, ": carried value ", i, " has no initial value");
@@ -42,25 +42,18 @@ class LoopOp : public Op {
       in[0] = Tensor::scalar<int64_t>(t);
       in[1] = Tensor::scalar<bool>(go);
       std::vector<Tensor> out = body_.run(in, ctx.inputs, ctx.threads);
-      go = scalar<uint8_t>(out[0], DType::Bool, "its body's condition") != 0;
+      go = control_value(who_, out[0], DType::Bool, "its body's condition") != 0;
       for (int64_t i = 0; i < carried_; ++i) in[static_cast<size_t>(2 + i)] = std::move(out[static_cast<size_t>(1 + i)]);
       for (int64_t k = 0; k < scans_; ++k) stacked[static_cast<size_t>(k)].push_back(std::move(out[static_cast<size_t>(1 + carried_ + k)]));
     }
     for (int64_t i = 0; i < carried_; ++i) ctx.out(static_cast<int>(i)) = in[static_cast<size_t>(2 + i)];
     for (int64_t k = 0; k < scans_; ++k) {
       const Value& v = body_.graph().values[static_cast<size_t>(body_.graph().outputs[static_cast<size_t>(1 + carried_ + k)])];
-      const DType dtype = v.dtype == DType::Undefined ? DType::Float32 : v.dtype;  // (of no iteration: what the body declares)
-      ctx.out(static_cast<int>(carried_ + k)) = stack_along(stacked[static_cast<size_t>(k)], 0, who_, dtype, Shape{0});
+      ctx.out(static_cast<int>(carried_ + k)) = stack_along(stacked[static_cast<size_t>(k)], 0, who_, v);
     }
   }
 
  private:
-  template <typename T>
-  T scalar(const Tensor& t, DType dtype, const char* what) const {
-    if (t.dtype() != dtype || t.numel() != 1)
-      fail(who_, ": ", what, " must be one ", dtype_name(dtype), ", got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
-    return static_cast<const T*>(t.raw())[0];
-  }
   std::string who_;
   Subgraph body_;
   int64_t carried_ = 0, scans_ = 0;

@@ -70,8 +70,7 @@ class ScanOp : public Op {
       const Value& v = body_.graph().values[static_cast<size_t>(body_.graph().outputs[static_cast<size_t>(states_ + k)])];
       const int64_t rank = slices.empty() ? 1 : slices[0].rank() + 1;
       const int64_t axis = normalize_axis(node, output_axes_[static_cast<size_t>(k)], rank);
-      ctx.out(static_cast<int>(states_ + k)) =
-          stack_along(slices, axis, who_, v.dtype == DType::Undefined ? DType::Float32 : v.dtype, Shape{0});
+      ctx.out(static_cast<int>(states_ + k)) = stack_along(slices, axis, who_, v);
     }
   }
 

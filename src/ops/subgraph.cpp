@@ -25,8 +25,14 @@ Tensor slice_along(const Tensor& x, int64_t axis, int64_t t) {
   return y;
 }
 
-Tensor stack_along(const std::vector<Tensor>& slices, int64_t axis, const std::string& who, DType dtype, const Shape& empty) {
-  if (slices.empty()) return Tensor(dtype, empty);
+int64_t control_value(const std::string& who, const Tensor& t, DType dtype, const char* what) {
+  if (t.dtype() != dtype || t.numel() != 1)
+    fail(who, ": ", what, " must be one ", dtype_name(dtype), ", got ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+  return dtype == DType::Bool ? static_cast<const uint8_t*>(t.raw())[0] != 0 : t.data<int64_t>()[0];
+}
+
+Tensor stack_along(const std::vector<Tensor>& slices, int64_t axis, const std::string& who, const Value& declared) {
+  if (slices.empty()) return Tensor(declared.dtype == DType::Undefined ? DType::Float32 : declared.dtype, {0});
   const Tensor& first = slices[0];
   for (const Tensor& s : slices)
     if (s.dtype() != first.dtype() || s.shape() != first.shape())

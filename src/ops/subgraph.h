@@ -32,9 +32,12 @@ class Subgraph {
 };
 
 // Scan's and Loop's slicing: slice `t` of x along `axis` (that axis gone), and slices stacked along a new `axis`
-// (each the same shape and dtype; none gives shape `empty`). `who` names the node in errors.
+// (each the same shape and dtype; none gives [0] of the dtype the body declares for them, float32 where it declares
+// none). `who` names the node in errors.
 Tensor slice_along(const Tensor& x, int64_t axis, int64_t t);
-Tensor stack_along(const std::vector<Tensor>& slices, int64_t axis, const std::string& who, DType dtype, const Shape& empty);
+Tensor stack_along(const std::vector<Tensor>& slices, int64_t axis, const std::string& who, const Value& declared);
+// The one element of a control value (If's cond; Loop's M and conditions) of `dtype`, as int64; fails naming `what`.
+int64_t control_value(const std::string& who, const Tensor& t, DType dtype, const char* what);
 
 // The graph attribute `name` of `node`; fails naming the node when it has none.
 std::shared_ptr<const Graph> subgraph_attr(const Node& node, const std::string& name);
