@@ -29,10 +29,10 @@ Tensor random_tensor(const Shape& shape, DType dtype, uint64_t seed) {
   return dtype == DType::Float32 ? t : cast_to(t, dtype);
 }
 
-// Random bytes: block codes and packed zero points.
-Tensor random_bytes(const Shape& shape, uint64_t seed) {
-  Tensor t(DType::UInt8, shape);
-  uint8_t* p = t.data<uint8_t>();
+// Random bytes: block codes and packed zero points (uint8), 8-bit weights (int8).
+Tensor random_bytes(const Shape& shape, uint64_t seed, DType dtype = DType::UInt8) {
+  Tensor t(dtype, shape);
+  auto* p = static_cast<uint8_t*>(t.raw());
   Lcg g(seed);
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>(g.next() >> 56);
   return t;
@@ -54,6 +54,8 @@ const char* op_bench_usage() {
          "  matmulnbits --shape M,K,N    MatMulNBits (com.microsoft) over random [N,K] blocks with packed zero points\n"
          "                               (--bits 2|4|8, default 4; --block B, default 32; accuracy level 0: fp32\n"
          "                               activations unless --activations int8)\n"
+         "  dynamicquantizematmul --shape M,K,N   DynamicQuantizeMatMul (com.microsoft): fp32 activations quantized\n"
+         "                               to uint8 per tensor, times a random int8 [K,N] weight (model_quantized.onnx)\n"
          "  rmsnorm   --shape ROWS,DIM   RMSNormalization over the last dim\n"
          "  rope      --shape SEQ,HEADS,HEAD_DIM   RotaryEmbedding of [1, SEQ, HEADS*HEAD_DIM]\n"
          "  softmax   --shape ROWS,N     Softmax over the last dim\n"
@@ -99,6 +101,14 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     OnnxBuilder::attr(n, "block_size", block);
     r.graph = "MatMulNBits " + dims({s[0], K}) + " x " + std::to_string(bits) + "-bit blocks of " + std::to_string(block) + " [" +
               std::to_string(N) + ", " + std::to_string(K) + "]";
+  } else if (spec.op == "dynamicquantizematmul") {
+    need(spec, 3, "M,K,N");
+    b.add_opset("com.microsoft", 1);
+    input("x", random_tensor({s[0], s[1]}, DType::Float32, 1));
+    b.initializer("w", random_bytes({s[1], s[2]}, 2, DType::Int8));
+    b.initializer("scale", Tensor::from_vector<float>({0.01f}, {}));
+    b.node("DynamicQuantizeMatMul", {"x", "w", "scale"}, {"y"}, "com.microsoft");
+    r.graph = "DynamicQuantizeMatMul " + dims({s[0], s[1]}) + " x int8 " + dims({s[1], s[2]});
   } else if (spec.op == "rmsnorm") {
     need(spec, 2, "ROWS,DIM");
     input("x", random_tensor({s[0], s[1]}, dt, 1));
