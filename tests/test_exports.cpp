@@ -1,6 +1,8 @@
 // The exporter matrix (tests/fixtures/exports, made by tools/exporters/make_exports.py): each
-// architecture × exporter cell must give ONNX Runtime's greedy tokens for one prompt and a left-padded
-// batch of two, on the graph's own cache and on tern's ring buffer, which must take over every cell;
+// architecture × exporter cell must give ONNX Runtime's greedy tokens for one prompt and a padded batch of
+// two prompts of different lengths (right-padded where the graph keeps GroupQueryAttention's own cache, as it
+// reads them: the genai cells at --window 0), on the graph's own cache and on tern's ring buffer, which must
+// take over every cell;
 // and the ring must slide past the model's context with its state bounded by the window.
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>

@@ -37,7 +37,7 @@ BeamSearch::BeamSearch(Generator& generator, Rows prompts, const GenerateOptions
     for (size_t r = 0; r < n; ++r) ring_row_[r] = static_cast<int64_t>(r) / nb_ * nb_;  // the prefill's row, until the first step
   } else {
     Rows padded, padded_mask;
-    left_pad(prompts_, pad_, padded, padded_mask);
+    pad_prompts(prompts_, pad_, g_.io_.prompts_right_padded, padded, padded_mask);
     for (size_t r = 0; r < n; ++r) {
       seq_.push_back(padded[r / static_cast<size_t>(nb_)]);
       mask_.push_back(padded_mask[r / static_cast<size_t>(nb_)]);

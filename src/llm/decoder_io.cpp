@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "passes/pipeline.h"
+
 namespace tern::llm {
 
 DecoderIO detect_decoder_io(const Session& s) {
@@ -100,6 +102,7 @@ DecoderIO detect_decoder_io(const Session& s) {
         if (in == mask && n.op_type != "CachedAttention") only_cached = false;
     io.mask_new_tokens_only = only_cached && std::count(s.graph().outputs.begin(), s.graph().outputs.end(), mask) == 0;
   }
+  io.prompts_right_padded = reads_prompts_right_padded(s.graph());
   for (const auto& i : s.inputs()) {
     bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids || i.name == io.use_cache_branch;
     for (const auto& p : io.past) known |= i.name == p;

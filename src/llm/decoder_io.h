@@ -31,6 +31,9 @@ struct DecoderIO {
   // columns): the generator feeds just those columns, so every decode step has the same input shapes
   // and replays the session's step plan.
   bool mask_new_tokens_only = false;
+  // The graph's attention keeps its own cache and reads a batch's prompts right-padded (passes/pipeline.h's
+  // reads_prompts_right_padded: GroupQueryAttention): the generator pads after each prompt, not before.
+  bool prompts_right_padded = false;
 };
 
 // Fails (UnsupportedError) with the model's input and output names when no convention fits.

@@ -183,7 +183,7 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
     const int64_t b = static_cast<int64_t>(n), t = static_cast<int64_t>(len);
     std::unique_lock<std::mutex> decoder_run(decoder_mu_, std::defer_lock);
     Tensor hidden;
-    if (decoder_) {  // left-padded as generation pads (the generator's rule); the tensor is the session's until the next run
+    if (decoder_) {  // padded as generation pads (the generator's rule); the tensor is the session's until the next run
       decoder_run.lock();
       hidden = decoder_->prefill_output(
           {rows.begin() + static_cast<std::ptrdiff_t>(first), rows.begin() + static_cast<std::ptrdiff_t>(first + n)}, kHiddenStateOutput);
@@ -196,7 +196,8 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
     const int64_t h = hidden.shape()[2];
     for (size_t r = 0; r < n; ++r) {
       const int64_t used = static_cast<int64_t>(rows[first + r].size());
-      out.push_back(pool(hidden.data<float>() + static_cast<int64_t>(r) * t * h, decoder_ ? t - used : 0, used, h));
+      const bool left_padded = decoder_ && !decoder_->io().prompts_right_padded;
+      out.push_back(pool(hidden.data<float>() + static_cast<int64_t>(r) * t * h, left_padded ? t - used : 0, used, h));
     }
   }
   return out;

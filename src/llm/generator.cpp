@@ -70,6 +70,12 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
   }
   if (opt.prefill_chunk > 0 && (!opt.use_cache || io_.layout == PastLayout::None))
     fail("--prefill-chunk needs a KV cache (the model has none, or --no-cache was given)");
+  // (A chunk past a shorter prompt's end would hold only its padding, which GroupQueryAttention writes over its keys.)
+  if (opt.prefill_chunk > 0 && io_.prompts_right_padded &&
+      std::any_of(prompts.begin(), prompts.end(), [&](const auto& p) { return p.size() != prompts[0].size(); }))
+    fail_unsupported(
+        "--prefill-chunk with prompts of different lengths on GroupQueryAttention's own cache: run with a window "
+        "(the ring cache), or without --prefill-chunk");
   if (io_.layout == PastLayout::Internal) {  // a sliding window re-bases positions: no context limit
     if (!opt.use_cache) fail("--no-cache cannot be used with a ring-buffer cache (--window)");
     return;
@@ -143,16 +149,17 @@ int64_t Generator::pad_id() const {
   return config_.pad_token_id >= 0 ? config_.pad_token_id : !config_.eos_token_ids.empty() ? config_.eos_token_ids[0] : 0;
 }
 
-void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
-              std::vector<std::vector<int64_t>>& mask) {
+void pad_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, bool right, std::vector<std::vector<int64_t>>& seq,
+                 std::vector<std::vector<int64_t>>& mask) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   seq.clear();
   mask.clear();
   for (const auto& p : prompts) {
-    std::vector<int64_t> s(longest - p.size(), pad), m(longest - p.size(), 0);
-    s.insert(s.end(), p.begin(), p.end());
-    m.resize(longest, 1);
+    const auto at = right ? 0 : static_cast<std::ptrdiff_t>(longest - p.size());
+    std::vector<int64_t> s(longest, pad), m(longest, 0);
+    std::copy(p.begin(), p.end(), s.begin() + at);
+    std::fill_n(m.begin() + at, p.size(), 1);
     seq.push_back(std::move(s));
     mask.push_back(std::move(m));
   }
@@ -174,10 +181,11 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   const int64_t total = full;
   const int64_t first = cache ? cache->length() : 0;  // first position this run computes
   const int64_t n = total - first;
-  std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
+  std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_, &last = step_last_;
   ids.clear();
   m.clear();
   pos.clear();
+  last.assign(static_cast<size_t>(B), n - 1);
   for (int64_t b = 0; b < B; ++b) {
     const auto& mb = mask[static_cast<size_t>(b)];
     int64_t p = -1;  // position = (real tokens so far) − 1; padding gets 1
@@ -186,6 +194,7 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
       if (t >= first) {
         ids.push_back(seq[static_cast<size_t>(b)][static_cast<size_t>(t)]);
         pos.push_back(mb[static_cast<size_t>(t)] ? p : 1);
+        if (mb[static_cast<size_t>(t)]) last[static_cast<size_t>(b)] = t - first;  // (right padding: before the run's end)
       }
     }
     m.insert(m.end(), mb.begin() + (io_.mask_new_tokens_only ? first : 0), mb.end());
@@ -214,6 +223,7 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   for (int64_t b = 0; b < B; ++b) n = std::max<int64_t>(n, static_cast<int64_t>(new_tokens[static_cast<size_t>(b)].size()));
   const int64_t pad = pad_id();
   std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
+  step_last_.clear();  // (rows right-aligned: each one's last token is the last position)
   ids.assign(static_cast<size_t>(B * n), pad);
   m.assign(static_cast<size_t>(B * n), 0);
   pos.assign(static_cast<size_t>(B * n), 1);  // padding gets position 1, as in forward()
@@ -246,7 +256,7 @@ const Tensor& Generator::prefill_output(const Rows& prompts, const std::string& 
   check_request(prompts, none);
   if (io_.layout == PastLayout::Internal) sequence_->reset();
   Rows seq, mask;
-  left_pad(prompts, pad_id(), seq, mask);
+  pad_prompts(prompts, pad_id(), io_.prompts_right_padded, seq, mask);
   forward(seq, mask, nullptr);
   return step_out_.at(output);
 }
@@ -272,7 +282,10 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   const Tensor& logits = f32 ? given : converted;
   const int64_t S = logits.dim(1), V = logits.dim(2);
   if (last_.buffer().use_count() != 1 || !last_.has_shape({B, V})) last_ = Tensor(DType::Float32, {B, V});  // (kept by a caller)
-  for (int64_t b = 0; b < B; ++b) std::copy_n(logits.data<float>() + (b * S + S - 1) * V, V, last_.data<float>() + b * V);
+  const bool per_row = static_cast<int64_t>(step_last_.size()) == B && S == n;  // (a sliced graph gives the last position alone)
+  for (int64_t b = 0; b < B; ++b)
+    std::copy_n(logits.data<float>() + (b * S + (per_row ? step_last_[static_cast<size_t>(b)] : S - 1)) * V, V,
+                last_.data<float>() + b * V);
   return last_;
 }
 
@@ -296,7 +309,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   check_cache_memory(B, longest, opt);
   const int64_t pad = pad_id();
   Rows seq, mask;
-  left_pad(prompts, pad, seq, mask);
+  pad_prompts(prompts, pad, io_.prompts_right_padded, seq, mask);
   GenerateResult res;
   res.tokens = prompts;
   // Room for the new tokens, so decoding does not reallocate — up to 64k of them: a sliding window may be

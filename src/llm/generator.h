@@ -42,9 +42,12 @@ struct GenerateResult {
   std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> top_logits;
 };
 
-// Left-pads prompts to one length with `pad`; `mask` marks real tokens.
-void left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, std::vector<std::vector<int64_t>>& seq,
-              std::vector<std::vector<int64_t>>& mask);
+// Pads prompts to one length with `pad`, before each prompt (left) or, for attention that reads them so
+// (DecoderIO::prompts_right_padded), after it; `mask` marks real tokens. Tokens generated later are appended to
+// every row, so a right-padded row's padding stays between its prompt and its new tokens, masked: positions
+// count real tokens, and the mask's sum is each row's length.
+void pad_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, bool right, std::vector<std::vector<int64_t>>& seq,
+                 std::vector<std::vector<int64_t>>& mask);
 
 // One generator is one sequence (or one batch of them) on a session: its ring-buffer caches live in a
 // SequenceState of its own, so several generators share one session's weights, each on its own thread.
@@ -78,9 +81,9 @@ class Generator {
   // attention keeps the graph's own past, or none): runs the positions of `tokens` that `cache` lacks (all of
   // them without a cache) and returns the last one's logits, [1, vocab] float32, valid until the next call.
   const Tensor& extend(const std::vector<int64_t>& tokens, KvCache* cache);
-  // The prompts, left-padded to one length, in one run from an empty cache (refused as generate() refuses them):
-  // the graph output `output` at every position, [prompts, longest, ·], valid until the next call — a decoder's
-  // hidden state for embeddings (SessionOptions::hidden_state_of).
+  // The prompts, padded to one length (pad_prompts, io().prompts_right_padded), in one run from an empty cache (refused as generate()
+  // refuses them): the graph output `output` at every position, [prompts, longest, ·], valid until the next call — a decoder's hidden state
+  // for embeddings (SessionOptions::hidden_state_of).
   const Tensor& prefill_output(const std::vector<std::vector<int64_t>>& prompts, const std::string& output);
   const ModelConfig& config() const { return config_; }
   // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
@@ -101,11 +104,12 @@ class Generator {
  private:
   friend class BeamSearch;  // (its steps feed the generator's caches as generate() does)
   using Rows = std::vector<std::vector<int64_t>>;
-  // One forward pass over left-padded rows (`mask` marks real tokens): feeds what `cache` lacks (all
-  // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns the
-  // last position's logits, [rows, vocab] float32 (valid until the next call; copy it to keep it).
+  // One forward pass over padded rows (pad_prompts; `mask` marks real tokens): feeds what `cache` lacks (all
+  // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns each row's
+  // logits at its last real token, [rows, vocab] float32 (valid until the next call; copy it to keep it).
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
-  // Runs the session on feeds_ (`rows` rows) and returns the last position's logits per row.
+  // Runs the session on feeds_ (`rows` rows) and returns the logits per row at step_last_'s position (when it
+  // holds one per row, else the last).
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
   int64_t pad_id() const;
   // The attention mask's columns for a run of `n` new tokens of `total`: only the new ones' where the ring alone reads it.
@@ -124,6 +128,7 @@ class Generator {
   // Per-step state kept between steps so that decoding allocates nothing: the feeds, the outputs
   // handed back to the session (a replayed step writes its logits in place) and the last logits.
   std::vector<int64_t> step_ids_, step_mask_, step_pos_;
+  std::vector<int64_t> step_last_;  // per row, the last real token's index among the run's positions (-1: the last)
   std::vector<std::pair<std::string, Tensor>> feeds_;
   Outputs step_out_;
   Tensor last_;

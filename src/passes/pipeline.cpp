@@ -1,5 +1,6 @@
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
@@ -86,7 +87,8 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     append(r.fusions, expose_hidden_state(g, o.hidden_state_of, kHiddenStateOutput));
 #endif
   }
-  if (!o.last_position_output.empty()) {
+  // (Not where GroupQueryAttention keeps its own cache: a right-padded row's last token is not the last position.)
+  if (!o.last_position_output.empty() && !reads_prompts_right_padded(g)) {
     append(r.fusions, slice_logits_to_last_position(g, o.last_position_output));
     infer_and_fold(g, stats, o.optimize);
   }
@@ -107,6 +109,11 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
 }
 
 }  // namespace
+
+bool reads_prompts_right_padded(const Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(),
+                     [](const Node& n) { return n.op_type == "GroupQueryAttention" && n.domain == "com.microsoft"; });
+}
 
 PipelineResult optimize_graph(Graph& g, const PipelineOptions& options, const std::string& model_path) {
   PipelineResult r;

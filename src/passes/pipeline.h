@@ -34,6 +34,11 @@ struct PipelineResult {
   MergedDecoder merged;  // an Optimum merged decoder inlined: its flag and past inputs (passes/inline_branches.h)
 };
 
+// Whether `g` holds attention that reads a batch's prompts right-padded: com.microsoft GroupQueryAttention (what
+// the onnxruntime-genai builder writes) places each row's keys at [0, seqlens_k + 1), seqlens_k the row's mask sum
+// less one, so a shorter prompt's padding must come after it and its last token is not at the last position.
+bool reads_prompts_right_padded(const Graph& g);
+
 // Rewrites `g` in place; errors name `model_path`.
 PipelineResult optimize_graph(Graph& g, const PipelineOptions& options, const std::string& model_path);
 

@@ -7,9 +7,9 @@ config classes (no hub), exported by each exporter, with ONNX Runtime's greedy t
 
 Each cell becomes OUT/<arch>-<exporter>/ holding model.onnx (weights inside; under 1 MB), config.json,
 generation_config.json, the genai builder's genai_config.json where it made one, tokenizer.json (256
-byte-level tokens) and greedy.json: ONNX Runtime's greedy tokens for one prompt and for a left-padded
-batch of two (equal lengths for the genai builder: ORT's GroupQueryAttention reads a first prompt as
-right-padded), 64 new tokens, and the prefill's last-position logits. Exporters:
+byte-level tokens) and greedy.json: ONNX Runtime's greedy tokens for one prompt and for a padded batch of
+two (left-padded; right-padded for the genai builder, whose GroupQueryAttention reads prompts so), 64 new
+tokens, and the prefill's logits at each row's last token. Exporters:
   torchscript  torch.onnx.export(dynamo=False) of the model in eager attention, fed a 4-D additive mask
                built in the graph from attention_mask as transformers <= 4.35 did (softmax in fp32: a Cast)
   dynamo       torch.onnx.export(dynamo=True) with SDPA attention
@@ -321,18 +321,25 @@ def single_file(out_dir):
     onnx.save(m, str(out_dir / "model.onnx"))
 
 
-def ort_greedy(model_path, prompts, eos):
-    """Greedy generation as tern's generator runs it: left padding, position_ids = cumsum(mask) − 1
-    (padding 1), the cache fed back, argmax (first index on ties), stop at eos."""
+def ort_greedy(model_path, prompts, eos, kv_dims, right_pad=False):
+    """Greedy generation as tern's generator runs it: left padding (right padding for GroupQueryAttention, which
+    reads each row's keys at [0, mask sum): new tokens are appended after a shorter prompt's padding, masked),
+    position_ids = cumsum(mask) − 1 (padding 1), the cache fed back, each row's logits at its last real token,
+    argmax (first index on ties), stop at eos. kv_dims: the cache's (heads, head size), where the inputs name
+    them instead of fixing them (the genai builder from 0.12 on: "kv_heads", "kv_cache_dim")."""
     sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     inputs = {i.name: i for i in sess.get_inputs()}
     past_names = [n for n in inputs if n.startswith("past")]
     np_type = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32}
     B, longest = len(prompts), max(map(len, prompts))
-    seq = [[0] * (longest - len(p)) + p for p in prompts]
-    mask = [[0] * (longest - len(p)) + [1] * len(p) for p in prompts]
+    pads = [[0] * (longest - len(p)) for p in prompts]
+    seq = [p + z if right_pad else z + p for p, z in zip(prompts, pads)]
+    mask = [[1] * len(p) + z if right_pad else z + [1] * len(p) for p, z in zip(prompts, pads)]
     tokens, done = [list(p) for p in prompts], [False] * B
-    past = {n: np.zeros([B, inputs[n].shape[1], 0, inputs[n].shape[3]], np_type[inputs[n].type]) for n in past_names}
+    def fixed(n, axis):
+        return inputs[n].shape[axis] if isinstance(inputs[n].shape[axis], int) else kv_dims[axis // 2]
+
+    past = {n: np.zeros([B, fixed(n, 1), 0, fixed(n, 3)], np_type[inputs[n].type]) for n in past_names}
     cached, prefill, gaps = 0, None, []  # gaps: each step's smallest top-2 logit gap over the rows
     for step in range(NEW_TOKENS):
         total = len(seq[0])
@@ -349,7 +356,8 @@ def ort_greedy(model_path, prompts, eos):
         if "use_cache_branch" in inputs:  # (a merged decoder: the branch without past at the prefill)
             feeds["use_cache_branch"] = np.array([cached > 0])
         outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-        last = outs["logits"][:, -1, :].astype(np.float32)
+        at = [max(t for t in range(cached, total) if mask[b][t]) - cached for b in range(B)]
+        last = np.stack([outs["logits"][b, at[b], :] for b in range(B)]).astype(np.float32)
         top2 = np.sort(last, axis=1)[:, -2:]
         gaps.append(float(np.min(top2[:, 1] - top2[:, 0])))
         if step == 0:
@@ -458,8 +466,9 @@ def make_cell(arch, cfg, exporter, out_root, work):
     eos = [cfg.eos_token_id]
     cases = []
     oracle = exact_oracle(out_dir / "model.onnx", work / f"{name}-oracle.onnx")
-    for prompts in ([PROMPTS[0]], PROMPTS if not genai else [PROMPTS[0], PROMPTS[0][::-1]]):
-        tokens, prefill, gaps = ort_greedy(oracle, prompts, eos)
+    for prompts in ([PROMPTS[0]], PROMPTS):
+        kv_dims = (getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads, head_dim(cfg))
+        tokens, prefill, gaps = ort_greedy(oracle, prompts, eos, kv_dims, right_pad=genai)
         cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
         if exporter in ("tjs-fp16", "tjs-q4f16"):
             cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
