@@ -3,10 +3,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "llm/decoder_io.h"
 #include "llm/model_config.h"
 #include "llm/model_folder.h"
 #include "runtime/session.h"
@@ -31,12 +33,17 @@ inline std::unique_ptr<Session> gqa_ring_session(int64_t window, int threads = 0
 // or their sum): token ids and mask 1, positions from `past`, caches zero. Fails naming a dim it does not know.
 inline std::vector<std::pair<std::string, Tensor>> decoder_feeds(const Session& s, int64_t batch, int64_t seq, int64_t past) {
   std::vector<std::pair<std::string, Tensor>> feeds;
+  std::optional<llm::DecoderIO> io;  // (a cache input's head count or size named, not fixed: the genai builder's)
   for (const IOInfo& in : s.inputs()) {
     Shape shape;
     for (const Dim& d : *in.shape) {
       const std::string& n = d.symbol;
+      const auto axis = shape.size();
       if (d.is_known()) shape.push_back(d.value);
-      else if (n == "batch" || n == "batch_size") shape.push_back(batch);
+      else if (in.name.rfind("past_key_values.", 0) == 0 && (axis == 1 || axis == 3)) {
+        if (!io) io = llm::detect_decoder_io(s);
+        shape.push_back(axis == 1 ? io->kv_heads : io->head_size);
+      } else if (n == "batch" || n == "batch_size") shape.push_back(batch);
       else if (n == "sequence_length") shape.push_back(seq);
       else if (n == "past_sequence_length") shape.push_back(past);
       else if (n == "total_sequence_length" || n == "past_sequence_length + sequence_length") shape.push_back(past + seq);

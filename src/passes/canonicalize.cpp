@@ -47,6 +47,10 @@ int remove_no_op_nodes(Graph& g) {
     if (is_default(node, "Cast"))
       no_op = g.values[static_cast<size_t>(x)].dtype != DType::Undefined &&
               g.values[static_cast<size_t>(x)].dtype == static_cast<DType>(node.attr_int("to", 0));
+    if (is_default(node, "Reshape")) {  // to the shape it has (the dynamo export of transformers 5's GPT-NeoX attention)
+      const auto &from = g.values[static_cast<size_t>(x)].shape, &to = g.values[static_cast<size_t>(y)].shape;
+      no_op = from && to && *from == *to;
+    }
     if (no_op && redirect(g, y, x)) ++n;
   }
   return n;

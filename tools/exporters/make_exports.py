@@ -4,6 +4,11 @@ config classes (no hub), exported by each exporter, with ONNX Runtime's greedy t
 
     $(tools/exporters/setup_venv.sh) tools/exporters/make_exports.py [--out tests/fixtures/exports]
                                                                       [--only ARCH[-EXPORTER],...]
+    $(tools/exporters/setup_venv.sh current) tools/exporters/make_exports.py [...]
+
+Each venv makes the cells its exporters run in: Optimum's (optimum, ort-int4, tjs-*, merged*) need
+optimum-onnx, which holds transformers below 4.58 (requirements.txt); torchscript, dynamo and genai-* run on the
+newest transformers, torch and onnxruntime-genai builder (requirements-current.txt). Run both for the whole matrix.
 
 Each cell becomes OUT/<arch>-<exporter>/ holding model.onnx (weights inside; under 1 MB), config.json,
 generation_config.json, the genai builder's genai_config.json where it made one, tokenizer.json (256
@@ -38,6 +43,7 @@ A cell an exporter cannot make is reported and skipped (the README's table gives
 """
 import argparse
 import copy
+import importlib.metadata
 import json
 import os
 import shutil
@@ -464,21 +470,37 @@ def make_cell(arch, cfg, exporter, out_root, work):
             shutil.copy(model_dir / f, out_dir / f)
     genai = exporter.startswith("genai")
     eos = [cfg.eos_token_id]
-    cases = []
     oracle = exact_oracle(out_dir / "model.onnx", work / f"{name}-oracle.onnx")
-    for prompts in ([PROMPTS[0]], PROMPTS):
-        kv_dims = (getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads, head_dim(cfg))
-        tokens, prefill, gaps = ort_greedy(oracle, prompts, eos, kv_dims, right_pad=genai)
-        cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
-        if exporter in ("tjs-fp16", "tjs-q4f16"):
-            cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
+    kv_dims = (getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads, head_dim(cfg))
+
+    def golden_cases(model, gaps_kept):
+        cases = []
+        for prompts in ([PROMPTS[0]], PROMPTS):
+            tokens, prefill, gaps = ort_greedy(model, prompts, eos, kv_dims, right_pad=genai)
+            cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
+            if gaps_kept:
+                cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
+        return cases
+
+    try:
+        cases = golden_cases(oracle, exporter in ("tjs-fp16", "tjs-q4f16"))
+    except Exception as e:  # (the genai builder's sliding-window cache for Gemma: ORT needs its static buffers fed)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return f"{name}: no goldens (ONNX Runtime: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]})"
     golden = {"exporter": exporter, "arch": arch, "max_new_tokens": NEW_TOKENS, "eos": eos, "cases": cases,
               "oracle": ("int8 weights as uint8" if exporter.startswith("tjs-q8") else "accuracy_level 0") if oracle != str(out_dir / "model.onnx")
               else "as exported",
-              "made_with": {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__}}
+              "made_with": {"onnxruntime": ort.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+                            **({"onnxruntime-genai": importlib.metadata.version("onnxruntime-genai")} if genai else {})}}
+    if exporter == "genai-int4":  # also ORT on the file as exported: int8 activations per block (accuracy_level 4)
+        golden["accuracy_level_4"] = golden_cases(str(out_dir / "model.onnx"), True)
     (out_dir / "greedy.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")
     size = sum(f.stat().st_size for f in out_dir.iterdir())
     return f"{name}: {size / 1024:.0f} KiB"
+
+
+def needs_optimum(exporter):
+    return exporter in ("optimum", "ort-int4") or exporter.startswith(("tjs-", "merged"))
 
 
 def main():
@@ -488,12 +510,18 @@ def main():
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
     out_root = Path(args.out)
+    optimum_venv = int(transformers.__version__.split(".")[0]) < 5  # (optimum-onnx's limit: below 4.58)
     with tempfile.TemporaryDirectory() as tmp:
         for arch, cfg in arch_configs().items():
             for exporter in EXPORTERS:
                 if only and arch not in only and f"{arch}-{exporter}" not in only:
                     continue
                 if exporter not in ARCH_ONLY.get(arch, (exporter,)) or arch not in ARCH_ONLY and arch not in ONLY_FOR.get(exporter, (arch,)):
+                    continue
+                if needs_optimum(exporter) != optimum_venv:
+                    if only:
+                        print(f"{arch}-{exporter}: skipped (made in the {'Optimum' if needs_optimum(exporter) else 'current'} venv: "
+                              "tools/exporters/setup_venv.sh)")
                     continue
                 if exporter in ("tjs-fp16", "tjs-q4f16") and "TJS_SCRIPTS" not in os.environ:
                     print(f"{arch}-{exporter}: skipped (TJS_SCRIPTS names no transformers.js scripts folder)")
