@@ -106,12 +106,23 @@ SessionOptions oracle_options(const fs::path& cell) {
   return so;
 }
 
+// The genai builder's local layers from 0.18 keep a window buffer (GroupQueryAttention sliding_window_cache), which
+// tern runs on its ring only: on the graph's own cache it refuses, naming the attribute.
+bool ring_only(const Session& s) {
+  return std::any_of(s.graph().nodes.begin(), s.graph().nodes.end(),
+                     [](const Node& n) { return n.op_type == "GroupQueryAttention" && n.attr_int("sliding_window_cache", 0) != 0; });
+}
+
 }  // namespace
 
 TEST_CASE("exporter matrix: every cell gives ONNX Runtime's greedy tokens on the graph's own cache") {
   for (const fs::path& cell : cells()) {
     CAPTURE(cell.filename().string());
     Session s((cell / "model.onnx").string(), oracle_options(cell));
+    if (ring_only(s)) {
+      CHECK_THROWS_WITH_AS(check_cases(s, cell, golden_of(cell), 1e-3), doctest::Contains("sliding_window_cache"), UnsupportedError);
+      continue;
+    }
     // Decomposed attention reads its cache as it lies (no repeat_kv or transpose copy per step).
     if (cell.filename().string().find("genai") == std::string::npos)
       CHECK(std::any_of(s.passes().fusions.begin(), s.passes().fusions.end(),
@@ -154,6 +165,7 @@ TEST_CASE("exporter matrix: genai int4 cells at accuracy level 4 give ONNX Runti
       so.every_row_as_decode = true;
       so.kv_window = window;
       Session s((cell / "model.onnx").string(), so);
+      if (ring_only(s)) continue;  // (at window 0: the graph-cache test checks the refusal)
       nlohmann::json as_exported = golden;
       as_exported["cases"] = golden["accuracy_level_4"];
       check_cases(s, cell, as_exported, 1e-3);
@@ -243,6 +255,7 @@ TEST_CASE("exporter matrix: a run's activation forecast is what the pool then ta
       so.kv_window = ring ? 256 : 0;
       so.kv_window_required = false;
       Session s((cell / "model.onnx").string(), so);
+      if (ring_only(s)) continue;
       for (auto [batch, seq, past] : {std::tuple{2, 9, 0}, {1, 1, 9}}) {
         const auto feeds = test::decoder_feeds(s, batch, seq, s.stateful() ? 0 : past);
         const ActivationForecast::Result f = s.forecast_activations({test::shapes_of(feeds)});

@@ -3,7 +3,9 @@
 // per batch entry: seqlens_k[b] + 1 tokens in total, so entry b's past is seqlens_k[b] + 1 − S tokens
 // (0 for a first prompt, which is right-padded) and its new keys land right after them. present has
 // past + S rows. Optional rotary (do_rotary with cos/sin caches), causal local window (the last W keys),
-// softcap, custom scale, additive attention_bias.
+// softcap, custom scale, additive attention_bias. sliding_window_cache (the onnxruntime-genai builder's
+// local layers from 0.18: past and present one buffer of local_window_size slots) is taken over by tern's ring
+// cache, which keeps a window of its own; run on the graph's cache it is refused, naming the attribute.
 #include <cmath>
 #include <cstring>
 
@@ -27,10 +29,11 @@ class GroupQueryAttentionOp : public Op {
         causal_(n.attr_int("causal", 1) != 0),
         softcap_(n.attr_float("softcap", 0)),
         has_scale_(n.has_attr("scale")),
-        scale_(n.attr_float("scale", 0)) {
+        scale_(n.attr_float("scale", 0)),
+        window_buffer_(n.attr_int("sliding_window_cache", 0) != 0) {
     if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0)
       fail(n.describe(), ": num_heads (", hq_, ") must be a positive multiple of kv_num_heads (", hkv_, ")");
-    for (const char* a : {"sliding_window_cache", "smooth_softmax", "qk_output", "kv_cache_bit_width"})
+    for (const char* a : {"smooth_softmax", "qk_output", "kv_cache_bit_width"})
       if (n.attr_int(a, 0) != 0) fail_unsupported(n.describe(), ": attribute ", a, " is not supported");
   }
 
@@ -55,6 +58,9 @@ class GroupQueryAttentionOp : public Op {
   }
 
   void run(RunContext& ctx) const override {
+    if (window_buffer_)
+      fail_unsupported(ctx.node.describe(), ": sliding_window_cache (a window buffer of ", window_, " slots for past and present) runs on ",
+                       "tern's ring cache only: load with a window (--window, the default of tern generate)");
     const Tensor& qin = ctx.in(0);
     const int64_t B = qin.dim(0), S = qin.dim(1);
     const bool packed = !ctx.has(1);
@@ -160,6 +166,7 @@ class GroupQueryAttentionOp : public Op {
   float softcap_;
   bool has_scale_;
   float scale_;
+  bool window_buffer_;  // sliding_window_cache
 };
 
 }  // namespace

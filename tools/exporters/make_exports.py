@@ -327,12 +327,14 @@ def single_file(out_dir):
     onnx.save(m, str(out_dir / "model.onnx"))
 
 
-def ort_greedy(model_path, prompts, eos, kv_dims, right_pad=False):
+def ort_greedy(model_path, prompts, eos, kv_dims, right_pad=False, window=None):
     """Greedy generation as tern's generator runs it: left padding (right padding for GroupQueryAttention, which
     reads each row's keys at [0, mask sum): new tokens are appended after a shorter prompt's padding, masked),
     position_ids = cumsum(mask) − 1 (padding 1), the cache fed back, each row's logits at its last real token,
     argmax (first index on ties), stop at eos. kv_dims: the cache's (heads, head size), where the inputs name
-    them instead of fixing them (the genai builder from 0.12 on: "kv_heads", "kv_cache_dim")."""
+    them instead of fixing them (the genai builder from 0.12 on: "kv_heads", "kv_cache_dim"). window: the model's
+    sliding window, the slots of a local layer's cache buffer where the genai builder (0.18) writes
+    GroupQueryAttention with sliding_window_cache (past "past_sliding_length": ORT wants all its slots fed)."""
     sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
     inputs = {i.name: i for i in sess.get_inputs()}
     past_names = [n for n in inputs if n.startswith("past")]
@@ -345,7 +347,10 @@ def ort_greedy(model_path, prompts, eos, kv_dims, right_pad=False):
     def fixed(n, axis):
         return inputs[n].shape[axis] if isinstance(inputs[n].shape[axis], int) else kv_dims[axis // 2]
 
-    past = {n: np.zeros([B, fixed(n, 1), 0, fixed(n, 3)], np_type[inputs[n].type]) for n in past_names}
+    def slots(n):
+        return window if "sliding" in str(inputs[n].shape[2]) else 0
+
+    past = {n: np.zeros([B, fixed(n, 1), slots(n), fixed(n, 3)], np_type[inputs[n].type]) for n in past_names}
     cached, prefill, gaps = 0, None, []  # gaps: each step's smallest top-2 logit gap over the rows
     for step in range(NEW_TOKENS):
         total = len(seq[0])
@@ -473,10 +478,16 @@ def make_cell(arch, cfg, exporter, out_root, work):
     oracle = exact_oracle(out_dir / "model.onnx", work / f"{name}-oracle.onnx")
     kv_dims = (getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads, head_dim(cfg))
 
+    # ORT runs GroupQueryAttention with sliding_window_cache only on prompts of one length ("seqlens_k[1] = 4 is too
+    # small for sequence_length 8", whichever side is padded): those cells' batch is of equal lengths.
+    window_buffers = any(n.op_type == "GroupQueryAttention" and any(a.name == "sliding_window_cache" and a.i for a in n.attribute)
+                         for n in onnx.load(str(out_dir / "model.onnx"), load_external_data=False).graph.node)
+    batch = [PROMPTS[0], PROMPTS[0][::-1]] if window_buffers else PROMPTS
+
     def golden_cases(model, gaps_kept):
         cases = []
-        for prompts in ([PROMPTS[0]], PROMPTS):
-            tokens, prefill, gaps = ort_greedy(model, prompts, eos, kv_dims, right_pad=genai)
+        for prompts in ([PROMPTS[0]], batch):
+            tokens, prefill, gaps = ort_greedy(model, prompts, eos, kv_dims, right_pad=genai, window=getattr(cfg, "sliding_window", None))
             cases.append({"prompts": prompts, "tokens": tokens, "prefill_logits": np.round(prefill, 6).tolist()})
             if gaps_kept:
                 cases[-1]["top2_gaps"] = np.round(gaps, 6).tolist()
