@@ -2,6 +2,7 @@
 // llama2.c's own greedy outputs byte for byte. Reads ../shared/models/stories260K; skips when absent.
 #include <doctest/doctest.h>
 
+#include <onnx/onnx_pb.h>
 #include <climits>
 #include <cmath>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "convert/quantize.h"
 #include "diagnostics/evaluate.h"
 #include "fixture_models.h"
+#include "graph/onnx_loader.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/isa.h"
 #include "llm/beam_search.h"
@@ -465,6 +467,57 @@ TEST_CASE("tern quantize writes MatMulNBits that give exactly what --weights int
   Session at_load(src.string(), so);
   const auto a = Generator(file, cfg).generate({{1, 17, 93, 204, 5}}, o);
   const auto b = Generator(at_load, cfg).generate({{1, 17, 93, 204, 5}}, o);
+  CHECK(a.tokens == b.tokens);
+  for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
+}
+
+// Optimum writes a model past protobuf's 2 GB with large Constant values in its external data file too (a 1B Llama:
+// 'Constant_1549_attr::value' at offset 5,993,930,752). tern quantize wrote those nodes as they were, still naming
+// model.onnx_data — now its own file, of quantized weights: the 1B output failed to load ("offset ... is past the
+// end"), and a smaller one would have read the wrong bytes. Here every Constant of the fixture is moved out.
+TEST_CASE("tern quantize carries Constant values the source keeps in external data") {
+  const fs::path src = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
+  TempDir d;
+  fs::create_directories(d.path / "in");
+  onnx::ModelProto p;
+  read_model_proto(src.string(), p);
+  std::ofstream data(d.path / "in" / "model.onnx_data", std::ios::binary);
+  int64_t offset = 0, moved = 0;
+  for (auto& n : *p.mutable_graph()->mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (!a.has_t() || a.t().raw_data().empty()) continue;
+      onnx::TensorProto* t = a.mutable_t();
+      const std::string bytes = t->raw_data();
+      data.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      t->clear_raw_data();
+      t->set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+               {"location", "model.onnx_data"}, {"offset", std::to_string(offset)}, {"length", std::to_string(bytes.size())}}) {
+        auto* e = t->add_external_data();
+        e->set_key(key);
+        e->set_value(value);
+      }
+      offset += static_cast<int64_t>(bytes.size());
+      ++moved;
+    }
+  data.close();
+  REQUIRE(moved > 100);  // (157 Constants in the torch export)
+  {
+    std::ofstream out(d.path / "in" / "model.onnx", std::ios::binary);
+    REQUIRE(p.SerializeToOstream(&out));
+  }
+  fs::create_directories(d.path / "out");
+  fs::create_directories(d.path / "ref");
+  convert::QuantizeOptions q;
+  q.accuracy_level = 0;
+  CHECK(convert::quantize_model((d.path / "in" / "model.onnx").string(), (d.path / "out" / "model.onnx").string(), q) == 15);
+  convert::quantize_model(src.string(), (d.path / "ref" / "model.onnx").string(), q);
+  const ModelConfig cfg = read_model_config(src.parent_path().string());
+  GenerateOptions o;
+  o.max_new_tokens = 8;
+  Session moved_out((d.path / "out" / "model.onnx").string()), ref((d.path / "ref" / "model.onnx").string());
+  const auto a = Generator(moved_out, cfg).generate({{1, 17, 93, 204, 5}}, o);
+  const auto b = Generator(ref, cfg).generate({{1, 17, 93, 204, 5}}, o);
   CHECK(a.tokens == b.tokens);
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) CHECK(a.prefill_logits.data<float>()[i] == b.prefill_logits.data<float>()[i]);
 }

@@ -1,5 +1,6 @@
 #include "convert/quantize.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -27,6 +28,20 @@ int quantize_model(const std::string& in_path, const std::string& out_path, cons
     const bool is_float = t.dtype() == DType::Float32 || t.dtype() == DType::Float16;
     return is_float && t.rank() == 2 && t.numel() > 0 ? &t : nullptr;
   };
+  // Tensor attributes the source keeps in its external data file (Optimum's exports past protobuf's 2 GB), which the
+  // output does not carry, taken as the loader read them: a Constant's value becomes an initializer of its output
+  // (saved with the others, in the output's external data when large), any other node's tensor is written inline.
+  auto external_attributes = [](const onnx::NodeProto& n) {
+    return std::any_of(n.attribute().begin(), n.attribute().end(),
+                       [](const auto& a) { return a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL; });
+  };
+  auto loaded = [&](const onnx::NodeProto& n) -> const Node& {
+    for (const Node& node : g.nodes)
+      if (!node.outputs.empty() && node.outputs[0] >= 0 && n.output_size() > 0 &&
+          g.values[static_cast<size_t>(node.outputs[0])].name == n.output(0))
+        return node;
+    fail("quantize: node '", n.name(), "' is not in the loaded graph");
+  };
   std::map<std::string, bool> initializers;  // name → still read by a node of the output
   for (const auto& t : proto.graph().initializer()) initializers[t.name()] = false;
 
@@ -42,7 +57,23 @@ int quantize_model(const std::string& in_path, const std::string& out_path, cons
     if (progress) progress(step++, steps);
     const Tensor* w = n.op_type() == "MatMul" && n.domain().empty() && n.input_size() == 2 ? weight(n.input(1)) : nullptr;
     if (!w) {
-      *out.graph().add_node() = n;
+      if (external_attributes(n)) {
+        const Node& node = loaded(n);
+        if (n.op_type() == "Constant" && n.domain().empty() && node.has_attr("value")) {
+          out.initializer(n.output(0), node.attrs.at("value").t);
+          continue;
+        }
+        onnx::NodeProto& copy = *out.graph().add_node() = n;
+        for (auto& a : *copy.mutable_attribute()) {
+          if (!a.has_t() || a.t().data_location() != onnx::TensorProto::EXTERNAL) continue;
+          const Tensor& t = node.attrs.at(a.name()).t;
+          a.mutable_t()->clear_external_data();
+          a.mutable_t()->set_data_location(onnx::TensorProto::DEFAULT);
+          a.mutable_t()->set_raw_data(t.raw(), t.nbytes());
+        }
+      } else {
+        *out.graph().add_node() = n;
+      }
       for (const auto& in : n.input())
         if (initializers.count(in)) initializers[in] = true;
       continue;
