@@ -422,18 +422,21 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
     }
 }
 
-TEST_CASE("matmul_bnb4 (codes read as used; a prefill by dequantized slices) equals the float64 product of ORT's dequantized weight") {
+TEST_CASE(
+    "matmul_bnb4 (codes read as used; a prefill dequantized a block at a time) equals the float64 product of ORT's dequantized weight") {
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> byte(0, 255);
-  // Decode rows (1, 3, 8: the codes looked up) and prefill rows (12); a K the block divides and one it does not (a
-  // block across two rows of W), blocks of 16 and 64, both formats.
+  // Decode rows (1, 3, 8: the codes looked up) and prefill rows (12, 13, 20); a K the block divides and one it does not (a
+  // block across two rows of W), one past the GEMM's K block (600: its K blocks start inside a weight block), blocks of 16
+  // and 64, both formats.
   for (auto [M, K, N, block] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 128, 37, 64},
                                 {3, 256, 9, 16},
                                 {8, 64, 70, 64},
                                 {12, 192, 33, 64},
                                 {2, 40, 7, 16},
-                                {13, 40, 7, 16}})
+                                {13, 40, 7, 16},
+                                {20, 600, 45, 64}})
     for (auto type : {kernels::Bnb4Type::NF4, kernels::Bnb4Type::FP4}) {
       CAPTURE(M);
       CAPTURE(K);

@@ -69,35 +69,21 @@ void gemv_bnb4_scalar(const float* x, int64_t M, const Bnb4Weights& w, int64_t n
     }
 }
 
-// Rows [n0, n1) of W as the GEMM's panels (gemm_packed.h: [panel][K][kPanel], the last panel's missing rows 0),
-// each value dequantize_bnb4's: a row's block's 16 points times its absmax, looked up per code.
-PackedMatrix panels_of(const Bnb4Weights& w, int64_t n0, int64_t n1) {
-  const int64_t panels = (n1 - n0 + kPanel - 1) / kPanel;
-  PackedMatrix p{w.K, n1 - n0, DType::Float32, Buffer::allocate(static_cast<size_t>(panels * w.K * kPanel) * sizeof(float))};
-  float* out = static_cast<float*>(p.panels->data());
+// Columns [n0, n0 + kPanel) of Wᵀ (rows of W; past N zero) over k [k0, k0 + kc) into `out` as [kc][kPanel]: each
+// value dequantize_bnb4's, a block's 16 points times its absmax looked up per code.
+void panel_block_of(const Bnb4Weights& w, int64_t n0, int64_t k0, int64_t kc, float* out) {
   const float* table = table_of(w.type);
-  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j0, int64_t j1, int) {
-    for (int64_t j = j0; j < j1; ++j)
-      for (int64_t c = 0; c < kPanel; ++c) {
-        const int64_t n = n0 + j * kPanel + c;
-        float* column = out + j * w.K * kPanel + c;
-        float points[16];
-        int64_t block = -1;
-        for (int64_t k = 0; k < w.K; ++k) {
-          if (n >= n1) {
-            column[k * kPanel] = 0;
-            continue;
-          }
-          const int64_t i = n * w.K + k;
-          if (i / w.block != block) {
-            block = i / w.block;
-            for (int q = 0; q < 16; ++q) points[q] = table[q] * w.absmax[block];
-          }
-          column[k * kPanel] = points[code_at(w.codes, i)];
-        }
-      }
-  });
-  return p;
+  const int64_t columns = std::min(kPanel, w.N - n0);
+  if (columns < kPanel) std::fill(out, out + kc * kPanel, 0.0f);
+  for (int64_t c = 0; c < columns; ++c) {
+    const int64_t row = (n0 + c) * w.K;
+    for (int64_t k = k0; k < k0 + kc;) {  // a run of one block at a time
+      const int64_t block = (row + k) / w.block, end = std::min(k0 + kc, (block + 1) * w.block - row);
+      float points[16];
+      for (int q = 0; q < 16; ++q) points[q] = table[q] * w.absmax[block];
+      for (; k < end; ++k) out[(k - k0) * kPanel + c] = points[code_at(w.codes, row + k)];
+    }
+  }
 }
 
 }  // namespace
@@ -113,7 +99,7 @@ void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, i
 }
 
 const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w) {
-  if (M > kGemvRows) return "gemm bnb4 (dequantized by slices)";
+  if (M > kGemvRows) return "gemm bnb4 (dequantized a block at a time)";
   return avx2_rows(w) ? "gemv bnb4 avx2" : "gemv bnb4";
 }
 
@@ -129,19 +115,16 @@ void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y) {
     (void)avx2;
     return;
   }
-  // A slice of W's rows at a time, about 4 MB of float32, dequantized straight into the GEMM's panels, whose cost the
-  // M rows share (SmolLM2-135M's bnb4 prefill, 64 tokens, Zen 3: 139 tok/s through the reference GEMM on an unpacked
-  // slice, 238-248 dequantized then packed, 205-253 straight into panels — one pass over the slice less, the same
-  // within the noise; float32 panels made once at load gave 464, for 8x the memory).
-  const int64_t rows = std::max<int64_t>(kPanel, (int64_t{1} << 20) / std::max<int64_t>(w.K, 1) / kPanel * kPanel);
-  std::vector<float> out;
-  for (int64_t n0 = 0; n0 < w.N; n0 += rows) {
-    const int64_t n1 = std::min(w.N, n0 + rows);
-    const PackedMatrix packed = panels_of(w, n0, n1);
-    out.resize(static_cast<size_t>(M * (n1 - n0)));
-    matmul_packed(x, M, packed, out.data());
-    for (int64_t m = 0; m < M; ++m) std::copy_n(out.data() + m * (n1 - n0), n1 - n0, y + m * w.N + n0);
-  }
+  // The GEMM dequantizes one block of 16 columns at a time into L1 as it reads it, the lookups shared by the M rows
+  // (SmolLM2-135M's bnb4 prefill, 64 tokens, Zen 3: 139 tok/s through the reference GEMM on an unpacked slice,
+  // 205-253 with 4 MB slices dequantized into panels; float32 panels made once at load gave 464, for 8x the memory).
+  gemm_panel_source(
+      x, M, w.K, w.N,
+      [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
+        if (scratch) panel_block_of(*static_cast<const Bnb4Weights*>(context), j * kPanel, k0, kc, scratch);
+        return scratch;
+      },
+      &w, y);
 }
 
 }  // namespace tern::kernels

@@ -237,6 +237,11 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
   gemm_panels(A, M, W.K, W.N, C, block);
 }
 
+void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelSource block, const void* context, float* C) {
+  gemm_panels(A, M, K, N, C,
+              [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* { return block(context, j, k0, kc, scratch); });
+}
+
 namespace {
 bool nbits_uses_gemv(int64_t M, const NBitsWeights& W) { return M <= kGemvMaxRows && gemv_nbits_supported(W); }
 bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) {
