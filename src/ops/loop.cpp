@@ -2,7 +2,8 @@
 // from one iteration to the next; each iteration's K scan outputs are stacked along a new first axis. The body
 // takes (iteration number, condition, N carried values) and makes (condition, N carried values, K scan outputs).
 // Sequence- and optional-typed carried values are not supported (tern's tensors only). ONNX's own expansions use
-// it (Range as a function); LLM exports do not.
+// it (Range as a function); LLM exports do not. A Loop that can never end — no trip count, and a body that hands its
+// condition back unchanged (directly or through Identity) — is refused when it would start, not run forever.
 #include <limits>
 
 #include "ops/register_all.h"
@@ -19,6 +20,17 @@ class LoopOp : public Op {
     if (carried_ < 0 || scans_ < 0 || static_cast<int64_t>(n.outputs.size()) != carried_ + scans_)
       fail(who_, ": its body takes ", body_.num_inputs(), " inputs and makes ", body_.num_outputs(), " outputs; Loop with ",
            n.outputs.size(), " outputs needs 2 + N inputs and 1 + N + K outputs, N + K its own");
+    const Graph& b = body_.graph();
+    int cond = b.outputs[0];  // back through Identity to where the body's condition comes from
+    for (size_t steps = 0, moved = 1; moved && steps <= b.nodes.size(); ++steps) {  // (bounded: a hostile cycle)
+      moved = 0;
+      for (const Node& p : b.nodes)
+        if (p.op_type == "Identity" && p.domain.empty() && !p.inputs.empty() && !p.outputs.empty() && p.outputs[0] == cond) {
+          cond = p.inputs[0];
+          moved = 1;
+        }
+    }
+    cond_passed_through_ = cond == b.inputs[1];
   }
   bool shapes_from_run() const override { return true; }
   void infer(InferContext& ctx) const override {
@@ -32,6 +44,8 @@ class LoopOp : public Op {
     int64_t trips = std::numeric_limits<int64_t>::max();
     if (ctx.has(0)) trips = control_value(who_, ctx.in(0), DType::Int64, "M");
     bool go = !ctx.has(1) || control_value(who_, ctx.in(1), DType::Bool, "cond") != 0;
+    if (go && !ctx.has(0) && cond_passed_through_)
+      fail(who_, ": never ends: it has no trip count M, and its body hands its condition (true) back unchanged");
     std::vector<Tensor> in(static_cast<size_t>(2 + carried_));
     for (int64_t i = 0; i < carried_; ++i) {
       if (!ctx.has(static_cast<int>(2 + i))) fail(who_, ": carried value ", i, " has no initial value");
@@ -57,6 +71,7 @@ class LoopOp : public Op {
   std::string who_;
   Subgraph body_;
   int64_t carried_ = 0, scans_ = 0;
+  bool cond_passed_through_ = false;  // the body's condition output is its condition input
 };
 
 }  // namespace

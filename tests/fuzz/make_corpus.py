@@ -331,6 +331,12 @@ def bad_inputs():
     yield "onnx_model", "loop_body_arity.onnx", model_bytes(
         [helper.make_node("Loop", ["m", "", "x"], ["y"], body=body)], x, y, [numpy_helper.from_array(np.array(3, np.int64), "m")]), \
         "Loop node 'Loop_0': has 3 inputs; its body 'body' takes 2 of them and its subgraphs read 0 values from outside"
+    # No trip count and a body that hands its condition back unchanged: a loop that never ends (it ran forever).
+    forever = helper.make_graph([helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Identity", ["v"], ["v_out"])], "body",
+                                [vi("i", I64, []), vi("c", TensorProto.BOOL, []), vi("v", F, [2])],
+                                [vi("c_out", TensorProto.BOOL, []), vi("v_out", F, [2])])
+    yield "onnx_model", "loop_never_ends.onnx", model_bytes([helper.make_node("Loop", ["", "", "x"], ["y"], body=forever)], x, y), \
+        "Loop node 'Loop_0': never ends: it has no trip count M, and its body hands its condition (true) back unchanged"
     # Shape arithmetic near 2^63 (UBSan: signed overflow the release build went on with): pads, split sizes.
     yield "onnx_model", "pad_overflow.onnx", model_bytes(
         [helper.make_node("Pad", ["x", "p"], ["y"])], x, y, [numpy_helper.from_array(np.array([1 << 62, 1 << 62], np.int64), "p")]), \
