@@ -149,6 +149,25 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
   }
 }
 
+// GroupQueryAttention's own cache reads a batch right-padded (DecoderIO::prompts_right_padded): beams over a batch of
+// prompts of different lengths (each prompt's beams batch rows, reordered each step) give what each prompt's beams
+// give alone, as greedy rows do in the test above.
+TEST_CASE("exporter matrix: beams over a ragged batch on GroupQueryAttention's own cache equal each prompt's alone") {
+  const fs::path cell = exports_dir() / "llama-genai-fp32";
+  Session s((cell / "model.onnx").string(), oracle_options(cell));
+  REQUIRE(s.passes().cached_layers == 0);
+  Generator gen(s, read_model_config(cell.string()));
+  GenerateOptions o;
+  o.max_new_tokens = 6;
+  o.num_beams = 2;
+  const std::vector<std::vector<int64_t>> prompts{{1, 17, 200, 34, 99, 5, 61, 130}, {1, 42, 7, 250, 88}};
+  const GenerateResult both = gen.generate(prompts, o);
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    CAPTURE(b);
+    CHECK(gen.generate({prompts[b]}, o).tokens[0] == both.tokens[b]);
+  }
+}
+
 // The genai int4 cells as exported ask for int8 activations (accuracy_level 4), which ONNX Runtime quantizes per
 // block in every row, the prompt's too: tern computes that way with every_row_as_decode (its default prefill keeps
 // float32 activations). Their goldens were run on the file as it is; on the graph's own cache and on the ring.
