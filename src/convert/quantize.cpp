@@ -35,12 +35,10 @@ int quantize_model(const std::string& in_path, const std::string& out_path, cons
     return std::any_of(n.attribute().begin(), n.attribute().end(),
                        [](const auto& a) { return a.has_t() && a.t().data_location() == onnx::TensorProto::EXTERNAL; });
   };
-  auto loaded = [&](const onnx::NodeProto& n) -> const Node& {
-    for (const Node& node : g.nodes)
-      if (!node.outputs.empty() && node.outputs[0] >= 0 && n.output_size() > 0 &&
-          g.values[static_cast<size_t>(node.outputs[0])].name == n.output(0))
-        return node;
-    fail("quantize: node '", n.name(), "' is not in the loaded graph");
+  auto loaded = [&](const onnx::NodeProto& n) -> const Node& {  // (the loader links each value to its producer)
+    const int id = n.output_size() > 0 ? g.find_value(n.output(0)) : -1;
+    if (id < 0 || g.values[static_cast<size_t>(id)].producer < 0) fail("quantize: node '", n.name(), "' is not in the loaded graph");
+    return g.nodes[static_cast<size_t>(g.values[static_cast<size_t>(id)].producer)];
   };
   std::map<std::string, bool> initializers;  // name → still read by a node of the output
   for (const auto& t : proto.graph().initializer()) initializers[t.name()] = false;

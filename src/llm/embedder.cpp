@@ -194,9 +194,9 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
     if (hidden.dtype() != DType::Float32 || hidden.shape().size() != 3 || hidden.shape()[0] != b || hidden.shape()[1] != t)
       fail("the model's hidden state is not float32 [batch, sequence, hidden] for ", b, " rows of ", t, " tokens");
     const int64_t h = hidden.shape()[2];
+    const bool left_padded = decoder_ && !decoder_->io().prompts_right_padded;
     for (size_t r = 0; r < n; ++r) {
       const int64_t used = static_cast<int64_t>(rows[first + r].size());
-      const bool left_padded = decoder_ && !decoder_->io().prompts_right_padded;
       out.push_back(pool(hidden.data<float>() + static_cast<int64_t>(r) * t * h, left_padded ? t - used : 0, used, h));
     }
   }

@@ -13,8 +13,8 @@ namespace tern {
 
 // Identity; Dropout with no mask output read (inference); a Concat of one input (TorchScript passes caches through
 // them); Cast to the type its input already has; Reshape to the shape its input already has, dim by dim (a known
-// size or the same symbol: [B, H, S, D] → Reshape [B, -1, S, D]). Their readers read the input instead (a graph output keeps its
-// node). Returns how many were bypassed.
+// size or the same symbol: [B, H, S, D] → Reshape [B, -1, S, D]). Their readers read the input instead (a graph
+// output keeps its node). Returns how many were bypassed.
 int remove_no_op_nodes(Graph& g);
 // Cast(A→B) → Cast(B→A) where B holds every value of A exactly (f16/bf16 → f32 → back, int32 → int64 →
 // int32, …): readers of the second read the first's input. Returns how many pairs were bypassed.

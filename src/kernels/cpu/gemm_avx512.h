@@ -19,14 +19,11 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/gemm_packed.h"
+
 namespace tern::kernels {
 
 #if defined(__x86_64__)
-// Panel j's rows [k0, k0 + kc) of B as [kc][16] floats, 64-byte aligned: a pointer into the packed panels,
-// or into `scratch` ([256][16] floats) where they are widened or dequantized first. With `scratch` null it
-// only answers where the block lies if it is read in place, and null if it would be made in scratch.
-using PanelBlock = const float* (*)(const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch);
-
 // C[M, N] = A[M, K] · B for B's panels as `block` gives them.
 void gemm_f32_avx512(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
 // C[M, N] = bf16(A[M, K]) · B for B as bf16 panels ([ceil(N/16)][K][16] bf16 bits).

@@ -21,7 +21,7 @@ Bf16Gemm bf16_gemm() {
     default: return nullptr;
   }
 }
-// A micro_panel callable as gemm_avx512.h's PanelBlock, whose context is the callable's address.
+// A micro_panel callable as a PanelBlock (gemm_packed.h), whose context is the callable's address.
 template <typename MicroPanel>
 PanelBlock as_panel_block(const MicroPanel&) {
   return [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
@@ -219,7 +219,7 @@ bool nbits_prefill_on_amx(NBitsActivations act) { return act == NBitsActivations
 
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
   const auto block = [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
-    if (!scratch) return nullptr;  // (made in scratch: gemm_avx512.h's PanelBlock)
+    if (!scratch) return nullptr;  // (made in scratch: gemm_packed.h's PanelBlock)
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
 #if TERN_FLOAT_KERNELS_AVX2
@@ -237,7 +237,7 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
   gemm_panels(A, M, W.K, W.N, C, block);
 }
 
-void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelSource block, const void* context, float* C) {
+void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
   gemm_panels(A, M, K, N, C,
               [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* { return block(context, j, k0, kc, scratch); });
 }

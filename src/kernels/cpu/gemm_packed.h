@@ -58,12 +58,13 @@ std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 // the arithmetic tokens are generated with, in a prefill too (tern eval scores it); 2x slower than the
 // GEMM's prefill on Gemma-3-270M's perplexity windows (32 s against 16 s, 3 windows of 1,024, tier amx).
 enum class NBitsActivations { Float32, Int8, Int8EveryRow };
-// C[M, N] = A[M, K] · B for a B the caller makes a block at a time as the GEMM reads it: `block(context, j, k0, kc,
-// scratch)` writes columns [j·kPanel, (j + 1)·kPanel) over k [k0, k0 + kc) as [kc][kPanel] floats into `scratch`
-// (columns past N zero) and returns it; called with a null scratch (a prefetch of what comes next) it returns null.
-// MatMulBnb4's codes go through it, dequantized into L1 a block at a time.
-using PanelSource = const float* (*)(const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch);
-void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelSource block, const void* context, float* C);
+// Panel j's rows [k0, k0 + kc) of B as [kc][kPanel] floats (columns past N zero), 64-byte aligned: a pointer into
+// packed panels, or into `scratch` ([256][kPanel] floats) where they are widened or dequantized first. With `scratch`
+// null it only answers where the block lies if it is read in place, and null if it would be made in scratch.
+using PanelBlock = const float* (*)(const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch);
+// C[M, N] = A[M, K] · B for a B the caller makes a block at a time as the GEMM reads it (MatMulBnb4's codes,
+// dequantized into L1 a block at a time).
+void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
 void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
 // The same for any M: gemv_nbits(_i8) on the blocks as stored for a few rows when it takes them, else gemm_nbits.
