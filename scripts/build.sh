@@ -10,11 +10,18 @@
 # --minimal, alone or after --aarch64 or --x86-64-v3, builds the embedded variant instead (build-minimal/,
 # build-aarch64-minimal/, build-x86-64-v3-minimal/): -DTERN_MINIMAL=ON -DTERN_STATIC=ON, a static CLI of the
 # commands that run decoders (docs/embedded.md).
+# It builds the CLI (and the libraries it links); --tests after the options builds every target, the test
+# programs too (scripts/test.sh): the README's first command needs no test compiled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=build
 flags=(-DCMAKE_BUILD_TYPE=Release)
 minimal=()
+targets=(--target tern_cli)
+if [ $# -gt 0 ] && [ "${!#}" = "--tests" ]; then
+  targets=()
+  set -- "${@:1:$#-1}"
+fi
 # The sanitizer and fuzz builds: -O1 with line tables only (-g1), all a sanitizer's report needs. Full -g made
 # each of their seven test binaries 215-370 MB and their compile and link the longest part of CI.
 debug_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-g1 -O1" "-DCMAKE_C_FLAGS_DEBUG=-g1 -O1")
@@ -61,4 +68,4 @@ fi
 # when it is installed, the second compile is a cache hit.
 if [ "$dir" = build ] && command -v ccache > /dev/null; then flags+=(-DTERN_CCACHE=ON); fi
 cmake -S . -B "$dir" "${flags[@]}" > /dev/null
-cmake --build "$dir" -j "$(nproc)"
+cmake --build "$dir" -j "$(nproc)" "${targets[@]}"

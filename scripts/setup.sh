@@ -10,13 +10,13 @@ packages=(
   python3-onnx python3-numpy python3-venv
   libcpp-httplib-dev libxxhash-dev
   dpkg-dev  # dpkg-shlibdeps: the .deb's dependencies (cpack -G DEB, tests/deb_package.sh)
+  ccache    # a rebuild, and the wheel's compile of build/'s objects (scripts/wheel.sh), from the cache
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
 # types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
 # (scripts/fuzz.sh), nginx balances two `tern serve` replicas (tests/cli_serve.sh), strace proves a model folder's
-# files are never opened outside it (tests/cli_confinement.sh), ccache lets the wheel's build reuse build/'s
-# objects (scripts/wheel.sh).
-[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev clang-format-14 nginx-light strace ccache)
+# files are never opened outside it (tests/cli_confinement.sh).
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev clang-format-14 nginx-light strace)
 # --aarch64 (and --ci): the AArch64 cross build — Debian's cross compiler, arm64 multiarch libraries and
 # qemu-user to run it. (libonnx-dev:arm64 cannot sit beside the amd64 one — both ship /usr/lib/libonnxifi.so
 # — so only its runtime library is installed; cmake/aarch64-linux-gnu.cmake uses the host's headers.)

@@ -96,7 +96,7 @@ void sample_objects(std::shared_ptr<const JsonSchema> schema, unsigned rng_seed,
     try {
       tok = load_tokenizer(dir);
     } catch (const std::exception& e) {
-      MESSAGE(model, " skipped: ", e.what(), " (scripts/get-models.sh fetches it)");
+      MESSAGE((std::string(model) + " skipped: " + e.what() + " (scripts/get-models.sh fetches it)"));
       continue;
     }
     CAPTURE(model);

@@ -315,7 +315,7 @@ TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of t
                              {kernels::Isa::Amx, kernels::gemm_bf16_amx}}) {
     CAPTURE(kernels::isa_name(isa));
     if (std::find(isas.begin(), isas.end(), isa) == isas.end()) {
-      MESSAGE("skipped " << kernels::isa_name(isa) << ": this CPU cannot run it (" << kernels::cpu_feature_list() << ")");
+      MESSAGE(("skipped " + std::string(kernels::isa_name(isa)) + ": this CPU cannot run it (" + kernels::cpu_feature_list() + ")"));
       continue;
     }
     std::mt19937 g(8);

@@ -22,7 +22,7 @@ namespace {
 
 void check_tokenizer_at(const fs::path& dir, const char* golden, const char* where) {
   if (!fs::exists(dir / "tokenizer.json")) {
-    MESSAGE("skipped: ", (dir / "tokenizer.json").string(), " not found (", where, ")");
+    MESSAGE(("skipped: " + (dir / "tokenizer.json").string() + " not found (" + where + ")"));
     return;
   }
   auto tok = load_tokenizer(dir.string());

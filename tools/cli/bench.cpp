@@ -12,9 +12,8 @@
 namespace tern::cli {
 
 int bench(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"machine", "json", "prefault", "no-pack", "no-probe"});
-  const int threads =
-      f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  Flags f = parse(argc, argv, *find_command("bench"));
+  const int threads = f.has("threads") ? static_cast<int>(f.integer("threads", 1)) : static_cast<int>(std::thread::hardware_concurrency());
   if (f.has("machine")) {
 #ifdef TERN_MINIMAL  // (the peaks are what profile and bench-op read; 9.8 KB of the static CLI's 3 MiB)
     fail_unsupported("--machine: this build (TERN_MINIMAL) has no profile or bench-op to read the peaks");
@@ -26,14 +25,14 @@ int bench(int argc, char** argv) {
               << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
     return 0;
   }
-  if (!f.has("model")) fail("bench needs --model PATH (or --machine)");
+  if (!f.has("model")) fail("tern bench needs a model: MODEL or --model PATH (or --machine)");
   // The bandwidth probe in a process forked now, while this one is small: its buffer never counts as the run's.
   std::optional<BandwidthProber> prober;
   if (!f.has("no-probe")) prober.emplace(threads);
   const double bandwidth_before = prober ? prober->measure() : 0;
   const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
-  const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 64, 1);
+  const int64_t prompt_n = f.integer("prompt-tokens", 1), new_n = f.integer("new-tokens", 1);
   if (prompt_n < 1 || new_n < 2) fail("bench needs --prompt-tokens >= 1 and --new-tokens >= 2");
   llm::ModelConfig cfg = llm::read_model_config(dir);
   SessionOptions so = llm::decoder_session_options(decoder_options(f), cfg, true);

@@ -19,9 +19,9 @@ extern "C" void on_sigint(int) { interrupted = true; }
 // An interactive conversation: each turn is prefilled on top of the cache the last one left (only the
 // new text is fed when the conversation so far tokenizes as it was generated), the answer streams.
 int chat(int argc, char** argv) {
-  Flags f = parse(argc, argv, 3, {"greedy", "stats", "prefault", "no-pack"});
-  if (argc < 3 || argv[2][0] == '-') fail("usage: tern chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [sampling flags]");
-  const llm::ModelFiles files = model_files(argv[2], f.get("dtype"));
+  Flags f = parse(argc, argv, *find_command("chat"));
+  const llm::ModelFiles files =
+      model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   const llm::ModelConfig cfg = llm::read_model_config(dir);
   Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, true)));
@@ -30,7 +30,7 @@ int chat(int argc, char** argv) {
   const auto tok = llm::load_tokenizer(dir);
   const auto family = llm::detect_chat_family(dir);
   llm::GenerateOptions opt;
-  opt.max_new_tokens = f.get_int("max-new-tokens", 512);
+  opt.max_new_tokens = f.integer("max-new-tokens");
   opt.eos_token_ids = cfg.eos_token_ids;
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
   opt.resume = true;

@@ -1,6 +1,5 @@
 #include "tools/cli/cli.h"
 
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -33,58 +32,18 @@ llm::ModelFiles model_files(const std::string& path, const std::string& dtype) {
 #endif
 }
 
-Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches) {
-  Flags f;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) fail("unexpected argument '", a, "'");
-    std::string k = a.substr(2);
-    if (switches.count(k)) {
-      f.switches.insert(k);
-      continue;
-    }
-    if (i + 1 >= argc) fail("flag ", a, " needs a value");
-    f.values[k].push_back(argv[++i]);
-  }
-  return f;
-}
-
-int64_t to_int(const std::string& text, const std::string& what) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || p != end) fail(what, ": '", text, "' is not an integer");
-  return v;
-}
-
-int64_t Flags::get_int(const std::string& k, int64_t dflt, int64_t min) const {
-  if (!values.count(k)) return dflt;
-  const int64_t v = to_int(get(k), "--" + k);
-  if (v < min) fail("--", k, " ", v, ": must be at least ", min);
-  return v;
-}
-
-float Flags::get_float(const std::string& k, float dflt) const {
-  if (!values.count(k)) return dflt;
-  const std::string text = get(k);
-  char* end = nullptr;
-  const float v = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size()) fail("--", k, ": '", text, "' is not a number");
-  return v;  // (its range is the option's own check)
-}
-
 llm::DecoderOptions decoder_options(const Flags& f) {
   llm::DecoderOptions o;
-  o.device = f.get("device", "cpu");
-  o.weights = f.get("weights", "fp32");
-  o.activations = f.get("activations", "auto");
-  o.kv_dtype = f.get("kv-dtype", "fp32");
-  if (f.has("window")) o.window = f.get_int("window", 0);
-  o.sinks = f.get_int("sinks", 4);
-  if (f.has("threads")) o.threads = static_cast<int>(f.get_int("threads", 0, 1));
+  o.device = f.get("device");
+  o.weights = f.get("weights");
+  o.activations = f.get("activations");
+  o.kv_dtype = f.get("kv-dtype");
+  if (f.has("window")) o.window = f.integer("window");
+  o.sinks = f.integer("sinks");
+  if (f.has("threads")) o.threads = static_cast<int>(f.integer("threads", 1));
   // --max-memory caps the whole process (every session, the tokenizer's and parsers' checks), set here
   // explicitly: no session sets it.
-  if (f.has("max-memory")) set_process_memory_limit(llm::parse_memory_size(f.get("max-memory", "")));
+  if (f.has("max-memory")) set_process_memory_limit(llm::parse_memory_size(f.get("max-memory")));
   o.prefault = f.has("prefault");
   o.use_pack = !f.has("no-pack");
   return o;
@@ -93,12 +52,12 @@ llm::DecoderOptions decoder_options(const Flags& f) {
 llm::SamplingChoices sampling_choices(const Flags& f) {
   llm::SamplingChoices c;
   c.greedy = f.has("greedy");
-  if (f.has("temperature")) c.temperature = f.get_float("temperature", 1);
-  if (f.has("top-k")) c.top_k = static_cast<int>(f.get_int("top-k", 0, 0));
-  if (f.has("top-p")) c.top_p = f.get_float("top-p", 1);
-  if (f.has("min-p")) c.min_p = f.get_float("min-p", 0);
-  if (f.has("repetition-penalty")) c.repetition_penalty = f.get_float("repetition-penalty", 1);
-  c.seed = static_cast<uint64_t>(f.get_int("seed", 0, 0));
+  if (f.has("temperature")) c.temperature = f.number("temperature");
+  if (f.has("top-k")) c.top_k = static_cast<int>(f.integer("top-k", 0));
+  if (f.has("top-p")) c.top_p = f.number("top-p");
+  if (f.has("min-p")) c.min_p = f.number("min-p");
+  if (f.has("repetition-penalty")) c.repetition_penalty = f.number("repetition-penalty");
+  c.seed = static_cast<uint64_t>(f.integer("seed", 0));
   return c;
 }
 
@@ -117,7 +76,7 @@ std::string io_line(const IOInfo& io) {
 }
 
 void write_profile(const Profiler& prof, const MachinePeaks& machine, const Flags& f, const std::string& title) {
-  prof.write_table(std::cout, machine, static_cast<int>(f.get_int("top", 10, 0)));
+  prof.write_table(std::cout, machine, static_cast<int>(f.integer("top", 0)));
   if (f.has("trace")) {
     prof.write_chrome_trace(f.get("trace"));
     std::cout << "trace: " << f.get("trace") << " (Perfetto, chrome://tracing; ONNX Runtime's profile fields)\n";

@@ -11,29 +11,9 @@
 #include "runtime/machine.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
+#include "tools/cli/flags.h"
 
 namespace tern::cli {
-
-// --name value flags, plus bare boolean flags; repeated flags accumulate.
-struct Flags {
-  std::map<std::string, std::vector<std::string>> values;
-  std::set<std::string> switches;
-  bool has(const std::string& k) const { return values.count(k) || switches.count(k); }
-  std::string get(const std::string& k, const std::string& dflt = "") const {
-    auto it = values.find(k);
-    return it == values.end() ? dflt : it->second.back();
-  }
-  // A number flag's value, the whole of it ("12abc" is no number), at least `min`; else an error naming
-  // the flag.
-  int64_t get_int(const std::string& k, int64_t dflt, int64_t min = INT64_MIN) const;
-  float get_float(const std::string& k, float dflt) const;
-};
-
-// `text` as an integer, the whole of it; else an error naming `what` (a flag, a list's field).
-int64_t to_int(const std::string& text, const std::string& what);
-
-// Flags from argv[first]: `--name value`, or `--name` alone for the names in `switches`.
-Flags parse(int argc, char** argv, int first, const std::set<std::string>& switches);
 
 // The model a command was given: a folder or .onnx file as llm::resolve_model reads it (a repository's variant
 // by --dtype, said on stderr), or a .gguf file, imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full

@@ -36,7 +36,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 }  // namespace
 
 int generate(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"greedy", "no-cache", "json", "chat", "early-stopping", "stats", "prefault", "no-pack"});
+  Flags f = parse(argc, argv, *find_command("generate"));
   const llm::ModelFiles files =
       model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
@@ -46,7 +46,7 @@ int generate(int argc, char** argv) {
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
 
-  std::vector<std::string> prompts = f.values.count("prompt") ? f.values.at("prompt") : std::vector<std::string>{};
+  std::vector<std::string> prompts = f.all("prompt");
   if (f.has("prompt-file")) {
     std::ifstream pf(f.get("prompt-file"));
     if (!pf) fail("cannot read --prompt-file '", f.get("prompt-file"), "'");
@@ -78,16 +78,16 @@ int generate(int argc, char** argv) {
     }
   }
   llm::GenerateOptions opt;
-  opt.max_new_tokens = f.get_int("max-new-tokens", 128);
+  opt.max_new_tokens = f.integer("max-new-tokens");
   opt.use_cache = !f.has("no-cache");
-  opt.prefill_chunk = f.get_int("prefill-chunk", 0);
+  opt.prefill_chunk = f.integer("prefill-chunk");
   opt.eos_token_ids = cfg.eos_token_ids;
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
-  opt.num_beams = static_cast<int>(f.get_int("num-beams", 1, 1));
-  opt.length_penalty = f.get_float("length-penalty", 1);
+  opt.num_beams = static_cast<int>(f.integer("num-beams", 1));
+  opt.length_penalty = f.number("length-penalty");
   opt.early_stopping = f.has("early-stopping");
-  opt.min_new_tokens = f.get_int("min-new-tokens", 0);
-  opt.top_logits = f.get_int("top-logits", 0);
+  opt.min_new_tokens = f.integer("min-new-tokens");
+  opt.top_logits = f.integer("top-logits");
   if (opt.top_logits > 0 && (!f.has("json") || opt.num_beams > 1)) fail("--top-logits needs --json and no beam search");
 
   const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;
@@ -100,7 +100,7 @@ int generate(int argc, char** argv) {
   }
   // New text per sequence, for --stop: a sequence ends with the token that completes a stop string (printed,
   // as everything generated is; tern serve and the C API hold the stop string back instead).
-  const std::vector<std::string> stops = f.values.count("stop") ? f.values.at("stop") : std::vector<std::string>{};
+  const std::vector<std::string> stops = f.all("stop");
   std::vector<std::unique_ptr<llm::TextStream>> texts_so_far;
   std::vector<llm::StopScanner> scans;
   if (tok && !stops.empty())

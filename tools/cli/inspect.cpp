@@ -36,9 +36,8 @@ void print_fusions(const llm::ModelFiles& files, const Flags& flags, size_t node
 }  // namespace
 
 int inspect(int argc, char** argv) {
-  if (argc < 3) fail("inspect needs a model path");
-  Flags flags = parse(argc, argv, 3, {"fusions"});
-  const llm::ModelFiles files = model_files(argv[2], flags.get("dtype"));
+  Flags flags = parse(argc, argv, *find_command("inspect"));
+  const llm::ModelFiles files = model_files(flags.get("model"), flags.get("dtype"));
   if (!files.variants.empty()) {
     std::cout << "variants (--dtype):\n";
     for (const llm::OnnxVariant& v : files.variants)

@@ -32,13 +32,12 @@ void mirror_folder(const std::filesystem::path& from, const std::filesystem::pat
 
 int pack(int argc, char** argv) {
   namespace fs = std::filesystem;
-  if (argc < 3 || argv[2][0] == '-') fail("pack needs MODEL_DIR [OUT_DIR]");
-  const bool out_given = argc > 3 && argv[3][0] != '-';
-  Flags f = parse(argc, argv, out_given ? 4 : 3, {});
-  const llm::ModelFiles source = llm::resolve_model(argv[2]);
+  Flags f = parse(argc, argv, *find_command("pack"));
+  const bool out_given = f.has("out");
+  const llm::ModelFiles source = llm::resolve_model(f.get("model"));
   std::string onnx = source.onnx;
   if (out_given) {
-    const fs::path from = source.dir.empty() ? "." : source.dir, to = argv[3];
+    const fs::path from = source.dir.empty() ? "." : source.dir, to = f.get("out");
     std::error_code ec;
     if (!fs::equivalent(from, to, ec)) {
       const fs::path real_from = fs::weakly_canonical(from), real_to = fs::weakly_canonical(to);

@@ -8,22 +8,21 @@
 namespace tern::cli {
 
 int bench_op(int argc, char** argv) {
-  if (argc < 3 || argv[2][0] == '-') fail("usage: tern bench-op OP --shape D1,D2,...; OPs:\n", op_bench_usage());
-  Flags f = parse(argc, argv, 3, {});
+  Flags f = parse(argc, argv, *find_command("bench-op"));
   OpBenchSpec spec;
-  spec.op = argv[2];
+  spec.op = f.get("op");
   std::stringstream dims(f.get("shape"));
   for (std::string d; std::getline(dims, d, ',');) spec.shape.push_back(to_int(d, "--shape"));
-  const std::string dtype = f.get("dtype", "fp32"), kv = f.get("kv-dtype", "fp32");
+  const std::string dtype = f.get("dtype"), kv = f.get("kv-dtype");
   if ((dtype != "fp32" && dtype != "fp16") || (kv != "fp32" && kv != "fp16")) fail("--dtype and --kv-dtype take fp32 or fp16");
   spec.dtype = dtype == "fp16" ? DType::Float16 : DType::Float32;
   spec.kv_dtype = kv == "fp16" ? DType::Float16 : DType::Float32;
-  spec.weights = parse_weight_format(f.get("weights", "fp32"));
-  spec.activations = parse_activation_format(f.get("activations", "auto"));
-  spec.bits = f.get_int("bits", 4, 2);
-  spec.block = f.get_int("block", 32, 16);
-  spec.threads = f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
-  spec.device = parse_device(f.get("device", "cpu"));
+  spec.weights = parse_weight_format(f.get("weights"));
+  spec.activations = parse_activation_format(f.get("activations"));
+  spec.bits = f.integer("bits", 2);
+  spec.block = f.integer("block", 16);
+  spec.threads = f.has("threads") ? static_cast<int>(f.integer("threads", 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  spec.device = parse_device(f.get("device"));
   const MachinePeaks machine = machine_peaks(spec.threads);
   const OpBenchResult r = bench_op(spec);
   Profiler::Row row;  // the achieved rates and roofline share, as the profile computes them

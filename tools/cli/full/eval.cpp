@@ -9,8 +9,8 @@
 namespace tern::cli {
 
 int eval(int argc, char** argv) {
-  Flags f = parse(argc, argv, 2, {"second-half"});
-  if (!f.has("model") || !f.has("text")) fail("eval needs --model PATH and --text FILE");
+  Flags f = parse(argc, argv, *find_command("eval"));
+  if (!f.has("model") || !f.has("text")) fail("tern eval needs a model (MODEL or --model PATH) and --text FILE");
   const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   std::ifstream in(f.get("text"), std::ios::binary);
@@ -19,12 +19,12 @@ int eval(int argc, char** argv) {
   const llm::ModelConfig cfg = llm::read_model_config(dir);
   const auto tokenizer = llm::load_tokenizer(dir);  // says what is missing when there is none
   SessionOptions so;
-  if (f.has("threads")) so.threads = static_cast<int>(f.get_int("threads", 0, 1));
-  so.weights = parse_weight_format(f.get("weights", "fp32"));
-  so.activations = parse_activation_format(f.get("activations", "auto"));
+  if (f.has("threads")) so.threads = static_cast<int>(f.integer("threads", 1));
+  so.weights = parse_weight_format(f.get("weights"));
+  so.activations = parse_activation_format(f.get("activations"));
   so.every_row_as_decode = true;  // the arithmetic generation decodes with, not a prefill's (bf16 tiles on AMX)
   Session session(model_path, with_load_progress(so));
-  const int64_t context = f.get_int("context", cfg.context_length > 0 ? cfg.context_length : 512, 1);
+  const int64_t context = f.has("context") ? f.integer("context", 1) : cfg.context_length > 0 ? cfg.context_length : 512;
   const auto ids = tokenizer->encode(text, true);
   const auto bos = tokenizer->encode("", true);  // [BOS] when the tokenizer adds one
   const auto r = llm::perplexity(session, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0], terminal_progress("scoring"));

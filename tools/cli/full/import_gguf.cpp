@@ -9,12 +9,12 @@
 namespace tern::cli {
 
 int import_gguf(int argc, char** argv) {
-  if (argc != 4) fail("usage: tern import-gguf FILE.gguf OUT_DIR");
+  Flags f = parse(argc, argv, *find_command("import-gguf"));
   const auto t0 = std::chrono::steady_clock::now();
-  StagedFolder out(argv[3]);  // all or nothing: a kill leaves the earlier folder or the new one
-  convert::import_gguf(argv[2], out.path().string(), terminal_progress("importing"));
+  StagedFolder out(f.get("out"));  // all or nothing: a kill leaves the earlier folder or the new one
+  convert::import_gguf(f.get("model"), out.path().string(), terminal_progress("importing"));
   out.commit();
-  std::cout << "wrote " << argv[3] << " in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+  std::cout << "wrote " << f.get("out") << " in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
   return 0;
 }
 

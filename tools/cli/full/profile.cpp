@@ -10,20 +10,20 @@
 namespace tern::cli {
 
 int profile(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[2]) == "--compare") {
-    if (argc != 5) fail("usage: tern profile --compare A.json B.json");
-    compare_profiles(read_profile_trace(argv[3]), read_profile_trace(argv[4]), std::cout);
+  Flags f = parse(argc, argv, *find_command("profile"));
+  if (f.has("compare")) {
+    const std::string pair = f.get("compare");  // (its two values, a line each)
+    const size_t cut = pair.find('\n');
+    compare_profiles(read_profile_trace(pair.substr(0, cut)), read_profile_trace(pair.substr(cut + 1)), std::cout);
     return 0;
   }
-  Flags f = parse(argc, argv, 2, {"prefault", "no-pack"});
-  if (!f.has("model")) fail("profile needs --model PATH (or --compare A.json B.json)");
+  if (!f.has("model")) fail("tern profile needs a model: MODEL or --model PATH (or --compare A.json B.json)");
   const llm::ModelFiles files = model_files(f.get("model"), f.get("dtype"));
   const std::string &model_path = files.onnx, &dir = files.dir;
-  const int threads =
-      f.has("threads") ? static_cast<int>(f.get_int("threads", 0, 1)) : static_cast<int>(std::thread::hardware_concurrency());
-  const int64_t prompt_n = f.get_int("prompt-tokens", 128, 1), new_n = f.get_int("new-tokens", 16, 1);
+  const int threads = f.has("threads") ? static_cast<int>(f.integer("threads", 1)) : static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t prompt_n = f.integer("prompt-tokens", 1), new_n = f.integer("new-tokens", 1);
   if (prompt_n < 1 || new_n < 2) fail("profile needs --prompt-tokens >= 1 and --new-tokens >= 2");
-  const std::string steps = f.get("steps", "both");
+  const std::string steps = f.get("steps");
   if (steps != "prefill" && steps != "decode" && steps != "both") fail("--steps must be prefill, decode or both");
   const MachinePeaks machine = machine_peaks(threads);
   llm::ModelConfig cfg = llm::read_model_config(dir);
@@ -61,7 +61,7 @@ int profile(int argc, char** argv) {
   if (session.device_transfers()) print_host_nodes(session, f.get("device"));
   write_profile(prof, machine, f,
                 model_path + ": " + std::to_string(prompt_n) + " prompt tokens, " + std::to_string(o.max_new_tokens - 1) +
-                    " decode steps, weights " + f.get("weights", "as stored") + ", device " + f.get("device", "cpu"));
+                    " decode steps, weights " + (f.has("weights") ? f.get("weights") : "as stored") + ", device " + f.get("device"));
   return 0;
 }
 

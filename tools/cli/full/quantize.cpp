@@ -10,8 +10,8 @@ namespace tern::cli {
 
 int quantize(int argc, char** argv) {
   namespace fs = std::filesystem;
-  Flags f = parse(argc, argv, 2, {"symmetric"});
-  if (!f.has("model") || !f.has("out")) fail("quantize needs --model PATH and --out DIR");
+  Flags f = parse(argc, argv, *find_command("quantize"));
+  if (!f.has("model") || !f.has("out")) fail("tern quantize needs a model (MODEL or --model PATH) and --out DIR");
   const llm::ModelFiles files = llm::resolve_model(f.get("model"));
   const std::string &model_path = files.onnx, &dir = files.dir;
   StagedFolder out(f.get("out"));  // all or nothing: a kill leaves the earlier folder or the new one
@@ -22,10 +22,10 @@ int quantize(int argc, char** argv) {
     if (e.is_regular_file() && !model_file) fs::copy_file(e.path(), out.path() / name);
   }
   convert::QuantizeOptions o;
-  o.bits = f.get_int("bits", o.bits);
-  o.block = f.get_int("block", o.block);
+  o.bits = f.integer("bits");
+  o.block = f.integer("block");
   o.symmetric = f.has("symmetric");
-  o.accuracy_level = f.get_int("accuracy-level", o.accuracy_level);
+  o.accuracy_level = f.integer("accuracy-level");
   const int n = convert::quantize_model(model_path, (out.path() / "model.onnx").string(), o, terminal_progress("quantizing"));
   out.commit();
   std::cout << "quantized " << n << " MatMul weight(s) to " << o.bits << " bits, block " << o.block << ", "

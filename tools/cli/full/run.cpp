@@ -9,21 +9,21 @@
 namespace tern::cli {
 
 int run(int argc, char** argv) {
-  if (argc < 3) fail("run needs a model path");
-  Flags flags = parse(argc, argv, 3, {"profile"});
+  Flags flags = parse(argc, argv, *find_command("run"));
+  const std::string model = flags.get("model");
   if (!flags.has("input-dir")) fail("run needs --input-dir DIR");
   SessionOptions opt;
-  if (flags.has("threads")) opt.threads = static_cast<int>(flags.get_int("threads", 0, 1));
+  if (flags.has("threads")) opt.threads = static_cast<int>(flags.integer("threads", 1));
   Profiler prof;
   if (flags.has("profile")) prof.attach(opt);
-  Session session(argv[2], opt);
+  Session session(model, opt);
   auto feeds = read_input_dir(session, flags.get("input-dir"));
   const auto t0 = std::chrono::steady_clock::now();
   auto outputs = session.run(feeds);
   if (flags.has("profile")) {
     prof.add_step_time("run", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     const int threads = opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency());
-    write_profile(prof, machine_peaks(threads), flags, std::string(argv[2]) + " on " + flags.get("input-dir"));
+    write_profile(prof, machine_peaks(threads), flags, model + " on " + flags.get("input-dir"));
   }
   for (const auto& [name, t] : outputs.items) std::cout << name << "  " << dtype_name(t.dtype()) << "  " << shape_str(t.shape()) << "\n";
   if (flags.has("output-dir")) write_output_dir(outputs, flags.get("output-dir"));

@@ -20,32 +20,32 @@ int serve(int argc, char** argv) {
 #ifndef TERN_SERVE
   fail_unsupported("this tern was built without tern serve (-DTERN_SERVE=OFF)");
 #else
-  if (argc < 3 || argv[2][0] == '-') fail("usage: tern serve MODEL_DIR [--port 8080] [--host 127.0.0.1] [--parallel 4] ...");
-  Flags f = parse(argc, argv, 3, {"prefault", "no-pack", "no-prefix-cache", "embeddings"});
+  Flags f = parse(argc, argv, *find_command("serve"));
+  const std::string model = f.get("model");
   serve::ServerOptions o;
-  o.model_path = std::string(argv[2]).ends_with(".gguf") ? model_files(argv[2]).dir : argv[2];
-  o.dtype = f.get("dtype", "");
-  o.model_name = f.get("model-name", "");
-  o.embedding_model = f.get("embedding-model", "");
+  o.model_path = model.ends_with(".gguf") ? model_files(model).dir : model;
+  o.dtype = f.get("dtype");
+  o.model_name = f.get("model-name");
+  o.embedding_model = f.get("embedding-model");
   o.decoder_embeddings = f.has("embeddings");
   if (f.has("pooling") && !o.decoder_embeddings) fail("--pooling is for --embeddings (an encoder's folder says its own)");
-  o.pooling = llm::parse_pooling(f.get("pooling", "last"));
-  o.host = f.get("host", "127.0.0.1");
-  o.port = static_cast<int>(f.get_int("port", 8080, 0));
+  o.pooling = llm::parse_pooling(f.get("pooling"));
+  o.host = f.get("host");
+  o.port = static_cast<int>(f.integer("port", 0));
   if (o.port > 65535) fail("--port ", o.port, ": at most 65535");
-  o.parallel = f.get_int("parallel", 4, 1);
-  o.queue = f.get_int("queue", 64, 0);
-  o.prefill_chunk = f.get_int("prefill-chunk", 32, 0);
+  o.parallel = f.integer("parallel", 1);
+  o.queue = f.integer("queue", 0);
+  o.prefill_chunk = f.integer("prefill-chunk", 0);
   o.prefix_cache = !f.has("no-prefix-cache");
-  o.timeout_s = f.get_float("timeout", 600);
-  o.grace_s = f.get_float("grace", 10);
-  o.max_body_bytes = static_cast<size_t>(f.get_int("max-body", int64_t{8} << 20, 1024));
-  o.max_prompt_tokens = f.get_int("max-prompt-tokens", 0, 0);
-  o.max_tokens = f.get_int("max-tokens", 0, 0);
+  o.timeout_s = f.number("timeout");
+  o.grace_s = f.number("grace");
+  o.max_body_bytes = static_cast<size_t>(f.integer("max-body", 1024));
+  o.max_prompt_tokens = (f.has("max-prompt-tokens") ? f.integer("max-prompt-tokens", 0) : 0);
+  o.max_tokens = (f.has("max-tokens") ? f.integer("max-tokens", 0) : 0);
   // (the key from the environment keeps it out of `ps`; the flag wins)
   const char* env_key = std::getenv("TERN_API_KEY");
-  o.api_key = f.get("api-key", env_key ? env_key : "");
-  o.cors_origin = f.get("cors-origin", "");
+  o.api_key = f.has("api-key") ? f.get("api-key") : env_key ? env_key : "";
+  o.cors_origin = f.get("cors-origin");
   o.decoder = decoder_options(f);
   // Request bodies (up to 8 MB) are malloc'd and freed on many HTTP threads; with glibc's sliding mmap threshold
   // they come to live in its arenas, which keep them: 50 requests of 7.8 MB grew the server from 27 to 139 MB
