@@ -68,10 +68,10 @@ TEST_CASE("real chat templates render as transformers' apply_chat_template does"
 TEST_CASE("Jinja: whitespace control, trim_blocks and lstrip_blocks as transformers sets them") {
   CHECK(render("a\n  {% if true %}\n  b\n  {% endif %}\nc") == "a\n  b\nc");
   CHECK(render("a  {%- if true -%}  b  {%- endif -%}  c") == "abc");
-  CHECK(render("{{ 'x' }}\n{{ 'y' }}") == "x\ny");            // no trim after }}
+  CHECK(render("{{ 'x' }}\n{{ 'y' }}") == "x\ny");  // no trim after }}
   CHECK(render("a {{- ' b ' -}} c") == "a b c");
-  CHECK(render("  {%+ if true %}x{% endif %}") == "  x");     // + keeps the indent
-  CHECK(render("{% if true +%}\nx{% endif %}") == "\nx");      // + keeps the newline
+  CHECK(render("  {%+ if true %}x{% endif %}") == "  x");  // + keeps the indent
+  CHECK(render("{% if true +%}\nx{% endif %}") == "\nx");  // + keeps the newline
   CHECK(render("{# a comment #}\nx") == "x");
   CHECK(render("{% raw %}{{ not parsed }}{% endraw %}") == "{{ not parsed }}");
   CHECK(render("{{ '}}' }}") == "}}");
@@ -80,12 +80,11 @@ TEST_CASE("Jinja: whitespace control, trim_blocks and lstrip_blocks as transform
 TEST_CASE("Jinja: loops, scopes, namespaces and macros") {
   const nlohmann::ordered_json ctx = {{"xs", {"a", "b", "c"}}, {"d", {{"k1", 1}, {"k2", 2}}}};
   CHECK(render("{% for x in xs %}{{ loop.index }}{{ x }}{{ ',' if not loop.last }}{% endfor %}", ctx) == "1a,2b,3c");
-  CHECK(render("{% for x in xs %}{{ loop.revindex0 }}{{ loop.first }}{{ loop.length }}|{% endfor %}", ctx) ==
-        "2True3|1False3|0False3|");
+  CHECK(render("{% for x in xs %}{{ loop.revindex0 }}{{ loop.first }}{{ loop.length }}|{% endfor %}", ctx) == "2True3|1False3|0False3|");
   CHECK(render("{% for x in [] %}x{% else %}empty{% endfor %}") == "empty");
   CHECK(render("{% for x in xs if x != 'b' %}{{ loop.index }}{{ x }}{% endfor %}", ctx) == "1a2c");
-  CHECK(render("{% for x in xs %}{% if x == 'b' %}{% continue %}{% endif %}{% if x == 'c' %}{% break %}{% endif %}{{ x }}{% endfor %}", ctx) ==
-        "a");
+  CHECK(render("{% for x in xs %}{% if x == 'b' %}{% continue %}{% endif %}{% if x == 'c' %}{% break %}{% endif %}{{ x }}{% endfor %}",
+               ctx) == "a");
   CHECK(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", ctx) == "k1=1;k2=2;");
   CHECK(render("{% for k in d %}{{ k }}{% endfor %}", ctx) == "k1k2");
   // A set inside a loop stays in it; a namespace carries out.
@@ -104,20 +103,23 @@ TEST_CASE("Jinja: Python's values, operators, methods, filters and tests") {
   CHECK(render("{{ 'ab' ~ 1 }} {{ 'a' + 'b' }} {{ 'ab' * 2 }} {{ 'b' in 'abc' }} {{ 2 not in [1, 2] }}") == "ab1 ab abab True False");
   CHECK(render("{{ 'a,b,,c'.split(',') }} {{ ' x y '.split() }} {{ '  t  '.strip() }}|{{ 'xxaxx'.rstrip('x') }}") ==
         "['a', 'b', '', 'c'] ['x', 'y'] t|xxa");
-  CHECK(render("{{ 'Hello'.startswith('He') }} {{ 'Hello'.endswith(('x', 'lo')) }} {{ 'a-b'.replace('-', '+') }} {{ 'hi there'.title() }}") ==
-        "True True a+b Hi There");
+  CHECK(
+      render("{{ 'Hello'.startswith('He') }} {{ 'Hello'.endswith(('x', 'lo')) }} {{ 'a-b'.replace('-', '+') }} {{ 'hi there'.title() }}") ==
+      "True True a+b Hi There");
   CHECK(render("{{ 'abcdef'[1:3] }} {{ 'abc'[::-1] }} {{ [1, 2, 3][-1] }} {{ [1, 2, 3, 4][::2] }}") == "bc cba 3 [1, 3]");
-  CHECK(render("{{ ' a '|trim }}|{{ 'x'|upper }}|{{ 'Grüße'|length }}|{{ [3, 1, 2]|sort|join(',') }}|{{ none|default('d') }}|{{ u|default('d') }}") ==
-        "a|X|5|1,2,3|None|d");  // (`none|default` keeps none: only undefined takes the default)
+  CHECK(render("{{ ' a '|trim }}|{{ 'x'|upper }}|{{ 'Grüße'|length }}|{{ [3, 1, 2]|sort|join(',') }}|{{ none|default('d') }}|{{ "
+               "u|default('d') }}") == "a|X|5|1,2,3|None|d");  // (`none|default` keeps none: only undefined takes the default)
   CHECK(render("{{ {'b': 1, 'a': [1, 2.5, none, 'é\"']}|tojson }}") == "{\"b\": 1, \"a\": [1, 2.5, null, \"é\\\"\"]}");
   CHECK(render("{{ {'a': [1]}|tojson(indent=2) }}") == "{\n  \"a\": [\n    1\n  ]\n}");
   const nlohmann::ordered_json people = {{"ps", {{{"name", "A"}, {"age", 3}}, {{"name", "B"}}}}};
-  CHECK(render("{{ ps|map(attribute='name')|join('+') }} {{ ps|selectattr('age', 'defined')|list|length }} {{ ps|rejectattr('age')|first }}",
-               people) == "A+B 1 {'name': 'B'}");
+  CHECK(
+      render("{{ ps|map(attribute='name')|join('+') }} {{ ps|selectattr('age', 'defined')|list|length }} {{ ps|rejectattr('age')|first }}",
+             people) == "A+B 1 {'name': 'B'}");
   CHECK(render("{{ x is defined }} {{ none is none }} {{ 'a' is string }} {{ 3 is odd }} {{ 4 is divisibleby 2 }} {{ [1] is iterable }} "
                "{{ {} is mapping }} {{ 1 is not string }}") == "False True True True True True True True");
   CHECK(render("{{ 'a' if false }}|{{ 'a' if false else 'b' }}|{{ 0 or 'x' }}|{{ 1 and 'y' }}|{{ not 0 }}") == "|b|x|y|True");
-  CHECK(render("{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ [1, 2, 3]|sum }} {{ [[1, 'a']]|first|last }}") == "[0, 1, 2] [1, 3, 5] 6 a");
+  CHECK(render("{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ [1, 2, 3]|sum }} {{ [[1, 'a']]|first|last }}") ==
+        "[0, 1, 2] [1, 3, 5] 6 a");
   CHECK(render("{{ 'x\\ny'|indent(2) }}|{{ 'a\\tb' }}|{{ '\\u00e9' }}") == "x\n  y|a\tb|é");
 }
 

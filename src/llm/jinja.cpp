@@ -172,9 +172,7 @@ void to_json(std::string& out, const Value& v, int indent, bool sort_keys, int d
     case Value::None: out += "null"; return;
     case Value::Bool: out += v.b ? "true" : "false"; return;
     case Value::Int: out += std::to_string(v.i); return;
-    case Value::Float:
-      out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity") : float_text(v.f);
-      return;
+    case Value::Float: out += std::isnan(v.f) ? "NaN" : std::isinf(v.f) ? (v.f > 0 ? "Infinity" : "-Infinity") : float_text(v.f); return;
     case Value::String: json_string(out, v.s); return;
     case Value::List: {
       if (v.list->empty()) {
@@ -385,7 +383,8 @@ std::vector<Piece> split(const std::string& src, const std::string& what) {
     }
     // {% raw %}: the text up to {% endraw %}, verbatim.
     const size_t first = body.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && body.compare(first, 3, "raw") == 0 && body.find_first_not_of(" \t\r\n", first + 3) == std::string::npos) {
+    if (first != std::string::npos && body.compare(first, 3, "raw") == 0 &&
+        body.find_first_not_of(" \t\r\n", first + 3) == std::string::npos) {
       size_t search = pos;
       for (;;) {
         const size_t t = src.find("{%", search);
@@ -501,8 +500,8 @@ std::vector<Token> tokenize(const std::string& s, const std::string& what, int l
       p = e + 1;
       continue;
     }
-    static const char* const ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<", ">",
-                                      "=",  "(",  ")",  "[",  "]",  "{",  "}", ",", ".", ":", "|"};
+    static const char* const ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<",
+                                      ">",  "=",  "(",  ")",  "[",  "]",  "{", "}", ",", ".", ":", "|"};
     bool matched = false;
     for (const char* op : ops)
       if (s.compare(p, std::strlen(op), op) == 0) {
@@ -519,24 +518,25 @@ std::vector<Token> tokenize(const std::string& s, const std::string& what, int l
 
 // The filters and tests the renderer has: a template naming another is refused when it is parsed.
 bool known_filter(const std::string& n) {
-  static const char* const names[] = {"default", "d", "safe", "string", "trim", "strip", "tojson", "length", "count", "upper",
-                                      "lower", "title", "capitalize", "replace", "int", "float", "abs", "round", "items",
-                                      "e", "escape", "indent", "list", "first", "last", "reverse", "join", "unique", "sum",
-                                      "min", "max", "dictsort", "sort", "map", "selectattr", "rejectattr", "select", "reject"};
+  static const char* const names[] = {"default", "d",       "safe",       "string",     "trim",       "strip",   "tojson", "length",
+                                      "count",   "upper",   "lower",      "title",      "capitalize", "replace", "int",    "float",
+                                      "abs",     "round",   "items",      "e",          "escape",     "indent",  "list",   "first",
+                                      "last",    "reverse", "join",       "unique",     "sum",        "min",     "max",    "dictsort",
+                                      "sort",    "map",     "selectattr", "rejectattr", "select",     "reject"};
   return std::find_if(std::begin(names), std::end(names), [&](const char* x) { return n == x; }) != std::end(names);
 }
 bool known_test(const std::string& n) {
-  static const char* const names[] = {"defined", "undefined", "none", "string", "number", "integer", "float", "boolean",
-                                      "true", "false", "mapping", "iterable", "sequence", "callable", "odd", "even",
-                                      "divisibleby", "eq", "equalto", "sameas", "ne", "lt", "gt", "le", "ge", "in",
-                                      "lower", "upper"};
+  static const char* const names[] = {"defined", "undefined", "none",        "string",  "number",   "integer",  "float",
+                                      "boolean", "true",      "false",       "mapping", "iterable", "sequence", "callable",
+                                      "odd",     "even",      "divisibleby", "eq",      "equalto",  "sameas",   "ne",
+                                      "lt",      "gt",        "le",          "ge",      "in",       "lower",    "upper"};
   return std::find_if(std::begin(names), std::end(names), [&](const char* x) { return n == x; }) != std::end(names);
 }
 
 struct Expr {
   enum Kind { Literal, Name, Attr, Item, Slice, Call, Filter, Test, Neg, Not, Binary, And, Or, Cond, ListLit, DictLit } kind;
-  Value value;         // Literal
-  std::string name;    // Name, Attr, Filter, Test; Binary's operator
+  Value value;                              // Literal
+  std::string name;                         // Name, Attr, Filter, Test; Binary's operator
   std::vector<std::shared_ptr<Expr>> args;  // operands, call arguments, list items, dict keys and values in turn
   std::vector<std::pair<std::string, std::shared_ptr<Expr>>> kwargs;
   bool negated = false;  // `is not`
@@ -719,8 +719,8 @@ class ExprParser {
         t->args = {e};
         if (accept("(")) call_args(t);
         else if (t_[p_].kind == Token::Str || t_[p_].kind == Token::Int || t_[p_].kind == Token::Float ||
-                 (t_[p_].kind == Token::Name && !is_name("and") && !is_name("or") && !is_name("else") && !is_name("if") &&
-                  !is_name("in") && !is_name("not") && !is_name("is")))
+                 (t_[p_].kind == Token::Name && !is_name("and") && !is_name("or") && !is_name("else") && !is_name("if") && !is_name("in") &&
+                  !is_name("not") && !is_name("is")))
           t->args.push_back(postfix(primary()));  // `is divisibleby 3`, `is sameas none`
         e = t;
       } else return e;
@@ -856,10 +856,10 @@ class ExprParser {
 
 struct Node {
   enum Kind { Block, Text, Output, If, For, Set, SetBlock, Macro, Break, Continue } kind = Block;
-  std::string text;                      // Text; Set's name (or namespace) and attribute; Macro's name
-  std::string attr;                      // `set ns.attr`
-  std::vector<std::string> names;        // For's targets; Set's targets; Macro's parameters
-  std::vector<std::shared_ptr<Expr>> exprs;  // Output; If's conditions; For's iterable and filter; Set's value; Macro's defaults
+  std::string text;                             // Text; Set's name (or namespace) and attribute; Macro's name
+  std::string attr;                             // `set ns.attr`
+  std::vector<std::string> names;               // For's targets; Set's targets; Macro's parameters
+  std::vector<std::shared_ptr<Expr>> exprs;     // Output; If's conditions; For's iterable and filter; Set's value; Macro's defaults
   std::vector<std::shared_ptr<Node>> children;  // Block's; If's branches (one per condition, then an else); For's body, else
   int line = 0;
 };
@@ -1018,7 +1018,6 @@ class TemplateParser {
   const Piece* last_ = nullptr;
   const std::string& what_;
 };
-
 
 // ---- rendering --------------------------------------------------------------------------------------------
 
@@ -1218,8 +1217,9 @@ class Renderer {
     }
     if (obj.kind == Value::String) {
       const std::string s = obj.s;
-      static const char* const methods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "replace", "upper", "lower",
-                                            "title", "capitalize", "find", "count", "join", "splitlines", "isdigit", "isspace"};
+      static const char* const methods[] = {"strip",   "lstrip", "rstrip",     "split",   "startswith", "endswith",
+                                            "replace", "upper",  "lower",      "title",   "capitalize", "find",
+                                            "count",   "join",   "splitlines", "isdigit", "isspace"};
       if (std::find_if(std::begin(methods), std::end(methods), [&](const char* m) { return name == m; }) == std::end(methods))
         return Value::undefined(name);
       return Value::function(name, [s, name](Args a) -> Value {
@@ -1272,8 +1272,10 @@ class Renderer {
           return Value::of_list(std::move(l));
         }
         if (name == "isdigit")
-          return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }));
-        return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }));
+          return Value::boolean(!s.empty() &&
+                                std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }));
+        return Value::boolean(!s.empty() &&
+                              std::all_of(s.begin(), s.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }));
       });
     }
     return Value::undefined(name);
@@ -1369,7 +1371,8 @@ class Renderer {
     }
     if (name == "eq" || name == "equalto" || name == "sameas") return equal(v, a0);
     if (name == "ne") return !equal(v, a0);
-    if (name == "lt" || name == "gt" || name == "le" || name == "ge") return truthy(binary(name == "lt" ? "<" : name == "gt" ? ">" : name == "le" ? "<=" : ">=", v, a0, line));
+    if (name == "lt" || name == "gt" || name == "le" || name == "ge")
+      return truthy(binary(name == "lt" ? "<" : name == "gt" ? ">" : name == "le" ? "<=" : ">=", v, a0, line));
     if (name == "in") return truthy(binary("in", v, a0, line));
     if (name == "lower") return v.kind == Value::String && lower(v.s) == v.s;
     if (name == "upper") return v.kind == Value::String && upper(v.s) == v.s;
@@ -1385,7 +1388,8 @@ class Renderer {
     }
     if (name == "safe" || name == "string") return name == "safe" ? v : Value::string(str(v));
     require_defined(v, line);
-    if (name == "trim" || name == "strip") return Value::string(strip_chars(str(v), a0.kind == Value::String ? a0.s : " \t\r\n\f\v", true, true));
+    if (name == "trim" || name == "strip")
+      return Value::string(strip_chars(str(v), a0.kind == Value::String ? a0.s : " \t\r\n\f\v", true, true));
     if (name == "tojson") {
       const Value indent = arg(a, 0, "indent", Value::none());
       std::string json;
@@ -1420,7 +1424,10 @@ class Renderer {
       }
       return v.numeric() ? Value::integer(static_cast<int64_t>(v.as_double())) : Value::integer(0);
     }
-    if (name == "float") return v.numeric() ? Value::number(v.as_double()) : v.kind == Value::String ? Value::number(std::strtod(v.s.c_str(), nullptr)) : Value::number(0);
+    if (name == "float")
+      return v.numeric()               ? Value::number(v.as_double())
+             : v.kind == Value::String ? Value::number(std::strtod(v.s.c_str(), nullptr))
+                                       : Value::number(0);
     if (name == "abs") return v.kind == Value::Int ? Value::integer(v.i < 0 ? -v.i : v.i) : Value::number(std::fabs(v.as_double()));
     if (name == "round") {
       const double scale = std::pow(10.0, a0.kind == Value::Int ? static_cast<double>(a0.i) : 0.0);
@@ -1585,7 +1592,8 @@ class Renderer {
       }
     }
     if (op == "*" && ((l.kind == Value::String || l.kind == Value::List) && r.kind == Value::Int)) {
-      if (r.i * static_cast<int64_t>(l.kind == Value::String ? l.s.size() : l.list->size()) > static_cast<int64_t>(options_.max_output_bytes))
+      if (r.i * static_cast<int64_t>(l.kind == Value::String ? l.s.size() : l.list->size()) >
+          static_cast<int64_t>(options_.max_output_bytes))
         error(line, "a repetition passes the output limit");
       if (l.kind == Value::String) {
         std::string s;
@@ -1695,7 +1703,8 @@ class Renderer {
       return;
     }
     const Value ns = lookup(name);
-    if (ns.kind != Value::Map || !ns.map->is_namespace) error(line, "cannot assign attribute '" + attr + "' of '" + name + "': not a namespace()");
+    if (ns.kind != Value::Map || !ns.map->is_namespace)
+      error(line, "cannot assign attribute '" + attr + "' of '" + name + "': not a namespace()");
     ns.map->set(attr, std::move(v));
   }
 
@@ -1788,7 +1797,9 @@ class Renderer {
           if (++depth_ > kMaxDepth) fail(what_, " line ", macro->line, ": macros call each other deeper than ", kMaxDepth);
           auto frame = std::make_shared<Frame>();
           for (size_t k = 0; k < macro->names.size(); ++k) {
-            Value v = k < a.positional->size() ? (*a.positional)[k] : macro->exprs[k] ? eval(*macro->exprs[k]) : Value::undefined(macro->names[k]);
+            Value v = k < a.positional->size() ? (*a.positional)[k]
+                      : macro->exprs[k]        ? eval(*macro->exprs[k])
+                                               : Value::undefined(macro->names[k]);
             for (auto& [name, x] : *a.named)
               if (name == macro->names[k]) v = x;
             (*frame)[macro->names[k]] = v;
