@@ -360,8 +360,25 @@ if [ -d "$repo/models/smollm2-135m-instruct" ]; then
   [ "$(field 'd["error"]["param"]' < "$work/body")" = max_tokens ]
   [ "$(post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 4}' | field 'd["usage"]["completion_tokens"]')" = 4 ]
   curl -s "$url/metrics" | grep -q '^tern_refused_total{limit="max_memory"} 1$'
-  kill -TERM "$server_pid"; wait "$server_pid"
   echo "serve: a request past --max-memory refused alone (400), the next served"
+  # The chat template, run: usage.prompt_tokens of each SmolLM2 conversation in tests/goldens/chat_templates.json is the
+  # length of transformers' apply_chat_template ids (37 for one question: the template's default system prompt).
+  python3 - "$url" "$repo/tests/goldens/chat_templates.json" <<'EOF2'
+import json, sys, urllib.request
+url, golden = sys.argv[1], json.load(open(sys.argv[2]))
+n = 0
+for c in golden["cases"]:
+    if c["template"] != "smollm2-135m-instruct" or not c["context"]["add_generation_prompt"]:
+        continue
+    body = json.dumps({"messages": c["context"]["messages"], "max_tokens": 1, "temperature": 0}).encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    got = json.load(urllib.request.urlopen(req))["usage"]["prompt_tokens"]
+    assert got == len(c["ids"]), (c["case"], got, len(c["ids"]))
+    n += 1
+assert n >= 3, n
+print(f"serve: usage.prompt_tokens equals transformers' apply_chat_template on {n} SmolLM2 conversations")
+EOF2
+  kill -TERM "$server_pid"; wait "$server_pid"
 else
   echo "serve: --max-memory refusal skipped (models/smollm2-135m-instruct not fetched: scripts/get-models.sh)"
 fi

@@ -114,9 +114,9 @@ TEST_CASE("a model folder's files that are FIFOs are refused at once, not waited
   };
   refused(tern::test::error_of([&] { tern::llm::read_model_config(dir.string()); }), "config.json");
   refused(tern::test::error_of([&] { tern::llm::load_tokenizer(dir.string()); }), "tokenizer.json");
-  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "tokenizer_config.json");
+  refused(tern::test::error_of([&] { tern::llm::ChatTemplate::load(dir.string()); }), "tokenizer_config.json");
   fs::remove(dir / "tokenizer_config.json");
-  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "chat_template.jinja");
+  refused(tern::test::error_of([&] { tern::llm::ChatTemplate::load(dir.string()); }), "chat_template.jinja");
   refused(tern::test::error_of([&] { tern::Session s((dir / "model.onnx").string()); }), "model.onnx");
 }
 
@@ -200,7 +200,7 @@ TEST_CASE("every file a model folder names or holds stays inside it: genai_confi
   fs::create_symlink("/etc/passwd", dir / "tokenizer.json");
   refused(tern::test::error_of([&] { tern::llm::load_tokenizer(dir.string()); }), "resolves outside the model folder");
   fs::create_symlink("/dev/zero", dir / "chat_template.jinja");
-  refused(tern::test::error_of([&] { tern::llm::detect_chat_family(dir.string()); }), "is not a regular file");
+  refused(tern::test::error_of([&] { tern::llm::ChatTemplate::load(dir.string()); }), "is not a regular file");
   // A link that stays inside the folder is followed.
   fs::remove(dir / "config.json");
   fs::copy_file(model / "config.json", dir / "real_config.json");

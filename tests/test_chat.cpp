@@ -1,5 +1,6 @@
-// Chat formats: Llama-2 against the model's own Jinja template rendered by @huggingface/jinja
-// (tests/goldens/chat-llama2.json); the other families against their published formats, by hand.
+// Chat prompts: a model folder's own template (the Llama-2 one of the ORT-GenAI tiny model, against its text as
+// @huggingface/jinja renders it: tests/goldens/chat-llama2.json), and the families' templates tern falls back on
+// for folders that carry none. (The Jinja interpreter itself: test_jinja.cpp.)
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -7,30 +8,60 @@
 #include <nlohmann/json.hpp>
 
 #include "llm/chat_template.h"
+#include "model_builder.h"
 #include "test_util.h"
 
 using namespace tern::llm;
 namespace fs = std::filesystem;
 
-TEST_CASE("Llama-2 chat format equals the model's Jinja template") {
+TEST_CASE("a folder's own chat template: the Llama-2 tiny model's, as its Jinja renders") {
+  const fs::path model = fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / "tiny-random-LlamaForCausalLM-fp16";
+  if (!fs::exists(model)) {
+    MESSAGE(("skipped: " + model.string() + " not found (shared data lives at ../shared)"));
+    return;
+  }
+  const ChatTemplate chat = ChatTemplate::load(model.string());
+  CHECK(chat.origin() == "tokenizer_config.json");
+  CHECK_FALSE(chat.is_fallback());
   std::ifstream f(fs::path(TERN_SOURCE_DIR) / "tests" / "goldens" / "chat-llama2.json");
   const nlohmann::json g = nlohmann::json::parse(f);
+  ChatOptions no_prompt;
+  no_prompt.add_generation_prompt = false;
   for (const auto& c : g["cases"]) {
     std::vector<ChatMessage> msgs;
     for (const auto& m : c["messages"]) msgs.push_back({m["role"], m["content"]});
-    CHECK(format_chat(ChatFamily::Llama2, msgs) == c["text"].get<std::string>());
+    CHECK(chat.render(msgs, no_prompt) == c["text"].get<std::string>());
   }
-  const fs::path model = fs::path(TERN_SHARED_DIR) / "models" / "ort-genai" / "tiny-random-LlamaForCausalLM-fp16";
-  if (fs::exists(model)) CHECK(detect_chat_family(model.string()) == ChatFamily::Llama2);
 }
 
-TEST_CASE("Llama-3, ChatML and Phi-3 chat formats") {
-  const std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", "Hi"}};
-  CHECK(format_chat(ChatFamily::Llama3, msgs) ==
-        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
-        "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  CHECK(format_chat(ChatFamily::ChatML, msgs) ==
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  CHECK(format_chat(ChatFamily::Phi3, msgs) == "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n");
-  CHECK(tern::test::contains(tern::test::error_of([] { format_chat(ChatFamily::None, {{"user", "x"}}); }), "--prompt"));
+TEST_CASE("folders without a template: their family's, said as such; none for other models") {
+  tern::test::TempDir dir;
+  const std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", " Hi "}};
+  const auto with_type = [&](const std::string& type) {
+    std::ofstream(dir.path / "config.json") << nlohmann::json{{"model_type", type}}.dump();
+    std::ofstream(dir.path / "tokenizer_config.json") << R"({"bos_token": {"content": "<bos>"}, "eos_token": "<eos>"})";
+    return ChatTemplate::load(dir.path.string());
+  };
+  const ChatTemplate gemma = with_type("gemma3_text");
+  CHECK(gemma.is_fallback());
+  CHECK(tern::test::contains(gemma.origin(), "the Gemma-3 template (the folder carries none; model_type gemma3_text)"));
+  CHECK(gemma.render(msgs) == "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  CHECK(tern::test::contains(tern::test::error_of([&] {
+                               gemma.render(std::vector<ChatMessage>{{"assistant", "x"}});
+                             }),
+                             "raised: Conversation roles must alternate"));
+  CHECK(with_type("qwen2").render(msgs) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\n");
+  CHECK(with_type("phi3").render(msgs) == "<|system|>\nBe brief.<|end|>\n<|user|>\n Hi <|end|>\n<|assistant|>\n");
+  const ChatTemplate none = with_type("gpt2");
+  CHECK(none.empty());
+  CHECK(tern::test::contains(tern::test::error_of([&] { none.render(msgs); }), "has no chat template"));
+  // A file's own template wins over the family's; the list form picks "tool_use" when tools are given.
+  std::ofstream(dir.path / "tokenizer_config.json")
+      << R"({"chat_template": [{"name": "default", "template": "D{{ tools }}"}, {"name": "tool_use", "template": "T{{ tools|length }}"}]})";
+  const ChatTemplate listed = ChatTemplate::load(dir.path.string());
+  CHECK(listed.render(msgs) == "DNone");
+  ChatOptions with_tools;
+  with_tools.tools = nlohmann::ordered_json::array({1, 2});
+  CHECK(listed.render(msgs, with_tools) == "T2");
 }

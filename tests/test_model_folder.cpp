@@ -115,6 +115,30 @@ TEST_CASE("sampling_options: what the caller sets wins, generation_config.json f
   CHECK(s.top_p == 0.9f);
 }
 
+TEST_CASE("sampling_options: a conversation samples at 0.7 / 0.9 when neither the caller nor the config says") {
+  ModelConfig cfg;  // generation_config.json silent (no do_sample)
+  const SamplingOptions chat = sampling_options({}, cfg, SamplingUse::Conversation);
+  CHECK_FALSE(chat.greedy);
+  CHECK(chat.temperature == kConversationTemperature);
+  CHECK(chat.top_p == kConversationTopP);
+  CHECK(sampling_options({}, cfg, SamplingUse::Completion).greedy);
+  SamplingChoices c;
+  c.greedy = true;  // --greedy, or temperature 0 over HTTP
+  CHECK(sampling_options(c, cfg, SamplingUse::Conversation).greedy);
+  c = {};
+  c.temperature = 1.2f;
+  CHECK(sampling_options(c, cfg, SamplingUse::Conversation).temperature == 1.2f);
+  CHECK(sampling_options(c, cfg, SamplingUse::Conversation).top_p == kConversationTopP);
+  cfg.sampling_said = true;  // the file says do_sample false: greedy, as it says
+  CHECK(sampling_options({}, cfg, SamplingUse::Conversation).greedy);
+  const tern::test::TempDir dir;
+  std::ofstream(dir.path / "config.json") << R"({"model_type": "llama"})";
+  std::ofstream(dir.path / "generation_config.json") << R"({"do_sample": false, "temperature": 0.6})";
+  CHECK(read_model_config(dir.path.string()).sampling_said);
+  std::ofstream(dir.path / "generation_config.json") << R"({"eos_token_id": 2})";
+  CHECK_FALSE(read_model_config(dir.path.string()).sampling_said);
+}
+
 TEST_CASE("--max-memory sizes: bytes or K/M/G/T in powers of 1024; anything else is refused naming the flag") {
   CHECK(llm::parse_memory_size("1000") == 1000);
   CHECK(llm::parse_memory_size("6G") == size_t{6} << 30);

@@ -261,9 +261,10 @@ TERN_API tern_status tern_token_id(tern_model* model, const char* piece, int32_t
  * one running text. Capacity and *count as in tern_tokenize. (API 1.1) */
 TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
                                         int32_t* ids, size_t capacity, size_t* count);
-/* The same conversation as text in the model's chat template (ending with the assistant's turn opened; with
- * the template's BOS marker, so tokenize it with add_bos 0); TERN_ERROR_UNSUPPORTED for a model without a
- * template tern recognizes. Capacity and *length as in tern_detokenize. (API 2.0) */
+/* The same conversation as text in the model's chat template (its Jinja, run as transformers runs it; ending with
+ * the assistant's turn opened; with the template's BOS marker, so tokenize it with add_bos 0);
+ * TERN_ERROR_UNSUPPORTED for a model without a template (nor one of its family). Capacity and *length as in
+ * tern_detokenize. (API 2.0) */
 TERN_API tern_status tern_chat_format(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
                                       char* text, size_t capacity, size_t* length);
 

@@ -200,7 +200,7 @@ class Tokenizer:
     def apply_chat_template(self, messages, template_str=None, tools=None, add_generation_prompt=True):
         """onnxruntime-genai's: a conversation (a JSON string of {"role", "content"} messages, or the list) → the
         prompt text in the model's chat template, ending with the assistant's turn opened. Encode it with
-        encode(): the text holds the template's BOS. tern formats the families it recognizes (docs/python.md);
+        encode(): the text holds the template's BOS. tern runs the model's own Jinja template (docs/python.md);
         a template_str or tools of one's own, or add_generation_prompt=False, are refused."""
         if template_str is not None or tools is not None or not add_generation_prompt:
             raise _capi.UnsupportedError("apply_chat_template: tern writes the model's own template with the assistant's "

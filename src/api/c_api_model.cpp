@@ -140,6 +140,12 @@ const llm::Tokenizer& tokenizer_of(const tern_model* m) {
   return *m->tokenizer;
 }
 
+// The folder's chat template, read and parsed once (a clone made after that shares it).
+const llm::ChatTemplate& chat_of(tern_model* m) {
+  if (!m->chat) m->chat = std::make_shared<const llm::ChatTemplate>(llm::ChatTemplate::load(m->dir));
+  return *m->chat;
+}
+
 llm::BeamSearch& beams_of(tern_model* m) {
   if (!m->beams) refuse(TERN_ERROR_INVALID_ARGUMENT, "no beam search: tern_beam_search_start first");
   return *m->beams;
@@ -191,6 +197,7 @@ tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
     m.generator = std::make_unique<llm::Generator>(*m.session, m.config);
     m.tokenizer = model->tokenizer;
     m.tokenizer_missing = model->tokenizer_missing;
+    m.chat = model->chat;
     m.sampler = sampler_for(model_sampling(m));
     reset(&m);
   });
@@ -234,8 +241,7 @@ tern_status tern_chat_tokenize(tern_model* m, const char* const* roles, const ch
   return guarded(&m->error, [&] {
     need(count, "count");
     if (capacity > 0) need(ids, "ids");
-    copy_ids(llm::encode_chat(tokenizer_of(m), llm::detect_chat_family(m->dir), chat_messages(roles, contents, message_count)), ids,
-             capacity, count);
+    copy_ids(llm::encode_chat(tokenizer_of(m), chat_of(m), chat_messages(roles, contents, message_count)), ids, capacity, count);
   });
 }
 
@@ -266,10 +272,9 @@ tern_status tern_chat_format(tern_model* m, const char* const* roles, const char
   return guarded(&m->error, [&] {
     need(length, "length");
     if (capacity > 0) need(text, "text");
-    const llm::ChatFamily family = llm::detect_chat_family(m->dir);
-    if (family == llm::ChatFamily::None)
-      refuse(TERN_ERROR_UNSUPPORTED, "'", m->dir, "' has no chat template tern recognizes (tern_chat_tokenize writes one running text)");
-    m->text = llm::format_chat(family, chat_messages(roles, contents, message_count));
+    const llm::ChatTemplate& chat = chat_of(m);
+    if (chat.empty()) refuse(TERN_ERROR_UNSUPPORTED, "'", m->dir, "' has no chat template (tern_chat_tokenize writes one running text)");
+    m->text = chat.render(chat_messages(roles, contents, message_count));
     copy_text(m->text, text, capacity, length);
   });
 }
@@ -321,7 +326,7 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     }
     if (r.model.empty()) r.model = std::filesystem::path(m->dir).filename().string();
     const llm::Tokenizer& tok = tokenizer_of(m);
-    const std::vector<int64_t> prompt = llm::encode_chat(tok, llm::detect_chat_family(m->dir), r.messages);
+    const std::vector<int64_t> prompt = llm::encode_chat(tok, chat_of(m), r.messages);
     const int64_t context = m->config.context_length > 0 ? m->config.context_length : m->session->options().kv_window;
     const int64_t room = context - static_cast<int64_t>(prompt.size());
     if (r.max_tokens ? *r.max_tokens > room : room < 1)
@@ -503,8 +508,8 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
     }
     m->sampler = sampler_for(p.sampling ? *p.sampling : model_sampling(*m));
     const llm::Tokenizer& tok = tokenizer_of(m);
-    const std::vector<int64_t> ids =
-        p.chat ? llm::encode_chat(tok, llm::detect_chat_family(m->dir), {{"user", prompt}}) : tok.encode(prompt, true);
+    const std::vector<llm::ChatMessage> turn = {{"user", prompt}};
+    const std::vector<int64_t> ids = p.chat ? llm::encode_chat(tok, chat_of(m), turn) : tok.encode(prompt, true);
     llm::GenerateOptions check;
     check.max_new_tokens = p.max_new_tokens;
     m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary

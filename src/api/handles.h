@@ -135,6 +135,7 @@ struct tern_model {
   std::unique_ptr<tern::llm::Generator> generator;        // this handle's sequence
   std::shared_ptr<const tern::llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
   std::string tokenizer_missing;
+  std::shared_ptr<const tern::llm::ChatTemplate> chat;  // the folder's, read at the first chat call (chat_of)
   // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next
   // run, null before the first — and the sampler's state.
   std::vector<int64_t> tokens;

@@ -1,93 +1,158 @@
 #include "llm/chat_template.h"
 
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/json.h"
 #include "core/mapped_file.h"
 #include "llm/model_config.h"
-#include "llm/tokenizer.h"
 
 namespace tern::llm {
-namespace fs = std::filesystem;
 
 namespace {
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\n\r"), e = s.find_last_not_of(" \t\n\r");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+
+// The families' published templates, for folders that carry none (Hugging Face's own, as their tokenizer_config.json
+// holds them: Gemma-3's, which Gemma-2's folds a system turn into as well; Qwen's ChatML without a default system
+// prompt; Phi-3.5's).
+const char* const kGemmaTemplate = R"({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%})";
+
+const char* const kChatMLTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const char* const kPhi3Template =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}{{'<|system|>\n' + message['content'] + "
+    "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == "
+    "'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+// A special token as tokenizer_config.json writes it: a string, or an AddedToken's {"content": ...}.
+std::string token_text(const nlohmann::json& cfg, const char* key) {
+  if (!cfg.is_object() || !cfg.contains(key)) return "";
+  const auto& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return "";
 }
+
 }  // namespace
 
-const char* chat_family_name(ChatFamily f) {
-  switch (f) {
-    case ChatFamily::Llama3: return "Llama-3";
-    case ChatFamily::ChatML: return "ChatML";
-    case ChatFamily::Llama2: return "Llama-2";
-    case ChatFamily::Phi3: return "Phi-3";
-    case ChatFamily::None: break;
-  }
-  return "none";
+ChatTemplate ChatTemplate::from_source(const std::string& source, std::string bos_token, std::string eos_token) {
+  ChatTemplate t;
+  t.templates_["default"] = std::make_shared<const jinja::Template>(source, "chat template");
+  t.origin_ = "a template's text";
+  t.bos_token_ = std::move(bos_token);
+  t.eos_token_ = std::move(eos_token);
+  return t;
 }
 
-ChatFamily detect_chat_family(const std::string& model_dir) {
-  std::string tmpl;
+ChatTemplate ChatTemplate::load(const std::string& model_dir) {
+  ChatTemplate t;
+  nlohmann::json cfg;
   if (folder_holds(model_dir, "tokenizer_config.json")) {
-    const nlohmann::json j = read_json_file(confined_file(model_dir, "tokenizer_config.json", "the tokenizer config"));
-    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string()) tmpl = j["chat_template"];
+    cfg = read_json_file(confined_file(model_dir, "tokenizer_config.json", "the tokenizer config"));
+    t.bos_token_ = token_text(cfg, "bos_token");
+    t.eos_token_ = token_text(cfg, "eos_token");
   }
-  if (tmpl.empty() && folder_holds(model_dir, "chat_template.jinja"))
-    tmpl = read_file_bytes(confined_file(model_dir, "chat_template.jinja", "the chat template"), size_t{1} << 20,
-                           "chat template");  // (real templates: under 50 KB)
-  if (tmpl.find("<|start_header_id|>") != std::string::npos) return ChatFamily::Llama3;
-  if (tmpl.find("<|im_start|>") != std::string::npos) return ChatFamily::ChatML;
-  if (tmpl.find("<|user|>") != std::string::npos && tmpl.find("<|end|>") != std::string::npos) return ChatFamily::Phi3;
-  if (tmpl.find("[INST]") != std::string::npos) return ChatFamily::Llama2;
+  const auto add = [&](const std::string& name, const std::string& source, const std::string& what) {
+    t.templates_[name] = std::make_shared<const jinja::Template>(source, what);
+  };
+  if (cfg.is_object() && cfg.contains("chat_template")) {
+    const auto& ct = cfg["chat_template"];
+    if (ct.is_string()) add("default", ct.get<std::string>(), "tokenizer_config.json's chat_template");
+    else if (ct.is_array())  // [{"name": "default", "template": ...}, {"name": "tool_use", ...}]
+      for (const auto& e : ct)
+        if (e.is_object() && e.contains("name") && e["name"].is_string() && e.contains("template") && e["template"].is_string())
+          add(e["name"].get<std::string>(), e["template"].get<std::string>(),
+              "tokenizer_config.json's chat_template '" + e["name"].get<std::string>() + "'");
+    if (!t.templates_.empty()) t.origin_ = "tokenizer_config.json";
+  }
+  if (t.templates_.empty() && folder_holds(model_dir, "chat_template.jinja")) {
+    add("default",
+        read_file_bytes(confined_file(model_dir, "chat_template.jinja", "the chat template"), size_t{1} << 20,
+                        "chat template"),  // (real templates: under 50 KB)
+        "chat_template.jinja");
+    t.origin_ = "chat_template.jinja";
+  }
+  if (!t.templates_.empty()) return t;
   const std::string type = read_model_config(model_dir).model_type;
-  if (type == "qwen2" || type == "qwen3") return ChatFamily::ChatML;
-  if (type == "phi3") return ChatFamily::Phi3;
-  return ChatFamily::None;
+  const char* fallback = nullptr;
+  if (type.rfind("gemma", 0) == 0) fallback = kGemmaTemplate, t.origin_ = "the Gemma-3 template";
+  else if (type.rfind("qwen2", 0) == 0 || type.rfind("qwen3", 0) == 0) fallback = kChatMLTemplate, t.origin_ = "the ChatML template";
+  else if (type == "phi3") fallback = kPhi3Template, t.origin_ = "the Phi-3.5 template";
+  if (!fallback) return t;
+  add("default", fallback, t.origin_);
+  t.origin_ += " (the folder carries none; model_type " + type + ")";
+  t.fallback_ = true;
+  return t;
 }
 
-std::string format_chat(ChatFamily family, const std::vector<ChatMessage>& messages) {
-  std::string out;
-  switch (family) {
-    case ChatFamily::Llama3:
-      out = "<|begin_of_text|>";
-      for (const auto& m : messages) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
-      return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    case ChatFamily::ChatML:
-      for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      return out + "<|im_start|>assistant\n";
-    case ChatFamily::Phi3:
-      for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
-      return out + "<|assistant|>\n";
-    case ChatFamily::Llama2: {
-      // A system message is folded into the first user turn inside <<SYS>> markers.
-      std::string system;
-      size_t first = 0;
-      if (!messages.empty() && messages[0].role == "system") {
-        system = messages[0].content;
-        first = 1;
-      }
-      for (size_t i = first; i < messages.size(); ++i) {
-        const auto& m = messages[i];
-        std::string content = m.content;
-        if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
-        if (m.role == "user") out += "<s>[INST] " + trim(content) + " [/INST]";
-        else if (m.role == "assistant") out += " " + trim(content) + " </s>";
-        else fail("Llama-2 chat: unexpected role '", m.role, "'");
-      }
-      return out;
-    }
-    case ChatFamily::None: break;
-  }
-  fail_unsupported("this model has no chat template tern recognizes (Llama-3, ChatML, Llama-2, Phi-3); use --prompt as plain text");
+nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::array();
+  for (const auto& m : messages) j.push_back({{"role", m.role}, {"content", m.content}});
+  return j;
 }
 
-std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages,
+std::string ChatTemplate::render(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
+  if (templates_.empty())
+    fail_unsupported("this model has no chat template (tokenizer_config.json or chat_template.jinja); use --prompt as plain text");
+  // As transformers: the "tool_use" template when tools are given and the file has one, else "default".
+  auto it = !options.tools.is_null() && templates_.count("tool_use") ? templates_.find("tool_use") : templates_.find("default");
+  if (it == templates_.end()) it = templates_.begin();
+  nlohmann::ordered_json context = {
+      {"messages", messages}, {"tools", options.tools}, {"documents", nullptr}, {"add_generation_prompt", options.add_generation_prompt}};
+  if (!bos_token_.empty()) context["bos_token"] = bos_token_;
+  if (!eos_token_.empty()) context["eos_token"] = eos_token_;
+  for (const auto& [k, v] : options.variables.items()) context[k] = v;
+  return it->second->render(context);
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const ChatOptions& options) const {
+  return render(chat_messages_json(messages), options);
+}
+
+std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const std::vector<ChatMessage>& messages,
                                  const CancelCheck& cancelled) {
-  if (family != ChatFamily::None) return tok.encode(format_chat(family, messages), false, cancelled);  // the template writes BOS
+  if (!chat.empty()) return tok.encode(chat.render(messages), false, cancelled);  // the template writes BOS
   std::vector<int64_t> ids;
   for (size_t i = 0; i < messages.size(); ++i) {
     const bool new_line = i > 0 && messages[i].role == "user";

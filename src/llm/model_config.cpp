@@ -63,7 +63,7 @@ ModelConfig read_model_config(const std::string& model_dir) {
   // generation_config.json is what Hugging Face's generate() reads last, so it wins.
   take_int(gen, "generation_config.json", "pad_token_id", -1, kMaxId, c.pad_token_id);
   if (gen.contains("eos_token_id")) c.eos_token_ids = ids_of(gen["eos_token_id"]);
-  if (gen.contains("do_sample") && gen["do_sample"].is_boolean()) c.do_sample = gen["do_sample"];
+  if (gen.contains("do_sample") && gen["do_sample"].is_boolean()) c.do_sample = gen["do_sample"], c.sampling_said = true;
   auto take_float = [&](const char* k, float& v) {
     if (gen.contains(k) && gen[k].is_number()) v = json_float(gen[k], std::string("generation_config.json: ") + k);
   };

@@ -25,6 +25,7 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;  // generation stops at any of these
   // generation_config.json's sampling defaults (what Hugging Face's generate() uses when not told).
   bool do_sample = false;
+  bool sampling_said = false;  // the file has do_sample: it says greedy or sampling (llm::sampling_options)
   float temperature = 1.0f, top_p = 1.0f, repetition_penalty = 1.0f;
   int top_k = 0;  // 0: off (HF's own default, 50, applies only when the file says so)
 };

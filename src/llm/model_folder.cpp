@@ -199,13 +199,14 @@ std::string graph_cache_warning(const Session& s) {
   return w.str();
 }
 
-SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg) {
+SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg, SamplingUse use) {
   SamplingOptions s;
   const bool sampling_set = c.temperature || c.top_k || c.top_p || c.min_p;
-  s.greedy = c.greedy || (!sampling_set && !cfg.do_sample);
-  s.temperature = c.temperature.value_or(cfg.temperature);
+  const bool chat_default = use == SamplingUse::Conversation && !cfg.sampling_said;
+  s.greedy = c.greedy || (!sampling_set && !cfg.do_sample && !chat_default);
+  s.temperature = c.temperature.value_or(chat_default ? kConversationTemperature : cfg.temperature);
   s.top_k = c.top_k.value_or(cfg.top_k);
-  s.top_p = c.top_p.value_or(cfg.top_p);
+  s.top_p = c.top_p.value_or(chat_default ? kConversationTopP : cfg.top_p);
   s.min_p = c.min_p.value_or(0.0f);
   s.repetition_penalty = c.repetition_penalty.value_or(cfg.repetition_penalty);
   s.seed = c.seed;

@@ -77,6 +77,11 @@ struct SamplingChoices {
   std::optional<int> top_k;
   uint64_t seed = 0;
 };
-SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg);
+// When neither the caller nor generation_config.json (its do_sample) says how to choose tokens, a completion is
+// greedy and a conversation samples at temperature 0.7 and top-p 0.9, what chat front ends default to: a greedy
+// chat repeats itself (SmolLM2 answered a follow-up with 511 tokens of one sentence, issue 76).
+enum class SamplingUse { Completion, Conversation };
+constexpr float kConversationTemperature = 0.7f, kConversationTopP = 0.9f;
+SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cfg, SamplingUse use = SamplingUse::Completion);
 
 }  // namespace tern::llm

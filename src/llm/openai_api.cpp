@@ -385,7 +385,7 @@ llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, 
   llm::SequenceRequest s;
   s.prompt = std::move(prompt);
   s.max_new_tokens = max_new_tokens;
-  s.sampling = llm::sampling_options(r.sampling, cfg);
+  s.sampling = llm::sampling_options(r.sampling, cfg, r.chat ? llm::SamplingUse::Conversation : llm::SamplingUse::Completion);
   s.sampling.seed += static_cast<uint64_t>(index);
   if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
   if (r.logprobs >= 0) s.top_logprobs = r.logprobs;

@@ -261,13 +261,14 @@ void model_config(const uint8_t* data, size_t size) {
 }
 
 // The chat template's files: the first byte picks tokenizer_config.json or chat_template.jinja, the rest is
-// its text; the family found formats a conversation.
+// its text; the template found (its Jinja parsed) renders a conversation.
 void chat_template(const uint8_t* data, size_t size) {
   if (size == 0) return;
   const fs::path dir = scratch().fresh("chat_template");
   Scratch::write(dir / (data[0] % 2 ? "chat_template.jinja" : "tokenizer_config.json"), as_string(data + 1, size - 1));
-  llm::ChatFamily family = llm::detect_chat_family(dir.string());
-  llm::format_chat(family, {{"system", "Be brief."}, {"user", "Hi <|im_end|>"}, {"assistant", "Hello."}, {"user", "?"}});
+  const llm::ChatTemplate chat = llm::ChatTemplate::load(dir.string());  // parses the Jinja
+  if (!chat.empty())
+    chat.render(std::vector<llm::ChatMessage>{{"system", "Be brief."}, {"user", "Hi <|im_end|>"}, {"assistant", "Hello."}, {"user", "?"}});
 }
 
 // A llama2.c checkpoint: its header read, the checkpoint converted to ONNX, the result loaded.

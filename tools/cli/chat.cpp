@@ -28,11 +28,11 @@ int chat(int argc, char** argv) {
   warn_if_graph_cache(session);
   llm::Generator gen(session, cfg);
   const auto tok = llm::load_tokenizer(dir);
-  const auto family = llm::detect_chat_family(dir);
+  const llm::ChatTemplate chat = llm::ChatTemplate::load(dir);
   llm::GenerateOptions opt;
   opt.max_new_tokens = f.integer("max-new-tokens");
   opt.eos_token_ids = cfg.eos_token_ids;
-  opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
+  opt.sampling = llm::sampling_options(sampling_choices(f), cfg, llm::SamplingUse::Conversation);
   opt.resume = true;
   bool stats = f.has("stats");
   std::vector<llm::ChatMessage> msgs;
@@ -47,8 +47,8 @@ int chat(int argc, char** argv) {
     sa.sa_flags = restart_writes ? SA_RESTART : 0;
     sigaction(SIGINT, &sa, nullptr);
   };
-  std::cerr << "chat with " << dir << " (" << llm::chat_family_name(family)
-            << " format). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
+  std::cerr << "chat with " << dir << " (chat template: " << (chat.empty() ? "none, one running text" : chat.origin())
+            << "). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
   for (;;) {
     on_ctrl_c(false);
     std::cout << "> " << std::flush;
@@ -75,7 +75,7 @@ int chat(int argc, char** argv) {
       continue;
     }
     msgs.push_back({"user", line});
-    const std::vector<int64_t> ids = llm::encode_chat(*tok, family, msgs);
+    const std::vector<int64_t> ids = llm::encode_chat(*tok, chat, msgs);
     llm::TextStream out(*tok, ids);
     std::string answer;
     interrupted = false;

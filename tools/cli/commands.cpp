@@ -37,12 +37,13 @@ const List kDecoder = {
     {"no-pack", Arg::Switch, "", "", "load without the folder's .tern-pack"},
 };
 
-// What cli::sampling_choices reads. Left out, the model's generation_config.json decides.
+// What cli::sampling_choices reads. Left out, the model's generation_config.json decides; when it is silent
+// (no do_sample), generate is greedy and chat samples at temperature 0.7, top-p 0.9 (llm::sampling_options).
 const List kSampling = {
     {"greedy", Arg::Switch, "", "", "always the most likely token"},
-    {"temperature", Arg::Number, "T", "", "sampling temperature (default: generation_config.json's, else 1)"},
+    {"temperature", Arg::Number, "T", "", "sampling temperature (default: generation_config.json's; else greedy, chat 0.7)"},
     {"top-k", Arg::Int, "K", "", "sample among the K most likely tokens; 0: all"},
-    {"top-p", Arg::Number, "P", "", "sample within the smallest set of probability P"},
+    {"top-p", Arg::Number, "P", "", "sample within the smallest set of probability P (default: the config's; chat 0.9)"},
     {"min-p", Arg::Number, "P", "", "drop tokens less likely than P times the best one"},
     {"repetition-penalty", Arg::Number, "R", "", "divide the logits of tokens already in the text by R (>1)"},
     {"seed", Arg::Int, "S", "0", "the sampler's seed"},
@@ -90,7 +91,7 @@ Face onnx-community / transformers.js repository (configs at its root, onnx/mode
 --dtype names, said on stderr. Text streams to stdout; the last line on stderr gives prefill and decode
 tokens/s. Sampling follows the flags, else the folder's generation_config.json (do_sample, temperature,
 top_k, top_p, repetition_penalty), else greedy. --ids rows of unequal length are left-padded.
---chat wraps each prompt as a user turn in the model's chat format (Llama-3, ChatML, Llama-2, Phi-3);
+--chat wraps each prompt as a user turn in the model's chat template (as chat's --help says);
 --stop ends a sequence when its new text contains TEXT. The KV cache is tern's ring buffer whenever the
 model's attention allows: each layer's keys (before RoPE) in a window of W tokens (allocated as it fills)
 with S attention sinks once it slides, so generation can run past the model's context with bounded
@@ -225,9 +226,13 @@ tokenizer) are copied.
   c.push_back({"chat",
                {kModelPositional},
                "An interactive conversation in the model's chat format.",
-               R"(Each turn is prefilled on top of the KV cache the last one left (only the new turn is fed), the answer
-streams; Ctrl-C stops an answer, Ctrl-D quits, /stats toggles the speed line, /reset forgets the
-conversation.
+               R"(The prompt is the model's own chat template (tokenizer_config.json's chat_template or chat_template.jinja,
+run as transformers runs it, its default system prompt included); a folder without one gets its family's
+published template (Gemma, Qwen, Phi-3), said on stderr, or none (a base model: one running text). Each
+turn is prefilled on top of the KV cache the last one left (only the new turn is fed), the answer streams;
+Ctrl-C stops an answer, Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
+Tokens are sampled as generation_config.json says; when it is silent, at temperature 0.7 and top-p 0.9
+(--greedy: the most likely token).
 )",
                List{kModel,
                     kDtype,
@@ -260,8 +265,8 @@ kernel layout is refused with a message; --no-pack (generate, chat, bench, profi
   c.push_back({"serve",
                {kModelRequired},
                "An OpenAI-compatible HTTP server over continuously batched generation.",
-               R"(POST /v1/completions and /v1/chat/completions (the folder's chat template; "stream": true for
-server-sent events; logprobs; response_format json_object or json_schema, by constrained decoding), POST
+               R"(POST /v1/completions and /v1/chat/completions (the folder's chat template, as chat's --help says; a chat
+request without temperature samples as chat does; "stream": true for server-sent events; logprobs; response_format json_object or json_schema, by constrained decoding), POST
 /v1/embeddings (with --embedding-model, or when MODEL itself is an encoder as sentence-transformers saves
 one: modules.json, 1_Pooling — then embeddings alone; pooled and normalized as its config says; inputs
 longer than its max_seq_length are refused, not truncated; or with --embeddings, the decoder's own: its

@@ -64,8 +64,8 @@ int generate(int argc, char** argv) {
   } else {
     tok = llm::load_tokenizer(dir);  // says what is missing when there is no tokenizer
     if (prompts.empty()) prompts.emplace_back("");
-    const auto family = f.has("chat") ? llm::detect_chat_family(dir) : llm::ChatFamily::None;
-    if (f.has("chat")) std::cerr << "chat format: " << llm::chat_family_name(family) << "\n";
+    const llm::ChatTemplate chat = f.has("chat") ? llm::ChatTemplate::load(dir) : llm::ChatTemplate{};
+    if (f.has("chat")) std::cerr << "chat template: " << (chat.empty() ? "none (the messages as one text)" : chat.origin()) << "\n";
     for (const auto& p : prompts) {
       if (!f.has("chat")) {
         ids.push_back(tok->encode(p, true));
@@ -74,7 +74,7 @@ int generate(int argc, char** argv) {
       std::vector<llm::ChatMessage> msgs;
       if (f.has("system")) msgs.push_back({"system", f.get("system")});
       msgs.push_back({"user", p});
-      ids.push_back(tok->encode(llm::format_chat(family, msgs), false));  // the template writes BOS
+      ids.push_back(llm::encode_chat(*tok, chat, msgs));
     }
   }
   llm::GenerateOptions opt;

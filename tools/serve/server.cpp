@@ -107,7 +107,7 @@ struct Server::Impl {
   // Every token's bytes for json_object's and json_schema's constraint: made at the first such request (a decode per token), then shared.
   std::once_flag json_vocabulary_made;
   std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
-  llm::ChatFamily chat_family = llm::ChatFamily::None;
+  llm::ChatTemplate chat_template;
   int64_t context = 0;                              // the most tokens a prompt plus its completion may hold
   std::unique_ptr<llm::ContinuousBatcher> batcher;  // (null, as session, gen and tok, when --model is an encoder)
   std::unique_ptr<llm::Embedder> embedder;          // /v1/embeddings (null: none)
@@ -187,7 +187,8 @@ struct Server::Impl {
       embedding_model_name = model_name;
       most_input_bytes = most_text_bytes(embedder->max_tokens(), *tok);
     }
-    chat_family = llm::detect_chat_family(files.dir);
+    chat_template = llm::ChatTemplate::load(files.dir);
+    if (chat_template.is_fallback()) std::cerr << "tern serve: chat template: " << chat_template.origin() << "\n";
     context = cfg.context_length > 0 ? cfg.context_length : session->options().kv_window;
     if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
     if (o.queue < 0) fail("--queue ", o.queue, ": must not be negative");
@@ -345,7 +346,7 @@ struct Server::Impl {
     std::vector<std::string> echoes(static_cast<size_t>(prompts));
     try {
       const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
-      if (r.chat) ids[0] = llm::encode_chat(*tok, chat_family, r.messages, past_deadline);
+      if (r.chat) ids[0] = llm::encode_chat(*tok, chat_template, r.messages, past_deadline);
       for (size_t p = 0; p < r.prompts.size(); ++p) {
         const PromptInput& in = r.prompts[p];
         ids[p] = in.is_ids ? in.ids : tok->encode(in.text, true, past_deadline);
