@@ -378,6 +378,11 @@ for c in golden["cases"]:
 assert n >= 3, n
 print(f"serve: usage.prompt_tokens equals transformers' apply_chat_template on {n} SmolLM2 conversations")
 EOF2
+  if "$py" -c "import openai, jsonschema" 2> /dev/null; then
+    "$py" "$repo/tests/serve/tool_calls.py" "$url"
+  else
+    echo "serve: tool calls with the openai client skipped (no venv: bash tests/serve/setup_venv.sh)"
+  fi
   kill -TERM "$server_pid"; wait "$server_pid"
 else
   echo "serve: --max-memory refusal skipped (models/smollm2-135m-instruct not fetched: scripts/get-models.sh)"

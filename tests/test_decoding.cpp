@@ -7,6 +7,7 @@
 
 #include "llm/generator.h"
 #include "model_builder.h"
+#include "test_util.h"
 
 using namespace tern;
 using namespace tern::llm;
@@ -105,4 +106,21 @@ TEST_CASE("repetition penalty steers greedy decoding away from repeats") {
   SamplingOptions pen;
   pen.repetition_penalty = 2.0f;
   CHECK(run(p, 1, 2, 1.0f, pen)[0] == std::vector<int64_t>{0, 1, 2});
+}
+
+TEST_CASE("frequency and presence penalties: a token's logit less F times its count, less P once, as OpenAI's") {
+  // Equal logits: the penalties alone decide. History: 1 twice, 2 once.
+  const std::vector<float> logits = {0.0f, 0.5f, 0.5f, 0.45f};
+  const std::vector<int64_t> history = {1, 2, 1};
+  SamplingOptions o;                                       // greedy
+  CHECK(Sampler(o).next(logits.data(), 4, history) == 1);  // (the first of the two best)
+  o.frequency_penalty = 0.04f;                             // 1: 0.5 - 0.08, 2: 0.5 - 0.04, 3: 0.45
+  CHECK(Sampler(o).next(logits.data(), 4, history) == 2);
+  o.frequency_penalty = 0.0f;
+  o.presence_penalty = 0.06f;  // 1 and 2: 0.44 each, 3: 0.45
+  CHECK(Sampler(o).next(logits.data(), 4, history) == 3);
+  o.presence_penalty = -2.0f;  // negative: encourages what is there
+  CHECK(Sampler(o).next(logits.data(), 4, history) == 1);
+  o.presence_penalty = 2.5f;
+  CHECK(tern::test::contains(tern::test::error_of([&] { Sampler s(o); }), "--presence-penalty 2.5: must be in [-2, 2]"));
 }

@@ -240,3 +240,39 @@ TEST_CASE("JsonConstraint with a schema: objects sampled from random logits thro
       std::make_shared<const JsonSchema>(nlohmann::json::parse(kPersonSchema)), 11, 24, 6,
       [](int seq) { return int64_t{60} + (seq * 13) % 80; }, check_person);
 }
+
+TEST_CASE("JsonConstraint: a token that closes a string is never taken as text inside it (budget and schema kept)") {
+  // tern serve, a forced tool call at temperature 1 on SmolLM2: inside the string value "aev-amember" with 4 tokens
+  // left, the token `","` (closing the value, a comma, a new key's quote) was let through as plain text, the budget
+  // unchecked; the key it opened could not be closed in the 3 tokens after it, and the call ended cut short.
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/smollm2-135m-instruct";
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = load_tokenizer(dir);
+  } catch (const std::exception& e) {
+    MESSAGE((std::string("skipped: ") + e.what() + " (scripts/get-models.sh fetches it)"));
+    return;
+  }
+  const auto vocab = std::make_shared<const JsonVocabulary>(*tok);
+  for (size_t id = 0; id < vocab->bytes.size(); ++id)
+    if (vocab->bytes[id].find('"') != std::string::npos) REQUIRE_FALSE(vocab->plain[id]);
+  const auto schema = std::make_shared<const JsonSchema>(
+      nlohmann::json::parse(R"({"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]})"));
+  JsonConstraint c(vocab, schema);
+  for (int64_t t : tok->encode("{\"zone\":\"aev-amember", false)) c.accept(t);
+  std::vector<float> logits(vocab->bytes.size(), 0.0f);
+  REQUIRE(c.mask(logits.data(), static_cast<int64_t>(logits.size()), 4) > 0);
+  int checked = 0;
+  for (size_t id = 0; id < logits.size(); ++id) {
+    CAPTURE(vocab->bytes[id]);
+    if (vocab->bytes[id] == "\",\"") {  // a new key: 5 closing bytes, 3 tokens after it
+      CHECK(logits[id] < 0);
+      ++checked;
+    }
+    if (vocab->bytes[id] == "\"}") {  // the object whole
+      CHECK(logits[id] == 0.0f);
+      ++checked;
+    }
+  }
+  CHECK(checked == 2);
+}

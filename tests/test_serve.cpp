@@ -84,7 +84,7 @@ TEST_CASE("tern serve: JSON nested a million deep is refused or read, never a cr
 TEST_CASE("tern serve: response and chunk shapes") {
   CompletionRequest chat = parse_completion_request(R"({"messages": [{"role": "user", "content": "x"}]})", true);
   chat.model = "m";
-  const auto full = completion_response(chat, "chatcmpl-1", 5, {{"Hi", "stop", nullptr}}, {3, 1});
+  const auto full = completion_response(chat, "chatcmpl-1", 5, {{"Hi", "stop", nullptr, {}}}, {3, 1});
   CHECK(full["object"] == "chat.completion");
   CHECK(full["choices"][0]["message"]["content"] == "Hi");
   CHECK(full["choices"][0]["finish_reason"] == "stop");
@@ -118,4 +118,86 @@ TEST_CASE("tern serve: response and chunk shapes") {
   const auto err = nlohmann::json::parse(error_body(ApiError(400, "'n' must be", "n")));
   CHECK(err["error"]["param"] == "n");
   CHECK(err["error"]["type"] == "invalid_request_error");
+}
+
+TEST_CASE("tern serve: tools — the request read, the template fed, calls read back out of the answer") {
+  const std::string weather =
+      R"({"type": "function", "function": {"name": "get_weather", "description": "The weather in a city, now.", "parameters": )"
+      R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}})";
+  // auto: the tools offered in their key order, an assistant's call with its arguments as an object, a tool result.
+  const CompletionRequest r = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "Paris?"}, {"role": "assistant", "content": null, "tool_calls": [)"
+      R"({"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},)"
+      R"({"role": "tool", "tool_call_id": "call_1", "content": "21"}], "tools": [)" +
+          weather + "]}",
+      true);
+  CHECK(r.calls_tools());
+  CHECK(r.tool_choice == "auto");
+  CHECK_FALSE(r.json_object);
+  CHECK(r.tools[0]["function"].begin().key() == "name");  // (the request's order, which tojson prints)
+  CHECK(r.chat_messages[1]["tool_calls"][0]["function"]["arguments"]["city"] == "Paris");
+  CHECK(r.chat_messages[2]["tool_call_id"] == "call_1");
+  // Calls read back: Hermes blocks (content kept around them), a Llama-3 object, unknown tools and prose left alone.
+  std::string text = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  auto calls = parse_tool_calls(r, text);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].name == "get_weather");
+  CHECK(calls[0].arguments == R"({"city":"Oslo"})");
+  CHECK(calls[0].id.rfind("call_", 0) == 0);
+  CHECK(text == "Let me check.");
+  text = R"( {"name": "get_weather", "parameters": {"city": "Rome"}} )";
+  CHECK(parse_tool_calls(r, text).at(0).arguments == R"({"city":"Rome"})");
+  CHECK(text.empty());
+  for (std::string prose : {std::string(R"({"name": "launch_rockets", "arguments": {}})"), std::string("It is sunny."),
+                            std::string("<tool_call>{not json</tool_call>")}) {
+    const std::string before = prose;
+    CHECK(parse_tool_calls(r, prose).empty());
+    CHECK(prose == before);
+  }
+  // The response: content null, the calls, finish_reason tool_calls; streamed, one chunk of indexed calls.
+  Choice c{"<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>", "stop", nullptr, {}};
+  take_tool_calls(r, c);
+  const auto full = completion_response(r, "chatcmpl-1", 5, {c}, {3, 1});
+  const auto& m = full["choices"][0]["message"];
+  CHECK(full["choices"][0]["finish_reason"] == "tool_calls");
+  CHECK(m["content"].is_null());
+  CHECK(m["tool_calls"][0]["type"] == "function");
+  CHECK(m["tool_calls"][0]["function"]["arguments"] == R"({"city":"Oslo"})");
+  CHECK(tool_calls_chunk(r, "chatcmpl-1", 5, 0, c.tool_calls)["choices"][0]["delta"]["tool_calls"][0]["index"] == 0);
+  // A forced call: the answer is decoded as {"name", "arguments"} under the tool's parameters; "none" offers no tools.
+  const CompletionRequest forced = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "tools": [)" +
+          weather + "]}",
+      true);
+  CHECK(forced.json_object);
+  REQUIRE(forced.json_schema);
+  std::string whole = R"({"name": "get_weather", "arguments": {"city": "Lima"}})";
+  CHECK(parse_tool_calls(forced, whole).size() == 1);
+  const CompletionRequest none = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none", "tools": [)" + weather + "]}", true);
+  CHECK_FALSE(none.calls_tools());
+}
+
+TEST_CASE("tern serve: a tool conversation over HTTP renders as transformers renders it (Qwen3's template)") {
+  // The goldens' Qwen3 "tool call and result" conversation, sent as the openai client sends it (arguments as JSON
+  // text), rendered through chat_prompt's path: the same text transformers' apply_chat_template gave.
+  std::ifstream gf(std::string(TERN_SOURCE_DIR) + "/tests/goldens/chat_templates.json");
+  const nlohmann::ordered_json goldens = nlohmann::ordered_json::parse(gf);
+  std::ifstream tf(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/chat_templates/qwen3-0.6b.jinja");
+  const std::string source((std::istreambuf_iterator<char>(tf)), {});
+  int checked = 0;
+  for (const auto& c : goldens["cases"]) {
+    if (c["template"] != "qwen3-0.6b" || c["case"] != "tool call and result") continue;
+    nlohmann::ordered_json body = {{"messages", c["context"]["messages"]}, {"tools", c["context"]["tools"]}};
+    for (auto& m : body["messages"])
+      if (m.contains("tool_calls"))
+        for (auto& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
+    const CompletionRequest r = parse_completion_request(body.dump(), true);
+    const auto chat = tern::llm::ChatTemplate::from_source(source, "", "<|im_end|>");
+    tern::llm::ChatOptions o;
+    o.tools = r.tools;
+    CHECK(chat.render(r.chat_messages, o) == c["text"].get<std::string>());
+    ++checked;
+  }
+  CHECK(checked == 1);
 }

@@ -326,7 +326,7 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     }
     if (r.model.empty()) r.model = std::filesystem::path(m->dir).filename().string();
     const llm::Tokenizer& tok = tokenizer_of(m);
-    const std::vector<int64_t> prompt = llm::encode_chat(tok, chat_of(m), r.messages);
+    const std::vector<int64_t> prompt = openai::chat_prompt(tok, chat_of(m), r);
     const int64_t context = m->config.context_length > 0 ? m->config.context_length : m->session->options().kv_window;
     const int64_t room = context - static_cast<int64_t>(prompt.size());
     if (r.max_tokens ? *r.max_tokens > room : room < 1)
@@ -367,6 +367,18 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     auto stream_news = [&] {  // each choice's new text (its first chunk opening it with the role), then its end
       for (size_t i = 0; i < n; ++i) {
         auto& c = choices[i];
+        if (r.calls_tools() && done[i] != 1) continue;  // (its text whole first: is it a tool call?)
+        if (r.calls_tools()) {
+          openai::Choice whole;
+          whole.text = c.ready;
+          openai::take_tool_calls(r, whole);
+          if (!whole.tool_calls.empty()) {
+            if (!opened[i]) send(openai::completion_chunk(r, id, created, static_cast<int>(i), "", "", true));
+            send(openai::tool_calls_chunk(r, id, created, static_cast<int>(i), whole.tool_calls));
+            c.ready = whole.text, c.finish_reason = whole.finish_reason;
+            opened[i] = 1;
+          }
+        }
         if (!opened[i] || !c.ready.empty() || !logprobs[i].empty()) {
           send(openai::completion_chunk(r, id, created, static_cast<int>(i), c.ready, "", !opened[i],
                                         openai::logprobs_json(r, logprobs[i], sent[i])));
@@ -397,7 +409,14 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
       m->text.clear();
     } else {
       std::vector<openai::Choice> out;
-      for (size_t i = 0; i < n; ++i) out.push_back({choices[i].ready, choices[i].finish_reason, openai::logprobs_json(r, logprobs[i], 0)});
+      for (size_t i = 0; i < n; ++i) {
+        openai::Choice c;
+        c.text = choices[i].ready;
+        c.finish_reason = choices[i].finish_reason;
+        c.logprobs = openai::logprobs_json(r, logprobs[i], 0);
+        openai::take_tool_calls(r, c);
+        out.push_back(std::move(c));
+      }
       m->text = openai::to_wire(openai::completion_response(r, id, created, out, usage));
     }
     *response = m->text.c_str();

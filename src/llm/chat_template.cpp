@@ -150,6 +150,15 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, const
   return render(chat_messages_json(messages), options);
 }
 
+std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const nlohmann::ordered_json& messages,
+                                 const ChatOptions& options, const CancelCheck& cancelled) {
+  if (!chat.empty()) return tok.encode(chat.render(messages, options), false, cancelled);
+  std::vector<ChatMessage> plain;
+  for (const auto& m : messages)
+    plain.push_back({m.value("role", ""), m.contains("content") && m["content"].is_string() ? m["content"].get<std::string>() : ""});
+  return encode_chat(tok, chat, plain, cancelled);
+}
+
 std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const std::vector<ChatMessage>& messages,
                                  const CancelCheck& cancelled) {
   if (!chat.empty()) return tok.encode(chat.render(messages), false, cancelled);  // the template writes BOS

@@ -56,5 +56,9 @@ nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messag
 // assistant message continuing the line before it.
 std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const std::vector<ChatMessage>& messages,
                                  const CancelCheck& cancelled = {});
+// The same of messages as the template reads them ({role, content} and whatever else: tool_calls, tool_call_id), with
+// the options' tools (a base model's running text takes only their contents).
+std::vector<int64_t> encode_chat(const Tokenizer& tok, const ChatTemplate& chat, const nlohmann::ordered_json& messages,
+                                 const ChatOptions& options, const CancelCheck& cancelled = {});
 
 }  // namespace tern::llm

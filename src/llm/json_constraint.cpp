@@ -398,7 +398,8 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
     ++prefix_start[group(bytes[id]) + 1];
     JsonGrammar in_string;  // (the grammar decides: fed inside a string, it is still there, between characters)
     in_string.feed("{\"a\":\"");
-    plain[id] = in_string.feed(bytes[id]) && in_string.in_text();
+    // (no quote: `","` also ends inside a string, a key's, having closed the value and begun another)
+    plain[id] = bytes[id].find('"') == std::string::npos && in_string.feed(bytes[id]) && in_string.in_text();
   }
   for (size_t g = 0; g < kGroups; ++g) prefix_start[g + 1] += prefix_start[g];
   by_prefix.resize(static_cast<size_t>(prefix_start[kGroups]));

@@ -209,6 +209,8 @@ SamplingOptions sampling_options(const SamplingChoices& c, const ModelConfig& cf
   s.top_p = c.top_p.value_or(chat_default ? kConversationTopP : cfg.top_p);
   s.min_p = c.min_p.value_or(0.0f);
   s.repetition_penalty = c.repetition_penalty.value_or(cfg.repetition_penalty);
+  s.frequency_penalty = c.frequency_penalty.value_or(0.0f);
+  s.presence_penalty = c.presence_penalty.value_or(0.0f);
   s.seed = c.seed;
   return s;
 }

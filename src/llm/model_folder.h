@@ -73,7 +73,7 @@ std::string graph_cache_warning(const Session& s);
 // says do_sample and the caller sets no sampling parameter).
 struct SamplingChoices {
   bool greedy = false;
-  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty;
   std::optional<int> top_k;
   uint64_t seed = 0;
 };

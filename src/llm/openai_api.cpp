@@ -91,7 +91,158 @@ std::string text_content(const json& content, const std::string& where) {
   }
   return text;
 }
+
+// An assistant message's tool_calls as the templates read them: [{id, type, function: {name, arguments}}] with the
+// arguments an object (OpenAI sends their JSON text; transformers' templates write them with tojson).
+nlohmann::ordered_json template_tool_calls(const json& calls, const std::string& at) {
+  if (!calls.is_array()) bad(at, std::string("must be an array of tool calls, not ") + type_name(calls));
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string ci = at + "[" + std::to_string(i) + "]";
+    const json& fn = calls[i].is_object() ? field(calls[i], "function") : json();
+    if (!fn.is_object() || !field(fn, "name").is_string()) bad(ci, "must be {type: function, function: {name, arguments}}");
+    const json& args = field(fn, "arguments");
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    if (args.is_string()) {
+      arguments = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      if (arguments.is_discarded()) bad(ci + ".function.arguments", "is not JSON text");
+    } else if (args.is_object()) {
+      arguments = nlohmann::ordered_json::parse(args.dump());
+    } else if (!args.is_null()) {
+      bad(ci + ".function.arguments", std::string("must be a JSON string or an object, not ") + type_name(args));
+    }
+    nlohmann::ordered_json call = {{"type", "function"}, {"function", {{"name", fn["name"]}, {"arguments", std::move(arguments)}}}};
+    if (const json& id = field(calls[i], "id"); id.is_string()) call["id"] = id;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// tools and tool_choice of a chat request. A forced call (required, or a named function) is decoded as the JSON
+// object {"name", "arguments"} under the schema of the function's parameters.
+void read_tools(std::string_view body_text, const json& body, CompletionRequest& r) {
+  const json& tools = field(body, "tools");
+  const json& choice = field(body, "tool_choice");
+  std::string mode = "auto", named;
+  if (choice.is_string()) {
+    mode = choice.get<std::string>();
+    if (mode != "none" && mode != "auto" && mode != "required")
+      bad("tool_choice", "must be none, auto, required or {type: function, function: {name}}");
+  } else if (choice.is_object()) {
+    const json& fn = field(choice, "function");
+    if (!fn.is_object() || !field(fn, "name").is_string())
+      bad("tool_choice", "must be none, auto, required or {type: function, function: {name}}");
+    mode = "named", named = fn["name"].get<std::string>();
+  } else if (!choice.is_null()) {
+    bad("tool_choice", "must be none, auto, required or {type: function, function: {name}}");
+  }
+  if (tools.is_null()) {
+    if (mode == "required" || mode == "named") bad("tool_choice", "asks for a tool call, and the request has no tools");
+    return;
+  }
+  if (!tools.is_array() || tools.empty() || tools.size() > 128)
+    bad("tools", "must be an array of 1 to 128 {type: function, function: {name, parameters}}");
+  std::vector<std::string> names;
+  json named_parameters, only_parameters;  // (copies: `fn` below may be a temporary)
+  bool named_found = false;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string at = "tools[" + std::to_string(i) + "]";
+    const json& fn = tools[i].is_object() ? field(tools[i], "function") : json();
+    if (!tools[i].is_object() || field(tools[i], "type") != "function" || !fn.is_object() || !field(fn, "name").is_string() ||
+        fn["name"].get<std::string>().empty())
+      bad(at, "must be {type: function, function: {name, description, parameters}}");
+    const json& params = field(fn, "parameters");
+    if (!params.is_null() && !params.is_object()) bad(at + ".function.parameters", "must be a JSON schema object");
+    names.push_back(fn["name"].get<std::string>());
+    if (names.back() == named) named_parameters = params, named_found = true;
+    if (i == 0) only_parameters = params;
+  }
+  if (mode == "named" && !named_found) bad("tool_choice", "names '" + named + "', which is not among the tools");
+  if (mode == "none") return;                                   // (the tools are not offered: the template renders none)
+  r.tools = nlohmann::ordered_json::parse(body_text)["tools"];  // (their schemas in the request's key order)
+  r.tool_choice = mode;
+  if (mode == "auto") return;
+  json name = {{"type", "string"}};
+  if (mode == "named") name["const"] = named;
+  else name["enum"] = names;
+  const json& params = mode == "named" ? named_parameters : names.size() == 1 ? only_parameters : json();
+  const json arguments = params.is_null() ? json{{"type", "object"}} : params;
+  try {
+    r.json_schema = std::make_shared<const llm::JsonSchema>(json{{"type", "object"},
+                                                                 {"properties", {{"name", name}, {"arguments", arguments}}},
+                                                                 {"required", {"name", "arguments"}},
+                                                                 {"additionalProperties", false}});
+  } catch (const Error& e) {
+    bad("tools", std::string("a forced call's parameters are not a schema tern can constrain to: ") + e.what());
+  }
+  r.json_object = true;
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id}, {"type", "function"}, {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (indexed) c["index"] = i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
 }  // namespace
+
+std::vector<int64_t> chat_prompt(const llm::Tokenizer& tok, const llm::ChatTemplate& chat, const CompletionRequest& r,
+                                 const llm::CancelCheck& cancelled) {
+  llm::ChatOptions o;
+  o.tools = r.tools;
+  return llm::encode_chat(tok, chat, r.chat_messages, o, cancelled);
+}
+
+void take_tool_calls(const CompletionRequest& r, Choice& c) {
+  c.tool_calls = parse_tool_calls(r, c.text);
+  if (!c.tool_calls.empty()) c.finish_reason = "tool_calls";
+}
+
+std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& text) {
+  std::vector<ToolCall> calls;
+  if (!r.calls_tools()) return calls;
+  const auto take = [&](const std::string& object_text) {
+    const nlohmann::ordered_json j = nlohmann::ordered_json::parse(trimmed(object_text), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
+    const std::string name = j["name"];
+    if (std::none_of(r.tools.begin(), r.tools.end(), [&](const auto& t) { return t["function"]["name"] == name; })) return false;
+    nlohmann::ordered_json args = j.contains("arguments")    ? j["arguments"]
+                                  : j.contains("parameters") ? j["parameters"]
+                                                             : nlohmann::ordered_json::object();
+    if (args.is_string()) args = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+    if (!args.is_object()) return false;
+    calls.push_back({random_id("call_"), name, args.dump()});
+    return true;
+  };
+  if (r.tool_choice != "auto") {  // a forced call: the whole text is its object
+    if (take(text)) text.clear();
+    return calls;
+  }
+  std::string rest;
+  size_t pos = 0;
+  for (size_t open; (open = text.find("<tool_call>", pos)) != std::string::npos;) {
+    const size_t body = open + 11, close = text.find("</tool_call>", body);
+    const size_t end = close == std::string::npos ? text.size() : close;
+    if (!take(text.substr(body, end - body))) break;
+    rest += text.substr(pos, open - pos);
+    pos = close == std::string::npos ? text.size() : close + 12;
+  }
+  if (!calls.empty()) {
+    text = trimmed(rest + text.substr(pos));
+    return calls;
+  }
+  if (const std::string t = trimmed(text); !t.empty() && t[0] == '{' && take(t)) text.clear();
+  return calls;
+}
 
 std::vector<PromptInput> read_prompts(const json& v, const std::string& name, size_t most) {
   const auto ids_of = [&](const json& a, const std::string& at) {
@@ -196,6 +347,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
   if (chat) {
     const json& ms = field(body, "messages");
     if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of {role, content}");
+    r.chat_messages = nlohmann::ordered_json::array();
     for (size_t i = 0; i < ms.size(); ++i) {
       const std::string at = "messages[" + std::to_string(i) + "]";
       const json& m = ms[i];
@@ -204,10 +356,21 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
       if (!role.is_string()) bad(at + ".role", "must be a string");
       std::string rs = role.get<std::string>();
       if (rs == "developer") rs = "system";  // OpenAI's newer name for it
-      if (rs != "system" && rs != "user" && rs != "assistant")
-        bad(at + ".role", "must be system, developer, user or assistant, not '" + role.get<std::string>() + "'");
-      r.messages.push_back({rs, text_content(field(m, "content"), at + ".content")});
+      if (rs != "system" && rs != "user" && rs != "assistant" && rs != "tool")
+        bad(at + ".role", "must be system, developer, user, assistant or tool, not '" + role.get<std::string>() + "'");
+      const json& calls = field(m, "tool_calls");
+      const bool calling = rs == "assistant" && !calls.is_null();
+      const json& content = field(m, "content");
+      const std::string text = calling && content.is_null() ? "" : text_content(content, at + ".content");
+      r.messages.push_back({rs, text});
+      nlohmann::ordered_json cm = {{"role", rs}, {"content", text}};
+      if (calling) cm["tool_calls"] = template_tool_calls(calls, at + ".tool_calls");
+      if (rs == "tool")
+        for (const char* k : {"tool_call_id", "name"})
+          if (const json& v = field(m, k); v.is_string()) cm[k] = v;
+      r.chat_messages.push_back(std::move(cm));
     }
+    read_tools(body_text, body, r);
   } else {
     r.prompts = read_prompts(field(body, "prompt"), "prompt", 64);
     r.echo = boolean(body, "echo");
@@ -230,10 +393,8 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
   // OpenAI API and llama-server do), not the same fixed one.
   if (auto s = integer(body, "seed", INT64_MIN, INT64_MAX)) r.sampling.seed = static_cast<uint64_t>(*s);
   else r.sampling.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  for (const char* k : {"frequency_penalty", "presence_penalty"}) {
-    number(body, k, -2, 2);
-    unsupported_unless_default(body, k);  // (repetition_penalty is tern's)
-  }
+  if (auto p = number(body, "frequency_penalty", -2, 2)) r.sampling.frequency_penalty = static_cast<float>(*p);
+  if (auto p = number(body, "presence_penalty", -2, 2)) r.sampling.presence_penalty = static_cast<float>(*p);
   if (const json& s = field(body, "stop"); !s.is_null()) {
     if (s.is_string()) r.stop.push_back(s.get<std::string>());
     else if (s.is_array() && s.size() <= 4) {
@@ -264,8 +425,12 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
   } else if (auto n = integer(body, "logprobs", 0, 20)) {
     r.logprobs = *n;
   }
-  for (const char* k : {"logit_bias", "tools", "tool_choice", "functions", "function_call"}) unsupported_unless_default(body, k);
+  for (const char* k : {"logit_bias", "functions", "function_call"}) unsupported_unless_default(body, k);
+  if (!chat)
+    for (const char* k : {"tools", "tool_choice"}) unsupported_unless_default(body, k);
   if (const json& rf = field(body, "response_format"); !rf.is_null()) {
+    if (!r.tool_choice.empty() && r.tool_choice != "auto" && rf != json{{"type", "text"}})
+      bad("response_format", "cannot be combined with a tool_choice that forces a call");
     const json& type = rf.is_object() ? field(rf, "type") : rf;
     if (!rf.is_object() || !type.is_string())
       bad("response_format", "must be an object {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
@@ -335,8 +500,15 @@ json completion_response(const CompletionRequest& r, const std::string& id, int6
   json cs = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     json c = {{"index", i}, {"finish_reason", choices[i].finish_reason}, {"logprobs", choices[i].logprobs}};
-    if (r.chat) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
-    else c["text"] = choices[i].text;
+    if (r.chat) {
+      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      if (!choices[i].tool_calls.empty()) {
+        if (choices[i].text.empty()) c["message"]["content"] = nullptr;
+        c["message"]["tool_calls"] = tool_calls_json(choices[i].tool_calls, false);
+      }
+    } else {
+      c["text"] = choices[i].text;
+    }
     cs.push_back(std::move(c));
   }
   return {{"id", id},
@@ -366,6 +538,11 @@ json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t
           {"created", created},
           {"model", r.model},
           {"choices", json::array({c})}};
+}
+
+json tool_calls_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::vector<ToolCall>& calls) {
+  json c = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", {{"tool_calls", tool_calls_json(calls, true)}}}};
+  return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", r.model}, {"choices", json::array({c})}};
 }
 
 json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage) {

@@ -60,7 +60,24 @@ struct CompletionRequest {
   int64_t logprobs = -1;
   bool json_object = false;  // response_format json_object or json_schema: the text is a JSON object (constrained decoding)
   std::shared_ptr<const llm::JsonSchema> json_schema;  // json_schema's schema, compiled (null: any object)
+  // Chat: the messages as the template reads them (tool calls' arguments as objects, tool results), in the
+  // request's key order, and the tools it offers (null: none; tool_choice "none" offers none).
+  nlohmann::ordered_json chat_messages, tools;
+  // "auto": the answer may call tools (read from its text: parse_tool_calls); "required" or a named tool: it does,
+  // decoded under the JSON schema of {"name", "arguments"} (json_object and json_schema are set so).
+  std::string tool_choice;
+  bool calls_tools() const { return !tools.is_null(); }
 };
+
+// A tool call in an answer: its id ("call_" and random hex), the function's name and its arguments' JSON text.
+struct ToolCall {
+  std::string id, name, arguments;
+};
+// The tool calls in a finished answer of a request that offers tools, taken out of `text` (what is left is the
+// message's content): a forced call's JSON object; else each <tool_call>{...}</tool_call> block (the Hermes form of
+// Qwen, SmolLM3 and others' templates), or the whole text as one {"name", "arguments" | "parameters"} object (the
+// Llama 3.x form). Only calls of offered tools count.
+std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& text);
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
 // Fields OpenAI defines that tern does not implement are refused when set to anything but their
@@ -128,8 +145,9 @@ nlohmann::json logprobs_json(const CompletionRequest& r, const std::vector<Token
 
 struct Choice {
   std::string text;
-  std::string finish_reason;  // "stop", "length"
+  std::string finish_reason;  // "stop", "length", "tool_calls"
   nlohmann::json logprobs;    // logprobs_json, or null
+  std::vector<ToolCall> tool_calls;
 };
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
@@ -143,6 +161,17 @@ nlohmann::json completion_response(const CompletionRequest& r, const std::string
 // delta holds the role.
 nlohmann::json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::string& text,
                                 const std::string& finish_reason, bool role = false, const nlohmann::json& logprobs = nullptr);
+// A chat request's prompt ids: its messages (tool calls and results included) and the tools it offers, in the model's
+// chat template.
+std::vector<int64_t> chat_prompt(const llm::Tokenizer& tok, const llm::ChatTemplate& chat, const CompletionRequest& r,
+                                 const llm::CancelCheck& cancelled = {});
+// A finished choice of a request that offers tools: its tool calls taken out of its text (parse_tool_calls), and
+// finish_reason "tool_calls" when there are any.
+void take_tool_calls(const CompletionRequest& r, Choice& c);
+// A chat stream's chunk of choice `index`'s tool calls, whole (a request that offers tools is answered when its
+// text is complete: whether it calls a tool is read from all of it).
+nlohmann::json tool_calls_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index,
+                                const std::vector<ToolCall>& calls);
 // The stream's usage chunk (stream_options.include_usage), after every choice finished.
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage);
 // JSON text of `j` for the wire: generated text need not be valid UTF-8 (a character cut by a stop, byte

@@ -50,6 +50,8 @@ Sampler::Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {
   need(o.min_p >= 0.0f && o.min_p <= 1.0f, "--min-p", o.min_p, "in [0, 1] (0: off)");
   need(o.repetition_penalty > 0.0f && std::isfinite(o.repetition_penalty), "--repetition-penalty", o.repetition_penalty,
        "a finite number > 0 (1: off)");
+  need(o.frequency_penalty >= -2.0f && o.frequency_penalty <= 2.0f, "--frequency-penalty", o.frequency_penalty, "in [-2, 2] (0: off)");
+  need(o.presence_penalty >= -2.0f && o.presence_penalty <= 2.0f, "--presence-penalty", o.presence_penalty, "in [-2, 2] (0: off)");
 }
 
 int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>& history) {
@@ -60,6 +62,17 @@ int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>
       if (t >= 0 && t < n && !seen_[static_cast<size_t>(t)]++) {
         float& l = scores_[static_cast<size_t>(t)];
         l = l > 0 ? l / o_.repetition_penalty : l * o_.repetition_penalty;
+      }
+  }
+  if (o_.frequency_penalty != 0.0f || o_.presence_penalty != 0.0f) {
+    count_.assign(static_cast<size_t>(n), 0);
+    for (int64_t t : history)
+      if (t >= 0 && t < n) ++count_[static_cast<size_t>(t)];
+    for (int64_t t : history)
+      if (t >= 0 && t < n && count_[static_cast<size_t>(t)] > 0) {
+        const auto c = static_cast<size_t>(t);
+        scores_[c] -= o_.frequency_penalty * static_cast<float>(count_[c]) + o_.presence_penalty;
+        count_[c] = 0;  // (once per token)
       }
   }
   if (o_.greedy || o_.temperature <= 0.0f) return argmax(scores_.data(), n);

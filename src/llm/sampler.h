@@ -1,5 +1,6 @@
 // Picks the next token from a row of logits: greedy, or sampling with temperature, top-k, top-p,
-// min-p and a repetition penalty (Hugging Face semantics), from a seeded generator.
+// min-p, a repetition penalty (Hugging Face semantics) and frequency / presence penalties (OpenAI's), from a
+// seeded generator.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -15,6 +16,9 @@ struct SamplingOptions {
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off
+  // OpenAI's: a token's logit less frequency_penalty times its count in the history, less presence_penalty once it
+  // is there at all (0: off; -2 to 2).
+  float frequency_penalty = 0.0f, presence_penalty = 0.0f;
   uint64_t seed = 0;
 };
 
@@ -34,6 +38,7 @@ class Sampler {
   std::vector<int64_t> order_;  // candidates, best first
   std::vector<double> p_;       // their probabilities
   std::vector<char> seen_;      // repetition penalty: tokens already penalized
+  std::vector<int32_t> count_;  // frequency / presence penalties: each token's count in the history
 };
 
 // Index of the largest value; the first one on ties.

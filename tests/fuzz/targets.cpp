@@ -328,7 +328,10 @@ void serve_request(const uint8_t* data, size_t size) {
   const std::string text = r.chat && !r.messages.empty() ? r.messages.back().content : r.prompts.empty() ? "" : r.prompts[0].text;
   stops.push(text);
   const openai::TokenLogprob lp{text, -1.0f, {{text, -1.0f}}};
-  openai::to_wire(openai::completion_response(r, "id", 0, {{text, "stop", openai::logprobs_json(r, {lp}, 0)}}, {}));
+  openai::Choice c{text, "stop", openai::logprobs_json(r, {lp}, 0), {}};
+  openai::take_tool_calls(r, c);  // (the last message's text read as an answer that may call the request's tools)
+  openai::to_wire(openai::completion_response(r, "id", 0, {c}, {}));
+  if (!c.tool_calls.empty()) openai::to_wire(openai::tool_calls_chunk(r, "id", 0, 0, c.tool_calls));
 }
 
 // A JSON Schema for response_format json_schema, then text fed to the grammar it makes (split at the first NUL):

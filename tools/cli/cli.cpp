@@ -57,6 +57,8 @@ llm::SamplingChoices sampling_choices(const Flags& f) {
   if (f.has("top-p")) c.top_p = f.number("top-p");
   if (f.has("min-p")) c.min_p = f.number("min-p");
   if (f.has("repetition-penalty")) c.repetition_penalty = f.number("repetition-penalty");
+  if (f.has("frequency-penalty")) c.frequency_penalty = f.number("frequency-penalty");
+  if (f.has("presence-penalty")) c.presence_penalty = f.number("presence-penalty");
   c.seed = static_cast<uint64_t>(f.integer("seed", 0));
   return c;
 }

@@ -46,6 +46,8 @@ const List kSampling = {
     {"top-p", Arg::Number, "P", "", "sample within the smallest set of probability P (default: the config's; chat 0.9)"},
     {"min-p", Arg::Number, "P", "", "drop tokens less likely than P times the best one"},
     {"repetition-penalty", Arg::Number, "R", "", "divide the logits of tokens already in the text by R (>1)"},
+    {"frequency-penalty", Arg::Number, "F", "", "a token's logit less F times its count in the text (OpenAI's; -2 to 2)"},
+    {"presence-penalty", Arg::Number, "P", "", "a token's logit less P once it is in the text (OpenAI's; -2 to 2)"},
     {"seed", Arg::Int, "S", "0", "the sampler's seed"},
 };
 
@@ -266,7 +268,12 @@ kernel layout is refused with a message; --no-pack (generate, chat, bench, profi
                {kModelRequired},
                "An OpenAI-compatible HTTP server over continuously batched generation.",
                R"(POST /v1/completions and /v1/chat/completions (the folder's chat template, as chat's --help says; a chat
-request without temperature samples as chat does; "stream": true for server-sent events; logprobs; response_format json_object or json_schema, by constrained decoding), POST
+request without temperature samples as chat does; "stream": true for server-sent events; logprobs;
+response_format json_object or json_schema, by constrained decoding; tools and tool_choice: the template renders
+the tools, and with "auto" an answer's calls are read from its text — <tool_call> blocks, or a Llama-3 {"name",
+"parameters"} object — while "required" or a named function decodes the call under the function's parameters
+schema, so its arguments always parse; a request with tools streams its answer whole, as one delta of content or of
+tool_calls; frequency_penalty and presence_penalty as OpenAI's), POST
 /v1/embeddings (with --embedding-model, or when MODEL itself is an encoder as sentence-transformers saves
 one: modules.json, 1_Pooling — then embeddings alone; pooled and normalized as its config says; inputs
 longer than its max_seq_length are refused, not truncated; or with --embeddings, the decoder's own: its

@@ -346,7 +346,7 @@ struct Server::Impl {
     std::vector<std::string> echoes(static_cast<size_t>(prompts));
     try {
       const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
-      if (r.chat) ids[0] = llm::encode_chat(*tok, chat_template, r.messages, past_deadline);
+      if (r.chat) ids[0] = chat_prompt(*tok, chat_template, r, past_deadline);
       for (size_t p = 0; p < r.prompts.size(); ++p) {
         const PromptInput& in = r.prompts[p];
         ids[p] = in.is_ids ? in.ids : tok->encode(in.text, true, past_deadline);
@@ -535,7 +535,12 @@ struct Server::Impl {
       std::vector<Choice> choices;
       Usage usage{prompt_len, 0};  // (each prompt once, as OpenAI counts it, whatever n)
       for (auto& c : ex->choices) {
-        choices.push_back({c.echo + c.ready, c.finish_reason, logprobs_json(r, c.ready_logprobs, c.echo.size())});
+        Choice choice;
+        choice.text = c.echo + c.ready;
+        choice.finish_reason = c.finish_reason;
+        choice.logprobs = logprobs_json(r, c.ready_logprobs, c.echo.size());
+        take_tool_calls(r, choice);
+        choices.push_back(std::move(choice));
         usage.completion_tokens += c.tokens;
       }
       res.set_content(to_wire(completion_response(r, id, created, choices, usage)), "application/json");
@@ -559,15 +564,31 @@ struct Server::Impl {
           std::string out;
           {
             std::unique_lock<std::mutex> lock(ex->mu);
-            auto has_news = [&] {
-              for (size_t i = 0; i < ex->choices.size(); ++i)
-                if (!ex->choices[i].ready.empty() || (ex->choices[i].done && !st->finished[i]) || !st->opened[i]) return true;
+            auto has_news = [&] {  // (a request that offers tools has none before a choice is done)
+              for (size_t i = 0; i < ex->choices.size(); ++i) {
+                const auto& c = ex->choices[i];
+                if ((c.done && !st->finished[i]) || (!r.calls_tools() && (!c.ready.empty() || !st->opened[i]))) return true;
+              }
               return false;
             };
             ex->cv.wait_for(lock, std::chrono::milliseconds(200), has_news);
             ex->expired(Clock::now());  // past its deadline a choice ends now (the error event), not at its next token
             for (size_t i = 0; i < ex->choices.size(); ++i) {
               auto& c = ex->choices[i];
+              if (r.calls_tools() && !c.done && !ex->timed_out) continue;  // (its text whole first: is it a tool call?)
+              if (r.calls_tools() && c.done && !st->finished[i] && ex->error.empty()) {
+                Choice whole;
+                whole.text = c.ready;
+                whole.finish_reason = c.finish_reason;
+                take_tool_calls(r, whole);
+                if (!whole.tool_calls.empty()) {
+                  if (!st->opened[i])
+                    out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), "", "", true)) + "\n\n";
+                  out += "data: " + to_wire(tool_calls_chunk(r, id, created, static_cast<int>(i), whole.tool_calls)) + "\n\n";
+                  c.ready = whole.text, c.finish_reason = whole.finish_reason;
+                  st->opened[i] = 1;
+                }
+              }
               const bool open = !st->opened[i];
               if (open || !c.ready.empty() || !c.ready_logprobs.empty()) {
                 const std::string text = (open ? c.echo : "") + c.ready;
