@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "diagnostics/test_data.h"
 #include "fixture_models.h"
 #include "kernels/cpu/isa.h"
@@ -182,4 +183,43 @@ TEST_CASE("C API: tern_options_set_dtype picks a repository's onnx/ variant") {
   CHECK(fp32 == text_of("fp32"));
   CHECK(q8.rfind("error", 0) != 0);
   CHECK(text_of("bnb4").find("has no bnb4 variant; it has fp32, q8") != std::string::npos);
+}
+
+TEST_CASE("C API: tern_chat_render runs a caller's template with tools; tern_model_set_json_schema constrains steps") {
+  tern_options* o = tern_options_create();
+  tern_model* m = nullptr;
+  REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &m) == TERN_OK);
+  tern_options_free(o);
+  char text[256];
+  size_t length = 0;
+  const char* messages = R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}])";
+  const char* own = "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}{{ tools|length }}{{ add_generation_prompt }}";
+  REQUIRE(tern_chat_render(m, messages, R"([{"type": "function"}])", own, 0, text, sizeof text, &length) == TERN_OK);
+  CHECK(std::string(text, length) == "user:Hi;assistant:Hello;1False");
+  // (models/default carries no template: without one of the caller's, unsupported; a template's own error names its line)
+  CHECK(tern_chat_render(m, messages, nullptr, nullptr, 1, text, sizeof text, &length) == TERN_ERROR_UNSUPPORTED);
+  CHECK(tern_chat_render(m, messages, "", "\n{{ raise_exception('no') }}", 1, text, sizeof text, &length) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(tern_model_error(m)).find("chat template raised: no") != std::string::npos);
+  CHECK(tern_chat_render(m, "{}", nullptr, own, 1, text, sizeof text, &length) == TERN_ERROR_INVALID_ARGUMENT);
+  // A JSON object, whole, however the steps sample.
+  CHECK(tern_model_set_json_schema(m, R"({"type": "object", "properties": {"n": {"minimum": 1}}})", 0) == TERN_ERROR_INVALID_ARGUMENT);
+  REQUIRE(tern_model_set_json_schema(m, R"({"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]})", 40) ==
+          TERN_OK);
+  const std::vector<int32_t> prompt = {1};
+  REQUIRE(tern_model_prefill(m, prompt.data(), prompt.size()) == TERN_OK);
+  std::vector<int32_t> out;
+  for (int i = 0; i < 40 && !tern_model_constraint_done(m); ++i) {
+    int32_t t = 0;
+    REQUIRE(tern_model_step(m, &t) == TERN_OK);
+    out.push_back(t);
+  }
+  REQUIRE(tern_model_constraint_done(m));
+  size_t n = 0;
+  std::string decoded(4096, '\0');
+  REQUIRE(tern_detokenize(m, out.data(), out.size(), decoded.data(), decoded.size(), &n) == TERN_OK);
+  const auto obj = nlohmann::json::parse(decoded.substr(0, n));
+  CHECK(obj.contains("word"));
+  CHECK(out.size() <= 40);
+  CHECK(tern_model_set_json_schema(m, nullptr, 0) == TERN_OK);  // off again
+  tern_model_free(m);
 }

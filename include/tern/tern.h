@@ -61,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 2
-#define TERN_API_VERSION_MINOR 2
+#define TERN_API_VERSION_MINOR 3
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -267,6 +267,13 @@ TERN_API tern_status tern_chat_tokenize(tern_model* model, const char* const* ro
  * tern_detokenize. (API 2.0) */
 TERN_API tern_status tern_chat_format(tern_model* model, const char* const* roles, const char* const* contents, size_t message_count,
                                       char* text, size_t capacity, size_t* length);
+/* The chat template run as transformers' apply_chat_template runs it: `messages_json` a JSON array of messages as
+ * the template reads them (role, content, tool_calls, ...), `tools_json` a JSON array of tool schemas or NULL / "",
+ * `template_source` a Jinja template of the caller's, or NULL / "" for the model's; with add_generation_prompt
+ * non-zero the text ends with the assistant's turn opened. A template's error (its raise_exception too) is
+ * TERN_ERROR_INVALID_ARGUMENT naming its line. Capacity and *length as in tern_detokenize. (API 2.3) */
+TERN_API tern_status tern_chat_render(tern_model* model, const char* messages_json, const char* tools_json, const char* template_source,
+                                      int add_generation_prompt, char* text, size_t capacity, size_t* length);
 
 /* Text as tokens arrive: each push gives the new text the token completes (whole UTF-8 characters; may be
  * empty), flush what is held back at the end. `context` (may be NULL) is what came before, e.g. the prompt,
@@ -313,6 +320,13 @@ TERN_API tern_status tern_model_rewind(tern_model* model, size_t length);
 /* Replaces the current logits (vocab floats, copied) with the caller's: the next tern_model_sample or
  * tern_model_step chooses from them. (API 2.0) */
 TERN_API tern_status tern_model_set_logits(tern_model* model, const float* logits, int64_t vocab);
+/* Constrains the following tern_model_sample / tern_model_step to a JSON object: `schema_json` a JSON schema of
+ * the subset tern serve's response_format takes (refused naming the keyword otherwise), "" any object, NULL
+ * none. With max_tokens > 0 the object is whole within that many tokens chosen from now (when the vocabulary has
+ * single-byte tokens). tern_model_constraint_done says when it is. (API 2.3) */
+TERN_API tern_status tern_model_set_json_schema(tern_model* model, const char* schema_json, int64_t max_tokens);
+/* Non-zero once a JSON constraint's object is whole. (API 2.3) */
+TERN_API int tern_model_constraint_done(const tern_model* model);
 /* Chooses the next token from the current logits (no feeding). */
 TERN_API tern_status tern_model_sample(tern_model* model, int32_t* token);
 /* One decode step: chooses the next token, feeds it, and returns it. */

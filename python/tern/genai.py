@@ -46,11 +46,14 @@ class _ModelHandle:
 class Config:
     """onnxruntime-genai's Config: a model folder, and the execution providers asked for. tern runs on the CPU (or
     OpenCL: Model(device="opencl")), so providers are kept and ignored; clear_providers() and append_provider("cpu")
-    are what ported code usually calls."""
+    are what ported code usually calls. overlay() takes genai_config.json's sections that tern has: "search" (the
+    GeneratorParams defaults of Models made from this Config) and model.decoder.session_options' intra_op_num_threads."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
         self.providers = []
+        self.search = {}
+        self.threads = 0
 
     def clear_providers(self):
         self.providers = []
@@ -62,8 +65,56 @@ class Config:
         pass  # (the CPU provider's options are onnxruntime's; tern has none of them)
 
     def overlay(self, json_text):
-        raise _capi.UnsupportedError("Config.overlay: tern reads the folder's files as they are; edit "
-                                     "genai_config.json or pass Model(..., window=, threads=)", _capi.UNSUPPORTED)
+        try:
+            doc = json.loads(json_text)
+        except ValueError as e:
+            raise _capi.InvalidArgumentError(f"Config.overlay: not JSON text ({e})", _capi.INVALID_ARGUMENT) from None
+        if not isinstance(doc, dict):
+            raise _capi.InvalidArgumentError("Config.overlay: a JSON object of genai_config.json's sections", _capi.INVALID_ARGUMENT)
+        for section, value in doc.items():
+            if section == "search" and isinstance(value, dict):
+                for key in value:
+                    _check_search_option(key, value[key])
+                self.search.update(value)
+            elif section == "model" and isinstance(value, dict):
+                session = value.get("decoder", {}).get("session_options", {}) if set(value) <= {"decoder"} else None
+                if session is None or not set(value.get("decoder", {})) <= {"session_options"} or \
+                        not set(session) <= {"intra_op_num_threads", "inter_op_num_threads", "log_id", "provider_options"}:
+                    raise _capi.UnsupportedError("Config.overlay: of 'model', tern takes decoder.session_options' "
+                                                 "intra_op_num_threads (the model's files are read as they are)",
+                                                 _capi.UNSUPPORTED)
+                self.threads = int(session.get("intra_op_num_threads", self.threads))
+            else:
+                raise _capi.UnsupportedError(f"Config.overlay: section '{section}' (tern takes 'search' and "
+                                             "'model.decoder.session_options')", _capi.UNSUPPORTED)
+
+
+class Tensor:
+    """onnxruntime-genai's Tensor over a numpy array (as_numpy, shape, type); Generator.append_tokens takes one."""
+
+    def __init__(self, array):
+        self._array = np.ascontiguousarray(array)
+
+    def as_numpy(self):
+        return self._array
+
+    def shape(self):
+        return list(self._array.shape)
+
+    def type(self):
+        return str(self._array.dtype)
+
+    def data(self):
+        return self._array.ctypes.data
+
+
+_LOG_OPTIONS = {}
+
+
+def set_log_options(**options):
+    """onnxruntime-genai's logging switches (enabled, model_input_values, ...): kept, none printed — tern's library
+    logs nothing of a run (tern profile and the Generator's get_logits show what these would)."""
+    _LOG_OPTIONS.update(options)
 
 
 class Model(_ModelHandle):
@@ -78,7 +129,10 @@ class Model(_ModelHandle):
     """
 
     def __init__(self, path, *, threads=0, window=0, device=None, weights=None, dtype=None, isa=None, max_memory=0):
+        self._search = {}
         if isinstance(path, Config):
+            self._search = dict(path.search)
+            threads = threads or path.threads
             path = path.path
         self._handle = _capi.load("model", os.fspath(path), threads=threads, isa=isa, max_memory=max_memory, window=window,
                                   device=device, weights=weights, dtype=dtype)
@@ -198,20 +252,20 @@ class Tokenizer:
         return pad if pad >= 0 else None
 
     def apply_chat_template(self, messages, template_str=None, tools=None, add_generation_prompt=True):
-        """onnxruntime-genai's: a conversation (a JSON string of {"role", "content"} messages, or the list) → the
-        prompt text in the model's chat template, ending with the assistant's turn opened. Encode it with
-        encode(): the text holds the template's BOS. tern runs the model's own Jinja template (docs/python.md);
-        a template_str or tools of one's own, or add_generation_prompt=False, are refused."""
-        if template_str is not None or tools is not None or not add_generation_prompt:
-            raise _capi.UnsupportedError("apply_chat_template: tern writes the model's own template with the assistant's "
-                                         "turn opened (no template_str, tools or add_generation_prompt=False)",
-                                         _capi.UNSUPPORTED)
-        roles, contents, n = _messages(messages)
+        """onnxruntime-genai's: a conversation (a JSON string of messages, or the list) → the prompt text, the model's
+        Jinja chat template run as transformers runs it (or `template_str`, a template of one's own), with `tools` (a
+        JSON string or a list of tool schemas) and, by default, the assistant's turn opened. An empty template_str or
+        tools is "not given", as genai's examples pass them. Encode it with encode(): the text holds the template's BOS."""
+        doc = messages if isinstance(messages, str) else json.dumps(messages)
+        if tools is not None and not isinstance(tools, str):
+            tools = json.dumps(tools)
         length = ctypes.c_size_t()
         capacity = 4096
         while True:
             buf = ctypes.create_string_buffer(capacity)
-            status = lib.tern_chat_format(self._model._handle, roles, contents, n, buf, capacity, ctypes.byref(length))
+            status = lib.tern_chat_render(self._model._handle, doc.encode(), (tools or "").encode(),
+                                          (template_str or "").encode(), int(bool(add_generation_prompt)), buf, capacity,
+                                          ctypes.byref(length))
             if status == _capi.BUFFER_TOO_SMALL and length.value + 1 > capacity:
                 capacity = length.value + 1
                 continue
@@ -273,7 +327,18 @@ class TokenizerStream:
 # generation_config.json says nothing.
 _SEARCH_DEFAULTS = {"max_length": None, "min_length": 0, "do_sample": False, "temperature": 1.0, "top_k": 0,
                     "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.0, "random_seed": 0, "batch_size": 1,
-                    "num_beams": 1, "num_return_sequences": 1, "length_penalty": 1.0, "early_stopping": True}
+                    "num_beams": 1, "num_return_sequences": 1, "length_penalty": 1.0, "early_stopping": True,
+                    "chunk_size": 0}
+
+
+def _check_search_option(key, value):
+    """A search option's name and value, as GeneratorParams.set_search_options and Config.overlay take them.
+    (chunk_size, genai's prefill chunking, changes no token: tern prefills a prompt whole.)"""
+    if key not in _SEARCH_DEFAULTS:
+        raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
+                                         _capi.INVALID_ARGUMENT)
+    if key in ("batch_size", "num_beams", "num_return_sequences") and (not isinstance(value, int) or value < 1):
+        raise _capi.InvalidArgumentError(f"{key} {value}: at least 1", _capi.INVALID_ARGUMENT)
 
 
 class GeneratorParams:
@@ -291,15 +356,22 @@ class GeneratorParams:
             self.search.update(own, do_sample=True)
         else:
             self.search["repetition_penalty"] = own["repetition_penalty"]
+        self.search.update(model._search)  # (a Config's overlay)
+        self.guidance = None
 
     def set_search_options(self, **options):
         for key, value in options.items():
-            if key not in _SEARCH_DEFAULTS:
-                raise _capi.InvalidArgumentError(f"search option '{key}' (tern takes {', '.join(_SEARCH_DEFAULTS)})",
-                                                 _capi.INVALID_ARGUMENT)
-            if key in ("batch_size", "num_beams", "num_return_sequences") and (not isinstance(value, int) or value < 1):
-                raise _capi.InvalidArgumentError(f"{key} {value}: at least 1", _capi.INVALID_ARGUMENT)
+            _check_search_option(key, value)
             self.search[key] = value
+
+    def set_guidance(self, type, data, enable_ff_tokens=False):
+        """genai's constrained decoding: type "json_schema" (data: a JSON schema whose top level is an object, of the
+        subset tern serve's response_format takes) or "json_object"; the sequence ends once the object is whole.
+        genai's "regex" and "lark_grammar" (llguidance) are refused: tern's constraint is JSON's."""
+        if type not in ("json_schema", "json_object"):
+            raise _capi.UnsupportedError(f"set_guidance: type '{type}' (tern constrains to JSON: json_schema or "
+                                         "json_object)", _capi.UNSUPPORTED)
+        self.guidance = data if type == "json_schema" else ""
 
     def _max_length(self):
         """The search's max_length: prompt and new tokens (default: the model's context, else its window)."""
@@ -324,6 +396,8 @@ class _Sequence(_ModelHandle):
         self._clone(model)  # this Generator's sequence
         self._max_length = params._max_length()
         self._check(lib.tern_model_set_sampling(self._handle, ctypes.byref(params._sampling())))
+        self._guidance = params.guidance  # (set at the first generated token: its budget is what max_length leaves)
+        self._guided = False
         self._min_length = params.search["min_length"]
         self._ends = Tokenizer(model).eos_token_ids if self._min_length else []
         self._sequence = []
@@ -353,6 +427,10 @@ class _Sequence(_ModelHandle):
         if self._done:
             raise _capi.InvalidArgumentError("the generator is done (is_done())", _capi.INVALID_ARGUMENT)
         self._feed_unfed()
+        if self._guidance is not None and not self._guided:
+            left = max(1, self._max_length - len(self._sequence))
+            self._check(lib.tern_model_set_json_schema(self._handle, self._guidance.encode(), left))
+            self._guided = True
         if len(self._sequence) < self._min_length and len(self._ends):  # no end token yet: theirs at -inf
             logits = self._logits()
             logits[self._ends] = -np.inf
@@ -361,7 +439,8 @@ class _Sequence(_ModelHandle):
         self._check(lib.tern_model_sample(self._handle, ctypes.byref(token)))
         self._sequence.append(token.value)
         self._unfed = token.value
-        if lib.tern_model_is_end_token(self._handle, token.value) or len(self._sequence) >= self._max_length:
+        if lib.tern_model_is_end_token(self._handle, token.value) or len(self._sequence) >= self._max_length or \
+                (self._guided and lib.tern_model_constraint_done(self._handle)):
             self._done = True
 
     def is_done(self):

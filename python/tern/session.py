@@ -144,6 +144,31 @@ def get_device():
     return "CPU"
 
 
+def get_all_providers():
+    """onnxruntime's: the providers this build knows (tern's: all of them are available)."""
+    return get_available_providers()
+
+
+def get_version_string():
+    """onnxruntime's: the version (tern's)."""
+    return lib.tern_version().decode()
+
+
+def get_build_info():
+    """onnxruntime's: the build line — tern's version, commit, compiler, ISA tier in use, OpenCL."""
+    return lib.tern_build_info().decode()
+
+
+_LOG_SEVERITY = [2]
+
+
+def set_default_logger_severity(level):
+    """onnxruntime's: 0 verbose … 4 fatal. tern's library logs nothing (errors are exceptions), so it is kept only."""
+    if not isinstance(level, int) or not 0 <= level <= 4:
+        raise ValueError(f"logger severity {level}: an integer 0 (verbose) to 4 (fatal)")
+    _LOG_SEVERITY[0] = level
+
+
 def _device_from_providers(providers, device):
     if device is not None or not providers:
         return device

@@ -79,7 +79,15 @@ void feed(tern_model* m, const int64_t* ids, size_t n) {
 
 int64_t choose_next(tern_model* m) {
   if (!m->logits) refuse(TERN_ERROR_INVALID_ARGUMENT, "no logits yet: prefill the sequence first");
-  return m->sampler.next(m->logits, m->vocab, m->tokens);
+  if (!m->constraint) return m->sampler.next(m->logits, m->vocab, m->tokens);
+  if (m->constraint->complete()) refuse(TERN_ERROR_INVALID_ARGUMENT, "the JSON object is whole (tern_model_constraint_done)");
+  m->masked.assign(m->logits, m->logits + m->vocab);
+  if (m->constraint->mask(m->masked.data(), m->vocab, m->constraint_left) == 0)
+    refuse(TERN_ERROR_INVALID_ARGUMENT, "no token continues the JSON object within its max_tokens");
+  const int64_t next = m->sampler.next(m->masked.data(), m->vocab, m->tokens);
+  m->constraint->accept(next);
+  --m->constraint_left;
+  return next;
 }
 
 void reset(tern_model* m) {
@@ -198,6 +206,7 @@ tern_status tern_model_clone(const tern_model* model, tern_model** copy) {
     m.tokenizer = model->tokenizer;
     m.tokenizer_missing = model->tokenizer_missing;
     m.chat = model->chat;
+    m.json_vocabulary = model->json_vocabulary;
     m.sampler = sampler_for(model_sampling(m));
     reset(&m);
   });
@@ -263,6 +272,36 @@ tern_status tern_token_id(tern_model* m, const char* piece, int32_t* id) {
     const int64_t found = tokenizer_of(m).piece_id(piece);
     if (found < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "'", piece, "' is not in the vocabulary");
     *id = static_cast<int32_t>(found);
+  });
+}
+
+tern_status tern_chat_render(tern_model* m, const char* messages_json, const char* tools_json, const char* template_source,
+                             int add_generation_prompt, char* text, size_t capacity, size_t* length) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    need(messages_json, "messages_json");
+    need(length, "length");
+    if (capacity > 0) need(text, "text");
+    const auto messages = nlohmann::ordered_json::parse(messages_json, nullptr, false);
+    if (messages.is_discarded() || !messages.is_array()) refuse(TERN_ERROR_INVALID_ARGUMENT, "messages_json is not a JSON array");
+    llm::ChatOptions o;
+    o.add_generation_prompt = add_generation_prompt != 0;
+    if (tools_json && *tools_json) {
+      o.tools = nlohmann::ordered_json::parse(tools_json, nullptr, false);
+      if (o.tools.is_discarded() || !o.tools.is_array()) refuse(TERN_ERROR_INVALID_ARGUMENT, "tools_json is not a JSON array");
+    }
+    try {
+      const llm::ChatTemplate own = template_source && *template_source ? chat_of(m).with_source(template_source) : chat_of(m);
+      if (own.empty()) refuse(TERN_ERROR_UNSUPPORTED, "'", m->dir, "' has no chat template: pass one (template_source)");
+      m->text = own.render(messages, o);
+    } catch (const ApiError&) {
+      throw;
+    } catch (const UnsupportedError&) {
+      throw;
+    } catch (const Error& e) {  // (the template's: its syntax, a type error, its raise_exception)
+      refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
+    }
+    copy_text(m->text, text, capacity, length);
   });
 }
 
@@ -465,6 +504,30 @@ tern_status tern_model_end_tokens(tern_model* m, int32_t* ids, size_t capacity, 
     copy_ids(m->config.eos_token_ids, ids, capacity, count);
   });
 }
+
+tern_status tern_model_set_json_schema(tern_model* m, const char* schema_json, int64_t max_tokens) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    m->constraint.reset();
+    if (!schema_json) return;
+    if (max_tokens < 0) refuse(TERN_ERROR_INVALID_ARGUMENT, "max_tokens ", max_tokens, ": 0 (no limit) or more");
+    m->constraint_left = max_tokens > 0 ? max_tokens : INT64_MAX / 2;
+    m->json_schema.reset();
+    if (*schema_json) {
+      const nlohmann::json schema = nlohmann::json::parse(schema_json, nullptr, false);
+      if (schema.is_discarded()) refuse(TERN_ERROR_INVALID_ARGUMENT, "the JSON schema is not JSON text");
+      try {
+        m->json_schema = std::make_shared<const llm::JsonSchema>(schema);
+      } catch (const Error& e) {
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "the JSON schema is not one tern can constrain to: ", e.what());
+      }
+    }
+    if (!m->json_vocabulary) m->json_vocabulary = std::make_shared<const llm::JsonVocabulary>(tokenizer_of(m));
+    m->constraint = std::make_unique<llm::JsonConstraint>(m->json_vocabulary, m->json_schema);
+  });
+}
+
+int tern_model_constraint_done(const tern_model* m) { return m && m->constraint && m->constraint->complete(); }
 
 tern_status tern_model_sample(tern_model* m, int32_t* token) {
   TERN_LOADED(m);

@@ -17,6 +17,7 @@
 #include "llm/beam_search.h"
 #include "llm/chat_template.h"
 #include "llm/generator.h"
+#include "llm/json_constraint.h"
 #include "llm/model_folder.h"
 #include "llm/tokenizer.h"
 #include "runtime/profiler.h"
@@ -136,6 +137,12 @@ struct tern_model {
   std::shared_ptr<const tern::llm::Tokenizer> tokenizer;  // null when the folder has none (tokenizer_missing says why)
   std::string tokenizer_missing;
   std::shared_ptr<const tern::llm::ChatTemplate> chat;  // the folder's, read at the first chat call (chat_of)
+  // tern_model_set_json_schema's constraint on the steps that follow (its vocabulary made once, shared by clones).
+  std::shared_ptr<const tern::llm::JsonVocabulary> json_vocabulary;
+  std::shared_ptr<const tern::llm::JsonSchema> json_schema;
+  std::unique_ptr<tern::llm::JsonConstraint> constraint;
+  int64_t constraint_left = 0;  // tokens it may still take (INT64_MAX / 2: no limit)
+  std::vector<float> masked;
   // The one sequence: its tokens (all fed), the logits after the last — the generator's, valid until its next
   // run, null before the first — and the sampler's state.
   std::vector<int64_t> tokens;

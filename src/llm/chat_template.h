@@ -34,6 +34,8 @@ class ChatTemplate {
   static ChatTemplate from_source(const std::string& source, std::string bos_token = "", std::string eos_token = "");
 
   bool empty() const { return templates_.empty(); }
+  // This template's special tokens with another template's text (a caller's own, as genai's template_str).
+  ChatTemplate with_source(const std::string& source) const { return from_source(source, bos_token_, eos_token_); }
   // Where it came from: "tokenizer_config.json", "chat_template.jinja", or "the Gemma-3 template ..." (a fallback).
   const std::string& origin() const { return origin_; }
   bool is_fallback() const { return fallback_; }
