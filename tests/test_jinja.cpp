@@ -142,4 +142,22 @@ TEST_CASE("Jinja: bad templates are refused naming the template and the line") {
   CHECK(contains(error_of([] { render("{% for a in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"); }), "the output passes"));
   CHECK(contains(error_of([] { render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"); }), "deeper than 64"));
   CHECK(contains(error_of([] { render("{{ range(10000000)|length }}"); }), "range() longer than"));
+  // Nesting a parser would recurse through: parentheses, `not`s, blocks; and JSON values given to it.
+  CHECK(contains(error_of([] { render("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"); }),
+                 "nests deeper than 100"));
+  CHECK(contains(error_of([] {
+                   std::string t;
+                   for (int i = 0; i < 100000; ++i) t += "not ";
+                   render("{{ " + t + "1 }}");
+                 }),
+                 "nests deeper than 100"));
+  CHECK(contains(error_of([] {
+                   std::string t;
+                   for (int i = 0; i < 50000; ++i) t += "{% if 1 %}";
+                   render(t);
+                 }),
+                 "blocks nest deeper than 100"));
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 200; ++i) deep = nlohmann::ordered_json::array({deep});
+  CHECK(contains(error_of([&] { render("{{ x }}", {{"x", deep}}); }), "nests deeper than 100"));
 }

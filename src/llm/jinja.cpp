@@ -103,8 +103,13 @@ Value of_map(std::shared_ptr<Dict> d) {
   return x;
 }
 
+// Nesting past this in a template (expressions, blocks) or in the JSON it is given is refused: the parser and the
+// renderer recurse (real chat templates nest under 10).
+constexpr int kMaxNesting = 100;
+
 template <class Json>
-Value from_json(const Json& j) {
+Value from_json(const Json& j, int depth = 0) {
+  if (depth > kMaxNesting) fail("a chat template's value nests deeper than ", kMaxNesting);
   switch (j.type()) {
     case Json::value_t::null: return Value::none();
     case Json::value_t::boolean: return Value::boolean(j.template get<bool>());
@@ -114,12 +119,12 @@ Value from_json(const Json& j) {
     case Json::value_t::string: return Value::string(j.template get<std::string>());
     case Json::value_t::array: {
       ValueList l;
-      for (const auto& e : j) l.push_back(from_json(e));
+      for (const auto& e : j) l.push_back(from_json(e, depth + 1));
       return Value::of_list(std::move(l));
     }
     case Json::value_t::object: {
       auto d = std::make_shared<Dict>();
-      for (const auto& [k, v] : j.items()) d->items.emplace_back(k, from_json(v));
+      for (const auto& [k, v] : j.items()) d->items.emplace_back(k, from_json(v, depth + 1));
       return of_map(std::move(d));
     }
     default: return Value::none();
@@ -627,9 +632,18 @@ class ExprParser {
     }
     return e;
   }
+  // Counts one level of nesting while it lives (expressions that hold expressions: parentheses, `not`, unary signs).
+  struct Nest {
+    explicit Nest(ExprParser& p) : p(p) {
+      if (++p.depth_ > kMaxNesting) p.error("the expression nests deeper than " + std::to_string(kMaxNesting));
+    }
+    ~Nest() { --p.depth_; }
+    ExprParser& p;
+  };
   ExprPtr not_expr() {
     if (is_name("not")) {
       ++p_;
+      const Nest nest(*this);
       auto n = make(Expr::Not);
       n->args = {not_expr()};
       return n;
@@ -679,6 +693,7 @@ class ExprParser {
     return e;
   }
   ExprPtr unary() {
+    const Nest nest(*this);
     if (accept("-")) {
       auto n = make(Expr::Neg);
       n->args = {unary()};
@@ -846,6 +861,7 @@ class ExprParser {
 
   std::vector<Token> t_;
   size_t p_ = 0;
+  int depth_ = 0;
   const std::string& what_;
   int line_;
 };
@@ -900,6 +916,11 @@ class TemplateParser {
 
   // Parses pieces into a block until a statement whose keyword is in `ends` (returned in `end`, its piece consumed).
   NodePtr block(const std::vector<std::string>& ends, std::string& end) {
+    if (++depth_ > kMaxNesting) syntax(what_, pieces_[p_ - 1].line, "blocks nest deeper than " + std::to_string(kMaxNesting));
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     NodePtr b = make(Node::Block, p_ < pieces_.size() ? pieces_[p_].line : 0);
     while (p_ < pieces_.size()) {
       const Piece& piece = pieces_[p_++];
@@ -1015,6 +1036,7 @@ class TemplateParser {
 
   std::vector<Piece> pieces_;
   size_t p_ = 0;
+  int depth_ = 0;
   const Piece* last_ = nullptr;
   const std::string& what_;
 };

@@ -64,27 +64,6 @@ const CommandSpec::Positional kModelRequired = {"model", "MODEL", true};
 
 std::vector<CommandSpec> make_specs() {
   std::vector<CommandSpec> c;
-  c.push_back({"run",
-               {{"model", "MODEL.onnx", true}},
-               "Runs a model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.",
-               R"(When the input folder also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
---profile prints the run's per-op-type and per-node table (see profile).
-)",
-               List{kModel,
-                    {"input-dir", Arg::Text, "DIR", "", "the folder of input_<i>.pb"},
-                    {"output-dir", Arg::Text, "OUT", "", "write output_<i>.pb there"},
-                    kThreads,
-                    {"profile", Arg::Switch, "", "", "print the run's per-op-type and per-node times"}} +
-                   kProfileOutput});
-  c.push_back({"inspect",
-               {kModelRequired},
-               "Prints an ONNX model's opsets, inputs and outputs, op histogram and the ops tern cannot run.",
-               R"(MODEL is an .onnx file or a model folder (its decoder); of a repository, first its onnx/ variants and
-their sizes. --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
---fusions loads the model as `generate --window W` would (W defaults to the model's context length, at
-most 131072) and lists each rewrite the fusion passes made, node by node, or why none matched.
-)",
-               List{kModel, kDtype, {"fusions", Arg::Switch, "", "", "list the fusion passes' rewrites, or why none matched"}} + kDecoder});
   c.push_back({"generate",
                {kModelPositional},
                "Generates text from a model (default: tern's own models/default).",
@@ -135,6 +114,32 @@ cache stay in device memory), the others on the CPU (bench and inspect --device 
                     {"top-logits", Arg::Int, "N", "0", "with --json: each step's N highest logits"},
                     {"stats", Arg::Switch, "", "", "the bytes a decode step moves for weights and the KV cache"}} +
                    kSampling + kDecoder});
+  c.push_back({"chat",
+               {kModelPositional},
+               "An interactive conversation in the model's chat format.",
+               R"(The prompt is the model's own chat template (tokenizer_config.json's chat_template or chat_template.jinja,
+run as transformers runs it, its default system prompt included); a folder without one gets its family's
+published template (Gemma, Qwen, Phi-3), said on stderr, or none (a base model: one running text). Each
+turn is prefilled on top of the KV cache the last one left (only the new turn is fed), the answer streams;
+Ctrl-C stops an answer, Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
+Tokens are sampled as generation_config.json says; when it is silent, at temperature 0.7 and top-p 0.9
+(--greedy: the most likely token).
+)",
+               List{kModel,
+                    kDtype,
+                    {"system", Arg::Text, "TEXT", "", "the system prompt"},
+                    {"max-new-tokens", Arg::Int, "N", "512", "new tokens at most per answer"},
+                    {"stats", Arg::Switch, "", "", "print each answer's speed"}} +
+                   kSampling + kDecoder});
+  c.push_back({"inspect",
+               {kModelRequired},
+               "Prints an ONNX model's opsets, inputs and outputs, op histogram and the ops tern cannot run.",
+               R"(MODEL is an .onnx file or a model folder (its decoder); of a repository, first its onnx/ variants and
+their sizes. --device runs a short greedy generation there and lists the nodes that stayed on the CPU.
+--fusions loads the model as `generate --window W` would (W defaults to the model's context length, at
+most 131072) and lists each rewrite the fusion passes made, node by node, or why none matched.
+)",
+               List{kModel, kDtype, {"fusions", Arg::Switch, "", "", "list the fusion passes' rewrites, or why none matched"}} + kDecoder});
   c.push_back({"bench",
                {kModelPositional},
                "Prefill and decode speed, the bandwidth a decode step reaches, load time and peak memory.",
@@ -155,6 +160,49 @@ bench, which counts children too.
                     {"no-probe", Arg::Switch, "", "", "no bandwidth probe"},
                     {"json", Arg::Switch, "", "", "the results as JSON"}} +
                    kDecoder});
+  c.push_back({"pack",
+               {{"model", "MODEL_DIR", true}, {"out", "OUT_DIR", false}},
+               "Prepares the model's weights once, as a load would, into <model>.tern-pack beside it.",
+               R"(MatMul weights in the kernels' panel layout (or converted by --weights), the concatenations the fusions
+make — written to <model>.tern-pack beside the model (with OUT_DIR: in a copy of the folder, its files
+hard-linked where the file system allows, else copied). Later loads of that folder map the pack read-only
+and run on it: nothing is repacked or copied, and its pages are the kernel's to share and evict. A pack
+of int4 weights loads as int4 without --weights. A pack made from other model files (their bytes' XXH3
+hash, checked whenever their sizes, times or inodes changed since packing) or by a build with another
+kernel layout is refused with a message; --no-pack (generate, chat, bench, profile) loads without it.
+)",
+               List{kModel, {"out", Arg::Text, "DIR", "", "write the pack into a copy of the folder there"}} + kDecoder});
+  c.push_back({"devices", {}, "Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.", "", {}});
+#ifndef TERN_MINIMAL  // (the commands of tools/cli/full/, which a minimal build leaves out)
+  c.push_back({"run",
+               {{"model", "MODEL.onnx", true}},
+               "Runs a model on input_<i>.pb TensorProtos (the ONNX test layout) and writes output_<i>.pb.",
+               R"(When the input folder also holds output_<i>.pb, compares with them and exits 4 on a mismatch.
+--profile prints the run's per-op-type and per-node table (see profile).
+)",
+               List{kModel,
+                    {"input-dir", Arg::Text, "DIR", "", "the folder of input_<i>.pb"},
+                    {"output-dir", Arg::Text, "OUT", "", "write output_<i>.pb there"},
+                    kThreads,
+                    {"profile", Arg::Switch, "", "", "print the run's per-op-type and per-node times"}} +
+                   kProfileOutput});
+  c.push_back({"eval",
+               {kModelPositional},
+               "Perplexity of a text under the model, computed by tern.",
+               R"(Tokenized with the model's tokenizer (BOS first), cut into windows of N tokens, every next-token
+prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole windows only, each
+begun with BOS when the tokenizer adds one, the predictions of their second half. Every position is
+computed as a generated token is: with int8 activations where decode has them (--activations auto and
+accuracy_level 4, or int8), not the faster prefill's bf16 or fp32 tiles.
+)",
+               List{kModel,
+                    kDtype,
+                    {"text", Arg::Text, "FILE", "", "the text to score"},
+                    {"context", Arg::Int, "N", "", "window length (default: the model's context, else 512)"},
+                    {"second-half", Arg::Switch, "", "", "score as llama-perplexity does"},
+                    {"weights", Arg::Text, "F", "fp32", "as generate's --weights"},
+                    {"activations", Arg::Text, "A", "auto", "as generate's --activations"},
+                    kThreads}});
   c.push_back({"profile",
                {kModelPositional},
                "Per op type and per node, for prefill and for decode: time, GFLOP, GB moved, roofline share.",
@@ -185,23 +233,6 @@ profiles, instead of a model.
                     {"block", Arg::Int, "B", "32", "the quantization block"},
                     kThreads,
                     {"device", Arg::Text, "D", "cpu", "cpu, or opencl[:N]"}}});
-  c.push_back({"eval",
-               {kModelPositional},
-               "Perplexity of a text under the model, computed by tern.",
-               R"(Tokenized with the model's tokenizer (BOS first), cut into windows of N tokens, every next-token
-prediction scored. --second-half scores as llama.cpp's llama-perplexity does: whole windows only, each
-begun with BOS when the tokenizer adds one, the predictions of their second half. Every position is
-computed as a generated token is: with int8 activations where decode has them (--activations auto and
-accuracy_level 4, or int8), not the faster prefill's bf16 or fp32 tiles.
-)",
-               List{kModel,
-                    kDtype,
-                    {"text", Arg::Text, "FILE", "", "the text to score"},
-                    {"context", Arg::Int, "N", "", "window length (default: the model's context, else 512)"},
-                    {"second-half", Arg::Switch, "", "", "score as llama-perplexity does"},
-                    {"weights", Arg::Text, "F", "fp32", "as generate's --weights"},
-                    {"activations", Arg::Text, "A", "auto", "as generate's --activations"},
-                    kThreads}});
   c.push_back({"quantize",
                {kModelPositional},
                "Writes a model whose MatMul weights are com.microsoft MatMulNBits blocks (ONNX Runtime runs it too).",
@@ -225,23 +256,6 @@ tokenizer) are copied.
                     kModel,
                     {"tokenizer", Arg::Text, "T.bin", "", "llama2.c's tokenizer file"},
                     {"out", Arg::Text, "DIR", "", "the folder to write"}}});
-  c.push_back({"chat",
-               {kModelPositional},
-               "An interactive conversation in the model's chat format.",
-               R"(The prompt is the model's own chat template (tokenizer_config.json's chat_template or chat_template.jinja,
-run as transformers runs it, its default system prompt included); a folder without one gets its family's
-published template (Gemma, Qwen, Phi-3), said on stderr, or none (a base model: one running text). Each
-turn is prefilled on top of the KV cache the last one left (only the new turn is fed), the answer streams;
-Ctrl-C stops an answer, Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
-Tokens are sampled as generation_config.json says; when it is silent, at temperature 0.7 and top-p 0.9
-(--greedy: the most likely token).
-)",
-               List{kModel,
-                    kDtype,
-                    {"system", Arg::Text, "TEXT", "", "the system prompt"},
-                    {"max-new-tokens", Arg::Int, "N", "512", "new tokens at most per answer"},
-                    {"stats", Arg::Switch, "", "", "print each answer's speed"}} +
-                   kSampling + kDecoder});
   c.push_back({"import-gguf",
                {{"model", "FILE.gguf", true}, {"out", "OUT_DIR", true}},
                "Writes a llama.cpp GGUF (llama, qwen2, qwen3, phi3, gemma2, gemma3) as an ONNX model folder.",
@@ -251,19 +265,6 @@ vocabulary and the chat template. (generate, chat, bench, profile, eval and serv
 itself: imported once into $XDG_CACHE_HOME/tern/gguf/.)
 )",
                List{kModel, {"out", Arg::Text, "DIR", "", "the folder to write"}}});
-  c.push_back({"pack",
-               {{"model", "MODEL_DIR", true}, {"out", "OUT_DIR", false}},
-               "Prepares the model's weights once, as a load would, into <model>.tern-pack beside it.",
-               R"(MatMul weights in the kernels' panel layout (or converted by --weights), the concatenations the fusions
-make — written to <model>.tern-pack beside the model (with OUT_DIR: in a copy of the folder, its files
-hard-linked where the file system allows, else copied). Later loads of that folder map the pack read-only
-and run on it: nothing is repacked or copied, and its pages are the kernel's to share and evict. A pack
-of int4 weights loads as int4 without --weights. A pack made from other model files (their bytes' XXH3
-hash, checked whenever their sizes, times or inodes changed since packing) or by a build with another
-kernel layout is refused with a message; --no-pack (generate, chat, bench, profile) loads without it.
-)",
-               List{kModel, {"out", Arg::Text, "DIR", "", "write the pack into a copy of the folder there"}} + kDecoder});
-  c.push_back({"devices", {}, "Lists the OpenCL platforms and devices (opencl:N) with their memory, work-group size and fp16.", "", {}});
   c.push_back({"serve",
                {kModelRequired},
                "An OpenAI-compatible HTTP server over continuously batched generation.",
@@ -314,6 +315,7 @@ finish, then end (503); a second signal ends them at once.
                     {"embeddings", Arg::Switch, "", "", "/v1/embeddings from the decoder's final norm"},
                     {"pooling", Arg::Text, "P", "last", "with --embeddings: last, mean, cls or max"}} +
                    kDecoder});
+#endif
   return c;
 }
 

@@ -42,8 +42,6 @@ const std::map<std::string, Command>& commands() {
   return table;
 }
 
-bool runs_here(const std::string& name) { return commands().count(name) && commands().at(name); }
-
 // `tern --help`: the commands, a line each, from their tables (tools/cli/commands.cpp).
 std::string usage() {
   std::string out =
@@ -52,8 +50,12 @@ std::string usage() {
       "On a terminal, imports, quantization, packing, loads and eval draw a progress bar on stderr; --quiet\n"
       "(any command) draws none.\n\ncommands:\n";
   for (const tern::cli::CommandSpec& c : tern::cli::command_specs())
-    out += "  " + c.name + std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') + c.summary +
-           (runs_here(c.name) ? "" : " (not in this build)") + "\n";
+    out += "  " + c.name + std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') + c.summary + "\n";
+#ifdef TERN_MINIMAL
+  out +=
+      "(this build, TERN_MINIMAL, has these; a full build adds run, eval, profile, bench-op, quantize, convert,\n"
+      "import-gguf and serve)\n";
+#endif
   return out;
 }
 
@@ -102,8 +104,12 @@ int main(int argc, char** argv) {
     argc = static_cast<int>(args.size());
     argv = args.data();
   }
-  const CommandSpec* spec = find_command(cmd);
   const auto it = commands().find(cmd);
+  if (it != commands().end() && !it->second) {
+    std::cerr << "tern: '" << cmd << "' is not in this build (TERN_MINIMAL); a full build has it\n";
+    return 2;
+  }
+  const CommandSpec* spec = find_command(cmd);
   if (!spec || it == commands().end()) {
     std::vector<std::string> names;
     for (const CommandSpec& c : command_specs()) names.push_back(c.name);
@@ -117,10 +123,6 @@ int main(int argc, char** argv) {
       std::cout << command_usage(*spec);
       return 0;
     }
-  if (!it->second) {
-    std::cerr << "tern: '" << cmd << "' is not in this build (TERN_MINIMAL); a full build has it\n";
-    return 2;
-  }
   try {
     return it->second(argc, argv);
   } catch (const tern::UnsupportedError& e) {
