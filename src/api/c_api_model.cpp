@@ -383,7 +383,8 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     choices.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       choices.emplace_back(tok, prompt, r.stop);
-      llm::SequenceRequest s = openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config);
+      llm::SequenceRequest s =
+          openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config, chat_of(m).turn_end_tokens(tok));
       s.on_token = [&, i](int64_t t) { return choices[i].push(t) && !stopped; };
       if (r.logprobs >= 0) s.on_logprobs = [&, i](const llm::TokenLogprobs& lp) { logprobs[i].push_back(openai::token_logprob(tok, lp)); };
       if (r.json_object) {

@@ -1,5 +1,6 @@
 #include "llm/chat_template.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -79,6 +80,7 @@ std::string token_text(const nlohmann::json& cfg, const char* key) {
 ChatTemplate ChatTemplate::from_source(const std::string& source, std::string bos_token, std::string eos_token) {
   ChatTemplate t;
   t.templates_["default"] = std::make_shared<const jinja::Template>(source, "chat template");
+  t.sources_ = source;
   t.origin_ = "a template's text";
   t.bos_token_ = std::move(bos_token);
   t.eos_token_ = std::move(eos_token);
@@ -95,6 +97,7 @@ ChatTemplate ChatTemplate::load(const std::string& model_dir) {
   }
   const auto add = [&](const std::string& name, const std::string& source, const std::string& what) {
     t.templates_[name] = std::make_shared<const jinja::Template>(source, what);
+    t.sources_ += source;
   };
   if (cfg.is_object() && cfg.contains("chat_template")) {
     const auto& ct = cfg["chat_template"];
@@ -124,6 +127,20 @@ ChatTemplate ChatTemplate::load(const std::string& model_dir) {
   t.origin_ += " (the folder carries none; model_type " + type + ")";
   t.fallback_ = true;
   return t;
+}
+
+std::vector<int64_t> ChatTemplate::turn_end_tokens(const Tokenizer& tok) const {
+  std::vector<int64_t> ids;
+  for (const char* piece : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>"})
+    if (sources_.find(piece) != std::string::npos)
+      if (const int64_t id = tok.piece_id(piece); id >= 0) ids.push_back(id);
+  return ids;
+}
+
+std::vector<int64_t> with_ends(std::vector<int64_t> ends, const std::vector<int64_t>& more) {
+  for (int64_t t : more)
+    if (std::find(ends.begin(), ends.end(), t) == ends.end()) ends.push_back(t);
+  return ends;
 }
 
 nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages) {

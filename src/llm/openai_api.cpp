@@ -558,13 +558,13 @@ json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t crea
 }
 
 llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, std::vector<int64_t> prompt, int64_t max_new_tokens,
-                                      const llm::ModelConfig& cfg) {
+                                      const llm::ModelConfig& cfg, const std::vector<int64_t>& turn_ends) {
   llm::SequenceRequest s;
   s.prompt = std::move(prompt);
   s.max_new_tokens = max_new_tokens;
   s.sampling = llm::sampling_options(r.sampling, cfg, r.chat ? llm::SamplingUse::Conversation : llm::SamplingUse::Completion);
   s.sampling.seed += static_cast<uint64_t>(index);
-  if (!r.ignore_eos) s.eos_token_ids = cfg.eos_token_ids;
+  if (!r.ignore_eos) s.eos_token_ids = r.chat ? llm::with_ends(cfg.eos_token_ids, turn_ends) : cfg.eos_token_ids;
   if (r.logprobs >= 0) s.top_logprobs = r.logprobs;
   return s;
 }

@@ -106,8 +106,9 @@ constexpr int64_t kPrefillChunk = 32;
 // Choice `index` of request `r` as a sequence to generate, as tern serve runs it: `prompt`, at most `max_new_tokens`,
 // the request's sampling over the model's generation_config.json (llm::sampling_options) seeded seed + index, the
 // model's end tokens unless ignore_eos, the logprobs asked. Its callbacks and a JSON constraint are the caller's.
+// A chat's `turn_ends` (ChatTemplate::turn_end_tokens) end it as the model's end tokens do.
 llm::SequenceRequest sequence_request(const CompletionRequest& r, size_t index, std::vector<int64_t> prompt, int64_t max_new_tokens,
-                                      const llm::ModelConfig& cfg);
+                                      const llm::ModelConfig& cfg, const std::vector<int64_t>& turn_ends = {});
 
 // One choice's text as its tokens arrive: whole characters, cut before the first stop string, and how it ended.
 struct ChoiceText {

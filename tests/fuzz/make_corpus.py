@@ -8,6 +8,7 @@ the formats' specs, with Debian's python3-onnx and python3-numpy only:
 The weight_pack seed is the one file it cannot make: `tern pack tests/fuzz/pack_model OUT` writes it.
 Reproducers the fuzzers find are kept in REPRODUCERS below, so a rerun keeps them and their expected errors.
 """
+import glob
 import json
 import os
 import shutil
@@ -221,6 +222,8 @@ def seeds():
                        ("phi3", "<|user|>\n{{ content }}<|end|>\n<|assistant|>")]:
         yield "chat_template", "1_" + name + ".jinja", b"\x01" + tmpl.encode()
         yield "chat_template", "0_" + name + ".json", b"\x00" + ('{"chat_template": %s}' % repr(tmpl).replace("'", '"')).encode()
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/chat_templates/*.jinja"))):  # the real ones
+        yield "chat_template", "1_real_" + os.path.basename(path), b"\x01" + open(path, "rb").read()
     yield "llama2c_checkpoint", "tiny.bin", llama2c_bytes()
     yield "llama2c_checkpoint", "tiny_gqa_unshared.bin", llama2c_bytes(heads=2, kv_heads=1, vocab=-32) + \
         np.zeros(32 * 8, np.float32).tobytes()

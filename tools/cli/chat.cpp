@@ -31,7 +31,7 @@ int chat(int argc, char** argv) {
   const llm::ChatTemplate chat = llm::ChatTemplate::load(dir);
   llm::GenerateOptions opt;
   opt.max_new_tokens = f.integer("max-new-tokens");
-  opt.eos_token_ids = cfg.eos_token_ids;
+  opt.eos_token_ids = llm::with_ends(cfg.eos_token_ids, chat.turn_end_tokens(*tok));
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg, llm::SamplingUse::Conversation);
   opt.resume = true;
   bool stats = f.has("stats");

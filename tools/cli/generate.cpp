@@ -54,6 +54,7 @@ int generate(int argc, char** argv) {
   }
   std::unique_ptr<llm::Tokenizer> tok;
   std::vector<std::vector<int64_t>> ids;
+  std::vector<int64_t> turn_ends;  // (--chat: the template's turn-end tokens end a sequence too)
   if (f.has("ids")) {
     if (!prompts.empty()) fail("give --ids or --prompt, not both");
     ids = parse_ids(f.get("ids"));
@@ -66,6 +67,7 @@ int generate(int argc, char** argv) {
     if (prompts.empty()) prompts.emplace_back("");
     const llm::ChatTemplate chat = f.has("chat") ? llm::ChatTemplate::load(dir) : llm::ChatTemplate{};
     if (f.has("chat")) std::cerr << "chat template: " << (chat.empty() ? "none (the messages as one text)" : chat.origin()) << "\n";
+    turn_ends = chat.turn_end_tokens(*tok);
     for (const auto& p : prompts) {
       if (!f.has("chat")) {
         ids.push_back(tok->encode(p, true));
@@ -81,7 +83,7 @@ int generate(int argc, char** argv) {
   opt.max_new_tokens = f.integer("max-new-tokens");
   opt.use_cache = !f.has("no-cache");
   opt.prefill_chunk = f.integer("prefill-chunk");
-  opt.eos_token_ids = cfg.eos_token_ids;
+  opt.eos_token_ids = llm::with_ends(cfg.eos_token_ids, turn_ends);
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
   opt.num_beams = static_cast<int>(f.integer("num-beams", 1));
   opt.length_penalty = f.number("length-penalty");

@@ -108,6 +108,7 @@ struct Server::Impl {
   std::once_flag json_vocabulary_made;
   std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
   llm::ChatTemplate chat_template;
+  std::vector<int64_t> chat_turn_ends;              // (its turn-end tokens: chat completions stop at them)
   int64_t context = 0;                              // the most tokens a prompt plus its completion may hold
   std::unique_ptr<llm::ContinuousBatcher> batcher;  // (null, as session, gen and tok, when --model is an encoder)
   std::unique_ptr<llm::Embedder> embedder;          // /v1/embeddings (null: none)
@@ -189,6 +190,7 @@ struct Server::Impl {
     }
     chat_template = llm::ChatTemplate::load(files.dir);
     if (chat_template.is_fallback()) std::cerr << "tern serve: chat template: " << chat_template.origin() << "\n";
+    chat_turn_ends = chat_template.turn_end_tokens(*tok);
     context = cfg.context_length > 0 ? cfg.context_length : session->options().kv_window;
     if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
     if (o.queue < 0) fail("--queue ", o.queue, ": must not be negative");
@@ -385,8 +387,8 @@ struct Server::Impl {
         ex->choices.emplace_back(*tok, ids[p], r.stop);
         ex->choices.back().echo = echoes[p];
         const int64_t own_room = context - static_cast<int64_t>(ids[p].size());
-        llm::SequenceRequest s =
-            sequence_request(r, i, ids[p], r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room), cfg);
+        llm::SequenceRequest s = sequence_request(
+            r, i, ids[p], r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room), cfg, chat_turn_ends);
         s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
         if (r.logprobs >= 0) s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
         if (r.json_object) {
