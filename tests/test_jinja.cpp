@@ -135,6 +135,7 @@ TEST_CASE("Jinja: bad templates are refused naming the template and the line") {
   CHECK(contains(error_of([] { render("{{ 'a' + 1 }}"); }), "unsupported operand types for +: 'str' and 'int'"));
   CHECK(contains(error_of([] { render("{{ 1 // 0 }}"); }), "division by zero"));
   CHECK(contains(error_of([] { render("{% set x.y = 1 %}"); }), "not a namespace()"));
+  CHECK(contains(error_of([] { render("{{ '\\u12G4' }}"); }), "a \\u escape needs 4 hex digits"));  // (libFuzzer's find)
   // Hostile ones end with an error, not a hang or the memory: a loop of loops, an output past the limit, macros
   // that recurse.
   CHECK(contains(error_of([] { render("{% for a in range(100000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}"); }),
@@ -142,6 +143,11 @@ TEST_CASE("Jinja: bad templates are refused naming the template and the line") {
   CHECK(contains(error_of([] { render("{% for a in range(100000) %}{{ 'x' * 1000 }}{% endfor %}"); }), "the output passes"));
   CHECK(contains(error_of([] { render("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"); }), "deeper than 64"));
   CHECK(contains(error_of([] { render("{{ range(10000000)|length }}"); }), "range() longer than"));
+  CHECK(
+      contains(error_of([] { render("{% set ns = namespace(x='ab') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}{% endfor %}"); }),
+               "passes 16777216 bytes"));
+  CHECK(contains(error_of([] { render("{{ ('x' * 1000000)|replace('x', 'yyyyyyyyyyyyyyyyyyyy') }}"); }), "passes 16777216 bytes"));
+  CHECK(contains(error_of([] { render("{{ range(100000)|join('x' * 1000) }}"); }), "passes 16777216 bytes"));
   // Nesting a parser would recurse through: parentheses, `not`s, blocks; and JSON values given to it.
   CHECK(contains(error_of([] { render("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"); }),
                  "nests deeper than 100"));

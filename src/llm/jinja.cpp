@@ -131,6 +131,13 @@ Value from_json(const Json& j, int depth = 0) {
   }
 }
 
+// The most bytes a string the template makes may hold (the output's default limit): what a template builds by
+// doubling (x ~ x, a join, a replace, a list's text) is refused here, before it takes the memory.
+constexpr size_t kMaxValueBytes = size_t{16} << 20;
+void check_size(size_t bytes) {
+  if (bytes > kMaxValueBytes) fail("a chat template's value passes ", kMaxValueBytes, " bytes");
+}
+
 // Python's repr of a float: the shortest text that reads back, with ".0" on a whole number.
 std::string float_text(double v) {
   if (std::isnan(v)) return "nan";
@@ -231,14 +238,19 @@ std::string str(const Value& v) {
     case Value::String: return v.s;
     case Value::List: {
       std::string out = "[";
-      for (size_t k = 0; k < v.list->size(); ++k) out += (k ? ", " : "") + repr((*v.list)[k]);
+      for (size_t k = 0; k < v.list->size(); ++k) {
+        out += (k ? ", " : "") + repr((*v.list)[k]);
+        check_size(out.size());
+      }
       return out + "]";
     }
     case Value::Map: {
       if (v.map->is_namespace) return "<Namespace>";
       std::string out = "{";
-      for (size_t k = 0; k < v.map->items.size(); ++k)
+      for (size_t k = 0; k < v.map->items.size(); ++k) {
         out += (k ? ", " : "") + repr(Value::string(v.map->items[k].first)) + ": " + repr(v.map->items[k].second);
+        check_size(out.size());
+      }
       return out + "}";
     }
     case Value::Callable: return "<function " + v.name + ">";
@@ -488,7 +500,13 @@ std::vector<Token> tokenize(const std::string& s, const std::string& what, int l
           case 'x': {
             const size_t digits = n == 'u' ? 4 : 2;
             if (e + digits >= s.size()) syntax(what, line, "a \\" + std::string(1, n) + " escape is cut short");
-            const unsigned cp = static_cast<unsigned>(std::stoul(s.substr(e + 1, digits), nullptr, 16));
+            unsigned cp = 0;
+            for (size_t k = 1; k <= digits; ++k) {
+              const char h = s[e + k];
+              const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+              if (d < 0) syntax(what, line, "a \\" + std::string(1, n) + " escape needs " + std::to_string(digits) + " hex digits");
+              cp = cp * 16 + static_cast<unsigned>(d);
+            }
             e += digits;
             if (cp < 0x80) v += static_cast<char>(cp);
             else if (cp < 0x800) v += static_cast<char>(0xC0 | (cp >> 6)), v += static_cast<char>(0x80 | (cp & 0x3F));
@@ -1210,6 +1228,7 @@ class Renderer {
     for (int64_t n = 0; count < 0 || n < count; ++n) {
       p = s.find(from, p);
       if (p == std::string::npos) break;
+      if (to.size() > from.size()) check_size(s.size() + (to.size() - from.size()));
       s.replace(p, from.size(), to);
       p += to.size();
     }
@@ -1475,7 +1494,7 @@ class Renderer {
     }
     if (name == "indent") {
       const Value w = arg(a, 0, "width", Value::integer(4));
-      const std::string pad = w.kind == Value::String ? w.s : std::string(static_cast<size_t>(std::max<int64_t>(0, w.i)), ' ');
+      const std::string pad = w.kind == Value::String ? w.s : std::string(static_cast<size_t>(std::clamp<int64_t>(w.i, 0, 1024)), ' ');
       const bool first = truthy(arg(a, 1, "first")), blank = truthy(arg(a, 2, "blank"));
       std::string s = str(v), out;
       size_t p = 0;
@@ -1485,6 +1504,7 @@ class Renderer {
         const std::string ln = s.substr(p, e - p);
         if ((at_first ? line_start : true) && (blank || !ln.empty()) && !(at_first && !first)) out += pad;
         out += ln;
+        check_size(out.size());
         if (e == s.size()) break;
         out += '\n';
         p = e + 1;
@@ -1505,8 +1525,10 @@ class Renderer {
     if (name == "join") {
       const Value attr = arg(a, 1, "attribute");
       std::string s;
-      for (size_t k = 0; k < items.size(); ++k)
+      for (size_t k = 0; k < items.size(); ++k) {
         s += (k ? str(a0) : "") + str(attr.kind == Value::Undefined ? items[k] : attribute(items[k], str(attr), line));
+        check_size(s.size());
+      }
       return Value::string(s);
     }
     if (name == "unique") {
@@ -1579,7 +1601,11 @@ class Renderer {
   }
 
   Value binary(const std::string& op, const Value& l, const Value& r, int line) {
-    if (op == "~") return Value::string(str(l) + str(r));
+    if (op == "~") {
+      std::string a = str(l), b = str(r);
+      check_size(a.size() + b.size());
+      return Value::string(a + b);
+    }
     if (op == "in" || op == "not in") {
       require_defined(r, line);
       bool found = false;
@@ -1606,8 +1632,12 @@ class Renderer {
       return Value::boolean(op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0);
     }
     if (op == "+") {
-      if (l.kind == Value::String && r.kind == Value::String) return Value::string(l.s + r.s);
+      if (l.kind == Value::String && r.kind == Value::String) {
+        check_size(l.s.size() + r.s.size());
+        return Value::string(l.s + r.s);
+      }
       if (l.kind == Value::List && r.kind == Value::List) {
+        if (l.list->size() + r.list->size() > kMaxRange) error(line, "a list longer than " + std::to_string(kMaxRange));
         ValueList joined = *l.list;
         joined.insert(joined.end(), r.list->begin(), r.list->end());
         return Value::of_list(std::move(joined));
