@@ -401,6 +401,11 @@ def bad_inputs():
     yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
     yield "serve_request", "wrong_type.json", b"\x01" + b'{"messages": [{"role": "user", "content": "x"}], "n": "2"}', "'n' must be an integer, not a string"
     yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"
+    # (libFuzzer's find: a \u escape of non-hex digits threw out of std::stoul)
+    yield "chat_template", "1_bad_escape.jinja", b"\x01{{ '\\u12G4' }}", "a \\u escape needs 4 hex digits"
+    yield "chat_template", "1_deep.jinja", b"\x01{{ " + b"(" * 5000 + b"1" + b")" * 5000 + b" }}", "nests deeper than 100"
+    yield "chat_template", "1_doubling.jinja", (b"\x01{% set ns = namespace(x='ab') %}{% for i in range(40) %}"
+                                                b"{% set ns.x = ns.x ~ ns.x %}{% endfor %}"), "passes 16777216 bytes"
 
     yield "llama2c_checkpoint", "too_small.bin", b"\x08\0\0\0", "is too small to be a llama2.c checkpoint"
     yield "llama2c_checkpoint", "zero_dim.bin", llama2c_bytes(dim=0), "implausible header (dim)"
