@@ -1,7 +1,8 @@
 """Tool calling against tern serve as the openai Python client runs it (SmolLM2-135M-Instruct: its template renders
 tool messages; the forced calls are decoded under the tool's schema): tools -> tool_calls -> the tool's result -> an
-answer, streamed and not; then 50 forced calls at temperature 1, each checked against its tool's JSON schema.
-Usage: tool_calls.py BASE_URL"""
+answer, streamed and not; then 50 forced calls at temperature 1 (CALLS when given: a sanitizer build's run takes 6),
+each checked against its tool's JSON schema.
+Usage: tool_calls.py BASE_URL [CALLS]"""
 import json
 import sys
 
@@ -9,6 +10,7 @@ import jsonschema
 import openai
 
 client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0)
+CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
 model = client.models.list().data[0].id
 WEATHER = {
     "type": "function",
@@ -65,11 +67,11 @@ answer = client.chat.completions.create(model=model, messages=messages, tools=[W
 assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls, answer
 assert answer.usage.prompt_tokens > r.usage.prompt_tokens, (answer.usage, r.usage)
 
-# 4. 50 forced calls sampled at temperature 1 (25 requests of n=2, each naming one of the two tools): every one
+# 4. CALLS forced calls sampled at temperature 1 (CALLS / 2 requests of n=2, each naming one of the two tools): every one
 # parses and fits its tool's schema. (tool_choice "required" over several tools constrains the name and an object of
 # arguments, not each tool's own schema: the grammar has no per-name branches yet.)
 parsed = 0
-for seed in range(25):
+for seed in range(CALLS // 2):
     name = ["get_weather", "get_time"][seed % 2]
     r = client.chat.completions.create(model=model, messages=messages[:1], tools=[WEATHER, TIME], max_tokens=96,
                                        tool_choice={"type": "function", "function": {"name": name}},
@@ -80,6 +82,6 @@ for seed in range(25):
             tool = {"get_weather": WEATHER, "get_time": TIME}[tc.function.name]
             jsonschema.validate(json.loads(tc.function.arguments), tool["function"]["parameters"])
             parsed += 1
-assert parsed == 50, parsed
+assert parsed == CALLS, parsed
 print(f"serve: the openai client's tool flow (forced call, streamed call, tool result, answer); {parsed} forced calls "
       "at temperature 1 all fit their schemas")
