@@ -68,9 +68,9 @@ TEST_CASE("tern serve: a request's fields are read as OpenAI defines them") {
       R"({"messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}],
           "max_completion_tokens": 5, "temperature": 0.7})",
       true);
-  REQUIRE(c.messages.size() == 2);
-  CHECK(c.messages[0].role == "system");
-  CHECK(c.messages[1].content == "Hi there");
+  REQUIRE(c.chat_messages.size() == 2);
+  CHECK(c.chat_messages[0]["role"] == "system");
+  CHECK(c.chat_messages[1]["content"] == "Hi there");
   CHECK(c.max_tokens == 5);
   CHECK(!c.sampling.greedy);
   CHECK(c.sampling.temperature == doctest::Approx(0.7f));
@@ -137,6 +137,12 @@ TEST_CASE("tern serve: tools — the request read, the template fed, calls read 
   CHECK(r.tools[0]["function"].begin().key() == "name");  // (the request's order, which tojson prints)
   CHECK(r.chat_messages[1]["tool_calls"][0]["function"]["arguments"]["city"] == "Paris");
   CHECK(r.chat_messages[2]["tool_call_id"] == "call_1");
+  // Arguments sent as an object keep the order they were written in (sorted, "city" would come first).
+  const CompletionRequest as_object = parse_completion_request(
+      R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "get_weather", )"
+      R"("arguments": {"unit": "celsius", "city": "Paris"}}}]}]})",
+      true);
+  CHECK(as_object.chat_messages[0]["tool_calls"][0]["function"]["arguments"].begin().key() == "unit");
   // Calls read back: Hermes blocks (content kept around them), a Llama-3 object, unknown tools and prose left alone.
   std::string text = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
   auto calls = parse_tool_calls(r, text);

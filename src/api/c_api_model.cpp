@@ -291,7 +291,9 @@ tern_status tern_chat_render(tern_model* m, const char* messages_json, const cha
       if (o.tools.is_discarded() || !o.tools.is_array()) refuse(TERN_ERROR_INVALID_ARGUMENT, "tools_json is not a JSON array");
     }
     try {
-      const llm::ChatTemplate own = template_source && *template_source ? chat_of(m).with_source(template_source) : chat_of(m);
+      llm::ChatTemplate given;  // (a template of the caller's, with the model's special tokens)
+      if (template_source && *template_source) given = chat_of(m).with_source(template_source);
+      const llm::ChatTemplate& own = given.empty() ? chat_of(m) : given;
       if (own.empty()) refuse(TERN_ERROR_UNSUPPORTED, "'", m->dir, "' has no chat template: pass one (template_source)");
       m->text = own.render(messages, o);
     } catch (const ApiError&) {
@@ -380,11 +382,11 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     bool stopped = false;  // on_chunk asked to stop
     std::shared_ptr<const llm::JsonVocabulary> vocabulary;
     std::vector<llm::SequenceRequest> group;
+    const std::vector<int64_t> turn_ends = chat_of(m).turn_end_tokens(tok);
     choices.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       choices.emplace_back(tok, prompt, r.stop);
-      llm::SequenceRequest s =
-          openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config, chat_of(m).turn_end_tokens(tok));
+      llm::SequenceRequest s = openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config, turn_ends);
       s.on_token = [&, i](int64_t t) { return choices[i].push(t) && !stopped; };
       if (r.logprobs >= 0) s.on_logprobs = [&, i](const llm::TokenLogprobs& lp) { logprobs[i].push_back(openai::token_logprob(tok, lp)); };
       if (r.json_object) {
@@ -408,17 +410,11 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
       for (size_t i = 0; i < n; ++i) {
         auto& c = choices[i];
         if (r.calls_tools() && done[i] != 1) continue;  // (its text whole first: is it a tool call?)
-        if (r.calls_tools()) {
-          openai::Choice whole;
-          whole.text = c.ready;
-          openai::take_tool_calls(r, whole);
-          if (!whole.tool_calls.empty()) {
-            if (!opened[i]) send(openai::completion_chunk(r, id, created, static_cast<int>(i), "", "", true));
-            send(openai::tool_calls_chunk(r, id, created, static_cast<int>(i), whole.tool_calls));
-            c.ready = whole.text, c.finish_reason = whole.finish_reason;
+        if (r.calls_tools())
+          for (const auto& chunk : openai::tool_call_chunks(r, id, created, static_cast<int>(i), c, opened[i])) {
+            send(chunk);
             opened[i] = 1;
           }
-        }
         if (!opened[i] || !c.ready.empty() || !logprobs[i].empty()) {
           send(openai::completion_chunk(r, id, created, static_cast<int>(i), c.ready, "", !opened[i],
                                         openai::logprobs_json(r, logprobs[i], sent[i])));

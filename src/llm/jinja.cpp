@@ -309,6 +309,17 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
+// `s` without the leading (left) and trailing (right) bytes that are among `chars`.
+std::string strip_chars(const std::string& s, const std::string& chars, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  if (left)
+    while (b < e && chars.find(s[b]) != std::string::npos) ++b;
+  if (right)
+    while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
+  return s.substr(b, e - b);
+}
+const char* const kSpace = " \t\r\n";
+
 // ---- the template's pieces --------------------------------------------------------------------------------
 
 struct Piece {
@@ -331,7 +342,7 @@ std::vector<Piece> split(const std::string& src, const std::string& what) {
     line += static_cast<int>(std::count(src.begin() + static_cast<long>(from), src.begin() + static_cast<long>(to), '\n'));
   };
   const auto push_text = [&](std::string text) {
-    if (strip_next) text.erase(0, text.find_first_not_of(" \t\r\n") == std::string::npos ? text.size() : text.find_first_not_of(" \t\r\n"));
+    if (strip_next) text = strip_chars(text, kSpace, true, false);
     else if (trim_next_newline) {
       if (text.rfind("\r\n", 0) == 0) text.erase(0, 2);
       else if (!text.empty() && text[0] == '\n') text.erase(0, 1);
@@ -352,11 +363,10 @@ std::vector<Piece> split(const std::string& src, const std::string& what) {
     const char modifier = open + 2 < src.size() ? src[open + 2] : 0;
     const bool block = kind != '{';
     if (modifier == '-') {
-      const size_t e = text.find_last_not_of(" \t\r\n");
-      text.erase(e == std::string::npos ? 0 : e + 1);
-    } else if (block && modifier != '+') {  // lstrip_blocks: only when the tag begins its line in the source
+      text = strip_chars(text, kSpace, false, true);
+    } else if (block && modifier != '+') {  // lstrip_blocks: only when the tag begins its line (or the template)
       const size_t e = text.find_last_not_of(" \t");
-      if (e == std::string::npos ? pos == 0 || src[pos - 1] == '\n' : text[e] == '\n') text.erase(e == std::string::npos ? 0 : e + 1);
+      if (e == std::string::npos ? pos == 0 : text[e] == '\n') text.erase(e == std::string::npos ? 0 : e + 1);
     }
     push_text(std::move(text));
     count_lines(pos, open);
@@ -365,7 +375,7 @@ std::vector<Piece> split(const std::string& src, const std::string& what) {
     const std::string close = kind == '{' ? "}}" : kind == '%' ? "%}" : "#}";
     size_t p = open + 2, end = std::string::npos;
     char quote = 0;
-    for (; p + 1 < src.size() + 1 && p < src.size(); ++p) {
+    for (; p < src.size(); ++p) {
       const char c = src[p];
       if (kind == '#') {
         if (src.compare(p, 2, close) == 0) {
@@ -411,7 +421,7 @@ std::vector<Piece> split(const std::string& src, const std::string& what) {
         while (q < src.size() && std::isspace(static_cast<unsigned char>(src[q]))) ++q;
         if (src.compare(q, 6, "endraw") == 0) {
           std::string raw = src.substr(pos, t - pos);
-          if (src[t + 2] == '-') raw.erase(raw.find_last_not_of(" \t\r\n") == std::string::npos ? 0 : raw.find_last_not_of(" \t\r\n") + 1);
+          if (src[t + 2] == '-') raw = strip_chars(raw, kSpace, false, true);
           push_text(std::move(raw));
           const size_t close_at = src.find("%}", q);
           if (close_at == std::string::npos) syntax(what, tag_line, "{% endraw is never closed");
@@ -1077,7 +1087,8 @@ class Renderer {
     auto top = std::make_shared<Frame>();
     if (!context.is_object()) fail(what_, ": the context is not a JSON object");
     for (const auto& [k, v] : context.items()) (*top)[k] = from_json(v);
-    scopes_ = {top};
+    globals_ = globals();
+    scopes_ = {globals_, top};
     root_ = top;
     exec(root);
   }
@@ -1089,7 +1100,6 @@ class Renderer {
   Value lookup(const std::string& name) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
       if (const auto f = (*it)->find(name); f != (*it)->end()) return f->second;
-    if (Value g = global(name); g.kind != Value::Undefined) return g;
     return Value::undefined(name);
   }
 
@@ -1109,57 +1119,48 @@ class Renderer {
 
   // ---- globals, methods, filters, tests ----
 
-  Value global(const std::string& name) {
-    if (name == "range")
-      return Value::function(name, [this](Args a) {
-        std::vector<int64_t> n;
-        for (const Value& v : *a.positional) n.push_back(v.kind == Value::Int ? v.i : static_cast<int64_t>(v.as_double()));
-        int64_t start = 0, stop = 0, stepn = 1;
-        if (n.size() == 1) stop = n[0];
-        else if (n.size() >= 2) start = n[0], stop = n[1], stepn = n.size() > 2 ? n[2] : 1;
-        if (stepn == 0) fail(what_, ": range() step is 0");
-        ValueList l;
-        for (int64_t k = start; stepn > 0 ? k < stop : k > stop; k += stepn) {
-          if (l.size() >= kMaxRange) fail(what_, ": range() longer than ", kMaxRange);
-          l.push_back(Value::integer(k));
-        }
-        return Value::of_list(std::move(l));
-      });
-    if (name == "namespace" || name == "dict")
-      return Value::function(name, [name](Args a) {
+  // The globals transformers gives a template, the bottom frame of every scope chain (made once a render).
+  std::shared_ptr<Frame> globals() {
+    auto g = std::make_shared<Frame>();
+    (*g)["range"] = Value::function("range", [this](Args a) {
+      std::vector<int64_t> n;
+      for (const Value& v : *a.positional) n.push_back(v.kind == Value::Int ? v.i : static_cast<int64_t>(v.as_double()));
+      int64_t start = 0, stop = 0, stepn = 1;
+      if (n.size() == 1) stop = n[0];
+      else if (n.size() >= 2) start = n[0], stop = n[1], stepn = n.size() > 2 ? n[2] : 1;
+      if (stepn == 0) fail(what_, ": range() step is 0");
+      ValueList l;
+      for (int64_t k = start; stepn > 0 ? k < stop : k > stop; k += stepn) {
+        if (l.size() >= kMaxRange) fail(what_, ": range() longer than ", kMaxRange);
+        l.push_back(Value::integer(k));
+      }
+      return Value::of_list(std::move(l));
+    });
+    for (const char* name : {"namespace", "dict"})
+      (*g)[name] = Value::function(name, [is_namespace = std::string(name) == "namespace"](Args a) {
         auto d = std::make_shared<Dict>();
-        d->is_namespace = name == "namespace";
+        d->is_namespace = is_namespace;
         for (const Value& v : *a.positional)
           if (v.kind == Value::Map)
             for (const auto& [k, x] : v.map->items) d->set(k, x);
         for (auto& [k, v] : *a.named) d->set(k, v);
         return of_map(d);
       });
-    if (name == "raise_exception")
-      return Value::function(name, [this](Args a) -> Value {
-        fail(what_, " raised: ", a.positional->empty() ? std::string("an exception") : str((*a.positional)[0]));
-      });
-    if (name == "strftime_now")
-      return Value::function(name, [this](Args a) {
-        const std::string format = a.positional->empty() ? std::string("%Y-%m-%d") : str((*a.positional)[0]);
-        if (options_.strftime_now) return Value::string(options_.strftime_now(format));
-        const std::time_t now = std::time(nullptr);
-        std::tm tm{};
-        localtime_r(&now, &tm);
-        char buf[256];
-        return Value::string(std::string(buf, std::strftime(buf, sizeof buf, format.c_str(), &tm)));
-      });
-    return Value::undefined(name);
+    (*g)["raise_exception"] = Value::function("raise_exception", [this](Args a) -> Value {
+      fail(what_, " raised: ", a.positional->empty() ? std::string("an exception") : str((*a.positional)[0]));
+    });
+    (*g)["strftime_now"] = Value::function("strftime_now", [this](Args a) {
+      const std::string format = a.positional->empty() ? std::string("%Y-%m-%d") : str((*a.positional)[0]);
+      if (options_.strftime_now) return Value::string(options_.strftime_now(format));
+      const std::time_t now = std::time(nullptr);
+      std::tm tm{};
+      localtime_r(&now, &tm);
+      char buf[256];
+      return Value::string(std::string(buf, std::strftime(buf, sizeof buf, format.c_str(), &tm)));
+    });
+    return g;
   }
 
-  static std::string strip_chars(const std::string& s, const std::string& chars, bool left, bool right) {
-    size_t b = 0, e = s.size();
-    if (left)
-      while (b < e && chars.find(s[b]) != std::string::npos) ++b;
-    if (right)
-      while (e > b && chars.find(s[e - 1]) != std::string::npos) --e;
-    return s.substr(b, e - b);
-  }
   static std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
@@ -1210,6 +1211,8 @@ class Renderer {
     }
     return Value::of_list(std::move(parts));
   }
+  // Argument `name`, given by name, or else the `index`-th given by position (kByNameOnly: by name only).
+  static constexpr size_t kByNameOnly = SIZE_MAX;
   static Value arg(Args a, size_t index, const char* name, Value dflt = Value::undefined("")) {
     for (auto& [k, v] : *a.named)
       if (k == name) return v;
@@ -1434,7 +1437,7 @@ class Renderer {
     if (name == "tojson") {
       const Value indent = arg(a, 0, "indent", Value::none());
       std::string json;
-      to_json(json, v, indent.kind == Value::Int ? static_cast<int>(indent.i) : -1, truthy(arg(a, 99, "sort_keys")), 0);
+      to_json(json, v, indent.kind == Value::Int ? static_cast<int>(indent.i) : -1, truthy(arg(a, kByNameOnly, "sort_keys")), 0);
       return Value::string(json);
     }
     if (name == "length" || name == "count") {
@@ -1570,11 +1573,11 @@ class Renderer {
     }
     if (name == "map") {
       ValueList mapped;
-      const Value attr = arg(a, 99, "attribute");
+      const Value attr = arg(a, kByNameOnly, "attribute");
       for (const Value& x : items) {
         if (attr.kind != Value::Undefined) {
           Value y = attribute(x, str(attr), line);
-          mapped.push_back(y.kind == Value::Undefined ? arg(a, 99, "default") : y);
+          mapped.push_back(y.kind == Value::Undefined ? arg(a, kByNameOnly, "default") : y);
         } else {
           std::vector<Value> rest(a.positional->begin() + (a.positional->empty() ? 0 : 1), a.positional->end());
           std::vector<std::pair<std::string, Value>> none;
@@ -1856,7 +1859,7 @@ class Renderer {
               if (name == macro->names[k]) v = x;
             (*frame)[macro->names[k]] = v;
           }
-          std::vector<std::shared_ptr<Frame>> saved_scopes = {root_, frame};
+          std::vector<std::shared_ptr<Frame>> saved_scopes = {globals_, root_, frame};
           std::swap(saved_scopes, scopes_);
           std::string captured;
           std::string* saved_out = out_;
@@ -1892,7 +1895,7 @@ class Renderer {
   const std::string& what_;
   const RenderOptions& options_;
   std::vector<std::shared_ptr<Frame>> scopes_;
-  std::shared_ptr<Frame> root_;
+  std::shared_ptr<Frame> globals_, root_;
   std::string* out_ = &out;
   int64_t steps_ = 0;
   int depth_ = 0;

@@ -1,5 +1,6 @@
 #include "llm/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -93,8 +94,9 @@ std::string text_content(const json& content, const std::string& where) {
 }
 
 // An assistant message's tool_calls as the templates read them: [{id, type, function: {name, arguments}}] with the
-// arguments an object (OpenAI sends their JSON text; transformers' templates write them with tojson).
-nlohmann::ordered_json template_tool_calls(const json& calls, const std::string& at) {
+// arguments an object (OpenAI sends their JSON text; transformers' templates write them with tojson). `in_order`: the
+// same calls parsed keeping their keys' order, whose object arguments are taken as written.
+nlohmann::ordered_json template_tool_calls(const json& calls, const nlohmann::ordered_json& in_order, const std::string& at) {
   if (!calls.is_array()) bad(at, std::string("must be an array of tool calls, not ") + type_name(calls));
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
@@ -107,7 +109,7 @@ nlohmann::ordered_json template_tool_calls(const json& calls, const std::string&
       arguments = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
       if (arguments.is_discarded()) bad(ci + ".function.arguments", "is not JSON text");
     } else if (args.is_object()) {
-      arguments = nlohmann::ordered_json::parse(args.dump());
+      arguments = in_order.at(i).at("function").at("arguments");
     } else if (!args.is_null()) {
       bad(ci + ".function.arguments", std::string("must be a JSON string or an object, not ") + type_name(args));
     }
@@ -118,9 +120,10 @@ nlohmann::ordered_json template_tool_calls(const json& calls, const std::string&
   return out;
 }
 
-// tools and tool_choice of a chat request. A forced call (required, or a named function) is decoded as the JSON
-// object {"name", "arguments"} under the schema of the function's parameters.
-void read_tools(std::string_view body_text, const json& body, CompletionRequest& r) {
+// tools and tool_choice of a chat request (`in_order`: the body parsed keeping its keys' order). A forced call
+// (required, or a named function) is decoded as the JSON object {"name", "arguments"} under the schema of the
+// function's parameters.
+void read_tools(const nlohmann::ordered_json& in_order, const json& body, CompletionRequest& r) {
   const json& tools = field(body, "tools");
   const json& choice = field(body, "tool_choice");
   std::string mode = "auto", named;
@@ -158,8 +161,8 @@ void read_tools(std::string_view body_text, const json& body, CompletionRequest&
     if (i == 0) only_parameters = params;
   }
   if (mode == "named" && !named_found) bad("tool_choice", "names '" + named + "', which is not among the tools");
-  if (mode == "none") return;                                   // (the tools are not offered: the template renders none)
-  r.tools = nlohmann::ordered_json::parse(body_text)["tools"];  // (their schemas in the request's key order)
+  if (mode == "none") return;      // (the tools are not offered: the template renders none)
+  r.tools = in_order.at("tools");  // (their schemas in the request's key order, which tojson prints)
   r.tool_choice = mode;
   if (mode == "auto") return;
   json name = {{"type", "string"}};
@@ -348,6 +351,11 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
     const json& ms = field(body, "messages");
     if (!ms.is_array() || ms.empty()) bad("messages", "must be a non-empty array of {role, content}");
     r.chat_messages = nlohmann::ordered_json::array();
+    // Tools and tool calls are rendered in the order their keys were written (Python's dicts keep it): the body
+    // parsed once more keeping it, when it has either.
+    const bool ordered = !field(body, "tools").is_null() ||
+                         std::any_of(ms.begin(), ms.end(), [](const json& m) { return m.is_object() && m.contains("tool_calls"); });
+    const nlohmann::ordered_json in_order = ordered ? nlohmann::ordered_json::parse(body_text) : nlohmann::ordered_json::object();
     for (size_t i = 0; i < ms.size(); ++i) {
       const std::string at = "messages[" + std::to_string(i) + "]";
       const json& m = ms[i];
@@ -362,15 +370,14 @@ CompletionRequest parse_completion_request(std::string_view body_text, bool chat
       const bool calling = rs == "assistant" && !calls.is_null();
       const json& content = field(m, "content");
       const std::string text = calling && content.is_null() ? "" : text_content(content, at + ".content");
-      r.messages.push_back({rs, text});
       nlohmann::ordered_json cm = {{"role", rs}, {"content", text}};
-      if (calling) cm["tool_calls"] = template_tool_calls(calls, at + ".tool_calls");
+      if (calling) cm["tool_calls"] = template_tool_calls(calls, in_order.at("messages").at(i).at("tool_calls"), at + ".tool_calls");
       if (rs == "tool")
         for (const char* k : {"tool_call_id", "name"})
           if (const json& v = field(m, k); v.is_string()) cm[k] = v;
       r.chat_messages.push_back(std::move(cm));
     }
-    read_tools(body_text, body, r);
+    read_tools(in_order, body, r);
   } else {
     r.prompts = read_prompts(field(body, "prompt"), "prompt", 64);
     r.echo = boolean(body, "echo");
@@ -543,6 +550,19 @@ json completion_chunk(const CompletionRequest& r, const std::string& id, int64_t
 json tool_calls_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index, const std::vector<ToolCall>& calls) {
   json c = {{"index", index}, {"finish_reason", nullptr}, {"logprobs", nullptr}, {"delta", {{"tool_calls", tool_calls_json(calls, true)}}}};
   return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", r.model}, {"choices", json::array({c})}};
+}
+
+std::vector<json> tool_call_chunks(const CompletionRequest& r, const std::string& id, int64_t created, int index, ChoiceText& c,
+                                   bool opened) {
+  Choice whole;
+  whole.text = c.ready;
+  take_tool_calls(r, whole);
+  if (whole.tool_calls.empty()) return {};
+  std::vector<json> chunks;
+  if (!opened) chunks.push_back(completion_chunk(r, id, created, index, "", "", true));
+  chunks.push_back(tool_calls_chunk(r, id, created, index, whole.tool_calls));
+  c.ready = whole.text, c.finish_reason = whole.finish_reason;
+  return chunks;
 }
 
 json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage) {

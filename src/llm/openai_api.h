@@ -45,12 +45,11 @@ std::vector<PromptInput> read_prompts(const nlohmann::json& v, const std::string
 struct CompletionRequest {
   bool chat = false;
   std::string model;
-  std::vector<PromptInput> prompts;        // /v1/completions: each gets n choices (choice p·n + i)
-  std::vector<llm::ChatMessage> messages;  // /v1/chat/completions
-  std::optional<int64_t> max_tokens;       // unset: until the context is full or the model stops
-  llm::SamplingChoices sampling;           // temperature 0 is greedy, as OpenAI's
-  std::vector<std::string> stop;           // up to 4; the text ends before the first one found
-  int n = 1;                               // choices, each its own sequence (seed + i)
+  std::vector<PromptInput> prompts;   // /v1/completions: each gets n choices (choice p·n + i)
+  std::optional<int64_t> max_tokens;  // unset: until the context is full or the model stops
+  llm::SamplingChoices sampling;      // temperature 0 is greedy, as OpenAI's
+  std::vector<std::string> stop;      // up to 4; the text ends before the first one found
+  int n = 1;                          // choices, each its own sequence (seed + i)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk with usage
   bool echo = false;           // completions: the prompt before the completion
@@ -60,8 +59,9 @@ struct CompletionRequest {
   int64_t logprobs = -1;
   bool json_object = false;  // response_format json_object or json_schema: the text is a JSON object (constrained decoding)
   std::shared_ptr<const llm::JsonSchema> json_schema;  // json_schema's schema, compiled (null: any object)
-  // Chat: the messages as the template reads them (tool calls' arguments as objects, tool results), in the
-  // request's key order, and the tools it offers (null: none; tool_choice "none" offers none).
+  // /v1/chat/completions: the messages as the template reads them ({role, content}, tool calls' arguments as
+  // objects, tool results), in the request's key order, and the tools it offers (null: none; tool_choice "none"
+  // offers none).
   nlohmann::ordered_json chat_messages, tools;
   // "auto": the answer may call tools (read from its text: parse_tool_calls); "required" or a named tool: it does,
   // decoded under the JSON schema of {"name", "arguments"} (json_object and json_schema are set so).
@@ -173,6 +173,11 @@ void take_tool_calls(const CompletionRequest& r, Choice& c);
 // text is complete: whether it calls a tool is read from all of it).
 nlohmann::json tool_calls_chunk(const CompletionRequest& r, const std::string& id, int64_t created, int index,
                                 const std::vector<ToolCall>& calls);
+// A request that offers tools streams each choice whole: when choice `index`'s finished text calls tools, the chunks
+// that say so — the role's opening one unless `opened`, then the calls — with the text left in c.ready and
+// c.finish_reason "tool_calls"; else none (the text goes out as any other). (tern serve's and the C API's streams.)
+std::vector<nlohmann::json> tool_call_chunks(const CompletionRequest& r, const std::string& id, int64_t created, int index, ChoiceText& c,
+                                             bool opened);
 // The stream's usage chunk (stream_options.include_usage), after every choice finished.
 nlohmann::json usage_chunk(const CompletionRequest& r, const std::string& id, int64_t created, const Usage& usage);
 // JSON text of `j` for the wire: generated text need not be valid UTF-8 (a character cut by a stop, byte

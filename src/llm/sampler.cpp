@@ -65,14 +65,15 @@ int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>
       }
   }
   if (o_.frequency_penalty != 0.0f || o_.presence_penalty != 0.0f) {
-    count_.assign(static_cast<size_t>(n), 0);
+    // Counted over the history and zeroed again the same way: O(history) a step, not O(vocabulary).
+    if (count_.size() != static_cast<size_t>(n)) count_.assign(static_cast<size_t>(n), 0);
     for (int64_t t : history)
       if (t >= 0 && t < n) ++count_[static_cast<size_t>(t)];
     for (int64_t t : history)
       if (t >= 0 && t < n && count_[static_cast<size_t>(t)] > 0) {
         const auto c = static_cast<size_t>(t);
         scores_[c] -= o_.frequency_penalty * static_cast<float>(count_[c]) + o_.presence_penalty;
-        count_[c] = 0;  // (once per token)
+        count_[c] = 0;  // (once per token; all zero again after the loop)
       }
   }
   if (o_.greedy || o_.temperature <= 0.0f) return argmax(scores_.data(), n);

@@ -325,7 +325,7 @@ void serve_request(const uint8_t* data, size_t size) {
   }
   const openai::CompletionRequest r = openai::parse_completion_request(as_string(data + 1, size - 1), data[0] % 3 == 1);
   llm::StopScanner stops(r.stop);
-  const std::string text = r.chat && !r.messages.empty() ? r.messages.back().content : r.prompts.empty() ? "" : r.prompts[0].text;
+  const std::string text = r.chat ? r.chat_messages.back()["content"].get<std::string>() : r.prompts.empty() ? "" : r.prompts[0].text;
   stops.push(text);
   const openai::TokenLogprob lp{text, -1.0f, {{text, -1.0f}}};
   openai::Choice c{text, "stop", openai::logprobs_json(r, {lp}, 0), {}};

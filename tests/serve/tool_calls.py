@@ -4,6 +4,7 @@ answer, streamed and not; then 50 forced calls at temperature 1 (CALLS when give
 each checked against its tool's JSON schema.
 Usage: tool_calls.py BASE_URL [CALLS]"""
 import json
+import pathlib
 import sys
 
 import jsonschema
@@ -12,23 +13,8 @@ import openai
 client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0)
 CALLS = int(sys.argv[2]) if len(sys.argv) > 2 else 50
 model = client.models.list().data[0].id
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city, now.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "the city's name"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-                "days": {"type": "integer"},
-            },
-            "required": ["city", "unit"],
-            "additionalProperties": False,
-        },
-    },
-}
+# (the tool the chat-template goldens render too: tools/exporters/make_chat_template_goldens.py)
+WEATHER = json.load(open(pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "tools" / "get_weather.json"))
 TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
     "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
 messages = [{"role": "user", "content": "What is the weather in Paris?"}]

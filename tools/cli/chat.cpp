@@ -20,8 +20,7 @@ extern "C" void on_sigint(int) { interrupted = true; }
 // new text is fed when the conversation so far tokenizes as it was generated), the answer streams.
 int chat(int argc, char** argv) {
   Flags f = parse(argc, argv, *find_command("chat"));
-  const llm::ModelFiles files =
-      model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])), f.get("dtype"));
+  const llm::ModelFiles files = model_or_default(f, argv[0]);
   const std::string &model_path = files.onnx, &dir = files.dir;
   const llm::ModelConfig cfg = llm::read_model_config(dir);
   Session session(model_path, with_load_progress(llm::decoder_session_options(decoder_options(f), cfg, true)));

@@ -32,6 +32,10 @@ llm::ModelFiles model_files(const std::string& path, const std::string& dtype) {
 #endif
 }
 
+llm::ModelFiles model_or_default(const Flags& f, const char* argv0) {
+  return model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv0)), f.get("dtype"));
+}
+
 llm::DecoderOptions decoder_options(const Flags& f) {
   llm::DecoderOptions o;
   o.device = f.get("device");

@@ -1,9 +1,7 @@
-// What the `tern` commands share: flag parsing, the flags that become library options, and the
-// printing several commands do. Each command is one file in tools/cli/ over library calls.
+// What the `tern` commands share: the flags that become library options (their tables and parser: flags.h), and
+// the printing several commands do. Each command is one file in tools/cli/ over library calls.
 #pragma once
 #include <cstdint>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +17,8 @@ namespace tern::cli {
 // by --dtype, said on stderr), or a .gguf file, imported once into a folder under $XDG_CACHE_HOME/tern/gguf/ (full
 // build; a minimal one says what to run).
 llm::ModelFiles model_files(const std::string& path, const std::string& dtype = "");
+// model_files of the command's model (MODEL or --model, and --dtype), else tern's own models/default.
+llm::ModelFiles model_or_default(const Flags& f, const char* argv0);
 // That folder for a GGUF (convert::gguf_model_folder), saying on stderr when this run imported it.
 std::string imported_gguf_folder(const std::string& gguf);
 

@@ -37,8 +37,7 @@ std::vector<std::vector<int64_t>> parse_ids(const std::string& text) {
 
 int generate(int argc, char** argv) {
   Flags f = parse(argc, argv, *find_command("generate"));
-  const llm::ModelFiles files =
-      model_files(f.has("model") ? f.get("model") : llm::default_model_dir(executable_path(argv[0])), f.get("dtype"));
+  const llm::ModelFiles files = model_or_default(f, argv[0]);
   const std::string &model_path = files.onnx, &dir = files.dir;
   llm::ModelConfig cfg = llm::read_model_config(dir);
   const bool ring_possible = !f.has("no-cache");

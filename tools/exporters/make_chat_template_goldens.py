@@ -25,21 +25,7 @@ MODELS = {
     "llama-3.2-3b-instruct": ({"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}, None),
 }
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city, now.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": "the city's name"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-            },
-            "required": ["city"],
-        },
-    },
-}
+WEATHER = json.loads((ROOT / "tests" / "fixtures" / "tools" / "get_weather.json").read_text())  # (tests/serve/tool_calls.py's too)
 CALL = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}
 
 CONVERSATIONS = [

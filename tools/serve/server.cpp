@@ -339,7 +339,7 @@ struct Server::Impl {
     }
     size_t text_bytes = 0;
     for (const auto& p : r.prompts) text_bytes = std::max(text_bytes, p.text.size());
-    for (const auto& m : r.messages) text_bytes += m.content.size();
+    for (const auto& m : r.chat_messages) text_bytes += m["content"].get_ref<const std::string&>().size();
     if (text_bytes > most_prompt_bytes)
       throw prompt_too_long(
           "the prompt's " + std::to_string(text_bytes) + " bytes are more than " + std::to_string(max_prompt) + " tokens can hold", r.chat);
@@ -578,19 +578,11 @@ struct Server::Impl {
             for (size_t i = 0; i < ex->choices.size(); ++i) {
               auto& c = ex->choices[i];
               if (r.calls_tools() && !c.done && !ex->timed_out) continue;  // (its text whole first: is it a tool call?)
-              if (r.calls_tools() && c.done && !st->finished[i] && ex->error.empty()) {
-                Choice whole;
-                whole.text = c.ready;
-                whole.finish_reason = c.finish_reason;
-                take_tool_calls(r, whole);
-                if (!whole.tool_calls.empty()) {
-                  if (!st->opened[i])
-                    out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), "", "", true)) + "\n\n";
-                  out += "data: " + to_wire(tool_calls_chunk(r, id, created, static_cast<int>(i), whole.tool_calls)) + "\n\n";
-                  c.ready = whole.text, c.finish_reason = whole.finish_reason;
+              if (r.calls_tools() && c.done && !st->finished[i] && ex->error.empty())
+                for (const json& chunk : tool_call_chunks(r, id, created, static_cast<int>(i), c, st->opened[i])) {
+                  out += "data: " + to_wire(chunk) + "\n\n";
                   st->opened[i] = 1;
                 }
-              }
               const bool open = !st->opened[i];
               if (open || !c.ready.empty() || !c.ready_logprobs.empty()) {
                 const std::string text = (open ? c.echo : "") + c.ready;
