@@ -223,7 +223,8 @@ TEST_CASE("JsonGrammar with a schema: types, keys, required, enums, array length
   CHECK(refusal(R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x"}}})") ==
         "json_schema: keyword 'pattern' at '/properties/a' is not supported (tern constrains type, properties, required, "
         "additionalProperties, items, minItems, maxItems, enum, const, anyOf and $ref)");
-  CHECK(refusal(R"({"type": "array"})") == "json_schema: the top level must be an object (type: object), as response formats ask");
+  CHECK(refusal(R"({"type": "string"})") ==
+        "json_schema: the top level must be an object or an array (type: object or array), as response formats ask");
   CHECK(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}})") ==
         "json_schema: '$ref' at '/properties/a' names #/$defs/B: tern resolves #/$defs/NAME and #/definitions/NAME of the same schema");
   CHECK(refusal(R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"enum": ["x"]}]}}})").find("begin alike") !=
@@ -239,6 +240,102 @@ TEST_CASE("JsonConstraint with a schema: objects sampled from random logits thro
   sample_objects(
       std::make_shared<const JsonSchema>(nlohmann::json::parse(kPersonSchema)), 11, 24, 6,
       [](int seq) { return int64_t{60} + (seq * 13) % 80; }, check_person);
+}
+
+namespace {
+// onnxruntime-genai's examples' tool-call guidance (examples/python/common.py, get_json_schema): an array of calls, each
+// one of the tools — objects told apart by their "name" — with llguidance's formatting options beside it.
+const char* kToolCallsSchema = R"({
+  "x-guidance": {"whitespace_flexible": false, "key_separator": ": ", "item_separator": ", "},
+  "type": "array", "minItems": 1,
+  "items": {"anyOf": [
+    {"description": "The weather", "type": "object", "additionalProperties": false, "required": ["name", "parameters"],
+     "properties": {"name": {"const": "get_weather"},
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+                                   "required": ["city", "unit"], "additionalProperties": false}}},
+    {"description": "The time", "type": "object", "additionalProperties": false, "required": ["name", "parameters"],
+     "properties": {"name": {"const": "get_time"},
+                    "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}}, "required": ["zone"],
+                                   "additionalProperties": false}}},
+    {"type": "object", "properties": {"name": {"const": "ping"}}, "required": ["name"], "additionalProperties": false}
+  ]}
+})";
+
+// What the schema above asks, checked by hand.
+void check_calls(const nlohmann::json& calls) {
+  REQUIRE(calls.is_array());
+  CHECK(!calls.empty());
+  for (const auto& c : calls) {
+    CAPTURE(c.dump());
+    REQUIRE(c.is_object());
+    const std::string name = c.value("name", "");
+    if (name == "ping") {
+      CHECK(c.size() == 1);
+      continue;
+    }
+    REQUIRE((name == "get_weather" || name == "get_time"));
+    CHECK(c.size() == 2);
+    const auto& p = c.at("parameters");
+    if (name == "get_weather") CHECK((p.size() == 2 && p.at("city").is_string() && (p.at("unit") == "c" || p.at("unit") == "f")));
+    else CHECK((p.size() == 1 && p.at("zone").is_number_integer()));
+  }
+}
+
+// From the grammar's state, one byte at a time, the byte that takes closing_bytes() down the most: how many steps
+// it took to a whole value (-1: a state where no byte takes it down). The mask's promise — a text it lets through
+// can still close within the tokens left — holds when that is never more than closing_bytes() was.
+int shortest_close(JsonGrammar g) {
+  for (int steps = 0; steps < 4096; ++steps) {
+    if (g.complete()) return steps;
+    JsonGrammar best = g;
+    for (int b = 0; b < 256; ++b) {
+      JsonGrammar next = g;
+      if (next.feed(static_cast<unsigned char>(b)) && next.closing_bytes() < best.closing_bytes()) best = next;
+    }
+    if (best.closing_bytes() == g.closing_bytes()) return -1;
+    g = best;
+  }
+  return -1;
+}
+}  // namespace
+
+TEST_CASE("JsonGrammar with a union of objects: the first key's value picks the branch (tool calls, as genai asks)") {
+  const JsonSchema calls(nlohmann::json::parse(kToolCallsSchema));
+  auto takes = [&](const std::string& text) { return run(text, &calls) == std::pair<size_t, bool>{text.size(), true}; };
+  auto stops_at = [&](const std::string& text) { return run(text, &calls).first; };
+  CHECK(takes(R"([{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}])"));
+  CHECK(takes(R"([{"name":"ping"},{"name":"get_time","parameters":{"zone":3}}])"));
+  CHECK(stops_at("[]") == 1);                                                       // minItems 1
+  CHECK(stops_at(R"([{"parameters": {}}])") == 3);                                  // the name comes first
+  CHECK(stops_at(R"([{"name": "get_date"}])") == 15);                               // "get_d" is no tool's name
+  CHECK(stops_at(R"([{"name": "get_time", "parameters": {"city": "x"}}])") == 38);  // get_time's parameters: zone
+  CHECK(stops_at(R"([{"name": "get_weather"}])") == 23);                            // its parameters are required
+  CHECK(stops_at(R"([{"name": "ping", "parameters": {}}])") == 16);                 // ping takes no other key
+  CHECK(stops_at(R"({"name": "ping"})") == 0);                                      // the top level is the array
+  // closing_bytes() holds through the branch's choice: from each prefix, a whole value within that many bytes.
+  const std::string text = R"([{"name": "get_weather", "parameters": {"city": "Oslo", "unit": "c"}}, {"name": "ping"}])";
+  for (size_t cut = 0; cut < text.size(); ++cut) {
+    CAPTURE(text.substr(0, cut));
+    JsonGrammar g(&calls);
+    REQUIRE(g.feed(text.substr(0, cut)));
+    const int steps = shortest_close(g);
+    CHECK(steps >= 0);
+    CHECK(steps <= g.closing_bytes());
+  }
+  // Objects that no key tells apart are refused, saying what tern needs.
+  try {
+    JsonSchema s(nlohmann::json::parse(R"({"type": "object", "properties": {"a": {"anyOf": [
+        {"type": "object", "properties": {"x": {"type": "string"}}}, {"type": "object", "properties": {"y": {"type": "string"}}}]}}})"));
+    FAIL("accepted");
+  } catch (const tern::Error& e) {
+    CHECK(std::string(e.what()).find("no required key whose const or enum values tell them apart") != std::string::npos);
+  }
+}
+
+TEST_CASE("JsonConstraint with a union: arrays of tool calls sampled from random logits take each tool's schema") {
+  sample_objects(
+      std::make_shared<const JsonSchema>(nlohmann::json::parse(kToolCallsSchema)), 5, 24, 6,
+      [](int seq) { return int64_t{30} + (seq * 11) % 70; }, check_calls);
 }
 
 TEST_CASE("JsonConstraint: a token that closes a string is never taken as text inside it (budget and schema kept)") {

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "llm/json_constraint.h"
 #include "llm/openai_api.h"
 
 using namespace tern::openai;
@@ -179,6 +180,20 @@ TEST_CASE("tern serve: tools — the request read, the template fed, calls read 
   REQUIRE(forced.json_schema);
   std::string whole = R"({"name": "get_weather", "arguments": {"city": "Lima"}})";
   CHECK(parse_tool_calls(forced, whole).size() == 1);
+  // "required" over several tools: the name picks the tool whose parameters the arguments are decoded under.
+  const std::string time =
+      R"({"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}}}}})";
+  const CompletionRequest required = parse_completion_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required", "tools": [)" + weather + "," + time + "]}", true);
+  REQUIRE(required.json_schema);
+  auto decodes = [&](const std::string& text) {
+    tern::llm::JsonGrammar g(required.json_schema.get());
+    return g.feed(text) && g.complete();
+  };
+  CHECK(decodes(R"({"name": "get_time", "arguments": {"zone": 2}})"));
+  CHECK(decodes(R"({"name": "get_weather", "arguments": {"city": "Lima"}})"));
+  CHECK_FALSE(decodes(R"({"name": "get_time", "arguments": {"zone": "two"}})"));
+  CHECK_FALSE(decodes(R"({"name": "get_weather", "arguments": {}})"));
   const CompletionRequest none = parse_completion_request(
       R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none", "tools": [)" + weather + "]}", true);
   CHECK_FALSE(none.calls_tools());

@@ -17,7 +17,7 @@ constexpr uint8_t kMostSpaces = 16;
 }  // namespace
 
 bool JsonGrammar::value_start(unsigned char c) {
-  if (depth_ == 0 && c != '{') return false;  // (json_object: the top level is an object)
+  if (depth_ == 0 && c != '{' && !(schema_ && c == '[')) return false;  // (json_object: the top level is an object)
   if (!schema_value_start(c)) return false;
   switch (c) {
     case '{':
@@ -108,8 +108,16 @@ bool JsonGrammar::schema_value_end() {
   if (!literal_check_) return true;
   literal_check_ = false;
   const auto& literals = schema_->node(node_).literals;
-  for (uint64_t left = candidates_; left; left &= left - 1)
-    if (literals[static_cast<size_t>(__builtin_ctzll(left))].size() == matched_) return true;
+  for (uint64_t left = candidates_; left; left &= left - 1) {
+    const auto i = static_cast<size_t>(__builtin_ctzll(left));
+    if (literals[i].size() != matched_) continue;
+    if (depth_ > 0 && stack_[depth_ - 1] == '{') {  // a union's discriminating value: the object is now its branch's
+      Frames::Frame& object = frames_.f[frames_.n - 1];
+      const JsonSchema::Node& o = schema_->node(object.node);
+      if (!o.variants.empty()) object.node = static_cast<uint16_t>(o.variants[i].node), object.used = uint64_t{1} << o.variants[i].key;
+    }
+    return true;
+  }
   return false;
 }
 
@@ -300,6 +308,8 @@ int JsonGrammar::schema_closing_bytes() const {
     int64_t r = 1;
     if (stack_[static_cast<size_t>(d)] == '[') {
       r += std::min<int64_t>(std::max<int64_t>(n.min_items - fr.count, 0), 1 << 20) * (least(n.items) + 1);
+    } else if (!n.variants.empty()) {  // (once its key is written, the value in progress counts its branch's keys)
+      r += (fr.used & 1) ? 0 : n.least_keys;
     } else {
       for (size_t i = 0; i < n.properties.size(); ++i)
         if ((n.required >> i & 1) && !(fr.used >> i & 1)) r += key_cost(n, i);
@@ -312,10 +322,18 @@ int JsonGrammar::schema_closing_bytes() const {
   const Frames::Frame* top = depth_ > 0 ? &frames_.f[static_cast<size_t>(depth_ - 1)] : nullptr;
   const Node* container = top ? &schema_->node(top->node) : nullptr;
   const bool missing = container && !in_array && (container->required & ~top->used) != 0;
+  // The value of a union's discriminating key: its least literal with the keys of the branch it picks.
+  const bool picking = container && !in_array && !container->variants.empty();
+  auto least_pick = [&]() {
+    int best = 1 << 20;
+    const auto& literals = schema_->node(container->properties[0].second).literals;
+    for (size_t i = 0; i < literals.size(); ++i) best = std::min(best, static_cast<int>(literals[i].size()) + container->variants[i].extra);
+    return best;
+  };
   switch (mode_) {
     case Mode::Value:
       if (depth_ == 0) return least(JsonSchema::kRoot);
-      if (!in_array) return total + least(value_node_);
+      if (!in_array) return total + (picking ? least_pick() : least(value_node_));
       // (after ',' or '[': rest() counted the item with its comma when short of minItems)
       return total + (top->count < container->min_items ? -1 : least(container->items));
     case Mode::FirstItem: return total - (top->count < container->min_items ? 1 : 0);
@@ -327,7 +345,7 @@ int JsonGrammar::schema_closing_bytes() const {
         if (!(top->used >> i & 1)) cheapest = std::min(cheapest, key_cost(*container, i) - 1);
       return total + cheapest;
     }
-    case Mode::Colon: return total + 1 + least(value_node_);
+    case Mode::Colon: return total + 1 + (picking ? least_pick() : least(value_node_));
     case Mode::String:
     case Mode::Escape:
     case Mode::Hex: {
@@ -345,9 +363,11 @@ int JsonGrammar::schema_closing_bytes() const {
       }
       if (literal_check_) {
         int best = 1 << 16;
-        for (uint64_t left = candidates_; left; left &= left - 1)
-          best =
-              std::min(best, static_cast<int>(schema_->node(node_).literals[static_cast<size_t>(__builtin_ctzll(left))].size()) - matched_);
+        for (uint64_t left = candidates_; left; left &= left - 1) {
+          const auto i = static_cast<size_t>(__builtin_ctzll(left));
+          best = std::min(best, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ +
+                                    (picking ? container->variants[i].extra : 0));
+        }
         return total + best;
       }
       return total + in_char + 1;
@@ -363,9 +383,11 @@ int JsonGrammar::schema_closing_bytes() const {
       int own = mode_ == Mode::NumberSign || mode_ == Mode::NumberDot || mode_ == Mode::NumberE || mode_ == Mode::NumberESign ? 1 : 0;
       if (literal_check_) {
         own = 1 << 16;
-        for (uint64_t left = candidates_; left; left &= left - 1)
-          own =
-              std::min(own, static_cast<int>(schema_->node(node_).literals[static_cast<size_t>(__builtin_ctzll(left))].size()) - matched_);
+        for (uint64_t left = candidates_; left; left &= left - 1) {
+          const auto i = static_cast<size_t>(__builtin_ctzll(left));
+          own = std::min(own, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ +
+                                  (picking ? container->variants[i].extra : 0));
+        }
       }
       return total + own;
     }

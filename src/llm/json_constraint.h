@@ -2,7 +2,8 @@
 // whose bytes would leave the text something no JSON object begins with are masked out of the logits, and the
 // sequence ends once the object is whole.
 //
-// JsonGrammar is JSON as a byte-level pushdown automaton (RFC 8259, the top level an object, nesting at most
+// JsonGrammar is JSON as a byte-level pushdown automaton (RFC 8259, the top level an object — or an array, when a
+// schema's top level is one — nesting at most
 // kMaxDepth, strings well-formed UTF-8: byte-level vocabularies hold tokens that are parts of a character).
 // JsonVocabulary holds every token's bytes once per tokenizer, grouped by their first two bytes, so a step tries only
 // the tokens whose first two bytes can come next — and inside a string, where most tokens are whole characters of

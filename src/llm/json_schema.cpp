@@ -11,7 +11,7 @@ using json = nlohmann::json;
 
 bool is_annotation(const std::string& k) {
   return k == "title" || k == "description" || k == "default" || k == "examples" || k == "format" || k == "$schema" || k == "$id" ||
-         k == "$comment" || k == "$defs" || k == "definitions";
+         k == "$comment" || k == "$defs" || k == "definitions" || k == "x-guidance";
 }
 
 std::string place(const std::string& at) { return at.empty() ? "/" : at; }
@@ -59,9 +59,9 @@ JsonSchema::JsonSchema(const json& schema) {
   root_ = &schema;
   nodes_.emplace_back();  // kAnyNode
   // (the first node compiled is kRoot; `true`, which compiles to kAnyNode, makes none, and `false` is refused)
-  if (compile(schema, "", 0) != kRoot || !(nodes_[kRoot].types & kObject) || !nodes_[kRoot].literals.empty())
-    fail("json_schema: the top level must be an object (type: object), as response formats ask");
-  nodes_[kRoot].types = kObject;
+  if (compile(schema, "", 0) != kRoot || !(nodes_[kRoot].types & (kObject | kArray)) || !nodes_[kRoot].literals.empty())
+    fail("json_schema: the top level must be an object or an array (type: object or array), as response formats ask");
+  nodes_[kRoot].types &= kObject | kArray;
   root_ = nullptr;
   refs_.clear();
   // The fewest bytes of each node's value, to a fixed point (recursive schemas reach it from below).
@@ -73,11 +73,12 @@ JsonSchema::JsonSchema(const json& schema) {
       if (!n.literals.empty()) {
         for (const auto& l : n.literals) best = std::min(best, static_cast<int>(l.size()));
       } else {
-        if (n.types & kObject) {
+        if ((n.types & kObject) && !n.variants.empty()) {
+          for (const Node::Variant& v : n.variants) best = std::min(best, nodes_[static_cast<size_t>(v.node)].min_bytes);
+        } else if (n.types & kObject) {
           int sum = 2;
           for (size_t i = 0; i < n.properties.size(); ++i)
-            if (n.required >> i & 1)
-              sum += static_cast<int>(n.properties[i].first.size()) + 4 + nodes_[static_cast<size_t>(n.properties[i].second)].min_bytes;
+            if (n.required >> i & 1) sum += key_bytes(n, i);
           best = std::min(best, sum);
         }
         if (n.types & kArray)
@@ -92,6 +93,25 @@ JsonSchema::JsonSchema(const json& schema) {
     }
     if (!changed) break;
   }
+  // A union's branches: the bytes each still needs once its discriminating value is written.
+  for (Node& n : nodes_) {
+    if (n.variants.empty()) continue;
+    const std::string& key = n.properties[0].first;
+    const auto& literals = nodes_[static_cast<size_t>(n.properties[0].second)].literals;
+    n.least_keys = 1 << 20;
+    for (size_t i = 0; i < n.variants.size(); ++i) {
+      Node::Variant& v = n.variants[i];
+      const Node& b = nodes_[static_cast<size_t>(v.node)];
+      v.extra = 0;
+      for (size_t k = 0; k < b.properties.size(); ++k)
+        if ((b.required >> k & 1) && k != v.key) v.extra += key_bytes(b, k);
+      n.least_keys = std::min(n.least_keys, static_cast<int>(key.size() + 4 + literals[i].size()) + v.extra);
+    }
+  }
+}
+
+int JsonSchema::key_bytes(const Node& n, size_t i) const {
+  return static_cast<int>(n.properties[i].first.size()) + 4 + nodes_[static_cast<size_t>(n.properties[i].second)].min_bytes;
 }
 
 int JsonSchema::resolve(const std::string& ref, const std::string& at, int depth) {
@@ -120,20 +140,23 @@ void JsonSchema::merge_any_of(Node& into, const json& branches, const std::strin
   if (!branches.is_array() || branches.empty()) fail("json_schema: 'anyOf' at '", place(at), "' must be a non-empty list of schemas");
   uint8_t types = 0, seen_first = 0;
   bool any_literals = false;
-  std::vector<int> nodes;
+  std::vector<int> nodes, objects;
   for (size_t i = 0; i < branches.size(); ++i) {
     const int b = compile(branches[i], at + "/anyOf/" + std::to_string(i), depth + 1);
     nodes.push_back(b);
-    Node& n = nodes_[static_cast<size_t>(b)];
+    const Node& n = nodes_[static_cast<size_t>(b)];
     if (n.types == kAny && n.literals.empty()) {  // (a branch taking anything: the union takes anything)
       into = n;
       return;
     }
-    // (integer and number both begin with a digit: together, number)
-    const uint8_t first = first_bytes(n.types);
+    // (integer and number both begin with a digit: together, number; objects alone are told apart by a key)
+    uint8_t first = first_bytes(n.types);
+    const bool object = n.types == kObject && n.literals.empty();
+    if (object && !objects.empty()) first &= static_cast<uint8_t>(~1);
+    if (object) objects.push_back(b);
     if (first & seen_first & ~8)
       fail("json_schema: 'anyOf' at '", place(at), "': branches ", i,
-           " and an earlier one begin alike (tern decides a branch by the value's first byte)");
+           " and an earlier one begin alike (tern decides a branch by the value's first byte, or objects by a key)");
     seen_first |= first;
     types |= n.types;
     any_literals |= !n.literals.empty();
@@ -152,6 +175,46 @@ void JsonSchema::merge_any_of(Node& into, const json& branches, const std::strin
     if (n.types & kArray) into.items = n.items, into.min_items = n.min_items, into.max_items = n.max_items;
   }
   if (into.literals.size() > kMostLiterals) fail("json_schema: 'anyOf' at '", place(at), "' has more than ", kMostLiterals, " literals");
+  if (objects.size() > 1) merge_objects(into, objects, at);
+}
+
+void JsonSchema::merge_objects(Node& into, const std::vector<int>& objects, const std::string& at) {
+  const Node& first = nodes_[static_cast<size_t>(objects[0])];
+  for (const auto& property : first.properties) {
+    const std::string& key = property.first;
+    Node values;  // the key's values over every branch, each literal picking its branch
+    values.types = 0;
+    std::vector<Node::Variant> variants;
+    bool tells = true;
+    for (int o : objects) {
+      const Node& n = nodes_[static_cast<size_t>(o)];
+      const auto it = std::find_if(n.properties.begin(), n.properties.end(), [&](const auto& p) { return p.first == key; });
+      const auto k = static_cast<size_t>(it - n.properties.begin());
+      if (it == n.properties.end() || !(n.required >> k & 1) || nodes_[static_cast<size_t>(it->second)].literals.empty()) {
+        tells = false;
+        break;
+      }
+      const Node& v = nodes_[static_cast<size_t>(it->second)];
+      for (const std::string& l : v.literals) {
+        if (std::find(values.literals.begin(), values.literals.end(), l) != values.literals.end()) tells = false;
+        values.literals.push_back(l);
+        variants.push_back({o, static_cast<uint8_t>(k), 0});
+      }
+      values.types |= v.types;
+    }
+    if (!tells) continue;
+    if (values.literals.size() > kMostLiterals)
+      fail("json_schema: 'anyOf' at '", place(at), "': its objects' '", key, "' has more than ", kMostLiterals, " values");
+    if (nodes_.size() >= kMostNodes) fail("json_schema: more than ", kMostNodes, " schemas");
+    into.properties = {{key, static_cast<int>(nodes_.size())}};
+    into.required = 1, into.additional = false;
+    into.variants = std::move(variants);
+    nodes_.push_back(std::move(values));  // (`first` is not read after this)
+    return;
+  }
+  fail("json_schema: 'anyOf' at '", place(at),
+       "' holds objects with no required key whose const or enum values tell them apart (tern picks an object's branch "
+       "by such a key, written first: a tool call's name)");
 }
 
 int JsonSchema::compile(const json& s, const std::string& at, int depth) {

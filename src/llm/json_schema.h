@@ -4,10 +4,17 @@
 // Supported: type (one or a list: object, array, string, number, integer, boolean, null), properties, required,
 // additionalProperties (true, the default: other keys with any value; false: none), items, minItems, maxItems,
 // enum and const (scalars), anyOf of such schemas when its branches begin with different bytes (a type union such
-// as Pydantic's Optional), $ref to #/$defs/NAME or #/definitions/NAME (recursion included: nesting is bounded by
-// JsonGrammar::kMaxDepth), and the annotations title, description, default, examples, format, $schema, $id.
-// Anything else that constrains a value (pattern, minLength, minimum, oneOf, allOf, …) is refused when compiled,
-// naming the keyword and where it is — never silently ignored. The top level must be an object.
+// as Pydantic's Optional) or are objects told apart by one key (below), $ref to #/$defs/NAME or #/definitions/NAME
+// (recursion included: nesting is bounded by JsonGrammar::kMaxDepth), and the annotations title, description,
+// default, examples, format, $schema, $id (and llguidance's x-guidance, whose formatting options tern leaves to
+// the model). Anything else that constrains a value (pattern, minLength, minimum, oneOf, allOf, …) is refused when
+// compiled, naming the keyword and where it is — never silently ignored. The top level must be an object or an
+// array (genai's tool-call guidance asks for an array of calls).
+//
+// anyOf over objects (a union of tool calls: {"name": {"const": "get_weather"}, "arguments": {...}} per tool) is a
+// discriminated union: the branches must share a required key whose const/enum values tell them apart, the first
+// such key in the first branch's order. The object must begin with that key (the order every tool-call format
+// writes): its value picks the branch, and the rest of the object is that branch's.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -31,6 +38,15 @@ class JsonSchema {
     int items = 0;                                        // an array's items' node
     int64_t min_items = 0, max_items = INT64_MAX;
     int min_bytes = 1;  // the fewest bytes a value of this node takes (closing a text in time)
+    // A discriminated union of objects: properties holds only the key that tells the branches apart, its value's
+    // node the literals of all branches; variants[i] is the branch literal i of that node picks.
+    struct Variant {
+      int node = 0;
+      uint8_t key = 0;  // the key's place in the branch's properties
+      int extra = 0;    // the bytes of the branch's other required keys at their least: ,"name":value each
+    };
+    std::vector<Variant> variants;
+    int least_keys = 0;  // a union's fewest bytes of required keys (its discriminator's included), over branches
   };
 
   // Compiles `schema`; fails (tern::Error) naming the keyword and its place ("/properties/age") when it is outside
@@ -43,6 +59,8 @@ class JsonSchema {
   int compile(const nlohmann::json& s, const std::string& at, int depth);
   int resolve(const std::string& ref, const std::string& at, int depth);
   void merge_any_of(Node& into, const nlohmann::json& branches, const std::string& at, int depth);
+  void merge_objects(Node& into, const std::vector<int>& objects, const std::string& at);
+  int key_bytes(const Node& n, size_t i) const;    // ,"name":value at its least
   const nlohmann::json* root_ = nullptr;           // (while compiling: where $refs resolve)
   std::vector<std::pair<std::string, int>> refs_;  // $ref → its node, compiled once (recursion ends here)
   std::vector<Node> nodes_;

@@ -122,7 +122,7 @@ nlohmann::ordered_json template_tool_calls(const json& calls, const nlohmann::or
 
 // tools and tool_choice of a chat request (`in_order`: the body parsed keeping its keys' order). A forced call
 // (required, or a named function) is decoded as the JSON object {"name", "arguments"} under the schema of the
-// function's parameters.
+// function's parameters — with several tools, the union of each one's (json_schema.h: the name picks its branch).
 void read_tools(const nlohmann::ordered_json& in_order, const json& body, CompletionRequest& r) {
   const json& tools = field(body, "tools");
   const json& choice = field(body, "tool_choice");
@@ -146,7 +146,7 @@ void read_tools(const nlohmann::ordered_json& in_order, const json& body, Comple
   if (!tools.is_array() || tools.empty() || tools.size() > 128)
     bad("tools", "must be an array of 1 to 128 {type: function, function: {name, parameters}}");
   std::vector<std::string> names;
-  json named_parameters, only_parameters;  // (copies: `fn` below may be a temporary)
+  json calls = json::array();  // each forced tool's call, as a schema
   bool named_found = false;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string at = "tools[" + std::to_string(i) + "]";
@@ -156,25 +156,23 @@ void read_tools(const nlohmann::ordered_json& in_order, const json& body, Comple
       bad(at, "must be {type: function, function: {name, description, parameters}}");
     const json& params = field(fn, "parameters");
     if (!params.is_null() && !params.is_object()) bad(at + ".function.parameters", "must be a JSON schema object");
-    names.push_back(fn["name"].get<std::string>());
-    if (names.back() == named) named_parameters = params, named_found = true;
-    if (i == 0) only_parameters = params;
+    const std::string& name = fn["name"].get_ref<const std::string&>();
+    if (std::find(names.begin(), names.end(), name) != names.end()) bad(at + ".function.name", "repeats '" + name + "'");
+    names.push_back(name);
+    if (mode == "named" && name != named) continue;
+    named_found = true;
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", name}}}, {"arguments", params.is_null() ? json{{"type", "object"}} : params}}},
+                     {"required", {"name", "arguments"}},
+                     {"additionalProperties", false}});
   }
   if (mode == "named" && !named_found) bad("tool_choice", "names '" + named + "', which is not among the tools");
   if (mode == "none") return;      // (the tools are not offered: the template renders none)
   r.tools = in_order.at("tools");  // (their schemas in the request's key order, which tojson prints)
   r.tool_choice = mode;
   if (mode == "auto") return;
-  json name = {{"type", "string"}};
-  if (mode == "named") name["const"] = named;
-  else name["enum"] = names;
-  const json& params = mode == "named" ? named_parameters : names.size() == 1 ? only_parameters : json();
-  const json arguments = params.is_null() ? json{{"type", "object"}} : params;
   try {
-    r.json_schema = std::make_shared<const llm::JsonSchema>(json{{"type", "object"},
-                                                                 {"properties", {{"name", name}, {"arguments", arguments}}},
-                                                                 {"required", {"name", "arguments"}},
-                                                                 {"additionalProperties", false}});
+    r.json_schema = std::make_shared<const llm::JsonSchema>(calls.size() == 1 ? calls[0] : json{{"anyOf", calls}});
   } catch (const Error& e) {
     bad("tools", std::string("a forced call's parameters are not a schema tern can constrain to: ") + e.what());
   }

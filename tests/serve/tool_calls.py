@@ -53,15 +53,15 @@ answer = client.chat.completions.create(model=model, messages=messages, tools=[W
 assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls, answer
 assert answer.usage.prompt_tokens > r.usage.prompt_tokens, (answer.usage, r.usage)
 
-# 4. CALLS forced calls sampled at temperature 1 (CALLS / 2 requests of n=2, each naming one of the two tools): every one
-# parses and fits its tool's schema. (tool_choice "required" over several tools constrains the name and an object of
-# arguments, not each tool's own schema: the grammar has no per-name branches yet.)
+# 4. CALLS forced calls sampled at temperature 1 (CALLS / 2 requests of n=2, in turn naming get_weather, naming
+# get_time, and "required" over both: the name picks the tool whose schema its arguments are decoded under): every
+# one parses and fits its tool's schema.
 parsed = 0
 for seed in range(CALLS // 2):
-    name = ["get_weather", "get_time"][seed % 2]
+    choice = [{"type": "function", "function": {"name": "get_weather"}},
+              {"type": "function", "function": {"name": "get_time"}}, "required"][seed % 3]
     r = client.chat.completions.create(model=model, messages=messages[:1], tools=[WEATHER, TIME], max_tokens=96,
-                                       tool_choice={"type": "function", "function": {"name": name}},
-                                       temperature=1.0, n=2, seed=seed)
+                                       tool_choice=choice, temperature=1.0, n=2, seed=seed)
     for c in r.choices:
         assert c.finish_reason == "tool_calls", c
         for tc in c.message.tool_calls:
