@@ -365,8 +365,8 @@ int JsonGrammar::schema_closing_bytes() const {
         int best = 1 << 16;
         for (uint64_t left = candidates_; left; left &= left - 1) {
           const auto i = static_cast<size_t>(__builtin_ctzll(left));
-          best = std::min(best, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ +
-                                    (picking ? container->variants[i].extra : 0));
+          best = std::min(
+              best, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ + (picking ? container->variants[i].extra : 0));
         }
         return total + best;
       }
@@ -385,8 +385,8 @@ int JsonGrammar::schema_closing_bytes() const {
         own = 1 << 16;
         for (uint64_t left = candidates_; left; left &= left - 1) {
           const auto i = static_cast<size_t>(__builtin_ctzll(left));
-          own = std::min(own, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ +
-                                  (picking ? container->variants[i].extra : 0));
+          own = std::min(
+              own, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ + (picking ? container->variants[i].extra : 0));
         }
       }
       return total + own;
