@@ -7,6 +7,7 @@
 
 #include "llm/json_constraint.h"
 #include "llm/openai_api.h"
+#include "llm/tokenizer.h"
 
 using namespace tern::openai;
 
@@ -199,9 +200,10 @@ TEST_CASE("tern serve: tools — the request read, the template fed, calls read 
   CHECK_FALSE(none.calls_tools());
 }
 
-TEST_CASE("tern serve: a tool conversation over HTTP renders as transformers renders it (Qwen3's template)") {
+TEST_CASE("tern serve: a tool conversation over HTTP gives transformers' text and ids (Qwen3's template)") {
   // The goldens' Qwen3 "tool call and result" conversation, sent as the openai client sends it (arguments as JSON
-  // text), rendered through chat_prompt's path: the same text transformers' apply_chat_template gave.
+  // text), rendered and encoded through chat_prompt's path (what usage.prompt_tokens counts): the same text and ids
+  // transformers' apply_chat_template gave, through the Qwen3-kind tokenizer the goldens were made with.
   std::ifstream gf(std::string(TERN_SOURCE_DIR) + "/tests/goldens/chat_templates.json");
   const nlohmann::ordered_json goldens = nlohmann::ordered_json::parse(gf);
   std::ifstream tf(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/chat_templates/qwen3-0.6b.jinja");
@@ -218,6 +220,8 @@ TEST_CASE("tern serve: a tool conversation over HTTP renders as transformers ren
     tern::llm::ChatOptions o;
     o.tools = r.tools;
     CHECK(chat.render(r.chat_messages, o) == c["text"].get<std::string>());
+    const auto tok = tern::llm::load_tokenizer(std::string(TERN_SOURCE_DIR) + "/" + c["tokenizer"].get<std::string>());
+    CHECK(chat_prompt(*tok, chat, r, {}) == c["ids"].get<std::vector<int64_t>>());
     ++checked;
   }
   CHECK(checked == 1);
