@@ -39,6 +39,15 @@ bool JsonGrammar::value_start(unsigned char c) {
   }
 }
 
+bool JsonGrammar::space(unsigned char c) {
+  if (!schema_ || schema_->key_spaces() < 0) return spaces_ < kMostSpaces && ++spaces_;
+  // (x-guidance's fixed separators: their spaces after ':' and ',', no other whitespace)
+  int most = 0;
+  if (mode_ == Mode::Value && depth_ > 0) most = stack_[depth_ - 1] == '{' ? schema_->key_spaces() : schema_->item_spaces();
+  else if (mode_ == Mode::Key) most = schema_->item_spaces();
+  return c == ' ' && spaces_ < most && ++spaces_;
+}
+
 bool JsonGrammar::close(unsigned char c) {
   if (depth_ == 0 || c != (stack_[depth_ - 1] == '{' ? '}' : ']')) return false;
   if (!schema_close(c)) return false;
@@ -48,7 +57,7 @@ bool JsonGrammar::close(unsigned char c) {
 }
 
 bool JsonGrammar::after_value(unsigned char c) {
-  if (is_space(c)) return spaces_ < kMostSpaces && ++spaces_;
+  if (is_space(c)) return space(c);
   if (c == ',') {
     mode_ = stack_[depth_ - 1] == '{' ? Mode::Key : Mode::Value;
     return schema_comma();
@@ -190,12 +199,12 @@ bool JsonGrammar::step(unsigned char c) {
   if (!spaced) spaces_ = 0;
   bool ok = false;
   switch (mode_) {
-    case Mode::Value: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : value_start(c); break;
-    case Mode::FirstKey: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' ? begin_key() : close(c); break;
-    case Mode::Key: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == '"' && begin_key(); break;
-    case Mode::Colon: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == ':' && (mode_ = Mode::Value, true); break;
+    case Mode::Value: ok = spaced ? space(c) : value_start(c); break;
+    case Mode::FirstKey: ok = spaced ? space(c) : c == '"' ? begin_key() : close(c); break;
+    case Mode::Key: ok = spaced ? space(c) : c == '"' && begin_key(); break;
+    case Mode::Colon: ok = spaced ? space(c) : c == ':' && (mode_ = Mode::Value, true); break;
     case Mode::AfterValue: ok = after_value(c); break;
-    case Mode::FirstItem: ok = spaced ? spaces_ < kMostSpaces && ++spaces_ : c == ']' ? close(c) : value_start(c); break;
+    case Mode::FirstItem: ok = spaced ? space(c) : c == ']' ? close(c) : value_start(c); break;
     case Mode::String:
       if (schema_ && key_ && !schema_key_byte(c, utf8_left_ == 0 && c == '"')) return false;
       if (schema_ && !key_ && literal_check_ && !schema_literal_byte(c)) return false;

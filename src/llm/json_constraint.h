@@ -68,6 +68,7 @@ class JsonGrammar {
   bool value_start(unsigned char c);
   bool after_value(unsigned char c);  // (a value just ended)
   bool close(unsigned char c);
+  bool space(unsigned char c);  // whitespace between tokens: bounded, or under a schema's fixed separators theirs
   // The schema's part (all true without one).
   bool schema_value_start(unsigned char c);
   bool begin_key();                                     // a key's opening quote

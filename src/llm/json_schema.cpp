@@ -11,7 +11,7 @@ using json = nlohmann::json;
 
 bool is_annotation(const std::string& k) {
   return k == "title" || k == "description" || k == "default" || k == "examples" || k == "format" || k == "$schema" || k == "$id" ||
-         k == "$comment" || k == "$defs" || k == "definitions" || k == "x-guidance";
+         k == "$comment" || k == "$defs" || k == "definitions";
 }
 
 std::string place(const std::string& at) { return at.empty() ? "/" : at; }
@@ -57,9 +57,14 @@ int64_t count_field(const json& v, const char* k, const std::string& at) {
 
 JsonSchema::JsonSchema(const json& schema) {
   root_ = &schema;
+  json body = schema;
+  if (schema.is_object() && schema.contains("x-guidance")) {
+    read_x_guidance(schema["x-guidance"]);
+    body.erase("x-guidance");
+  }
   nodes_.emplace_back();  // kAnyNode
   // (the first node compiled is kRoot; `true`, which compiles to kAnyNode, makes none, and `false` is refused)
-  if (compile(schema, "", 0) != kRoot || !(nodes_[kRoot].types & (kObject | kArray)) || !nodes_[kRoot].literals.empty())
+  if (compile(body, "", 0) != kRoot || !(nodes_[kRoot].types & (kObject | kArray)) || !nodes_[kRoot].literals.empty())
     fail("json_schema: the top level must be an object or an array (type: object or array), as response formats ask");
   nodes_[kRoot].types &= kObject | kArray;
   root_ = nullptr;
@@ -108,6 +113,28 @@ JsonSchema::JsonSchema(const json& schema) {
       n.least_keys = std::min(n.least_keys, static_cast<int>(key.size() + 4 + literals[i].size()) + v.extra);
     }
   }
+}
+
+void JsonSchema::read_x_guidance(const json& options) {
+  if (!options.is_object()) fail("json_schema: 'x-guidance' must be an object of llguidance's options");
+  std::string key = ": ", item = ", ";
+  bool flexible = true;
+  for (const auto& [k, v] : options.items()) {
+    if (k == "whitespace_flexible" && v.is_boolean()) flexible = v.get<bool>();
+    else if ((k == "key_separator" || k == "item_separator") && v.is_string()) (k == "key_separator" ? key : item) = v.get<std::string>();
+    else
+      fail("json_schema: 'x-guidance' option '", k,
+           "' is not supported (tern takes whitespace_flexible, key_separator and item_separator, as booleans and strings)");
+  }
+  if (flexible) return;
+  // (a separator is its mark and then spaces: what tern's grammar can hold to)
+  auto spaces_after = [](const std::string& sep, char mark, const char* name) {
+    if (sep.empty() || sep[0] != mark || sep.find_first_not_of(' ', 1) != std::string::npos)
+      fail("json_schema: x-guidance's ", name, " ", json(sep).dump(), " is not '", mark, "' followed by spaces");
+    return static_cast<int>(sep.size() - 1);
+  };
+  key_spaces_ = spaces_after(key, ':', "key_separator");
+  item_spaces_ = spaces_after(item, ',', "item_separator");
 }
 
 int JsonSchema::key_bytes(const Node& n, size_t i) const {

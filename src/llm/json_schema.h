@@ -6,10 +6,9 @@
 // enum and const (scalars), anyOf of such schemas when its branches begin with different bytes (a type union such
 // as Pydantic's Optional) or are objects told apart by one key (below), $ref to #/$defs/NAME or #/definitions/NAME
 // (recursion included: nesting is bounded by JsonGrammar::kMaxDepth), and the annotations title, description,
-// default, examples, format, $schema, $id (and llguidance's x-guidance, whose formatting options tern leaves to
-// the model). Anything else that constrains a value (pattern, minLength, minimum, oneOf, allOf, …) is refused when
-// compiled, naming the keyword and where it is — never silently ignored. The top level must be an object or an
-// array (genai's tool-call guidance asks for an array of calls).
+// default, examples, format, $schema, $id, and at the top llguidance's x-guidance whitespace options. Anything else that constrains a value
+// (pattern, minLength, minimum, oneOf, allOf, …) is refused when compiled, naming the keyword and where it is — never silently ignored. The
+// top level must be an object or an array (genai's tool-call guidance asks for an array of calls).
 //
 // anyOf over objects (a union of tool calls: {"name": {"const": "get_weather"}, "arguments": {...}} per tool) is a
 // discriminated union: the branches must share a required key whose const/enum values tell them apart, the first
@@ -54,6 +53,10 @@ class JsonSchema {
   explicit JsonSchema(const nlohmann::json& schema);
   const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
   static constexpr int kAnyNode = 0, kRoot = 1;
+  // The top level's x-guidance {"whitespace_flexible": false, "key_separator": ": ", "item_separator": ", "}: the
+  // spaces after ':' and after ',' — then the only whitespace allowed; -1: any whitespace, as JSON allows.
+  int key_spaces() const { return key_spaces_; }
+  int item_spaces() const { return item_spaces_; }
 
  private:
   int compile(const nlohmann::json& s, const std::string& at, int depth);
@@ -63,7 +66,9 @@ class JsonSchema {
   int key_bytes(const Node& n, size_t i) const;    // ,"name":value at its least
   const nlohmann::json* root_ = nullptr;           // (while compiling: where $refs resolve)
   std::vector<std::pair<std::string, int>> refs_;  // $ref → its node, compiled once (recursion ends here)
+  void read_x_guidance(const nlohmann::json& options);
   std::vector<Node> nodes_;
+  int key_spaces_ = -1, item_spaces_ = -1;
 };
 
 }  // namespace tern::llm
