@@ -12,8 +12,8 @@ docs/python.md has the API and notes for porting from onnxruntime and onnxruntim
 from . import capi
 from ._capi import (Error, InternalError, InvalidArgumentError, InvalidProtobufError, MemoryLimitError, ModelError,
                     NoGraphError, NoSuchFileError, UnsupportedError, lib as _lib)
-from .genai import (Config, Generator, GeneratorParams, Llama, Model, Tensor, Tokenizer, TokenizerStream, generate,
-                    set_log_options)
+from .genai import (Audios, Config, Generator, GeneratorParams, Images, Llama, Model, Tensor, Tokenizer, TokenizerStream,
+                    generate, register_execution_provider_library, set_log_options)
 from .session import (ExecutionMode, GraphOptimizationLevel, InferenceSession, IOBinding, NodeArg, NodeProfile,
                       OrtValue, RunOptions, SessionOptions, get_all_providers, get_available_providers, get_build_info,
                       get_device, get_version_string, set_default_logger_severity)
@@ -33,7 +33,8 @@ build_info = _lib.tern_build_info().decode()
 
 __all__ = ["InferenceSession", "SessionOptions", "RunOptions", "OrtValue", "IOBinding", "NodeArg", "NodeProfile", "GraphOptimizationLevel",
            "ExecutionMode", "get_available_providers", "get_all_providers", "get_version_string", "get_build_info",
-           "set_default_logger_severity", "get_device", "Config", "Model", "Tensor", "set_log_options", "Tokenizer", "TokenizerStream",
+           "set_default_logger_severity", "get_device", "Config", "Model", "Tensor", "Images", "Audios",
+           "register_execution_provider_library", "set_log_options", "Tokenizer", "TokenizerStream",
            "GeneratorParams", "Generator", "generate", "Llama", "Error", "InvalidArgumentError", "ModelError",
            "UnsupportedError", "MemoryLimitError", "InternalError", "NoSuchFileError", "InvalidProtobufError",
            "NoGraphError", "capi", "build_info", "set_process_memory_limit"]

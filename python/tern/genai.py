@@ -108,6 +108,35 @@ class Tensor:
         return self._array.ctypes.data
 
 
+class _Media:
+    """onnxruntime-genai's Images and Audios (its multimodal processors' inputs): tern runs text decoders, so
+    open() refuses, naming what it was asked for. They exist so that code naming them — genai's own examples'
+    common.py annotates with og.Images and og.Audios — imports unchanged."""
+
+    @classmethod
+    def open(cls, *paths):
+        raise _capi.UnsupportedError(f"{cls.__name__}.open: tern runs text decoders (no image or audio processor)",
+                                     _capi.UNSUPPORTED)
+
+    @classmethod
+    def open_bytes(cls, *data):
+        return cls.open()
+
+
+class Images(_Media):
+    pass
+
+
+class Audios(_Media):
+    pass
+
+
+def register_execution_provider_library(name, path):
+    """genai's plug-in execution providers: tern's kernels are its own (CPU, or OpenCL by Model(device=...))."""
+    raise _capi.UnsupportedError(f"register_execution_provider_library('{name}'): tern runs its own kernels "
+                                 "(the CPU's, or OpenCL: tern.Model(path, device='opencl'))", _capi.UNSUPPORTED)
+
+
 _LOG_OPTIONS = {}
 
 
