@@ -2,6 +2,10 @@
 # the same folders (the ORT-GenAI tiny models in ../shared): the same tokens, text and tokenizer answers. Each
 # example below is written once, against a module `og`, as genai's examples/python scripts spell it.
 import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -342,3 +346,48 @@ def test_ort_and_genai_module_helpers():
         config.overlay(json.dumps({"engine": {}}))
     with pytest.raises(tern.InvalidArgumentError, match="search option 'beam_width'"):
         config.overlay(json.dumps({"search": {"beam_width": 2}}))
+    # (genai's multimodal inputs and plug-in providers: named, so that code naming them imports; refused when used)
+    with pytest.raises(tern.UnsupportedError, match="text decoders"):
+        tern.Images.open("cat.png")
+    with pytest.raises(tern.UnsupportedError, match="its own kernels"):
+        tern.register_execution_provider_library("CUDAExecutionProvider", "libcuda_ep.so")
+
+
+def output_line(script, path, shim, *args):
+    """The "Output:" line of one of genai's example scripts run on `path`; with `shim`, `onnxruntime_genai` is tern."""
+    env = dict(os.environ)
+    if shim:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shim), env.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, str(script), "-m", path, "--non_interactive", "-e", "cpu", *args],
+                         capture_output=True, text=True, env=env, timeout=300)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("Output:")]
+    assert lines, run.stdout + run.stderr
+    return lines[0], run
+
+
+def test_genai_own_example_files_run_unchanged(tmp_path):
+    """genai's examples/python/model-qa.py with its common.py, the files themselves (TERN_GENAI_EXAMPLES: that folder
+    of an onnxruntime-genai checkout; not in this repository), with `onnxruntime_genai` a one-line module over tern:
+    genai's output (the same tokens; its stream keeps the first token's leading space), and under json_schema
+    guidance over two tools an array of calls that parses."""
+    examples = os.environ.get("TERN_GENAI_EXAMPLES")
+    if not examples:
+        pytest.skip("TERN_GENAI_EXAMPLES is not set (an onnxruntime-genai checkout's examples/python)")
+    path = folder(LLAMA)
+    script = pathlib.Path(examples) / "model-qa.py"
+    (tmp_path / "onnxruntime_genai.py").write_text("from tern import *\n")
+    ours, run = output_line(script, path, tmp_path, "-l", "40")
+    assert run.returncode == 0, run.stderr
+    theirs, _ = output_line(script, path, None, "-l", "40")  # (0.11.4 then fails on token_count, after its output)
+    assert theirs == ours.replace("Output: ", "Output:  ", 1)
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([
+        {"type": "function", "function": {"name": "get_weather", "description": "The weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+        {"type": "function", "function": {"name": "get_time", "description": "The time", "parameters": {
+            "type": "object", "properties": {"zone": {"type": "integer"}}, "required": ["zone"]}}}]))
+    guided, run = output_line(script, path, tmp_path, "-l", "200", "--response_format", "json_schema", "-tool",
+                              "--tools_file", str(tools), "--do_sample", "-t", "1.0")
+    assert run.returncode == 0, run.stderr
+    calls = json.loads(guided[len("Output:"):])
+    assert calls and all(c["name"] in ("get_weather", "get_time") and set(c) == {"name", "parameters"} for c in calls)
