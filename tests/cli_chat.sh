@@ -65,6 +65,16 @@ if [ -f "$smol/model.onnx" ]; then
   grep -q "The capital of France is Paris." "$work/pane.txt"
   grep -q "The capital of Germany is Berlin." "$work/pane.txt"
   echo "chat: SmolLM2-135M-Instruct answers both turns"
+  # --tools with --tool-choice required: the first answer is a call whose arguments fit the tool's schema, its
+  # result is asked for, and the model answers with it (stdin, not tmux: nothing here is timed).
+  echo "[$(cat "$repo/tests/fixtures/tools/get_weather.json")]" > "$work/tools.json"
+  printf 'What is the weather in Paris?\n{"temperature": 21, "sky": "clear"}\n' |
+    "$tern" chat "$smol" --tools "$work/tools.json" --tool-choice required --greedy --max-new-tokens 120 --threads 2 \
+      > "$work/tools.txt" 2>&1
+  grep -q 'the chat template renders no tools' "$work/tools.txt"  # (SmolLM2's does not: said, and the call made anyway)
+  grep -q '^\[get_weather {"city":"Paris",.*"unit":"celsius"}\] result> The weather in Paris is' "$work/tools.txt" ||
+    { cat "$work/tools.txt"; echo "no call, result and answer"; exit 1; }
+  echo "chat: SmolLM2 calls get_weather under --tool-choice required, takes the result and answers with it"
 else
   echo "skipped the SmolLM2 turns: $smol is absent (scripts/get-models.sh fetches it)"
 fi

@@ -61,6 +61,7 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
   if (opt.top_logits < 0 || (V > 0 && opt.top_logits > V))
     fail("--top-logits ", opt.top_logits, ": must be between 0 and the vocabulary (", V, ")");
   Sampler{opt.sampling};  // its options' check
+  if (opt.constraint && (prompts.size() != 1 || opt.num_beams > 1)) fail_unsupported("a JSON constraint on more than one sequence");
   int64_t longest = 0;
   for (const auto& p : prompts) {
     if (p.empty()) fail("a prompt has no tokens (add BOS or text)");
@@ -335,14 +336,15 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const auto& so = opt.sampling;
   const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 && device_k <= Session::max_device_top_k() &&
-                            so.repetition_penalty == 1.0f && io_.layout == PastLayout::Internal &&
-                            opt.top_logits <= device_k;  // --top-logits needs the scores
-  struct TopKOff {                                       // whatever happens, this sequence downloads its logits again afterwards
+                            so.repetition_penalty == 1.0f && io_.layout == PastLayout::Internal && opt.top_logits <= device_k &&
+                            !opt.constraint;  // --top-logits and a constraint need the scores
+  struct TopKOff {                            // whatever happens, this sequence downloads its logits again afterwards
     SequenceState& s;
     ~TopKOff() { s.set_device_top_k("", 0); }
   } top_k_off{*sequence_};
   std::vector<int64_t> top_ids;  // record_top_logits' scratch
   std::vector<float> ended_not;  // a row's logits with its end tokens at −∞ (min_new_tokens)
+  std::vector<float> allowed;    // a row's logits with what the constraint refuses at −∞
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
     if (device_top_k && step == 1) sequence_->set_device_top_k(io_.logits, device_k);
@@ -359,11 +361,23 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
             if (e >= 0 && e < V) ended_not[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
           row = ended_not.data();
         }
+        if (opt.constraint) {
+          allowed.assign(row, row + V);
+          row = allowed.data();
+          if (opt.constraint->mask(allowed.data(), V, opt.max_new_tokens - step) == 0) {  // (nothing can come: it ends)
+            done[static_cast<size_t>(b)] = 1;
+            break;
+          }
+        }
         if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b, top_ids);
         next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
         res.tokens[static_cast<size_t>(b)].push_back(next);
         if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
         for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;
+        if (opt.constraint) {
+          opt.constraint->accept(next);
+          done[static_cast<size_t>(b)] |= opt.constraint->complete();
+        }
       }
       seq[static_cast<size_t>(b)].push_back(next);
       mask[static_cast<size_t>(b)].push_back(1);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "llm/decoder_io.h"
+#include "llm/json_constraint.h"
 #include "llm/kv_cache.h"
 #include "llm/model_config.h"
 #include "llm/sampler.h"
@@ -29,6 +30,9 @@ struct GenerateOptions {
   // > 0: GenerateResult::top_logits keeps each step's this many highest logits per sequence — where two
   // runtimes' greedy tokens part, it shows whether the step was a near-tie.
   int64_t top_logits = 0;
+  // One sequence, sampled or greedy: only the tokens the constraint allows (a forced tool call's JSON object), and
+  // the sequence ends once it is whole. The caller's per-sequence state, fed each token chosen.
+  JsonConstraint* constraint = nullptr;
 };
 
 struct GenerateResult {

@@ -143,11 +143,41 @@ void read_tools(const nlohmann::ordered_json& in_order, const json& body, Comple
     if (mode == "required" || mode == "named") bad("tool_choice", "asks for a tool call, and the request has no tools");
     return;
   }
+  check_tools(tools);
+  const auto forced = mode == "required" || mode == "named" ? tool_call_schema(tools, named) : nullptr;
+  if (mode == "none") return;      // (the tools are not offered: the template renders none)
+  r.tools = in_order.at("tools");  // (their schemas in the request's key order, which tojson prints)
+  r.tool_choice = mode;
+  r.json_schema = forced;
+  r.json_object = forced != nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<const llm::JsonSchema> tool_call_schema(const json& tools, const std::string& named) {
+  json calls = json::array();  // each forced tool's call, as a schema
+  for (const json& tool : tools) {
+    const json& fn = tool["function"];
+    const json& params = field(fn, "parameters");
+    const std::string& name = fn["name"].get_ref<const std::string&>();
+    if (!named.empty() && name != named) continue;
+    calls.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", name}}}, {"arguments", params.is_null() ? json{{"type", "object"}} : params}}},
+                     {"required", {"name", "arguments"}},
+                     {"additionalProperties", false}});
+  }
+  if (calls.empty()) bad("tool_choice", "names '" + named + "', which is not among the tools");
+  try {
+    return std::make_shared<const llm::JsonSchema>(calls.size() == 1 ? calls[0] : json{{"anyOf", calls}});
+  } catch (const Error& e) {
+    bad("tools", std::string("a forced call's parameters are not a schema tern can constrain to: ") + e.what());
+  }
+}
+
+void check_tools(const json& tools) {
   if (!tools.is_array() || tools.empty() || tools.size() > 128)
     bad("tools", "must be an array of 1 to 128 {type: function, function: {name, parameters}}");
   std::vector<std::string> names;
-  json calls = json::array();  // each forced tool's call, as a schema
-  bool named_found = false;
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string at = "tools[" + std::to_string(i) + "]";
     const json& fn = tools[i].is_object() ? field(tools[i], "function") : json();
@@ -159,25 +189,16 @@ void read_tools(const nlohmann::ordered_json& in_order, const json& body, Comple
     const std::string& name = fn["name"].get_ref<const std::string&>();
     if (std::find(names.begin(), names.end(), name) != names.end()) bad(at + ".function.name", "repeats '" + name + "'");
     names.push_back(name);
-    if (mode == "named" && name != named) continue;
-    named_found = true;
-    calls.push_back({{"type", "object"},
-                     {"properties", {{"name", {{"const", name}}}, {"arguments", params.is_null() ? json{{"type", "object"}} : params}}},
-                     {"required", {"name", "arguments"}},
-                     {"additionalProperties", false}});
   }
-  if (mode == "named" && !named_found) bad("tool_choice", "names '" + named + "', which is not among the tools");
-  if (mode == "none") return;      // (the tools are not offered: the template renders none)
-  r.tools = in_order.at("tools");  // (their schemas in the request's key order, which tojson prints)
-  r.tool_choice = mode;
-  if (mode == "auto") return;
-  try {
-    r.json_schema = std::make_shared<const llm::JsonSchema>(calls.size() == 1 ? calls[0] : json{{"anyOf", calls}});
-  } catch (const Error& e) {
-    bad("tools", std::string("a forced call's parameters are not a schema tern can constrain to: ") + e.what());
-  }
-  r.json_object = true;
 }
+
+nlohmann::ordered_json tool_call_message(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", nlohmann::ordered_json::parse(call.arguments)}}}};
+}
+
+namespace {
 
 json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
   json out = json::array();
@@ -209,13 +230,17 @@ void take_tool_calls(const CompletionRequest& r, Choice& c) {
 }
 
 std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& text) {
+  if (!r.calls_tools()) return {};
+  return parse_tool_calls(r.tools, r.tool_choice != "auto", text);
+}
+
+std::vector<ToolCall> parse_tool_calls(const nlohmann::ordered_json& tools, bool forced, std::string& text) {
   std::vector<ToolCall> calls;
-  if (!r.calls_tools()) return calls;
   const auto take = [&](const std::string& object_text) {
     const nlohmann::ordered_json j = nlohmann::ordered_json::parse(trimmed(object_text), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     const std::string name = j["name"];
-    if (std::none_of(r.tools.begin(), r.tools.end(), [&](const auto& t) { return t["function"]["name"] == name; })) return false;
+    if (std::none_of(tools.begin(), tools.end(), [&](const auto& t) { return t["function"]["name"] == name; })) return false;
     nlohmann::ordered_json args = j.contains("arguments")    ? j["arguments"]
                                   : j.contains("parameters") ? j["parameters"]
                                                              : nlohmann::ordered_json::object();
@@ -224,7 +249,7 @@ std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& 
     calls.push_back({random_id("call_"), name, args.dump()});
     return true;
   };
-  if (r.tool_choice != "auto") {  // a forced call: the whole text is its object
+  if (forced) {  // a forced call: the whole text is its object
     if (take(text)) text.clear();
     return calls;
   }

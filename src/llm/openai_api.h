@@ -78,6 +78,17 @@ struct ToolCall {
 // Qwen, SmolLM3 and others' templates), or the whole text as one {"name", "arguments" | "parameters"} object (the
 // Llama 3.x form). Only calls of offered tools count.
 std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& text);
+// The same of an answer offered `tools` (an OpenAI tools array; `forced`: the whole text is one call's object).
+std::vector<ToolCall> parse_tool_calls(const nlohmann::ordered_json& tools, bool forced, std::string& text);
+// Checks an OpenAI tools array (1 to 128 {type: function, function: {name, parameters}}, names unique): ApiError
+// naming tools[i] otherwise. (tern chat --tools reads its file so.)
+void check_tools(const nlohmann::json& tools);
+// What a forced call is decoded under: {"name", "arguments"} with the function's parameters as the arguments' schema,
+// of the tool `named` (empty: any of them, a union the name picks from). ApiError naming tool_choice or tools when
+// that tool is not offered or its parameters are outside what tern constrains to.
+std::shared_ptr<const llm::JsonSchema> tool_call_schema(const nlohmann::json& tools, const std::string& named);
+// A call as an assistant message's tool_calls entry, as templates read it (its arguments an object).
+nlohmann::ordered_json tool_call_message(const ToolCall& call);
 
 // Parses and checks a request body (chat: /v1/chat/completions). Throws ApiError (400) naming the field.
 // Fields OpenAI defines that tern does not implement are refused when set to anything but their

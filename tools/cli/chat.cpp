@@ -3,9 +3,13 @@
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <optional>
 
+#include "core/error.h"
+#include "core/mapped_file.h"
 #include "llm/chat_template.h"
 #include "llm/generator.h"
+#include "llm/openai_api.h"
 #include "llm/tokenizer.h"
 
 namespace tern::cli {
@@ -14,6 +18,20 @@ namespace tern::cli {
 namespace {
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted = true; }
+
+// --tools FILE: an OpenAI tools array, checked as tern serve checks a request's.
+nlohmann::ordered_json read_tools(const std::string& path) {
+  const auto tools = nlohmann::ordered_json::parse(read_file_bytes(path, 16 << 20, "--tools"), nullptr, false);
+  if (tools.is_discarded()) fail("--tools ", path, ": not JSON text");
+  try {
+    openai::check_tools(tools);
+  } catch (const std::exception& e) {
+    fail("--tools ", path, ": ", e.what());
+  }
+  return tools;
+}
+
+nlohmann::ordered_json message(const char* role, const std::string& content) { return {{"role", role}, {"content", content}}; }
 }  // namespace
 
 // An interactive conversation: each turn is prefilled on top of the cache the last one left (only the
@@ -34,8 +52,29 @@ int chat(int argc, char** argv) {
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg, llm::SamplingUse::Conversation);
   opt.resume = true;
   bool stats = f.has("stats");
-  std::vector<llm::ChatMessage> msgs;
-  if (f.has("system")) msgs.push_back({"system", f.get("system")});
+  llm::ChatOptions turn;  // (the template offers the tools; a call in an answer asks for its result)
+  if (f.has("tools")) {
+    turn.tools = read_tools(f.get("tools"));
+    const nlohmann::ordered_json probe = nlohmann::ordered_json::array({message("user", "?")});
+    if (chat.empty() || chat.render(probe, turn) == chat.render(probe))
+      std::cerr << "tern chat: " << (chat.empty() ? "no chat template" : "the chat template renders no tools")
+                << ", so the model is not told of them (--tool-choice required still decodes its calls)\n";
+  }
+  // --tool-choice required or NAME: each user turn's first answer is a call, decoded under its tool's schema.
+  const std::string choice = f.get("tool-choice");
+  std::shared_ptr<const llm::JsonSchema> forced;
+  std::shared_ptr<const llm::JsonVocabulary> vocabulary;
+  if (choice != "auto") {
+    if (turn.tools.is_null()) fail("--tool-choice ", choice, ": no --tools to call");
+    try {
+      forced = openai::tool_call_schema(turn.tools, choice == "required" ? "" : choice);
+    } catch (const std::exception& e) {
+      fail("--tool-choice ", choice, ": ", e.what());
+    }
+    vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok);
+  }
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  if (f.has("system")) msgs.push_back(message("system", f.get("system")));
   const size_t first_turn = msgs.size();
   // Ctrl-C at the prompt must end the read (no SA_RESTART); during an answer it must not fail a write to the
   // terminal that it interrupts (EINTR would set stdout's error flag, and std::cout would print nothing after it:
@@ -47,7 +86,37 @@ int chat(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
   };
   std::cerr << "chat with " << dir << " (chat template: " << (chat.empty() ? "none, one running text" : chat.origin())
+            << (turn.tools.is_null() ? "" : "; " + std::to_string(turn.tools.size()) + " tools offered")
             << "). Ctrl-C stops an answer, Ctrl-D quits; /stats toggles speed, /reset forgets the conversation.\n";
+  // An answer to the conversation so far, streamed; false when it ended at Ctrl-C.
+  auto answer_turn = [&](std::string& answer, bool call) {
+    const std::vector<int64_t> ids = llm::encode_chat(*tok, chat, msgs, turn);
+    llm::TextStream out(*tok, ids);
+    interrupted = false;
+    on_ctrl_c(true);
+    llm::GenerateOptions o = opt;
+    std::optional<llm::JsonConstraint> constraint;
+    if (call) o.constraint = &constraint.emplace(vocabulary, forced);
+    const auto res = gen.generate({ids}, o, [&](size_t, int64_t t) {
+      const bool end = std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end();
+      if (!end) {
+        const std::string piece = out.push(t);
+        answer += piece;
+        std::cout << piece << std::flush;
+      }
+      return !interrupted.load();
+    });
+    std::cout << out.flush() << "\n";
+    if (interrupted) std::cerr << "[stopped]\n";
+    if (stats) {
+      const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+      std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
+                << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
+                << " tok/s; " << res.decode_steps << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
+                << " tok/s]\n";
+    }
+    return !interrupted.load();
+  };
   for (;;) {
     on_ctrl_c(false);
     std::cout << "> " << std::flush;
@@ -69,34 +138,35 @@ int chat(int argc, char** argv) {
       continue;
     }
     if (line == "/reset") {
-      msgs.resize(first_turn);
+      msgs.erase(msgs.begin() + static_cast<std::ptrdiff_t>(first_turn), msgs.end());
       std::cerr << "conversation forgotten\n";
       continue;
     }
-    msgs.push_back({"user", line});
-    const std::vector<int64_t> ids = llm::encode_chat(*tok, chat, msgs);
-    llm::TextStream out(*tok, ids);
-    std::string answer;
-    interrupted = false;
-    on_ctrl_c(true);
-    const auto res = gen.generate({ids}, opt, [&](size_t, int64_t t) {
-      const bool end = std::find(opt.eos_token_ids.begin(), opt.eos_token_ids.end(), t) != opt.eos_token_ids.end();
-      if (!end) {
-        const std::string piece = out.push(t);
-        answer += piece;
-        std::cout << piece << std::flush;
+    msgs.push_back(message("user", line));
+    // The answer; when it calls offered tools, each call's result is asked for and the model answers again.
+    for (bool call = forced != nullptr;; call = false) {
+      std::string answer;
+      const bool whole = answer_turn(answer, call);
+      const auto calls =
+          whole && !turn.tools.is_null() ? openai::parse_tool_calls(turn.tools, call, answer) : std::vector<openai::ToolCall>{};
+      if (call && calls.empty() && whole)
+        std::cerr << "[no whole call within --max-new-tokens " << opt.max_new_tokens << ": its arguments need more]\n";
+      nlohmann::ordered_json reply = message("assistant", answer);
+      if (calls.empty()) {
+        msgs.push_back(std::move(reply));
+        break;
       }
-      return !interrupted.load();
-    });
-    std::cout << out.flush() << "\n";
-    if (interrupted) std::cerr << "[stopped]\n";
-    msgs.push_back({"assistant", answer});
-    if (stats) {
-      const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
-      std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
-                << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
-                << " tok/s; " << res.decode_steps << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
-                << " tok/s]\n";
+      for (const auto& call : calls) reply["tool_calls"].push_back(openai::tool_call_message(call));
+      msgs.push_back(std::move(reply));
+      for (const auto& call : calls) {
+        std::cout << "[" << call.name << " " << call.arguments << "] result> " << std::flush;
+        std::string result;
+        if (!std::getline(std::cin, result)) {
+          std::cout << "\n";
+          return 0;
+        }
+        msgs.push_back({{"role", "tool"}, {"tool_call_id", call.id}, {"name", call.name}, {"content", result}});
+      }
     }
   }
 }

@@ -124,10 +124,16 @@ turn is prefilled on top of the KV cache the last one left (only the new turn is
 Ctrl-C stops an answer, Ctrl-D quits, /stats toggles the speed line, /reset forgets the conversation.
 Tokens are sampled as generation_config.json says; when it is silent, at temperature 0.7 and top-p 0.9
 (--greedy: the most likely token).
+--tools FILE offers the tools of an OpenAI tools array (what tern serve's requests send) through the template;
+when an answer calls them (<tool_call> blocks, or a whole {"name", "arguments"} object), each call's result is
+asked for on its own line and the model answers with it. --tool-choice required (or a tool's name) makes each
+turn's first answer a call, decoded under the tool's parameters schema so its arguments always parse.
 )",
                List{kModel,
                     kDtype,
                     {"system", Arg::Text, "TEXT", "", "the system prompt"},
+                    {"tools", Arg::Text, "FILE", "", "offer these tools (an OpenAI tools JSON array)"},
+                    {"tool-choice", Arg::Text, "C", "auto", "auto, required, or a tool's name: each turn then begins with a call"},
                     {"max-new-tokens", Arg::Int, "N", "512", "new tokens at most per answer"},
                     {"stats", Arg::Switch, "", "", "print each answer's speed"}} +
                    kSampling + kDecoder});
