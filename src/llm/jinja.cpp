@@ -1108,7 +1108,7 @@ class Renderer {
   }
 
   void step(int line) {
-    if (++steps_ > kMaxSteps) error(line, "the template runs past " + std::to_string(kMaxSteps) + " steps");
+    if (++steps_ > options_.max_steps) error(line, "the template runs past " + std::to_string(options_.max_steps) + " steps");
   }
 
   void emit(const std::string& s, int line) {
@@ -1225,17 +1225,30 @@ class Renderer {
     if (what.kind == Value::List) return std::any_of(what.list->begin(), what.list->end(), [&](const Value& v) { return one(str(v)); });
     return one(str(what));
   }
-  static std::string replace_all(std::string s, const std::string& from, const std::string& to, int64_t count) {
-    if (from.empty()) return s;
+  // (copied forward once: replacing in place moved the tail at each match, 9 s for a 1 MB string's million)
+  static std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+    std::string out;
     size_t p = 0;
-    for (int64_t n = 0; count < 0 || n < count; ++n) {
-      p = s.find(from, p);
-      if (p == std::string::npos) break;
-      if (to.size() > from.size()) check_size(s.size() + (to.size() - from.size()));
-      s.replace(p, from.size(), to);
-      p += to.size();
+    if (from.empty()) {  // (Python: `to` before each character and after the last, `count` times at most)
+      for (int64_t n = 0;; ++n) {
+        if (count < 0 || n < count) check_size(out.size() + to.size()), out += to;
+        if (p >= s.size()) return out;
+        size_t end = p + 1;
+        while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;  // (a whole character)
+        check_size(out.size() + (end - p));
+        out.append(s, p, end - p);
+        p = end;
+      }
     }
-    return s;
+    for (int64_t n = 0; count < 0 || n < count; ++n) {
+      const size_t at = s.find(from, p);
+      if (at == std::string::npos) break;
+      check_size(out.size() + (at - p) + to.size());
+      out.append(s, p, at - p).append(to);
+      p = at + from.size();
+    }
+    check_size(out.size() + (s.size() - p));
+    return out.append(s, p, std::string::npos);
   }
 
   // obj.name: a dict's methods first, then its item (as jinja2's getattr); a string's methods; else undefined.
@@ -1889,7 +1902,6 @@ class Renderer {
     for (size_t k = 0; k < parts.size(); ++k) (*scopes_.back())[n.names[k]] = parts[k];
   }
 
-  static constexpr int64_t kMaxSteps = 10'000'000;  // a real chat template over a long chat: under 100,000
   static constexpr size_t kMaxRange = 1'000'000;
   static constexpr int kMaxDepth = 64;
   const std::string& what_;

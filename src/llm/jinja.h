@@ -24,6 +24,7 @@ struct RenderOptions {
   // strftime_now(format) in templates (Llama 3.x dates their system turn with it); default: today, local time.
   std::function<std::string(const std::string& format)> strftime_now;
   size_t max_output_bytes = size_t{16} << 20;  // a hostile template's output is refused past this
+  int64_t max_steps = 10'000'000;              // and its work (a real chat template over a long chat: under 100,000)
 };
 
 // A parsed template: parse once, render per conversation. Errors (syntax, an unsupported construct, a
