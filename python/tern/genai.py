@@ -370,6 +370,31 @@ def _check_search_option(key, value):
         raise _capi.InvalidArgumentError(f"{key} {value}: at least 1", _capi.INVALID_ARGUMENT)
 
 
+def _lark_json_schema(grammar):
+    """The schema of a Lark grammar (llguidance's dialect) whose start rule is, through rules of one name each, one
+    `%json {schema}`; anything else is refused naming the rule tern cannot take."""
+    rules = {}
+    for line in grammar.splitlines():
+        if line.strip() and not line.strip().startswith("//"):
+            name, colon, body = line.partition(":")
+            if not colon or not name.strip():
+                raise _capi.UnsupportedError(f"set_guidance: lark line {line.strip()!r} is not 'name: body'", _capi.UNSUPPORTED)
+            rules[name.strip()] = body.strip()
+    name = "start"
+    for _ in range(len(rules) + 1):
+        body = rules.get(name)
+        if body is None:
+            raise _capi.InvalidArgumentError(f"set_guidance: the lark grammar has no rule '{name}'", _capi.INVALID_ARGUMENT)
+        if body.startswith("%json"):
+            return body[len("%json"):].strip()
+        if not body.replace("_", "").isalnum():
+            raise _capi.UnsupportedError(f"set_guidance: lark rule '{name}: {body[:60]}' (tern takes a start that is "
+                                         "one %json rule: text, alternatives and tool-call tokens are not constrained "
+                                         "here)", _capi.UNSUPPORTED)
+        name = body
+    raise _capi.InvalidArgumentError("set_guidance: the lark grammar's rules name each other in a loop", _capi.INVALID_ARGUMENT)
+
+
 class GeneratorParams:
     """Search options: max_length (prompt + new tokens; default the model's context), min_length (no end token
     before it), do_sample, temperature, top_k, top_p, min_p, repetition_penalty, random_seed — starting from the
@@ -394,13 +419,17 @@ class GeneratorParams:
             self.search[key] = value
 
     def set_guidance(self, type, data, enable_ff_tokens=False):
-        """genai's constrained decoding: type "json_schema" (data: a JSON schema whose top level is an object, of the
-        subset tern serve's response_format takes) or "json_object"; the sequence ends once the object is whole.
-        genai's "regex" and "lark_grammar" (llguidance) are refused: tern's constraint is JSON's."""
-        if type not in ("json_schema", "json_object"):
-            raise _capi.UnsupportedError(f"set_guidance: type '{type}' (tern constrains to JSON: json_schema or "
-                                         "json_object)", _capi.UNSUPPORTED)
-        self.guidance = data if type == "json_schema" else ""
+        """genai's constrained decoding: type "json_schema" (data: a JSON schema whose top level is an object or an
+        array, of the subset tern serve's response_format takes — genai's tool-call arrays included) or
+        "json_object"; the sequence ends once the value is whole. "lark_grammar" is taken where its start is one
+        %json rule (`start: call` / `call: %json {...}`, what genai's examples write for a tool call without
+        tool-call tokens); other Lark and "regex" are refused naming what tern lacks: its constraint is JSON's."""
+        if type == "lark_grammar":
+            data = _lark_json_schema(data)
+        elif type not in ("json_schema", "json_object"):
+            raise _capi.UnsupportedError(f"set_guidance: type '{type}' (tern constrains to JSON: json_schema, "
+                                         "json_object, or a lark_grammar whose start is one %json rule)", _capi.UNSUPPORTED)
+        self.guidance = data if type != "json_object" else ""
 
     def _max_length(self):
         """The search's max_length: prompt and new tokens (default: the model's context, else its window)."""

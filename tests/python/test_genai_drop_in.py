@@ -328,6 +328,13 @@ def test_set_guidance_json_schema_constrains_the_loop():
     assert set(obj) == {"answer", "sure"} and isinstance(obj["sure"], bool), obj
     with pytest.raises(tern.UnsupportedError, match="tern constrains to JSON"):
         params.set_guidance("regex", "[a-z]+")
+    # genai's examples' lark for a tool call without tool-call tokens (common.py get_lark_grammar): its %json schema
+    params.set_guidance("lark_grammar", "start: functioncall\nfunctioncall: %json " + json.dumps(schema))
+    assert json.loads(params.guidance) == schema
+    with pytest.raises(tern.UnsupportedError, match="lark rule 'start: TEXT | functioncall'"):
+        params.set_guidance("lark_grammar", "start: TEXT | functioncall\nTEXT: /[^{<](.|\\n)*/\nfunctioncall: %json {}")
+    with pytest.raises(tern.InvalidArgumentError, match="no rule 'call'"):
+        params.set_guidance("lark_grammar", "start: call")
 
 
 def test_ort_and_genai_module_helpers():
