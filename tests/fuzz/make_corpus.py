@@ -248,6 +248,15 @@ def seeds():
         b'{"name": "Ann", "age": 7, "tags": ["a"], "pet": {"kind": "cat"}, "note": null}'
     tree = {"$ref": "#/$defs/T", "$defs": {"T": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}}}}}}
     yield "json_schema", "tree.bin", json.dumps(tree).encode() + b"\0" + b'{"kids": [{"kids": [{}]}, {}]}'
+    # genai's tool-call guidance: an array of calls, objects told apart by their name, fixed separators
+    call = lambda name, params: {"type": "object", "properties": {"name": {"const": name}, "parameters": params},
+                                 "required": ["name", "parameters"], "additionalProperties": False}
+    calls = {"x-guidance": {"whitespace_flexible": False, "key_separator": ": ", "item_separator": ", "},
+             "type": "array", "minItems": 1, "items": {"anyOf": [
+                 call("get_weather", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+                 call("get_time", {"type": "object", "properties": {"zone": {"enum": [1, 2]}}})]}}
+    yield "json_schema", "tool_calls.bin", json.dumps(calls).encode() + b"\0" + \
+        b'[{"name": "get_time", "parameters": {"zone": 2}}, {"name": "get_weather", "parameters": {"city": "Oslo"}}]'
 
 
 # --- hostile inputs: (target, file, bytes, the error its message must contain) -----------------------------
