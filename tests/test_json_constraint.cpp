@@ -347,6 +347,55 @@ TEST_CASE("JsonConstraint with a union: arrays of tool calls sampled from random
       [](int seq) { return int64_t{30} + (seq * 11) % 70; }, check_calls);
 }
 
+TEST_CASE("JsonConstraint with a trigger: free text, then each call the model begins is decoded under the schema") {
+  // tern serve's tool_choice auto on a template that writes <tool_call> blocks: the text is the model's own until it
+  // writes the marker, then a call under the tools' union (the name picks the arguments' schema), then text again.
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = load_tokenizer(std::string(TERN_SOURCE_DIR) + "/models/default");
+  } catch (const std::exception& e) {
+    MESSAGE((std::string("skipped: ") + e.what()));
+    return;
+  }
+  const auto vocab = std::make_shared<const JsonVocabulary>(*tok);
+  const auto schema = std::make_shared<const JsonSchema>(nlohmann::json::parse(R"({"anyOf": [
+      {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {"type": "object",
+       "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}},
+       "required": ["name", "arguments"], "additionalProperties": false},
+      {"type": "object", "properties": {"name": {"const": "get_time"}, "arguments": {"type": "object",
+       "properties": {"zone": {"type": "integer"}}, "required": ["zone"], "additionalProperties": false}},
+       "required": ["name", "arguments"], "additionalProperties": false}]})"));
+  const auto V = static_cast<int64_t>(vocab->bytes.size());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> noise(0.0f, 8.0f);
+  std::vector<float> logits(static_cast<size_t>(V));
+  for (int call = 0; call < 8; ++call) {
+    CAPTURE(call);
+    JsonConstraint c(vocab, schema, "<tool_call>");
+    CHECK(c.mask(logits.data(), V, 200) == V);  // free text: nothing masked
+    for (int64_t t : tok->encode("Let me look that up. <tool_call>\n", false)) c.accept(t);
+    REQUIRE(c.in_value());
+    std::string value;
+    for (int step = 0; step < 200 && c.in_value(); ++step) {
+      for (float& l : logits) l = noise(rng);
+      REQUIRE(c.mask(logits.data(), V, 200 - step) > 0);
+      const auto next = static_cast<int64_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      value += vocab->bytes[static_cast<size_t>(next)];
+      c.accept(next);
+    }
+    CAPTURE(value);
+    REQUIRE_FALSE(c.in_value());  // the call whole: text is free again, and the sequence goes on to its end token
+    CHECK_FALSE(c.complete());
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    CHECK(c.mask(logits.data(), V, 10) == V);
+    const auto j = nlohmann::json::parse(value);
+    const std::string name = j.at("name");
+    REQUIRE((name == "get_weather" || name == "get_time"));
+    CHECK(j.at("arguments").size() == 1);
+    CHECK((name == "get_weather" ? j["arguments"].at("city").is_string() : j["arguments"].at("zone").is_number()));
+  }
+}
+
 TEST_CASE("JsonConstraint: a token that closes a string is never taken as text inside it (budget and schema kept)") {
   // tern serve, a forced tool call at temperature 1 on SmolLM2: inside the string value "aev-amember" with 4 tokens
   // left, the token `","` (closing the value, a comma, a new key's quote) was let through as plain text, the budget

@@ -181,6 +181,16 @@ TEST_CASE("tern serve: tools — the request read, the template fed, calls read 
   REQUIRE(forced.json_schema);
   std::string whole = R"({"name": "get_weather", "arguments": {"city": "Lima"}})";
   CHECK(parse_tool_calls(forced, whole).size() == 1);
+  // auto: where the template writes calls in <tool_call> blocks, each call the model begins is decoded under the
+  // tools' schemas (a constraint with that trigger, free text till then); elsewhere the calls are read as written.
+  std::ifstream qf(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/chat_templates/qwen3-0.6b.jinja");
+  const auto hermes = tern::llm::ChatTemplate::from_source(std::string((std::istreambuf_iterator<char>(qf)), {}), "", "<|im_end|>");
+  const auto plain = tern::llm::ChatTemplate::from_source("{% for m in messages %}{{ m.content }}{% endfor %}");
+  const auto no_vocabulary = [] { return std::shared_ptr<const tern::llm::JsonVocabulary>(); };  // (never asked: no step runs)
+  const auto on_call = choice_constraint(r, &hermes, no_vocabulary);
+  REQUIRE(on_call);
+  CHECK_FALSE(on_call->in_value());
+  CHECK_FALSE(choice_constraint(r, &plain, no_vocabulary));
   // "required" over several tools: the name picks the tool whose parameters the arguments are decoded under.
   const std::string time =
       R"({"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "integer"}}}}})";

@@ -389,10 +389,10 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
       llm::SequenceRequest s = openai::sequence_request(r, i, prompt, r.max_tokens.value_or(room), m->config, turn_ends);
       s.on_token = [&, i](int64_t t) { return choices[i].push(t) && !stopped; };
       if (r.logprobs >= 0) s.on_logprobs = [&, i](const llm::TokenLogprobs& lp) { logprobs[i].push_back(openai::token_logprob(tok, lp)); };
-      if (r.json_object) {
+      s.constraint = openai::choice_constraint(r, &chat_of(m), [&] {
         if (!vocabulary) vocabulary = std::make_shared<const llm::JsonVocabulary>(tok);
-        s.constraint = std::make_shared<llm::JsonConstraint>(vocabulary, r.json_schema);
-      }
+        return vocabulary;
+      });
       s.on_finish = [&, i](llm::FinishReason why) {
         choices[i].finish(why);
         done[i] = 1;

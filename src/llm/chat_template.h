@@ -38,6 +38,8 @@ class ChatTemplate {
   ChatTemplate with_source(const std::string& source) const { return from_source(source, bos_token_, eos_token_); }
   // Where it came from: "tokenizer_config.json", "chat_template.jinja", or "the Gemma-3 template ..." (a fallback).
   const std::string& origin() const { return origin_; }
+  // The template's text holds `text` (a tool-call marker such as "<tool_call>": the format it writes calls in).
+  bool writes(const std::string& text) const { return sources_.find(text) != std::string::npos; }
   bool is_fallback() const { return fallback_; }
 
   // The prompt text. It holds the template's BOS where the template writes one: encode it without adding

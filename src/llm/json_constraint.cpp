@@ -440,6 +440,7 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
 }
 
 int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
+  if (!in_value()) return n;  // (free text, before a trigger)
   const JsonVocabulary& v = *vocab_;
   allowed_.assign(static_cast<size_t>(n), 0);
   // A token may come when the tokens left after it can still close the object (a closing token takes a byte off
@@ -482,7 +483,23 @@ int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
 }
 
 void JsonConstraint::accept(int64_t token) {
-  if (token >= 0 && static_cast<size_t>(token) < vocab_->bytes.size()) grammar_.feed(vocab_->bytes[static_cast<size_t>(token)]);
+  if (token < 0 || static_cast<size_t>(token) >= vocab_->bytes.size()) return;
+  const std::string& bytes = vocab_->bytes[static_cast<size_t>(token)];
+  if (in_value()) {
+    grammar_.feed(bytes);
+    if (triggered_ && grammar_.complete()) triggered_ = false, grammar_ = JsonGrammar(schema_.get());  // (text again)
+    return;
+  }
+  recent_ += bytes;
+  const size_t at = recent_.find(trigger_);
+  if (at == std::string::npos) {
+    if (recent_.size() > trigger_.size()) recent_.erase(0, recent_.size() - trigger_.size());
+    return;
+  }
+  // The value begins after the trigger: what this token wrote after it is its first bytes (when they can be).
+  JsonGrammar g(schema_.get());
+  if (g.feed(recent_.substr(at + trigger_.size()))) triggered_ = true, grammar_ = g;
+  recent_.clear();
 }
 
 }  // namespace tern::llm

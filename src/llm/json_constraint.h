@@ -130,18 +130,25 @@ struct JsonVocabulary {
 // One sequence's constraint: its grammar over the tokens chosen so far.
 class JsonConstraint {
  public:
-  // `schema`: null for any JSON object (json_object), else the object must be one it takes (json_schema).
-  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary, std::shared_ptr<const JsonSchema> schema = nullptr)
-      : vocab_(std::move(vocabulary)), schema_(std::move(schema)), grammar_(schema_.get()) {}
+  // `schema`: null for any JSON object (json_object), else the value must be one it takes (json_schema).
+  // `trigger` (a tool call the model may make: "<tool_call>"): the text is free until the sequence writes the
+  // trigger, then a value under the schema follows, whole, then the text is free again, up to the next trigger.
+  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocabulary, std::shared_ptr<const JsonSchema> schema = nullptr,
+                          std::string trigger = "")
+      : vocab_(std::move(vocabulary)), schema_(std::move(schema)), trigger_(std::move(trigger)), grammar_(schema_.get()) {}
   // Sets the logits of tokens that cannot come next to -inf (of the n logits; tokens past the vocabulary table
   // too); `remaining`: the tokens the sequence may still make. Returns how many are left: 0 ends the sequence.
   int64_t mask(float* logits, int64_t n, int64_t remaining);
   void accept(int64_t token);
-  bool complete() const { return grammar_.complete(); }
+  // The value is whole (with a trigger: never — the sequence ends at its end token).
+  bool complete() const { return trigger_.empty() && grammar_.complete(); }
+  bool in_value() const { return trigger_.empty() || triggered_; }
 
  private:
   std::shared_ptr<const JsonVocabulary> vocab_;
   std::shared_ptr<const JsonSchema> schema_;
+  std::string trigger_, recent_;  // recent_: the free text's last bytes, where the trigger is looked for
+  bool triggered_ = false;
   JsonGrammar grammar_;
   std::vector<char> allowed_;  // per token, this step (kept: a step allocates nothing)
 };

@@ -150,9 +150,24 @@ void read_tools(const nlohmann::ordered_json& in_order, const json& body, Comple
   r.tool_choice = mode;
   r.json_schema = forced;
   r.json_object = forced != nullptr;
+  if (mode == "auto") {
+    try {
+      r.call_schema = tool_call_schema(tools, "");
+    } catch (const ApiError&) {  // (an auto call is read as written, never promised to parse)
+    }
+  }
 }
 
 }  // namespace
+
+std::shared_ptr<llm::JsonConstraint> choice_constraint(const CompletionRequest& r, const llm::ChatTemplate* chat,
+                                                       const std::function<std::shared_ptr<const llm::JsonVocabulary>()>& vocabulary) {
+  if (r.json_object) return std::make_shared<llm::JsonConstraint>(vocabulary(), r.json_schema);
+  static const std::string kHermesCall = "<tool_call>";
+  if (r.call_schema && chat && chat->writes(kHermesCall))
+    return std::make_shared<llm::JsonConstraint>(vocabulary(), r.call_schema, kHermesCall);
+  return nullptr;
+}
 
 std::shared_ptr<const llm::JsonSchema> tool_call_schema(const json& tools, const std::string& named) {
   json calls = json::array();  // each forced tool's call, as a schema

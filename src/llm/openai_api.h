@@ -5,6 +5,7 @@
 // these directly.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -66,6 +67,10 @@ struct CompletionRequest {
   // "auto": the answer may call tools (read from its text: parse_tool_calls); "required" or a named tool: it does,
   // decoded under the JSON schema of {"name", "arguments"} (json_object and json_schema are set so).
   std::string tool_choice;
+  // tool_choice auto: a call's schema (tool_call_schema), each call the model begins decoded under it where the
+  // template writes calls in <tool_call> blocks (choice_constraint); null when a tool's parameters are outside
+  // what tern constrains (those calls are read as written).
+  std::shared_ptr<const llm::JsonSchema> call_schema;
   bool calls_tools() const { return !tools.is_null(); }
 };
 
@@ -78,6 +83,11 @@ struct ToolCall {
 // Qwen, SmolLM3 and others' templates), or the whole text as one {"name", "arguments" | "parameters"} object (the
 // Llama 3.x form). Only calls of offered tools count.
 std::vector<ToolCall> parse_tool_calls(const CompletionRequest& r, std::string& text);
+// The constraint a choice of `r` decodes under: response_format's or a forced call's JSON; with tool_choice auto and
+// a template whose calls are <tool_call> blocks, each call the model begins (JsonConstraint's trigger); else null.
+// `vocabulary` gives the tokenizer's JsonVocabulary (made once, when first needed).
+std::shared_ptr<llm::JsonConstraint> choice_constraint(const CompletionRequest& r, const llm::ChatTemplate* chat,
+                                                       const std::function<std::shared_ptr<const llm::JsonVocabulary>()>& vocabulary);
 // The same of an answer offered `tools` (an OpenAI tools array; `forced`: the whole text is one call's object).
 std::vector<ToolCall> parse_tool_calls(const nlohmann::ordered_json& tools, bool forced, std::string& text);
 // Checks an OpenAI tools array (1 to 128 {type: function, function: {name, parameters}}, names unique): ApiError

@@ -391,10 +391,10 @@ struct Server::Impl {
             r, i, ids[p], r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room), cfg, chat_turn_ends);
         s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
         if (r.logprobs >= 0) s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
-        if (r.json_object) {
+        s.constraint = choice_constraint(r, r.chat ? &chat_template : nullptr, [&] {
           std::call_once(json_vocabulary_made, [&] { json_vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok); });
-          s.constraint = std::make_shared<llm::JsonConstraint>(json_vocabulary, r.json_schema);
-        }
+          return json_vocabulary;
+        });
         s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, i, why); };
         s.cancelled = [this, ex] {
           std::lock_guard<std::mutex> lock(ex->mu);
