@@ -19,6 +19,9 @@ namespace {
 std::atomic<bool> interrupted{false};
 extern "C" void on_sigint(int) { interrupted = true; }
 
+// Tool calling (--tools, --tool-choice), left out of a minimal build: its JSON schemas and call parsing were 86 KB of
+// the static CLI (3.57 MiB, past tests/minimal_build.sh's budget).
+#ifndef TERN_MINIMAL
 // --tools FILE: an OpenAI tools array, checked as tern serve checks a request's.
 nlohmann::ordered_json read_tools(const std::string& path) {
   const auto tools = nlohmann::ordered_json::parse(read_file_bytes(path, 16 << 20, "--tools"), nullptr, false);
@@ -30,6 +33,29 @@ nlohmann::ordered_json read_tools(const std::string& path) {
   }
   return tools;
 }
+
+// --tool-choice required (empty `named`) or a tool's name: what its calls are decoded under.
+std::shared_ptr<const llm::JsonSchema> forced_call(const nlohmann::ordered_json& tools, const std::string& named) {
+  try {
+    return openai::tool_call_schema(tools, named);
+  } catch (const std::exception& e) {
+    fail("--tool-choice ", named.empty() ? "required" : named, ": ", e.what());
+  }
+}
+
+// The calls in an answer, taken out of its text, each put in the assistant's message as templates read them.
+std::vector<openai::ToolCall> take_calls(const nlohmann::ordered_json& tools, bool forced, std::string& answer,
+                                         nlohmann::ordered_json& reply) {
+  auto calls = openai::parse_tool_calls(tools, forced, answer);
+  reply["content"] = answer;
+  for (const auto& call : calls) reply["tool_calls"].push_back(openai::tool_call_message(call));
+  return calls;
+}
+#else
+nlohmann::ordered_json read_tools(const std::string&) { fail_unsupported("--tools: this build (TERN_MINIMAL) has no tool calling"); }
+std::shared_ptr<const llm::JsonSchema> forced_call(const nlohmann::ordered_json&, const std::string&) { return nullptr; }
+std::vector<openai::ToolCall> take_calls(const nlohmann::ordered_json&, bool, std::string&, nlohmann::ordered_json&) { return {}; }
+#endif
 
 nlohmann::ordered_json message(const char* role, const std::string& content) { return {{"role", role}, {"content", content}}; }
 }  // namespace
@@ -66,11 +92,7 @@ int chat(int argc, char** argv) {
   std::shared_ptr<const llm::JsonVocabulary> vocabulary;
   if (choice != "auto") {
     if (turn.tools.is_null()) fail("--tool-choice ", choice, ": no --tools to call");
-    try {
-      forced = openai::tool_call_schema(turn.tools, choice == "required" ? "" : choice);
-    } catch (const std::exception& e) {
-      fail("--tool-choice ", choice, ": ", e.what());
-    }
+    forced = forced_call(turn.tools, choice == "required" ? "" : choice);
     vocabulary = std::make_shared<const llm::JsonVocabulary>(*tok);
   }
   nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
@@ -147,17 +169,12 @@ int chat(int argc, char** argv) {
     for (bool call = forced != nullptr;; call = false) {
       std::string answer;
       const bool whole = answer_turn(answer, call);
-      const auto calls =
-          whole && !turn.tools.is_null() ? openai::parse_tool_calls(turn.tools, call, answer) : std::vector<openai::ToolCall>{};
+      nlohmann::ordered_json reply = message("assistant", answer);
+      const auto calls = whole && !turn.tools.is_null() ? take_calls(turn.tools, call, answer, reply) : std::vector<openai::ToolCall>{};
       if (call && calls.empty() && whole)
         std::cerr << "[no whole call within --max-new-tokens " << opt.max_new_tokens << ": its arguments need more]\n";
-      nlohmann::ordered_json reply = message("assistant", answer);
-      if (calls.empty()) {
-        msgs.push_back(std::move(reply));
-        break;
-      }
-      for (const auto& call : calls) reply["tool_calls"].push_back(openai::tool_call_message(call));
       msgs.push_back(std::move(reply));
+      if (calls.empty()) break;
       for (const auto& call : calls) {
         std::cout << "[" << call.name << " " << call.arguments << "] result> " << std::flush;
         std::string result;
