@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <optional>
 
 #include "llm/continuous_batch.h"
 #include "llm/model_folder.h"
+#include "llm/tokenizer.h"
 
 using namespace tern;
 using namespace tern::llm;
@@ -256,5 +258,30 @@ TEST_CASE("continuous batching: a prompt beginning with what an idle row holds r
     // question the 61 system tokens. The stranger matches only BOS there: it takes the other row, turn 1's stays.
     CHECK(hits == 2);
     CHECK(reused == (64 + 11) + 61);
+  }
+}
+
+TEST_CASE("continuous batching: a constrained value that cannot be whole in the tokens left ends as length, not stop") {
+  // (issue 79: json_object with max_tokens 1 answered 200, content "", finish_reason "stop" — as if whole)
+  auto s = ring_session(256);
+  Generator gen(*s, read_model_config(kModel));
+  ContinuousBatcher batcher(*s, gen, 1, 64);
+  const auto vocabulary = std::make_shared<const JsonVocabulary>(*load_tokenizer(kModel));
+  for (const int64_t budget : {1, 40}) {
+    CAPTURE(budget);
+    SequenceRequest r;
+    r.prompt = prompts(1)[0];
+    r.max_new_tokens = budget;
+    r.sampling = sampling(true, 1);
+    r.constraint = std::make_shared<JsonConstraint>(vocabulary);
+    auto constraint = r.constraint;
+    std::optional<FinishReason> why;
+    r.on_finish = [&why](FinishReason w) { why = w; };
+    batcher.add(std::move(r));
+    while (batcher.step()) {
+    }
+    REQUIRE(why);
+    CHECK(*why == (budget == 1 ? FinishReason::Length : FinishReason::Stop));  // ("{}" needs two tokens at least)
+    CHECK(constraint->complete() == (budget != 1));
   }
 }

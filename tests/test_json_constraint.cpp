@@ -225,6 +225,14 @@ TEST_CASE("JsonGrammar with a schema: types, keys, required, enums, array length
         "additionalProperties, items, minItems, maxItems, enum, const, anyOf and $ref)");
   CHECK(refusal(R"({"type": "string"})") ==
         "json_schema: the top level must be an object or an array (type: object or array), as response formats ask");
+  // Schemas no answer can meet: a required property that recurses into itself, a least value past 16 MiB.
+  CHECK(refusal(R"({"$ref": "#/$defs/N", "$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}},
+                "required": ["next"]}}})")
+            .find("no finite value takes it") != std::string::npos);
+  CHECK(refusal(R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}, "minItems": 10000000}},
+                "required": ["a"]})") == "json_schema: its least value is 30000009 bytes, more than an answer may hold (16777216)");
+  CHECK(refusal(R"({"$ref": "#/$defs/N", "$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}})") ==
+        "(accepted)");  // (optional recursion: {} ends it)
   CHECK(refusal(R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/B"}}})") ==
         "json_schema: '$ref' at '/properties/a' names #/$defs/B: tern resolves #/$defs/NAME and #/definitions/NAME of the same schema");
   CHECK(refusal(R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"enum": ["x"]}]}}})").find("begin alike") !=

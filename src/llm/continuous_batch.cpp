@@ -184,7 +184,8 @@ void ContinuousBatcher::take_token(size_t b, const float* logits, int64_t V) {
   const float* choose_from = logits;
   if (constraint) {
     masked_.assign(logits, logits + V);
-    if (constraint->mask(masked_.data(), V, r.request.max_new_tokens - r.generated) == 0) return finish(b, FinishReason::Stop);
+    // (no token can come and still close the value in the tokens left: cut short, as a length limit cuts)
+    if (constraint->mask(masked_.data(), V, r.request.max_new_tokens - r.generated) == 0) return finish(b, FinishReason::Length);
     choose_from = masked_.data();
   }
   const int64_t next = r.sampler->next(choose_from, V, r.tokens);

@@ -69,35 +69,54 @@ JsonSchema::JsonSchema(const json& schema) {
   nodes_[kRoot].types &= kObject | kArray;
   root_ = nullptr;
   refs_.clear();
-  // The fewest bytes of each node's value, to a fixed point (recursive schemas reach it from below).
-  for (Node& n : nodes_) n.min_bytes = 1;
-  for (int pass = 0; pass < 64; ++pass) {
+  // The fewest bytes of each node's value: from "none" down to a fixed point, children (compiled after their
+  // parents) first. A node's least value settles once its children's have, so as many passes as nodes reach it; a
+  // node still at "none" has no finite value — a required property that recurses into itself. (Counted from below,
+  // as before, such a schema was taken and its sequence ended empty.) min_bytes keeps them capped at 1 << 16, the
+  // closing estimates' arithmetic.
+  // (kHuge: finite, past what any count here reaches — sums and products stop there)
+  constexpr int64_t kNone = int64_t{1} << 50, kHuge = int64_t{1} << 49, kMostValueBytes = int64_t{16} << 20;
+  std::vector<int64_t> least(nodes_.size(), kNone);
+  auto of = [&](int node) { return least[static_cast<size_t>(node)]; };
+  auto add = [&](int64_t a, int64_t b) { return a >= kNone || b >= kNone ? kNone : std::min(kHuge, a + b); };
+  for (size_t pass = 0; pass <= nodes_.size(); ++pass) {
     bool changed = false;
-    for (Node& n : nodes_) {
-      int best = 1 << 16;
+    for (size_t k = nodes_.size(); k-- > 0;) {
+      const Node& n = nodes_[k];
+      int64_t best = kNone;
       if (!n.literals.empty()) {
-        for (const auto& l : n.literals) best = std::min(best, static_cast<int>(l.size()));
+        for (const auto& l : n.literals) best = std::min<int64_t>(best, static_cast<int64_t>(l.size()));
       } else {
         if ((n.types & kObject) && !n.variants.empty()) {
-          for (const Node::Variant& v : n.variants) best = std::min(best, nodes_[static_cast<size_t>(v.node)].min_bytes);
+          for (const Node::Variant& v : n.variants) best = std::min(best, of(v.node));
         } else if (n.types & kObject) {
-          int sum = 2;
+          int64_t sum = 2;
           for (size_t i = 0; i < n.properties.size(); ++i)
-            if (n.required >> i & 1) sum += key_bytes(n, i);
+            if (n.required >> i & 1) sum = add(sum, static_cast<int64_t>(n.properties[i].first.size()) + 4 + of(n.properties[i].second));
           best = std::min(best, sum);
         }
-        if (n.types & kArray)
-          best =
-              std::min<int64_t>(best, 2 + std::min<int64_t>(n.min_items, 1 << 16) * (nodes_[static_cast<size_t>(n.items)].min_bytes + 1));
-        if (n.types & kString) best = std::min(best, 2);
-        if (n.types & (kNumber | kInteger)) best = std::min(best, 1);
-        if (n.types & (kBoolean | kNull)) best = std::min(best, 4);
+        if (n.types & kArray) {
+          const int64_t item = add(of(n.items), 1);  // (an item and its comma)
+          best = std::min(best, n.min_items == 0             ? 2
+                                : item >= kNone              ? kNone
+                                : n.min_items > kHuge / item ? kHuge
+                                                             : add(2, n.min_items * item));
+        }
+        if (n.types & kString) best = std::min<int64_t>(best, 2);
+        if (n.types & (kNumber | kInteger)) best = std::min<int64_t>(best, 1);
+        if (n.types & (kBoolean | kNull)) best = std::min<int64_t>(best, 4);
       }
-      best = std::min(best, 1 << 16);
-      if (best != n.min_bytes) n.min_bytes = best, changed = true;
+      if (best < least[k]) least[k] = best, changed = true;
     }
     if (!changed) break;
   }
+  if (least[kRoot] >= kNone)
+    fail(
+        "json_schema: no finite value takes it (a required property recurses into itself, through $ref or items "
+        "with minItems)");
+  if (least[kRoot] > kMostValueBytes)
+    fail("json_schema: its least value is ", least[kRoot], " bytes, more than an answer may hold (", kMostValueBytes, ")");
+  for (size_t k = 0; k < nodes_.size(); ++k) nodes_[k].min_bytes = static_cast<int>(std::min<int64_t>(least[k], 1 << 16));
   // A union's branches: the bytes each still needs once its discriminating value is written.
   for (Node& n : nodes_) {
     if (n.variants.empty()) continue;

@@ -406,7 +406,9 @@ def bad_inputs():
     yield "json_schema", "deep.bin", deep + b"\0{}", "nested deeper than 64"
     yield "json_schema", "true.bin", b"true \0{}", "the top level must be an object"  # (found by the fuzzer)
     yield "json_schema", "self_ref.bin", b'{"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}\0{"x": [1, {"y": null}]}', "(no error)"
-    yield "json_schema", "huge_min_items.bin", b'{"type": "object", "properties": {"a": {"type": "array", "minItems": 9000000000000000000}}, "required": ["a"]}\0{"a": [', "(no error)"
+    yield "json_schema", "huge_min_items.bin", b'{"type": "object", "properties": {"a": {"type": "array", "minItems": 9000000000000000000}}, "required": ["a"]}\0{"a": [', "more than an answer may hold"
+    # a required property that recurses into itself: no finite value (was taken, and its sequence ended empty)
+    yield "json_schema", "required_recursion.bin", b'{"$ref": "#/$defs/N", "$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}, "required": ["next"]}}}\0{"next": {', "no finite value takes it"
     yield "serve_request", "deep_nesting.json", b"\x00" + b"[" * 100000 + b"]" * 100000, "the request body"
     yield "serve_request", "wrong_type.json", b"\x01" + b'{"messages": [{"role": "user", "content": "x"}], "n": "2"}', "'n' must be an integer, not a string"
     yield "chat_template", "0_not_json.json", b"\x00{\"chat_template\": [", "tokenizer_config.json' is not valid JSON"
