@@ -339,6 +339,16 @@ int JsonGrammar::schema_closing_bytes() const {
     for (size_t i = 0; i < literals.size(); ++i) best = std::min(best, static_cast<int>(literals[i].size()) + container->variants[i].extra);
     return best;
   };
+  // The bytes left of the literal being read at its shortest candidate (a union's key: with its branch's keys).
+  auto literal_left = [&]() {
+    int best = 1 << 16;
+    for (uint64_t left = candidates_; left; left &= left - 1) {
+      const auto i = static_cast<size_t>(__builtin_ctzll(left));
+      best = std::min(best,
+                      static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ + (picking ? container->variants[i].extra : 0));
+    }
+    return best;
+  };
   switch (mode_) {
     case Mode::Value:
       if (depth_ == 0) return least(JsonSchema::kRoot);
@@ -370,15 +380,7 @@ int JsonGrammar::schema_closing_bytes() const {
         }
         return total + best;
       }
-      if (literal_check_) {
-        int best = 1 << 16;
-        for (uint64_t left = candidates_; left; left &= left - 1) {
-          const auto i = static_cast<size_t>(__builtin_ctzll(left));
-          best = std::min(
-              best, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ + (picking ? container->variants[i].extra : 0));
-        }
-        return total + best;
-      }
+      if (literal_check_) return total + literal_left();
       return total + in_char + 1;
     }
     case Mode::NumberSign:
@@ -390,14 +392,7 @@ int JsonGrammar::schema_closing_bytes() const {
     case Mode::NumberFraction:
     case Mode::NumberExponent: {
       int own = mode_ == Mode::NumberSign || mode_ == Mode::NumberDot || mode_ == Mode::NumberE || mode_ == Mode::NumberESign ? 1 : 0;
-      if (literal_check_) {
-        own = 1 << 16;
-        for (uint64_t left = candidates_; left; left &= left - 1) {
-          const auto i = static_cast<size_t>(__builtin_ctzll(left));
-          own = std::min(
-              own, static_cast<int>(schema_->node(node_).literals[i].size()) - matched_ + (picking ? container->variants[i].extra : 0));
-        }
-      }
+      if (literal_check_) own = literal_left();
       return total + own;
     }
     case Mode::Literal: return total + static_cast<int>(std::strlen(literal_));
