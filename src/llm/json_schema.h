@@ -8,7 +8,8 @@
 // (recursion included: nesting is bounded by JsonGrammar::kMaxDepth), and the annotations title, description,
 // default, examples, format, $schema, $id, and at the top llguidance's x-guidance whitespace options. Anything else that constrains a value
 // (pattern, minLength, minimum, oneOf, allOf, …) is refused when compiled, naming the keyword and where it is — never silently ignored. The
-// top level must be an object or an array (genai's tool-call guidance asks for an array of calls).
+// top level must be an object or an array (genai's tool-call guidance asks for an array of calls), and some finite
+// value must take it, of at most 16 MiB (a required property recursing into itself is refused).
 //
 // anyOf over objects (a union of tool calls: {"name": {"const": "get_weather"}, "arguments": {...}} per tool) is a
 // discriminated union: the branches must share a required key whose const/enum values tell them apart, the first
