@@ -10,18 +10,21 @@
 namespace tern::convert {
 namespace fs = std::filesystem;
 
-void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos, Tensor& sin) {
-  const int64_t half = rotary_dim / 2;
+std::vector<float> rope_frequencies(int64_t rotary_dim, float theta) {
+  std::vector<float> freq(static_cast<size_t>(rotary_dim / 2));  // the same float run.c computes at every position
+  for (size_t i = 0; i < freq.size(); ++i) freq[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  return freq;
+}
+
+void rope_tables(int64_t positions, const std::vector<float>& freq, float attention_factor, Tensor& cos, Tensor& sin) {
+  const int64_t half = static_cast<int64_t>(freq.size());
   cos = Tensor(DType::Float32, {positions, half});
   sin = Tensor(DType::Float32, {positions, half});
-  std::vector<float> freq(static_cast<size_t>(half));  // θ_i, the same float run.c computes at every position
-  for (int64_t i = 0; i < half; ++i)
-    freq[static_cast<size_t>(i)] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
       const float val = static_cast<float>(p) * freq[static_cast<size_t>(i)];
-      cos.data<float>()[p * half + i] = std::cos(val);
-      sin.data<float>()[p * half + i] = std::sin(val);
+      cos.data<float>()[p * half + i] = std::cos(val) * attention_factor;
+      sin.data<float>()[p * half + i] = std::sin(val) * attention_factor;
     }
 }
 

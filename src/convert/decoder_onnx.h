@@ -64,8 +64,10 @@ struct DecoderWeights {
 // Writes `out_dir`/model.onnx and model.onnx.data (creating the folder).
 void write_decoder_onnx(const DecoderShape& shape, const DecoderWeights& w, const std::string& out_dir, const std::string& graph_name);
 
-// RoPE tables cos/sin(p · θ^(−2i/rotary_dim)) for p < positions, i < rotary_dim/2, in float (as llama2.c's
-// run.c and llama.cpp compute them).
-void rope_tables(int64_t positions, int64_t rotary_dim, float theta, Tensor& cos, Tensor& sin);
+// RoPE's inverse frequencies θ^(−2i/rotary_dim), i < rotary_dim/2, in float (as llama2.c's run.c, llama.cpp and
+// transformers compute them).
+std::vector<float> rope_frequencies(int64_t rotary_dim, float theta);
+// RoPE tables cos/sin(p · freq_i) · attention_factor for p < positions (YaRN scales both by its attention factor).
+void rope_tables(int64_t positions, const std::vector<float>& freq, float attention_factor, Tensor& cos, Tensor& sin);
 
 }  // namespace tern::convert

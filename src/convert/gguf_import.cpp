@@ -11,6 +11,7 @@
 #include "convert/architecture.h"
 #include "convert/decoder_onnx.h"
 #include "convert/gguf.h"
+#include "convert/gguf_hparams.h"
 #include "convert/gguf_tokenizer.h"
 #include "core/output_files.h"
 #include "llm/model_config.h"
@@ -87,64 +88,6 @@ Tensor vector_of(const GgufFile& f, const std::string& name, int64_t n) { return
 
 void write_json(const fs::path& path, const json& j) { write_whole_file(path, j.dump(2) + "\n"); }
 
-// The GGUF's hyperparameters as DecoderShape, checked for plausibility.
-DecoderShape shape_of(const GgufFile& f, const Architecture& arch, int64_t& context, double& theta) {
-  auto key = [&](const std::string& k) { return std::string(arch.gguf_name) + "." + k; };
-  DecoderShape s;
-  s.arch = &arch;
-  s.layers = f.integer(key("block_count"));
-  s.hidden = f.integer(key("embedding_length"));
-  s.ffn = f.integer(key("feed_forward_length"));
-  s.heads = f.integer(key("attention.head_count"));
-  s.kv_heads = f.has(key("attention.head_count_kv")) ? f.integer(key("attention.head_count_kv")) : s.heads;
-  const double eps = f.number(key("attention.layer_norm_rms_epsilon"));
-  if (!(eps > 0 && eps < 1)) fail("'", f.path(), "': ", key("attention.layer_norm_rms_epsilon"), " ", eps, " is not in (0, 1)");
-  s.rms_eps = static_cast<float>(eps);
-  context = f.integer(key("context_length"));
-  if (s.layers <= 0 || s.layers > 1024 || s.hidden <= 0 || s.ffn <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads ||
-      context <= 0 || context > llm::kMaxContextTokens)
-    fail("'", f.path(), "': implausible hyperparameters (layers ", s.layers, ", hidden ", s.hidden, ", heads ", s.heads, "/", s.kv_heads,
-         ", context ", context, ")");
-  // The head size: attention.key_length where the family sets it apart from hidden / heads (Qwen3).
-  if (f.has(key("attention.key_length"))) {
-    s.head_dim = f.integer(key("attention.key_length"));
-    const int64_t v = f.has(key("attention.value_length")) ? f.integer(key("attention.value_length")) : s.head_dim;
-    if (s.head_dim <= 0 || s.head_dim > 65536 || v != s.head_dim)
-      fail("'", f.path(), "': ", key("attention.key_length"), " ", s.head_dim, " and value_length ", v, " are not one head size");
-  } else if (s.hidden % s.heads) {
-    fail("'", f.path(), "': embedding_length ", s.hidden, " is not a multiple of the ", s.heads, " heads");
-  }
-  s.rotary_dim = f.has(key("rope.dimension_count")) ? f.integer(key("rope.dimension_count")) : s.head();
-  if (s.rotary_dim <= 0 || s.rotary_dim > s.head() || s.rotary_dim % 2)
-    fail("'", f.path(), "': rope.dimension_count ", s.rotary_dim, " does not fit head size ", s.head());
-  theta = f.has(key("rope.freq_base")) ? f.number(key("rope.freq_base")) : 10000.0;
-  if (!(theta > 1 && theta < 1e30)) fail("'", f.path(), "': ", key("rope.freq_base"), " ", theta, " is not a rope base");
-  return s;
-}
-
-// The layers' sliding windows (DecoderShape::window) as the family and the metadata give them.
-std::vector<int64_t> layer_windows(const GgufFile& f, const Architecture& arch, int64_t layers, int64_t context) {
-  const std::string key = std::string(arch.gguf_name) + ".attention.sliding_window";
-  if (!f.has(key) && !arch.swa_window) return {};
-  const int64_t window = f.has(key) ? f.integer(key) : arch.swa_window;
-  if (window == 0) return {};  // "no window", as llama.cpp's converters write it for Phi-4 and MobileLLM
-  if (window < 0 || window > llm::kMaxContextTokens) fail("'", f.path(), "': ", key, " ", window, " is not a window size");
-  std::vector<int64_t> windows(static_cast<size_t>(layers), std::min(window, context));
-  const std::string pattern_key = key + "_pattern";
-  if (f.has(pattern_key) && f.find(pattern_key)->type == GgufValue::Type::Array) {  // one bool per layer
-    const auto& per_layer = f.array(pattern_key);
-    if (static_cast<int64_t>(per_layer.size()) != layers)
-      fail("'", f.path(), "': ", pattern_key, " has ", per_layer.size(), " values for ", layers, " layers");
-    for (size_t l = 0; l < windows.size(); ++l) windows[l] = per_layer[l].i ? windows[l] : 0;
-    return windows;
-  }
-  const int64_t pattern = f.has(pattern_key) ? f.integer(pattern_key) : arch.swa_pattern;
-  if (pattern < 0 || pattern > layers + 1) fail("'", f.path(), "': ", pattern_key, " ", pattern, " is not a layer pattern");
-  for (int64_t l = 0; pattern > 1 && l < layers; ++l)  // every pattern-th layer global (llama.cpp's rule)
-    if (l % pattern == pattern - 1) windows[static_cast<size_t>(l)] = 0;
-  return windows;
-}
-
 }  // namespace
 
 Projection nbits_projection(GgmlType t, const uint8_t* data, int64_t K, int64_t N) {
@@ -191,24 +134,9 @@ Projection nbits_projection(GgmlType t, const uint8_t* data, int64_t K, int64_t 
 void import_gguf(const std::string& gguf_path, const std::string& out_dir, const Progress& progress) {
   const GgufFile f(gguf_path);
   const Architecture& arch = gguf_architecture(f.string("general.architecture"), gguf_path);
-  int64_t context = 0;
-  double theta = 0;
-  DecoderShape s = shape_of(f, arch, context, theta);
+  const GgufHparams h = read_gguf_hparams(f, arch);
+  DecoderShape s = h.shape;
   const int64_t head = s.head(), q_dim = head * s.heads, kv_dim = head * s.kv_heads;
-  s.window = layer_windows(f, arch, s.layers, context);
-  if (arch.hidden_scale_layers && s.layers == arch.hidden_scale_layers)
-    s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.hidden / s.heads));
-  auto softcap = [&](const char* name, double dflt) {
-    const std::string k = std::string(arch.gguf_name) + "." + name;
-    const double c = f.has(k) ? f.number(k) : dflt;
-    if (!(c >= 0 && c < 1e30)) fail("'", gguf_path, "': ", k, " ", c, " is not a soft-cap");
-    return static_cast<float>(c);
-  };
-  s.attn_softcap = softcap("attn_logit_softcapping", arch.attn_softcap);
-  s.final_softcap = softcap("final_logit_softcapping", arch.final_softcap);
-  if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
-    fail_unsupported("'", gguf_path,
-                     "': RoPE with per-frequency factors (rope_factors_long/short: Phi-3's 128k variants) is not imported yet");
 
   const GgufTensor* embed = f.tensor("token_embd.weight");
   if (!embed || embed->dims.size() != 2 || embed->dims[0] != s.hidden) fail("'", gguf_path, "': no token_embd.weight of width ", s.hidden);
@@ -222,13 +150,7 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir, const
   if (ggml_block(embed->type).elements > 1) table = projection(f, *embed, s.hidden, s.vocab);
   if (table.blocks.defined()) w.embed_blocks = table;
   else w.embed = dequantize(f, *embed).reshaped({s.vocab, s.hidden});
-  rope_tables(context, s.rotary_dim, static_cast<float>(theta), w.cos, w.sin);
-  const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
-  const double local_base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
-  if (local_base != 0 && local_base != theta && std::any_of(s.window.begin(), s.window.end(), [](int64_t x) { return x > 0; })) {
-    if (!(local_base > 1 && local_base < 1e30)) fail("'", f.path(), "': ", base_key, " ", local_base, " is not a rope base");
-    rope_tables(context, s.rotary_dim, static_cast<float>(local_base), w.cos_local, w.sin_local);
-  }
+  gguf_rope_tables(h, w);
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     DecoderLayer& lw = w.layers.emplace_back();
@@ -287,9 +209,9 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir, const
                                    {"num_attention_heads", s.heads},
                                    {"num_key_value_heads", s.kv_heads},
                                    {"vocab_size", s.vocab},
-                                   {"max_position_embeddings", context},
+                                   {"max_position_embeddings", h.context},
                                    {"rms_norm_eps", s.rms_eps},
-                                   {"rope_theta", theta},
+                                   {"rope_theta", h.theta},
                                    {"bos_token_id", id("tokenizer.ggml.bos_token_id")},
                                    {"eos_token_id", id("tokenizer.ggml.eos_token_id")},
                                    {"tie_word_embeddings", tied},

@@ -142,7 +142,7 @@ void convert_llama2c(const std::string& checkpoint, const std::string& tokenizer
     cos = r.take("freq_cis_real", {c.seq_len, head / 2});
     sin = r.take("freq_cis_imag", {c.seq_len, head / 2});
   } else {  // computed as llama2.c's run.c does, in float
-    rope_tables(c.seq_len, head, 10000.0f, cos, sin);
+    rope_tables(c.seq_len, rope_frequencies(head, 10000.0f), 1.0f, cos, sin);
   }
   wcls = c.shared_classifier ? tok_emb : r.take("wcls", {V, D});
   if (r.remaining() != 0) fail("'", checkpoint, "': ", r.remaining(), " bytes left after the last tensor; header and weights disagree");

@@ -137,7 +137,7 @@ def q8_0(a):
     return out
 
 
-def llama_gguf(quantized=False, **overrides):
+def llama_gguf(quantized=False, extra_tensors=(), **overrides):
     rng = np.random.default_rng(1)
     hidden, ffn, vocab = 32, 32, 16
     kvs = {"general.architecture": "llama", "llama.block_count": 1, "llama.embedding_length": hidden,
@@ -159,7 +159,7 @@ def llama_gguf(quantized=False, **overrides):
                mat("blk.0.attn_q.weight", hidden, hidden), mat("blk.0.attn_k.weight", hidden, hidden),
                mat("blk.0.attn_v.weight", hidden, hidden), mat("blk.0.attn_output.weight", hidden, hidden),
                mat("blk.0.ffn_gate.weight", hidden, ffn), mat("blk.0.ffn_up.weight", hidden, ffn),
-               mat("blk.0.ffn_down.weight", ffn, hidden), vec("output_norm.weight", hidden)]
+               mat("blk.0.ffn_down.weight", ffn, hidden), vec("output_norm.weight", hidden), *extra_tensors]
     return gguf_bytes(tensors, kvs)
 
 
@@ -453,6 +453,23 @@ def bad_inputs():
     yield "gguf", "not_llama.gguf", gguf_bytes([], {"general.architecture": "mamba"}), "architecture 'mamba'"
     yield "gguf", "implausible_layers.gguf", llama_gguf(**{"llama.block_count": 100000}), "implausible hyperparameters"
     yield "gguf", "bos_out_of_range.gguf", llama_gguf(**{"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.bos_token_id": 999}), "999"
+    # Keys that change the math: imported (linear, YaRN, rope_freqs) or refused naming the key, never ignored.
+    yield "gguf", "expert_count.gguf", llama_gguf(**{"llama.expert_count": 8}), "llama.expert_count 8: a mixture of experts"
+    yield "gguf", "alibi.gguf", llama_gguf(**{"llama.attention.max_alibi_bias": 8.0}), "llama.attention.max_alibi_bias 8: ALiBi"
+    yield "gguf", "rope_longrope.gguf", llama_gguf(**{"llama.rope.scaling.type": "longrope", "llama.rope.scaling.factor": 4.0}), \
+        "llama.rope.scaling.type 'longrope': tern imports RoPE scaling none, linear and yarn"
+    yield "gguf", "rope_factor_nan.gguf", llama_gguf(**{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float("nan")}), \
+        "llama.rope.scaling.factor nan is not a RoPE scaling value"
+    yield "gguf", "rope_factor_negative.gguf", llama_gguf(**{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": -4.0}), \
+        "llama.rope.scaling.factor -4 is not a RoPE scaling value"
+    yield "gguf", "yarn_log_multiplier.gguf", llama_gguf(**{"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0,
+                                                          "llama.rope.scaling.yarn_log_multiplier": 0.1}), "YaRN with a log multiplier"
+    yield "gguf", "rope_freqs_short.gguf", llama_gguf(extra_tensors=[("rope_freqs.weight", [3], 0, np.ones(3, np.float32).tobytes())]), \
+        "tensor rope_freqs.weight is not 8 float32 values"
+    yield "gguf", "rope_freqs_zero.gguf", llama_gguf(extra_tensors=[("rope_freqs.weight", [8], 0, np.zeros(8, np.float32).tobytes())]), \
+        "rope_freqs.weight[0] 0 is not a frequency factor"
+    yield "gguf", "rope_factors_long.gguf", llama_gguf(extra_tensors=[("rope_factors_long.weight", [8], 0, np.ones(8, np.float32).tobytes())]), \
+        "LongRoPE"
     yield "gguf", "missing_tensor.gguf", gguf_bytes(gguf_tensor_subset(), {k: v for k, v in gguf_llama_kvs().items()}), "has no tensor 'blk.0.attn_norm.weight'"
 
     yield "weight_pack", "empty.tern-pack", b"", "not a tern pack (no TERNPACK magic)"

@@ -48,8 +48,21 @@ ARCHS = {
                     num_hidden_layers=6, head_dim=16, query_pre_attn_scalar=16, sliding_window=8, rope_theta=1e6,
                     rope_local_base_freq=10000.0, hidden_activation="gelu_pytorch_tanh", attn_implementation="eager"),
                False),
+    # RoPE scaling as the three kinds reach GGUF files: linear (rope.scaling.type/factor), Llama 3.1's
+    # (llama.cpp's converter writes no type but a rope_freqs tensor, one divisor per frequency) and YaRN
+    # (factor, original context) — an original context of 64 against 256, so every kind moves the
+    # frequencies the 28 positions use.
+    "llama-rope-linear": (tf.LlamaConfig, tf.LlamaForCausalLM,
+                          dict(tie_word_embeddings=False, rope_scaling=dict(rope_type="linear", factor=4.0)), True),
+    "llama-rope-llama3": (tf.LlamaConfig, tf.LlamaForCausalLM,
+                          dict(tie_word_embeddings=False,
+                               rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                                 original_max_position_embeddings=64)), True),
+    "qwen2-rope-yarn": (tf.Qwen2Config, tf.Qwen2ForCausalLM,
+                        dict(tie_word_embeddings=True, use_sliding_window=False,
+                             rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64)), False),
 }
-GGUF_ARCH = {"mistral": "llama"}  # fixture folder → the GGUF's general.architecture, where they differ
+GGUF_ARCH = {"mistral": "llama", "llama-rope-linear": "llama", "llama-rope-llama3": "llama", "qwen2-rope-yarn": "qwen2"}  # fixture folder → the GGUF's general.architecture, where they differ
 MERGES = ["Ġ t", "h e"]
 PROMPT = [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100]
 NEW_TOKENS = 16
@@ -96,6 +109,37 @@ def make(arch, seed):
     return model, config, permuted, logits, out.sequences[0].tolist(), margin
 
 
+def write_rope_scaling(w, config, head):
+    """rope_scaling as llama.cpp's convert_hf_to_gguf writes it."""
+    rope = getattr(config, "rope_scaling", None) or {}
+    kind = rope.get("rope_type") or rope.get("type")
+    if kind == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope["factor"])
+    elif kind == "yarn":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    elif kind == "llama3":  # its generate_extra_tensors: one divisor per frequency
+        base, factor = config.rope_theta, rope["factor"]
+        low_wavelen = rope["original_max_position_embeddings"] / rope["low_freq_factor"]
+        high_wavelen = rope["original_max_position_embeddings"] / rope["high_freq_factor"]
+        divisors = []
+        for i in range(0, head, 2):
+            wavelen = 2 * np.pi / (1.0 / base ** (i / head))
+            if wavelen < high_wavelen:
+                divisors.append(1.0)
+            elif wavelen > low_wavelen:
+                divisors.append(factor)
+            else:
+                smooth = (rope["original_max_position_embeddings"] / wavelen - rope["low_freq_factor"]) / (
+                    rope["high_freq_factor"] - rope["low_freq_factor"])
+                divisors.append(1 / ((1 - smooth) / factor + smooth))
+        w.add_tensor(gguf.TENSOR_NAMES[T.ROPE_FREQS] + ".weight", np.array(divisors, dtype=np.float32))
+    elif kind not in (None, "default"):
+        raise SystemExit(f"rope_scaling {kind}: not written by this script")
+
+
 def write(arch, model, config, permuted, logits, tokens):
     d = OUT / arch
     d.mkdir(parents=True, exist_ok=True)
@@ -114,6 +158,7 @@ def write(arch, model, config, permuted, logits, tokens):
         w.add_key_length(head)
         w.add_value_length(head)
     gemma = arch.startswith("gemma")
+    write_rope_scaling(w, config, head)
     if arch == "gemma2":
         w.add_attn_logit_softcapping(config.attn_logit_softcapping)
         w.add_final_logit_softcapping(config.final_logit_softcapping)
