@@ -1,19 +1,28 @@
 #include "convert/gguf_import.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "convert/architecture.h"
 #include "convert/decoder_onnx.h"
 #include "convert/gguf.h"
 #include "convert/gguf_hparams.h"
 #include "convert/gguf_tokenizer.h"
+#include "core/hash.h"
 #include "core/output_files.h"
+#include "graph/weight_pack.h"
 #include "llm/model_config.h"
 
 namespace tern::convert {
@@ -229,24 +238,82 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir, const
   if (progress) progress(s.layers + 2, s.layers + 2);
 }
 
+namespace {
+
+// An exclusive flock on `path` (created), held for the object's life: one process imports a given file at a
+// time, the others wait and reuse its folder (two first runs raced at the final rename: issue 79).
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) fail("cannot create the lock file '", path.string(), "': ", std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) fail("cannot lock '", path.string(), "': ", std::strerror(errno));
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  ~FileLock() { ::close(fd_); }
+
+ private:
+  int fd_;
+};
+
+std::string read_small_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
+
+}  // namespace
+
+// The cache: <stem>-<content hash>/ per imported content (a copy at another path shares it), and per source
+// path a note in .sources/ of the file's stamp and content hash, so a later run hashes nothing while the
+// stamp holds (size, inode, mtime, ctime, 16 pages: a same-size replacement with its mtime set back still
+// changes the ctime). When a path's content changes, the folder of its old content goes once no other
+// path's note names it: one folder per source file, not one per edit.
 std::string gguf_model_folder(const std::string& gguf_path, bool* imported, const Progress& progress) {
-  namespace fs = std::filesystem;
   if (imported) *imported = false;
-  const fs::path file = fs::canonical(gguf_path);
-  const std::string key = std::to_string(fs::file_size(file)) + "/" + std::to_string(fs::last_write_time(file).time_since_epoch().count()) +
-                          "/" + file.string();
-  char id[17];
-  std::snprintf(id, sizeof id, "%016zx", std::hash<std::string>{}(key));
+  std::error_code ec;
+  const fs::path file = fs::canonical(gguf_path, ec);
+  if (ec) fail("'", gguf_path, "': ", ec.message());
   const fs::path cache = cache_dir("gguf");
   if (cache.empty())
     fail("'", gguf_path, "': no cache folder to import it into (neither XDG_CACHE_HOME nor HOME is set): `tern import-gguf` it");
-  const fs::path dir = cache / (file.stem().string() + "-" + id);
-  if (fs::exists(dir / "model.onnx")) return dir.string();
-  fs::create_directories(cache);
-  StagedFolder out(dir);
-  import_gguf(file.string(), out.path().string(), progress);
-  out.commit();
-  if (imported) *imported = true;
+  const fs::path sources = cache / ".sources";
+  fs::create_directories(sources, ec);
+  if (ec)
+    fail("'", gguf_path, "': cannot create the GGUF cache folder '", sources.string(), "': ", ec.message(),
+         " (set XDG_CACHE_HOME to a writable folder, or `tern import-gguf` it into a folder of your choice)");
+  char path_id[17];
+  std::snprintf(path_id, sizeof path_id, "%016llx", static_cast<unsigned long long>(fnv1a(file.string())));
+  const fs::path note = sources / path_id;
+  const std::string stamp = source_stamp({file.string()});
+  std::istringstream noted(read_small_file(note));
+  std::string noted_stamp, old_content, noted_path;
+  noted >> noted_stamp >> old_content;
+  std::getline(noted >> std::ws, noted_path);
+  const std::string content = noted_stamp == stamp && noted_path == file.string() ? old_content : source_content_hash({file.string()});
+  auto folder = [&](const std::string& hash) { return file.stem().string() + "-" + hash; };
+  // "." + name as an append: g++ 12 warns -Wstringop-overflow on the operator+ form.
+  auto lock_file = [&](const std::string& hash) { return cache / std::string(".").append(folder(hash)).append(".lock"); };
+  const fs::path dir = cache / folder(content);
+
+  FileLock lock(lock_file(content));
+  if (!fs::exists(dir / "model.onnx")) {
+    StagedFolder out(dir);
+    import_gguf(file.string(), out.path().string(), progress);
+    out.commit();
+    if (imported) *imported = true;
+  }
+  if (noted_stamp != stamp) write_whole_file(note, stamp + " " + content + " " + file.string() + "\n");
+  if (!old_content.empty() && old_content != content) {  // this path's earlier content: its folder, unless another path holds it
+    bool held = false;
+    for (const auto& e : fs::directory_iterator(sources, ec))
+      held = held || read_small_file(e.path()).find(" " + old_content + " ") != std::string::npos;
+    if (!held) {
+      fs::remove_all(cache / folder(old_content), ec);
+      fs::remove(lock_file(old_content), ec);
+    }
+  }
   return dir.string();
 }
 

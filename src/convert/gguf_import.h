@@ -19,10 +19,12 @@ namespace tern::convert {
 // `progress`: a step per layer converted, one for the graph and weights written, one for the tokenizer.
 void import_gguf(const std::string& gguf_path, const std::string& out_dir, const Progress& progress = {});
 
-// The model folder for a GGUF file, imported there once: cache_dir("gguf")/<stem>-<id>, the id a hash of the
-// file's path, size and modification time (an edited or replaced file is imported again), written as a
-// StagedFolder (a killed import leaves nothing half-written). `imported` says whether this call imported it.
-// What `tern generate --model FILE.gguf`, tern_model_load and Python's tern.Model share.
+// The model folder for a GGUF file, imported there once: cache_dir("gguf")/<stem>-<content hash> (XXH3 of the
+// file, as packs are keyed; remembered per path with the file's stamp, so an unchanged file is not hashed
+// again, and a replaced one — even of the same size with its mtime set back — is imported again and its old
+// folder removed), written as a StagedFolder (a killed import leaves nothing half-written) under a file lock
+// (concurrent first runs: one imports, the others wait and reuse it). `imported` says whether this call
+// imported it. What `tern generate --model FILE.gguf`, tern_model_load and Python's tern.Model share.
 std::string gguf_model_folder(const std::string& gguf_path, bool* imported = nullptr, const Progress& progress = {});
 
 // A [N rows, K] matrix of ggml blocks of type `t` as x · W in MatMulNBits blocks, one per ggml sub-block
