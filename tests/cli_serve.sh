@@ -549,6 +549,27 @@ grep -q "stopping; running requests get $grace s" "$work/grace.log" || { echo "S
 grep -q "tern serve: stopped" "$work/grace.log"
 echo "serve: SIGTERM with 40 requests in: exit after $took s (--grace $grace), $done_ok answered whole, $refused answered 503"
 
+# The model file truncated under the server — while a long answer streams (its reads past the new end fault:
+# core/mapped_file.h turns that into a failed run, not SIGBUS), then between requests: the server lives on,
+# refuses completions with 503 naming the file, and /health says 503 so a load balancer takes it out.
+cp -r "$model" "$work/truncated-model"
+serve_model=$work/truncated-model start_server truncated --parallel 1
+post /v1/completions '{"prompt": "And God said", "max_tokens": 4, "temperature": 0}' > /dev/null; expect_status 200
+(for i in $(seq 1 40); do  # answers back to back (~50 ms each), so the cut lands in one
+  curl -s -N -H 'Content-Type: application/json' --data-binary '{"prompt": "And God said", "max_tokens": 240, "temperature": 1, "stream": true}' \
+    "$url/v1/completions" > "$work/truncated-stream$i"
+done) &
+stream_pid=$!
+sleep 0.3
+truncate -s 100000 "$work/truncated-model/model.onnx"
+wait "$stream_pid" || true
+kill -0 "$server_pid" || { echo "the server died when its model file was truncated:"; cat "$work/truncated.log"; exit 1; }
+post /v1/completions '{"prompt": "And God said", "max_tokens": 4}' > /dev/null; expect_status 503
+grep -q "model file '.*truncated-model/model.onnx' changed under this server (truncated or written over)" "$work/body"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 503 ]
+kill "$server_pid"
+echo "serve: its model file truncated mid-answer: the server lives, answers 503 naming the file, /health 503"
+
 # Two replicas behind nginx: requests spread over both and all complete (replicas share nothing).
 nginx_bin=$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null || true)
 if [ -z "$nginx_bin" ]; then

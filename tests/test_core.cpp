@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "model_builder.h"
 #include "runtime/machine.h"
+#include "test_util.h"
 
 using namespace tern;
 
@@ -103,6 +104,23 @@ TEST_CASE(
   CHECK_FALSE(owned->prefault());
   CHECK(static_cast<const uint8_t*>(owned->data())[bytes - 1] == 5);
   CHECK(sum > 0);
+}
+
+TEST_CASE("a mapped file truncated under its mapping reads as zeros past the cut, not SIGBUS, and says it changed") {
+  test::TempDir d;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const auto path = d.path / "w.bin";
+  std::ofstream(path, std::ios::binary) << std::string(4 * page, 'x');
+  auto file = map_file(path.string());
+  const auto* p = static_cast<const volatile char*>(file->data);
+  CHECK(p[3 * page] == 'x');
+  CHECK_FALSE(file->changed());
+  std::filesystem::resize_file(path, page);
+  CHECK(p[0] == 'x');           // before the cut: the file's
+  CHECK(p[3 * page + 5] == 0);  // past it: a fault, turned into zero pages
+  CHECK(p[2 * page] == 0);
+  CHECK(file->changed());
+  CHECK(test::contains(test::error_of([&] { file->check(); }), "w.bin' changed while tern was using it (truncated or written over)"));
 }
 
 TEST_CASE("BufferArena copies tern's small host buffers side by side, leaves the rest, and gives every byte back") {

@@ -3,9 +3,11 @@
 
 #include <google/protobuf/descriptor.h>
 #include <onnx/onnx_pb.h>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "graph/onnx_loader.h"
 #include "graph/onnx_wire.h"
@@ -143,6 +145,37 @@ TEST_CASE("external data: zero-copy when aligned, copied when not, values exact"
   ModelBuilder e = add_model();
   make_external(e, "sub/w.bin", -1, -1);
   CHECK(run_add(e.save(d.path / "m3.onnx")) == std::vector<float>{10, 20, 30, 41});
+}
+
+TEST_CASE("a weights file truncated or written over under a session: its runs fail naming it, the process lives on") {
+  TempDir d;
+  const std::vector<float> weights(4096, 1.0f);  // 4 pages, so a truncation leaves pages past the end
+  write_bytes(d.path / "weights.bin", float_bytes(weights));
+  ModelBuilder b;
+  b.input("x", onnx::TensorProto::FLOAT, {4096}).output("y");
+  b.node("Add", {"x", "w"}, {"y"});
+  b.initializer_f32("w", {4096}, weights);
+  make_external(b, "weights.bin", -1, -1);
+  Session s(b.save(d.path / "m.onnx"));
+  const Tensor x = Tensor::from_vector<float>(std::vector<float>(4096, 2.0f), {4096});
+  CHECK(s.run({{"x", x}}).at("y").data<float>()[4095] == 3.0f);
+  CHECK(s.changed_file().empty());
+  fs::resize_file(d.path / "weights.bin", 100);  // a `cp` over it starts so: the pages past byte 100 are gone (SIGBUS)
+  for (int k = 0; k < 2; ++k) {                  // and stay void
+    const std::string e = error_of([&] { s.run({{"x", x}}); });
+    CHECK(contains(e, "weights.bin' changed while this session used it (truncated or written over)"));
+  }
+  CHECK(contains(s.changed_file(), "weights.bin"));
+
+  // Written over in place at the same length: no fault, but its times moved.
+  write_bytes(d.path / "w2.bin", float_bytes(weights));
+  ModelBuilder c = add_model();
+  make_external(c, "w2.bin", 0, 16);
+  Session t(c.save(d.path / "m2.onnx"));
+  CHECK(t.run({{"x", Tensor::from_vector<float>({10, 20, 30, 40}, {4})}}).at("y").data<float>()[0] == 11.0f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // (a coarse file-system clock)
+  write_bytes(d.path / "w2.bin", float_bytes(std::vector<float>(4096, 9.0f)));
+  CHECK(contains(error_of([&] { t.run({{"x", Tensor::from_vector<float>({10, 20, 30, 40}, {4})}}); }), "w2.bin' changed"));
 }
 
 TEST_CASE("external data beyond 4 GiB offsets (a sparse file) loads exactly") {

@@ -204,6 +204,7 @@ void import_gguf(const std::string& gguf_path, const std::string& out_dir, const
   // Tied: the head reads the table as it lies (Transpose of the floats, MatMulNBits over the blocks).
   if (!tied) w.lm_head = projection(f, "output.weight", s.hidden, s.vocab);
   w.tied = tied;
+  f.mapping()->check();  // (truncated during the import: what was read past its end is zeros)
   write_decoder_onnx(s, w, out_dir, f.has("general.name") ? f.string("general.name") : "gguf");
   if (progress) progress(s.layers + 1, s.layers + 2);
 

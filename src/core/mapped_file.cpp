@@ -5,14 +5,89 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 namespace tern {
 
+namespace {
+
+// The SIGBUS handler's table of live mappings: lock-free, as a handler may read it at any instant.
+constexpr int kSlots = 1024;
+struct Slot {
+  std::atomic<bool> used{false}, lost{false};
+  std::atomic<uintptr_t> begin{0}, end{0};
+};
+Slot g_slots[kSlots];
+uintptr_t g_page = 4096;
+struct sigaction g_previous {};
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const auto at = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (Slot& s : g_slots) {
+    const uintptr_t begin = s.begin.load(std::memory_order_acquire), end = s.end.load(std::memory_order_acquire);
+    if (at < begin || at >= end) continue;
+    // The file ended under the mapping: from this page on, zeros (mmap is a plain system call on Linux, safe here).
+    const uintptr_t page = at / g_page * g_page;
+    if (mmap(reinterpret_cast<void*>(page), end - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+      s.lost.store(true, std::memory_order_release);
+      return;  // the faulting read runs again, on a zero page
+    }
+  }
+  if ((g_previous.sa_flags & SA_SIGINFO) && g_previous.sa_sigaction) return g_previous.sa_sigaction(sig, info, context);
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) return g_previous.sa_handler(sig);
+  signal(SIGBUS, SIG_DFL);  // not a mapping of ours: the fault repeats and ends the process as it would have
+}
+
+int guard_mapping(void* data, size_t size) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    g_page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    struct sigaction sa {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_previous);
+  });
+  for (int i = 0; i < kSlots; ++i) {
+    bool expected = false;
+    if (!g_slots[i].used.compare_exchange_strong(expected, true)) continue;
+    g_slots[i].lost.store(false);
+    g_slots[i].end.store(reinterpret_cast<uintptr_t>(data) + size, std::memory_order_release);
+    g_slots[i].begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+int64_t ns(const struct timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
+
+}  // namespace
+
 MappedFile::~MappedFile() {
+  if (slot >= 0) {
+    g_slots[slot].begin.store(0, std::memory_order_release);
+    g_slots[slot].end.store(0, std::memory_order_release);
+    g_slots[slot].used.store(false, std::memory_order_release);
+  }
   if (data && size) munmap(data, size);
+  if (fd >= 0) ::close(fd);
+}
+
+bool MappedFile::changed() const {
+  if (slot >= 0 && g_slots[slot].lost.load(std::memory_order_acquire)) return true;
+  struct stat st {};
+  return fd >= 0 && (fstat(fd, &st) != 0 || st.st_size != mapped_size || ns(st.st_mtim) != mtime_ns || ns(st.st_ctim) != ctime_ns);
+}
+
+void MappedFile::check() const {
+  if (changed())
+    fail("'", path, "' changed while tern was using it (truncated or written over): what was computed from it is void; ",
+         "load the model again");
 }
 
 void drop_mapped_pages(const void* begin, size_t bytes) {
@@ -38,16 +113,18 @@ std::shared_ptr<MappedFile> map_file(const std::string& path) {
     fail("'", path, "' is not a regular file");
   }
   auto m = std::make_shared<MappedFile>();
+  m->path = path;
+  m->fd = fd;  // (closed by ~MappedFile from here on)
   m->size = static_cast<size_t>(st.st_size);
+  m->mapped_size = st.st_size, m->mtime_ns = ns(st.st_mtim), m->ctime_ns = ns(st.st_ctim);
   if (m->size > 0) {
     m->data = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m->data == MAP_FAILED) {
       m->data = nullptr;
-      ::close(fd);
       fail("cannot map '", path, "': ", std::strerror(errno));
     }
+    m->slot = guard_mapping(m->data, m->size);
   }
-  ::close(fd);
   return m;
 }
 

@@ -8,10 +8,28 @@
 namespace tern {
 
 // A read-only file mapping that lives as long as any tensor viewing it.
+//
+// A file truncated or written over while mapped (a `cp` over a served model) would end the process with
+// SIGBUS at the next read past its new end. map_file registers each mapping with a SIGBUS handler (installed
+// once, process-wide — a signal handler cannot be anything else — chaining to the one it replaced for
+// addresses not in a mapping): a fault inside one turns the rest of that mapping into zero pages, so the read
+// returns and the run finishes, and marks the mapping lost. Whoever ran on it then fails with check() —
+// Session::run after every run, the GGUF importer after an import — instead of returning what zeros computed.
+// The file's size, modification and status-change times are compared too: a write over that leaves the file
+// as long (no fault) is caught the same way.
 struct MappedFile {
   void* data = nullptr;
   size_t size = 0;
+  std::string path;
+  // Whether the file changed under the mapping since map_file: a page past its end faulted, or fstat differs.
+  bool changed() const;
+  // Fails naming the file when changed(): "'P' changed while tern was using it (truncated or written over) …".
+  void check() const;
   ~MappedFile();
+
+  int fd = -1;    // kept open for the fstat of changed()
+  int slot = -1;  // the SIGBUS handler's entry for this mapping; -1: none (all 1024 taken)
+  int64_t mapped_size = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
 // Maps `path` (a regular file); fails naming it. Opened non-blocking and checked with fstat before anything

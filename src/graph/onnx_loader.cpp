@@ -141,6 +141,13 @@ class ExternalData {
     files_.emplace(location, m);
     return m;
   }
+  // The files tensors view: the external data, and the model file when its raw_data stayed in place.
+  std::vector<std::shared_ptr<MappedFile>> mappings() const {
+    std::vector<std::shared_ptr<MappedFile>> out;
+    if (model_file_) out.push_back(model_file_);
+    for (const auto& [location, file] : files_) out.push_back(file);
+    return out;
+  }
   std::vector<std::string> paths() const {
     std::vector<std::string> out;
     for (const auto& [location, file] : files_) out.push_back((fs::path(dir_.empty() ? "." : dir_) / location).string());
@@ -492,6 +499,8 @@ Model model_from_proto(const onnx::ModelProto& mp, const std::string& path, std:
     rethrow_prefixed(path + ": ");
   }
   m.external_files = ext.paths();
+  m.mappings = ext.mappings();
+  for (const auto& file : m.mappings) file->check();  // (changed during the load: its tensors may hold zeros)
   return m;
 }
 
@@ -506,6 +515,7 @@ Model load_onnx(const std::string& path, const LoadOptions& options) {
   auto file = map_file(path);
   onnx::ModelProto mp;
   const bool in_place = parse_message(mp, onnx_wire::model_proto(), file->data, file->size, path, "ONNX model", true);
+  file->check();  // (changed during the parse: what it read may be zeros)
   return model_from_proto(mp, path, in_place ? file : nullptr, options);
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "graph/ir.h"
 
 namespace onnx {
@@ -14,9 +15,10 @@ class ModelProto;
 namespace tern {
 
 struct Model {
-  std::string path;                         // the .onnx file
-  std::string dir;                          // the folder external data must stay inside
-  std::vector<std::string> external_files;  // the external data files the initializers are mapped from
+  std::string path;                                   // the .onnx file
+  std::string dir;                                    // the folder external data must stay inside
+  std::vector<std::string> external_files;            // the external data files the initializers are mapped from
+  std::vector<std::shared_ptr<MappedFile>> mappings;  // the files tensors view (MappedFile::check after each run)
   int64_t ir_version = 0;
   // What the file says of itself (ModelProto's and its graph's): onnxruntime's get_modelmeta() reports them.
   std::string producer, domain, description, graph_name, graph_description;

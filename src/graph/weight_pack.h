@@ -61,6 +61,7 @@ class WeightPack {
   bool in_memory() const { return in_memory_; }  // read into owned memory (open's in_memory), not served mapped
   const PackIdentity& identity() const { return identity_; }
   const std::string& path() const { return path_; }
+  const std::shared_ptr<MappedFile>& mapping() const { return file_; }  // null when recording
 
   // A weight a node prepares from its constants (`key`: "<node>/<part>"). Reading: the tensors stored
   // under it, views of the file, when it holds them; otherwise — and always when recording — make()'s,

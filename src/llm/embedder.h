@@ -44,6 +44,8 @@ class Embedder {
   int64_t dimensions() const { return dims_; }
   Pooling pooling() const { return pooling_; }
   bool normalizes() const { return normalize_; }
+  // An encoder's weights file that changed under its session (Session::changed_file); empty otherwise.
+  std::string changed_file() const { return session_ ? session_->changed_file() : ""; }
   // Token ids of one text with the tokenizer's special tokens ([CLS] … [SEP]; a decoder's BOS where it adds one).
   std::vector<int64_t> encode(const std::string& text) const { return tok_->encode(text, true); }
   // One embedding per row (each of 1 to max_tokens() ids within the vocabulary), the rows run as padded batches

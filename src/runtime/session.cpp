@@ -145,6 +145,13 @@ int64_t Session::state_peak_bytes(int64_t rows, int64_t positions) const {
   return total + largest;  // (a ring's old slots are at most its new ones)
 }
 
+std::string Session::changed_file() const {
+  for (const auto& file : model_.mappings)
+    if (file->changed()) return file->path;
+  const WeightPack* pack = weights_.pack();
+  return pack && pack->mapping() && pack->mapping()->changed() ? pack->mapping()->path : "";
+}
+
 const TransferStats* Session::device_transfers() const { return device_ ? &device_->transfers() : nullptr; }
 
 int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
@@ -362,11 +369,21 @@ void Session::run(const std::vector<std::pair<std::string, Tensor>>& given, Outp
 #endif
   RunLease lease(*this);
   RunState& r = *lease;
+  // A weights file that changed under its mapping (truncated: its pages now read as zeros) voids the run,
+  // whatever it computed or however it failed.
+  auto check_files = [&] {
+    const std::string changed = changed_file();
+    if (!changed.empty())
+      fail(model_.path, ": the weights file '", changed,
+           "' changed while this session used it (truncated or written over): this run's results are void; load the model again");
+  };
   try {
     run_claimed(r, feeds, out, seq);
+    check_files();
   } catch (...) {
     for (Tensor& t : r.values) t = Tensor();  // nothing of a failed run stays held
     r.constants_bound = false;                // (a replay after it binds them again)
+    check_files();
     throw;
   }
 }

@@ -217,6 +217,9 @@ class Session {
   const SessionOptions& options() const { return options_; }
   // The memory this session holds now, by what it is for (bytes; kv_cache: every live SequenceState's).
   MemoryUse memory_use() const;
+  // The first file the session's weights view (the model file, its external data, its pack) that changed under
+  // its mapping since the load (core/mapped_file.h); empty when none. Each run fails when one has.
+  std::string changed_file() const;
   // The most bytes one sequence's state (SequenceState: the KV rings) holds at once while `positions` tokens a
   // row of `rows` rows pass: every layer's ring at that fill, and the old slots of the one growing last beside
   // its new ones. 0 for a session without such state.

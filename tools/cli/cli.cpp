@@ -45,12 +45,14 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   if (f.has("window")) o.window = f.integer("window");
   o.sinks = f.integer("sinks");
   if (f.has("threads")) o.threads = static_cast<int>(f.integer("threads", 1));
-  // --max-memory caps the whole process (every session, the tokenizer's and parsers' checks), set here
-  // explicitly: no session sets it.
-  if (f.has("max-memory")) set_process_memory_limit(llm::parse_memory_size(f.get("max-memory")));
+  apply_memory_cap(f);
   o.prefault = f.has("prefault");
   o.use_pack = !f.has("no-pack");
   return o;
+}
+
+void apply_memory_cap(const Flags& f) {
+  if (f.has("max-memory")) set_process_memory_limit(llm::parse_memory_size(f.get("max-memory")));
 }
 
 llm::SamplingChoices sampling_choices(const Flags& f) {

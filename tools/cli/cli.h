@@ -31,6 +31,9 @@ SessionOptions with_load_progress(SessionOptions so, const std::string& what = "
 
 // --device, --weights, --activations, --kv-dtype, --window, --sinks, --threads.
 llm::DecoderOptions decoder_options(const Flags& f);
+// --max-memory, when given, as the process's cap (every session, the tokenizer's and parsers' checks): set
+// explicitly here, as no session sets it.
+void apply_memory_cap(const Flags& f);
 // --greedy, --temperature, --top-k, --top-p, --min-p, --repetition-penalty, --seed.
 llm::SamplingChoices sampling_choices(const Flags& f);
 // The running executable's path (for models/default next to the source tree).

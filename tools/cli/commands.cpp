@@ -20,6 +20,8 @@ const Flag kDtype = {"dtype", Arg::Text, "D", "",
                      "a repository's onnx/ variant: fp32 fp16 q8 int8 uint8 q4 q4f16 bnb4 (default: the first present of "
                      "q4, fp32, q8, int8, uint8, fp16, q4f16, bnb4)"};
 const Flag kThreads = {"threads", Arg::Int, "N", "", "worker threads (default: every core)"};
+const Flag kMaxMemory = {"max-memory", Arg::Text, "SIZE", "",
+                         "cap on the memory tern owns (bytes, or 512M, 6G); refused naming the numbers"};
 
 // What cli::decoder_options reads: how a decoder session is built.
 const List kDecoder = {
@@ -32,7 +34,7 @@ const List kDecoder = {
      "the ring KV cache's window in tokens; 0: the graph's own cache (default: the model's context, at most 131072)"},
     {"sinks", Arg::Int, "S", "4", "attention sinks kept once the window slides"},
     kThreads,
-    {"max-memory", Arg::Text, "SIZE", "", "cap on the memory tern owns (bytes, or 512M, 6G); refused naming the numbers"},
+    kMaxMemory,
     {"prefault", Arg::Switch, "", "", "map the weights into the process at load (no page faults in the first prompt)"},
     {"no-pack", Arg::Switch, "", "", "load without the folder's .tern-pack"},
 };
@@ -190,6 +192,7 @@ kernel layout is refused with a message; --no-pack (generate, chat, bench, profi
                     {"input-dir", Arg::Text, "DIR", "", "the folder of input_<i>.pb"},
                     {"output-dir", Arg::Text, "OUT", "", "write output_<i>.pb there"},
                     kThreads,
+                    kMaxMemory,
                     {"profile", Arg::Switch, "", "", "print the run's per-op-type and per-node times"}} +
                    kProfileOutput});
   c.push_back({"eval",

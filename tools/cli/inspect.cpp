@@ -37,6 +37,7 @@ void print_fusions(const llm::ModelFiles& files, const Flags& flags, size_t node
 
 int inspect(int argc, char** argv) {
   Flags flags = parse(argc, argv, *find_command("inspect"));
+  apply_memory_cap(flags);
   const llm::ModelFiles files = model_files(flags.get("model"), flags.get("dtype"));
   if (!files.variants.empty()) {
     std::cout << "variants (--dtype):\n";

@@ -321,6 +321,7 @@ struct Server::Impl {
       if (stopping) throw shutting_down();
       check_room(r.n * prompts);
     }
+    refuse_if_model_changed();
     if (r.n > opt.parallel) {
       ApiError e(400,
                  "'n' " + std::to_string(r.n) + " is more than the " + std::to_string(opt.parallel) +
@@ -456,6 +457,18 @@ struct Server::Impl {
       e.limit = "queue";
       throw e;
     }
+  }
+  // A weights file of a served model that changed under its mapping (truncated or written over: core/mapped_file.h):
+  // every run on it fails, so requests are refused at once and /health says why, the server alive to say so.
+  std::string changed_model_file() const {
+    const std::string changed = session ? session->changed_file() : "";
+    return !changed.empty() ? changed : embedder ? embedder->changed_file() : "";
+  }
+  void refuse_if_model_changed() const {
+    const std::string changed = changed_model_file();
+    if (!changed.empty())
+      throw ApiError(503, "the model file '" + changed + "' changed under this server (truncated or written over): restart tern serve", "",
+                     "server_error");
   }
   static ApiError shutting_down() {
     ApiError e(503, "the server is shutting down", "", "server_error");
@@ -646,6 +659,7 @@ struct Server::Impl {
         std::lock_guard<std::mutex> lock(mu);
         if (stopping) throw shutting_down();
       }
+      refuse_if_model_changed();
       EmbeddingRequest r = parse_embedding_request(req.body);
       if (r.model.empty()) r.model = embedding_model_name;
       if (r.dimensions && *r.dimensions != embedder->dimensions())
@@ -780,8 +794,15 @@ struct Server::Impl {
       listen_socket = sock;  // (run() widens its backlog)
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"status":"ok"})", "application/json");
-      count_request("/health", 200);
+      const std::string changed = changed_model_file();
+      if (!changed.empty()) {  // (out of the load balancer's rotation: every run on it fails)
+        res.status = 503;
+        res.set_content(to_wire({{"status", "error"}, {"error", "the model file '" + changed + "' changed under this server"}}),
+                        "application/json");
+      } else {
+        res.set_content(R"({"status":"ok"})", "application/json");
+      }
+      count_request("/health", changed.empty() ? 200 : 503);
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(to_wire({{"object", "list"}, {"data", model_objects()}}), "application/json");

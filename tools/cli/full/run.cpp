@@ -12,6 +12,7 @@ int run(int argc, char** argv) {
   Flags flags = parse(argc, argv, *find_command("run"));
   const std::string model = flags.get("model");
   if (!flags.has("input-dir")) fail("run needs --input-dir DIR");
+  apply_memory_cap(flags);
   SessionOptions opt;
   if (flags.has("threads")) opt.threads = static_cast<int>(flags.integer("threads", 1));
   Profiler prof;
