@@ -469,6 +469,35 @@ TEST_CASE("a generation's KV cache is checked against the memory cap before it s
   set_process_memory_limit(0);
 }
 
+TEST_CASE("on the ring a prompt goes in chunks of 512 by default: the whole prompt's logits, a fraction of its activations") {
+  const ModelConfig config = read_model_config(kGqaFixture);
+  std::vector<int64_t> prompt(8000);  // past the window of 128: the ring slides inside the prompt
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 3 + static_cast<int64_t>(i * 37 % 300);
+  GenerateOptions chunked, whole;
+  chunked.max_new_tokens = whole.max_new_tokens = 4;
+  whole.prefill_chunk = 0;
+  const auto s = gqa_ring_session(128);
+  Generator gen(*s, config);
+  CHECK(gen.prefill_chunk(chunked) == kDefaultPrefillChunk);
+  const size_t chunked_bytes = gen.forecast_activations(1, 8000, chunked).pool_growth;
+  const size_t whole_bytes = gen.forecast_activations(1, 8000, whole).pool_growth;
+  MESSAGE("activations forecast for an 8000-token prompt: ", memory_size(chunked_bytes), " in chunks of 512, ", memory_size(whole_bytes),
+          " whole");
+  CHECK(chunked_bytes * 2 < whole_bytes);
+  const GenerateResult a = gen.generate({prompt}, chunked), b = gen.generate({prompt}, whole);
+  CHECK(a.tokens == b.tokens);
+  REQUIRE(a.prefill_logits.numel() == b.prefill_logits.numel());
+  CHECK(std::memcmp(a.prefill_logits.raw(), b.prefill_logits.raw(), a.prefill_logits.nbytes()) == 0);
+  // A cap the whole prompt would pass says so, and how to take less.
+  const auto fresh = gqa_ring_session(128);
+  Generator capped(*fresh, config);
+  set_process_memory_limit(owned_host_bytes() + (chunked_bytes + whole_bytes) / 2);
+  const std::string error = test::error_of([&] { capped.generate({prompt}, whole); });
+  CHECK(test::contains(error, "(forecast, the prompt in one run: --prefill-chunk 512 takes less)"));
+  CHECK(capped.generate({prompt}, chunked).tokens == a.tokens);
+  set_process_memory_limit(0);
+}
+
 TEST_CASE("continuous batching: a request whose cache would pass the memory cap is refused alone; the running row goes on") {
   const auto s = gqa_ring_session(1024);
   Generator gen(*s, read_model_config(kGqaFixture));

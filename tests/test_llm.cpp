@@ -211,7 +211,7 @@ TEST_CASE("bad generation inputs fail with clear messages") {
   const std::vector<std::pair<std::function<void(GenerateOptions&)>, std::string>> bad = {
       {[](GenerateOptions& x) { x.max_new_tokens = -3; }, "--max-new-tokens -3: must not be negative"},
       {[](GenerateOptions& x) { x.max_new_tokens = INT64_MAX; }, "new tokens exceeds the context length 512"},
-      {[](GenerateOptions& x) { x.prefill_chunk = -1; }, "--prefill-chunk -1: must not be negative"},
+      {[](GenerateOptions& x) { x.prefill_chunk = -2; }, "--prefill-chunk -2: must not be negative"},
       {[](GenerateOptions& x) { x.num_beams = 0; }, "--num-beams 0: must be at least 1 and at most the vocabulary (512)"},
       {[](GenerateOptions& x) { x.num_beams = 513; }, "--num-beams 513"},
       {[](GenerateOptions& x) { x.top_logits = 600; }, "--top-logits 600: must be between 0 and the vocabulary (512)"},

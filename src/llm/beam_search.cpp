@@ -61,7 +61,7 @@ const Tensor& BeamSearch::forward() {
   logits_row_.assign(n, -1);
   if (!ring_) {
     for (size_t r = 0; r < n; ++r) logits_row_[r] = static_cast<int64_t>(r);
-    return g_.forward(seq_, mask_, cache_ ? &*cache_ : nullptr, opt_.prefill_chunk);
+    return g_.forward(seq_, mask_, cache_ ? &*cache_ : nullptr, g_.prefill_chunk(opt_));
   }
   Rows feed;
   std::vector<int64_t> held, rows;
@@ -88,7 +88,7 @@ const Tensor& BeamSearch::forward() {
       const auto& p = prompts_[b];
       const size_t left = p.size() - fed[b];
       if (left == 0) continue;
-      const size_t take = opt_.prefill_chunk > 0 ? std::min(left, static_cast<size_t>(opt_.prefill_chunk)) : left;
+      const size_t take = g_.prefill_chunk(opt_) > 0 ? std::min(left, static_cast<size_t>(g_.prefill_chunk(opt_))) : left;
       feed.emplace_back(p.begin() + static_cast<std::ptrdiff_t>(fed[b]), p.begin() + static_cast<std::ptrdiff_t>(fed[b] + take));
       held.push_back(static_cast<int64_t>(fed[b]));
       rows.push_back(static_cast<int64_t>(b) * nb_);

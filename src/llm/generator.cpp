@@ -54,7 +54,9 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
   const int64_t V = config_.vocab_size;
   if (opt.max_new_tokens < 0) fail("--max-new-tokens ", opt.max_new_tokens, ": must not be negative");
   if (opt.min_new_tokens < 0) fail("--min-new-tokens ", opt.min_new_tokens, ": must not be negative");
-  if (opt.prefill_chunk < 0) fail("--prefill-chunk ", opt.prefill_chunk, ": must not be negative (0: the whole prompt)");
+  if (opt.prefill_chunk < kAutoPrefillChunk)
+    fail("--prefill-chunk ", opt.prefill_chunk, ": must not be negative (0: the whole prompt; left out: ", kDefaultPrefillChunk,
+         " on the ring cache)");
   if (opt.num_beams < 1 || (V > 0 && opt.num_beams > V))  // each beam ends in a token of its own
     fail("--num-beams ", opt.num_beams, ": must be at least 1 and at most the vocabulary (", V, ")");
   if (!std::isfinite(opt.length_penalty)) fail("--length-penalty ", opt.length_penalty, ": must be finite");
@@ -90,6 +92,11 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
          " of the model");
 }
 
+int64_t Generator::prefill_chunk(const GenerateOptions& opt) const {
+  if (opt.prefill_chunk != kAutoPrefillChunk) return opt.prefill_chunk;
+  return io_.layout == PastLayout::Internal ? kDefaultPrefillChunk : 0;
+}
+
 void Generator::check_cache_memory(int64_t rows, int64_t longest, const GenerateOptions& opt) const {
   if (!opt.use_cache || io_.layout == PastLayout::None) return;
   const int64_t new_tokens = std::min(opt.max_new_tokens, std::numeric_limits<int64_t>::max() - longest);
@@ -108,12 +115,18 @@ void Generator::check_cache_memory(int64_t rows, int64_t longest, const Generate
   const auto cache = static_cast<size_t>(std::clamp(need, 0.0, 9e18));
   const size_t bytes = cache > SIZE_MAX - activations ? SIZE_MAX : cache + activations;
   MemoryScope charge(session_.memory_account());
+  auto chunk_said = [&](const GenerateOptions& o) {  // (a cap refusing says what the prompt's chunking takes)
+    const int64_t chunk = prefill_chunk(o);
+    return chunk > 0 && chunk < longest ? "the prompt in chunks of " + std::to_string(chunk) + ": a smaller --prefill-chunk takes less"
+                                        : std::string("the prompt in one run: --prefill-chunk 512 takes less");
+  };
   try {
     check_host_bytes(bytes, "");
   } catch (...) {  // (the message made only when it is needed)
-    rethrow_prefixed(detail::concat(new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows",
-                                    ") would hold ", memory_size(cache), " more of KV cache at the last",
-                                    activations ? " and " + memory_size(activations) + " more of activations (forecast)" : "", ": "));
+    rethrow_prefixed(detail::concat(
+        new_tokens, " new tokens after a prompt of ", longest, " (", rows, rows == 1 ? " row" : " rows", ") would hold ",
+        memory_size(cache), " more of KV cache at the last",
+        activations ? " and " + memory_size(activations) + " more of activations (forecast, " + chunk_said(opt) + ")" : "", ": "));
   }
 }
 
@@ -136,7 +149,7 @@ std::vector<std::vector<std::pair<std::string, Shape>>> Generator::run_shapes(in
   // The prompt's chunks (forward()), then decode steps: three of a kind show all a session does with them (the
   // first runs, the second makes a step plan, the third replays it), and a chunk's mask may grow, so the first
   // and last three.
-  const int64_t chunk = opt.prefill_chunk > 0 ? opt.prefill_chunk : longest, chunks = (longest + chunk - 1) / chunk;
+  const int64_t asked = prefill_chunk(opt), chunk = asked > 0 ? asked : longest, chunks = (longest + chunk - 1) / chunk;
   for (int64_t c = 0; c < chunks; ++c) {
     if (c == 3 && chunks > 6) c = chunks - 3;
     const int64_t upto = std::min(longest, (c + 1) * chunk);
@@ -348,7 +361,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   auto step_t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
     if (device_top_k && step == 1) sequence_->set_device_top_k(io_.logits, device_k);
-    const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, opt.prefill_chunk);
+    const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, prefill_chunk(opt));
     const int64_t V = logits.dim(1);
     if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
     for (int64_t b = 0; b < B; ++b) {

@@ -110,7 +110,7 @@ cache stay in device memory), the others on the CPU (bench and inspect --device 
                     {"chat", Arg::Switch, "", "", "wrap each prompt as a user turn in the model's chat format"},
                     {"system", Arg::Text, "TEXT", "", "a system turn before it (with --chat)"},
                     {"stop", Arg::Text, "TEXT", "", "end a sequence when its new text contains TEXT; repeatable"},
-                    {"prefill-chunk", Arg::Int, "N", "0", "feed the prompt N tokens per run; 0: whole"},
+                    {"prefill-chunk", Arg::Int, "N", "", "feed the prompt N tokens per run; 0: whole (default: 512 on the ring cache)"},
                     {"no-cache", Arg::Switch, "", "", "the graph's own cache (as --window 0)"},
                     {"json", Arg::Switch, "", "", "the result as JSON (tokens, text, timings)"},
                     {"top-logits", Arg::Int, "N", "0", "with --json: each step's N highest logits"},

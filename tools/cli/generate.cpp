@@ -81,7 +81,7 @@ int generate(int argc, char** argv) {
   llm::GenerateOptions opt;
   opt.max_new_tokens = f.integer("max-new-tokens");
   opt.use_cache = !f.has("no-cache");
-  opt.prefill_chunk = f.integer("prefill-chunk");
+  if (f.has("prefill-chunk")) opt.prefill_chunk = f.integer("prefill-chunk");
   opt.eos_token_ids = llm::with_ends(cfg.eos_token_ids, turn_ends);
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg);
   opt.num_beams = static_cast<int>(f.integer("num-beams", 1));
