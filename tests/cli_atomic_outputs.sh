@@ -4,7 +4,7 @@
 #   clean run makes: the folder is always the earlier output or the new one, byte for byte — never old graph with
 #   new weights — and the next run clears what the killed ones left beside it.
 # - A disk that fills (ENOSPC injected into a write) is reported as "No space left on device" by import-gguf,
-#   convert, quantize and pack; the earlier output stays, nothing partial is left.
+#   convert, quantize and pack (in place, and into an OUT_DIR); the earlier output stays, nothing partial is left.
 # Usage: cli_atomic_outputs.sh TERN_BINARY REPO_DIR WORK_DIR   (skips with a message without strace)
 set -euo pipefail
 tern=$1 repo=$2 work=$3
@@ -85,5 +85,7 @@ enospc quantize "$(write_ordinal 'model.onnx_data' "${quantize[@]}" "$work/probe
 cp -r "$work/ref-a" "$work/packed" && cp -r "$work/ref-a" "$work/probe-packed"
 enospc pack "$(write_ordinal 'tern-pack.partial' "$tern" pack "$work/probe-packed")" "$tern" pack "$work/packed"
 [ -z "$(find "$work/packed" -name '*.tern-pack*')" ] || { echo "atomic outputs: pack on a full disk left a file"; exit 1; }
+enospc "pack OUT_DIR" "$(write_ordinal 'tern-pack.partial' "$tern" pack "$work/ref-a" "$work/probe-pack-out")" "$tern" pack "$work/ref-a" "$work/pack-out"
+[ ! -e "$work/pack-out" ] || { echo "atomic outputs: pack into OUT_DIR on a full disk left '$work/pack-out'"; exit 1; }
 [ "$(leftovers)" = 0 ] || { echo "atomic outputs: a failed run left its temporary folder:"; ls -a "$work"; exit 1; }
 echo "atomic outputs: passed"

@@ -127,6 +127,11 @@ port=${url##*:}
 if "$tern" serve "$model" --port "$port" --threads 1 2> "$work/busy.log"; then echo "a second server started on busy port $port"; exit 1; fi
 grep -q "cannot listen on 127.0.0.1:$port" "$work/busy.log" || { echo "busy port: $(cat "$work/busy.log")"; exit 1; }
 echo "serve: a second server on busy port $port exits non-zero: $(grep -o 'cannot listen.*' "$work/busy.log")"
+# An empty key (an unset shell variable) never turns authentication off: the server refuses to start.
+if "$tern" serve "$model" --port 0 --api-key '' 2> "$work/key.log"; then echo "started with an empty --api-key"; exit 1; fi
+grep -q -- "--api-key is empty" "$work/key.log"
+if TERN_API_KEY='' "$tern" serve "$model" --port 0 2> "$work/key.log"; then echo "started with an empty TERN_API_KEY"; exit 1; fi
+grep -q "TERN_API_KEY is set but empty" "$work/key.log"
 
 # 8 requests at once (4 rows: the others queue and join as rows free) each equal to its solo answer.
 for i in $(seq 1 8); do

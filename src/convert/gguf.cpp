@@ -250,6 +250,7 @@ class Cursor {
   Cursor(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
   size_t at() const { return at_; }
   size_t left() const { return size_ - at_; }
+  const std::string& path() const { return path_; }
   size_t values_bytes = 0;  // what the metadata arrays read so far hold in memory
   template <typename T>
   T read(const char* what) {
@@ -318,7 +319,7 @@ GgufValue read_value(Cursor& c, GgufValue::Type type, const std::string& key, in
       break;
     case T::Bool: {
       const uint8_t b = c.read<uint8_t>(what);
-      if (b > 1) fail("metadata '", key, "': a bool holds ", int(b));
+      if (b > 1) fail("'", c.path(), "': metadata '", key, "': a bool holds ", int(b));
       v.i = b;
       break;
     }
@@ -326,22 +327,23 @@ GgufValue read_value(Cursor& c, GgufValue::Type type, const std::string& key, in
     case T::Float64: v.f = c.read<double>(what); break;
     case T::String: v.s = c.string(what); break;
     case T::Array: {
-      if (depth >= kMaxArrayDepth) fail("metadata '", key, "': arrays nested deeper than ", kMaxArrayDepth);
+      if (depth >= kMaxArrayDepth) fail("'", c.path(), "': metadata '", key, "': arrays nested deeper than ", kMaxArrayDepth);
       const uint32_t et = c.read<uint32_t>(what);
-      if (et > static_cast<uint32_t>(T::Float64)) fail("metadata '", key, "': array element type ", et, " is not a GGUF type");
+      if (et > static_cast<uint32_t>(T::Float64))
+        fail("'", c.path(), "': metadata '", key, "': array element type ", et, " is not a GGUF type");
       v.element_type = static_cast<T>(et);
       const uint64_t n = c.read<uint64_t>(what);
       if (n > c.left() / min_bytes(v.element_type))
-        fail("metadata '", key, "': an array of ", n, " elements cannot fit in the ", c.left(), " bytes left");
+        fail("'", c.path(), "': metadata '", key, "': an array of ", n, " elements cannot fit in the ", c.left(), " bytes left");
       // A uint8 element is 1 byte in the file and a GgufValue (~100 bytes) here: the arrays' values so far
       // are checked against the memory cap before they are allocated (a 200 MB file could ask for 20 GB).
       c.values_bytes += static_cast<size_t>(n) * sizeof(GgufValue);
-      check_host_bytes(c.values_bytes, detail::concat("metadata '", key, "': an array of ", n, " elements: "));
+      check_host_bytes(c.values_bytes, detail::concat("'", c.path(), "': metadata '", key, "': an array of ", n, " elements: "));
       v.array.reserve(static_cast<size_t>(n));
       for (uint64_t k = 0; k < n; ++k) v.array.push_back(read_value(c, v.element_type, key, depth + 1));
       break;
     }
-    default: fail("metadata '", key, "': value type ", static_cast<uint32_t>(type), " is not a GGUF type");
+    default: fail("'", c.path(), "': metadata '", key, "': value type ", static_cast<uint32_t>(type), " is not a GGUF type");
   }
   return v;
 }
@@ -368,8 +370,9 @@ GgufFile::GgufFile(const std::string& path) : path_(path), file_(map_file(path))
     if (!metadata_.emplace(key, std::move(v)).second) fail("'", path_, "': metadata key '", key, "' appears twice");
   }
   if (const GgufValue* a = find("general.alignment")) {
-    if (a->type != GgufValue::Type::UInt32 || a->i == 0 || (a->i & (a->i - 1)) != 0)
-      fail("'", path_, "': general.alignment must be a power of two (uint32), got ", a->i);
+    if (a->type != GgufValue::Type::UInt32)
+      fail("'", path_, "': general.alignment is of GGUF value type ", static_cast<uint32_t>(a->type), "; it must be a uint32 (type 4)");
+    if (a->i == 0 || (a->i & (a->i - 1)) != 0) fail("'", path_, "': general.alignment must be a power of two, got ", a->i);
     alignment_ = static_cast<uint64_t>(a->i);
   }
   std::set<std::string> names;

@@ -94,6 +94,10 @@ def onnx_seeds():
         [vi("cond", TensorProto.BOOL, []), vi("x", F, [3])], [vi("y", F, None)])
 
 
+class U32(int):
+    """A GGUF uint32 value (plain ints are written as int32)."""
+
+
 def gguf_bytes(tensors, kvs, version=3, alignment=32):
     """A GGUF file as llama.cpp's gguf.cpp lays it out: header, key/values, tensor infos, aligned data."""
     def s(x):
@@ -103,6 +107,8 @@ def gguf_bytes(tensors, kvs, version=3, alignment=32):
     def value(v):
         if isinstance(v, bool):
             return struct.pack("<IB", 7, v)
+        if isinstance(v, U32):
+            return struct.pack("<II", 4, v)
         if isinstance(v, int):
             return struct.pack("<Ii", 5, v)
         if isinstance(v, float):
@@ -449,7 +455,11 @@ def bad_inputs():
     yield "gguf", "tensor_unknown_type.gguf", one([4], 99), "has ggml type 99, which tern does not know"
     yield "gguf", "tensor_too_many_dims.gguf", one([1] * 9), "has 9 dims (1 to 4)"
     yield "gguf", "tensor_offset_unaligned.gguf", one([1], 0, 3), "not a multiple of the alignment 32"
-    yield "gguf", "bad_alignment.gguf", gguf_bytes([], {"general.alignment": 3}), "general.alignment must be a power of two"
+    yield "gguf", "bad_alignment.gguf", gguf_bytes([], {"general.alignment": U32(3)}), "general.alignment must be a power of two, got 3"
+    yield "gguf", "string_alignment.gguf", gguf_bytes([], {"general.alignment": "32"}), \
+        "general.alignment is of GGUF value type 8; it must be a uint32 (type 4)"
+    yield "gguf", "bad_bool.gguf", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 7) + b"general" + struct.pack("<IB", 7, 2), \
+        "model.gguf': metadata 'general': a bool holds 2"
     yield "gguf", "not_llama.gguf", gguf_bytes([], {"general.architecture": "mamba"}), "architecture 'mamba'"
     yield "gguf", "implausible_layers.gguf", llama_gguf(**{"llama.block_count": 100000}), "implausible hyperparameters"
     yield "gguf", "bos_out_of_range.gguf", llama_gguf(**{"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.bos_token_id": 999}), "999"

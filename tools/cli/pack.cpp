@@ -4,6 +4,9 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+
+#include "core/output_files.h"
 
 namespace tern::cli {
 
@@ -36,6 +39,10 @@ int pack(int argc, char** argv) {
   const bool out_given = f.has("out");
   const llm::ModelFiles source = llm::resolve_model(f.get("model"));
   std::string onnx = source.onnx;
+  // OUT_DIR is made whole or not at all (a full disk mid-pack left a partial one: issue 79): written in a
+  // staging folder beside it, renamed into place once the pack is saved.
+  std::optional<StagedFolder> staged;
+  fs::path out_dir;
   if (out_given) {
     const fs::path from = source.dir.empty() ? "." : source.dir, to = f.get("out");
     std::error_code ec;
@@ -43,8 +50,10 @@ int pack(int argc, char** argv) {
       const fs::path real_from = fs::weakly_canonical(from), real_to = fs::weakly_canonical(to);
       if (std::mismatch(real_from.begin(), real_from.end(), real_to.begin(), real_to.end()).first == real_from.end())
         fail("OUT_DIR '", to.string(), "' is inside MODEL_DIR '", from.string(), "': choose a folder beside it");
-      mirror_folder(from, to);
-      onnx = (to / fs::path(source.onnx).filename()).string();
+      staged.emplace(to);
+      out_dir = to;
+      mirror_folder(from, staged->path());
+      onnx = (staged->path() / fs::path(source.onnx).filename()).string();
     }
   }
   // Prepared as generation loads it (the same fusions, so the same nodes), with the weights asked for.
@@ -53,8 +62,13 @@ int pack(int argc, char** argv) {
   so.pack = SessionOptions::Pack::Record;
   const auto t0 = std::chrono::steady_clock::now();
   Session session(onnx, with_load_progress(so, "packing"));
-  const std::string path = pack_path_for(onnx);
+  std::string path = pack_path_for(onnx);
   session.weights().save_pack(path);
+  if (staged) {
+    staged->commit();
+    onnx = (out_dir / fs::path(onnx).filename()).string();
+    path = pack_path_for(onnx);
+  }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // "fp32" names the as-stored format: a MatMulNBits model's blocks stay as the file quantized them.
   const std::string what = so.weights == WeightFormat::AsStored ? "weights as stored" : o.weights + " weights";

@@ -45,6 +45,9 @@ int serve(int argc, char** argv) {
   // (the key from the environment keeps it out of `ps`; the flag wins)
   const char* env_key = std::getenv("TERN_API_KEY");
   o.api_key = f.has("api-key") ? f.get("api-key") : env_key ? env_key : "";
+  // An empty key given is a mistake (an unset shell variable), never a way to turn authentication off.
+  if (f.has("api-key") && o.api_key.empty()) fail("--api-key is empty: give the key, or leave the flag out to serve without one");
+  if (!f.has("api-key") && env_key && !*env_key) fail("TERN_API_KEY is set but empty: give the key, or unset it to serve without one");
   o.cors_origin = f.get("cors-origin");
   o.decoder = decoder_options(f);
   // Request bodies (up to 8 MB) are malloc'd and freed on many HTTP threads; with glibc's sliding mmap threshold
