@@ -63,6 +63,22 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
+namespace {
+
+// nlohmann's parse errors end "last read: '<the token so far>'" — the whole of an 8 MB bad token, which tern
+// serve echoed back to the client (issue 79). At most 64 bytes of it are kept (cut on a UTF-8 boundary).
+std::string with_short_excerpt(const std::string& message) {
+  constexpr size_t kExcerpt = 64;
+  const std::string mark = "last read: '";
+  const size_t at = message.find(mark);
+  if (at == std::string::npos || message.size() - at - mark.size() <= kExcerpt + 1) return message;
+  size_t cut = at + mark.size() + kExcerpt;
+  while (cut > at + mark.size() && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return message.substr(0, cut) + "…' (" + std::to_string(message.size() - at - mark.size() - 1) + " bytes)";
+}
+
+}  // namespace
+
 nlohmann::json parse_json(std::string_view text, const std::string& what, const nlohmann::json::parser_callback_t& keep) {
   JsonParseCost cost;
   const bool parsed = nlohmann::json::sax_parse(text.begin(), text.end(), &cost);
@@ -73,7 +89,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& what, const 
   try {
     return nlohmann::json::parse(text.begin(), text.end(), keep);
   } catch (const nlohmann::json::exception& e) {
-    fail(what, " is not valid JSON: ", e.what());
+    fail(what, " is not valid JSON: ", with_short_excerpt(e.what()));
   }
 }
 

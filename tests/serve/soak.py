@@ -215,6 +215,60 @@ try:
     assert hostile["stream left"].keys() == {"left after an event"} and hostile["half headers"].keys() == {"closed"}, hostile
     assert not bounds or p99(busy) <= 3 * p99(idle), "normal requests' p99 latency under hostile load is more than 3x the idle server's"
     assert not bounds or final <= start + 200, "RSS grew by more than 200 MB"
+
+    # 4. (issue 79) The body cap holds whatever the framing, and half-open connections do not hold the server:
+    # 200 MB of 1 MB chunks → 413 with RSS growth under 20 MB; 64 MB to a route that takes no body → 404 before
+    # it is read; a malformed body's 400 quotes a short excerpt; under 600 half-open connections (a request line
+    # cut short, a byte more every second) /health answers within 1 s, five times.
+    def raw(head, body_chunks):
+        """Sends `head` then the chunks (stopping when the server stops reading); the status line it answers."""
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(head)
+        try:
+            for c in body_chunks:
+                s.sendall(c)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            return s.recv(200).split(b"\r\n")[0].decode()
+        finally:
+            s.close()
+    before = rss_mb()
+    mb = b"a" * (1 << 20)
+    chunked = raw(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+                  (b"%x\r\n" % len(mb) + mb + b"\r\n" for _ in range(200)))
+    grown = rss_mb() - before
+    assert chunked.startswith("HTTP/1.1 413"), chunked
+    assert not bounds or grown < 20, f"a 200 MB chunked body grew RSS by {grown:.0f} MB"
+    t0 = time.time()
+    nowhere = raw(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 67108864\r\n\r\n", (mb for _ in range(64)))
+    assert nowhere.startswith("HTTP/1.1 404"), nowhere
+    unread_s = time.time() - t0
+    status, _, data = post(b'{"prompt": "' + b"x" * 100_000 + b'\x01"}')  # (a control character ends the string's token)
+    assert status == 400 and len(data) < 1000 and b"(100009 bytes)" in data, (status, data[:300])
+    half = []
+    for _ in range(600):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(b"GET /health HTTP/1.1\r\nHo")
+        half.append(s)
+    worst = 0.0
+    for _ in range(5):
+        t0 = time.time()
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/health")
+        r = c.getresponse()
+        r.read()
+        c.close()
+        worst = max(worst, time.time() - t0)
+        assert r.status == 200, r.status
+        for s in half:
+            s.send(b"s")
+        time.sleep(1)
+    for s in half:
+        s.close()
+    print(f"soak: 200 MB chunked → {chunked[9:12]} (RSS +{grown:.1f} MB); 64 MB to /nowhere → 404 in {unread_s:.2f} s; "
+          f"a 100 KB bad token → 400 of {len(data)} bytes; /health under 600 half-open connections: at most {1000 * worst:.0f} ms")
+    assert not bounds or worst < 1.0, f"/health took {worst:.1f} s under 600 half-open connections"
     print("soak: passed")
 finally:
     server.terminate()

@@ -21,6 +21,7 @@
 #include "llm/embedder.h"
 #include "llm/openai_api.h"
 #include "llm/tokenizer.h"
+#include "tools/serve/connection_threads.h"
 
 namespace tern::serve {
 
@@ -426,6 +427,16 @@ struct Server::Impl {
   }
   // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
   int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
+  size_t body_cap() const { return std::min(opt.max_body_bytes, most_body_bytes); }
+  // A request refused for its body (past the cap, cut short, to a route that takes none), as the error handler
+  // answers what httplib refuses itself.
+  void refuse_body(httplib::Response& res, int status, const std::string& message) {
+    ApiError e(status, message, "",
+               status == 413 && opt.max_body_bytes > most_body_bytes ? "context_length_exceeded" : "invalid_request_error");
+    if (status == 413)
+      count(refused, opt.max_body_bytes <= most_body_bytes ? "max_body" : max_prompt < context ? "max_prompt_tokens" : "context_length");
+    reply_error(res, "other", e);
+  }
   std::string body_too_large() const {
     if (!batcher && opt.max_body_bytes > most_body_bytes)
       return "the request body is larger than " + std::to_string(most_body_bytes) + " bytes, more than " +
@@ -647,6 +658,7 @@ struct Server::Impl {
 
   // /v1/embeddings on this HTTP thread: tokenized, checked against the encoder's max_tokens (refused, never
   // truncated), run in padded batches, pooled.
+  void embeddings_route(const httplib::Request& req, httplib::Response& res, bool) { embeddings(req, res); }
   void embeddings(const httplib::Request& req, httplib::Response& res) {
     const std::string endpoint = "/v1/embeddings";
     try {
@@ -780,12 +792,14 @@ struct Server::Impl {
   }
 
   void routes() {
-    // A request holds its HTTP thread until answered (a stream for its whole length): with a thread for every row
-    // and queue place and 16 more, a request past them finds a thread at once and gets its 429 — with 64 threads
-    // and a queue of 64, a burst of 200 waited unanswered behind the busy ones (issue 53).
-    const auto threads = static_cast<size_t>(std::clamp<int64_t>(opt.parallel + opt.queue + 16, 16, 1024));
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    http.set_payload_max_length(std::min(opt.max_body_bytes, most_body_bytes));
+    // A request holds its HTTP thread until answered (a stream for its whole length), and a connection that sends
+    // nothing holds one for its read timeout: threads start as connections come (connection_threads.h), so a
+    // request finds one at once and gets its answer or its 429 — with 64 fixed threads and a queue of 64, a burst
+    // of 200 waited unanswered behind the busy ones (issue 53); with 84, 600 half-open connections held /health
+    // 10-70 s (issue 79). At most 8192 (or a thread for every row and queue place and 16 more).
+    const auto threads = static_cast<size_t>(std::max<int64_t>(opt.parallel + opt.queue + 16, 8192));
+    http.new_task_queue = [threads] { return new ConnectionThreads(threads, std::chrono::seconds(30)); };
+    http.set_payload_max_length(body_cap());
     // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server on a busy port
     // binds anyway and takes half its traffic; without it the bind fails ("address in use").
     http.set_socket_options([this](socket_t sock) {
@@ -857,9 +871,38 @@ struct Server::Impl {
     });
     http.Get("/metrics",
              [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
-    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
-    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { embeddings(req, res); });
-    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
+    // The bodies are read here, a piece at a time, kept up to the cap whatever the framing: cpp-httplib 0.11.4 caps
+    // a Content-Length body (reading past the rest unkept, then 413) but reads a chunked one whole (200 × 1 MB
+    // chunks took RSS from 26 to 279 MB before a 400: issue 79). Past the cap the rest is read and dropped, so the
+    // connection stays in step for its next request (answering before the body is read left its bytes to be
+    // parsed as a request line, a byte at a time: the soak's normal clients slowed 2.5x), up to kMostDropped.
+    auto with_body = [this](void (Impl::*handle)(const httplib::Request&, httplib::Response&, bool), bool chat) {
+      return [this, handle, chat](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+        constexpr size_t kMostDropped = size_t{1} << 30;  // (a client streaming forever is cut off there)
+        httplib::Request whole = req;
+        size_t received = 0;
+        const bool ended = read([&](const char* data, size_t n) {
+          received += n;
+          if (received <= body_cap()) whole.body.append(data, n);
+          return received <= kMostDropped;
+        });
+        if (received > body_cap() || res.status == 413) return refuse_body(res, 413, body_too_large());
+        if (!ended) return refuse_body(res, 400, "the request body ended before its length or its last chunk");
+        (this->*handle)(whole, res, chat);
+      };
+    };
+    // Any other route given a body reads it unkept, then answers 404 (before: read whole into memory first).
+    auto no_route = [this](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      size_t received = 0;
+      read([&](const char*, size_t n) { return (received += n) <= (size_t{1} << 30); });
+      refuse_body(res, 404, "no route " + req.method + " " + req.path);
+    };
+    http.Post("/v1/completions", with_body(&Impl::complete, false));
+    http.Post("/v1/chat/completions", with_body(&Impl::complete, true));
+    http.Post("/v1/embeddings", with_body(&Impl::embeddings_route, false));
+    http.Post(".*", no_route);
+    http.Put(".*", no_route);
+    http.Patch(".*", no_route);
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
       const int status = res.status;
