@@ -187,6 +187,38 @@ void check_person(const nlohmann::json& p) {
 }
 }  // namespace
 
+TEST_CASE("JsonConstraint: a schema whose least value outgrows the budget gives the value's beginning, cut at the budget") {
+  // 8 levels of required objects need 96 bytes at least; 12 tokens of the default model cannot close them. Every
+  // step still offers a token that continues the value (an answer of "" came before: issue 79), so the text is
+  // the value's first bytes, each a step towards it, and the sequence ends by length.
+  std::string deep = R"({"type": "string"})";
+  for (int level = 7; level >= 0; --level)
+    deep = R"({"type": "object", "properties": {"level)" + std::to_string(level) + R"(": )" + deep +
+           R"(}, "additionalProperties": false, "required": ["level)" + std::to_string(level) + R"("]})";
+  const auto schema = std::make_shared<const JsonSchema>(nlohmann::json::parse(deep));
+  CHECK(JsonGrammar(schema.get()).closing_bytes() >= 96);
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/default";
+  const auto tok = load_tokenizer(dir);
+  auto vocab = std::make_shared<const JsonVocabulary>(*tok);
+  const auto V = static_cast<int64_t>(vocab->bytes.size());
+  JsonConstraint c(vocab, schema);
+  JsonGrammar follow(schema.get());
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::string text;
+  for (int64_t step = 0; step < 12; ++step) {
+    for (size_t t = 0; t < logits.size(); ++t)  // a model that writes: the longest token first (whitespace never)
+      logits[t] = vocab->bytes[t].find_first_of(" \t\n\r") == std::string::npos ? static_cast<float>(vocab->bytes[t].size()) : -1.0f;
+    REQUIRE(c.mask(logits.data(), V, 12 - step) > 0);
+    const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    c.accept(best);
+    text += vocab->bytes[static_cast<size_t>(best)];
+  }
+  CAPTURE(text);
+  CHECK(follow.feed(text));  // the beginning of a value the schema takes
+  CHECK_FALSE(c.complete());
+  CHECK(text.rfind("{\"level0\"", 0) == 0);
+}
+
 TEST_CASE("JsonGrammar with a schema: types, keys, required, enums, array lengths and $refs, byte by byte") {
   const JsonSchema person(nlohmann::json::parse(kPersonSchema));
   auto takes = [&](const std::string& text) { return run(text, &person) == std::pair<size_t, bool>{text.size(), true}; };

@@ -434,23 +434,22 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
     if (!bytes[id].empty()) by_prefix[static_cast<size_t>(next[group(bytes[id])]++)] = static_cast<int32_t>(id);
 }
 
-int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
-  if (!in_value()) return n;  // (free text, before a trigger)
-  const JsonVocabulary& v = *vocab_;
-  allowed_.assign(static_cast<size_t>(n), 0);
-  // A token may come when the tokens left after it can still close the object (a closing token takes a byte off
-  // closing_bytes() at least).
-  const int most_open = static_cast<int>(std::min<int64_t>(remaining - 1, std::numeric_limits<int>::max()));
-  const bool in_text = grammar_.closing_bytes() <= most_open && grammar_.in_text();
+namespace {
+
+// Marks in `allowed` the tokens (of n) that continue `grammar` and leave it closable in at most most_open bytes;
+// returns how many.
+int64_t allow_tokens(const JsonVocabulary& v, const JsonGrammar& grammar, int64_t n, int most_open, std::vector<char>& allowed) {
+  allowed.assign(static_cast<size_t>(n), 0);
+  const bool in_text = grammar.closing_bytes() <= most_open && grammar.in_text();
   auto tokens = [&](size_t g) { return std::pair{v.prefix_start[g], v.prefix_start[g + 1]}; };
   for (size_t b0 = 0; b0 < 256; ++b0) {
     const size_t g0 = b0 * 257;
     if (v.prefix_start[g0] == v.prefix_start[g0 + 257]) continue;  // (no token begins with b0)
-    JsonGrammar first = grammar_;
+    JsonGrammar first = grammar;
     if (!first.feed(static_cast<unsigned char>(b0))) continue;
     const bool first_closes = first.closing_bytes() <= most_open;
     for (auto [k, end] = tokens(g0); k < end; ++k)
-      if (const int32_t id = v.by_prefix[static_cast<size_t>(k)]; id < n) allowed_[static_cast<size_t>(id)] = first_closes;
+      if (const int32_t id = v.by_prefix[static_cast<size_t>(k)]; id < n) allowed[static_cast<size_t>(id)] = first_closes;
     for (size_t b1 = 0; b1 < 256; ++b1) {
       const auto [from, end] = tokens(g0 + 1 + b1);
       if (from == end) continue;
@@ -460,15 +459,29 @@ int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
         const int32_t id = v.by_prefix[static_cast<size_t>(k)];
         if (id >= n) continue;
         if (in_text && v.plain[static_cast<size_t>(id)]) {  // text inside a string: the grammar stays as it is
-          allowed_[static_cast<size_t>(id)] = 1;
+          allowed[static_cast<size_t>(id)] = 1;
           continue;
         }
         const std::string& b = v.bytes[static_cast<size_t>(id)];
         JsonGrammar g = second;
-        allowed_[static_cast<size_t>(id)] = g.feed(b.data() + 2, b.size() - 2) && g.closing_bytes() <= most_open;
+        allowed[static_cast<size_t>(id)] = g.feed(b.data() + 2, b.size() - 2) && g.closing_bytes() <= most_open;
       }
     }
   }
+  return std::count(allowed.begin(), allowed.end(), 1);
+}
+
+}  // namespace
+
+int64_t JsonConstraint::mask(float* logits, int64_t n, int64_t remaining) {
+  if (!in_value()) return n;  // (free text, before a trigger)
+  // A token may come when the tokens left after it can still close the object (a closing token takes a byte off
+  // closing_bytes() at least). When none can — a schema whose least value is longer than max_tokens allows — any
+  // token that continues the value may: the answer is then the value's beginning, cut at max_tokens (finish
+  // "length"), not nothing (an 8-level schema under max_tokens 48 answered "": issue 79).
+  const int most_open = static_cast<int>(std::min<int64_t>(remaining - 1, std::numeric_limits<int>::max()));
+  if (allow_tokens(*vocab_, grammar_, n, most_open, allowed_) == 0)
+    allow_tokens(*vocab_, grammar_, n, std::numeric_limits<int>::max(), allowed_);
   int64_t left = 0;
   for (int64_t t = 0; t < n; ++t) {
     if (allowed_[static_cast<size_t>(t)]) ++left;
