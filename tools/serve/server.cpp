@@ -903,6 +903,7 @@ struct Server::Impl {
     http.Post(".*", no_route);
     http.Put(".*", no_route);
     http.Patch(".*", no_route);
+    http.Delete(".*", no_route);
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
       const int status = res.status;
