@@ -10,7 +10,6 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 
 namespace tern {
 
@@ -40,19 +39,21 @@ void on_sigbus(int sig, siginfo_t* info, void* context) {
   }
   if ((g_previous.sa_flags & SA_SIGINFO) && g_previous.sa_sigaction) return g_previous.sa_sigaction(sig, info, context);
   if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) return g_previous.sa_handler(sig);
-  signal(SIGBUS, SIG_DFL);  // not a mapping of ours: the fault repeats and ends the process as it would have
+  struct sigaction dfl {};  // not a mapping of ours: the fault repeats and ends the process as it would have
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGBUS, &dfl, nullptr);
 }
 
 int guard_mapping(void* data, size_t size) {
-  static std::once_flag installed;
-  std::call_once(installed, [] {
+  static const bool installed = [] {  // (once per process)
     g_page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     struct sigaction sa {};
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, &g_previous);
-  });
+    return sigaction(SIGBUS, &sa, &g_previous) == 0;
+  }();
+  (void)installed;
   for (int i = 0; i < kSlots; ++i) {
     bool expected = false;
     if (!g_slots[i].used.compare_exchange_strong(expected, true)) continue;
