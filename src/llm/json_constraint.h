@@ -9,7 +9,9 @@
 // the tokens whose first two bytes can come next — and inside a string, where most tokens are whole characters of
 // text, takes those without feeding them. Near the end of max_tokens the mask keeps only tokens after which the
 // tokens left can still close the object (JsonGrammar::closing_bytes), so it ends whole within the budget
-// whenever the vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do).
+// whenever the vocabulary has the single-byte tokens (byte-level BPE and byte-fallback vocabularies do); when no
+// token can (a schema whose least value is longer than the budget), every token that continues the value may, and
+// the answer is its beginning, cut by length.
 #pragma once
 #include <algorithm>
 #include <array>
