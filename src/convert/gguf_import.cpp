@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -21,6 +20,7 @@
 #include "convert/gguf_hparams.h"
 #include "convert/gguf_tokenizer.h"
 #include "core/hash.h"
+#include "core/mapped_file.h"
 #include "core/output_files.h"
 #include "graph/weight_pack.h"
 #include "llm/model_config.h"
@@ -258,10 +258,10 @@ class FileLock {
   int fd_;
 };
 
-std::string read_small_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return text;
+// A path's note in the cache (read_file_bytes, the one reader of small files); empty when there is none yet.
+std::string cache_note(const fs::path& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec) ? read_file_bytes(path.string(), 1 << 16, "GGUF cache note") : "";
 }
 
 }  // namespace
@@ -288,7 +288,7 @@ std::string gguf_model_folder(const std::string& gguf_path, bool* imported, cons
   std::snprintf(path_id, sizeof path_id, "%016llx", static_cast<unsigned long long>(fnv1a(file.string())));
   const fs::path note = sources / path_id;
   const std::string stamp = source_stamp({file.string()});
-  std::istringstream noted(read_small_file(note));
+  std::istringstream noted(cache_note(note));
   std::string noted_stamp, old_content, noted_path;
   noted >> noted_stamp >> old_content;
   std::getline(noted >> std::ws, noted_path);
@@ -309,7 +309,7 @@ std::string gguf_model_folder(const std::string& gguf_path, bool* imported, cons
   if (!old_content.empty() && old_content != content) {  // this path's earlier content: its folder, unless another path holds it
     bool held = false;
     for (const auto& e : fs::directory_iterator(sources, ec))
-      held = held || read_small_file(e.path()).find(" " + old_content + " ") != std::string::npos;
+      held = held || cache_note(e.path()).find(" " + old_content + " ") != std::string::npos;
     if (!held) {
       fs::remove_all(cache / folder(old_content), ec);
       fs::remove(lock_file(old_content), ec);

@@ -428,8 +428,8 @@ struct Server::Impl {
   // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
   int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
   size_t body_cap() const { return std::min(opt.max_body_bytes, most_body_bytes); }
-  // A request refused for its body (past the cap, cut short, to a route that takes none), as the error handler
-  // answers what httplib refuses itself.
+  // A request refused for its body (past the cap, cut short, to a route that takes none) or by httplib itself
+  // (the error handler): one JSON error, a 413 counted by the limit it met.
   void refuse_body(httplib::Response& res, int status, const std::string& message) {
     ApiError e(status, message, "",
                status == 413 && opt.max_body_bytes > most_body_bytes ? "context_length_exceeded" : "invalid_request_error");
@@ -907,15 +907,10 @@ struct Server::Impl {
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // (an ApiError reply already)
       const int status = res.status;
-      const bool prompt_bound = status == 413 && opt.max_body_bytes > most_body_bytes;  // (OpenAI's type for a prompt too long)
-      const std::string message = status == 404   ? "no route " + req.method + " " + req.path
-                                  : status == 413 ? body_too_large()
-                                                  : "HTTP " + std::to_string(status);
-      res.set_content(error_body(ApiError(status, message, "", prompt_bound ? "context_length_exceeded" : "invalid_request_error")),
-                      "application/json");
-      if (status == 413)
-        count(refused, opt.max_body_bytes <= most_body_bytes ? "max_body" : max_prompt < context ? "max_prompt_tokens" : "context_length");
-      count_request("other", status);
+      refuse_body(res, status,
+                  status == 404   ? "no route " + req.method + " " + req.path
+                  : status == 413 ? body_too_large()
+                                  : "HTTP " + std::to_string(status));
     });
   }
 };
