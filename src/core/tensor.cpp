@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -119,6 +120,22 @@ void set_process_memory_limit(size_t bytes) { g_limit.store(bytes, std::memory_o
 namespace {
 // From this size up a buffer gets a mapping of its own in huge pages; below, the heap (or a BufferArena slab).
 constexpr size_t kOwnMappingBytes = 2 * kHugePage;
+
+// Where a fresh huge page is slow to come by, mappings keep 4 KiB pages. On a VM that gives its free memory back
+// to its host (Firecracker's balloon reports free 2 MiB blocks; the 2-core Zen 3 VM), faulting 540 MB in huge
+// pages took 2.0-2.8 s against 0.37-0.63 s in 4 KiB pages (0.07 s in huge pages freed just before): SmolLM2's
+// fp32 genai export loaded in 2.82 s (median of 5) against ONNX Runtime's 0.89, and in 0.67 s with this rule,
+// for a decode 9% slower (bench/README, "Load beside ONNX Runtime on a VM"). A mapping's first huge page tells
+// which: 0.17-0.29 ms from free memory, 5-30 ms when the host must back it, where 2 MiB in 4 KiB pages is 1.4-2.3.
+constexpr int64_t kSlowHugePageNs = 2'000'000;
+// A slow first page is a cost too (probing each of that load's 39 mappings took 0.41 s): for a second after
+// one, mappings skip the probe. A process-wide observation of the machine, as the ISA is, not a setting.
+constexpr int64_t kSlowHugePagesForgetNs = 1'000'000'000;
+std::atomic<int64_t> g_huge_pages_slow_until{0};
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 }  // namespace
 
 void* map_huge(size_t rounded) {
@@ -130,7 +147,20 @@ void* map_huge(size_t rounded) {
   if (aligned > base) munmap(m, aligned - base);
   if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
   void* p = reinterpret_cast<void*>(aligned);
+  char* rest = static_cast<char*>(p) + kHugePage;
+  const size_t rest_bytes = rounded > kHugePage ? rounded - kHugePage : 0;
+  const int64_t now = steady_ns();
+  if (now < g_huge_pages_slow_until.load(std::memory_order_relaxed)) {
+    madvise(p, rounded, MADV_NOHUGEPAGE);
+    return p;
+  }
   madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+  *static_cast<volatile char*>(p) = 0;
+  const int64_t fault_ns = steady_ns() - now;
+  if (fault_ns > kSlowHugePageNs) {
+    if (rest_bytes) madvise(rest, rest_bytes, MADV_NOHUGEPAGE);
+    g_huge_pages_slow_until.store(now + fault_ns + kSlowHugePagesForgetNs, std::memory_order_relaxed);
+  }
   return p;
 }
 

@@ -76,7 +76,8 @@ size_t owned_host_bytes();  // the process's count
 void take_host_bytes(size_t bytes, const MemoryAccountPtr& account);
 void give_host_bytes(size_t bytes, const MemoryAccountPtr& account);
 // `rounded` bytes (a multiple of 4 KiB) of fresh anonymous memory, 2 MiB aligned and advised as transparent
-// huge pages; null when the system has none to give. Not counted: Buffer::allocate and BufferArena count
+// huge pages unless the machine is slow to give them (its first huge page timed: tensor.cpp); null when the
+// system has none to give. Not counted: Buffer::allocate and BufferArena count
 // what they map; the bandwidth probe's buffer is not tern's memory. munmap(p, rounded) gives it back.
 void* map_huge(size_t rounded);
 // For what a parser is about to allocate outside Buffer (protobuf messages, JSON values, GGUF metadata):
