@@ -9,6 +9,9 @@
 // its string, list and dict methods; the filters and tests templates call. Anything else is refused with the
 // template's line, never guessed. tests/test_jinja.cpp renders the real templates of SmolLM2, Gemma-3, Qwen3,
 // Phi-3 and Llama-3 and compares with jinja2's text.
+//
+// Inside llm/jinja/: value (Python's values and how they print), lexer (pieces and tokens), parser (the tree),
+// renderer (the walk), builtins (the methods, filters and tests).
 #pragma once
 #include <cstddef>
 #include <functional>
