@@ -18,183 +18,14 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "llm/hf_tokenizer/steps.h"
 #include "llm/merge_pairs.h"
 #include "llm/tokenizer.h"
 #include "llm/unicode.h"
 
 namespace tern::llm {
 
-const char* const kGpt2SplitRegex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* const kLlama3SplitRegex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const char* const kQwen2SplitRegex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 namespace {
-
-using json = nlohmann::json;
-const std::string kSpm = "\xe2\x96\x81";  // "▁", SentencePiece's visible space
-
-// GPT-2's reversible map from bytes to printable characters (so BPE never sees raw control bytes).
-struct ByteMap {
-  char32_t to_char[256];
-  std::unordered_map<char32_t, uint8_t> to_byte;
-  ByteMap() {
-    char32_t next = 256;
-    for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-      to_char[b] = printable ? static_cast<char32_t>(b) : next++;
-      to_byte[to_char[b]] = static_cast<uint8_t>(b);
-    }
-  }
-};
-const ByteMap& byte_map() {
-  static ByteMap m;
-  return m;
-}
-
-// The split regexes tokenizers ship, matched by hand (tern has no regex engine with \p{...}).
-enum class SplitPattern { Gpt2, Llama3, Qwen2 };
-SplitPattern pattern_of(const std::string& p) {
-  if (p == kGpt2SplitRegex) return SplitPattern::Gpt2;
-  if (p == kLlama3SplitRegex) return SplitPattern::Llama3;
-  if (p == kQwen2SplitRegex) return SplitPattern::Qwen2;
-  fail_unsupported("tokenizer.json: split pattern '", p, "' is not one tern knows (GPT-2, Llama-3, Qwen2)");
-}
-
-bool is_nl(char32_t c) { return c == '\r' || c == '\n'; }
-
-// Length of the match starting at i (always >= 1), following the pattern's alternation order.
-size_t match_at(const std::vector<char32_t>& s, size_t i, SplitPattern p) {
-  const size_t n = s.size();
-  auto letter = [&](size_t k) { return k < n && is_letter(s[k]); };
-  auto number = [&](size_t k) { return k < n && is_number(s[k]); };
-  auto space = [&](size_t k) { return k < n && is_whitespace(s[k]); };
-  auto other = [&](size_t k) { return k < n && !is_whitespace(s[k]) && !is_letter(s[k]) && !is_number(s[k]); };
-  auto run = [&](size_t k, auto pred) {
-    while (pred(k)) ++k;
-    return k;
-  };
-  // Contractions: 's 't 're 've 'm 'll 'd (case-insensitive for Llama-3/Qwen2).
-  if (s[i] == '\'' && i + 1 < n) {
-    auto lower = [&](size_t k) {
-      return k < n ? (p == SplitPattern::Gpt2 ? s[k] : static_cast<char32_t>(std::tolower(s[k] < 128 ? static_cast<int>(s[k]) : 0))) : 0;
-    };
-    const char32_t a = lower(i + 1), b = lower(i + 2);
-    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-  }
-  if (p == SplitPattern::Gpt2) {
-    const size_t j = s[i] == ' ' ? i + 1 : i;
-    if (letter(j)) return run(j, letter) - i;
-    if (number(j)) return run(j, number) - i;
-    if (other(j)) return run(j, other) - i;
-  } else {
-    if (!is_nl(s[i]) && !letter(i) && !number(i) && letter(i + 1)) return run(i + 1, letter) - i;
-    if (letter(i)) return run(i, letter) - i;
-    if (number(i)) {
-      const size_t end = run(i, number);
-      return std::min<size_t>(end - i, p == SplitPattern::Llama3 ? 3 : 1);
-    }
-    const size_t j = s[i] == ' ' ? i + 1 : i;
-    if (other(j)) return run(run(j, other), [&](size_t k) { return k < n && is_nl(s[k]); }) - i;
-    if (space(i)) {  // \s*[\r\n]+ : up to the last newline of the whitespace run
-      const size_t end = run(i, space);
-      for (size_t k = end; k-- > i;)
-        if (is_nl(s[k])) return k + 1 - i;
-    }
-  }
-  if (space(i)) {  // \s+(?!\S) then \s+
-    const size_t end = run(i, space);
-    if (end < n && end - i >= 2) return end - 1 - i;
-    return end - i;
-  }
-  return 1;
-}
-
-std::vector<std::string> regex_split(const std::string& text, SplitPattern p) {
-  const std::vector<char32_t> s = utf8_decode(text);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    const size_t len = match_at(s, i, p);
-    out.push_back(utf8_encode(s, i, i + len));
-    i += len;
-  }
-  return out;
-}
-
-// What a tokenizer's text may grow to through its normalizers or its decoders: 16 times what went in, plus 4 KiB.
-// Real ones shrink it or grow it a little ("▁" for " "); a hostile Sequence of Replace steps multiplied a prompt's
-// text past gigabytes (60 s and counting).
-size_t text_budget(size_t in) { return 16 * in + 4096; }
-
-// `s` with every `from` replaced by `to`, in one pass; `where` names the step ("decoder Replace") when the
-// result would pass text_budget.
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, const char* where) {
-  if (from.empty()) return s;
-  size_t count = 0;
-  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += from.size()) ++count;
-  if (count == 0) return s;
-  const size_t size = s.size() - count * from.size() + count * to.size();
-  if (size > text_budget(s.size()))
-    fail("tokenizer.json: its ", where, " would turn ", s.size(), " bytes into ", size, " (more than ", text_budget(s.size()), ")");
-  std::string out;
-  out.reserve(size);
-  size_t last = 0;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, last)) {
-    out.append(s, last, at - last).append(to);
-    last = at + from.size();
-  }
-  return out.append(s, last, std::string::npos);
-}
-
-// `s` with each code point replaced by what `f` appends for it (nothing: removed).
-template <class F>
-std::string map_code_points(const std::string& s, F f) {
-  std::vector<char32_t> out;
-  out.reserve(s.size());
-  for (char32_t c : utf8_decode(s)) f(c, out);
-  return utf8_encode(out);
-}
-
-// BERT's character rules, as Hugging Face's BertNormalizer and BertPreTokenizer spell them (its whitespace, \t \n \r
-// and Unicode's White_Space, is is_whitespace: White_Space holds all three).
-bool is_bert_punctuation(char32_t c) { return (c < 0x80 && std::ispunct(static_cast<int>(c))) || is_punctuation(c); }
-// The pieces only sentence encoders use (WordPiece, BERT's normalizer and pre-tokenizer, NFD, StripAccents, the
-// WordPiece decoder, BERT's post-processor) are left out of a minimal build, which runs decoders: its size budget
-// (tests/minimal_build.sh) had 5.7 KB left, and these with their Unicode decomposition table take ~45 KB. There a
-// tokenizer.json that names one is refused, naming it; elsewhere encoder_piece() does nothing.
-#ifdef TERN_MINIMAL
-constexpr bool kEncoderPieces = false;
-[[noreturn]] void encoder_piece(const char* kind, const std::string& type) {
-  fail_unsupported("tokenizer.json: ", kind, " '", type, "' is not in this build (TERN_MINIMAL leaves sentence encoders' pieces out)");
-}
-#else
-constexpr bool kEncoderPieces = true;
-void encoder_piece(const char*, const std::string&) {}
-#endif
-#ifndef TERN_MINIMAL
-bool is_bert_control(char32_t c) { return c != '\t' && c != '\n' && c != '\r' && is_other(c); }
-bool is_cjk_ideograph(char32_t c) {
-  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
-         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
-}
-void decompose_and_strip_marks(char32_t c, std::vector<char32_t>& out) {
-  const size_t from = out.size();
-  append_decomposition(c, out);
-  out.erase(std::remove_if(out.begin() + static_cast<std::ptrdiff_t>(from), out.end(), is_nonspacing_mark), out.end());
-}
-#endif
-
-// What Hugging Face's cleanup_tokenization undoes of BERT's spacing around punctuation and contractions.
-const std::pair<const char*, const char*> kBertCleanup[] = {{" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
-                                                            {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
-                                                            {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};  // (in its order)
-
-std::string string_pattern(const json& step, const char* where) {
-  if (step.contains("pattern") && step["pattern"].contains("String")) return step["pattern"]["String"];
-  fail_unsupported("tokenizer.json: ", where, " Replace with a regex pattern is not supported");
-}
 
 class HfTokenizer : public Tokenizer {
  public:
@@ -283,10 +114,10 @@ class HfTokenizer : public Tokenizer {
         add_to_trie(a.content, added_.size());
         added_.push_back(a);
       }
-      read_normalizer(j.value("normalizer", json()));
-      read_pre_tokenizer(j.value("pre_tokenizer", json()));
+      read_normalizer(j.value("normalizer", json()), norm_);
+      read_pre_tokenizer(j.value("pre_tokenizer", json()), pre_);
       read_post_processor(j.value("post_processor", json()));
-      read_decoder(j.value("decoder", json()));
+      read_decoder(j.value("decoder", json()), decoders_);
     } catch (const json::exception& e) {
       fail("'", path, "': ", e.what());
     }
@@ -568,147 +399,6 @@ class HfTokenizer : public Tokenizer {
     return ids;
   }
 
-  void read_normalizer(const json& n) {
-    if (n.is_null()) return;
-    const std::string type = n.at("type");
-    if (type == "Sequence") {
-      for (const auto& s : n.at("normalizers")) read_normalizer(s);
-      return;
-    }
-    if (type == "Prepend") {
-      const std::string p = n.at("prepend");
-      norm_.push_back([p](const std::string& s) { return s.empty() ? s : p + s; });
-    } else if (type == "Replace") {
-      const std::string from = string_pattern(n, "normalizer"), to = n.at("content");
-      norm_.push_back([from, to](const std::string& s) { return replace_all(s, from, to, "normalizer Replace"); });
-    } else if (type == "NFC" || type == "NFKC") {
-      // Composition is the identity on already-composed text (what users type and files hold);
-      // tern does not recompose decomposed input.
-    } else if (type == "Lowercase") {
-      norm_.push_back([](const std::string& s) { return map_code_points(s, append_lowercase); });
-#ifdef TERN_MINIMAL  // (their helpers and the decomposition table are not compiled at all)
-    } else if (type == "NFD" || type == "StripAccents" || type == "BertNormalizer") {
-      encoder_piece("normalizer", type);
-#else
-    } else if (type == "NFD") {
-      norm_.push_back([](const std::string& s) { return map_code_points(s, append_decomposition); });
-    } else if (type == "StripAccents") {  // (after NFD, as tokenizer.json files pair them)
-      norm_.push_back([](const std::string& s) {
-        return map_code_points(s, [](char32_t c, std::vector<char32_t>& out) {
-          if (!is_nonspacing_mark(c)) out.push_back(c);
-        });
-      });
-    } else if (type == "BertNormalizer") {
-      // Controls removed and whitespace made spaces; CJK ideographs spaced apart (each becomes a word); accents
-      // stripped (NFD, then the nonspacing marks removed: unset follows lowercase); lowercase.
-      const bool clean = n.value("clean_text", true), cjk = n.value("handle_chinese_chars", true), lower = n.value("lowercase", true);
-      const json& sa = n.contains("strip_accents") ? n["strip_accents"] : json();
-      const bool strip = sa.is_null() ? lower : sa.get<bool>();
-      norm_.push_back([clean, cjk, strip, lower](const std::string& s) {
-        std::vector<char32_t> stripped;
-        return map_code_points(s, [&](char32_t c, std::vector<char32_t>& out) {
-          if (clean && (c == 0 || c == 0xFFFD || is_bert_control(c))) return;
-          if (clean && is_whitespace(c)) c = ' ';
-          if (cjk && is_cjk_ideograph(c)) {
-            out.insert(out.end(), {U' ', c, U' '});
-            return;
-          }
-          stripped.clear();
-          if (strip) decompose_and_strip_marks(c, stripped);
-          else stripped.push_back(c);
-          for (char32_t d : stripped) {
-            if (lower) append_lowercase(d, out);
-            else out.push_back(d);
-          }
-        });
-      });
-#endif
-    } else {
-      fail_unsupported("tokenizer.json: normalizer '", type, "' is not supported");
-    }
-  }
-
-  void read_pre_tokenizer(const json& p) {
-    if (p.is_null()) return;
-    const std::string type = p.at("type");
-    if (type == "Sequence") {
-      for (const auto& s : p.at("pretokenizers")) read_pre_tokenizer(s);
-      return;
-    }
-    if (type == "ByteLevel") {
-      const bool prefix = p.value("add_prefix_space", false), regex = p.value("use_regex", true);
-      pre_.push_back([prefix, regex](const std::string& s, bool first) {
-        std::string t = (prefix && first && !s.empty() && s[0] != ' ') ? " " + s : s;
-        std::vector<std::string> pieces = regex ? regex_split(t, SplitPattern::Gpt2) : std::vector<std::string>{t};
-        for (auto& piece : pieces) {
-          std::string mapped;
-          for (unsigned char b : piece) mapped += utf8_encode(byte_map().to_char[b]);
-          piece = std::move(mapped);
-        }
-        return pieces;
-      });
-    } else if (type == "Split") {
-      if (!p.at("pattern").contains("Regex")) fail_unsupported("tokenizer.json: Split on a string pattern is not supported");
-      if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
-        fail_unsupported("tokenizer.json: Split behaviour other than Isolated is not supported");
-      const SplitPattern sp = pattern_of(p["pattern"]["Regex"]);
-      pre_.push_back([sp](const std::string& s, bool) { return regex_split(s, sp); });
-    } else if (type == "Digits") {  // digits apart from the rest: each alone, or runs of them
-      const bool individual = p.value("individual_digits", false);
-      pre_.push_back([individual](const std::string& s, bool) {
-        std::vector<std::string> pieces;
-        const std::vector<char32_t> u = utf8_decode(s);
-        size_t start = 0;
-        for (size_t i = 1; i <= u.size(); ++i) {
-          const bool d = i < u.size() && is_number(u[i]), before = is_number(u[i - 1]);
-          if (i == u.size() || d != before || (d && individual)) pieces.push_back(utf8_encode(u, start, i)), start = i;
-        }
-        return pieces;
-      });
-    } else if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
-      encoder_piece("pre-tokenizer", type);
-      // Words end at whitespace (dropped); BERT's also puts each punctuation character in a word of its own.
-      const bool punctuation = type == "BertPreTokenizer";
-      pre_.push_back([punctuation](const std::string& s, bool) {
-        std::vector<std::string> words;
-        std::vector<char32_t> word;
-        auto end_word = [&] {
-          if (!word.empty()) words.push_back(utf8_encode(word)), word.clear();
-        };
-        for (char32_t c : utf8_decode(s)) {
-          if (is_whitespace(c)) {
-            end_word();
-          } else if (punctuation && is_bert_punctuation(c)) {
-            end_word();
-            words.push_back(utf8_encode(c));
-          } else {
-            word.push_back(c);
-          }
-        }
-        end_word();
-        return words;
-      });
-    } else if (type == "Metaspace") {
-      const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
-      const bool split = p.value("split", true);
-      pre_.push_back([rep, scheme, split](const std::string& s, bool first) {
-        std::string t = replace_all(s, " ", rep, "pre-tokenizer Metaspace");
-        if ((scheme == "always" || (scheme == "first" && first)) && t.compare(0, rep.size(), rep) != 0) t = rep + t;
-        if (!split) return std::vector<std::string>{t};
-        std::vector<std::string> words;
-        for (size_t at = 0; at < t.size();) {
-          size_t next = t.find(rep, at + (t.compare(at, rep.size(), rep) == 0 ? rep.size() : 0));
-          if (next == std::string::npos) next = t.size();
-          words.push_back(t.substr(at, next - at));
-          at = next;
-        }
-        return words;
-      });
-    } else {
-      fail_unsupported("tokenizer.json: pre-tokenizer '", type, "' is not supported");
-    }
-  }
-
   void read_post_processor(const json& p) {
     if (p.is_null()) return;
     const std::string type = p.at("type");
@@ -736,76 +426,6 @@ class HfTokenizer : public Tokenizer {
     }
   }
 
-  void read_decoder(const json& d) {
-    if (d.is_null()) return;
-    const std::string type = d.at("type");
-    if (type == "Sequence") {
-      for (const auto& s : d.at("decoders")) read_decoder(s);
-      return;
-    }
-    if (type == "ByteLevel") {
-      decoders_.push_back([](std::vector<std::string>& toks) {
-        for (auto& t : toks) {
-          std::string bytes;
-          for (char32_t c : utf8_decode(t)) {
-            auto it = byte_map().to_byte.find(c);
-            bytes += it == byte_map().to_byte.end() ? utf8_encode(c) : std::string(1, static_cast<char>(it->second));
-          }
-          t = std::move(bytes);
-        }
-      });
-    } else if (type == "Replace") {
-      const std::string from = string_pattern(d, "decoder"), to = d.at("content");
-      decoders_.push_back([from, to](std::vector<std::string>& toks) {
-        for (auto& t : toks) t = replace_all(t, from, to, "decoder Replace");
-      });
-    } else if (type == "ByteFallback") {
-      decoders_.push_back([](std::vector<std::string>& toks) {
-        for (auto& t : toks)
-          if (const int b = byte_piece(t); b >= 0) t = std::string(1, static_cast<char>(b));
-      });
-    } else if (type == "WordPiece") {  // pieces joined, a space before each word's first; cleanup as BERT's
-      encoder_piece("decoder", type);
-      const std::string prefix = d.value("prefix", std::string("##"));
-      const bool cleanup = d.value("cleanup", true);
-      decoders_.push_back([prefix, cleanup](std::vector<std::string>& toks) {
-        for (size_t i = 0; i < toks.size(); ++i) {
-          std::string& t = toks[i];
-          if (i > 0) t = t.compare(0, prefix.size(), prefix) == 0 ? t.substr(prefix.size()) : " " + t;
-          if (!cleanup) continue;
-          for (const auto& [from, to] : kBertCleanup) t = replace_all(t, from, to, "decoder WordPiece");
-        }
-      });
-    } else if (type == "Fuse") {
-      decoders_.push_back([](std::vector<std::string>& toks) {
-        std::string all;
-        for (const auto& t : toks) all += t;
-        toks.assign(1, all);
-      });
-    } else if (type == "Strip") {
-      const std::string c = d.value("content", std::string(" "));
-      const int64_t start = json_int(d.value("start", json(0)), "tokenizer.json: Strip start", 0, 1 << 20),
-                    stop = json_int(d.value("stop", json(0)), "tokenizer.json: Strip stop", 0, 1 << 20);
-      decoders_.push_back([c, start, stop](std::vector<std::string>& toks) {
-        for (auto& t : toks) {
-          for (int64_t k = 0; k < start && t.compare(0, c.size(), c) == 0; ++k) t.erase(0, c.size());
-          for (int64_t k = 0; k < stop && t.size() >= c.size() && t.compare(t.size() - c.size(), c.size(), c) == 0; ++k)
-            t.erase(t.size() - c.size());
-        }
-      });
-    } else if (type == "Metaspace") {
-      const std::string rep = d.value("replacement", kSpm), scheme = d.value("prepend_scheme", std::string("always"));
-      decoders_.push_back([rep, scheme](std::vector<std::string>& toks) {
-        for (size_t i = 0; i < toks.size(); ++i) {
-          toks[i] = replace_all(toks[i], rep, " ", "decoder Metaspace");
-          if (i == 0 && scheme != "never" && !toks[i].empty() && toks[i][0] == ' ') toks[i].erase(0, 1);
-        }
-      });
-    } else {
-      fail_unsupported("tokenizer.json: decoder '", type, "' is not supported");
-    }
-  }
-
   std::vector<std::string> tokens_;
   struct TextHash {  // (lookups by string_view: no string built per lookup)
     using is_transparent = void;
@@ -826,9 +446,9 @@ class HfTokenizer : public Tokenizer {
   int64_t max_word_chars_ = 100;
   int64_t unk_ = -1;
   std::vector<int64_t> prefix_, suffix_;
-  std::vector<std::function<std::string(const std::string&)>> norm_;
-  std::vector<std::function<std::vector<std::string>(const std::string&, bool)>> pre_;
-  std::vector<std::function<void(std::vector<std::string>&)>> decoders_;
+  std::vector<Normalizer> norm_;
+  std::vector<PreTokenizer> pre_;
+  std::vector<Decoder> decoders_;
   size_t longest_ = 0;  // longest_token_bytes()
   // word → ids, shared by the threads that encode (tern serve's HTTP threads), bounded in bytes: words of up to
   // 64 bytes (a longer one seldom comes again; 100 KB words filled a 65,536-word cap with 1.35 GB, issue 53),
