@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -14,14 +13,15 @@
 #include <optional>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "llm/chat_template.h"
 #include "llm/continuous_batch.h"
 #include "llm/embedder.h"
 #include "llm/openai_api.h"
+#include "llm/request_queue.h"
 #include "llm/tokenizer.h"
 #include "tools/serve/connection_threads.h"
+#include "tools/serve/metrics.h"
 
 namespace tern::serve {
 
@@ -30,28 +30,6 @@ using namespace tern::openai;  // (the API's requests and replies: llm/openai_ap
 namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-// A Prometheus histogram (cumulative buckets, sum, count).
-struct Histogram {
-  std::vector<double> bounds;
-  std::vector<int64_t> counts;  // per bucket, not cumulative; the last is +Inf
-  double sum = 0;
-  int64_t count = 0;
-  explicit Histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
-  void observe(double v) {
-    size_t i = 0;
-    while (i < bounds.size() && v > bounds[i]) ++i;
-    ++counts[i];
-    sum += v;
-    ++count;
-  }
-  void write(std::ostream& o, const std::string& name, const std::string& help) const {
-    o << "# HELP " << name << " " << help << "\n# TYPE " << name << " histogram\n";
-    int64_t c = 0;
-    for (size_t i = 0; i < bounds.size(); ++i) o << name << "_bucket{le=\"" << bounds[i] << "\"} " << (c += counts[i]) << "\n";
-    o << name << "_bucket{le=\"+Inf\"} " << count << "\n" << name << "_sum " << sum << "\n" << name << "_count " << count << "\n";
-  }
-};
 
 // One request's exchange between its HTTP thread and the scheduler: per choice, the text ready to send
 // and how it ended. Every member is guarded by `mu`.
@@ -121,36 +99,17 @@ struct Server::Impl {
   httplib::Server http;
   int listen_socket = -1;
 
-  // The scheduler's queue: requests waiting for rows, each its n choices (one prompt). Guarded by mu.
-  std::mutex mu;
-  std::condition_variable wake;
-  struct Waiting {
-    std::shared_ptr<Exchange> ex;
-    std::vector<llm::SequenceRequest> group;  // its n choices
-  };
-  std::deque<Waiting> pending;
-  int64_t pending_sequences = 0;
-  bool stopping = false;               // stop() came: new requests get 503; those in get until stop_by
-  Clock::time_point stop_by;           // (when stopping) the end of the grace period
-  std::atomic<bool> hard_stop{false};  // the grace period is over: everything still running ends now
-  std::thread scheduler;
-  int64_t max_prompt = 0;        // the most prompt tokens a request may have (--max-prompt-tokens, at most the context)
-  size_t most_prompt_bytes = 0;  // more prompt text than this cannot fit max_prompt tokens (known unencoded)
+  // The scheduler (llm/request_queue.h): requests wait there for rows. Null, as batcher, for an embeddings server.
+  std::unique_ptr<llm::RequestQueue> queue;
+  std::atomic<bool> stopping{false};  // stop() came: new requests get 503; those in get the grace period
+  int64_t max_prompt = 0;             // the most prompt tokens a request may have (--max-prompt-tokens, at most the context)
+  size_t most_prompt_bytes = 0;       // more prompt text than this cannot fit max_prompt tokens (known unencoded)
   // A body past this cannot hold a prompt that fits (JSON spells a byte in at most 6: "\u0001"), with 64 KB for
   // the other fields: refused (413) before it is read, as a body past --max-body. Read, parsed, then refused, ten
   // 2 MB prompts a second beside decoding rows made their p99 latency 3.5x the idle server's (tests/serve/soak.py).
   size_t most_body_bytes = 0;
 
-  // Metrics (guarded by metrics_mu); the gauges are written by the scheduler after each step.
-  std::mutex metrics_mu;
-  std::map<std::pair<std::string, int>, int64_t> requests;  // (endpoint, status) → count
-  int64_t prompt_tokens = 0, completion_tokens = 0;
-  Histogram ttft{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
-  Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
-  std::map<std::string, int64_t> refused;    // limit → requests it refused
-  std::map<std::string, int64_t> cancelled;  // why → requests ended before their answer (timeout, client_left, shutdown)
-  std::atomic<int64_t> active_rows{0}, kv_slots{0}, steps{0}, dropped{0};
-  std::atomic<int64_t> prefix_hits{0}, prefix_misses{0}, reused_tokens{0};  // (the batcher's, copied after each step)
+  Metrics metrics;  // (/metrics; its gauges are the queue's)
 
   explicit Impl(const ServerOptions& o) : opt(o) {
     const std::string embedding_path = llm::is_encoder_folder(o.model_path) ? o.model_path : o.embedding_model;
@@ -204,6 +163,7 @@ struct Server::Impl {
     most_body_bytes = 6 * most_prompt_bytes + 65536;
     if (embedder) most_body_bytes = std::max(most_body_bytes, kMaxEmbeddingInputs * 6 * most_input_bytes + 65536);
     batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk, o.prefix_cache);
+    queue = std::make_unique<llm::RequestQueue>(*batcher, o.queue);
     routes();
   }
 
@@ -213,100 +173,16 @@ struct Server::Impl {
     return 2 * static_cast<size_t>(tokens) * std::max<size_t>(t.longest_token_bytes(), 1) + 4096;
   }
 
-  void count_request(const std::string& endpoint, int status) {
-    std::lock_guard<std::mutex> lock(metrics_mu);
-    ++requests[{endpoint, status}];
-  }
-
-  void count(std::map<std::string, int64_t>& counter, const std::string& key) {
-    std::lock_guard<std::mutex> lock(metrics_mu);
-    ++counter[key];
-  }
-
   void reply_error(httplib::Response& res, const std::string& endpoint, const ApiError& e) {
-    if (!e.limit.empty()) count(refused, e.limit);
+    if (!e.limit.empty()) metrics.count_refused(e.limit);
     res.status = e.status;
     if (e.status == 429) res.set_header("Retry-After", "1");
     res.set_content(error_body(e), "application/json");
-    count_request(endpoint, e.status);
+    metrics.count_request(endpoint, e.status);
   }
 
-  // The scheduler: admits waiting sequences into free rows, then runs one step, until stopped.
-  void schedule() {
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        // Idle with requests queued (every row taken by others): wake to drop those past their deadline.
-        wake.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping || !pending.empty() || batcher->active() > 0; });
-        if (stopping) {
-          if (Clock::now() >= stop_by) hard_stop = true;
-          if (hard_stop) {  // the grace period is over: every client still waiting gets its answer, an error
-            batcher->end_all();
-            for (auto& w : pending)
-              for (auto& r : w.group)
-                if (r.on_finish) r.on_finish(llm::FinishReason::Error);
-            pending.clear();
-            pending_sequences = 0;
-            return;
-          }
-          if (pending.empty() && batcher->active() == 0) return;  // every request finished within the grace period
-        }
-        // Requests whose client left or whose deadline passed while they waited leave the queue unrun.
-        const auto now = Clock::now();
-        for (auto it = pending.begin(); it != pending.end();) {
-          bool gone;
-          {
-            std::lock_guard<std::mutex> ex_lock(it->ex->mu);
-            gone = it->ex->expired(now);
-          }
-          if (!gone) {
-            ++it;
-            continue;
-          }
-          for (auto& r : it->group)
-            if (r.on_finish) r.on_finish(llm::FinishReason::Stop);
-          pending_sequences -= static_cast<int64_t>(it->group.size());
-          it = pending.erase(it);
-          ++dropped;
-        }
-        // First come, first served: a request waits until its n choices have rows.
-        while (!pending.empty() && static_cast<int64_t>(pending.front().group.size()) <= batcher->free_rows()) {
-          std::vector<llm::SequenceRequest> group = std::move(pending.front().group);
-          const std::shared_ptr<Exchange> ex = std::move(pending.front().ex);
-          pending.pop_front();
-          pending_sequences -= static_cast<int64_t>(group.size());
-          try {  // (here, where the rings are not growing: on the HTTP thread a step could be resizing them)
-            batcher->check_memory(group);
-          } catch (const MemoryLimitError& e) {  // refused alone, before a step fails with it and every row with that
-            {
-              std::lock_guard<std::mutex> ex_lock(ex->mu);
-              ex->error = e.what();
-              ex->refused.emplace(400, std::string(e.what()) + " (ask for fewer max_tokens, or start tern serve with a smaller --window)",
-                                  "max_tokens");
-              ex->refused->limit = "max_memory";
-            }
-            for (auto& r : group)
-              if (r.on_finish) r.on_finish(llm::FinishReason::Error);
-            continue;
-          }
-          try {
-            batcher->add_group(std::move(group));
-          } catch (const Error& e) {  // (checked on the HTTP thread already; a last guard)
-            std::cerr << "tern serve: a request was refused at admission: " << e.what() << "\n";
-          }
-        }
-      }
-      try {
-        batcher->step();
-      } catch (const std::exception& e) {  // every active row has ended (FinishReason::Error)
-        std::cerr << "tern serve: a step failed: " << e.what() << "\n";
-      }
-      ++steps;
-      active_rows = batcher->active();
-      kv_slots = batcher->held_tokens();
-      prefix_hits = batcher->prefix_hits(), prefix_misses = batcher->prefix_misses(), reused_tokens = batcher->reused_tokens();
-    }
-  }
+  // The grace period is over (or a second stop came): everything still running ends now.
+  bool hard_stopped() const { return queue && queue->stopped_hard(); }
 
   // Tokenizes and checks a request, queues its choices and returns their exchange; throws ApiError.
   // Cheap checks come first — a full queue, a text no context could hold — so that a burst of requests or a
@@ -317,11 +193,7 @@ struct Server::Impl {
     auto ex = std::make_shared<Exchange>();
     ex->deadline = ex->start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.timeout_s));
     const int64_t prompts = r.chat ? 1 : static_cast<int64_t>(r.prompts.size());
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping) throw shutting_down();
-      check_room(r.n * prompts);
-    }
+    admit_or_throw(queue->check(r.n * prompts));
     refuse_if_model_changed();
     if (r.n > opt.parallel) {
       ApiError e(400,
@@ -349,7 +221,7 @@ struct Server::Impl {
     std::vector<std::vector<int64_t>> ids(static_cast<size_t>(prompts));
     std::vector<std::string> echoes(static_cast<size_t>(prompts));
     try {
-      const llm::CancelCheck past_deadline = [&] { return hard_stop.load() || Clock::now() > ex->deadline; };
+      const llm::CancelCheck past_deadline = [&] { return hard_stopped() || Clock::now() > ex->deadline; };
       if (r.chat) ids[0] = chat_prompt(*tok, chat_template, r, past_deadline);
       for (size_t p = 0; p < r.prompts.size(); ++p) {
         const PromptInput& in = r.prompts[p];
@@ -357,8 +229,8 @@ struct Server::Impl {
         if (r.echo) echoes[p] = in.is_ids ? tok->decode(in.ids) : in.text;
       }
     } catch (const llm::EncodeCancelled&) {
-      count(cancelled, hard_stop ? "shutdown" : "timeout");
-      if (hard_stop) throw ApiError(503, "the server stopped before this request's prompt was read", "", "server_error");
+      metrics.count_cancelled(hard_stopped() ? "shutdown" : "timeout");
+      if (hard_stopped()) throw ApiError(503, "the server stopped before this request's prompt was read", "", "server_error");
       throw ApiError(504, "the request ran past the server's timeout (--timeout) while its prompt was tokenized", "", "timeout");
     }
     prompt_len = 0;
@@ -381,9 +253,20 @@ struct Server::Impl {
       e.limit = *r.max_tokens > room ? "context_length" : "max_tokens";
       throw e;
     }
-    std::vector<Waiting> groups;
+    std::vector<llm::RequestQueue::Group> groups;
     for (size_t p = 0; p < ids.size(); ++p) {
-      Waiting& w = groups.emplace_back(Waiting{ex, {}});
+      llm::RequestQueue::Group& w = groups.emplace_back();
+      w.gone = [ex](Clock::time_point now) {
+        std::lock_guard<std::mutex> lock(ex->mu);
+        return ex->expired(now);
+      };
+      w.refuse_memory = [ex](const MemoryLimitError& e) {
+        std::lock_guard<std::mutex> lock(ex->mu);
+        ex->error = e.what();
+        ex->refused.emplace(400, std::string(e.what()) + " (ask for fewer max_tokens, or start tern serve with a smaller --window)",
+                            "max_tokens");
+        ex->refused->limit = "max_memory";
+      };
       for (int j = 0; j < r.n; ++j) {
         const size_t i = p * static_cast<size_t>(r.n) + static_cast<size_t>(j);  // the choice's index
         ex->choices.emplace_back(*tok, ids[p], r.stop);
@@ -400,7 +283,7 @@ struct Server::Impl {
         s.on_finish = [this, ex, i](llm::FinishReason why) { on_finish(*ex, i, why); };
         s.cancelled = [this, ex] {
           std::lock_guard<std::mutex> lock(ex->mu);
-          return hard_stop.load() || ex->expired(Clock::now());
+          return hard_stopped() || ex->expired(Clock::now());
         };
         llm::GenerateOptions check;
         check.max_new_tokens = s.max_new_tokens;
@@ -412,21 +295,12 @@ struct Server::Impl {
           throw ApiError(400, (r.prompts.size() > 1 ? "prompt " + std::to_string(p) + ": " : std::string()) + e.what(),
                          r.chat ? "" : "prompt");
         }
-        w.group.push_back(std::move(s));
+        w.sequences.push_back(std::move(s));
       }
     }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (stopping) throw shutting_down();
-      check_room(r.n * prompts);
-      pending_sequences += r.n * prompts;
-      for (auto& w : groups) pending.push_back(std::move(w));
-    }
-    wake.notify_one();
+    admit_or_throw(queue->push(std::move(groups)));
     return ex;
   }
-  // Rows free now (read racily: the scheduler is the only writer; a stale value only shifts the 429 by a step).
-  int64_t batcher_room() const { return std::max<int64_t>(0, opt.parallel - active_rows.load()); }
   size_t body_cap() const { return std::min(opt.max_body_bytes, most_body_bytes); }
   // A request refused for its body (past the cap, cut short, to a route that takes none) or by httplib itself
   // (the error handler): one JSON error, a 413 counted by the limit it met.
@@ -434,7 +308,9 @@ struct Server::Impl {
     ApiError e(status, message, "",
                status == 413 && opt.max_body_bytes > most_body_bytes ? "context_length_exceeded" : "invalid_request_error");
     if (status == 413)
-      count(refused, opt.max_body_bytes <= most_body_bytes ? "max_body" : max_prompt < context ? "max_prompt_tokens" : "context_length");
+      metrics.count_refused(opt.max_body_bytes <= most_body_bytes ? "max_body"
+                            : max_prompt < context                ? "max_prompt_tokens"
+                                                                  : "context_length");
     reply_error(res, "other", e);
   }
   std::string body_too_large() const {
@@ -458,11 +334,12 @@ struct Server::Impl {
     e.limit = max_prompt < context ? "max_prompt_tokens" : "context_length";
     return e;
   }
-  // (under mu) The 429 when the queue cannot take n more sequences.
-  void check_room(int64_t n) const {
-    if (pending_sequences + n > opt.queue + batcher_room()) {
+  // The queue's answer as the API's: a 429 when it cannot take the sequences, a 503 once stopping.
+  void admit_or_throw(llm::RequestQueue::Admission a) const {
+    if (a == llm::RequestQueue::Admission::Stopping || stopping) throw shutting_down();
+    if (a == llm::RequestQueue::Admission::Full) {
       ApiError e(429,
-                 "the server is busy: " + std::to_string(pending_sequences) + " sequences are waiting (--queue " +
+                 "the server is busy: " + std::to_string(queue->waiting()) + " sequences are waiting (--queue " +
                      std::to_string(opt.queue) + "); retry later",
                  "", "rate_limit_exceeded");
       e.limit = "queue";
@@ -499,12 +376,7 @@ struct Server::Impl {
     if (ex.cancelled) return false;
     auto& c = ex.choices[i];
     const auto now = Clock::now();
-    {
-      std::lock_guard<std::mutex> m(metrics_mu);
-      if (c.tokens == 0) ttft.observe(std::chrono::duration<double>(now - ex.start).count());
-      else itl.observe(std::chrono::duration<double>(now - c.last_token).count());
-      ++completion_tokens;
-    }
+    { metrics.count_token(std::chrono::duration<double>(now - (c.tokens == 0 ? ex.start : c.last_token)).count(), c.tokens == 0); }
     c.last_token = now;
     const bool more = c.push(token);
     const bool gone = ex.expired(now);
@@ -516,8 +388,8 @@ struct Server::Impl {
     std::lock_guard<std::mutex> lock(ex.mu);
     auto& c = ex.choices[i];
     if (why == llm::FinishReason::Error && !ex.refused)
-      ex.error = hard_stop ? "the server stopped before this request finished (its grace period, --grace, ended)"
-                           : "the sequence ended early: its model run failed (see the server's log)";
+      ex.error = hard_stopped() ? "the server stopped before this request finished (its grace period, --grace, ended)"
+                                : "the sequence ended early: its model run failed (see the server's log)";
     c.finish(why);
     c.done = true;
     ex.cv.notify_all();
@@ -538,10 +410,7 @@ struct Server::Impl {
     } catch (const Error& e) {  // a tokenizer or template failing on this text
       return reply_error(res, endpoint, ApiError(400, e.what()));
     }
-    {
-      std::lock_guard<std::mutex> m(metrics_mu);
-      prompt_tokens += prompt_len * r.n;
-    }
+    metrics.count_prompt_tokens(prompt_len * r.n);
     const std::string id = random_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = unix_now();
     if (!r.stream) {
@@ -551,12 +420,12 @@ struct Server::Impl {
       std::unique_lock<std::mutex> lock(ex->mu);
       if (!ex->cv.wait_until(lock, ex->deadline, [&] { return ex->all_done(); })) ex->expired(Clock::now());
       if (ex->timed_out) {
-        count(cancelled, "timeout");
+        metrics.count_cancelled("timeout");
         return reply_error(res, endpoint, ApiError(504, "the request ran past the server's timeout (--timeout)", "", "timeout"));
       }
       if (!ex->error.empty()) {
-        if (hard_stop) count(cancelled, "shutdown");
-        return reply_error(res, endpoint, ex->failure(hard_stop));
+        if (hard_stopped()) metrics.count_cancelled("shutdown");
+        return reply_error(res, endpoint, ex->failure(hard_stopped()));
       }
       std::vector<Choice> choices;
       Usage usage{prompt_len, 0};  // (each prompt once, as OpenAI counts it, whatever n)
@@ -570,9 +439,9 @@ struct Server::Impl {
         usage.completion_tokens += c.tokens;
       }
       res.set_content(to_wire(completion_response(r, id, created, choices, usage)), "application/json");
-      return count_request(endpoint, 200);
+      return metrics.count_request(endpoint, 200);
     }
-    count_request(endpoint, 200);
+    metrics.count_request(endpoint, 200);
     struct StreamState {
       std::vector<char> opened;  // per choice: its first chunk (role, echo) sent
       std::vector<char> finished;
@@ -620,9 +489,9 @@ struct Server::Impl {
               if ((c.done || ex->timed_out) && !st->finished[i]) {
                 if (ex->timed_out || !ex->error.empty()) {
                   const ApiError e = ex->timed_out ? ApiError(504, "the request ran past the server's timeout (--timeout)", "", "timeout")
-                                                   : ex->failure(hard_stop);
+                                                   : ex->failure(hard_stopped());
                   out += "data: " + error_body(e) + "\n\n";
-                  if (ex->timed_out || hard_stop) st->cancelled_why = ex->timed_out ? "timeout" : "shutdown";
+                  if (ex->timed_out || hard_stopped()) st->cancelled_why = ex->timed_out ? "timeout" : "shutdown";
                 } else {
                   out += "data: " + to_wire(completion_chunk(r, id, created, static_cast<int>(i), "", c.finish_reason)) + "\n\n";
                 }
@@ -650,7 +519,7 @@ struct Server::Impl {
             if (!why && !st->ended) why = "client_left";
             ex->cancelled = true;
           }
-          if (why) count(cancelled, why);
+          if (why) metrics.count_cancelled(why);
         });
   }
 
@@ -667,10 +536,7 @@ struct Server::Impl {
                        "this server has no embedding model: start it with --embedding-model FOLDER (a sentence-transformers "
                        "encoder) or --embeddings (the decoder's own)",
                        "model");
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (stopping) throw shutting_down();
-      }
+      if (stopping) throw shutting_down();
       refuse_if_model_changed();
       EmbeddingRequest r = parse_embedding_request(req.body);
       if (r.model.empty()) r.model = embedding_model_name;
@@ -704,56 +570,13 @@ struct Server::Impl {
         throw ApiError(400, e.what(), "input");
       }
       res.set_content(to_wire(embedding_response(r, r.model, vectors, tokens)), "application/json");
-      count_request(endpoint, 200);
-      std::lock_guard<std::mutex> m(metrics_mu);
-      prompt_tokens += tokens;
+      metrics.count_request(endpoint, 200);
+      metrics.count_prompt_tokens(tokens);
     } catch (const ApiError& e) {
       reply_error(res, endpoint, e);
     } catch (const Error& e) {  // the tokenizer failing on this text
       reply_error(res, endpoint, ApiError(400, e.what(), "input"));
     }
-  }
-
-  std::string metrics_text() {
-    std::ostringstream o;
-    std::lock_guard<std::mutex> m(metrics_mu);
-    o << "# HELP tern_requests_total HTTP requests by endpoint and status.\n# TYPE tern_requests_total counter\n";
-    for (const auto& [k, n] : requests)
-      o << "tern_requests_total{endpoint=\"" << k.first << "\",status=\"" << k.second << "\"} " << n << "\n";
-    o << "# HELP tern_prompt_tokens_total Prompt tokens of accepted requests (times n).\n# TYPE tern_prompt_tokens_total counter\n"
-      << "tern_prompt_tokens_total " << prompt_tokens << "\n";
-    o << "# HELP tern_generation_tokens_total Tokens generated.\n# TYPE tern_generation_tokens_total counter\n"
-      << "tern_generation_tokens_total " << completion_tokens << "\n";
-    o << "# HELP tern_decode_steps_total Batched model runs.\n# TYPE tern_decode_steps_total counter\n"
-      << "tern_decode_steps_total " << steps.load() << "\n";
-    o << "# HELP tern_queue_dropped_total Requests that left the queue unrun: their deadline passed or their client left.\n"
-      << "# TYPE tern_queue_dropped_total counter\ntern_queue_dropped_total " << dropped.load() << "\n";
-    int64_t queued;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      queued = pending_sequences;
-    }
-    o << "# HELP tern_refused_total Requests refused by a limit: its name (queue, max_prompt_tokens, max_tokens, max_body, "
-         "context_length, parallel, shutting_down, api_key, max_memory).\n# TYPE tern_refused_total counter\n";
-    for (const auto& [limit, n] : refused) o << "tern_refused_total{limit=\"" << limit << "\"} " << n << "\n";
-    o << "# HELP tern_cancelled_total Accepted requests that ended before their answer: timeout (--timeout), client_left, "
-         "shutdown (--grace ended).\n# TYPE tern_cancelled_total counter\n";
-    for (const auto& [why, n] : cancelled) o << "tern_cancelled_total{reason=\"" << why << "\"} " << n << "\n";
-    o << "# HELP tern_queue_depth Sequences waiting for a row.\n# TYPE tern_queue_depth gauge\ntern_queue_depth " << queued << "\n";
-    o << "# HELP tern_batch_size Sequences in the running batch.\n# TYPE tern_batch_size gauge\ntern_batch_size " << active_rows.load()
-      << "\n";
-    o << "# HELP tern_batch_rows Rows of the batch (--parallel).\n# TYPE tern_batch_rows gauge\ntern_batch_rows " << opt.parallel << "\n";
-    o << "# HELP tern_kv_slots_in_use Ring-cache slots held by running sequences, per layer.\n# TYPE tern_kv_slots_in_use gauge\n"
-      << "tern_kv_slots_in_use " << kv_slots.load() << "\n";
-    o << "# HELP tern_prefix_cache_hits_total Prompts that began with tokens an idle row held (fed only the rest).\n"
-      << "# TYPE tern_prefix_cache_hits_total counter\ntern_prefix_cache_hits_total " << prefix_hits.load() << "\n";
-    o << "# HELP tern_prefix_cache_misses_total Prompts that found none of their beginning held.\n"
-      << "# TYPE tern_prefix_cache_misses_total counter\ntern_prefix_cache_misses_total " << prefix_misses.load() << "\n";
-    o << "# HELP tern_prefix_cache_reused_tokens_total Prompt tokens not fed: their keys and values were held.\n"
-      << "# TYPE tern_prefix_cache_reused_tokens_total counter\ntern_prefix_cache_reused_tokens_total " << reused_tokens.load() << "\n";
-    ttft.write(o, "tern_time_to_first_token_seconds", "From a request's arrival to its first token.");
-    itl.write(o, "tern_inter_token_latency_seconds", "Between a sequence's consecutive tokens.");
-    return o.str();
   }
 
   // The Access-Control-Allow-Origin a response to this request carries ("" : none): "*", or the request's Origin when
@@ -816,18 +639,18 @@ struct Server::Impl {
       } else {
         res.set_content(R"({"status":"ok"})", "application/json");
       }
-      count_request("/health", changed.empty() ? 200 : 503);
+      metrics.count_request("/health", changed.empty() ? 200 : 503);
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(to_wire({{"object", "list"}, {"data", model_objects()}}), "application/json");
-      count_request("/v1/models", 200);
+      metrics.count_request("/v1/models", 200);
     });
     http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
       std::string served;
       for (const json& m : model_objects()) {
         if (m["id"] == req.matches[1].str()) {
           res.set_content(to_wire(m), "application/json");
-          count_request("/v1/models/{id}", 200);
+          metrics.count_request("/v1/models/{id}", 200);
           return;
         }
         served += (served.empty() ? "'" : ", '") + m["id"].get<std::string>() + "'";
@@ -835,7 +658,7 @@ struct Server::Impl {
       ApiError e(404, "The model '" + req.matches[1].str() + "' does not exist (this server serves " + served + ")", "model");
       e.code = "model_not_found";
       return reply_error(res, "/v1/models/{id}", e);
-      count_request("/v1/models/{id}", 200);
+      metrics.count_request("/v1/models/{id}", 200);
     });
     // --api-key: checked before routing (a preflight carries no credentials, /health is for load balancers).
     // --cors-origin: a preflight (OPTIONS) gets the methods and headers the API takes; every response, errors
@@ -848,7 +671,7 @@ struct Server::Impl {
         res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
         res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
         res.set_header("Access-Control-Max-Age", "86400");
-        count_request("OPTIONS", 204);
+        metrics.count_request("OPTIONS", 204);
         return httplib::Server::HandlerResponse::Handled;
       }
       if (opt.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
@@ -869,8 +692,9 @@ struct Server::Impl {
       res.set_header("Access-Control-Allow-Origin", origin);
       if (origin != "*") res.set_header("Vary", "Origin");
     });
-    http.Get("/metrics",
-             [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.text(queue.get(), opt.parallel), "text/plain; version=0.0.4");
+    });
     // The bodies are read here, a piece at a time, kept up to the cap whatever the framing: cpp-httplib 0.11.4 caps
     // a Content-Length body (reading past the rest unkept, then 413) but reads a chunked one whole (200 × 1 MB
     // chunks took RSS from 26 to 279 MB before a 400: issue 79). Past the cap the rest is read and dropped, so the
@@ -918,28 +742,21 @@ struct Server::Impl {
 Server::Server(const ServerOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 
 Server::~Server() {
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    impl_->stopping = true;
-  }
-  impl_->hard_stop = true;
-  impl_->wake.notify_all();
+  impl_->stopping = true;
+  if (impl_->queue) impl_->queue->stop_now();
   impl_->http.stop();
-  if (impl_->scheduler.joinable()) impl_->scheduler.join();
+  if (impl_->queue) impl_->queue->join();
 }
 
 bool Server::run() {
   Impl& s = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.stopping) return true;  // (stopped before it started)
-  }
+  if (s.stopping) return true;  // (stopped before it started)
   const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
   if (port < 0) return false;
   // Debian's compiled cpp-httplib listens with a backlog of 5: of 200 connections at once, the ones past it were
   // reset. listen() again on the bound socket sets the kernel's largest (net.core.somaxconn).
   if (s.listen_socket >= 0) ::listen(s.listen_socket, SOMAXCONN);
-  if (s.batcher) s.scheduler = std::thread([&s] { s.schedule(); });
+  if (s.queue) s.queue->start();
   std::cerr << "tern serve: ";
   if (s.batcher) std::cerr << s.model_name << " (" << s.opt.parallel << " rows, context " << s.context << ")";
   if (s.embedder && s.opt.decoder_embeddings) std::cerr << ", its embeddings (" << s.embedder->dimensions() << " dimensions)";
@@ -950,27 +767,19 @@ bool Server::run() {
   // (returns once stop() closed the socket and every handler returned: each waits for its request's answer,
   // which the scheduler gives within the grace period)
   s.http.listen_after_bind();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.stopping) s.stopping = true, s.stop_by = Clock::now();  // (the listener ended on its own)
+  s.stopping = true;
+  if (s.queue) {
+    s.queue->stop(Clock::now());  // (the listener ended on its own: no grace; else stop()'s stands)
+    s.queue->join();
   }
-  s.wake.notify_all();
-  if (s.scheduler.joinable()) s.scheduler.join();
   return true;
 }
 
 void Server::stop() {
   Impl& s = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.stopping) {
-      s.hard_stop = true;  // a second stop: now
-    } else {
-      s.stopping = true;
-      s.stop_by = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.opt.grace_s));
-    }
-  }
-  s.wake.notify_all();
+  const bool again = s.stopping.exchange(true);
+  if (s.queue && again) s.queue->stop_now();  // a second stop: now
+  else if (s.queue) s.queue->stop(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.opt.grace_s)));
   s.http.stop();
 }
 
