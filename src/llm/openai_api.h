@@ -1,6 +1,6 @@
 // The OpenAI HTTP API as tern serve speaks it: requests of /v1/completions and /v1/chat/completions
 // read and checked field by field (a wrong type or value is a 400 naming the field, in OpenAI's error
-// shape), and the response bodies and stream chunks written back. No I/O here: tools/serve/server.cpp
+// shape; openai_request.cpp), and the response bodies and stream chunks written back (openai_api.cpp). No I/O here: tools/serve/
 // moves the bytes; tern_chat_completion (the C API, Python's create_chat_completion), tests and the fuzzer call
 // these directly.
 #pragma once
