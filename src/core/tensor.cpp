@@ -147,8 +147,6 @@ void* map_huge(size_t rounded) {
   if (aligned > base) munmap(m, aligned - base);
   if (base + span > aligned + rounded) munmap(reinterpret_cast<void*>(aligned + rounded), base + span - aligned - rounded);
   void* p = reinterpret_cast<void*>(aligned);
-  char* rest = static_cast<char*>(p) + kHugePage;
-  const size_t rest_bytes = rounded > kHugePage ? rounded - kHugePage : 0;
   const int64_t now = steady_ns();
   if (now < g_huge_pages_slow_until.load(std::memory_order_relaxed)) {
     madvise(p, rounded, MADV_NOHUGEPAGE);
@@ -158,7 +156,7 @@ void* map_huge(size_t rounded) {
   *static_cast<volatile char*>(p) = 0;
   const int64_t fault_ns = steady_ns() - now;
   if (fault_ns > kSlowHugePageNs) {
-    if (rest_bytes) madvise(rest, rest_bytes, MADV_NOHUGEPAGE);
+    if (rounded > kHugePage) madvise(static_cast<char*>(p) + kHugePage, rounded - kHugePage, MADV_NOHUGEPAGE);
     g_huge_pages_slow_until.store(now + fault_ns + kSlowHugePagesForgetNs, std::memory_order_relaxed);
   }
   return p;

@@ -400,30 +400,26 @@ class HfTokenizer : public Tokenizer {
   }
 
   void read_post_processor(const json& p) {
-    if (p.is_null()) return;
-    const std::string type = p.at("type");
-    if (type == "Sequence") {
-      for (const auto& s : p.at("processors")) read_post_processor(s);
-      return;
-    }
-    if (type == "ByteLevel") return;                                // offsets only
-    if (type == "BertProcessing" || type == "RobertaProcessing") {  // cls: [token, id], sep: [token, id]
-      encoder_piece("post-processor", type);
-      prefix_.push_back(json_int(p.at("cls").at(1), "tokenizer.json: the cls token's id"));
-      suffix_.push_back(json_int(p.at("sep").at(1), "tokenizer.json: the sep token's id"));
-      return;
-    }
-    if (type != "TemplateProcessing") fail_unsupported("tokenizer.json: post-processor '", type, "' is not supported");
-    bool after = false;
-    for (const auto& item : p.at("single")) {
-      if (item.contains("Sequence")) {
-        after = true;
-        continue;
+    each_step(p, "processors", [&](const json& p, const std::string& type) {
+      if (type == "ByteLevel") return;                                // offsets only
+      if (type == "BertProcessing" || type == "RobertaProcessing") {  // cls: [token, id], sep: [token, id]
+        encoder_piece("post-processor", type);
+        prefix_.push_back(json_int(p.at("cls").at(1), "tokenizer.json: the cls token's id"));
+        suffix_.push_back(json_int(p.at("sep").at(1), "tokenizer.json: the sep token's id"));
+        return;
       }
-      const std::string name = item.at("SpecialToken").at("id");
-      for (const auto& id : p.at("special_tokens").at(name).at("ids"))
-        (after ? suffix_ : prefix_).push_back(json_int(id, "tokenizer.json: a special token id"));
-    }
+      if (type != "TemplateProcessing") fail_unsupported("tokenizer.json: post-processor '", type, "' is not supported");
+      bool after = false;
+      for (const auto& item : p.at("single")) {
+        if (item.contains("Sequence")) {
+          after = true;
+          continue;
+        }
+        const std::string name = item.at("SpecialToken").at("id");
+        for (const auto& id : p.at("special_tokens").at(name).at("ids"))
+          (after ? suffix_ : prefix_).push_back(json_int(id, "tokenizer.json: a special token id"));
+      }
+    });
   }
 
   std::vector<std::string> tokens_;

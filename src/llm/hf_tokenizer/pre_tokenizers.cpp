@@ -86,84 +86,80 @@ std::vector<std::string> regex_split(const std::string& text, SplitPattern p) {
 }  // namespace
 
 void read_pre_tokenizer(const json& p, std::vector<PreTokenizer>& steps) {
-  if (p.is_null()) return;
-  const std::string type = p.at("type");
-  if (type == "Sequence") {
-    for (const auto& s : p.at("pretokenizers")) read_pre_tokenizer(s, steps);
-    return;
-  }
-  if (type == "ByteLevel") {
-    const bool prefix = p.value("add_prefix_space", false), regex = p.value("use_regex", true);
-    steps.push_back([prefix, regex](const std::string& s, bool first) {
-      std::string t = (prefix && first && !s.empty() && s[0] != ' ') ? " " + s : s;
-      std::vector<std::string> pieces = regex ? regex_split(t, SplitPattern::Gpt2) : std::vector<std::string>{t};
-      for (auto& piece : pieces) {
-        std::string mapped;
-        for (unsigned char b : piece) mapped += utf8_encode(byte_map().to_char[b]);
-        piece = std::move(mapped);
-      }
-      return pieces;
-    });
-  } else if (type == "Split") {
-    if (!p.at("pattern").contains("Regex")) fail_unsupported("tokenizer.json: Split on a string pattern is not supported");
-    if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
-      fail_unsupported("tokenizer.json: Split behaviour other than Isolated is not supported");
-    const SplitPattern sp = pattern_of(p["pattern"]["Regex"]);
-    steps.push_back([sp](const std::string& s, bool) { return regex_split(s, sp); });
-  } else if (type == "Digits") {  // digits apart from the rest: each alone, or runs of them
-    const bool individual = p.value("individual_digits", false);
-    steps.push_back([individual](const std::string& s, bool) {
-      std::vector<std::string> pieces;
-      const std::vector<char32_t> u = utf8_decode(s);
-      size_t start = 0;
-      for (size_t i = 1; i <= u.size(); ++i) {
-        const bool d = i < u.size() && is_number(u[i]), before = is_number(u[i - 1]);
-        if (i == u.size() || d != before || (d && individual)) pieces.push_back(utf8_encode(u, start, i)), start = i;
-      }
-      return pieces;
-    });
-  } else if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
-    encoder_piece("pre-tokenizer", type);
-    // Words end at whitespace (dropped); BERT's also puts each punctuation character in a word of its own.
-    const bool punctuation = type == "BertPreTokenizer";
-    steps.push_back([punctuation](const std::string& s, bool) {
-      std::vector<std::string> words;
-      std::vector<char32_t> word;
-      auto end_word = [&] {
-        if (!word.empty()) words.push_back(utf8_encode(word)), word.clear();
-      };
-      for (char32_t c : utf8_decode(s)) {
-        if (is_whitespace(c)) {
-          end_word();
-        } else if (punctuation && is_bert_punctuation(c)) {
-          end_word();
-          words.push_back(utf8_encode(c));
-        } else {
-          word.push_back(c);
+  each_step(p, "pretokenizers", [&](const json& p, const std::string& type) {
+    if (type == "ByteLevel") {
+      const bool prefix = p.value("add_prefix_space", false), regex = p.value("use_regex", true);
+      steps.push_back([prefix, regex](const std::string& s, bool first) {
+        std::string t = (prefix && first && !s.empty() && s[0] != ' ') ? " " + s : s;
+        std::vector<std::string> pieces = regex ? regex_split(t, SplitPattern::Gpt2) : std::vector<std::string>{t};
+        for (auto& piece : pieces) {
+          std::string mapped;
+          for (unsigned char b : piece) mapped += utf8_encode(byte_map().to_char[b]);
+          piece = std::move(mapped);
         }
-      }
-      end_word();
-      return words;
-    });
-  } else if (type == "Metaspace") {
-    const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
-    const bool split = p.value("split", true);
-    steps.push_back([rep, scheme, split](const std::string& s, bool first) {
-      std::string t = replace_all(s, " ", rep, "pre-tokenizer Metaspace");
-      if ((scheme == "always" || (scheme == "first" && first)) && t.compare(0, rep.size(), rep) != 0) t = rep + t;
-      if (!split) return std::vector<std::string>{t};
-      std::vector<std::string> words;
-      for (size_t at = 0; at < t.size();) {
-        size_t next = t.find(rep, at + (t.compare(at, rep.size(), rep) == 0 ? rep.size() : 0));
-        if (next == std::string::npos) next = t.size();
-        words.push_back(t.substr(at, next - at));
-        at = next;
-      }
-      return words;
-    });
-  } else {
-    fail_unsupported("tokenizer.json: pre-tokenizer '", type, "' is not supported");
-  }
+        return pieces;
+      });
+    } else if (type == "Split") {
+      if (!p.at("pattern").contains("Regex")) fail_unsupported("tokenizer.json: Split on a string pattern is not supported");
+      if (p.value("behavior", std::string("Isolated")) != "Isolated" || p.value("invert", false))
+        fail_unsupported("tokenizer.json: Split behaviour other than Isolated is not supported");
+      const SplitPattern sp = pattern_of(p["pattern"]["Regex"]);
+      steps.push_back([sp](const std::string& s, bool) { return regex_split(s, sp); });
+    } else if (type == "Digits") {  // digits apart from the rest: each alone, or runs of them
+      const bool individual = p.value("individual_digits", false);
+      steps.push_back([individual](const std::string& s, bool) {
+        std::vector<std::string> pieces;
+        const std::vector<char32_t> u = utf8_decode(s);
+        size_t start = 0;
+        for (size_t i = 1; i <= u.size(); ++i) {
+          const bool d = i < u.size() && is_number(u[i]), before = is_number(u[i - 1]);
+          if (i == u.size() || d != before || (d && individual)) pieces.push_back(utf8_encode(u, start, i)), start = i;
+        }
+        return pieces;
+      });
+    } else if (type == "BertPreTokenizer" || type == "WhitespaceSplit") {
+      encoder_piece("pre-tokenizer", type);
+      // Words end at whitespace (dropped); BERT's also puts each punctuation character in a word of its own.
+      const bool punctuation = type == "BertPreTokenizer";
+      steps.push_back([punctuation](const std::string& s, bool) {
+        std::vector<std::string> words;
+        std::vector<char32_t> word;
+        auto end_word = [&] {
+          if (!word.empty()) words.push_back(utf8_encode(word)), word.clear();
+        };
+        for (char32_t c : utf8_decode(s)) {
+          if (is_whitespace(c)) {
+            end_word();
+          } else if (punctuation && is_bert_punctuation(c)) {
+            end_word();
+            words.push_back(utf8_encode(c));
+          } else {
+            word.push_back(c);
+          }
+        }
+        end_word();
+        return words;
+      });
+    } else if (type == "Metaspace") {
+      const std::string rep = p.value("replacement", kSpm), scheme = p.value("prepend_scheme", std::string("always"));
+      const bool split = p.value("split", true);
+      steps.push_back([rep, scheme, split](const std::string& s, bool first) {
+        std::string t = replace_all(s, " ", rep, "pre-tokenizer Metaspace");
+        if ((scheme == "always" || (scheme == "first" && first)) && t.compare(0, rep.size(), rep) != 0) t = rep + t;
+        if (!split) return std::vector<std::string>{t};
+        std::vector<std::string> words;
+        for (size_t at = 0; at < t.size();) {
+          size_t next = t.find(rep, at + (t.compare(at, rep.size(), rep) == 0 ? rep.size() : 0));
+          if (next == std::string::npos) next = t.size();
+          words.push_back(t.substr(at, next - at));
+          at = next;
+        }
+        return words;
+      });
+    } else {
+      fail_unsupported("tokenizer.json: pre-tokenizer '", type, "' is not supported");
+    }
+  });
 }
 
 }  // namespace tern::llm

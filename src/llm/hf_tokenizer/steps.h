@@ -58,6 +58,16 @@ constexpr bool kEncoderPieces = true;
 inline void encoder_piece(const char*, const std::string&) {}
 #endif
 
+// read(step, its type) for the step `j` names, or for each step of a Sequence (its list under `members`, Sequences
+// within it too); nothing for null. Every reader of a pipeline stage (the post-processor too) goes through it.
+template <class Read>
+void each_step(const json& j, const char* members, const Read& read) {
+  if (j.is_null()) return;
+  const std::string type = j.at("type");
+  if (type != "Sequence") return read(j, type);
+  for (const auto& s : j.at(members)) each_step(s, members, read);
+}
+
 using Normalizer = std::function<std::string(const std::string&)>;
 using PreTokenizer = std::function<std::vector<std::string>(const std::string& text, bool first)>;
 using Decoder = std::function<void(std::vector<std::string>& tokens)>;
