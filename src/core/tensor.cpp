@@ -126,7 +126,7 @@ constexpr size_t kOwnMappingBytes = 2 * kHugePage;
 // pages took 2.0-2.8 s against 0.37-0.63 s in 4 KiB pages (0.07 s in huge pages freed just before): SmolLM2's
 // fp32 genai export loaded in 2.82 s (median of 5) against ONNX Runtime's 0.89, and in 0.67 s with this rule,
 // for a decode 9% slower (bench/README, "Load beside ONNX Runtime on a VM"). A mapping's first huge page tells
-// which: 0.17-0.29 ms from free memory, 5-30 ms when the host must back it, where 2 MiB in 4 KiB pages is 1.4-2.3.
+// which: 0.16-0.29 ms from free memory, 5-31 ms when the host must back it, where 2 MiB in 4 KiB pages is 1.4-2.3.
 constexpr int64_t kSlowHugePageNs = 2'000'000;
 // A slow first page is a cost too (probing each of that load's 39 mappings took 0.41 s): for a second after
 // one, mappings skip the probe. A process-wide observation of the machine, as the ISA is, not a setting.
