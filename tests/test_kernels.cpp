@@ -15,6 +15,7 @@
 #include "kernels/cpu/bnb4.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_avx512.h"
+#include "kernels/cpu/gemm_integer.h"
 #include "kernels/cpu/gemm_packed.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
@@ -276,6 +277,60 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               else CHECK(y == first);
             }
           }
+}
+
+TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly, int8 and uint8 weights, every zero point form and tail") {
+  // At the tier in use (kernel_tiers runs the others): VNNI's flipped u8·s8 dots and the int16 pairs below it give
+  // the same integers. Codes and weights drawn from the whole range, extremes included.
+  std::mt19937 g(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t M : {1, 2, 3, 4, 5, 9})
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {64, 16}, {100, 9}, {257, 13}, {2048, 8}})
+      for (bool is_signed : {false, true})
+        for (int zero_form : {0, 1, 2}) {  // weight zero points: none, one, one per column
+          CAPTURE(M);
+          CAPTURE(K);
+          CAPTURE(N);
+          CAPTURE(is_signed);
+          CAPTURE(zero_form);
+          std::vector<uint8_t> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
+          for (auto& v : A) v = static_cast<uint8_t>(byte(g));
+          for (auto& v : B) v = static_cast<uint8_t>(byte(g));
+          auto weight = [&](int64_t k, int64_t n) -> int32_t {
+            const uint8_t b = B[static_cast<size_t>(k * N + n)];
+            return is_signed ? static_cast<int8_t>(b) : b;
+          };
+          std::vector<int32_t> zeros;
+          for (int64_t i = 0; i < (zero_form == 0 ? 0 : zero_form == 1 ? 1 : N); ++i) zeros.push_back(is_signed ? byte(g) - 128 : byte(g));
+          kernels::IntegerRows a{A.data(), M, {}};
+          for (int64_t m = 0; m < (M % 2 ? 1 : M); ++m) a.zero_points.push_back(byte(g));  // one, or one per row
+          const kernels::IntegerMatrix w = kernels::pack_integer_matrix(B.data(), is_signed, K, N, zeros);
+          std::vector<int32_t> c(static_cast<size_t>(M * N), 7);
+          kernels::gemm_integer(a, w, c.data());
+          std::vector<float> scales(static_cast<size_t>(N)), bias(static_cast<size_t>(N)), y(c.size());
+          for (int64_t n = 0; n < N; ++n)
+            scales[static_cast<size_t>(n)] = 0.001f * static_cast<float>(n + 1), bias[static_cast<size_t>(n)] = 0.5f;
+          kernels::gemm_integer_to_float(a, w, 0.25f, scales.data(), N, bias.data(), y.data());
+          int mismatches = 0;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const int64_t az = a.zero_points[a.zero_points.size() == 1 ? 0 : static_cast<size_t>(m)];
+              const int64_t bz = zeros.empty() ? 0 : zeros[zeros.size() == 1 ? 0 : static_cast<size_t>(n)];
+              int64_t want = 0;
+              for (int64_t k = 0; k < K; ++k) want += (A[static_cast<size_t>(m * K + k)] - az) * (weight(k, n) - bz);
+              const size_t i = static_cast<size_t>(m * N + n);
+              mismatches += c[i] != want;
+              mismatches += y[i] != static_cast<float>(want) * (0.25f * scales[static_cast<size_t>(n)]) + 0.5f;
+            }
+          CHECK(mismatches == 0);
+        }
+  // The widest sums: every product −255·255 (code 255 at zero point 0, weight −128 at zero point 127) over K = 8192.
+  const int64_t K = 8192, N = 5;
+  std::vector<uint8_t> A(static_cast<size_t>(2 * K), 255), B(static_cast<size_t>(K * N), 0x80);
+  const kernels::IntegerMatrix w = kernels::pack_integer_matrix(B.data(), true, K, N, {127});
+  std::vector<int32_t> c(static_cast<size_t>(2 * N));
+  kernels::gemm_integer(kernels::IntegerRows{A.data(), 2, {0}}, w, c.data());
+  for (int32_t v : c) CHECK(v == -255 * 255 * K);
 }
 
 TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product for GEMV and GEMM row counts, every tail") {

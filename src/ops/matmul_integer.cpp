@@ -50,23 +50,22 @@ void infer_product(InferContext& ctx, DType a_type, DType out) {
   ctx.set(0, out, y);
 }
 
-// A centered on its zero points (one value or one per row), in [−255, 255]: what kernels::gemm_integer multiplies.
-std::vector<int16_t> centered(const Node& node, const Tensor& A, const Tensor* a_zp, int64_t K) {
+// A's rows as the kernel takes them: uint8 codes with one zero point for every row or one per row (an int8 A, and
+// its zero points, moved up by 128 into `storage`; a uint8 A read in place).
+kernels::IntegerRows integer_rows(const Node& node, const Tensor& A, const Tensor* a_zp, int64_t K, std::vector<uint8_t>& storage) {
   if (A.dtype() != DType::UInt8 && A.dtype() != DType::Int8)
     fail(node.describe(), ": A is ", dtype_name(A.dtype()), "; it must be uint8 or int8");
-  const int64_t rows = K ? A.numel() / K : 0;
   if (A.rank() == 0 || A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
-  if (a_zp) check_count("a_zero_point", *a_zp, rows, "row of A");
-  const std::vector<int32_t> zeros = a_zp ? zero_points(*a_zp) : std::vector<int32_t>{0};
-  std::vector<int16_t> a(static_cast<size_t>(A.numel()));
-  const bool a_signed = A.dtype() == DType::Int8;
-  for (int64_t m = 0; m < rows; ++m) {
-    const int32_t z = zeros[zeros.size() == 1 ? 0 : static_cast<size_t>(m)];
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t i = m * K + k;
-      const int32_t v = a_signed ? static_cast<const int8_t*>(A.raw())[i] : static_cast<const uint8_t*>(A.raw())[i];
-      a[static_cast<size_t>(i)] = static_cast<int16_t>(v - z);
-    }
+  kernels::IntegerRows a;
+  a.M = K ? A.numel() / K : 0;
+  if (a_zp) check_count("a_zero_point", *a_zp, a.M, "row of A");
+  a.zero_points = a_zp ? zero_points(*a_zp) : std::vector<int32_t>{0};
+  a.codes = static_cast<const uint8_t*>(A.raw());
+  if (A.dtype() == DType::Int8) {
+    storage.resize(static_cast<size_t>(A.numel()));
+    for (size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<uint8_t>(a.codes[i] ^ 0x80);
+    for (int32_t& z : a.zero_points) z += 128;
+    a.codes = storage.data();
   }
   return a;
 }
@@ -88,7 +87,8 @@ class IntegerProductOp : public Op {
       if (!B->raw()) fail("its weight was left out of the pack, which holds no integer rows of it: run `tern pack` again");
       return std::vector<Tensor>{kernels::pack_integer_matrix(B->raw(), is_signed, K, N, {}).rows};
     });
-    packed_ = kernels::IntegerMatrix{K, N, is_signed, parts[0].reshaped({N, K}), zp ? zero_points(*zp) : std::vector<int32_t>{}};
+    packed_ = kernels::integer_matrix(parts[0].reshaped({N, K}), is_signed, zp ? zero_points(*zp) : std::vector<int32_t>{});
+    if (options.planned_bytes) *options.planned_bytes += N * static_cast<int64_t>(sizeof(int32_t));  // its column sums
     return {1};
   }
   int64_t packed_weight_bytes() const override { return packed_ ? packed_->bytes() : 0; }
@@ -101,14 +101,13 @@ class IntegerProductOp : public Op {
 
  protected:
   int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
-  // (A − a_zp) · (B − b_zp) from A centered, into c (int32 [rows, N]).
-  void product(RunContext& ctx, const std::vector<int16_t>& a, int32_t* c) const {
+  // (A − a_zp) · (B − b_zp) into c (int32 [rows, N]).
+  void product(RunContext& ctx, const kernels::IntegerRows& a, int32_t* c) const {
     kernels::IntegerMatrix scratch;
-    const kernels::IntegerMatrix& w = weights(ctx, scratch);
-    kernels::gemm_integer(a.data(), rows_of(a, w), w, c);
+    kernels::gemm_integer(a, weights(ctx, scratch), c);
   }
   // The same scaled into Y: float(c) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its sums.
-  void product(RunContext& ctx, const std::vector<int16_t>& a, float a_scale, const Tensor& b_scale, const Tensor* bias) const {
+  void product(RunContext& ctx, const kernels::IntegerRows& a, float a_scale, const Tensor& b_scale, const Tensor* bias) const {
     kernels::IntegerMatrix scratch;
     const kernels::IntegerMatrix& w = weights(ctx, scratch);
     check_count("b_scale", b_scale, w.N, "column of B");
@@ -118,14 +117,11 @@ class IntegerProductOp : public Op {
     const float* b = bias ? bias_f32.data<float>() : nullptr;
     Tensor& Y = ctx.out(0);
     Tensor values = Y.dtype() == DType::Float32 ? Y : Tensor(DType::Float32, Y.shape());
-    kernels::gemm_integer_to_float(a.data(), rows_of(a, w), w, a_scale, scales.data<float>(), scales.numel(), b, values.data<float>());
+    kernels::gemm_integer_to_float(a, w, a_scale, scales.data<float>(), scales.numel(), b, values.data<float>());
     if (values.raw() != Y.raw()) convert_tensor(values, Y);
   }
 
  private:
-  static int64_t rows_of(const std::vector<int16_t>& a, const kernels::IntegerMatrix& w) {
-    return w.K ? static_cast<int64_t>(a.size()) / w.K : 0;
-  }
   // The packed B, or B (input 1) and its zero points packed now into `scratch` when they are not constants.
   const kernels::IntegerMatrix& weights(RunContext& ctx, kernels::IntegerMatrix& scratch) const {
     if (packed_) return *packed_;
@@ -159,7 +155,8 @@ class MatMulIntegerOp : public IntegerProductOp {
     check_zero_point_type(ctx, 3, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
-    const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)));
+    std::vector<uint8_t> storage;
+    const kernels::IntegerRows a = integer_rows(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)), storage);
     product(ctx, a, ctx.out(0).data<int32_t>());
   }
 };
@@ -175,7 +172,8 @@ class MatMulIntegerToFloatOp : public IntegerProductOp {
     check_zero_point_type(ctx, 5, ctx.dtype(1));
   }
   void run(RunContext& ctx) const override {
-    const std::vector<int16_t> a = centered(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)));
+    std::vector<uint8_t> storage;
+    const kernels::IntegerRows a = integer_rows(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)), storage);
     product(ctx, a, scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr);
   }
 };
@@ -193,9 +191,10 @@ class DynamicQuantizeMatMulOp : public IntegerProductOp {
     if (A.rank() == 0 || A.dim(-1) != K)
       fail(ctx.node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
     const kernels::U8Quantization p = kernels::dynamic_u8_quantization(A.data<float>(), A.numel());
-    std::vector<int16_t> a(static_cast<size_t>(A.numel()));
-    kernels::quantize_centered(A.data<float>(), A.numel(), p, a.data());
-    product(ctx, a, p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr);
+    std::vector<uint8_t> codes(static_cast<size_t>(A.numel()));
+    kernels::quantize_u8(A.data<float>(), A.numel(), p, codes.data());
+    product(ctx, kernels::IntegerRows{codes.data(), K ? A.numel() / K : 0, {p.zero_point}}, p.scale, ctx.in(2),
+            ctx.has(4) ? &ctx.in(4) : nullptr);
   }
 };
 

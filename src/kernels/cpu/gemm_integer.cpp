@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm_integer_impl.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/x86/float_avx2/kernels.h"
 
@@ -23,41 +24,48 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
   return p;
 }
 
-namespace {
-
-// q[i] = round(x[i] / scale) clamped to the codes [−zp, 255 − zp], plus `offset`: the uint8 code (offset zp) or
-// the code centered on the zero point (offset 0). NaN goes to the lowest code, as ONNX Runtime's max(v, lo) takes lo.
-template <typename T>
-void quantize_to(const float* x, int64_t n, U8Quantization p, int offset, T* q) {
+// round(x[i] / scale) clamped to the codes [−zp, 255 − zp], plus zp. NaN goes to the lowest code, as ONNX Runtime's
+// max(v, lo) takes lo.
+void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) {
   const float lo = -static_cast<float>(p.zero_point), hi = 255.0f - static_cast<float>(p.zero_point);
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] / p.scale;
-    q[i] = static_cast<T>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + offset);
+    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + p.zero_point);
   }
 }
 
-}  // namespace
-
-void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) { quantize_to(x, n, p, p.zero_point, q); }
-void quantize_centered(const float* x, int64_t n, U8Quantization p, int16_t* a) { quantize_to(x, n, p, 0, a); }
+IntegerMatrix integer_matrix(Tensor rows, bool is_signed, std::vector<int32_t> zeros) {
+  IntegerMatrix w;
+  w.N = rows.dim(0);
+  w.K = rows.dim(1);
+  w.is_signed = is_signed;
+  w.zeros = std::move(zeros);
+  if (rows.raw()) {
+    w.sums.resize(static_cast<size_t>(w.N));
+    const auto* bytes = static_cast<const uint8_t*>(rows.raw());
+    for (int64_t n = 0; n < w.N; ++n) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < w.K; ++k) s += is_signed ? static_cast<int8_t>(bytes[n * w.K + k]) : bytes[n * w.K + k];
+      w.sums[static_cast<size_t>(n)] = s;
+    }
+  }
+  w.rows = std::move(rows);
+  return w;
+}
 
 IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N, std::vector<int32_t> zeros) {
-  IntegerMatrix w;
-  w.K = K;
-  w.N = N;
-  w.is_signed = is_signed;
-  w.rows = Tensor(is_signed ? DType::Int8 : DType::UInt8, {N, K});
-  w.zeros = std::move(zeros);
+  Tensor rows(is_signed ? DType::Int8 : DType::UInt8, {N, K});
   const auto* b = static_cast<const uint8_t*>(B);
-  auto* rows = static_cast<uint8_t*>(w.rows.raw());
+  auto* out = static_cast<uint8_t*>(rows.raw());
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) rows[n * K + k] = b[k * N + n];
-  return w;
+    for (int64_t n = 0; n < N; ++n) out[n * K + k] = b[k * N + n];
+  return integer_matrix(std::move(rows), is_signed, std::move(zeros));
 }
 
 namespace {
 
-// Columns [n0, n1) of the weight rows' dot products, at tier avx2 where the build has its twin and the CPU the tier.
+// Columns [n0, n1) of the weight rows' dot products with A centered, at tier avx2 where the build has its twin and
+// the CPU the tier.
 template <typename B>
 void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t n0, int64_t n1, int32_t* c, int64_t N) {
 #if TERN_FLOAT_KERNELS_AVX2
@@ -66,36 +74,103 @@ void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t
   integer_rows_at_width(a, M, K, rows, n0, n1, c, N);
 }
 
-// The columns [n0, n1) of every row: the dot products, then the zero points' correction
-// Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a.
-void integer_columns(const int16_t* a, int64_t M, const IntegerMatrix& w, int32_t* c, int64_t n0, int64_t n1) {
-  const int64_t K = w.K, N = w.N;
-  if (w.is_signed) integer_rows(a, M, K, static_cast<const int8_t*>(w.rows.raw()), n0, n1, c, N);
-  else integer_rows(a, M, K, static_cast<const uint8_t*>(w.rows.raw()), n0, n1, c, N);
-  if (w.zeros.empty()) return;
-  const bool per_column = w.zeros.size() > 1;
-  for (int64_t m = 0; m < M; ++m) {
-    int32_t a_sum = 0;
-    for (int64_t k = 0; k < K; ++k) a_sum += a[m * K + k];
-    for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= w.zeros[per_column ? static_cast<size_t>(n) : 0] * a_sum;
-  }
+// The tier's dot products (gemm_integer.h) and their offset on the codes; no function where the tier has none
+// (sse42, avx2, avx512 without VNNI, neon).
+struct TierDots {
+  void (*fn)(const uint8_t*, int64_t, int64_t, const uint8_t*, bool, int64_t, int64_t, int32_t*, int64_t) = nullptr;
+  int32_t code_offset = 0;
+};
+TierDots tier_dots() {
+  const Isa isa = active_isa();
+#if defined(__x86_64__)
+  if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni, kIntegerDotsCodeOffset_vnni};
+  if (isa == Isa::AvxVnni) return {integer_dots_avxvnni, kIntegerDotsCodeOffset_vnni};
+#elif defined(__aarch64__)
+  if (isa == Isa::NeonDot || isa == Isa::NeonI8mm) return {integer_dots_neondot, kIntegerDotsCodeOffset_neondot};
+#endif
+  return {};
 }
+
+// One product's operands as the tier multiplies them, made once before the threads split the columns.
+class IntegerProduct {
+ public:
+  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w) : a_(a), w_(w), dots_(tier_dots()) {
+    const int64_t M = a.M, K = w.K;
+    if (!dots_.fn || w.sums.size() != static_cast<size_t>(w.N)) {
+      dots_.fn = nullptr;
+      centered_.resize(static_cast<size_t>(M * K));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k)
+          centered_[static_cast<size_t>(m * K + k)] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
+      return;
+    }
+    code_sums_.resize(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < K; ++k) s += a.codes[m * K + k];
+      code_sums_[static_cast<size_t>(m)] = s;
+    }
+  }
+
+  // c's columns [n0, n1) for every row.
+  void columns(int32_t* c, int64_t n0, int64_t n1) const {
+    const int64_t M = a_.M, K = w_.K, N = w_.N;
+    const auto* bytes = static_cast<const uint8_t*>(w_.rows.raw());
+    if (dots_.fn) {
+      // dots = Σ (u − o)·(b − off) (o the tier's offset on the codes, off 128 for uint8 weights, flipped as loaded),
+      // so with U = Σ_k u and S = Σ_k b:
+      //   Σ (u − zu)·(b − bz) = dots + (off − bz)·U + (o − zu)·S − K·(o·off − zu·bz).
+      // In int64: the terms may pass int32 where the result does not.
+      dots_.fn(a_.codes, M, K, bytes, !w_.is_signed, n0, n1, c, N);
+      const int64_t off = w_.is_signed ? 0 : 128, o = dots_.code_offset;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = n0; n < n1; ++n) {
+          const int64_t bz = weight_zero_point(n), zu = zero_point(m);
+          const int64_t v = c[m * N + n] + (off - bz) * code_sums_[static_cast<size_t>(m)] + (o - zu) * w_.sums[static_cast<size_t>(n)] -
+                            K * (o * off - zu * bz);
+          c[m * N + n] = static_cast<int32_t>(v);
+        }
+      return;
+    }
+    // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a centered.
+    if (w_.is_signed) integer_rows(centered_.data(), M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
+    else integer_rows(centered_.data(), M, K, bytes, n0, n1, c, N);
+    if (w_.zeros.empty()) return;
+    for (int64_t m = 0; m < M; ++m) {
+      int32_t a_sum = 0;
+      for (int64_t k = 0; k < K; ++k) a_sum += centered_[static_cast<size_t>(m * K + k)];
+      for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= weight_zero_point(n) * a_sum;
+    }
+  }
+
+ private:
+  int32_t zero_point(int64_t m) const { return a_.zero_points[a_.zero_points.size() == 1 ? 0 : static_cast<size_t>(m)]; }
+  int32_t weight_zero_point(int64_t n) const { return w_.zeros.empty() ? 0 : w_.zeros[w_.zeros.size() == 1 ? 0 : static_cast<size_t>(n)]; }
+
+  const IntegerRows& a_;
+  const IntegerMatrix& w_;
+  TierDots dots_;
+  std::vector<int16_t> centered_;   // below VNNI: the codes minus their zero points
+  std::vector<int32_t> code_sums_;  // VNNI: Σ_k u of each row
+};
 
 int64_t column_chunks(int64_t M, const IntegerMatrix& w) { return balanced_chunks(w.N, M * w.N * w.K < (int64_t{1} << 16)); }
 
 }  // namespace
 
-void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, int32_t* c) {
-  parallel_chunks(w.N, column_chunks(M, w), [&](int64_t n0, int64_t n1, int) { integer_columns(a, M, w, c, n0, n1); });
+void gemm_integer(const IntegerRows& a, const IntegerMatrix& w, int32_t* c) {
+  const IntegerProduct product(a, w);
+  parallel_chunks(w.N, column_chunks(a.M, w), [&](int64_t n0, int64_t n1, int) { product.columns(c, n0, n1); });
 }
 
-void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
+void gemm_integer_to_float(const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
                            const float* bias, float* y) {
   static_assert(sizeof(float) == sizeof(int32_t));
-  const int64_t N = w.N;
+  const int64_t M = a.M, N = w.N;
+  const IntegerProduct product(a, w);
   auto* sums = reinterpret_cast<int32_t*>(y);  // each chunk's sums, converted where they lie while still in cache
   parallel_chunks(N, column_chunks(M, w), [&](int64_t n0, int64_t n1, int) {
-    integer_columns(a, M, w, sums, n0, n1);
+    product.columns(sums, n0, n1);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = n0; n < n1; ++n) {
         int32_t v;

@@ -22,8 +22,14 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n);
 // q[i] = clamp(round(x[i] / scale) + zero_point, 0, 255), round half to even: x divided, not multiplied by
 // the reciprocal (the bits ONNX Runtime's quantization gives).
 void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q);
-// The same codes centered on the zero point, a[i] = q[i] − zero_point: what gemm_integer multiplies.
-void quantize_centered(const float* x, int64_t n, U8Quantization p, int16_t* a);
+
+// A's rows: uint8 codes [M, K] whose values are code − zero point, one zero point for every row or one per row.
+// (An int8 A comes as A + 128 with its zero points + 128: the same differences.)
+struct IntegerRows {
+  const uint8_t* codes = nullptr;
+  int64_t M = 0;
+  std::vector<int32_t> zero_points;  // 1 or M values
+};
 
 // B [K, N] (uint8 or int8, row-major as MatMul's B) laid out as N rows of K — the order a dot product streams
 // it — as its own bytes: one byte a weight, packed once at load for a constant B; with its zero points.
@@ -32,19 +38,44 @@ struct IntegerMatrix {
   bool is_signed = false;
   Tensor rows;                 // uint8 or int8 [N, K]
   std::vector<int32_t> zeros;  // one value (per tensor), N (per column), or none (0)
+  std::vector<int32_t> sums;   // Σ_k b[k, n] of each column as stored: what the VNNI tiers' correction takes
   int64_t bytes() const { return static_cast<int64_t>(rows.nbytes()); }
 };
+// The matrix over `rows` (B's bytes already laid out as N rows of K), its column sums computed; without data
+// (a session's planning pass) none.
+IntegerMatrix integer_matrix(Tensor rows, bool is_signed, std::vector<int32_t> zeros);
+// B laid out as N rows of K, then integer_matrix's.
 IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N, std::vector<int32_t> zeros);
 
-// c[m, n] = Σ_k a[m, k] · (b[k, n] − b_zp[n]) for m < M: `a` the activations with their zero point already
-// subtracted (int16 [M, K], each in [−255, 255]). Each product is one int16 multiply-add pair (vpmaddwd: |a · b| ≤
-// 255 · 255 and a pair's sum fit int32), so the sums are exact at every tier; threads split the columns, four
-// activation rows share each weight row's load.
-void gemm_integer(const int16_t* a, int64_t M, const IntegerMatrix& w, int32_t* c);
+// c[m, n] = Σ_k (a[m, k] − a_zp[m]) · (b[k, n] − b_zp[n]) for m < a.M, exact in int32. By tier:
+//   avxvnni, avx512vnni and up: vpdpbusd on the codes as they are and the weight bytes as int8 (uint8 weights
+//     flipped by 128 as they are loaded), four u8·s8 products an int32 lane with no int16 step, then the zero
+//     points' and the flip's share from the rows' and columns' sums (x86/gemm_integer_<tier>.cpp);
+//   neondot, neoni8mm: the same on sdot, the codes flipped too (arm/gemm_integer_neondot.cpp);
+//   below: the codes centered on their zero points (int16, in [−255, 255]) times the weight bytes widened to int16,
+//     one multiply-add pair each (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), then the weights'
+//     zero points' share.
+// The same integers at every tier. Threads split the columns; four activation rows share each weight row's load.
+void gemm_integer(const IntegerRows& a, const IntegerMatrix& w, int32_t* c);
 // The same sums scaled to float as ONNX Runtime scales them: y[m, n] = float(c[m, n]) · (a_scale · b_scale[n]) +
 // bias[n] (`b_scales` one value or N; bias null: none). Each chunk of columns is scaled as soon as it is summed, in
 // y's own memory (no int32 buffer).
-void gemm_integer_to_float(const int16_t* a, int64_t M, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
+void gemm_integer_to_float(const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
                            const float* bias, float* y);
+
+// The tiers' dot products over columns [n0, n1): dots[m, n] = Σ_k (a[m, k] − o) · s[n, k], `a` uint8 [M, K], s weight row
+// n's bytes as int8 (`flip`: uint8 weights, each taken as b − 128), o the tier's offset on the codes
+// (kIntegerDotsCodeOffset_<tier>: u8·s8 products take the codes as they are, s8·s8 ones as u − 128).
+#if defined(__x86_64__)
+constexpr int32_t kIntegerDotsCodeOffset_vnni = 0;
+void integer_dots_avxvnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
+                          int64_t N);
+void integer_dots_avx512vnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
+                             int64_t N);
+#elif defined(__aarch64__)
+constexpr int32_t kIntegerDotsCodeOffset_neondot = 128;
+void integer_dots_neondot(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
+                          int64_t N);
+#endif
 
 }  // namespace tern::kernels

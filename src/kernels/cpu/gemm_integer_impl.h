@@ -1,4 +1,4 @@
-// gemm_integer.h's dot products at the vector width of the file that includes this: gemm_integer.cpp (the build's
+// gemm_integer.h's dot products below the VNNI tiers, at the vector width of the file that includes this: gemm_integer.cpp (the build's
 // baseline) and, in an x86-64-v2 build, x86/float_avx2/gemm_integer.cpp (tier avx2). Plain loops the compiler
 // vectorizes into widening multiply-adds (pmaddwd; vpmaddwd at avx2): int16 activations times weight bytes widened
 // to int16, summed in int32. Internal linkage, so each file keeps its own copy built for its flags.

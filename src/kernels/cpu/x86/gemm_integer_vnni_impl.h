@@ -1,0 +1,86 @@
+// gemm_integer's dot products on vpdpbusd, written once over the register set `V` and included only by
+// x86/gemm_integer_avxvnni.cpp (256-bit VEX) and x86/gemm_integer_avx512vnni.cpp (512-bit EVEX). Internal
+// linkage: each file's copy is built for its own tier's flags.
+//
+// dots[m, n] = Σ_k a[m, k] · s[n, k]: `a` the activations' uint8 codes, s weight row n's bytes as int8 (uint8
+// weights flipped to b − 128 as they are loaded: one xor). A tile is up to four activation rows by four weight
+// rows, sixteen accumulators: each weight load serves every activation row of the tile and each activation load
+// every weight row; the weight rows (4 · K bytes) stay in L1 while the activation rows stream past them.
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/gemm_integer.h"
+
+namespace tern::kernels {
+namespace {
+
+// The four registers' lane sums, in order.
+inline __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));  // [Σa Σb Σc Σd] per half
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// MR activation rows by R weight rows (R 4 or 1) from weight row n.
+template <class V, bool kFlip, int MR, int R>
+void dot_tile(const uint8_t* a, int64_t K, const uint8_t* w, int64_t n, int32_t* dots, int64_t N) {
+  using I = typename V::I;
+  I acc[MR][R];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < R; ++r) acc[m][r] = V::zero();
+  const I flip = V::set1_8(static_cast<char>(0x80));
+  int64_t k = 0;
+  for (; k + V::kBytes <= K; k += V::kBytes) {
+    I b[R];
+    for (int r = 0; r < R; ++r) {
+      b[r] = V::load(w + (n + r) * K + k);
+      if (kFlip) b[r] = V::bit_xor(b[r], flip);
+    }
+    for (int m = 0; m < MR; ++m) {
+      const I x = V::load(a + m * K + k);
+      for (int r = 0; r < R; ++r) acc[m][r] = V::dot(acc[m][r], x, b[r]);
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    __m256i h[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int r = 0; r < R; ++r) h[r] = V::half(acc[m][r]);
+    alignas(16) int32_t sums[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(sums), sum4(h[0], h[1], h[2], h[3]));
+    for (int r = 0; r < R; ++r) {
+      int32_t s = sums[r];
+      const uint8_t* row = w + (n + r) * K;
+      for (int64_t t = k; t < K; ++t) s += a[m * K + t] * static_cast<int8_t>(kFlip ? row[t] ^ 0x80 : row[t]);  // K's tail
+      dots[m * N + n + r] = s;
+    }
+  }
+}
+
+// Weight rows n (R of them) against every activation row, four at a time.
+template <class V, bool kFlip, int R>
+void dot_rows(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n, int32_t* dots, int64_t N) {
+  int64_t m = 0;
+  for (; m + 4 <= M; m += 4) dot_tile<V, kFlip, 4, R>(a + m * K, K, w, n, dots + m * N, N);
+  switch (M - m) {
+    case 3: dot_tile<V, kFlip, 3, R>(a + m * K, K, w, n, dots + m * N, N); break;
+    case 2: dot_tile<V, kFlip, 2, R>(a + m * K, K, w, n, dots + m * N, N); break;
+    case 1: dot_tile<V, kFlip, 1, R>(a + m * K, K, w, n, dots + m * N, N); break;
+    default: break;
+  }
+}
+
+template <class V, bool kFlip>
+void dots_at_width(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, int32_t* dots, int64_t N) {
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4) dot_rows<V, kFlip, 4>(a, M, K, w, n, dots, N);
+  for (; n < n1; ++n) dot_rows<V, kFlip, 1>(a, M, K, w, n, dots, N);
+}
+
+template <class V>
+void integer_dots(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots, int64_t N) {
+  if (flip) dots_at_width<V, true>(a, M, K, w, n0, n1, dots, N);
+  else dots_at_width<V, false>(a, M, K, w, n0, n1, dots, N);
+}
+
+}  // namespace
+}  // namespace tern::kernels
