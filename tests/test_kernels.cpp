@@ -284,8 +284,8 @@ TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly
   // the same integers. Codes and weights drawn from the whole range, extremes included.
   std::mt19937 g(11);
   std::uniform_int_distribution<int> byte(0, 255);
-  for (int64_t M : {1, 2, 3, 4, 5, 9})
-    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {64, 16}, {100, 9}, {257, 13}, {2048, 8}})
+  for (int64_t M : {1, 2, 3, 4, 5, 9, 16, 37, 64})  // (16 and up: prefill's tiles at amx)
+    for (auto [K, N] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {64, 16}, {100, 9}, {257, 13}, {130, 70}, {2048, 8}})
       for (bool is_signed : {false, true})
         for (int zero_form : {0, 1, 2}) {  // weight zero points: none, one, one per column
           CAPTURE(M);

@@ -74,15 +74,19 @@ void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t
   integer_rows_at_width(a, M, K, rows, n0, n1, c, N);
 }
 
-// The tier's dot products (gemm_integer.h) and their offset on the codes; no function where the tier has none
+// The tier's dot products (gemm_integer.h): their function, their offset on the codes, whether they take uint8
+// weights as b − 128, and the layout they read the codes in (none: as they are); no function where the tier has none
 // (sse42, avx2, avx512 without VNNI, neon).
 struct TierDots {
   void (*fn)(const uint8_t*, int64_t, int64_t, const uint8_t*, bool, int64_t, int64_t, int32_t*, int64_t) = nullptr;
   int32_t code_offset = 0;
+  bool flips_unsigned_weights = true;
+  void (*layout)(const uint8_t*, int64_t, int64_t, std::vector<uint8_t>&) = nullptr;
 };
-TierDots tier_dots() {
+TierDots tier_dots([[maybe_unused]] int64_t M) {
   const Isa isa = active_isa();
 #if defined(__x86_64__)
+  if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout};
   if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni, kIntegerDotsCodeOffset_vnni};
   if (isa == Isa::AvxVnni) return {integer_dots_avxvnni, kIntegerDotsCodeOffset_vnni};
 #elif defined(__aarch64__)
@@ -94,7 +98,7 @@ TierDots tier_dots() {
 // One product's operands as the tier multiplies them, made once before the threads split the columns.
 class IntegerProduct {
  public:
-  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w) : a_(a), w_(w), dots_(tier_dots()) {
+  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w) : a_(a), w_(w), dots_(tier_dots(a.M)) {
     const int64_t M = a.M, K = w.K;
     if (!dots_.fn || w.sums.size() != static_cast<size_t>(w.N)) {
       dots_.fn = nullptr;
@@ -104,6 +108,7 @@ class IntegerProduct {
           centered_[static_cast<size_t>(m * K + k)] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
       return;
     }
+    if (dots_.layout) dots_.layout(a.codes, M, K, layout_);
     code_sums_.resize(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
       int32_t s = 0;
@@ -117,12 +122,12 @@ class IntegerProduct {
     const int64_t M = a_.M, K = w_.K, N = w_.N;
     const auto* bytes = static_cast<const uint8_t*>(w_.rows.raw());
     if (dots_.fn) {
-      // dots = Σ (u − o)·(b − off) (o the tier's offset on the codes, off 128 for uint8 weights, flipped as loaded),
+      // dots = Σ (u − o)·(b − off) (o the tier's offset on the codes, off 128 for uint8 weights where it flips them),
       // so with U = Σ_k u and S = Σ_k b:
       //   Σ (u − zu)·(b − bz) = dots + (off − bz)·U + (o − zu)·S − K·(o·off − zu·bz).
       // In int64: the terms may pass int32 where the result does not.
-      dots_.fn(a_.codes, M, K, bytes, !w_.is_signed, n0, n1, c, N);
-      const int64_t off = w_.is_signed ? 0 : 128, o = dots_.code_offset;
+      dots_.fn(dots_.layout ? layout_.data() : a_.codes, M, K, bytes, !w_.is_signed, n0, n1, c, N);
+      const int64_t off = !w_.is_signed && dots_.flips_unsigned_weights ? 128 : 0, o = dots_.code_offset;
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = n0; n < n1; ++n) {
           const int64_t bz = weight_zero_point(n), zu = zero_point(m);
@@ -152,6 +157,7 @@ class IntegerProduct {
   TierDots dots_;
   std::vector<int16_t> centered_;   // below VNNI: the codes minus their zero points
   std::vector<int32_t> code_sums_;  // VNNI: Σ_k u of each row
+  std::vector<uint8_t> layout_;     // the codes as the tier reads them (TierDots::layout)
 };
 
 int64_t column_chunks(int64_t M, const IntegerMatrix& w) { return balanced_chunks(w.N, M * w.N * w.K < (int64_t{1} << 16)); }

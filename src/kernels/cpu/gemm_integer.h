@@ -51,6 +51,7 @@ IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int6
 //   avxvnni, avx512vnni and up: vpdpbusd on the codes as they are and the weight bytes as int8 (uint8 weights
 //     flipped by 128 as they are loaded), four u8·s8 products an int32 lane with no int16 step, then the zero
 //     points' and the flip's share from the rows' and columns' sums (x86/gemm_integer_<tier>.cpp);
+//   amx, for prefill rows: the same sums on AMX-INT8 tiles (x86/gemm_integer_amx.cpp);
 //   neondot, neoni8mm: the same on sdot, the codes flipped too (arm/gemm_integer_neondot.cpp);
 //   below: the codes centered on their zero points (int16, in [−255, 255]) times the weight bytes widened to int16,
 //     one multiply-add pair each (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), then the weights'
@@ -72,6 +73,12 @@ void integer_dots_avxvnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t*
                           int64_t N);
 void integer_dots_avx512vnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
                              int64_t N);
+// Prefill rows (at least kIntegerAmxMinRows) at tier amx: AMX-INT8 tiles, on the codes laid out by integer_amx_layout
+// (quads of K for 16 rows at a time, once per product) and uint8 weights as they are (not flipped).
+constexpr int64_t kIntegerAmxMinRows = 16;
+void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, std::vector<uint8_t>& out);
+void integer_dots_amx(const uint8_t* layout, int64_t M, int64_t K, const uint8_t* w, bool unsigned_weights, int64_t n0, int64_t n1,
+                      int32_t* dots, int64_t N);
 #elif defined(__aarch64__)
 constexpr int32_t kIntegerDotsCodeOffset_neondot = 128;
 void integer_dots_neondot(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
