@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/gemm_avx512.h"
+#include "kernels/cpu/x86/amx_tiles.h"
 #include "kernels/cpu/x86/gemm_avx512_tiles.h"
 
 namespace tern::kernels {
@@ -19,14 +20,6 @@ constexpr int64_t kMB = 32;  // C block rows: two A tiles
 // Rapids-class Xeon, means of 2 runs) 552 GFLOP/s at 256, 562 at 512, 604 at 1024, 658 at 2048; with A's
 // padded rows 620 at 512, 729 at 2048; at 128,8192,2048 661 at 2048 against 530 at 8192.
 constexpr int64_t kKB = 2048;
-
-// The tile registers' shapes (LDTILECFG's 64-byte operand, palette 1): all 8 are 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // Rows [m0, m0 + kMB) of A as bf16 into out (rows `ld` apart, Kpad values each), zeros past M and past K (round to nearest even;
 // VCVTNEPS2BF16 reads denormals as zero, as AMX itself does).
@@ -76,12 +69,7 @@ void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pair
   });
   const int64_t lda = ld * static_cast<int64_t>(sizeof(uint16_t));
   parallel_chunks(pairs, balanced_chunks(pairs), [&](int64_t t_begin, int64_t t_end, int) {
-    TileConfig config;  // per thread: the tile configuration is thread state
-    for (int t = 0; t < 8; ++t) {
-      config.colsb[t] = 64;
-      config.rows[t] = 16;
-    }
-    _tile_loadconfig(&config);
+    load_tiles_16x64();
     thread_local std::vector<uint16_t> b_buffer;  // the two panels' pair blocks, 64-byte aligned
     b_buffer.resize(2 * kKB * kTileP + 32);
     const uintptr_t misaligned = reinterpret_cast<uintptr_t>(b_buffer.data()) % 64;

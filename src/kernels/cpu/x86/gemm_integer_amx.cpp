@@ -11,20 +11,13 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_integer.h"
+#include "kernels/cpu/x86/amx_tiles.h"
 
 namespace tern::kernels {
 namespace {
 
 constexpr int64_t kKStep = 64;  // K per tile step: a 64-byte row
 constexpr int64_t kBlock = 32;  // weight rows and activation rows of a block: two tiles each
-
-// The tile registers' shapes (LDTILECFG's 64-byte operand, palette 1): all 8 are 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // The layout of integer_amx_layout for activation rows [m0, m0 + 32): two tiles of quads per K step.
 void quad_rows(const uint8_t* a, int64_t M, int64_t K, int64_t steps, int64_t m0, uint32_t* out) {
@@ -46,12 +39,7 @@ void dot_blocks(const uint8_t* layout, int64_t M, int64_t K, const uint8_t* w, i
   const int64_t steps = k_steps(K), Kpad = steps * kKStep, row_blocks = (M + kBlock - 1) / kBlock;
   const auto* quads = reinterpret_cast<const uint32_t*>(layout);
   std::vector<uint8_t> padded;  // a block of weight rows that may not be read in place, zeros past N and K
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);
+  load_tiles_16x64();
   alignas(64) int32_t c[4][16][16];
   for (int64_t n = n0; n < n1; n += kBlock) {
     // In place while a whole 64-byte step of every row lies inside the matrix; else from a padded copy.
