@@ -87,8 +87,8 @@ TierDots tier_dots([[maybe_unused]] int64_t M) {
   const Isa isa = active_isa();
 #if defined(__x86_64__)
   if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout};
-  if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni, kIntegerDotsCodeOffset_vnni};
-  if (isa == Isa::AvxVnni) return {integer_dots_avxvnni, kIntegerDotsCodeOffset_vnni};
+  if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni};
+  if (isa == Isa::AvxVnni) return {integer_dots_avxvnni};
 #elif defined(__aarch64__)
   if (isa == Isa::NeonDot || isa == Isa::NeonI8mm) return {integer_dots_neondot, kIntegerDotsCodeOffset_neondot};
 #endif
@@ -100,21 +100,19 @@ class IntegerProduct {
  public:
   IntegerProduct(const IntegerRows& a, const IntegerMatrix& w) : a_(a), w_(w), dots_(tier_dots(a.M)) {
     const int64_t M = a.M, K = w.K;
-    if (!dots_.fn || w.sums.size() != static_cast<size_t>(w.N)) {
-      dots_.fn = nullptr;
-      centered_.resize(static_cast<size_t>(M * K));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k)
-          centered_[static_cast<size_t>(m * K + k)] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
-      return;
-    }
-    if (dots_.layout) dots_.layout(a.codes, M, K, layout_);
     code_sums_.resize(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
       int32_t s = 0;
       for (int64_t k = 0; k < K; ++k) s += a.codes[m * K + k];
       code_sums_[static_cast<size_t>(m)] = s;
     }
+    if (dots_.fn) {
+      if (dots_.layout) dots_.layout(a.codes, M, K, layout_);
+      return;
+    }
+    centered_.resize(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) centered_[static_cast<size_t>(m * K + k)] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
   }
 
   // c's columns [n0, n1) for every row.
@@ -137,13 +135,12 @@ class IntegerProduct {
         }
       return;
     }
-    // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a centered.
+    // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a = u − zu centered, Σ_k a = U − K·zu.
     if (w_.is_signed) integer_rows(centered_.data(), M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
     else integer_rows(centered_.data(), M, K, bytes, n0, n1, c, N);
     if (w_.zeros.empty()) return;
     for (int64_t m = 0; m < M; ++m) {
-      int32_t a_sum = 0;
-      for (int64_t k = 0; k < K; ++k) a_sum += centered_[static_cast<size_t>(m * K + k)];
+      const int32_t a_sum = code_sums_[static_cast<size_t>(m)] - static_cast<int32_t>(K) * zero_point(m);
       for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= weight_zero_point(n) * a_sum;
     }
   }
@@ -155,8 +152,8 @@ class IntegerProduct {
   const IntegerRows& a_;
   const IntegerMatrix& w_;
   TierDots dots_;
+  std::vector<int32_t> code_sums_;  // Σ_k u of each row
   std::vector<int16_t> centered_;   // below VNNI: the codes minus their zero points
-  std::vector<int32_t> code_sums_;  // VNNI: Σ_k u of each row
   std::vector<uint8_t> layout_;     // the codes as the tier reads them (TierDots::layout)
 };
 

@@ -65,10 +65,9 @@ void gemm_integer_to_float(const IntegerRows& a, const IntegerMatrix& w, float a
                            const float* bias, float* y);
 
 // The tiers' dot products over columns [n0, n1): dots[m, n] = Σ_k (a[m, k] − o) · s[n, k], `a` uint8 [M, K], s weight row
-// n's bytes as int8 (`flip`: uint8 weights, each taken as b − 128), o the tier's offset on the codes
-// (kIntegerDotsCodeOffset_<tier>: u8·s8 products take the codes as they are, s8·s8 ones as u − 128).
+// n's bytes as int8 (`flip`: uint8 weights, each taken as b − 128), o the tier's offset on the codes: 0 for u8·s8
+// products, which take the codes as they are, kIntegerDotsCodeOffset_neondot for sdot's s8·s8 (u − 128).
 #if defined(__x86_64__)
-constexpr int32_t kIntegerDotsCodeOffset_vnni = 0;
 void integer_dots_avxvnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
                           int64_t N);
 void integer_dots_avx512vnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
