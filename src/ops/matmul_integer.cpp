@@ -52,7 +52,7 @@ void infer_product(InferContext& ctx, DType a_type, DType out) {
 
 // A's rows as the kernel takes them: uint8 codes with one zero point for every row or one per row (an int8 A, and
 // its zero points, moved up by 128 into `storage`; a uint8 A read in place).
-kernels::IntegerRows integer_rows(const Node& node, const Tensor& A, const Tensor* a_zp, int64_t K, std::vector<uint8_t>& storage) {
+kernels::IntegerRows activation_rows(const Node& node, const Tensor& A, const Tensor* a_zp, int64_t K, std::vector<uint8_t>& storage) {
   if (A.dtype() != DType::UInt8 && A.dtype() != DType::Int8)
     fail(node.describe(), ": A is ", dtype_name(A.dtype()), "; it must be uint8 or int8");
   if (A.rank() == 0 || A.dim(-1) != K) fail(node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
@@ -156,7 +156,7 @@ class MatMulIntegerOp : public IntegerProductOp {
   }
   void run(RunContext& ctx) const override {
     std::vector<uint8_t> storage;
-    const kernels::IntegerRows a = integer_rows(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)), storage);
+    const kernels::IntegerRows a = activation_rows(ctx.node, ctx.in(0), ctx.has(2) ? &ctx.in(2) : nullptr, inner(ctx.in(1)), storage);
     product(ctx, a, ctx.out(0).data<int32_t>());
   }
 };
@@ -173,7 +173,7 @@ class MatMulIntegerToFloatOp : public IntegerProductOp {
   }
   void run(RunContext& ctx) const override {
     std::vector<uint8_t> storage;
-    const kernels::IntegerRows a = integer_rows(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)), storage);
+    const kernels::IntegerRows a = activation_rows(ctx.node, ctx.in(0), ctx.has(4) ? &ctx.in(4) : nullptr, inner(ctx.in(1)), storage);
     product(ctx, a, scalar_scale(ctx.node, ctx.in(2)), ctx.in(3), ctx.has(6) ? &ctx.in(6) : nullptr);
   }
 };
