@@ -9,7 +9,7 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # Libraries from /usr/lib/aarch64-linux-gnu (multiarch); headers and CMake packages of header-only
 # libraries (Eigen, xsimd, nlohmann-json, doctest) from the host's /usr, which serve every architecture.
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
-# The target's own glibc, libstdc++ and libgomp from /usr/lib/aarch64-linux-gnu (not qemu -L with the cross
+# The target's own glibc and libstdc++ from /usr/lib/aarch64-linux-gnu (not qemu -L with the cross
 # toolchain's copies: its ld.so with the multiarch libc.so hangs in the first pthread_create).
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
 set(TERN_ONNX_PROTO_LIBRARY /usr/lib/aarch64-linux-gnu/libonnx_proto.so.1 CACHE FILEPATH "")

@@ -4,7 +4,7 @@
 # AArch64 Linux; build-fuzz/ with --fuzz: the libFuzzer binary, built by clang 14 (what scripts/setup.sh --ci
 # installs, and what CI's fixed-seed fuzz replay was run with) or else the newest clang whose libFuzzer runtime
 # is installed, with AddressSanitizer + UBSan, CPU only;
-# build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only, no OpenMP).
+# build-tsan/ with --tsan: the concurrency tests with ThreadSanitizer (g++'s libtsan), CPU only).
 # --x86-64-v3: build-x86-64-v3/ for AVX2 machines only (-DTERN_ARCH_FLAGS=-march=x86-64-v3; the default build's
 # x86-64-v2 baseline runs on every x86-64 and as fast: docs/build.md).
 # --minimal, alone or after --aarch64 or --x86-64-v3, builds the embedded variant instead (build-minimal/,

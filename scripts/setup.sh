@@ -23,7 +23,7 @@ packages=(
 sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 if [ "${1:-}" = "--ci" ] || [ "${1:-}" = "--aarch64" ]; then
-  packages+=(g++-aarch64-linux-gnu qemu-user libprotobuf-dev:arm64 libonnx1:arm64 libgomp1:arm64 libstdc++6:arm64)
+  packages+=(g++-aarch64-linux-gnu qemu-user libprotobuf-dev:arm64 libonnx1:arm64 libstdc++6:arm64)
   dpkg --print-foreign-architectures | grep -qx arm64 || $sudo_cmd dpkg --add-architecture arm64
 fi
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheel users install anywhere: `pip wheel .` (pyproject.toml: libtern.so and the CLI, built by CMake),
 # then auditwheel copies the Debian libraries both link that a manylinux system need not have (protobuf,
-# onnx_proto, libgomp, the OpenCL ICD loader, cpp-httplib and its TLS/compression libraries) into
+# onnx_proto, the OpenCL ICD loader, cpp-httplib and its TLS/compression libraries) into
 # tern_runtime.libs, points the binaries at them and tags the wheel with the oldest manylinux glibc its
 # symbols allow (manylinux_2_35 when built on Debian 12: glibc 2.34+ symbols and GCC 12's libstdc++).
 #   bash scripts/wheel.sh [OUT_DIR]        default OUT_DIR: build-python/dist; prints the wheel's path last

@@ -55,11 +55,11 @@ class ModelBuilder : public convert::OnnxBuilder {
   }
 };
 
-// y = x · w, x [1, 1024], w a 1024×1024 float32 initializer of (i mod 7) − 3 — 4 MiB read at load and 4 MiB
-// more repacked: the memory-cap tests' model. Returns the file's path; `w` gets the weight.
-inline std::string write_matmul_1024_model(const std::filesystem::path& path, std::vector<float>& w) {
+// y = x · w, x [1, 1024] (`any_rows`: [rows, 1024]), w a 1024×1024 float32 initializer of (i mod 7) − 3 — 4 MiB
+// read at load and 4 MiB more repacked: the memory-cap tests' model. Returns the file's path; `w` gets the weight.
+inline std::string write_matmul_1024_model(const std::filesystem::path& path, std::vector<float>& w, bool any_rows = false) {
   ModelBuilder b(17);
-  b.input("x", onnx::TensorProto::FLOAT, {1, 1024}).output("y");
+  b.input("x", onnx::TensorProto::FLOAT, {any_rows ? -1 : 1, 1024}, {"rows"}).output("y");
   w.resize(1024 * 1024);
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) - 3.0f;
   b.initializer_f32("w", {1024, 1024}, w);

@@ -206,22 +206,22 @@ TEST_CASE("a sequence fed by two runs at once: the second fails naming the confl
 
 TEST_CASE("two sessions with 1 and 2 threads in one process each run on their own count") {
   std::mutex m;
-  std::map<int, std::set<int>> seen_counts;      // session → kernel_threads() seen inside its runs
+  std::map<int, std::set<int>> seen_counts;      // session → the kernels' thread count seen inside its runs
   std::map<int, std::set<std::thread::id>> ran;  // session → threads that ran a probe job's chunks
   std::vector<std::unique_ptr<Session>> sessions;
   for (int threads : {1, 2}) {
     SessionOptions o;
     o.threads = threads;
-    o.on_node = [&, threads](const NodeRun&) {
+    o.on_node = [&, threads](const NodeRun& r) {
       std::set<std::thread::id> ids;
       std::mutex ids_mutex;
-      kernels::parallel_chunks(16, 16, [&](int64_t, int64_t, int) {
+      kernels::parallel_chunks(r.cpu.threads, 16, 16, [&](int64_t, int64_t, int) {
         std::this_thread::sleep_for(std::chrono::microseconds(300));  // long enough for a worker to join in
         std::lock_guard<std::mutex> lock(ids_mutex);
         ids.insert(std::this_thread::get_id());
       });
       std::lock_guard<std::mutex> lock(m);
-      seen_counts[threads].insert(kernels::kernel_threads());
+      seen_counts[threads].insert(r.cpu.threads);
       ran[threads].insert(ids.begin(), ids.end());
     };
     sessions.push_back(std::make_unique<Session>(test::kDefaultModel + "/model.onnx", o));
@@ -275,17 +275,16 @@ TEST_CASE("two sessions' memory caps hold independently: one fails past its cap 
 TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested and from two threads at once") {
   for (int threads : {1, 2, 3}) {
     CAPTURE(threads);
-    kernels::KernelThreads scope(threads);
     for (auto [n, chunks] : {std::pair<int64_t, int64_t>{1000, 7}, {5, 12}, {64, 64}, {0, 4}}) {
       std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
       std::atomic<int> bad_slot{0}, calls{0};
-      kernels::parallel_chunks(n, chunks, [&](int64_t b, int64_t e, int slot) {
+      kernels::parallel_chunks(threads, n, chunks, [&](int64_t b, int64_t e, int slot) {
         ++calls;
         if (slot < 0 || slot >= threads) ++bad_slot;
         for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
         // A nested call runs on this thread, whole.
         int64_t inner = 0;
-        kernels::parallel_chunks(10, 5, [&](int64_t ib, int64_t ie, int) { inner += ie - ib; });
+        kernels::parallel_chunks(threads, 10, 5, [&](int64_t ib, int64_t ie, int) { inner += ie - ib; });
         CHECK(inner == 10);
       });
       CHECK(calls == std::min(chunks, std::max<int64_t>(n, 0)));
@@ -297,7 +296,7 @@ TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested
     auto job = [&](int k) {
       for (int rep = 0; rep < 200; ++rep) {
         std::atomic<int64_t> sum{0};
-        kernels::parallel_chunks(100, 8, [&](int64_t b, int64_t e, int) {
+        kernels::parallel_chunks(threads, 100, 8, [&](int64_t b, int64_t e, int) {
           for (int64_t i = b; i < e; ++i) sum += i;
         });
         sums[static_cast<size_t>(k)] += sum;
@@ -312,7 +311,8 @@ TEST_CASE("parallel_chunks runs every chunk once, in the bounds it names, nested
 }
 
 TEST_CASE("grouped 2-bit decode rows from two threads at once: each caller's per-thread pair tables give the serial bits") {
-  // (gemv_nbits_grouped's tables live in the caller's thread_local vectors and are filled by the pool's workers.)
+  // (gemv_nbits_grouped's tables live in the caller's workspace, a part for each kernel thread, filled by the pool's
+  // workers.)
   const int64_t N = 256, K = 1024, block = 32, k_blocks = K / block;
   std::mt19937 g(5);
   std::vector<uint8_t> q(static_cast<size_t>(N * K / 4)), zp(static_cast<size_t>(N * ((k_blocks * 2 + 7) / 8)));
@@ -322,9 +322,9 @@ TEST_CASE("grouped 2-bit decode rows from two threads at once: each caller's per
   for (auto& v : scales) v = static_cast<float>(g() % 1000 + 1) * 1e-4f;
   kernels::NBitsWeights w;
   w.N = N, w.K = K, w.bits = 2, w.block = block, w.data = q.data(), w.scales = scales.data(), w.zp_packed = zp.data();
-  const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);
+  test::KernelContext cx(2);
+  const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(cx, w);
   REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
-  kernels::KernelThreads scope(2);
   // Per caller: M = 6 rows (two passes of pair tables), its own activations; the serial answers first.
   auto inputs = [&](int caller) {
     std::mt19937 gx(static_cast<unsigned>(100 + caller));
@@ -335,14 +335,14 @@ TEST_CASE("grouped 2-bit decode rows from two threads at once: each caller's per
   };
   std::vector<std::vector<float>> x{inputs(0), inputs(1)}, serial(2, std::vector<float>(static_cast<size_t>(6 * N)));
   for (int c = 0; c < 2; ++c)
-    kernels::gemv_nbits(x[static_cast<size_t>(c)].data(), 6, grouped.view(), serial[static_cast<size_t>(c)].data());
+    kernels::gemv_nbits(cx, x[static_cast<size_t>(c)].data(), 6, grouped.view(), serial[static_cast<size_t>(c)].data());
   CHECK(serial[0] != serial[1]);
   std::atomic<int> wrong{0};
   auto caller = [&](int c) {
-    kernels::KernelThreads mine(2);
+    test::KernelContext mine(2);
     std::vector<float> y(static_cast<size_t>(6 * N));
     for (int rep = 0; rep < 50; ++rep) {
-      kernels::gemv_nbits(x[static_cast<size_t>(c)].data(), rep % 2 ? 6 : 1, grouped.view(), y.data());
+      kernels::gemv_nbits(mine, x[static_cast<size_t>(c)].data(), rep % 2 ? 6 : 1, grouped.view(), y.data());
       const size_t n = static_cast<size_t>((rep % 2 ? 6 : 1) * N);
       if (!std::equal(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n), serial[static_cast<size_t>(c)].begin())) ++wrong;
     }

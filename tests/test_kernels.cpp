@@ -27,6 +27,7 @@
 using namespace tern;
 
 TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wide sizes, at any thread count") {
+  test::KernelContext cx(2);
   std::mt19937 g(7);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t M = 1; M <= kernels::kGemvMaxRows; ++M)
@@ -35,15 +36,15 @@ TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wi
       for (float& v : x) v = u(g);
       for (float& v : w) v = u(g);
       std::vector<float> ref(static_cast<size_t>(M * N)), y1(ref.size(), 7.0f), y2(ref.size(), 7.0f), y3(ref.size());
-      kernels::gemm<float>(false, false, M, N, K, 1.0f, x.data(), K, w.data(), N, 0.0f, ref.data(), N);
+      kernels::gemm<float>(cx, false, false, M, N, K, 1.0f, x.data(), K, w.data(), N, 0.0f, ref.data(), N);
       {
-        kernels::KernelThreads one(1);
-        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y1.data(), N);
+        test::KernelContext one(1);
+        kernels::gemv_f32(one, x.data(), M, K, w.data(), K, N, y1.data(), N);
       }
       {
-        kernels::KernelThreads three(3);  // more threads than this machine's cores: another split
-        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y2.data(), N);
-        kernels::gemv_f32(x.data(), M, K, w.data(), K, N, y3.data(), N);
+        test::KernelContext three(3);  // more threads than this machine's cores: another split
+        kernels::gemv_f32(three, x.data(), M, K, w.data(), K, N, y2.data(), N);
+        kernels::gemv_f32(three, x.data(), M, K, w.data(), K, N, y3.data(), N);
       }
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = 0; n < N; ++n) {  // against a float64 sum, within float32 rounding of the terms
@@ -118,6 +119,7 @@ void check_product(const std::vector<float>& A, const std::vector<float>& B, int
 }  // namespace
 
 TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit blocks, with and without zero points, any tail") {
+  test::KernelContext cx(2);
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {2, 4, 8})
@@ -141,8 +143,8 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
             kernels::dequantize_nbits_transposed(w, W.data());
             for (kernels::Isa isa : kernels::machine_isas()) {  // (AVX-512 reads 2-bit and 4-bit-16 rows its own way)
               CAPTURE(kernels::isa_name(isa));
-              kernels::gemv_nbits(x.data(), M, w, y.data(), isa);
-              kernels::gemv_nbits(x.data(), M, w, y_again.data(), isa);
+              kernels::gemv_nbits(cx, x.data(), M, w, y.data(), isa);
+              kernels::gemv_nbits(cx, x.data(), M, w, y_again.data(), isa);
               CHECK(y == y_again);  // same bits run to run
               check_product(x, W, M, K, N, y);
             }
@@ -152,6 +154,7 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
 TEST_CASE(
     "gemv_nbits over grouped 4-, 2- and 8-bit weights: each ISA tier this CPU runs gives the scalar tier's bits, near the "
     "dequantized product") {
+  test::KernelContext cx(2);
   std::mt19937 g(12);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {4, 2, 8})
@@ -169,17 +172,17 @@ TEST_CASE(
             RandomNBits r = RandomNBits::with_zero_points(g, N, K, bits, block, zp_form);
             if (block == 64)  // scales that are exactly fp16: grouped as fp16
               for (float& v : r.scales) v = static_cast<float>(f16(v));
-            const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(r.w);
+            const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(cx, r.w);
             REQUIRE(kernels::gemv_nbits_supported(grouped.view()));
             std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
             for (auto& v : x) v = u(g);
             kernels::dequantize_nbits_transposed(r.w, W.data());
             std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
-            kernels::gemv_nbits(x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
+            kernels::gemv_nbits(cx, x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
             for (kernels::Isa isa : kernels::machine_isas()) {
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(scalar.size(), 7.0f);
-              kernels::gemv_nbits(x.data(), M, grouped.view(), y.data(), isa);
+              kernels::gemv_nbits(cx, x.data(), M, grouped.view(), y.data(), isa);
               CHECK(y == scalar);
             }
             check_product(x, W, M, K, N, scalar);
@@ -187,6 +190,7 @@ TEST_CASE(
 }
 
 TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at every ISA tier this CPU runs, bit for bit") {
+  test::KernelContext cx(2);
   std::vector<std::string> tiers;
   for (kernels::Isa isa : kernels::machine_isas()) tiers.push_back(kernels::isa_name(isa));
   MESSAGE("int8 GEMV tiers tested on this CPU (" << kernels::cpu_feature_list() << "): " << [&] {
@@ -220,7 +224,7 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over for
             // int8 activations (AArch64's the file's layout).
             const kernels::QuantizedWeights grouped =
-                kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+                kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
             const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
 #if defined(__x86_64__)
@@ -253,10 +257,10 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               if (!kernels::isa_has_int8_dot(isa)) continue;
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
-              kernels::gemv_nbits_i8(x.data(), M, w, y.data(), isa);
+              kernels::gemv_nbits_i8(cx, x.data(), M, w, y.data(), isa);
               if (M > 1) {  // rows of a batch read the weights together: each gets its bits of a batch of one
                 std::vector<float> last(static_cast<size_t>(N));
-                kernels::gemv_nbits_i8(x.data() + (M - 1) * K, 1, w, last.data(), isa);
+                kernels::gemv_nbits_i8(cx, x.data() + (M - 1) * K, 1, w, last.data(), isa);
                 CHECK(std::equal(last.begin(), last.end(), y.begin() + (M - 1) * N));
               }
               for (int64_t m = 0; m < M; ++m)
@@ -280,6 +284,7 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
 }
 
 TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly, int8 and uint8 weights, every zero point form and tail") {
+  test::KernelContext cx(2);
   // At the tier in use (kernel_tiers runs the others): VNNI's flipped u8·s8 dots and the int16 pairs below it give
   // the same integers. Codes and weights drawn from the whole range, extremes included.
   std::mt19937 g(11);
@@ -306,11 +311,11 @@ TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly
           for (int64_t m = 0; m < (M % 2 ? 1 : M); ++m) a.zero_points.push_back(byte(g));  // one, or one per row
           const kernels::IntegerMatrix w = kernels::pack_integer_matrix(B.data(), is_signed, K, N, zeros);
           std::vector<int32_t> c(static_cast<size_t>(M * N), 7);
-          kernels::gemm_integer(a, w, c.data());
+          kernels::gemm_integer(cx, a, w, c.data());
           std::vector<float> scales(static_cast<size_t>(N)), bias(static_cast<size_t>(N)), y(c.size());
           for (int64_t n = 0; n < N; ++n)
             scales[static_cast<size_t>(n)] = 0.001f * static_cast<float>(n + 1), bias[static_cast<size_t>(n)] = 0.5f;
-          kernels::gemm_integer_to_float(a, w, 0.25f, scales.data(), N, bias.data(), y.data());
+          kernels::gemm_integer_to_float(cx, a, w, 0.25f, scales.data(), N, bias.data(), y.data());
           int mismatches = 0;
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
@@ -329,11 +334,12 @@ TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly
   std::vector<uint8_t> A(static_cast<size_t>(2 * K), 255), B(static_cast<size_t>(K * N), 0x80);
   const kernels::IntegerMatrix w = kernels::pack_integer_matrix(B.data(), true, K, N, {127});
   std::vector<int32_t> c(static_cast<size_t>(2 * N));
-  kernels::gemm_integer(kernels::IntegerRows{A.data(), 2, {0}}, w, c.data());
+  kernels::gemm_integer(cx, kernels::IntegerRows{A.data(), 2, {0}}, w, c.data());
   for (int32_t v : c) CHECK(v == -255 * 255 * K);
 }
 
 TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product for GEMV and GEMM row counts, every tail") {
+  test::KernelContext cx(2);
   std::mt19937 g(5);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t M : {1, 2, 3, 4, 5, 7, 13, 16, 17, 64})
@@ -349,10 +355,10 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
         std::vector<float> rounded(B);
         for (float& v : rounded)
           v = type == DType::Float16 ? static_cast<float>(f16(v)) : type == DType::BFloat16 ? static_cast<float>(bf16(v)) : v;
-        const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
+        const kernels::PackedMatrix P = kernels::pack_matrix(cx, Tensor::from_vector<float>(B, {K, N}), type);
         std::vector<float> C(static_cast<size_t>(M * N), 7.0f), again(C.size());
-        kernels::matmul_packed(A.data(), M, P, C.data());
-        kernels::matmul_packed(A.data(), M, P, again.data());
+        kernels::matmul_packed(cx, A.data(), M, P, C.data());
+        kernels::matmul_packed(cx, A.data(), M, P, again.data());
         CHECK(C == again);
         std::vector<float> a(A);  // the bf16 GEMM of tier avx512bf16 rounds the activations too
         if (kernels::matmul_packed_kernel(M, P).rfind("gemm_bf16 ", 0) == 0)
@@ -364,7 +370,8 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
 
 #if defined(__x86_64__)
 TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of the bf16-rounded operands, every tail") {
-  using Kernel = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
+  test::KernelContext cx(2);
+  using Kernel = void (*)(const kernels::Context&, const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
   const std::vector<kernels::Isa> isas = kernels::machine_isas();
   for (auto [isa, kernel] : {std::pair<kernels::Isa, Kernel>{kernels::Isa::Avx512Bf16, kernels::gemm_bf16_avx512bf16},
                              {kernels::Isa::Amx, kernels::gemm_bf16_amx}}) {
@@ -383,9 +390,9 @@ TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of t
         std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
         for (float& v : A) v = u(g);
         for (float& v : B) v = u(g);
-        const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), DType::BFloat16);
+        const kernels::PackedMatrix P = kernels::pack_matrix(cx, Tensor::from_vector<float>(B, {K, N}), DType::BFloat16);
         std::vector<float> C(static_cast<size_t>(M * N), 7.0f);
-        kernel(A.data(), M, K, N, static_cast<const uint16_t*>(P.panels->data()), C.data());
+        kernel(cx, A.data(), M, K, N, static_cast<const uint16_t*>(P.panels->data()), C.data());
         for (float& v : A) v = static_cast<float>(bf16(v));
         for (float& v : B) v = static_cast<float>(bf16(v));
         check_product(A, B, M, K, N, C);
@@ -395,6 +402,7 @@ TEST_CASE("gemm_bf16_avx512bf16 and gemm_bf16_amx equal the float64 product of t
 #endif
 
 TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV or GEMM (continuous batching)") {
+  test::KernelContext cx(2);
   std::mt19937 g(6);
   std::uniform_real_distribution<float> u(-1, 1);
   const int64_t K = 700, N = 75;
@@ -404,13 +412,13 @@ TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV
   for (float& v : B) v = u(g);
   for (DType type : {DType::Float32, DType::Float16}) {
     CAPTURE(dtype_name(type));
-    const kernels::PackedMatrix P = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
+    const kernels::PackedMatrix P = kernels::pack_matrix(cx, Tensor::from_vector<float>(B, {K, N}), type);
     std::vector<float> alone(static_cast<size_t>(N)), all(static_cast<size_t>(most * N));
     for (int64_t M = 2; M <= most; ++M) {
       CAPTURE(M);
-      kernels::matmul_packed(A.data(), M, P, all.data());
+      kernels::matmul_packed(cx, A.data(), M, P, all.data());
       for (int64_t m = 0; m < M; ++m) {
-        kernels::matmul_packed(A.data() + m * K, 1, P, alone.data());
+        kernels::matmul_packed(cx, A.data() + m * K, 1, P, alone.data());
         CHECK(std::equal(alone.begin(), alone.end(), all.begin() + m * N));
       }
     }
@@ -420,6 +428,7 @@ TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV
 // tern eval's arithmetic (NBitsActivations::Int8EveryRow): a prefill of many rows gives each row the bits that
 // row gets decoded alone — where Int8 alone hands rows past kGemvMaxRows to the GEMM's fp32 (or bf16) tiles.
 TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill row its decode bits") {
+  test::KernelContext cx(2);
   if (!kernels::isa_has_int8_dot(kernels::active_isa())) {
     MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::active_isa())) << " has no int8 dot product");
     return;
@@ -431,18 +440,18 @@ TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill ro
     const int64_t K = 256, N = 40, M = 37;  // 37: nine passes of four rows and one of one
     RandomNBits r(g, N, K, bits, 32, true);
     const kernels::QuantizedWeights grouped =
-        kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(r.w) : kernels::QuantizedWeights{};
+        kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
     const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
     REQUIRE(kernels::gemv_nbits_i8_supported(w));
     std::vector<float> x(static_cast<size_t>(M * K)), every(static_cast<size_t>(M * N)), prefill(every.size()), row(static_cast<size_t>(N));
     for (auto& v : x) v = u(g);
-    kernels::matmul_nbits(x.data(), M, w, every.data(), kernels::NBitsActivations::Int8EveryRow);
-    kernels::matmul_nbits(x.data(), M, w, prefill.data(), kernels::NBitsActivations::Int8);
+    kernels::matmul_nbits(cx, x.data(), M, w, every.data(), kernels::NBitsActivations::Int8EveryRow);
+    kernels::matmul_nbits(cx, x.data(), M, w, prefill.data(), kernels::NBitsActivations::Int8);
     CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8EveryRow).starts_with("gemv_nbits_i8"));
     CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8).starts_with("gemm_nbits"));
     for (int64_t m = 0; m < M; ++m) {
       CAPTURE(m);
-      kernels::matmul_nbits(x.data() + m * K, 1, w, row.data(), kernels::NBitsActivations::Int8);  // a decode row
+      kernels::matmul_nbits(cx, x.data() + m * K, 1, w, row.data(), kernels::NBitsActivations::Int8);  // a decode row
       CHECK(std::equal(row.begin(), row.end(), every.begin() + m * N));
     }
     CHECK(every != prefill);  // (the GEMM's rows keep their fp32 activations)
@@ -450,6 +459,7 @@ TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill ro
 }
 
 TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a time) equals the float64 product") {
+  test::KernelContext cx(2);
   std::mt19937 g(9);
   std::uniform_real_distribution<float> u(-1, 1);
   for (int64_t bits : {2, 4, 8})
@@ -464,11 +474,11 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
       for (auto& v : A) v = u(g);
       std::vector<float> W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
       kernels::dequantize_nbits_transposed(w, W.data());
-      kernels::gemm_nbits(A.data(), M, w, C.data());
+      kernels::gemm_nbits(cx, A.data(), M, w, C.data());
       check_product(A, W, M, K, N, C);
       // With precision to spare (accuracy_level 4): at tier amx both operands rounded to bf16, else the same.
       const auto act = kernels::NBitsActivations::Int8;
-      kernels::gemm_nbits(A.data(), M, w, C.data(), act);
+      kernels::gemm_nbits(cx, A.data(), M, w, C.data(), act);
       if (kernels::matmul_nbits_kernel(M, w, act).find("bf16 amx") != std::string::npos) {
         for (float& v : A) v = static_cast<float>(bf16(v));
         for (float& v : W) v = static_cast<float>(bf16(v));
@@ -479,6 +489,7 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
 
 TEST_CASE(
     "matmul_bnb4 (codes read as used; a prefill dequantized a block at a time) equals the float64 product of ORT's dequantized weight") {
+  test::KernelContext cx(2);
   std::mt19937 g(11);
   std::uniform_real_distribution<float> u(-1, 1);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -503,15 +514,16 @@ TEST_CASE(
       for (auto& v : absmax) v = std::abs(u(g)) + 0.1f;
       for (auto& v : A) v = u(g);
       std::vector<float> Wt(static_cast<size_t>(N * K)), W(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
-      kernels::dequantize_bnb4(codes.data(), absmax.data(), N * K, block, type, Wt.data());
+      kernels::dequantize_bnb4(cx, codes.data(), absmax.data(), N * K, block, type, Wt.data());
       for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < K; ++k) W[static_cast<size_t>(k * N + n)] = Wt[static_cast<size_t>(n * K + k)];
-      kernels::matmul_bnb4(A.data(), M, {codes.data(), absmax.data(), K, N, block, type}, C.data());
+      kernels::matmul_bnb4(cx, A.data(), M, {codes.data(), absmax.data(), K, N, block, type}, C.data());
       check_product(A, W, M, K, N, C);
     }
 }
 
 TEST_CASE("a fused concatenation packed from its parts: each part's panels and row groups land where the whole's do, bit for bit") {
+  test::KernelContext cx(2);
   std::mt19937 g(31);
   std::uniform_real_distribution<float> u(-1, 1), zu(0, 15);
   // Panels: column blocks [K, N_i], each but the last a multiple of kPanel wide, the last ragged.
@@ -534,15 +546,15 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
   for (const Tensor& t : blocks) columns.push_back(&t);
   for (DType type : {DType::Float32, DType::Float16, DType::BFloat16}) {
     CAPTURE(dtype_name(type));
-    const kernels::PackedMatrix whole = kernels::pack_matrix(Tensor::from_vector<float>(B, {K, N}), type);
-    const kernels::PackedMatrix parts = kernels::pack_matrix(columns, type);
+    const kernels::PackedMatrix whole = kernels::pack_matrix(cx, Tensor::from_vector<float>(B, {K, N}), type);
+    const kernels::PackedMatrix parts = kernels::pack_matrix(cx, columns, type);
     REQUIRE(parts.bytes() == whole.bytes());
     CHECK(std::memcmp(parts.panels->data(), whole.panels->data(), static_cast<size_t>(whole.bytes())) == 0);
   }
   // A block narrower than a panel before the last cannot stack.
   const Tensor narrow(DType::Float32, {K, 5});
   CHECK(test::contains(test::error_of([&] {
-                         kernels::pack_matrix(std::vector<const Tensor*>{&narrow, &blocks[0]}, DType::Float32);
+                         kernels::pack_matrix(cx, std::vector<const Tensor*>{&narrow, &blocks[0]}, DType::Float32);
                        }),
                        "each but the last a multiple of"));
   // Row groups: rows [0, 32), [32, 48), [48, 57) of 4-, 2- and 8-bit weights, every zero-point form, fp16-exact
@@ -570,9 +582,9 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
             part_views.push_back(p);
           }
           std::vector<std::tuple<size_t, int64_t, int64_t>> done;
-          const kernels::QuantizedWeights whole = kernels::group_nbits_rows(r.w);
+          const kernels::QuantizedWeights whole = kernels::group_nbits_rows(cx, r.w);
           const kernels::QuantizedWeights stacked =
-              kernels::group_nbits_rows(part_views, [&](size_t p, int64_t n0, int64_t n1) { done.emplace_back(p, n0, n1); });
+              kernels::group_nbits_rows(cx, part_views, [&](size_t p, int64_t n0, int64_t n1) { done.emplace_back(p, n0, n1); });
           CHECK(stacked.scales.dtype() == (half ? DType::Float16 : DType::Float32));
           for (auto [a, b] : {std::pair<const Tensor*, const Tensor*>{&stacked.data, &whole.data},
                               {&stacked.scales, &whole.scales},
@@ -589,6 +601,7 @@ TEST_CASE("a fused concatenation packed from its parts: each part's panels and r
 TEST_CASE(
     "dequantize_nbits_block (vectorized for 4-bit rows of 8 and 32-value chunks, as stored or grouped; 2-bit, 8-bit and blocks of "
     "16 too) gives the scalar rule's bits") {
+  test::KernelContext cx(2);
   std::mt19937 g(21);
   for (int64_t bits : {4, 2, 8})
     for (int64_t block : {16, 32, 64, 128})
@@ -601,7 +614,7 @@ TEST_CASE(
         if (block == 64)  // scales that are exactly fp16: grouped, kept as fp16
           for (float& v : r.scales) v = static_cast<float>(f16(v));
         const kernels::NBitsWeights& w = r.w;
-        const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(w);  // the same weights, 16 rows a group
+        const kernels::QuantizedWeights grouped = kernels::group_nbits_rows(cx, w);  // the same weights, 16 rows a group
         CHECK(grouped.scales.dtype() == (block == 64 ? DType::Float16 : DType::Float32));
         for (auto [n0, n1, k0, k1] :
              {std::tuple<int64_t, int64_t, int64_t, int64_t>{0, 24, 0, 256}, {8, 24, 64, 192}, {16, 24, 224, 256}, {3, 21, 40, 200}})
@@ -628,6 +641,7 @@ TEST_CASE(
 }
 
 TEST_CASE("quantize_nbits: every weight comes back within half a step of its block, zero exact, both bit widths") {
+  test::KernelContext cx(2);
   std::mt19937 g(13);
   std::normal_distribution<float> d(0, 0.05f);
   const int64_t K = 100, N = 7;  // a partial last block
@@ -636,7 +650,7 @@ TEST_CASE("quantize_nbits: every weight comes back within half a step of its blo
   W[5] = 0.0f;
   for (int64_t bits : {4, 8}) {
     CAPTURE(bits);
-    const kernels::QuantizedWeights q = kernels::quantize_nbits(W.data(), K, N, bits, 32);
+    const kernels::QuantizedWeights q = kernels::quantize_nbits(cx, W.data(), K, N, bits, 32);
     std::vector<float> back(W.size());
     kernels::dequantize_nbits_transposed(q.view(), back.data());
     const int64_t k_blocks = (K + 31) / 32;

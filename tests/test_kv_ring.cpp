@@ -92,6 +92,7 @@ std::vector<float> randoms(size_t n, std::mt19937& g) {
 }  // namespace
 
 TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tokens") {
+  test::KernelContext cx(2);
   KvRingBuffer r({/*batch*/ 2, /*kv_heads*/ 1, /*head_dim*/ 2, /*capacity*/ 6, /*sinks*/ 2});
   auto push = [&](int64_t b, float t) {
     const float kv[2] = {t, t};
@@ -115,12 +116,13 @@ TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tok
   CHECK(test::contains(test::error_of([&] {
                          KvRingBuffer empty({1, 1, 2, 4, 0});
                          float q[2] = {1, 1}, out[2];
-                         empty.attend(0, q, 1, {1.0f}, {}, out);
+                         empty.attend(cx, 0, q, 1, {1.0f}, {}, out);
                        }),
                        "before any token"));
 }
 
 TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-basing)") {
+  test::KernelContext cx(2);
   for (bool interleaved : {false, true}) {
     CAPTURE(interleaved);
     const int64_t Hq = 4, Hkv = 2, D = 8, W = 8, S = 2, tokens = 13;
@@ -136,7 +138,7 @@ TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-
     const std::vector<float> q = randoms(static_cast<size_t>(Hq * D), g);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     std::vector<float> out(static_cast<size_t>(Hq * D));
-    r.attend(0, q.data(), Hq, {scale}, rope.table, out.data());
+    r.attend(cx, 0, q.data(), Hq, {scale}, rope.table, out.data());
 
     // Reference: the window holds tokens 0, 1 (sinks) and 7…12; key i is rotated to position i, the
     // query to the last position; plain softmax attention in double.
@@ -171,6 +173,7 @@ namespace {
 // T tokens appended to a ring of W ≥ T slots, then one query: equals plain attention over the same keys
 // rotated at their absolute positions.
 void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int64_t W) {
+  test::KernelContext cx(2);
   std::mt19937 g(11);
   Rope rope(W, D, false);
   KvRingBuffer r({1, Hkv, D, W, 4});
@@ -192,12 +195,12 @@ void check_ring_equals_plain(int64_t Hq, int64_t Hkv, int64_t D, int64_t T, int6
   call.scale = 0.25f;
   Tensor plain = attention(Q, K, V, call);
   std::vector<float> out(static_cast<size_t>(Hq * D)), one_thread(out.size());
-  r.attend(0, q.data(), Hq, {0.25f}, rope.table, out.data());
+  r.attend(cx, 0, q.data(), Hq, {0.25f}, rope.table, out.data());
   for (int64_t i = 0; i < Hq * D; ++i) CHECK(out[static_cast<size_t>(i)] == doctest::Approx(plain.data<float>()[i]).epsilon(1e-5));
   // The key blocks depend on the key count only: one thread gives the same bits as several.
   {
-    kernels::KernelThreads one(1);
-    r.attend(0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
+    test::KernelContext alone(1);
+    r.attend(alone, 0, q.data(), Hq, {0.25f}, rope.table, one_thread.data());
   }
   CHECK(one_thread == out);
 }
@@ -216,6 +219,7 @@ namespace {
 // equals attending token by token (the decode kernel, checked against plain attention above), and one
 // thread gives the chunk the same bits as several.
 void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, int64_t lead, kernels::Scoring scoring) {
+  test::KernelContext cx(2);
   const int64_t W = 300;
   for (DType storage : {DType::Float32, DType::Float16}) {
     CAPTURE(dtype_name(storage));
@@ -227,16 +231,17 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
     std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size()), one_thread(by_token.size());
     for (int64_t t = 0; t < n; ++t) {
       one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      one.attend(0, q.data() + t * Hq * D, Hq, scoring, rope.table, by_token.data() + t * Hq * D);
+      one.attend(cx, 0, q.data() + t * Hq * D, Hq, scoring, rope.table, by_token.data() + t * Hq * D);
       chunk.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      if (t < lead) chunk.attend(0, q.data() + t * Hq * D, Hq, scoring, rope.table, at_once.data() + t * Hq * D);
+      if (t < lead) chunk.attend(cx, 0, q.data() + t * Hq * D, Hq, scoring, rope.table, at_once.data() + t * Hq * D);
     }
-    chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, at_once.data() + lead * Hq * D, Hq * D);
+    chunk.attend_chunk(cx, 0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, at_once.data() + lead * Hq * D, Hq * D);
     for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
     {
-      kernels::KernelThreads one(1);
+      test::KernelContext alone(1);
       std::copy_n(at_once.begin(), lead * Hq * D, one_thread.begin());
-      chunk.attend_chunk(0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, one_thread.data() + lead * Hq * D, Hq * D);
+      chunk.attend_chunk(alone, 0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, one_thread.data() + lead * Hq * D,
+                         Hq * D);
     }
     CHECK(one_thread == at_once);
   }
@@ -252,6 +257,7 @@ TEST_CASE("a prompt chunk attended at once equals appending and attending token 
 }
 
 TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {
+  test::KernelContext cx(2);
   const int64_t Hq = 4, Hkv = 2, D = 16;
   std::mt19937 g(9);
   Rope rope(64, D, false);
@@ -264,12 +270,13 @@ TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32"
   CHECK(r16.key(0, 5, 3) == doctest::Approx(r32.key(0, 5, 3)).epsilon(1e-3));
   auto q = randoms(static_cast<size_t>(Hq * D), g);
   std::vector<float> a(static_cast<size_t>(Hq * D)), b(a.size());
-  r32.attend(0, q.data(), Hq, {0.25f}, rope.table, a.data());
-  r16.attend(0, q.data(), Hq, {0.25f}, rope.table, b.data());
+  r32.attend(cx, 0, q.data(), Hq, {0.25f}, rope.table, a.data());
+  r16.attend(cx, 0, q.data(), Hq, {0.25f}, rope.table, b.data());
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2).scale(1.0));
 }
 
 TEST_CASE("appending and attending allocate nothing once the buffer exists") {
+  test::KernelContext cx(2);
   const int64_t Hq = 8, Hkv = 2, D = 32;
   std::mt19937 g(5);
   Rope rope(64, D, false);
@@ -277,11 +284,11 @@ TEST_CASE("appending and attending allocate nothing once the buffer exists") {
   auto k = randoms(static_cast<size_t>(Hkv * D), g), q = randoms(static_cast<size_t>(Hq * D), g);
   std::vector<float> out(static_cast<size_t>(Hq * D));
   r.append(0, k.data(), k.data());
-  r.attend(0, q.data(), Hq, {0.2f}, rope.table, out.data());  // sizes the scratch once
+  r.attend(cx, 0, q.data(), Hq, {0.2f}, rope.table, out.data());  // sizes the scratch once
   const long before = g_allocations.load();
   for (int step = 0; step < 200; ++step) {  // wraps around the 64 slots three times
     r.append(0, k.data(), k.data());
-    r.attend(0, q.data(), Hq, {0.2f}, rope.table, out.data());
+    r.attend(cx, 0, q.data(), Hq, {0.2f}, rope.table, out.data());
   }
   CHECK(g_allocations.load() == before);
   { std::vector<int> probe(16); }  // the counter does see allocations

@@ -110,6 +110,7 @@ TEST_CASE("OpenCL programs build once per context and are cached on disk per dev
 }
 
 TEST_CASE("OpenCL decoder kernels equal the host reference") {
+  test::KernelContext cx(2);
   auto c = device_or_skip();
   if (!c) return;
   ocl::Kernels k(*c);
@@ -154,9 +155,9 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
         std::vector<float> wkn(static_cast<size_t>(k_len * N));
         for (int n = 0; n < N; ++n)
           for (int i = 0; i < k_len; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
-        const auto q = kernels::quantize_nbits(wkn.data(), k_len, N, bits, 32);
+        const auto q = kernels::quantize_nbits(cx, wkn.data(), k_len, N, bits, 32);
         std::vector<float> cpu(ref.size());
-        kernels::matmul_nbits(x.data(), M, q.view(), cpu.data());
+        kernels::matmul_nbits(cx, x.data(), M, q.view(), cpu.data());
         auto zp = upload(*c, q.zero_points);
         for (ocl::Kernels* g : {&per_group, &per_item}) {
           g->gemv_nbits(*xb, *upload(*c, q.data), *upload(*c, q.scales), *zp, *yb, M, k_len, N, bits, 32);
@@ -188,9 +189,9 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
     for (int n = 0; n < N; ++n)
       for (int i = 0; i < K; ++i) wkn[static_cast<size_t>(i * N + n)] = w[static_cast<size_t>(n * K + i)];
     for (int bits : {4, 8}) {
-      const auto q = kernels::quantize_nbits(wkn.data(), K, N, bits, 32);
+      const auto q = kernels::quantize_nbits(cx, wkn.data(), K, N, bits, 32);
       std::vector<float> cpu(expect.size());
-      kernels::matmul_nbits(xs.data(), R, q.view(), cpu.data());
+      kernels::matmul_nbits(cx, xs.data(), R, q.view(), cpu.data());
       for (ocl::Kernels* g : {&per_group, &per_item}) {
         g->gemv_nbits(*xr, *upload(*c, q.data), *upload(*c, q.scales), *upload(*c, q.zero_points), yr, R, K, N, bits, 32);
         CHECK(max_diff(download<float>(*c, yr, expect.size()), cpu) < 1e-4f);
@@ -277,6 +278,7 @@ TEST_CASE("OpenCL decoder kernels equal the host reference") {
 }
 
 TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding past its window with sinks") {
+  test::KernelContext cx(2);
   auto c = device_or_skip();
   if (!c) return;
   ocl::Kernels k(*c);
@@ -302,8 +304,8 @@ TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding
       const auto rows = random_floats(static_cast<size_t>(count * row), static_cast<unsigned>(100 + seen));
       std::vector<float> cpu(static_cast<size_t>(count * Hq * D));
       for (int s = 0; s < count; ++s) ring.append(0, rows.data() + s * row + Hq * D, rows.data() + s * row + (Hq + Hkv) * D);
-      if (count > 1) ring.attend_chunk(0, rows.data(), row, count, Hq, {scale}, rope, cpu.data(), Hq * D);
-      else ring.attend(0, rows.data(), Hq, {scale}, rope, cpu.data());
+      if (count > 1) ring.attend_chunk(cx, 0, rows.data(), row, count, Hq, {scale}, rope, cpu.data(), Hq * D);
+      else ring.attend(cx, 0, rows.data(), Hq, {scale}, rope, cpu.data());
       auto src = upload(*c, rows);
       k.ring_write(*src, Hq * D, row, *src, (Hq + Hkv) * D, row, count, seen, W, S, Hkv * D, half, keys, values);
       seen += count;

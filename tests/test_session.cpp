@@ -421,6 +421,50 @@ TEST_CASE("a session's memory cap: loading that would pass it fails naming the n
   CHECK(owned_host_bytes() == before);  // the session's memory came back to the count
 }
 
+TEST_CASE("the kernels' scratch counts against the session's memory cap: a cap it would pass refuses the run, naming it") {
+  TempDir d;
+  std::vector<float> w;  // one 1024x1024 float32 weight
+  const std::string path = write_matmul_1024_model(d.path / "m.onnx", w, true);
+  // 1,024 rows: their output and their scratch (A packed) each as big as the weight, so a cap the load's peak
+  // (the weight read and its repacked copy) fits under can hold the one and not the other.
+  std::vector<float> x(1024 * 1024, 0.0f);
+  for (int64_t m = 0; m < 1024; ++m) x[static_cast<size_t>(m * 1024 + m)] = 1.0f;  // y row m = w row m
+  using Feeds = std::vector<std::pair<std::string, Tensor>>;
+  const Feeds one_row{{"x", Tensor::from_vector<float>(std::vector<float>(1024, 0.5f), {1, 1024})}};
+  const Feeds rows{{"x", Tensor::from_vector<float>(x, {1024, 1024})}};
+  // Uncapped: a row (the GEMV, no scratch), then 1,024 (the GEMM packs A in its scratch); both held after.
+  SessionOptions o;
+  o.threads = 2;
+  size_t after_row = 0, after_rows = 0;
+  int64_t scratch = 0;
+  {
+    Session s(path, o);
+    s.run(one_row);
+    after_row = s.memory_account()->held();
+    CHECK(s.memory_use().scratch == 0);
+    const Outputs out = s.run(rows);
+    CHECK(out[0].data<float>()[5 * 1024 + 7] == w[5 * 1024 + 7]);
+    after_rows = s.memory_account()->held();
+    scratch = s.memory_use().scratch;
+    // (A[1024, 1024] packed in row panels of 6 or 8 rows: 4.2 MB and a few rows, whatever the tier.)
+    CHECK(scratch >= 1024 * 1024 * 4);
+    CHECK(static_cast<int64_t>(after_rows - after_row) >= scratch);
+    const double owned = static_cast<double>(s.memory_use().owned());
+    CHECK(std::abs(owned - static_cast<double>(after_rows)) <= 0.05 * owned);
+  }
+  // Capped where the rows' activations fit but not their scratch beside them: the one-row run still runs, the
+  // 1,024-row run fails naming the scratch and the cap, and the session runs again after it.
+  o.max_memory = after_rows - static_cast<size_t>(scratch) / 2;
+  Session s(path, o);
+  s.run(one_row);
+  const std::string error = test::error_of([&] { s.run(rows); });
+  CAPTURE(error);
+  CHECK(test::contains(error, "kernel scratch ("));
+  CHECK(test::contains(error, "the session's memory cap (max_memory"));
+  CHECK(test::contains(error, "node 'MatMul"));
+  CHECK(s.run(one_row)[0].numel() == 1024);
+}
+
 TEST_CASE("a load's repacking peak is predicted before any weight is repacked: the prediction is what the load then makes") {
   TempDir d;
   std::vector<float> w;  // one 1024x1024 float32 weight: 4 MiB read from the protobuf (owned until repacked)

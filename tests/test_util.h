@@ -2,8 +2,18 @@
 #include <string>
 
 #include "core/error.h"
+#include "kernels/cpu/context.h"
 
 namespace tern::test {
+
+// What a kernel called from a test runs with: `threads` threads and scratch of its own (a session gives each run
+// one: runtime/session.cpp RunState).
+struct KernelContext : kernels::Context {
+  explicit KernelContext(int threads = 1) : kernels::Context{threads, &own} {}
+  KernelContext(const KernelContext&) = delete;
+  KernelContext& operator=(const KernelContext&) = delete;
+  kernels::Workspace own;
+};
 
 // The message of the tern::Error `f` throws ("" if it throws none); other exceptions propagate.
 template <typename F>

@@ -8,6 +8,7 @@
 #include "convert/onnx_builder.h"
 #include "graph/onnx_loader.h"
 #include "kernels/cpu/nbits.h"
+#include "kernels/cpu/parallel.h"
 
 namespace tern::convert {
 
@@ -80,7 +81,8 @@ int quantize_model(const std::string& in_path, const std::string& out_path, cons
     const int64_t K = w->dim(0), N = w->dim(1);
     if (!quantized[name]) {
       const Tensor w32 = cast_to(*w, DType::Float32);
-      const kernels::QuantizedWeights q = kernels::quantize_nbits(w32.data<float>(), K, N, bits, block, options.symmetric);
+      const kernels::QuantizedWeights q =
+          kernels::quantize_nbits({kernels::hardware_threads()}, w32.data<float>(), K, N, bits, block, options.symmetric);
       const int64_t k_blocks = (K + block - 1) / block;
       out.initializer(name + "_q" + std::to_string(bits), Tensor(DType::UInt8, {N, k_blocks, block * bits / 8}, q.data.buffer()));
       // Scales have the activations' type (MatMulNBits' T1).

@@ -141,10 +141,10 @@ void CachedAttentionOp::run(RunContext& ctx) const {
         continue;
       }
       ring->append(rb, k.data<float>() + (b * S + s) * k_row + k_at, v.data<float>() + (b * S + s) * k_row + v_at);
-      if (!chunk) ring->attend(rb, q.data<float>() + (b * S + s) * q_row, hq_, scoring, rope, out);
+      if (!chunk) ring->attend(ctx.cpu, rb, q.data<float>() + (b * S + s) * q_row, hq_, scoring, rope, out);
     }
     if (chunk)
-      ring->attend_chunk(rb, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scoring, rope,
+      ring->attend_chunk(ctx.cpu, rb, q.data<float>() + (b * S + first) * q_row, q_row, S - first, hq_, scoring, rope,
                          yf.data<float>() + (b * S + first) * hq_ * D, hq_ * D);
   }
   if (yf.raw() != y.raw()) convert_tensor(yf, y);

@@ -103,7 +103,7 @@ class ContribAttentionOp : public OrtAttentionBase {
     const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2), N = w.dim(1);
     auto [qh, kh, vh] = sizes(Dim::known(N));
     Tensor qkv(DType::Float32, {B, S, N});
-    kernels::gemm<float>(false, false, B * S, N, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), N, 0.0f, qkv.data<float>(), N);
+    kernels::gemm<float>(ctx.cpu, false, false, B * S, N, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), N, 0.0f, qkv.data<float>(), N);
     if (ctx.has(2)) {
       Tensor bias = cast_to(ctx.in(2), DType::Float32);
       kernels::binary_broadcast(qkv.data<float>(), qkv.shape(), bias.data<float>(), {N}, qkv.data<float>(), qkv.shape(),

@@ -29,11 +29,11 @@ void run_op(const Op& op, RunContext& ctx) {
 }
 
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs, const Allocator& alloc,
-                                 Device device, int threads, kernels::opencl::Kernels* opencl, OpState* state) {
+                                 const kernels::Context& cpu, Device device, kernels::opencl::Kernels* opencl, OpState* state) {
   try {
     if (op.shapes_from_run()) {
       std::vector<Tensor> outputs(node.outputs.size());
-      RunContext rctx{node, inputs, outputs, device, threads, opencl, state};
+      RunContext rctx{node, inputs, outputs, device, cpu, opencl, state};
       op.run(rctx);
       for (size_t i = 0; i < outputs.size(); ++i)
         if (node.outputs[i] >= 0 && !outputs[i].defined()) ::tern::fail("made no output ", i);
@@ -60,7 +60,7 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
       if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
       else outputs[i] = alloc(o.dtype, *shape);
     }
-    RunContext rctx{node, inputs, outputs, device, threads, opencl, state};
+    RunContext rctx{node, inputs, outputs, device, cpu, opencl, state};
     op.run(rctx);
     return outputs;
   } catch (...) {

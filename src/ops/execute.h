@@ -20,8 +20,10 @@ void run_op(const Op& op, RunContext& ctx);
 [[noreturn]] void rethrow_naming(const Node& node);
 
 // Infers output shapes from the actual inputs (device tensors give their shapes, not their values),
-// allocates outputs with `alloc`, runs the op on `device`. Errors are rethrown with the node named.
+// allocates outputs with `alloc`, runs the op's CPU kernels with `cpu` or the op on `device`. Errors are rethrown
+// with the node named.
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs, const Allocator& alloc,
-                                 Device device = {}, int threads = 1, kernels::opencl::Kernels* opencl = nullptr, OpState* state = nullptr);
+                                 const kernels::Context& cpu, Device device = {}, kernels::opencl::Kernels* opencl = nullptr,
+                                 OpState* state = nullptr);
 
 }  // namespace tern

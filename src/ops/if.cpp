@@ -44,7 +44,7 @@ class IfOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const Subgraph& branch = read_cond(who_, ctx.in(0)) ? then_ : else_;
-    std::vector<Tensor> outs = branch.run({}, ctx.inputs, ctx.threads);
+    std::vector<Tensor> outs = branch.run({}, ctx.inputs, ctx.cpu);
     for (size_t i = 0; i < outs.size(); ++i) ctx.out(static_cast<int>(i)) = std::move(outs[i]);
   }
 

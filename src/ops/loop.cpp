@@ -55,7 +55,7 @@ class LoopOp : public Op {
     for (int64_t t = 0; t < trips && go; ++t) {
       in[0] = Tensor::scalar<int64_t>(t);
       in[1] = Tensor::scalar<bool>(go);
-      std::vector<Tensor> out = body_.run(in, ctx.inputs, ctx.threads);
+      std::vector<Tensor> out = body_.run(in, ctx.inputs, ctx.cpu);
       go = control_value(who_, out[0], DType::Bool, "its body's condition") != 0;
       for (int64_t i = 0; i < carried_; ++i) in[static_cast<size_t>(2 + i)] = std::move(out[static_cast<size_t>(1 + i)]);
       for (int64_t k = 0; k < scans_; ++k) stacked[static_cast<size_t>(k)].push_back(std::move(out[static_cast<size_t>(1 + carried_ + k)]));

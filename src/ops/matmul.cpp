@@ -77,7 +77,7 @@ class MatMulOp : public RepackedMatMul {
           kernels::transpose(W.raw(), {n, K}, {1, 0}, t.raw(), sizeof(float));
           W = t;
         }
-        return kernels::quantize_nbits(W.data<float>(), K, n, bits, block);
+        return kernels::quantize_nbits(options.cpu, W.data<float>(), K, n, bits, block);
       };
       // A concatenation's parts [K, N_i], each quantized alone (its rows of the whole's), its file pages then dropped.
       auto quantize_parts = [&](const std::vector<const Tensor*>& parts) {
@@ -94,11 +94,11 @@ class MatMulOp : public RepackedMatMul {
       if (regroups_nbits(shape, options, activations_)) {
         const std::vector<const Tensor*> parts = options.stacked_parts(1, kernels::kNBitsGroupRows);
         quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
-          if (parts.empty()) return kernels::group_nbits_rows(quantize(source(), trans_b_).view());
+          if (parts.empty()) return kernels::group_nbits_rows(options.cpu, quantize(source(), trans_b_).view());
           const std::vector<kernels::QuantizedWeights> quantized = quantize_parts(parts);
           std::vector<kernels::NBitsWeights> views;
           for (const kernels::QuantizedWeights& q : quantized) views.push_back(q.view());
-          return kernels::group_nbits_rows(views);
+          return kernels::group_nbits_rows(options.cpu, views);
         });
         return {1};
       }
@@ -135,7 +135,7 @@ class MatMulOp : public RepackedMatMul {
     if (trans_b_) options.ensure_whole(1);
     const auto parts = options.prepared(std::string("panels ") + dtype_name(type), {{type, elements}}, [&] {
       const kernels::PackedMatrix p =
-          columns.empty() ? kernels::pack_matrix(source(), type, trans_b_) : kernels::pack_matrix(columns, type);
+          columns.empty() ? kernels::pack_matrix(options.cpu, source(), type, trans_b_) : kernels::pack_matrix(options.cpu, columns, type);
       return std::vector<Tensor>{Tensor(type, {elements}, p.panels)};
     });
     packed_ = kernels::PackedMatrix{K, N, type, parts[0].buffer()};
@@ -192,18 +192,18 @@ class MatMulOp : public RepackedMatMul {
       if (y.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, y.shape());
       float* out = y_f32.defined() ? y_f32.data<float>() : y.data<float>();
       const int64_t K = packed_ ? packed_->K : quantized_->K, M = a.numel() / K;
-      if (M > 0 && packed_) kernels::matmul_packed(a.data<float>(), M, *packed_, out);
-      else if (M > 0) kernels::matmul_nbits(a.data<float>(), M, quantized_->view(), out, activations_);
+      if (M > 0 && packed_) kernels::matmul_packed(ctx.cpu, a.data<float>(), M, *packed_, out);
+      else if (M > 0) kernels::matmul_nbits(ctx.cpu, a.data<float>(), M, quantized_->view(), out, activations_);
       if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }
     if (plain() && A.rank() >= 2 && B.rank() == 2 && A.dtype() == DType::Float32 && ctx.out(0).dtype() == DType::Float32) {
       const int64_t K = B.dim(0), N = B.dim(1), M = K ? A.numel() / K : 0;
       if (M >= 1 && M <= kernels::kGemvMaxRows && K > 0) {  // decode: stream the weights once
-        kernels::gemv_f32(A.data<float>(), M, K, B.data<float>(), K, N, ctx.out(0).data<float>(), N);
+        kernels::gemv_f32(ctx.cpu, A.data<float>(), M, K, B.data<float>(), K, N, ctx.out(0).data<float>(), N);
         return;
       }
-      kernels::gemm<float>(false, false, M, N, K, 1.0f, A.data<float>(), K, B.data<float>(), N, 0.0f, ctx.out(0).data<float>(), N);
+      kernels::gemm<float>(ctx.cpu, false, false, M, N, K, 1.0f, A.data<float>(), K, B.data<float>(), N, 0.0f, ctx.out(0).data<float>(), N);
       return;
     }
     Shape as = A.shape(), bs = B.shape();
@@ -232,7 +232,7 @@ class MatMulOp : public RepackedMatMul {
       Tensor& y = ctx.out(0);
       Tensor yc = y.dtype() == dtype_of<C>::value ? y : Tensor(dtype_of<C>::value, y.shape());
       for (size_t i = 0; i < a_off.size(); ++i)
-        kernels::gemm<C>(trans_a_, trans_b_, M, N, K, static_cast<C>(alpha_), a.data<C>() + a_off[i], trans_a_ ? M : K,
+        kernels::gemm<C>(ctx.cpu, trans_a_, trans_b_, M, N, K, static_cast<C>(alpha_), a.data<C>() + a_off[i], trans_a_ ? M : K,
                          b.data<C>() + b_off[i], trans_b_ ? K : N, C(0), yc.data<C>() + static_cast<int64_t>(i) * M * N, N);
       if (yc.raw() != y.raw()) convert_tensor(yc, y);
     });
@@ -277,7 +277,8 @@ class GemmOp : public Op {
         kernels::broadcast_copy(c.raw(), c.shape(), yc.raw(), y.shape(), sizeof(C));
         beta = static_cast<C>(beta_);
       }
-      kernels::gemm<C>(ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta, yc.data<C>(), N);
+      kernels::gemm<C>(ctx.cpu, ta_, tb_, M, N, K, static_cast<C>(alpha_), a.data<C>(), a.dim(1), b.data<C>(), b.dim(1), beta, yc.data<C>(),
+                       N);
       if (yc.raw() != y.raw()) convert_tensor(yc, y);
     });
   }

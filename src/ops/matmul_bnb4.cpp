@@ -43,7 +43,7 @@ class MatMulBnb4Op : public Op {
     const int64_t M = A.numel() / K_;
     if (M == 0) return;
     const Tensor absmax = aligned(ctx.in(2));  // (a misaligned view of the file read as floats: an aligned copy)
-    kernels::matmul_bnb4(A.data<float>(), M, weights(ctx.in(1), absmax), ctx.out(0).data<float>());
+    kernels::matmul_bnb4(ctx.cpu, A.data<float>(), M, weights(ctx.in(1), absmax), ctx.out(0).data<float>());
   }
 
  private:

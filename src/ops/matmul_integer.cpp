@@ -104,7 +104,7 @@ class IntegerProductOp : public Op {
   // (A − a_zp) · (B − b_zp) into c (int32 [rows, N]).
   void product(RunContext& ctx, const kernels::IntegerRows& a, int32_t* c) const {
     kernels::IntegerMatrix scratch;
-    kernels::gemm_integer(a, weights(ctx, scratch), c);
+    kernels::gemm_integer(ctx.cpu, a, weights(ctx, scratch), c);
   }
   // The same scaled into Y: float(c) · (a_scale · b_scale[n]) + bias[n], as ONNX Runtime scales its sums.
   void product(RunContext& ctx, const kernels::IntegerRows& a, float a_scale, const Tensor& b_scale, const Tensor* bias) const {
@@ -117,7 +117,7 @@ class IntegerProductOp : public Op {
     const float* b = bias ? bias_f32.data<float>() : nullptr;
     Tensor& Y = ctx.out(0);
     Tensor values = Y.dtype() == DType::Float32 ? Y : Tensor(DType::Float32, Y.shape());
-    kernels::gemm_integer_to_float(a, w, a_scale, scales.data<float>(), scales.numel(), b, values.data<float>());
+    kernels::gemm_integer_to_float(ctx.cpu, a, w, a_scale, scales.data<float>(), scales.numel(), b, values.data<float>());
     if (values.raw() != Y.raw()) convert_tensor(values, Y);
   }
 

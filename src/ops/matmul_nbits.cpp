@@ -86,7 +86,7 @@ class MatMulNBitsOp : public Op {
         for (size_t p = 0; p < parts[1].size(); ++p)
           views.push_back(weights(parts[2][p]->numel() / k_blocks, *parts[1][p], *parts[2][p], at(3) ? parts[3][p] : nullptr, converted[p],
                                   "MatMulNBits"));
-        return kernels::group_nbits_rows(views, [&](size_t p, int64_t n0, int64_t n1) {
+        return kernels::group_nbits_rows(options.cpu, views, [&](size_t p, int64_t n0, int64_t n1) {
           for (size_t i = 1; i <= 3; ++i)
             if (at(i)) drop_rows(parts[i][p], views[p].N, n0, n1);
         });
@@ -94,7 +94,7 @@ class MatMulNBitsOp : public Op {
       for (const Tensor* t : {at(1), at(2), at(3)})
         if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
       const kernels::NBitsWeights whole = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
-      return kernels::group_nbits_rows(whole, [&](int64_t n0, int64_t n1) {
+      return kernels::group_nbits_rows(options.cpu, whole, [&](int64_t n0, int64_t n1) {
         for (const Tensor* t : {at(1), at(2), at(3)}) drop_rows(t, N_, n0, n1);
       });
     });
@@ -140,17 +140,16 @@ class MatMulNBitsOp : public Op {
     const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
     const float* a = A.data<float>();
-    if (!act_order_.empty()) {  // A's columns in B's sorted order, in a buffer the thread keeps (no allocation a token)
-      thread_local std::vector<float> ordered;
-      ordered.resize(static_cast<size_t>(M * K_));
+    if (!act_order_.empty()) {  // A's columns in B's sorted order, in the run's scratch (no allocation a token)
+      float* ordered = ctx.cpu.workspace().take<float>(kernels::Workspace::ActOrdered, M * K_);
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t j = 0; j < K_; ++j) ordered[static_cast<size_t>(m * K_ + j)] = a[m * K_ + act_order_[static_cast<size_t>(j)]];
-      a = ordered.data();
+        for (int64_t j = 0; j < K_; ++j) ordered[m * K_ + j] = a[m * K_ + act_order_[static_cast<size_t>(j)]];
+      a = ordered;
     }
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    kernels::matmul_nbits(a, M, w, Y, activations_);
+    kernels::matmul_nbits(ctx.cpu, a, M, w, Y, activations_);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);

@@ -111,7 +111,7 @@ class NormOp : public Op {
       std::fill(a.mean_out, a.mean_out + rows, 0.0f);
       a.mean_out = nullptr;
     }
-    kernels::normalize_rows(xin->data<float>(), yf.data<float>(), a);
+    kernels::normalize_rows(ctx.cpu, xin->data<float>(), yf.data<float>(), a);
     if (yf.raw() != ctx.out(0).raw()) convert_tensor(yf, ctx.out(0));
   }
 
@@ -195,7 +195,7 @@ class EmbedLayerNormOp : public Op {
     a.eps = eps_;
     a.scale = gamma.data<float>();
     a.bias = beta.data<float>();
-    kernels::normalize_rows(sum.data<float>(), y.data<float>(), a);
+    kernels::normalize_rows(ctx.cpu, sum.data<float>(), y.data<float>(), a);
     convert_tensor(y, ctx.out(0));
     if (ctx.outputs.size() > 1 && ctx.out(1).defined()) {
       int32_t* mi = ctx.out(1).data<int32_t>();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/cpu/context.h"
 
 namespace tern::kernels {
 enum class NBitsActivations;  // kernels/cpu/gemm_packed.h
@@ -106,10 +107,10 @@ class OpState {
 
 struct RunContext {
   const Node& node;
-  const std::vector<const Tensor*>& inputs;  // nullptr for omitted optional inputs
-  std::vector<Tensor>& outputs;              // allocated by the executor from infer()'s shapes
-  Device device;                             // where outputs live and kernels run (inputs: see Op::runs_on)
-  int threads = 1;
+  const std::vector<const Tensor*>& inputs;    // nullptr for omitted optional inputs
+  std::vector<Tensor>& outputs;                // allocated by the executor from infer()'s shapes
+  Device device;                               // where outputs live and kernels run (inputs: see Op::runs_on)
+  kernels::Context cpu;                        // the run's CPU kernel threads and scratch (kernels/cpu/context.h)
   kernels::opencl::Kernels* opencl = nullptr;  // the device's kernels when device is OpenCL
   OpState* state = nullptr;                    // the node's sequence state (Op::make_state), if any
 
@@ -129,6 +130,7 @@ enum class WeightFormat { AsStored, Float16, BFloat16, Int8, Int4 };
 // accuracy_level 4, as ONNX Runtime does, fp32 elsewhere — or fp32 / int8 everywhere.
 enum class ActivationFormat { AsModel, Float32, Int8 };
 struct PrepackOptions {
+  kernels::Context cpu;  // the load's threads (no scratch: packing needs none)
   WeightFormat weights = WeightFormat::AsStored;
   ActivationFormat activations = ActivationFormat::AsModel;
   // Every row as a decode row (SessionOptions::every_row_as_decode): int8 activations, where `activations`

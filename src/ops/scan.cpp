@@ -58,7 +58,7 @@ class ScanOp : public Op {
         const int64_t at = input_reversed_[static_cast<size_t>(m)] ? length - 1 - t : t;
         in[static_cast<size_t>(states_ + m)] = slice_along(ctx.in(static_cast<int>(states_ + m)), axes[static_cast<size_t>(m)], at);
       }
-      std::vector<Tensor> out = body_.run(in, ctx.inputs, ctx.threads);
+      std::vector<Tensor> out = body_.run(in, ctx.inputs, ctx.cpu);
       for (int64_t i = 0; i < states_; ++i) in[static_cast<size_t>(i)] = std::move(out[static_cast<size_t>(i)]);
       for (int64_t k = 0; k < scan_outputs_; ++k)
         stacked[static_cast<size_t>(k)].push_back(std::move(out[static_cast<size_t>(states_ + k)]));

@@ -72,7 +72,8 @@ Subgraph::Subgraph(const Node& owner, std::shared_ptr<const Graph> body, size_t 
     if (last_use[v] >= 0) release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
 }
 
-std::vector<Tensor> Subgraph::run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& owner_inputs, int threads) const {
+std::vector<Tensor> Subgraph::run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& owner_inputs,
+                                  const kernels::Context& cpu) const {
   const Graph& g = *body_;
   if (inputs.size() != g.inputs.size()) fail(owner_, ": its body '", g.name, "' takes ", g.inputs.size(), " inputs, given ", inputs.size());
   std::vector<Tensor> values(g.values.size());
@@ -93,7 +94,7 @@ std::vector<Tensor> Subgraph::run(const std::vector<Tensor>& inputs, const std::
              "', which has no value");
       ins[i] = &values[static_cast<size_t>(id)];
     }
-    auto outs = execute_node(*ops_[k], node, ins, allocate_on_heap, {}, threads);
+    auto outs = execute_node(*ops_[k], node, ins, allocate_on_heap, cpu);
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i] >= 0) values[static_cast<size_t>(node.outputs[i])] = std::move(outs[i]);
     for (int v : release_after_[k])

@@ -21,7 +21,8 @@ class Subgraph {
   size_t num_outputs() const { return body_->outputs.size(); }
   // The body's outputs for its formal `inputs` (in order); `owner_inputs`: all of the owner's (RunContext::inputs),
   // the outer values among them. Outputs may share memory with the inputs (a branch returning an outer value).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& owner_inputs, int threads) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::vector<const Tensor*>& owner_inputs,
+                          const kernels::Context& cpu) const;
 
  private:
   std::string owner_;  // how errors name the owner (Node::describe)

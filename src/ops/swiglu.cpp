@@ -41,7 +41,8 @@ class SwiGluOp : public Op {
     Tensor& yf = y.dtype() == DType::Float32 ? y : (y_scratch = Tensor(DType::Float32, y.shape()));
     const int64_t n = y.dim(-1), rows = n ? y.numel() / n : 0;
     const int64_t stride = packed ? 2 * n : n;
-    kernels::swiglu_rows(x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n, act_);
+    kernels::swiglu_rows(ctx.cpu, x.data<float>(), (packed ? x.data<float>() + n : u.data<float>()), stride, yf.data<float>(), rows, n,
+                         act_);
     if (yf.raw() != y.raw()) convert_tensor(yf, y);
   }
 

@@ -6,6 +6,10 @@ namespace tern {
 
 void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
   const auto& registry = OpRegistry::instance();
+  // Folding runs its kernels on the loading thread, with scratch of its own: what it folds is shape arithmetic
+  // and small constants, not worth a pool's threads.
+  kernels::Workspace scratch;
+  const kernels::Context cpu{1, &scratch};
   for (Node& node : g.nodes) {
     if (!registry.has(node.domain, node.op_type)) continue;
     auto op = registry.create(node);
@@ -25,7 +29,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       copies.reserve(values.size());
       for (const Tensor*& t : values)
         if (t && !is_aligned(*t)) t = &copies.emplace_back(t->clone());
-      auto outs = execute_node(*op, node, values, allocate_on_heap);
+      auto outs = execute_node(*op, node, values, allocate_on_heap, cpu);
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i] < 0 || !outs[i].defined()) continue;
         Value& v = g.values[static_cast<size_t>(node.outputs[i])];

@@ -42,7 +42,7 @@ std::string json_string(const std::string& v) {
 }  // namespace
 
 void Profiler::attach(SessionOptions& options) {
-  threads_ = options.threads > 0 ? options.threads : kernels::kernel_threads();
+  threads_ = options.threads > 0 ? options.threads : kernels::hardware_threads();
   options.on_node = [this](const NodeRun& r) {
     if (phase_.empty()) return;
     const double entered = node_clock_us();

@@ -7,10 +7,6 @@
 #include <set>
 #include <thread>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "kernels/cpu/parallel.h"
 #include "ops/execute.h"
 #include "passes/shape_values.h"
@@ -78,6 +74,7 @@ struct Session::RunState {
   std::vector<int64_t> binding, last_binding;
   StepPlan plan;
   bool constants_bound = false;  // values holds the graph's constants (a plan's replay reads them there)
+  kernels::Workspace scratch;    // the kernels' buffers, kept from run to run (charged to the session)
 };
 
 // A RunState taken from the session's idle ones for one run (the most recently returned: serial runs keep
@@ -128,6 +125,8 @@ MemoryUse Session::memory_use() const {
     for (const SequenceState* seq : sequences_) m.kv_cache += seq->held_bytes();
   }
   m.activations = static_cast<int64_t>(pool_->held_bytes());
+  std::lock_guard<std::mutex> lock(idle_runs_mutex_);
+  for (const auto& r : idle_runs_) m.scratch += r->scratch.held_bytes();
   return m;
 }
 
@@ -159,8 +158,7 @@ int Session::max_device_top_k() { return DeviceExecutor::max_top_k(); }
 void Session::prepare() {
   // Whatever the load allocates counts against this session's cap; kernels it runs (packing) use its threads.
   MemoryScope charge(account_);
-  kernels::KernelThreads threads(options_.threads);
-  options_.threads = kernels::kernel_threads();  // (0 asked for every core: the kernels' rule says how many)
+  if (options_.threads <= 0) options_.threads = kernels::hardware_threads();
   try {
     if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
     pool_ = BufferPool::create(account_);
@@ -361,12 +359,8 @@ void Session::run(const std::vector<std::pair<std::string, Tensor>>& given, Outp
   } release{stateful_ ? &seq : nullptr};
   std::unique_lock<std::mutex> device_lock(device_mutex_, std::defer_lock);
   if (device_) device_lock.lock();
-  // This run's allocations count against the session's cap; its kernels use the session's threads.
+  // This run's allocations, its kernels' scratch included, count against the session's cap.
   MemoryScope charge(account_);
-  kernels::KernelThreads threads(options_.threads);
-#ifdef _OPENMP
-  omp_set_num_threads(options_.threads);  // (this thread's: Eigen's reference GEMM)
-#endif
   RunLease lease(*this);
   RunState& r = *lease;
   // A weights file that changed under its mapping (truncated: its pages now read as zeros) voids the run,
@@ -433,6 +427,7 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
   };
   std::vector<Tensor> fresh;
+  const kernels::Context cpu{options_.threads, &r.scratch};
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     const Op& op = *ops_[k];
@@ -454,14 +449,14 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     const double t0 = options_.on_node ? node_clock_us() : 0;
     std::vector<Tensor>& outs = planned ? planned_outputs(r, k, out) : fresh;
     if (planned) {
-      RunContext ctx{node, r.ins, outs, where, options_.threads, kernels, state};
+      RunContext ctx{node, r.ins, outs, where, cpu, kernels, state};
       run_op(op, ctx);
     } else {
-      outs = execute_node(op, node, r.ins, on_device ? device_->allocator(k) : pool_allocator, where, options_.threads, kernels, state);
+      outs = execute_node(op, node, r.ins, on_device ? device_->allocator(k) : pool_allocator, cpu, where, kernels, state);
     }
     if (options_.on_node) {
       if (device_) device_->finish();  // the node's kernels have run, not only been queued
-      options_.on_node(NodeRun{node, op, r.ins, outs, state, on_device, t0, node_clock_us(), index});
+      options_.on_node(NodeRun{node, op, r.ins, outs, state, on_device, t0, node_clock_us(), index, cpu});
     }
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (const int o = node.outputs[i]; o >= 0) {

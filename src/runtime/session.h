@@ -40,10 +40,11 @@ struct NodeRun {
   const Op& op;
   const std::vector<const Tensor*>& inputs;
   const std::vector<Tensor>& outputs;
-  const OpState* state;     // the node's sequence state after the run (null for stateless ops)
-  bool on_device;           // computed by the session's device (else the CPU)
-  double start_us, end_us;  // steady clock (node_clock_us)
-  int64_t run_index;        // which Session::run this node belongs to (counts from 0 per session, in the order runs start)
+  const OpState* state;         // the node's sequence state after the run (null for stateless ops)
+  bool on_device;               // computed by the session's device (else the CPU)
+  double start_us, end_us;      // steady clock (node_clock_us)
+  int64_t run_index;            // which Session::run this node belongs to (counts from 0 per session, in the order runs start)
+  const kernels::Context& cpu;  // what its CPU kernels ran with: the session's threads, the run's scratch
 };
 
 // The clock NodeRun's times come from: the steady clock, in microseconds.
@@ -63,7 +64,8 @@ struct MemoryUse {
   int64_t mapped_prepared = 0;   // prepared weights read from the model's pack (tern pack), not owned
   int64_t kv_cache = 0;          // the ops' sequence state (KV rings) as allocated so far
   int64_t activations = 0;       // the activations' pool: every block it holds, in use or free
-  int64_t owned() const { return packed_weights + owned_constants + kv_cache + activations; }
+  int64_t scratch = 0;           // the kernels' scratch (kernels/cpu/context.h) of the runs not under way
+  int64_t owned() const { return packed_weights + owned_constants + kv_cache + activations + scratch; }
 };
 
 struct SessionOptions {

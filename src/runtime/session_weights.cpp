@@ -25,7 +25,7 @@ void SessionWeights::open_pack(const Model& model, SessionOptions& options) {
     pack_ = std::make_shared<WeightPack>(identity);
     return;
   }
-  pack_ = WeightPack::open(path, identity, files, options.prefault, kernels::kernel_threads());
+  pack_ = WeightPack::open(path, identity, files, options.prefault, options.threads);
   const WeightFormat packed = parse_weight_format(pack_->identity().weights);
   if (options.weights != WeightFormat::AsStored && options.weights != packed)
     fail("pack '", path, "' holds weights prepared as ", pack_->identity().weights, ", this load asks for ",
@@ -155,7 +155,8 @@ void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& 
       };
       if (has_parts && !op->prepares_from_parts())
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = op->prepack(constants, {.weights = options.weights,
+      repacked = op->prepack(constants, {.cpu = {options.threads},
+                                         .weights = options.weights,
                                          .activations = options.activations,
                                          .every_row_as_decode = options.every_row_as_decode,
                                          .pack = pack_.get(),
@@ -210,7 +211,8 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
       };
       if (has_parts && !ops[k]->prepares_from_parts())
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = ops[k]->prepack(constants, {.weights = options.weights,
+      repacked = ops[k]->prepack(constants, {.cpu = {options.threads},
+                                             .weights = options.weights,
                                              .activations = options.activations,
                                              .every_row_as_decode = options.every_row_as_decode,
                                              .device = device_kernels,

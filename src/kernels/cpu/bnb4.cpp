@@ -88,10 +88,11 @@ void panel_block_of(const Bnb4Weights& w, int64_t n0, int64_t k0, int64_t kc, fl
 
 }  // namespace
 
-void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type, float* out) {
+void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type,
+                     float* out) {
   const float* table = table_of(type);
   const int64_t blocks = (numel + block - 1) / block;
-  parallel_chunks(blocks, balanced_chunks(blocks, numel < (int64_t{1} << 16)), [&](int64_t b0, int64_t b1, int) {
+  parallel_chunks(cx.threads, blocks, balanced_chunks(cx.threads, blocks, numel < (int64_t{1} << 16)), [&](int64_t b0, int64_t b1, int) {
     for (int64_t i = b0 * block; i < std::min(numel, b1 * block); ++i) {
       out[i] = table[code_at(codes, i)] * absmax[i / block];
     }
@@ -103,10 +104,10 @@ const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w) {
   return avx2_rows(w) ? "gemv bnb4 avx2" : "gemv bnb4";
 }
 
-void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y) {
+void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y) {
   if (M <= kGemvRows) {
     const bool avx2 = avx2_rows(w);
-    parallel_chunks(w.N, balanced_chunks(w.N, w.N * w.K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
+    parallel_chunks(cx.threads, w.N, balanced_chunks(cx.threads, w.N, w.N * w.K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
 #if defined(__x86_64__)
       if (avx2) return gemv_bnb4_avx2(x, M, w, table_of(w.type), n0, n1, y);
 #endif
@@ -119,7 +120,7 @@ void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y) {
   // (SmolLM2-135M's bnb4 prefill, 64 tokens, Zen 3: 139 tok/s through the reference GEMM on an unpacked slice,
   // 205-253 with 4 MB slices dequantized into panels; float32 panels made once at load gave 464, for 8x the memory).
   gemm_panel_source(
-      x, M, w.K, w.N,
+      cx, x, M, w.K, w.N,
       [](const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
         if (scratch) panel_block_of(*static_cast<const Bnb4Weights*>(context), j * kPanel, k0, kc, scratch);
         return scratch;

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/context.h"
+
 namespace tern::kernels {
 
 enum class Bnb4Type { FP4 = 0, NF4 = 1 };  // MatMulBnb4's quant_type
@@ -18,13 +20,13 @@ struct Bnb4Weights {
 };
 
 // out[i] = table[code i] · absmax[i / block] for i < numel: the values ONNX Runtime dequantizes to.
-void dequantize_bnb4(const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type, float* out);
+void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absmax, int64_t numel, int64_t block, Bnb4Type type, float* out);
 
 // y [M, N] = x [M, K] · Wᵀ, W read from its codes as it is used — each block's 16 points times its absmax (ONNX
 // Runtime's dequantized values exactly), looked up per code — so a decode token streams half a byte a weight instead
 // of the 4 of a float32 copy. Rows of many tokens (a prefill) run a GEMM that dequantizes W a block at a time as
 // it reads it (gemm_panel_source).
-void matmul_bnb4(const float* x, int64_t M, const Bnb4Weights& w, float* y);
+void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y);
 // The kernel matmul_bnb4 takes for M rows, named for profiles.
 const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w);
 

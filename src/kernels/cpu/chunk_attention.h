@@ -36,7 +36,8 @@ struct ChunkAttentionArgs {
   Scoring scoring;
   float* out = nullptr;  // query t's head h at out + t·out_stride + h·head_dim
   int64_t out_stride = 0;
-  float* scratch = nullptr;  // chunk_attention_scratch_floats(head_dim) for each kernel thread
+  float* scratch = nullptr;  // chunk_attention_scratch_floats(head_dim) for each of `threads`
+  int threads = 1;
 };
 
 int64_t chunk_attention_scratch_floats(int64_t head_dim);

@@ -1,12 +1,17 @@
 #include "kernels/cpu/gemm.h"
 
+// Eigen on the calling thread: the bands are ours to spread (an OpenMP team inside a band would nest).
+#define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 
+#include "kernels/cpu/parallel.h"
+
 namespace tern::kernels {
+namespace {
 
 template <typename T>
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb, T beta,
-          T* C, int64_t ldc) {
+void gemm_band(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb,
+               T beta, T* C, int64_t ldc) {
   using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Stride = Eigen::OuterStride<>;
   Eigen::Map<Mat, 0, Stride> c(C, M, N, Stride(ldc));
@@ -21,19 +26,31 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, 
   else c.noalias() += alpha * a.transpose() * b.transpose();
 }
 
-template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*, int64_t, float, float*,
-                          int64_t);
+}  // namespace
+
+template <typename T>
+void gemm(const Context& cx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  // Bands of 8 rows or more (Eigen's register blocks are 4-12 rows); small products on one thread.
+  const bool small = M * N * K < (int64_t{1} << 16);
+  const int64_t bands = small ? 1 : std::min<int64_t>(cx.threads, (M + 7) / 8);
+  parallel_chunks(cx.threads, M, bands, [&](int64_t m0, int64_t m1, int) {
+    // Row m of op(A) starts at A + m·lda, or (transposed) at column m: A + m.
+    const T* a = trans_a ? A + m0 : A + m0 * lda;
+    gemm_band(trans_a, trans_b, m1 - m0, N, K, alpha, a, lda, B, ldb, beta, C + m0 * ldc, ldc);
+  });
+}
+
+#define TERN_GEMM(T) \
+  template void gemm<T>(const Context&, bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, int64_t, T, T*, int64_t);
+TERN_GEMM(float)
 #ifndef TERN_MINIMAL  // (a minimal build's MatMul/Gemm compute in float only: ops/matmul.cpp)
-template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*, int64_t, double, double*,
-                           int64_t);
-template void gemm<int32_t>(bool, bool, int64_t, int64_t, int64_t, int32_t, const int32_t*, int64_t, const int32_t*, int64_t, int32_t,
-                            int32_t*, int64_t);
-template void gemm<int64_t>(bool, bool, int64_t, int64_t, int64_t, int64_t, const int64_t*, int64_t, const int64_t*, int64_t, int64_t,
-                            int64_t*, int64_t);
-template void gemm<uint32_t>(bool, bool, int64_t, int64_t, int64_t, uint32_t, const uint32_t*, int64_t, const uint32_t*, int64_t, uint32_t,
-                             uint32_t*, int64_t);
-template void gemm<uint64_t>(bool, bool, int64_t, int64_t, int64_t, uint64_t, const uint64_t*, int64_t, const uint64_t*, int64_t, uint64_t,
-                             uint64_t*, int64_t);
+TERN_GEMM(double)
+TERN_GEMM(int32_t)
+TERN_GEMM(int64_t)
+TERN_GEMM(uint32_t)
+TERN_GEMM(uint64_t)
 #endif
+#undef TERN_GEMM
 
 }  // namespace tern::kernels

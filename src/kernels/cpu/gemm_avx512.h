@@ -25,15 +25,16 @@ namespace tern::kernels {
 
 #if defined(__x86_64__)
 // C[M, N] = A[M, K] · B for B's panels as `block` gives them.
-void gemm_f32_avx512(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
+void gemm_f32_avx512(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
 // C[M, N] = bf16(A[M, K]) · B for B as bf16 panels ([ceil(N/16)][K][16] bf16 bits).
-void gemm_bf16_avx512bf16(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
+void gemm_bf16_avx512bf16(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
 // The same on AMX tiles (tier amx).
-void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
+void gemm_bf16_amx(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C);
 // C[M, N] = bf16(A) · bf16(B) on AMX tiles for B's panels as `block` gives them in fp32 (MatMulNBits blocks
 // dequantized, then rounded): the prefill of 4/8-bit weights whose activations may lose precision
 // (accuracy_level 4 quantizes decode's to int8; bf16 keeps more bits than that).
-void gemm_rounded_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
+void gemm_rounded_bf16_amx(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
+                           float* C);
 #endif
 
 }  // namespace tern::kernels

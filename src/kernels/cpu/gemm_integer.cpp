@@ -157,22 +157,24 @@ class IntegerProduct {
   std::vector<uint8_t> layout_;     // the codes as the tier reads them (TierDots::layout)
 };
 
-int64_t column_chunks(int64_t M, const IntegerMatrix& w) { return balanced_chunks(w.N, M * w.N * w.K < (int64_t{1} << 16)); }
+int64_t column_chunks(int threads, int64_t M, const IntegerMatrix& w) {
+  return balanced_chunks(threads, w.N, M * w.N * w.K < (int64_t{1} << 16));
+}
 
 }  // namespace
 
-void gemm_integer(const IntegerRows& a, const IntegerMatrix& w, int32_t* c) {
+void gemm_integer(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, int32_t* c) {
   const IntegerProduct product(a, w);
-  parallel_chunks(w.N, column_chunks(a.M, w), [&](int64_t n0, int64_t n1, int) { product.columns(c, n0, n1); });
+  parallel_chunks(cx.threads, w.N, column_chunks(cx.threads, a.M, w), [&](int64_t n0, int64_t n1, int) { product.columns(c, n0, n1); });
 }
 
-void gemm_integer_to_float(const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
-                           const float* bias, float* y) {
+void gemm_integer_to_float(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales,
+                           int64_t b_scale_count, const float* bias, float* y) {
   static_assert(sizeof(float) == sizeof(int32_t));
   const int64_t M = a.M, N = w.N;
   const IntegerProduct product(a, w);
   auto* sums = reinterpret_cast<int32_t*>(y);  // each chunk's sums, converted where they lie while still in cache
-  parallel_chunks(N, column_chunks(M, w), [&](int64_t n0, int64_t n1, int) {
+  parallel_chunks(cx.threads, N, column_chunks(cx.threads, M, w), [&](int64_t n0, int64_t n1, int) {
     product.columns(sums, n0, n1);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = n0; n < n1; ++n) {

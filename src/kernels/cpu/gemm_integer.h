@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/context.h"
 
 namespace tern::kernels {
 
@@ -57,12 +58,12 @@ IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int6
 //     one multiply-add pair each (vpmaddwd: |a · b| ≤ 255 · 255 and a pair's sum fit int32), then the weights'
 //     zero points' share.
 // The same integers at every tier. Threads split the columns; four activation rows share each weight row's load.
-void gemm_integer(const IntegerRows& a, const IntegerMatrix& w, int32_t* c);
+void gemm_integer(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, int32_t* c);
 // The same sums scaled to float as ONNX Runtime scales them: y[m, n] = float(c[m, n]) · (a_scale · b_scale[n]) +
 // bias[n] (`b_scales` one value or N; bias null: none). Each chunk of columns is scaled as soon as it is summed, in
 // y's own memory (no int32 buffer).
-void gemm_integer_to_float(const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales, int64_t b_scale_count,
-                           const float* bias, float* y);
+void gemm_integer_to_float(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, float a_scale, const float* b_scales,
+                           int64_t b_scale_count, const float* bias, float* y);
 
 // The tiers' dot products over columns [n0, n1): dots[m, n] = Σ_k (a[m, k] − o) · s[n, k], `a` uint8 [M, K], s weight row
 // n's bytes as int8 (`flip`: uint8 weights, each taken as b − 128), o the tier's offset on the codes: 0 for u8·s8

@@ -13,7 +13,7 @@ namespace {
 #if defined(__x86_64__)
 static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
 // The GEMM of bf16 products the tier has for bf16 panels (AMX tiles, vdpbf16ps), or none: the widened fp32 GEMM.
-using Bf16Gemm = void (*)(const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
+using Bf16Gemm = void (*)(const Context&, const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
 Bf16Gemm bf16_gemm() {
   switch (active_isa()) {
     case Isa::Amx: return gemm_bf16_amx;
@@ -34,31 +34,31 @@ PanelBlock as_panel_block(const MicroPanel&) {
 // gemm_f32_avx512 in the same summation order; at tier avx2 of an x86-64-v2 build the same tiles
 // compiled for it (x86/float_avx2/gemm_packed.cpp).
 template <typename MicroPanel>
-void gemm_panels(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
+void gemm_panels(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
-  if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+  if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemm_f32(A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+  if (float_kernels_avx2()) return float_avx2::gemm_f32(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
-  gemm_panel_tiles(A, M, K, N, C, micro_panel);
+  gemm_panel_tiles(cx, A, M, K, N, C, micro_panel);
 }
 
 template <typename T>
-void matmul_as(const float* A, int64_t M, const PackedMatrix& B, float* C) {
+void matmul_as(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C) {
   if (M <= kPanelGemvMaxRows) {
 #if TERN_FLOAT_KERNELS_AVX2
-    if (float_kernels_avx2()) return float_avx2::gemv_panels(A, M, B, C);
+    if (float_kernels_avx2()) return float_avx2::gemv_panels(cx, A, M, B, C);
 #endif
-    return gemv_panels<T>(A, M, B, C);
+    return gemv_panels<T>(cx, A, M, B, C);
   }
   const T* data = static_cast<const T*>(B.panels->data());
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bf16>) {
-    if (const Bf16Gemm gemm = bf16_gemm()) return gemm(A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
+    if (const Bf16Gemm gemm = bf16_gemm()) return gemm(cx, A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
   }
 #endif
-  gemm_panels(A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
+  gemm_panels(cx, A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     const T* p = data + (j * B.K + k0) * kNR;
     if constexpr (std::is_same_v<T, float>) {
       return p;
@@ -89,12 +89,12 @@ float element_at(const From* p) {
 // drops their pages if it maps a file. Packing the 1B-shape model's 1 GB tied LM head otherwise held all
 // of its file pages beside its packed copy: the load's peak (6.0 GB for 4.9 GB of weights).
 template <typename To, typename From>
-void pack_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* source) {
+void pack_as(int threads, const From* src, int64_t K, int64_t N, To* out, const Buffer* source) {
   const int64_t panels = (N + kNR - 1) / kNR;
   constexpr int64_t kRows = 64;
   for (int64_t k0 = 0; k0 < K; k0 += kRows) {
     const int64_t k1 = std::min(K, k0 + kRows);
-    parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j0, int64_t j1, int) {
+    parallel_chunks(threads, panels, balanced_chunks(threads, panels), [&](int64_t j0, int64_t j1, int) {
       for (int64_t j = j0; j < j1; ++j)
         for (int64_t k = k0; k < k1; ++k)
           for (int64_t c = 0; c < kNR; ++c) {
@@ -109,12 +109,12 @@ void pack_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* sourc
 // The same from Bᵀ stored [N, K]: each panel's kNR rows of the source, K contiguous values each, go out
 // column by column; a group of panels' rows is then done with and its pages dropped.
 template <typename To, typename From>
-void pack_transposed_as(const From* src, int64_t K, int64_t N, To* out, const Buffer* source) {
+void pack_transposed_as(int threads, const From* src, int64_t K, int64_t N, To* out, const Buffer* source) {
   const int64_t panels = (N + kNR - 1) / kNR;
   constexpr int64_t kGroup = 16;  // panels a step: 256 rows of the source
   for (int64_t g0 = 0; g0 < panels; g0 += kGroup) {
     const int64_t g1 = std::min(panels, g0 + kGroup);
-    parallel_chunks(g1 - g0, balanced_chunks(g1 - g0), [&](int64_t j0, int64_t j1, int) {
+    parallel_chunks(threads, g1 - g0, balanced_chunks(threads, g1 - g0), [&](int64_t j0, int64_t j1, int) {
       for (int64_t j = g0 + j0; j < g0 + j1; ++j)
         for (int64_t c = 0; c < kNR; ++c) {
           const int64_t n = j * kNR + c;
@@ -153,18 +153,18 @@ void packed_as(const PackedMatrix& p, F&& pack) {
 
 const int64_t kPanel = kNR;
 
-PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed) {
-  if (!transposed) return pack_matrix(std::vector<const Tensor*>{&B}, type);
+PackedMatrix pack_matrix(const Context& cx, const Tensor& B, DType type, bool transposed) {
+  if (!transposed) return pack_matrix(cx, std::vector<const Tensor*>{&B}, type);
   const int64_t K = B.dim(1), N = B.dim(0);
   PackedMatrix p = allocate_packed(K, N, type, B.dtype());
   packed_as(p, [&](auto* out) {
-    if (B.dtype() == DType::Float32) pack_transposed_as(B.data<float>(), K, N, out, B.buffer().get());
-    else pack_transposed_as(B.data<f16>(), K, N, out, B.buffer().get());
+    if (B.dtype() == DType::Float32) pack_transposed_as(cx.threads, B.data<float>(), K, N, out, B.buffer().get());
+    else pack_transposed_as(cx.threads, B.data<f16>(), K, N, out, B.buffer().get());
   });
   return p;
 }
 
-PackedMatrix pack_matrix(const std::vector<const Tensor*>& columns, DType type) {
+PackedMatrix pack_matrix(const Context& cx, const std::vector<const Tensor*>& columns, DType type) {
   const int64_t K = columns.at(0)->dim(0);
   int64_t N = 0;
   for (const Tensor* c : columns) {
@@ -176,8 +176,8 @@ PackedMatrix pack_matrix(const std::vector<const Tensor*>& columns, DType type) 
   packed_as(p, [&](auto* out) {
     int64_t at = 0;  // the block's first column: its panels start at panel at / kNR
     for (const Tensor* c : columns) {
-      if (c->dtype() == DType::Float32) pack_as(c->data<float>(), K, c->dim(1), out + at * K, c->buffer().get());
-      else pack_as(c->data<f16>(), K, c->dim(1), out + at * K, c->buffer().get());
+      if (c->dtype() == DType::Float32) pack_as(cx.threads, c->data<float>(), K, c->dim(1), out + at * K, c->buffer().get());
+      else pack_as(cx.threads, c->data<f16>(), K, c->dim(1), out + at * K, c->buffer().get());
       at += c->dim(1);
     }
   });
@@ -204,11 +204,11 @@ Tensor unpack_transposed(const PackedMatrix& B) {
   return out;
 }
 
-void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C) {
+void matmul_packed(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C) {
   switch (B.type) {
-    case DType::Float16: return matmul_as<f16>(A, M, B, C);
-    case DType::BFloat16: return matmul_as<bf16>(A, M, B, C);
-    default: return matmul_as<float>(A, M, B, C);
+    case DType::Float16: return matmul_as<f16>(cx, A, M, B, C);
+    case DType::BFloat16: return matmul_as<bf16>(cx, A, M, B, C);
+    default: return matmul_as<float>(cx, A, M, B, C);
   }
 }
 
@@ -217,7 +217,7 @@ namespace {
 bool nbits_prefill_on_amx(NBitsActivations act) { return act == NBitsActivations::Int8 && active_isa() == Isa::Amx; }
 }  // namespace
 
-void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
+void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
   const auto block = [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     if (!scratch) return nullptr;  // (made in scratch: gemm_packed.h's PanelBlock)
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
@@ -232,13 +232,14 @@ void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBit
     return scratch;
   };
 #if defined(__x86_64__)
-  if (nbits_prefill_on_amx(act)) return gemm_rounded_bf16_amx(A, M, W.K, W.N, as_panel_block(block), &block, C);
+  if (nbits_prefill_on_amx(act)) return gemm_rounded_bf16_amx(cx, A, M, W.K, W.N, as_panel_block(block), &block, C);
 #endif
-  gemm_panels(A, M, W.K, W.N, C, block);
+  gemm_panels(cx, A, M, W.K, W.N, C, block);
 }
 
-void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
-  gemm_panels(A, M, K, N, C,
+void gemm_panel_source(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
+                       float* C) {
+  gemm_panels(cx, A, M, K, N, C,
               [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* { return block(context, j, k0, kc, scratch); });
 }
 
@@ -249,10 +250,10 @@ bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) 
 }
 }  // namespace
 
-void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
-  if (nbits_uses_gemv_i8(M, W, act)) gemv_nbits_i8(A, M, W, C);
-  else if (nbits_uses_gemv(M, W)) gemv_nbits(A, M, W, C);
-  else gemm_nbits(A, M, W, C, act);
+void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
+  if (nbits_uses_gemv_i8(M, W, act)) gemv_nbits_i8(cx, A, M, W, C);
+  else if (nbits_uses_gemv(M, W)) gemv_nbits(cx, A, M, W, C);
+  else gemm_nbits(cx, A, M, W, C, act);
 }
 
 namespace {

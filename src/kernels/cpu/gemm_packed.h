@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/context.h"
 #include "kernels/cpu/nbits.h"
 
 namespace tern::kernels {
@@ -34,10 +35,10 @@ extern const int64_t kPanel;  // columns per panel: 16 on x86-64 (the layout eve
 
 // Packs row-major B [K, N] (ONNX MatMul's weight, float32 or float16) as `type`; `transposed`: B is
 // [N, K] and the product reads Bᵀ (FusedMatMul transB — a tied LM head reading the embedding table).
-PackedMatrix pack_matrix(const Tensor& B, DType type, bool transposed = false);
+PackedMatrix pack_matrix(const Context& cx, const Tensor& B, DType type, bool transposed = false);
 // The same for B given as its column blocks, [K, N_i] each side by side (a fused concatenation's parts, every
 // one but the last a multiple of kPanel wide): each block's panels land where B's own would, with no copy of B.
-PackedMatrix pack_matrix(const std::vector<const Tensor*>& columns, DType type);
+PackedMatrix pack_matrix(const Context& cx, const std::vector<const Tensor*>& columns, DType type);
 
 // B back as [N, K] row-major (each output column's weights contiguous, the layout GPU GEMVs stream):
 // float16 for fp16 panels, float32 otherwise.
@@ -47,7 +48,7 @@ Tensor unpack_transposed(const PackedMatrix& B);
 // running the GEMM: the decode steps of a continuous batch of up to 16 sequences.
 constexpr int64_t kPanelGemvMaxRows = 16;
 // C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (the GEMV up to kPanelGemvMaxRows rows, else the GEMM).
-void matmul_packed(const float* A, int64_t M, const PackedMatrix& B, float* C);
+void matmul_packed(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C);
 // The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
 
@@ -64,11 +65,13 @@ enum class NBitsActivations { Float32, Int8, Int8EveryRow };
 using PanelBlock = const float* (*)(const void* context, int64_t j, int64_t k0, int64_t kc, float* scratch);
 // C[M, N] = A[M, K] · B for a B the caller makes a block at a time as the GEMM reads it (MatMulBnb4's codes,
 // dequantized into L1 a block at a time).
-void gemm_panel_source(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
+void gemm_panel_source(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
 // C[M, N] = A[M, K] · dequant(W)ᵀ for MatMulNBits weights (any bits/zero points dequantize_nbits takes).
-void gemm_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
+void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C,
+                NBitsActivations act = NBitsActivations::Float32);
 // The same for any M: gemv_nbits(_i8) on the blocks as stored for a few rows when it takes them, else gemm_nbits.
-void matmul_nbits(const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act = NBitsActivations::Float32);
+void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C,
+                  NBitsActivations act = NBitsActivations::Float32);
 // "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits_i8 int4 avx2"…
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act = NBitsActivations::Float32);
 

@@ -89,16 +89,14 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides (a pointer to [kc][kNR] floats,
 // 64-byte aligned: the prepacked panel itself, or one dequantized into `scratch`).
 template <typename MicroPanel>
-void gemm_panel_tiles(const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
+void gemm_panel_tiles(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
   const int64_t panels = (N + kNR - 1) / kNR, row_panels = (M + kMR - 1) / kMR;
   // A packed whole, once per call: [row panel][K][kMR], rows past M zero.
-  thread_local std::vector<float> a_packed;
-  a_packed.resize(static_cast<size_t>(row_panels * kMR * K));
-  float* ap = a_packed.data();
+  float* ap = cx.workspace().take<float>(Workspace::PanelsA, row_panels * kMR * K);
   pack_row_panels<float, kMR>(
-      M, K, [&](int64_t m, int64_t k) { return A[m * K + k]; }, ap);
+      cx.threads, M, K, [&](int64_t m, int64_t k) { return A[m * K + k]; }, ap);
   // Column panels in chunks (each C element is summed in one order, whoever computes it).
-  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t j_begin, int64_t j_end, int) {
+  parallel_chunks(cx.threads, panels, balanced_chunks(cx.threads, panels), [&](int64_t j_begin, int64_t j_end, int) {
     alignas(64) float scratch[kKC * kNR];
     for (int64_t jc = j_begin; jc < j_end; jc += kNC)
       for (int64_t k0 = 0; k0 < K; k0 += kKC) {
@@ -163,10 +161,10 @@ void panel_rows(const float* x, int64_t K, const T* p, float* y, int64_t ldy, in
 // as fast as the GEMM (bench-op matmul M,2048,8192 on Zen 3, 2 threads, best of runs: M 8 3.2 ms vs 3.3,
 // M 16 9.2 vs 8.4); it is taken for its summation order (panel_rows), which keeps decode steps exact.
 template <typename T>
-void gemv_panels(const float* x, int64_t M, const PackedMatrix& B, float* y) {
+void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
   const int64_t K = B.K, N = B.N, panels = (N + kNR - 1) / kNR;
   const T* data = static_cast<const T*>(B.panels->data());
-  parallel_chunks(panels, balanced_chunks(panels, N * K < (int64_t{1} << 15)), [&](int64_t j0, int64_t j1, int) {
+  parallel_chunks(cx.threads, panels, balanced_chunks(cx.threads, panels, N * K < (int64_t{1} << 15)), [&](int64_t j0, int64_t j1, int) {
     for (int64_t j = j0; j < j1; ++j) {
       const T* p = data + j * K * kNR;
       const int64_t nr = std::min(kNR, N - j * kNR);

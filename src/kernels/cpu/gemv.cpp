@@ -4,7 +4,6 @@
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
-#include <vector>
 #include <xsimd/xsimd.hpp>
 
 namespace tern::kernels {
@@ -59,22 +58,20 @@ void gemv_block(const float* x, int64_t ldx, const float* W, int64_t k0, int64_t
 }
 
 template <int M>
-void gemv_rows(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
+void gemv_rows(const Context& cx, const float* x, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
   const bool small = N * K < (int64_t{1} << 15);
-  const int threads = kernel_threads();
+  const int threads = cx.threads;
   if (!small && threads > 1 && N < kRowSplitBelowN) {
     // Narrow matrices: one band of rows a thread, each streamed into partial sums of its own, then the
     // partials added in band order (the same result every run at a given thread count).
-    thread_local std::vector<float> partials;  // the calling thread's, sized once per shape
-    partials.resize(static_cast<size_t>(threads * M * N));
-    float* part = partials.data();
+    float* part = cx.workspace().take<float>(Workspace::GemvPartials, threads * M * N);
     const int64_t quads = K / 4;  // bands in whole groups of four rows; the last takes the remainder
     const int64_t T = threads;
-    parallel_chunks(T, T, [&](int64_t t, int64_t, int) {  // chunk t: band t
+    parallel_chunks(threads, T, T, [&](int64_t t, int64_t, int) {  // chunk t: band t
       const int64_t k0 = quads * t / T * 4, k1 = t + 1 == T ? K : quads * (t + 1) / T * 4;
       gemv_block<M>(x, ldx, W, k0, k1, N, part + t * M * N, N, 0, N);
     });
-    parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
+    parallel_chunks(threads, N, balanced_chunks(threads, N), [&](int64_t n0, int64_t n1, int) {
       for (int m = 0; m < M; ++m)
         for (int64_t j = n0; j < n1; ++j) {
           float sum = 0;
@@ -86,18 +83,18 @@ void gemv_rows(const float* x, int64_t ldx, const float* W, int64_t K, int64_t N
   }
   // Column ranges in whole cache lines; tiny products stay on one thread.
   const int64_t lines = (N + 15) / 16;
-  parallel_chunks(lines, balanced_chunks(lines, small),
+  parallel_chunks(threads, lines, balanced_chunks(threads, lines, small),
                   [&](int64_t l0, int64_t l1, int) { gemv_block<M>(x, ldx, W, 0, K, N, y, ldy, l0 * 16, std::min(N, l1 * 16)); });
 }
 
 }  // namespace
 
-void gemv_f32(const float* x, int64_t M, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
+void gemv_f32(const Context& cx, const float* x, int64_t M, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy) {
   switch (M) {
-    case 1: return gemv_rows<1>(x, ldx, W, K, N, y, ldy);
-    case 2: return gemv_rows<2>(x, ldx, W, K, N, y, ldy);
-    case 3: return gemv_rows<3>(x, ldx, W, K, N, y, ldy);
-    case 4: return gemv_rows<4>(x, ldx, W, K, N, y, ldy);
+    case 1: return gemv_rows<1>(cx, x, ldx, W, K, N, y, ldy);
+    case 2: return gemv_rows<2>(cx, x, ldx, W, K, N, y, ldy);
+    case 3: return gemv_rows<3>(cx, x, ldx, W, K, N, y, ldy);
+    case 4: return gemv_rows<4>(cx, x, ldx, W, K, N, y, ldy);
     default: break;
   }
 }

@@ -7,12 +7,14 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/context.h"
+
 namespace tern::kernels {
 
 // Rows handled by gemv_f32; callers use GEMM for more.
 constexpr int64_t kGemvMaxRows = 4;
 
 // y[m, :] = x[m, :] · W for m < M (1 ≤ M ≤ kGemvMaxRows); x rows `ldx` apart, y rows `ldy` apart.
-void gemv_f32(const float* x, int64_t M, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy);
+void gemv_f32(const Context& cx, const float* x, int64_t M, int64_t ldx, const float* W, int64_t K, int64_t N, float* y, int64_t ldy);
 
 }  // namespace tern::kernels

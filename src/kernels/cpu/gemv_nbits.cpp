@@ -11,11 +11,11 @@ bool gemv_nbits_supported(const NBitsWeights& w) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemv_nbits(x, M, w, y, isa);
+  if (float_kernels_avx2()) return float_avx2::gemv_nbits(cx, x, M, w, y, isa);
 #endif
-  gemv_nbits_at_width(x, M, w, y, isa);
+  gemv_nbits_at_width(cx, x, M, w, y, isa);
 }
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w) {
@@ -35,11 +35,11 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemv_nbits_i8(x, M, w, y, isa);
+  if (float_kernels_avx2()) return float_avx2::gemv_nbits_i8(cx, x, M, w, y, isa);
 #endif
-  gemv_nbits_i8_at_width(x, M, w, y, isa);
+  gemv_nbits_i8_at_width(cx, x, M, w, y, isa);
 }
 
 }  // namespace tern::kernels

@@ -173,7 +173,7 @@ float block_sum(const float* x, int64_t n) {
 
 // Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums (and 2-bit codes'
 // pair sums), the tier's kernel.
-void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
   RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -185,14 +185,15 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
   if (isa_at_least(isa, Isa::Avx512)) rows_fn = gemv_nbits_f32_avx512;
 #endif
   const int64_t k_blocks = nbits_k_blocks(w), padded = k_blocks * w.block;
-  thread_local std::vector<float> xs, xsum;
+  Workspace& ws = cx.workspace();
   const bool copy = padded != w.K;  // a last partial chunk reads zeros past K
-  if (copy) xs.assign(static_cast<size_t>(M * padded), 0.0f);
-  xsum.resize(static_cast<size_t>(M * k_blocks));
+  float* const xs = copy ? ws.take<float>(Workspace::NBitsX, M * padded) : nullptr;
+  float* const xsum = ws.take<float>(Workspace::NBitsXSums, M * k_blocks);
+  if (copy) std::fill(xs, xs + M * padded, 0.0f);
   for (int64_t m = 0; m < M; ++m) {
-    if (copy) std::copy(x + m * w.K, x + (m + 1) * w.K, xs.begin() + m * padded);
+    if (copy) std::copy(x + m * w.K, x + (m + 1) * w.K, xs + m * padded);
     for (int64_t kb = 0; kb < k_blocks; ++kb)
-      xsum[static_cast<size_t>(m * k_blocks + kb)] = block_sum(x + m * w.K + kb * w.block, std::min(w.block, w.K - kb * w.block));
+      xsum[m * k_blocks + kb] = block_sum(x + m * w.K + kb * w.block, std::min(w.block, w.K - kb * w.block));
   }
   const int64_t groups = nbits_groups(w);
 #ifndef TERN_MINIMAL  // (a minimal build reads 2-bit weights as stored: nbits_groups_native)
@@ -209,23 +210,22 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
   struct alignas(64) PairTable {
     float sums[16];
   };
-  thread_local std::vector<PairTable> pairs;
-  thread_local std::vector<int64_t> passes;  // per kernel thread: the pass its tables hold, plus one (0: none)
   const int64_t per_thread = std::min(kFloatRowsAPass, M) * padded / 2;
+  PairTable* tables = nullptr;
+  int64_t* built = nullptr;  // per kernel thread: the pass its tables hold, plus one (0: none)
   if (w.bits == 2) {
-    pairs.resize(static_cast<size_t>(kernel_threads() * per_thread));
-    passes.assign(static_cast<size_t>(kernel_threads()), 0);
+    tables = ws.take<PairTable>(Workspace::NBitsPairs, cx.threads * per_thread);
+    built = ws.take<int64_t>(Workspace::NBitsPasses, cx.threads);
+    std::fill(built, built + cx.threads, 0);
   }
-  PairTable* const tables = pairs.data();  // (the caller's: in a worker, a thread_local's name is the worker's own)
-  int64_t* const built = passes.data();
 #endif
   for (int64_t m0 = 0; m0 < M; m0 += kFloatRowsAPass) {
     const int64_t rows_now = std::min(kFloatRowsAPass, M - m0);
     FloatRow rows[kFloatRowsAPass];
     for (int64_t i = 0; i < rows_now; ++i)
-      rows[i] = FloatRow{copy ? xs.data() + (m0 + i) * padded : x + (m0 + i) * w.K, xsum.data() + (m0 + i) * k_blocks};
+      rows[i] = FloatRow{copy ? xs + (m0 + i) * padded : x + (m0 + i) * w.K, xsum + (m0 + i) * k_blocks};
     float* ym = y + m0 * w.N;
-    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int slot) {
+    parallel_chunks(cx.threads, groups, balanced_chunks(cx.threads, groups, small(w)), [&](int64_t g0, int64_t g1, int slot) {
 #ifndef TERN_MINIMAL
       if (w.bits == 2) {
         FloatRow mine[kFloatRowsAPass];
@@ -244,8 +244,8 @@ void gemv_nbits_grouped(const float* x, int64_t M, const NBitsWeights& w, float*
   }
 }
 
-void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
-  if (w.grouped) return gemv_nbits_grouped(x, M, w, y, isa);
+void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  if (w.grouped) return gemv_nbits_grouped(cx, x, M, w, y, isa);
 #if defined(__x86_64__) && !defined(TERN_MINIMAL)
   const bool zmm = isa_at_least(isa, Isa::Avx512) && gemv_nbits_rows_avx512_takes(w);
   auto position = [&](int64_t k) { return zmm ? nbits_rows_avx512_position(k, w.bits) : reordered(k, w.bits); };
@@ -254,24 +254,25 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
 #endif
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
   // Reordered activations (zero past K: a last partial block's padding contributes nothing) and their
-  // block sums; kept per thread, so after the first call nothing is allocated.
-  thread_local std::vector<float> xs, xsum;
-  xs.assign(static_cast<size_t>(M * padded), 0.0f);
-  xsum.assign(static_cast<size_t>(M * k_blocks), 0.0f);
+  // block sums, in the run's workspace.
+  float* const xs = cx.workspace().take<float>(Workspace::NBitsX, M * padded);
+  float* const xsum = cx.workspace().take<float>(Workspace::NBitsXSums, M * k_blocks);
+  std::fill(xs, xs + M * padded, 0.0f);
+  std::fill(xsum, xsum + M * k_blocks, 0.0f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < w.K; ++k) {
-      xs[static_cast<size_t>(m * padded + position(k))] = x[m * w.K + k];
-      xsum[static_cast<size_t>(m * k_blocks + k / w.block)] += x[m * w.K + k];
+      xs[m * padded + position(k)] = x[m * w.K + k];
+      xsum[m * k_blocks + k / w.block] += x[m * w.K + k];
     }
   const int64_t quads = w.N / 4;
   for (int64_t m = 0; m < M; ++m) {
-    const float* xm = xs.data() + m * padded;
-    const float* sm = xsum.data() + m * k_blocks;
+    const float* xm = xs + m * padded;
+    const float* sm = xsum + m * k_blocks;
     float* ym = y + m * w.N;
 #if defined(__x86_64__) && !defined(TERN_MINIMAL)
     if (zmm) {  // (the codes' part there, the zero points' here)
       const int64_t units = (w.N + 3) / 4;
-      parallel_chunks(units, balanced_chunks(units, small(w)), [&](int64_t p0, int64_t p1, int) {
+      parallel_chunks(cx.threads, units, balanced_chunks(cx.threads, units, small(w)), [&](int64_t p0, int64_t p1, int) {
         const int64_t n1 = std::min(w.N, 4 * p1);
         gemv_nbits_rows_avx512(xm, w, 4 * p0, n1, ym);
         for (int64_t n = 4 * p0; n < n1; ++n) ym[n] -= zero_point_part(w, n, k_blocks, sm);
@@ -279,7 +280,7 @@ void gemv_nbits_at_width(const float* x, int64_t M, const NBitsWeights& w, float
       continue;
     }
 #endif
-    parallel_chunks(quads, balanced_chunks(quads, small(w)), [&](int64_t p0, int64_t p1, int) {
+    parallel_chunks(cx.threads, quads, balanced_chunks(cx.threads, quads, small(w)), [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p)
         if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
         else if (w.bits == 2) rows<4, 2>(xm, sm, w, k_blocks, 4 * p, ym);
@@ -357,7 +358,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
   sum = scale * static_cast<float>(total);
 }
 
-void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
   using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
 #if defined(__x86_64__)
   const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
@@ -367,41 +368,39 @@ void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, fl
   const RowsFn rows_fn = isa == Isa::NeonI8mm ? gemv_nbits_i8_neoni8mm : isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
 #endif
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
-  // Quantized rows, kept per thread: after the first call nothing is allocated. Values past K are 0.
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xscale, xsum;
-  thread_local std::vector<int32_t> xchunks, xlanes;
-  xq.assign(static_cast<size_t>(M * padded), 0);
-  xchunks.assign(static_cast<size_t>(M * padded / 32), 0);
-  xscale.resize(static_cast<size_t>(M * k_blocks));
-  xsum.resize(static_cast<size_t>(M * k_blocks));
+  // Quantized rows, in the run's workspace. Values past K are 0.
+  Workspace& ws = cx.workspace();
+  int8_t* const q = ws.take<int8_t>(Workspace::Int8Codes, M * padded);
+  float* const scale = ws.take<float>(Workspace::Int8Scales, M * k_blocks);
+  float* const sum = ws.take<float>(Workspace::Int8Sums, M * k_blocks);
+  int32_t* const chunk_sum = ws.take<int32_t>(Workspace::Int8ChunkSums, M * padded / 32);
+  std::fill(q, q + M * padded, int8_t{0});
+  std::fill(chunk_sum, chunk_sum + M * padded / 32, 0);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb, k0 = kb * w.block;
       const bool four_bit = w.bits == 4 && !w.grouped;  // (reordered for the file's layout)
-      quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, xq.data() + m * padded + (four_bit ? 0 : k0),
-                     xchunks.data() + m * padded / 32 + k0 / 32, xscale[static_cast<size_t>(at)], xsum[static_cast<size_t>(at)]);
+      quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, q + m * padded + (four_bit ? 0 : k0), chunk_sum + m * padded / 32 + k0 / 32,
+                     scale[at], sum[at]);
     }
+  int32_t* lane_sum = nullptr;
 #if defined(__x86_64__)
   if (w.bits == 8) {  // (Int8Row::lane_sum; per block, or per pair of blocks of 16)
-    xlanes.assign(static_cast<size_t>(M * k_blocks * 8), 0);
+    lane_sum = ws.take<int32_t>(Workspace::Int8LaneSums, M * k_blocks * 8);
+    std::fill(lane_sum, lane_sum + M * k_blocks * 8, 0);
     const int64_t span = std::max<int64_t>(w.block, 32), steps = k_blocks * w.block / span;
     for (int64_t m = 0; m < M; ++m)
       for (int64_t s = 0; s < steps; ++s) {
-        int32_t* lanes = xlanes.data() + (m * k_blocks + s) * 8;
-        const int8_t* q = xq.data() + m * padded + s * span;
-        for (int64_t i = 0; i < span; i += 4) lanes[i % 32 / 4] += q[i] + q[i + 1] + q[i + 2] + q[i + 3];
+        int32_t* lanes = lane_sum + (m * k_blocks + s) * 8;
+        const int8_t* qs = q + m * padded + s * span;
+        for (int64_t i = 0; i < span; i += 4) lanes[i % 32 / 4] += qs[i] + qs[i + 1] + qs[i + 2] + qs[i + 3];
       }
   }
 #endif
   // Threads split the output columns in runs of 4 (the kernel's row group), or 16-row groups of grouped
   // weights; each output is summed in one fixed order, so results repeat bit for bit whatever the thread count.
   const int64_t unit = w.grouped ? kNBitsGroupRows : 4, groups = (w.N + unit - 1) / unit;
-  // The rows of x from m0 on, as many as a pass takes, over the columns of groups [g0, g1). (Run on the pool's
-  // threads: the buffers are this thread's, so their addresses are taken here.)
-  const int8_t* q = xq.data();
-  const float *scale = xscale.data(), *sum = xsum.data();
-  const int32_t *chunk_sum = xchunks.data(), *lane_sum = w.bits == 8 ? xlanes.data() : nullptr;
+  // The rows of x from m0 on, as many as a pass takes, over the columns of groups [g0, g1).
   auto pass = [&](int64_t m0, int64_t g0, int64_t g1) {
     const int64_t rows_now = std::min(kInt8RowsAPass, M - m0);
     Int8Row rows[kInt8RowsAPass];
@@ -415,15 +414,16 @@ void gemv_nbits_i8_at_width(const float* x, int64_t M, const NBitsWeights& w, fl
     else rows_fn(rows, rows_now, w, unit * g0, std::min(w.N, unit * g1), ym, w.N);
   };
   if (M <= kInt8RowsAPass) {
-    parallel_chunks(groups, balanced_chunks(groups, small(w)), [&](int64_t g0, int64_t g1, int) { pass(0, g0, g1); });
+    parallel_chunks(cx.threads, groups, balanced_chunks(cx.threads, groups, small(w)),
+                    [&](int64_t g0, int64_t g1, int) { pass(0, g0, g1); });
     return;
   }
   // More rows than a pass (tern eval's prefill computed as decode rows, NBitsActivations::Int8EveryRow): a chunk of
   // columns takes every pass while its weights are in L2 (256 KB a chunk), where a pass at a time streamed the
   // whole matrix again for every four rows. Each output is computed as before, bit for bit.
   const int64_t bytes = w.N * k_blocks * w.block * w.bits / 8, chunk_bytes = 256 << 10;
-  const int64_t chunks = std::min(groups, std::max(balanced_chunks(groups), bytes / chunk_bytes));
-  parallel_chunks(groups, chunks, [&](int64_t g0, int64_t g1, int) {
+  const int64_t chunks = std::min(groups, std::max(balanced_chunks(cx.threads, groups), bytes / chunk_bytes));
+  parallel_chunks(cx.threads, groups, chunks, [&](int64_t g0, int64_t g1, int) {
     for (int64_t m0 = 0; m0 < M; m0 += kInt8RowsAPass) pass(m0, g0, g1);
   });
 }

@@ -122,40 +122,38 @@ float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const {
   return c_.storage == DType::Float32 ? values_[i] : static_cast<float>(values16_[i]);
 }
 
-void KvRingBuffer::attend(int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
+void KvRingBuffer::attend(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
+                          float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
-  if (c_.storage == DType::Float32) attend_as(keys_, values_, b, q, q_heads, scoring, rope, out);
-  else attend_as(keys16_, values16_, b, q, q_heads, scoring, rope, out);
+  if (c_.storage == DType::Float32) attend_as(cx, keys_, values_, b, q, q_heads, scoring, rope, out);
+  else attend_as(cx, keys16_, values16_, b, q, q_heads, scoring, rope, out);
 }
 
-void KvRingBuffer::attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
-                                const RopeTable& rope, float* out, int64_t out_stride) {
+void KvRingBuffer::attend_chunk(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
+                                const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (count <= 0 || count > held(b) || seen(b) > c_.capacity)
     fail("KvRingBuffer: attend_chunk over ", count, " tokens needs them appended to a window that has not slid");
-  if (c_.storage == DType::Float32) attend_chunk_as(keys_, values_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
-  else attend_chunk_as(keys16_, values16_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
+  if (c_.storage == DType::Float32) attend_chunk_as(cx, keys_, values_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
+  else attend_chunk_as(cx, keys16_, values16_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
 }
 
 template <typename T>
-void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_stride,
-                                   int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out,
-                                   int64_t out_stride) {
+void KvRingBuffer::attend_chunk_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
+                                   int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
+                                   float* out, int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim, H = c_.kv_heads, blocks = chunk_key_blocks(n);
   // One scratch for every layer's ring (layers run one after another): fresh per ring, its first touch
-  // cost ~1 ms a layer in a 1B-shape 128-token prefill. It keeps the largest chunk's size.
-  thread_local std::vector<float> scratch;
+  // cost ~1 ms a layer in a 1B-shape 128-token prefill.
   const int64_t key_floats = H * blocks * D * kChunkKeyBlock, value_floats = n * token_floats_;
-  const int64_t per_thread = chunk_attention_scratch_floats(D), threads = kernel_threads();
-  scratch.resize(
-      static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(scratch.size()), key_floats + value_floats + per_thread * threads)));
-  float* keys_t = scratch.data();
+  const int64_t per_thread = chunk_attention_scratch_floats(D), threads = cx.threads;
+  float* keys_t = cx.workspace().take<float>(Workspace::ChunkAttention, key_floats + value_floats + per_thread * threads);
   float* values_f = keys_t + key_floats;
   // Every held key converted and rotated to its window position once (the window has not slid: the
   // position is the index), stored transposed in blocks (chunk_key_at); values as float, each KV head's
   // together. KV heads over threads.
-  parallel_chunks(H, H, [&](int64_t g, int64_t, int thread) {
+  parallel_chunks(cx.threads, H, H, [&](int64_t g, int64_t, int thread) {
     float* row = values_f + value_floats + thread * per_thread;
     float* vg = values_f + g * n * D;
     for (int64_t i = 0; i < n; ++i) {
@@ -184,12 +182,13 @@ void KvRingBuffer::attend_chunk_as(const RingStorage<T>& keys, const RingStorage
   a.out = out;
   a.out_stride = out_stride;
   a.scratch = values_f + value_floats;
+  a.threads = cx.threads;
   chunk_attention(a);
 }
 
 template <typename T>
-void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
-                             const Scoring& scoring, const RopeTable& rope, float* out) {
+void KvRingBuffer::attend_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
+                             int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
   const int64_t n = held(b);
   auto& kp = [&]() -> std::vector<const T*>& {
     if constexpr (std::is_same_v<T, f16>) return key16_ptrs_;
@@ -205,10 +204,10 @@ void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& v
     vp[static_cast<size_t>(i)] = values.data() + at(b, s);
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
-  const int threads = kernel_threads();
+  const int threads = cx.threads;
   // Sized for every slot the ring has allocated: it grows only when the ring does.
-  const size_t need = static_cast<size_t>(ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
-  if (scratch_.size() < need) scratch_.resize(need);
+  float* scratch = cx.workspace().take<float>(Workspace::RingAttention,
+                                              ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
   RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
@@ -220,7 +219,7 @@ void KvRingBuffer::attend_as(const RingStorage<T>& keys, const RingStorage<T>& v
   a.query_pos = n - 1;
   a.scoring = scoring;
   a.rope = rope;
-  a.scratch = scratch_.data();
+  a.scratch = scratch;
   a.threads = threads;
   ring_attention(q, out, a);
 }

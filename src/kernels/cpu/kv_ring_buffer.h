@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/context.h"
 #include "kernels/cpu/ring_attention.h"
 #include "kernels/ring_slots.h"
 
@@ -81,21 +82,23 @@ class KvRingBuffer {
   float value(int64_t b, int64_t slot, int64_t d) const;
 
   // Attention of one new query token of sequence b (q pre-RoPE, [q_heads][head_dim]) over every held
-  // token, the query at window position held(b) − 1 (append its key first). Allocation-free.
-  void attend(int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
+  // token, the query at window position held(b) − 1 (append its key first). Allocates nothing once the
+  // workspace holds scratch for the ring's slots.
+  void attend(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
   // The same for each of the last `count` appended tokens (a prompt chunk; queries `q_stride` floats
   // apart, outputs `out_stride` apart), each over the window as it stood after its own append: keys
   // are rotated once for the chunk rather than once per query. Needs a window that has not slid during
   // the chunk (seen(b) ≤ capacity).
-  void attend_chunk(int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+  void attend_chunk(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
                     const RopeTable& rope, float* out, int64_t out_stride);
 
  private:
   template <typename T>
-  void attend_chunk_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_stride, int64_t count,
-                       int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
+  void attend_chunk_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
+                       int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out,
+                       int64_t out_stride);
   template <typename T>
-  void attend_as(const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
+  void attend_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
                  const Scoring& scoring, const RopeTable& rope, float* out);
   int64_t at(int64_t b, int64_t slot) const { return (b * slots_ + slot) * token_floats_; }
   void grow(int64_t slots);
@@ -113,7 +116,6 @@ class KvRingBuffer {
   std::vector<const float*> key_ptrs_, value_ptrs_;
   std::vector<const f16*> key16_ptrs_, value16_ptrs_;
   std::vector<int64_t> positions_;
-  std::vector<float> scratch_;
 };
 
 }  // namespace tern::kernels

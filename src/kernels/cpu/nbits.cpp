@@ -41,13 +41,14 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w) {
   return {groups * k_blocks * w.block / 32 * nbits_chunk_bytes(w.bits), w.zp_packed || w.zp_float ? per_block : 0, per_block};
 }
 
-QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
+QuantizedWeights group_nbits_rows(const Context& cx, const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done) {
   std::function<void(size_t, int64_t, int64_t)> done;
   if (rows_done) done = [&](size_t, int64_t n0, int64_t n1) { rows_done(n0, n1); };
-  return group_nbits_rows(std::vector<NBitsWeights>{w}, done);
+  return group_nbits_rows(cx, std::vector<NBitsWeights>{w}, done);
 }
 
-QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const std::function<void(size_t, int64_t, int64_t)>& rows_done) {
+QuantizedWeights group_nbits_rows(const Context& cx, const std::vector<NBitsWeights>& parts,
+                                  const std::function<void(size_t, int64_t, int64_t)>& rows_done) {
   NBitsWeights w = parts.at(0);  // the whole: every part's rows, one after another
   w.N = 0;
   if ((w.bits != 2 && w.bits != 4 && w.bits != 8) || nbits_k_blocks(w) * w.block % 32 != 0)
@@ -88,7 +89,7 @@ QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts, const 
     constexpr int64_t kGroupsAStep = 64;
     for (int64_t s0 = 0; s0 < groups; s0 += kGroupsAStep) {
       const int64_t s1 = std::min(groups, s0 + kGroupsAStep);
-      parallel_chunks(s1 - s0, balanced_chunks(s1 - s0), [&](int64_t g0, int64_t g1, int) {
+      parallel_chunks(cx.threads, s1 - s0, balanced_chunks(cx.threads, s1 - s0), [&](int64_t g0, int64_t g1, int) {
         for (int64_t gi = s0 + g0; gi < s0 + g1; ++gi)
           for (int64_t r = 0; r < kNBitsGroupRows && gi * kNBitsGroupRows + r < pw.N; ++r) {
             const int64_t n = gi * kNBitsGroupRows + r, out_group = first_group + gi;
@@ -132,7 +133,7 @@ float f16_at_least(float scale) {
 }
 }  // namespace
 
-QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block, bool symmetric) {
+QuantizedWeights quantize_nbits(const Context& cx, const float* W, int64_t K, int64_t N, int64_t bits, int64_t block, bool symmetric) {
   QuantizedWeights q;
   q.N = N;
   q.K = K;
@@ -148,7 +149,7 @@ QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bi
   uint8_t *data = q.data.data<uint8_t>(), *zero_points = symmetric ? nullptr : q.zero_points.data<uint8_t>();
   float* scales = q.scales.data<float>();
   constexpr float kSmallest = 5.9604645e-8f;  // 2^-24, float16's smallest: an all-zero block's scale
-  parallel_chunks(N, balanced_chunks(N), [&](int64_t n0, int64_t n1, int) {
+  parallel_chunks(cx.threads, N, balanced_chunks(cx.threads, N), [&](int64_t n0, int64_t n1, int) {
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t kb = 0; kb < k_blocks; ++kb) {
         const int64_t k0 = kb * block, k1 = std::min(K, k0 + block);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/cpu/context.h"
 
 namespace tern::kernels {
 
@@ -124,11 +125,11 @@ bool nbits_groups_native(const NBitsWeights& w, bool int8_activations = false);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
 // (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
 // n1)` (when given) is told that rows [n0, n1) of w are not read again — the caller drops their file pages.
-QuantizedWeights group_nbits_rows(const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done = {});
+QuantizedWeights group_nbits_rows(const Context& cx, const NBitsWeights& w, const std::function<void(int64_t, int64_t)>& rows_done = {});
 // The same for weights given as parts, their rows one after another (a fused concatenation's, each part but the
 // last a multiple of kNBitsGroupRows rows: its groups land where the whole's would, with no copy of the whole);
 // rows_done(part, n0, n1) names the part the rows are of.
-QuantizedWeights group_nbits_rows(const std::vector<NBitsWeights>& parts,
+QuantizedWeights group_nbits_rows(const Context& cx, const std::vector<NBitsWeights>& parts,
                                   const std::function<void(size_t, int64_t, int64_t)>& rows_done = {});
 // The size of each part group_nbits_rows makes: {data, zero points (0: none), scales} elements.
 std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
@@ -140,7 +141,8 @@ std::vector<int64_t> nbits_group_sizes(const NBitsWeights& w);
 // rounded up to the next float16 (still stored as float32): grouped for decode (group_nbits_rows) a token
 // then streams 2-byte scales, 4.5 + 0.25 bits a weight instead of 5 for blocks of 32; a scale moves by at most
 // 2^-11 of itself, far inside the quantization's own step. bits 4 or 8; block a power of two ≥ 16.
-QuantizedWeights quantize_nbits(const float* W, int64_t K, int64_t N, int64_t bits, int64_t block, bool symmetric = false);
+QuantizedWeights quantize_nbits(const Context& cx, const float* W, int64_t K, int64_t N, int64_t bits, int64_t block,
+                                bool symmetric = false);
 // The part rows [n0, n1) × columns [k0, k1) of W, transposed: out[(k − k0)·ld + (n − n0)].
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
 

@@ -5,11 +5,11 @@
 
 namespace tern::kernels {
 
-void normalize_rows(const float* x, float* y, const NormArgs& a) {
+void normalize_rows(const Context& cx, const float* x, float* y, const NormArgs& a) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::normalize_rows(x, y, a);
+  if (float_kernels_avx2()) return float_avx2::normalize_rows(cx, x, y, a);
 #endif
-  normalize_rows_at_width(x, y, a);
+  normalize_rows_at_width(cx, x, y, a);
 }
 
 }  // namespace tern::kernels

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/context.h"
+
 namespace tern::kernels {
 
 struct NormArgs {
@@ -20,6 +22,6 @@ struct NormArgs {
 };
 
 // y may be x (each row is read whole before it is written).
-void normalize_rows(const float* x, float* y, const NormArgs& a);
+void normalize_rows(const Context& cx, const float* x, float* y, const NormArgs& a);
 
 }  // namespace tern::kernels

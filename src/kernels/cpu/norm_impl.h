@@ -51,11 +51,12 @@ void normalize_row(const float* px, float* py, int64_t r, const NormArgs& a) {
   if (a.inv_std_out) a.inv_std_out[r] = inv;
 }
 
-void normalize_rows_at_width(const float* x, float* y, const NormArgs& a) {
+void normalize_rows_at_width(const Context& cx, const float* x, float* y, const NormArgs& a) {
   // Rows are independent: shared out when there are enough of them (prefill), each computed the same way.
-  parallel_chunks(a.rows, balanced_chunks(a.rows, a.rows * a.n < (int64_t{1} << 16)), [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) normalize_row(x + r * a.n, y + r * a.n, r, a);
-  });
+  parallel_chunks(cx.threads, a.rows, balanced_chunks(cx.threads, a.rows, a.rows * a.n < (int64_t{1} << 16)),
+                  [&](int64_t r0, int64_t r1, int) {
+                    for (int64_t r = r0; r < r1; ++r) normalize_row(x + r * a.n, y + r * a.n, r, a);
+                  });
 }
 
 }  // namespace

@@ -32,9 +32,6 @@ inline void cpu_relax() {
 // sleep between steps and when the machine is busy.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
-thread_local bool t_inside = false;  // this thread is running a chunk
-thread_local int t_threads = 0;      // KernelThreads' count on this thread (0: none set)
-
 constexpr int kChunksShift = 20, kGenerationShift = 40;
 constexpr uint64_t kFieldMask = (uint64_t{1} << 20) - 1, kGenerationMask = (uint64_t{1} << 24) - 1;
 
@@ -50,11 +47,14 @@ class Pool {
   }
   int threads() const { return threads_; }
 
-  // One job at a time, run by the caller and workers 1 … threads − 1; a second caller (another session's
-  // thread) runs its chunks itself.
+  // One job at a time, run by the caller and workers 1 … threads − 1; a second caller — another session's
+  // thread, or a chunk of this job calling a kernel (nested: run where it is called) — runs its chunks itself.
   bool try_run(int64_t n, int64_t chunks, int threads, ChunkFn fn) {
-    std::unique_lock<std::mutex> lock(busy_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
+    if (busy_.exchange(true, std::memory_order_acquire)) return false;
+    struct Free {
+      std::atomic<bool>& busy;
+      ~Free() { busy.store(false, std::memory_order_release); }
+    } release{busy_};
     job_threads_.store(threads, std::memory_order_relaxed);
     fn_ = fn;
     n_ = n;
@@ -98,12 +98,7 @@ class Pool {
         c = static_cast<int64_t>(v & kFieldMask);
         if (c >= static_cast<int64_t>((v >> kChunksShift) & kFieldMask)) return;
       } while (!next_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel));
-      t_inside = true;
-      const int threads = t_threads;
-      t_threads = job_threads_.load(std::memory_order_relaxed);  // kernel_threads() inside the chunk: the job's
       fn_(n_ * c / chunks_, n_ * (c + 1) / chunks_, slot);
-      t_threads = threads;
-      t_inside = false;
       done_.fetch_add(1, std::memory_order_release);
     }
   }
@@ -131,7 +126,7 @@ class Pool {
 
   const int threads_;
   std::vector<std::thread> workers_;
-  std::mutex busy_;
+  std::atomic<bool> busy_{false};
   // The job: its function and size are written before `next_` publishes it (generation | chunk count |
   // next chunk), and stay until every chunk is done.
   ChunkFn fn_{};
@@ -146,11 +141,6 @@ class Pool {
   std::atomic<bool> stop_{false};
 };
 
-int all_cores() {
-  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return n;
-}
-
 std::mutex g_pool_mutex;
 std::shared_ptr<Pool> g_pool;
 
@@ -164,18 +154,17 @@ std::shared_ptr<Pool> pool(int threads) {
 
 }  // namespace
 
-KernelThreads::KernelThreads(int n) : saved_(std::exchange(t_threads, n > 0 ? n : all_cores())) {}
-KernelThreads::~KernelThreads() { t_threads = saved_; }
+int hardware_threads() {
+  static const int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return n;
+}
 
-int kernel_threads() { return t_threads > 0 ? t_threads : all_cores(); }
+int64_t balanced_chunks(int threads, int64_t units, bool small) { return small ? 1 : std::min<int64_t>(units, 4 * std::max(threads, 1)); }
 
-int64_t balanced_chunks(int64_t units, bool small) { return small ? 1 : std::min<int64_t>(units, 4 * kernel_threads()); }
-
-void parallel_chunks(int64_t n, int64_t chunks, ChunkFn fn) {
+void parallel_chunks(int threads, int64_t n, int64_t chunks, ChunkFn fn) {
   chunks = std::clamp<int64_t>(chunks, 1, std::min<int64_t>(std::max<int64_t>(n, 1), kFieldMask));
   if (n <= 0) return;
-  const int threads = kernel_threads();
-  const auto p = chunks > 1 && !t_inside && threads > 1 ? pool(threads) : nullptr;  // (one thread: no lock)
+  const auto p = chunks > 1 && threads > 1 ? pool(threads) : nullptr;  // (one thread: no lock)
   if (p && p->try_run(n, chunks, threads, fn)) return;
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks, 0);
 }

@@ -11,31 +11,18 @@
 
 namespace tern::kernels {
 
-// How many threads kernels called from this thread use, the caller included: the innermost KernelThreads
-// scope's count, else every core. Per calling thread, so each session runs on the count its options set
-// while another runs beside it on its own (the workers are shared: one pool, as big as the largest count
-// asked for, and a job uses only its count of them).
-int kernel_threads();
-class KernelThreads {
- public:
-  explicit KernelThreads(int n);  // n <= 0: every core
-  ~KernelThreads();
-  KernelThreads(const KernelThreads&) = delete;
-  KernelThreads& operator=(const KernelThreads&) = delete;
-
- private:
-  int saved_;
-};
+// Every core the process may run on: how many threads a session asked for 0 gets.
+int hardware_threads();
 
 // Runs fn(begin, end, slot) over [0, n) cut into `chunks` pieces (chunk c is [n·c/chunks,
-// n·(c+1)/chunks)), spread over the kernel threads; returns when every chunk has run. `slot` <
-// kernel_threads() names the thread running the chunk (for per-thread scratch). Chunk bounds depend on n
+// n·(c+1)/chunks)), spread over `threads` threads, the caller included (the run's count: context.h); returns
+// when every chunk has run. `slot` < threads names the thread running the chunk (for per-thread scratch). Chunk bounds depend on n
 // and chunks alone, so results summed per chunk repeat bit for bit however the chunks were shared out.
 // Called from inside a chunk, or while another thread's job runs (another session, or another run of one
 // session), it runs the chunks itself. Allocates
 // nothing (a decode step stays allocation-free).
 template <class Fn>  // void(int64_t begin, int64_t end, int slot)
-void parallel_chunks(int64_t n, int64_t chunks, const Fn& fn);
+void parallel_chunks(int threads, int64_t n, int64_t chunks, const Fn& fn);
 
 // A chunk function without its type (no std::function: that allocates for a lambda's captures).
 struct ChunkFn {
@@ -43,14 +30,15 @@ struct ChunkFn {
   void (*call)(const void* fn, int64_t begin, int64_t end, int slot);
   void operator()(int64_t begin, int64_t end, int slot) const { call(fn, begin, end, slot); }
 };
-void parallel_chunks(int64_t n, int64_t chunks, ChunkFn fn);
+void parallel_chunks(int threads, int64_t n, int64_t chunks, ChunkFn fn);
 
 template <class Fn>
-void parallel_chunks(int64_t n, int64_t chunks, const Fn& fn) {
-  parallel_chunks(n, chunks, ChunkFn{&fn, [](const void* f, int64_t b, int64_t e, int s) { (*static_cast<const Fn*>(f))(b, e, s); }});
+void parallel_chunks(int threads, int64_t n, int64_t chunks, const Fn& fn) {
+  parallel_chunks(threads, n, chunks,
+                  ChunkFn{&fn, [](const void* f, int64_t b, int64_t e, int s) { (*static_cast<const Fn*>(f))(b, e, s); }});
 }
-// Chunks for `units` of even work when the result does not depend on the split: 4 a thread, so a thread
-// the OS holds back leaves its share to the others; 1 when `small` (not worth waking a thread).
-int64_t balanced_chunks(int64_t units, bool small = false);
+// Chunks for `units` of even work when the result does not depend on the split: 4 for each of `threads`, so a
+// thread the OS holds back leaves its share to the others; 1 when `small` (not worth waking a thread).
+int64_t balanced_chunks(int threads, int64_t units, bool small = false);
 
 }  // namespace tern::kernels

@@ -182,12 +182,11 @@ void ring_attention_at_width(const float* q, float* out, const RingAttentionArgs
   const int64_t units = a.kv_heads * L.blocks;
   // Short windows stay on one thread: a parallel region costs more than they do.
   const int threads = a.n_keys * a.q_heads * D < 32768 ? 1 : static_cast<int>(std::min<int64_t>(std::max(a.threads, 1), units));
-  // (Inside attend_chunk's per-query chunks this runs on the calling thread: parallel_chunks nests inline.)
-  parallel_chunks(units, threads > 1 ? balanced_chunks(units) : 1, [&](int64_t u0, int64_t u1, int slot) {
+  parallel_chunks(threads, units, threads > 1 ? balanced_chunks(threads, units) : 1, [&](int64_t u0, int64_t u1, int slot) {
     float* sc = per_thread + slot * L.per_thread();
     for (int64_t u = u0; u < u1; ++u) attend_block(qr, a, L, u % a.kv_heads, u / a.kv_heads, partials, sc);
   });
-  parallel_chunks(a.q_heads, threads > 1 ? balanced_chunks(a.q_heads) : 1, [&](int64_t h0, int64_t h1, int) {
+  parallel_chunks(threads, a.q_heads, threads > 1 ? balanced_chunks(threads, a.q_heads) : 1, [&](int64_t h0, int64_t h1, int) {
     for (int64_t h = h0; h < h1; ++h) merge_head(partials, L, a.q_heads, h, out + h * D);
   });
 }

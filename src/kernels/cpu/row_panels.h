@@ -13,9 +13,9 @@ namespace {
 // A packed in panels of `Rows` rows, [panel][step][Rows], rows past M zero (floats, or bf16 pairs):
 // out[(i * steps + p) * Rows + r] = element_of(m, p) for row m = i * Rows + r < M, else Elem{}.
 template <typename Elem, int64_t Rows, typename ElementOf>
-void pack_row_panels(int64_t M, int64_t steps, const ElementOf& element_of, Elem* out) {
+void pack_row_panels(int threads, int64_t M, int64_t steps, const ElementOf& element_of, Elem* out) {
   const int64_t panels = (M + Rows - 1) / Rows;
-  parallel_chunks(panels, balanced_chunks(panels), [&](int64_t i0, int64_t i1, int) {
+  parallel_chunks(threads, panels, balanced_chunks(threads, panels), [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t p = 0; p < steps; ++p)
         for (int64_t r = 0; r < Rows; ++r) {

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/context.h"
+
 namespace tern::kernels {
 
 enum class GateActivation {
@@ -10,7 +12,7 @@ enum class GateActivation {
   GeluTanh,  // ½·gate·(1 + tanh(√(2/π)·(gate + 0.044715·gate³))), computed as gate · sigmoid(2·√(2/π)·(…))
 };
 
-void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n,
+void swiglu_rows(const Context& cx, const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n,
                  GateActivation act = GateActivation::Silu);
 
 }  // namespace tern::kernels

@@ -11,14 +11,15 @@
 namespace tern::kernels {
 namespace {
 
-void swiglu_rows_at_width(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n, GateActivation act) {
+void swiglu_rows_at_width(const Context& cx, const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n,
+                          GateActivation act) {
   using batch = xsimd::batch<float>;
   // ½x(1 + tanh u) = x·sigmoid(2u): GELU's tanh form with SiLU's one exp (tanh itself costs two).
   constexpr float k2 = 2.0f * 0.7978845608028654f, k3 = 2.0f * 0.7978845608028654f * 0.044715f;
   const bool gelu = act == GateActivation::GeluTanh;
   constexpr int64_t L = static_cast<int64_t>(batch::size);
   // Prefill rows go to threads; a decode row is too short to be worth a parallel region.
-  parallel_chunks(rows, balanced_chunks(rows, rows * n < (int64_t{1} << 16)), [&](int64_t r0, int64_t r1, int) {
+  parallel_chunks(cx.threads, rows, balanced_chunks(cx.threads, rows, rows * n < (int64_t{1} << 16)), [&](int64_t r0, int64_t r1, int) {
     for (int64_t r = r0; r < r1; ++r) {
       const float* g = gate + r * in_stride;
       const float* u = up + r * in_stride;

@@ -148,28 +148,27 @@ void avx512_tile(const Steps& s, int64_t steps, const typename Steps::A* a, cons
 
 // C[M, N] = A[M, K] · B for the panels `s` provides.
 template <typename Steps>
-void avx512_gemm(const Steps& s, const float* A, int64_t M, int64_t K, int64_t N, float* C) {
+void avx512_gemm(const Context& cx, const Steps& s, const float* A, int64_t M, int64_t K, int64_t N, float* C) {
   using AElem = typename Steps::A;
   constexpr int64_t kK = Steps::kK;
   const int64_t steps = (K + kK - 1) / kK, row_panels = (M + kTileMR - 1) / kTileMR;
   const int64_t n_panels = (N + kTileP - 1) / kTileP, tiles = (n_panels + 1) / 2;
-  thread_local std::vector<AElem> a_packed;
-  a_packed.resize(static_cast<size_t>(row_panels * steps * kTileMR));
-  AElem* ap = a_packed.data();
+  AElem* ap = cx.workspace().take<AElem>(Workspace::TilesA, row_panels * steps * kTileMR);
   if constexpr (std::is_same_v<AElem, float> && kK == 1) {  // fp32 rows as they are: whole panels transposed in registers
     const int64_t full = M / kTileMR;
-    parallel_chunks(full, balanced_chunks(full), [&](int64_t i0, int64_t i1, int) {
+    parallel_chunks(cx.threads, full, balanced_chunks(cx.threads, full), [&](int64_t i0, int64_t i1, int) {
       for (int64_t i = i0; i < i1; ++i) pack_f32_row_panel(A + i * kTileMR * K, K, ap + i * K * kTileMR);
     });
     if (full < row_panels)
       pack_row_panels<AElem, kTileMR>(
-          M - full * kTileMR, steps, [&](int64_t m, int64_t p) { return A[(full * kTileMR + m) * K + p]; }, ap + full * K * kTileMR);
+          cx.threads, M - full * kTileMR, steps, [&](int64_t m, int64_t p) { return A[(full * kTileMR + m) * K + p]; },
+          ap + full * K * kTileMR);
   } else {
     pack_row_panels<AElem, kTileMR>(
-        M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
+        cx.threads, M, steps, [&](int64_t m, int64_t p) { return s.a_element(A + m * K, p * kK, K); }, ap);
   }
   // Column tiles in chunks: every C element is summed in one order, whoever computes it.
-  parallel_chunks(tiles, balanced_chunks(tiles), [&](int64_t t_begin, int64_t t_end, int) {
+  parallel_chunks(cx.threads, tiles, balanced_chunks(cx.threads, tiles), [&](int64_t t_begin, int64_t t_end, int) {
     alignas(64) float scratch[2][kTileKC * kTileP];
     for (int64_t tc = t_begin; tc < t_end; tc += kTileNC)
       for (int64_t k0 = 0; k0 < K; k0 += kTileKC) {

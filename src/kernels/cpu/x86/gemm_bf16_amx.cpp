@@ -55,26 +55,23 @@ int64_t round_pairs(const float* block, int64_t kc, uint16_t* out) {
 
 // C = bf16(A) · B for the pair blocks `pairs(j, k0, kc, out)` writes (returning the pair rows written).
 template <typename Pairs>
-void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pairs_of, float* C) {
+void amx_gemm(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pairs_of, float* C) {
   const int64_t Kpad = (K + kTK - 1) / kTK * kTK, row_blocks = (M + kMB - 1) / kMB;
   // A's rows one cache line longer than Kpad: at a power-of-two stride (K 2048: 4 KB) a tile's 16 rows fall
   // in one L1 set and evict one another.
   const int64_t ld = Kpad + kTK;
   const int64_t n_panels = (N + kTileP - 1) / kTileP, pairs = (n_panels + 1) / 2;
-  thread_local std::vector<uint16_t> a_bf16;
-  a_bf16.resize(static_cast<size_t>(row_blocks * kMB * ld));
-  uint16_t* ap = a_bf16.data();
-  parallel_chunks(row_blocks, balanced_chunks(row_blocks), [&](int64_t i0, int64_t i1, int) {
+  uint16_t* ap = cx.workspace().take<uint16_t>(Workspace::AmxA, row_blocks * kMB * ld);
+  // Each thread's two panels' pair blocks (a multiple of 64 bytes each, so each starts aligned).
+  constexpr int64_t kPairBlocks = 2 * kKB * kTileP;
+  uint16_t* b_blocks = cx.workspace().take<uint16_t>(Workspace::AmxB, cx.threads * kPairBlocks);
+  parallel_chunks(cx.threads, row_blocks, balanced_chunks(cx.threads, row_blocks), [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) round_rows(A, M, K, Kpad, ld, i * kMB, ap + i * kMB * ld);
   });
   const int64_t lda = ld * static_cast<int64_t>(sizeof(uint16_t));
-  parallel_chunks(pairs, balanced_chunks(pairs), [&](int64_t t_begin, int64_t t_end, int) {
+  parallel_chunks(cx.threads, pairs, balanced_chunks(cx.threads, pairs), [&](int64_t t_begin, int64_t t_end, int slot) {
     load_tiles_16x64();
-    thread_local std::vector<uint16_t> b_buffer;  // the two panels' pair blocks, 64-byte aligned
-    b_buffer.resize(2 * kKB * kTileP + 32);
-    const uintptr_t misaligned = reinterpret_cast<uintptr_t>(b_buffer.data()) % 64;
-    uint16_t* b[2] = {b_buffer.data() + (64 - misaligned) % 64 / sizeof(uint16_t), nullptr};
-    b[1] = b[0] + kKB * kTileP;
+    uint16_t* b[2] = {b_blocks + slot * kPairBlocks, b_blocks + slot * kPairBlocks + kKB * kTileP};
     alignas(64) float block[kMB * 2 * kTileP];
     for (int64_t tc = t_begin; tc < t_end; tc += kTileNC)
       for (int64_t k0 = 0; k0 < K; k0 += kKB) {
@@ -116,15 +113,16 @@ void amx_gemm(const float* A, int64_t M, int64_t K, int64_t N, const Pairs& pair
 
 }  // namespace
 
-void gemm_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
+void gemm_bf16_amx(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
   amx_gemm(
-      A, M, K, N,
+      cx, A, M, K, N,
       [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) { return interleave_bf16_pairs(panels + j * K * kTileP, k0, kc, out); }, C);
 }
 
-void gemm_rounded_bf16_amx(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
+void gemm_rounded_bf16_amx(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
+                           float* C) {
   amx_gemm(
-      A, M, K, N,
+      cx, A, M, K, N,
       [&](int64_t j, int64_t k0, int64_t kc, uint16_t* out) {
         alignas(64) float scratch[kTileKC * kTileP];  // PanelBlock's rows at a time: even, so the pairs line up
         int64_t written = 0;

@@ -29,8 +29,8 @@ struct Bf16Steps {
 
 }  // namespace
 
-void gemm_bf16_avx512bf16(const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
-  avx512_gemm(Bf16Steps{panels, K}, A, M, K, N, C);
+void gemm_bf16_avx512bf16(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, const uint16_t* panels, float* C) {
+  avx512_gemm(cx, Bf16Steps{panels, K}, A, M, K, N, C);
 }
 
 }  // namespace tern::kernels

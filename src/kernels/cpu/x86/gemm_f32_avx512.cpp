@@ -21,8 +21,8 @@ struct F32Steps {
 
 }  // namespace
 
-void gemm_f32_avx512(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
-  avx512_gemm(F32Steps{block, context}, A, M, K, N, C);
+void gemm_f32_avx512(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
+  avx512_gemm(cx, F32Steps{block, context}, A, M, K, N, C);
 }
 
 }  // namespace tern::kernels

@@ -6,15 +6,16 @@
 
 namespace tern::kernels::float_avx2 {
 
-void gemm_f32(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
-  gemm_panel_tiles(A, M, K, N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
+void gemm_f32(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
+  gemm_panel_tiles(cx, A, M, K, N, C,
+                   [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
 }
 
-void gemv_panels(const float* x, int64_t M, const PackedMatrix& B, float* y) {
+void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
   switch (B.type) {
-    case DType::Float16: return kernels::gemv_panels<f16>(x, M, B, y);
-    case DType::BFloat16: return kernels::gemv_panels<bf16>(x, M, B, y);
-    default: return kernels::gemv_panels<float>(x, M, B, y);
+    case DType::Float16: return kernels::gemv_panels<f16>(cx, x, M, B, y);
+    case DType::BFloat16: return kernels::gemv_panels<bf16>(cx, x, M, B, y);
+    default: return kernels::gemv_panels<float>(cx, x, M, B, y);
   }
 }
 

@@ -4,8 +4,12 @@
 
 namespace tern::kernels::float_avx2 {
 
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) { gemv_nbits_at_width(x, M, w, y, isa); }
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  gemv_nbits_at_width(cx, x, M, w, y, isa);
+}
 
-void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) { gemv_nbits_i8_at_width(x, M, w, y, isa); }
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+  gemv_nbits_i8_at_width(cx, x, M, w, y, isa);
+}
 
 }  // namespace tern::kernels::float_avx2

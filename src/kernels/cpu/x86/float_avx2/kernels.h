@@ -27,17 +27,18 @@ inline bool float_kernels_avx2() { return active_isa() != Isa::Sse42; }
 
 namespace float_avx2 {
 // gemm_packed.cpp's GEMM tiles, panel GEMV and MatMulNBits dequantization (x86/float_avx2/gemm_packed.cpp)
-void gemm_f32(const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
-void gemv_panels(const float* x, int64_t M, const PackedMatrix& B, float* y);
+void gemm_f32(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C);
+void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y);
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
 // The others' public functions, one file each
-void gemv_nbits(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
-void gemv_nbits_i8(const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
 template <typename T>
 void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 void chunk_attention(const ChunkAttentionArgs& a);
-void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n, GateActivation act);
-void normalize_rows(const float* x, float* y, const NormArgs& a);
+void swiglu_rows(const Context& cx, const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n,
+                 GateActivation act);
+void normalize_rows(const Context& cx, const float* x, float* y, const NormArgs& a);
 // gemm_integer.cpp's dot products (columns [n0, n1) of c = a · wᵀ; exact int32 sums)
 void integer_rows(const int16_t* a, int64_t M, int64_t K, const int8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N);
 void integer_rows(const int16_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N);

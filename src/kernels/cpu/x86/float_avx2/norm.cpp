@@ -4,6 +4,6 @@
 
 namespace tern::kernels::float_avx2 {
 
-void normalize_rows(const float* x, float* y, const NormArgs& a) { normalize_rows_at_width(x, y, a); }
+void normalize_rows(const Context& cx, const float* x, float* y, const NormArgs& a) { normalize_rows_at_width(cx, x, y, a); }
 
 }  // namespace tern::kernels::float_avx2

@@ -4,8 +4,9 @@
 
 namespace tern::kernels::float_avx2 {
 
-void swiglu_rows(const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n, GateActivation act) {
-  swiglu_rows_at_width(gate, up, in_stride, y, rows, n, act);
+void swiglu_rows(const Context& cx, const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n,
+                 GateActivation act) {
+  swiglu_rows_at_width(cx, gate, up, in_stride, y, rows, n, act);
 }
 
 }  // namespace tern::kernels::float_avx2
