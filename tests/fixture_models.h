@@ -23,7 +23,7 @@ inline const std::string kGqaFixture = std::string(TERN_SOURCE_DIR) + "/tests/fi
 // kGqaFixture as tern generate loads it, with a ring of `window` tokens, on `threads` (0: every core).
 inline std::unique_ptr<Session> gqa_ring_session(int64_t window, int threads = 0) {
   llm::DecoderOptions d;
-  d.window = window;
+  d.ring_capacity = window;
   d.threads = threads;
   return std::make_unique<Session>(kGqaFixture + "/model.onnx", llm::decoder_session_options(d, llm::read_model_config(kGqaFixture), true));
 }

@@ -178,7 +178,7 @@ TEST_CASE("a sequence fed by two runs at once: the second fails naming the confl
     nested = test::error_of([&] { self->run(step); });
   };
   DecoderOptions d;
-  d.window = 64;
+  d.ring_capacity = 64;
   SessionOptions so = decoder_session_options(d, read_model_config(test::kGqaFixture), true);
   so.on_node = o.on_node;
   Session s(test::kGqaFixture + "/model.onnx", so);

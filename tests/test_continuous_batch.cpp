@@ -17,7 +17,7 @@ const std::string kModel = std::string(TERN_SOURCE_DIR) + "/models/default";
 
 std::unique_ptr<Session> ring_session(int64_t window) {
   DecoderOptions d;
-  d.window = window;
+  d.ring_capacity = window;
   d.threads = 2;
   return std::make_unique<Session>(kModel + "/model.onnx", decoder_session_options(d, read_model_config(kModel), true));
 }

@@ -316,7 +316,7 @@ TEST_CASE("block fusions keep the torch-exported Llama's logits, with and withou
   for (int64_t window : {0, 64, 9000}) {  // 9000: RoPE tables evaluated in three chunks
     CAPTURE(window);
     SessionOptions so;
-    so.kv_window = window;
+    so.ring_capacity = window;
     Session s(dir + "/model.onnx", so);
     // five norms: the first reads the embedding; the four after a residual Add take it in (skip form)
     CHECK(count_ops(s, "RMSNormalization") == 1);
@@ -434,8 +434,8 @@ TEST_CASE("a decoder whose attention matches no pattern keeps its graph cache, a
       break;
     }
   SessionOptions o;
-  o.kv_window = 64;
-  o.kv_window_required = false;
+  o.ring_capacity = 64;
+  o.ring_required = false;
   Session s(std::move(m), o);
   CHECK(s.passes().cached_layers == 0);  // all layers or none
   REQUIRE(s.passes().misses.size() == 1);

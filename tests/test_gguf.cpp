@@ -292,7 +292,7 @@ TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at nea
   std::ifstream golden(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "smollm2_llama_cpp_greedy.txt");
   const ModelConfig cfg = read_model_config(dir.string());
   llm::DecoderOptions d;
-  d.window = 256;
+  d.ring_capacity = 256;
   Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));  // as `tern generate` runs it
   Generator g(s, cfg);
   GenerateOptions o;
@@ -341,7 +341,7 @@ TEST_CASE("GGUF: Gemma-3-270M runs every layer on the ring with its own window a
   }
   const ModelConfig cfg = read_model_config(dir.string());
   llm::DecoderOptions d;
-  d.window = 1024;
+  d.ring_capacity = 1024;
   Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));  // as `tern generate` runs it
   CHECK(s.passes().cached_layers == 18);
   int windowed = 0;

@@ -34,7 +34,7 @@ TEST_CASE("each GGUF architecture imports to transformers' logits and greedy tok
     const std::string family = arch == "mistral" ? "llama" : arch.substr(0, arch.find('-'));  // (…-rope-…: RoPE scaling)
     CHECK(cfg.model_type.rfind(family, 0) == 0);                                              // (Gemma 3's is "gemma3_text")
     DecoderOptions d;
-    d.window = 64;
+    d.ring_capacity = 64;
     Session s((dir.path / "model.onnx").string(), decoder_session_options(d, cfg, true));
     const int layers = arch == "gemma3" ? 6 : 2;
     CHECK(s.passes().cached_layers == layers);  // every layer's attention on the ring

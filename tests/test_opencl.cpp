@@ -328,7 +328,7 @@ DeviceRun generate_on(const std::string& model, Device device, int64_t window, i
                       llm::SamplingOptions sampling = {}) {
   SessionOptions so;
   so.device = device;
-  so.kv_window = window;
+  so.ring_capacity = window;
   so.kv_sinks = sinks;
   so.last_position_output = "logits";
   Session s((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model / "model.onnx").string(), so);
@@ -423,8 +423,8 @@ TEST_CASE("nodes the device cannot take run on the CPU, with the same tokens (fp
       if (!std::filesystem::exists(file))
         for (const auto& e : std::filesystem::directory_iterator(dir))
           if (e.path().extension() == ".onnx") file = e.path().string();
-      so.kv_window = cfg.context_length > 0 ? cfg.context_length : 4096;
-      so.kv_window_required = false;
+      so.ring_capacity = cfg.context_length > 0 ? cfg.context_length : 4096;
+      so.ring_required = false;
       Session s(file, so);
       llm::Generator gen(s, cfg);
       llm::GenerateOptions o;

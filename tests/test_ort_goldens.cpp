@@ -20,8 +20,8 @@ struct Case {
   const char* model;  // folder under tests/goldens, and under the model root
   const char* file;
   double tolerance;
-  bool committed = false;  // model in tests/fixtures (else ../shared/models/ort-genai)
-  int64_t kv_window = 0;   // > 0: tern keeps the cache in its ring buffer
+  bool committed = false;     // model in tests/fixtures (else ../shared/models/ort-genai)
+  int64_t ring_capacity = 0;  // > 0: tern keeps the cache in its ring buffer
 };
 
 void check_against_ort(const Case& c) {
@@ -38,9 +38,9 @@ void check_against_ort(const Case& c) {
   const auto expected = g["tokens"].get<std::vector<std::vector<int64_t>>>();
 
   SessionOptions so;
-  so.kv_window = c.kv_window;
+  so.ring_capacity = c.ring_capacity;
   Session s((model_dir / c.file).string(), so);
-  if (c.kv_window > 0) REQUIRE(s.passes().cached_layers > 0);  // the attention fused: the ring holds the cache
+  if (c.ring_capacity > 0) REQUIRE(s.passes().cached_layers > 0);  // the attention fused: the ring holds the cache
   ModelConfig cfg = read_model_config(model_dir.string());
   Generator gen(s, cfg);
   GenerateOptions o;
@@ -62,7 +62,7 @@ void check_against_ort(const Case& c) {
   MESSAGE(std::string(c.model), ": max |tern − ORT| over prefill logits = ", worst);
   CHECK(worst <= c.tolerance);
 
-  if (c.kv_window > 0) {  // the ring gives the plain graph's results: same tokens, logits within 1e-4
+  if (c.ring_capacity > 0) {  // the ring gives the plain graph's results: same tokens, logits within 1e-4
     Session plain_session((model_dir / c.file).string());
     GenerateResult plain = Generator(plain_session, cfg).generate(prompts, o);
     CHECK(plain.tokens == r.tokens);

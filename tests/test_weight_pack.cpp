@@ -31,7 +31,7 @@ std::string copy_fixture(const std::string& name, const fs::path& dir) {
 
 SessionOptions options(const std::string& onnx, SessionOptions::Pack pack, const std::string& weights = "fp32") {
   DecoderOptions d;
-  d.window = 64;
+  d.ring_capacity = 64;
   d.weights = weights;
   SessionOptions so = decoder_session_options(d, read_model_config(fs::path(onnx).parent_path().string()), true);
   so.pack = pack;

@@ -146,8 +146,8 @@ tern_status tern_options_set_window(tern_options* o, int64_t tokens) {
   return guarded(&o->error, [&] {
     if (tokens < 0 || tokens > llm::kMaxContextTokens)
       refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
-    if (tokens == 0) o->decoder.window.reset();
-    else o->decoder.window = tokens;
+    if (tokens == 0) o->decoder.ring_capacity.reset();
+    else o->decoder.ring_capacity = tokens;
   });
 }
 

@@ -190,7 +190,7 @@ void write_decoder_onnx(const DecoderShape& s, const DecoderWeights& w, const st
   for (int64_t l = 0; l < L; ++l) {
     const DecoderLayer& lw = w.layers[static_cast<size_t>(l)];
     const std::string p = "model.layers." + std::to_string(l) + ".", l_s = std::to_string(l);
-    const int64_t window = l < static_cast<int64_t>(s.window.size()) ? s.window[static_cast<size_t>(l)] : 0;
+    const int64_t window = l < static_cast<int64_t>(s.local_window.size()) ? s.local_window[static_cast<size_t>(l)] : 0;
     const std::string table = window > 0 && w.cos_local.defined() ? "rope.local" : "rope";
     rms_norm(h, p + "input_layernorm.weight", lw.attn_norm, p + "x");
     project(b, p + "self_attn.q_proj", lw.q, p + "x", p + "q");

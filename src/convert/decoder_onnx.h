@@ -19,11 +19,11 @@ struct DecoderShape {
   int64_t layers = 0, hidden = 0, ffn = 0, heads = 0, kv_heads = 0, vocab = 0;
   int64_t head_dim = 0;  // 0: hidden / heads
   float rms_eps = 1e-5f;
-  int64_t rotary_dim = 0;       // 0: the head size
-  std::vector<int64_t> window;  // per layer: > 0 attends to its last `window` keys only; empty or 0: all
-  float attn_scale = 0;         // 0: 1/√head
-  float attn_softcap = 0;       // > 0: scores soft-capped, c·tanh(s/c) (Attention's softcap)
-  float final_softcap = 0;      // > 0: logits soft-capped the same way
+  int64_t rotary_dim = 0;             // 0: the head size
+  std::vector<int64_t> local_window;  // per layer: > 0 attends to its last `local_window` keys only; empty or 0: all
+  float attn_scale = 0;               // 0: 1/√head
+  float attn_softcap = 0;             // > 0: scores soft-capped, c·tanh(s/c) (Attention's softcap)
+  float final_softcap = 0;            // > 0: logits soft-capped the same way
   int64_t head() const { return head_dim ? head_dim : hidden / heads; }
 };
 

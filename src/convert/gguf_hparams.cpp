@@ -191,7 +191,7 @@ GgufHparams read_gguf_hparams(const GgufFile& f, const Architecture& arch) {
   GgufHparams h;
   DecoderShape& s = h.shape;
   s = shape_of(f, arch, h.context, h.theta);
-  s.window = layer_windows(f, arch, s.layers, h.context);
+  s.local_window = layer_windows(f, arch, s.layers, h.context);
   if (arch.hidden_scale_layers && s.layers == arch.hidden_scale_layers)
     s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.hidden / s.heads));
   auto softcap = [&](const char* name, double dflt) {
@@ -204,7 +204,8 @@ GgufHparams read_gguf_hparams(const GgufFile& f, const Architecture& arch) {
   s.final_softcap = softcap("final_logit_softcapping", arch.final_softcap);
   const std::string base_key = std::string(arch.gguf_name) + ".rope.freq_base_swa";
   const double local_base = f.has(base_key) ? f.number(base_key) : arch.swa_rope_base;
-  if (local_base != 0 && local_base != h.theta && std::any_of(s.window.begin(), s.window.end(), [](int64_t x) { return x > 0; })) {
+  if (local_base != 0 && local_base != h.theta &&
+      std::any_of(s.local_window.begin(), s.local_window.end(), [](int64_t x) { return x > 0; })) {
     if (!(local_base > 1 && local_base < 1e30)) fail("'", f.path(), "': ", base_key, " ", local_base, " is not a rope base");
     h.local_theta = local_base;
   }

@@ -151,7 +151,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     auto& n = b.node("CachedAttention", {"q", "k", "v", "cos", "sin", "mask"}, {"y"}, "tern");
     OnnxBuilder::attr(n, "q_num_heads", H);
     OnnxBuilder::attr(n, "kv_num_heads", Hkv);
-    OnnxBuilder::attr(n, "window", window);
+    OnnxBuilder::attr(n, "ring_capacity", window);
     OnnxBuilder::attr(n, "storage", static_cast<int64_t>(spec.kv_dtype));
     auto step = [&](int64_t S, int64_t total) {
       return std::vector<std::pair<std::string, Tensor>>{

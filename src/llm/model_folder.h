@@ -46,9 +46,9 @@ struct DecoderOptions {
   std::string weights = "fp32";      // fp32 (as stored), fp16, bf16, int8, int4
   std::string activations = "auto";  // auto, fp32, int8
   std::string kv_dtype = "fp32";     // the ring's storage: fp32 or fp16
-  // The ring's window in tokens (0: the graph's own past/present cache). Unset: the model's context
+  // The tokens the ring holds (`--window`; 0: the graph's own past/present cache). Unset: the model's context
   // length (4096 when unknown), and a graph whose attention the ring cannot take keeps its own cache.
-  std::optional<int64_t> window;
+  std::optional<int64_t> ring_capacity;
   int64_t sinks = 4;
   int threads = 0;  // 0: all cores
   // The session's memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an

@@ -24,7 +24,7 @@ int64_t KvRingState::bytes_per_token() const {
 CachedAttentionOp::CachedAttentionOp(const Node& n)
     : hq_(n.attr_int("q_num_heads", 0)),
       hkv_(n.attr_int("kv_num_heads", 0)),
-      window_(n.attr_int("window", 0)),
+      ring_capacity_(n.attr_int("ring_capacity", 0)),
       sinks_(n.attr_int("sinks", 0)),
       interleaved_(n.attr_int("interleaved", 0) != 0),
       rot_dim_(n.attr_int("rotary_embedding_dim", 0)),
@@ -32,8 +32,8 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
       scale_(n.attr_float("scale", 1)),
       softcap_(n.attr_float("softcap", 0)),
       storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
-  if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || window_ <= 0)
-    fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a window");
+  if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || ring_capacity_ <= 0)
+    fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a ring_capacity");
 }
 
 std::vector<int> CachedAttentionOp::prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) {
@@ -51,7 +51,7 @@ int64_t CachedAttentionOp::state_bytes(int64_t rows, int64_t positions, const st
   if (!q || !q->shape || q->shape->size() != 3 || !(*q->shape)[2].is_known()) return 0;
   const bool packed = inputs.size() < 2 || !inputs[1];
   const int64_t D = (*q->shape)[2].value / (packed ? hq_ + 2 * hkv_ : hq_);
-  return kernels::KvRingBuffer::bytes_for({rows, hkv_, D, window_, std::min(sinks_, window_ - 1), storage_}, positions);
+  return kernels::KvRingBuffer::bytes_for({rows, hkv_, D, ring_capacity_, std::min(sinks_, ring_capacity_ - 1), storage_}, positions);
 }
 
 OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const {
@@ -89,8 +89,8 @@ int64_t CachedAttentionOp::check_tables(const RunContext& ctx, const Tables& t, 
   if (!t.cos.defined()) return 0;
   const int64_t rot = rot_dim_ ? rot_dim_ : D;
   if (t.cos.dim(1) * 2 != rot) fail(ctx.node.describe(), ": cos_cache has ", t.cos.dim(1), " columns for rotary dim ", rot);
-  if (t.cos.dim(0) < window_)
-    fail(ctx.node.describe(), ": the window (", window_, ") exceeds the ", t.cos.dim(0), " positions the RoPE tables cover");
+  if (t.cos.dim(0) < ring_capacity_)
+    fail(ctx.node.describe(), ": the ring capacity (", ring_capacity_, ") exceeds the ", t.cos.dim(0), " positions the RoPE tables cover");
   return rot;
 }
 
@@ -116,8 +116,8 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     fail(ctx.node.describe(), ": the run feeds ", B, " sequences but ", rows.size(), " ring rows were named");
   const int64_t R = rows.empty() ? B : state.total_rows;
   if (!ring || ring->config().batch != R) {
-    const int64_t sinks = std::min(sinks_, window_ - 1);
-    ring = std::make_unique<kernels::KvRingBuffer>(kernels::KvRingConfig{R, hkv_, D, window_, sinks, storage_});
+    const int64_t sinks = std::min(sinks_, ring_capacity_ - 1);
+    ring = std::make_unique<kernels::KvRingBuffer>(kernels::KvRingConfig{R, hkv_, D, ring_capacity_, sinks, storage_});
   }
   const int64_t rot = check_tables(ctx, t, D);
   kernels::RopeTable rope{rot ? t.cos.data<float>() : nullptr, rot ? t.sin.data<float>() : nullptr, rot, interleaved_};
@@ -133,7 +133,7 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     while (first < S && mask.at_i64(b * total + total - S + first) == 0) ++first;
     bool contiguous = true;
     for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
-    const bool chunk = contiguous && S - first > 1 && ring->seen(rb) + (S - first) <= window_;
+    const bool chunk = contiguous && S - first > 1 && ring->seen(rb) + (S - first) <= ring_capacity_;
     for (int64_t s = 0; s < S; ++s) {
       float* out = yf.data<float>() + (b * S + s) * hq_ * D;
       if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output

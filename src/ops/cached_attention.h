@@ -66,15 +66,15 @@ class CachedAttentionOp : public Op {
   const Tables& prepacked_tables() const { return prepacked_; }
   const void* prepacked_from() const { return prepacked_from_; }
   struct Attributes {
-    int64_t q_heads, kv_heads, window, sinks;
+    int64_t q_heads, kv_heads, ring_capacity, sinks;
     bool interleaved;
     float softcap;
     DType storage;
   };
-  Attributes attributes() const { return {hq_, hkv_, window_, sinks_, interleaved_, softcap_, storage_}; }
+  Attributes attributes() const { return {hq_, hkv_, ring_capacity_, sinks_, interleaved_, softcap_, storage_}; }
 
  private:
-  int64_t hq_, hkv_, window_, sinks_;
+  int64_t hq_, hkv_, ring_capacity_, sinks_;
   bool interleaved_;
   int64_t rot_dim_;
   bool has_scale_;

@@ -25,7 +25,7 @@ class GroupQueryAttentionOp : public Op {
         hkv_(n.attr_int("kv_num_heads", 0)),
         rotary_(n.attr_int("do_rotary", 0) != 0),
         interleaved_(n.attr_int("rotary_interleaved", 0) != 0),
-        window_(n.attr_int("local_window_size", -1)),
+        local_window_(n.attr_int("local_window_size", -1)),
         causal_(n.attr_int("causal", 1) != 0),
         softcap_(n.attr_float("softcap", 0)),
         has_scale_(n.has_attr("scale")),
@@ -59,7 +59,8 @@ class GroupQueryAttentionOp : public Op {
 
   void run(RunContext& ctx) const override {
     if (window_buffer_)
-      fail_unsupported(ctx.node.describe(), ": sliding_window_cache (a window buffer of ", window_, " slots for past and present) runs on ",
+      fail_unsupported(ctx.node.describe(), ": sliding_window_cache (a window buffer of ", local_window_,
+                       " slots for past and present) runs on ",
                        "tern's ring cache only: load with a window (--window, the default of tern generate)");
     const Tensor& qin = ctx.in(0);
     const int64_t B = qin.dim(0), S = qin.dim(1);
@@ -123,7 +124,7 @@ class GroupQueryAttentionOp : public Op {
     Tensor bias = allowed_bias(B, hq_, S, L, kNegInf, [&](int64_t b, int64_t i, int64_t j) {
       const int64_t pos = past_len[static_cast<size_t>(b)] + i;
       const bool seen = causal_ ? j <= pos : j <= seqlens[static_cast<size_t>(b)];
-      return seen && !(window_ > 0 && j <= pos - window_);
+      return seen && !(local_window_ > 0 && j <= pos - local_window_);
     });
     if (ctx.has(10)) add_attention_bias(bias, ctx.in(10), ctx.node);
     AttentionCall call;
@@ -161,7 +162,7 @@ class GroupQueryAttentionOp : public Op {
 
   int64_t hq_, hkv_;
   bool rotary_, interleaved_;
-  int64_t window_;
+  int64_t local_window_;
   bool causal_;
   float softcap_;
   bool has_scale_;

@@ -16,11 +16,11 @@ inline constexpr const char* kHiddenStateOutput = "last_hidden_state";
 
 struct PipelineOptions {
   bool optimize = true;  // constant folding, dead-node removal and the fusions
-  // > 0: attention layers become CachedAttention over a ring of this many tokens (SessionOptions::kv_window).
-  int64_t kv_window = 0;
+  // > 0: attention layers become CachedAttention over a ring of this many tokens (SessionOptions::ring_capacity).
+  int64_t ring_capacity = 0;
   int64_t kv_sinks = 4;
   DType kv_dtype = DType::Float32;
-  bool kv_window_required = true;    // fail when no layer matches
+  bool ring_required = true;         // fail when no layer matches
   std::string last_position_output;  // graph output generation reads only the last position of
   std::string hidden_state_of;       // graph output (the logits) whose projection's input becomes kHiddenStateOutput
   WeightPack* pack = nullptr;        // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)

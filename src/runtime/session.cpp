@@ -189,7 +189,7 @@ void Session::prepare_graph() {
   weights_.open_pack(model_, options_);
   SessionWeights::align_constants(g);
   passes_ = optimize_graph(g,
-                           {options_.optimize, options_.kv_window, options_.kv_sinks, options_.kv_dtype, options_.kv_window_required,
+                           {options_.optimize, options_.ring_capacity, options_.kv_sinks, options_.kv_dtype, options_.ring_required,
                             options_.last_position_output, options_.hidden_state_of, weights_.pack()},
                            model_.path);
   feeds_.prepare(g, model_.path);

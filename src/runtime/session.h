@@ -6,7 +6,7 @@
 //
 // Threads (as ONNX Runtime's run()): a session is the model, prepared once and immutable after load, plus a set
 // of run contexts (feeds, values, step plans) — each run() takes one of its own, so concurrent runs on one session
-// are safe and give what serial runs give. Sequence state (the ring-buffer KV caches of SessionOptions::kv_window)
+// are safe and give what serial runs give. Sequence state (the ring-buffer KV caches of SessionOptions::ring_capacity)
 // lives in SequenceState objects: the session's own (sequence()) and any made by new_sequence(), one per
 // independent sequence on the same weights. Runs that feed the same sequence go one at a time — a run that finds
 // its sequence in use by another fails with SequenceBusyError rather than interleave two token streams in one
@@ -79,10 +79,10 @@ struct SessionOptions {
   // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
   // this many tokens inside the session (past/present inputs and outputs disappear), with `sinks`
   // leading tokens kept once the window slides. 0: the graph's own past/present cache.
-  int64_t kv_window = 0;
+  int64_t ring_capacity = 0;
   int64_t kv_sinks = 4;
   // With a window: true fails when no layer matches; false lets such a graph keep its own cache.
-  bool kv_window_required = true;
+  bool ring_required = true;
   // Generation reads only the last position's logits: compute no others (the graph output named here
   // then has sequence length 1). Empty: the graph's outputs as they are.
   std::string last_position_output;
@@ -197,7 +197,7 @@ class Session {
   const Model& model() const { return model_; }
   const Graph& graph() const { return *model_.graph; }
   // What the passes did at load: counts, the rewrites fusions made, why attention missed the ring (with a window,
-  // per layer; empty when it did not), how many layers' KV caches the session holds (SessionOptions::kv_window).
+  // per layer; empty when it did not), how many layers' KV caches the session holds (SessionOptions::ring_capacity).
   const PipelineResult& passes() const { return passes_; }
   const BufferPool& pool() const { return *pool_; }
 

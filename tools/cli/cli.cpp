@@ -42,7 +42,7 @@ llm::DecoderOptions decoder_options(const Flags& f) {
   o.weights = f.get("weights");
   o.activations = f.get("activations");
   o.kv_dtype = f.get("kv-dtype");
-  if (f.has("window")) o.window = f.integer("window");
+  if (f.has("window")) o.ring_capacity = f.integer("window");
   o.sinks = f.integer("sinks");
   if (f.has("threads")) o.threads = static_cast<int>(f.integer("threads", 1));
   apply_memory_cap(f);

@@ -43,7 +43,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
   }
   std::unique_ptr<OpState> make_state() const override {
     auto s = std::make_unique<DeviceRingState>();
-    s->window = a_.window;
+    s->window = a_.ring_capacity;
     return s;
   }
 
@@ -68,7 +68,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
     const int64_t rot = op_.check_tables(ctx, op_.prepacked_tables(), D);
     auto& c = ctx.opencl->context();
     const int64_t kv_floats = hkv * D, elem = a_.storage == DType::Float16 ? 2 : 4;
-    const int64_t W = a_.window, sinks = std::min(a_.sinks, W - 1);
+    const int64_t W = a_.ring_capacity, sinks = std::min(a_.sinks, W - 1);
     // Slots grow as the CPU ring's (kernels/ring_slots.h).
     const int64_t need = std::min(W, st.seen + S);
     if (st.slots < need) {

@@ -11,8 +11,8 @@
 namespace tern {
 
 struct CachedAttentionOptions {
-  int64_t window = 0;              // ring capacity in tokens
-  int64_t sinks = 0;               // leading tokens kept forever once the window slides
+  int64_t ring_capacity = 0;       // tokens each layer's ring holds (a local window below it: that window)
+  int64_t sinks = 0;               // leading tokens kept forever once the ring slides
   DType storage = DType::Float32;  // how the ring stores keys and values (Float32 or Float16)
 };
 

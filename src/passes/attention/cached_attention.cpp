@@ -62,7 +62,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
   link_producers(graph);
   const int mask = graph.find_value("attention_mask");
   const int ids = graph.find_value("input_ids");
-  if (opt.window <= 0) return {};
+  if (opt.ring_capacity <= 0) return {};
   const Matcher m(graph);
   const std::vector<int> caches = cache_inputs(m);
   if (caches.empty()) return {};  // nothing to take over
@@ -87,7 +87,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
         auto known = tables.find({s->cos, s->sin});  // layers share one cos/sin: one pair of tables
         if (known == tables.end()) {
           const int64_t D = s->rotary_dim ? s->rotary_dim : m.rank(s->q) == 4 ? m.dim(s->q, 3) : m.dim(s->q, 2) / s->q_heads;
-          auto t = rope_tables(m, s->cos, s->sin, opt.window, D, s->interleaved, why[k]);
+          auto t = rope_tables(m, s->cos, s->sin, opt.ring_capacity, D, s->interleaved, why[k]);
           if (!t) continue;
           known = tables
                       .emplace(std::pair{s->cos, s->sin}, std::pair{g.add_constant(n.name + "/rope_cos_table", t->first),
@@ -99,7 +99,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     }
     if (!s) continue;
     if (s->mask_bias >= 0) {  // a decomposed mask may hide keys past a sliding window
-      const auto w = mask_window(m, s->mask_bias, s->mask_gate, opt.window);
+      const auto w = mask_window(m, s->mask_bias, s->mask_gate, opt.ring_capacity);
       if (!w) {
         why[k].stop(&n, "its mask hides keys other than those past a sliding window (checked over the window)");
         continue;
@@ -177,8 +177,8 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     set("q_num_heads", s.q_heads);
     set("kv_num_heads", s.kv_heads);
     // A layer with a local window shorter than the ring's is exactly a ring of that many slots, no sinks.
-    const bool local = s.local_window > 0 && s.local_window < opt.window;
-    set("window", local ? s.local_window : opt.window);
+    const bool local = s.local_window > 0 && s.local_window < opt.ring_capacity;
+    set("ring_capacity", local ? s.local_window : opt.ring_capacity);
     set("sinks", local ? 0 : opt.sinks);
     set("storage", static_cast<int64_t>(opt.storage));
     set("interleaved", s.interleaved);
