@@ -239,6 +239,51 @@ TEST_CASE("two sessions with 1 and 2 threads in one process each run on their ow
   CHECK(ran[2].size() <= 3);
 }
 
+TEST_CASE("two sessions at two ISA tiers in one process: each runs its own tier's kernels, side by side, to the same result") {
+  TempDir d;
+  std::vector<float> w;  // one 1024x1024 float32 weight, taken as int4 blocks (the decode GEMV differs by tier)
+  const std::string path = write_matmul_1024_model(d.path / "m.onnx", w);
+  const std::vector<kernels::Isa> tiers = kernels::machine_isas();
+  const kernels::Isa low = tiers.front(), high = tiers.back();  // (sse42 and the machine's highest on a v2 build)
+  std::mutex m;
+  std::map<kernels::Isa, std::set<std::string>> seen;  // session's tier → the tiers and kernels its runs used
+  std::vector<std::unique_ptr<Session>> sessions;
+  for (kernels::Isa isa : {low, high}) {
+    SessionOptions o;
+    o.isa = isa;
+    o.threads = 2;
+    o.weights = WeightFormat::Int4;
+    o.on_node = [&, isa](const NodeRun& r) {
+      std::lock_guard<std::mutex> lock(m);
+      seen[isa].insert(kernels::isa_name(r.cpu.isa));
+      seen[isa].insert(r.op.kernel(r.inputs, r.cpu.isa));
+    };
+    sessions.push_back(std::make_unique<Session>(path, o));
+  }
+  std::vector<float> x(1024);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  const std::vector<std::pair<std::string, Tensor>> feeds{{"x", Tensor::from_vector<float>(x, {1, 1024})}};
+  std::vector<std::vector<float>> y(2);
+  auto run = [&](size_t k) {
+    for (int rep = 0; rep < 20; ++rep) {
+      const Outputs out = sessions[k]->run(feeds);
+      y[k].assign(out[0].data<float>(), out[0].data<float>() + 1024);
+    }
+  };
+  std::thread other(run, 1);
+  run(0);
+  other.join();
+  CAPTURE(kernels::isa_name(low));
+  CAPTURE(kernels::isa_name(high));
+  CHECK(seen[low].count(kernels::isa_name(low)) == 1);
+  CHECK(seen[high].count(kernels::isa_name(high)) == 1);
+  if (low != high) {
+    CHECK(seen[low].count(kernels::isa_name(high)) == 0);
+    CHECK(seen[low] != seen[high]);  // (the profile's kernel names follow the tier)
+  }
+  for (size_t n = 0; n < 1024; ++n) CHECK(y[0][n] == doctest::Approx(y[1][n]).epsilon(1e-4));
+}
+
 TEST_CASE("two sessions' memory caps hold independently: one fails past its cap while the other keeps working") {
   TempDir d;
   std::vector<float> w;  // one 1024x1024 float32 weight: 4 MiB read, 4 MiB more repacked at load

@@ -143,8 +143,8 @@ TEST_CASE("gemv_nbits equals dequantize-then-multiply for 2-, 4- and 8-bit block
             kernels::dequantize_nbits_transposed(w, W.data());
             for (kernels::Isa isa : kernels::machine_isas()) {  // (AVX-512 reads 2-bit and 4-bit-16 rows its own way)
               CAPTURE(kernels::isa_name(isa));
-              kernels::gemv_nbits(cx, x.data(), M, w, y.data(), isa);
-              kernels::gemv_nbits(cx, x.data(), M, w, y_again.data(), isa);
+              kernels::gemv_nbits(cx.at(isa), x.data(), M, w, y.data());
+              kernels::gemv_nbits(cx.at(isa), x.data(), M, w, y_again.data());
               CHECK(y == y_again);  // same bits run to run
               check_product(x, W, M, K, N, y);
             }
@@ -178,11 +178,11 @@ TEST_CASE(
             for (auto& v : x) v = u(g);
             kernels::dequantize_nbits_transposed(r.w, W.data());
             std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
-            kernels::gemv_nbits(cx, x.data(), M, grouped.view(), scalar.data(), kernels::Isa::Sse42);
+            kernels::gemv_nbits(cx.at(kernels::Isa::Sse42), x.data(), M, grouped.view(), scalar.data());
             for (kernels::Isa isa : kernels::machine_isas()) {
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(scalar.size(), 7.0f);
-              kernels::gemv_nbits(cx, x.data(), M, grouped.view(), y.data(), isa);
+              kernels::gemv_nbits(cx.at(isa), x.data(), M, grouped.view(), y.data());
               CHECK(y == scalar);
             }
             check_product(x, W, M, K, N, scalar);
@@ -224,7 +224,7 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over for
             // int8 activations (AArch64's the file's layout).
             const kernels::QuantizedWeights grouped =
-                kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
+                kernels::nbits_groups_native(r.w, cx.isa, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));
             const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
 #if defined(__x86_64__)
@@ -232,11 +232,11 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
 #else
             const bool takes_16 = bits == 8;  // (16 bytes at a time)
 #endif
-            if ((block == 16 && !takes_16) || !kernels::isa_has_int8_dot(kernels::active_isa())) {  // (the float path's)
-              CHECK(!kernels::gemv_nbits_i8_supported(w));
+            if ((block == 16 && !takes_16) || !kernels::isa_has_int8_dot(cx.isa)) {  // (the float path's)
+              CHECK(!kernels::gemv_nbits_i8_supported(w, cx.isa));
               continue;
             }
-            REQUIRE(kernels::gemv_nbits_i8_supported(w));
+            REQUIRE(kernels::gemv_nbits_i8_supported(w, cx.isa));
             std::vector<float> x(static_cast<size_t>(M * K)), W(static_cast<size_t>(K * N));
             for (auto& v : x) v = u(g);
             kernels::dequantize_nbits_transposed(r.w, W.data());
@@ -257,10 +257,10 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               if (!kernels::isa_has_int8_dot(isa)) continue;
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(static_cast<size_t>(M * N), 7.0f);
-              kernels::gemv_nbits_i8(cx, x.data(), M, w, y.data(), isa);
+              kernels::gemv_nbits_i8(cx.at(isa), x.data(), M, w, y.data());
               if (M > 1) {  // rows of a batch read the weights together: each gets its bits of a batch of one
                 std::vector<float> last(static_cast<size_t>(N));
-                kernels::gemv_nbits_i8(cx, x.data() + (M - 1) * K, 1, w, last.data(), isa);
+                kernels::gemv_nbits_i8(cx.at(isa), x.data() + (M - 1) * K, 1, w, last.data());
                 CHECK(std::equal(last.begin(), last.end(), y.begin() + (M - 1) * N));
               }
               for (int64_t m = 0; m < M; ++m)
@@ -361,7 +361,7 @@ TEST_CASE("matmul_packed (fp32, fp16, bf16 panels) equals the float64 product fo
         kernels::matmul_packed(cx, A.data(), M, P, again.data());
         CHECK(C == again);
         std::vector<float> a(A);  // the bf16 GEMM of tier avx512bf16 rounds the activations too
-        if (kernels::matmul_packed_kernel(M, P).rfind("gemm_bf16 ", 0) == 0)
+        if (kernels::matmul_packed_kernel(M, P, cx.isa).rfind("gemm_bf16 ", 0) == 0)
           for (float& v : a) v = static_cast<float>(bf16(v));
         check_product(a, rounded, M, K, N, C);
       }
@@ -429,8 +429,8 @@ TEST_CASE("matmul_packed gives a row the same bits whatever the other rows, GEMV
 // row gets decoded alone — where Int8 alone hands rows past kGemvMaxRows to the GEMM's fp32 (or bf16) tiles.
 TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill row its decode bits") {
   test::KernelContext cx(2);
-  if (!kernels::isa_has_int8_dot(kernels::active_isa())) {
-    MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::active_isa())) << " has no int8 dot product");
+  if (!kernels::isa_has_int8_dot(cx.isa)) {
+    MESSAGE("skipped: tier " << std::string(kernels::isa_name(cx.isa)) << " has no int8 dot product");
     return;
   }
   std::mt19937 g(29);
@@ -440,15 +440,15 @@ TEST_CASE("matmul_nbits with int8 activations on every row gives each prefill ro
     const int64_t K = 256, N = 40, M = 37;  // 37: nine passes of four rows and one of one
     RandomNBits r(g, N, K, bits, 32, true);
     const kernels::QuantizedWeights grouped =
-        kernels::nbits_groups_native(r.w, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
+        kernels::nbits_groups_native(r.w, cx.isa, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
     const kernels::NBitsWeights w = grouped.grouped ? grouped.view() : r.w;
-    REQUIRE(kernels::gemv_nbits_i8_supported(w));
+    REQUIRE(kernels::gemv_nbits_i8_supported(w, cx.isa));
     std::vector<float> x(static_cast<size_t>(M * K)), every(static_cast<size_t>(M * N)), prefill(every.size()), row(static_cast<size_t>(N));
     for (auto& v : x) v = u(g);
     kernels::matmul_nbits(cx, x.data(), M, w, every.data(), kernels::NBitsActivations::Int8EveryRow);
     kernels::matmul_nbits(cx, x.data(), M, w, prefill.data(), kernels::NBitsActivations::Int8);
-    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8EveryRow).starts_with("gemv_nbits_i8"));
-    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8).starts_with("gemm_nbits"));
+    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8EveryRow, cx.isa).starts_with("gemv_nbits_i8"));
+    CHECK(kernels::matmul_nbits_kernel(M, w, kernels::NBitsActivations::Int8, cx.isa).starts_with("gemm_nbits"));
     for (int64_t m = 0; m < M; ++m) {
       CAPTURE(m);
       kernels::matmul_nbits(cx, x.data() + m * K, 1, w, row.data(), kernels::NBitsActivations::Int8);  // a decode row
@@ -479,7 +479,7 @@ TEST_CASE("gemm_nbits (prefill on 4-bit weights, dequantized a panel block at a 
       // With precision to spare (accuracy_level 4): at tier amx both operands rounded to bf16, else the same.
       const auto act = kernels::NBitsActivations::Int8;
       kernels::gemm_nbits(cx, A.data(), M, w, C.data(), act);
-      if (kernels::matmul_nbits_kernel(M, w, act).find("bf16 amx") != std::string::npos) {
+      if (kernels::matmul_nbits_kernel(M, w, act, cx.isa).find("bf16 amx") != std::string::npos) {
         for (float& v : A) v = static_cast<float>(bf16(v));
         for (float& v : W) v = static_cast<float>(bf16(v));
       }

@@ -431,7 +431,7 @@ TEST_CASE("models/default: bf16 weights give fp32's greedy tokens and logits wit
   Session bf((dir / "model.onnx").string(), so);
   const auto a = Generator(fp32, cfg).generate({prompt}, o);
   const auto b = Generator(bf, cfg).generate({prompt}, o);
-  MESSAGE("bf16 prefill at tier ", std::string(kernels::isa_name(kernels::active_isa())));
+  MESSAGE("bf16 prefill at tier ", std::string(kernels::isa_name(kernels::default_isa())));
   CHECK(a.tokens == b.tokens);
   double worst = 0, largest = 0;
   for (int64_t i = 0; i < a.prefill_logits.numel(); ++i) {
@@ -529,8 +529,8 @@ TEST_CASE("tern quantize carries Constant values the source keeps in external da
 // the mean NLLs are printed, not compared (2.79130 decoded a token a step, 2.79143 eval, 2.79188 the prefill's,
 // on 95 predictions at tier amx).
 TEST_CASE("tern eval's perplexity is decode's arithmetic: int8 activations on every row, as each token is generated") {
-  if (!kernels::isa_has_int8_dot(kernels::active_isa())) {  // (fp32 activations then: decode's GEMV, eval's GEMM)
-    MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::active_isa())) << " has no int8 dot product");
+  if (!kernels::isa_has_int8_dot(kernels::default_isa())) {  // (fp32 activations then: decode's GEMV, eval's GEMM)
+    MESSAGE("skipped: tier " << std::string(kernels::isa_name(kernels::default_isa())) << " has no int8 dot product");
     return;
   }
   TempDir d;

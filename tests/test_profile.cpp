@@ -198,11 +198,11 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
   CHECK(r.runs >= 10);
   CHECK(r.median_ms >= r.min_ms);
   spec.weights = WeightFormat::Int4;
-  const kernels::Isa isa = kernels::active_isa();  // (an x86-64-v2 build's sse42 has no int8 dot products)
-  kernels::NBitsWeights shape;                     // the weights as --weights int4 makes them: grouped where x86 runs them so
+  const kernels::Isa isa = kernels::default_isa();  // (an x86-64-v2 build's sse42 has no int8 dot products)
+  kernels::NBitsWeights shape;                      // the weights as --weights int4 makes them: grouped where x86 runs them so
   shape.N = 48, shape.K = 64;
   const std::string tier = std::string(" ") + kernels::isa_name(isa);
-  CHECK(bench_op(spec).kernel == "gemv_nbits int4" + (kernels::nbits_groups_native(shape) ? tier : ""));
+  CHECK(bench_op(spec).kernel == "gemv_nbits int4" + (kernels::nbits_groups_native(shape, isa) ? tier : ""));
   spec.activations = ActivationFormat::Int8;  // the session option reaches the op: int8 decode rows
   CHECK(bench_op(spec).kernel == (kernels::isa_has_int8_dot(isa) ? "gemv_nbits_i8 int4" + tier : "gemv_nbits int4"));
   spec.shape = {16, 64, 48};
@@ -217,7 +217,7 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
       spec.block = shape.block = block;
       r = bench_op(spec);
       CHECK(r.graph == "MatMulNBits [1,64] x " + std::to_string(bits) + "-bit blocks of " + std::to_string(block) + " [48, 64]");
-      const bool grouped = kernels::nbits_groups_native(shape);
+      const bool grouped = kernels::nbits_groups_native(shape, isa);
       if (!grouped && bits == 2 && block == 16)  // (as stored, 2-bit blocks of 16 have no GEMV: the panel GEMM's)
         CHECK(r.kernel.rfind("gemm_nbits int2", 0) == 0);
       else CHECK(r.kernel == "gemv_nbits int" + std::to_string(bits) + (grouped ? tier : ""));

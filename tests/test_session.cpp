@@ -491,7 +491,8 @@ TEST_CASE("a load's repacking peak is predicted before any weight is repacked: t
     // every one fits, as here; the prediction, made without reading them, counts them as fp32: 64 KiB over.)
     kernels::NBitsWeights shape;
     shape.N = shape.K = 1024, shape.block = 32, shape.bits = std::string(format) == "int8" ? 8 : 4;
-    const bool grouped = (std::string(format) == "int4" || std::string(format) == "int8") && kernels::nbits_groups_native(shape);
+    const bool grouped =
+        (std::string(format) == "int4" || std::string(format) == "int8") && kernels::nbits_groups_native(shape, kernels::default_isa());
     const int64_t over = grouped ? 32768 * 2 : 0;
     CHECK(test::contains(error, memory_size(static_cast<size_t>(packed + over)) + " made in all"));
     CHECK(owned_host_bytes() == before);

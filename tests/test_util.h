@@ -12,6 +12,8 @@ struct KernelContext : kernels::Context {
   explicit KernelContext(int threads = 1) : kernels::Context{threads, &own} {}
   KernelContext(const KernelContext&) = delete;
   KernelContext& operator=(const KernelContext&) = delete;
+  // The same at tier `isa` (one the CPU runs).
+  kernels::Context at(kernels::Isa tier) const { return {threads, scratch, tier}; }
   kernels::Workspace own;
 };
 

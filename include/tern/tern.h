@@ -94,9 +94,9 @@ TERN_API void tern_options_free(tern_options* options);
 TERN_API const char* tern_options_error(const tern_options* options);
 /* Threads for the kernels; 0 = all cores. */
 TERN_API tern_status tern_options_set_threads(tern_options* options, int threads);
-/* Caps the CPU kernels' ISA tier: "avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx" on x86-64 (a name of the other
- * architecture is refused), "neon", "neondot" on AArch64 (as TERN_ISA does). The tier is chosen once per process, at the first load: a
- * later load asking for another fails. */
+/* The CPU kernels' ISA tier for models and graphs loaded with these options: "avx2", "avxvnni", "avx512", "avx512vnni",
+ * "avx512bf16", "amx" on x86-64 (a name of the other architecture, or a tier this CPU cannot run, is refused), "neon", "neondot",
+ * "neoni8mm" on AArch64. Unset: TERN_ISA's, else the machine's highest. Per load: two models in one process may run at two tiers. */
 TERN_API tern_status tern_options_set_isa(tern_options* options, const char* isa);
 /* Host memory one handle loaded with these options may own: its weights, caches, activations, in bytes; 0 = no
  * cap of its own. A load or run that would pass it fails with TERN_ERROR_MEMORY_LIMIT; other handles keep their

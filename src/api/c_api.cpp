@@ -49,10 +49,6 @@ tern_dtype c_dtype(DType t, const std::string& tensor) {
   return static_cast<tern_dtype>(static_cast<int>(t));
 }
 
-void apply_isa(const tern_options* o) {
-  if (o && !o->isa.empty()) as_argument([&] { kernels::request_isa(o->isa); });  // a tier this CPU lacks, or not the one in use
-}
-
 std::string model_path(const char* path) {
   if (std::filesystem::path(path).extension() != ".gguf" || !std::filesystem::is_regular_file(path)) return path;
 #ifdef TERN_MINIMAL
@@ -94,7 +90,7 @@ const char* tern_build_info(void) {
                     "g++ " + __VERSION__;
 #endif
     try {
-      s += std::string("; CPU kernels ") + kernels::isa_name(kernels::active_isa()) + " (" + kernels::cpu_feature_list() + ")";
+      s += std::string("; CPU kernels ") + kernels::isa_name(kernels::default_isa()) + " (" + kernels::cpu_feature_list() + ")";
     } catch (const std::exception& e) {
       s += std::string("; CPU kernels: ") + e.what();
     }
@@ -126,7 +122,8 @@ tern_status tern_options_set_isa(tern_options* o, const char* isa) {
     need(isa, "isa");
     const std::string name = isa;
     if (!kernels::isa_tier_exists(name)) refuse(TERN_ERROR_INVALID_ARGUMENT, "ISA tier '", name, "' (", kernels::isa_tier_names(", "), ")");
-    o->isa = name;
+    as_argument([&] { kernels::isa_named(name); });  // (a tier this CPU cannot run)
+    o->decoder.isa = name;
   });
 }
 

@@ -56,7 +56,6 @@ extern "C" {
 tern_status tern_graph_load(const char* onnx_path, const tern_options* options, tern_graph** graph) {
   return create(graph, [&](tern_graph& g) {
     need(onnx_path, "onnx_path");
-    apply_isa(options);
     SessionOptions so = llm::load_session_options(options ? options->decoder : llm::DecoderOptions{});
     if (options && options->profiling) {
       g.profiler = std::make_unique<Profiler>();

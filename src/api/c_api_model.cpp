@@ -175,7 +175,6 @@ extern "C" {
 tern_status tern_model_load(const char* path, const tern_options* options, tern_model** model) {
   return create(model, [&](tern_model& m) {
     need(path, "path");
-    apply_isa(options);
     const llm::ModelFiles files = llm::resolve_model(model_path(path), options ? options->dtype : "");
     m.dir = files.dir;
     m.config = llm::read_model_config(files.dir);

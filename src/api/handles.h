@@ -97,9 +97,8 @@ tern_dtype c_dtype(DType t, const std::string& tensor);
 }  // namespace tern::api
 
 struct tern_options {
-  tern::llm::DecoderOptions decoder;  // device, weights, window, threads, memory cap
-  std::string isa;
-  std::string dtype;  // a repository's variant (llm::resolve_model)
+  tern::llm::DecoderOptions decoder;  // device, weights, window, threads, ISA tier, memory cap
+  std::string dtype;                  // a repository's variant (llm::resolve_model)
   bool profiling = false;
   // (graphs only) SessionOptions::fixed_dims and initializers: tern_options_set_dim, tern_options_add_initializer
   std::map<std::string, int64_t> fixed_dims;
@@ -191,9 +190,6 @@ void as_argument(Check&& check) {
     refuse(TERN_ERROR_INVALID_ARGUMENT, e.what());
   }
 }
-
-// The ISA tier the options ask for (a tier this CPU lacks, or not the one in use, is the caller's error).
-void apply_isa(const tern_options* o);
 
 // A path as loads take it: a .gguf file becomes its model folder, imported once into tern's cache
 // (convert::gguf_model_folder, as the CLI does); a minimal build, which has no importer, says what to run.

@@ -161,6 +161,7 @@ size_t parse_memory_size(const std::string& text) {
 SessionOptions load_session_options(const DecoderOptions& o) {
   SessionOptions so;
   so.threads = o.threads;
+  if (!o.isa.empty()) so.isa = kernels::isa_named(o.isa);
   if (!o.max_memory.empty()) so.max_memory = parse_memory_size(o.max_memory);
   so.prefault = o.prefault;
   so.pack = o.use_pack ? SessionOptions::Pack::Use : SessionOptions::Pack::Ignore;

@@ -51,6 +51,7 @@ struct DecoderOptions {
   std::optional<int64_t> ring_capacity;
   int64_t sinks = 4;
   int threads = 0;  // 0: all cores
+  std::string isa;  // the CPU kernels' tier (kernels/cpu/isa.h); empty: the default (TERN_ISA, else the highest)
   // The session's memory cap (SessionOptions::max_memory): bytes, or with K, M, G or T (powers of 1024, an
   // optional "B" or "iB" after it): "6G", "512MiB". Empty: no cap of its own (the process's still holds).
   std::string max_memory;

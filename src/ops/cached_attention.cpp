@@ -68,7 +68,7 @@ OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::
   return {flops, bytes};
 }
 
-std::string CachedAttentionOp::kernel(const std::vector<const Tensor*>& in) const {
+std::string CachedAttentionOp::kernel(const std::vector<const Tensor*>& in, kernels::Isa) const {
   return in[0]->dim(1) > 1 ? "ring attend_chunk" : "ring attend";  // (a chunk the window slides in goes token by token)
 }
 

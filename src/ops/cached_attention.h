@@ -47,7 +47,7 @@ class CachedAttentionOp : public Op {
   // Each new token scores and sums over the window it sees (about half the prompt on average, in a
   // prompt chunk), reading every held key and value once.
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const override;
-  std::string kernel(const std::vector<const Tensor*>& in) const override;
+  std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override;
   void infer(InferContext& ctx) const override;
   void run(RunContext& ctx) const override;
 

@@ -150,10 +150,10 @@ class MatMulOp : public RepackedMatMul {
     return {2.0 * rows * static_cast<double>(N) * static_cast<double>(K),
             static_cast<double>(A.nbytes()) + weights + static_cast<double>(out[0].nbytes())};
   }
-  std::string kernel(const std::vector<const Tensor*>& in) const override {
+  std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
     const Tensor& A = *in[0];
-    if (packed_) return kernels::matmul_packed_kernel(A.numel() / packed_->K, *packed_);
-    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view(), activations_);
+    if (packed_) return kernels::matmul_packed_kernel(A.numel() / packed_->K, *packed_, isa);
+    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view(), activations_, isa);
     return {};
   }
   int64_t packed_weight_bytes() const override {
@@ -291,7 +291,7 @@ class GemmOp : public Op {
 }  // namespace
 
 bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options, kernels::NBitsActivations act) {
-  return !options.device && kernels::nbits_groups_native(w, act != kernels::NBitsActivations::Float32);
+  return !options.device && kernels::nbits_groups_native(w, options.cpu.isa, act != kernels::NBitsActivations::Float32);
 }
 
 kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,

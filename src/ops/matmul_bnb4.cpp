@@ -20,8 +20,8 @@ class MatMulBnb4Op : public Op {
     const std::string what = n.describe() + ": K · N";  // (the codes' count, and a prefill's slice of rows)
     checked_mul(checked_mul(K_, N_, what.c_str()), int64_t{4}, what.c_str());
   }
-  std::string kernel(const std::vector<const Tensor*>& in) const override {
-    return kernels::matmul_bnb4_kernel(in[0]->numel() / K_, weights(*in[1], *in[2]));
+  std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
+    return kernels::matmul_bnb4_kernel(in[0]->numel() / K_, weights(*in[1], *in[2]), isa);
   }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const double M = static_cast<double>(in[0]->numel() / K_);

@@ -92,7 +92,7 @@ class IntegerProductOp : public Op {
     return {1};
   }
   int64_t packed_weight_bytes() const override { return packed_ ? packed_->bytes() : 0; }
-  std::string kernel(const std::vector<const Tensor*>&) const override { return "gemm_integer"; }
+  std::string kernel(const std::vector<const Tensor*>&, kernels::Isa) const override { return "gemm_integer"; }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const double weights = packed_ ? static_cast<double>(packed_->bytes()) : static_cast<double>(in[1]->nbytes());
     return {2.0 * static_cast<double>(out[0].numel()) * static_cast<double>(in[1]->dim(0)),

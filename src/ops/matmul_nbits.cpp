@@ -111,8 +111,8 @@ class MatMulNBitsOp : public Op {
       if (in[i] && !(grouped_ && i <= 3)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
     return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
   }
-  std::string kernel(const std::vector<const Tensor*>& in) const override {
-    if (grouped_) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, grouped_->view(), activations_);
+  std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
+    if (grouped_) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, grouped_->view(), activations_, isa);
     // The dispatch looks at the shape and at which zero-point form is given, not at the data.
     static const uint8_t any_packed = 0;
     static const float any_float = 0;
@@ -120,7 +120,7 @@ class MatMulNBitsOp : public Op {
     w.N = N_, w.K = K_, w.bits = bits_, w.block = block_;
     if (in.size() > 3 && in[3] && in[3]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
     else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
-    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, activations_);
+    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, activations_, isa);
   }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);

@@ -215,9 +215,9 @@ class Op {
   // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
   // must answer the same for every run of a sequence.
   virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const { return device.kind == DeviceKind::CPU; }
-  // The kernel run() picks for these inputs, named for profiles ("gemv_panels fp32", "gemm_nbits int4");
-  // empty: the op's own loop.
-  virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/) const { return {}; }
+  // The kernel run() picks for these inputs at tier `isa` (the run's Context::isa), named for profiles
+  // ("gemv_panels fp32", "gemm_nbits int4"); empty: the op's own loop.
+  virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/, kernels::Isa /*isa*/) const { return {}; }
   // Stateful ops (the cached attention and its KV ring): an empty state for a new sequence.
   virtual std::unique_ptr<OpState> make_state() const { return nullptr; }
   // The bytes its state holds for a sequence of `rows` rows once `positions` tokens a row have passed (a KV

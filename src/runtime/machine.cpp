@@ -183,7 +183,7 @@ std::filesystem::path machine_cache_path() {
 MachinePeaks machine_peaks(int threads, bool remeasure) {
   const auto path = machine_cache_path();
   // Keyed by tier too: TERN_ISA=avx2 on an AVX-512 machine has half the peak.
-  const std::string key = cpu_model() + ", " + kernels::isa_name(kernels::active_isa()) + ", " + std::to_string(threads) + " thread(s)";
+  const std::string key = cpu_model() + ", " + kernels::isa_name(kernels::default_isa()) + ", " + std::to_string(threads) + " thread(s)";
   nlohmann::json cache = nlohmann::json::object();
   if (!path.empty()) {
     std::ifstream f(path);

@@ -52,8 +52,9 @@ void Profiler::attach(SessionOptions& options) {
     const bool on_device = r.on_device;
     std::lock_guard<std::mutex> lock(mutex_);  // concurrent runs record into one profile
     if (origin_us_ < 0) origin_us_ = r.start_us;
-    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs), phase_, on_device, type_shapes(r.inputs),
-                       type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops, c.bytes});
+    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs, r.cpu.isa), phase_, on_device,
+                       type_shapes(r.inputs), type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops,
+                       c.bytes});
     hook_us_ += node_clock_us() - entered;
   };
 }

@@ -159,6 +159,7 @@ void Session::prepare() {
   // Whatever the load allocates counts against this session's cap; kernels it runs (packing) use its threads.
   MemoryScope charge(account_);
   if (options_.threads <= 0) options_.threads = kernels::hardware_threads();
+  if (!options_.isa) options_.isa = kernels::default_isa();
   try {
     if (options_.device.kind == DeviceKind::OpenCL) device_ = DeviceExecutor::open(options_.device);
     pool_ = BufferPool::create(account_);
@@ -427,7 +428,7 @@ void Session::run_nodes(RunState& r, SequenceState& seq, int64_t index, bool pla
     return Tensor(dt, shape, pool_->acquire(bytes_for(dt, numel_of(shape))));
   };
   std::vector<Tensor> fresh;
-  const kernels::Context cpu{options_.threads, &r.scratch};
+  const kernels::Context cpu{options_.threads, &r.scratch, *options_.isa};
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& node = g.nodes[k];
     const Op& op = *ops_[k];

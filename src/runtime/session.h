@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,7 +75,10 @@ struct SessionOptions {
   // ops' weights and caches kept in device memory; the others run on the CPU with their inputs
   // downloaded (Session::host_nodes lists them).
   Device device;
-  int threads = 0;       // 0: all cores
+  int threads = 0;  // 0: all cores
+  // The CPU kernels' tier (kernels/cpu/isa.h), any this CPU runs; unset: the default (TERN_ISA, else the machine's
+  // highest). Per session: two sessions in one process may run at two tiers.
+  std::optional<kernels::Isa> isa;
   bool optimize = true;  // constant folding + dead-node removal
   // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
   // this many tokens inside the session (past/present inputs and outputs disappear), with `sinks`

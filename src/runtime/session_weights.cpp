@@ -155,7 +155,7 @@ void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& 
       };
       if (has_parts && !op->prepares_from_parts())
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = op->prepack(constants, {.cpu = {options.threads},
+      repacked = op->prepack(constants, {.cpu = {options.threads, nullptr, *options.isa},
                                          .weights = options.weights,
                                          .activations = options.activations,
                                          .every_row_as_decode = options.every_row_as_decode,
@@ -211,7 +211,7 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
       };
       if (has_parts && !ops[k]->prepares_from_parts())
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = ops[k]->prepack(constants, {.cpu = {options.threads},
+      repacked = ops[k]->prepack(constants, {.cpu = {options.threads, nullptr, *options.isa},
                                              .weights = options.weights,
                                              .activations = options.activations,
                                              .every_row_as_decode = options.every_row_as_decode,

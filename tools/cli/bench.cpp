@@ -21,7 +21,7 @@ int bench(int argc, char** argv) {
     const MachinePeaks m = machine_peaks(threads, true);
     std::cout << "peak fp32: " << m.gflops << " GFLOP/s; read bandwidth: " << m.gb_s << " GB/s; with " << threads
               << " thread(s) (cached for profile and bench-op)\n"
-              << "kernels: ISA tier " << kernels::isa_name(kernels::active_isa()) << " (CPU: " << kernels::cpu_feature_list()
+              << "kernels: ISA tier " << kernels::isa_name(kernels::default_isa()) << " (CPU: " << kernels::cpu_feature_list()
               << "; TERN_ISA=" << kernels::isa_tier_names("|") << " caps it)\n";
     return 0;
   }
@@ -94,7 +94,7 @@ int bench(int argc, char** argv) {
                      {"load_peak_rss_gb", load_peak_gb},
                      {"first_prefill_ms", cold_prefill_ms},
                      {"prefill_ms", r.prefill_ms},
-                     {"isa", kernels::isa_name(kernels::active_isa())},
+                     {"isa", kernels::isa_name(kernels::default_isa())},
                      {"memory_gb",
                       {{"resident_anon", resident.anon / 1e9},
                        {"resident_file", resident.file / 1e9},

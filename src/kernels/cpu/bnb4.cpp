@@ -47,9 +47,9 @@ constexpr int64_t kGemvRows = 8;
 
 const float* table_of(Bnb4Type type) { return type == Bnb4Type::NF4 ? kNf4 : kFp4; }
 
-bool avx2_rows(const Bnb4Weights& w) {
+bool avx2_rows(const Bnb4Weights& w, [[maybe_unused]] Isa isa) {
 #if defined(__x86_64__)
-  return isa_at_least(active_isa(), Isa::Avx2) && w.K % w.block == 0 && w.block % 16 == 0;
+  return isa_at_least(isa, Isa::Avx2) && w.K % w.block == 0 && w.block % 16 == 0;
 #else
   return false;
 #endif
@@ -99,14 +99,14 @@ void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absma
   });
 }
 
-const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w) {
+const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa) {
   if (M > kGemvRows) return "gemm bnb4 (dequantized a block at a time)";
-  return avx2_rows(w) ? "gemv bnb4 avx2" : "gemv bnb4";
+  return avx2_rows(w, isa) ? "gemv bnb4 avx2" : "gemv bnb4";
 }
 
 void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y) {
   if (M <= kGemvRows) {
-    const bool avx2 = avx2_rows(w);
+    const bool avx2 = avx2_rows(w, cx.isa);
     parallel_chunks(cx.threads, w.N, balanced_chunks(cx.threads, w.N, w.N * w.K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
 #if defined(__x86_64__)
       if (avx2) return gemv_bnb4_avx2(x, M, w, table_of(w.type), n0, n1, y);

@@ -28,6 +28,6 @@ void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absma
 // it reads it (gemm_panel_source).
 void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y);
 // The kernel matmul_bnb4 takes for M rows, named for profiles.
-const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w);
+const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa);
 
 }  // namespace tern::kernels

@@ -38,6 +38,7 @@ struct ChunkAttentionArgs {
   int64_t out_stride = 0;
   float* scratch = nullptr;  // chunk_attention_scratch_floats(head_dim) for each of `threads`
   int threads = 1;
+  Isa isa = default_isa();  // the tier to run at (Context::isa)
 };
 
 int64_t chunk_attention_scratch_floats(int64_t head_dim);

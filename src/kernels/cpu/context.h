@@ -1,5 +1,5 @@
 // What one kernel call runs with, handed down by the run that makes it (runtime/session.cpp RunState, an op's
-// RunContext): how many threads, and the scratch its buffers come from. Kernels keep nothing of their own
+// RunContext): the ISA tier its session runs at, how many threads, and the scratch its buffers come from. Kernels keep nothing of their own
 // between calls — no thread_local buffers, no per-thread counts — so what a run uses is the run's: its scratch
 // counts against its session's memory cap (--max-memory) and goes when the session does, and two sessions side
 // by side share only the worker pool (parallel.h).
@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "kernels/cpu/isa.h"
 
 namespace tern {
 class MemoryAccount;
@@ -70,9 +72,8 @@ class Workspace {
 struct Context {
   int threads = 1;               // kernel threads, the caller included (parallel.h)
   Workspace* scratch = nullptr;  // where the kernels' buffers come from (a kernel that needs one fails without)
+  Isa isa = default_isa();       // the tier whose kernels run (SessionOptions::isa: any tier the CPU runs)
   Workspace& workspace() const;
-  // The same run on one thread (a kernel called inside another's chunk: it runs where it is called).
-  Context alone() const { return {1, scratch}; }
 };
 
 }  // namespace tern::kernels

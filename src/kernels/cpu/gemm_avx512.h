@@ -1,6 +1,6 @@
 // The prefill GEMMs of the AVX-512 tiers over gemm_packed.h's 16-column panels (x86/gemm_*_<tier>.cpp, each
 // built with its tier's flags on x86/gemm_avx512_tiles.h's 8 × 32 tiles; matmul_packed and matmul_nbits pick
-// them by active_isa()):
+// them by the run's tier, Context::isa):
 //   gemm_f32_avx512       at tier avx512 and above: fp32 products in the AVX2 GEMM's summation order, so
 //                         every tier gives the same bits (and a row the GEMV's). It also runs fp16/bf16
 //                         panels widened into L1 and MatMulNBits blocks dequantized there. Measured with

@@ -65,11 +65,12 @@ IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int6
 namespace {
 
 // Columns [n0, n1) of the weight rows' dot products with A centered, at tier avx2 where the build has its twin and
-// the CPU the tier.
+// `isa` is that tier or higher.
 template <typename B>
-void integer_rows(const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t n0, int64_t n1, int32_t* c, int64_t N) {
+void integer_rows([[maybe_unused]] Isa isa, const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t n0, int64_t n1, int32_t* c,
+                  int64_t N) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::integer_rows(a, M, K, rows, n0, n1, c, N);
+  if (float_kernels_avx2(isa)) return float_avx2::integer_rows(a, M, K, rows, n0, n1, c, N);
 #endif
   integer_rows_at_width(a, M, K, rows, n0, n1, c, N);
 }
@@ -83,8 +84,7 @@ struct TierDots {
   bool flips_unsigned_weights = true;
   void (*layout)(const uint8_t*, int64_t, int64_t, std::vector<uint8_t>&) = nullptr;
 };
-TierDots tier_dots([[maybe_unused]] int64_t M) {
-  const Isa isa = active_isa();
+TierDots tier_dots([[maybe_unused]] Isa isa, [[maybe_unused]] int64_t M) {
 #if defined(__x86_64__)
   if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout};
   if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni};
@@ -98,7 +98,7 @@ TierDots tier_dots([[maybe_unused]] int64_t M) {
 // One product's operands as the tier multiplies them, made once before the threads split the columns.
 class IntegerProduct {
  public:
-  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w) : a_(a), w_(w), dots_(tier_dots(a.M)) {
+  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w, Isa isa) : a_(a), w_(w), isa_(isa), dots_(tier_dots(isa, a.M)) {
     const int64_t M = a.M, K = w.K;
     code_sums_.resize(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
@@ -136,8 +136,8 @@ class IntegerProduct {
       return;
     }
     // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a = u − zu centered, Σ_k a = U − K·zu.
-    if (w_.is_signed) integer_rows(centered_.data(), M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
-    else integer_rows(centered_.data(), M, K, bytes, n0, n1, c, N);
+    if (w_.is_signed) integer_rows(isa_, centered_.data(), M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
+    else integer_rows(isa_, centered_.data(), M, K, bytes, n0, n1, c, N);
     if (w_.zeros.empty()) return;
     for (int64_t m = 0; m < M; ++m) {
       const int32_t a_sum = code_sums_[static_cast<size_t>(m)] - static_cast<int32_t>(K) * zero_point(m);
@@ -151,6 +151,7 @@ class IntegerProduct {
 
   const IntegerRows& a_;
   const IntegerMatrix& w_;
+  const Isa isa_;
   TierDots dots_;
   std::vector<int32_t> code_sums_;  // Σ_k u of each row
   std::vector<int16_t> centered_;   // below VNNI: the codes minus their zero points
@@ -164,7 +165,7 @@ int64_t column_chunks(int threads, int64_t M, const IntegerMatrix& w) {
 }  // namespace
 
 void gemm_integer(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, int32_t* c) {
-  const IntegerProduct product(a, w);
+  const IntegerProduct product(a, w, cx.isa);
   parallel_chunks(cx.threads, w.N, column_chunks(cx.threads, a.M, w), [&](int64_t n0, int64_t n1, int) { product.columns(c, n0, n1); });
 }
 
@@ -172,7 +173,7 @@ void gemm_integer_to_float(const Context& cx, const IntegerRows& a, const Intege
                            int64_t b_scale_count, const float* bias, float* y) {
   static_assert(sizeof(float) == sizeof(int32_t));
   const int64_t M = a.M, N = w.N;
-  const IntegerProduct product(a, w);
+  const IntegerProduct product(a, w, cx.isa);
   auto* sums = reinterpret_cast<int32_t*>(y);  // each chunk's sums, converted where they lie while still in cache
   parallel_chunks(cx.threads, N, column_chunks(cx.threads, M, w), [&](int64_t n0, int64_t n1, int) {
     product.columns(sums, n0, n1);

@@ -14,8 +14,8 @@ namespace {
 static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
 // The GEMM of bf16 products the tier has for bf16 panels (AMX tiles, vdpbf16ps), or none: the widened fp32 GEMM.
 using Bf16Gemm = void (*)(const Context&, const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
-Bf16Gemm bf16_gemm() {
-  switch (active_isa()) {
+Bf16Gemm bf16_gemm(Isa isa) {
+  switch (isa) {
     case Isa::Amx: return gemm_bf16_amx;
     case Isa::Avx512Bf16: return gemm_bf16_avx512bf16;
     default: return nullptr;
@@ -36,10 +36,10 @@ PanelBlock as_panel_block(const MicroPanel&) {
 template <typename MicroPanel>
 void gemm_panels(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
 #if defined(__x86_64__)
-  if (isa_at_least(active_isa(), Isa::Avx512)) return gemm_f32_avx512(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+  if (isa_at_least(cx.isa, Isa::Avx512)) return gemm_f32_avx512(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemm_f32(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
+  if (float_kernels_avx2(cx.isa)) return float_avx2::gemm_f32(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 #endif
   gemm_panel_tiles(cx, A, M, K, N, C, micro_panel);
 }
@@ -48,14 +48,14 @@ template <typename T>
 void matmul_as(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C) {
   if (M <= kPanelGemvMaxRows) {
 #if TERN_FLOAT_KERNELS_AVX2
-    if (float_kernels_avx2()) return float_avx2::gemv_panels(cx, A, M, B, C);
+    if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_panels(cx, A, M, B, C);
 #endif
     return gemv_panels<T>(cx, A, M, B, C);
   }
   const T* data = static_cast<const T*>(B.panels->data());
 #if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bf16>) {
-    if (const Bf16Gemm gemm = bf16_gemm()) return gemm(cx, A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
+    if (const Bf16Gemm gemm = bf16_gemm(cx.isa)) return gemm(cx, A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
   }
 #endif
   gemm_panels(cx, A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
@@ -214,7 +214,7 @@ void matmul_packed(const Context& cx, const float* A, int64_t M, const PackedMat
 
 namespace {
 // Prefill rows whose activations may lose precision (Int8) run in bf16 on AMX tiles where the tier has them.
-bool nbits_prefill_on_amx(NBitsActivations act) { return act == NBitsActivations::Int8 && active_isa() == Isa::Amx; }
+bool nbits_prefill_on_amx(NBitsActivations act, Isa isa) { return act == NBitsActivations::Int8 && isa == Isa::Amx; }
 }  // namespace
 
 void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
@@ -223,7 +223,7 @@ void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
 #if TERN_FLOAT_KERNELS_AVX2
-    if (float_kernels_avx2()) {
+    if (float_kernels_avx2(cx.isa)) {
       float_avx2::dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
       return scratch;
     }
@@ -232,7 +232,7 @@ void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights
     return scratch;
   };
 #if defined(__x86_64__)
-  if (nbits_prefill_on_amx(act)) return gemm_rounded_bf16_amx(cx, A, M, W.K, W.N, as_panel_block(block), &block, C);
+  if (nbits_prefill_on_amx(act, cx.isa)) return gemm_rounded_bf16_amx(cx, A, M, W.K, W.N, as_panel_block(block), &block, C);
 #endif
   gemm_panels(cx, A, M, W.K, W.N, C, block);
 }
@@ -245,42 +245,42 @@ void gemm_panel_source(const Context& cx, const float* A, int64_t M, int64_t K, 
 
 namespace {
 bool nbits_uses_gemv(int64_t M, const NBitsWeights& W) { return M <= kGemvMaxRows && gemv_nbits_supported(W); }
-bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act) {
-  return ((act == NBitsActivations::Int8 && M <= kGemvMaxRows) || act == NBitsActivations::Int8EveryRow) && gemv_nbits_i8_supported(W);
+bool nbits_uses_gemv_i8(int64_t M, const NBitsWeights& W, NBitsActivations act, Isa isa) {
+  return ((act == NBitsActivations::Int8 && M <= kGemvMaxRows) || act == NBitsActivations::Int8EveryRow) && gemv_nbits_i8_supported(W, isa);
 }
 }  // namespace
 
 void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
-  if (nbits_uses_gemv_i8(M, W, act)) gemv_nbits_i8(cx, A, M, W, C);
+  if (nbits_uses_gemv_i8(M, W, act, cx.isa)) gemv_nbits_i8(cx, A, M, W, C);
   else if (nbits_uses_gemv(M, W)) gemv_nbits(cx, A, M, W, C);
   else gemm_nbits(cx, A, M, W, C, act);
 }
 
 namespace {
 // The tier gemm_panels runs its tiles at, as profiles name it.
-std::string gemm_panels_tier() {
-  if (isa_at_least(active_isa(), Isa::Avx512)) return " avx512";
+std::string gemm_panels_tier([[maybe_unused]] Isa isa) {
+  if (isa_at_least(isa, Isa::Avx512)) return " avx512";
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return " avx2";  // (x86/float_avx2/gemm_packed.cpp)
+  if (float_kernels_avx2(isa)) return " avx2";  // (x86/float_avx2/gemm_packed.cpp)
 #endif
   return "";
 }
 }  // namespace
 
-std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act) {
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act, Isa isa) {
   const std::string bits = "int" + std::to_string(W.bits);
-  if (nbits_uses_gemv_i8(M, W, act)) return "gemv_nbits_i8 " + bits + " " + isa_name(active_isa());
-  if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits + (W.grouped ? std::string(" ") + isa_name(active_isa()) : "");
-  return "gemm_nbits " + bits + (nbits_prefill_on_amx(act) ? " bf16 amx" : gemm_panels_tier());
+  if (nbits_uses_gemv_i8(M, W, act, isa)) return "gemv_nbits_i8 " + bits + " " + isa_name(isa);
+  if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits + (W.grouped ? std::string(" ") + isa_name(isa) : "");
+  return "gemm_nbits " + bits + (nbits_prefill_on_amx(act, isa) ? " bf16 amx" : gemm_panels_tier(isa));
 }
 
-std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B) {
+std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B, Isa isa) {
   const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
   if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
 #if defined(__x86_64__)
-  if (B.type == DType::BFloat16 && bf16_gemm()) return std::string("gemm_bf16 ") + isa_name(active_isa());
+  if (B.type == DType::BFloat16 && bf16_gemm(isa)) return std::string("gemm_bf16 ") + isa_name(isa);
 #endif
-  return "gemm_panels " + type + gemm_panels_tier();
+  return "gemm_panels " + type + gemm_panels_tier(isa);
 }
 
 }  // namespace tern::kernels

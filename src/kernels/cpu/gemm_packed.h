@@ -50,7 +50,7 @@ constexpr int64_t kPanelGemvMaxRows = 16;
 // C[M, N] = A[M, K] · B, rows contiguous; any M ≥ 1 (the GEMV up to kPanelGemvMaxRows rows, else the GEMM).
 void matmul_packed(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C);
 // The kernel matmul_packed runs for M rows ("gemv_panels fp16", "gemm_panels fp32"…), for profiles.
-std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B);
+std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B, Isa isa);
 
 // How matmul_nbits treats the activations: as fp32, or with precision to spare (MatMulNBits
 // accuracy_level 4): decode rows quantized to int8 per block (gemv_nbits_i8), prefill rows (more than
@@ -73,6 +73,6 @@ void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights
 void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C,
                   NBitsActivations act = NBitsActivations::Float32);
 // "gemv_nbits int4", "gemm_nbits int8", "gemv_nbits_i8 int4 avx2"…
-std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act = NBitsActivations::Float32);
+std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act, Isa isa);
 
 }  // namespace tern::kernels

@@ -11,15 +11,15 @@ bool gemv_nbits_supported(const NBitsWeights& w) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemv_nbits(cx, x, M, w, y, isa);
+  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits(cx, x, M, w, y, cx.isa);
 #endif
-  gemv_nbits_at_width(cx, x, M, w, y, isa);
+  gemv_nbits_at_width(cx, x, M, w, y, cx.isa);
 }
 
-bool gemv_nbits_i8_supported(const NBitsWeights& w) {
-  if (!isa_has_int8_dot(active_isa())) return false;
+bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
+  if (!isa_has_int8_dot(isa)) return false;
 #if defined(__x86_64__)
   const bool four_bit = w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
 #else
@@ -35,11 +35,11 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::gemv_nbits_i8(cx, x, M, w, y, isa);
+  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits_i8(cx, x, M, w, y, cx.isa);
 #endif
-  gemv_nbits_i8_at_width(cx, x, M, w, y, isa);
+  gemv_nbits_i8_at_width(cx, x, M, w, y, cx.isa);
 }
 
 }  // namespace tern::kernels

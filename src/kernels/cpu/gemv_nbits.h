@@ -18,7 +18,7 @@ bool gemv_nbits_supported(const NBitsWeights& w);
 
 // y[m, :] = x[m, :] · dequant(W)ᵀ for m < M (x [M, K] and y [M, N], rows contiguous). Grouped weights run
 // gemv_nbits_f32.h's kernel at tier `isa` (any tier the CPU runs; all give the same bits).
-void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y);
 
 // The same with each row of x first quantized to int8 per weight block (xs = max|x| / 127, round to
 // nearest even) and integer dot products (x86/gemv_nbits_i8.h) — MatMulNBits' accuracy_level 4, llama.cpp's
@@ -26,7 +26,7 @@ void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights
 // Takes 8 bits in blocks of 32·j (on x86 also blocks of 16 with K a multiple of 32; on ARM any 16·j), 4 bits in
 // blocks of 32·j grouped (nbits.h) on x86 and in blocks of 32 or 64·j as stored on ARM; `isa` picks the dot
 // product (any tier the CPU runs).
-bool gemv_nbits_i8_supported(const NBitsWeights& w);
-void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa = active_isa());
+bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa);
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y);
 
 }  // namespace tern::kernels

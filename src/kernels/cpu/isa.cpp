@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
-#include <optional>
 
 #include "core/cpu_baseline.h"
 #include "core/error.h"
@@ -97,11 +96,9 @@ Isa tier_named(const std::string& name, const char* source) {
   fail(source, name, ": unknown tier (use ", isa_tier_names(", "), ")");
 }
 
-// The tier in use once the first kernel asked (-1 before): read on every kernel call, so an atomic; the
-// choice itself, and a load's request before it, under choice_mutex.
+// The default tier once first asked for (-1 before): TERN_ISA is read once.
 std::atomic<int> chosen{-1};
 std::mutex choice_mutex;
-std::optional<Isa> requested;
 
 }  // namespace
 
@@ -140,13 +137,13 @@ std::vector<Isa> machine_isas() {
   return out;
 }
 
-Isa active_isa() {
+Isa default_isa() {
   const int c = chosen.load(std::memory_order_acquire);
   if (c >= 0) return static_cast<Isa>(c);
   std::lock_guard<std::mutex> lock(choice_mutex);
   if (chosen.load() < 0) {
     const char* forced = std::getenv("TERN_ISA");
-    const Isa isa = requested ? *requested : forced && *forced ? tier_named(forced, "TERN_ISA=") : machine_isas().back();
+    const Isa isa = forced && *forced ? tier_named(forced, "TERN_ISA=") : machine_isas().back();
     chosen.store(static_cast<int>(isa), std::memory_order_release);
   }
   return static_cast<Isa>(chosen.load());
@@ -158,14 +155,7 @@ bool isa_at_least(Isa isa, Isa floor) {
 
 bool isa_has_int8_dot(Isa isa) { return isa != Isa::Sse42; }
 
-void request_isa(const std::string& name) {
-  const Isa want = tier_named(name, "ISA tier ");
-  std::lock_guard<std::mutex> lock(choice_mutex);
-  const int c = chosen.load();
-  if (c >= 0 && static_cast<Isa>(c) != want)
-    fail("ISA tier ", name, ": the tier is chosen once per process and ", isa_name(static_cast<Isa>(c)), " is already in use");
-  requested = want;
-}
+Isa isa_named(const std::string& name) { return tier_named(name, "ISA tier "); }
 
 std::string cpu_feature_list() {
   std::string out;

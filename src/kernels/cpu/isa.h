@@ -1,7 +1,8 @@
-// The instruction-set tier the CPU kernels run at, chosen once at start (cpuid on x86-64, the kernel's
+// The instruction-set tiers the CPU kernels run at, as the CPU allows them (cpuid on x86-64, the kernel's
 // hwcaps on AArch64): one binary runs on every machine of its architecture and uses what the one it runs on
-// has. TERN_ISA=<tier> forces a lower tier (for tests and for comparing paths); asking for one the CPU
-// lacks is an error.
+// has. Each session runs at one (SessionOptions::isa, handed to its kernels in Context::isa); the default is the
+// machine's highest, or TERN_ISA=<tier>'s (a lower tier, for tests and for comparing paths). Asking for one the
+// CPU lacks is an error.
 //
 // Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp or
 // arm/*_<tier>.cpp, compiled with that tier's flags):
@@ -33,16 +34,15 @@ enum class Isa { Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon
 const char* isa_name(Isa isa);
 // Every tier this CPU can execute, lowest first (always starts with the build's baseline: sse42, avx2 or neon).
 std::vector<Isa> machine_isas();
-// The tier kernels use: the machine's highest, or TERN_ISA's (read once; an unknown name or a tier this
-// CPU cannot run throws, naming what it has).
-Isa active_isa();
+// The tier sessions run at unless they ask for another (SessionOptions::isa): the machine's highest, or
+// TERN_ISA's (read once; an unknown name or a tier this CPU cannot run throws, naming what it has).
+Isa default_isa();
+// Tier `name` (one of isa_tier_names) where this CPU runs it; else fails naming what it has.
+Isa isa_named(const std::string& name);
 // Whether tier `isa` has the int8 dot products the int8-activation kernels need (every tier but sse42).
 bool isa_has_int8_dot(Isa isa);
 // Whether tier `isa` has everything tier `floor` (avx512 or one above it) has: `floor` itself or a higher x86 tier.
 bool isa_at_least(Isa isa, Isa floor);
-// Asks for tier `name` instead of the machine's highest (the C API's load option; before TERN_ISA). Only
-// before the tier is first used, or asking for the one in use: the choice is made once per process.
-void request_isa(const std::string& name);
 // The tiers of this architecture, lowest first, separated by `sep` ("avx2|avxvnni|…" with "|"), and whether
 // `name` is one of them: the one list the C API's option check and the CLI's messages read.
 std::string isa_tier_names(const char* sep);

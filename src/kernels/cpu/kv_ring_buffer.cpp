@@ -183,6 +183,7 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, const RingStorage<T>& keys
   a.out_stride = out_stride;
   a.scratch = values_f + value_floats;
   a.threads = cx.threads;
+  a.isa = cx.isa;
   chunk_attention(a);
 }
 
@@ -221,6 +222,7 @@ void KvRingBuffer::attend_as(const Context& cx, const RingStorage<T>& keys, cons
   a.rope = rope;
   a.scratch = scratch;
   a.threads = threads;
+  a.isa = cx.isa;
   ring_attention(q, out, a);
 }
 

@@ -121,7 +121,7 @@ struct QuantizedWeights {
 // pages, like every large tensor tern allocates), the 1B shape's Q4_0 decode streamed its MatMulNBits at 25.1 GB/s
 // where the file's layout gave 21.0 (`tern profile --steps decode`, 2 threads, Xeon with AVX-512 VNNI), and 0.698 GB
 // a token with fp16 scales, not 0.775.
-bool nbits_groups_native(const NBitsWeights& w, bool int8_activations = false);
+bool nbits_groups_native(const NBitsWeights& w, Isa isa, bool int8_activations = false);
 // The weights in the grouped layout: data, zero points (uint8 or float32, or none as given), scales
 // (float16 when that loses nothing, else float32). A few hundred rows at a time; after each, `rows_done(n0,
 // n1)` (when given) is told that rows [n0, n1) of w are not read again — the caller drops their file pages.

@@ -8,7 +8,7 @@ namespace tern::kernels {
 
 FmaChains run_fma_chains(int64_t iterations, float seed) {
 #if defined(__x86_64__)
-  if (isa_at_least(active_isa(), Isa::Avx512)) return run_fma_chains_avx512(iterations, seed);
+  if (isa_at_least(default_isa(), Isa::Avx512)) return run_fma_chains_avx512(iterations, seed);
 #endif
   using batch = xsimd::batch<float>;
   constexpr int kChains = 10;  // enough independent FMAs to cover their latency on two pipes

@@ -13,7 +13,7 @@ int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t
 template <typename T>
 void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2()) return float_avx2::ring_attention(q, out, a);
+  if (float_kernels_avx2(a.isa)) return float_avx2::ring_attention(q, out, a);
 #endif
   ring_attention_at_width(q, out, a);
 }

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/rope.h"
 
 namespace tern::kernels {
@@ -27,7 +28,8 @@ struct RingAttentionArgs {
   Scoring scoring;
   RopeTable rope;
   float* scratch = nullptr;
-  int threads = 1;  // at most the count `scratch` was sized for
+  int threads = 1;          // at most the count `scratch` was sized for
+  Isa isa = default_isa();  // the tier to run at (Context::isa)
 };
 
 // Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).

@@ -26,7 +26,7 @@ class OpenClVariant : public Op {
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const override {
     return cpu_->cost(in, out, state);
   }
-  std::string kernel(const std::vector<const Tensor*>& in) const override { return cpu_->kernel(in); }
+  std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override { return cpu_->kernel(in, isa); }
   std::unique_ptr<OpState> make_state() const override { return cpu_->make_state(); }
   bool runs_on(const Device& d, const std::vector<const Tensor*>& in) const final { return d.kind == DeviceKind::CPU || device_takes(in); }
   void run(RunContext& ctx) const final {

@@ -22,8 +22,8 @@
 
 namespace tern::kernels {
 
-// Whether the twins below are the ones to run: tier avx2 or higher.
-inline bool float_kernels_avx2() { return active_isa() != Isa::Sse42; }
+// Whether the twins below are the ones to run at tier `isa`: avx2 or higher.
+inline bool float_kernels_avx2(Isa isa) { return isa != Isa::Sse42; }
 
 namespace float_avx2 {
 // gemm_packed.cpp's GEMM tiles, panel GEMV and MatMulNBits dequantization (x86/float_avx2/gemm_packed.cpp)
