@@ -1,8 +1,8 @@
 // What one kernel call runs with, handed down by the run that makes it (runtime/session.cpp RunState, an op's
-// RunContext): the ISA tier its session runs at, how many threads, and the scratch its buffers come from. Kernels keep nothing of their own
-// between calls — no thread_local buffers, no per-thread counts — so what a run uses is the run's: its scratch
-// counts against its session's memory cap (--max-memory) and goes when the session does, and two sessions side
-// by side share only the worker pool (parallel.h).
+// RunContext): the ISA tier its session runs at, how many threads, and the scratch its buffers come from.
+// Kernels keep nothing of their own between calls — no per-thread buffers or counts — so what a run uses is the
+// run's: its scratch counts against its session's memory cap (--max-memory) and goes when the session does, and
+// two sessions side by side share only the worker pool (parallel.h).
 #pragma once
 #include <array>
 #include <cstddef>
