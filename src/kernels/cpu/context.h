@@ -26,23 +26,26 @@ class Workspace {
  public:
   // The uses, one buffer each: two uses are never the same buffer, so a kernel may hold several at once.
   enum Use : int {
-    GemvPartials,    // gemv.cpp: a band's partial sums, per kernel thread
-    PanelsA,         // gemm_panels_impl.h: A packed in row panels
-    TilesA,          // x86/gemm_avx512_tiles.h: A packed for the tiles
-    AmxA,            // x86/gemm_bf16_amx.cpp: A in bf16 row blocks
-    AmxB,            // x86/gemm_bf16_amx.cpp: two panels' pair blocks, per kernel thread
-    NBitsX,          // gemv_nbits_impl.h: activations padded or reordered
-    NBitsXSums,      //   their block sums
-    NBitsPairs,      //   2-bit codes' pair-sum tables, per kernel thread
-    NBitsPasses,     //   the pass each thread's tables hold
-    Int8Codes,       //   activations quantized to int8
-    Int8Scales,      //   their scales
-    Int8Sums,        //   scale · Σ codes per block
-    Int8ChunkSums,   //   Σ codes per 32
-    Int8LaneSums,    //   Σ codes per lane
-    ChunkAttention,  // kv_ring_buffer.cpp: rotated keys, values and per-thread rows of a prompt chunk
-    RingAttention,   //   a decode query's rotations and partial sums over the ring
-    ActOrdered,      // ops/matmul_nbits.cpp: A's columns in g_idx order
+    GemvPartials,     // gemv.cpp: a band's partial sums, per kernel thread
+    PanelsA,          // gemm_panels_impl.h: A packed in row panels
+    TilesA,           // x86/gemm_avx512_tiles.h: A packed for the tiles
+    AmxA,             // x86/gemm_bf16_amx.cpp: A in bf16 row blocks
+    AmxB,             // x86/gemm_bf16_amx.cpp: two panels' pair blocks, per kernel thread
+    NBitsX,           // gemv_nbits_impl.h: activations padded or reordered
+    NBitsXSums,       //   their block sums
+    NBitsPairs,       //   2-bit codes' pair-sum tables, per kernel thread
+    NBitsPasses,      //   the pass each thread's tables hold
+    Int8Codes,        //   activations quantized to int8
+    Int8Scales,       //   their scales
+    Int8Sums,         //   scale · Σ codes per block
+    Int8ChunkSums,    //   Σ codes per 32
+    Int8LaneSums,     //   Σ codes per lane
+    ChunkAttention,   // kv_ring_buffer.cpp: rotated keys, values and per-thread rows of a prompt chunk
+    RingAttention,    //   a decode query's rotations and partial sums over the ring
+    IntegerCodeSums,  // gemm_integer.cpp: each activation row's code sum
+    IntegerCentered,  //   the codes minus their zero points (below VNNI)
+    IntegerLayout,    //   the codes in AMX-INT8 quads
+    ActOrdered,       // ops/matmul_nbits.cpp: A's columns in g_idx order
     kUses
   };
   Workspace();

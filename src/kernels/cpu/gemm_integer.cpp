@@ -82,11 +82,12 @@ struct TierDots {
   void (*fn)(const uint8_t*, int64_t, int64_t, const uint8_t*, bool, int64_t, int64_t, int32_t*, int64_t) = nullptr;
   int32_t code_offset = 0;
   bool flips_unsigned_weights = true;
-  void (*layout)(const uint8_t*, int64_t, int64_t, std::vector<uint8_t>&) = nullptr;
+  void (*layout)(const uint8_t*, int64_t, int64_t, uint8_t*) = nullptr;
+  int64_t (*layout_bytes)(int64_t, int64_t) = nullptr;
 };
 TierDots tier_dots([[maybe_unused]] Isa isa, [[maybe_unused]] int64_t M) {
 #if defined(__x86_64__)
-  if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout};
+  if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout, integer_amx_layout_bytes};
   if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni};
   if (isa == Isa::AvxVnni) return {integer_dots_avxvnni};
 #elif defined(__aarch64__)
@@ -95,24 +96,30 @@ TierDots tier_dots([[maybe_unused]] Isa isa, [[maybe_unused]] int64_t M) {
   return {};
 }
 
-// One product's operands as the tier multiplies them, made once before the threads split the columns.
+// One product's operands as the tier multiplies them, made once (in the run's workspace) before the threads split
+// the columns.
 class IntegerProduct {
  public:
-  IntegerProduct(const IntegerRows& a, const IntegerMatrix& w, Isa isa) : a_(a), w_(w), isa_(isa), dots_(tier_dots(isa, a.M)) {
+  IntegerProduct(const Context& cx, const IntegerRows& a, const IntegerMatrix& w)
+      : a_(a), w_(w), isa_(cx.isa), dots_(tier_dots(cx.isa, a.M)) {
     const int64_t M = a.M, K = w.K;
-    code_sums_.resize(static_cast<size_t>(M));
+    Workspace& ws = cx.workspace();
+    code_sums_ = ws.take<int32_t>(Workspace::IntegerCodeSums, M);
     for (int64_t m = 0; m < M; ++m) {
       int32_t s = 0;
       for (int64_t k = 0; k < K; ++k) s += a.codes[m * K + k];
-      code_sums_[static_cast<size_t>(m)] = s;
+      code_sums_[m] = s;
     }
     if (dots_.fn) {
-      if (dots_.layout) dots_.layout(a.codes, M, K, layout_);
+      if (dots_.layout) {
+        layout_ = ws.take<uint8_t>(Workspace::IntegerLayout, dots_.layout_bytes(M, K));
+        dots_.layout(a.codes, M, K, layout_);
+      }
       return;
     }
-    centered_.resize(static_cast<size_t>(M * K));
+    centered_ = ws.take<int16_t>(Workspace::IntegerCentered, M * K);
     for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) centered_[static_cast<size_t>(m * K + k)] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
+      for (int64_t k = 0; k < K; ++k) centered_[m * K + k] = static_cast<int16_t>(a.codes[m * K + k] - zero_point(m));
   }
 
   // c's columns [n0, n1) for every row.
@@ -124,23 +131,23 @@ class IntegerProduct {
       // so with U = Σ_k u and S = Σ_k b:
       //   Σ (u − zu)·(b − bz) = dots + (off − bz)·U + (o − zu)·S − K·(o·off − zu·bz).
       // In int64: the terms may pass int32 where the result does not.
-      dots_.fn(dots_.layout ? layout_.data() : a_.codes, M, K, bytes, !w_.is_signed, n0, n1, c, N);
+      dots_.fn(dots_.layout ? layout_ : a_.codes, M, K, bytes, !w_.is_signed, n0, n1, c, N);
       const int64_t off = !w_.is_signed && dots_.flips_unsigned_weights ? 128 : 0, o = dots_.code_offset;
       for (int64_t m = 0; m < M; ++m)
         for (int64_t n = n0; n < n1; ++n) {
           const int64_t bz = weight_zero_point(n), zu = zero_point(m);
-          const int64_t v = c[m * N + n] + (off - bz) * code_sums_[static_cast<size_t>(m)] + (o - zu) * w_.sums[static_cast<size_t>(n)] -
-                            K * (o * off - zu * bz);
+          const int64_t v =
+              c[m * N + n] + (off - bz) * code_sums_[m] + (o - zu) * w_.sums[static_cast<size_t>(n)] - K * (o * off - zu * bz);
           c[m * N + n] = static_cast<int32_t>(v);
         }
       return;
     }
     // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a = u − zu centered, Σ_k a = U − K·zu.
-    if (w_.is_signed) integer_rows(isa_, centered_.data(), M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
-    else integer_rows(isa_, centered_.data(), M, K, bytes, n0, n1, c, N);
+    if (w_.is_signed) integer_rows(isa_, centered_, M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
+    else integer_rows(isa_, centered_, M, K, bytes, n0, n1, c, N);
     if (w_.zeros.empty()) return;
     for (int64_t m = 0; m < M; ++m) {
-      const int32_t a_sum = code_sums_[static_cast<size_t>(m)] - static_cast<int32_t>(K) * zero_point(m);
+      const int32_t a_sum = code_sums_[m] - static_cast<int32_t>(K) * zero_point(m);
       for (int64_t n = n0; n < n1; ++n) c[m * N + n] -= weight_zero_point(n) * a_sum;
     }
   }
@@ -153,9 +160,9 @@ class IntegerProduct {
   const IntegerMatrix& w_;
   const Isa isa_;
   TierDots dots_;
-  std::vector<int32_t> code_sums_;  // Σ_k u of each row
-  std::vector<int16_t> centered_;   // below VNNI: the codes minus their zero points
-  std::vector<uint8_t> layout_;     // the codes as the tier reads them (TierDots::layout)
+  int32_t* code_sums_ = nullptr;  // Σ_k u of each row
+  int16_t* centered_ = nullptr;   // below VNNI: the codes minus their zero points
+  uint8_t* layout_ = nullptr;     // the codes as the tier reads them (TierDots::layout)
 };
 
 int64_t column_chunks(int threads, int64_t M, const IntegerMatrix& w) {
@@ -165,7 +172,7 @@ int64_t column_chunks(int threads, int64_t M, const IntegerMatrix& w) {
 }  // namespace
 
 void gemm_integer(const Context& cx, const IntegerRows& a, const IntegerMatrix& w, int32_t* c) {
-  const IntegerProduct product(a, w, cx.isa);
+  const IntegerProduct product(cx, a, w);
   parallel_chunks(cx.threads, w.N, column_chunks(cx.threads, a.M, w), [&](int64_t n0, int64_t n1, int) { product.columns(c, n0, n1); });
 }
 
@@ -173,7 +180,7 @@ void gemm_integer_to_float(const Context& cx, const IntegerRows& a, const Intege
                            int64_t b_scale_count, const float* bias, float* y) {
   static_assert(sizeof(float) == sizeof(int32_t));
   const int64_t M = a.M, N = w.N;
-  const IntegerProduct product(a, w, cx.isa);
+  const IntegerProduct product(cx, a, w);
   auto* sums = reinterpret_cast<int32_t*>(y);  // each chunk's sums, converted where they lie while still in cache
   parallel_chunks(cx.threads, N, column_chunks(cx.threads, M, w), [&](int64_t n0, int64_t n1, int) {
     product.columns(sums, n0, n1);

@@ -76,7 +76,9 @@ void integer_dots_avx512vnni(const uint8_t* a, int64_t M, int64_t K, const uint8
 // Prefill rows (at least kIntegerAmxMinRows) at tier amx: AMX-INT8 tiles, on the codes laid out by integer_amx_layout
 // (quads of K for 16 rows at a time, once per product) and uint8 weights as they are (not flipped).
 constexpr int64_t kIntegerAmxMinRows = 16;
-void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, std::vector<uint8_t>& out);
+// The layout's size for M rows of K codes, and the layout written whole into `out` (zeros past M and K).
+int64_t integer_amx_layout_bytes(int64_t M, int64_t K);
+void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, uint8_t* out);
 void integer_dots_amx(const uint8_t* layout, int64_t M, int64_t K, const uint8_t* w, bool unsigned_weights, int64_t n0, int64_t n1,
                       int32_t* dots, int64_t N);
 #elif defined(__aarch64__)

@@ -93,10 +93,14 @@ void dot_blocks(const uint8_t* layout, int64_t M, int64_t K, const uint8_t* w, i
 
 }  // namespace
 
-void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, std::vector<uint8_t>& out) {
+int64_t integer_amx_layout_bytes(int64_t M, int64_t K) {
+  return (M + kBlock - 1) / kBlock * k_steps(K) * 2 * 256 * static_cast<int64_t>(sizeof(uint32_t));
+}
+
+void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, uint8_t* out) {
   const int64_t steps = k_steps(K), row_blocks = (M + kBlock - 1) / kBlock;
-  out.assign(static_cast<size_t>(row_blocks * steps * 2 * 256) * sizeof(uint32_t), 0);  // zeros past M and K
-  auto* quads = reinterpret_cast<uint32_t*>(out.data());
+  std::memset(out, 0, static_cast<size_t>(integer_amx_layout_bytes(M, K)));  // zeros past M and K
+  auto* quads = reinterpret_cast<uint32_t*>(out);
   for (int64_t i = 0; i < row_blocks; ++i) quad_rows(codes, M, K, steps, i * kBlock, quads + i * steps * 2 * 256);
 }
 
