@@ -13,9 +13,9 @@ bool gemv_nbits_supported(const NBitsWeights& w) {
 
 void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits(cx, x, M, w, y, cx.isa);
+  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits(cx, x, M, w, y);
 #endif
-  gemv_nbits_at_width(cx, x, M, w, y, cx.isa);
+  gemv_nbits_at_width(cx, x, M, w, y);
 }
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
@@ -37,9 +37,9 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
 
 void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
 #if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits_i8(cx, x, M, w, y, cx.isa);
+  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits_i8(cx, x, M, w, y);
 #endif
-  gemv_nbits_i8_at_width(cx, x, M, w, y, cx.isa);
+  gemv_nbits_i8_at_width(cx, x, M, w, y);
 }
 
 }  // namespace tern::kernels

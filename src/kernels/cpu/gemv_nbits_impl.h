@@ -173,7 +173,8 @@ float block_sum(const float* x, int64_t n) {
 
 // Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums (and 2-bit codes'
 // pair sums), the tier's kernel.
-void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  const Isa isa = cx.isa;
   using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
   RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
 #if defined(__AVX2__) && defined(__FMA__)
@@ -244,8 +245,9 @@ void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBit
   }
 }
 
-void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
-  if (w.grouped) return gemv_nbits_grouped(cx, x, M, w, y, isa);
+void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  const Isa isa = cx.isa;
+  if (w.grouped) return gemv_nbits_grouped(cx, x, M, w, y);
 #if defined(__x86_64__) && !defined(TERN_MINIMAL)
   const bool zmm = isa_at_least(isa, Isa::Avx512) && gemv_nbits_rows_avx512_takes(w);
   auto position = [&](int64_t k) { return zmm ? nbits_rows_avx512_position(k, w.bits) : reordered(k, w.bits); };
@@ -358,7 +360,8 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
   sum = scale * static_cast<float>(total);
 }
 
-void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
+void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  const Isa isa = cx.isa;
   using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
 #if defined(__x86_64__)
   const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni

@@ -4,12 +4,10 @@
 
 namespace tern::kernels::float_avx2 {
 
-void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
-  gemv_nbits_at_width(cx, x, M, w, y, isa);
-}
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) { gemv_nbits_at_width(cx, x, M, w, y); }
 
-void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa) {
-  gemv_nbits_i8_at_width(cx, x, M, w, y, isa);
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  gemv_nbits_i8_at_width(cx, x, M, w, y);
 }
 
 }  // namespace tern::kernels::float_avx2

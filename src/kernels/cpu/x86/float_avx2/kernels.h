@@ -31,8 +31,8 @@ void gemm_f32(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N
 void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y);
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld);
 // The others' public functions, one file each
-void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
-void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y, Isa isa);
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y);
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y);
 template <typename T>
 void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 void chunk_attention(const ChunkAttentionArgs& a);
