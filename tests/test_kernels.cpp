@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -20,11 +21,46 @@
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/nbits.h"
 #include "kernels/cpu/parallel.h"
 #include "test_util.h"
 
 using namespace tern;
+
+TEST_CASE("each ISA tier's kernel table is the one below it with its own entries; the scalar tier runs anywhere") {
+  const std::vector<kernels::Isa> tiers = kernels::machine_isas();
+  REQUIRE(tiers.front() == kernels::Isa::Scalar);                               // (lowest, never the default)
+  if (!std::getenv("TERN_ISA")) CHECK(kernels::default_isa() == tiers.back());  // (the machine's highest)
+  CHECK(kernels::isa_named("scalar") == kernels::Isa::Scalar);
+  const kernels::KernelTable& scalar = kernels::kernel_table(kernels::Isa::Scalar);
+  CHECK(std::string(scalar.nbits_grouped_rows.name) == "scalar");
+  CHECK(!scalar.nbits_i8_rows.fn);  // no instruction-set kernels: int8 dot products, bf16 products
+  CHECK(!scalar.integer_dots.fn);
+  CHECK(!scalar.gemm_bf16.fn);
+  CHECK(!kernels::isa_has_int8_dot(kernels::Isa::Scalar));
+  const bool baseline_tiles = scalar.gemm_tiles.fn == kernels::kernel_table(tiers.at(1)).gemm_tiles.fn;  // (the baseline's)
+  CHECK(baseline_tiles);
+  for (kernels::Isa isa : tiers) {  // every entry every caller runs unconditionally is there at every tier
+    CAPTURE(kernels::isa_name(isa));
+    const kernels::KernelTable& t = kernels::kernel_table(isa);
+    CHECK((t.gemm_tiles.fn && t.gemv_panels.fn && t.dequantize_nbits_block.fn && t.gemv_nbits.fn && t.gemv_nbits_i8.fn));
+    CHECK((t.integer_rows_s8.fn && t.integer_rows_u8.fn && t.ring_attention_f32.fn && t.ring_attention_f16.fn && t.chunk_attention.fn));
+    CHECK((t.swiglu_rows.fn && t.normalize_rows.fn && t.fma_chains.fn));
+  }
+#if defined(__x86_64__)
+  const auto has = [&](kernels::Isa isa) { return std::find(tiers.begin(), tiers.end(), isa) != tiers.end(); };
+  if (has(kernels::Isa::Avx2)) {
+    CHECK(std::string(kernels::kernel_table(kernels::Isa::Avx2).nbits_i8_rows.name) == "avx2");
+  }
+  if (has(kernels::Isa::Avx512Vnni)) {  // from avx512: its tiles; its own: the VNNI rows
+    const kernels::KernelTable& t = kernels::kernel_table(kernels::Isa::Avx512Vnni);
+    CHECK(std::string(t.gemm_tiles.name) == "avx512");
+    CHECK(std::string(t.nbits_i8_rows.name) == "avx512vnni");
+  }
+  if (has(kernels::Isa::Sse42)) CHECK(!kernels::kernel_table(kernels::Isa::Sse42).nbits_i8_rows.fn);
+#endif
+}
 
 TEST_CASE("gemv_f32 equals the reference GEMM for 1–4 rows, odd, narrow and wide sizes, at any thread count") {
   test::KernelContext cx(2);
@@ -178,7 +214,7 @@ TEST_CASE(
             for (auto& v : x) v = u(g);
             kernels::dequantize_nbits_transposed(r.w, W.data());
             std::vector<float> scalar(static_cast<size_t>(M * N), 7.0f);
-            kernels::gemv_nbits(cx.at(kernels::Isa::Sse42), x.data(), M, grouped.view(), scalar.data());
+            kernels::gemv_nbits(cx.at(kernels::Isa::Scalar), x.data(), M, grouped.view(), scalar.data());
             for (kernels::Isa isa : kernels::machine_isas()) {
               CAPTURE(kernels::isa_name(isa));
               std::vector<float> y(scalar.size(), 7.0f);

@@ -5,15 +5,10 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/gemm_packed.h"
-#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/parallel.h"
 
 namespace tern::kernels {
-
-#if defined(__x86_64__)
-// x86/gemv_bnb4_avx2.cpp: rows [n0, n1) of y for M ≤ kBnb4GemvRows rows of x, K a multiple of the block, the block of 16.
-void gemv_bnb4_avx2(const float* x, int64_t M, const Bnb4Weights& w, const float* table, int64_t n0, int64_t n1, float* y);
-#endif
 
 namespace {
 
@@ -47,13 +42,8 @@ constexpr int64_t kGemvRows = 8;
 
 const float* table_of(Bnb4Type type) { return type == Bnb4Type::NF4 ? kNf4 : kFp4; }
 
-bool avx2_rows(const Bnb4Weights& w, [[maybe_unused]] Isa isa) {
-#if defined(__x86_64__)
-  return isa_at_least(isa, Isa::Avx2) && w.K % w.block == 0 && w.block % 16 == 0;
-#else
-  return false;
-#endif
-}
+// The tier's rows where it has them and they take w's blocks.
+bool tier_rows(const Bnb4Weights& w, const KernelTable& t) { return t.bnb4_rows.fn && w.K % w.block == 0 && w.block % 16 == 0; }
 
 // Any K and block: each weight dequantized as it is read.
 void gemv_bnb4_scalar(const float* x, int64_t M, const Bnb4Weights& w, int64_t n0, int64_t n1, float* y) {
@@ -99,21 +89,20 @@ void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absma
   });
 }
 
-const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa) {
+std::string matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa) {
   if (M > kGemvRows) return "gemm bnb4 (dequantized a block at a time)";
-  return avx2_rows(w, isa) ? "gemv bnb4 avx2" : "gemv bnb4";
+  const KernelTable& t = kernel_table(isa);
+  return tier_rows(w, t) ? std::string("gemv bnb4 ") + t.bnb4_rows.name : "gemv bnb4";
 }
 
 void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y) {
   if (M <= kGemvRows) {
-    const bool avx2 = avx2_rows(w, cx.isa);
+    const KernelTable& t = kernel_table(cx.isa);
+    const auto rows = tier_rows(w, t) ? t.bnb4_rows.fn : nullptr;
     parallel_chunks(cx.threads, w.N, balanced_chunks(cx.threads, w.N, w.N * w.K < (int64_t{1} << 16)), [&](int64_t n0, int64_t n1, int) {
-#if defined(__x86_64__)
-      if (avx2) return gemv_bnb4_avx2(x, M, w, table_of(w.type), n0, n1, y);
-#endif
+      if (rows) return rows(x, M, w, table_of(w.type), n0, n1, y);
       gemv_bnb4_scalar(x, M, w, n0, n1, y);
     });
-    (void)avx2;
     return;
   }
   // The GEMM dequantizes one block of 16 columns at a time into L1 as it reads it, the lookups shared by the M rows

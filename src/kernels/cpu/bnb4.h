@@ -5,6 +5,7 @@
 // table, times the block's absmax.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kernels/cpu/context.h"
 
@@ -28,6 +29,11 @@ void dequantize_bnb4(const Context& cx, const uint8_t* codes, const float* absma
 // it reads it (gemm_panel_source).
 void matmul_bnb4(const Context& cx, const float* x, int64_t M, const Bnb4Weights& w, float* y);
 // The kernel matmul_bnb4 takes for M rows, named for profiles.
-const char* matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa);
+std::string matmul_bnb4_kernel(int64_t M, const Bnb4Weights& w, Isa isa);
+
+#if defined(__x86_64__)
+// x86/gemv_bnb4_avx2.cpp: rows [n0, n1) of y for up to 8 rows of x, K a multiple of the block, the block of 16.
+void gemv_bnb4_avx2(const float* x, int64_t M, const Bnb4Weights& w, const float* table, int64_t n0, int64_t n1, float* y);
+#endif
 
 }  // namespace tern::kernels

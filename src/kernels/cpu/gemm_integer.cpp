@@ -7,9 +7,16 @@
 #include "kernels/cpu/gemm_integer_impl.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/x86/float_avx2/kernels.h"
+#include "kernels/cpu/width_kernels.h"
 
 namespace tern::kernels {
+
+void baseline::integer_rows(const int16_t* a, int64_t M, int64_t K, const int8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N) {
+  integer_rows_at_width(a, M, K, w, n0, n1, c, N);
+}
+void baseline::integer_rows(const int16_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N) {
+  integer_rows_at_width(a, M, K, w, n0, n1, c, N);
+}
 
 U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
   float lo = 0, hi = 0;
@@ -64,36 +71,9 @@ IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int6
 
 namespace {
 
-// Columns [n0, n1) of the weight rows' dot products with A centered, at tier avx2 where the build has its twin and
-// `isa` is that tier or higher.
-template <typename B>
-void integer_rows([[maybe_unused]] Isa isa, const int16_t* a, int64_t M, int64_t K, const B* rows, int64_t n0, int64_t n1, int32_t* c,
-                  int64_t N) {
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(isa)) return float_avx2::integer_rows(a, M, K, rows, n0, n1, c, N);
-#endif
-  integer_rows_at_width(a, M, K, rows, n0, n1, c, N);
-}
-
-// The tier's dot products (gemm_integer.h): their function, their offset on the codes, whether they take uint8
-// weights as b − 128, and the layout they read the codes in (none: as they are); no function where the tier has none
-// (sse42, avx2, avx512 without VNNI, neon).
-struct TierDots {
-  void (*fn)(const uint8_t*, int64_t, int64_t, const uint8_t*, bool, int64_t, int64_t, int32_t*, int64_t) = nullptr;
-  int32_t code_offset = 0;
-  bool flips_unsigned_weights = true;
-  void (*layout)(const uint8_t*, int64_t, int64_t, uint8_t*) = nullptr;
-  int64_t (*layout_bytes)(int64_t, int64_t) = nullptr;
-};
-TierDots tier_dots([[maybe_unused]] Isa isa, [[maybe_unused]] int64_t M) {
-#if defined(__x86_64__)
-  if (isa == Isa::Amx && M >= kIntegerAmxMinRows) return {integer_dots_amx, 0, false, integer_amx_layout, integer_amx_layout_bytes};
-  if (isa_at_least(isa, Isa::Avx512Vnni)) return {integer_dots_avx512vnni};
-  if (isa == Isa::AvxVnni) return {integer_dots_avxvnni};
-#elif defined(__aarch64__)
-  if (isa == Isa::NeonDot || isa == Isa::NeonI8mm) return {integer_dots_neondot, kIntegerDotsCodeOffset_neondot};
-#endif
-  return {};
+// The tier's dot products on the codes for M rows (gemm_integer.h), or none (kernel_table.h's IntegerDots).
+IntegerDots tier_dots(const KernelTable& t, int64_t M) {
+  return t.integer_dots_amx.fn && M >= kIntegerAmxMinRows ? t.integer_dots_amx : t.integer_dots;
 }
 
 // One product's operands as the tier multiplies them, made once (in the run's workspace) before the threads split
@@ -101,7 +81,7 @@ TierDots tier_dots([[maybe_unused]] Isa isa, [[maybe_unused]] int64_t M) {
 class IntegerProduct {
  public:
   IntegerProduct(const Context& cx, const IntegerRows& a, const IntegerMatrix& w)
-      : a_(a), w_(w), isa_(cx.isa), dots_(tier_dots(cx.isa, a.M)) {
+      : a_(a), w_(w), table_(kernel_table(cx.isa)), dots_(tier_dots(table_, a.M)) {
     const int64_t M = a.M, K = w.K;
     Workspace& ws = cx.workspace();
     code_sums_ = ws.take<int32_t>(Workspace::IntegerCodeSums, M);
@@ -143,8 +123,8 @@ class IntegerProduct {
       return;
     }
     // Σ_k a·(b − bz) = Σ_k a·b − bz·Σ_k a, a = u − zu centered, Σ_k a = U − K·zu.
-    if (w_.is_signed) integer_rows(isa_, centered_, M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
-    else integer_rows(isa_, centered_, M, K, bytes, n0, n1, c, N);
+    if (w_.is_signed) table_.integer_rows_s8.fn(centered_, M, K, reinterpret_cast<const int8_t*>(bytes), n0, n1, c, N);
+    else table_.integer_rows_u8.fn(centered_, M, K, bytes, n0, n1, c, N);
     if (w_.zeros.empty()) return;
     for (int64_t m = 0; m < M; ++m) {
       const int32_t a_sum = code_sums_[m] - static_cast<int32_t>(K) * zero_point(m);
@@ -158,11 +138,11 @@ class IntegerProduct {
 
   const IntegerRows& a_;
   const IntegerMatrix& w_;
-  const Isa isa_;
-  TierDots dots_;
+  const KernelTable& table_;
+  IntegerDots dots_;
   int32_t* code_sums_ = nullptr;  // Σ_k u of each row
   int16_t* centered_ = nullptr;   // below VNNI: the codes minus their zero points
-  uint8_t* layout_ = nullptr;     // the codes as the tier reads them (TierDots::layout)
+  uint8_t* layout_ = nullptr;     // the codes as the tier reads them (IntegerDots::layout)
 };
 
 int64_t column_chunks(int threads, int64_t M, const IntegerMatrix& w) {

@@ -68,6 +68,7 @@ void gemm_integer_to_float(const Context& cx, const IntegerRows& a, const Intege
 // The tiers' dot products over columns [n0, n1): dots[m, n] = Σ_k (a[m, k] − o) · s[n, k], `a` uint8 [M, K], s weight row
 // n's bytes as int8 (`flip`: uint8 weights, each taken as b − 128), o the tier's offset on the codes: 0 for u8·s8
 // products, which take the codes as they are, kIntegerDotsCodeOffset_neondot for sdot's s8·s8 (u − 128).
+constexpr int64_t kIntegerAmxMinRows = 16;  // (below: tier amx's decode rows take its VNNI dot products)
 #if defined(__x86_64__)
 void integer_dots_avxvnni(const uint8_t* a, int64_t M, int64_t K, const uint8_t* w, bool flip, int64_t n0, int64_t n1, int32_t* dots,
                           int64_t N);
@@ -75,7 +76,6 @@ void integer_dots_avx512vnni(const uint8_t* a, int64_t M, int64_t K, const uint8
                              int64_t N);
 // Prefill rows (at least kIntegerAmxMinRows) at tier amx: AMX-INT8 tiles, on the codes laid out by integer_amx_layout
 // (quads of K for 16 rows at a time, once per product) and uint8 weights as they are (not flipped).
-constexpr int64_t kIntegerAmxMinRows = 16;
 // The layout's size for M rows of K codes, and the layout written whole into `out` (zeros past M and K).
 int64_t integer_amx_layout_bytes(int64_t M, int64_t K);
 void integer_amx_layout(const uint8_t* codes, int64_t M, int64_t K, uint8_t* out);

@@ -1,26 +1,33 @@
 #include "kernels/cpu/gemm_packed.h"
 
-#include "kernels/cpu/gemm_avx512.h"
 #include "kernels/cpu/gemm_panels_impl.h"
 #include "kernels/cpu/gemv.h"
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/cpu/x86/float_avx2/kernels.h"
+#include "kernels/cpu/width_kernels.h"
 
 namespace tern::kernels {
-namespace {
 
 #if defined(__x86_64__)
 static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
-// The GEMM of bf16 products the tier has for bf16 panels (AMX tiles, vdpbf16ps), or none: the widened fp32 GEMM.
-using Bf16Gemm = void (*)(const Context&, const float*, int64_t, int64_t, int64_t, const uint16_t*, float*);
-Bf16Gemm bf16_gemm(Isa isa) {
-  switch (isa) {
-    case Isa::Amx: return gemm_bf16_amx;
-    case Isa::Avx512Bf16: return gemm_bf16_avx512bf16;
-    default: return nullptr;
+#endif
+
+void baseline::gemm_tiles(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
+                          float* C) {
+  gemm_panel_tiles(cx, A, M, K, N, C,
+                   [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
+}
+
+void baseline::gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
+  switch (B.type) {
+    case DType::Float16: return kernels::gemv_panels<f16>(cx, x, M, B, y);
+    case DType::BFloat16: return kernels::gemv_panels<bf16>(cx, x, M, B, y);
+    default: return kernels::gemv_panels<float>(cx, x, M, B, y);
   }
 }
+
+namespace {
+
 // A micro_panel callable as a PanelBlock (gemm_packed.h), whose context is the callable's address.
 template <typename MicroPanel>
 PanelBlock as_panel_block(const MicroPanel&) {
@@ -28,36 +35,22 @@ PanelBlock as_panel_block(const MicroPanel&) {
     return (*static_cast<const MicroPanel*>(context))(j, k0, kc, scratch);
   };
 }
-#endif
 
-// The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides: from tier avx512 up, the 8 × 32 tiles of
-// gemm_f32_avx512 in the same summation order; at tier avx2 of an x86-64-v2 build the same tiles
-// compiled for it (x86/float_avx2/gemm_packed.cpp).
+// The GEMM over panels that `micro_panel(j, k0, kc, scratch)` provides, on the tier's tiles (from tier avx512 up
+// gemm_f32_avx512's 8 × 32 tiles in the same summation order as the width's).
 template <typename MicroPanel>
 void gemm_panels(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, float* C, const MicroPanel& micro_panel) {
-#if defined(__x86_64__)
-  if (isa_at_least(cx.isa, Isa::Avx512)) return gemm_f32_avx512(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
-#endif
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(cx.isa)) return float_avx2::gemm_f32(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
-#endif
-  gemm_panel_tiles(cx, A, M, K, N, C, micro_panel);
+  kernel_table(cx.isa).gemm_tiles.fn(cx, A, M, K, N, as_panel_block(micro_panel), &micro_panel, C);
 }
 
 template <typename T>
 void matmul_as(const Context& cx, const float* A, int64_t M, const PackedMatrix& B, float* C) {
-  if (M <= kPanelGemvMaxRows) {
-#if TERN_FLOAT_KERNELS_AVX2
-    if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_panels(cx, A, M, B, C);
-#endif
-    return gemv_panels<T>(cx, A, M, B, C);
-  }
+  const KernelTable& t = kernel_table(cx.isa);
+  if (M <= kPanelGemvMaxRows) return t.gemv_panels.fn(cx, A, M, B, C);
   const T* data = static_cast<const T*>(B.panels->data());
-#if defined(__x86_64__)
   if constexpr (std::is_same_v<T, bf16>) {
-    if (const Bf16Gemm gemm = bf16_gemm(cx.isa)) return gemm(cx, A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
+    if (t.gemm_bf16.fn) return t.gemm_bf16.fn(cx, A, M, B.K, B.N, reinterpret_cast<const uint16_t*>(data), C);
   }
-#endif
   gemm_panels(cx, A, M, B.K, B.N, C, [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     const T* p = data + (j * B.K + k0) * kNR;
     if constexpr (std::is_same_v<T, float>) {
@@ -213,34 +206,26 @@ void matmul_packed(const Context& cx, const float* A, int64_t M, const PackedMat
 }
 
 namespace {
-// Prefill rows whose activations may lose precision (Int8) run in bf16 on AMX tiles where the tier has them.
-bool nbits_prefill_on_amx(NBitsActivations act, Isa isa) { return act == NBitsActivations::Int8 && isa == Isa::Amx; }
+// Prefill rows whose activations may lose precision (Int8) run in bf16 where the tier has such a GEMM (AMX tiles).
+bool nbits_prefill_in_bf16(NBitsActivations act, const KernelTable& t) { return act == NBitsActivations::Int8 && t.gemm_rounded_bf16.fn; }
 }  // namespace
 
 void gemm_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeights& W, float* C, NBitsActivations act) {
+  const KernelTable& t = kernel_table(cx.isa);
   const auto block = [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* {
     if (!scratch) return nullptr;  // (made in scratch: gemm_packed.h's PanelBlock)
     const int64_t n0 = j * kNR, n1 = std::min(W.N, n0 + kNR);
     if (n1 - n0 < kNR) std::fill(scratch, scratch + kc * kNR, 0.0f);
-#if TERN_FLOAT_KERNELS_AVX2
-    if (float_kernels_avx2(cx.isa)) {
-      float_avx2::dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
-      return scratch;
-    }
-#endif
-    dequantize_nbits_block(W, n0, n1, k0, k0 + kc, scratch, kNR);
+    t.dequantize_nbits_block.fn(W, n0, n1, k0, k0 + kc, scratch, kNR);
     return scratch;
   };
-#if defined(__x86_64__)
-  if (nbits_prefill_on_amx(act, cx.isa)) return gemm_rounded_bf16_amx(cx, A, M, W.K, W.N, as_panel_block(block), &block, C);
-#endif
+  if (nbits_prefill_in_bf16(act, t)) return t.gemm_rounded_bf16.fn(cx, A, M, W.K, W.N, as_panel_block(block), &block, C);
   gemm_panels(cx, A, M, W.K, W.N, C, block);
 }
 
 void gemm_panel_source(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
                        float* C) {
-  gemm_panels(cx, A, M, K, N, C,
-              [&](int64_t j, int64_t k0, int64_t kc, float* scratch) -> const float* { return block(context, j, k0, kc, scratch); });
+  kernel_table(cx.isa).gemm_tiles.fn(cx, A, M, K, N, block, context, C);
 }
 
 namespace {
@@ -257,30 +242,25 @@ void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeigh
 }
 
 namespace {
-// The tier gemm_panels runs its tiles at, as profiles name it.
-std::string gemm_panels_tier([[maybe_unused]] Isa isa) {
-  if (isa_at_least(isa, Isa::Avx512)) return " avx512";
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(isa)) return " avx2";  // (x86/float_avx2/gemm_packed.cpp)
-#endif
-  return "";
-}
+// A kernel's tier as profiles append it: " avx512", nothing for the baseline's.
+std::string tier_suffix(const char* name) { return *name ? std::string(" ") + name : std::string(); }
 }  // namespace
 
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act, Isa isa) {
+  const KernelTable& t = kernel_table(isa);
   const std::string bits = "int" + std::to_string(W.bits);
-  if (nbits_uses_gemv_i8(M, W, act, isa)) return "gemv_nbits_i8 " + bits + " " + isa_name(isa);
+  if (nbits_uses_gemv_i8(M, W, act, isa)) return "gemv_nbits_i8 " + bits + " " + t.nbits_i8_rows.name;
   if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits + (W.grouped ? std::string(" ") + isa_name(isa) : "");
-  return "gemm_nbits " + bits + (nbits_prefill_on_amx(act, isa) ? " bf16 amx" : gemm_panels_tier(isa));
+  return "gemm_nbits " + bits +
+         (nbits_prefill_in_bf16(act, t) ? " bf16 " + std::string(t.gemm_rounded_bf16.name) : tier_suffix(t.gemm_tiles.name));
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B, Isa isa) {
+  const KernelTable& t = kernel_table(isa);
   const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
   if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
-#if defined(__x86_64__)
-  if (B.type == DType::BFloat16 && bf16_gemm(isa)) return std::string("gemm_bf16 ") + isa_name(isa);
-#endif
-  return "gemm_panels " + type + gemm_panels_tier(isa);
+  if (B.type == DType::BFloat16 && t.gemm_bf16.fn) return std::string("gemm_bf16 ") + t.gemm_bf16.name;
+  return "gemm_panels " + type + tier_suffix(t.gemm_tiles.name);
 }
 
 }  // namespace tern::kernels

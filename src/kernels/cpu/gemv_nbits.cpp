@@ -1,7 +1,7 @@
 #include "kernels/cpu/gemv_nbits.h"
 
 #include "kernels/cpu/gemv_nbits_impl.h"
-#include "kernels/cpu/x86/float_avx2/kernels.h"
+#include "kernels/cpu/width_kernels.h"
 
 namespace tern::kernels {
 
@@ -11,15 +11,16 @@ bool gemv_nbits_supported(const NBitsWeights& w) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits(cx, x, M, w, y);
-#endif
+void baseline::gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
   gemv_nbits_at_width(cx, x, M, w, y);
 }
 
+void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  kernel_table(cx.isa).gemv_nbits.fn(cx, x, M, w, y);
+}
+
 bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
-  if (!isa_has_int8_dot(isa)) return false;
+  if (!kernel_table(isa).nbits_i8_rows.fn) return false;
 #if defined(__x86_64__)
   const bool four_bit = w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
 #else
@@ -35,11 +36,12 @@ bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
   return blocks && w.N > 0 && w.K > 0;
 }
 
-void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(cx.isa)) return float_avx2::gemv_nbits_i8(cx, x, M, w, y);
-#endif
+void baseline::gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
   gemv_nbits_i8_at_width(cx, x, M, w, y);
+}
+
+void gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
+  kernel_table(cx.isa).gemv_nbits_i8.fn(cx, x, M, w, y);
 }
 
 }  // namespace tern::kernels

@@ -11,6 +11,7 @@
 #include "kernels/cpu/gemv_nbits.h"
 #include "kernels/cpu/gemv_nbits_f32_impl.h"
 #include "kernels/cpu/gemv_nbits_i8.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/parallel.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -174,17 +175,16 @@ float block_sum(const float* x, int64_t n) {
 // Grouped 4-bit and 2-bit weights (gemv_nbits_f32.h): rows padded to whole chunks, block sums (and 2-bit codes'
 // pair sums), the tier's kernel.
 void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
-  const Isa isa = cx.isa;
   using RowsFn = void (*)(const FloatRow*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
-  RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
+  // This width's rows, or the tier's own (AVX-512's; the scalar tier's)
 #if defined(__AVX2__) && defined(__FMA__)
-  if (isa != Isa::Sse42) rows_fn = grouped_f32<YmmLanes, 1>;
+  RowsFn rows_fn = grouped_f32<YmmLanes, 1>;
 #elif defined(__aarch64__)
-  if (isa != Isa::Sse42) rows_fn = grouped_f32<NeonLanes, 1>;  // (sse42: how the tests ask for the scalar tier)
+  RowsFn rows_fn = grouped_f32<NeonLanes, 1>;
+#else
+  RowsFn rows_fn = grouped_f32<ScalarLanes, 1>;
 #endif
-#if defined(__x86_64__)
-  if (isa_at_least(isa, Isa::Avx512)) rows_fn = gemv_nbits_f32_avx512;
-#endif
+  if (const auto own = kernel_table(cx.isa).nbits_grouped_rows.fn) rows_fn = own;
   const int64_t k_blocks = nbits_k_blocks(w), padded = k_blocks * w.block;
   Workspace& ws = cx.workspace();
   const bool copy = padded != w.K;  // a last partial chunk reads zeros past K
@@ -198,11 +198,12 @@ void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBit
   }
   const int64_t groups = nbits_groups(w);
 #ifndef TERN_MINIMAL  // (a minimal build reads 2-bit weights as stored: nbits_groups_native)
-  void (*pair_table)(const float*, int64_t, float*) = pair_sums<ScalarLanes>;  // (the same bits at any width)
 #if defined(__AVX2__) && defined(__FMA__)
-  if (isa != Isa::Sse42) pair_table = pair_sums<YmmLanes>;
+  void (*pair_table)(const float*, int64_t, float*) = pair_sums<YmmLanes>;  // (the same bits at any width)
 #elif defined(__aarch64__)
-  if (isa != Isa::Sse42) pair_table = pair_sums<NeonLanes>;
+  void (*pair_table)(const float*, int64_t, float*) = pair_sums<NeonLanes>;
+#else
+  void (*pair_table)(const float*, int64_t, float*) = pair_sums<ScalarLanes>;
 #endif
   // 2-bit codes' pair sums: a set of tables for each kernel thread, built by that thread at its first chunk of a
   // pass (tables built by the caller and read by the other core took a 4096 x 512 row 43 us, where it took 33 us
@@ -246,14 +247,10 @@ void gemv_nbits_grouped(const Context& cx, const float* x, int64_t M, const NBit
 }
 
 void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
-  const Isa isa = cx.isa;
   if (w.grouped) return gemv_nbits_grouped(cx, x, M, w, y);
-#if defined(__x86_64__) && !defined(TERN_MINIMAL)
-  const bool zmm = isa_at_least(isa, Isa::Avx512) && gemv_nbits_rows_avx512_takes(w);
-  auto position = [&](int64_t k) { return zmm ? nbits_rows_avx512_position(k, w.bits) : reordered(k, w.bits); };
-#else
-  auto position = [&](int64_t k) { return reordered(k, w.bits); };
-#endif
+  const KernelTable& t = kernel_table(cx.isa);
+  const bool zmm = t.nbits_wide_rows.fn && t.nbits_wide_rows_take(w);  // (AVX-512's rows and their activations' order)
+  auto position = [&](int64_t k) { return zmm ? t.nbits_wide_position(k, w.bits) : reordered(k, w.bits); };
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = k_blocks * w.block;
   // Reordered activations (zero past K: a last partial block's padding contributes nothing) and their
   // block sums, in the run's workspace.
@@ -271,17 +268,15 @@ void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBi
     const float* xm = xs + m * padded;
     const float* sm = xsum + m * k_blocks;
     float* ym = y + m * w.N;
-#if defined(__x86_64__) && !defined(TERN_MINIMAL)
     if (zmm) {  // (the codes' part there, the zero points' here)
       const int64_t units = (w.N + 3) / 4;
       parallel_chunks(cx.threads, units, balanced_chunks(cx.threads, units, small(w)), [&](int64_t p0, int64_t p1, int) {
         const int64_t n1 = std::min(w.N, 4 * p1);
-        gemv_nbits_rows_avx512(xm, w, 4 * p0, n1, ym);
+        t.nbits_wide_rows.fn(xm, w, 4 * p0, n1, ym);
         for (int64_t n = 4 * p0; n < n1; ++n) ym[n] -= zero_point_part(w, n, k_blocks, sm);
       });
       continue;
     }
-#endif
     parallel_chunks(cx.threads, quads, balanced_chunks(cx.threads, quads, small(w)), [&](int64_t p0, int64_t p1, int) {
       for (int64_t p = p0; p < p1; ++p)
         if (w.bits == 4) rows<4, 4>(xm, sm, w, k_blocks, 4 * p, ym);
@@ -361,15 +356,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
 }
 
 void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {
-  const Isa isa = cx.isa;
-  using RowsFn = void (*)(const Int8Row*, int64_t, const NBitsWeights&, int64_t, int64_t, float*, int64_t);
-#if defined(__x86_64__)
-  const RowsFn rows_fn = isa_at_least(isa, Isa::Avx512Vnni) ? gemv_nbits_i8_avx512vnni
-                         : isa == Isa::AvxVnni              ? gemv_nbits_i8_avxvnni
-                                                            : gemv_nbits_i8_avx2;  // avx2, and avx512 without VNNI
-#elif defined(__aarch64__)
-  const RowsFn rows_fn = isa == Isa::NeonI8mm ? gemv_nbits_i8_neoni8mm : isa == Isa::NeonDot ? gemv_nbits_i8_neondot : gemv_nbits_i8_neon;
-#endif
+  const auto rows_fn = kernel_table(cx.isa).nbits_i8_rows.fn;  // (there: gemv_nbits_i8_supported)
   const int64_t k_blocks = (w.K + w.block - 1) / w.block, padded = (k_blocks * w.block + 63) / 64 * 64;
   // Quantized rows, in the run's workspace. Values past K are 0.
   Workspace& ws = cx.workspace();

@@ -15,8 +15,27 @@
 
 #include "core/cpu_baseline.h"
 #include "core/error.h"
+#include "kernels/cpu/kernel_table.h"
 
 namespace tern::kernels {
+
+// Each tier's fill, in its folder (the tier list below names them).
+#ifndef TERN_MINIMAL
+void fill_tier_scalar(KernelTable& t);
+#endif
+#if defined(__x86_64__)
+void fill_tier_avx2(KernelTable& t);
+void fill_tier_avxvnni(KernelTable& t);
+void fill_tier_avx512(KernelTable& t);
+void fill_tier_avx512vnni(KernelTable& t);
+void fill_tier_avx512bf16(KernelTable& t);
+void fill_tier_amx(KernelTable& t);
+#elif defined(__aarch64__)
+void fill_tier_neon(KernelTable& t);
+void fill_tier_neondot(KernelTable& t);
+void fill_tier_neoni8mm(KernelTable& t);
+#endif
+
 namespace {
 
 #if defined(__x86_64__)
@@ -50,50 +69,92 @@ bool has_avx512() {
          __builtin_cpu_supports("avx512dq");
 }
 
-bool can_run(Isa isa) {
-  switch (isa) {
-    case Isa::Sse42:
-      return true;  // the baseline of an x86-64-v2 build
-    // (an x86-64-v3 build's baseline: always true where it runs at all, core/cpu_baseline.cpp refusing other CPUs)
-    case Isa::Avx2: return cpu_has_x86_64_v3();
-    case Isa::AvxVnni: return cpu_has_x86_64_v3() && avx_vnni();
-    case Isa::Avx512: return has_avx512();
-    case Isa::Avx512Vnni: return has_avx512() && __builtin_cpu_supports("avx512vnni");
-    case Isa::Avx512Bf16: return can_run(Isa::Avx512Vnni) && __builtin_cpu_supports("avx512bf16");
-    case Isa::Amx: return can_run(Isa::Avx512Bf16) && amx_tile() && amx_bf16_int8() && amx_permitted();
-    default: return false;
-  }
-}
-
-// An x86-64-v3 build starts at avx2: all its code may use AVX2.
-#if defined(__AVX2__)
-constexpr Isa kAll[] = {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
-#else
-constexpr Isa kAll[] = {Isa::Sse42, Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16, Isa::Amx};
-#endif
+bool avx512_tier() { return cpu_has_x86_64_v3() && has_avx512(); }  // (its files start from x86-64-v3)
+bool avx512vnni_tier() { return avx512_tier() && __builtin_cpu_supports("avx512vnni"); }
+bool avx512bf16_tier() { return avx512vnni_tier() && __builtin_cpu_supports("avx512bf16"); }
 #elif defined(__aarch64__)
 bool hwcap(unsigned long bit) { return (getauxval(AT_HWCAP) & bit) != 0; }
-
-bool can_run(Isa isa) {
-  switch (isa) {
-    case Isa::Neon: return true;  // the baseline
-    case Isa::NeonDot: return hwcap(HWCAP_ASIMDDP);
-    case Isa::NeonI8mm: return hwcap(HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
-    default: return false;
-  }
-}
-
-constexpr Isa kAll[] = {Isa::Neon, Isa::NeonDot, Isa::NeonI8mm};
 #endif
 
+// A tier: its name, the tier whose table its own starts from (a root, below == isa, starts from the baseline's
+// entries: width_kernels.cpp's fill_baseline), the fill that sets the entries its files provide, and whether this
+// CPU runs it. Lowest first; adding a tier is its folder and one line here (with its fill's declaration; its name
+// in isa.h's enum, and in tests/CMakeLists.txt's tier list for its ctest entry).
+struct Tier {
+  Isa isa;
+  const char* name;
+  Isa below;
+  void (*fill)(KernelTable&);
+  bool (*can_run)();
+};
+bool any_cpu() { return true; }
+
+#if defined(__x86_64__) && defined(__AVX2__)
+constexpr Isa kBaseline = Isa::Avx2;  // an x86-64-v3 build: all its code may use AVX2
+#elif defined(__x86_64__)
+constexpr Isa kBaseline = Isa::Sse42;
+#elif defined(__aarch64__)
+constexpr Isa kBaseline = Isa::Neon;
+#endif
+
+constexpr Tier kTiers[] = {
+#ifndef TERN_MINIMAL  // (the tests' reference, scalar/tier_scalar.cpp: not in a build for small machines)
+    {Isa::Scalar, "scalar", kBaseline, fill_tier_scalar, any_cpu},
+#endif
+#if defined(__x86_64__)
+#if !defined(__AVX2__)
+    {Isa::Sse42, "sse42", Isa::Sse42, nullptr, any_cpu},  // the baseline of an x86-64-v2 build
+    {Isa::Avx2, "avx2", Isa::Sse42, fill_tier_avx2, cpu_has_x86_64_v3},
+#else
+    {Isa::Avx2, "avx2", Isa::Avx2, fill_tier_avx2, any_cpu},  // (core/cpu_baseline.cpp refuses CPUs without it)
+#endif
+    {Isa::AvxVnni, "avxvnni", Isa::Avx2, fill_tier_avxvnni, [] { return cpu_has_x86_64_v3() && avx_vnni(); }},
+    {Isa::Avx512, "avx512", Isa::Avx2, fill_tier_avx512, avx512_tier},
+    {Isa::Avx512Vnni, "avx512vnni", Isa::Avx512, fill_tier_avx512vnni, avx512vnni_tier},
+    {Isa::Avx512Bf16, "avx512bf16", Isa::Avx512Vnni, fill_tier_avx512bf16, avx512bf16_tier},
+    {Isa::Amx, "amx", Isa::Avx512Bf16, fill_tier_amx, [] { return avx512bf16_tier() && amx_tile() && amx_bf16_int8() && amx_permitted(); }},
+#elif defined(__aarch64__)
+    {Isa::Neon, "neon", Isa::Neon, fill_tier_neon, any_cpu},  // the baseline
+    {Isa::NeonDot, "neondot", Isa::Neon, fill_tier_neondot, [] { return hwcap(HWCAP_ASIMDDP); }},
+    {Isa::NeonI8mm, "neoni8mm", Isa::NeonDot, fill_tier_neoni8mm,
+     [] { return hwcap(HWCAP_ASIMDDP) && (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0; }},
+#endif
+};
+
+const Tier* tier_of(Isa isa) {
+  for (const Tier& t : kTiers)
+    if (t.isa == isa) return &t;
+  return nullptr;
+}
 // The tier named `name`; `source` says where the name came from ("TERN_ISA=", "ISA tier ").
 Isa tier_named(const std::string& name, const char* source) {
-  for (Isa isa : kAll)
-    if (isa_name(isa) == name) {
-      if (!can_run(isa)) fail(source, name, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
-      return isa;
+  for (const Tier& t : kTiers)
+    if (t.name == name) {
+      if (!t.can_run()) fail(source, name, ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
+      return t.isa;
     }
   fail(source, name, ": unknown tier (use ", isa_tier_names(", "), ")");
+}
+
+// The tables of the tiers this CPU runs, built once (the fills of tiers it cannot run are never called: their
+// files are compiled with instructions it lacks).
+struct Tables {
+  KernelTable table[kIsaCount];
+  bool built[kIsaCount];
+};
+void build(Tables& out, const Tier& tier) {
+  const int at = static_cast<int>(tier.isa);
+  if (out.built[at]) return;
+  KernelTable t{};
+  if (tier.below == tier.isa) {
+    fill_baseline(t);
+  } else {
+    build(out, *tier_of(tier.below));
+    t = out.table[static_cast<int>(tier.below)];
+  }
+  if (tier.fill) tier.fill(t);
+  out.table[at] = t;
+  out.built[at] = true;
 }
 
 // The default tier once first asked for (-1 before): TERN_ISA is read once.
@@ -103,38 +164,40 @@ std::mutex choice_mutex;
 }  // namespace
 
 const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::Sse42: return "sse42";
-    case Isa::Avx2: return "avx2";
-    case Isa::AvxVnni: return "avxvnni";
-    case Isa::Avx512: return "avx512";
-    case Isa::Avx512Vnni: return "avx512vnni";
-    case Isa::Avx512Bf16: return "avx512bf16";
-    case Isa::Amx: return "amx";
-    case Isa::Neon: return "neon";
-    case Isa::NeonDot: return "neondot";
-    case Isa::NeonI8mm: return "neoni8mm";
-  }
-  return "?";
+  const Tier* t = tier_of(isa);
+  return t ? t->name : "?";
 }
 
 std::string isa_tier_names(const char* sep) {
   std::string names;
-  for (Isa isa : kAll) names += (names.empty() ? "" : sep) + std::string(isa_name(isa));
+  for (const Tier& t : kTiers) names += (names.empty() ? "" : sep) + std::string(t.name);
   return names;
 }
 
 bool isa_tier_exists(const std::string& name) {
-  for (Isa isa : kAll)
-    if (isa_name(isa) == name) return true;
+  for (const Tier& t : kTiers)
+    if (t.name == name) return true;
   return false;
 }
 
 std::vector<Isa> machine_isas() {
   std::vector<Isa> out;
-  for (Isa isa : kAll)
-    if (can_run(isa)) out.push_back(isa);
+  for (const Tier& t : kTiers)
+    if (t.can_run()) out.push_back(t.isa);
   return out;
+}
+
+const KernelTable& kernel_table(Isa isa) {
+  static const Tables tables = [] {
+    Tables out{};
+    for (const Tier& t : kTiers)
+      if (t.can_run()) build(out, t);
+    return out;
+  }();
+  const int at = static_cast<int>(isa);
+  if (at < 0 || at >= kIsaCount || !tables.built[at])
+    fail("ISA tier ", isa_name(isa), ": this CPU cannot run it (it has ", cpu_feature_list(), ")");
+  return tables.table[at];
 }
 
 Isa default_isa() {
@@ -149,11 +212,7 @@ Isa default_isa() {
   return static_cast<Isa>(chosen.load());
 }
 
-bool isa_at_least(Isa isa, Isa floor) {
-  return static_cast<int>(isa) >= static_cast<int>(floor) && static_cast<int>(isa) <= static_cast<int>(Isa::Amx);
-}
-
-bool isa_has_int8_dot(Isa isa) { return isa != Isa::Sse42; }
+bool isa_has_int8_dot(Isa isa) { return kernel_table(isa).nbits_i8_rows.fn != nullptr; }
 
 Isa isa_named(const std::string& name) { return tier_named(name, "ISA tier "); }
 

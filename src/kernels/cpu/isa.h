@@ -5,7 +5,9 @@
 // CPU lacks is an error.
 //
 // Tiers, each a set of instructions kernels may use (kernels for a tier live in x86/*_<tier>.cpp or
-// arm/*_<tier>.cpp, compiled with that tier's flags):
+// arm/*_<tier>.cpp, compiled with that tier's flags; what each runs is its kernel table, kernel_table.h):
+//   any:      scalar      the baseline's kernels without the instruction-set ones, the grouped n-bit GEMV in plain
+//                         C++ (scalar/tier_scalar.cpp): the tests' reference, never a machine's default
 //   x86-64:   sse42       SSE4.2, POPCNT — the default build's baseline (-march=x86-64-v2): CPUs without AVX
 //                         (Atom/Celeron boards, pre-2013 cores); not a tier of an x86-64-v3 build
 //             avx2        AVX2, FMA, F16C — its own files (x86/*_avx2.cpp, x86/float_avx2/); the whole of an
@@ -22,14 +24,15 @@
 //             neondot     + the int8 dot product (sdot, ARMv8.2 DotProd) — Cortex-A55/A76 on, Apple M, Graviton 2+
 //             neoni8mm    + the int8 matrix multiply (smmla, FEAT_I8MM: 2×8 by 8×2 in one instruction) —
 //                         Neoverse V1/N2 (Graviton 3/4), Cortex-A510/A710 and later
-// A machine's tier is the highest whose instructions it has all of.
+// A machine's tier is the highest whose instructions it has all of. isa.cpp lists them, one line a tier.
 #pragma once
 #include <string>
 #include <vector>
 
 namespace tern::kernels {
 
-enum class Isa { Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot, NeonI8mm };
+enum class Isa { Scalar, Sse42, Avx2, AvxVnni, Avx512, Avx512Vnni, Avx512Bf16, Amx, Neon, NeonDot, NeonI8mm };
+constexpr int kIsaCount = static_cast<int>(Isa::NeonI8mm) + 1;
 
 const char* isa_name(Isa isa);
 // Every tier this CPU can execute, lowest first (always starts with the build's baseline: sse42, avx2 or neon).
@@ -41,8 +44,6 @@ Isa default_isa();
 Isa isa_named(const std::string& name);
 // Whether tier `isa` has the int8 dot products the int8-activation kernels need (every tier but sse42).
 bool isa_has_int8_dot(Isa isa);
-// Whether tier `isa` has everything tier `floor` (avx512 or one above it) has: `floor` itself or a higher x86 tier.
-bool isa_at_least(Isa isa, Isa floor);
 // The tiers of this architecture, lowest first, separated by `sep` ("avx2|avxvnni|…" with "|"), and whether
 // `name` is one of them: the one list the C API's option check and the CLI's messages read.
 std::string isa_tier_names(const char* sep);

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/width_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,17 +12,20 @@
 
 namespace tern::kernels {
 
-void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
+void baseline::dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
   dequantize_block_at_width(w, n0, n1, k0, k1, out, ld);
+}
+
+void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
+  baseline::dequantize_nbits_block(w, n0, n1, k0, k1, out, ld);
 }
 
 bool nbits_groups_native(const NBitsWeights& w, [[maybe_unused]] Isa isa, bool int8_activations) {
   const bool blocks = w.block % 32 == 0 || (w.block == 16 && nbits_k_blocks(w) % 2 == 0);  // (whole chunks)
 #if defined(__x86_64__)
-  const bool reader = isa_has_int8_dot(isa);  // (4-bit: both GEMVs; sse42 has no int8 one: the file's layout)
-  // 8-bit, grouped: a 4096 x 14336 row took 1.72 ms against 1.95-2.03 as stored at AVX-512, but 1.94-2.09 against
-  // 1.88-1.96 at the avx2 tier (2 threads, a Xeon at 36.5 GB/s, 3 alternated rounds): from AVX-512 only.
-  [[maybe_unused]] const bool eight_bit_reader = isa_at_least(isa, Isa::Avx512);
+  const KernelTable& t = kernel_table(isa);
+  const bool reader = t.nbits_i8_rows.fn;  // (4-bit: both GEMVs; a tier without int8 ones: the file's layout)
+  [[maybe_unused]] const bool eight_bit_reader = t.nbits_groups_8bit;
 #else
   const bool reader = !int8_activations;  // (AArch64's int8 GEMV reads the file's layout)
   [[maybe_unused]] const bool eight_bit_reader = true;

@@ -1,7 +1,7 @@
 #include "kernels/cpu/ring_attention.h"
 
 #include "kernels/cpu/ring_attention_impl.h"
-#include "kernels/cpu/x86/float_avx2/kernels.h"
+#include "kernels/cpu/width_kernels.h"
 
 namespace tern::kernels {
 
@@ -11,14 +11,19 @@ int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t
 }
 
 template <typename T>
-void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
-#if TERN_FLOAT_KERNELS_AVX2
-  if (float_kernels_avx2(a.isa)) return float_avx2::ring_attention(q, out, a);
-#endif
+void baseline::ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
   ring_attention_at_width(q, out, a);
 }
+template void baseline::ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);
+template void baseline::ring_attention<f16>(const float*, float*, const RingAttentionArgs<f16>&);
 
-template void ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);
-template void ring_attention<f16>(const float*, float*, const RingAttentionArgs<f16>&);
+template <>
+void ring_attention<float>(const float* q, float* out, const RingAttentionArgs<float>& a) {
+  kernel_table(a.isa).ring_attention_f32.fn(q, out, a);
+}
+template <>
+void ring_attention<f16>(const float* q, float* out, const RingAttentionArgs<f16>& a) {
+  kernel_table(a.isa).ring_attention_f16.fn(q, out, a);
+}
 
 }  // namespace tern::kernels

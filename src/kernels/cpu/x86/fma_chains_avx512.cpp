@@ -5,7 +5,7 @@
 
 namespace tern::kernels {
 
-FmaChains run_fma_chains_avx512(int64_t iterations, float seed) {
+FmaChains fma_chains_avx512(int64_t iterations, float seed) {
   constexpr int kChains = 12;  // two FMA pipes × 4-cycle latency, with room
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c) * 1e-3f + seed);

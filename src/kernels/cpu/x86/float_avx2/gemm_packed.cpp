@@ -6,7 +6,7 @@
 
 namespace tern::kernels::float_avx2 {
 
-void gemm_f32(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
+void gemm_tiles(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
   gemm_panel_tiles(cx, A, M, K, N, C,
                    [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
 }

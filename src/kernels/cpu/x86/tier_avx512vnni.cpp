@@ -1,0 +1,12 @@
+// Tier avx512vnni's table entries (kernel_table.h): 512-bit VNNI dot products for the int8 GEMV and MatMulInteger.
+#include "kernels/cpu/gemm_integer.h"
+#include "kernels/cpu/kernel_table.h"
+
+namespace tern::kernels {
+
+void fill_tier_avx512vnni(KernelTable& t) {
+  t.nbits_i8_rows = {"avx512vnni", gemv_nbits_i8_avx512vnni};
+  t.integer_dots = {integer_dots_avx512vnni, 0, true, nullptr, nullptr};
+}
+
+}  // namespace tern::kernels
