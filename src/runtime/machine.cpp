@@ -182,8 +182,11 @@ std::filesystem::path machine_cache_path() {
 
 MachinePeaks machine_peaks(int threads, bool remeasure) {
   const auto path = machine_cache_path();
-  // Keyed by tier too: TERN_ISA=avx2 on an AVX-512 machine has half the peak.
-  const std::string key = cpu_model() + ", " + kernels::isa_name(kernels::default_isa()) + ", " + std::to_string(threads) + " thread(s)";
+  // Keyed by tier too: TERN_ISA=avx2 on an AVX-512 machine has half the peak. ("tier " since the probe runs at
+  // its tier's width, the kernel table's fma_chains: before, an x86-64-v2 build's avx2 entry was measured at SSE
+  // width — 34.8 against 83.0 GFLOP/s on one Zen 3 thread — and the new key leaves such entries unread.)
+  const std::string key =
+      cpu_model() + ", tier " + kernels::isa_name(kernels::default_isa()) + ", " + std::to_string(threads) + " thread(s)";
   nlohmann::json cache = nlohmann::json::object();
   if (!path.empty()) {
     std::ifstream f(path);
