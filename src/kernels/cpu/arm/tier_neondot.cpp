@@ -6,7 +6,9 @@ namespace tern::kernels {
 
 void fill_tier_neondot(KernelTable& t) {
   t.nbits_i8_rows = {"neondot", gemv_nbits_i8_neondot};
+#ifndef TERN_MINIMAL  // (no MatMulInteger there: the entry alone would link the dots)
   t.integer_dots = {integer_dots_neondot, kIntegerDotsCodeOffset_neondot, true, nullptr, nullptr};
+#endif
 }
 
 }  // namespace tern::kernels

@@ -9,7 +9,9 @@ namespace tern::kernels {
 void fill_tier_amx(KernelTable& t) {
   t.gemm_bf16 = {"amx", gemm_bf16_amx};
   t.gemm_rounded_bf16 = {"amx", gemm_rounded_bf16_amx};
+#ifndef TERN_MINIMAL  // (no MatMulInteger there: the entry alone would link the tiles)
   t.integer_dots_amx = {integer_dots_amx, 0, false, integer_amx_layout, integer_amx_layout_bytes};
+#endif
 }
 
 }  // namespace tern::kernels

@@ -9,7 +9,9 @@ void fill_tier_avx2(KernelTable& t) {
   float_avx2::fill_width_kernels(t, "avx2");
 #endif
   t.nbits_i8_rows = {"avx2", gemv_nbits_i8_avx2};
+#ifndef TERN_MINIMAL  // (no MatMulBnb4 there: the entry alone would link the rows)
   t.bnb4_rows = {"avx2", gemv_bnb4_avx2};
+#endif
 }
 
 }  // namespace tern::kernels

@@ -6,7 +6,9 @@ namespace tern::kernels {
 
 void fill_tier_avx512vnni(KernelTable& t) {
   t.nbits_i8_rows = {"avx512vnni", gemv_nbits_i8_avx512vnni};
+#ifndef TERN_MINIMAL  // (no MatMulInteger there: the entry alone would link the dots)
   t.integer_dots = {integer_dots_avx512vnni, 0, true, nullptr, nullptr};
+#endif
 }
 
 }  // namespace tern::kernels
