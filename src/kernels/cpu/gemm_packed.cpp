@@ -14,16 +14,11 @@ static_assert(kNR == 16, "gemm_avx512.h's kernels read 16-column panels");
 
 void baseline::gemm_tiles(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
                           float* C) {
-  gemm_panel_tiles(cx, A, M, K, N, C,
-                   [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
+  gemm_tiles_at_width(cx, A, M, K, N, block, context, C);
 }
 
 void baseline::gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
-  switch (B.type) {
-    case DType::Float16: return kernels::gemv_panels<f16>(cx, x, M, B, y);
-    case DType::BFloat16: return kernels::gemv_panels<bf16>(cx, x, M, B, y);
-    default: return kernels::gemv_panels<float>(cx, x, M, B, y);
-  }
+  gemv_panels_at_width(cx, x, M, B, y);
 }
 
 namespace {

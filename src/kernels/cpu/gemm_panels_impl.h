@@ -182,5 +182,20 @@ void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatri
   });
 }
 
+// The two as one build of them provides them to its tier's table (width_kernels.inc): the tiles over a
+// PanelBlock's panels, and the panel GEMV for B's element type.
+void gemm_tiles_at_width(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context,
+                         float* C) {
+  gemm_panel_tiles(cx, A, M, K, N, C,
+                   [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
+}
+void gemv_panels_at_width(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
+  switch (B.type) {
+    case DType::Float16: return gemv_panels<f16>(cx, x, M, B, y);
+    case DType::BFloat16: return gemv_panels<bf16>(cx, x, M, B, y);
+    default: return gemv_panels<float>(cx, x, M, B, y);
+  }
+}
+
 }  // namespace
 }  // namespace tern::kernels

@@ -20,7 +20,7 @@ void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights
 }
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
-  if (!kernel_table(isa).nbits_i8_rows.fn) return false;
+  if (!isa_has_int8_dot(isa)) return false;
 #if defined(__x86_64__)
   const bool four_bit = w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
 #else

@@ -7,17 +7,10 @@
 namespace tern::kernels::float_avx2 {
 
 void gemm_tiles(const Context& cx, const float* A, int64_t M, int64_t K, int64_t N, PanelBlock block, const void* context, float* C) {
-  gemm_panel_tiles(cx, A, M, K, N, C,
-                   [&](int64_t j, int64_t k0, int64_t kc, float* scratch) { return block(context, j, k0, kc, scratch); });
+  gemm_tiles_at_width(cx, A, M, K, N, block, context, C);
 }
 
-void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) {
-  switch (B.type) {
-    case DType::Float16: return kernels::gemv_panels<f16>(cx, x, M, B, y);
-    case DType::BFloat16: return kernels::gemv_panels<bf16>(cx, x, M, B, y);
-    default: return kernels::gemv_panels<float>(cx, x, M, B, y);
-  }
-}
+void gemv_panels(const Context& cx, const float* x, int64_t M, const PackedMatrix& B, float* y) { gemv_panels_at_width(cx, x, M, B, y); }
 
 void dequantize_nbits_block(const NBitsWeights& w, int64_t n0, int64_t n1, int64_t k0, int64_t k1, float* out, int64_t ld) {
   dequantize_block_at_width(w, n0, n1, k0, k1, out, ld);
