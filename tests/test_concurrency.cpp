@@ -256,7 +256,7 @@ TEST_CASE("two sessions at two ISA tiers in one process: each runs its own tier'
     o.on_node = [&, isa](const NodeRun& r) {
       std::lock_guard<std::mutex> lock(m);
       seen[isa].insert(kernels::isa_name(r.cpu.isa));
-      seen[isa].insert(r.op.kernel(r.inputs, r.cpu.isa));
+      seen[isa].insert(op_kernel(r.op, r.inputs, r.cpu.isa));
     };
     sessions.push_back(std::make_unique<Session>(path, o));
   }

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "kernels/cpu/nbits.h"
 #include "model_builder.h"
+#include "ops/weight_packer.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -132,7 +134,7 @@ TEST_CASE("the per-node hook sees every node, in order") {
     seen.push_back(r.node.op_type);
     CHECK(r.end_us >= r.start_us);
     CHECK(r.outputs[0].numel() == 4);
-    CHECK(r.op.cost(r.inputs, r.outputs, r.state).bytes == 32);  // element-wise: 4 floats in, 4 out
+    CHECK(op_cost(r.op, r.inputs, r.outputs, r.state).bytes == 32);  // element-wise: 4 floats in, 4 out
   };
   Session s(b.save(d.path / "m.onnx"), opt);
   s.run({{"x", Tensor::from_vector<float>({1, -1, 2, -2}, {4})}});
@@ -496,6 +498,40 @@ TEST_CASE("a load's repacking peak is predicted before any weight is repacked: t
     const int64_t over = grouped ? 32768 * 2 : 0;
     CHECK(test::contains(error, memory_size(static_cast<size_t>(packed + over)) + " made in all"));
     CHECK(owned_host_bytes() == before);
+  }
+}
+
+TEST_CASE("ops opt into packing, state and cost; a packer's plan makes nothing and is what its pack then makes") {
+  Node matmul{"mm", "MatMul", "", 21, {0, 1}, {2}, {}};
+  const std::unique_ptr<Op> op = OpRegistry::instance().create(matmul);
+  Node add{"add", "Add", "", 21, {0, 1}, {2}, {}};
+  const std::unique_ptr<Op> plain = OpRegistry::instance().create(add);
+  CHECK(!plain->packer());  // element-wise: no packing, no state, the default cost
+  CHECK(!plain->stateful());
+  CHECK(!plain->costed());
+  REQUIRE(op->packer());
+  CHECK(!op->stateful());
+  CHECK(op->costed());
+  std::vector<float> values(96 * 80);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) - 3.0f;
+  const Tensor w = Tensor::from_vector<float>(values, {96, 80});
+  const std::vector<const Tensor*> constants{nullptr, &w};
+  for (const char* format : {"fp32", "fp16", "int8", "int4"}) {
+    CAPTURE(format);
+    const std::unique_ptr<Op> fresh = OpRegistry::instance().create(matmul);
+    const PackSettings settings{.cpu = {1, nullptr, kernels::default_isa()}, .weights = parse_weight_format(format), .node = "mm"};
+    const PackPlan plan = std::as_const(*fresh).packer()->plan(constants, settings);
+    CHECK(fresh->packer()->packed_bytes() == 0);  // planned: nothing made, nothing kept
+    CHECK(plan.bytes > 0);
+    const std::vector<int> unread = fresh->packer()->pack(constants, settings);
+    CHECK(unread == plan.unread);
+    CHECK(unread == std::vector<int>{1});
+    CHECK(fresh->packer()->packed_bytes() > 0);
+    // (The grouped int4/int8 layout keeps its scales as fp16 when every one fits; the plan, made without reading
+    // them, counts them as fp32.)
+    CHECK(plan.bytes >= fresh->packer()->packed_bytes());
+    CHECK(plan.bytes <= fresh->packer()->packed_bytes() + 80 * (96 / 32) * 2);
+    if (std::string(format) == "fp32" || std::string(format) == "fp16") CHECK(plan.bytes == fresh->packer()->packed_bytes());
   }
 }
 

@@ -1,10 +1,11 @@
 // `tern bench-op`: one op, alone, at a given shape — the op as a session runs it (its prepacked weights,
-// its kernel choice), timed by the profiler's hook and costed by Op::cost, for kernel work.
+// its kernel choice), timed by the profiler's hook and costed by op_cost, for kernel work.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "ops/op.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 
@@ -23,11 +24,11 @@ struct OpBenchSpec {
 
 struct OpBenchResult {
   std::string graph;       // the node benchmarked, e.g. "MatMul [1,2048] x [2048,8192] (constant, int4)"
-  std::string kernel;      // Op::kernel
+  std::string kernel;      // op_kernel
   bool on_device = false;  // ran on spec.device (else on the CPU)
   int64_t runs = 0;
   double median_ms = 0, min_ms = 0;
-  double flops = 0, bytes = 0;  // per run (Op::cost)
+  double flops = 0, bytes = 0;  // per run (op_cost)
 };
 
 OpBenchResult bench_op(const OpBenchSpec& spec);

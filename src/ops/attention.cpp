@@ -15,7 +15,7 @@
 namespace tern {
 namespace {
 
-class AttentionOp : public Op {
+class AttentionOp : public Op, public CostedOp {
  public:
   explicit AttentionOp(const Node& n)
       : causal_(n.attr_int("is_causal", 0) != 0),

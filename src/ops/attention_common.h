@@ -48,7 +48,7 @@ struct AttentionCall {
 // Y [B, Hq, Sq, Dv] = softmax(Q·Kᵀ·scale + bias)·V; query head h reads KV head h / (Hq / Hkv).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionCall& call);
 
-// Op::cost of these attention ops: Q·Kᵀ and the weighted sum of V over every key, 2 flops per
+// CostedOp::cost of these attention ops: Q·Kᵀ and the weighted sum of V over every key, 2 flops per
 // multiply-add (K's and V's head sizes taken as the output's), every input read and output written once.
 // The keys: the present cache's length ([.., T, D]; a shared max-length buffer counts whole), else K's
 // sequence, else the query's own (self-attention on packed projections).

@@ -36,12 +36,13 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
     fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a ring_capacity");
 }
 
-std::vector<int> CachedAttentionOp::prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) {
-  if (constants.size() > 4 && constants[3] && constants[4] && options.planned_bytes) {
-    *options.planned_bytes += (constants[3]->numel() + constants[4]->numel()) * static_cast<int64_t>(sizeof(float));
-  } else if (constants.size() > 4 && constants[3] && constants[4]) {
-    prepacked_ = {cast_to(*constants[3], DType::Float32), cast_to(*constants[4], DType::Float32)};
-    prepacked_from_ = constants[3]->raw();
+std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,
+                                            PackedRopeTables& into) const {
+  if (constants.size() > 4 && constants[3] && constants[4]) {
+    const Tensor &cos = *constants[3], &sin = *constants[4];
+    into.tables = {options.kept(DType::Float32, cos.shape(), [&] { return cast_to(cos, DType::Float32); }),
+                   options.kept(DType::Float32, sin.shape(), [&] { return cast_to(sin, DType::Float32); })};
+    into.from = cos.raw();
   }
   return {};
 }
@@ -80,7 +81,7 @@ void CachedAttentionOp::infer(InferContext& ctx) const {
 }
 
 const CachedAttentionOp::Tables& CachedAttentionOp::tables(const RunContext& ctx, Tables& scratch) const {
-  if (ctx.has(3) && ctx.in(3).raw() == prepacked_from_) return prepacked_;
+  if (ctx.has(3) && ctx.in(3).raw() == prepared().from) return prepared().tables;
   if (ctx.has(3)) scratch = {cast_to(ctx.in(3), DType::Float32), cast_to(ctx.in(4), DType::Float32)};
   return scratch;
 }

@@ -8,12 +8,13 @@
 // (GPT-2's learned positions are in the hidden state already).
 //
 // The ring is the node's sequence state (KvRingState), owned by the session; the op itself is fixed
-// after prepack. ops/opencl/cached_attention_opencl.cpp is its OpenCL variant.
+// after pack. ops/opencl/cached_attention_opencl.cpp is its OpenCL variant.
 #pragma once
 #include <memory>
 
 #include "kernels/cpu/kv_ring_buffer.h"
 #include "ops/op.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 
@@ -36,12 +37,22 @@ struct KvRingState : OpState {
   }
 };
 
-class CachedAttentionOp : public Op {
+// The RoPE tables as float32 (undefined without RoPE).
+struct RopeTables {
+  Tensor cos, sin;
+};
+// The constant tables converted once at load (a view for float32 models), and the cos table they came from.
+struct PackedRopeTables {
+  RopeTables tables;
+  const void* from = nullptr;
+};
+
+class CachedAttentionOp : public Op, public PacksWeights<PackedRopeTables>, public StatefulOp, public CostedOp {
  public:
   explicit CachedAttentionOp(const Node& n);
-  bool foldable() const override { return false; }
-  // The RoPE tables as float32, once (a view for float32 models).
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override;
+  OpTraits traits() const override { return {.foldable = false}; }
+  std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options, PackedRopeTables& into) const override;
+  int64_t packed_bytes() const override { return 0; }  // (the tables are read a row at a time)
   std::unique_ptr<OpState> make_state() const override { return std::make_unique<KvRingState>(); }
   int64_t state_bytes(int64_t rows, int64_t positions, const std::vector<const Value*>& inputs) const override;
   // Each new token scores and sums over the window it sees (about half the prompt on average, in a
@@ -52,10 +63,8 @@ class CachedAttentionOp : public Op {
   void run(RunContext& ctx) const override;
 
   // What its OpenCL variant shares.
-  struct Tables {
-    Tensor cos, sin;  // float32; undefined without RoPE
-  };
-  // This run's RoPE tables as float32: the prepacked ones when the inputs are the constants, else made
+  using Tables = RopeTables;
+  // This run's RoPE tables as float32: the packed ones when the inputs are the constants, else made
   // in `scratch` (a reference, not a copy: a decode step allocates nothing).
   const Tables& tables(const RunContext& ctx, Tables& scratch) const;
   // The rotary dim, after checking the tables cover it and the window (0: no RoPE).
@@ -63,8 +72,8 @@ class CachedAttentionOp : public Op {
   bool packed(const RunContext& ctx) const { return !ctx.has(1); }
   int64_t head_dim(const Tensor& q, bool packed) const { return q.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_); }
   float scale(int64_t D) const;
-  const Tables& prepacked_tables() const { return prepacked_; }
-  const void* prepacked_from() const { return prepacked_from_; }
+  const Tables& packed_tables() const { return prepared().tables; }
+  const void* packed_from() const { return prepared().from; }
   struct Attributes {
     int64_t q_heads, kv_heads, ring_capacity, sinks;
     bool interleaved;
@@ -81,8 +90,6 @@ class CachedAttentionOp : public Op {
   float scale_;
   float softcap_;
   DType storage_;
-  Tables prepacked_;
-  const void* prepacked_from_ = nullptr;  // the cos table the prepacked ones were made from
 };
 
 }  // namespace tern

@@ -41,7 +41,7 @@ class KeyMask {
 // What ONNX Runtime's attention ops share: their attributes, and the step from [B, H, S, D] Q/K/V
 // (past already prepended, P tokens of it) to the output [B, S, H·Dv]: key mask → mask_filter_value,
 // optional causality offset by P, the additive attention_bias, then attention.
-class OrtAttentionBase : public Op {
+class OrtAttentionBase : public Op, public CostedOp {
  protected:
   explicit OrtAttentionBase(const Node& n)
       : heads_(n.attr_int("num_heads", 0)),

@@ -10,7 +10,7 @@
 namespace tern {
 namespace {
 
-class DimsOfOp : public Op {
+class DimsOfOp : public Op, public CostedOp {
  public:
   explicit DimsOfOp(const Node& n)
       : to_(static_cast<DType>(n.attr_int("to", 0))),

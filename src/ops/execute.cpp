@@ -31,7 +31,7 @@ void run_op(const Op& op, RunContext& ctx) {
 std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vector<const Tensor*>& inputs, const Allocator& alloc,
                                  const kernels::Context& cpu, Device device, kernels::opencl::Kernels* opencl, OpState* state) {
   try {
-    if (op.shapes_from_run()) {
+    if (op.traits().shapes_from_run) {
       std::vector<Tensor> outputs(node.outputs.size());
       RunContext rctx{node, inputs, outputs, device, cpu, opencl, state};
       op.run(rctx);
@@ -57,7 +57,7 @@ std::vector<Tensor> execute_node(const Op& op, const Node& node, const std::vect
       if (!o.shape || (i > 0 && node.outputs[i] < 0)) continue;
       auto shape = concrete(*o.shape);
       if (!shape) ::tern::fail("could not determine the shape of output ", i, " (", sym_shape_str(*o.shape), ")");
-      if (op.outputs_are_views()) outputs[i] = Tensor(o.dtype, *shape, nullptr);
+      if (op.traits().outputs_are_views) outputs[i] = Tensor(o.dtype, *shape, nullptr);
       else outputs[i] = alloc(o.dtype, *shape);
     }
     RunContext rctx{node, inputs, outputs, device, cpu, opencl, state};

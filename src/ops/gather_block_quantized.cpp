@@ -20,7 +20,7 @@
 namespace tern {
 namespace {
 
-class GatherBlockQuantizedOp : public Op {
+class GatherBlockQuantizedOp : public Op, public CostedOp {
  public:
   explicit GatherBlockQuantizedOp(const Node& n)
       : gather_axis_(n.attr_int("gather_axis", 0)),

@@ -22,7 +22,7 @@ std::vector<int64_t> checked_indices(const Node& node, const Tensor& t, int64_t 
 
 namespace {
 
-class GatherOp : public Op {
+class GatherOp : public Op, public CostedOp {
  public:
   explicit GatherOp(const Node& n) : axis_(n.attr_int("axis", 0)) {}
   // Reads only the rows it copies (an embedding lookup touches a few rows of the table).

@@ -18,7 +18,7 @@
 namespace tern {
 namespace {
 
-class GroupQueryAttentionOp : public Op {
+class GroupQueryAttentionOp : public Op, public CostedOp {
  public:
   explicit GroupQueryAttentionOp(const Node& n)
       : hq_(n.attr_int("num_heads", 0)),

@@ -22,7 +22,7 @@ class IfOp : public Op {
         fail(n.describe(), ": branch '", b->graph().name, "' takes ", b->num_inputs(), " inputs and makes ", b->num_outputs(),
              " outputs; If's branches take none and make its ", n.outputs.size());
   }
-  bool shapes_from_run() const override { return true; }
+  OpTraits traits() const override { return {.shapes_from_run = true}; }
   void infer(InferContext& ctx) const override {
     ctx.check_dtype(0, {DType::Bool});
     const Tensor* c = ctx.value(0);

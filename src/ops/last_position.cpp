@@ -8,7 +8,7 @@
 namespace tern {
 namespace {
 
-class LastPositionOp : public Op {
+class LastPositionOp : public Op, public CostedOp {
  public:
   explicit LastPositionOp(const Node&) {}
   OpCost cost(const std::vector<const Tensor*>&, const std::vector<Tensor>& out, const OpState*) const override {

@@ -32,7 +32,7 @@ class LoopOp : public Op {
     }
     cond_passed_through_ = cond == b.inputs[1];
   }
-  bool shapes_from_run() const override { return true; }
+  OpTraits traits() const override { return {.shapes_from_run = true}; }
   void infer(InferContext& ctx) const override {
     for (int64_t i = 0; i < carried_; ++i)  // (a carried value keeps its dtype; its shape may change)
       if (ctx.has(static_cast<int>(2 + i))) {

@@ -38,7 +38,7 @@ void with_compute_type(DType t, F&& f) {
 
 // MatMul, and com.microsoft FusedMatMul: alpha · op(A) · op(B), op transposing the last two axes when
 // transA / transB is set (what fuse_kv_matmuls makes of Q·Kᵀ so the key cache is read where it lies).
-class MatMulOp : public RepackedMatMul {
+class MatMulOp : public RepackedMatMul, public PacksWeights<MatMulWeights>, public CostedOp {
  public:
   explicit MatMulOp(const Node& n)
       : trans_a_(n.attr_int("transA", 0) != 0), trans_b_(n.attr_int("transB", 0) != 0), alpha_(n.attr_float("alpha", 1)) {
@@ -51,7 +51,7 @@ class MatMulOp : public RepackedMatMul {
   // placeholder the pack left out.
   // A weight a fusion concatenated (q|k|v, gate|up) and left as its parts is packed part by part, each part's
   // panels or row groups where the whole's would be: no copy of the whole at load.
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+  std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options, MatMulWeights& into) const override {
     const Tensor* B = constants.size() > 1 ? constants[1] : nullptr;
     if (trans_a_ || alpha_ != 1.0f || !B || B->rank() != 2 || (B->dtype() != DType::Float32 && B->dtype() != DType::Float16) ||
         B->numel() == 0) {
@@ -67,7 +67,7 @@ class MatMulOp : public RepackedMatMul {
     };
     if (options.weights == WeightFormat::Int8 || options.weights == WeightFormat::Int4) {
       const int64_t bits = options.weights == WeightFormat::Int8 ? 8 : 4, block = 32, k_blocks = (K + block - 1) / block;
-      activations_ = nbits_activations(options, false);
+      into.activations = nbits_activations(options, false);
       // W as float32 [K, N] (or [K, N_i] for part W_i), quantized by columns.
       auto quantize = [&](const Tensor& from, bool transposed) {
         Tensor W = cast_to(from, DType::Float32);
@@ -91,9 +91,9 @@ class MatMulOp : public RepackedMatMul {
       static const uint8_t any_zero_points = 0;  // (quantize_nbits makes them)
       kernels::NBitsWeights shape;
       shape.N = N, shape.K = K, shape.bits = bits, shape.block = block, shape.zp_packed = &any_zero_points;
-      if (regroups_nbits(shape, options, activations_)) {
+      if (regroups_nbits(shape, options, into.activations)) {
         const std::vector<const Tensor*> parts = options.stacked_parts(1, kernels::kNBitsGroupRows);
-        quantized_ = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
+        into.quantized = prepared_nbits_groups(options, std::string(weight_format_name(options.weights)) + " groups", shape, [&] {
           if (parts.empty()) return kernels::group_nbits_rows(options.cpu, quantize(source(), trans_b_).view());
           const std::vector<kernels::QuantizedWeights> quantized = quantize_parts(parts);
           std::vector<kernels::NBitsWeights> views;
@@ -124,7 +124,7 @@ class MatMulOp : public RepackedMatMul {
                                             for (const ConstantParts& r : rows) stacked.push_back(r.whole());
                                             return stacked;
                                           });
-      quantized_ = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
+      into.quantized = kernels::QuantizedWeights{N, K, bits, block, parts[0], parts[1], parts[2]};
       return {1};
     }
     const DType type = options.weights == WeightFormat::Float16    ? DType::Float16
@@ -138,27 +138,29 @@ class MatMulOp : public RepackedMatMul {
           columns.empty() ? kernels::pack_matrix(options.cpu, source(), type, trans_b_) : kernels::pack_matrix(options.cpu, columns, type);
       return std::vector<Tensor>{Tensor(type, {elements}, p.panels)};
     });
-    packed_ = kernels::PackedMatrix{K, N, type, parts[0].buffer()};
+    into.packed = kernels::PackedMatrix{K, N, type, parts[0].buffer()};
     return {1};
   }
-  bool prepares_from_parts() const override { return true; }
+  bool packs_from_parts() const override { return true; }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const Tensor& A = *in[0];
     const int64_t K = A.rank() ? A.dim(-1) : 1, N = out[0].rank() ? out[0].dim(-1) : 1;
     const double rows = K ? static_cast<double>(out[0].numel()) / static_cast<double>(N) : 0;
-    const double weights = packed_weight_bytes() ? static_cast<double>(packed_weight_bytes()) : static_cast<double>(in[1]->nbytes());
+    const double weights = packed_bytes() ? static_cast<double>(packed_bytes()) : static_cast<double>(in[1]->nbytes());
     return {2.0 * rows * static_cast<double>(N) * static_cast<double>(K),
             static_cast<double>(A.nbytes()) + weights + static_cast<double>(out[0].nbytes())};
   }
   std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
     const Tensor& A = *in[0];
-    if (packed_) return kernels::matmul_packed_kernel(A.numel() / packed_->K, *packed_, isa);
-    if (quantized_) return kernels::matmul_nbits_kernel(A.numel() / quantized_->K, quantized_->view(), activations_, isa);
+    const MatMulWeights& w = prepared();
+    if (w.packed) return kernels::matmul_packed_kernel(A.numel() / w.packed->K, *w.packed, isa);
+    if (w.quantized) return kernels::matmul_nbits_kernel(A.numel() / w.quantized->K, w.quantized->view(), w.activations, isa);
     return {};
   }
-  int64_t packed_weight_bytes() const override {
-    if (packed_) return packed_->bytes();
-    if (quantized_) return quantized_->bytes();
+  int64_t packed_bytes() const override {
+    const MatMulWeights& w = prepared();
+    if (w.packed) return w.packed->bytes();
+    if (w.quantized) return w.quantized->bytes();
     return 0;
   }
   void infer(InferContext& ctx) const override {
@@ -179,21 +181,22 @@ class MatMulOp : public RepackedMatMul {
     if (!b1) out.push_back(b.back());
     ctx.set(0, ctx.dtype(0), out);
   }
-  const kernels::PackedMatrix* packed() const override { return packed_ ? &*packed_ : nullptr; }
-  const kernels::QuantizedWeights* quantized() const override { return quantized_ ? &*quantized_ : nullptr; }
+  const kernels::PackedMatrix* packed() const override { return prepared().packed ? &*prepared().packed : nullptr; }
+  const kernels::QuantizedWeights* quantized() const override { return prepared().quantized ? &*prepared().quantized : nullptr; }
   void run(RunContext& ctx) const override {
     // The common case — activations [.., M, K] times a 2-D weight [K, N] — is one GEMM over all rows,
     // on the repacked weight when it is a constant.
     const Tensor &A = ctx.in(0), &B = ctx.in(1);
-    if (packed_ || quantized_) {  // computed in float32 whatever the model's float type
+    const MatMulWeights& w = prepared();
+    if (w.packed || w.quantized) {  // computed in float32 whatever the model's float type
       Tensor a_f32, y_f32;
       const Tensor& a = as_dtype(A, DType::Float32, a_f32);
       Tensor& y = ctx.out(0);
       if (y.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, y.shape());
       float* out = y_f32.defined() ? y_f32.data<float>() : y.data<float>();
-      const int64_t K = packed_ ? packed_->K : quantized_->K, M = a.numel() / K;
-      if (M > 0 && packed_) kernels::matmul_packed(ctx.cpu, a.data<float>(), M, *packed_, out);
-      else if (M > 0) kernels::matmul_nbits(ctx.cpu, a.data<float>(), M, quantized_->view(), out, activations_);
+      const int64_t K = w.packed ? w.packed->K : w.quantized->K, M = a.numel() / K;
+      if (M > 0 && w.packed) kernels::matmul_packed(ctx.cpu, a.data<float>(), M, *w.packed, out);
+      else if (M > 0) kernels::matmul_nbits(ctx.cpu, a.data<float>(), M, w.quantized->view(), out, w.activations);
       if (y_f32.defined()) convert_tensor(y_f32, y);
       return;
     }
@@ -242,9 +245,6 @@ class MatMulOp : public RepackedMatMul {
   bool plain() const { return !trans_a_ && !trans_b_ && alpha_ == 1.0f; }  // MatMul's own semantics
   bool trans_a_, trans_b_;
   float alpha_;
-  std::optional<kernels::PackedMatrix> packed_;  // or
-  std::optional<kernels::QuantizedWeights> quantized_;
-  kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // for quantized_
 };
 
 class GemmOp : public Op {
@@ -290,11 +290,11 @@ class GemmOp : public Op {
 
 }  // namespace
 
-bool regroups_nbits(const kernels::NBitsWeights& w, const PrepackOptions& options, kernels::NBitsActivations act) {
+bool regroups_nbits(const kernels::NBitsWeights& w, const PackSettings& options, kernels::NBitsActivations act) {
   return !options.device && kernels::nbits_groups_native(w, options.cpu.isa, act != kernels::NBitsActivations::Float32);
 }
 
-kernels::QuantizedWeights prepared_nbits_groups(const PrepackOptions& options, const std::string& part, const kernels::NBitsWeights& w,
+kernels::QuantizedWeights prepared_nbits_groups(const PackTarget& options, const std::string& part, const kernels::NBitsWeights& w,
                                                 const std::function<kernels::QuantizedWeights()>& make) {
   const std::vector<int64_t> sizes = kernels::nbits_group_sizes(w);
   // (scales: float16 or float32, as group_nbits_rows found them; checked below)

@@ -9,7 +9,7 @@
 namespace tern {
 namespace {
 
-class MatMulBnb4Op : public Op {
+class MatMulBnb4Op : public Op, public CostedOp {
  public:
   explicit MatMulBnb4Op(const Node& n)
       : K_(n.attr_int("K", 0)), N_(n.attr_int("N", 0)), block_(n.attr_int("block_size", 0)), type_(n.attr_int("quant_type", 1)) {

@@ -13,12 +13,13 @@
 #include "kernels/cpu/gemm_integer.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 namespace {
 
 // One value, or one per index of `per` (A's rows or B's columns): the count a zero point or scale may have. (Errors
-// from run() and prepack() are prefixed with the node by the session.)
+// from run() and prepare() are prefixed with the node by the session.)
 void check_count(const char* what, const Tensor& t, int64_t per, const char* per_what) {
   if (t.numel() != 1 && t.numel() != per) fail(what, " has ", t.numel(), " values; it takes 1 or one per ", per_what, " (", per, ")");
 }
@@ -72,11 +73,12 @@ kernels::IntegerRows activation_rows(const Node& node, const Tensor& A, const Te
 
 // What the three ops share: B packed with its zero points once at load when both are constants (else at each run),
 // and the product.
-class IntegerProductOp : public Op {
+class IntegerProductOp : public Op, public PacksWeights<std::optional<kernels::IntegerMatrix>>, public CostedOp {
  public:
   IntegerProductOp(const Node& n, int b_zero_point_input)
       : b_zp_(b_zero_point_input), b_zp_given_(static_cast<int>(n.inputs.size()) > b_zp_ && n.inputs[static_cast<size_t>(b_zp_)] >= 0) {}
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+  std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,
+                           std::optional<kernels::IntegerMatrix>& into) const override {
     const auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const Tensor *B = at(1), *zp = at(static_cast<size_t>(b_zp_));
     if (!B || B->rank() != 2 || (B->dtype() != DType::Int8 && B->dtype() != DType::UInt8) || (b_zp_given_ && !zp)) return {};
@@ -87,20 +89,20 @@ class IntegerProductOp : public Op {
       if (!B->raw()) fail("its weight was left out of the pack, which holds no integer rows of it: run `tern pack` again");
       return std::vector<Tensor>{kernels::pack_integer_matrix(B->raw(), is_signed, K, N, {}).rows};
     });
-    packed_ = kernels::integer_matrix(parts[0].reshaped({N, K}), is_signed, zp ? zero_points(*zp) : std::vector<int32_t>{});
-    if (options.planned_bytes) *options.planned_bytes += N * static_cast<int64_t>(sizeof(int32_t));  // its column sums
+    into = kernels::integer_matrix(parts[0].reshaped({N, K}), is_signed, zp ? zero_points(*zp) : std::vector<int32_t>{});
+    options.derives(N * static_cast<int64_t>(sizeof(int32_t)));  // its column sums
     return {1};
   }
-  int64_t packed_weight_bytes() const override { return packed_ ? packed_->bytes() : 0; }
+  int64_t packed_bytes() const override { return prepared() ? prepared()->bytes() : 0; }
   std::string kernel(const std::vector<const Tensor*>&, kernels::Isa) const override { return "gemm_integer"; }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
-    const double weights = packed_ ? static_cast<double>(packed_->bytes()) : static_cast<double>(in[1]->nbytes());
+    const double weights = prepared() ? static_cast<double>(prepared()->bytes()) : static_cast<double>(in[1]->nbytes());
     return {2.0 * static_cast<double>(out[0].numel()) * static_cast<double>(in[1]->dim(0)),
             static_cast<double>(in[0]->nbytes() + out[0].nbytes()) + weights};
   }
 
  protected:
-  int64_t inner(const Tensor& B) const { return packed_ ? packed_->K : B.dim(0); }
+  int64_t inner(const Tensor& B) const { return prepared() ? prepared()->K : B.dim(0); }
   // (A − a_zp) · (B − b_zp) into c (int32 [rows, N]).
   void product(RunContext& ctx, const kernels::IntegerRows& a, int32_t* c) const {
     kernels::IntegerMatrix scratch;
@@ -124,7 +126,7 @@ class IntegerProductOp : public Op {
  private:
   // The packed B, or B (input 1) and its zero points packed now into `scratch` when they are not constants.
   const kernels::IntegerMatrix& weights(RunContext& ctx, kernels::IntegerMatrix& scratch) const {
-    if (packed_) return *packed_;
+    if (prepared()) return *prepared();
     const Tensor& B = ctx.in(1);
     if (B.rank() != 2 || (B.dtype() != DType::Int8 && B.dtype() != DType::UInt8))
       fail(ctx.node.describe(), ": B is ", dtype_name(B.dtype()), " ", shape_str(B.shape()), "; it must be a 2-D uint8 or int8 matrix");
@@ -137,7 +139,6 @@ class IntegerProductOp : public Op {
 
   int b_zp_;  // B's zero point's input index
   bool b_zp_given_;
-  std::optional<kernels::IntegerMatrix> packed_;
 };
 
 float scalar_scale(const Node& node, const Tensor& s) {

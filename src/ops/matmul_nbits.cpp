@@ -17,11 +17,21 @@
 #include "ops/matmul.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 namespace {
 
-class MatMulNBitsOp : public Op {
+// What MatMulNBits keeps from its constant inputs.
+struct NBitsPrepared {
+  kernels::NBitsActivations activations = kernels::NBitsActivations::Float32;
+  bool g_idx_read = false;
+  std::vector<int32_t> act_order;  // from g_idx (empty: none, or the natural order)
+  Tensor act_ordered_B;            // B in act_order (undefined: none, or only the pack's grouped form is read)
+  std::optional<kernels::QuantizedWeights> grouped;
+};
+
+class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public CostedOp {
  public:
   explicit MatMulNBitsOp(const Node& n)
       : K_(n.attr_int("K", 0)),
@@ -37,27 +47,25 @@ class MatMulNBitsOp : public Op {
   }
   // Where the decode GEMV reads them grouped, the constant weights are re-laid once (kernels::group_nbits_rows,
   // or read so from a pack) and the file's copies are not read again.
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
-    activations_ = nbits_activations(options, accuracy_level_ == 4);
+  std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options, NBitsPrepared& into) const override {
+    into.activations = nbits_activations(options, accuracy_level_ == 4);
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const bool zp_constant = !node_has_zero_points_ || at(3);
     if (node_has_g_idx_) {
       if (!at(4)) return {};  // (run refuses it: a g_idx computed in the graph)
-      act_order_ = act_order(*at(4), "MatMulNBits");
-      g_idx_read_ = true;
-      if (!act_order_.empty() && at(1) && at(1)->raw()) {
-        if (options.planned_bytes) *options.planned_bytes += static_cast<int64_t>(at(1)->nbytes());
-        act_ordered_B_ = options.planned_bytes ? Tensor(DType::UInt8, at(1)->shape(), nullptr) : act_ordered(*at(1));
-      }
+      into.act_order = act_order(*at(4), "MatMulNBits");
+      into.g_idx_read = true;
+      if (!into.act_order.empty() && at(1) && at(1)->raw())
+        into.act_ordered_B = options.kept(DType::UInt8, at(1)->shape(), [&] { return act_ordered(*at(1), into.act_order); });
     }
     // (With its columns sorted, B is read from this op's copy: the file's is the session's to drop — unless a pack
     // is in play, whose later loads would then find no B to sort.)
-    const std::vector<int> own_b = act_ordered_B_.defined() && !options.pack ? std::vector<int>{1} : std::vector<int>{};
+    const std::vector<int> own_b = into.act_ordered_B.defined() && !options.pack ? std::vector<int>{1} : std::vector<int>{};
     if (!at(1) || !at(2) || !zp_constant) return own_b;
     std::array<Tensor, 2> scratch;
-    const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : *at(1);
+    const Tensor& B = into.act_ordered_B.defined() ? into.act_ordered_B : *at(1);
     const kernels::NBitsWeights w = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
-    if (!regroups_nbits(w, options, activations_)) {
+    if (!regroups_nbits(w, options, into.activations)) {
       for (size_t i : {1, 2, 3}) options.ensure_whole(i);  // (run reads them as they are)
       return own_b;
     }
@@ -73,7 +81,7 @@ class MatMulNBitsOp : public Op {
       if (at(i)) stacked = !(parts[i] = options.stacked_parts(i, kernels::kNBitsGroupRows * row_elements[i])).empty();
     if (!stacked)
       for (size_t i : {1, 2, 3}) options.ensure_whole(i);
-    grouped_ = prepared_nbits_groups(options, "int" + std::to_string(bits_) + " groups", w, [&] {
+    into.grouped = prepared_nbits_groups(options, "int" + std::to_string(bits_) + " groups", w, [&] {
       // (Each input is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.)
       auto drop_rows = [](const Tensor* t, int64_t n, int64_t n0, int64_t n1) {
         if (!t || !t->buffer()) return;
@@ -98,21 +106,25 @@ class MatMulNBitsOp : public Op {
         for (const Tensor* t : {at(1), at(2), at(3)}) drop_rows(t, N_, n0, n1);
       });
     });
-    act_ordered_B_ = Tensor();  // (grouped from it)
+    into.act_ordered_B = Tensor();  // (grouped from it)
     if (at(3)) return {1, 2, 3};
     return {1, 2};
   }
-  bool prepares_from_parts() const override { return true; }
-  int64_t packed_weight_bytes() const override { return grouped_ ? grouped_->bytes() : static_cast<int64_t>(act_ordered_B_.nbytes()); }
+  bool packs_from_parts() const override { return true; }
+  int64_t packed_bytes() const override {
+    return prepared().grouped ? prepared().grouped->bytes() : static_cast<int64_t>(prepared().act_ordered_B.nbytes());
+  }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
+    const std::optional<kernels::QuantizedWeights>& grouped = prepared().grouped;
     double bytes = static_cast<double>(out[0].nbytes() + in[0]->nbytes());
-    if (grouped_) bytes += static_cast<double>(grouped_->bytes());
+    if (grouped) bytes += static_cast<double>(grouped->bytes());
     for (size_t i = 1; i < in.size(); ++i)
-      if (in[i] && !(grouped_ && i <= 3)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
+      if (in[i] && !(grouped && i <= 3)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
     return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
   }
   std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
-    if (grouped_) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, grouped_->view(), activations_, isa);
+    const NBitsPrepared& p = prepared();
+    if (p.grouped) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, p.grouped->view(), p.activations, isa);
     // The dispatch looks at the shape and at which zero-point form is given, not at the data.
     static const uint8_t any_packed = 0;
     static const float any_float = 0;
@@ -120,7 +132,7 @@ class MatMulNBitsOp : public Op {
     w.N = N_, w.K = K_, w.bits = bits_, w.block = block_;
     if (in.size() > 3 && in[3] && in[3]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
     else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
-    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, activations_, isa);
+    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, p.activations, isa);
   }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);
@@ -133,23 +145,24 @@ class MatMulNBitsOp : public Op {
   void run(RunContext& ctx) const override {
     std::array<Tensor, 2> scratch;  // conversions, only for inputs that are not float32
     Tensor a_f32, y_f32;
-    if (node_has_g_idx_ && !g_idx_read_) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
-    const Tensor& B = act_ordered_B_.defined() ? act_ordered_B_ : ctx.in(1);
+    const NBitsPrepared& p = prepared();
+    if (node_has_g_idx_ && !p.g_idx_read) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
+    const Tensor& B = p.act_ordered_B.defined() ? p.act_ordered_B : ctx.in(1);
     const kernels::NBitsWeights w =
-        grouped_ ? grouped_->view() : weights(N_, B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
+        p.grouped ? p.grouped->view() : weights(N_, B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
     const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
     const float* a = A.data<float>();
-    if (!act_order_.empty()) {  // A's columns in B's sorted order, in the run's scratch (no allocation a token)
+    if (!p.act_order.empty()) {  // A's columns in B's sorted order, in the run's scratch (no allocation a token)
       float* ordered = ctx.cpu.workspace().take<float>(kernels::Workspace::ActOrdered, M * K_);
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t j = 0; j < K_; ++j) ordered[m * K_ + j] = a[m * K_ + act_order_[static_cast<size_t>(j)]];
+        for (int64_t j = 0; j < K_; ++j) ordered[m * K_ + j] = a[m * K_ + p.act_order[static_cast<size_t>(j)]];
       a = ordered;
     }
     Tensor& out = ctx.out(0);
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
-    kernels::matmul_nbits(ctx.cpu, a, M, w, Y, activations_);
+    kernels::matmul_nbits(ctx.cpu, a, M, w, Y, p.activations);
     if (ctx.has(5)) {  // bias [N]
       Tensor bias_f32;
       const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);
@@ -217,8 +230,8 @@ class MatMulNBitsOp : public Op {
                      [&](int32_t a, int32_t b) { return block_of[static_cast<size_t>(a)] < block_of[static_cast<size_t>(b)]; });
     return order;
   }
-  // B's codes with column j taken from column act_order_[j] (N rows of k_blocks · blob bytes).
-  Tensor act_ordered(const Tensor& B) const {
+  // B's codes with column j taken from column order[j] (N rows of k_blocks · blob bytes).
+  Tensor act_ordered(const Tensor& B, const std::vector<int32_t>& order) const {
     const int64_t k_blocks = (K_ + block_ - 1) / block_, blob = block_ * bits_ / 8, row = k_blocks * blob;
     if (B.dtype() != DType::UInt8 || B.numel() != N_ * row)
       fail("MatMulNBits: B has ", B.numel(), " bytes, N·k_blocks·blob needs ", N_ * row);
@@ -229,7 +242,7 @@ class MatMulNBitsOp : public Op {
     const auto bit_of = [&](int64_t k) { return (k / block_) * blob * 8 + (k % block_) * bits_; };
     for (int64_t n = 0; n < N_; ++n)
       for (int64_t j = 0; j < K_; ++j) {
-        const int64_t src = bit_of(act_order_[static_cast<size_t>(j)]), dst = bit_of(j);
+        const int64_t src = bit_of(order[static_cast<size_t>(j)]), dst = bit_of(j);
         const unsigned code = (from[n * row + src / 8] >> (src % 8)) & ((1u << bits_) - 1);
         to[n * row + dst / 8] = static_cast<uint8_t>(to[n * row + dst / 8] | (code << (dst % 8)));
       }
@@ -237,11 +250,7 @@ class MatMulNBitsOp : public Op {
   }
 
   int64_t K_, N_, bits_, block_, accuracy_level_;
-  bool node_has_zero_points_, node_has_g_idx_, g_idx_read_ = false;
-  std::vector<int32_t> act_order_;  // set by prepack from g_idx (empty: none, or the natural order)
-  Tensor act_ordered_B_;            // B in act_order_ (undefined: none, or only the pack's grouped form is read)
-  kernels::NBitsActivations activations_ = kernels::NBitsActivations::Float32;  // set by prepack
-  std::optional<kernels::QuantizedWeights> grouped_;                            // set by prepack, or none
+  bool node_has_zero_points_, node_has_g_idx_;
 };
 
 }  // namespace

@@ -1,9 +1,7 @@
 #include "ops/op.h"
 
-#include "graph/weight_pack.h"
-#include "kernels/cpu/gemm_packed.h"
-
 #include "ops/register_all.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 
@@ -182,87 +180,11 @@ SymShape broadcast_shapes(const Node& node, const SymShape& a, const SymShape& b
   return out;
 }
 
-WeightFormat parse_weight_format(const std::string& name) {
-  if (name == "fp32" || name == "as-stored") return WeightFormat::AsStored;
-  if (name == "fp16") return WeightFormat::Float16;
-  if (name == "bf16") return WeightFormat::BFloat16;
-  if (name == "int8") return WeightFormat::Int8;
-  if (name == "int4") return WeightFormat::Int4;
-  fail("--weights must be fp32, fp16, bf16, int8 or int4, got '", name, "'");
-}
+WeightPacker* Op::packer() { return dynamic_cast<WeightPacker*>(this); }
 
-const char* weight_format_name(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::AsStored: return "fp32";
-    case WeightFormat::Float16: return "fp16";
-    case WeightFormat::BFloat16: return "bf16";
-    case WeightFormat::Int8: return "int8";
-    case WeightFormat::Int4: return "int4";
-  }
-  return "?";
-}
-
-std::vector<const Tensor*> PrepackOptions::stacked_parts(size_t i, int64_t granule) const {
-  const ConstantParts* p = parts && i < parts->size() ? (*parts)[i] : nullptr;
-  if (!p) return {};
-  std::vector<const Tensor*> stacked;
-  for (const Tensor& t : p->tensors) {
-    if (stacked.size() + 1 < p->tensors.size() && p->extent(t) % granule != 0) {
-      make_whole(i);
-      return {};
-    }
-    stacked.push_back(&t);
-  }
-  return stacked;
-}
-
-void PrepackOptions::ensure_whole(size_t i) const {
-  if (parts && i < parts->size() && (*parts)[i]) make_whole(i);
-}
-
-std::vector<Tensor> PrepackOptions::prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
-                                             const std::function<std::vector<Tensor>()>& make) const {
-  const auto made = [&] {
-    std::vector<Tensor> parts = make();
-    if (arena)
-      for (Tensor& t : parts) t = arena->hold(t);
-    return parts;
-  };
-  if (planned_bytes) {
-    const bool served = pack && pack->reading();  // mapped from the pack (or read whole when it was opened)
-    std::vector<Tensor> parts;
-    for (const auto& [dtype, count] : expect) {
-      const DType type = dtype == DType::Undefined ? DType::Float32 : dtype;  // (of the forms it may take, the larger)
-      if (!served) *planned_bytes += count * static_cast<int64_t>(dtype_size(type));
-      parts.emplace_back(type, Shape{count}, nullptr);
-    }
-    return parts;
-  }
-  if (!pack) return made();
-  const std::string key = node + "/" + part;
-  std::vector<Tensor> parts = pack->prepared(key, made);
-  bool fits = parts.size() == expect.size();
-  for (size_t i = 0; fits && i < parts.size(); ++i)
-    fits = (expect[i].first == DType::Undefined || parts[i].dtype() == expect[i].first) && parts[i].numel() == expect[i].second;
-  if (!fits) fail("pack '", pack->path(), "': entry '", key, "' does not hold what this node prepares: run `tern pack` again");
-  return parts;
-}
-
-ActivationFormat parse_activation_format(const std::string& name) {
-  if (name == "auto") return ActivationFormat::AsModel;
-  if (name == "fp32") return ActivationFormat::Float32;
-  if (name == "int8") return ActivationFormat::Int8;
-  fail("--activations must be auto, fp32 or int8, got '", name, "'");
-}
-
-kernels::NBitsActivations nbits_activations(const PrepackOptions& options, bool model_asks_int8) {
-  const ActivationFormat format = options.activations;
-  const bool int8 = format == ActivationFormat::Int8 || (format == ActivationFormat::AsModel && model_asks_int8);
-  if (!int8) return kernels::NBitsActivations::Float32;
-  return options.every_row_as_decode ? kernels::NBitsActivations::Int8EveryRow : kernels::NBitsActivations::Int8;
-}
-
-OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState*) const {
+OpCost op_cost(const Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) {
+  if (const CostedOp* c = op.costed()) return c->cost(inputs, outputs, state);
+  if (op.traits().outputs_are_views) return {};  // no data moves
   OpCost c;
   for (const Tensor* t : inputs)
     if (t && t->raw()) c.bytes += static_cast<double>(t->nbytes());
@@ -270,8 +192,17 @@ OpCost Op::cost(const std::vector<const Tensor*>& inputs, const std::vector<Tens
     c.bytes += static_cast<double>(t.nbytes());
     c.flops += static_cast<double>(t.numel());
   }
-  if (outputs_are_views()) c = {};  // no data moves
   return c;
+}
+
+std::string op_kernel(const Op& op, const std::vector<const Tensor*>& inputs, kernels::Isa isa) {
+  const CostedOp* c = op.costed();
+  return c ? c->kernel(inputs, isa) : std::string();
+}
+
+std::unique_ptr<OpState> make_op_state(const Op& op) {
+  const StatefulOp* s = op.stateful();
+  return s ? s->make_state() : nullptr;
 }
 
 }  // namespace tern

@@ -9,17 +9,11 @@
 #include "graph/ir.h"
 #include "kernels/cpu/context.h"
 
-namespace tern::kernels {
-enum class NBitsActivations;  // kernels/cpu/gemm_packed.h
-}
-
 namespace tern::kernels::opencl {
 class Kernels;
 }
 
 namespace tern {
-
-class WeightPack;
 
 // Thrown by InferContext when a rule needs a shape or value that is not known yet (load time only);
 // the inference pass then leaves the outputs unknown.
@@ -83,7 +77,7 @@ class InferContext {
 };
 
 // What an op keeps between runs of one sequence — a KV ring and how far it is filled — made by the op
-// (Op::make_state), owned by the session and handed to run() as RunContext::state. Ops themselves do
+// (StatefulOp::make_state), owned by the session and handed to run() as RunContext::state. Ops themselves do
 // not change after prepare; a new sequence gets a new state.
 class OpState {
  public:
@@ -112,7 +106,7 @@ struct RunContext {
   Device device;                               // where outputs live and kernels run (inputs: see Op::runs_on)
   kernels::Context cpu;                        // the run's CPU kernel threads and scratch (kernels/cpu/context.h)
   kernels::opencl::Kernels* opencl = nullptr;  // the device's kernels when device is OpenCL
-  OpState* state = nullptr;                    // the node's sequence state (Op::make_state), if any
+  OpState* state = nullptr;                    // the node's sequence state (StatefulOp::make_state), if any
 
   bool has(int i) const { return i < static_cast<int>(inputs.size()) && inputs[static_cast<size_t>(i)]; }
   const Tensor& in(int i) const;
@@ -122,61 +116,6 @@ struct RunContext {
   InferContext values() const;
 };
 
-// How ops keep the constant weights they repack at load (SessionOptions::weights, `--weights`): as the
-// file stores them, or converted — fewer bytes streamed per token, for some accuracy.
-enum class WeightFormat { AsStored, Float16, BFloat16, Int8, Int4 };
-// How decode rows of block-quantized products (MatMulNBits, --weights int8/int4) treat the activations
-// (SessionOptions::activations, `--activations`): as the model asks — int8 where a MatMulNBits says
-// accuracy_level 4, as ONNX Runtime does, fp32 elsewhere — or fp32 / int8 everywhere.
-enum class ActivationFormat { AsModel, Float32, Int8 };
-struct PrepackOptions {
-  kernels::Context cpu;  // the load's threads (no scratch: packing needs none)
-  WeightFormat weights = WeightFormat::AsStored;
-  ActivationFormat activations = ActivationFormat::AsModel;
-  // Every row as a decode row (SessionOptions::every_row_as_decode): int8 activations, where `activations`
-  // gives them, in a prefill too.
-  bool every_row_as_decode = false;
-  // The OpenCL device a session runs on: device variants (ops/opencl/) upload their weights to it.
-  kernels::opencl::Kernels* device = nullptr;
-  // The session's pack (graph/weight_pack.h), read or being recorded; null: none.
-  WeightPack* pack = nullptr;
-  std::string node;  // the node being prepared: its name keys its parts in the pack
-  // Where prepared parts under 4 MiB are kept, side by side in huge pages (core/tensor.h); null: where made.
-  BufferArena* arena = nullptr;
-  // Set for the session's planning pass (runtime/session_weights.cpp: the memory cap is checked against the
-  // load's predicted peak before anything is repacked): prepared() makes nothing — it adds the bytes it would
-  // have made to *planned_bytes and returns tensors of the expected sizes without data — and an op allocates
-  // nothing else it would keep, counting it here instead.
-  int64_t* planned_bytes = nullptr;
-  // For an op that prepares from parts (Op::prepares_from_parts): per input, what a fusion left unmade
-  // (graph/ir.h ConstantParts; null for a whole input), `constants` holding its shape-only placeholder; and
-  // what makes input i whole in place (constants[i] then holds its data; in planning mode its bytes are
-  // counted instead), which the op calls before it reads such an input whole.
-  const std::vector<const ConstantParts*>* parts = nullptr;
-  std::function<void(size_t)> make_whole;
-
-  // Input i's parts, for a layout made of pieces `granule` long along the concatenation's axis that stacks them
-  // as they are: when each part but the last spans a multiple of it. Otherwise none, and input i is made
-  // whole (none either for an input that is whole).
-  std::vector<const Tensor*> stacked_parts(size_t i, int64_t granule) const;
-  // Makes input i whole when it is parts (for an op reading it whole at every run).
-  void ensure_whole(size_t i) const;
-  // The tensors `part` of this node's prepared weight: from the pack when it holds them — each must have
-  // the dtype and element count in `expect`, or the load fails naming the pack and the entry — else
-  // make()'s (kept when the session records a pack). An `expect` dtype Undefined takes any: the op checks it.
-  std::vector<Tensor> prepared(const std::string& part, const std::vector<std::pair<DType, int64_t>>& expect,
-                               const std::function<std::vector<Tensor>()>& make) const;
-};
-// "fp32", "fp16", "bf16", "int8", "int4": the names parse_weight_format takes.
-const char* weight_format_name(WeightFormat format);
-// "fp32" (as stored), "fp16", "bf16", "int8", "int4"; fails naming the choices.
-WeightFormat parse_weight_format(const std::string& name);
-// "auto" (as the model asks), "fp32", "int8"; fails naming the choices.
-ActivationFormat parse_activation_format(const std::string& name);
-// What a block-quantized product runs with under `options`' activations, where the model asks for int8
-// (MatMulNBits accuracy_level 4) or not (tern's own --weights int8/int4 matrices).
-kernels::NBitsActivations nbits_activations(const PrepackOptions& options, bool model_asks_int8);
-
 // What one run of a node costs: arithmetic and memory traffic, from its tensors' shapes and dtypes (the
 // profiler's roofline). Estimates of the work the kernel must do, not counters.
 struct OpCost {
@@ -184,47 +123,70 @@ struct OpCost {
   double bytes = 0;  // bytes read and written
 };
 
-class Op {
- public:
-  virtual ~Op() = default;
-  virtual void infer(InferContext& ctx) const = 0;
-  virtual void run(RunContext& ctx) const = 0;
-  // True when run() sets outputs as views of inputs (Reshape, Squeeze…): the executor then
-  // allocates nothing for them.
-  virtual bool outputs_are_views() const { return false; }
-  // True when the output shapes are known only once run() has made the outputs (If, Loop, Scan: what their
-  // subgraphs compute): the executor allocates nothing, run() sets each output, and the session plans no step.
-  virtual bool shapes_from_run() const { return false; }
+// What the session and the passes ask of every op besides its rule and its run.
+struct OpTraits {
+  // run() sets outputs as views of inputs (Reshape, Squeeze…): the executor then allocates nothing for them.
+  bool outputs_are_views = false;
+  // The output shapes are known only once run() has made the outputs (If, Loop, Scan: what their subgraphs
+  // compute): the executor allocates nothing, run() sets each output, and the session plans no step.
+  bool shapes_from_run = false;
   // False for ops whose result must not be computed at load time (random generators, stateful ops).
-  virtual bool foldable() const { return true; }
-  // Called once at load with the node's constant inputs (null for the others): an op may repack a
-  // weight into its kernel's layout. Returns the inputs it will not read again; the session frees
-  // those no other node reads (their dtype and shape stay, the data goes).
-  virtual std::vector<int> prepack(const std::vector<const Tensor*>& /*constants*/, const PrepackOptions& /*options*/) { return {}; }
-  // Whether prepack() takes PrepackOptions::parts: it prepares a concatenation a fusion left unmade from its
-  // parts, or makes it whole (make_whole) before reading it. For any other op the session makes it whole first.
-  virtual bool prepares_from_parts() const { return false; }
-  // Bytes of the weights prepack() made (read whole at every run).
-  virtual int64_t packed_weight_bytes() const { return 0; }
-  // The cost of one run with these tensors (and the node's state, as the run left it). Default: every
-  // input read and output written once, one operation per output element (element-wise ops); ops whose
-  // work differs say so.
-  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) const;
-  // Whether run() can compute this node on `device` with these inputs (which may be host or device
-  // tensors: an op reads on the host what it needs there — ids, masks — and takes the rest as device
-  // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
-  // must answer the same for every run of a sequence.
-  virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const { return device.kind == DeviceKind::CPU; }
-  // The kernel run() picks for these inputs at tier `isa` (the run's Context::isa), named for profiles
-  // ("gemv_panels fp32", "gemm_nbits int4"); empty: the op's own loop.
-  virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/, kernels::Isa /*isa*/) const { return {}; }
-  // Stateful ops (the cached attention and its KV ring): an empty state for a new sequence.
-  virtual std::unique_ptr<OpState> make_state() const { return nullptr; }
+  bool foldable = true;
+};
+
+// The opt-in interface of ops that keep state per sequence (the cached attention and its KV ring).
+class StatefulOp {
+ public:
+  virtual ~StatefulOp() = default;
+  // An empty state for a new sequence.
+  virtual std::unique_ptr<OpState> make_state() const = 0;
   // The bytes its state holds for a sequence of `rows` rows once `positions` tokens a row have passed (a KV
   // ring grown to that fill), from the node's inputs as shape inference left them; 0: no state that grows, or
   // sizes the shapes do not tell. What a generation checks against the memory cap before it starts.
   virtual int64_t state_bytes(int64_t /*rows*/, int64_t /*positions*/, const std::vector<const Value*>& /*inputs*/) const { return 0; }
 };
+
+// The opt-in interface of ops whose work is not element-wise or that run a named kernel: what the profiler
+// asks (op_cost, op_kernel).
+class CostedOp {
+ public:
+  virtual ~CostedOp() = default;
+  // The cost of one run with these tensors (and the node's state, as the run left it).
+  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) const = 0;
+  // The kernel run() picks for these inputs at tier `isa` (the run's Context::isa), named for profiles
+  // ("gemv_panels fp32", "gemm_nbits int4"); empty: the op's own loop.
+  virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/, kernels::Isa /*isa*/) const { return {}; }
+};
+
+class WeightPacker;  // ops/weight_packer.h
+
+// An op: its shape rule and its run, fixed after load. What else it does it opts into by deriving from the
+// interface: WeightPacker (repacks constant weights at load), StatefulOp (state per sequence), CostedOp (its own
+// cost and kernel name); the accessors find them (an OpenCL variant answers with its CPU op's).
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual void infer(InferContext& ctx) const = 0;
+  virtual void run(RunContext& ctx) const = 0;
+  virtual OpTraits traits() const { return {}; }
+  // Whether run() can compute this node on `device` with these inputs (which may be host or device
+  // tensors: an op reads on the host what it needs there — ids, masks — and takes the rest as device
+  // memory). The session runs the others on the CPU, moving their inputs to the host. Stateful ops
+  // must answer the same for every run of a sequence.
+  virtual bool runs_on(const Device& device, const std::vector<const Tensor*>& /*inputs*/) const { return device.kind == DeviceKind::CPU; }
+  virtual WeightPacker* packer();
+  const WeightPacker* packer() const { return const_cast<Op*>(this)->packer(); }
+  virtual const StatefulOp* stateful() const { return dynamic_cast<const StatefulOp*>(this); }
+  virtual const CostedOp* costed() const { return dynamic_cast<const CostedOp*>(this); }
+};
+
+// The cost of one run of `op` (CostedOp::cost). Default: every input read and output written once, one
+// operation per output element (element-wise ops); nothing for outputs that view their inputs.
+OpCost op_cost(const Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state);
+// The kernel `op` runs for these inputs (CostedOp::kernel); empty: its own loop.
+std::string op_kernel(const Op& op, const std::vector<const Tensor*>& inputs, kernels::Isa isa);
+// A new sequence's state for `op` (StatefulOp::make_state); null for ops without one.
+std::unique_ptr<OpState> make_op_state(const Op& op);
 
 using OpFactory = std::function<std::unique_ptr<Op>(const Node&)>;
 

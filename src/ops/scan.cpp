@@ -33,7 +33,7 @@ class ScanOp : public Op {
       fail(who_, ": scan_input_axes/directions need one entry per scan input (", scan_inputs_,
            "), scan_output_axes/directions one per scan output (", scan_outputs_, ")");
   }
-  bool shapes_from_run() const override { return true; }
+  OpTraits traits() const override { return {.shapes_from_run = true}; }
   void infer(InferContext& ctx) const override {
     for (int64_t i = 0; i < states_; ++i)  // (a state keeps its dtype and shape from one iteration to the next)
       if (ctx.has(static_cast<int>(i))) ctx.same_as_input(static_cast<int>(i), static_cast<int>(i));

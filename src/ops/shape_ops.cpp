@@ -15,7 +15,7 @@ namespace {
 // Output 0 is input 0's data under a new shape; subclasses give the shape rule.
 class ViewOp : public Op {
  public:
-  bool outputs_are_views() const override { return true; }
+  OpTraits traits() const override { return {.outputs_are_views = true}; }
   // A view keeps the elements, so a shape-like input's symbolic elements carry over.
   static void keep_elements(InferContext& ctx) {
     if (auto e = ctx.shape_value(0)) ctx.set_sym_value(0, *e);

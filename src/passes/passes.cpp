@@ -24,7 +24,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
       values[i] = infos[i].value;
       if (!v.constant) all_known = false;
     }
-    if (fold && all_known && op->foldable()) {
+    if (fold && all_known && op->traits().foldable) {
       std::vector<Tensor> copies;  // (misaligned views of the file read typed: aligned copies, this fold only)
       copies.reserve(values.size());
       for (const Tensor*& t : values)
@@ -49,7 +49,7 @@ void infer_and_fold(Graph& g, PassStats* stats, bool fold) {
     } catch (...) {
       rethrow_naming(node);  // (a checked size, core/checked_math.h, does not know its node)
     }
-    bool all_values = fold && op->foldable();
+    bool all_values = fold && op->traits().foldable;
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] < 0 || !ctx.outputs[i].shape) continue;
       Value& v = g.values[static_cast<size_t>(node.outputs[i])];

@@ -105,7 +105,7 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   append(r.fusions, hoist_last_position(g));  // reads the fused nodes' shapes
   infer_and_fold(g, stats, false);            // the shorter rows'
   const auto& registry = OpRegistry::instance();
-  stats->merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->foldable(); });
+  stats->merged_nodes = merge_duplicate_nodes(g, [&](const Node& n) { return registry.create(n)->traits().foldable; });
 }
 
 }  // namespace

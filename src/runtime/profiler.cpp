@@ -48,11 +48,11 @@ void Profiler::attach(SessionOptions& options) {
     const double entered = node_clock_us();
     std::vector<const Tensor*> outs;
     for (const Tensor& t : r.outputs) outs.push_back(&t);
-    const OpCost c = r.op.cost(r.inputs, r.outputs, r.state);
+    const OpCost c = op_cost(r.op, r.inputs, r.outputs, r.state);
     const bool on_device = r.on_device;
     std::lock_guard<std::mutex> lock(mutex_);  // concurrent runs record into one profile
     if (origin_us_ < 0) origin_us_ = r.start_us;
-    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : r.op.kernel(r.inputs, r.cpu.isa), phase_, on_device,
+    events_.push_back({r.node.name, r.node.op_type, on_device ? "opencl" : op_kernel(r.op, r.inputs, r.cpu.isa), phase_, on_device,
                        type_shapes(r.inputs), type_shapes(outs), r.run_index, r.start_us - origin_us_, r.end_us - r.start_us, c.flops,
                        c.bytes});
     hook_us_ += node_clock_us() - entered;

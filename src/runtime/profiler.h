@@ -1,5 +1,5 @@
-// Per-node profile of a session's runs: every node's time (SessionOptions::on_node), cost (Op::cost) and
-// kernel (Op::kernel; "opencl" for nodes that ran on the OpenCL device), grouped by phase (the caller says when prefill ends and decode
+// Per-node profile of a session's runs: every node's time (SessionOptions::on_node), cost (op_cost) and
+// kernel (op_kernel; "opencl" for nodes that ran on the OpenCL device), grouped by phase (the caller says when prefill ends and decode
 // starts), by op type and by node, against this machine's roofline — achieved GFLOP/s and GB/s, arithmetic intensity, and the share of what
 // min(peak GFLOP/s, intensity × bandwidth) allows. Chrome traces carry ONNX Runtime's profiler fields (cat, name, ph, ts, dur,
 // args.op_name, args.input_type_shape, …) so scripts for ORT profiles read them; profile_report.h draws the same data.

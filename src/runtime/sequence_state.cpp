@@ -7,7 +7,7 @@
 namespace tern {
 
 SequenceState::SequenceState(const Session& session) : session_(session) {
-  for (const auto& op : session_.ops_) states_.push_back(op->make_state());
+  for (const auto& op : session_.ops_) states_.push_back(make_op_state(*op));
   std::lock_guard<std::mutex> lock(session_.sequences_mutex_);
   session_.sequences_.push_back(this);
 }
@@ -32,7 +32,7 @@ std::unique_ptr<SequenceState> Session::new_sequence() const { return std::uniqu
 
 void SequenceState::reset() {
   MemoryScope charge(session_.account_);
-  for (size_t k = 0; k < states_.size(); ++k) states_[k] = session_.ops_[k]->make_state();
+  for (size_t k = 0; k < states_.size(); ++k) states_[k] = make_op_state(*session_.ops_[k]);
 }
 
 void SequenceState::set_batch_rows(const std::vector<int64_t>& rows, int64_t total) {

@@ -135,9 +135,11 @@ int64_t Session::state_peak_bytes(int64_t rows, int64_t positions) const {
   int64_t total = 0, largest = 0;
   std::vector<const Value*> inputs;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (!ops_[k]->stateful()) continue;
     inputs.clear();
     for (int in : g.nodes[k].inputs) inputs.push_back(in >= 0 ? &g.values[static_cast<size_t>(in)] : nullptr);
-    const int64_t bytes = ops_[k]->state_bytes(rows, positions, inputs);
+    const StatefulOp* stateful = ops_[k]->stateful();
+    const int64_t bytes = stateful ? stateful->state_bytes(rows, positions, inputs) : 0;
     total += bytes;
     largest = std::max(largest, bytes);
   }
@@ -200,7 +202,7 @@ void Session::prepare_graph() {
   }
   for (const Node& n : g.nodes) {
     ops_.push_back(registry.create(n, options_.device.kind));
-    if (ops_.back()->shapes_from_run()) feeds_.never_replay();  // (a step plan needs its shapes before the run)
+    if (ops_.back()->traits().shapes_from_run) feeds_.never_replay();  // (a step plan needs its shapes before the run)
   }
   weights_.prepare(g, ops_, options_, device_ ? device_->kernels() : nullptr);
   sequence_ = new_sequence();
@@ -218,7 +220,7 @@ void Session::prepare_graph() {
     if (last_use[v] >= 0 && !is_graph_output_[v] && !g.values[v].constant)
       release_after_[static_cast<size_t>(last_use[v])].push_back(static_cast<int>(v));
   std::vector<char> views(ops_.size());
-  for (size_t k = 0; k < ops_.size(); ++k) views[k] = ops_[k]->outputs_are_views();
+  for (size_t k = 0; k < ops_.size(); ++k) views[k] = ops_[k]->traits().outputs_are_views;
   forecast_.prepare(g, feeds_, views, is_graph_output_, release_after_);
 }
 
@@ -518,7 +520,8 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
       if (o < 0) continue;
       const Shape& actual = shapes[static_cast<size_t>(o)];
       plan.outputs[k][i] = Tensor(g.values[static_cast<size_t>(o)].dtype, actual, nullptr);
-      if (!ops_[k]->outputs_are_views() && !owns_graph_output(k, o)) bytes += bytes_for(plan.outputs[k][i].dtype(), numel_of(actual));
+      if (!ops_[k]->traits().outputs_are_views && !owns_graph_output(k, o))
+        bytes += bytes_for(plan.outputs[k][i].dtype(), numel_of(actual));
     }
   }
   // Every intermediate of the step stays allocated while the plan lives: worth it for small steps. (Sized
@@ -528,7 +531,7 @@ void Session::build_plan(RunState& r, const std::vector<Shape>& shapes) {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (size_t i = 0; i < g.nodes[k].outputs.size(); ++i) {  // views and graph outputs: no plan memory
       const int o = g.nodes[k].outputs[i];
-      if (o < 0 || ops_[k]->outputs_are_views() || owns_graph_output(k, o)) continue;
+      if (o < 0 || ops_[k]->traits().outputs_are_views || owns_graph_output(k, o)) continue;
       Tensor& t = plan.outputs[k][i];
       t = Tensor(t.dtype(), t.shape(), pool_->acquire(t.nbytes()));
     }

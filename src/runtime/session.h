@@ -27,6 +27,7 @@
 #include "graph/weight_pack.h"
 #include "ops/execute.h"
 #include "ops/op.h"
+#include "ops/weight_packer.h"
 #include "passes/pipeline.h"
 #include "runtime/activation_forecast.h"
 #include "runtime/buffer_pool.h"
@@ -59,7 +60,7 @@ struct SequenceBusyError : Error {
 // Where a session's memory goes. Owned parts are counted in owned_host_bytes (core/tensor.h); the
 // mapped ones are file pages the kernel keeps resident only as far as they are read.
 struct MemoryUse {
-  int64_t packed_weights = 0;    // weights repacked at load (Op::packed_weight_bytes)
+  int64_t packed_weights = 0;    // weights repacked at load (WeightPacker::packed_bytes)
   int64_t owned_constants = 0;   // constants kept in owned memory: folded results, weights read from the protobuf
   int64_t mapped_constants = 0;  // constants viewing a mapped weights file (Gather tables, MatMulNBits as stored)
   int64_t mapped_prepared = 0;   // prepared weights read from the model's pack (tern pack), not owned
@@ -95,7 +96,7 @@ struct SessionOptions {
   // at every position (passes/fuse_blocks.h: expose_hidden_state). Empty: none.
   std::string hidden_state_of;
   DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
-  // Weights of MatMuls with a constant 2-D float matrix, converted once at load (Op::prepack).
+  // Weights of MatMuls with a constant 2-D float matrix, converted once at load (WeightPacker::pack).
   WeightFormat weights = WeightFormat::AsStored;
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
   ActivationFormat activations = ActivationFormat::AsModel;
@@ -145,7 +146,7 @@ class Outputs {
 class DeviceExecutor;
 class Session;
 
-// The state of one sequence: each op's (Op::make_state — the KV rings of the layers the session caches). Made
+// The state of one sequence: each op's (StatefulOp::make_state — the KV rings of the layers the session caches). Made
 // by Session::new_sequence (or the session's own, Session::sequence()); must not outlive its session.
 class SequenceState {
  public:
@@ -276,7 +277,7 @@ class Session {
   void collect_outputs(RunState& r, bool planned, Outputs& out) const;
   // A graph output that node k computes into memory of its own (not a view of another value).
   bool owns_graph_output(size_t k, int value) const {
-    return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->outputs_are_views();
+    return value >= 0 && is_graph_output_[static_cast<size_t>(value)] && !ops_[k]->traits().outputs_are_views;
   }
   static constexpr size_t kMaxPlanBytes = size_t{64} << 20;
 

@@ -126,12 +126,12 @@ int64_t owned_part_bytes(const ConstantParts& parts) {
 
 }  // namespace
 
-void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& options) const {
-  // Each node's op prepares in planning mode (PrepackOptions::planned_bytes: the sizes of what it would make,
-  // nothing made) on an op of its own; the walk adds what each node makes and takes away the owned originals
-  // its repacking frees, as prepare() will. The highest point, beyond what is held now, must fit both caps.
-  // A concatenation left as parts counts its whole where the op makes it (then freed with it, as an owned
-  // constant), else the parts' owned bytes freed once repacked from them.
+void SessionWeights::check_predicted_peak(const Graph& g, const std::vector<std::unique_ptr<Op>>& ops,
+                                          const SessionOptions& options) const {
+  // Each node's packer plans (WeightPacker::plan: the sizes of what it would make, nothing made); the walk adds
+  // what each node makes and takes away the owned originals its repacking frees, as prepare() will. The highest
+  // point, beyond what is held now, must fit both caps. A concatenation left as parts counts its whole where the
+  // op makes it (then freed with it, as an owned constant), else the parts' owned bytes freed once repacked from them.
   std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
   std::vector<const Tensor*> constants;
   std::vector<const ConstantParts*> parts;
@@ -139,37 +139,37 @@ void SessionWeights::check_predicted_peak(const Graph& g, const SessionOptions& 
   size_t at_peak = 0;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
+    const WeightPacker* packer = ops[k]->packer();
     constant_inputs(g, n, constants);
     if (std::none_of(constants.begin(), constants.end(), [](const Tensor* t) { return t != nullptr; })) continue;
     const bool has_parts = constant_parts(g, n, parts);
-    int64_t planned = 0;
+    int64_t whole_bytes = 0;
     std::vector<char> made_whole(n.inputs.size(), 0);
-    std::vector<int> repacked;
+    PackPlan plan;
     try {
-      const std::unique_ptr<Op> op = OpRegistry::instance().create(n);
       auto make_whole = [&](size_t i) {
         if (!parts[i]) return;
-        planned += static_cast<int64_t>(constants[i]->nbytes());
+        whole_bytes += static_cast<int64_t>(constants[i]->nbytes());
         made_whole[i] = 1;
         parts[i] = nullptr;
       };
-      if (has_parts && !op->prepares_from_parts())
+      if (has_parts && !(packer && packer->packs_from_parts()))
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = op->prepack(constants, {.cpu = {options.threads, nullptr, *options.isa},
-                                         .weights = options.weights,
-                                         .activations = options.activations,
-                                         .every_row_as_decode = options.every_row_as_decode,
-                                         .pack = pack_.get(),
-                                         .node = n.name,
-                                         .planned_bytes = &planned,
-                                         .parts = has_parts ? &parts : nullptr,
-                                         .make_whole = make_whole});
+      if (packer)
+        plan = packer->plan(constants, {.cpu = {options.threads, nullptr, *options.isa},
+                                        .weights = options.weights,
+                                        .activations = options.activations,
+                                        .every_row_as_decode = options.every_row_as_decode,
+                                        .pack = pack_.get(),
+                                        .node = n.name,
+                                        .parts = has_parts ? &parts : nullptr,
+                                        .make_whole = make_whole});
     } catch (...) {
       rethrow_naming(n);
     }
-    made += planned;
+    made += whole_bytes + plan.bytes;
     if (made - freed > peak) peak = made - freed, at_peak = k;
-    for (int i : repacked) {
+    for (int i : plan.unread) {
       const auto v = static_cast<size_t>(n.inputs[static_cast<size_t>(i)]);
       const Tensor& c = *g.values[v].constant;
       if (made_whole[static_cast<size_t>(i)]) freed += static_cast<int64_t>(c.nbytes());
@@ -189,7 +189,7 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
   graph_ = &g;
   ops_ = &ops;
   // (On a device the variants upload to its memory, which the caps do not count.)
-  if (!device_kernels) check_predicted_peak(g, options);
+  if (!device_kernels) check_predicted_peak(g, ops, options);
   std::vector<int> readers = constant_readers(g), done_with(g.values.size(), 0);
   constant_reads_.assign(g.values.size(), 0);
   std::vector<const Tensor*> constants;
@@ -209,18 +209,20 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
         v.parts.reset();
         parts[i] = nullptr;
       };
-      if (has_parts && !ops[k]->prepares_from_parts())
+      WeightPacker* packer = ops[k]->packer();
+      if (has_parts && !(packer && packer->packs_from_parts()))
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      repacked = ops[k]->prepack(constants, {.cpu = {options.threads, nullptr, *options.isa},
-                                             .weights = options.weights,
-                                             .activations = options.activations,
-                                             .every_row_as_decode = options.every_row_as_decode,
-                                             .device = device_kernels,
-                                             .pack = pack_.get(),
-                                             .node = n.name,
-                                             .arena = &arena,
-                                             .parts = has_parts ? &parts : nullptr,
-                                             .make_whole = make_whole});
+      if (packer)
+        repacked = packer->pack(constants, {.cpu = {options.threads, nullptr, *options.isa},
+                                            .weights = options.weights,
+                                            .activations = options.activations,
+                                            .every_row_as_decode = options.every_row_as_decode,
+                                            .device = device_kernels,
+                                            .pack = pack_.get(),
+                                            .node = n.name,
+                                            .arena = &arena,
+                                            .parts = has_parts ? &parts : nullptr,
+                                            .make_whole = make_whole});
     } catch (...) {
       rethrow_naming(n);
     }
@@ -269,7 +271,8 @@ void SessionWeights::save_pack(const std::string& path) const {
 }
 
 void SessionWeights::count(MemoryUse& m) const {
-  for (const auto& op : *ops_) m.packed_weights += op->packed_weight_bytes();
+  for (const auto& op : *ops_)
+    if (const WeightPacker* p = op->packer()) m.packed_weights += p->packed_bytes();
   if (pack_ && pack_->reading() && !pack_->in_memory()) {  // (read into memory: owned, packed weights)
     m.mapped_prepared = pack_->bytes_served();
     m.packed_weights -= m.mapped_prepared;
@@ -291,7 +294,8 @@ int64_t SessionWeights::count_bytes_per_token() const {
   const Graph& g = *graph_;
   const std::vector<char>& reads = constant_reads_;
   int64_t n = 0;
-  for (const auto& op : *ops_) n += op->packed_weight_bytes();  // weights repacked at load, as they are kept
+  for (const auto& op : *ops_)  // weights repacked at load, as they are kept
+    if (const WeightPacker* p = op->packer()) n += p->packed_bytes();
   for (size_t v = 0; v < g.values.size(); ++v) {
     const auto& c = g.values[v].constant;
     if (!reads[v] || !c || !c->raw() || c->numel() < 1024) continue;  // small constants are not weights

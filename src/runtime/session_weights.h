@@ -1,5 +1,5 @@
 // What a session does with the model's weights: takes them from a pack or repacks them for the kernels at load
-// (Op::prepack), drops the originals nobody reads, prefaults what runs read from the files, and accounts for
+// (WeightPacker::pack), drops the originals nobody reads, prefaults what runs read from the files, and accounts for
 // them. Built once by the session's load; read-only after it.
 #pragma once
 #include <memory>
@@ -9,6 +9,7 @@
 #include "graph/onnx_loader.h"
 #include "graph/weight_pack.h"
 #include "ops/op.h"
+#include "ops/weight_packer.h"
 
 namespace tern {
 
@@ -43,7 +44,7 @@ class SessionWeights {
  private:
   // Fails (MemoryLimitError) when repacking the weights would pass the session's or the process's memory cap,
   // before any is repacked: a small device's load then stops at once, not minutes in, naming the node.
-  void check_predicted_peak(const Graph& g, const SessionOptions& options) const;
+  void check_predicted_peak(const Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options) const;
   void prefault_mapped(const Graph& g) const;
   int64_t count_bytes_per_token() const;
   const Graph* graph_ = nullptr;

@@ -35,9 +35,9 @@ class CachedAttentionOpenCl : public OpenClVariant {
  public:
   explicit CachedAttentionOpenCl(const Node& n)
       : OpenClVariant(n), op_(static_cast<const CachedAttentionOp&>(*cpu_)), a_(op_.attributes()) {}
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
-    auto freed = OpenClVariant::prepack(constants, options);
-    const auto& t = op_.prepacked_tables();
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& options) override {
+    auto freed = OpenClVariant::pack(constants, options);
+    const auto& t = op_.packed_tables();
     if (t.cos.defined()) cos_ = upload_constant(options, &t.cos), sin_ = upload_constant(options, &t.sin);
     return freed;
   }
@@ -49,8 +49,8 @@ class CachedAttentionOpenCl : public OpenClVariant {
 
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
-    // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at prepack.
-    if (a_.softcap != 0 || !in[3] || !cos_.device.defined() || in[3]->raw() != op_.prepacked_from()) return false;
+    // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at pack.
+    if (a_.softcap != 0 || !in[3] || !cos_.device.defined() || in[3]->raw() != op_.packed_from()) return false;
     for (int i : {0, 1, 2})
       if (in[static_cast<size_t>(i)] && in[static_cast<size_t>(i)]->dtype() != DType::Float32) return false;
     return in[0]->dim(0) == 1 && !cl::on_device(*in[5]);
@@ -65,7 +65,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
     const int64_t S = q.dim(1), D = op_.head_dim(q, packed), total = mask.dim(1), hq = a_.q_heads, hkv = a_.kv_heads;
     for (int64_t s = 0; s < S; ++s)
       if (mask.at_i64(total - S + s) == 0) fail_unsupported(ctx.node.describe(), ": padding tokens on the OpenCL device");
-    const int64_t rot = op_.check_tables(ctx, op_.prepacked_tables(), D);
+    const int64_t rot = op_.check_tables(ctx, op_.packed_tables(), D);
     auto& c = ctx.opencl->context();
     const int64_t kv_floats = hkv * D, elem = a_.storage == DType::Float16 ? 2 : 4;
     const int64_t W = a_.ring_capacity, sinks = std::min(a_.sinks, W - 1);

@@ -11,9 +11,9 @@ cl_mem device_input(const RunContext& ctx, int i, Tensor& scratch) {
 
 cl_mem device_output(RunContext& ctx, int i) { return cl::mem_of(ctx.out(i)); }
 
-DeviceCopy upload_constant(const PrepackOptions& options, const Tensor* constant) {
-  if (!options.device || !constant || !constant->raw()) return {};
-  return {cl::to_device(options.device->context(), *constant), constant->raw()};
+DeviceCopy upload_constant(const PackSettings& settings, const Tensor* constant) {
+  if (!settings.device || !constant || !constant->raw()) return {};
+  return {cl::to_device(settings.device->context(), *constant), constant->raw()};
 }
 
 }  // namespace tern

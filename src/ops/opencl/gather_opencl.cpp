@@ -15,10 +15,10 @@ struct IdsScratch : OpState {
 class GatherOpenCl : public OpenClVariant {
  public:
   explicit GatherOpenCl(const Node& n) : OpenClVariant(n), axis_(n.attr_int("axis", 0)) {}
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& options) override {
     if (!constants.empty() && constants[0] && constants[0]->dtype() == DType::Float32 && constants[0]->rank() == 2)
       table_ = upload_constant(options, constants[0]);
-    return OpenClVariant::prepack(constants, options);
+    return OpenClVariant::pack(constants, options);
   }
   std::unique_ptr<OpState> make_state() const override { return std::make_unique<IdsScratch>(); }
 

@@ -14,7 +14,7 @@ class MatMulNBitsOpenCl : public OpenClVariant {
         N_(n.attr_int("N", 0)),
         bits_(n.attr_int("bits", 4)),
         block_(n.attr_int("block_size", 0)) {}
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& options) override {
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
     const bool zp_ok = constants.size() <= 3 || !constants[3] || constants[3]->dtype() == DType::UInt8;
     if (at(1) && at(2) && at(2)->dtype() == DType::Float32 && zp_ok) {
@@ -22,7 +22,7 @@ class MatMulNBitsOpenCl : public OpenClVariant {
       scales_ = upload_constant(options, at(2));
       zero_points_ = upload_constant(options, at(3));
     }
-    return OpenClVariant::prepack(constants, options);
+    return OpenClVariant::pack(constants, options);
   }
 
  protected:

@@ -10,8 +10,8 @@ namespace {
 class MatMulOpenCl : public OpenClVariant {
  public:
   using OpenClVariant::OpenClVariant;
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
-    auto freed = OpenClVariant::prepack(constants, options);
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& options) override {
+    auto freed = OpenClVariant::pack(constants, options);
     if (!options.device) return freed;
     const auto& op = static_cast<const RepackedMatMul&>(*cpu_);
     auto& c = options.device->context();

@@ -16,10 +16,10 @@ struct SumScratch : OpState {
 class RmsNormOpenCl : public OpenClVariant {
  public:
   explicit RmsNormOpenCl(const Node& n) : OpenClVariant(n), p_(norm_params(n)) {}
-  std::vector<int> prepack(const std::vector<const Tensor*>& constants, const PrepackOptions& options) override {
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& options) override {
     const Tensor* scale = static_cast<size_t>(p_.scale) < constants.size() ? constants[static_cast<size_t>(p_.scale)] : nullptr;
     if (scale && scale->dtype() == DType::Float32) scale_ = upload_constant(options, scale);
-    return OpenClVariant::prepack(constants, options);
+    return OpenClVariant::pack(constants, options);
   }
   std::unique_ptr<OpState> make_state() const override { return std::make_unique<SumScratch>(); }
 
