@@ -122,7 +122,7 @@ TEST_CASE("decoder embeddings: every exporter cell's final hidden state equals t
     CAPTURE(name);
     const ModelConfig cfg = read_model_config(cell.string());
     SessionOptions so = decoder_session_options({}, cfg, true);
-    so.hidden_state_of = "logits";
+    so.decoder.hidden_state_of = "logits";
     // The goldens hold for the cells whose logits are transformers' (make_hidden_goldens.py). In the others (4-bit
     // weights; the genai builder's Gemma and Phi-2 graphs) the hidden state is found and pooled, its values not
     // compared here: the logits it makes equal ONNX Runtime's in test_exports.cpp.
@@ -169,9 +169,9 @@ TEST_CASE("a hidden state is exposed only behind a projection: other outputs are
   const fs::path bert = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "encoders" / "bert-optimum" / "model.onnx";
   const fs::path cell = exports_dir() / "llama-optimum";
   SessionOptions so;
-  so.hidden_state_of = "present.0.key";  // made by a Concat, not by a product
+  so.decoder.hidden_state_of = "present.0.key";  // made by a Concat, not by a product
   CHECK_THROWS_WITH_AS(Session((cell / "model.onnx").string(), so), doctest::Contains("not from a projection of the hidden state"), Error);
-  so.hidden_state_of = "logits";
+  so.decoder.hidden_state_of = "logits";
   CHECK_THROWS_WITH_AS(Session(bert.string(), so), doctest::Contains("no output 'logits'"), Error);
   // A decoder session without it cannot embed.
   Session plain((cell / "model.onnx").string(), decoder_session_options({}, read_model_config(cell.string()), true));

@@ -138,8 +138,8 @@ TEST_CASE("exporter matrix: the ring-buffer cache takes over every cell and give
     const std::string name = cell.filename().string();
     CAPTURE(name);
     SessionOptions so = oracle_options(cell);
-    so.ring_capacity = 256;
-    so.ring_required = false;
+    so.decoder.ring_capacity = 256;
+    so.decoder.ring_required = false;
     Session s((cell / "model.onnx").string(), so);
     std::string why;
     for (const auto& m : s.passes().misses) why += m.str() + "; ";
@@ -182,7 +182,7 @@ TEST_CASE("exporter matrix: genai int4 cells at accuracy level 4 give ONNX Runti
       CAPTURE(window);
       SessionOptions so;
       so.every_row_as_decode = true;
-      so.ring_capacity = window;
+      so.decoder.ring_capacity = window;
       Session s((cell / "model.onnx").string(), so);
       if (ring_only(s)) continue;  // (at window 0: the graph-cache test checks the refusal)
       nlohmann::json as_exported = golden;
@@ -202,8 +202,8 @@ TEST_CASE(
     const ModelConfig cfg = read_model_config(cell.string());
     REQUIRE(cfg.context_length > 0);
     SessionOptions so;
-    so.ring_capacity = 32;
-    so.kv_sinks = 4;
+    so.decoder.ring_capacity = 32;
+    so.decoder.kv_sinks = 4;
     Session s((cell / "model.onnx").string(), so);
     Generator gen(s, cfg);
     const auto prompt = golden_of(cell)["cases"][0]["prompts"][0].get<std::vector<int64_t>>();
@@ -216,7 +216,8 @@ TEST_CASE(
         learned_positions(name)
             ? cfg.context_length - static_cast<int64_t>(prompt.size())
             : cfg.context_length +
-                  2 * so.ring_capacity;  // no eos: the whole length (3x the context was 768 tokens a cell: CI time under ASan and qemu)
+                  2 * so.decoder
+                          .ring_capacity;  // no eos: the whole length (3x the context was 768 tokens a cell: CI time under ASan and qemu)
     const GenerateResult r = gen.generate({prompt}, o);
     CHECK(static_cast<int64_t>(r.tokens[0].size()) == static_cast<int64_t>(prompt.size()) + o.max_new_tokens);
     CHECK(full > 0);
@@ -254,7 +255,7 @@ TEST_CASE("a cache input with a symbolic head count and size runs on the graph's
   Session s((dir / "model.onnx").string(), oracle_options(cell));
   check_cases(s, cell, golden_of(cell), 1e-3);
   SessionOptions ring = oracle_options(cell);
-  ring.ring_capacity = 256;
+  ring.decoder.ring_capacity = 256;
   Session r((dir / "model.onnx").string(), ring);
   CHECK(r.passes().cached_layers == 2);
   check_cases(r, cell, golden_of(cell), 1e-3);
@@ -271,8 +272,8 @@ TEST_CASE("exporter matrix: a run's activation forecast is what the pool then ta
       CAPTURE(name);
       CAPTURE(ring);
       SessionOptions so = oracle_options(cell);
-      so.ring_capacity = ring ? 256 : 0;
-      so.ring_required = false;
+      so.decoder.ring_capacity = ring ? 256 : 0;
+      so.decoder.ring_required = false;
       Session s((cell / "model.onnx").string(), so);
       if (ring_only(s)) continue;
       for (auto [batch, seq, past] : {std::tuple{2, 9, 0}, {1, 1, 9}}) {
@@ -317,7 +318,7 @@ TEST_CASE("a repository's onnx/ variants run by dtype, configs from its root") {
       const ModelConfig cfg = read_model_config(files.dir);
       CHECK(cfg.eos_token_ids == std::vector<int64_t>{2});
       SessionOptions so;
-      so.ring_capacity = 256;
+      so.decoder.ring_capacity = 256;
       Session s(files.onnx, so);
       CHECK(s.passes().cached_layers == 2);
       Generator gen(s, cfg);

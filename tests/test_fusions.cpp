@@ -316,7 +316,7 @@ TEST_CASE("block fusions keep the torch-exported Llama's logits, with and withou
   for (int64_t window : {0, 64, 9000}) {  // 9000: RoPE tables evaluated in three chunks
     CAPTURE(window);
     SessionOptions so;
-    so.ring_capacity = window;
+    so.decoder.ring_capacity = window;
     Session s(dir + "/model.onnx", so);
     // five norms: the first reads the embedding; the four after a residual Add take it in (skip form)
     CHECK(count_ops(s, "RMSNormalization") == 1);
@@ -337,7 +337,7 @@ TEST_CASE("logits of the last position only: the same generation, one row of voc
   const std::vector<std::vector<int64_t>> prompts{{1, 17, 93, 204, 5}, {1, 250, 8}};
   Session all(dir + "/model.onnx");
   SessionOptions so;
-  so.last_position_output = "logits";
+  so.decoder.last_position_output = "logits";
   Session last(dir + "/model.onnx", so);
   CHECK(sym_shape_str(*last.outputs()[0].shape) == "[batch_size,1,320]");
   const auto a = llm::Generator(all, cfg).generate(prompts, o);
@@ -369,7 +369,7 @@ TEST_CASE("the last position is taken before the position-wise nodes that feed t
     b.node("MatMul", {"r", "w3"}, {"logits"});
     const std::string path = b.save(d.path / "m.onnx");
     SessionOptions so;
-    so.last_position_output = "logits";
+    so.decoder.last_position_output = "logits";
     Session last(path, so);
     std::multiset<std::string> sliced;  // what the LastPosition nodes read
     for (const Node& n : last.graph().nodes)
@@ -434,8 +434,8 @@ TEST_CASE("a decoder whose attention matches no pattern keeps its graph cache, a
       break;
     }
   SessionOptions o;
-  o.ring_capacity = 64;
-  o.ring_required = false;
+  o.decoder.ring_capacity = 64;
+  o.decoder.ring_required = false;
   Session s(std::move(m), o);
   CHECK(s.passes().cached_layers == 0);  // all layers or none
   REQUIRE(s.passes().misses.size() == 1);

@@ -298,7 +298,7 @@ TEST_CASE("appending and attending allocate nothing once the buffer exists") {
 TEST_CASE("a replayed decode step allocates a handful of objects, however many nodes the graph has") {
   const std::string model = TERN_SOURCE_DIR "/tests/fixtures/llama-gqa-torch/model.onnx";  // (no operator+: GCC 12 -O3 warned falsely)
   SessionOptions so;
-  so.ring_capacity = 64;
+  so.decoder.ring_capacity = 64;
   Session s(model, so);
   // One decode step's feeds; the mask covers only the new token, as the generator feeds a ring.
   const std::vector<std::pair<std::string, Tensor>> feeds{{"input_ids", Tensor::from_vector<int64_t>({5}, {1, 1})},

@@ -135,7 +135,7 @@ TEST_CASE("beam search on the ring buffer: a beam is a ring row, the same beams 
   ModelConfig cfg = read_model_config(stories_dir());
   Session plain(model);
   SessionOptions ring_opt;
-  ring_opt.ring_capacity = 512;
+  ring_opt.decoder.ring_capacity = 512;
   Session ring(model, ring_opt);
   REQUIRE(ring.passes().cached_layers == 5);
   GenerateOptions o;
@@ -163,8 +163,8 @@ TEST_CASE("beam search on the ring buffer: a beam is a ring row, the same beams 
   }
   // A window that slides under the beams: 40 new tokens in 16 positions, each beam's row rebased as greedy's is.
   SessionOptions slide_opt;
-  slide_opt.ring_capacity = 16;
-  slide_opt.kv_sinks = 4;
+  slide_opt.decoder.ring_capacity = 16;
+  slide_opt.decoder.kv_sinks = 4;
   Session slide(model, slide_opt);
   o.max_new_tokens = 40;
   o.prefill_chunk = 0;
@@ -256,7 +256,7 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
 
   Session plain(model);
   SessionOptions ring_opt;
-  ring_opt.ring_capacity = 512;
+  ring_opt.decoder.ring_capacity = 512;
   Session ring(model, ring_opt);
   CHECK(ring.passes().cached_layers == 5);
   CHECK(ring.inputs().size() == 3);  // past_key_values.* are gone
@@ -273,8 +273,8 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
 
   // Sliding: a 32-token window with 4 sinks, 700 tokens — past the model's 512 positions.
   SessionOptions slide_opt;
-  slide_opt.ring_capacity = 32;
-  slide_opt.kv_sinks = 4;
+  slide_opt.decoder.ring_capacity = 32;
+  slide_opt.decoder.kv_sinks = 4;
   Session slide(model, slide_opt);
   o.max_new_tokens = 700;
   o.eos_token_ids.clear();
@@ -283,7 +283,7 @@ TEST_CASE("ring-buffer cache: identical tokens to the graph's cache inside the w
   for (int64_t t : c.tokens[0]) CHECK((t >= 0 && t < 512));
   // fp16 storage: same tokens as fp32 storage on this model inside the window.
   SessionOptions half_opt = ring_opt;
-  half_opt.kv_dtype = DType::Float16;
+  half_opt.decoder.kv_dtype = DType::Float16;
   Session half(model, half_opt);
   o.max_new_tokens = 60;
   o.eos_token_ids = cfg.eos_token_ids;
@@ -307,7 +307,7 @@ TEST_CASE("chunked prefill equals one-shot prefill, with the graph cache and wit
   for (int64_t window : {0, 128}) {
     CAPTURE(window);
     SessionOptions so;
-    so.ring_capacity = window;
+    so.decoder.ring_capacity = window;
     Session s(model, so);
     GenerateOptions o;
     o.max_new_tokens = 16;
@@ -328,7 +328,7 @@ TEST_CASE("a window on a graph with no attention the ring can take over is refus
   b.input("attention_mask", onnx::TensorProto::INT64, {1, -1}, {"total"}).output("y");
   b.node("Identity", {"attention_mask"}, {"y"});
   SessionOptions o;
-  o.ring_capacity = 64;
+  o.decoder.ring_capacity = 64;
   CHECK(contains(error_of([&] { Session s(b.save(d.path / "m.onnx"), o); }), "the graph has no past key/value inputs"));
 }
 
@@ -337,7 +337,7 @@ TEST_CASE(
     "something else reads the cache") {
   const fs::path torch_model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx";
   SessionOptions o;
-  o.ring_capacity = 64;
+  o.decoder.ring_capacity = 64;
   Session s(torch_model.string(), o);
   CHECK(s.passes().cached_layers == 2);
   REQUIRE(!s.passes().fusions.empty());
@@ -363,7 +363,7 @@ TEST_CASE(
 TEST_CASE("the opset-24 static-cache fusion checks the write index and the mask on a probe sequence") {
   const fs::path model = fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-static24" / "model.onnx";
   SessionOptions o;
-  o.ring_capacity = 64;
+  o.decoder.ring_capacity = 64;
   Session s(model.string(), o);
   CHECK(s.passes().cached_layers == 2);
   CHECK(s.inputs().size() == 3);

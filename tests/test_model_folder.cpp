@@ -70,23 +70,23 @@ TEST_CASE("decoder_session_options: the last position's logits, a ring as long a
   cfg.context_length = 2048;
   DecoderOptions o;
   SessionOptions so = decoder_session_options(o, cfg, true);
-  CHECK(so.last_position_output == "logits");
-  CHECK(so.ring_capacity == 2048);
-  CHECK_FALSE(so.ring_required);  // a graph the ring cannot take keeps its own cache (with a warning)
-  CHECK(decoder_session_options(o, ModelConfig{}, true).ring_capacity == 4096);  // context unknown
-  CHECK(decoder_session_options(o, cfg, false).ring_capacity == 0);              // beam search, no cache
+  CHECK(so.decoder.last_position_output == "logits");
+  CHECK(so.decoder.ring_capacity == 2048);
+  CHECK_FALSE(so.decoder.ring_required);  // a graph the ring cannot take keeps its own cache (with a warning)
+  CHECK(decoder_session_options(o, ModelConfig{}, true).decoder.ring_capacity == 4096);  // context unknown
+  CHECK(decoder_session_options(o, cfg, false).decoder.ring_capacity == 0);              // beam search, no cache
   ModelConfig huge;  // a million positions claimed: the default window stops at 2^17 (RoPE tables are W rows)
   huge.context_length = 1'000'000;
-  CHECK(decoder_session_options(o, huge, true).ring_capacity == kDefaultMaxWindow);
+  CHECK(decoder_session_options(o, huge, true).decoder.ring_capacity == kDefaultMaxWindow);
   o.ring_capacity = kMaxContextTokens + 1;
   CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--window 16777217 is past tern's largest window"));
   o.ring_capacity = 64;
   o.kv_dtype = "fp16";
   o.weights = "int4";
   so = decoder_session_options(o, cfg, true);
-  CHECK(so.ring_capacity == 64);
-  CHECK(so.ring_required);  // asked for: a miss is an error naming where matching stopped
-  CHECK(so.kv_dtype == DType::Float16);
+  CHECK(so.decoder.ring_capacity == 64);
+  CHECK(so.decoder.ring_required);  // asked for: a miss is an error naming where matching stopped
+  CHECK(so.decoder.kv_dtype == DType::Float16);
   CHECK(so.weights == WeightFormat::Int4);
   CHECK(contains(error_of([&] { decoder_session_options(o, cfg, false); }), "--window needs the KV cache (not --no-cache)"));
   o.kv_dtype = "int8";

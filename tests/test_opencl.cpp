@@ -328,9 +328,9 @@ DeviceRun generate_on(const std::string& model, Device device, int64_t window, i
                       llm::SamplingOptions sampling = {}) {
   SessionOptions so;
   so.device = device;
-  so.ring_capacity = window;
-  so.kv_sinks = sinks;
-  so.last_position_output = "logits";
+  so.decoder.ring_capacity = window;
+  so.decoder.kv_sinks = sinks;
+  so.decoder.last_position_output = "logits";
   Session s((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model / "model.onnx").string(), so);
   REQUIRE(s.passes().cached_layers > 0);
   llm::Generator gen(s, llm::read_model_config((std::filesystem::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / model).string()));
@@ -417,14 +417,14 @@ TEST_CASE("nodes the device cannot take run on the CPU, with the same tokens (fp
     for (Device device : {Device{}, Device{DeviceKind::OpenCL, 0}}) {
       SessionOptions so;
       so.device = device;
-      so.last_position_output = "logits";
+      so.decoder.last_position_output = "logits";
       const auto cfg = llm::read_model_config(dir.string());
       std::string file = (dir / "model.onnx").string();
       if (!std::filesystem::exists(file))
         for (const auto& e : std::filesystem::directory_iterator(dir))
           if (e.path().extension() == ".onnx") file = e.path().string();
-      so.ring_capacity = cfg.context_length > 0 ? cfg.context_length : 4096;
-      so.ring_required = false;
+      so.decoder.ring_capacity = cfg.context_length > 0 ? cfg.context_length : 4096;
+      so.decoder.ring_required = false;
       Session s(file, so);
       llm::Generator gen(s, cfg);
       llm::GenerateOptions o;

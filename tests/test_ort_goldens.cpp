@@ -38,7 +38,7 @@ void check_against_ort(const Case& c) {
   const auto expected = g["tokens"].get<std::vector<std::vector<int64_t>>>();
 
   SessionOptions so;
-  so.ring_capacity = c.ring_capacity;
+  so.decoder.ring_capacity = c.ring_capacity;
   Session s((model_dir / c.file).string(), so);
   if (c.ring_capacity > 0) REQUIRE(s.passes().cached_layers > 0);  // the attention fused: the ring holds the cache
   ModelConfig cfg = read_model_config(model_dir.string());

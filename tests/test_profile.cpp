@@ -131,7 +131,7 @@ TEST_CASE("a step's layers: from the norm before each attention to the final nor
 TEST_CASE("the HTML report and the roofline SVG hold every chart") {
   TempDir d;
   SessionOptions so;
-  so.ring_capacity = 64;  // attention fused into CachedAttention nodes: one per layer
+  so.decoder.ring_capacity = 64;  // attention fused into CachedAttention nodes: one per layer
   Profiler prof;
   prof.attach(so);
   Session s((fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "llama-gqa-torch" / "model.onnx").string(), so);

@@ -58,7 +58,7 @@ tern_status tern_chat_completion(tern_model* m, const char* request, tern_text_c
     if (r.model.empty()) r.model = std::filesystem::path(m->dir).filename().string();
     const llm::Tokenizer& tok = tokenizer_of(m);
     const std::vector<int64_t> prompt = openai::chat_prompt(tok, chat_of(m), r);
-    const int64_t context = m->config.context_length > 0 ? m->config.context_length : m->session->options().ring_capacity;
+    const int64_t context = m->config.context_length > 0 ? m->config.context_length : m->session->options().decoder.ring_capacity;
     const int64_t room = context - static_cast<int64_t>(prompt.size());
     if (r.max_tokens ? *r.max_tokens > room : room < 1)
       refuse(TERN_ERROR_INVALID_ARGUMENT, "This model's maximum context length is ", context, " tokens; the prompt has ", prompt.size(),

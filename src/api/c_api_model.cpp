@@ -219,7 +219,7 @@ tern_status tern_model_get_info(const tern_model* m, tern_model_info* info) {
   return guarded(&ignored, [&] {
     info->vocab_size = m->config.vocab_size;
     info->context_length = m->config.context_length;
-    info->window = m->session->options().ring_capacity;
+    info->window = m->session->options().decoder.ring_capacity;
     const auto bos = m->tokenizer ? m->tokenizer->encode("", true) : std::vector<int64_t>{};
     info->bos_token_id = bos.empty() ? -1 : bos[0];
     info->eos_token_id = m->config.eos_token_ids.empty() ? -1 : m->config.eos_token_ids[0];

@@ -22,7 +22,7 @@ int64_t ContinuousBatcher::active() const {
 int64_t ContinuousBatcher::held_tokens() const {
   int64_t n = 0;
   for (const Row& r : rows_)
-    if (r.active) n += std::min(r.fed, session_.options().ring_capacity);
+    if (r.active) n += std::min(r.fed, session_.options().decoder.ring_capacity);
   return n;
 }
 
@@ -114,7 +114,7 @@ void ContinuousBatcher::finish(size_t row, FinishReason why) {
   r.last_used = ++clock_;
   // Its cache stays for a prompt that begins with its tokens — unless its run failed, or its window slid (the first
   // tokens are gone).
-  r.holds = reuse_prefixes_ && why != FinishReason::Error && r.fed <= session_.options().ring_capacity;
+  r.holds = reuse_prefixes_ && why != FinishReason::Error && r.fed <= session_.options().decoder.ring_capacity;
   if (!r.holds) generator_.sequence().reset_row(static_cast<int64_t>(row));
   if (r.request.on_finish) r.request.on_finish(why);
   r.request = {};  // the callbacks' captures go now, not when the row is next taken

@@ -101,7 +101,7 @@ Embedder::Embedder(Session& decoder, const ModelConfig& config, const Tokenizer&
   if (!exposed) fail("'", decoder.model().path, "': the session does not expose the hidden state (hidden_state_of unset)");
   decoder_ = std::make_unique<Generator>(decoder, config);
   vocab_ = config.vocab_size > 0 ? config.vocab_size : tok.vocab_size();
-  const int64_t window = decoder.options().ring_capacity;
+  const int64_t window = decoder.options().decoder.ring_capacity;
   max_tokens_ = config.context_length > 0 ? config.context_length : window > 0 ? window : 2048;
   if (decoder_->io().layout == PastLayout::Internal) max_tokens_ = std::min(max_tokens_, window);
   dims_ = static_cast<int64_t>(embed({{0}})[0].size());

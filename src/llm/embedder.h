@@ -4,7 +4,7 @@
 //    folder's pooling config says, normalized when its modules end with Normalize — what
 //    sentence_transformers.SentenceTransformer.encode returns.
 //  - From a decoder (`tern serve --embeddings`, as llama-server's): its final norm's output, the input of the
-//    vocabulary projection (SessionOptions::hidden_state_of), on a session the generator shares — last-token
+//    vocabulary projection (DecoderRewrites::hidden_state_of), on a session the generator shares — last-token
 //    pooling by default (what decoder embedding models such as Qwen3-Embedding and E5-Mistral are trained for),
 //    normalized.
 #pragma once

@@ -95,7 +95,7 @@ class Generator {
   const Tensor& extend(const std::vector<int64_t>& tokens, KvCache* cache);
   // The prompts, padded to one length (pad_prompts, io().prompts_right_padded), in one run from an empty cache (refused as generate()
   // refuses them): the graph output `output` at every position, [prompts, longest, ·], valid until the next call — a decoder's hidden state
-  // for embeddings (SessionOptions::hidden_state_of).
+  // for embeddings (DecoderRewrites::hidden_state_of).
   const Tensor& prefill_output(const std::vector<std::vector<int64_t>>& prompts, const std::string& output);
   const ModelConfig& config() const { return config_; }
   // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's

@@ -173,19 +173,19 @@ SessionOptions load_session_options(const DecoderOptions& o) {
 
 SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
   SessionOptions so = load_session_options(o);
-  so.last_position_output = "logits";  // the generator reads no other position
-  so.kv_sinks = o.sinks;
+  so.decoder.last_position_output = "logits";  // the generator reads no other position
+  so.decoder.kv_sinks = o.sinks;
   if (o.kv_dtype != "fp32" && o.kv_dtype != "fp16") fail("--kv-dtype must be fp32 or fp16, got '", o.kv_dtype, "'");
-  so.kv_dtype = o.kv_dtype == "fp16" ? DType::Float16 : DType::Float32;
+  so.decoder.kv_dtype = o.kv_dtype == "fp16" ? DType::Float16 : DType::Float32;
   if (o.ring_capacity) {
-    so.ring_capacity = *o.ring_capacity;
-    if (so.ring_capacity < 0 || so.kv_sinks < 0) fail("--window and --sinks must not be negative");
-    if (so.ring_capacity > kMaxContextTokens)
-      fail("--window ", so.ring_capacity, " is past tern's largest window (", kMaxContextTokens, " tokens)");
-    if (so.ring_capacity > 0 && !ring_possible) fail("--window needs the KV cache (not --no-cache)");
+    so.decoder.ring_capacity = *o.ring_capacity;
+    if (so.decoder.ring_capacity < 0 || so.decoder.kv_sinks < 0) fail("--window and --sinks must not be negative");
+    if (so.decoder.ring_capacity > kMaxContextTokens)
+      fail("--window ", so.decoder.ring_capacity, " is past tern's largest window (", kMaxContextTokens, " tokens)");
+    if (so.decoder.ring_capacity > 0 && !ring_possible) fail("--window needs the KV cache (not --no-cache)");
   } else if (ring_possible) {  // the ring is allocated as it fills; the RoPE tables are not (W x head size floats)
-    so.ring_capacity = cfg.context_length > 0 ? std::min(cfg.context_length, kDefaultMaxWindow) : 4096;
-    so.ring_required = false;
+    so.decoder.ring_capacity = cfg.context_length > 0 ? std::min(cfg.context_length, kDefaultMaxWindow) : 4096;
+    so.decoder.ring_required = false;
   }
   return so;
 }

@@ -112,8 +112,8 @@ class PackPlanner final : public PackTarget {
 
 // What packing one node's weights would make.
 struct PackPlan {
-  int64_t bytes = 0;            // kept after the load
-  std::vector<int> unread;      // the inputs pack() would leave unread (WeightPacker::pack)
+  int64_t bytes = 0;        // kept after the load
+  std::vector<int> unread;  // the inputs pack() would leave unread (WeightPacker::pack)
 };
 
 class WeightPacker {

@@ -39,7 +39,7 @@ void check_input_counts(const Graph& g) {
 void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   check_input_counts(g);
   PassStats* stats = &r.stats;
-  if (o.optimize || o.ring_capacity > 0) {  // (a merged decoder: one flat graph)
+  if (o.optimize || o.decoder.ring_capacity > 0) {  // (a merged decoder: one flat graph)
     stats->canonicalized = inline_known_branches(g, &r.merged);
     if (!r.merged.flag.empty())  // (said where inspect --fusions lists rewrites)
       r.fusions.push_back({"Optimum's merged decoder: If on " + r.merged.flag + " → its branch with past, inlined", r.merged.flag});
@@ -49,18 +49,18 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
     remove_dead_nodes(g, stats);  // the Transposes
   }
   // The ring-buffer fusion reads inferred shapes and folded constants: with a window, fold first.
-  infer_and_fold(g, stats, o.optimize || o.ring_capacity > 0);
-  if (o.optimize || o.ring_capacity > 0) {  // one spelling before the fusions look
+  infer_and_fold(g, stats, o.optimize || o.decoder.ring_capacity > 0);
+  if (o.optimize || o.decoder.ring_capacity > 0) {  // one spelling before the fusions look
     stats->canonicalized += canonicalize(g);
     remove_dead_nodes(g, stats);  // what it bypassed
   }
-  if (o.ring_capacity > 0) {
+  if (o.decoder.ring_capacity > 0) {
     if (cache_io_in_compute_type(g)) remove_dead_nodes(g, stats);  // the Casts the float16 cache no longer passes
-    auto cached = fuse_cached_attention(g, {o.ring_capacity, o.kv_sinks, o.kv_dtype});
+    auto cached = fuse_cached_attention(g, {o.decoder.ring_capacity, o.decoder.kv_sinks, o.decoder.kv_dtype});
     r.cached_layers = static_cast<int>(cached.fused.size());
     append(r.fusions, std::move(cached.fused));
     r.misses = std::move(cached.missed);
-    if (r.cached_layers == 0 && o.ring_required) {
+    if (r.cached_layers == 0 && o.decoder.ring_required) {
       std::string why;
       for (const auto& miss : r.misses) why += "\n  " + miss.str();
       if (why.empty()) why = " the graph has no past key/value inputs";
@@ -74,22 +74,22 @@ void run_passes(Graph& g, const PipelineOptions& o, PipelineResult& r) {
   }
 #ifndef TERN_MINIMAL  // (the integer products are not in that build: ops/register_all.h)
   // Exact, and before the hidden state is looked for (the fused node is a projection it passes).
-  if (o.optimize || o.ring_capacity > 0) {
+  if (o.optimize || o.decoder.ring_capacity > 0) {
     append(r.fusions, fuse_dynamic_quantized_matmuls(g));
     remove_dead_nodes(g, stats);
   }
 #endif
   // Before the logits are sliced: the hidden state is wanted at every position.
-  if (!o.hidden_state_of.empty()) {
+  if (!o.decoder.hidden_state_of.empty()) {
 #ifdef TERN_MINIMAL  // (embeddings are tern serve's, which a minimal build leaves out: 2 KB of code it need not carry)
     fail_unsupported("a decoder's hidden state as an output (embeddings) is not in this build (TERN_MINIMAL)");
 #else
-    append(r.fusions, expose_hidden_state(g, o.hidden_state_of, kHiddenStateOutput));
+    append(r.fusions, expose_hidden_state(g, o.decoder.hidden_state_of, kHiddenStateOutput));
 #endif
   }
   // (Not where GroupQueryAttention keeps its own cache: a right-padded row's last token is not the last position.)
-  if (!o.last_position_output.empty() && !reads_prompts_right_padded(g)) {
-    append(r.fusions, slice_logits_to_last_position(g, o.last_position_output));
+  if (!o.decoder.last_position_output.empty() && !reads_prompts_right_padded(g)) {
+    append(r.fusions, slice_logits_to_last_position(g, o.decoder.last_position_output));
     infer_and_fold(g, stats, o.optimize);
   }
   if (!o.optimize) return;

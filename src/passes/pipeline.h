@@ -11,19 +11,34 @@
 
 namespace tern {
 
-// The graph output expose_hidden_state adds (SessionOptions::hidden_state_of): Hugging Face's name for it.
+// The graph output expose_hidden_state adds (DecoderRewrites::hidden_state_of): Hugging Face's name for it.
 inline constexpr const char* kHiddenStateOutput = "last_hidden_state";
+
+// How the pipeline reshapes a decoder for generation, all in one place: what the LLM layer asks of a session
+// (SessionOptions::decoder; llm/model_folder.cpp's decoder_session_options fills it for generation, serve and the C
+// API). The defaults leave a graph as its file has it.
+struct DecoderRewrites {
+  // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of this many
+  // tokens inside the session (past/present inputs and outputs disappear), with `kv_sinks` leading tokens kept once
+  // the window slides. 0: the graph's own past/present cache.
+  int64_t ring_capacity = 0;
+  int64_t kv_sinks = 4;
+  DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
+  // With a ring: true fails when no layer matches; false lets such a graph keep its own cache.
+  bool ring_required = true;
+  // Generation reads only the last position's logits: compute no others (the graph output named here then has
+  // sequence length 1). Empty: the graph's outputs as they are.
+  std::string last_position_output;
+  // Embeddings from a decoder: the input of the projection that makes the graph output named here (the logits) —
+  // the final norm's output — becomes graph output kHiddenStateOutput too, [B, S, hidden] at every position
+  // (passes/fuse_blocks.h: expose_hidden_state). Empty: none.
+  std::string hidden_state_of;
+};
 
 struct PipelineOptions {
   bool optimize = true;  // constant folding, dead-node removal and the fusions
-  // > 0: attention layers become CachedAttention over a ring of this many tokens (SessionOptions::ring_capacity).
-  int64_t ring_capacity = 0;
-  int64_t kv_sinks = 4;
-  DType kv_dtype = DType::Float32;
-  bool ring_required = true;         // fail when no layer matches
-  std::string last_position_output;  // graph output generation reads only the last position of
-  std::string hidden_state_of;       // graph output (the logits) whose projection's input becomes kHiddenStateOutput
-  WeightPack* pack = nullptr;        // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)
+  DecoderRewrites decoder;
+  WeightPack* pack = nullptr;  // the session's pack, for the weights fusions make (fuse_shared_input_matmuls)
 };
 
 struct PipelineResult {

@@ -191,10 +191,7 @@ void Session::prepare_graph() {
   apply_overrides(g);
   weights_.open_pack(model_, options_);
   SessionWeights::align_constants(g);
-  passes_ = optimize_graph(g,
-                           {options_.optimize, options_.ring_capacity, options_.kv_sinks, options_.kv_dtype, options_.ring_required,
-                            options_.last_position_output, options_.hidden_state_of, weights_.pack()},
-                           model_.path);
+  passes_ = optimize_graph(g, {options_.optimize, options_.decoder, weights_.pack()}, model_.path);
   feeds_.prepare(g, model_.path);
   for (int id : g.outputs) {
     const Value& v = g.values[static_cast<size_t>(id)];

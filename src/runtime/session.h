@@ -6,7 +6,7 @@
 //
 // Threads (as ONNX Runtime's run()): a session is the model, prepared once and immutable after load, plus a set
 // of run contexts (feeds, values, step plans) — each run() takes one of its own, so concurrent runs on one session
-// are safe and give what serial runs give. Sequence state (the ring-buffer KV caches of SessionOptions::ring_capacity)
+// are safe and give what serial runs give. Sequence state (the ring-buffer KV caches of DecoderRewrites::ring_capacity)
 // lives in SequenceState objects: the session's own (sequence()) and any made by new_sequence(), one per
 // independent sequence on the same weights. Runs that feed the same sequence go one at a time — a run that finds
 // its sequence in use by another fails with SequenceBusyError rather than interleave two token streams in one
@@ -81,21 +81,9 @@ struct SessionOptions {
   // highest). Per session: two sessions in one process may run at two tiers.
   std::optional<kernels::Isa> isa;
   bool optimize = true;  // constant folding + dead-node removal
-  // > 0: attention layers that match fuse_cached_attention keep their keys/values in a ring buffer of
-  // this many tokens inside the session (past/present inputs and outputs disappear), with `sinks`
-  // leading tokens kept once the window slides. 0: the graph's own past/present cache.
-  int64_t ring_capacity = 0;
-  int64_t kv_sinks = 4;
-  // With a window: true fails when no layer matches; false lets such a graph keep its own cache.
-  bool ring_required = true;
-  // Generation reads only the last position's logits: compute no others (the graph output named here
-  // then has sequence length 1). Empty: the graph's outputs as they are.
-  std::string last_position_output;
-  // Embeddings from a decoder: the input of the projection that makes the graph output named here (the logits) —
-  // the final norm's output — becomes graph output "last_hidden_state" (kHiddenStateOutput) too, [B, S, hidden]
-  // at every position (passes/fuse_blocks.h: expose_hidden_state). Empty: none.
-  std::string hidden_state_of;
-  DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
+  // How the passes reshape a decoder for generation: the ring-buffer KV cache, the last position's logits, the
+  // hidden state (passes/pipeline.h). The LLM layer fills it; the defaults run the graph as the file has it.
+  DecoderRewrites decoder;
   // Weights of MatMuls with a constant 2-D float matrix, converted once at load (WeightPacker::pack).
   WeightFormat weights = WeightFormat::AsStored;
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
@@ -202,7 +190,7 @@ class Session {
   const Model& model() const { return model_; }
   const Graph& graph() const { return *model_.graph; }
   // What the passes did at load: counts, the rewrites fusions made, why attention missed the ring (with a window,
-  // per layer; empty when it did not), how many layers' KV caches the session holds (SessionOptions::ring_capacity).
+  // per layer; empty when it did not), how many layers' KV caches the session holds (DecoderRewrites::ring_capacity).
   const PipelineResult& passes() const { return passes_; }
   const BufferPool& pool() const { return *pool_; }
 

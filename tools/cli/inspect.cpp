@@ -18,7 +18,7 @@ void print_fusions(const llm::ModelFiles& files, const Flags& flags, size_t node
   const std::string& path = files.onnx;
   const auto cfg = llm::read_model_config(files.dir);
   const SessionOptions o = llm::decoder_session_options(decoder_options(flags), cfg, true);
-  std::cout << "\nfusions (--window " << o.ring_capacity << "):\n";
+  std::cout << "\nfusions (--window " << o.decoder.ring_capacity << "):\n";
   Session s(path, o);
   for (const auto& f : s.passes().fusions) std::cout << "  " << f.node << ": " << f.pattern << "\n";
   if (!s.passes().misses.empty()) {

@@ -29,7 +29,7 @@ Server::Impl::Impl(const ServerOptions& o) : opt(o) {
   SessionOptions so = llm::decoder_session_options(o.decoder, cfg, true);
   if (o.decoder_embeddings) {
     if (!o.embedding_model.empty()) fail("--embeddings and --embedding-model: /v1/embeddings serves one model; choose one");
-    so.hidden_state_of = "logits";
+    so.decoder.hidden_state_of = "logits";
   }
   session = std::make_unique<Session>(files.onnx, so);
   gen = std::make_unique<llm::Generator>(*session, cfg);
@@ -42,7 +42,7 @@ Server::Impl::Impl(const ServerOptions& o) : opt(o) {
   chat_template = llm::ChatTemplate::load(files.dir);
   if (chat_template.is_fallback()) std::cerr << "tern serve: chat template: " << chat_template.origin() << "\n";
   chat_turn_ends = chat_template.turn_end_tokens(*tok);
-  context = cfg.context_length > 0 ? cfg.context_length : session->options().ring_capacity;
+  context = cfg.context_length > 0 ? cfg.context_length : session->options().decoder.ring_capacity;
   if (o.parallel < 1 || o.parallel > 256) fail("--parallel ", o.parallel, ": 1 to 256 sequences");
   if (o.queue < 0) fail("--queue ", o.queue, ": must not be negative");
   if (!(o.timeout_s > 0)) fail("--timeout ", o.timeout_s, ": must be positive seconds");
