@@ -38,8 +38,8 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
 
 std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,
                                             PackedRopeTables& into) const {
-  if (constants.size() > 4 && constants[3] && constants[4]) {
-    const Tensor &cos = *constants[3], &sin = *constants[4];
+  if (constants.size() > kSin && constants[kCos] && constants[kSin]) {
+    const Tensor &cos = *constants[kCos], &sin = *constants[kSin];
     into.tables = {options.kept(DType::Float32, cos.shape(), [&] { return cast_to(cos, DType::Float32); }),
                    options.kept(DType::Float32, sin.shape(), [&] { return cast_to(sin, DType::Float32); })};
     into.from = cos.raw();
@@ -48,18 +48,18 @@ std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& co
 }
 
 int64_t CachedAttentionOp::state_bytes(int64_t rows, int64_t positions, const std::vector<const Value*>& inputs) const {
-  const Value* q = inputs.empty() ? nullptr : inputs[0];
+  const Value* q = inputs.empty() ? nullptr : inputs[kQ];
   if (!q || !q->shape || q->shape->size() != 3 || !(*q->shape)[2].is_known()) return 0;
-  const bool packed = inputs.size() < 2 || !inputs[1];
+  const bool packed = inputs.size() <= kK || !inputs[kK];
   const int64_t D = (*q->shape)[2].value / (packed ? hq_ + 2 * hkv_ : hq_);
   return kernels::KvRingBuffer::bytes_for({rows, hkv_, D, ring_capacity_, std::min(sinks_, ring_capacity_ - 1), storage_}, positions);
 }
 
 OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const {
-  const bool packed = in.size() < 2 || !in[1];
-  const int64_t S = in[0]->dim(1), D = head_dim(*in[0], packed);
+  const bool packed = in.size() <= kK || !in[kK];
+  const int64_t S = in[kQ]->dim(1), D = head_dim(*in[kQ], packed);
   const double elem = static_cast<double>(dtype_size(storage_));
-  double flops = 0, bytes = static_cast<double>(in[0]->nbytes() + out[0].nbytes());
+  double flops = 0, bytes = static_cast<double>(in[kQ]->nbytes() + out[0].nbytes());
   if (state)
     for (int64_t held : static_cast<const KvRingState*>(state)->held_tokens()) {
       const double seen_by_new = std::max(static_cast<double>(held) - static_cast<double>(S - 1) / 2.0, 1.0);
@@ -70,19 +70,19 @@ OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::
 }
 
 std::string CachedAttentionOp::kernel(const std::vector<const Tensor*>& in, kernels::Isa) const {
-  return in[0]->dim(1) > 1 ? "ring attend_chunk" : "ring attend";  // (a chunk the window slides in goes token by token)
+  return in[kQ]->dim(1) > 1 ? "ring attend_chunk" : "ring attend";  // (a chunk the window slides in goes token by token)
 }
 
 void CachedAttentionOp::infer(InferContext& ctx) const {
   SymShape s = ctx.shape(0);
   if (s.size() != 3) ctx.fail("q must be [batch, sequence, hidden], got ", sym_shape_str(s));
-  if (!ctx.has(1) && s[2].is_known()) s[2] = Dim::known(s[2].value / (hq_ + 2 * hkv_) * hq_);
-  ctx.set(0, ctx.dtype(0), s);
+  if (!ctx.has(kK) && s[2].is_known()) s[2] = Dim::known(s[2].value / (hq_ + 2 * hkv_) * hq_);
+  ctx.set(0, ctx.dtype(kQ), s);
 }
 
 const CachedAttentionOp::Tables& CachedAttentionOp::tables(const RunContext& ctx, Tables& scratch) const {
-  if (ctx.has(3) && ctx.in(3).raw() == prepared().from) return prepared().tables;
-  if (ctx.has(3)) scratch = {cast_to(ctx.in(3), DType::Float32), cast_to(ctx.in(4), DType::Float32)};
+  if (ctx.has(kCos) && ctx.in(kCos).raw() == prepared().from) return prepared().tables;
+  if (ctx.has(kCos)) scratch = {cast_to(ctx.in(kCos), DType::Float32), cast_to(ctx.in(kSin), DType::Float32)};
   return scratch;
 }
 
@@ -100,12 +100,12 @@ float CachedAttentionOp::scale(int64_t D) const { return has_scale_ ? scale_ : 1
 void CachedAttentionOp::run(RunContext& ctx) const {
   const bool packed = this->packed(ctx);
   Tensor q_scratch, k_scratch, v_scratch;  // float32 copies, only for float16 models
-  const Tensor& q = as_dtype(ctx.in(0), DType::Float32, q_scratch);
-  const Tensor& k = packed ? q : as_dtype(ctx.in(1), DType::Float32, k_scratch);
-  const Tensor& v = packed ? q : as_dtype(ctx.in(2), DType::Float32, v_scratch);
+  const Tensor& q = as_dtype(ctx.in(kQ), DType::Float32, q_scratch);
+  const Tensor& k = packed ? q : as_dtype(ctx.in(kK), DType::Float32, k_scratch);
+  const Tensor& v = packed ? q : as_dtype(ctx.in(kV), DType::Float32, v_scratch);
   Tables scratch;
   const Tables& t = tables(ctx, scratch);
-  const Tensor& mask = ctx.in(5);
+  const Tensor& mask = ctx.in(kMask);
   const int64_t B = q.dim(0), S = q.dim(1), D = head_dim(q, packed), total = mask.dim(1);
   // Row strides and where K and V start inside a row: packed rows are [Q | K | V].
   const int64_t q_row = q.dim(2), k_row = packed ? q_row : hkv_ * D, k_at = packed ? hq_ * D : 0;

@@ -49,6 +49,7 @@ struct PackedRopeTables {
 
 class CachedAttentionOp : public Op, public PacksWeights<PackedRopeTables>, public StatefulOp, public CostedOp {
  public:
+  enum Input : int { kQ, kK, kV, kCos, kSin, kMask };  // (the order above; fuse_cached_attention writes it)
   explicit CachedAttentionOp(const Node& n);
   OpTraits traits() const override { return {.foldable = false}; }
   std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options, PackedRopeTables& into) const override;
@@ -69,7 +70,7 @@ class CachedAttentionOp : public Op, public PacksWeights<PackedRopeTables>, publ
   const Tables& tables(const RunContext& ctx, Tables& scratch) const;
   // The rotary dim, after checking the tables cover it and the window (0: no RoPE).
   int64_t check_tables(const RunContext& ctx, const Tables& t, int64_t D) const;
-  bool packed(const RunContext& ctx) const { return !ctx.has(1); }
+  bool packed(const RunContext& ctx) const { return !ctx.has(kK); }
   int64_t head_dim(const Tensor& q, bool packed) const { return q.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_); }
   float scale(int64_t D) const;
   const Tables& packed_tables() const { return prepared().tables; }

@@ -78,34 +78,35 @@ class OrtAttentionBase : public Op, public CostedOp {
 
 class ContribAttentionOp : public OrtAttentionBase {
  public:
+  enum Input : int { kInput, kWeights, kBias, kMaskIndex, kPast, kAttentionBias };  // (the spec's order)
   explicit ContribAttentionOp(const Node& n) : OrtAttentionBase(n), qkv_sizes_(n.attr_ints("qkv_hidden_sizes")) {
     if (n.attr_int("do_rotary", 0) || n.attr_int("past_present_share_buffer", 0))
       fail_unsupported(n.describe(), ": do_rotary and past_present_share_buffer are not supported");
   }
   void infer(InferContext& ctx) const override {
-    const SymShape& x = ctx.shape(0);
-    const SymShape& w = ctx.shape(1);
+    const SymShape& x = ctx.shape(kInput);
+    const SymShape& w = ctx.shape(kWeights);
     if (x.size() != 3 || w.size() != 2) ctx.fail("input must be [B, S, H] and weights [H, 3·hidden]");
     auto [qh, kh, vh] = sizes(w[1]);
     (void)qh;
-    ctx.set(0, ctx.dtype(0), SymShape{x[0], x[1], Dim::known(vh)});
+    ctx.set(0, ctx.dtype(kInput), SymShape{x[0], x[1], Dim::known(vh)});
     Dim total{};
-    if (ctx.has(4)) {
-      const Dim& p = ctx.dim(4, 3);
+    if (ctx.has(kPast)) {
+      const Dim& p = ctx.dim(kPast, 3);
       if (p.is_known() && x[1].is_known()) total = Dim::known(checked_add(p.value, x[1].value, "past + new sequence length"));
     } else {
       total = x[1];
     }
-    ctx.set(1, ctx.dtype(0), SymShape{Dim::known(2), x[0], Dim::known(heads_), total, Dim::known(kh / heads_)});
+    ctx.set(1, ctx.dtype(kInput), SymShape{Dim::known(2), x[0], Dim::known(heads_), total, Dim::known(kh / heads_)});
   }
   void run(RunContext& ctx) const override {
-    const Tensor x = cast_to(ctx.in(0), DType::Float32), w = cast_to(ctx.in(1), DType::Float32);
+    const Tensor x = cast_to(ctx.in(kInput), DType::Float32), w = cast_to(ctx.in(kWeights), DType::Float32);
     const int64_t B = x.dim(0), S = x.dim(1), Hin = x.dim(2), N = w.dim(1);
     auto [qh, kh, vh] = sizes(Dim::known(N));
     Tensor qkv(DType::Float32, {B, S, N});
     kernels::gemm<float>(ctx.cpu, false, false, B * S, N, Hin, 1.0f, x.data<float>(), Hin, w.data<float>(), N, 0.0f, qkv.data<float>(), N);
-    if (ctx.has(2)) {
-      Tensor bias = cast_to(ctx.in(2), DType::Float32);
+    if (ctx.has(kBias)) {
+      Tensor bias = cast_to(ctx.in(kBias), DType::Float32);
       kernels::binary_broadcast(qkv.data<float>(), qkv.shape(), bias.data<float>(), {N}, qkv.data<float>(), qkv.shape(),
                                 [](float a, float b) { return a + b; });
     }
@@ -116,8 +117,8 @@ class ContribAttentionOp : public OrtAttentionBase {
     };
     Tensor q = part(0, qh), k = part(qh, kh), v = part(qh + kh, vh);
     int64_t P = 0;
-    if (ctx.has(4)) {  // past [2, B, H, P, D]
-      Tensor past = cast_to(ctx.in(4), DType::Float32);
+    if (ctx.has(kPast)) {  // past [2, B, H, P, D]
+      Tensor past = cast_to(ctx.in(kPast), DType::Float32);
       P = past.dim(3);
       const Shape one{B, past.dim(2), P, past.dim(4)};
       Tensor pk = Tensor(DType::Float32, one, past.buffer(), 0), pv = Tensor(DType::Float32, one, past.buffer(), past.nbytes() / 2);
@@ -146,33 +147,35 @@ class ContribAttentionOp : public OrtAttentionBase {
 
 class MultiHeadAttentionOp : public OrtAttentionBase {
  public:
+  enum Input : int { kQuery, kKey, kValue, kBias, kKeyPaddingMask, kAttentionBias, kPastKey, kPastValue };  // (the spec's order)
   explicit MultiHeadAttentionOp(const Node& n) : OrtAttentionBase(n) {}
   void infer(InferContext& ctx) const override {
-    const SymShape& q = ctx.shape(0);
+    const SymShape& q = ctx.shape(kQuery);
     if (q.size() != 3) fail_unsupported(ctx.node.describe(), ": only 3-D query [B, S, hidden] is supported");
-    if (!ctx.has(1) || !ctx.has(2)) fail_unsupported(ctx.node.describe(), ": packed QKV (no key/value inputs) is not supported");
-    const SymShape& k = ctx.shape(1);
-    const SymShape& v = ctx.shape(2);
+    if (!ctx.has(kKey) || !ctx.has(kValue)) fail_unsupported(ctx.node.describe(), ": packed QKV (no key/value inputs) is not supported");
+    const SymShape& k = ctx.shape(kKey);
+    const SymShape& v = ctx.shape(kValue);
     const bool k4 = k.size() == 4;
     const Dim vh =
         v.size() == 4 ? (v[3].is_known() ? Dim::known(checked_mul(v[3].value, heads_, "value head size x heads")) : Dim{}) : v[2];
-    ctx.set(0, ctx.dtype(0), SymShape{q[0], q[1], vh});
+    ctx.set(0, ctx.dtype(kQuery), SymShape{q[0], q[1], vh});
     Dim total{};
     const Dim skv = k4 ? k[2] : k[1];
-    if (ctx.has(6)) {
-      const Dim& p = ctx.dim(6, 2);
+    if (ctx.has(kPastKey)) {
+      const Dim& p = ctx.dim(kPastKey, 2);
       if (p.is_known() && skv.is_known()) total = Dim::known(checked_add(p.value, skv.value, "past + new sequence length"));
     } else {
       total = skv;
     }
     auto head = [&](const Dim& hidden) { return hidden.is_known() ? Dim::known(hidden.value / heads_) : Dim{}; };
-    ctx.set(1, ctx.dtype(0), SymShape{q[0], Dim::known(heads_), total, k4 ? k[3] : head(k[2])});
-    ctx.set(2, ctx.dtype(0), SymShape{q[0], Dim::known(heads_), total, v.size() == 4 ? v[3] : head(v[2])});
+    ctx.set(1, ctx.dtype(kQuery), SymShape{q[0], Dim::known(heads_), total, k4 ? k[3] : head(k[2])});
+    ctx.set(2, ctx.dtype(kQuery), SymShape{q[0], Dim::known(heads_), total, v.size() == 4 ? v[3] : head(v[2])});
   }
   void run(RunContext& ctx) const override {
-    Tensor qf = cast_to(ctx.in(0), DType::Float32), kf = cast_to(ctx.in(1), DType::Float32), vf = cast_to(ctx.in(2), DType::Float32);
-    if (ctx.has(3)) {  // packed bias [q_hidden + k_hidden + v_hidden] added to 3-D Q, K, V
-      Tensor bias = cast_to(ctx.in(3), DType::Float32);
+    Tensor qf = cast_to(ctx.in(kQuery), DType::Float32), kf = cast_to(ctx.in(kKey), DType::Float32),
+           vf = cast_to(ctx.in(kValue), DType::Float32);
+    if (ctx.has(kBias)) {  // packed bias [q_hidden + k_hidden + v_hidden] added to 3-D Q, K, V
+      Tensor bias = cast_to(ctx.in(kBias), DType::Float32);
       int64_t at = 0;
       for (Tensor* t : {&qf, &kf, &vf}) {
         if (t->rank() != 3) fail_unsupported(ctx.node.describe(), ": bias with 4-D key/value is not supported");
@@ -185,8 +188,8 @@ class MultiHeadAttentionOp : public OrtAttentionBase {
     }
     Tensor q = to_bhsd(qf, heads_), k = to_bhsd(kf, heads_), v = to_bhsd(vf, heads_);
     int64_t P = 0;
-    if (ctx.has(6) && ctx.has(7)) {
-      Tensor pk = cast_to(ctx.in(6), DType::Float32), pv = cast_to(ctx.in(7), DType::Float32);
+    if (ctx.has(kPastKey) && ctx.has(kPastValue)) {
+      Tensor pk = cast_to(ctx.in(kPastKey), DType::Float32), pv = cast_to(ctx.in(kPastValue), DType::Float32);
       P = pk.dim(2);
       k = concat_seq(&pk, k);
       v = concat_seq(&pv, v);

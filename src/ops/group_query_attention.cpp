@@ -20,6 +20,20 @@ namespace {
 
 class GroupQueryAttentionOp : public Op, public CostedOp {
  public:
+  enum Input : int {
+    kQuery,
+    kKey,
+    kValue,
+    kPastKey,
+    kPastValue,
+    kSeqlensK,
+    kTotalSequenceLength,
+    kCosCache,
+    kSinCache,
+    kPositionIds,
+    kAttentionBias,
+    kHeadSink
+  };
   explicit GroupQueryAttentionOp(const Node& n)
       : hq_(n.attr_int("num_heads", 0)),
         hkv_(n.attr_int("kv_num_heads", 0)),
@@ -41,20 +55,20 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
     return attention_cost(in, out);
   }
   void infer(InferContext& ctx) const override {
-    const SymShape& q = ctx.shape(0);
+    const SymShape& q = ctx.shape(kQuery);
     if (q.size() != 3) ctx.fail("query must be [batch, sequence, hidden]");
-    const bool packed = !ctx.has(1);
+    const bool packed = !ctx.has(kKey);
     Dim hidden = q[2];
     if (packed && hidden.is_known()) hidden = Dim::known(hidden.value / (hq_ + 2 * hkv_) * hq_);
-    ctx.set(0, ctx.dtype(0), SymShape{q[0], q[1], hidden});
+    ctx.set(0, ctx.dtype(kQuery), SymShape{q[0], q[1], hidden});
     const Dim D = q[2].is_known() ? Dim::known(q[2].value / (packed ? hq_ + 2 * hkv_ : hq_)) : Dim{};
     Dim len = q[1];
-    if (ctx.has(3)) {
-      const Dim& p = ctx.dim(3, 2);
+    if (ctx.has(kPastKey)) {
+      const Dim& p = ctx.dim(kPastKey, 2);
       len = p.is_known() && q[1].is_known() ? Dim::known(checked_add(p.value, q[1].value, "past + new sequence length")) : Dim{};
     }
-    ctx.set(1, ctx.dtype(0), SymShape{q[0], Dim::known(hkv_), len, D});
-    ctx.set(2, ctx.dtype(0), SymShape{q[0], Dim::known(hkv_), len, D});
+    ctx.set(1, ctx.dtype(kQuery), SymShape{q[0], Dim::known(hkv_), len, D});
+    ctx.set(2, ctx.dtype(kQuery), SymShape{q[0], Dim::known(hkv_), len, D});
   }
 
   void run(RunContext& ctx) const override {
@@ -62,9 +76,9 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
       fail_unsupported(ctx.node.describe(), ": sliding_window_cache (a window buffer of ", local_window_,
                        " slots for past and present) runs on ",
                        "tern's ring cache only: load with a window (--window, the default of tern generate)");
-    const Tensor& qin = ctx.in(0);
+    const Tensor& qin = ctx.in(kQuery);
     const int64_t B = qin.dim(0), S = qin.dim(1);
-    const bool packed = !ctx.has(1);
+    const bool packed = !ctx.has(kKey);
     const int64_t D = qin.dim(2) / (packed ? hq_ + 2 * hkv_ : hq_);
     Tensor q, k, v;
     if (packed) {
@@ -80,13 +94,13 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
       v = part((hq_ + hkv_) * D, hkv_);
     } else {
       q = to_bhsd(qin, hq_);
-      k = to_bhsd(ctx.in(1), hkv_);
-      v = to_bhsd(ctx.in(2), hkv_);
+      k = to_bhsd(ctx.in(kKey), hkv_);
+      v = to_bhsd(ctx.in(kValue), hkv_);
     }
-    const std::vector<int64_t> seqlens = ctx.in(5).to_i64_vector();
+    const std::vector<int64_t> seqlens = ctx.in(kSeqlensK).to_i64_vector();
     if (static_cast<int64_t>(seqlens.size()) != B) fail(ctx.node.describe(), ": seqlens_k must have one entry per batch");
-    const bool has_past = ctx.has(3) && ctx.in(3).dim(2) > 0;
-    const int64_t P = ctx.has(3) ? ctx.in(3).dim(2) : 0, L = P + S;
+    const bool has_past = ctx.has(kPastKey) && ctx.in(kPastKey).dim(2) > 0;
+    const int64_t P = ctx.has(kPastKey) ? ctx.in(kPastKey).dim(2) : 0, L = P + S;
     std::vector<int64_t> past_len(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t total = seqlens[static_cast<size_t>(b)] + 1;
@@ -97,7 +111,8 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
     if (rotary_) apply_rotary(ctx, q, k, past_len, D);
 
     // present: per batch entry, the valid past rows then the new rows; later rows are zero.
-    Tensor pk = has_past ? cast_to(ctx.in(3), DType::Float32) : Tensor(), pv = has_past ? cast_to(ctx.in(4), DType::Float32) : Tensor();
+    Tensor pk = has_past ? cast_to(ctx.in(kPastKey), DType::Float32) : Tensor(),
+           pv = has_past ? cast_to(ctx.in(kPastValue), DType::Float32) : Tensor();
     Tensor K(DType::Float32, {B, hkv_, L, D}), V(DType::Float32, {B, hkv_, L, D});
     std::memset(K.raw(), 0, K.nbytes());
     std::memset(V.raw(), 0, V.nbytes());
@@ -126,7 +141,7 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
       const bool seen = causal_ ? j <= pos : j <= seqlens[static_cast<size_t>(b)];
       return seen && !(local_window_ > 0 && j <= pos - local_window_);
     });
-    if (ctx.has(10)) add_attention_bias(bias, ctx.in(10), ctx.node);
+    if (ctx.has(kAttentionBias)) add_attention_bias(bias, ctx.in(kAttentionBias), ctx.node);
     AttentionCall call;
     call.scale = has_scale_ && scale_ != 0.0f ? scale_ : 1.0f / std::sqrt(static_cast<float>(D));
     call.softcap = softcap_;
@@ -139,11 +154,11 @@ class GroupQueryAttentionOp : public Op, public CostedOp {
  private:
   // Rotates the new queries and keys in place at their absolute positions.
   void apply_rotary(const RunContext& ctx, Tensor& q, Tensor& k, const std::vector<int64_t>& past_len, int64_t D) const {
-    if (!ctx.has(7) || !ctx.has(8)) fail(ctx.node.describe(), ": do_rotary needs cos_cache and sin_cache");
-    Tensor c = cast_to(ctx.in(7), DType::Float32), s = cast_to(ctx.in(8), DType::Float32);
+    if (!ctx.has(kCosCache) || !ctx.has(kSinCache)) fail(ctx.node.describe(), ": do_rotary needs cos_cache and sin_cache");
+    Tensor c = cast_to(ctx.in(kCosCache), DType::Float32), s = cast_to(ctx.in(kSinCache), DType::Float32);
     const int64_t half = c.dim(1), rot = 2 * half, B = q.dim(0), S = q.dim(2);
     if (rot > D) fail(ctx.node.describe(), ": cos_cache has ", half, " columns, more than half the head size ", D);
-    std::vector<int64_t> ids = ctx.has(9) ? ctx.in(9).to_i64_vector() : std::vector<int64_t>{};
+    std::vector<int64_t> ids = ctx.has(kPositionIds) ? ctx.in(kPositionIds).to_i64_vector() : std::vector<int64_t>{};
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < S; ++i) {
         const int64_t p =

@@ -33,14 +33,15 @@ struct NBitsPrepared {
 
 class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public CostedOp {
  public:
+  enum Input : int { kA, kB, kScales, kZeroPoints, kGIdx, kBias };  // (the spec's order)
   explicit MatMulNBitsOp(const Node& n)
       : K_(n.attr_int("K", 0)),
         N_(n.attr_int("N", 0)),
         bits_(n.attr_int("bits", 4)),
         block_(n.attr_int("block_size", 0)),
         accuracy_level_(n.attr_int("accuracy_level", 0)),
-        node_has_zero_points_(n.inputs.size() > 3 && n.inputs[3] >= 0),
-        node_has_g_idx_(n.inputs.size() > 4 && n.inputs[4] >= 0) {
+        node_has_zero_points_(n.inputs.size() > kZeroPoints && n.inputs[kZeroPoints] >= 0),
+        node_has_g_idx_(n.inputs.size() > kGIdx && n.inputs[kGIdx] >= 0) {
     if (K_ <= 0 || N_ <= 0) fail(n.describe(), ": attributes K and N are required");
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) fail_unsupported(n.describe(), ": bits = ", bits_, " (tern supports 2, 4 and 8)");
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) fail(n.describe(), ": block_size must be a power of 2 >= 16, got ", block_);
@@ -50,23 +51,23 @@ class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public Cost
   std::vector<int> prepare(const std::vector<const Tensor*>& constants, const PackTarget& options, NBitsPrepared& into) const override {
     into.activations = nbits_activations(options, accuracy_level_ == 4);
     auto at = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
-    const bool zp_constant = !node_has_zero_points_ || at(3);
+    const bool zp_constant = !node_has_zero_points_ || at(kZeroPoints);
     if (node_has_g_idx_) {
-      if (!at(4)) return {};  // (run refuses it: a g_idx computed in the graph)
-      into.act_order = act_order(*at(4), "MatMulNBits");
+      if (!at(kGIdx)) return {};  // (run refuses it: a g_idx computed in the graph)
+      into.act_order = act_order(*at(kGIdx), "MatMulNBits");
       into.g_idx_read = true;
-      if (!into.act_order.empty() && at(1) && at(1)->raw())
-        into.act_ordered_B = options.kept(DType::UInt8, at(1)->shape(), [&] { return act_ordered(*at(1), into.act_order); });
+      if (!into.act_order.empty() && at(kB) && at(kB)->raw())
+        into.act_ordered_B = options.kept(DType::UInt8, at(kB)->shape(), [&] { return act_ordered(*at(kB), into.act_order); });
     }
     // (With its columns sorted, B is read from this op's copy: the file's is the session's to drop — unless a pack
     // is in play, whose later loads would then find no B to sort.)
-    const std::vector<int> own_b = into.act_ordered_B.defined() && !options.pack ? std::vector<int>{1} : std::vector<int>{};
-    if (!at(1) || !at(2) || !zp_constant) return own_b;
+    const std::vector<int> own_b = into.act_ordered_B.defined() && !options.pack ? std::vector<int>{kB} : std::vector<int>{};
+    if (!at(kB) || !at(kScales) || !zp_constant) return own_b;
     std::array<Tensor, 2> scratch;
-    const Tensor& B = into.act_ordered_B.defined() ? into.act_ordered_B : *at(1);
-    const kernels::NBitsWeights w = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
+    const Tensor& B = into.act_ordered_B.defined() ? into.act_ordered_B : *at(kB);
+    const kernels::NBitsWeights w = weights(N_, B, *at(kScales), at(kZeroPoints), scratch, "MatMulNBits");
     if (!regroups_nbits(w, options, into.activations)) {
-      for (size_t i : {1, 2, 3}) options.ensure_whole(i);  // (run reads them as they are)
+      for (size_t i : {kB, kScales, kZeroPoints}) options.ensure_whole(i);  // (run reads them as they are)
       return own_b;
     }
     // A concatenation a fusion left unmade (fused q|k|v, gate|up) is grouped part by part, 16 rows a group: each
@@ -74,13 +75,13 @@ class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public Cost
     // or none does (then each is made whole).
     const int64_t k_blocks = (K_ + block_ - 1) / block_;
     const int64_t row_elements[4] = {0, k_blocks * (block_ * bits_ / 8), k_blocks,
-                                     at(3) && at(3)->dtype() == DType::UInt8 ? (k_blocks * bits_ + 7) / 8 : k_blocks};
+                                     at(kZeroPoints) && at(kZeroPoints)->dtype() == DType::UInt8 ? (k_blocks * bits_ + 7) / 8 : k_blocks};
     std::vector<const Tensor*> parts[4];
     bool stacked = true;
-    for (size_t i = 1; i <= 3 && stacked; ++i)
+    for (size_t i = kB; i <= kZeroPoints && stacked; ++i)
       if (at(i)) stacked = !(parts[i] = options.stacked_parts(i, kernels::kNBitsGroupRows * row_elements[i])).empty();
     if (!stacked)
-      for (size_t i : {1, 2, 3}) options.ensure_whole(i);
+      for (size_t i : {kB, kScales, kZeroPoints}) options.ensure_whole(i);
     into.grouped = prepared_nbits_groups(options, "int" + std::to_string(bits_) + " groups", w, [&] {
       // (Each input is N-major: rows [n0, n1) are the same share of each, whose file pages go once grouped.)
       auto drop_rows = [](const Tensor* t, int64_t n, int64_t n0, int64_t n1) {
@@ -90,25 +91,25 @@ class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public Cost
       };
       if (stacked) {
         std::vector<kernels::NBitsWeights> views;
-        std::vector<std::array<Tensor, 2>> converted(parts[1].size());  // (each part's scales as float32)
-        for (size_t p = 0; p < parts[1].size(); ++p)
-          views.push_back(weights(parts[2][p]->numel() / k_blocks, *parts[1][p], *parts[2][p], at(3) ? parts[3][p] : nullptr, converted[p],
-                                  "MatMulNBits"));
+        std::vector<std::array<Tensor, 2>> converted(parts[kB].size());  // (each part's scales as float32)
+        for (size_t p = 0; p < parts[kB].size(); ++p)
+          views.push_back(weights(parts[kScales][p]->numel() / k_blocks, *parts[kB][p], *parts[kScales][p],
+                                  at(kZeroPoints) ? parts[kZeroPoints][p] : nullptr, converted[p], "MatMulNBits"));
         return kernels::group_nbits_rows(options.cpu, views, [&](size_t p, int64_t n0, int64_t n1) {
-          for (size_t i = 1; i <= 3; ++i)
+          for (size_t i = kB; i <= kZeroPoints; ++i)
             if (at(i)) drop_rows(parts[i][p], views[p].N, n0, n1);
         });
       }
-      for (const Tensor* t : {at(1), at(2), at(3)})
+      for (const Tensor* t : {at(kB), at(kScales), at(kZeroPoints)})
         if (t && !t->raw()) fail("its weights were left out of the pack, which holds no grouped form of them: run `tern pack` again");
-      const kernels::NBitsWeights whole = weights(N_, B, *at(2), at(3), scratch, "MatMulNBits");
+      const kernels::NBitsWeights whole = weights(N_, B, *at(kScales), at(kZeroPoints), scratch, "MatMulNBits");
       return kernels::group_nbits_rows(options.cpu, whole, [&](int64_t n0, int64_t n1) {
-        for (const Tensor* t : {at(1), at(2), at(3)}) drop_rows(t, N_, n0, n1);
+        for (const Tensor* t : {at(kB), at(kScales), at(kZeroPoints)}) drop_rows(t, N_, n0, n1);
       });
     });
     into.act_ordered_B = Tensor();  // (grouped from it)
-    if (at(3)) return {1, 2, 3};
-    return {1, 2};
+    if (at(kZeroPoints)) return {kB, kScales, kZeroPoints};
+    return {kB, kScales};
   }
   bool packs_from_parts() const override { return true; }
   int64_t packed_bytes() const override {
@@ -116,41 +117,42 @@ class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public Cost
   }
   OpCost cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState*) const override {
     const std::optional<kernels::QuantizedWeights>& grouped = prepared().grouped;
-    double bytes = static_cast<double>(out[0].nbytes() + in[0]->nbytes());
+    double bytes = static_cast<double>(out[0].nbytes() + in[kA]->nbytes());
     if (grouped) bytes += static_cast<double>(grouped->bytes());
-    for (size_t i = 1; i < in.size(); ++i)
-      if (in[i] && !(grouped && i <= 3)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
-    return {2.0 * static_cast<double>(in[0]->numel()) * static_cast<double>(N_), bytes};
+    for (size_t i = kB; i < in.size(); ++i)
+      if (in[i] && !(grouped && i <= kZeroPoints)) bytes += static_cast<double>(in[i]->nbytes());  // blocks, scales, zero points, bias
+    return {2.0 * static_cast<double>(in[kA]->numel()) * static_cast<double>(N_), bytes};
   }
   std::string kernel(const std::vector<const Tensor*>& in, kernels::Isa isa) const override {
     const NBitsPrepared& p = prepared();
-    if (p.grouped) return kernels::matmul_nbits_kernel(in[0]->numel() / K_, p.grouped->view(), p.activations, isa);
+    if (p.grouped) return kernels::matmul_nbits_kernel(in[kA]->numel() / K_, p.grouped->view(), p.activations, isa);
     // The dispatch looks at the shape and at which zero-point form is given, not at the data.
     static const uint8_t any_packed = 0;
     static const float any_float = 0;
     kernels::NBitsWeights w;
     w.N = N_, w.K = K_, w.bits = bits_, w.block = block_;
-    if (in.size() > 3 && in[3] && in[3]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
-    else if (in.size() > 3 && in[3]) w.zp_float = &any_float;
-    return kernels::matmul_nbits_kernel(in[0]->numel() / K_, w, p.activations, isa);
+    if (in.size() > kZeroPoints && in[kZeroPoints] && in[kZeroPoints]->dtype() == DType::UInt8) w.zp_packed = &any_packed;
+    else if (in.size() > kZeroPoints && in[kZeroPoints]) w.zp_float = &any_float;
+    return kernels::matmul_nbits_kernel(in[kA]->numel() / K_, w, p.activations, isa);
   }
   void infer(InferContext& ctx) const override {
     SymShape a = ctx.shape(0);
     if (a.empty() || (a.back().is_known() && a.back().value != K_)) ctx.fail("A's last dimension must be K = ", K_);
-    if (ctx.dtype(1) != DType::UInt8) ctx.fail("B must be uint8");
-    if (ctx.has(4) && ctx.dtype(4) != DType::Int32 && ctx.dtype(4) != DType::Int64) ctx.fail("g_idx must be int32");
+    if (ctx.dtype(kB) != DType::UInt8) ctx.fail("B must be uint8");
+    if (ctx.has(kGIdx) && ctx.dtype(kGIdx) != DType::Int32 && ctx.dtype(kGIdx) != DType::Int64) ctx.fail("g_idx must be int32");
     a.back() = Dim::known(N_);
-    ctx.set(0, ctx.dtype(0), a);
+    ctx.set(0, ctx.dtype(kA), a);
   }
   void run(RunContext& ctx) const override {
     std::array<Tensor, 2> scratch;  // conversions, only for inputs that are not float32
     Tensor a_f32, y_f32;
     const NBitsPrepared& p = prepared();
     if (node_has_g_idx_ && !p.g_idx_read) fail_unsupported(ctx.node.describe(), ": g_idx must be a constant initializer");
-    const Tensor& B = p.act_ordered_B.defined() ? p.act_ordered_B : ctx.in(1);
+    const Tensor& B = p.act_ordered_B.defined() ? p.act_ordered_B : ctx.in(kB);
     const kernels::NBitsWeights w =
-        p.grouped ? p.grouped->view() : weights(N_, B, ctx.in(2), ctx.has(3) ? &ctx.in(3) : nullptr, scratch, ctx.node.describe());
-    const Tensor& A = as_dtype(ctx.in(0), DType::Float32, a_f32);
+        p.grouped ? p.grouped->view()
+                  : weights(N_, B, ctx.in(kScales), ctx.has(kZeroPoints) ? &ctx.in(kZeroPoints) : nullptr, scratch, ctx.node.describe());
+    const Tensor& A = as_dtype(ctx.in(kA), DType::Float32, a_f32);
     const int64_t M = A.numel() / K_;
     const float* a = A.data<float>();
     if (!p.act_order.empty()) {  // A's columns in B's sorted order, in the run's scratch (no allocation a token)
@@ -163,9 +165,9 @@ class MatMulNBitsOp : public Op, public PacksWeights<NBitsPrepared>, public Cost
     if (out.dtype() != DType::Float32) y_f32 = Tensor(DType::Float32, out.shape());
     float* Y = out.dtype() == DType::Float32 ? out.data<float>() : y_f32.data<float>();
     kernels::matmul_nbits(ctx.cpu, a, M, w, Y, p.activations);
-    if (ctx.has(5)) {  // bias [N]
+    if (ctx.has(kBias)) {  // bias [N]
       Tensor bias_f32;
-      const Tensor& bias = as_dtype(ctx.in(5), DType::Float32, bias_f32);
+      const Tensor& bias = as_dtype(ctx.in(kBias), DType::Float32, bias_f32);
       kernels::binary_broadcast(Y, {M, N_}, bias.data<float>(), {N_}, Y, {M, N_}, [](float a, float b) { return a + b; });
     }
     if (y_f32.defined()) convert_tensor(y_f32, out);

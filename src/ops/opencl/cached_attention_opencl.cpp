@@ -50,18 +50,20 @@ class CachedAttentionOpenCl : public OpenClVariant {
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
     // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at pack.
-    if (a_.softcap != 0 || !in[3] || !cos_.device.defined() || in[3]->raw() != op_.packed_from()) return false;
-    for (int i : {0, 1, 2})
-      if (in[static_cast<size_t>(i)] && in[static_cast<size_t>(i)]->dtype() != DType::Float32) return false;
-    return in[0]->dim(0) == 1 && !cl::on_device(*in[5]);
+    if (a_.softcap != 0 || !in[CachedAttentionOp::kCos] || !cos_.device.defined() ||
+        in[CachedAttentionOp::kCos]->raw() != op_.packed_from())
+      return false;
+    for (size_t i : {CachedAttentionOp::kQ, CachedAttentionOp::kK, CachedAttentionOp::kV})
+      if (in[i] && in[i]->dtype() != DType::Float32) return false;
+    return in[CachedAttentionOp::kQ]->dim(0) == 1 && !cl::on_device(*in[CachedAttentionOp::kMask]);
   }
   void run_device(RunContext& ctx) const override {
     auto& st = *static_cast<DeviceRingState*>(ctx.state);
     if (st.total_rows > 1)
       fail_unsupported(ctx.node.describe(), ": continuous batching of several sequences on the OpenCL device (serve with --parallel 1)");
     const bool packed = op_.packed(ctx);
-    const Tensor& q = ctx.in(0);
-    const Tensor& mask = ctx.in(5);
+    const Tensor& q = ctx.in(CachedAttentionOp::kQ);
+    const Tensor& mask = ctx.in(CachedAttentionOp::kMask);
     const int64_t S = q.dim(1), D = op_.head_dim(q, packed), total = mask.dim(1), hq = a_.q_heads, hkv = a_.kv_heads;
     for (int64_t s = 0; s < S; ++s)
       if (mask.at_i64(total - S + s) == 0) fail_unsupported(ctx.node.describe(), ": padding tokens on the OpenCL device");

@@ -162,7 +162,7 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     c.name = n.name + "/cached";
     c.op_type = "CachedAttention";
     c.domain = "tern";
-    c.inputs = {s.q, s.k, s.v, s.cos, s.sin, mask};
+    c.inputs = {s.q, s.k, s.v, s.cos, s.sin, mask};  // (CachedAttentionOp::Input)
     c.outputs = {n.outputs[0]};
     if (n.op_type == "Transpose") {  // the heads go on as [B, S, H, D]: rebuilt from [B, S, H·D] after it
       c.outputs = {g.add_value(c.name)};
