@@ -17,7 +17,8 @@ struct LowercaseRun {  // first..last, every `stride`-th code point, lowercases 
   int32_t delta;
   uint8_t stride;
 };
-#include "llm/unicode_tables.inc"
+#include "llm/unicode_classes.inc"
+#include "llm/unicode_mappings.inc"
 
 template <size_t N, size_t T>
 void append_mapped(const CodeMapping (&table)[N], const char32_t (&text)[T], char32_t c, std::vector<char32_t>& out) {
