@@ -237,7 +237,14 @@ TEST_CASE("bench-op: the op as a session runs it, with its kernel and cost") {
     spec.op = op;
     spec.shape = {3, 32};
     spec.seconds = 0;
-    CHECK(bench_op(spec).bytes > 0);
+    r = bench_op(spec);
+    CHECK(r.bytes > 0);
+    // Norms and SwiGLU run their tier's table entry and say so (Softmax: its own loop).
+    const kernels::KernelTable& table = kernels::kernel_table(isa);
+    const std::string rows = std::string(op) == "rmsnorm"  ? kernels::profile_name("normalize_rows", table.normalize_rows.name)
+                             : std::string(op) == "swiglu" ? kernels::profile_name("swiglu_rows", table.swiglu_rows.name)
+                                                           : "";
+    CHECK(r.kernel == rows);
   }
   spec = {};
   spec.op = "rope";

@@ -519,7 +519,10 @@ TEST_CASE("ops opt into packing, state and cost; a packer's plan makes nothing a
   for (const char* format : {"fp32", "fp16", "int8", "int4"}) {
     CAPTURE(format);
     const std::unique_ptr<Op> fresh = OpRegistry::instance().create(matmul);
-    const PackSettings settings{.cpu = {1, nullptr, kernels::default_isa()}, .weights = parse_weight_format(format), .node = "mm"};
+    PackSettings settings;
+    settings.cpu = {1, nullptr, kernels::default_isa()};
+    settings.weights = parse_weight_format(format);
+    settings.node = "mm";
     const PackPlan plan = std::as_const(*fresh).packer()->plan(constants, settings);
     CHECK(fresh->packer()->packed_bytes() == 0);  // planned: nothing made, nothing kept
     CHECK(plan.bytes > 0);

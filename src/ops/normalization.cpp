@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/copy.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kernel_table.h"
 #include "kernels/cpu/norm.h"
 #include "ops/normalization.h"
 #include "ops/register_all.h"
@@ -33,9 +34,12 @@ NormParams norm_params(const Node& n) {
 
 namespace {
 
-class NormOp : public Op {
+class NormOp : public Op, public CostedOp {
  public:
   explicit NormOp(const Node& n) : p_(norm_params(n)) {}
+  std::string kernel(const std::vector<const Tensor*>&, kernels::Isa isa) const override {
+    return kernels::profile_name("normalize_rows", kernels::kernel_table(isa).normalize_rows.name);
+  }
   void infer(InferContext& ctx) const override {
     const SymShape& x = ctx.shape(0);
     int64_t axis = normalize_axis(ctx.node, p_.axis, static_cast<int64_t>(x.size()));

@@ -185,6 +185,10 @@ WeightPacker* Op::packer() { return dynamic_cast<WeightPacker*>(this); }
 OpCost op_cost(const Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) {
   if (const CostedOp* c = op.costed()) return c->cost(inputs, outputs, state);
   if (op.traits().outputs_are_views) return {};  // no data moves
+  return elementwise_cost(inputs, outputs);
+}
+
+OpCost elementwise_cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs) {
   OpCost c;
   for (const Tensor* t : inputs)
     if (t && t->raw()) c.bytes += static_cast<double>(t->nbytes());

@@ -146,13 +146,18 @@ class StatefulOp {
   virtual int64_t state_bytes(int64_t /*rows*/, int64_t /*positions*/, const std::vector<const Value*>& /*inputs*/) const { return 0; }
 };
 
+// Every input read and output written once, one operation per output element: an element-wise op's cost.
+OpCost elementwise_cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs);
+
 // The opt-in interface of ops whose work is not element-wise or that run a named kernel: what the profiler
 // asks (op_cost, op_kernel).
 class CostedOp {
  public:
   virtual ~CostedOp() = default;
   // The cost of one run with these tensors (and the node's state, as the run left it).
-  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state) const = 0;
+  virtual OpCost cost(const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* /*state*/) const {
+    return elementwise_cost(inputs, outputs);
+  }
   // The kernel run() picks for these inputs at tier `isa` (the run's Context::isa), named for profiles
   // ("gemv_panels fp32", "gemm_nbits int4"); empty: the op's own loop.
   virtual std::string kernel(const std::vector<const Tensor*>& /*inputs*/, kernels::Isa /*isa*/) const { return {}; }
@@ -180,8 +185,7 @@ class Op {
   virtual const CostedOp* costed() const { return dynamic_cast<const CostedOp*>(this); }
 };
 
-// The cost of one run of `op` (CostedOp::cost). Default: every input read and output written once, one
-// operation per output element (element-wise ops); nothing for outputs that view their inputs.
+// The cost of one run of `op` (CostedOp::cost). Default: elementwise_cost; nothing for outputs that view their inputs.
 OpCost op_cost(const Op& op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor>& outputs, const OpState* state);
 // The kernel `op` runs for these inputs (CostedOp::kernel); empty: its own loop.
 std::string op_kernel(const Op& op, const std::vector<const Tensor*>& inputs, kernels::Isa isa);

@@ -3,14 +3,18 @@
 // one shape, or one packed [.., 2·F] input whose first half is gate and second half up (what
 // fuse_shared_input_matmuls makes of gate_proj and up_proj sharing their input).
 #include "kernels/cpu/swiglu.h"
+#include "kernels/cpu/kernel_table.h"
 #include "ops/op.h"
 #include "ops/register_all.h"
 
 namespace tern {
 namespace {
 
-class SwiGluOp : public Op {
+class SwiGluOp : public Op, public CostedOp {
  public:
+  std::string kernel(const std::vector<const Tensor*>&, kernels::Isa isa) const override {
+    return kernels::profile_name("swiglu_rows", kernels::kernel_table(isa).swiglu_rows.name);
+  }
   explicit SwiGluOp(const Node& n) {
     const std::string act = n.attr_string("activation", "silu");
     if (act == "gelu_tanh") act_ = kernels::GateActivation::GeluTanh;

@@ -236,18 +236,13 @@ void matmul_nbits(const Context& cx, const float* A, int64_t M, const NBitsWeigh
   else gemm_nbits(cx, A, M, W, C, act);
 }
 
-namespace {
-// A kernel's tier as profiles append it: " avx512", nothing for the baseline's.
-std::string tier_suffix(const char* name) { return *name ? std::string(" ") + name : std::string(); }
-}  // namespace
-
 std::string matmul_nbits_kernel(int64_t M, const NBitsWeights& W, NBitsActivations act, Isa isa) {
   const KernelTable& t = kernel_table(isa);
   const std::string bits = "int" + std::to_string(W.bits);
   if (nbits_uses_gemv_i8(M, W, act, isa)) return "gemv_nbits_i8 " + bits + " " + t.nbits_i8_rows.name;
   if (nbits_uses_gemv(M, W)) return "gemv_nbits " + bits + (W.grouped ? std::string(" ") + isa_name(isa) : "");
-  return "gemm_nbits " + bits +
-         (nbits_prefill_in_bf16(act, t) ? " bf16 " + std::string(t.gemm_rounded_bf16.name) : tier_suffix(t.gemm_tiles.name));
+  return nbits_prefill_in_bf16(act, t) ? "gemm_nbits " + bits + " bf16 " + t.gemm_rounded_bf16.name
+                                       : profile_name("gemm_nbits " + bits, t.gemm_tiles.name);
 }
 
 std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B, Isa isa) {
@@ -255,7 +250,7 @@ std::string matmul_packed_kernel(int64_t M, const PackedMatrix& B, Isa isa) {
   const std::string type = B.type == DType::Float16 ? "fp16" : B.type == DType::BFloat16 ? "bf16" : "fp32";
   if (M <= kPanelGemvMaxRows) return "gemv_panels " + type;
   if (B.type == DType::BFloat16 && t.gemm_bf16.fn) return std::string("gemm_bf16 ") + t.gemm_bf16.name;
-  return "gemm_panels " + type + tier_suffix(t.gemm_tiles.name);
+  return profile_name("gemm_panels " + type, t.gemm_tiles.name);
 }
 
 }  // namespace tern::kernels

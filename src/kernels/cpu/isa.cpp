@@ -200,6 +200,8 @@ const KernelTable& kernel_table(Isa isa) {
   return tables.table[at];
 }
 
+std::string profile_name(const std::string& what, const char* entry_name) { return *entry_name ? what + " " + entry_name : what; }
+
 Isa default_isa() {
   const int c = chosen.load(std::memory_order_acquire);
   if (c >= 0) return static_cast<Isa>(c);

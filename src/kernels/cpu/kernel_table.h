@@ -9,6 +9,7 @@
 // the tier lacks; its caller takes the general path.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "kernels/cpu/bnb4.h"
 #include "kernels/cpu/chunk_attention.h"
@@ -85,6 +86,9 @@ struct KernelTable {
 
 // The table of tier `isa`, built at first use; a tier this CPU cannot run fails, naming what it has.
 const KernelTable& kernel_table(Isa isa);
+// How profiles name a kernel that ran through an entry: `what` and the entry's tier ("gemm_panels fp32 avx512"),
+// `what` alone for the baseline's entries (named "").
+std::string profile_name(const std::string& what, const char* entry_name);
 
 // The baseline's entries (width_kernels.cpp): the width kernels of the build's baseline (sse42, avx2 or neon),
 // where every root tier's table starts (isa.cpp's tier list, which also declares each tier's fill).
