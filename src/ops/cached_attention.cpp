@@ -39,10 +39,14 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
 std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,
                                             PackedRopeTables& into) const {
   if (constants.size() > kSin && constants[kCos] && constants[kSin]) {
-    const Tensor &cos = *constants[kCos], &sin = *constants[kSin];
-    into.tables = {options.kept(DType::Float32, cos.shape(), [&] { return cast_to(cos, DType::Float32); }),
-                   options.kept(DType::Float32, sin.shape(), [&] { return cast_to(sin, DType::Float32); })};
-    into.from = cos.raw();
+    // (A float32 table is read where it lies — cast_to's view — so only another type's conversion is kept.)
+    const auto float32 = [&](const Tensor& t) {
+      return t.dtype() == DType::Float32 && is_aligned(t)
+                 ? t
+                 : options.kept(DType::Float32, t.shape(), [&] { return cast_to(t, DType::Float32); });
+    };
+    into.tables = {float32(*constants[kCos]), float32(*constants[kSin])};
+    into.from = constants[kCos]->raw();
   }
   return {};
 }

@@ -143,7 +143,7 @@ class PacksWeights : public WeightPacker {
     std::vector<int> unread = prepare(constants, planner, dropped);
     return {planner.bytes(), std::move(unread)};
   }
-  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& settings) override {
+  std::vector<int> pack(const std::vector<const Tensor*>& constants, const PackSettings& settings) final {
     return prepare(constants, PackMaker(settings), weights_);
   }
 

@@ -126,6 +126,17 @@ int64_t owned_part_bytes(const ConstantParts& parts) {
 
 }  // namespace
 
+PackSettings SessionWeights::pack_settings(const SessionOptions& options, const Node& n) const {
+  PackSettings settings;
+  settings.cpu = {options.threads, nullptr, *options.isa};
+  settings.weights = options.weights;
+  settings.activations = options.activations;
+  settings.every_row_as_decode = options.every_row_as_decode;
+  settings.pack = pack_.get();
+  settings.node = n.name;
+  return settings;
+}
+
 void SessionWeights::check_predicted_peak(const Graph& g, const std::vector<std::unique_ptr<Op>>& ops,
                                           const SessionOptions& options) const {
   // Each node's packer plans (WeightPacker::plan: the sizes of what it would make, nothing made); the walk adds
@@ -155,15 +166,12 @@ void SessionWeights::check_predicted_peak(const Graph& g, const std::vector<std:
       };
       if (has_parts && !(packer && packer->packs_from_parts()))
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      if (packer)
-        plan = packer->plan(constants, {.cpu = {options.threads, nullptr, *options.isa},
-                                        .weights = options.weights,
-                                        .activations = options.activations,
-                                        .every_row_as_decode = options.every_row_as_decode,
-                                        .pack = pack_.get(),
-                                        .node = n.name,
-                                        .parts = has_parts ? &parts : nullptr,
-                                        .make_whole = make_whole});
+      if (packer) {
+        PackSettings settings = pack_settings(options, n);
+        settings.parts = has_parts ? &parts : nullptr;
+        settings.make_whole = make_whole;
+        plan = packer->plan(constants, settings);
+      }
     } catch (...) {
       rethrow_naming(n);
     }
@@ -212,17 +220,14 @@ void SessionWeights::prepare(Graph& g, const std::vector<std::unique_ptr<Op>>& o
       WeightPacker* packer = ops[k]->packer();
       if (has_parts && !(packer && packer->packs_from_parts()))
         for (size_t i = 0; i < parts.size(); ++i) make_whole(i);
-      if (packer)
-        repacked = packer->pack(constants, {.cpu = {options.threads, nullptr, *options.isa},
-                                            .weights = options.weights,
-                                            .activations = options.activations,
-                                            .every_row_as_decode = options.every_row_as_decode,
-                                            .device = device_kernels,
-                                            .pack = pack_.get(),
-                                            .node = n.name,
-                                            .arena = &arena,
-                                            .parts = has_parts ? &parts : nullptr,
-                                            .make_whole = make_whole});
+      if (packer) {
+        PackSettings settings = pack_settings(options, n);
+        settings.device = device_kernels;
+        settings.arena = &arena;
+        settings.parts = has_parts ? &parts : nullptr;
+        settings.make_whole = make_whole;
+        repacked = packer->pack(constants, settings);
+      }
     } catch (...) {
       rethrow_naming(n);
     }

@@ -44,6 +44,9 @@ class SessionWeights {
  private:
   // Fails (MemoryLimitError) when repacking the weights would pass the session's or the process's memory cap,
   // before any is repacked: a small device's load then stops at once, not minutes in, naming the node.
+  // What node n packs with: the session's threads, tier, weight and activation formats, and pack (the caller adds
+  // the device, arena and parts where it has them).
+  PackSettings pack_settings(const SessionOptions& options, const Node& n) const;
   void check_predicted_peak(const Graph& g, const std::vector<std::unique_ptr<Op>>& ops, const SessionOptions& options) const;
   void prefault_mapped(const Graph& g) const;
   int64_t count_bytes_per_token() const;
