@@ -35,6 +35,7 @@ inline std::vector<std::pair<std::string, Tensor>> decoder_feeds(const Session& 
   std::vector<std::pair<std::string, Tensor>> feeds;
   std::optional<llm::DecoderIO> io;  // (a cache input's head count or size named, not fixed: the genai builder's)
   for (const IOInfo& in : s.inputs()) {
+    if (in.name == kLogitsPositionsInput) continue;  // (left out: the last position)
     Shape shape;
     for (const Dim& d : *in.shape) {
       const std::string& n = d.symbol;

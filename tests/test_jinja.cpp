@@ -17,11 +17,7 @@ using tern::llm::jinja::Template;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
+using tern::test::read_text;
 
 std::string render(const std::string& source, const nlohmann::ordered_json& context = nlohmann::ordered_json::object()) {
   return Template(source, "test template").render(context);

@@ -615,9 +615,9 @@ TEST_CASE("a run's activations are forecast before it runs: the forecast is what
   capped.sequence().reset();
   const std::string error = test::error_of([&] { capped.run(big); });
   CAPTURE(error);
-  CHECK(test::contains(error, "model.onnx: a run with batch_size 4, sequence_length 512, total_sequence_length 512 would take " +
-                                  memory_size(growth) +
-                                  " more for its activations (forecast before its first node): the memory cap (--max-memory"));
+  CHECK(test::contains(
+      error, "model.onnx: a run with batch_size 4, sequence_length 512, total_sequence_length 512, logits_positions 1 would take " +
+                 memory_size(growth) + " more for its activations (forecast before its first node): the memory cap (--max-memory"));
   CHECK(nodes_run == 0);
   CHECK(capped.pool().held_bytes() == held);
   capped.sequence().reset();

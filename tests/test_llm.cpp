@@ -34,11 +34,6 @@ namespace {
 
 const fs::path kStories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 // The converted model, made once per test run.
 const std::string& stories_dir() {
   static TempDir dir;

@@ -1,4 +1,7 @@
 #pragma once
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "core/error.h"
@@ -29,5 +32,11 @@ std::string error_of(F&& f) {
 }
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A file's bytes ("" when it cannot be read: the comparison that reads it then fails).
+inline std::string read_text(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 }  // namespace tern::test

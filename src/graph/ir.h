@@ -135,6 +135,9 @@ struct Graph {
   std::vector<Value> values;
   std::vector<Node> nodes;  // topologically sorted by the loader
   std::vector<int> inputs;  // runtime inputs (initializers excluded)
+  // Inputs a run may leave out, and what it then reads: those a pass adds for callers that know them
+  // (passes/fuse_blocks.h's kLogitsPositionsInput), so a run that feeds only the file's inputs still runs.
+  std::map<int, Tensor> input_defaults;
   std::vector<int> outputs;
   // Each graph output's shape as the file declares it: what a session reports where its own inference leaves a
   // dim unknown (a Slice whose ends are inputs), as onnxruntime does. Reported only, never planned with.

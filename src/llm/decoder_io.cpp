@@ -35,6 +35,7 @@ DecoderIO detect_decoder_io(const Session& s) {
   if (has_in("attention_mask")) io.attention_mask = "attention_mask";
   if (has_in("position_ids")) io.position_ids = "position_ids";
   if (has_in("use_cache_branch")) io.use_cache_branch = "use_cache_branch";
+  if (has_in(kLogitsPositionsInput)) io.logits_positions = kLogitsPositionsInput;
   for (const auto& i : s.inputs())
     if (i.name == "input_ids") io.ids_dtype = i.dtype;
   if (io.ids_dtype != DType::Int64 && io.ids_dtype != DType::Int32)
@@ -101,10 +102,16 @@ DecoderIO detect_decoder_io(const Session& s) {
       for (int in : n.inputs)
         if (in == mask && n.op_type != "CachedAttention") only_cached = false;
     io.mask_new_tokens_only = only_cached && std::count(s.graph().outputs.begin(), s.graph().outputs.end(), mask) == 0;
+    for (const Node& n : s.graph().nodes)
+      if (n.op_type == "CachedAttention" && n.domain == "tern") {
+        const int64_t w = n.attr_int("ring_capacity", 0);
+        io.ring_window = io.ring_window == 0 ? w : std::min(io.ring_window, w);
+      }
   }
   io.prompts_right_padded = reads_prompts_right_padded(s.graph());
   for (const auto& i : s.inputs()) {
-    bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids || i.name == io.use_cache_branch;
+    bool known = i.name == io.input_ids || i.name == io.attention_mask || i.name == io.position_ids || i.name == io.use_cache_branch ||
+                 i.name == io.logits_positions;
     for (const auto& p : io.past) known |= i.name == p;
     if (!known) fail_unsupported(s.model().path, ": input '", i.name, "' is not one tern can feed; ", describe());
   }

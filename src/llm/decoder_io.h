@@ -20,6 +20,9 @@ struct DecoderIO {
   // Optimum's merged decoder's branch flag (passes/inline_branches.h), "" when absent: fed true, the branch with past
   // (an empty past at the first step).
   std::string use_cache_branch;
+  // The positions whose logits come back (passes/fuse_blocks.h's kLogitsPositionsInput), "" when the graph computes
+  // every position's: fed [-1], or a speculative step's last n.
+  std::string logits_positions;
   DType ids_dtype = DType::Int64;  // input_ids, attention_mask and position_ids share it
   PastLayout layout = PastLayout::None;
   std::vector<std::string> past, present;  // per layer: key then value (PerLayerKeyValue) or one (Stacked)
@@ -31,6 +34,9 @@ struct DecoderIO {
   // columns): the generator feeds just those columns, so every decode step has the same input shapes
   // and replays the session's step plan.
   bool mask_new_tokens_only = false;
+  // Internal: the smallest window of the layers' rings (a local-attention layer's may be shorter) — how many tokens a
+  // sequence holds before some ring slides.
+  int64_t ring_window = 0;
   // The graph's attention keeps its own cache and reads a batch's prompts right-padded (passes/pipeline.h's
   // reads_prompts_right_padded: GroupQueryAttention): the generator pads after each prompt, not before.
   bool prompts_right_padded = false;

@@ -1,6 +1,7 @@
 #include "llm/generator.h"
 
 #include "llm/beam_search.h"
+#include "llm/speculation.h"
 
 #include <algorithm>
 #include <chrono>
@@ -42,11 +43,21 @@ void Generator::set_feed(size_t slot, const std::string& name, const std::vector
   else std::transform(values.begin(), values.end(), t.data<int32_t>(), [](int64_t v) { return static_cast<int32_t>(v); });
 }
 
-void Generator::set_branch_flag(size_t& slot) {
-  if (io_.use_cache_branch.empty()) return;
-  if (feeds_.size() <= slot) feeds_.resize(slot + 1);
-  if (feeds_[slot].first != io_.use_cache_branch) feeds_[slot] = {io_.use_cache_branch, Tensor::from_vector<bool>({true}, {1})};
-  ++slot;
+void Generator::set_flag_feeds(size_t& slot, int64_t logits_rows) {
+  if (!io_.use_cache_branch.empty()) {
+    if (feeds_.size() <= slot) feeds_.resize(slot + 1);
+    if (feeds_[slot].first != io_.use_cache_branch) feeds_[slot] = {io_.use_cache_branch, Tensor::from_vector<bool>({true}, {1})};
+    ++slot;
+  }
+  if (!io_.logits_positions.empty()) {
+    if (feeds_.size() <= slot) feeds_.resize(slot + 1);
+    auto& [name, t] = feeds_[slot++];
+    if (name != io_.logits_positions || t.buffer().use_count() > 2 || !t.has_shape({logits_rows})) {
+      name = io_.logits_positions;
+      t = Tensor(DType::Int64, {logits_rows});
+      for (int64_t i = 0; i < logits_rows; ++i) t.data<int64_t>()[i] = i - logits_rows;  // the last logits_rows positions
+    }
+  }
 }
 
 void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) const {
@@ -64,6 +75,14 @@ void Generator::check_request(const Rows& prompts, const GenerateOptions& opt) c
     fail("--top-logits ", opt.top_logits, ": must be between 0 and the vocabulary (", V, ")");
   Sampler{opt.sampling};  // its options' check
   if (opt.constraint && (prompts.size() != 1 || opt.num_beams > 1)) fail_unsupported("a JSON constraint on more than one sequence");
+  if (opt.speculation.drafts < 0 || opt.speculation.ngram < 1) fail("speculation: drafts must be >= 0 and ngram >= 1");
+  if (opt.speculation.drafts > 0) {
+    if (prompts.size() != 1 || opt.num_beams > 1) fail_unsupported("--speculate on more than one sequence or with beams");
+    if (!opt.use_cache || io_.layout != PastLayout::Internal)
+      fail_unsupported(
+          "--speculate needs the ring-buffer KV cache, which this model's attention did not take (or --window 0 / "
+          "--no-cache was given): rejected drafts are rolled back on the ring");
+  }
   int64_t longest = 0;
   for (const auto& p : prompts) {
     if (p.empty()) fail("a prompt has no tokens (add BOS or text)");
@@ -144,6 +163,7 @@ std::vector<std::vector<std::pair<std::string, Shape>>> Generator::run_shapes(in
     if (!io_.attention_mask.empty()) shapes.push_back({io_.attention_mask, {rows, mask_columns(n, total)}});
     if (!io_.position_ids.empty()) shapes.push_back({io_.position_ids, {rows, n}});
     if (!io_.use_cache_branch.empty()) shapes.push_back({io_.use_cache_branch, {1}});
+    if (!io_.logits_positions.empty()) shapes.push_back({io_.logits_positions, {1}});
     return shapes;
   };
   // The prompt's chunks (forward()), then decode steps: three of a kind show all a session does with them (the
@@ -179,7 +199,7 @@ void pad_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, 
   }
 }
 
-const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk) {
+const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk, int64_t logits_rows) {
   const int64_t full = static_cast<int64_t>(seq[0].size());
   // A long prompt goes through in chunks: each run feeds at most `chunk` positions the cache lacks.
   while (chunk > 0 && cache && full - cache->length() > chunk) {
@@ -218,12 +238,12 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
   set_feed(slot++, io_.input_ids, ids, B, n);
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, mask_columns(n, total));
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
-  set_branch_flag(slot);
+  set_flag_feeds(slot, logits_rows);
   feeds_.resize(slot);
   if (cache) cache->add_feeds(feeds_);
   else if (io_.layout != PastLayout::None) KvCache(io_, B).add_feeds(feeds_);  // empty past every step
   if (io_.layout == PastLayout::Internal) sequence_->set_batch_rows({}, 0);    // (after a continuous batch) row b is b
-  return run_feeds(B, cache, n);
+  return run_feeds(B, cache, n, logits_rows);
 }
 
 const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int64_t>& held, const std::vector<int64_t>& rows,
@@ -254,10 +274,10 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   set_feed(slot++, io_.input_ids, ids, B, n);
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
-  set_branch_flag(slot);
+  set_flag_feeds(slot, 1);
   feeds_.resize(slot);
   sequence_->set_batch_rows(rows, total_rows);
-  return run_feeds(B, nullptr, n);
+  return run_feeds(B, nullptr, n, 1);
 }
 
 const Tensor& Generator::extend(const std::vector<int64_t>& tokens, KvCache* cache) {
@@ -275,7 +295,7 @@ const Tensor& Generator::prefill_output(const Rows& prompts, const std::string& 
   return step_out_.at(output);
 }
 
-const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
+const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n, int64_t logits_rows) {
   session_.run(feeds_, step_out_, sequence_.get());
   const Outputs& out = step_out_;
   if (cache) cache->update(out, n);
@@ -295,6 +315,11 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n) {
   const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
   const Tensor& logits = f32 ? given : converted;
   const int64_t S = logits.dim(1), V = logits.dim(2);
+  if (logits_rows > 1) {  // one sequence's last positions (a speculative step), each row its own
+    if (last_.buffer().use_count() != 1 || !last_.has_shape({logits_rows, V})) last_ = Tensor(DType::Float32, {logits_rows, V});
+    std::copy_n(logits.data<float>() + (S - logits_rows) * V, logits_rows * V, last_.data<float>());
+    return last_;
+  }
   if (last_.buffer().use_count() != 1 || !last_.has_shape({B, V})) last_ = Tensor(DType::Float32, {B, V});  // (kept by a caller)
   const bool per_row = static_cast<int64_t>(step_last_.size()) == B && S == n;  // (a sliced graph gives the last position alone)
   for (int64_t b = 0; b < B; ++b)
@@ -358,44 +383,79 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   std::vector<int64_t> top_ids;  // record_top_logits' scratch
   std::vector<float> ended_not;  // a row's logits with its end tokens at −∞ (min_new_tokens)
   std::vector<float> allowed;    // a row's logits with what the constraint refuses at −∞
-  auto step_t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < opt.max_new_tokens; ++step) {
-    if (device_top_k && step == 1) sequence_->set_device_top_k(io_.logits, device_k);
-    const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, prefill_chunk(opt));
-    const int64_t V = logits.dim(1);
-    if (step == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
-    for (int64_t b = 0; b < B; ++b) {
-      int64_t next = pad;
-      if (!done[static_cast<size_t>(b)]) {
-        const float* row = logits.data<float>() + b * V;
-        if (static_cast<int64_t>(res.tokens[static_cast<size_t>(b)].size() - prompts[static_cast<size_t>(b)].size()) < opt.min_new_tokens) {
-          ended_not.assign(row, row + V);  // no end token yet
-          for (int64_t e : opt.eos_token_ids)
-            if (e >= 0 && e < V) ended_not[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
-          row = ended_not.data();
-        }
-        if (opt.constraint) {
-          allowed.assign(row, row + V);
-          row = allowed.data();
-          if (opt.constraint->mask(allowed.data(), V, opt.max_new_tokens - step) == 0) {  // (nothing can come: it ends)
-            done[static_cast<size_t>(b)] = 1;
-            break;
-          }
-        }
-        if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b, top_ids);
-        next = samplers[static_cast<size_t>(b)].next(row, V, res.tokens[static_cast<size_t>(b)]);
-        res.tokens[static_cast<size_t>(b)].push_back(next);
-        if (on_token && !on_token(static_cast<size_t>(b), next)) done[static_cast<size_t>(b)] = 1;
-        for (int64_t e : opt.eos_token_ids) done[static_cast<size_t>(b)] |= next == e;
-        if (opt.constraint) {
-          opt.constraint->accept(next);
-          done[static_cast<size_t>(b)] |= opt.constraint->complete();
-        }
-      }
-      seq[static_cast<size_t>(b)].push_back(next);
-      mask[static_cast<size_t>(b)].push_back(1);
+  int64_t made = 0;              // new tokens per sequence so far (a finished one's: padding)
+  // Row b's next token from its logits `row` (`draft` >= 0: the token speculation proposed there, Sampler::next's
+  // rejection rule), recorded and shown; pad when b has ended.
+  auto take = [&](int64_t b, const float* row, int64_t V, int64_t draft) -> int64_t {
+    const auto sb = static_cast<size_t>(b);
+    if (done[sb]) return pad;
+    if (static_cast<int64_t>(res.tokens[sb].size() - prompts[sb].size()) < opt.min_new_tokens) {
+      ended_not.assign(row, row + V);  // no end token yet
+      for (int64_t e : opt.eos_token_ids)
+        if (e >= 0 && e < V) ended_not[static_cast<size_t>(e)] = -std::numeric_limits<float>::infinity();
+      row = ended_not.data();
     }
-    if (step == 0) {
+    if (opt.constraint) {
+      allowed.assign(row, row + V);
+      row = allowed.data();
+      if (opt.constraint->mask(allowed.data(), V, opt.max_new_tokens - made) == 0) {  // (nothing can come: it ends)
+        done[sb] = 1;
+        return pad;
+      }
+    }
+    if (opt.top_logits > 0) record_top_logits(row, V, opt.top_logits, res, b, top_ids);
+    const int64_t next = samplers[sb].next(row, V, res.tokens[sb], draft);
+    res.tokens[sb].push_back(next);
+    if (on_token && !on_token(sb, next)) done[sb] = 1;
+    for (int64_t e : opt.eos_token_ids) done[sb] |= next == e;
+    if (opt.constraint) {
+      opt.constraint->accept(next);
+      done[sb] |= opt.constraint->complete();
+    }
+    return next;
+  };
+  // Speculation (one sequence on the ring, check_request): a step feeds the last token and the drafts, and the ring
+  // keeps what was taken. Drafting pauses where the run would slide a ring's window: a slid window cannot roll back.
+  const SpeculationOptions& spec = opt.speculation;
+  std::vector<int64_t> drafts;
+  auto step_t0 = std::chrono::steady_clock::now();
+  for (int64_t run = 0; made < opt.max_new_tokens; ++run) {
+    if (device_top_k && run == 1) sequence_->set_device_top_k(io_.logits, device_k);
+    drafts.clear();
+    if (spec.drafts > 0 && run > 0) {
+      const int64_t room = std::min({spec.drafts, opt.max_new_tokens - made - 1, io_.ring_window - cache.length() - 1});
+      if (room > 0) ngram_draft(res.tokens[0], spec.ngram, room, drafts);
+      seq[0].insert(seq[0].end(), drafts.begin(), drafts.end());
+      mask[0].insert(mask[0].end(), drafts.size(), 1);
+    }
+    const auto k = static_cast<int64_t>(drafts.size());
+    const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, prefill_chunk(opt), 1 + k);
+    const int64_t V = logits.dim(1);
+    if (run == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
+    if (k == 0) {
+      for (int64_t b = 0; b < B; ++b) {
+        seq[static_cast<size_t>(b)].push_back(take(b, logits.data<float>() + b * V, V, -1));
+        mask[static_cast<size_t>(b)].push_back(1);
+      }
+      ++made;
+    } else {
+      seq[0].resize(seq[0].size() - static_cast<size_t>(k));  // (the tokens taken come back)
+      mask[0].resize(seq[0].size());
+      res.drafted_tokens += k;
+      for (int64_t i = 0; i <= k; ++i) {
+        const int64_t next = take(0, logits.data<float>() + i * V, V, i < k ? drafts[static_cast<size_t>(i)] : -1);
+        seq[0].push_back(next);
+        mask[0].push_back(1);
+        ++made;
+        if (done[0] || i == k || next != drafts[static_cast<size_t>(i)]) break;
+        ++res.accepted_tokens;
+      }
+      // The rings hold the run's 1 + k positions: they keep those fed now, all but the last token taken.
+      const int64_t fed = static_cast<int64_t>(seq[0].size()) - 1;
+      sequence_->keep_prefix(0, fed);
+      cache.rewind(fed);
+    }
+    if (run == 0) {
       res.prefill_ms = ms_since(step_t0);
       step_t0 = std::chrono::steady_clock::now();
     } else {
@@ -403,6 +463,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     }
     if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
   }
+  res.decode_tokens = std::max<int64_t>(made - 1, 0);
   res.decode_ms = ms_since(step_t0);
   res.weight_bytes_per_token = session_.weights().bytes_per_token();
   res.cache_bytes_per_token = io_.layout == PastLayout::Internal ? sequence_->bytes_per_token() : cache.bytes_per_token();

@@ -10,6 +10,7 @@
 #include "llm/kv_cache.h"
 #include "llm/model_config.h"
 #include "llm/sampler.h"
+#include "llm/speculation.h"
 
 namespace tern::llm {
 
@@ -41,15 +42,20 @@ struct GenerateOptions {
   // One sequence, sampled or greedy: only the tokens the constraint allows (a forced tool call's JSON object), and
   // the sequence ends once it is whole. The caller's per-sequence state, fed each token chosen.
   JsonConstraint* constraint = nullptr;
+  // Speculative decoding (llm/speculation.h): one sequence on the ring cache, no beams; greedy tokens are plain
+  // greedy's, sampled ones drawn from the same distribution (a constraint masks each checked position as it would).
+  SpeculationOptions speculation;
 };
 
 struct GenerateResult {
   std::vector<std::vector<int64_t>> tokens;  // per sequence: prompt then generated ids, no padding
   double prefill_ms = 0, decode_ms = 0;
-  int64_t prompt_tokens = 0, decode_steps = 0;  // prompt_tokens: positions the prefill fed (resume: the new ones)
-  Tensor prefill_logits;                        // [batch, vocab] float32: the last position of the first run
-  int64_t weight_bytes_per_token = 0;           // weights a decode step reads
-  int64_t cache_bytes_per_token = 0;            // KV-cache bytes the last decode step moved
+  int64_t prompt_tokens = 0, decode_steps = 0;      // prompt_tokens: positions the prefill fed (resume: the new ones)
+  int64_t decode_tokens = 0;                        // new tokens per sequence after the prefill's (decode_steps unless speculating)
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculation: tokens proposed, and those the model's own choice confirmed
+  Tensor prefill_logits;                            // [batch, vocab] float32: the last position of the first run
+  int64_t weight_bytes_per_token = 0;               // weights a decode step reads
+  int64_t cache_bytes_per_token = 0;                // KV-cache bytes the last decode step moved
   // [sequence][step]: (token, logit), highest first (GenerateOptions::top_logits; sampling only).
   std::vector<std::vector<std::vector<std::pair<int64_t, float>>>> top_logits;
 };
@@ -121,17 +127,19 @@ class Generator {
   // One forward pass over padded rows (pad_prompts; `mask` marks real tokens): feeds what `cache` lacks (all
   // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns each row's
   // logits at its last real token, [rows, vocab] float32 (valid until the next call; copy it to keep it).
-  const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0);
+  // logits_rows > 1 (one row, a speculative step): the logits of its last logits_rows positions, [logits_rows, vocab].
+  const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0, int64_t logits_rows = 1);
   // Runs the session on feeds_ (`rows` rows) and returns the logits per row at step_last_'s position (when it
-  // holds one per row, else the last).
-  const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed);
+  // holds one per row, else the last), or logits_rows > 1 of one row's last positions.
+  const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed, int64_t logits_rows);
   int64_t pad_id() const;
   // The attention mask's columns for a run of `n` new tokens of `total`: only the new ones' where the ring alone reads it.
   int64_t mask_columns(int64_t n, int64_t total) const { return io_.mask_new_tokens_only ? n : total; }
   // feeds_[slot] = (name, values as a [rows, cols] ids tensor), in last step's tensor when it fits.
   void set_feed(size_t slot, const std::string& name, const std::vector<int64_t>& values, int64_t rows, int64_t cols);
-  // feeds_[slot++] = a merged decoder's use_cache_branch, true (DecoderIO::use_cache_branch), where the model has one.
-  void set_branch_flag(size_t& slot);
+  // feeds_[slot++] = a merged decoder's use_cache_branch, true (DecoderIO::use_cache_branch), and the positions whose
+  // logits come back, the last logits_rows (DecoderIO::logits_positions), where the model has them.
+  void set_flag_feeds(size_t& slot, int64_t logits_rows);
   Session& session_;
   std::unique_ptr<SequenceState> sequence_;
   ModelConfig config_;

@@ -20,6 +20,12 @@ void KvCache::clear() {
   }
 }
 
+void KvCache::rewind(int64_t n) {
+  if (io_.layout != PastLayout::Internal || n < 0 || n > length_)
+    fail("KvCache: cannot rewind a cache of ", length_, " positions to ", n, " (only the ring cache rewinds)");
+  length_ = n;
+}
+
 void KvCache::add_feeds(std::vector<std::pair<std::string, Tensor>>& feeds) const {
   for (size_t i = 0; i < io_.past.size(); ++i) feeds.emplace_back(io_.past[i], past_[i]);
 }

@@ -17,6 +17,9 @@ class KvCache {
   // Takes the presents of the run just made (which fed `fed` new positions) as the new past.
   void update(const Outputs& outputs, int64_t fed);
   void clear();
+  // The ring cache (PastLayout::Internal) holds its first n positions again (a speculative step's rejected drafts
+  // dropped; the session's rings are told by SequenceState::keep_prefix).
+  void rewind(int64_t n);
   // Row i of the batch becomes old row rows[i] (beam search keeps the beams that survived a step).
   void reorder(const std::vector<int64_t>& rows);
   int64_t length() const { return length_; }  // cached positions per sequence

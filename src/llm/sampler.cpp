@@ -54,7 +54,7 @@ Sampler::Sampler(SamplingOptions o) : o_(o), rng_(o.seed) {
   need(o.presence_penalty >= -2.0f && o.presence_penalty <= 2.0f, "--presence-penalty", o.presence_penalty, "in [-2, 2] (0: off)");
 }
 
-int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>& history) {
+int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>& history, int64_t draft) {
   scores_.assign(logits, logits + n);
   if (o_.repetition_penalty != 1.0f) {  // as HF: shrink positive scores, push negative ones further down
     seen_.assign(static_cast<size_t>(n), 0);
@@ -117,12 +117,23 @@ int64_t Sampler::next(const float* logits, int64_t n, const std::vector<int64_t>
   }
   double mass = 0;
   for (size_t i = 0; i < keep; ++i) mass += p_[i];
+  if (const auto d = std::find(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(keep), draft);
+      d != order_.begin() + static_cast<std::ptrdiff_t>(keep)) {
+    double& pd = p_[static_cast<size_t>(d - order_.begin())];
+    if (std::uniform_real_distribution<double>(0.0, mass)(rng_) < pd) return draft;
+    mass -= pd;  // rejected: drawn from the rest
+    pd = 0;
+    if (mass <= 0) return draft;  // (nothing else left: p(draft) was 1 but for rounding)
+  }
   double u = std::uniform_real_distribution<double>(0.0, mass)(rng_);
+  size_t last = 0;  // (the last candidate left: a rejected draft's probability is 0)
   for (size_t i = 0; i < keep; ++i) {
+    if (p_[i] <= 0) continue;
     u -= p_[i];
+    last = i;
     if (u <= 0) return order_[i];
   }
-  return order_[keep - 1];
+  return order_[last];
 }
 
 }  // namespace tern::llm

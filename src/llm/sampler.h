@@ -28,8 +28,10 @@ class Sampler {
   // min_p in [0, 1], repetition_penalty > 0): the one check, whoever sets them (CLI, chat, API callers).
   explicit Sampler(SamplingOptions o);
   // `logits` has one score per vocabulary entry (n); `history` holds the tokens the penalty applies to.
-  // Allocates nothing once its scratch has grown to the vocabulary.
-  int64_t next(const float* logits, int64_t n, const std::vector<int64_t>& history);
+  // Allocates nothing once its scratch has grown to the vocabulary. `draft` >= 0: a token proposed for this
+  // position (speculative decoding), taken with its probability p(draft), else one drawn from p without it — the
+  // rejection rule for a proposal that is one token for sure, so the token's distribution is p's all the same.
+  int64_t next(const float* logits, int64_t n, const std::vector<int64_t>& history, int64_t draft = -1);
 
  private:
   SamplingOptions o_;

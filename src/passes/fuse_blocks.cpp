@@ -481,11 +481,18 @@ std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& o
   const Value& x = g.values[static_cast<size_t>(proj.inputs[0])];
   if (!matmul || !x.shape || x.shape->size() != 3) return {};
   Node slice = last_position_of(g, proj.inputs[0], proj.name + "/last_position");
+  if (g.find_value(kLogitsPositionsInput) >= 0) fail("the model already has a value named '", kLogitsPositionsInput, "'");
+  const int positions = g.add_value(kLogitsPositionsInput);
+  g.values[static_cast<size_t>(positions)].dtype = DType::Int64;
+  g.values[static_cast<size_t>(positions)].shape = SymShape{Dim::named(kLogitsPositionsInput)};
+  g.inputs.push_back(positions);
+  g.input_defaults[positions] = Tensor::from_vector<int64_t>({-1}, {1});  // (the last position)
+  slice.inputs.push_back(positions);
   proj.inputs[0] = slice.outputs[0];
   const std::string name = slice.name;
   g.nodes.insert(g.nodes.begin() + p, std::move(slice));
   link_producers(g);
-  return {{"logits of the last position only (generation reads no other)", name}};
+  return {{"logits of the positions generation reads only (the last; a speculative step's few)", name}};
 }
 
 namespace {
@@ -559,9 +566,13 @@ std::vector<Fusion> hoist_last_position(Graph& g) {
       for (int o : p->outputs)
         if (o >= 0) bypassed.insert(bypassed.end(), m.consumers(o).begin(), m.consumers(o).end());
       Node moved_node = g.nodes[static_cast<size_t>(k)];
+      // (each new slice reads the positions the first one read, if any)
+      const auto& first_slice = g.nodes[static_cast<size_t>(bypassed.front())].inputs;
+      const std::vector<int> positions(first_slice.begin() + 1, first_slice.end());
       std::vector<Node> slices;
       for (size_t i : rows) {  // (the shapes one position long: infer_and_fold, after this pass)
         slices.push_back(last_position_of(g, moved_node.inputs[i], moved_node.name + "/last_position_" + std::to_string(i)));
+        slices.back().inputs.insert(slices.back().inputs.end(), positions.begin(), positions.end());
         moved_node.inputs[i] = slices.back().outputs[0];
       }
       // Readers of the bypassed slices read p's outputs, now one position long.

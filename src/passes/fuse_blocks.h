@@ -15,11 +15,15 @@ class WeightPack;  // graph/weight_pack.h
 // a Cast) becomes graph output `name` too, [B, S, hidden] as float32, for every position. Fails naming the node where the
 // walk stopped when no projection makes `logits`.
 std::vector<Fusion> expose_hidden_state(Graph& g, const std::string& logits, const std::string& name);
+// The graph input slice_logits_to_last_position adds: int64 [n], the run's positions whose logits come back
+// (negative: from the end). The generator feeds [-1], or a speculative step's last n positions.
+inline constexpr const char* kLogitsPositionsInput = "logits_positions";
 // For generation, which reads only the last position's logits: the product that makes graph output
 // `output` from [B, S, D] activations (MatMul, or com.microsoft MatMulNBits or MatMulBnb4) gets a tern LastPosition
 // node before it, so the vocabulary projection of a prefill runs on one row instead of S (a fifth
 // of a 1B model's prefill work at S = 128), also when a Cast of the product alone makes `output` (a float16
-// graph's logits widened). `output` then has sequence length 1.
+// graph's logits widened). It reads graph input kLogitsPositionsInput, so `output` has as many positions as that
+// input has entries.
 std::vector<Fusion> slice_logits_to_last_position(Graph& g, const std::string& output);
 // Then, with the blocks fused: each LastPosition moves up through the nodes that work position by position
 // (passes/fuse_blocks.cpp's position_wise: products with constant weights, last-axis norms, SwiGLU, element-wise

@@ -85,8 +85,12 @@ void FeedBinding::bind(const std::vector<std::pair<std::string, Tensor>>& feeds,
     values[static_cast<size_t>(id)] = tensor;
     fed[static_cast<size_t>(it - g.inputs.begin())] = 1;
   }
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!fed[i]) fail_input("missing input '", inputs_[i].name, "' of ", model_path_);
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (fed[i]) continue;
+    const auto d = g.input_defaults.find(g.inputs[i]);
+    if (d == g.input_defaults.end()) fail_input("missing input '", inputs_[i].name, "' of ", model_path_);
+    values[static_cast<size_t>(g.inputs[i])] = d->second;
+  }
   fill_binding([&](size_t input) -> const Shape& { return values[static_cast<size_t>(g.inputs[input])].shape(); }, binding);
 }
 
@@ -99,8 +103,12 @@ void FeedBinding::bind_shapes(const std::vector<std::pair<std::string, Shape>>& 
     check_feed(inputs_[i], DType::Undefined, shape);
     of[i] = &shape;
   }
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (!of[i]) fail_input("missing input '", inputs_[i].name, "' of ", model_path_);
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (of[i]) continue;
+    const auto d = graph_->input_defaults.find(graph_->inputs[i]);
+    if (d == graph_->input_defaults.end()) fail_input("missing input '", inputs_[i].name, "' of ", model_path_);
+    of[i] = &d->second.shape();
+  }
   fill_binding([&](size_t input) -> const Shape& { return *of[input]; }, binding);
 }
 

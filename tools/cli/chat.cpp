@@ -77,6 +77,7 @@ int chat(int argc, char** argv) {
   opt.eos_token_ids = llm::with_ends(cfg.eos_token_ids, chat.turn_end_tokens(*tok));
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg, llm::SamplingUse::Conversation);
   opt.resume = true;
+  opt.speculation = llm::parse_speculation(f.get("speculate"));
   bool stats = f.has("stats");
   llm::ChatOptions turn;  // (the template offers the tools; a call in an answer asks for its result)
   if (f.has("tools")) {
@@ -131,10 +132,10 @@ int chat(int argc, char** argv) {
     std::cout << out.flush() << "\n";
     if (interrupted) std::cerr << "[stopped]\n";
     if (stats) {
-      const double per_token = res.decode_steps ? res.decode_ms / static_cast<double>(res.decode_steps) : 0;
+      const double per_token = res.decode_tokens ? res.decode_ms / static_cast<double>(res.decode_tokens) : 0;
       std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
                 << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
-                << " tok/s; " << res.decode_steps << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
+                << " tok/s; " << res.decode_tokens << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
                 << " tok/s]\n";
     }
     return !interrupted.load();

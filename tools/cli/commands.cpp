@@ -53,6 +53,10 @@ const List kSampling = {
     {"seed", Arg::Int, "S", "0", "the sampler's seed"},
 };
 
+// Prompt-lookup speculation (generate and chat; llm/speculation.h).
+const FlagSpec kSpeculate = {"speculate", Arg::Text, "ngram[:N]", "",
+                             "propose up to N tokens (3) a step from earlier text, check them in one run"};
+
 // What cli::write_profile reads.
 const List kProfileOutput = {
     {"top", Arg::Int, "N", "10", "the N slowest nodes"},
@@ -92,6 +96,10 @@ last new token and the activations' forecast would.
 --prefault maps the weights read from the model's files into the process at load (MatMulNBits blocks; not
 embedding tables), so the first prompt takes no page faults for them; a pack (tern pack) is read into
 memory instead of served mapped: a longer load and owned memory for faster decoding (1B int4: +24%).
+--speculate ngram[:N] (one prompt, on the ring cache) proposes up to N tokens (3) a step — those that followed
+the newest earlier occurrence of the last few tokens (prompt lookup) — and checks them in one run: text that
+quotes or edits its prompt comes several tokens per pass over the weights. Greedy tokens are plain decoding's;
+sampled ones come from the same distribution (the rejection rule). --stats prints how many were accepted.
 --top-logits N adds each step's N highest logits per sequence to the JSON ([[token, logit], ...] per
 step), to tell a near-tie from a real difference where another runtime's greedy tokens part from tern's.
 --device opencl runs every node the OpenCL device can take there (weights, activations and the ring KV
@@ -114,7 +122,8 @@ cache stay in device memory), the others on the CPU (bench and inspect --device 
                     {"no-cache", Arg::Switch, "", "", "the graph's own cache (as --window 0)"},
                     {"json", Arg::Switch, "", "", "the result as JSON (tokens, text, timings)"},
                     {"top-logits", Arg::Int, "N", "0", "with --json: each step's N highest logits"},
-                    {"stats", Arg::Switch, "", "", "the bytes a decode step moves for weights and the KV cache"}} +
+                    {"stats", Arg::Switch, "", "", "the bytes a decode step moves, and speculation's acceptance"},
+                    kSpeculate} +
                    kSampling + kDecoder});
   c.push_back({"chat",
                {kModelPositional},
@@ -137,7 +146,8 @@ turn's first answer a call, decoded under the tool's parameters schema so its ar
                     {"tools", Arg::Text, "FILE", "", "offer these tools (an OpenAI tools JSON array)"},
                     {"tool-choice", Arg::Text, "C", "auto", "auto, required, or a tool's name: each turn then begins with a call"},
                     {"max-new-tokens", Arg::Int, "N", "512", "new tokens at most per answer"},
-                    {"stats", Arg::Switch, "", "", "print each answer's speed"}} +
+                    {"stats", Arg::Switch, "", "", "print each answer's speed"},
+                    kSpeculate} +
                    kSampling + kDecoder});
   c.push_back({"inspect",
                {kModelRequired},

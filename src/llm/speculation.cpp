@@ -1,0 +1,39 @@
+#include "llm/speculation.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tern::llm {
+
+SpeculationOptions parse_speculation(const std::string& text) {
+  SpeculationOptions o;
+  if (text.empty() || text == "off") return o;
+  const std::string kind = text.substr(0, text.find(':'));
+  if (kind != "ngram") fail("--speculate '", text, "': expected ngram or ngram:N (N drafts a step, 1 to 16)");
+  o.drafts = 3;
+  if (kind.size() < text.size()) {
+    const std::string n = text.substr(kind.size() + 1);
+    if (n.empty() || n.size() > 2 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) || std::stoi(n) < 1 ||
+        std::stoi(n) > 16)
+      fail("--speculate '", text, "': N must be a number of drafts from 1 to 16");
+    o.drafts = std::stoi(n);
+  }
+  return o;
+}
+
+void ngram_draft(const std::vector<int64_t>& history, int64_t ngram, int64_t max_drafts, std::vector<int64_t>& drafts) {
+  drafts.clear();
+  const auto H = static_cast<int64_t>(history.size());
+  for (int64_t n = std::min(ngram, H - 1); n >= 1 && max_drafts > 0; --n) {
+    // The newest start s < H − n whose n tokens equal the last n.
+    for (int64_t s = H - n - 1; s >= 0; --s) {
+      if (!std::equal(history.begin() + s, history.begin() + s + n, history.end() - n)) continue;
+      const int64_t from = s + n, upto = std::min(H, from + max_drafts);
+      drafts.assign(history.begin() + from, history.begin() + upto);
+      return;
+    }
+  }
+}
+
+}  // namespace tern::llm

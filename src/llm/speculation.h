@@ -1,0 +1,27 @@
+// Speculative decoding by prompt lookup: a step proposes the tokens that followed the newest earlier occurrence of
+// the sequence's last few tokens, and one run over the weights checks them all (Generator::generate). Text that
+// quotes, edits or summarizes its prompt repeats it, and each accepted draft is a token for which the weights were
+// not streamed again.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern::llm {
+
+struct SpeculationOptions {
+  // Tokens proposed a step at most; 0: no speculation. 3 by default: a verification run of 4 positions stays on
+  // the kernels a decode step runs (kernels/cpu/gemv.h's kGemvMaxRows), so its logits are plain decoding's.
+  int64_t drafts = 0;
+  int64_t ngram = 3;  // the longest suffix looked up (then shorter ones, down to one token)
+};
+
+// "ngram" or "ngram:N" (N drafts a step, 1 to 16; the CLI's --speculate and serve's "speculate"); "" or "off": none.
+// Fails naming the text otherwise.
+SpeculationOptions parse_speculation(const std::string& text);
+
+// Up to max_drafts tokens that followed the newest earlier occurrence of the last n tokens of `history`, for n from
+// `ngram` down to 1 (the first n that occurs); empty when none does. `drafts` is overwritten.
+void ngram_draft(const std::vector<int64_t>& history, int64_t ngram, int64_t max_drafts, std::vector<int64_t>& drafts);
+
+}  // namespace tern::llm

@@ -1,0 +1,174 @@
+// Speculative decoding by prompt lookup (llm/speculation.h, Generator::generate): the drafting rule by hand, the
+// sampler's rejection rule against the distribution it must keep, and greedy tokens against plain decoding's and
+// llama2.c's own.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "convert/llama2c.h"
+#include "llm/generator.h"
+#include "llm/model_folder.h"
+#include "llm/speculation.h"
+#include "llm/tokenizer.h"
+#include "model_builder.h"
+#include "test_util.h"
+
+using namespace tern;
+using namespace tern::llm;
+using namespace tern::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<int64_t> drafted(const std::vector<int64_t>& history, int64_t ngram, int64_t max_drafts) {
+  std::vector<int64_t> d{99};  // (overwritten)
+  ngram_draft(history, ngram, max_drafts, d);
+  return d;
+}
+
+// One sequence's greedy tokens on `session`, with `drafts` a step (0: plain decoding).
+GenerateResult greedy_on(Session& session, const ModelConfig& cfg, const std::vector<int64_t>& prompt, int64_t n, int64_t drafts) {
+  Generator g(session, cfg);
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.eos_token_ids = cfg.eos_token_ids;
+  o.speculation.drafts = drafts;
+  return g.generate({prompt}, o);
+}
+
+SessionOptions ring(int64_t window) {
+  SessionOptions so;
+  so.decoder.ring_capacity = window;
+  so.decoder.last_position_output = "logits";
+  return so;
+}
+
+}  // namespace
+
+TEST_CASE("prompt lookup drafts the tokens after the newest earlier occurrence of the longest suffix") {
+  // The last 3 tokens (7 8 9) occurred at 1..3: what followed them there.
+  CHECK(drafted({5, 7, 8, 9, 4, 2, 6, 7, 8, 9}, 3, 3) == std::vector<int64_t>{4, 2, 6});
+  CHECK(drafted({5, 7, 8, 9, 4, 2, 6, 7, 8, 9}, 3, 2) == std::vector<int64_t>{4, 2});
+  // The newest occurrence wins: 1 2 → 3 at the start, → 4 later.
+  CHECK(drafted({1, 2, 3, 1, 2, 4, 0, 1, 2}, 2, 4) == std::vector<int64_t>{4, 0, 1, 2});
+  // No 3- or 2-token match: the last token alone (5, followed by 6 then 7).
+  CHECK(drafted({5, 6, 7, 1, 5}, 3, 5) == std::vector<int64_t>{6, 7, 1, 5});
+  // A match that runs into the suffix itself (a repeated token) drafts up to the end.
+  CHECK(drafted({3, 3, 3}, 2, 4) == std::vector<int64_t>{3});
+  CHECK(drafted({1, 2, 3}, 3, 3).empty());  // nothing occurred before
+  CHECK(drafted({4}, 3, 3).empty());
+  CHECK(drafted({4, 4}, 3, 0).empty());
+
+  CHECK(parse_speculation("").drafts == 0);
+  CHECK(parse_speculation("off").drafts == 0);
+  CHECK(parse_speculation("ngram").drafts == 3);
+  CHECK(parse_speculation("ngram:7").drafts == 7);
+  for (const char* bad : {"ngram:0", "ngram:17", "ngram:", "ngram:x", "draft", "ngram:-1"})
+    CHECK(contains(error_of([&] { parse_speculation(bad); }), "--speculate"));
+}
+
+TEST_CASE("a drafted token is taken with its probability, else one from the rest: the distribution stays p") {
+  const std::vector<float> logits{std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  SamplingOptions so;
+  so.greedy = false;
+  so.seed = 11;
+  for (int64_t draft : {0, 2, 3}) {
+    CAPTURE(draft);
+    Sampler s(so);
+    int counts[4] = {0, 0, 0, 0};
+    const int n = 40000;
+    for (int i = 0; i < n; ++i) ++counts[s.next(logits.data(), 4, {}, draft)];
+    for (int t = 0; t < 4; ++t) CHECK(counts[t] / static_cast<double>(n) == doctest::Approx(std::exp(logits[t])).epsilon(0.06));
+  }
+  // A draft top-k cuts has probability 0: never taken. Greedy ignores drafts.
+  SamplingOptions k2 = so;
+  k2.top_k = 2;
+  Sampler s(k2);
+  for (int i = 0; i < 2000; ++i) CHECK(s.next(logits.data(), 4, {}, 3) < 2);
+  Sampler g(SamplingOptions{});
+  CHECK(g.next(logits.data(), 4, {}, 2) == 0);
+}
+
+TEST_CASE("stories260K on the ring with speculation reproduces llama2.c's greedy texts; past the window too") {
+  const fs::path stories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
+  if (!fs::exists(stories / "stories260K.bin")) {
+    MESSAGE("skipped: ", stories.string(), " not found (shared data lives at ../shared)");
+    return;
+  }
+  TempDir d;
+  convert::convert_llama2c((stories / "stories260K.bin").string(), (stories / "tok512.bin").string(), d.path.string());
+  const auto tok = load_tokenizer(d.path.string());
+  const ModelConfig cfg = read_model_config(d.path.string());
+  Session s((d.path / "model.onnx").string(), ring(512));
+  for (int64_t drafts : {3, 8}) {
+    CAPTURE(drafts);
+    // llama2.c `run -t 0 -n N` makes N forward passes: N − prompt_tokens + 1 new tokens.
+    auto r = greedy_on(s, cfg, tok->encode("", true), 200, drafts);
+    CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_empty_prompt_n200.txt"));
+    CHECK(r.accepted_tokens > 0);
+    CHECK(r.decode_tokens == 199);
+    CHECK(r.decode_steps < r.decode_tokens);  // several tokens a run
+    r = greedy_on(s, cfg, tok->encode("Zoo", true), 57, drafts);
+    CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_prompt_Zoo_n60.txt"));
+  }
+  // A window of 96 slides during the 200 tokens: drafting pauses where a run would slide it, and the tokens stay
+  // plain decoding's on the same window.
+  Session small((d.path / "model.onnx").string(), ring(96));
+  const auto plain = greedy_on(small, cfg, tok->encode("", true), 200, 0);
+  const auto spec = greedy_on(small, cfg, tok->encode("", true), 200, 3);
+  CHECK(spec.tokens == plain.tokens);
+  CHECK(spec.accepted_tokens > 0);
+}
+
+TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp32 and int4 weights, 3 and 8 drafts") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  const auto tok = load_tokenizer(dir.string());
+  const ModelConfig cfg = read_model_config(dir.string());
+  const auto prompt = tok->encode("And God said, Let there be light: and there was light. And God said, Let there be", true);
+  for (WeightFormat w : {WeightFormat::AsStored, WeightFormat::Int4}) {  // int4: decode rows on int8 activations
+    CAPTURE(weight_format_name(w));
+    SessionOptions so = ring(256);
+    so.weights = w;
+    Session s((dir / "model.onnx").string(), so);
+    const auto plain = greedy_on(s, cfg, prompt, 48, 0);
+    for (int64_t drafts : {3, 8}) {
+      CAPTURE(drafts);
+      const auto spec = greedy_on(s, cfg, prompt, 48, drafts);
+      CHECK(spec.tokens == plain.tokens);
+      CHECK(spec.drafted_tokens > 0);
+    }
+  }
+  // Speculation rolls drafts back on the ring: a graph's own cache is refused, naming why.
+  Session graph_cache((dir / "model.onnx").string());
+  CHECK(contains(error_of([&] { greedy_on(graph_cache, cfg, prompt, 4, 3); }), "needs the ring-buffer KV cache"));
+}
+
+// With fp32 activations. With the GGUF import's int8 decode activations they are not yet: gemv_nbits_i8 gives one
+// row other sums than two or more (`tern generate --prefill-chunk 1` against 2 on these prompts: the first token's
+// logit 17.49 against 17.34), so a verification run's logits differ from a decode step's beyond rounding.
+TEST_CASE("SmolLM2: speculation's greedy tokens are plain decoding's on the llama.cpp golden prompts") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
+  if (!fs::exists(dir / "model.onnx")) {
+    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
+    return;
+  }
+  std::ifstream golden(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "smollm2_llama_cpp_greedy.txt");
+  const ModelConfig cfg = read_model_config(dir.string());
+  llm::DecoderOptions d;
+  d.ring_capacity = 256;
+  d.activations = "fp32";
+  Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));
+  int64_t accepted = 0;
+  for (std::string line; std::getline(golden, line);) {
+    std::vector<int64_t> prompt;
+    std::istringstream p(line.substr(0, line.find('|')));
+    for (int64_t id; p >> id;) prompt.push_back(id);
+    CAPTURE(line);
+    const auto spec = greedy_on(s, cfg, prompt, 32, 3);
+    CHECK(spec.tokens == greedy_on(s, cfg, prompt, 32, 0).tokens);
+    accepted += spec.accepted_tokens;
+  }
+  CHECK(accepted > 0);
+}
