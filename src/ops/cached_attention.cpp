@@ -1,5 +1,7 @@
 #include "ops/cached_attention.h"
 
+#include "kernels/cpu/gemv.h"
+
 #include <cmath>
 #include <cstring>
 
@@ -133,12 +135,15 @@ void CachedAttentionOp::run(RunContext& ctx) const {
   for (int64_t b = 0; b < B; ++b) {
     const int64_t rb = rows.empty() ? b : rows[static_cast<size_t>(b)];
     // Real tokens after any left padding: a prompt chunk attends in one call (keys rotated once)
-    // unless the window slides during it.
+    // unless the window slides during it. A run of as few tokens as a decode batch's GEMV rows (a speculative
+    // step's check) attends token by token, as decode does: attend_chunk rounds differently (1e-6), which int8
+    // activations downstream can turn into a whole code step (SmolLM2 Q4_1, `tern generate --prefill-chunk 1`
+    // against 2: the first logit 17.490 against 17.336), and verification must give decode's logits bit for bit.
     int64_t first = 0;
     while (first < S && mask.at_i64(b * total + total - S + first) == 0) ++first;
     bool contiguous = true;
     for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
-    const bool chunk = contiguous && S - first > 1 && ring->seen(rb) + (S - first) <= ring_capacity_;
+    const bool chunk = contiguous && S - first > kernels::kGemvMaxRows && ring->seen(rb) + (S - first) <= ring_capacity_;
     for (int64_t s = 0; s < S; ++s) {
       float* out = yf.data<float>() + (b * S + s) * hq_ * D;
       if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output
