@@ -12,6 +12,11 @@ rm -rf "$work" && mkdir -p "$work"
 "$tern" convert llama2c "$shared/stories260K.bin" --tokenizer "$shared/tok512.bin" --out "$work/model"
 "$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 > "$work/zoo.txt"
 printf '%s' "$(cat "$work/zoo.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo_n60.txt"
+# --speculate: llama2.c's text again, several tokens a run (--stats says how many drafts were accepted).
+"$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 --speculate ngram:4 --stats > "$work/zoo-spec.txt" 2> "$work/spec.txt"
+printf '%s' "$(cat "$work/zoo-spec.txt")" | cmp - "$shared/expected_greedy_prompt_Zoo_n60.txt"
+grep -qE "^speculation: [1-9][0-9]* of [0-9]+ drafted tokens accepted" "$work/spec.txt"
+echo "--speculate: llama2.c's greedy text"
 # --stop: the text ends with the token that completes the stop string (a prefix of the full text).
 "$tern" generate --model "$work/model" --prompt Zoo --max-new-tokens 57 --stop "red ball" > "$work/zoo-stop.txt"
 stopped=$(cat "$work/zoo-stop.txt")
@@ -76,6 +81,9 @@ done <<'CASES'
 --temperature nan|--temperature nan: must be a finite number >= 0
 --ids 98,x1|--ids: 'x1' is not an integer
 --device opencl:99999999999|device 'opencl:99999999999': use cpu, opencl or opencl:N
+--speculate ngram:99|--speculate 'ngram:99': N must be a number of drafts from 1 to 16
+--speculate lookahead|--speculate 'lookahead': expected ngram or ngram:N
+--speculate ngram --window 0|--speculate needs the ring-buffer KV cache
 CASES
 echo "malformed flags are named"
 

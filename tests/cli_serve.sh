@@ -348,6 +348,18 @@ for limit in max_prompt_tokens max_tokens max_body; do
   grep -q "^tern_refused_total{limit=\"$limit\"} 1$" "$work/metrics" || { echo "no refusal counted for $limit"; grep refused "$work/metrics"; exit 1; }
 done
 kill -TERM "$server_pid"; wait "$server_pid"
+# --speculate: the same greedy text as a server without it (the limits server's answer above), the drafts counted.
+start_server speculate --speculate ngram --parallel 2
+spec_prompt='{"prompt": "And God said, Let there be light. And God said, Let there be", "max_tokens": 24, "temperature": 0}'
+post /v1/completions "$spec_prompt" | field 'd["choices"][0]["text"]' > "$work/spec_text"
+curl -s "$url/metrics" > "$work/metrics"
+accepted=$(awk '/^tern_speculative_accepted_tokens_total/{print $2}' "$work/metrics")
+[ "${accepted:-0}" -ge 1 ] || { echo "no drafts accepted"; grep speculative "$work/metrics"; exit 1; }
+kill -TERM "$server_pid"; wait "$server_pid"
+start_server plain --parallel 2
+post /v1/completions "$spec_prompt" | field 'd["choices"][0]["text"]' | cmp - "$work/spec_text"
+kill -TERM "$server_pid"; wait "$server_pid"
+echo "serve: --speculate answers as a server without it, $accepted drafts accepted"
 start_server tokenize --timeout 0.000001
 word=$(python3 -c "print('andgodsaidletthereblight' * 160)")  # (one word of 3,840 letters: ~1,000 tokens, ~2,800 merges)
 post /v1/completions "{\"prompt\": \"$word\", \"max_tokens\": 1}" > /dev/null

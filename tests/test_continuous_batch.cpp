@@ -44,8 +44,10 @@ SamplingOptions sampling(bool greedy, uint64_t seed) {
 
 // Runs `requests` through a batcher of `rows` rows, request i joining at step join_step[i] (or as soon
 // as a row is free after that), request i sampling with seed first_seed + i; returns each request's new tokens.
+// drafts > 0: every request speculates (`accepted`, when given, gets the drafts the batcher saw accepted).
 std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const std::vector<std::vector<int64_t>>& ps,
-                                              const std::vector<int>& join_step, bool greedy, int64_t max_new, uint64_t first_seed = 100) {
+                                              const std::vector<int>& join_step, bool greedy, int64_t max_new, uint64_t first_seed = 100,
+                                              int64_t drafts = 0, int64_t* accepted = nullptr) {
   auto s = ring_session(256);
   Generator gen(*s, read_model_config(kModel));
   ContinuousBatcher batcher(*s, gen, rows, chunk);
@@ -58,6 +60,7 @@ std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const
       r.prompt = ps[i];
       r.max_new_tokens = max_new;
       r.sampling = sampling(greedy, first_seed + i);
+      r.speculation.drafts = drafts;
       r.on_token = [&out, i](int64_t t) {
         out[i].push_back(t);
         return true;
@@ -72,6 +75,7 @@ std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const
     if (!batcher.step() && std::all_of(added.begin(), added.end(), [](char a) { return a != 0; })) break;
   }
   for (size_t i = 0; i < ps.size(); ++i) CHECK_MESSAGE(finished[i], "request ", i, " did not finish");
+  if (accepted) *accepted = batcher.accepted_tokens();
   return out;
 }
 }  // namespace
@@ -284,4 +288,18 @@ TEST_CASE("continuous batching: a constrained value that cannot be whole in the 
     CHECK(*why == (budget == 1 ? FinishReason::Length : FinishReason::Stop));  // ("{}" needs two tokens at least)
     CHECK(constraint->complete() == (budget != 1));
   }
+}
+
+TEST_CASE("continuous batching with speculation: each request's greedy tokens are the batch's without it") {
+  // Rows join at different steps, so drafting rows share runs with prefilling and plain decoding ones; each row's
+  // drafts are checked in its own positions and the rejected ones leave its ring alone.
+  const auto ps = prompts(6);
+  const std::vector<int> join{0, 0, 2, 5, 9, 14};
+  const auto plain = run_batched(4, 8, ps, join, true, 40);
+  int64_t accepted = 0;
+  const auto spec = run_batched(4, 8, ps, join, true, 40, 100, 3, &accepted);
+  CHECK(spec == plain);
+  CHECK(accepted > 0);
+  // Sampled: each row's tokens come from the same distribution, and the run completes and repeats with its seeds.
+  CHECK(run_batched(4, 8, ps, join, false, 24, 7, 3) == run_batched(4, 8, ps, join, false, 24, 7, 3));
 }

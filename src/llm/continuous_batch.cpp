@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "llm/speculation.h"
+
 namespace tern::llm {
 
 ContinuousBatcher::ContinuousBatcher(Session& session, Generator& generator, int64_t rows, int64_t prefill_chunk, bool reuse_prefixes)
@@ -135,7 +137,8 @@ bool ContinuousBatcher::step() {
     r.followers.clear();
     finish(b, FinishReason::Stop);
   }
-  size_t n = 0;  // active rows, in row order
+  size_t n = 0;             // active rows, in row order
+  int64_t logits_rows = 1;  // positions whose logits come back per row: 1 + the most drafts a row feeds
   held_.clear();
   ring_rows_.clear();
   for (size_t b = 0; b < rows_.size(); ++b) {
@@ -145,6 +148,15 @@ bool ContinuousBatcher::step() {
     const int64_t left = static_cast<int64_t>(r.tokens.size()) - r.fed;  // the prompt's rest, or the last token
     const int64_t take = prefill_chunk_ > 0 ? std::min(left, prefill_chunk_) : left;
     feed.assign(r.tokens.begin() + r.fed, r.tokens.begin() + r.fed + take);
+    // A decoding row speculates while its ring's window has room to take the drafts back (Generator::generate's rule).
+    r.drafts.clear();
+    const SpeculationOptions& spec = r.request.speculation;
+    if (spec.drafts > 0 && left == 1 && r.generated > 0) {
+      const int64_t room = std::min({spec.drafts, r.request.max_new_tokens - r.generated - 1, generator_.io().ring_window - r.fed - 1});
+      if (room > 0) ngram_draft(r.tokens, spec.ngram, room, r.drafts);
+      feed.insert(feed.end(), r.drafts.begin(), r.drafts.end());
+      logits_rows = std::max<int64_t>(logits_rows, 1 + static_cast<int64_t>(r.drafts.size()));
+    }
     held_.push_back(r.fed);
     ring_rows_.push_back(static_cast<int64_t>(b));
   }
@@ -152,19 +164,36 @@ bool ContinuousBatcher::step() {
   const auto& feeds = new_tokens_;  // (a vector a row, capacity reused: the first n are this run's)
   const Tensor* run = nullptr;
   try {
-    run = &generator_.run_rows(feeds, held_, ring_rows_, rows());
+    run = &generator_.run_rows(feeds, held_, ring_rows_, rows(), logits_rows);
   } catch (...) {
     end_all();
     throw;
   }
   const Tensor& logits = *run;
-  const int64_t V = logits.dim(1);
+  const int64_t V = logits.dim(-1);
   for (size_t i = 0; i < n; ++i) {
     const size_t b = static_cast<size_t>(ring_rows_[i]);
     Row& r = rows_[b];
+    // Row i's logits at its last position, and before it one for each draft.
+    const float* row_logits = logits.data<float>() + (static_cast<int64_t>(i) * logits_rows + logits_rows - 1) * V;
+    if (!r.drafts.empty()) {
+      const auto k = static_cast<int64_t>(r.drafts.size());
+      drafted_tokens_ += k;
+      r.fed += 1;  // the last token; each draft the row's own choice confirms is kept too
+      std::optional<FinishReason> why;
+      for (int64_t j = 0; j <= k; ++j) {
+        int64_t token = -1;
+        why = choose(b, row_logits - (k - j) * V, V, j < k ? r.drafts[static_cast<size_t>(j)] : -1, token);
+        if (why || j == k || token != r.drafts[static_cast<size_t>(j)]) break;
+        ++r.fed;
+        ++accepted_tokens_;
+      }
+      generator_.sequence().keep_prefix(static_cast<int64_t>(b), r.fed);  // (the rejected drafts leave the ring)
+      if (why) finish(b, *why);
+      continue;
+    }
     r.fed += static_cast<int64_t>(feeds[i].size());
     if (r.fed < static_cast<int64_t>(r.tokens.size())) continue;  // more prompt to feed
-    const float* row_logits = logits.data<float>() + static_cast<int64_t>(i) * V;
     // The prompt is in: its followers copy the cache before the leader's first token (which may end it).
     for (size_t f : r.followers) {
       generator_.sequence().copy_row(static_cast<int64_t>(b), static_cast<int64_t>(f));
@@ -179,24 +208,30 @@ bool ContinuousBatcher::step() {
 }
 
 void ContinuousBatcher::take_token(size_t b, const float* logits, int64_t V) {
+  int64_t token = -1;
+  if (const auto why = choose(b, logits, V, -1, token)) finish(b, *why);
+}
+
+std::optional<FinishReason> ContinuousBatcher::choose(size_t b, const float* logits, int64_t V, int64_t draft, int64_t& next) {
   Row& r = rows_[b];
   JsonConstraint* constraint = r.request.constraint.get();
   const float* choose_from = logits;
   if (constraint) {
     masked_.assign(logits, logits + V);
     // (no token can come and still close the value in the tokens left: cut short, as a length limit cuts)
-    if (constraint->mask(masked_.data(), V, r.request.max_new_tokens - r.generated) == 0) return finish(b, FinishReason::Length);
+    if (constraint->mask(masked_.data(), V, r.request.max_new_tokens - r.generated) == 0) return FinishReason::Length;
     choose_from = masked_.data();
   }
-  const int64_t next = r.sampler->next(choose_from, V, r.tokens);
+  next = r.sampler->next(choose_from, V, r.tokens, draft);
   if (constraint) constraint->accept(next);
   r.tokens.push_back(next);
   ++r.generated;
   if (r.request.on_logprobs) r.request.on_logprobs(token_logprobs(logits, V, next, r.request.top_logprobs, top_ids_));
   const bool go = !r.request.on_token || r.request.on_token(next);
   const bool eos = std::find(r.request.eos_token_ids.begin(), r.request.eos_token_ids.end(), next) != r.request.eos_token_ids.end();
-  if (!go || eos || (constraint && constraint->complete())) finish(b, FinishReason::Stop);
-  else if (r.generated >= r.request.max_new_tokens) finish(b, FinishReason::Length);
+  if (!go || eos || (constraint && constraint->complete())) return FinishReason::Stop;
+  if (r.generated >= r.request.max_new_tokens) return FinishReason::Length;
+  return std::nullopt;
 }
 
 }  // namespace tern::llm

@@ -46,6 +46,9 @@ struct SequenceRequest {
   // — its client left or its deadline passed — so a long prompt stops between its chunks instead of after its whole
   // prefill. (Once it decodes, on_token's answer ends it.)
   std::function<bool()> cancelled;
+  // Speculative decoding (llm/speculation.h): each run feeds the row's last token and its drafts; the ring keeps
+  // what was taken.
+  SpeculationOptions speculation;
 };
 
 class ContinuousBatcher {
@@ -80,6 +83,9 @@ class ContinuousBatcher {
   int64_t prefix_hits() const { return prefix_hits_; }
   int64_t prefix_misses() const { return prefix_misses_; }
   int64_t reused_tokens() const { return reused_tokens_; }
+  // Speculation so far: tokens proposed, and those the rows' own choices confirmed.
+  int64_t drafted_tokens() const { return drafted_tokens_; }
+  int64_t accepted_tokens() const { return accepted_tokens_; }
 
  private:
   struct Row {
@@ -93,11 +99,15 @@ class ContinuousBatcher {
     bool following = false;         // waiting for a leader's prompt: not fed
     bool holds = false;             // idle, its cache still holding tokens[0, fed) (prefix reuse)
     uint64_t last_used = 0;         // when it last finished (least recently used: taken first)
+    std::vector<int64_t> drafts;    // proposed for this run, fed after its last token
   };
   // A free row for a new sequence, and how many of `prompt`'s tokens its cache already holds (0 without a prompt).
   size_t pick_row(const std::vector<int64_t>* prompt, int64_t& reuse) const;
   void finish(size_t row, FinishReason why);
-  // Samples row `row`'s next token from `logits`, hands it on and ends the row when it is done.
+  // Samples row `row`'s next token from `logits` (`draft` >= 0: speculation's proposal there, Sampler::next's rule)
+  // into `token` and hands it on; the reason the row ends with it, if it does (finish() is the caller's).
+  std::optional<FinishReason> choose(size_t row, const float* logits, int64_t vocab, int64_t draft, int64_t& token);
+  // choose() with no draft, the row finished when it ends.
   void take_token(size_t row, const float* logits, int64_t vocab);
   Session& session_;
   Generator& generator_;
@@ -105,6 +115,7 @@ class ContinuousBatcher {
   bool reuse_prefixes_;
   uint64_t clock_ = 0;  // finishes so far (Row::last_used)
   int64_t prefix_hits_ = 0, prefix_misses_ = 0, reused_tokens_ = 0;
+  int64_t drafted_tokens_ = 0, accepted_tokens_ = 0;
   std::vector<Row> rows_;
   // Per run, for the active rows only (kept to allocate nothing in steady decoding).
   std::vector<std::vector<int64_t>> new_tokens_;

@@ -247,13 +247,13 @@ const Tensor& Generator::forward(const Rows& seq, const Rows& mask, KvCache* cac
 }
 
 const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int64_t>& held, const std::vector<int64_t>& rows,
-                                  int64_t total_rows) {
+                                  int64_t total_rows, int64_t logits_rows) {
   if (io_.layout != PastLayout::Internal)
     fail_unsupported("continuous batching needs the ring-buffer cache (a window), which this model's attention did not take");
   if (!io_.attention_mask.empty() && !io_.mask_new_tokens_only)
     fail_unsupported("continuous batching: the model's attention_mask is read by more than the ring-buffer attention");
   const int64_t B = static_cast<int64_t>(rows.size());
-  int64_t n = 1;
+  int64_t n = logits_rows;
   for (int64_t b = 0; b < B; ++b) n = std::max<int64_t>(n, static_cast<int64_t>(new_tokens[static_cast<size_t>(b)].size()));
   const int64_t pad = pad_id();
   std::vector<int64_t>&ids = step_ids_, &m = step_mask_, &pos = step_pos_;
@@ -274,10 +274,10 @@ const Tensor& Generator::run_rows(const Rows& new_tokens, const std::vector<int6
   set_feed(slot++, io_.input_ids, ids, B, n);
   if (!io_.attention_mask.empty()) set_feed(slot++, io_.attention_mask, m, B, n);
   if (!io_.position_ids.empty()) set_feed(slot++, io_.position_ids, pos, B, n);
-  set_flag_feeds(slot, 1);
+  set_flag_feeds(slot, logits_rows);
   feeds_.resize(slot);
   sequence_->set_batch_rows(rows, total_rows);
-  return run_feeds(B, nullptr, n, 1);
+  return run_feeds(B, nullptr, n, logits_rows);
 }
 
 const Tensor& Generator::extend(const std::vector<int64_t>& tokens, KvCache* cache) {
@@ -315,9 +315,10 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n, int64_t
   const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
   const Tensor& logits = f32 ? given : converted;
   const int64_t S = logits.dim(1), V = logits.dim(2);
-  if (logits_rows > 1) {  // one sequence's last positions (a speculative step), each row its own
-    if (last_.buffer().use_count() != 1 || !last_.has_shape({logits_rows, V})) last_ = Tensor(DType::Float32, {logits_rows, V});
-    std::copy_n(logits.data<float>() + (S - logits_rows) * V, logits_rows * V, last_.data<float>());
+  if (logits_rows > 1) {  // each row's last positions (speculative steps; rows right-aligned or one)
+    if (last_.buffer().use_count() != 1 || !last_.has_shape({B, logits_rows, V})) last_ = Tensor(DType::Float32, {B, logits_rows, V});
+    for (int64_t b = 0; b < B; ++b)
+      std::copy_n(logits.data<float>() + (b * S + S - logits_rows) * V, logits_rows * V, last_.data<float>() + b * logits_rows * V);
     return last_;
   }
   if (last_.buffer().use_count() != 1 || !last_.has_shape({B, V})) last_ = Tensor(DType::Float32, {B, V});  // (kept by a caller)
@@ -430,7 +431,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     }
     const auto k = static_cast<int64_t>(drafts.size());
     const Tensor& logits = forward(seq, mask, cached ? &cache : nullptr, prefill_chunk(opt), 1 + k);
-    const int64_t V = logits.dim(1);
+    const int64_t V = logits.dim(-1);
     if (run == 0) res.prefill_logits = logits;  // shares the buffer: the next step writes a new one
     if (k == 0) {
       for (int64_t b = 0; b < B; ++b) {

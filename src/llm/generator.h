@@ -92,9 +92,10 @@ class Generator {
   // (at least one; new_tokens may hold more entries, unused)
   // after the held[i] tokens its row holds. Returns each sequence's logits at its last new token,
   // [sequences, vocab] float32, valid until the next call. Sequences are left-padded to the longest and
-  // padding is never cached, so each one's arithmetic is the same whatever the others feed.
+  // padding is never cached, so each one's arithmetic is the same whatever the others feed. logits_rows > 1: each
+  // sequence's last logits_rows positions (speculative steps), [sequences, logits_rows, vocab].
   const Tensor& run_rows(const std::vector<std::vector<int64_t>>& new_tokens, const std::vector<int64_t>& held,
-                         const std::vector<int64_t>& rows, int64_t total_rows);
+                         const std::vector<int64_t>& rows, int64_t total_rows, int64_t logits_rows = 1);
   // One sequence fed a few tokens at a time outside a batch (the C API's step functions on a model whose
   // attention keeps the graph's own past, or none): runs the positions of `tokens` that `cache` lacks (all of
   // them without a cache) and returns the last one's logits, [1, vocab] float32, valid until the next call.
@@ -127,10 +128,10 @@ class Generator {
   // One forward pass over padded rows (pad_prompts; `mask` marks real tokens): feeds what `cache` lacks (all
   // positions without a cache), in runs of at most `chunk` positions when chunk > 0, and returns each row's
   // logits at its last real token, [rows, vocab] float32 (valid until the next call; copy it to keep it).
-  // logits_rows > 1 (one row, a speculative step): the logits of its last logits_rows positions, [logits_rows, vocab].
+  // logits_rows > 1 (one row, a speculative step): the logits of its last logits_rows positions, [1, logits_rows, vocab].
   const Tensor& forward(const Rows& seq, const Rows& mask, KvCache* cache, int64_t chunk = 0, int64_t logits_rows = 1);
   // Runs the session on feeds_ (`rows` rows) and returns the logits per row at step_last_'s position (when it
-  // holds one per row, else the last), or logits_rows > 1 of one row's last positions.
+  // holds one per row, else the last), or logits_rows > 1 of each row's last positions, [rows, logits_rows, vocab].
   const Tensor& run_feeds(int64_t rows, KvCache* cache, int64_t fed, int64_t logits_rows);
   int64_t pad_id() const;
   // The attention mask's columns for a run of `n` new tokens of `total`: only the new ones' where the ring alone reads it.

@@ -66,8 +66,8 @@ int64_t RequestQueue::waiting() const {
 }
 
 RequestQueue::Stats RequestQueue::stats() const {
-  return {active_rows_.load(), held_tokens_.load(),   steps_.load(),        dropped_.load(),
-          prefix_hits_.load(), prefix_misses_.load(), reused_tokens_.load()};
+  return {active_rows_.load(),   held_tokens_.load(),   steps_.load(),          dropped_.load(),        prefix_hits_.load(),
+          prefix_misses_.load(), reused_tokens_.load(), drafted_tokens_.load(), accepted_tokens_.load()};
 }
 
 // Requests whose client left or whose deadline passed while they waited leave the queue unrun.
@@ -139,6 +139,7 @@ void RequestQueue::schedule() {
     active_rows_ = batcher_.active();
     held_tokens_ = batcher_.held_tokens();
     prefix_hits_ = batcher_.prefix_hits(), prefix_misses_ = batcher_.prefix_misses(), reused_tokens_ = batcher_.reused_tokens();
+    drafted_tokens_ = batcher_.drafted_tokens(), accepted_tokens_ = batcher_.accepted_tokens();
   }
 }
 

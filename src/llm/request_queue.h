@@ -50,7 +50,7 @@ class RequestQueue {
   int64_t waiting() const;  // sequences waiting for a row
   // Counts the scheduler writes after each step, read racily by /metrics.
   struct Stats {
-    int64_t active_rows, held_tokens, steps, dropped, prefix_hits, prefix_misses, reused_tokens;
+    int64_t active_rows, held_tokens, steps, dropped, prefix_hits, prefix_misses, reused_tokens, drafted_tokens, accepted_tokens;
   };
   Stats stats() const;
 
@@ -70,7 +70,8 @@ class RequestQueue {
   Clock::time_point stop_by_;
   std::atomic<bool> hard_stop_{false};
   std::thread thread_;
-  std::atomic<int64_t> active_rows_{0}, held_tokens_{0}, steps_{0}, dropped_{0}, prefix_hits_{0}, prefix_misses_{0}, reused_tokens_{0};
+  std::atomic<int64_t> active_rows_{0}, held_tokens_{0}, steps_{0}, dropped_{0}, prefix_hits_{0}, prefix_misses_{0}, reused_tokens_{0},
+      drafted_tokens_{0}, accepted_tokens_{0};
 };
 
 }  // namespace tern::llm

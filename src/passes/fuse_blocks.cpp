@@ -570,12 +570,12 @@ std::vector<Fusion> hoist_last_position(Graph& g) {
       const auto& first_slice = g.nodes[static_cast<size_t>(bypassed.front())].inputs;
       const std::vector<int> positions(first_slice.begin() + 1, first_slice.end());
       std::vector<Node> slices;
-      for (size_t i : rows) {  // (the shapes one position long: infer_and_fold, after this pass)
+      for (size_t i : rows) {  // (the shapes as long as the positions kept: infer_and_fold, after this pass)
         slices.push_back(last_position_of(g, moved_node.inputs[i], moved_node.name + "/last_position_" + std::to_string(i)));
         slices.back().inputs.insert(slices.back().inputs.end(), positions.begin(), positions.end());
         moved_node.inputs[i] = slices.back().outputs[0];
       }
-      // Readers of the bypassed slices read p's outputs, now one position long.
+      // Readers of the bypassed slices read p's outputs, now as long as the positions kept.
       for (int b : bypassed) {
         const int from = g.nodes[static_cast<size_t>(b)].outputs[0], to = g.nodes[static_cast<size_t>(b)].inputs[0];
         for (Node& n : g.nodes)

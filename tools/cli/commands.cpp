@@ -303,7 +303,8 @@ $TERN_API_KEY) makes every request but /health need "Authorization: Bearer KEY" 
 Requests share one continuously batched run of --parallel sequences over the ring KV cache: a new prompt
 is fed --prefill-chunk tokens per step while the others keep decoding. A finished row keeps its cache: a
 prompt that begins with what one holds (a chat's system prompt and history) takes that row and feeds only
-the rest.
+the rest. --speculate ngram[:N] lets each decoding row check up to N prompt-lookup drafts a step (as tern
+generate's); /metrics counts them (tern_speculative_drafted_tokens_total, _accepted_tokens_total).
 Limits, each refusal naming its flag and counted in /metrics (tern_refused_total): more than --queue
 waiting sequences get 429 with Retry-After (each request has an HTTP thread: --parallel + --queue + 16,
 so past them the 429 comes at once); a body over --max-body bytes 413; a prompt over --max-prompt-tokens
@@ -327,6 +328,7 @@ finish, then end (503); a second signal ends them at once.
                     {"max-prompt-tokens", Arg::Int, "N", "", "prompts at most (default and at most: the context)"},
                     {"max-tokens", Arg::Int, "N", "", "max_tokens at most (default: what the context leaves)"},
                     {"no-prefix-cache", Arg::Switch, "", "", "feed every prompt whole"},
+                    kSpeculate,
                     {"api-key", Arg::Text, "KEY", "", "require Authorization: Bearer KEY (default: $TERN_API_KEY)"},
                     {"cors-origin", Arg::Text, "ORIGINS", "", "let browser pages of these origins call it (comma-separated, or *)"},
                     {"model-name", Arg::Text, "NAME", "", "the model's id in /v1/models (default: the folder's name)"},

@@ -78,6 +78,10 @@ std::string Metrics::text(const llm::RequestQueue* queue, int64_t rows) const {
     << "# TYPE tern_prefix_cache_misses_total counter\ntern_prefix_cache_misses_total " << q.prefix_misses << "\n";
   o << "# HELP tern_prefix_cache_reused_tokens_total Prompt tokens not fed: their keys and values were held.\n"
     << "# TYPE tern_prefix_cache_reused_tokens_total counter\ntern_prefix_cache_reused_tokens_total " << q.reused_tokens << "\n";
+  o << "# HELP tern_speculative_drafted_tokens_total Tokens speculation proposed (--speculate).\n"
+    << "# TYPE tern_speculative_drafted_tokens_total counter\ntern_speculative_drafted_tokens_total " << q.drafted_tokens << "\n";
+  o << "# HELP tern_speculative_accepted_tokens_total Proposed tokens the model's own choice confirmed.\n"
+    << "# TYPE tern_speculative_accepted_tokens_total counter\ntern_speculative_accepted_tokens_total " << q.accepted_tokens << "\n";
   ttft_.write(o, "tern_time_to_first_token_seconds", "From a request's arrival to its first token.");
   itl_.write(o, "tern_inter_token_latency_seconds", "Between a sequence's consecutive tokens.");
   return o.str();

@@ -11,6 +11,7 @@
 #include "llm/embedder.h"
 #include "llm/model_folder.h"
 #include "llm/openai_api.h"
+#include "llm/speculation.h"
 
 namespace tern::serve {
 
@@ -30,6 +31,7 @@ struct ServerOptions {
   int64_t queue = 64;                             // sequences waiting for a row; past it requests get 429
   int64_t prefill_chunk = openai::kPrefillChunk;  // prompt tokens a row feeds per step, so others keep decoding
   bool prefix_cache = true;                       // a prompt beginning with what an idle row holds feeds only the rest
+  llm::SpeculationOptions speculation;            // every row's (--speculate): prompt-lookup drafts checked in its runs
   double timeout_s = 600;                         // a request still running after this ends (504, or an error event)
   double grace_s = 10;                            // after stop(): requests running or queued get this long to finish, then end (503)
   size_t max_body_bytes = size_t{8} << 20;        // a larger request body: 413
