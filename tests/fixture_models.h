@@ -1,9 +1,13 @@
-// The models the tests load: where they lie, and the GQA fixture loaded as `tern generate` loads it.
+// The models the tests load: where they lie, the GQA fixture loaded as `tern generate` loads it, SmolLM2's golden prompts.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +23,34 @@ namespace tern::test {
 inline const std::string kDefaultModel = std::string(TERN_SOURCE_DIR) + "/models/default";
 // The torch-exported Llama with grouped-query attention (tests/fixtures/README.md).
 inline const std::string kGqaFixture = std::string(TERN_SOURCE_DIR) + "/tests/fixtures/llama-gqa-torch";
+
+// SmolLM2-135M-Instruct as scripts/get-models.sh imports it (the GGUF's Q4_1 blocks), or "" — said — when absent.
+inline std::string smollm2_dir() {
+  const std::string dir = std::string(TERN_SOURCE_DIR) + "/models/smollm2-135m-instruct";
+  if (std::filesystem::exists(dir + "/model.onnx")) return dir;
+  MESSAGE("skipped: ", dir, " is absent (scripts/get-models.sh imports it)");
+  return "";
+}
+// tests/fixtures/smollm2_llama_cpp_greedy.txt, a line a prompt: its ids | the 32 tokens llama.cpp's greedy decoding
+// gives on the GGUF itself (tools/llama_cpp_greedy.sh, llama.cpp c392e5094).
+struct GoldenPrompt {
+  std::string line;
+  std::vector<int64_t> prompt, want;
+};
+inline std::vector<GoldenPrompt> smollm2_llama_cpp_greedy() {
+  std::ifstream golden(std::string(TERN_SOURCE_DIR) + "/tests/fixtures/smollm2_llama_cpp_greedy.txt");
+  std::vector<GoldenPrompt> all;
+  for (std::string line; std::getline(golden, line);) {
+    const size_t bar = line.find('|');
+    if (bar == std::string::npos) fail("smollm2_llama_cpp_greedy.txt: a line without '|': ", line);
+    GoldenPrompt g{line, {}, {}};
+    std::istringstream p(line.substr(0, bar)), w(line.substr(bar + 1));
+    for (int64_t id; p >> id;) g.prompt.push_back(id);
+    for (int64_t id; w >> id;) g.want.push_back(id);
+    all.push_back(std::move(g));
+  }
+  return all;
+}
 
 // kGqaFixture as tern generate loads it, with a ring of `window` tokens, on `threads` (0: every core).
 inline std::unique_ptr<Session> gqa_ring_session(int64_t window, int threads = 0) {

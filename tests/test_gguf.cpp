@@ -14,6 +14,7 @@
 
 #include "convert/gguf.h"
 #include "convert/gguf_import.h"
+#include "fixture_models.h"
 #include "kernels/cpu/nbits.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
@@ -282,14 +283,9 @@ TEST_CASE("GGUF: a Q4_K token table is read in place by GatherBlockQuantized wit
 }
 
 TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at near-ties") {
-  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
-  if (!fs::exists(dir / "model.onnx")) {
-    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
-    return;
-  }
-  // Per prompt: its ids | the 32 tokens llama.cpp's greedy decoding gives on the GGUF itself
-  // (tools/llama_cpp_greedy.sh, llama.cpp c392e5094).
-  std::ifstream golden(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "smollm2_llama_cpp_greedy.txt");
+  const std::string found = test::smollm2_dir();
+  if (found.empty()) return;
+  const fs::path dir = found;
   const ModelConfig cfg = read_model_config(dir.string());
   llm::DecoderOptions d;
   d.ring_capacity = 256;
@@ -301,13 +297,7 @@ TEST_CASE("GGUF: SmolLM2's greedy tokens follow llama.cpp's, parting only at nea
   o.eos_token_ids = cfg.eos_token_ids;
   int prompts = 0, identical = 0;
   float widest = 0;
-  for (std::string line; std::getline(golden, line);) {
-    const size_t bar = line.find('|');
-    REQUIRE(bar != std::string::npos);
-    std::vector<int64_t> prompt, want;
-    std::istringstream p(line.substr(0, bar)), w(line.substr(bar + 1));
-    for (int64_t id; p >> id;) prompt.push_back(id);
-    for (int64_t id; w >> id;) want.push_back(id);
+  for (const auto& [line, prompt, want] : test::smollm2_llama_cpp_greedy()) {
     const GenerateResult r = g.generate({prompt}, o);
     const std::vector<int64_t> got(r.tokens[0].begin() + static_cast<int64_t>(prompt.size()), r.tokens[0].end());
     CAPTURE(line);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "convert/llama2c.h"
+#include "fixture_models.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/speculation.h"
@@ -148,21 +149,14 @@ TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp3
 // As `tern generate` runs it: decode rows on int8 activations, where SmolLM2's residual (~750 from layer 4) turns a
 // rounding upstream into a whole step of a code — a verification run's logits must be a decode step's bit for bit.
 TEST_CASE("SmolLM2: speculation's greedy tokens are plain decoding's on the llama.cpp golden prompts") {
-  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "smollm2-135m-instruct";
-  if (!fs::exists(dir / "model.onnx")) {
-    MESSAGE("skipped: ", dir.string(), " is absent (scripts/get-models.sh imports it)");
-    return;
-  }
-  std::ifstream golden(fs::path(TERN_SOURCE_DIR) / "tests" / "fixtures" / "smollm2_llama_cpp_greedy.txt");
-  const ModelConfig cfg = read_model_config(dir.string());
+  const std::string dir = smollm2_dir();
+  if (dir.empty()) return;
+  const ModelConfig cfg = read_model_config(dir);
   llm::DecoderOptions d;
   d.ring_capacity = 256;
-  Session s((dir / "model.onnx").string(), llm::decoder_session_options(d, cfg, true));
+  Session s(dir + "/model.onnx", llm::decoder_session_options(d, cfg, true));
   int64_t accepted = 0;
-  for (std::string line; std::getline(golden, line);) {
-    std::vector<int64_t> prompt;
-    std::istringstream p(line.substr(0, line.find('|')));
-    for (int64_t id; p >> id;) prompt.push_back(id);
+  for (const auto& [line, prompt, want] : smollm2_llama_cpp_greedy()) {
     CAPTURE(line);
     const auto spec = greedy_on(s, cfg, prompt, 32, 3);
     CHECK(spec.tokens == greedy_on(s, cfg, prompt, 32, 0).tokens);
