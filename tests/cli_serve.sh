@@ -350,7 +350,7 @@ done
 kill -TERM "$server_pid"; wait "$server_pid"
 # --speculate: the same greedy text as a server without it (the limits server's answer above), the drafts counted.
 start_server speculate --speculate ngram --parallel 2
-spec_prompt='{"prompt": "And God said, Let there be light. And God said, Let there be", "max_tokens": 24, "temperature": 0}'
+spec_prompt='{"prompt": "And God said, Let there be light: and there was light. And God saw the light, that it was good. And God said, Let there be light: and there was", "max_tokens": 24, "temperature": 0}'
 post /v1/completions "$spec_prompt" | field 'd["choices"][0]["text"]' > "$work/spec_text"
 curl -s "$url/metrics" > "$work/metrics"
 accepted=$(awk '/^tern_speculative_accepted_tokens_total/{print $2}' "$work/metrics")

@@ -29,13 +29,15 @@ std::vector<int64_t> drafted(const std::vector<int64_t>& history, int64_t ngram,
   return d;
 }
 
-// One sequence's greedy tokens on `session`, with `drafts` a step (0: plain decoding).
-GenerateResult greedy_on(Session& session, const ModelConfig& cfg, const std::vector<int64_t>& prompt, int64_t n, int64_t drafts) {
+// One sequence's greedy tokens on `session`, with `drafts` a step (0: plain decoding) looked up by `ngram` tokens.
+GenerateResult greedy_on(Session& session, const ModelConfig& cfg, const std::vector<int64_t>& prompt, int64_t n, int64_t drafts,
+                         int64_t ngram = 3) {
   Generator g(session, cfg);
   GenerateOptions o;
   o.max_new_tokens = n;
   o.eos_token_ids = cfg.eos_token_ids;
   o.speculation.drafts = drafts;
+  o.speculation.ngram = ngram;
   return g.generate({prompt}, o);
 }
 
@@ -54,8 +56,9 @@ TEST_CASE("prompt lookup drafts the tokens after the newest earlier occurrence o
   CHECK(drafted({5, 7, 8, 9, 4, 2, 6, 7, 8, 9}, 3, 2) == std::vector<int64_t>{4, 2});
   // The newest occurrence wins: 1 2 → 3 at the start, → 4 later.
   CHECK(drafted({1, 2, 3, 1, 2, 4, 0, 1, 2}, 2, 4) == std::vector<int64_t>{4, 0, 1, 2});
-  // No 3- or 2-token match: the last token alone (5, followed by 6 then 7).
-  CHECK(drafted({5, 6, 7, 1, 5}, 3, 5) == std::vector<int64_t>{6, 7, 1, 5});
+  // Only the whole suffix counts: 5 alone occurred before, 1 5 did not.
+  CHECK(drafted({5, 6, 7, 1, 5}, 2, 5).empty());
+  CHECK(drafted({5, 6, 7, 1, 5}, 1, 5) == std::vector<int64_t>{6, 7, 1, 5});
   // A match that runs into the suffix itself (a repeated token) drafts up to the end.
   CHECK(drafted({3, 3, 3}, 2, 4) == std::vector<int64_t>{3});
   CHECK(drafted({1, 2, 3}, 3, 3).empty());  // nothing occurred before
@@ -158,7 +161,7 @@ TEST_CASE("SmolLM2: speculation's greedy tokens are plain decoding's on the llam
   int64_t accepted = 0;
   for (const auto& [line, prompt, want] : smollm2_llama_cpp_greedy()) {
     CAPTURE(line);
-    const auto spec = greedy_on(s, cfg, prompt, 32, 3);
+    const auto spec = greedy_on(s, cfg, prompt, 32, 3, 1);  // (1-token lookups: many drafts, most of them rolled back)
     CHECK(spec.tokens == greedy_on(s, cfg, prompt, 32, 0).tokens);
     accepted += spec.accepted_tokens;
   }

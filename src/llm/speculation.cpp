@@ -24,15 +24,14 @@ SpeculationOptions parse_speculation(const std::string& text) {
 
 void ngram_draft(const std::vector<int64_t>& history, int64_t ngram, int64_t max_drafts, std::vector<int64_t>& drafts) {
   drafts.clear();
-  const auto H = static_cast<int64_t>(history.size());
-  for (int64_t n = std::min(ngram, H - 1); n >= 1 && max_drafts > 0; --n) {
-    // The newest start s < H − n whose n tokens equal the last n.
-    for (int64_t s = H - n - 1; s >= 0; --s) {
-      if (!std::equal(history.begin() + s, history.begin() + s + n, history.end() - n)) continue;
-      const int64_t from = s + n, upto = std::min(H, from + max_drafts);
-      drafts.assign(history.begin() + from, history.begin() + upto);
-      return;
-    }
+  const auto H = static_cast<int64_t>(history.size()), n = ngram;
+  if (n < 1 || max_drafts <= 0 || H <= n) return;
+  // The newest start s < H − n whose n tokens equal the last n.
+  for (int64_t s = H - n - 1; s >= 0; --s) {
+    if (!std::equal(history.begin() + s, history.begin() + s + n, history.end() - n)) continue;
+    const int64_t from = s + n, upto = std::min(H, from + max_drafts);
+    drafts.assign(history.begin() + from, history.begin() + upto);
+    return;
   }
 }
 
