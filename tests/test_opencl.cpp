@@ -325,7 +325,7 @@ struct DeviceRun {
 };
 
 DeviceRun generate_on(const std::string& model, Device device, int64_t window, int64_t sinks, int64_t new_tokens,
-                      llm::SamplingOptions sampling = {}) {
+                      llm::SamplingOptions sampling = {}, llm::SpeculationOptions speculation = {}) {
   SessionOptions so;
   so.device = device;
   so.decoder.ring_capacity = window;
@@ -337,6 +337,7 @@ DeviceRun generate_on(const std::string& model, Device device, int64_t window, i
   llm::GenerateOptions o;
   o.max_new_tokens = new_tokens;
   o.sampling = sampling;
+  o.speculation = speculation;
   DeviceRun r;
   int64_t step = 0;
   r.result = gen.generate({{1, 5, 9, 200, 31, 7, 64}}, o, [&](size_t, int64_t) {
@@ -398,6 +399,20 @@ TEST_CASE("top-k sampling on the OpenCL device: the CPU's tokens from k candidat
   const int64_t steps = static_cast<int64_t>(gpu.result.tokens[0].size()) - 7 - 2;
   CHECK(gpu.up == steps * 4);
   CHECK(gpu.down == steps * 20 * 8);  // 20 scores and 20 ids a step
+}
+
+TEST_CASE("speculation on the OpenCL device: the CPU's greedy tokens, each check's logits read back whole") {
+  if (cl::list_devices().empty()) {
+    (void)device_or_skip();
+    return;
+  }
+  llm::SpeculationOptions spec;
+  spec.drafts = 3;
+  spec.ngram = 1;  // (a random model repeats little: 1-token lookups draft often, and most drafts are rolled back)
+  const DeviceRun cpu = generate_on("llama-gqa-torch", Device{}, 128, 4, 40);
+  const DeviceRun gpu = generate_on("llama-gqa-torch", Device{DeviceKind::OpenCL, 0}, 128, 4, 40, {}, spec);
+  CHECK(gpu.result.tokens == cpu.result.tokens);
+  CHECK(gpu.result.drafted_tokens > 0);
 }
 
 TEST_CASE("nodes the device cannot take run on the CPU, with the same tokens (fp16 Llama, GPT-2 graph cache)") {

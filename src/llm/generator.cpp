@@ -376,8 +376,8 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
   const int device_k = so.greedy || so.temperature <= 0.0f ? 1 : so.top_k;
   const bool device_top_k = session_.device_transfers() && B == 1 && device_k >= 1 && device_k <= Session::max_device_top_k() &&
                             so.repetition_penalty == 1.0f && io_.layout == PastLayout::Internal && opt.top_logits <= device_k &&
-                            !opt.constraint;  // --top-logits and a constraint need the scores
-  struct TopKOff {                            // whatever happens, this sequence downloads its logits again afterwards
+                            !opt.constraint && opt.speculation.drafts == 0;  // --top-logits, a constraint and drafts need the scores
+  struct TopKOff {  // whatever happens, this sequence downloads its logits again afterwards
     SequenceState& s;
     ~TopKOff() { s.set_device_top_k("", 0); }
   } top_k_off{*sequence_};
