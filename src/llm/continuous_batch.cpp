@@ -152,7 +152,7 @@ bool ContinuousBatcher::step() {
     r.drafts.clear();
     const SpeculationOptions& spec = r.request.speculation;
     if (spec.drafts > 0 && left == 1 && r.generated > 0) {
-      const int64_t room = std::min({spec.drafts, r.request.max_new_tokens - r.generated - 1, generator_.io().ring_window - r.fed - 1});
+      const int64_t room = draft_room(spec, r.request.max_new_tokens - r.generated, r.fed, generator_.io().ring_window);
       if (room > 0) ngram_draft(r.tokens, spec.ngram, room, r.drafts);
       feed.insert(feed.end(), r.drafts.begin(), r.drafts.end());
       logits_rows = std::max<int64_t>(logits_rows, 1 + static_cast<int64_t>(r.drafts.size()));

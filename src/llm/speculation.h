@@ -3,6 +3,7 @@
 // quotes, edits or summarizes its prompt repeats it, and each accepted draft is a token for which the weights were
 // not streamed again.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,14 @@ struct SpeculationOptions {
 // "ngram" or "ngram:N" (N drafts a step, 1 to 16; the CLI's --speculate and serve's "speculate"); "" or "off": none.
 // Fails naming the text otherwise.
 SpeculationOptions parse_speculation(const std::string& text);
+
+// How many drafts a step may feed: the options' count, less than the `tokens_left` a sequence may still make, and
+// within a ring window of `window` slots once its `held` tokens and this step's last token are in — a slid window
+// cannot take rejected drafts back (KvRingBuffer::keep_prefix). 0: a plain step.
+inline int64_t draft_room(const SpeculationOptions& o, int64_t tokens_left, int64_t held, int64_t window) {
+  const int64_t room = std::min(std::min(o.drafts, tokens_left - 1), window - held - 1);
+  return room > 0 ? room : 0;
+}
 
 // Up to max_drafts tokens that followed the newest earlier occurrence of the last `ngram` tokens of `history`; empty
 // when they did not occur before. `drafts` is overwritten.
