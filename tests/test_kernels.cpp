@@ -45,7 +45,8 @@ TEST_CASE("each ISA tier's kernel table is the one below it with its own entries
     CAPTURE(kernels::isa_name(isa));
     const kernels::KernelTable& t = kernels::kernel_table(isa);
     CHECK((t.gemm_tiles.fn && t.gemv_panels.fn && t.dequantize_nbits_block.fn && t.gemv_nbits.fn && t.gemv_nbits_i8.fn));
-    CHECK((t.integer_rows_s8.fn && t.integer_rows_u8.fn && t.ring_attention_f32.fn && t.ring_attention_f16.fn && t.chunk_attention.fn));
+    CHECK((t.integer_rows_s8.fn && t.integer_rows_u8.fn && t.ring_attention_f32.fn && t.ring_attention_f16.fn && t.ring_attention_q8_0.fn &&
+           t.ring_attention_q4_0.fn && t.chunk_attention.fn));
     CHECK((t.swiglu_rows.fn && t.normalize_rows.fn && t.fma_chains.fn));
   }
 #if defined(__x86_64__)

@@ -26,6 +26,7 @@ using namespace tern;
 using namespace tern::llm;
 using tern::kernels::KvRingBuffer;
 using tern::kernels::KvRingConfig;
+using tern::kernels::KvStorage;
 
 // Counts every allocation through operator new in this test binary, so a test can assert a loop
 // allocates nothing. The whole new/delete family is replaced, all on malloc/free, so every pair matches.
@@ -221,8 +222,9 @@ namespace {
 void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, int64_t lead, kernels::Scoring scoring) {
   test::KernelContext cx(2);
   const int64_t W = 300;
-  for (DType storage : {DType::Float32, DType::Float16}) {
-    CAPTURE(dtype_name(storage));
+  for (KvStorage storage : {KvStorage::F32, KvStorage::F16, KvStorage::Q8_0, KvStorage::Q4_0}) {
+    if (D % tern::kernels::kv_storage_unit_elements(storage) != 0) continue;  // (blocks of 32)
+    CAPTURE(tern::kernels::kv_storage_name(storage));
     std::mt19937 g(3);
     Rope rope(W, D, false);
     const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
@@ -248,7 +250,7 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
 }
 }  // namespace
 
-TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (fp32 and fp16)") {
+TEST_CASE("a prompt chunk attended at once equals appending and attending token by token (every storage)") {
   check_chunk_equals_tokens(6, 2, 20, 150, 10, {0.3f});      // a head size with SIMD tails, ten key blocks
   check_chunk_equals_tokens(32, 8, 64, 70, 0, {0.125f});     // Llama-3.2-1B's heads
   check_chunk_equals_tokens(4, 4, 128, 37, 5, {0.09f});      // no grouping, rows not a multiple of four
@@ -261,7 +263,7 @@ TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32"
   const int64_t Hq = 4, Hkv = 2, D = 16;
   std::mt19937 g(9);
   Rope rope(64, D, false);
-  KvRingBuffer r32({1, Hkv, D, 16, 2}), r16({1, Hkv, D, 16, 2, DType::Float16});
+  KvRingBuffer r32({1, Hkv, D, 16, 2}), r16({1, Hkv, D, 16, 2, KvStorage::F16});
   for (int t = 0; t < 40; ++t) {  // wraps
     auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(static_cast<size_t>(Hkv * D), g);
     r32.append(0, k.data(), v.data());
@@ -273,6 +275,68 @@ TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32"
   r32.attend(cx, 0, q.data(), Hq, {0.25f}, rope.table, a.data());
   r16.attend(cx, 0, q.data(), Hq, {0.25f}, rope.table, b.data());
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2).scale(1.0));
+}
+
+TEST_CASE("q8_0 and q4_0 rings keep blocks of 32 with one fp16 scale (q4_0 of the block's Hadamard transform), by hand") {
+  const int64_t D = 32;
+  // q4_0 stores each block's Walsh–Hadamard transform y = H·x. A key e0 + 0.5·e1 transforms to 1.5 at even j and
+  // 0.5 at odd j: the extreme 1.5 is −8 steps (scale −0.1875), 0.5 the nearest of them, −3 steps = 0.5625; back,
+  // H·y/32 = 1.03125·e0 + 0.46875·e1. A constant value 0.75 transforms to 24·e0, kept exactly, so comes back exactly.
+  std::vector<float> k(D, 0.0f), v(D, 0.75f);
+  k[0] = 1.0f;
+  k[1] = 0.5f;
+  KvRingBuffer q4({1, 1, D, 8, 0, KvStorage::Q4_0});
+  q4.append(0, k.data(), v.data());
+  for (int64_t j = 0; j < D; ++j) {
+    CAPTURE(j);
+    CHECK(q4.key(0, 0, j) == (j == 0 ? 1.03125f : j == 1 ? 0.46875f : 0.0f));
+    CHECK(q4.value(0, 0, j) == 0.75f);
+  }
+  for (int64_t j = 0; j < D; ++j) {
+    k[static_cast<size_t>(j)] = static_cast<float>(j % 16 - 8);         // −8 … 7, twice
+    v[static_cast<size_t>(j)] = 0.5f * static_cast<float>(8 - j % 16);  // 4 … −3.5, twice
+  }
+  // q8_0: scale max|x| / 127 (8/127 for the key), each element the nearest multiple: within half a step (plus the
+  // scale's fp16 rounding) of the original; the extreme is ±127 steps.
+  KvRingBuffer q8({1, 1, D, 8, 0, KvStorage::Q8_0});
+  q8.append(0, k.data(), v.data());
+  const float step = 8.0f / 127;
+  for (int64_t j = 0; j < D; ++j) CHECK(std::fabs(q8.key(0, 0, j) - k[static_cast<size_t>(j)]) <= step * 0.5f + 8.0f / 2048);
+  CHECK(q8.key(0, 0, 0) == doctest::Approx(-8.0f).epsilon(1e-3));   // −127 steps
+  CHECK(q8.value(0, 0, 0) == doctest::Approx(4.0f).epsilon(1e-3));  // +127 steps of 4/127
+  // Bytes per token: 34 and 18 a block against fp16's 64 — 0.53x and 0.28x.
+  const int64_t tokens = 300;
+  auto bytes = [&](KvStorage s) { return static_cast<double>(KvRingBuffer::bytes_for({1, 8, 64, 4096, 0, s}, tokens)); };
+  CHECK(bytes(KvStorage::Q8_0) / bytes(KvStorage::F16) == doctest::Approx(34.0 / 64));
+  CHECK(bytes(KvStorage::Q4_0) / bytes(KvStorage::F16) == doctest::Approx(18.0 / 64));
+  CHECK(test::contains(test::error_of([] {
+                         KvRingBuffer bad({1, 2, 48, 8, 0, KvStorage::Q8_0});
+                       }),
+                       "a q8_0 ring needs head_dim a multiple of 32 (its blocks), got 48"));
+}
+
+// (kernel_tiers.sh reruns it at every tier: "*attention*")
+TEST_CASE("a quantized ring's attention equals a float ring's over the same dequantized keys and values") {
+  const int64_t Hq = 8, Hkv = 2, D = 64, W = 96;
+  std::mt19937 g(11);
+  Rope rope(W + 8, D, false);
+  test::KernelContext cx(2);
+  for (KvStorage storage : {KvStorage::Q8_0, KvStorage::Q4_0}) {
+    CAPTURE(tern::kernels::kv_storage_name(storage));
+    KvRingBuffer quant({1, Hkv, D, W, 4, storage}), plain({1, Hkv, D, W, 4});
+    std::vector<float> kd(static_cast<size_t>(Hkv * D)), vd(kd.size()), a(static_cast<size_t>(Hq * D)), b(a.size());
+    for (int t = 0; t < 2 * W + 5; ++t) {  // slides past the window twice
+      const auto k = randoms(kd.size(), g), v = randoms(kd.size(), g), q = randoms(a.size(), g);
+      quant.append(0, k.data(), v.data());
+      const int64_t s = quant.slot(0, quant.held(0) - 1);
+      for (int64_t d = 0; d < Hkv * D; ++d)
+        kd[static_cast<size_t>(d)] = quant.key(0, s, d), vd[static_cast<size_t>(d)] = quant.value(0, s, d);
+      plain.append(0, kd.data(), vd.data());
+      quant.attend(cx, 0, q.data(), Hq, {0.125f}, rope.table, a.data());
+      plain.attend(cx, 0, q.data(), Hq, {0.125f}, rope.table, b.data());
+      REQUIRE(a == b);
+    }
+  }
 }
 
 TEST_CASE("appending and attending allocate nothing once the buffer exists") {

@@ -86,11 +86,11 @@ TEST_CASE("decoder_session_options: the last position's logits, a ring as long a
   so = decoder_session_options(o, cfg, true);
   CHECK(so.decoder.ring_capacity == 64);
   CHECK(so.decoder.ring_required);  // asked for: a miss is an error naming where matching stopped
-  CHECK(so.decoder.kv_dtype == DType::Float16);
+  CHECK(so.decoder.kv_dtype == kernels::KvStorage::F16);
   CHECK(so.weights == WeightFormat::Int4);
   CHECK(contains(error_of([&] { decoder_session_options(o, cfg, false); }), "--window needs the KV cache (not --no-cache)"));
   o.kv_dtype = "int8";
-  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--kv-dtype must be fp32 or fp16, got 'int8'"));
+  CHECK(contains(error_of([&] { decoder_session_options(o, cfg, true); }), "--kv-dtype must be fp32, fp16, q8_0 or q4_0, got 'int8'"));
 }
 
 TEST_CASE("sampling_options: what the caller sets wins, generation_config.json fills the rest, greedy unless sampling is asked") {

@@ -285,7 +285,7 @@ TEST_CASE("the device ring-buffer KV cache attends as the CPU ring does, sliding
   const int Hq = 4, Hkv = 2, D = 8, W = 6, S = 2, positions = 16;
   for (bool half : {false, true}) {
     CAPTURE(half);
-    kernels::KvRingBuffer ring({1, Hkv, D, W, S, half ? DType::Float16 : DType::Float32});
+    kernels::KvRingBuffer ring({1, Hkv, D, W, S, half ? kernels::KvStorage::F16 : kernels::KvStorage::F32});
     std::vector<float> cos(positions * D / 2), sin(positions * D / 2);
     for (int p = 0; p < positions; ++p)
       for (int j = 0; j < D / 2; ++j) {

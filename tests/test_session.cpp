@@ -384,7 +384,8 @@ TEST_CASE("a session's memory cap: loading that would pass it fails naming the n
   // 1 MiB: the weight itself (4 MiB, read from the protobuf) cannot be loaded. 6 MiB: it can, but not
   // its repacked copy beside it — the failure names the node.
   for (auto [cap, where] : {std::pair<size_t, const char*>{1 << 20, "m.onnx"}, {6 << 20, "node 'MatMul"}}) {
-    CAPTURE(cap);
+    const size_t limit = cap;  // (CAPTURE's lambda cannot capture a structured binding before C++20)
+    CAPTURE(limit);
     SessionOptions capped;
     capped.max_memory = cap;
     try {

@@ -1,10 +1,11 @@
-// Perplexity of a text under a decoder graph, computed by the runtime itself: the token ids are cut
-// into windows of at most `context` tokens, each run once (no cache, all positions' logits), and every
-// next-token prediction inside a window is scored — the first token of each window has no prediction.
+// Perplexity of a text under a decoder, computed by the runtime itself: the token ids are cut into windows of at
+// most `context` tokens, each run from an empty cache (Generator::score: in one run, or `chunk` positions a run —
+// on the ring, each run reads the keys and values as the ring stores them), and every next-token prediction
+// inside a window is scored — the first token of each window has no prediction.
 #pragma once
 #include <vector>
 
-#include "runtime/session.h"
+#include "llm/generator.h"
 
 namespace tern::llm {
 
@@ -14,12 +15,12 @@ struct Perplexity {
   double perplexity() const;
 };
 
-// Needs a session whose graph gives logits for every position (no last_position_output, no ring).
+// Needs a graph that gives logits for every position a run asks for (DecoderIO::logits_positions on the ring).
 // `second_half`: score as llama.cpp's llama-perplexity does — whole windows only, and in each the
 // predictions made from its second half (every one of them sees at least context/2 tokens); with `bos` >= 0
 // (a tokenizer that adds one) each window's first token is that BOS, as llama-perplexity makes it.
 // `progress`: a step per window.
-Perplexity perplexity(Session& session, const std::vector<int64_t>& ids, int64_t context, bool second_half = false, int64_t bos = -1,
-                      const Progress& progress = {});
+Perplexity perplexity(Generator& generator, const std::vector<int64_t>& ids, int64_t context, bool second_half = false, int64_t bos = -1,
+                      const Progress& progress = {}, int64_t chunk = 0);
 
 }  // namespace tern::llm

@@ -61,7 +61,7 @@ const char* op_bench_usage() {
          "  softmax   --shape ROWS,N     Softmax over the last dim\n"
          "  swiglu    --shape ROWS,FFN   silu(gate) * up from a packed [ROWS, 2*FFN] input\n"
          "  attention --shape HEADS,KV_HEADS,HEAD_DIM,CONTEXT   one decode token over CONTEXT cached tokens\n"
-         "            (tern's ring-buffer attention, keys rotated as read; --kv-dtype fp32|fp16)\n";
+         "            (tern's ring-buffer attention, keys rotated as read; --kv-dtype fp32|fp16|q8_0|q4_0)\n";
 }
 
 OpBenchResult bench_op(const OpBenchSpec& spec) {
@@ -152,7 +152,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     OnnxBuilder::attr(n, "q_num_heads", H);
     OnnxBuilder::attr(n, "kv_num_heads", Hkv);
     OnnxBuilder::attr(n, "ring_capacity", window);
-    OnnxBuilder::attr(n, "storage", static_cast<int64_t>(spec.kv_dtype));
+    OnnxBuilder::attr(n, "storage", std::string(kernels::kv_storage_name(spec.kv_dtype)));
     auto step = [&](int64_t S, int64_t total) {
       return std::vector<std::pair<std::string, Tensor>>{
           {"q", random_tensor({1, S, H * D}, dt, 1)},
@@ -163,7 +163,7 @@ OpBenchResult bench_op(const OpBenchSpec& spec) {
     first = step(C, C);
     feeds = step(1, C + 1);  // the mask's length is not read for a decode token past the prefill
     r.graph = "CachedAttention " + std::to_string(H) + " heads (" + std::to_string(Hkv) + " KV) x " + std::to_string(D) +
-              ", one token over " + std::to_string(C) + " cached (" + dtype_name(spec.kv_dtype) + " ring)";
+              ", one token over " + std::to_string(C) + " cached (" + kernels::kv_storage_name(spec.kv_dtype) + " ring)";
   } else {
     fail("bench-op: unknown op '", spec.op, "'; one of:\n", op_bench_usage());
   }

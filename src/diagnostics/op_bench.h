@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_storage.h"
 #include "ops/op.h"
 #include "ops/weight_packer.h"
 
@@ -16,7 +17,7 @@ struct OpBenchSpec {
   WeightFormat weights = WeightFormat::AsStored;             // matmul: how the constant weight is kept
   ActivationFormat activations = ActivationFormat::AsModel;  // matmul int8/int4, matmulnbits: fp32 or int8 decode rows
   int64_t bits = 4, block = 32;                              // matmulnbits: the blocks' width and length
-  DType kv_dtype = DType::Float32;                           // attention: ring storage
+  kernels::KvStorage kv_dtype = kernels::KvStorage::F32;     // attention: ring storage
   int threads = 0;
   Device device;         // cpu, or an OpenCL device (the op runs there when it can)
   double seconds = 0.5;  // timed runs go on until this much node time, at least 10 and at most 10,000

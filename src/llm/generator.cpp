@@ -295,6 +295,19 @@ const Tensor& Generator::prefill_output(const Rows& prompts, const std::string& 
   return step_out_.at(output);
 }
 
+void Generator::score(const std::vector<int64_t>& tokens, int64_t chunk, const std::function<void(int64_t, const Tensor&)>& take) {
+  if (chunk < 1) fail("score: chunks of ", chunk, " positions");
+  if (io_.layout == PastLayout::Internal) sequence_->reset();
+  KvCache cache(io_, 1);
+  const auto n = static_cast<int64_t>(tokens.size());
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t upto = std::min(n, at + chunk);
+    const Rows seq{std::vector<int64_t>(tokens.begin(), tokens.begin() + upto)}, mask{std::vector<int64_t>(static_cast<size_t>(upto), 1)};
+    const Tensor& logits = forward(seq, mask, &cache, 0, upto - at);  // ([1, vocab] for a run of one: the same rows)
+    take(at, logits);
+  }
+}
+
 const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n, int64_t logits_rows) {
   session_.run(feeds_, step_out_, sequence_.get());
   const Outputs& out = step_out_;
@@ -315,7 +328,9 @@ const Tensor& Generator::run_feeds(int64_t B, KvCache* cache, int64_t n, int64_t
   const Tensor converted = f32 ? Tensor() : cast_to(given, DType::Float32);  // (no copy of fp32 logits)
   const Tensor& logits = f32 ? given : converted;
   const int64_t S = logits.dim(1), V = logits.dim(2);
-  if (logits_rows > 1) {  // each row's last positions (speculative steps; rows right-aligned or one)
+  if (logits_rows > 1) {  // each row's last positions (speculative steps, scoring; rows right-aligned or one)
+    if (logits.rank() != 3 || S < logits_rows)
+      fail("the model gives logits ", shape_str(logits.shape()), " a run; the last ", logits_rows, " positions' were asked for");
     if (last_.buffer().use_count() != 1 || !last_.has_shape({B, logits_rows, V})) last_ = Tensor(DType::Float32, {B, logits_rows, V});
     for (int64_t b = 0; b < B; ++b)
       std::copy_n(logits.data<float>() + (b * S + S - logits_rows) * V, logits_rows * V, last_.data<float>() + b * logits_rows * V);

@@ -104,6 +104,10 @@ class Generator {
   // refuses them): the graph output `output` at every position, [prompts, longest, ·], valid until the next call — a decoder's hidden state
   // for embeddings (DecoderRewrites::hidden_state_of).
   const Tensor& prefill_output(const std::vector<std::vector<int64_t>>& prompts, const std::string& output);
+  // The logits of every position of one sequence `tokens`, from an empty cache, `chunk` positions a run: each
+  // run's [1, n, vocab] float32 (n ≤ chunk) handed to `take(first position, logits)`. On the ring each run reads
+  // the keys and values as the ring stores them (fp16, q8_0…), as decode does: `tern eval --kv-dtype` scores so.
+  void score(const std::vector<int64_t>& tokens, int64_t chunk, const std::function<void(int64_t, const Tensor&)>& take);
   const ModelConfig& config() const { return config_; }
   // Before a generation of `rows` rows allocates its cache: the cache at its last token — the ring's
   // (Session::state_peak_bytes) or a graph cache's past beside the present a step writes — must fit the memory

@@ -175,8 +175,9 @@ SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfi
   SessionOptions so = load_session_options(o);
   so.decoder.last_position_output = "logits";  // the generator reads no other position
   so.decoder.kv_sinks = o.sinks;
-  if (o.kv_dtype != "fp32" && o.kv_dtype != "fp16") fail("--kv-dtype must be fp32 or fp16, got '", o.kv_dtype, "'");
-  so.decoder.kv_dtype = o.kv_dtype == "fp16" ? DType::Float16 : DType::Float32;
+  const auto kv = kernels::kv_storage_named(o.kv_dtype);
+  if (!kv) fail("--kv-dtype must be fp32, fp16, q8_0 or q4_0, got '", o.kv_dtype, "'");
+  so.decoder.kv_dtype = *kv;
   if (o.ring_capacity) {
     so.decoder.ring_capacity = *o.ring_capacity;
     if (so.decoder.ring_capacity < 0 || so.decoder.kv_sinks < 0) fail("--window and --sinks must not be negative");

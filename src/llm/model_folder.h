@@ -45,7 +45,7 @@ struct DecoderOptions {
   std::string device = "cpu";        // cpu, opencl, opencl:N
   std::string weights = "fp32";      // fp32 (as stored), fp16, bf16, int8, int4
   std::string activations = "auto";  // auto, fp32, int8
-  std::string kv_dtype = "fp32";     // the ring's storage: fp32 or fp16
+  std::string kv_dtype = "fp32";     // the ring's storage: fp32, fp16, q8_0 or q4_0 (kernels/kv_storage.h)
   // The tokens the ring holds (`--window`; 0: the graph's own past/present cache). Unset: the model's context
   // length (4096 when unknown), and a graph whose attention the ring cannot take keeps its own cache.
   std::optional<int64_t> ring_capacity;

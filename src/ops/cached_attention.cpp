@@ -20,7 +20,7 @@ int64_t KvRingState::bytes_per_token() const {
   const auto& c = ring->config();
   int64_t held = 0;
   for (int64_t h : held_tokens()) held += h;
-  return (held + c.batch) * 2 * c.kv_heads * c.head_dim * static_cast<int64_t>(dtype_size(c.storage));
+  return (held + c.batch) * 2 * c.kv_heads * kernels::kv_storage_bytes(c.storage, c.head_dim);
 }
 
 CachedAttentionOp::CachedAttentionOp(const Node& n)
@@ -33,9 +33,11 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
       has_scale_(n.has_attr("scale")),
       scale_(n.attr_float("scale", 1)),
       softcap_(n.attr_float("softcap", 0)),
-      storage_(static_cast<DType>(n.attr_int("storage", static_cast<int64_t>(DType::Float32)))) {
+      storage_(kernels::kv_storage_named(n.attr_string("storage", "fp32")).value_or(kernels::KvStorage::F32)) {
   if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || ring_capacity_ <= 0)
     fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a ring_capacity");
+  if (!kernels::kv_storage_named(n.attr_string("storage", "fp32")))
+    fail(n.describe(), ": storage '", n.attr_string("storage", ""), "' is none of fp32, fp16, q8_0, q4_0");
 }
 
 std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,
@@ -64,7 +66,7 @@ int64_t CachedAttentionOp::state_bytes(int64_t rows, int64_t positions, const st
 OpCost CachedAttentionOp::cost(const std::vector<const Tensor*>& in, const std::vector<Tensor>& out, const OpState* state) const {
   const bool packed = in.size() <= kK || !in[kK];
   const int64_t S = in[kQ]->dim(1), D = head_dim(*in[kQ], packed);
-  const double elem = static_cast<double>(dtype_size(storage_));
+  const double elem = static_cast<double>(kernels::kv_storage_bytes(storage_, D)) / static_cast<double>(D);
   double flops = 0, bytes = static_cast<double>(in[kQ]->nbytes() + out[0].nbytes());
   if (state)
     for (int64_t held : static_cast<const KvRingState*>(state)->held_tokens()) {

@@ -79,7 +79,7 @@ class CachedAttentionOp : public Op, public PacksWeights<PackedRopeTables>, publ
     int64_t q_heads, kv_heads, ring_capacity, sinks;
     bool interleaved;
     float softcap;
-    DType storage;
+    kernels::KvStorage storage;
   };
   Attributes attributes() const { return {hq_, hkv_, ring_capacity_, sinks_, interleaved_, softcap_, storage_}; }
 
@@ -90,7 +90,7 @@ class CachedAttentionOp : public Op, public PacksWeights<PackedRopeTables>, publ
   bool has_scale_;
   float scale_;
   float softcap_;
-  DType storage_;
+  kernels::KvStorage storage_;
 };
 
 }  // namespace tern

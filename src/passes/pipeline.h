@@ -23,7 +23,7 @@ struct DecoderRewrites {
   // the window slides. 0: the graph's own past/present cache.
   int64_t ring_capacity = 0;
   int64_t kv_sinks = 4;
-  DType kv_dtype = DType::Float32;  // ring storage: Float32 or Float16
+  kernels::KvStorage kv_dtype = kernels::KvStorage::F32;  // ring storage (--kv-dtype)
   // With a ring: true fails when no layer matches; false lets such a graph keep its own cache.
   bool ring_required = true;
   // Generation reads only the last position's logits: compute no others (the graph output named here then has

@@ -29,7 +29,7 @@ const List kDecoder = {
     {"weights", Arg::Text, "F", "fp32", "MatMul weights converted at load: fp32 (as stored), fp16, bf16, int8, int4"},
     {"activations", Arg::Text, "A", "auto",
      "decode's block-quantized products: auto (int8 where the model's accuracy_level asks), int8, fp32"},
-    {"kv-dtype", Arg::Text, "T", "fp32", "the ring KV cache's element type: fp32 or fp16"},
+    {"kv-dtype", Arg::Text, "T", "fp32", "the ring KV cache's storage: fp32, fp16, q8_0 or q4_0 (blocks of 32, llama.cpp's)"},
     {"window", Arg::Int, "W", "",
      "the ring KV cache's window in tokens; 0: the graph's own cache (default: the model's context, at most 131072)"},
     {"sinks", Arg::Int, "S", "4", "attention sinks kept once the window slides"},
@@ -221,6 +221,9 @@ accuracy_level 4, or int8), not the faster prefill's bf16 or fp32 tiles.
                     {"second-half", Arg::Switch, "", "", "score as llama-perplexity does"},
                     {"weights", Arg::Text, "F", "fp32", "as generate's --weights"},
                     {"activations", Arg::Text, "A", "auto", "as generate's --activations"},
+                    {"kv-dtype", Arg::Text, "T", "",
+                     "score through the ring KV cache stored so (fp32, fp16, q8_0, q4_0), 256 positions a run, each reading "
+                     "the ring as decode does (default: the graph's own cache, a window a run)"},
                     kThreads}});
   c.push_back({"profile",
                {kModelPositional},
@@ -247,7 +250,7 @@ profiles, instead of a model.
                     {"dtype", Arg::Text, "T", "fp32", "fp32 or fp16"},
                     {"weights", Arg::Text, "F", "fp32", "the weights' format, as generate's --weights"},
                     {"activations", Arg::Text, "A", "auto", "as generate's --activations"},
-                    {"kv-dtype", Arg::Text, "T", "fp32", "fp32 or fp16"},
+                    {"kv-dtype", Arg::Text, "T", "fp32", "fp32, fp16, q8_0 or q4_0"},
                     {"bits", Arg::Int, "B", "4", "2, 4 or 8 (block-quantized ops)"},
                     {"block", Arg::Int, "B", "32", "the quantization block"},
                     kThreads,

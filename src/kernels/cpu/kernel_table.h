@@ -75,6 +75,8 @@ struct KernelTable {
   // Attention over the ring (ring_attention.h) and over a prompt chunk (chunk_attention.h)
   Kernel<void(const float* q, float* out, const RingAttentionArgs<float>& a)> ring_attention_f32;
   Kernel<void(const float* q, float* out, const RingAttentionArgs<f16>& a)> ring_attention_f16;
+  Kernel<void(const float* q, float* out, const RingAttentionArgs<KvBlockQ8_0>& a)> ring_attention_q8_0;
+  Kernel<void(const float* q, float* out, const RingAttentionArgs<KvBlockQ4_0>& a)> ring_attention_q4_0;
   Kernel<void(const ChunkAttentionArgs& a)> chunk_attention;
   // Row-wise kernels (swiglu.h, norm.h)
   Kernel<void(const Context&, const float* gate, const float* up, int64_t in_stride, float* y, int64_t rows, int64_t n, GateActivation act)>

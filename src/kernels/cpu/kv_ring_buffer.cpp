@@ -1,6 +1,7 @@
 #include "kernels/cpu/kv_ring_buffer.h"
 
 #include "kernels/cpu/chunk_attention.h"
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_ops.h"
 
@@ -9,12 +10,14 @@
 
 namespace tern::kernels {
 
-KvRingBuffer::KvRingBuffer(KvRingConfig c) : c_(c), token_floats_(c.kv_heads * c.head_dim) {
+KvRingBuffer::KvRingBuffer(KvRingConfig c)
+    : c_(c), token_floats_(c.kv_heads * c.head_dim), token_bytes_(c.kv_heads * kv_storage_bytes(c.storage, c.head_dim)) {
   if (c.batch <= 0 || c.kv_heads <= 0 || c.head_dim <= 0) fail("KvRingBuffer: batch, kv_heads and head_dim must be positive");
   if (c.capacity <= 0 || c.sinks < 0 || c.sinks >= c.capacity)
     fail("KvRingBuffer: need 0 <= sinks (", c.sinks, ") < capacity (", c.capacity, ")");
-  if (c.storage != DType::Float32 && c.storage != DType::Float16)
-    fail_unsupported("KvRingBuffer: storage ", dtype_name(c.storage), " (float32 or float16)");
+  if (c.head_dim % kv_storage_unit_elements(c.storage) != 0)
+    fail_unsupported("KvRingBuffer: a ", kv_storage_name(c.storage), " ring needs head_dim a multiple of ",
+                     kv_storage_unit_elements(c.storage), " (its blocks), got ", c.head_dim, "; fp32 and fp16 take any");
   seen_.assign(static_cast<size_t>(c.batch), 0);
   grow(ring_slots_for(0, 1, c.capacity));
 }
@@ -24,34 +27,27 @@ KvRingBuffer::~KvRingBuffer() { give_host_bytes(counted_, account_); }
 int64_t KvRingBuffer::bytes_for(const KvRingConfig& c, int64_t tokens) {
   int64_t slots = ring_slots_for(0, 1, c.capacity);
   while (slots < std::min(tokens, c.capacity)) slots = ring_slots_for(slots, slots + 1, c.capacity);
-  return 2 * c.batch * slots * c.kv_heads * c.head_dim * static_cast<int64_t>(dtype_size(c.storage));
+  return 2 * c.batch * slots * c.kv_heads * kv_storage_bytes(c.storage, c.head_dim);
 }
 
 // To `slots` slots (ring_slots_for decides how many): the held tokens are copied once. The new keys and
 // values are counted against the memory cap before they are allocated (the old ones until freed).
 void KvRingBuffer::grow(int64_t slots) {
-  const size_t bytes = static_cast<size_t>(2 * c_.batch * slots * token_floats_) * dtype_size(c_.storage);
+  const size_t bytes = static_cast<size_t>(2 * c_.batch * slots * token_bytes_);
   MemoryAccountPtr account = charged_account();
   take_host_bytes(bytes, account);
   const int64_t old = slots_;
   slots_ = slots;
   auto regrow = [&](auto& v) {
-    std::remove_reference_t<decltype(v)> bigger(static_cast<size_t>(c_.batch * slots_ * token_floats_));
+    RingStorage<uint8_t> bigger(static_cast<size_t>(c_.batch * slots_ * token_bytes_));
     for (int64_t b = 0; b < c_.batch && old > 0; ++b)
-      std::copy_n(v.begin() + b * old * token_floats_, old * token_floats_, bigger.begin() + b * slots_ * token_floats_);
+      std::copy_n(v.begin() + b * old * token_bytes_, old * token_bytes_, bigger.begin() + b * slots_ * token_bytes_);
     v.swap(bigger);
   };
-  if (c_.storage == DType::Float32) {
-    regrow(keys_);
-    regrow(values_);
-    key_ptrs_.resize(static_cast<size_t>(slots_));
-    value_ptrs_.resize(static_cast<size_t>(slots_));
-  } else {
-    regrow(keys16_);
-    regrow(values16_);
-    key16_ptrs_.resize(static_cast<size_t>(slots_));
-    value16_ptrs_.resize(static_cast<size_t>(slots_));
-  }
+  regrow(keys_);
+  regrow(values_);
+  key_ptrs_.resize(static_cast<size_t>(slots_));
+  value_ptrs_.resize(static_cast<size_t>(slots_));
   positions_.resize(static_cast<size_t>(slots_));
   give_host_bytes(counted_, account_);
   counted_ = bytes;
@@ -65,14 +61,9 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
     fail("KvRingBuffer: rows ", from, " → ", to, " out of range (batch ", c_.batch, ")");
   if (from == to) return;
   // The slots holding tokens: the first seen ones until the window is full, then all of them.
-  const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_floats_);
-  auto copy = [&](auto& v) {
-    if (!v.empty()) std::copy_n(v.begin() + at(from, 0), n, v.begin() + at(to, 0));
-  };
-  copy(keys_);
-  copy(values_);
-  copy(keys16_);
-  copy(values16_);
+  const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_bytes_);
+  std::copy_n(keys_.begin() + at(from, 0), n, keys_.begin() + at(to, 0));
+  std::copy_n(values_.begin() + at(from, 0), n, values_.begin() + at(to, 0));
   seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
 }
 
@@ -100,34 +91,29 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
   const int64_t s = ring_slot_of_token(seen_[static_cast<size_t>(b)]++, c_.capacity, c_.sinks);
   if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
-  const size_t o = static_cast<size_t>(at(b, s));
-  if (c_.storage == DType::Float32) {
-    std::memcpy(keys_.data() + o, key, static_cast<size_t>(token_floats_) * sizeof(float));
-    std::memcpy(values_.data() + o, value, static_cast<size_t>(token_floats_) * sizeof(float));
-  } else {
-    for (int64_t d = 0; d < token_floats_; ++d) {
-      keys16_[o + static_cast<size_t>(d)] = f16(key[d]);
-      values16_[o + static_cast<size_t>(d)] = f16(value[d]);
-    }
+  store_kv_row(c_.storage, key, token_floats_, keys_.data() + at(b, s));  // (blocks never span heads: head_dim % 32 == 0)
+  store_kv_row(c_.storage, value, token_floats_, values_.data() + at(b, s));
+}
+
+float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const { return load_kv_element(c_.storage, keys_.data() + at(b, s), d); }
+
+float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const { return load_kv_element(c_.storage, values_.data() + at(b, s), d); }
+
+template <typename F>
+void KvRingBuffer::with_storage_type(F&& f) const {
+  switch (c_.storage) {
+    case KvStorage::F32: return f(float{});
+    case KvStorage::F16: return f(f16{});
+    case KvStorage::Q8_0: return f(KvBlockQ8_0{});
+    case KvStorage::Q4_0: return f(KvBlockQ4_0{});
   }
-}
-
-float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const {
-  const size_t i = static_cast<size_t>(at(b, s) + d);
-  return c_.storage == DType::Float32 ? keys_[i] : static_cast<float>(keys16_[i]);
-}
-
-float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const {
-  const size_t i = static_cast<size_t>(at(b, s) + d);
-  return c_.storage == DType::Float32 ? values_[i] : static_cast<float>(values16_[i]);
 }
 
 void KvRingBuffer::attend(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
                           float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
-  if (c_.storage == DType::Float32) attend_as(cx, keys_, values_, b, q, q_heads, scoring, rope, out);
-  else attend_as(cx, keys16_, values16_, b, q, q_heads, scoring, rope, out);
+  with_storage_type([&](auto t) { attend_as<decltype(t)>(cx, b, q, q_heads, scoring, rope, out); });
 }
 
 void KvRingBuffer::attend_chunk(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
@@ -135,14 +121,12 @@ void KvRingBuffer::attend_chunk(const Context& cx, int64_t b, const float* q, in
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (count <= 0 || count > held(b) || seen(b) > c_.capacity)
     fail("KvRingBuffer: attend_chunk over ", count, " tokens needs them appended to a window that has not slid");
-  if (c_.storage == DType::Float32) attend_chunk_as(cx, keys_, values_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
-  else attend_chunk_as(cx, keys16_, values16_, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride);
+  with_storage_type([&](auto t) { attend_chunk_as<decltype(t)>(cx, b, q, q_stride, count, q_heads, scoring, rope, out, out_stride); });
 }
 
 template <typename T>
-void KvRingBuffer::attend_chunk_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
-                                   int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
-                                   float* out, int64_t out_stride) {
+void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
+                                   const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride) {
   const int64_t n = held(b), first = n - count, D = c_.head_dim, H = c_.kv_heads, blocks = chunk_key_blocks(n);
   // One scratch for every layer's ring (layers run one after another): fresh per ring, its first touch
   // cost ~1 ms a layer in a 1B-shape 128-token prefill.
@@ -157,11 +141,11 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, const RingStorage<T>& keys
     float* row = values_f + value_floats + thread * per_thread;
     float* vg = values_f + g * n * D;
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t at_g = at(b, slot(b, i)) + g * D;
-      for (int64_t d = 0; d < D; ++d) row[d] = static_cast<float>(keys[static_cast<size_t>(at_g + d)]);
+      const size_t s = at(b, slot(b, i));
+      load_kv_row(kv_head(reinterpret_cast<const T*>(keys_.data() + s), g, D), row, D);
       rotate_head(row, row, D, rope, i);
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
-      for (int64_t d = 0; d < D; ++d) vg[i * D + d] = static_cast<float>(values[static_cast<size_t>(at_g + d)]);
+      load_kv_row(kv_head(reinterpret_cast<const T*>(values_.data() + s), g, D), vg + i * D, D);
     }
     for (int64_t i = n; i < blocks * kChunkKeyBlock; ++i)  // the last block's padding: finite (masked out)
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = 0.0f;
@@ -188,21 +172,13 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, const RingStorage<T>& keys
 }
 
 template <typename T>
-void KvRingBuffer::attend_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
-                             int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out) {
+void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
+                             float* out) {
   const int64_t n = held(b);
-  auto& kp = [&]() -> std::vector<const T*>& {
-    if constexpr (std::is_same_v<T, f16>) return key16_ptrs_;
-    else return key_ptrs_;
-  }();
-  auto& vp = [&]() -> std::vector<const T*>& {
-    if constexpr (std::is_same_v<T, f16>) return value16_ptrs_;
-    else return value_ptrs_;
-  }();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = slot(b, i);
-    kp[static_cast<size_t>(i)] = keys.data() + at(b, s);
-    vp[static_cast<size_t>(i)] = values.data() + at(b, s);
+    key_ptrs_[static_cast<size_t>(i)] = keys_.data() + at(b, s);
+    value_ptrs_[static_cast<size_t>(i)] = values_.data() + at(b, s);
     positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
   }
   const int threads = cx.threads;
@@ -214,8 +190,8 @@ void KvRingBuffer::attend_as(const Context& cx, const RingStorage<T>& keys, cons
   a.kv_heads = c_.kv_heads;
   a.head_dim = c_.head_dim;
   a.n_keys = n;
-  a.keys = kp.data();
-  a.values = vp.data();
+  a.keys = key_ptrs_.data();
+  a.values = value_ptrs_.data();
   a.key_pos = positions_.data();
   a.query_pos = n - 1;
   a.scoring = scoring;

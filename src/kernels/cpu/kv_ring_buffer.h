@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "kernels/cpu/context.h"
 #include "kernels/cpu/ring_attention.h"
+#include "kernels/kv_storage.h"
 #include "kernels/ring_slots.h"
 
 namespace tern::kernels {
@@ -21,7 +22,7 @@ namespace tern::kernels {
 // An allocator that leaves new elements uninitialized: the ring's slots are allocated ahead of use (256 at
 // first) and a zeroed vector touched every page of them. Left alone, a page is first touched when a token is
 // written there: a 128-token 1B-shape prefill took ~8,000 page faults fewer (16 layers × 1 MiB of keys
-// and values, half of it used). (f16's default constructor still zeroes: fp16 storage keeps touching.)
+// and values, half of it used).
 template <class T>
 struct UninitializedAllocator : std::allocator<T> {
   template <class U>
@@ -45,9 +46,9 @@ using RingStorage = std::vector<T, UninitializedAllocator<T>>;
 
 struct KvRingConfig {
   int64_t batch = 1, kv_heads = 1, head_dim = 64;
-  int64_t capacity = 2048;         // W: slots per sequence
-  int64_t sinks = 0;               // S: leading slots never evicted (0 ≤ S < W)
-  DType storage = DType::Float32;  // or Float16: half the memory and bandwidth
+  int64_t capacity = 2048;             // W: slots per sequence
+  int64_t sinks = 0;                   // S: leading slots never evicted (0 ≤ S < W)
+  KvStorage storage = KvStorage::F32;  // fp16, q8_0, q4_0: 0.5x, 0.27x, 0.14x the memory and bandwidth (kv_storage.h)
 };
 
 class KvRingBuffer {
@@ -77,7 +78,7 @@ class KvRingBuffer {
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;
-  // Element d of the key / value held in `slot` (as stored: rounded to fp16 with that storage).
+  // Element d of the key / value held in `slot` (as stored: rounded to fp16, or quantized, with that storage).
   float key(int64_t b, int64_t slot, int64_t d) const;
   float value(int64_t b, int64_t slot, int64_t d) const;
 
@@ -94,27 +95,27 @@ class KvRingBuffer {
 
  private:
   template <typename T>
-  void attend_chunk_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q,
-                       int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out,
-                       int64_t out_stride);
+  void attend_chunk_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
+                       const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
   template <typename T>
-  void attend_as(const Context& cx, const RingStorage<T>& keys, const RingStorage<T>& values, int64_t b, const float* q, int64_t q_heads,
-                 const Scoring& scoring, const RopeTable& rope, float* out);
-  int64_t at(int64_t b, int64_t slot) const { return (b * slots_ + slot) * token_floats_; }
+  void attend_as(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
+  // Calls f(T{}) with the storage's element or block type.
+  template <typename F>
+  void with_storage_type(F&& f) const;
+  size_t at(int64_t b, int64_t slot) const { return static_cast<size_t>((b * slots_ + slot) * token_bytes_); }  // a token's bytes
   void grow(int64_t slots);
 
   KvRingConfig c_;
   int64_t token_floats_;      // kv_heads · head_dim
+  int64_t token_bytes_;       // the same as stored
   int64_t slots_ = 0;         // slots allocated per sequence (≤ capacity)
   size_t counted_ = 0;        // keys + values bytes, as counted by take_host_bytes…
   MemoryAccountPtr account_;  // …against the process and this account (the session's that grew it)
-  // [batch][slots_][kv_heads][head_dim] in the storage type; the other pair stays empty.
-  RingStorage<float> keys_, values_;
-  RingStorage<f16> keys16_, values16_;
+  // [batch][slots_][kv_heads][head_dim] in the storage type.
+  RingStorage<uint8_t> keys_, values_;
   std::vector<int64_t> seen_;
-  // Per-call views, sized once to the capacity so attend() allocates nothing (one pair per storage type).
-  std::vector<const float*> key_ptrs_, value_ptrs_;
-  std::vector<const f16*> key16_ptrs_, value16_ptrs_;
+  // Per-call views, sized once to the capacity so attend() allocates nothing.
+  std::vector<const void*> key_ptrs_, value_ptrs_;
   std::vector<int64_t> positions_;
 };
 

@@ -16,6 +16,8 @@ void baseline::ring_attention(const float* q, float* out, const RingAttentionArg
 }
 template void baseline::ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);
 template void baseline::ring_attention<f16>(const float*, float*, const RingAttentionArgs<f16>&);
+template void baseline::ring_attention<KvBlockQ8_0>(const float*, float*, const RingAttentionArgs<KvBlockQ8_0>&);
+template void baseline::ring_attention<KvBlockQ4_0>(const float*, float*, const RingAttentionArgs<KvBlockQ4_0>&);
 
 template <>
 void ring_attention<float>(const float* q, float* out, const RingAttentionArgs<float>& a) {
@@ -24,6 +26,14 @@ void ring_attention<float>(const float* q, float* out, const RingAttentionArgs<f
 template <>
 void ring_attention<f16>(const float* q, float* out, const RingAttentionArgs<f16>& a) {
   kernel_table(a.isa).ring_attention_f16.fn(q, out, a);
+}
+template <>
+void ring_attention<KvBlockQ8_0>(const float* q, float* out, const RingAttentionArgs<KvBlockQ8_0>& a) {
+  kernel_table(a.isa).ring_attention_q8_0.fn(q, out, a);
+}
+template <>
+void ring_attention<KvBlockQ4_0>(const float* q, float* out, const RingAttentionArgs<KvBlockQ4_0>& a) {
+  kernel_table(a.isa).ring_attention_q4_0.fn(q, out, a);
 }
 
 }  // namespace tern::kernels

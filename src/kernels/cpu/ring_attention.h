@@ -13,17 +13,19 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/kv_storage.h"
 
 namespace tern::kernels {
 
-// T: how the cache stores keys and values (float, or f16 to halve its memory and bandwidth).
+// T: how the cache stores keys and values (kv_storage.h: float, f16, KvBlockQ8_0 or KvBlockQ4_0), each
+// block of keys converted in the kernel's scratch as it is read.
 template <typename T>
 struct RingAttentionArgs {
   int64_t q_heads = 0, kv_heads = 0, head_dim = 0;
   int64_t n_keys = 0;
-  const T* const* keys = nullptr;    // n_keys pointers, each [kv_heads][head_dim], pre-RoPE
-  const T* const* values = nullptr;  // n_keys pointers, each [kv_heads][head_dim]
-  const int64_t* key_pos = nullptr;  // RoPE position of each key
+  const void* const* keys = nullptr;    // n_keys pointers to T, each row [kv_heads][head_dim], pre-RoPE
+  const void* const* values = nullptr;  // n_keys pointers to T, each row [kv_heads][head_dim]
+  const int64_t* key_pos = nullptr;     // RoPE position of each key
   int64_t query_pos = 0;
   Scoring scoring;
   RopeTable rope;

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 
+#include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/lanes.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/ring_attention.h"
@@ -16,13 +17,6 @@
 
 namespace tern::kernels {
 namespace {
-
-template <typename T>
-void load_row(const T* src, float* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  else
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
-}
 
 // Keys are scored in blocks, each with its own softmax maximum and sum (a partial result), merged at the
 // end in block order. The blocks depend only on the number of keys, never on the thread count, so the
@@ -89,7 +83,13 @@ constexpr int64_t kPrefetchKeys = 4;
 template <typename T>
 void prefetch_row(const T* row, int64_t D) {
   const char* c = reinterpret_cast<const char*>(row);
-  for (int64_t b = 0; b < D * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(c + b);
+  for (int64_t b = 0; b < D / kKvUnitElements<T> * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(c + b);
+}
+
+// Head g of the i-th key or value row.
+template <typename T>
+const T* head_row(const void* const* rows, int64_t i, int64_t g, int64_t D) {
+  return kv_head(static_cast<const T*>(rows[i]), g, D);
 }
 
 // One block of keys [i0, i0 + nb) for the query heads of KV head g: keys converted and rotated once,
@@ -102,20 +102,20 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
   float* s = vb + L.block * D;
   for (int64_t i = 0; i < nb; ++i) {
     if (i + kPrefetchKeys < nb) {
-      prefetch_row(a.keys[i0 + i + kPrefetchKeys] + g * D, D);
-      prefetch_row(a.values[i0 + i + kPrefetchKeys] + g * D, D);
+      prefetch_row(head_row<T>(a.keys, i0 + i + kPrefetchKeys, g, D), D);
+      prefetch_row(head_row<T>(a.values, i0 + i + kPrefetchKeys, g, D), D);
     }
     if constexpr (std::is_same_v<T, float>) {
-      rotate_head(a.keys[i0 + i] + g * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+      rotate_head(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
     } else {
-      load_row(a.keys[i0 + i] + g * D, kb + i * D, D);
+      load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
       rotate_head(kb + i * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
-      load_row(a.values[i0 + i] + g * D, vb + i * D, D);
+      load_kv_row(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
     }
   }
   // Float values are read where they are; others as converted above.
   auto value_row = [&](int64_t i) -> const float* {
-    if constexpr (std::is_same_v<T, float>) return a.values[i0 + i] + g * D;
+    if constexpr (std::is_same_v<T, float>) return head_row<T>(a.values, i0 + i, g, D);
     else return vb + i * D;
   };
   for (int64_t j = 0; j < G; ++j) {

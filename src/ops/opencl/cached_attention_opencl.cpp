@@ -49,9 +49,10 @@ class CachedAttentionOpenCl : public OpenClVariant {
 
  protected:
   bool device_takes(const std::vector<const Tensor*>& in) const override {
-    // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at pack.
-    if (a_.softcap != 0 || !in[CachedAttentionOp::kCos] || !cos_.device.defined() ||
-        in[CachedAttentionOp::kCos]->raw() != op_.packed_from())
+    // decoder.cl scores without soft-capping, always rotates, with the tables uploaded at pack, and keeps fp32 or
+    // fp16 rings (a q8_0 / q4_0 one stays on the CPU).
+    if (a_.softcap != 0 || (a_.storage != kernels::KvStorage::F32 && a_.storage != kernels::KvStorage::F16) ||
+        !in[CachedAttentionOp::kCos] || !cos_.device.defined() || in[CachedAttentionOp::kCos]->raw() != op_.packed_from())
       return false;
     for (size_t i : {CachedAttentionOp::kQ, CachedAttentionOp::kK, CachedAttentionOp::kV})
       if (in[i] && in[i]->dtype() != DType::Float32) return false;
@@ -69,7 +70,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
       if (mask.at_i64(total - S + s) == 0) fail_unsupported(ctx.node.describe(), ": padding tokens on the OpenCL device");
     const int64_t rot = op_.check_tables(ctx, op_.packed_tables(), D);
     auto& c = ctx.opencl->context();
-    const int64_t kv_floats = hkv * D, elem = a_.storage == DType::Float16 ? 2 : 4;
+    const int64_t kv_floats = hkv * D, elem = a_.storage == kernels::KvStorage::F16 ? 2 : 4;
     const int64_t W = a_.ring_capacity, sinks = std::min(a_.sinks, W - 1);
     // Slots grow as the CPU ring's (kernels/ring_slots.h).
     const int64_t need = std::min(W, st.seen + S);
@@ -87,7 +88,7 @@ class CachedAttentionOpenCl : public OpenClVariant {
     const int q_row = static_cast<int>(q.dim(2)), k_row = static_cast<int>(packed ? q.dim(2) : kv_floats);
     const int k_at = static_cast<int>(packed ? hq * D : 0), v_at = static_cast<int>(packed ? (hq + hkv) * D : 0);
     const kernels::opencl::DeviceRope rope{cos_.mem(), sin_.mem(), static_cast<int>(rot), a_.interleaved};
-    const bool half = a_.storage == DType::Float16;
+    const bool half = a_.storage == kernels::KvStorage::F16;
     const cl_mem keys = cl::mem_of(st.keys), values = cl::mem_of(st.values), out = device_output(ctx, 0);
     const int64_t held_after = std::min(W, st.seen + S);
     if (!st.scores.defined() || st.scores.numel() < S * hq * held_after)

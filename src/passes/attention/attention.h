@@ -6,14 +6,15 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/kv_storage.h"
 #include "passes/fusion.h"
 
 namespace tern {
 
 struct CachedAttentionOptions {
-  int64_t ring_capacity = 0;       // tokens each layer's ring holds (a local window below it: that window)
-  int64_t sinks = 0;               // leading tokens kept forever once the ring slides
-  DType storage = DType::Float32;  // how the ring stores keys and values (Float32 or Float16)
+  int64_t ring_capacity = 0;                             // tokens each layer's ring holds (a local window below it: that window)
+  int64_t sinks = 0;                                     // leading tokens kept forever once the ring slides
+  kernels::KvStorage storage = kernels::KvStorage::F32;  // how the ring stores keys and values
 };
 
 // A decoder layer whose attention did not become a CachedAttention: its cache inputs, the node where

@@ -180,7 +180,10 @@ CachedAttentionFusion fuse_cached_attention(Graph& graph, const CachedAttentionO
     const bool local = s.local_window > 0 && s.local_window < opt.ring_capacity;
     set("ring_capacity", local ? s.local_window : opt.ring_capacity);
     set("sinks", local ? 0 : opt.sinks);
-    set("storage", static_cast<int64_t>(opt.storage));
+    Attribute storage;
+    storage.kind = Attribute::Kind::String;
+    storage.s = kernels::kv_storage_name(opt.storage);
+    c.attrs["storage"] = storage;
     set("interleaved", s.interleaved);
     if (s.rotary_dim) set("rotary_embedding_dim", s.rotary_dim);
     for (const auto& [name, value] :

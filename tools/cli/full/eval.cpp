@@ -23,11 +23,20 @@ int eval(int argc, char** argv) {
   so.weights = parse_weight_format(f.get("weights"));
   so.activations = parse_activation_format(f.get("activations"));
   so.every_row_as_decode = true;  // the arithmetic generation decodes with, not a prefill's (bf16 tiles on AMX)
-  Session session(model_path, with_load_progress(so));
   const int64_t context = f.has("context") ? f.integer("context", 1) : cfg.context_length > 0 ? cfg.context_length : 512;
+  if (f.has("kv-dtype")) {  // a ring as long as the window: nothing slides
+    const auto kv = kernels::kv_storage_named(f.get("kv-dtype"));
+    if (!kv) fail("--kv-dtype must be fp32, fp16, q8_0 or q4_0, got '", f.get("kv-dtype"), "'");
+    so.decoder.kv_dtype = *kv;
+    so.decoder.ring_capacity = context;
+  }
+  Session session(model_path, with_load_progress(so));
+  llm::Generator generator(session, cfg);
   const auto ids = tokenizer->encode(text, true);
   const auto bos = tokenizer->encode("", true);  // [BOS] when the tokenizer adds one
-  const auto r = llm::perplexity(session, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0], terminal_progress("scoring"));
+  // (On the ring 256 positions a run: a window's logits at once are 2.1 GB at Gemma-3's vocabulary and 2,048 tokens.)
+  const auto r = llm::perplexity(generator, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0], terminal_progress("scoring"),
+                                 f.has("kv-dtype") ? 256 : 0);
   std::cout << "tokens " << ids.size() << ", predictions " << r.predictions << ", mean NLL " << r.mean_nll << " nats, perplexity "
             << r.perplexity() << "\n";
   return 0;

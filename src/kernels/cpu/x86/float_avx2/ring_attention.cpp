@@ -11,5 +11,7 @@ void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a) {
 
 template void ring_attention<float>(const float*, float*, const RingAttentionArgs<float>&);
 template void ring_attention<f16>(const float*, float*, const RingAttentionArgs<f16>&);
+template void ring_attention<KvBlockQ8_0>(const float*, float*, const RingAttentionArgs<KvBlockQ8_0>&);
+template void ring_attention<KvBlockQ4_0>(const float*, float*, const RingAttentionArgs<KvBlockQ4_0>&);
 
 }  // namespace tern::kernels::float_avx2

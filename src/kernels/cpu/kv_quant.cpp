@@ -1,0 +1,65 @@
+#include "kernels/cpu/kv_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tern::kernels {
+namespace {
+
+void quantize_q8_0(const float* x, KvBlockQ8_0& b) {
+  float amax = 0;
+  for (int64_t j = 0; j < kKvBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float scale = amax / 127, inv = scale > 0 ? 1 / scale : 0;
+  b.scale = f16(scale);
+  for (int64_t j = 0; j < kKvBlock; ++j) b.q[j] = static_cast<int8_t>(std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f));
+}
+
+void quantize_q4_0(const float* block, KvBlockQ4_0& b) {
+  float x[kKvBlock];
+  std::copy_n(block, kKvBlock, x);
+  walsh_hadamard_32(x);
+  float extreme = 0;  // the element of largest magnitude, with its sign
+  for (int64_t j = 0; j < kKvBlock; ++j)
+    if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
+  const float scale = extreme / -8, inv = scale != 0 ? 1 / scale : 0;
+  b.scale = f16(scale);
+  auto step = [&](float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v * inv) + 8, 0.0f, 15.0f)); };
+  for (int64_t j = 0; j < kKvBlock / 2; ++j) b.q[j] = static_cast<uint8_t>(step(x[j]) | step(x[j + kKvBlock / 2]) << 4);
+}
+
+}  // namespace
+
+void store_kv_row(KvStorage s, const float* x, int64_t n, void* dst) {
+  switch (s) {
+    case KvStorage::F32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); break;
+    case KvStorage::F16: {
+      f16* h = static_cast<f16*>(dst);
+      for (int64_t i = 0; i < n; ++i) h[i] = f16(x[i]);
+      break;
+    }
+    case KvStorage::Q8_0:
+      for (int64_t b = 0; b < n / kKvBlock; ++b) quantize_q8_0(x + b * kKvBlock, static_cast<KvBlockQ8_0*>(dst)[b]);
+      break;
+    case KvStorage::Q4_0:
+      for (int64_t b = 0; b < n / kKvBlock; ++b) quantize_q4_0(x + b * kKvBlock, static_cast<KvBlockQ4_0*>(dst)[b]);
+      break;
+  }
+}
+
+float load_kv_element(KvStorage s, const void* row, int64_t d) {
+  switch (s) {
+    case KvStorage::F16: return static_cast<const f16*>(row)[d];
+    case KvStorage::Q8_0: {
+      const KvBlockQ8_0& b = static_cast<const KvBlockQ8_0*>(row)[d / kKvBlock];
+      return static_cast<float>(b.q[d % kKvBlock]) * static_cast<float>(b.scale);
+    }
+    case KvStorage::Q4_0: {  // (the whole block: each element depends on all 32 stored)
+      float x[kKvBlock];
+      load_kv_row(static_cast<const KvBlockQ4_0*>(row) + d / kKvBlock, x, kKvBlock);
+      return x[d % kKvBlock];
+    }
+    default: return static_cast<const float*>(row)[d];
+  }
+}
+
+}  // namespace tern::kernels
