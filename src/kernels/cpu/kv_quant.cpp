@@ -6,12 +6,15 @@
 namespace tern::kernels {
 namespace {
 
+// round(v) clamped to [lo, hi]; a NaN (a model's own) becomes 0 rather than an undefined conversion.
+int step_of(float v, float lo, float hi) { return v == v ? static_cast<int>(std::clamp(std::nearbyint(v), lo, hi)) : 0; }
+
 void quantize_q8_0(const float* x, KvBlockQ8_0& b) {
   float amax = 0;
   for (int64_t j = 0; j < kKvBlock; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float scale = amax / 127, inv = scale > 0 ? 1 / scale : 0;
   b.scale = f16(scale);
-  for (int64_t j = 0; j < kKvBlock; ++j) b.q[j] = static_cast<int8_t>(std::clamp(std::nearbyint(x[j] * inv), -127.0f, 127.0f));
+  for (int64_t j = 0; j < kKvBlock; ++j) b.q[j] = static_cast<int8_t>(step_of(x[j] * inv, -127, 127));
 }
 
 void quantize_q4_0(const float* block, KvBlockQ4_0& b) {
@@ -23,7 +26,7 @@ void quantize_q4_0(const float* block, KvBlockQ4_0& b) {
     if (std::fabs(x[j]) > std::fabs(extreme)) extreme = x[j];
   const float scale = extreme / -8, inv = scale != 0 ? 1 / scale : 0;
   b.scale = f16(scale);
-  auto step = [&](float v) { return static_cast<uint8_t>(std::clamp(std::nearbyint(v * inv) + 8, 0.0f, 15.0f)); };
+  auto step = [&](float v) { return static_cast<uint8_t>(step_of(v * inv, -8, 7) + 8); };
   for (int64_t j = 0; j < kKvBlock / 2; ++j) b.q[j] = static_cast<uint8_t>(step(x[j]) | step(x[j + kKvBlock / 2]) << 4);
 }
 

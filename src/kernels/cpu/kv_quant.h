@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/cpu/lanes.h"
 #include "kernels/kv_storage.h"
 
 namespace tern::kernels {
@@ -28,26 +29,69 @@ static inline void load_kv_row(const KvBlockQ8_0* src, float* dst, int64_t n) {
     for (int64_t j = 0; j < kKvBlock; ++j) dst[j] = static_cast<float>(q[j]) * scale;
   }
 }
-// x ← H·x, H the 32×32 Walsh–Hadamard matrix (entries ±1, Sylvester's order): five rounds of sums and differences.
-static inline void walsh_hadamard_32(float* x) {
-  for (int64_t half = 1; half < kKvBlock; half *= 2)
-    for (int64_t i = 0; i < kKvBlock; i += 2 * half)
-      for (int64_t j = i; j < i + half; ++j) {
-        const float a = x[j], b = x[j + half];
-        x[j] = a + b;
-        x[j + half] = a - b;
-      }
+// x ← H·x, H the 32×32 Walsh–Hadamard matrix (entries ±1, Sylvester's order): five rounds of sums and differences,
+// in vectors — rounds across vectors add and subtract whole ones, rounds inside one pair each lane with lane
+// j xor half (a swizzle) and y = swizzled ± x. (As scalar loops the q4_0 ring's decode attention took 4.6 ms against
+// 3.0: `tern bench-op attention --shape 9,3,64,8192 --kv-dtype q4_0 --threads 2`, Zen 3.)
+template <int64_t Half>
+struct LaneXor {
+  static constexpr uint32_t get(uint32_t i, uint32_t) { return i ^ static_cast<uint32_t>(Half); }
+};
+template <int64_t Half>
+static inline batch walsh_hadamard_lanes(batch x) {
+  alignas(64) float sign[kLanes];  // +1 where lane j has bit `Half` clear (x[j] + x[j ^ Half]), −1 where set
+  for (int64_t j = 0; j < kLanes; ++j) sign[j] = (j & Half) ? -1.0f : 1.0f;
+  const batch swapped = xsimd::swizzle(x, xsimd::make_batch_constant<xsimd::batch<uint32_t, batch::arch_type>, LaneXor<Half>>());
+  return xsimd::fma(batch::load_aligned(sign), x, swapped);
 }
-static inline void load_kv_row(const KvBlockQ4_0* src, float* dst, int64_t n) {
+static inline void walsh_hadamard_32(float* x) {
+  static_assert(kKvBlock % kLanes == 0 && kLanes <= 16, "a block is whole vectors");
+  constexpr int64_t V = kKvBlock / kLanes;
+  batch v[V];
+  for (int64_t i = 0; i < V; ++i) {
+    v[i] = batch::load_unaligned(x + i * kLanes);
+    if constexpr (kLanes > 1) v[i] = walsh_hadamard_lanes<1>(v[i]);
+    if constexpr (kLanes > 2) v[i] = walsh_hadamard_lanes<2>(v[i]);
+    if constexpr (kLanes > 4) v[i] = walsh_hadamard_lanes<4>(v[i]);
+    if constexpr (kLanes > 8) v[i] = walsh_hadamard_lanes<8>(v[i]);
+  }
+  for (int64_t half = 1; half < V; half *= 2)  // rounds kLanes … 16 wide: whole vectors
+    for (int64_t i = 0; i < V; i += 2 * half)
+      for (int64_t j = i; j < i + half; ++j) {
+        const batch a = v[j], b = v[j + half];
+        v[j] = a + b;
+        v[j + half] = a - b;
+      }
+  for (int64_t i = 0; i < V; ++i) v[i].store_unaligned(x + i * kLanes);
+}
+// A q4_0 row as stored, y / 32 (x = H·(y / 32)): a sum of such rows is transformed once (finish_kv_sum), not each row.
+static inline void load_kv_transformed(const KvBlockQ4_0* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kKvBlock; ++b, dst += kKvBlock) {
-    const float scale = static_cast<float>(src[b].scale) / kKvBlock;  // (x = H·y / 32)
+    const float scale = static_cast<float>(src[b].scale) / kKvBlock;
     const uint8_t* q = src[b].q;
     for (int64_t j = 0; j < kKvBlock / 2; ++j) {
       dst[j] = static_cast<float>((q[j] & 15) - 8) * scale;
       dst[j + kKvBlock / 2] = static_cast<float>((q[j] >> 4) - 8) * scale;
     }
-    walsh_hadamard_32(dst);
   }
+}
+static inline void load_kv_row(const KvBlockQ4_0* src, float* dst, int64_t n) {
+  load_kv_transformed(src, dst, n);
+  for (int64_t b = 0; b < n / kKvBlock; ++b) walsh_hadamard_32(dst + b * kKvBlock);
+}
+
+// Value rows for a weighted sum: as load_kv_row, except q4_0's stay transformed — H is linear, so the kernel
+// transforms the sum once (finish_kv_sum) instead of every row: the q4_0 ring's decode attention 3.0 → 2.0 ms
+// (`tern bench-op attention --shape 9,3,64,8192 --kv-dtype q4_0 --threads 2`, Zen 3; q8_0 0.66).
+template <typename T>
+static inline void load_kv_values(const T* src, float* dst, int64_t n) {
+  if constexpr (std::is_same_v<T, KvBlockQ4_0>) load_kv_transformed(src, dst, n);
+  else load_kv_row(src, dst, n);
+}
+template <typename T>
+static inline void finish_kv_sum(float* sum, int64_t n) {
+  if constexpr (std::is_same_v<T, KvBlockQ4_0>)
+    for (int64_t b = 0; b < n / kKvBlock; ++b) walsh_hadamard_32(sum + b * kKvBlock);
 }
 
 // Head g's part of a row of heads `head_dim` elements wide.

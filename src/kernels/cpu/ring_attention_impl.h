@@ -110,7 +110,7 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
     } else {
       load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
       rotate_head(kb + i * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
-      load_kv_row(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
+      load_kv_values(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
     }
   }
   // Float values are read where they are; others as converted above.
@@ -187,7 +187,10 @@ void ring_attention_at_width(const float* q, float* out, const RingAttentionArgs
     for (int64_t u = u0; u < u1; ++u) attend_block(qr, a, L, u % a.kv_heads, u / a.kv_heads, partials, sc);
   });
   parallel_chunks(threads, a.q_heads, threads > 1 ? balanced_chunks(threads, a.q_heads) : 1, [&](int64_t h0, int64_t h1, int) {
-    for (int64_t h = h0; h < h1; ++h) merge_head(partials, L, a.q_heads, h, out + h * D);
+    for (int64_t h = h0; h < h1; ++h) {
+      merge_head(partials, L, a.q_heads, h, out + h * D);
+      finish_kv_sum<T>(out + h * D, D);
+    }
   });
 }
 
