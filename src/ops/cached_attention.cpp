@@ -23,6 +23,15 @@ int64_t KvRingState::bytes_per_token() const {
   return (held + c.batch) * 2 * c.kv_heads * kernels::kv_storage_bytes(c.storage, c.head_dim);
 }
 
+namespace {
+kernels::KvStorage storage_of(const Node& n) {
+  const std::string name = n.attr_string("storage", "fp32");
+  const auto s = kernels::kv_storage_named(name);
+  if (!s) fail(n.describe(), ": storage '", name, "' is none of fp32, fp16, q8_0, q4_0");
+  return *s;
+}
+}  // namespace
+
 CachedAttentionOp::CachedAttentionOp(const Node& n)
     : hq_(n.attr_int("q_num_heads", 0)),
       hkv_(n.attr_int("kv_num_heads", 0)),
@@ -33,11 +42,9 @@ CachedAttentionOp::CachedAttentionOp(const Node& n)
       has_scale_(n.has_attr("scale")),
       scale_(n.attr_float("scale", 1)),
       softcap_(n.attr_float("softcap", 0)),
-      storage_(kernels::kv_storage_named(n.attr_string("storage", "fp32")).value_or(kernels::KvStorage::F32)) {
+      storage_(storage_of(n)) {
   if (hq_ <= 0 || hkv_ <= 0 || hq_ % hkv_ != 0 || ring_capacity_ <= 0)
     fail(n.describe(), ": needs q_num_heads, kv_num_heads (dividing it) and a ring_capacity");
-  if (!kernels::kv_storage_named(n.attr_string("storage", "fp32")))
-    fail(n.describe(), ": storage '", n.attr_string("storage", ""), "' is none of fp32, fp16, q8_0, q4_0");
 }
 
 std::vector<int> CachedAttentionOp::prepare(const std::vector<const Tensor*>& constants, const PackTarget& options,

@@ -35,11 +35,7 @@ void quantize_q4_0(const float* block, KvBlockQ4_0& b) {
 void store_kv_row(KvStorage s, const float* x, int64_t n, void* dst) {
   switch (s) {
     case KvStorage::F32: std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float)); break;
-    case KvStorage::F16: {
-      f16* h = static_cast<f16*>(dst);
-      for (int64_t i = 0; i < n; ++i) h[i] = f16(x[i]);
-      break;
-    }
+    case KvStorage::F16: f32_to_f16(x, static_cast<uint16_t*>(dst), n); break;  // (F16C where the CPU has it)
     case KvStorage::Q8_0:
       for (int64_t b = 0; b < n / kKvBlock; ++b) quantize_q8_0(x + b * kKvBlock, static_cast<KvBlockQ8_0*>(dst)[b]);
       break;
