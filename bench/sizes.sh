@@ -32,6 +32,6 @@ for v in "${variants[@]}"; do
   strip=strip
   [[ "$name" == AArch64* ]] && strip=aarch64-linux-gnu-strip
   linked=dynamic
-  readelf -l "$dir/tern" | grep -q INTERP || linked=static
+  readelf -l "$dir/tern" | grep >/dev/null INTERP || linked=static
   printf '| %s (CLI %s) | %s | %s | %s |\n' "$name" "$linked" "$(mib "$dir/tern")" "$(mib "$dir/libtern.so.0.1.0")" "$(mib "$dir/libtern.a")"
 done

@@ -24,11 +24,11 @@ sudo_cmd=""
 [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
 if [ "${1:-}" = "--ci" ] || [ "${1:-}" = "--aarch64" ]; then
   packages+=(g++-aarch64-linux-gnu qemu-user libprotobuf-dev:arm64 libonnx1:arm64 libstdc++6:arm64)
-  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo_cmd dpkg --add-architecture arm64
+  dpkg --print-foreign-architectures | grep >/dev/null -x arm64 || $sudo_cmd dpkg --add-architecture arm64
 fi
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep >/dev/null 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

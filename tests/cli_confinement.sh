@@ -12,7 +12,7 @@ check() {  # NAME EXPECTED-ERROR: tern generate fails with it and opens nothing 
   if strace -f -qq -e trace=open,openat -o "$work/trace" "$tern" generate --model "$work/model" --prompt hi --max-new-tokens 2 \
        2> "$work/err"; then echo "confinement: $1 loaded"; exit 1; fi
   grep -q "$2" "$work/err" || { echo "confinement: $1: $(cat "$work/err")"; exit 1; }
-  if grep -v ENOENT "$work/trace" | grep -q "$work/outside"; then echo "confinement: $1 opened:"; grep "$work/outside" "$work/trace"; exit 1; fi
+  if grep -v ENOENT "$work/trace" | grep >/dev/null "$work/outside"; then echo "confinement: $1 opened:"; grep "$work/outside" "$work/trace"; exit 1; fi
   echo "confinement: $1 refused ($(tail -1 "$work/err" | cut -c1-120)), nothing outside opened"
 }
 printf '{"model": {"decoder": {"filename": "../outside/model.onnx"}}}' > "$work/model/genai_config.json"

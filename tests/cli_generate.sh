@@ -99,7 +99,7 @@ cp "$fixtures/llama-ort-int4/model.onnx" "$repo/onnx/model_q4.onnx"
 grep -q "onnx/model_q4.onnx (--dtype q4, the default; also here: fp32, q8)" "$work/err.txt"
 "$tern" generate --model "$repo" --dtype q8 --ids 1,17,200 --max-new-tokens 2 --greedy 2> "$work/err.txt" > /dev/null
 grep -q "onnx/model_quantized.onnx (--dtype q8; also here: q4, fp32)" "$work/err.txt"
-"$tern" inspect "$repo" 2> /dev/null | grep -q "^  q8 .* MB  .*onnx/model_quantized.onnx"
+"$tern" inspect "$repo" 2> /dev/null | grep >/dev/null "^  q8 .* MB  .*onnx/model_quantized.onnx"
 if "$tern" generate --model "$repo" --dtype fp16 --max-new-tokens 1 2> "$work/err.txt"; then exit 1; fi
 grep -q "has no fp16 variant; it has q4, fp32, q8" "$work/err.txt"
 echo "a repository's variants by --dtype"

@@ -38,8 +38,8 @@ expect_status() { [ "$(cat "$work/status")" = "$1" ] || { echo "expected HTTP $1
 encoders=$repo/tests/fixtures/encoders
 start_server main --parallel 4 --embedding-model "$encoders/bert-optimum"
 [ "$(curl -s "$url/health")" = '{"status":"ok"}' ]
-curl -s "$url/v1/models" | grep -q '"id":"default"'
-curl -s "$url/v1/models" | grep -q '"id":"bert-optimum"'
+curl -s "$url/v1/models" | grep >/dev/null '"id":"default"'
+curl -s "$url/v1/models" | grep >/dev/null '"id":"bert-optimum"'
 
 # /v1/embeddings (--embedding-model beside the decoder): the texts as one request, floats and base64, equal to
 # ONNX Runtime's last_hidden_state mean-pooled and normalized (tools/exporters/make_encoder_fixtures.py) within 1e-4.
@@ -230,7 +230,7 @@ serve_model=$encoders/bert-dynamo start_server encoder
 grep -q "embeddings bert-dynamo (32 dimensions, 48 tokens)" "$work/encoder.log"
 check_embeddings "$encoders/bert-dynamo/embeddings.json"
 post /v1/completions '{"prompt": "once"}' > /dev/null; expect_status 400; grep -q "is an encoder: this server answers /v1/embeddings only" "$work/body"
-curl -s "$url/v1/models" | grep -q '"dimensions":32'
+curl -s "$url/v1/models" | grep >/dev/null '"dimensions":32'
 kill -TERM "$server_pid"
 wait "$server_pid"
 
@@ -255,7 +255,7 @@ EOF
 serve_model=$repo/tests/fixtures/exports/llama-optimum start_server decoder_embeddings --embeddings
 grep -q "its embeddings (32 dimensions)" "$work/decoder_embeddings.log"
 check_decoder_embeddings last
-curl -s "$url/v1/models" | grep -q '"dimensions":32,"id":"llama-optimum"'
+curl -s "$url/v1/models" | grep >/dev/null '"dimensions":32,"id":"llama-optimum"'
 post /v1/completions '{"prompt": [1, 17, 200], "max_tokens": 4}' > /dev/null; expect_status 200
 post /v1/embeddings '{"input": [[1, 400]]}' > /dev/null; expect_status 400; grep -q "token id 400 is outside the vocabulary" "$work/body"
 kill -TERM "$server_pid"
@@ -364,7 +364,7 @@ start_server tokenize --timeout 0.000001
 word=$(python3 -c "print('andgodsaidletthereblight' * 160)")  # (one word of 3,840 letters: ~1,000 tokens, ~2,800 merges)
 post /v1/completions "{\"prompt\": \"$word\", \"max_tokens\": 1}" > /dev/null
 expect_status 504; grep -q "while its prompt was tokenized" "$work/body"
-curl -s "$url/metrics" | grep -q '^tern_cancelled_total{reason="timeout"} 1$'
+curl -s "$url/metrics" | grep >/dev/null '^tern_cancelled_total{reason="timeout"} 1$'
 kill -TERM "$server_pid"; wait "$server_pid"
 # --max-memory: a request whose KV cache at its last token would pass the cap is refused alone (400 naming the
 # sizes, max_tokens and --window), before it runs — not a step failing later and ending every row with it — and the
@@ -377,7 +377,7 @@ if [ -d "$repo/models/smollm2-135m-instruct" ]; then
   grep -q "8000 new tokens after a prompt of 3 (2 rows) would hold .* more of KV cache at the last.*: the memory cap (--max-memory" "$work/body"
   [ "$(field 'd["error"]["param"]' < "$work/body")" = max_tokens ]
   [ "$(post /v1/completions '{"prompt": [1, 2, 3], "max_tokens": 4}' | field 'd["usage"]["completion_tokens"]')" = 4 ]
-  curl -s "$url/metrics" | grep -q '^tern_refused_total{limit="max_memory"} 1$'
+  curl -s "$url/metrics" | grep >/dev/null '^tern_refused_total{limit="max_memory"} 1$'
   echo "serve: a request past --max-memory refused alone (400), the next served"
   # The chat template, run: usage.prompt_tokens of each SmolLM2 conversation in tests/goldens/chat_templates.json is the
   # length of transformers' apply_chat_template ids (37 for one question: the template's default system prompt).
@@ -526,7 +526,7 @@ grep -qi '^access-control-allow-origin: https://a.example' "$work/headers"; grep
 auth -H "Origin: https://evil.example" -H "Authorization: Bearer s3cret" "$url/v1/models/other"; expect_status 404
 if grep -qi '^access-control-allow-origin' "$work/headers"; then echo "an origin not listed was allowed"; exit 1; fi
 grep -q '"code":"model_not_found"' "$work/body"
-curl -s -H "Authorization: Bearer s3cret" "$url/metrics" | grep -q '^tern_refused_total{limit="api_key"} 2$'
+curl -s -H "Authorization: Bearer s3cret" "$url/metrics" | grep >/dev/null '^tern_refused_total{limit="api_key"} 2$'
 grep -q "API key required" "$work/keys.log"
 kill -TERM "$server_pid"; wait "$server_pid"
 echo "serve: --api-key 401 without it (counted), 200 with it; --cors-origin preflight 204 and its origin named; /v1/models/ID"

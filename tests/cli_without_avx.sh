@@ -7,7 +7,7 @@
 set -euo pipefail
 qemu=$1 tern=$2 model=$3
 westmere() { env -u TERN_ISA "$qemu" -cpu Westmere "$tern" "$@"; }  # (the native run may be held to a tier: scripts/test.sh's avx2 pass)
-westmere --version | grep -qE "this CPU runs: (scalar )?sse42" || { echo "under Westmere the CLI does not run tier sse42:"; westmere --version; exit 1; }
+westmere --version | grep >/dev/null -E "this CPU runs: (scalar )?sse42" || { echo "under Westmere the CLI does not run tier sse42:"; westmere --version; exit 1; }
 long="Once upon a time there was a little girl named Lily who lived in a small house near the big forest with her"
 long+=" mother and her father and her dog. Every day she went out to play in the garden and look at the flowers and the birds"
 for prompt in "And God said" "$long"; do

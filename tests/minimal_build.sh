@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 run_min() { ${runner:+$runner} "$min" "$@"; }
 
-if readelf -l "$min" | grep -q INTERP; then echo "$min is dynamically linked"; exit 1; fi
+if readelf -l "$min" | grep >/dev/null INTERP; then echo "$min is dynamically linked"; exit 1; fi
 ${cross}strip -o "$work/tern" "$min"
 size=$(stat -c %s "$work/tern")
 echo "minimal static CLI: $size bytes stripped ($(awk "BEGIN{printf \"%.2f\", $size/1048576}") MiB)"
@@ -53,7 +53,7 @@ echo "minimal static CLI: $size bytes stripped ($(awk "BEGIN{printf \"%.2f\", $s
 # (MatMulInteger's dots, MatMulBnb4's rows): a table entry keeps its kernel past --gc-sections (3,738,952 with them).
 # 3,722,728 (nine pages more) with the q8_0 / q4_0 ring — its attention for two more storage types at each width,
 # the quantizer: a ring in 0.27x / 0.14x of fp32's memory, for the machines this build is for: +40 KiB.
-max=$((3145728 + 352256)); run_min --version | grep -q "tiers built: sse42 " && max=$((max + 229376))
+max=$((3145728 + 352256)); run_min --version | grep >/dev/null "tiers built: sse42 " && max=$((max + 229376))
 [ "$size" -lt "$max" ] || { echo "over $max bytes"; exit 1; }
 
 same() {  # same() NAME ARGS... [-- MINIMAL_ARGS...]: both builds print the same text
