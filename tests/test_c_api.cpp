@@ -3,6 +3,8 @@
 // once on two threads. (tests/c_api/test_c_api.c checks the statuses from C.)
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -188,6 +190,47 @@ TEST_CASE("C API: tern_options_set_dtype picks a repository's onnx/ variant") {
   CHECK(fp32 == text_of("fp32"));
   CHECK(q8.rfind("error", 0) != 0);
   CHECK(text_of("bnb4").find("has no bnb4 variant; it has fp32, q8") != std::string::npos);
+}
+
+// tern_options_set_kv_dtype reaches the ring: after 96 prompt tokens the last logits of a q8_0 and a q4_0 ring
+// differ from the fp32 ring's (so the option took), q8_0's by less than q4_0's (the ring's own tests bound both
+// against hand-made blocks and the float kernel); a name not a storage is refused naming the four.
+TEST_CASE("C API: tern_options_set_kv_dtype stores the ring quantized") {
+  auto logits_of = [](const char* kv_dtype) {
+    tern_options* o = tern_options_create();
+    REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
+    REQUIRE(tern_options_set_kv_dtype(o, kv_dtype) == TERN_OK);
+    tern_model* m = nullptr;
+    REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &m) == TERN_OK);
+    tern_options_free(o);
+    std::vector<int32_t> prompt(96);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(1 + (i * 37) % 200);
+    REQUIRE(tern_model_prefill(m, prompt.data(), prompt.size()) == TERN_OK);
+    const float* logits = nullptr;
+    int64_t vocab = 0;
+    REQUIRE(tern_model_logits(m, &logits, &vocab) == TERN_OK);
+    std::vector<float> out(logits, logits + vocab);
+    tern_model_free(m);
+    return out;
+  };
+  const std::vector<float> fp32 = logits_of("fp32"), q8 = logits_of("q8_0"), q4 = logits_of("q4_0");
+  auto max_diff = [&](const std::vector<float>& a) {
+    REQUIRE(a.size() == fp32.size());
+    float d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - fp32[i]));
+    return d;
+  };
+  const float d8 = max_diff(q8), d4 = max_diff(q4);
+  CAPTURE(d8);
+  CAPTURE(d4);
+  CHECK(d8 > 0);
+  CHECK(d8 < d4);
+  CHECK(d4 < 1.0f);
+  tern_options* o = tern_options_create();
+  CHECK(tern_options_set_kv_dtype(o, "q5_1") == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(tern_options_error(o)) == "kv_dtype 'q5_1' (fp32, fp16, q8_0, q4_0)");
+  CHECK(tern_options_set_kv_dtype(o, nullptr) == TERN_ERROR_INVALID_ARGUMENT);
+  tern_options_free(o);
 }
 
 TEST_CASE("C API: tern_chat_render runs a caller's template with tools; tern_model_set_json_schema constrains steps") {

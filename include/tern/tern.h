@@ -61,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 2
-#define TERN_API_VERSION_MINOR 3
+#define TERN_API_VERSION_MINOR 4
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -108,6 +108,10 @@ TERN_API tern_status tern_set_process_memory_limit(uint64_t bytes);
 /* Generation: the KV cache's window in tokens (a ring buffer that slides past the context; keys are stored
  * before RoPE). 0 = the model's context length, at most 131072 (4096 when the model does not say). */
 TERN_API tern_status tern_options_set_window(tern_options* options, int64_t tokens);
+/* Generation: the ring's storage, "fp32" (the default), "fp16", "q8_0" or "q4_0" (llama.cpp's blocks of 32 with an fp16
+ * scale: 0.53x and 0.28x of fp16's bytes per token; docs in bench/README.md, "The quantized ring"). A quantized ring
+ * needs a head size that is a multiple of 32; a model whose is not fails at load naming both. (API 2.4) */
+TERN_API tern_status tern_options_set_kv_dtype(tern_options* options, const char* kv_dtype);
 /* "cpu", "opencl" or "opencl:N" (TERN_ERROR_UNSUPPORTED at load when the build has no OpenCL). */
 TERN_API tern_status tern_options_set_device(tern_options* options, const char* device);
 /* Weights converted at load: "fp32" (as stored), "fp16", "bf16", "int8", "int4". */

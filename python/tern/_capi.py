@@ -114,6 +114,7 @@ _PROTOTYPES = {
     "tern_options_set_isa": (c_int, [_P, c_char_p]),
     "tern_options_set_max_memory": (c_int, [_P, c_uint64]),
     "tern_options_set_window": (c_int, [_P, c_int64]),
+    "tern_options_set_kv_dtype": (c_int, [_P, c_char_p]),
     "tern_options_set_device": (c_int, [_P, c_char_p]),
     "tern_options_set_weights": (c_int, [_P, c_char_p]),
     "tern_options_set_dtype": (c_int, [_P, c_char_p]),
@@ -208,8 +209,8 @@ def check_options(status, options):
     check(status, lib.tern_options_error, options)
 
 
-def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weights=None, dtype=None, profiling=False,
-                 dims=None, initializers=()):
+def make_options(threads=0, isa=None, max_memory=0, window=0, kv_dtype=None, device=None, weights=None, dtype=None,
+                 profiling=False, dims=None, initializers=()):
     """A tern_options handle with these settings (the caller frees it with lib.tern_options_free). dims: {name: value}
     fixed; initializers: (name, tern_dtype, C-ordered numpy array) replacing the graph's (the arrays outlive it)."""
     o = lib.tern_options_create()
@@ -223,6 +224,8 @@ def make_options(threads=0, isa=None, max_memory=0, window=0, device=None, weigh
             check_options(lib.tern_options_set_max_memory(o, int(max_memory)), o)
         if window:
             check_options(lib.tern_options_set_window(o, int(window)), o)
+        if kv_dtype:
+            check_options(lib.tern_options_set_kv_dtype(o, kv_dtype.encode()), o)
         if device:
             check_options(lib.tern_options_set_device(o, device.encode()), o)
         if weights:

@@ -150,21 +150,23 @@ class Model(_ModelHandle):
     """A decoder folder (model.onnx, config.json or genai_config.json, tokenizer) loaded for generation; or an
     onnxruntime-genai Config of one.
 
-    threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context, at most 131072); device: "cpu" or
+    threads: 0 = all cores; window: the KV ring's tokens (0 = the model's context, at most 131072); kv_dtype: the ring's
+    storage, "fp32" (default), "fp16", "q8_0" or "q4_0" (the CLI's --kv-dtype); device: "cpu" or
     "opencl"; weights: convert at load ("fp16", "bf16", "int8", "int4"); dtype: which onnx/ variant of an onnx-community
     repository ("fp32", "fp16", "q8", "int8", "uint8", "q4", "q4f16", "bnb4"; default the first present of q4, fp32, q8, …);
     isa: cap the CPU kernels' tier;
     max_memory: bytes this model (its Generators included) may own; other models keep their own caps.
     """
 
-    def __init__(self, path, *, threads=0, window=0, device=None, weights=None, dtype=None, isa=None, max_memory=0):
+    def __init__(self, path, *, threads=0, window=0, kv_dtype=None, device=None, weights=None, dtype=None, isa=None,
+                 max_memory=0):
         self._search = {}
         if isinstance(path, Config):
             self._search = dict(path.search)
             threads = threads or path.threads
             path = path.path
         self._handle = _capi.load("model", os.fspath(path), threads=threads, isa=isa, max_memory=max_memory, window=window,
-                                  device=device, weights=weights, dtype=dtype)
+                                  kv_dtype=kv_dtype, device=device, weights=weights, dtype=dtype)
         self.device_type = "OpenCL" if device and str(device).startswith("opencl") else "CPU"
         info = _capi.ModelInfo()
         self._check(lib.tern_model_get_info(self._handle, ctypes.byref(info)))

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include "kernels/kv_storage.h"
+
 #ifndef TERN_MINIMAL
 #include "convert/gguf_import.h"
 #endif
@@ -145,6 +147,15 @@ tern_status tern_options_set_window(tern_options* o, int64_t tokens) {
       refuse(TERN_ERROR_INVALID_ARGUMENT, "window ", tokens, " tokens (0 for the model's context, up to 2^24)");
     if (tokens == 0) o->decoder.ring_capacity.reset();
     else o->decoder.ring_capacity = tokens;
+  });
+}
+
+tern_status tern_options_set_kv_dtype(tern_options* o, const char* kv_dtype) {
+  if (!o) return TERN_ERROR_INVALID_ARGUMENT;
+  return guarded(&o->error, [&] {
+    need(kv_dtype, "kv_dtype");
+    if (!kernels::kv_storage_named(kv_dtype)) refuse(TERN_ERROR_INVALID_ARGUMENT, "kv_dtype '", kv_dtype, "' (fp32, fp16, q8_0, q4_0)");
+    o->decoder.kv_dtype = kv_dtype;
   });
 }
 

@@ -549,6 +549,8 @@ REPRODUCERS = {
         "DynamicQuantizeMatMul node 'dqmm' (domain com.microsoft): b_scale has 5 values; it takes 1 or one per column of B (3)",
     "onnx_model/matmulbnb4_absmax_count.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): absmax has 7 values; 128 codes in blocks of 64 need 2",
     "onnx_model/matmulbnb4_huge_k_n.onnx": "MatMulBnb4 node 'bnb' (domain com.microsoft): K · N: 1099511627776 x 1099511627776 does not fit",
+    # tern's own CachedAttention as a file may carry it (issue 78's quantized ring): a storage it does not know.
+    "onnx_model/cached_attention_storage_unknown.onnx": "storage 'q5_1' is none of fp32, fp16, q8_0, q4_0",
 }
 
 

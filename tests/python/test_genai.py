@@ -158,6 +158,22 @@ def test_one_default_everywhere_the_models_generation_config():
     assert gqa.sampling_default()["temperature"] == 0
 
 
+def test_kv_dtype_is_the_clis_quantized_ring():
+    # Model(kv_dtype=…) and `tern generate --kv-dtype` are one ring: the same greedy text for q8_0 and q4_0; a name
+    # that is not a storage is refused naming the four.
+    model_or_skip(DEFAULT)
+    cli = REPO / "build" / "tern"
+    if not cli.is_file():
+        pytest.skip(f"{cli} not built")
+    for kv in ("q8_0", "q4_0"):
+        text = tern.generate(tern.Model(DEFAULT, threads=2, kv_dtype=kv), PROMPT, 60, temperature=0)
+        out = subprocess.run([str(cli), "generate", "--model", str(DEFAULT), "--prompt", PROMPT, "--max-new-tokens", "60",
+                              "--greedy", "--kv-dtype", kv, "--threads", "2"], capture_output=True, text=True, check=True)
+        assert out.stdout.rstrip("\n") == PROMPT + text, kv
+    with pytest.raises(tern.InvalidArgumentError, match=r"kv_dtype 'q2' \(fp32, fp16, q8_0, q4_0\)"):
+        tern.Model(DEFAULT, kv_dtype="q2")
+
+
 def test_sampling_is_seeded_and_top_k_1_is_greedy():
     model = model_or_skip(DEFAULT)
     greedy = tern.generate(model, PROMPT, 30, temperature=0)
