@@ -1,12 +1,15 @@
 // Continuous batching (llm/continuous_batch.h): requests joining and leaving a running batch get the tokens
-// they get alone — bitwise, greedy and sampled — and rows are emptied and reused.
+// they get alone — bitwise, greedy and sampled — and rows are emptied and reused; serve's queue in front of it.
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "llm/continuous_batch.h"
 #include "llm/model_folder.h"
+#include "llm/request_queue.h"
 #include "llm/tokenizer.h"
 
 using namespace tern;
@@ -302,4 +305,57 @@ TEST_CASE("continuous batching with speculation: each request's greedy tokens ar
   CHECK(accepted > 0);
   // Sampled: each row's tokens come from the same distribution, and the run completes and repeats with its seeds.
   CHECK(run_batched(4, 8, ps, join, false, 24, 7, 3) == run_batched(4, 8, ps, join, false, 24, 7, 3));
+}
+
+// The serve scheduler (llm/request_queue.h): a request whose client is gone (or whose deadline passed) while every
+// row is taken leaves the queue unrun — it never gets a token, its finish is Stop, and the count says so — while
+// the request on the row runs on. (cli_serve.sh's deadline check cannot force this over HTTP: with one deadline
+// for all, a queued request's passes after the running one's, and whether it passes before the row is free is a
+// race between curl's arrivals and one decode step.)
+TEST_CASE("serve's queue: a request gone while it waits for a row leaves unrun") {
+  auto s = ring_session(256);
+  Generator gen(*s, read_model_config(kModel));
+  ContinuousBatcher batcher(*s, gen, 1, 8);
+  RequestQueue queue(batcher, 4);
+  queue.start();
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t running_tokens = 0, waiting_tokens = 0;
+  std::optional<FinishReason> running_end, waiting_end;
+  auto group = [&](int64_t max_new, int64_t& tokens, std::optional<FinishReason>& end, bool gone) {
+    RequestQueue::Group g;
+    SequenceRequest& r = g.sequences.emplace_back();
+    r.prompt = prompts(1)[0];
+    r.max_new_tokens = max_new;
+    r.sampling = sampling(true, 1);
+    r.on_token = [&](int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      ++tokens;
+      cv.notify_all();
+      return queue.stats().dropped == 0;  // the row's request runs until the other has left the queue
+    };
+    r.on_finish = [&](FinishReason why) {
+      std::lock_guard<std::mutex> lock(mu);
+      end = why;
+      cv.notify_all();
+    };
+    g.gone = [gone](RequestQueue::Clock::time_point) { return gone; };
+    std::vector<RequestQueue::Group> groups;
+    groups.push_back(std::move(g));
+    return groups;
+  };
+  REQUIRE(queue.push(group(200, running_tokens, running_end, false)) == RequestQueue::Admission::Queued);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return running_tokens > 0; }));
+  }
+  REQUIRE(queue.push(group(8, waiting_tokens, waiting_end, true)) == RequestQueue::Admission::Queued);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    REQUIRE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return running_end && waiting_end; }));
+  }
+  CHECK(queue.stats().dropped == 1);
+  CHECK(waiting_tokens == 0);
+  CHECK(*waiting_end == FinishReason::Stop);
+  CHECK(running_tokens < 200);  // (it stopped once the other left: the row was held all the while)
 }
