@@ -36,8 +36,9 @@ class Matcher {
   const Value& value(int id) const { return g_.values[static_cast<size_t>(id)]; }
   // Dim i (negative: from the end) when the value's rank and that dim are known, else -1.
   int64_t dim(int id, int64_t i) const {
+    if (id < 0) return -1;  // (first: value(-1) would read before the values)
     const auto& s = value(id).shape;
-    if (id < 0 || !s) return -1;
+    if (!s) return -1;
     const int64_t r = static_cast<int64_t>(s->size());
     if (i < 0) i += r;
     return i >= 0 && i < r ? (*s)[static_cast<size_t>(i)].value : -1;
