@@ -8,17 +8,18 @@
 # mutations are the same on every machine, and a slower machine runs a prefix of them — so CI replays a fuzz
 # session already run crash-free here (twice as long) instead of failing a commit on a new random finding.
 # New findings come from long runs with random seeds; each becomes a reproducer in tests/bad_inputs.
-# Builds build-fuzz/ with clang first (scripts/build.sh --fuzz). Seeds come from tests/fuzz/corpus/TARGET
-# (read only) — for onnx_model also the ONNX node tests' models when ../shared has them; what the fuzzer
-# finds new goes to build-fuzz/corpus/TARGET. A crash, leak, timeout or sanitizer report fails the run and
-# leaves its input in build-fuzz/crashes/: add it to tests/bad_inputs/TARGET/ with the error it must now
+# Builds build-asan/tests/tern_fuzz with clang first (scripts/build.sh --fuzz: the sanitizer pass's build; this
+# script's files go to build-asan/fuzz/). Seeds come from tests/fuzz/corpus/TARGET (read only) — for
+# onnx_model also the ONNX node tests' models when ../shared has them; what the fuzzer
+# finds new goes to build-asan/fuzz/corpus/TARGET. A crash, leak, timeout or sanitizer report fails the run and
+# leaves its input in build-asan/fuzz/crashes/: add it to tests/bad_inputs/TARGET/ with the error it must now
 # end in (REPRODUCERS in tests/fuzz/make_corpus.py) once fixed. Each target's final stats line is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/fuzz.sh TARGET|all SECONDS}
 seconds=${2:?usage: scripts/fuzz.sh TARGET|all SECONDS}
 bash scripts/build.sh --fuzz
-bin=build-fuzz/tests/tern_fuzz
+bin=build-asan/tests/tern_fuzz
 seed=(); [ -z "${TERN_FUZZ_SEED:-}" ] || seed=(-seed="$TERN_FUZZ_SEED")
 runs=(); [ -z "${TERN_FUZZ_RUNS:-}" ] || runs=(-runs="$TERN_FUZZ_RUNS")
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -32,26 +33,26 @@ run_one() {
     gguf) dict=(-dict=tests/fuzz/dicts/gguf.dict) ;;
   esac
   if [ "$t" = onnx_model ] && [ -d ../shared/onnx-node-tests/node ]; then
-    if [ ! -d build-fuzz/node-test-seeds ]; then  # links, never copies, to the node tests' models
-      mkdir -p build-fuzz/node-test-seeds
+    if [ ! -d build-asan/fuzz/node-test-seeds ]; then  # links, never copies, to the node tests' models
+      mkdir -p build-asan/fuzz/node-test-seeds
       local root d
       root=$(realpath ../shared/onnx-node-tests/node)
       for d in "$root"/*/; do
         d=${d%/}
-        [ -f "$d/model.onnx" ] && ln -s "$d/model.onnx" "build-fuzz/node-test-seeds/${d##*/}.onnx"
+        [ -f "$d/model.onnx" ] && ln -s "$d/model.onnx" "build-asan/fuzz/node-test-seeds/${d##*/}.onnx"
       done
     fi
-    seeds+=(build-fuzz/node-test-seeds)
+    seeds+=(build-asan/fuzz/node-test-seeds)
   fi
   # What the fuzzer finds new is kept across runs, except in a fixed-seed replay, which starts from the seeds alone.
-  local found=build-fuzz/corpus/"$t"
-  if [ ${#seed[@]} -gt 0 ]; then found=build-fuzz/replay/"$t"; rm -rf "$found"; fi
-  mkdir -p "$found" build-fuzz/crashes
-  local log=build-fuzz/fuzz-$t.log
+  local found=build-asan/fuzz/corpus/"$t"
+  if [ ${#seed[@]} -gt 0 ]; then found=build-asan/fuzz/replay/"$t"; rm -rf "$found"; fi
+  mkdir -p "$found" build-asan/fuzz/crashes
+  local log=build-asan/fuzz/fuzz-$t.log
   # -timeout: one input may take 10 s; -rss_limit_mb: past it is a bug (targets run under a 256 MB cap).
   if TERN_FUZZ_TARGET=$t "$bin" "$found" "${seeds[@]}" "${dict[@]}" "${seed[@]}" "${runs[@]}" -max_total_time="$seconds" \
        -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
-       -artifact_prefix=build-fuzz/crashes/"$t"- > "$log" 2>&1; then
+       -artifact_prefix=build-asan/fuzz/crashes/"$t"- > "$log" 2>&1; then
     echo "fuzz $t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) · $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') executions, coverage $(grep -oE 'cov: [0-9]+' "$log" | tail -1)"
   else
     echo "fuzz $t FAILED (log $log):"

@@ -13,10 +13,10 @@ packages=(
   ccache    # a rebuild, and the wheel's compile of build/'s objects (scripts/wheel.sh), from the cache
 )
 # --ci: also what only some tests need — headless Chromium renders the profiler's HTML report, tmux
-# types into `tern chat`, clang 14 with its sanitizer and libFuzzer runtimes builds the fuzz targets
+# types into `tern chat`, clang 16 with its sanitizer and libFuzzer runtimes builds the sanitizer pass and the fuzz targets
 # (scripts/fuzz.sh), nginx balances two `tern serve` replicas (tests/cli_serve.sh), strace proves a model folder's
 # files are never opened outside it (tests/cli_confinement.sh).
-[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-14 libclang-rt-14-dev clang-format-14 nginx-light strace)
+[ "${1:-}" = "--ci" ] && packages+=(chromium tmux clang-16 libclang-rt-16-dev clang-format-14 nginx-light strace)
 # --aarch64 (and --ci): the AArch64 cross build — Debian's cross compiler, arm64 multiarch libraries and
 # qemu-user to run it. (libonnx-dev:arm64 cannot sit beside the amd64 one — both ship /usr/lib/libonnxifi.so
 # — so only its runtime library is installed; cmake/aarch64-linux-gnu.cmake uses the host's headers.)
