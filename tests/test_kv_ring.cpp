@@ -230,6 +230,8 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
     const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
     const auto q = randoms(static_cast<size_t>(n * Hq * D), g);
     KvRingBuffer one({1, Hkv, D, W, 4, storage}), chunk({1, Hkv, D, W, 4, storage});
+    one.set_key_offset(0, k.data(), 3, Hkv * D);  // (q4_0's: the chunk adds it back as the decode kernel does)
+    chunk.set_key_offset(0, k.data(), 3, Hkv * D);
     std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size()), one_thread(by_token.size());
     for (int64_t t = 0; t < n; ++t) {
       one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
@@ -277,7 +279,8 @@ TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32"
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-2).scale(1.0));
 }
 
-TEST_CASE("q8_0 and q4_0 rings keep blocks of 32 with one fp16 scale (q4_0 of the block's Hadamard transform), by hand") {
+TEST_CASE(
+    "q8_0 and q4_0 rings keep blocks of 32 with one fp16 scale (q4_0 of the block's Hadamard transform, less a key offset), by hand") {
   const int64_t D = 32;
   // q4_0 stores each block's Walsh–Hadamard transform y = H·x. A key e0 + 0.5·e1 transforms to 1.5 at even j and
   // 0.5 at odd j: the extreme 1.5 is −8 steps (scale −0.1875), 0.5 the nearest of them, −3 steps = 0.5625; back,
@@ -311,6 +314,31 @@ TEST_CASE("q8_0 and q4_0 rings keep blocks of 32 with one fp16 scale (q4_0 of th
   qn.append(0, k.data(), v.data());
   CHECK(qn.key(0, 0, 3) == 0.0f);
   CHECK(qn.key(0, 0, 0) == doctest::Approx(1.0f).epsilon(1e-3));
+  // A q4_0 ring's key offset (set_key_offset: the mean of a first run's keys, here 0.25 + e2 and 0.75 + 3·e2) is
+  // taken from each key stored and added back: the offset itself comes back exactly, μ + e0 + 0.5·e1 as μ + the
+  // round trip above; a copied row keeps it; once a row holds tokens its offset stays.
+  {
+    std::vector<float> run(2 * D, 0.25f), mu(D, 0.5f), kx(D), v0(D, 0.0f);
+    for (int64_t j = D; j < 2 * D; ++j) run[static_cast<size_t>(j)] = 0.75f;
+    run[2] += 1.0f, run[D + 2] += 3.0f, mu[2] = 2.5f;
+    KvRingBuffer r({2, 1, D, 8, 0, KvStorage::Q4_0});
+    r.set_key_offset(0, run.data(), 2, D);
+    for (int64_t j = 0; j < D; ++j) CHECK(r.key_offset(0)[j] == mu[static_cast<size_t>(j)]);
+    r.append(0, mu.data(), v0.data());
+    for (int64_t j = 0; j < D; ++j) kx[static_cast<size_t>(j)] = mu[static_cast<size_t>(j)] + (j == 0 ? 1.0f : j == 1 ? 0.5f : 0.0f);
+    r.append(0, kx.data(), v0.data());
+    r.copy_row(0, 1);
+    for (int64_t row : {0, 1})
+      for (int64_t j = 0; j < D; ++j) {
+        CAPTURE(j);
+        const float m = mu[static_cast<size_t>(j)];
+        CHECK(r.key(row, 0, j) == m);
+        CHECK(r.key(row, 1, j) == m + (j == 0 ? 1.03125f : j == 1 ? 0.46875f : 0.0f));
+      }
+    CHECK(test::contains(test::error_of([&] { r.set_key_offset(0, run.data(), 2, D); }),
+                         "sequence 0's key offset set while it holds 2 tokens"));
+    CHECK(KvRingBuffer({1, 1, D, 8, 0, KvStorage::Q8_0}).key_offset(0) == nullptr);
+  }
   // Bytes per token: 34 and 18 a block against fp16's 64 — 0.53x and 0.28x.
   const int64_t tokens = 300;
   auto bytes = [&](KvStorage s) { return static_cast<double>(KvRingBuffer::bytes_for({1, 8, 64, 4096, 0, s}, tokens)); };
@@ -331,6 +359,9 @@ TEST_CASE("a quantized ring's attention equals a float ring's over the same dequ
   for (KvStorage storage : {KvStorage::Q8_0, KvStorage::Q4_0}) {
     CAPTURE(std::string(tern::kernels::kv_storage_name(storage)));
     KvRingBuffer quant({1, Hkv, D, W, 4, storage}), plain({1, Hkv, D, W, 4});
+    auto first = randoms(static_cast<size_t>(2 * Hkv * D), g);  // a first run's keys, with a large mean
+    for (size_t i = 0; i < first.size(); i += 7) first[i] += 4.0f;
+    quant.set_key_offset(0, first.data(), 2, Hkv * D);
     std::vector<float> kd(static_cast<size_t>(Hkv * D)), vd(kd.size()), a(static_cast<size_t>(Hq * D)), b(a.size());
     for (int t = 0; t < 2 * W + 5; ++t) {  // slides past the window twice
       const auto k = randoms(kd.size(), g), v = randoms(kd.size(), g), q = randoms(a.size(), g);

@@ -153,6 +153,8 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     bool contiguous = true;
     for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
     const bool chunk = contiguous && S - first > kernels::kGemvMaxRows && ring->seen(rb) + (S - first) <= ring_capacity_;
+    // A q4_0 ring keeps a sequence's keys less the mean of its first run's (KvRingBuffer::set_key_offset).
+    if (ring->seen(rb) == 0 && first < S) ring->set_key_offset(rb, k.data<float>() + (b * S + first) * k_row + k_at, S - first, k_row);
     for (int64_t s = 0; s < S; ++s) {
       float* out = yf.data<float>() + (b * S + s) * hq_ * D;
       if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output

@@ -19,6 +19,10 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c)
     fail_unsupported("KvRingBuffer: a ", kv_storage_name(c.storage), " ring needs head_dim a multiple of ",
                      kv_storage_unit_elements(c.storage), " (its blocks), got ", c.head_dim, "; fp32 and fp16 take any");
   seen_.assign(static_cast<size_t>(c.batch), 0);
+  if (c.storage == KvStorage::Q4_0) {
+    key_offset_.assign(static_cast<size_t>(c.batch * token_floats_), 0.0f);
+    offset_key_.resize(static_cast<size_t>(token_floats_));
+  }
   grow(ring_slots_for(0, 1, c.capacity));
 }
 
@@ -64,8 +68,20 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_bytes_);
   std::copy_n(keys_.begin() + at(from, 0), n, keys_.begin() + at(to, 0));
   std::copy_n(values_.begin() + at(from, 0), n, values_.begin() + at(to, 0));
+  if (!key_offset_.empty()) std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
   seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
 }
+
+void KvRingBuffer::set_key_offset(int64_t b, const float* keys, int64_t n, int64_t stride) {
+  if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
+  if (seen(b) != 0) fail("KvRingBuffer: sequence ", b, "'s key offset set while it holds ", seen(b), " tokens");
+  if (key_offset_.empty() || n <= 0) return;
+  float* mean = key_offset_.data() + b * token_floats_;
+  std::fill(mean, mean + token_floats_, 0.0f);
+  for (int64_t t = 0; t < n; ++t) axpy(1.0f / static_cast<float>(n), keys + t * stride, mean, token_floats_);
+}
+
+const float* KvRingBuffer::key_offset(int64_t b) const { return key_offset_.empty() ? nullptr : key_offset_.data() + b * token_floats_; }
 
 void KvRingBuffer::clear_row(int64_t b) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
@@ -91,11 +107,18 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
   const int64_t s = ring_slot_of_token(seen_[static_cast<size_t>(b)]++, c_.capacity, c_.sinks);
   if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
+  if (const float* offset = key_offset(b)) {
+    for (int64_t i = 0; i < token_floats_; ++i) offset_key_[static_cast<size_t>(i)] = key[i] - offset[i];
+    key = offset_key_.data();
+  }
   store_kv_row(c_.storage, key, token_floats_, keys_.data() + at(b, s));  // (blocks never span heads: head_dim % 32 == 0)
   store_kv_row(c_.storage, value, token_floats_, values_.data() + at(b, s));
 }
 
-float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const { return load_kv_element(c_.storage, keys_.data() + at(b, s), d); }
+float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const {
+  const float* offset = key_offset(b);
+  return load_kv_element(c_.storage, keys_.data() + at(b, s), d) + (offset ? offset[d] : 0.0f);
+}
 
 float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const { return load_kv_element(c_.storage, values_.data() + at(b, s), d); }
 
@@ -137,12 +160,14 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q,
   // Every held key converted and rotated to its window position once (the window has not slid: the
   // position is the index), stored transposed in blocks (chunk_key_at); values as float, each KV head's
   // together. KV heads over threads.
+  const float* offset = key_offset(b);
   parallel_chunks(cx.threads, H, H, [&](int64_t g, int64_t, int thread) {
     float* row = values_f + value_floats + thread * per_thread;
     float* vg = values_f + g * n * D;
     for (int64_t i = 0; i < n; ++i) {
       const size_t s = at(b, slot(b, i));
       load_kv_row(kv_head(reinterpret_cast<const T*>(keys_.data() + s), g, D), row, D);
+      if (offset) axpy(1.0f, offset + g * D, row, D);
       rotate_head(row, row, D, rope, i);
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
       load_kv_row(kv_head(reinterpret_cast<const T*>(values_.data() + s), g, D), vg + i * D, D);
@@ -193,6 +218,7 @@ void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64
   a.keys = key_ptrs_.data();
   a.values = value_ptrs_.data();
   a.key_pos = positions_.data();
+  a.key_offset = key_offset(b);
   a.query_pos = n - 1;
   a.scoring = scoring;
   a.rope = rope;

@@ -26,6 +26,7 @@ struct RingAttentionArgs {
   const void* const* keys = nullptr;    // n_keys pointers to T, each row [kv_heads][head_dim], pre-RoPE
   const void* const* values = nullptr;  // n_keys pointers to T, each row [kv_heads][head_dim]
   const int64_t* key_pos = nullptr;     // RoPE position of each key
+  const float* key_offset = nullptr;    // [kv_heads][head_dim] added to every key as read (KvRingBuffer::set_key_offset)
   int64_t query_pos = 0;
   Scoring scoring;
   RopeTable rope;
