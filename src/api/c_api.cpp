@@ -154,7 +154,8 @@ tern_status tern_options_set_kv_dtype(tern_options* o, const char* kv_dtype) {
   if (!o) return TERN_ERROR_INVALID_ARGUMENT;
   return guarded(&o->error, [&] {
     need(kv_dtype, "kv_dtype");
-    if (!kernels::kv_storage_named(kv_dtype)) refuse(TERN_ERROR_INVALID_ARGUMENT, "kv_dtype '", kv_dtype, "' (fp32, fp16, q8_0, q4_0)");
+    if (!kernels::kv_storage_named(kv_dtype))
+      refuse(TERN_ERROR_INVALID_ARGUMENT, "kv_dtype '", kv_dtype, "' (", kernels::kv_storage_names(), ")");
     o->decoder.kv_dtype = kv_dtype;
   });
 }

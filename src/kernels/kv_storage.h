@@ -8,7 +8,9 @@
 // are, 29.47 (+1.5%); both transformed (this format) 30.27 (+4.2%).
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "core/dtype.h"
@@ -41,10 +43,20 @@ inline const char* kv_storage_name(KvStorage s) {
     default: return "fp32";
   }
 }
+constexpr KvStorage kKvStorages[] = {KvStorage::F32, KvStorage::F16, KvStorage::Q8_0, KvStorage::Q4_0};
 inline std::optional<KvStorage> kv_storage_named(std::string_view name) {
-  for (KvStorage s : {KvStorage::F32, KvStorage::F16, KvStorage::Q8_0, KvStorage::Q4_0})
+  for (KvStorage s : kKvStorages)
     if (name == kv_storage_name(s)) return s;
   return std::nullopt;
+}
+// Every name, for messages: "fp32, fp16, q8_0, q4_0" (`last` before the last one: ", " or " or ").
+inline std::string kv_storage_names(const char* last = ", ") {
+  std::string out;
+  for (size_t i = 0; i < std::size(kKvStorages); ++i) {
+    if (i > 0) out += i + 1 < std::size(kKvStorages) ? ", " : last;
+    out += kv_storage_name(kKvStorages[i]);
+  }
+  return out;
 }
 // Elements a storage unit holds (1, or a block's 32): a row of n elements is n / that units.
 inline int64_t kv_storage_unit_elements(KvStorage s) { return s == KvStorage::Q8_0 || s == KvStorage::Q4_0 ? kKvBlock : 1; }

@@ -171,13 +171,17 @@ SessionOptions load_session_options(const DecoderOptions& o) {
   return so;
 }
 
+kernels::KvStorage parse_kv_dtype(const std::string& name) {
+  const auto kv = kernels::kv_storage_named(name);
+  if (!kv) fail("--kv-dtype must be ", kernels::kv_storage_names(" or "), ", got '", name, "'");
+  return *kv;
+}
+
 SessionOptions decoder_session_options(const DecoderOptions& o, const ModelConfig& cfg, bool ring_possible) {
   SessionOptions so = load_session_options(o);
   so.decoder.last_position_output = "logits";  // the generator reads no other position
   so.decoder.kv_sinks = o.sinks;
-  const auto kv = kernels::kv_storage_named(o.kv_dtype);
-  if (!kv) fail("--kv-dtype must be fp32, fp16, q8_0 or q4_0, got '", o.kv_dtype, "'");
-  so.decoder.kv_dtype = *kv;
+  so.decoder.kv_dtype = parse_kv_dtype(o.kv_dtype);
   if (o.ring_capacity) {
     so.decoder.ring_capacity = *o.ring_capacity;
     if (so.decoder.ring_capacity < 0 || so.decoder.kv_sinks < 0) fail("--window and --sinks must not be negative");

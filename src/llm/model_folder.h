@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_storage.h"
 #include "llm/model_config.h"
 #include "llm/sampler.h"
 #include "runtime/session.h"
@@ -58,6 +59,8 @@ struct DecoderOptions {
   bool prefault = false;  // SessionOptions::prefault
   bool use_pack = true;   // take the model's pack (tern pack) when it has one: SessionOptions::Pack::Use
 };
+// "q8_0" → KvStorage::Q8_0 (kernels/kv_storage.h); fails naming the flag, the names and the text.
+kernels::KvStorage parse_kv_dtype(const std::string& name);
 // "6G" → 6·2^30 bytes (the rule above); fails naming the flag and the text.
 size_t parse_memory_size(const std::string& text);
 // The session options any model loads with: threads, memory cap, prefault, pack, device, weights and

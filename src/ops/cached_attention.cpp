@@ -27,7 +27,7 @@ namespace {
 kernels::KvStorage storage_of(const Node& n) {
   const std::string name = n.attr_string("storage", "fp32");
   const auto s = kernels::kv_storage_named(name);
-  if (!s) fail(n.describe(), ": storage '", name, "' is none of fp32, fp16, q8_0, q4_0");
+  if (!s) fail(n.describe(), ": storage '", name, "' is none of ", kernels::kv_storage_names());
   return *s;
 }
 }  // namespace

@@ -13,11 +13,10 @@ int bench_op(int argc, char** argv) {
   spec.op = f.get("op");
   std::stringstream dims(f.get("shape"));
   for (std::string d; std::getline(dims, d, ',');) spec.shape.push_back(to_int(d, "--shape"));
-  const std::string dtype = f.get("dtype"), kv = f.get("kv-dtype");
-  if ((dtype != "fp32" && dtype != "fp16") || !kernels::kv_storage_named(kv))
-    fail("--dtype takes fp32 or fp16, --kv-dtype fp32, fp16, q8_0 or q4_0");
+  const std::string dtype = f.get("dtype");
+  if (dtype != "fp32" && dtype != "fp16") fail("--dtype takes fp32 or fp16, got '", dtype, "'");
   spec.dtype = dtype == "fp16" ? DType::Float16 : DType::Float32;
-  spec.kv_dtype = *kernels::kv_storage_named(kv);
+  spec.kv_dtype = llm::parse_kv_dtype(f.get("kv-dtype"));
   spec.weights = parse_weight_format(f.get("weights"));
   spec.activations = parse_activation_format(f.get("activations"));
   spec.bits = f.integer("bits", 2);

@@ -25,9 +25,7 @@ int eval(int argc, char** argv) {
   so.every_row_as_decode = true;  // the arithmetic generation decodes with, not a prefill's (bf16 tiles on AMX)
   const int64_t context = f.has("context") ? f.integer("context", 1) : cfg.context_length > 0 ? cfg.context_length : 512;
   if (f.has("kv-dtype")) {  // a ring as long as the window: nothing slides
-    const auto kv = kernels::kv_storage_named(f.get("kv-dtype"));
-    if (!kv) fail("--kv-dtype must be fp32, fp16, q8_0 or q4_0, got '", f.get("kv-dtype"), "'");
-    so.decoder.kv_dtype = *kv;
+    so.decoder.kv_dtype = llm::parse_kv_dtype(f.get("kv-dtype"));
     so.decoder.ring_capacity = context;
   }
   Session session(model_path, with_load_progress(so));
