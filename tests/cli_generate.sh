@@ -28,6 +28,16 @@ stopped=$(cat "$work/zoo-stop.txt")
 "$tern" generate --model "$work/packed" --prompt Zoo --max-new-tokens 20 > "$work/zoo-pack.txt"
 "$tern" generate --model "$work/packed" --prompt Zoo --max-new-tokens 20 --no-pack --weights int4 > "$work/zoo-int4.txt"
 cmp "$work/zoo-pack.txt" "$work/zoo-int4.txt"
+# --draft-model: the packed int4 copy drafts for the fp32 model — llama2.c's text again; another vocabulary is refused.
+"$tern" generate --model "$work/model" --prompt "" --max-new-tokens 200 --draft-model "$work/packed" --stats > "$work/draft-text.txt" 2> "$work/draft.txt"
+printf '%s' "$(cat "$work/draft-text.txt")" | cmp - "$shared/expected_greedy_empty_prompt_n200.txt"
+grep -qE "^speculation: [1-9][0-9]* of [0-9]+ drafted tokens accepted" "$work/draft.txt"
+default_model="$(cd "$(dirname "$0")/.." && pwd)/models/default"
+if "$tern" generate --model "$work/model" --prompt Zoo --draft-model "$default_model" > /dev/null 2> "$work/err.txt"; then exit 1; fi
+grep -qF "its tokenizer has 1024 tokens, the model's ('$work/model') 512: a draft must share the model's vocabulary" "$work/err.txt"
+if "$tern" generate --model "$work/model" --prompt Zoo --draft-model "$work/packed" --speculate ngram > /dev/null 2> "$work/err.txt"; then exit 1; fi
+grep -qF "a --draft-model is given: its drafts are --speculate draft[:N]" "$work/err.txt"
+echo "--draft-model: llama2.c's greedy text from the int4 copy's drafts"
 if "$tern" generate --model "$work/packed" --prompt Zoo --weights fp16 2> "$work/err.txt"; then exit 1; fi
 grep -q "holds weights prepared as int4" "$work/err.txt"
 if "$tern" pack "$work/model" "$work/model/inner" 2> "$work/err.txt"; then exit 1; fi
@@ -82,7 +92,8 @@ done <<'CASES'
 --ids 98,x1|--ids: 'x1' is not an integer
 --device opencl:99999999999|device 'opencl:99999999999': use cpu, opencl or opencl:N
 --speculate ngram:99|--speculate 'ngram:99': N must be a number of drafts from 1 to 16
---speculate lookahead|--speculate 'lookahead': expected ngram or ngram:N
+--speculate lookahead|--speculate 'lookahead': expected ngram, draft, ngram:N or draft:N
+--speculate draft:2|draft needs --draft-model DIR
 --speculate ngram --window 0|--speculate needs the ring-buffer KV cache
 CASES
 echo "malformed flags are named"

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -231,6 +232,66 @@ TEST_CASE("C API: tern_options_set_kv_dtype stores the ring quantized") {
   CHECK(std::string(tern_options_error(o)) == "kv_dtype 'q5_1' (fp32, fp16, q8_0, q4_0)");
   CHECK(tern_options_set_kv_dtype(o, nullptr) == TERN_ERROR_INVALID_ARGUMENT);
   tern_options_free(o);
+}
+
+// tern_model_set_speculation: prompt lookup and a draft model (models/default's int4 copy, its handle freed before it
+// drafts) give plain greedy decoding's text, and leave the step API where a plain generation does — the same next
+// step. Names and vocabularies that cannot work are refused naming them.
+TEST_CASE("C API: tern_model_set_speculation keeps greedy text and the step API's state") {
+  auto load = [](const char* weights) {
+    tern_options* o = tern_options_create();
+    REQUIRE(tern_options_set_threads(o, 1) == TERN_OK);
+    REQUIRE(tern_options_set_weights(o, weights) == TERN_OK);
+    tern_model* m = nullptr;
+    REQUIRE(tern_model_load(test::kDefaultModel.c_str(), o, &m) == TERN_OK);
+    tern_options_free(o);
+    return m;
+  };
+  tern_sampling greedy;
+  tern_sampling_default(&greedy);
+  const char* prompt = "And God said, Let there be light: and there was light. And God said, Let there be";
+  // The text of 40 greedy tokens, then the position and the token the next step chooses.
+  auto run = [&](tern_model* m) {
+    tern_generate_params p;
+    tern_generate_params_default(&p);
+    p.max_new_tokens = 40;
+    p.sampling = &greedy;
+    std::string text;
+    auto append = [](const char* s, size_t n, void* user) {
+      static_cast<std::string*>(user)->append(s, n);
+      return 0;
+    };
+    int64_t generated = 0;
+    REQUIRE(tern_generate(m, prompt, &p, append, &text, &generated) == TERN_OK);
+    CHECK(generated == 40);
+    int32_t next = -1;
+    const int64_t position = tern_model_position(m);
+    REQUIRE(tern_model_step(m, &next) == TERN_OK);
+    return std::make_tuple(text, position, next);
+  };
+  tern_model* m = load("fp32");
+  const auto plain = run(m);
+  REQUIRE(tern_model_set_speculation(m, "ngram", nullptr) == TERN_OK);
+  CHECK(run(m) == plain);
+  tern_model* draft = load("int4");
+  REQUIRE(tern_model_set_speculation(m, "draft:4", draft) == TERN_OK);
+  tern_model_free(draft);  // (its weights stay while m drafts with them)
+  CHECK(run(m) == plain);
+  REQUIRE(tern_model_set_speculation(m, nullptr, nullptr) == TERN_OK);
+  CHECK(run(m) == plain);
+
+  CHECK(tern_model_set_speculation(m, "lookahead", nullptr) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(tern_model_error(m)).find("'lookahead'") != std::string::npos);
+  CHECK(tern_model_set_speculation(m, "draft", nullptr) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(tern_model_error(m)).find("draft needs") != std::string::npos);
+  tern_options* o = tern_options_create();
+  tern_model* other = nullptr;  // a vocabulary of 256 tokens, not models/default's 1024
+  REQUIRE(tern_model_load((test::exports_dir() / "llama-optimum").string().c_str(), o, &other) == TERN_OK);
+  tern_options_free(o);
+  CHECK(tern_model_set_speculation(m, "draft", other) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(tern_model_error(m)).find("a draft must share the model's vocabulary") != std::string::npos);
+  tern_model_free(other);
+  tern_model_free(m);
 }
 
 TEST_CASE("C API: tern_chat_render runs a caller's template with tools; tern_model_set_json_schema constrains steps") {

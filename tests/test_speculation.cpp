@@ -9,6 +9,7 @@
 
 #include "convert/llama2c.h"
 #include "fixture_models.h"
+#include "llm/draft_model.h"
 #include "llm/generator.h"
 #include "llm/model_folder.h"
 #include "llm/speculation.h"
@@ -29,15 +30,17 @@ std::vector<int64_t> drafted(const std::vector<int64_t>& history, int64_t ngram,
   return d;
 }
 
-// One sequence's greedy tokens on `session`, with `drafts` a step (0: plain decoding) looked up by `ngram` tokens.
+// One sequence's greedy tokens on `session`, with `drafts` a step (0: plain decoding) looked up by `ngram` tokens,
+// or proposed by `draft`.
 GenerateResult greedy_on(Session& session, const ModelConfig& cfg, const std::vector<int64_t>& prompt, int64_t n, int64_t drafts,
-                         int64_t ngram = 3) {
+                         int64_t ngram = 3, DraftModel* draft = nullptr) {
   Generator g(session, cfg);
   GenerateOptions o;
   o.max_new_tokens = n;
   o.eos_token_ids = cfg.eos_token_ids;
   o.speculation.drafts = drafts;
   o.speculation.ngram = ngram;
+  o.speculation.draft = draft;
   return g.generate({prompt}, o);
 }
 
@@ -69,8 +72,9 @@ TEST_CASE("prompt lookup drafts the tokens after the newest earlier occurrence o
   CHECK(parse_speculation("off").drafts == 0);
   CHECK(parse_speculation("ngram").drafts == 3);
   CHECK(parse_speculation("ngram:7").drafts == 7);
-  for (const char* bad : {"ngram:0", "ngram:17", "ngram:", "ngram:x", "draft", "ngram:-1"})
+  for (const char* bad : {"ngram:0", "ngram:17", "ngram:", "ngram:x", "draft", "draft:2", "ngram:-1", "lookahead"})
     CHECK(contains(error_of([&] { parse_speculation(bad); }), "--speculate"));
+  CHECK(contains(error_of([&] { parse_speculation("draft"); }), "draft needs --draft-model DIR"));
 }
 
 TEST_CASE("a drafted token is taken with its probability, else one from the rest: the distribution stays p") {
@@ -166,4 +170,109 @@ TEST_CASE("SmolLM2: speculation's greedy tokens are plain decoding's on the llam
     accepted += spec.accepted_tokens;
   }
   CHECK(accepted > 0);
+}
+
+TEST_CASE("a draft model's greedy drafts: plain decoding's tokens; its ring rolled back to the text kept") {
+  const fs::path dir = fs::path(TERN_SOURCE_DIR) / "models" / "default";
+  const auto tok = load_tokenizer(dir.string());
+  const ModelConfig cfg = read_model_config(dir.string());
+  const auto prompt = tok->encode("And God said, Let there be light: and there was light. And God said, Let there be", true);
+  Session target((dir / "model.onnx").string(), ring(256));
+  const auto plain = greedy_on(target, cfg, prompt, 48, 0);
+  SUBCASE("the model itself drafts: every draft is the model's own choice") {
+    DraftModel self(target, cfg, cfg.vocab_size);  // (its own sequence on the same session)
+    const auto spec = greedy_on(target, cfg, prompt, 48, 3, 3, &self);
+    CHECK(spec.tokens == plain.tokens);
+    CHECK(spec.drafted_tokens > 0);
+    CHECK(spec.accepted_tokens == spec.drafted_tokens);
+    CHECK(spec.decode_steps < spec.decode_tokens / 3);
+    // The options' parse: a draft model's drafts, 3 or N; prompt lookup beside it is refused (one source).
+    CHECK(parse_speculation("", &self).draft == &self);
+    CHECK(parse_speculation("", &self).drafts == 3);
+    CHECK(parse_speculation("draft:5", &self).drafts == 5);
+    CHECK(parse_speculation("off", &self).drafts == 0);
+    CHECK(contains(error_of([&] { parse_speculation("ngram", &self); }), "a --draft-model is given"));
+    CHECK(contains(error_of([&] { parse_speculation("draft:17", &self); }), "from 1 to 16"));
+  }
+  SUBCASE("a quantized copy drafts (int4 weights): some drafts rejected, the tokens the model's") {
+    SessionOptions so = ring(256);
+    so.weights = WeightFormat::Int4;
+    Session int4((dir / "model.onnx").string(), so);
+    DraftModel quantized(int4, cfg, cfg.vocab_size);
+    for (int64_t drafts : {3, 8}) {
+      CAPTURE(drafts);
+      const auto spec = greedy_on(target, cfg, prompt, 48, drafts, 3, &quantized);
+      CHECK(spec.tokens == plain.tokens);
+      CHECK(spec.accepted_tokens > 0);
+    }
+  }
+  SUBCASE("a draft of another model (random weights, another architecture) is mostly rejected, never followed") {
+    const fs::path llama = exports_dir() / "llama-optimum", qwen = exports_dir() / "qwen2-optimum";
+    const ModelConfig llama_cfg = read_model_config(llama.string()), qwen_cfg = read_model_config(qwen.string());
+    Session model((llama / "model.onnx").string(), ring(256)), other((qwen / "model.onnx").string(), ring(256));
+    DraftModel stranger(other, qwen_cfg, llama_cfg.vocab_size);
+    const std::vector<int64_t> ids{1, 17, 200, 33, 5};
+    const auto spec = greedy_on(model, llama_cfg, ids, 32, 3, 3, &stranger);
+    CHECK(spec.tokens == greedy_on(model, llama_cfg, ids, 32, 0).tokens);
+    CHECK(spec.drafted_tokens > spec.accepted_tokens);
+    // This model's text (ids up to 1023) cannot be read by a draft of 256 tokens: it proposes nothing.
+    DraftModel small_vocabulary(other, qwen_cfg, cfg.vocab_size);
+    CHECK(greedy_on(target, cfg, prompt, 8, 3, 3, &small_vocabulary).drafted_tokens == 0);
+  }
+  SUBCASE("a draft whose ring is shorter than the text pauses before it would slide") {
+    Session short_ring((dir / "model.onnx").string(), ring(40));
+    DraftModel drafter(short_ring, cfg, cfg.vocab_size);
+    const auto spec = greedy_on(target, cfg, prompt, 48, 3, 3, &drafter);
+    CHECK(spec.tokens == plain.tokens);
+    CHECK(spec.drafted_tokens > 0);
+    CHECK(spec.drafted_tokens < 40 - static_cast<int64_t>(prompt.size()));
+  }
+  SUBCASE("after a rejection its ring drafts as a fresh one given the same text does") {
+    DraftModel used(target, cfg, cfg.vocab_size), fresh(target, cfg, cfg.vocab_size);
+    std::vector<int64_t> a = prompt, b = prompt, da, db;
+    a.insert(a.end(), {5, 6, 7});
+    b.insert(b.end(), {5, 9});
+    used.propose(a, 4, da);
+    CHECK(da.size() == 4);
+    used.propose(b, 4, da);  // (keeps prompt + 5, feeds 9)
+    fresh.propose(b, 4, db);
+    CHECK(da == db);
+    used.propose(prompt, 2, da);  // a prefix of what it holds
+    fresh.propose(prompt, 2, db);
+    CHECK(da == db);
+  }
+  // Its sessions must keep the ring: a graph's own cache is refused naming why.
+  Session graph_cache((dir / "model.onnx").string());
+  CHECK(contains(error_of([&] { DraftModel(graph_cache, cfg, cfg.vocab_size); }), "ring-buffer KV cache"));
+}
+
+TEST_CASE("stories260K with a draft model (its int4 copy) reproduces llama2.c's greedy texts; past the window too") {
+  const fs::path stories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
+  if (!fs::exists(stories / "stories260K.bin")) {
+    MESSAGE("skipped: ", stories.string(), " not found (shared data lives at ../shared)");
+    return;
+  }
+  TempDir d;
+  convert::convert_llama2c((stories / "stories260K.bin").string(), (stories / "tok512.bin").string(), d.path.string());
+  const auto tok = load_tokenizer(d.path.string());
+  const ModelConfig cfg = read_model_config(d.path.string());
+  Session s((d.path / "model.onnx").string(), ring(512));
+  SessionOptions so = ring(512);
+  so.weights = WeightFormat::Int4;
+  Session int4((d.path / "model.onnx").string(), so);
+  DraftModel draft(int4, cfg, cfg.vocab_size);
+  auto r = greedy_on(s, cfg, tok->encode("", true), 200, 4, 3, &draft);
+  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_empty_prompt_n200.txt"));
+  CHECK(r.accepted_tokens > r.drafted_tokens / 2);
+  r = greedy_on(s, cfg, tok->encode("Zoo", true), 57, 4, 3, &draft);
+  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_prompt_Zoo_n60.txt"));
+  // A window of 96 slides during the 200 tokens: drafting pauses there, the tokens plain decoding's on that window.
+  Session small((d.path / "model.onnx").string(), ring(96));
+  CHECK(greedy_on(small, cfg, tok->encode("", true), 200, 3, 3, &draft).tokens ==
+        greedy_on(small, cfg, tok->encode("", true), 200, 0).tokens);
+  // The vocabularies' check: another tokenizer is refused naming both folders and the sizes.
+  const auto other = load_tokenizer((fs::path(TERN_SOURCE_DIR) / "models" / "default").string());
+  CHECK(contains(error_of([&] { check_same_vocabulary(*tok, *other, "T", "D"); }),
+                 "--draft-model 'D': its tokenizer has 1024 tokens, the model's ('T') 512"));
+  check_same_vocabulary(*tok, *load_tokenizer(d.path.string()), "T", "D");
 }

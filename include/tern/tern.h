@@ -61,7 +61,7 @@ extern "C" {
 
 /* The API's version: a new function raises the minor, a change to an existing one the major. */
 #define TERN_API_VERSION_MAJOR 2
-#define TERN_API_VERSION_MINOR 4
+#define TERN_API_VERSION_MINOR 5
 
 typedef enum tern_status {
   TERN_OK = 0,
@@ -366,6 +366,14 @@ typedef struct tern_generate_params {
   int chat; /* non-zero: the prompt is one user turn in the model's chat template */
 } tern_generate_params;
 TERN_API void tern_generate_params_default(tern_generate_params* params);
+/* Speculative decoding for this handle's tern_generate (API 2.5): each step checks a few proposed tokens in one run
+ * over the weights. `speculation`: "ngram" or "ngram:N" — up to N tokens (1 to 16, default 3) that followed the
+ * newest earlier occurrence of the last three (prompt lookup: text that quotes or edits its prompt) —; "draft" or
+ * "draft:N" with `draft` a model of the same vocabulary (checked) on the ring cache — its greedy continuation (the
+ * draft's weights are kept while this handle uses them: its handle may be freed) —; NULL or "off": none. Greedy
+ * output is plain decoding's and sampling draws from the same distribution. Needs the ring cache; a generation
+ * under a JSON constraint (tern_model_set_json_schema) runs without it. Not copied by tern_model_clone. */
+TERN_API tern_status tern_model_set_speculation(tern_model* model, const char* speculation, tern_model* draft);
 /* *generated (may be NULL) gets how many tokens were generated. */
 TERN_API tern_status tern_generate(tern_model* model, const char* prompt, const tern_generate_params* params, tern_text_callback on_text,
                                    void* user_data, int64_t* generated);

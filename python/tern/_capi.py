@@ -174,6 +174,7 @@ _PROTOTYPES = {
     "tern_model_is_end_token": (c_int, [_P, c_int32]),
     "tern_generate_params_default": (None, [POINTER(GenerateParams)]),
     "tern_generate": (c_int, [_P, c_char_p, POINTER(GenerateParams), TEXT_CALLBACK, c_void_p, POINTER(c_int64)]),
+    "tern_model_set_speculation": (c_int, [_P, c_char_p, _P]),
     "tern_chat_completion": (c_int, [_P, c_char_p, TEXT_CALLBACK, c_void_p, POINTER(c_void_p), POINTER(c_size_t)]),
 }
 

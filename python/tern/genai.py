@@ -181,6 +181,14 @@ class Model(_ModelHandle):
         """The model's type as its config names it ("llama", "qwen2", …; "" when it does not)."""
         return lib.tern_model_type(self._handle).decode()
 
+    def set_speculation(self, speculation, draft=None):
+        """Speculative decoding for generate(model, …): "ngram" or "ngram:N" (prompt lookup, up to N tokens a step),
+        "draft" or "draft:N" with `draft` a Model of the same vocabulary (its greedy continuation; the CLI's
+        --draft-model), None or "off": none. Greedy text is plain decoding's; sampling keeps its distribution."""
+        self._draft = draft  # (the C handle keeps the draft's weights; this keeps the Python object's lifetime plain)
+        self._check(lib.tern_model_set_speculation(self._handle, speculation.encode() if speculation else None,
+                                                   draft._handle if draft is not None else None))
+
     def sampling_default(self):
         """The model's own sampling, as `tern generate` and `tern serve` take it with no flags: generation_config.json's
         do_sample, temperature, top_k, top_p and repetition_penalty (greedy, temperature 0, when it says nothing)."""

@@ -275,21 +275,47 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
       if (!*p.stop[i]) refuse(TERN_ERROR_INVALID_ARGUMENT, "stop string ", i, " is empty");
       stops.emplace_back(p.stop[i]);
     }
-    m->sampler = sampler_for(p.sampling ? *p.sampling : model_sampling(*m));
+    const tern_sampling sampling = p.sampling ? *p.sampling : model_sampling(*m);
+    m->sampler = sampler_for(sampling);
     const llm::Tokenizer& tok = tokenizer_of(m);
     const std::vector<llm::ChatMessage> turn = {{"user", prompt}};
     const std::vector<int64_t> ids = p.chat ? llm::encode_chat(tok, chat_of(m), turn) : tok.encode(prompt, true);
-    llm::GenerateOptions check;
-    check.max_new_tokens = p.max_new_tokens;
-    m->generator->check_request({ids}, check);  // a prompt past the context, ids outside the vocabulary
+    llm::GenerateOptions o;
+    o.max_new_tokens = p.max_new_tokens;
+    m->generator->check_request({ids}, o);  // a prompt past the context, ids outside the vocabulary
     reset(m);
-    feed(m, ids.data(), ids.size());
     llm::TextStream text(tok, ids);
     llm::StopScanner stop(stops);
     bool more = true;
     auto deliver = [&](const std::string& piece) {
       if (more && !piece.empty() && on_text) more = on_text(piece.data(), piece.size(), user_data) == 0;
     };
+    if (m->speculation.drafts > 0 && !m->constraint) {  // Generator::generate's speculative loop, then the step API's state
+      o.sampling = sampling_of(sampling);
+      o.eos_token_ids = m->config.eos_token_ids;
+      o.speculation = m->speculation;
+      const std::vector<int64_t> all = m->generator
+                                           ->generate({ids}, o,
+                                                      [&](size_t, int64_t t) {
+                                                        if (generated) ++*generated;
+                                                        deliver(stop.push(text.push(t)));
+                                                        return more && !stop.stopped();
+                                                      })
+                                           .tokens[0];
+      deliver(stop.push(text.flush()));
+      deliver(stop.flush());
+      // The rings hold all but the last token; the current logits are those that chose it: its predecessor fed again.
+      const size_t before_last = all.size() - 2;
+      if (rewind_rings(m, before_last)) {
+        m->tokens.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(before_last));
+        feed(m, &all[before_last], 1);
+      } else {
+        reset(m);
+        feed(m, all.data(), all.size() - 1);
+      }
+      return;
+    }
+    feed(m, ids.data(), ids.size());
     for (int64_t n = 0; n < p.max_new_tokens && more && !stop.stopped(); ++n) {
       const int64_t next = choose_next(m);
       if (generated) ++*generated;
@@ -300,6 +326,30 @@ tern_status tern_generate(tern_model* m, const char* prompt, const tern_generate
     }
     deliver(stop.push(text.flush()));
     deliver(stop.flush());
+  });
+}
+
+tern_status tern_model_set_speculation(tern_model* m, const char* speculation, tern_model* draft) {
+  TERN_LOADED(m);
+  return guarded(&m->error, [&] {
+    if (draft && !draft->session) refuse(TERN_ERROR_INVALID_ARGUMENT, "the draft model did not load");
+    std::unique_ptr<llm::DraftModel> proposer;
+    if (draft) {
+      if (m->tokenizer && draft->tokenizer) {
+        as_argument([&] { llm::check_same_vocabulary(*m->tokenizer, *draft->tokenizer, m->dir, draft->dir); });
+      } else if (draft->config.vocab_size != m->config.vocab_size) {
+        refuse(TERN_ERROR_INVALID_ARGUMENT, "the draft model '", draft->dir, "' has a vocabulary of ", draft->config.vocab_size,
+               " tokens, this one ", m->config.vocab_size);
+      }
+      proposer = std::make_unique<llm::DraftModel>(*draft->session, draft->config, m->config.vocab_size);
+    }
+    llm::SpeculationOptions o;
+    as_argument([&] { o = llm::parse_speculation(speculation ? speculation : "off", proposer.get()); });
+    if (o.drafts > 0 && !on_ring(m))
+      refuse(TERN_ERROR_UNSUPPORTED, "speculation needs the ring-buffer KV cache, which this model's attention did not take");
+    m->speculation = o;
+    m->draft = std::move(proposer);
+    m->draft_session = m->draft ? draft->session : nullptr;
   });
 }
 

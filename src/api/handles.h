@@ -16,6 +16,7 @@
 #include "kernels/cpu/isa.h"
 #include "llm/beam_search.h"
 #include "llm/chat_template.h"
+#include "llm/draft_model.h"
 #include "llm/generator.h"
 #include "llm/json_constraint.h"
 #include "llm/model_folder.h"
@@ -156,6 +157,11 @@ struct tern_model {
   // Generator::extend (null: a graph with no cache, run on the whole sequence each step).
   std::unique_ptr<tern::llm::KvCache> graph_cache;
   std::string text;  // tern_detokenize's result until the next call
+  // tern_model_set_speculation's: tern_generate's drafts, and the draft model's session (shared, so the draft's
+  // handle may be freed first) with the DraftModel on it (its own sequence).
+  tern::llm::SpeculationOptions speculation;
+  std::shared_ptr<tern::Session> draft_session;
+  std::unique_ptr<tern::llm::DraftModel> draft;
   // A beam search on this handle's caches (tern_beam_search_*), its sequences per prompt, and the ids last handed out.
   std::unique_ptr<tern::llm::BeamSearch> beams;
   int64_t beams_returned = 1;

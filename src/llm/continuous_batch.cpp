@@ -50,6 +50,7 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
     o.top_logits = request.top_logprobs;  // (the same range: 0 to the vocabulary)
     generator_.check_request({request.prompt}, o);
     if (request.prompt != group[0].prompt) fail("continuous batching: the sequences of a group must share their prompt");
+    if (request.speculation.draft) fail_unsupported("continuous batching with a draft model (its drafts: prompt lookup)");
   }
   if (!group.empty() && group[0].max_new_tokens == 0) {  // (a group shares max_new_tokens in practice)
     for (auto& request : group)

@@ -1,6 +1,7 @@
 #include "llm/generator.h"
 
 #include "llm/beam_search.h"
+#include "llm/draft_model.h"
 #include "llm/speculation.h"
 
 #include <algorithm>
@@ -439,8 +440,10 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     if (device_top_k && run == 1) sequence_->set_device_top_k(io_.logits, device_k);
     drafts.clear();
     if (spec.drafts > 0 && run > 0) {
-      const int64_t room = draft_room(spec, opt.max_new_tokens - made, cache.length(), io_.ring_window);
-      if (room > 0) ngram_draft(res.tokens[0], spec.ngram, room, drafts);
+      const int64_t window = spec.draft ? std::min(io_.ring_window, spec.draft->window()) : io_.ring_window;
+      const int64_t room = draft_room(spec, opt.max_new_tokens - made, cache.length(), window);
+      if (room > 0 && spec.draft) spec.draft->propose(res.tokens[0], room, drafts);
+      else if (room > 0) ngram_draft(res.tokens[0], spec.ngram, room, drafts);
       seq[0].insert(seq[0].end(), drafts.begin(), drafts.end());
       mask[0].insert(mask[0].end(), drafts.size(), 1);
     }
@@ -472,6 +475,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
       cache.rewind(fed);
     }
     if (run == 0) {
+      if (spec.draft && spec.drafts > 0) spec.draft->prefill(res.tokens[0]);
       res.prefill_ms = ms_since(step_t0);
       step_t0 = std::chrono::steady_clock::now();
     } else {

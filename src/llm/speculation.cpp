@@ -6,11 +6,16 @@
 
 namespace tern::llm {
 
-SpeculationOptions parse_speculation(const std::string& text) {
+SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft) {
   SpeculationOptions o;
-  if (text.empty() || text == "off") return o;
-  const std::string kind = text.substr(0, text.find(':'));
-  if (kind != "ngram") fail("--speculate '", text, "': expected ngram or ngram:N (N drafts a step, 1 to 16)");
+  if (text == "off" || (text.empty() && !draft)) return o;
+  const std::string kind = text.empty() ? "draft" : text.substr(0, text.find(':'));
+  if (kind != "ngram" && kind != "draft")
+    fail("--speculate '", text, "': expected ngram, draft, ngram:N or draft:N (N drafts a step, 1 to 16)");
+  if ((kind == "draft") != (draft != nullptr))
+    fail("--speculate '", text,
+         "': ", draft ? "a --draft-model is given: its drafts are --speculate draft[:N]" : "draft needs --draft-model DIR");
+  o.draft = draft;
   o.drafts = 3;
   if (kind.size() < text.size()) {
     const std::string n = text.substr(kind.size() + 1);

@@ -1,7 +1,7 @@
-// Speculative decoding by prompt lookup: a step proposes the tokens that followed the newest earlier occurrence of
-// the sequence's last few tokens, and one run over the weights checks them all (Generator::generate). Text that
-// quotes, edits or summarizes its prompt repeats it, and each accepted draft is a token for which the weights were
-// not streamed again.
+// Speculative decoding: a step proposes a few tokens and one run over the weights checks them all
+// (Generator::generate); each accepted draft is a token for which the weights were not streamed again. The drafts
+// come from prompt lookup — the tokens that followed the newest earlier occurrence of the sequence's last few tokens:
+// text that quotes, edits or summarizes its prompt repeats it — or from a draft model (llm/draft_model.h).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -9,6 +9,8 @@
 #include <vector>
 
 namespace tern::llm {
+
+class DraftModel;
 
 struct SpeculationOptions {
   // Tokens proposed a step at most; 0: no speculation. 3 by default: a verification run of 4 positions stays on
@@ -18,11 +20,14 @@ struct SpeculationOptions {
   // threads, bench/speculation.sh (3 rounds): falling back to 1 token, a copying prompt 1.42x and an open one 0.70x;
   // to 2, 1.33x / 0.86x; 3 alone, 1.43x / 0.90x.
   int64_t ngram = 3;
+  // Set: the drafts are this model's greedy continuation instead (its caller's; one sequence at a time).
+  DraftModel* draft = nullptr;
 };
 
-// "ngram" or "ngram:N" (N drafts a step, 1 to 16; the CLI's --speculate and serve's "speculate"); "" or "off": none.
-// Fails naming the text otherwise.
-SpeculationOptions parse_speculation(const std::string& text);
+// "ngram" or "ngram:N" (N drafts a step, 1 to 16; the CLI's --speculate and serve's "speculate"); "draft" or
+// "draft:N", the drafts `draft`'s (--draft-model; "" means "draft" when one is given); "" or "off": none. Fails
+// naming the text otherwise.
+SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft = nullptr);
 
 // How many drafts a step may feed: the options' count, less than the `tokens_left` a sequence may still make, and
 // within a ring window of `window` slots once its `held` tokens and this step's last token are in — a slid window

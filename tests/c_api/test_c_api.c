@@ -60,6 +60,8 @@ static void check_load_failures(void) {
   /* a handle that did not load refuses everything else, by status */
   int32_t token = 0;
   CHECK(tern_model_step(m, &token) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_model_set_speculation(m, "ngram", NULL) == TERN_ERROR_INVALID_ARGUMENT);
+  CHECK(tern_model_set_speculation(NULL, "ngram", NULL) == TERN_ERROR_INVALID_ARGUMENT);
   tern_model_free(m);
   m = NULL;
   CHECK(tern_model_load(NULL, NULL, &m) == TERN_ERROR_INVALID_ARGUMENT);

@@ -174,6 +174,21 @@ def test_kv_dtype_is_the_clis_quantized_ring():
         tern.Model(DEFAULT, kv_dtype="q2")
 
 
+def test_speculation_keeps_the_greedy_text():
+    # Model.set_speculation: prompt lookup and a draft model (the int4 copy) give plain greedy decoding's text; a
+    # draft of another vocabulary is refused.
+    model = model_or_skip(DEFAULT)
+    plain = tern.generate(model, PROMPT, 60, temperature=0)
+    model.set_speculation("ngram:4")
+    assert tern.generate(model, PROMPT, 60, temperature=0) == plain
+    model.set_speculation("draft", tern.Model(DEFAULT, threads=2, weights="int4"))
+    assert tern.generate(model, PROMPT, 60, temperature=0) == plain
+    model.set_speculation(None)
+    other = model_or_skip(REPO / "tests" / "fixtures" / "exports" / "llama-optimum")
+    with pytest.raises(tern.InvalidArgumentError, match="a draft must share the model's vocabulary"):
+        model.set_speculation("draft:2", other)
+
+
 def test_sampling_is_seeded_and_top_k_1_is_greedy():
     model = model_or_skip(DEFAULT)
     greedy = tern.generate(model, PROMPT, 30, temperature=0)

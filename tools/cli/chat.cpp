@@ -77,7 +77,8 @@ int chat(int argc, char** argv) {
   opt.eos_token_ids = llm::with_ends(cfg.eos_token_ids, chat.turn_end_tokens(*tok));
   opt.sampling = llm::sampling_options(sampling_choices(f), cfg, llm::SamplingUse::Conversation);
   opt.resume = true;
-  opt.speculation = llm::parse_speculation(f.get("speculate"));
+  const DraftModelRun draft = load_draft_model(f, files, cfg, tok.get());
+  opt.speculation = llm::parse_speculation(f.get("speculate"), draft.model.get());
   bool stats = f.has("stats");
   llm::ChatOptions turn;  // (the template offers the tools; a call in an answer asks for its result)
   if (f.has("tools")) {

@@ -2,10 +2,13 @@
 // the printing several commands do. Each command is one file in tools/cli/ over library calls.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "llm/draft_model.h"
 #include "llm/model_folder.h"
+#include "llm/tokenizer.h"
 #include "runtime/machine.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
@@ -31,6 +34,14 @@ SessionOptions with_load_progress(SessionOptions so, const std::string& what = "
 
 // --device, --weights, --activations, --kv-dtype, --window, --sinks, --threads.
 llm::DecoderOptions decoder_options(const Flags& f);
+// --draft-model (generate, chat): the draft's session (the same decoder flags) and its llm::DraftModel, its vocabulary
+// checked against the model's (`tok`, when the command has one; else the configs' vocabulary sizes). Empty without
+// the flag. Speculation takes model.get() (llm::parse_speculation).
+struct DraftModelRun {
+  std::unique_ptr<Session> session;
+  std::unique_ptr<llm::DraftModel> model;
+};
+DraftModelRun load_draft_model(const Flags& f, const llm::ModelFiles& target, const llm::ModelConfig& cfg, const llm::Tokenizer* tok);
 // --max-memory, when given, as the process's cap (every session, the tokenizer's and parsers' checks): set
 // explicitly here, as no session sets it.
 void apply_memory_cap(const Flags& f);

@@ -53,9 +53,11 @@ const List kSampling = {
     {"seed", Arg::Int, "S", "0", "the sampler's seed"},
 };
 
-// Prompt-lookup speculation (generate and chat; llm/speculation.h).
+// Speculation (generate and chat; llm/speculation.h): prompt lookup, or a draft model's (llm/draft_model.h).
 const FlagSpec kSpeculate = {"speculate", Arg::Text, "ngram[:N]", "",
                              "propose up to N tokens (3) a step from earlier text, check them in one run"};
+const FlagSpec kDraftModel = {"draft-model", Arg::Text, "DIR", "",
+                              "a smaller model with the same vocabulary proposes the drafts (--speculate draft[:N])"};
 
 // What cli::write_profile reads.
 const List kProfileOutput = {
@@ -100,6 +102,8 @@ memory instead of served mapped: a longer load and owned memory for faster decod
 the newest earlier occurrence of the last few tokens (prompt lookup) — and checks them in one run: text that
 quotes or edits its prompt comes several tokens per pass over the weights. Greedy tokens are plain decoding's;
 sampled ones come from the same distribution (the rejection rule). --stats prints how many were accepted.
+--draft-model DIR (a folder, .onnx or .gguf of a smaller model with the same vocabulary, run with the same
+decoder flags) proposes instead the N tokens it would choose greedily (--speculate draft:N; 3 by default).
 --top-logits N adds each step's N highest logits per sequence to the JSON ([[token, logit], ...] per
 step), to tell a near-tie from a real difference where another runtime's greedy tokens part from tern's.
 --device opencl runs every node the OpenCL device can take there (weights, activations and the ring KV
@@ -123,7 +127,8 @@ cache stay in device memory), the others on the CPU (bench and inspect --device 
                     {"json", Arg::Switch, "", "", "the result as JSON (tokens, text, timings)"},
                     {"top-logits", Arg::Int, "N", "0", "with --json: each step's N highest logits"},
                     {"stats", Arg::Switch, "", "", "the bytes a decode step moves, and speculation's acceptance"},
-                    kSpeculate} +
+                    kSpeculate,
+                    kDraftModel} +
                    kSampling + kDecoder});
   c.push_back({"chat",
                {kModelPositional},
@@ -147,7 +152,8 @@ turn's first answer a call, decoded under the tool's parameters schema so its ar
                     {"tool-choice", Arg::Text, "C", "auto", "auto, required, or a tool's name: each turn then begins with a call"},
                     {"max-new-tokens", Arg::Int, "N", "512", "new tokens at most per answer"},
                     {"stats", Arg::Switch, "", "", "print each answer's speed"},
-                    kSpeculate} +
+                    kSpeculate,
+                    kDraftModel} +
                    kSampling + kDecoder});
   c.push_back({"inspect",
                {kModelRequired},

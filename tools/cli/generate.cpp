@@ -89,7 +89,8 @@ int generate(int argc, char** argv) {
   opt.early_stopping = f.has("early-stopping");
   opt.min_new_tokens = f.integer("min-new-tokens");
   opt.top_logits = f.integer("top-logits");
-  opt.speculation = llm::parse_speculation(f.get("speculate"));
+  const DraftModelRun draft = load_draft_model(f, files, cfg, tok.get());
+  opt.speculation = llm::parse_speculation(f.get("speculate"), draft.model.get());
   if (opt.top_logits > 0 && (!f.has("json") || opt.num_beams > 1)) fail("--top-logits needs --json and no beam search");
 
   const bool json = f.has("json"), stream = !json && ids.size() == 1 && tok && opt.num_beams == 1;

