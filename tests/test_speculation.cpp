@@ -99,7 +99,7 @@ TEST_CASE("a drafted token is taken with its probability, else one from the rest
   CHECK(g.next(logits.data(), 4, {}, 2) == 0);
 }
 
-TEST_CASE("stories260K on the ring with speculation reproduces llama2.c's greedy texts; past the window too") {
+TEST_CASE("stories260K on the ring with speculation (prompt lookup, a draft model) reproduces llama2.c's greedy texts") {
   const fs::path stories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
   if (!fs::exists(stories / "stories260K.bin")) {
     MESSAGE("skipped: ", stories.string(), " not found (shared data lives at ../shared)");
@@ -128,6 +128,22 @@ TEST_CASE("stories260K on the ring with speculation reproduces llama2.c's greedy
   const auto spec = greedy_on(small, cfg, tok->encode("", true), 200, 3);
   CHECK(spec.tokens == plain.tokens);
   CHECK(spec.accepted_tokens > 0);
+  // A draft model, the model's own int4 copy: llama2.c's texts again.
+  SessionOptions so = ring(512);
+  so.weights = WeightFormat::Int4;
+  Session int4((d.path / "model.onnx").string(), so);
+  DraftModel draft(int4, cfg, cfg.vocab_size);
+  auto r = greedy_on(s, cfg, tok->encode("", true), 200, 4, 3, &draft);
+  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_empty_prompt_n200.txt"));
+  CHECK(r.accepted_tokens > r.drafted_tokens / 2);
+  r = greedy_on(s, cfg, tok->encode("Zoo", true), 57, 4, 3, &draft);
+  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_prompt_Zoo_n60.txt"));
+  CHECK(greedy_on(small, cfg, tok->encode("", true), 200, 3, 3, &draft).tokens == plain.tokens);  // (on the window of 96)
+  // The vocabularies' check: another tokenizer is refused naming both folders and the sizes.
+  const auto other = load_tokenizer((fs::path(TERN_SOURCE_DIR) / "models" / "default").string());
+  CHECK(contains(error_of([&] { check_same_vocabulary(*tok, *other, "T", "D"); }),
+                 "--draft-model 'D': its tokenizer has 1024 tokens, the model's ('T') 512"));
+  check_same_vocabulary(*tok, *load_tokenizer(d.path.string()), "T", "D");
 }
 
 TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp32 and int4 weights, 3 and 8 drafts") {
@@ -244,35 +260,4 @@ TEST_CASE("a draft model's greedy drafts: plain decoding's tokens; its ring roll
   // Its sessions must keep the ring: a graph's own cache is refused naming why.
   Session graph_cache((dir / "model.onnx").string());
   CHECK(contains(error_of([&] { DraftModel(graph_cache, cfg, cfg.vocab_size); }), "ring-buffer KV cache"));
-}
-
-TEST_CASE("stories260K with a draft model (its int4 copy) reproduces llama2.c's greedy texts; past the window too") {
-  const fs::path stories = fs::path(TERN_SHARED_DIR) / "models" / "stories260K";
-  if (!fs::exists(stories / "stories260K.bin")) {
-    MESSAGE("skipped: ", stories.string(), " not found (shared data lives at ../shared)");
-    return;
-  }
-  TempDir d;
-  convert::convert_llama2c((stories / "stories260K.bin").string(), (stories / "tok512.bin").string(), d.path.string());
-  const auto tok = load_tokenizer(d.path.string());
-  const ModelConfig cfg = read_model_config(d.path.string());
-  Session s((d.path / "model.onnx").string(), ring(512));
-  SessionOptions so = ring(512);
-  so.weights = WeightFormat::Int4;
-  Session int4((d.path / "model.onnx").string(), so);
-  DraftModel draft(int4, cfg, cfg.vocab_size);
-  auto r = greedy_on(s, cfg, tok->encode("", true), 200, 4, 3, &draft);
-  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_empty_prompt_n200.txt"));
-  CHECK(r.accepted_tokens > r.drafted_tokens / 2);
-  r = greedy_on(s, cfg, tok->encode("Zoo", true), 57, 4, 3, &draft);
-  CHECK(tok->decode(r.tokens[0]) == read_text(stories / "expected_greedy_prompt_Zoo_n60.txt"));
-  // A window of 96 slides during the 200 tokens: drafting pauses there, the tokens plain decoding's on that window.
-  Session small((d.path / "model.onnx").string(), ring(96));
-  CHECK(greedy_on(small, cfg, tok->encode("", true), 200, 3, 3, &draft).tokens ==
-        greedy_on(small, cfg, tok->encode("", true), 200, 0).tokens);
-  // The vocabularies' check: another tokenizer is refused naming both folders and the sizes.
-  const auto other = load_tokenizer((fs::path(TERN_SOURCE_DIR) / "models" / "default").string());
-  CHECK(contains(error_of([&] { check_same_vocabulary(*tok, *other, "T", "D"); }),
-                 "--draft-model 'D': its tokenizer has 1024 tokens, the model's ('T') 512"));
-  check_same_vocabulary(*tok, *load_tokenizer(d.path.string()), "T", "D");
 }
