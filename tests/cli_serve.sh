@@ -359,6 +359,14 @@ start_server plain --parallel 2
 post /v1/completions "$spec_prompt" | field 'd["choices"][0]["text"]' | cmp - "$work/spec_text"
 kill -TERM "$server_pid"; wait "$server_pid"
 echo "serve: --speculate answers as a server without it, $accepted drafts accepted"
+# --draft-model (the model drafting for itself): the same text, its drafts counted.
+start_server draft --draft-model "$model" --parallel 2
+post /v1/completions "$spec_prompt" | field 'd["choices"][0]["text"]' | cmp - "$work/spec_text"
+curl -s "$url/metrics" > "$work/metrics"
+accepted=$(awk '/^tern_speculative_accepted_tokens_total/{print $2}' "$work/metrics")
+[ "${accepted:-0}" -ge 1 ] || { echo "no draft-model drafts accepted"; grep speculative "$work/metrics"; exit 1; }
+kill -TERM "$server_pid"; wait "$server_pid"
+echo "serve: --draft-model answers as a server without it, $accepted drafts accepted"
 start_server tokenize --timeout 0.000001
 word=$(python3 -c "print('andgodsaidletthereblight' * 160)")  # (one word of 3,840 letters: ~1,000 tokens, ~2,800 merges)
 post /v1/completions "{\"prompt\": \"$word\", \"max_tokens\": 1}" > /dev/null

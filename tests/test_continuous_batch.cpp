@@ -8,9 +8,11 @@
 #include <optional>
 
 #include "llm/continuous_batch.h"
+#include "llm/draft_model.h"
 #include "llm/model_folder.h"
 #include "llm/request_queue.h"
 #include "llm/tokenizer.h"
+#include "test_util.h"
 
 using namespace tern;
 using namespace tern::llm;
@@ -18,10 +20,11 @@ using namespace tern::llm;
 namespace {
 const std::string kModel = std::string(TERN_SOURCE_DIR) + "/models/default";
 
-std::unique_ptr<Session> ring_session(int64_t window) {
+std::unique_ptr<Session> ring_session(int64_t window, const std::string& weights = "fp32") {
   DecoderOptions d;
   d.ring_capacity = window;
   d.threads = 2;
+  d.weights = weights;
   return std::make_unique<Session>(kModel + "/model.onnx", decoder_session_options(d, read_model_config(kModel), true));
 }
 
@@ -47,13 +50,17 @@ SamplingOptions sampling(bool greedy, uint64_t seed) {
 
 // Runs `requests` through a batcher of `rows` rows, request i joining at step join_step[i] (or as soon
 // as a row is free after that), request i sampling with seed first_seed + i; returns each request's new tokens.
-// drafts > 0: every request speculates (`accepted`, when given, gets the drafts the batcher saw accepted).
+// drafts > 0: every request speculates (`accepted`, when given, gets the drafts the batcher saw accepted) — with
+// draft_model, on drafts from the model's int4 copy, else by prompt lookup.
 std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const std::vector<std::vector<int64_t>>& ps,
                                               const std::vector<int>& join_step, bool greedy, int64_t max_new, uint64_t first_seed = 100,
-                                              int64_t drafts = 0, int64_t* accepted = nullptr) {
+                                              int64_t drafts = 0, int64_t* accepted = nullptr, bool draft_model = false) {
   auto s = ring_session(256);
   Generator gen(*s, read_model_config(kModel));
   ContinuousBatcher batcher(*s, gen, rows, chunk);
+  auto int4 = draft_model ? ring_session(256, "int4") : nullptr;
+  std::unique_ptr<DraftModel> draft;
+  if (int4) draft = std::make_unique<DraftModel>(*int4, read_model_config(kModel), read_model_config(kModel).vocab_size, rows);
   std::vector<std::vector<int64_t>> out(ps.size());
   std::vector<char> finished(ps.size(), 0), added(ps.size(), 0);
   for (int step = 0; step < 10000; ++step) {
@@ -64,6 +71,7 @@ std::vector<std::vector<int64_t>> run_batched(int64_t rows, int64_t chunk, const
       r.max_new_tokens = max_new;
       r.sampling = sampling(greedy, first_seed + i);
       r.speculation.drafts = drafts;
+      r.speculation.draft = draft.get();
       r.on_token = [&out, i](int64_t t) {
         out[i].push_back(t);
         return true;
@@ -305,6 +313,22 @@ TEST_CASE("continuous batching with speculation: each request's greedy tokens ar
   CHECK(accepted > 0);
   // Sampled: each row's tokens come from the same distribution, and the run completes and repeats with its seeds.
   CHECK(run_batched(4, 8, ps, join, false, 24, 7, 3) == run_batched(4, 8, ps, join, false, 24, 7, 3));
+  // A draft model (the model's int4 copy, a ring row for each of the batch's): its drafts batched across the rows
+  // drafting, each row's ring rolled back on its own.
+  int64_t from_draft = 0;
+  CHECK(run_batched(4, 8, ps, join, true, 40, 100, 4, &from_draft, true) == plain);
+  CHECK(from_draft > accepted);
+  CHECK(run_batched(4, 8, ps, join, false, 24, 7, 3, nullptr, true) == run_batched(4, 8, ps, join, false, 24, 7, 3, nullptr, true));
+  // Its rows must be the batch's.
+  auto s = ring_session(256);
+  Generator gen(*s, read_model_config(kModel));
+  ContinuousBatcher batcher(*s, gen, 4, 8);
+  DraftModel two_rows(*s, read_model_config(kModel), 0, 2);
+  SequenceRequest r;
+  r.prompt = ps[0];
+  r.speculation.drafts = 3;
+  r.speculation.draft = &two_rows;
+  CHECK(test::contains(test::error_of([&] { batcher.add(std::move(r)); }), "the draft model drafts for 2 rows; the batch has 4"));
 }
 
 // The serve scheduler (llm/request_queue.h): a request whose client is gone (or whose deadline passed) while every

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "llm/draft_model.h"
 #include "llm/speculation.h"
 
 namespace tern::llm {
@@ -50,7 +51,8 @@ std::vector<int64_t> ContinuousBatcher::add_group(std::vector<SequenceRequest> g
     o.top_logits = request.top_logprobs;  // (the same range: 0 to the vocabulary)
     generator_.check_request({request.prompt}, o);
     if (request.prompt != group[0].prompt) fail("continuous batching: the sequences of a group must share their prompt");
-    if (request.speculation.draft) fail_unsupported("continuous batching with a draft model (its drafts: prompt lookup)");
+    if (request.speculation.draft && request.speculation.draft->rows() != rows())
+      fail("continuous batching: the draft model drafts for ", request.speculation.draft->rows(), " rows; the batch has ", rows());
   }
   if (!group.empty() && group[0].max_new_tokens == 0) {  // (a group shares max_new_tokens in practice)
     for (auto& request : group)
@@ -138,6 +140,27 @@ bool ContinuousBatcher::step() {
     r.followers.clear();
     finish(b, FinishReason::Stop);
   }
+  // A decoding row speculates while its rings' windows have room to take the drafts back (Generator::generate's
+  // rule): prompt lookup's drafts, or a draft model's — every such row's proposed in one batch of the draft's runs.
+  DraftModel* draft = nullptr;
+  proposals_.clear();
+  for (size_t b = 0; b < rows_.size(); ++b) {
+    Row& r = rows_[b];
+    r.drafts.clear();
+    const SpeculationOptions& spec = r.request.speculation;
+    if (!r.active || r.following || spec.drafts == 0 || r.fed + 1 != static_cast<int64_t>(r.tokens.size()) || r.generated == 0) continue;
+    const int64_t window = spec.draft ? std::min(generator_.io().ring_window, spec.draft->window()) : generator_.io().ring_window;
+    const int64_t room = draft_room(spec, r.request.max_new_tokens - r.generated, r.fed, window);
+    if (room == 0) continue;
+    if (!spec.draft) {
+      ngram_draft(r.tokens, spec.ngram, room, r.drafts);
+      continue;
+    }
+    if (draft && spec.draft != draft) fail_unsupported("continuous batching with two draft models at once");
+    draft = spec.draft;
+    proposals_.push_back({static_cast<int64_t>(b), &r.tokens, room, &r.drafts});
+  }
+  if (draft) draft->propose(proposals_);
   size_t n = 0;             // active rows, in row order
   int64_t logits_rows = 1;  // positions whose logits come back per row: 1 + the most drafts a row feeds
   held_.clear();
@@ -149,15 +172,8 @@ bool ContinuousBatcher::step() {
     const int64_t left = static_cast<int64_t>(r.tokens.size()) - r.fed;  // the prompt's rest, or the last token
     const int64_t take = prefill_chunk_ > 0 ? std::min(left, prefill_chunk_) : left;
     feed.assign(r.tokens.begin() + r.fed, r.tokens.begin() + r.fed + take);
-    // A decoding row speculates while its ring's window has room to take the drafts back (Generator::generate's rule).
-    r.drafts.clear();
-    const SpeculationOptions& spec = r.request.speculation;
-    if (spec.drafts > 0 && left == 1 && r.generated > 0) {
-      const int64_t room = draft_room(spec, r.request.max_new_tokens - r.generated, r.fed, generator_.io().ring_window);
-      if (room > 0) ngram_draft(r.tokens, spec.ngram, room, r.drafts);
-      feed.insert(feed.end(), r.drafts.begin(), r.drafts.end());
-      logits_rows = std::max<int64_t>(logits_rows, 1 + static_cast<int64_t>(r.drafts.size()));
-    }
+    feed.insert(feed.end(), r.drafts.begin(), r.drafts.end());
+    logits_rows = std::max<int64_t>(logits_rows, 1 + static_cast<int64_t>(r.drafts.size()));
     held_.push_back(r.fed);
     ring_rows_.push_back(static_cast<int64_t>(b));
   }

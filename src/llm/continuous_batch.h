@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "llm/draft_model.h"
 #include "llm/generator.h"
 #include "llm/json_constraint.h"
 
@@ -119,6 +120,7 @@ class ContinuousBatcher {
   std::vector<Row> rows_;
   // Per run, for the active rows only (kept to allocate nothing in steady decoding).
   std::vector<std::vector<int64_t>> new_tokens_;
+  std::vector<DraftModel::Proposal> proposals_;  // (a step's, for a draft model)
   std::vector<int64_t> held_, ring_rows_;
   std::vector<int64_t> top_ids_;  // token_logprobs' scratch
   std::vector<float> masked_;     // a constrained row's logits, masked

@@ -53,7 +53,7 @@ const List kSampling = {
     {"seed", Arg::Int, "S", "0", "the sampler's seed"},
 };
 
-// Speculation (generate and chat; llm/speculation.h): prompt lookup, or a draft model's (llm/draft_model.h).
+// Speculation (generate, chat and serve; llm/speculation.h): prompt lookup, or a draft model's (llm/draft_model.h).
 const FlagSpec kSpeculate = {"speculate", Arg::Text, "ngram[:N]", "",
                              "propose up to N tokens (3) a step from earlier text, check them in one run"};
 const FlagSpec kDraftModel = {"draft-model", Arg::Text, "DIR", "",
@@ -313,7 +313,8 @@ Requests share one continuously batched run of --parallel sequences over the rin
 is fed --prefill-chunk tokens per step while the others keep decoding. A finished row keeps its cache: a
 prompt that begins with what one holds (a chat's system prompt and history) takes that row and feeds only
 the rest. --speculate ngram[:N] lets each decoding row check up to N prompt-lookup drafts a step (as tern
-generate's); /metrics counts them (tern_speculative_drafted_tokens_total, _accepted_tokens_total).
+generate's), --draft-model DIR a draft model's (a ring row for each --parallel row, the rows drafting batched in
+its runs); /metrics counts them (tern_speculative_drafted_tokens_total, _accepted_tokens_total).
 Limits, each refusal naming its flag and counted in /metrics (tern_refused_total): more than --queue
 waiting sequences get 429 with Retry-After (each request has an HTTP thread: --parallel + --queue + 16,
 so past them the 429 comes at once); a body over --max-body bytes 413; a prompt over --max-prompt-tokens
@@ -338,6 +339,7 @@ finish, then end (503); a second signal ends them at once.
                     {"max-tokens", Arg::Int, "N", "", "max_tokens at most (default: what the context leaves)"},
                     {"no-prefix-cache", Arg::Switch, "", "", "feed every prompt whole"},
                     kSpeculate,
+                    kDraftModel,
                     {"api-key", Arg::Text, "KEY", "", "require Authorization: Bearer KEY (default: $TERN_API_KEY)"},
                     {"cors-origin", Arg::Text, "ORIGINS", "", "let browser pages of these origins call it (comma-separated, or *)"},
                     {"model-name", Arg::Text, "NAME", "", "the model's id in /v1/models (default: the folder's name)"},

@@ -92,7 +92,7 @@ std::shared_ptr<Exchange> Server::Impl::submit(const CompletionRequest& r, int64
       const int64_t own_room = context - static_cast<int64_t>(ids[p].size());
       llm::SequenceRequest s = sequence_request(
           r, i, ids[p], r.max_tokens.value_or(opt.max_tokens > 0 ? std::min(own_room, opt.max_tokens) : own_room), cfg, chat_turn_ends);
-      s.speculation = opt.speculation;
+      s.speculation = speculation;
       s.on_token = [this, ex, i](int64_t t) { return on_token(*ex, i, t); };
       if (r.logprobs >= 0) s.on_logprobs = [this, ex, i](const llm::TokenLogprobs& lp) { on_logprobs(*ex, i, lp); };
       s.constraint = choice_constraint(r, r.chat ? &chat_template : nullptr, [&] {

@@ -53,6 +53,14 @@ Server::Impl::Impl(const ServerOptions& o) : opt(o) {
   most_prompt_bytes = most_text_bytes(max_prompt, *tok);
   most_body_bytes = 6 * most_prompt_bytes + 65536;
   if (embedder) most_body_bytes = std::max(most_body_bytes, kMaxEmbeddingInputs * 6 * most_input_bytes + 65536);
+  if (!o.draft_model.empty()) {
+    const llm::ModelFiles draft_files = llm::resolve_model(o.draft_model);
+    const llm::ModelConfig draft_cfg = llm::read_model_config(draft_files.dir);
+    llm::check_same_vocabulary(*tok, *llm::load_tokenizer(draft_files.dir), files.dir, draft_files.dir);
+    draft_session = std::make_unique<Session>(draft_files.onnx, llm::decoder_session_options(o.decoder, draft_cfg, true));
+    draft = std::make_unique<llm::DraftModel>(*draft_session, draft_cfg, cfg.vocab_size, o.parallel);
+  }
+  speculation = llm::parse_speculation(o.speculate, draft.get());
   batcher = std::make_unique<llm::ContinuousBatcher>(*session, *gen, o.parallel, o.prefill_chunk, o.prefix_cache);
   queue = std::make_unique<llm::RequestQueue>(*batcher, o.queue);
   routes();

@@ -11,7 +11,6 @@
 #include "llm/embedder.h"
 #include "llm/model_folder.h"
 #include "llm/openai_api.h"
-#include "llm/speculation.h"
 
 namespace tern::serve {
 
@@ -31,7 +30,8 @@ struct ServerOptions {
   int64_t queue = 64;                             // sequences waiting for a row; past it requests get 429
   int64_t prefill_chunk = openai::kPrefillChunk;  // prompt tokens a row feeds per step, so others keep decoding
   bool prefix_cache = true;                       // a prompt beginning with what an idle row holds feeds only the rest
-  llm::SpeculationOptions speculation;            // every row's (--speculate): prompt-lookup drafts checked in its runs
+  std::string speculate;                          // every row's drafts checked in its runs (--speculate: llm::parse_speculation's text)
+  std::string draft_model;                        // --draft-model: a model of the same vocabulary whose greedy continuation is the drafts
   double timeout_s = 600;                         // a request still running after this ends (504, or an error event)
   double grace_s = 10;                            // after stop(): requests running or queued get this long to finish, then end (503)
   size_t max_body_bytes = size_t{8} << 20;        // a larger request body: 413

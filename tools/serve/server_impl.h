@@ -82,8 +82,13 @@ struct Server::Impl {
   std::once_flag json_vocabulary_made;
   std::shared_ptr<const llm::JsonVocabulary> json_vocabulary;
   llm::ChatTemplate chat_template;
-  std::vector<int64_t> chat_turn_ends;              // (its turn-end tokens: chat completions stop at them)
-  int64_t context = 0;                              // the most tokens a prompt plus its completion may hold
+  std::vector<int64_t> chat_turn_ends;  // (its turn-end tokens: chat completions stop at them)
+  int64_t context = 0;                  // the most tokens a prompt plus its completion may hold
+  // --draft-model's session and its DraftModel (a ring row for each of the batch's), and every row's speculation
+  // (before the batcher: they outlive its rows).
+  std::unique_ptr<Session> draft_session;
+  std::unique_ptr<llm::DraftModel> draft;
+  llm::SpeculationOptions speculation;
   std::unique_ptr<llm::ContinuousBatcher> batcher;  // (null, as session, gen and tok, when --model is an encoder)
   std::unique_ptr<llm::Embedder> embedder;          // /v1/embeddings (null: none)
   std::string embedding_model_name;

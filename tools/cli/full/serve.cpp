@@ -37,7 +37,8 @@ int serve(int argc, char** argv) {
   o.queue = f.integer("queue", 0);
   o.prefill_chunk = f.integer("prefill-chunk", 0);
   o.prefix_cache = !f.has("no-prefix-cache");
-  o.speculation = llm::parse_speculation(f.get("speculate"));
+  o.speculate = f.get("speculate");
+  o.draft_model = f.has("draft-model") ? model_files(f.get("draft-model")).dir : "";
   o.timeout_s = f.number("timeout");
   o.grace_s = f.number("grace");
   o.max_body_bytes = static_cast<size_t>(f.integer("max-body", 1024));
