@@ -171,21 +171,31 @@ TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp3
 
 // As `tern generate` runs it: decode rows on int8 activations, where SmolLM2's residual (~750 from layer 4) turns a
 // rounding upstream into a whole step of a code — a verification run's logits must be a decode step's bit for bit.
-TEST_CASE("SmolLM2: speculation's greedy tokens are plain decoding's on the llama.cpp golden prompts") {
+TEST_CASE("SmolLM2: speculation's greedy tokens (prompt lookup, a draft model) are plain decoding's on the llama.cpp golden prompts") {
   const std::string dir = smollm2_dir();
   if (dir.empty()) return;
   const ModelConfig cfg = read_model_config(dir);
   llm::DecoderOptions d;
   d.ring_capacity = 256;
   Session s(dir + "/model.onnx", llm::decoder_session_options(d, cfg, true));
-  int64_t accepted = 0;
+  // The model drafting for itself (its own sequence on the session): nearly every draft accepted — not all, as the
+  // draft's cache comes from runs of other lengths (its prompt short of the last token, a rolled-back stretch fed
+  // with the next token), whose int8 products round apart where the model's own were near a tie.
+  DraftModel self(s, cfg, cfg.vocab_size);
+  int64_t accepted = 0, self_drafted = 0, self_accepted = 0;
   for (const auto& [line, prompt, want] : smollm2_llama_cpp_greedy()) {
     CAPTURE(line);
+    const auto plain = greedy_on(s, cfg, prompt, 32, 0);
     const auto spec = greedy_on(s, cfg, prompt, 32, 3, 1);  // (1-token lookups: many drafts, most of them rolled back)
-    CHECK(spec.tokens == greedy_on(s, cfg, prompt, 32, 0).tokens);
+    CHECK(spec.tokens == plain.tokens);
     accepted += spec.accepted_tokens;
+    const auto drafted = greedy_on(s, cfg, prompt, 32, 3, 3, &self);
+    CHECK(drafted.tokens == plain.tokens);
+    self_drafted += drafted.drafted_tokens;
+    self_accepted += drafted.accepted_tokens;
   }
   CHECK(accepted > 0);
+  CHECK(self_accepted * 10 >= self_drafted * 9);
 }
 
 TEST_CASE("a draft model's greedy drafts: plain decoding's tokens; its ring rolled back to the text kept") {
@@ -195,12 +205,12 @@ TEST_CASE("a draft model's greedy drafts: plain decoding's tokens; its ring roll
   const auto prompt = tok->encode("And God said, Let there be light: and there was light. And God said, Let there be", true);
   Session target((dir / "model.onnx").string(), ring(256));
   const auto plain = greedy_on(target, cfg, prompt, 48, 0);
-  SUBCASE("the model itself drafts: every draft is the model's own choice") {
+  SUBCASE("the model itself drafts: nearly every draft is accepted (its runs of other lengths may round apart)") {
     DraftModel self(target, cfg, cfg.vocab_size);  // (its own sequence on the same session)
     const auto spec = greedy_on(target, cfg, prompt, 48, 3, 3, &self);
     CHECK(spec.tokens == plain.tokens);
     CHECK(spec.drafted_tokens > 0);
-    CHECK(spec.accepted_tokens == spec.drafted_tokens);
+    CHECK(spec.accepted_tokens * 10 >= spec.drafted_tokens * 9);
     CHECK(spec.decode_steps < spec.decode_tokens / 3);
     // The options' parse: a draft model's drafts, 3 or N; prompt lookup beside it is refused (one source).
     CHECK(parse_speculation("", &self).draft == &self);
