@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/lanes.h"
 #include "kernels/kv_storage.h"
@@ -19,8 +22,17 @@ void store_kv_row(KvStorage s, const float* x, int64_t n, void* dst);
 float load_kv_element(KvStorage s, const void* row, int64_t d);
 
 static inline void load_kv_row(const float* src, float* dst, int64_t n) { std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); }
+// fp16: eight a step by F16C where this file's width has it (the avx2 tier); otherwise through f16_to_f32, which
+// asks the CPU. (Element by element, f16's own conversion, the fp16 ring had decoded slower than the fp32 one
+// at depth: Gemma-3-270M at 16k tokens 56.10 tok/s against 68.56, bench/README.)
 static inline void load_kv_row(const f16* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+#if defined(__F16C__)
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+#else
+  f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+#endif
 }
 static inline void load_kv_row(const KvBlockQ8_0* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kKvBlock; ++b, dst += kKvBlock) {
