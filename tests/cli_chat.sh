@@ -46,6 +46,13 @@ read -r fed total <<< "$(echo "$second" | awk '{print $2, $4}')"
 tm send-keys -t "$session" C-d
 wait_for "CHAT-EXITED"
 tm kill-session -t "$session"
+# A draft model (the model itself): /stats counts its drafts on both turns.
+chat "$repo/models/default" "And God said" "Let there be light" 24 "--draft-model $repo/models/default"
+[ "$(grep -cE "; [0-9]+ of [1-9][0-9]* drafts accepted\]" "$work/pane.txt")" -ge 2 ] || {
+  echo "no drafts counted:"; cat "$work/pane.txt"; exit 1; }
+tm send-keys -t "$session" C-d
+wait_for "CHAT-EXITED"
+tm kill-session -t "$session"
 # An answer that would run for minutes: Ctrl-C stops it and the conversation goes on.
 start "$tern chat $repo/models/default --greedy --max-new-tokens 1000000 --threads 2; echo CHAT-EXITED; sleep 600"
 wait_for "Ctrl-D quits"
@@ -57,7 +64,7 @@ wait_for "^> " 2
 tm send-keys -t "$session" C-d
 wait_for "CHAT-EXITED"
 tm kill-session -t "$session"
-echo "chat: a resumed second turn ($second), Ctrl-C stopped an answer, Ctrl-D quit"
+echo "chat: a resumed second turn ($second), drafts counted with --draft-model, Ctrl-C stopped an answer, Ctrl-D quit"
 
 smol=$repo/models/smollm2-135m-instruct
 if [ -f "$smol/model.onnx" ]; then

@@ -137,7 +137,9 @@ int chat(int argc, char** argv) {
       std::cerr << "[prefilled " << res.prompt_tokens << " of " << ids.size() << " conversation tokens at "
                 << static_cast<int64_t>(res.prefill_ms > 0 ? 1000.0 * static_cast<double>(res.prompt_tokens) / res.prefill_ms : 0)
                 << " tok/s; " << res.decode_tokens << " new at " << (per_token > 0 ? static_cast<int64_t>(1000.0 / per_token) : 0)
-                << " tok/s]\n";
+                << " tok/s";
+      if (opt.speculation.drafts > 0) std::cerr << "; " << res.accepted_tokens << " of " << res.drafted_tokens << " drafts accepted";
+      std::cerr << "]\n";
     }
     return !interrupted.load();
   };
