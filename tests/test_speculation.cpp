@@ -141,9 +141,9 @@ TEST_CASE("stories260K on the ring with speculation (prompt lookup, a draft mode
   CHECK(greedy_on(small, cfg, tok->encode("", true), 200, 3, 3, &draft).tokens == plain.tokens);  // (on the window of 96)
   // The vocabularies' check: another tokenizer is refused naming both folders and the sizes.
   const auto other = load_tokenizer((fs::path(TERN_SOURCE_DIR) / "models" / "default").string());
-  CHECK(contains(error_of([&] { check_same_vocabulary(*tok, *other, "T", "D"); }),
+  CHECK(contains(error_of([&] { check_same_vocabulary(tok.get(), other.get(), cfg, cfg, "T", "D"); }),
                  "--draft-model 'D': its tokenizer has 1024 tokens, the model's ('T') 512"));
-  check_same_vocabulary(*tok, *load_tokenizer(d.path.string()), "T", "D");
+  check_same_vocabulary(tok.get(), load_tokenizer(d.path.string()).get(), cfg, cfg, "T", "D");
 }
 
 TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp32 and int4 weights, 3 and 8 drafts") {

@@ -184,8 +184,8 @@ class Model(_ModelHandle):
     def set_speculation(self, speculation, draft=None):
         """Speculative decoding for generate(model, …): "ngram" or "ngram:N" (prompt lookup, up to N tokens a step),
         "draft" or "draft:N" with `draft` a Model of the same vocabulary (its greedy continuation; the CLI's
-        --draft-model), None or "off": none. Greedy text is plain decoding's; sampling keeps its distribution."""
-        self._draft = draft  # (the C handle keeps the draft's weights; this keeps the Python object's lifetime plain)
+        --draft-model; its weights stay while this model drafts with them), None or "off": none. Greedy text is plain
+        decoding's; sampling keeps its distribution."""
         self._check(lib.tern_model_set_speculation(self._handle, speculation.encode() if speculation else None,
                                                    draft._handle if draft is not None else None))
 

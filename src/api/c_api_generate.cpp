@@ -335,12 +335,8 @@ tern_status tern_model_set_speculation(tern_model* m, const char* speculation, t
     if (draft && !draft->session) refuse(TERN_ERROR_INVALID_ARGUMENT, "the draft model did not load");
     std::unique_ptr<llm::DraftModel> proposer;
     if (draft) {
-      if (m->tokenizer && draft->tokenizer) {
-        as_argument([&] { llm::check_same_vocabulary(*m->tokenizer, *draft->tokenizer, m->dir, draft->dir); });
-      } else if (draft->config.vocab_size != m->config.vocab_size) {
-        refuse(TERN_ERROR_INVALID_ARGUMENT, "the draft model '", draft->dir, "' has a vocabulary of ", draft->config.vocab_size,
-               " tokens, this one ", m->config.vocab_size);
-      }
+      as_argument(
+          [&] { llm::check_same_vocabulary(m->tokenizer.get(), draft->tokenizer.get(), m->config, draft->config, m->dir, draft->dir); });
       proposer = std::make_unique<llm::DraftModel>(*draft->session, draft->config, m->config.vocab_size);
     }
     llm::SpeculationOptions o;

@@ -149,8 +149,7 @@ bool ContinuousBatcher::step() {
     r.drafts.clear();
     const SpeculationOptions& spec = r.request.speculation;
     if (!r.active || r.following || spec.drafts == 0 || r.fed + 1 != static_cast<int64_t>(r.tokens.size()) || r.generated == 0) continue;
-    const int64_t window = spec.draft ? std::min(generator_.io().ring_window, spec.draft->window()) : generator_.io().ring_window;
-    const int64_t room = draft_room(spec, r.request.max_new_tokens - r.generated, r.fed, window);
+    const int64_t room = draft_room(spec, r.request.max_new_tokens - r.generated, r.fed, generator_.io().ring_window);
     if (room == 0) continue;
     if (!spec.draft) {
       ngram_draft(r.tokens, spec.ngram, room, r.drafts);

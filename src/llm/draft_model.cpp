@@ -75,9 +75,12 @@ void DraftModel::prefill(const std::vector<int64_t>& history) {
 }
 
 void DraftModel::propose(const std::vector<Proposal>& proposals) {
-  std::vector<int64_t> rows, limit;        // the rows drafting, and how many drafts each may make
-  std::vector<std::vector<int64_t>*> out;  // (their proposals' drafts)
-  std::vector<std::vector<int64_t>> tokens;
+  // (member scratch, reused step after step: rows drafting, how many drafts each may make, where they go, what each feeds)
+  auto &rows = drafting_, &limit = limits_;
+  auto& out = outs_;
+  auto& tokens = pending_;
+  rows.clear(), limit.clear(), out.clear();
+  size_t n = 0;
   for (const Proposal& p : proposals) {
     p.drafts->clear();
     const auto H = static_cast<int64_t>(p.history->size());
@@ -87,8 +90,10 @@ void DraftModel::propose(const std::vector<Proposal>& proposals) {
     rows.push_back(p.row);
     limit.push_back(most);
     out.push_back(p.drafts);
-    tokens.emplace_back(p.history->begin() + kept, p.history->end());
+    if (tokens.size() <= n) tokens.resize(n + 1);
+    tokens[n++].assign(p.history->begin() + kept, p.history->end());
   }
+  tokens.resize(n);
   while (!rows.empty()) {
     const Tensor& logits = feed(rows, tokens);
     const int64_t width = logits.dim(-1), V = target_vocab_ > 0 ? std::min(width, target_vocab_) : width;
@@ -99,21 +104,32 @@ void DraftModel::propose(const std::vector<Proposal>& proposals) {
       out[i]->push_back(next);
       if (static_cast<int64_t>(out[i]->size()) == limit[i]) continue;
       rows[still] = rows[i], limit[still] = limit[i], out[still] = out[i];
-      tokens[still++] = {next};
+      tokens[still++].assign(1, next);
     }
     rows.resize(still), limit.resize(still), out.resize(still), tokens.resize(still);
   }
 }
 
-void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft, const std::string& target_dir, const std::string& draft_dir) {
-  const int64_t n = target.vocab_size();
-  if (draft.vocab_size() != n)
-    fail("--draft-model '", draft_dir, "': its tokenizer has ", draft.vocab_size(), " tokens, the model's ('", target_dir, "') ", n,
-         ": a draft must share the model's vocabulary");
+void DraftModel::propose(const std::vector<int64_t>& history, int64_t max_drafts, std::vector<int64_t>& drafts) {
+  one_.assign(1, Proposal{0, &history, max_drafts, &drafts});
+  propose(one_);
+}
+
+void check_same_vocabulary(const Tokenizer* target, const Tokenizer* draft, const ModelConfig& target_config,
+                           const ModelConfig& draft_config, const std::string& target_dir, const std::string& draft_dir) {
+  auto refuse = [&](const auto&... what) {
+    fail("--draft-model '", draft_dir, "': ", what..., ": a draft must share the model's vocabulary");
+  };
+  if (!target || !draft) {
+    if (draft_config.vocab_size != target_config.vocab_size)
+      refuse("a vocabulary of ", draft_config.vocab_size, " tokens, the model's ('", target_dir, "') ", target_config.vocab_size);
+    return;
+  }
+  const int64_t n = target->vocab_size();
+  if (draft->vocab_size() != n) refuse("its tokenizer has ", draft->vocab_size(), " tokens, the model's ('", target_dir, "') ", n);
   for (int64_t id = 0; id < n; ++id)
-    if (target.decode({id}) != draft.decode({id}))
-      fail("--draft-model '", draft_dir, "': token ", id, " reads '", draft.decode({id}), "' there and '", target.decode({id}), "' in '",
-           target_dir, "': a draft must share the model's vocabulary");
+    if (target->decode({id}) != draft->decode({id}))
+      refuse("token ", id, " reads '", draft->decode({id}), "' there and '", target->decode({id}), "' in '", target_dir, "'");
 }
 
 }  // namespace tern::llm

@@ -37,9 +37,7 @@ class DraftModel {
   // prefill-sized runs), then one run a draft feeds each row still drafting its last draft.
   void propose(const std::vector<Proposal>& proposals);
   // Row 0's (Generator::generate).
-  void propose(const std::vector<int64_t>& history, int64_t max_drafts, std::vector<int64_t>& drafts) {
-    propose({Proposal{0, &history, max_drafts, &drafts}});
-  }
+  void propose(const std::vector<int64_t>& history, int64_t max_drafts, std::vector<int64_t>& drafts);
   // Feeds row 0 all of `history` but its last token, as the model's prefill does for the prompt — so the first
   // proposal feeds one token, and a prompt's time is counted as the prompt's.
   void prefill(const std::vector<int64_t>& history);
@@ -56,13 +54,18 @@ class DraftModel {
   Generator gen_;
   int64_t target_vocab_, vocab_;
   std::vector<std::vector<int64_t>> held_;  // per row: the tokens the draft's ring holds
-  // feed()'s scratch: a run's rows, the tokens each feeds, what each row holds before it.
-  std::vector<int64_t> run_rows_, run_held_;
-  std::vector<std::vector<int64_t>> run_tokens_;
+  // feed()'s scratch: a run's rows, the tokens each feeds, what each row holds before it; propose()'s: the rows
+  // drafting, their limits, their drafts, what each feeds next — kept so a decode step allocates nothing here.
+  std::vector<int64_t> run_rows_, run_held_, drafting_, limits_;
+  std::vector<std::vector<int64_t>> run_tokens_, pending_;
+  std::vector<std::vector<int64_t>*> outs_;
+  std::vector<Proposal> one_;
 };
 
-// Fails naming both folders unless the two tokenizers read every token id as the same text: a draft proposes ids,
-// and the target must mean by each the text the draft meant.
-void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft, const std::string& target_dir, const std::string& draft_dir);
+// Fails naming both folders unless the draft can speak the model's vocabulary — a draft proposes ids, and the model
+// must mean by each the text the draft meant: with both tokenizers, every id read as the same text; without one (a
+// caller of token ids only), the configs' vocabulary sizes equal.
+void check_same_vocabulary(const Tokenizer* target, const Tokenizer* draft, const ModelConfig& target_config,
+                           const ModelConfig& draft_config, const std::string& target_dir, const std::string& draft_dir);
 
 }  // namespace tern::llm

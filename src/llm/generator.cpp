@@ -440,8 +440,7 @@ GenerateResult Generator::generate(const std::vector<std::vector<int64_t>>& prom
     if (device_top_k && run == 1) sequence_->set_device_top_k(io_.logits, device_k);
     drafts.clear();
     if (spec.drafts > 0 && run > 0) {
-      const int64_t window = spec.draft ? std::min(io_.ring_window, spec.draft->window()) : io_.ring_window;
-      const int64_t room = draft_room(spec, opt.max_new_tokens - made, cache.length(), window);
+      const int64_t room = draft_room(spec, opt.max_new_tokens - made, cache.length(), io_.ring_window);
       if (room > 0 && spec.draft) spec.draft->propose(res.tokens[0], room, drafts);
       else if (room > 0) ngram_draft(res.tokens[0], spec.ngram, room, drafts);
       seq[0].insert(seq[0].end(), drafts.begin(), drafts.end());

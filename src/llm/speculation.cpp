@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "llm/draft_model.h"
 
 namespace tern::llm {
 
@@ -25,6 +26,12 @@ SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft)
     o.drafts = std::stoi(n);
   }
   return o;
+}
+
+int64_t draft_room(const SpeculationOptions& o, int64_t tokens_left, int64_t held, int64_t window) {
+  if (o.draft) window = std::min(window, o.draft->window());
+  const int64_t room = std::min(std::min(o.drafts, tokens_left - 1), window - held - 1);
+  return room > 0 ? room : 0;
 }
 
 void ngram_draft(const std::vector<int64_t>& history, int64_t ngram, int64_t max_drafts, std::vector<int64_t>& drafts) {

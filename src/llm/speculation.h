@@ -20,7 +20,7 @@ struct SpeculationOptions {
   // threads, bench/speculation.sh (3 rounds): falling back to 1 token, a copying prompt 1.42x and an open one 0.70x;
   // to 2, 1.33x / 0.86x; 3 alone, 1.43x / 0.90x.
   int64_t ngram = 3;
-  // Set: the drafts are this model's greedy continuation instead (its caller's; one sequence at a time).
+  // Set: the drafts are this model's greedy continuation instead (its caller's; a ring row per sequence).
   DraftModel* draft = nullptr;
 };
 
@@ -30,12 +30,10 @@ struct SpeculationOptions {
 SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft = nullptr);
 
 // How many drafts a step may feed: the options' count, less than the `tokens_left` a sequence may still make, and
-// within a ring window of `window` slots once its `held` tokens and this step's last token are in — a slid window
-// cannot take rejected drafts back (KvRingBuffer::keep_prefix). 0: a plain step.
-inline int64_t draft_room(const SpeculationOptions& o, int64_t tokens_left, int64_t held, int64_t window) {
-  const int64_t room = std::min(std::min(o.drafts, tokens_left - 1), window - held - 1);
-  return room > 0 ? room : 0;
-}
+// within a ring window of `window` slots (the model's; with a draft model, the smaller of its and the draft's) once
+// its `held` tokens and this step's last token are in — a slid window cannot take rejected drafts back
+// (KvRingBuffer::keep_prefix). 0: a plain step.
+int64_t draft_room(const SpeculationOptions& o, int64_t tokens_left, int64_t held, int64_t window);
 
 // Up to max_drafts tokens that followed the newest earlier occurrence of the last `ngram` tokens of `history`; empty
 // when they did not occur before. `drafts` is overwritten.

@@ -56,12 +56,8 @@ DraftModelRun load_draft_model(const Flags& f, const llm::ModelFiles& target, co
   if (!f.has("draft-model")) return d;
   const llm::ModelFiles files = model_files(f.get("draft-model"));
   const llm::ModelConfig draft_cfg = llm::read_model_config(files.dir);
-  if (tok) {
-    llm::check_same_vocabulary(*tok, *llm::load_tokenizer(files.dir), target.dir, files.dir);
-  } else if (draft_cfg.vocab_size != cfg.vocab_size) {
-    fail("--draft-model '", files.dir, "': a vocabulary of ", draft_cfg.vocab_size, " tokens, the model's ", cfg.vocab_size,
-         ": a draft must share the model's vocabulary");
-  }
+  const auto draft_tok = tok ? llm::load_tokenizer(files.dir) : nullptr;  // (says what is missing)
+  llm::check_same_vocabulary(tok, draft_tok.get(), cfg, draft_cfg, target.dir, files.dir);
   d.session = std::make_unique<Session>(
       files.onnx, with_load_progress(llm::decoder_session_options(decoder_options(f), draft_cfg, true), "loading the draft"));
   d.model = std::make_unique<llm::DraftModel>(*d.session, draft_cfg, cfg.vocab_size);

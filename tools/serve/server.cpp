@@ -56,7 +56,7 @@ Server::Impl::Impl(const ServerOptions& o) : opt(o) {
   if (!o.draft_model.empty()) {
     const llm::ModelFiles draft_files = llm::resolve_model(o.draft_model);
     const llm::ModelConfig draft_cfg = llm::read_model_config(draft_files.dir);
-    llm::check_same_vocabulary(*tok, *llm::load_tokenizer(draft_files.dir), files.dir, draft_files.dir);
+    llm::check_same_vocabulary(tok.get(), llm::load_tokenizer(draft_files.dir).get(), cfg, draft_cfg, files.dir, draft_files.dir);
     draft_session = std::make_unique<Session>(draft_files.onnx, llm::decoder_session_options(o.decoder, draft_cfg, true));
     draft = std::make_unique<llm::DraftModel>(*draft_session, draft_cfg, cfg.vocab_size, o.parallel);
   }
