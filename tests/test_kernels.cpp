@@ -258,8 +258,8 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
             const bool half_scales = (M + zp_form) % 2 == 0;
             if (half_scales)
               for (float& v : r.scales) v = static_cast<float>(f16(v));
-            // On x86 the kernel takes 4-bit weights re-laid 16 rows at a time (nbits.h), as ops hand them over for
-            // int8 activations (AArch64's the file's layout).
+            // On x86 the kernel takes the weights re-laid 16 rows at a time (nbits.h; 8-bit blocks of 16 in whole
+            // chunks), as ops hand them over for int8 activations (AArch64's the file's layout).
             const kernels::QuantizedWeights grouped =
                 kernels::nbits_groups_native(r.w, cx.isa, true) ? kernels::group_nbits_rows(cx, r.w) : kernels::QuantizedWeights{};
             if (grouped.grouped) CHECK(grouped.scales.dtype() == (half_scales ? DType::Float16 : DType::Float32));

@@ -244,20 +244,21 @@ TEST_CASE("packs that do not fit the model are refused naming the pack and what 
 
 TEST_CASE("a pack that marks a weight read as stored dropped is refused at load, not run on a null weight") {
   // Two 8-bit MatMulNBits with int8 activations (accuracy level 4) sharing x join into one over their concatenated
-  // rows, which the int8 GEMV reads as stored: the pack keeps that concatenation.
+  // rows, which are read as stored (three blocks of 16: no whole 32-value chunks to group): the pack keeps that
+  // concatenation.
   test::TempDir dir;
-  const int64_t K = 64, N = 16;
+  const int64_t K = 48, N = 16;
   test::ModelBuilder b;
   b.add_opset("com.microsoft", 1);
   b.input("x", onnx::TensorProto::FLOAT, {1, K});
   for (const std::string y : {"a", "b"}) {
-    b.initializer(y + "_B", Tensor::from_vector<uint8_t>(std::vector<uint8_t>(static_cast<size_t>(N * K), 7), {N, K / 32, 32}));
-    b.initializer(y + "_scales", Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(N * K / 32), 0.5f), {N * K / 32}));
+    b.initializer(y + "_B", Tensor::from_vector<uint8_t>(std::vector<uint8_t>(static_cast<size_t>(N * K), 7), {N, K / 16, 16}));
+    b.initializer(y + "_scales", Tensor::from_vector<float>(std::vector<float>(static_cast<size_t>(N * K / 16), 0.5f), {N * K / 16}));
     auto& n = b.node("MatMulNBits", {"x", y + "_B", y + "_scales"}, {y}, "com.microsoft");
     convert::OnnxBuilder::attr(n, "K", K);
     convert::OnnxBuilder::attr(n, "N", N);
     convert::OnnxBuilder::attr(n, "bits", int64_t{8});
-    convert::OnnxBuilder::attr(n, "block_size", int64_t{32});
+    convert::OnnxBuilder::attr(n, "block_size", int64_t{16});
     convert::OnnxBuilder::attr(n, "accuracy_level", int64_t{4});
     b.output(y);
   }

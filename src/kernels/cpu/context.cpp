@@ -7,11 +7,12 @@
 namespace tern::kernels {
 namespace {
 // Workspace::Use's names, in its order (an error names the buffer that would pass the cap).
-constexpr const char* kUseNames[] = {
-    "gemv partial sums", "packed GEMM rows",  "packed tile rows",  "AMX bf16 rows",       "AMX panel blocks",
-    "n-bit activations", "n-bit block sums",  "2-bit pair tables", "2-bit table passes",  "int8 activations",
-    "int8 scales",       "int8 block sums",   "int8 chunk sums",   "int8 lane sums",      "prompt-chunk keys and values",
-    "ring attention",    "integer code sums", "centered codes",    "AMX-INT8 code quads", "act-order columns"};
+constexpr const char* kUseNames[] = {"gemv partial sums",    "packed GEMM rows",  "packed tile rows", "AMX bf16 rows",
+                                     "AMX panel blocks",     "n-bit activations", "n-bit block sums", "2-bit pair tables",
+                                     "2-bit table passes",   "int8 activations",  "int8 scales",      "int8 block sums",
+                                     "int8 block code sums", "int8 chunk sums",   "int8 lane sums",   "prompt-chunk keys and values",
+                                     "ring attention",       "integer code sums", "centered codes",   "AMX-INT8 code quads",
+                                     "act-order columns"};
 static_assert(std::size(kUseNames) == Workspace::kUses);
 }  // namespace
 

@@ -38,6 +38,7 @@ class Workspace {
     Int8Codes,        //   activations quantized to int8
     Int8Scales,       //   their scales
     Int8Sums,         //   scale · Σ codes per block
+    Int8BlockSums,    //   Σ codes per block
     Int8ChunkSums,    //   Σ codes per 32
     Int8LaneSums,     //   Σ codes per lane
     ChunkAttention,   // kv_ring_buffer.cpp: rotated keys, values and per-thread rows of a prompt chunk

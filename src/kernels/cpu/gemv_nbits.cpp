@@ -20,20 +20,20 @@ void gemv_nbits(const Context& cx, const float* x, int64_t M, const NBitsWeights
 }
 
 bool gemv_nbits_i8_supported(const NBitsWeights& w, Isa isa) {
-  if (!isa_has_int8_dot(isa)) return false;
+  if (!isa_has_int8_dot(isa) || w.N <= 0 || w.K <= 0) return false;
 #if defined(__x86_64__)
-  const bool four_bit = w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
-#else
-  const bool four_bit = !w.grouped && (w.block == 32 || w.block % 64 == 0);
+  if (w.bits == 4) return w.grouped && w.block % 32 == 0;  // (group_nbits_rows)
+  if (w.bits != 8) return false;
+#ifndef TERN_MINIMAL
+  if (w.grouped) return true;  // (in whole chunks: blocks of 16 in pairs)
 #endif
-#if defined(__aarch64__)
-  const bool eight_bit = w.block % 16 == 0;  // (the ARM tiers read 16 bytes at a time)
+  // As stored, blocks of 16 two to a 32-byte chunk (rows8), so a row holds whole chunks.
+  return !w.grouped && (w.block % 32 == 0 || (w.block == 16 && w.K % 32 == 0));
 #else
-  // 8-bit blocks of 16 two to a 32-byte chunk (x86's rows8), so a row holds whole chunks.
-  const bool eight_bit = w.block % 32 == 0 || (w.block == 16 && w.K % 32 == 0);
+  if (w.grouped) return false;  // (the ARM tiers read the file's layout, 16 bytes at a time)
+  if (w.bits == 4) return w.block == 32 || w.block % 64 == 0;
+  return w.bits == 8 && w.block % 16 == 0;
 #endif
-  const bool blocks = w.bits == 4 ? four_bit : w.bits == 8 && eight_bit && !w.grouped;  // (8-bit: as stored)
-  return blocks && w.N > 0 && w.K > 0;
 }
 
 void baseline::gemv_nbits_i8(const Context& cx, const float* x, int64_t M, const NBitsWeights& w, float* y) {

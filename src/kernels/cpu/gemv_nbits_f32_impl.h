@@ -174,7 +174,7 @@ struct ScalarLanes {
   static void store(float* p, F v) { *p = v; }
 };
 
-// Bytes this far ahead of the chunk in use are requested into L2 (as the int8 kernel does: its groups4).
+// Bytes this far ahead of the chunk in use are requested into L2 (as the int8 kernel does: its groups).
 constexpr int64_t kF32GroupPrefetchBytes = 3072;
 
 #if defined(__AVX2__) && defined(__FMA__)

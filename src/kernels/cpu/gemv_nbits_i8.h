@@ -21,6 +21,7 @@ struct Int8Row {
   const float* scale = nullptr;        // [k_blocks] xs
   const float* sum = nullptr;          // [k_blocks] xs · Σ xq: the zero points' share
   const int32_t* chunk_sum = nullptr;  // [chunks, rounded up to 2] Σ xq per 32 values: the default zero point's
+  const int32_t* block_sum = nullptr;  // [k_blocks] Σ xq per weight block: the zero points' (x86's grouped weights)
   const int32_t* lane_sum = nullptr;   // 8-bit weights, x86: [k_blocks · 8] Σ xq of each int32 lane (bytes 4l..4l+3
                                        // of every 32) over a block (a pair of blocks of 16): what offset weights
                                        // take off each lane

@@ -291,11 +291,12 @@ void gemv_nbits_at_width(const Context& cx, const float* x, int64_t M, const NBi
 }
 
 // One block of activations to int8: scale amax/127, values nearbyint(x · 127/amax) (round to nearest
-// even). `sum` is scale · Σ q (what the zero points multiply) and chunk_sum[c] Σ q over each 32 values.
+// even). `total` is Σ q, `sum` scale · Σ q (what the zero points multiply) and chunk_sum[c] Σ q over each 32 values.
 // For 8-bit weights q is in order; for 4-bit ones each 32-value chunk c of the row (the block's first is
 // `chunk0`) goes to the 64-value group c / 2 at half c % 2 as Int8Row lays it out: its 16 even values at
 // 16·half, its 16 odd ones at 32 + 16·half — q points at the row.
-void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum, float& scale, float& sum) {
+void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, int8_t* q, int32_t* chunk_sum, float& scale, float& sum,
+                    int32_t& total) {
   float amax = 0;
   int64_t i = 0;
 #if defined(__AVX2__)
@@ -316,7 +317,7 @@ void quantize_block(const float* x, int64_t len, bool four_bit, int64_t chunk0, 
     const int64_t c = chunk0 + k / 32, j = k % 32;
     return (c / 2) * 64 + (j % 2) * 32 + (c % 2) * 16 + j / 2;
   };
-  int32_t total = 0;
+  total = 0;
   i = 0;
 #if defined(__AVX2__)
   const __m256 vinv = _mm256_set1_ps(inv);
@@ -363,6 +364,7 @@ void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const 
   int8_t* const q = ws.take<int8_t>(Workspace::Int8Codes, M * padded);
   float* const scale = ws.take<float>(Workspace::Int8Scales, M * k_blocks);
   float* const sum = ws.take<float>(Workspace::Int8Sums, M * k_blocks);
+  int32_t* const block_sum = ws.take<int32_t>(Workspace::Int8BlockSums, M * k_blocks);
   int32_t* const chunk_sum = ws.take<int32_t>(Workspace::Int8ChunkSums, M * padded / 32);
   std::fill(q, q + M * padded, int8_t{0});
   std::fill(chunk_sum, chunk_sum + M * padded / 32, 0);
@@ -371,11 +373,11 @@ void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const 
       const int64_t len = std::min(w.block, w.K - kb * w.block), at = m * k_blocks + kb, k0 = kb * w.block;
       const bool four_bit = w.bits == 4 && !w.grouped;  // (reordered for the file's layout)
       quantize_block(x + m * w.K + k0, len, four_bit, k0 / 32, q + m * padded + (four_bit ? 0 : k0), chunk_sum + m * padded / 32 + k0 / 32,
-                     scale[at], sum[at]);
+                     scale[at], sum[at], block_sum[at]);
     }
   int32_t* lane_sum = nullptr;
 #if defined(__x86_64__)
-  if (w.bits == 8) {  // (Int8Row::lane_sum; per block, or per pair of blocks of 16)
+  if (w.bits == 8 && !w.grouped) {  // (Int8Row::lane_sum; per block, or per pair of blocks of 16)
     lane_sum = ws.take<int32_t>(Workspace::Int8LaneSums, M * k_blocks * 8);
     std::fill(lane_sum, lane_sum + M * k_blocks * 8, 0);
     const int64_t span = std::max<int64_t>(w.block, 32), steps = k_blocks * w.block / span;
@@ -396,8 +398,9 @@ void gemv_nbits_i8_at_width(const Context& cx, const float* x, int64_t M, const 
     Int8Row rows[kInt8RowsAPass];
     for (int64_t i = 0; i < rows_now; ++i) {
       const int64_t m = m0 + i;
-      rows[i] = Int8Row{q + m * padded, scale + m * k_blocks, sum + m * k_blocks, chunk_sum + m * padded / 32,
-                        lane_sum ? lane_sum + m * k_blocks * 8 : nullptr};
+      rows[i] = Int8Row{q + m * padded,           scale + m * k_blocks,
+                        sum + m * k_blocks,       chunk_sum + m * padded / 32,
+                        block_sum + m * k_blocks, lane_sum ? lane_sum + m * k_blocks * 8 : nullptr};
     }
     float* ym = y + m0 * w.N;
     if (w.grouped) rows_fn(rows, rows_now, w, g0, g1, ym, w.N);

@@ -32,8 +32,8 @@ bool nbits_groups_native(const NBitsWeights& w, [[maybe_unused]] Isa isa, bool i
 #endif
 #ifdef TERN_MINIMAL  // (its 2- and 8-bit grouped kernels would cost the static binary 33 KB and more: tests/minimal_build.sh)
   const bool bits = w.bits == 4;
-#else  // (8-bit weights for the fp32 GEMV alone: the int8 one reads them as stored, everywhere)
-  const bool bits = w.bits == 4 || w.bits == 2 || (w.bits == 8 && !int8_activations && eight_bit_reader);
+#else  // (8-bit: for x86's int8 GEMV, and for the fp32 one where the tier reads them faster so)
+  const bool bits = w.bits == 4 || w.bits == 2 || (w.bits == 8 && (int8_activations || eight_bit_reader));
 #endif
   return !w.grouped && bits && blocks && w.N > 0 && w.K > 0 && reader;
 }

@@ -7,18 +7,19 @@ namespace {
 
 struct DotAvx512Vnni {
   static constexpr int32_t kW8Offset = 0;
-  static constexpr bool kTwoChains = true;  // groups4: vpdpbusd is a 5-cycle chain;
+  static constexpr bool kTwoChains = true;  // groups: vpdpbusd is a 5-cycle chain;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }
 };
 
-// groups4's register set at 512 bits: the same operations lane for lane as Ymm's, 16 rows a register.
+// groups's register set at 512 bits: the same operations lane for lane as Ymm's, 16 rows a register.
 struct Zmm {
   using I = __m512i;
   using F = __m512;
   static constexpr int64_t kRows = 16;
   static constexpr bool kTwoChains = DotAvx512Vnni::kTwoChains;
+  static constexpr int32_t kW8Offset = 0;
   static I zero_i() { return _mm512_setzero_si512(); }
   static I set1_i(int32_t v) { return _mm512_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -33,6 +34,7 @@ struct Zmm {
   static I dots(I d, I lo_nibbles, int32_t lo, I hi_nibbles, int32_t hi) {
     return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(d, lo_nibbles, _mm512_set1_epi32(lo)), hi_nibbles, _mm512_set1_epi32(hi));
   }
+  static I w8(I d, I q, int32_t four) { return _mm512_dpbusd_epi32(d, q, _mm512_set1_epi32(four)); }
   static F zero_f() { return _mm512_setzero_ps(); }
   static F set1_f(float v) { return _mm512_set1_ps(v); }
   static F load_f(const float* p) { return _mm512_loadu_ps(p); }

@@ -7,7 +7,7 @@ namespace {
 
 struct DotAvxVnni {
   static constexpr int32_t kW8Offset = 0;
-  static constexpr bool kTwoChains = true;  // groups4: vpdpbusd is a 5-cycle chain;
+  static constexpr bool kTwoChains = true;  // groups: vpdpbusd is a 5-cycle chain;
   static __m256i u8s8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
   static __m256i u8s8_2(__m256i acc, __m256i u0, __m256i s0, __m256i u1, __m256i s1) { return u8s8(u8s8(acc, u0, s0), u1, s1); }
   static __m256i w8(__m256i acc, __m256i w, __m256i s) { return u8s8(acc, w, s); }

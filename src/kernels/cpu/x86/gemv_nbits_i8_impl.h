@@ -90,13 +90,17 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
   for (int r = 0; r < R; ++r) y[n0 + r] = hsum(acc[r]) - zero_point_share(x, w, n0 + r, k_blocks);
 }
 
-// 4-bit weights grouped (nbits.h): 16 rows a step, one int32 lane per row, so each block's integer sum is
+// Grouped weights (nbits.h), 4 or 8 bits: 16 rows a step, one int32 lane per row, so each block's integer sum is
 // the row's and goes into the row's float lane with no reduction; the M ≤ 4 activation rows of a decode
 // batch share each load of the weights. Per block of each row, the same operations on every tier and for
 // every M:
-//   d   = Σ q·xq − zp·Σxq (exact in int32; without zero points zp is the default 8)
+//   d   = Σ q·xq − zp·Σxq (exact in int32; without zero points zp is the default 2^(bits−1))
 //   acc = fma(float(d), ws·xs, acc), and with float zero points acc = fnmadd(zp·ws, xs·Σxq, acc)
 // so every tier gives the same bits (and an output's value does not depend on its row's neighbours).
+// 8-bit weights are grouped for this kernel too (nbits_groups_native): as stored, each row of a block took its own
+// float step and each activation row streamed the matrix again — SmolLM2's 49152×576 Q8_0 lm_head, `tern bench-op
+// matmulnbits --shape M,576,49152 --bits 8 --activations int8 --threads 2`, Zen 5 (tier avx512bf16): M = 1 0.51 ms,
+// M = 4 1.93 ms as stored (a speculative check's four rows).
 // `V` is the tier's register set: V::kRows rows per register (8 or 16), 16 / V::kRows registers a group.
 // A group's bytes are one sequential stream, yet the hardware prefetchers alone leave it short of the memory's
 // rate: each line 3 KB ahead is requested into L2 while this one is multiplied (the L2 streamer stops at every
@@ -105,42 +109,60 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
 // 39.0–40.0; into L1 instead: 2 KB 40.3–40.6, 4 KB 37.1–38.0); TERN_ISA=avx2: 31.0–33.2 → 41.7–42.8.
 constexpr int64_t kGroupPrefetchBytes = 3072;
 
-template <class V, int M>
-void groups4(const Int8Row* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
+template <class V, int M, int Bits>
+void groups(const Int8Row* x, const NBitsWeights& w, int64_t g0, int64_t g1, float* y, int64_t ldy) {
   constexpr int H = static_cast<int>(kNBitsGroupRows / V::kRows);
-  const int64_t k_blocks = nbits_k_blocks(w), per_block = w.block / 32, chunks = k_blocks * per_block;
+  // V::w8 adds Σ (q − kW8Offset)·x (AVX2's signed reading of 8-bit weights), so d starts kW8Offset·Σxq higher.
+  constexpr int32_t offset = Bits == 8 ? V::kW8Offset : 0, default_zp = 1 << (Bits - 1);
+  // A block's bytes: a run of 64 bytes holds 4 bytes of each of the 16 rows (4-bit: 8 values, 8-bit: 4), and a
+  // block of 8-bit weights may be half a chunk (16: GGUF's Q6_K), its runs the chunk's first or last four.
+  const int64_t k_blocks = nbits_k_blocks(w), runs = w.block * Bits / 32, block_bytes = 64 * runs;
   for (int64_t g = g0; g < g1; ++g) {
-    const uint8_t* p = w.data + g * chunks * nbits_chunk_bytes(4);
     typename V::F acc[M][H];
     for (int m = 0; m < M; ++m)
       for (int h = 0; h < H; ++h) acc[m][h] = V::zero_f();
     for (int64_t kb = 0; kb < k_blocks; ++kb) {
       const int64_t at = (g * k_blocks + kb) * kNBitsGroupRows;
+      const uint8_t* p = w.data + (g * k_blocks + kb) * block_bytes;  // (then a step at a time)
       // With vpdpbusd (5 cycles of latency) two accumulators a row, for even and odd 64-byte steps: one chain
       // held a 16-row group to ~6 bytes a cycle (1B int4 decode 39.2-39.4 tok/s, 40.5-40.8 with two; four: no
       // more). AVX2's maddubs path ends each step in a 1-cycle add and gains nothing (36.5-36.8 vs 36.8-37.5).
       typename V::I d[M][H], e[M][H];
       for (int m = 0; m < M; ++m) {
-        int32_t xq_sum = 0;
-        for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c) xq_sum += x[m].chunk_sum[c];
+        const int32_t xq_sum = x[m].block_sum[kb];
         for (int h = 0; h < H; ++h) e[m][h] = V::zero_i();
         for (int h = 0; h < H; ++h)
-          d[m][h] = w.zp_float    ? V::zero_i()
-                    : w.zp_packed ? V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum)
-                                  : V::set1_i(-8 * xq_sum);
+          d[m][h] = w.zp_float    ? V::set1_i(offset * xq_sum)
+                    : w.zp_packed ? V::add_i(V::times(V::load_u8(w.zp_packed + at + h * V::kRows), -xq_sum), V::set1_i(offset * xq_sum))
+                                  : V::set1_i((offset - default_zp) * xq_sum);
       }
-      for (int64_t c = kb * per_block; c < (kb + 1) * per_block; ++c, p += nbits_chunk_bytes(4))
+      // Four runs a step (4-bit: a chunk of 32 values; 8-bit: 16 values), the step's four unrolled.
+      for (int64_t quad = 0; quad < runs / 4; ++quad, p += 256)
         for (int j = 0; j < 4; ++j) {
           _mm_prefetch(reinterpret_cast<const char*>(p + kGroupPrefetchBytes + 64 * j), _MM_HINT_T1);
-          typename V::I lo_nibbles[H], hi_nibbles[H];
-          for (int h = 0; h < H; ++h) V::nibbles(V::load(p + 64 * j + h * 4 * V::kRows), lo_nibbles[h], hi_nibbles[h]);
-          for (int m = 0; m < M; ++m) {
-            int32_t lo, hi;  // the 4 activations the low nibbles meet, and the 4 the high ones meet
-            std::memcpy(&lo, x[m].q + 32 * c + 4 * j, 4);
-            std::memcpy(&hi, x[m].q + 32 * c + 16 + 4 * j, 4);
-            for (int h = 0; h < H; ++h) {
-              typename V::I& acc = V::kTwoChains && (j & 1) ? e[m][h] : d[m][h];
-              acc = V::dots(acc, lo_nibbles[h], lo, hi_nibbles[h], hi);
+          if constexpr (Bits == 4) {  // values 32·quad + 4j + t in the low nibbles, 16 more in the high ones
+            typename V::I lo_nibbles[H], hi_nibbles[H];
+            for (int h = 0; h < H; ++h) V::nibbles(V::load(p + 64 * j + h * 4 * V::kRows), lo_nibbles[h], hi_nibbles[h]);
+            for (int m = 0; m < M; ++m) {
+              const int8_t* at_x = x[m].q + kb * w.block + 32 * quad + 4 * j;
+              int32_t lo, hi;  // the 4 activations the low nibbles meet, and the 4 the high ones meet
+              std::memcpy(&lo, at_x, 4);
+              std::memcpy(&hi, at_x + 16, 4);
+              for (int h = 0; h < H; ++h) {
+                typename V::I& sum = V::kTwoChains && (j & 1) ? e[m][h] : d[m][h];
+                sum = V::dots(sum, lo_nibbles[h], lo, hi_nibbles[h], hi);
+              }
+            }
+          } else {  // bytes: the values 16·quad + 4j + t
+            typename V::I q[H];
+            for (int h = 0; h < H; ++h) q[h] = V::load(p + 64 * j + h * 4 * V::kRows);
+            for (int m = 0; m < M; ++m) {
+              int32_t four;
+              std::memcpy(&four, x[m].q + kb * w.block + 16 * quad + 4 * j, 4);
+              for (int h = 0; h < H; ++h) {
+                typename V::I& sum = V::kTwoChains && (j & 1) ? e[m][h] : d[m][h];
+                sum = V::w8(sum, q[h], four);
+              }
             }
           }
         }
@@ -171,6 +193,7 @@ struct Ymm {
   using F = __m256;
   static constexpr int64_t kRows = 8;
   static constexpr bool kTwoChains = Dot::kTwoChains;
+  static constexpr int32_t kW8Offset = Dot::kW8Offset;
   static I zero_i() { return _mm256_setzero_si256(); }
   static I set1_i(int32_t v) { return _mm256_set1_epi32(v); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -187,6 +210,8 @@ struct Ymm {
   static I dots(I d, I lo_nibbles, int32_t lo, I hi_nibbles, int32_t hi) {
     return Dot::u8s8_2(d, lo_nibbles, _mm256_set1_epi32(lo), hi_nibbles, _mm256_set1_epi32(hi));
   }
+  // d + Σ (q − kW8Offset) · four's bytes, per int32 lane (8-bit weights q).
+  static I w8(I d, I q, int32_t four) { return Dot::w8(d, q, _mm256_set1_epi32(four)); }
   static F zero_f() { return _mm256_setzero_ps(); }
   static F set1_f(float v) { return _mm256_set1_ps(v); }
   static F load_f(const float* p) { return _mm256_loadu_ps(p); }
@@ -199,18 +224,28 @@ struct Ymm {
 };
 
 // Rows [n0, n1) of 8-bit weights as stored, for each of the M activation rows; groups [n0, n1) of grouped
-// 4-bit ones, all M rows at once, with `V`'s registers. y is [M, ldy].
+// ones, all M rows at once, with `V`'s registers. y is [M, ldy].
 template <class Dot, class V = Ymm<Dot>>
 void gemv_rows(const Int8Row* x, int64_t M, const NBitsWeights& w, int64_t n0, int64_t n1, float* y, int64_t ldy) {
-  static_assert(kInt8RowsAPass == 4, "groups4 is instantiated for 1 to 4 rows");
-  if (w.grouped) {
+  static_assert(kInt8RowsAPass == 4, "groups is instantiated for 1 to 4 rows");
+  if (w.grouped && w.bits == 4) {
     switch (M) {
-      case 1: return groups4<V, 1>(x, w, n0, n1, y, ldy);
-      case 2: return groups4<V, 2>(x, w, n0, n1, y, ldy);
-      case 3: return groups4<V, 3>(x, w, n0, n1, y, ldy);
-      default: return groups4<V, 4>(x, w, n0, n1, y, ldy);
+      case 1: return groups<V, 1, 4>(x, w, n0, n1, y, ldy);
+      case 2: return groups<V, 2, 4>(x, w, n0, n1, y, ldy);
+      case 3: return groups<V, 3, 4>(x, w, n0, n1, y, ldy);
+      default: return groups<V, 4, 4>(x, w, n0, n1, y, ldy);
     }
   }
+#ifndef TERN_MINIMAL  // (a minimal build reads 8-bit weights as stored: nbits_groups_native)
+  if (w.grouped) {
+    switch (M) {
+      case 1: return groups<V, 1, 8>(x, w, n0, n1, y, ldy);
+      case 2: return groups<V, 2, 8>(x, w, n0, n1, y, ldy);
+      case 3: return groups<V, 3, 8>(x, w, n0, n1, y, ldy);
+      default: return groups<V, 4, 8>(x, w, n0, n1, y, ldy);
+    }
+  }
+#endif
   const int64_t k_blocks = nbits_k_blocks(w);
   for (int64_t m = 0; m < M; ++m) {
     int64_t n = n0;
