@@ -260,6 +260,48 @@ TEST_CASE("a prompt chunk attended at once equals appending and attending token 
   check_chunk_equals_tokens(8, 4, 32, 40, 3, {0.2f, 5.0f});  // soft-capped scores (Gemma 2)
 }
 
+TEST_CASE("a speculative check's rows attended at once equal decode's token by token, bit for bit (every storage)") {
+  // (Hq, Hkv, D, keys before the rows, rows): key counts across a block's end (31 → 33), past 2,048 keys, one row.
+  struct Case {
+    int64_t Hq, Hkv, D, held, rows;
+  };
+  for (Case c : {Case{6, 2, 20, 29, 4}, Case{9, 3, 64, 30, 3}, Case{4, 4, 128, 2100, 4}, Case{8, 1, 32, 5, 2}, Case{4, 2, 32, 40, 1}}) {
+    CAPTURE(c.held);
+    CAPTURE(c.rows);
+    REQUIRE(kernels::ring_attention_takes_rows(c.held + c.rows, c.rows));
+    test::KernelContext cx(2);
+    const int64_t W = 4096, n = c.held + c.rows, Hq = c.Hq, Hkv = c.Hkv, D = c.D;
+    for (KvStorage storage : {KvStorage::F32, KvStorage::F16, KvStorage::Q8_0, KvStorage::Q4_0}) {
+      if (D % tern::kernels::kv_storage_unit_elements(storage) != 0) continue;  // (blocks of 32)
+      CAPTURE(std::string(tern::kernels::kv_storage_name(storage)));
+      std::mt19937 g(5);
+      Rope rope(W, D, false);
+      const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
+      // Queries as a packed QKV run lays them out: rows `stride` floats apart.
+      const int64_t stride = (Hq + 2 * Hkv) * D;
+      const auto q = randoms(static_cast<size_t>(n * stride), g);
+      KvRingBuffer one({1, Hkv, D, W, 4, storage}), rows({1, Hkv, D, W, 4, storage});
+      one.set_key_offset(0, k.data(), 3, Hkv * D);
+      rows.set_key_offset(0, k.data(), 3, Hkv * D);
+      std::vector<float> by_token(static_cast<size_t>(c.rows * Hq * D)), at_once(by_token.size());
+      for (int64_t t = 0; t < n; ++t) {
+        one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
+        rows.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
+        if (t >= c.held) one.attend(cx, 0, q.data() + t * stride, Hq, {0.2f}, rope.table, by_token.data() + (t - c.held) * Hq * D);
+      }
+      rows.attend_rows(cx, 0, q.data() + c.held * stride, stride, c.rows, Hq, {0.2f}, rope.table, at_once.data());
+      CHECK(at_once == by_token);
+    }
+  }
+  test::KernelContext cx(1);
+  KvRingBuffer slid({1, 1, 32, 8, 2, KvStorage::F32});
+  const std::vector<float> kv(32, 0.5f), q(32, 0.25f);
+  for (int t = 0; t < 10; ++t) slid.append(0, kv.data(), kv.data());
+  std::vector<float> out(64);
+  CHECK_THROWS_WITH_AS(slid.attend_rows(cx, 0, q.data(), 0, 2, 1, {1.0f}, {}, out.data()), doctest::Contains("a window that has not slid"),
+                       Error);
+}
+
 TEST_CASE("fp16 storage halves the cache and stays within fp16 rounding of fp32") {
   test::KernelContext cx(2);
   const int64_t Hq = 4, Hkv = 2, D = 16;

@@ -136,7 +136,15 @@ void KvRingBuffer::attend(const Context& cx, int64_t b, const float* q, int64_t 
                           float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (held(b) == 0) fail("KvRingBuffer: attend before any token was appended");
-  with_storage_type([&](auto t) { attend_as<decltype(t)>(cx, b, q, q_heads, scoring, rope, out); });
+  with_storage_type([&](auto t) { attend_as<decltype(t)>(cx, b, q, q_heads * c_.head_dim, 1, q_heads, scoring, rope, out); });
+}
+
+void KvRingBuffer::attend_rows(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
+                               const Scoring& scoring, const RopeTable& rope, float* out) {
+  if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
+  if (count < 1 || count > held(b) || seen(b) > c_.capacity || !ring_attention_takes_rows(held(b), count))
+    fail("KvRingBuffer: attend_rows over ", count, " tokens needs them appended to a window that has not slid");
+  with_storage_type([&](auto t) { attend_as<decltype(t)>(cx, b, q, q_stride, count, q_heads, scoring, rope, out); });
 }
 
 void KvRingBuffer::attend_chunk(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
@@ -197,8 +205,8 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q,
 }
 
 template <typename T>
-void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope,
-                             float* out) {
+void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
+                             const Scoring& scoring, const RopeTable& rope, float* out) {
   const int64_t n = held(b);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = slot(b, i);
@@ -209,7 +217,7 @@ void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64
   const int threads = cx.threads;
   // Sized for every slot the ring has allocated: it grows only when the ring does.
   float* scratch = cx.workspace().take<float>(Workspace::RingAttention,
-                                              ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads));
+                                              ring_attention_scratch_floats(q_heads, c_.kv_heads, c_.head_dim, slots_, threads, count));
   RingAttentionArgs<T> a;
   a.q_heads = q_heads;
   a.kv_heads = c_.kv_heads;
@@ -220,6 +228,8 @@ void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64
   a.key_pos = positions_.data();
   a.key_offset = key_offset(b);
   a.query_pos = n - 1;
+  a.rows = count;
+  a.q_stride = q_stride;
   a.scoring = scoring;
   a.rope = rope;
   a.scratch = scratch;

@@ -96,6 +96,12 @@ class KvRingBuffer {
   // token, the query at window position held(b) − 1 (append its key first). Allocates nothing once the
   // workspace holds scratch for the ring's slots.
   void attend(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
+  // The same for each of the last `count` appended tokens (queries `q_stride` floats apart; outputs
+  // [count][q_heads][head_dim]), each as attend gave it right after its own append — the same bits — with the keys
+  // converted and rotated once for all (a speculative step's check). Needs a window that has not slid during them,
+  // and their key counts split into blocks alike (ring_attention_takes_rows).
+  void attend_rows(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+                   const RopeTable& rope, float* out);
   // The same for each of the last `count` appended tokens (a prompt chunk; queries `q_stride` floats
   // apart, outputs `out_stride` apart), each over the window as it stood after its own append: keys
   // are rotated once for the chunk rather than once per query. Needs a window that has not slid during
@@ -108,7 +114,8 @@ class KvRingBuffer {
   void attend_chunk_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
                        const Scoring& scoring, const RopeTable& rope, float* out, int64_t out_stride);
   template <typename T>
-  void attend_as(const Context& cx, int64_t b, const float* q, int64_t q_heads, const Scoring& scoring, const RopeTable& rope, float* out);
+  void attend_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
+                 const RopeTable& rope, float* out);
   // Calls f(T{}) with the storage's element or block type.
   template <typename F>
   void with_storage_type(F&& f) const;

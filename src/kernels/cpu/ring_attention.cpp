@@ -5,9 +5,13 @@
 
 namespace tern::kernels {
 
-int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads) {
+int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads, int64_t rows) {
   const Layout L = layout(q_heads, kv_heads, head_dim, std::max<int64_t>(n_keys, 1));
-  return q_heads * head_dim + L.blocks * q_heads * L.partial() + L.per_thread() * std::max(threads, 1);
+  return rows * (q_heads * head_dim + L.blocks * q_heads * L.partial()) + L.per_thread() * std::max(threads, 1);
+}
+
+bool ring_attention_takes_rows(int64_t n_keys, int64_t rows) {
+  return rows >= 1 && n_keys >= rows && block_keys(n_keys) == block_keys(n_keys - rows + 1);
 }
 
 template <typename T>

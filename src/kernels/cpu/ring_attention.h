@@ -28,6 +28,12 @@ struct RingAttentionArgs {
   const int64_t* key_pos = nullptr;     // RoPE position of each key
   const float* key_offset = nullptr;    // [kv_heads][head_dim] added to every key as read (KvRingBuffer::set_key_offset)
   int64_t query_pos = 0;
+  // Query rows, each over the keys up to its own (a speculative check's tokens after one another): row r of `rows`
+  // reads the first n_keys − (rows − 1 − r) keys at position query_pos − (rows − 1 − r), as decode would have
+  // attended it — the same bits — with each block's keys converted and rotated once for every row. The rows' key
+  // counts share a block size (ring_attention_takes_rows).
+  int64_t rows = 1;
+  int64_t q_stride = 0;  // floats from one query row to the next (0: q_heads · head_dim)
   Scoring scoring;
   RopeTable rope;
   float* scratch = nullptr;
@@ -35,10 +41,14 @@ struct RingAttentionArgs {
   Isa isa = default_isa();  // the tier to run at (Context::isa)
 };
 
-// Scratch `ring_attention` needs for up to `n_keys` keys and `threads` threads (grows with n_keys).
-int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads);
+// Scratch `ring_attention` needs for up to `n_keys` keys, `rows` query rows and `threads` threads (grows with n_keys).
+int64_t ring_attention_scratch_floats(int64_t q_heads, int64_t kv_heads, int64_t head_dim, int64_t n_keys, int threads, int64_t rows = 1);
+// Whether `rows` query rows over up to `n_keys` keys (RingAttentionArgs::rows) split the keys into blocks as each
+// row alone would: the block grows with the keys past 2,048.
+bool ring_attention_takes_rows(int64_t n_keys, int64_t rows);
 
-// out[q_heads][head_dim] = softmax(scoring(rope(q)·rope(k)ᵀ))·v for one query token (q pre-RoPE).
+// out[rows][q_heads][head_dim] = softmax(scoring(rope(q)·rope(k)ᵀ))·v for `rows` query tokens (q pre-RoPE, each row
+// [q_heads][head_dim]).
 template <typename T>
 void ring_attention(const float* q, float* out, const RingAttentionArgs<T>& a);
 

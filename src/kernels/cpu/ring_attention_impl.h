@@ -92,33 +92,12 @@ const T* head_row(const void* const* rows, int64_t i, int64_t g, int64_t D) {
   return kv_head(static_cast<const T*>(rows[i]), g, D);
 }
 
-// One block of keys [i0, i0 + nb) for the query heads of KV head g: keys converted and rotated once,
-// shared by the group. Writes each head's partial: unnormalized Σ p·v, the block's maximum, Σ p.
-template <typename T>
-void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& L, int64_t g, int64_t blk, float* partials, float* sc) {
-  const int64_t D = L.D, G = L.group, i0 = blk * L.block, nb = std::min(L.block, a.n_keys - i0);
-  float* kb = sc;
-  float* vb = kb + L.block * D;
-  float* s = vb + L.block * D;
-  for (int64_t i = 0; i < nb; ++i) {
-    if (i + kPrefetchKeys < nb) {
-      prefetch_row(head_row<T>(a.keys, i0 + i + kPrefetchKeys, g, D), D);
-      prefetch_row(head_row<T>(a.values, i0 + i + kPrefetchKeys, g, D), D);
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      rotate_head(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
-    } else {
-      load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
-      if (a.key_offset) axpy(1.0f, a.key_offset + g * D, kb + i * D, D);
-      rotate_head(kb + i * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
-      load_kv_values(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
-    }
-  }
-  // Float values are read where they are; others as converted above.
-  auto value_row = [&](int64_t i) -> const float* {
-    if constexpr (std::is_same_v<T, float>) return head_row<T>(a.values, i0 + i, g, D);
-    else return vb + i * D;
-  };
+// The G query heads of KV head g (rotated queries `qr`) over `nb` keys of block blk, rotated in kb: each head's
+// partial in `partials`; s holds G · block scores.
+template <typename T, class Values>
+void attend_heads(const float* qr, const RingAttentionArgs<T>& a, const Layout& L, int64_t g, int64_t blk, int64_t nb, const float* kb,
+                  Values value_row, float* s, float* partials) {
+  const int64_t D = L.D, G = L.group;
   for (int64_t j = 0; j < G; ++j) {
     float* sj = s + j * L.block;
     score_block(qr + (g * G + j) * D, kb, nb, D, sj);
@@ -156,6 +135,42 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
   }
 }
 
+// One block of keys for the query heads of KV head g, for each query row that reads any of them: keys converted and
+// rotated once, shared by the group and the rows. Writes each row's head's partial: unnormalized Σ p·v, the block's
+// maximum, Σ p — row r's from the keys [i0, i0 + nb_r) it reads, as ring_attention of that row alone would.
+template <typename T>
+void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& L, int64_t g, int64_t blk, float* partials, float* sc) {
+  const int64_t D = L.D, i0 = blk * L.block, nb = std::min(L.block, a.n_keys - i0);
+  float* kb = sc;
+  float* vb = kb + L.block * D;
+  float* s = vb + L.block * D;
+  for (int64_t i = 0; i < nb; ++i) {
+    if (i + kPrefetchKeys < nb) {
+      prefetch_row(head_row<T>(a.keys, i0 + i + kPrefetchKeys, g, D), D);
+      prefetch_row(head_row<T>(a.values, i0 + i + kPrefetchKeys, g, D), D);
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      rotate_head(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+    } else {
+      load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
+      if (a.key_offset) axpy(1.0f, a.key_offset + g * D, kb + i * D, D);
+      rotate_head(kb + i * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+      load_kv_values(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
+    }
+  }
+  // Float values are read where they are; others as converted above.
+  auto value_row = [&](int64_t i) -> const float* {
+    if constexpr (std::is_same_v<T, float>) return head_row<T>(a.values, i0 + i, g, D);
+    else return vb + i * D;
+  };
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t n_keys = a.n_keys - (a.rows - 1 - r);
+    if (n_keys > i0)
+      attend_heads(qr + r * a.q_heads * D, a, L, g, blk, std::min(nb, n_keys - i0), kb, value_row, s,
+                   partials + r * L.blocks * a.q_heads * L.partial());
+  }
+}
+
 // out[h] = Σ_b e^(m_b − M) · o_b / Σ_b e^(m_b − M) · l_b over the blocks in order, M the largest m_b.
 void merge_head(const float* partials, const Layout& L, int64_t q_heads, int64_t h, float* out) {
   const int64_t D = L.D, stride = q_heads * L.partial();
@@ -176,10 +191,14 @@ template <typename T>
 void ring_attention_at_width(const float* q, float* out, const RingAttentionArgs<T>& a) {
   const Layout L = layout(a.q_heads, a.kv_heads, a.head_dim, a.n_keys);
   const int64_t D = a.head_dim;
-  float* qr = a.scratch;  // the queries, rotated
-  float* partials = qr + a.q_heads * D;
-  float* per_thread = partials + L.blocks * a.q_heads * L.partial();
-  for (int64_t h = 0; h < a.q_heads; ++h) rotate_head(q + h * D, qr + h * D, D, a.rope, a.query_pos);
+  float* qr = a.scratch;                          // the queries, rotated
+  float* partials = qr + a.rows * a.q_heads * D;  // [rows][blocks][q_heads][partial]
+  float* per_thread = partials + a.rows * L.blocks * a.q_heads * L.partial();
+  for (int64_t r = 0; r < a.rows; ++r)
+    for (int64_t h = 0; h < a.q_heads; ++h) {
+      const int64_t at = (r * a.q_heads + h) * D;
+      rotate_head(q + r * (a.q_stride ? a.q_stride : a.q_heads * D) + h * D, qr + at, D, a.rope, a.query_pos - (a.rows - 1 - r));
+    }
   const int64_t units = a.kv_heads * L.blocks;
   // Short windows stay on one thread: a parallel region costs more than they do.
   const int threads = a.n_keys * a.q_heads * D < 32768 ? 1 : static_cast<int>(std::min<int64_t>(std::max(a.threads, 1), units));
@@ -187,10 +206,13 @@ void ring_attention_at_width(const float* q, float* out, const RingAttentionArgs
     float* sc = per_thread + slot * L.per_thread();
     for (int64_t u = u0; u < u1; ++u) attend_block(qr, a, L, u % a.kv_heads, u / a.kv_heads, partials, sc);
   });
-  parallel_chunks(threads, a.q_heads, threads > 1 ? balanced_chunks(threads, a.q_heads) : 1, [&](int64_t h0, int64_t h1, int) {
-    for (int64_t h = h0; h < h1; ++h) {
-      merge_head(partials, L, a.q_heads, h, out + h * D);
-      finish_kv_sum<T>(out + h * D, D);
+  const int64_t heads = a.rows * a.q_heads;
+  parallel_chunks(threads, heads, threads > 1 ? balanced_chunks(threads, heads) : 1, [&](int64_t h0, int64_t h1, int) {
+    for (int64_t rh = h0; rh < h1; ++rh) {
+      const int64_t r = rh / a.q_heads, h = rh % a.q_heads;
+      const Layout row = layout(a.q_heads, a.kv_heads, D, a.n_keys - (a.rows - 1 - r));  // (its own block count)
+      merge_head(partials + r * L.blocks * a.q_heads * L.partial(), row, a.q_heads, h, out + rh * D);
+      finish_kv_sum<T>(out + rh * D, D);
     }
   });
 }
