@@ -124,9 +124,10 @@ TEST_CASE("ring buffer: fills in order, then keeps sinks and the most recent tok
 
 TEST_CASE("ring attention rotates cached keys by their window position (RoPE re-basing)") {
   test::KernelContext cx(2);
-  for (bool interleaved : {false, true}) {
+  for (auto [interleaved, D] : {std::pair<bool, int64_t>{false, 8}, {true, 8}, {true, 40}, {true, 64}}) {  // (40, 64: SIMD pairs, tails)
     CAPTURE(interleaved);
-    const int64_t Hq = 4, Hkv = 2, D = 8, W = 8, S = 2, tokens = 13;
+    CAPTURE(D);
+    const int64_t Hq = 4, Hkv = 2, W = 8, S = 2, tokens = 13;
     std::mt19937 g(3);
     Rope rope(W, D, interleaved);
     KvRingBuffer r({1, Hkv, D, W, S});
