@@ -53,12 +53,14 @@ SessionOptions ring(int64_t window) {
 
 }  // namespace
 
-TEST_CASE("prompt lookup drafts the tokens after the newest earlier occurrence of the longest suffix") {
+TEST_CASE("prompt lookup drafts what followed the earlier occurrence of the suffix whose match reaches furthest back") {
   // The last 3 tokens (7 8 9) occurred at 1..3: what followed them there.
   CHECK(drafted({5, 7, 8, 9, 4, 2, 6, 7, 8, 9}, 3, 3) == std::vector<int64_t>{4, 2, 6});
   CHECK(drafted({5, 7, 8, 9, 4, 2, 6, 7, 8, 9}, 3, 2) == std::vector<int64_t>{4, 2});
   // The newest occurrence wins: 1 2 → 3 at the start, → 4 later.
   CHECK(drafted({1, 2, 3, 1, 2, 4, 0, 1, 2}, 2, 4) == std::vector<int64_t>{4, 0, 1, 2});
+  // Of two occurrences of 1 2 3, the older one's match runs a token further back (9 1 2 3): its continuation.
+  CHECK(drafted({9, 1, 2, 3, 7, 5, 1, 2, 3, 8, 9, 1, 2, 3}, 3, 3) == std::vector<int64_t>{7, 5, 1});
   // Only the whole suffix counts: 5 alone occurred before, 1 5 did not.
   CHECK(drafted({5, 6, 7, 1, 5}, 2, 5).empty());
   CHECK(drafted({5, 6, 7, 1, 5}, 1, 5) == std::vector<int64_t>{6, 7, 1, 5});

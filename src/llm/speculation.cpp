@@ -38,13 +38,18 @@ void ngram_draft(const std::vector<int64_t>& history, int64_t ngram, int64_t max
   drafts.clear();
   const auto H = static_cast<int64_t>(history.size()), n = ngram;
   if (n < 1 || max_drafts <= 0 || H <= n) return;
-  // The newest start s < H − n whose n tokens equal the last n.
+  // Of the earlier starts s < H − n whose n tokens equal the last n, the one whose match reaches furthest back (the
+  // newest of those): it follows the passage being repeated, not wherever those n tokens last appeared.
+  int64_t best = -1, best_len = 0;
   for (int64_t s = H - n - 1; s >= 0; --s) {
     if (!std::equal(history.begin() + s, history.begin() + s + n, history.end() - n)) continue;
-    const int64_t from = s + n, upto = std::min(H, from + max_drafts);
-    drafts.assign(history.begin() + from, history.begin() + upto);
-    return;
+    int64_t len = n;
+    while (s - (len - n) > 0 && history[static_cast<size_t>(s - (len - n) - 1)] == history[static_cast<size_t>(H - len - 1)]) ++len;
+    if (len > best_len) best = s, best_len = len;
   }
+  if (best < 0) return;
+  const int64_t from = best + n, upto = std::min(H, from + max_drafts);
+  drafts.assign(history.begin() + from, history.begin() + upto);
 }
 
 }  // namespace tern::llm
