@@ -326,8 +326,10 @@ TEST_CASE(
     "q8_0 and q4_0 rings keep blocks of 32 with one fp16 scale (q4_0 of the block's Hadamard transform, less a key offset), by hand") {
   const int64_t D = 32;
   // q4_0 stores each block's Walsh–Hadamard transform y = H·x. A key e0 + 0.5·e1 transforms to 1.5 at even j and
-  // 0.5 at odd j: the extreme 1.5 is −8 steps (scale −0.1875), 0.5 the nearest of them, −3 steps = 0.5625; back,
-  // H·y/32 = 1.03125·e0 + 0.46875·e1. A constant value 0.75 transforms to 24·e0, kept exactly, so comes back exactly.
+  // 0.5 at odd j. Of the scales that put the extreme 1.5 at −8 … −5.5 or 7 … 5 steps, the least squared error's is
+  // −0.25 (−6 steps), where 0.5 is −2 steps: both exact, so the key comes back exactly (llama.cpp's −8 steps, scale
+  // −0.1875, would give 0.5 as −3 steps = 0.5625, and back 1.03125·e0 + 0.46875·e1). A constant value 0.75
+  // transforms to 24·e0, kept exactly, so comes back exactly.
   std::vector<float> k(D, 0.0f), v(D, 0.75f);
   k[0] = 1.0f;
   k[1] = 0.5f;
@@ -335,7 +337,7 @@ TEST_CASE(
   q4.append(0, k.data(), v.data());
   for (int64_t j = 0; j < D; ++j) {
     CAPTURE(j);
-    CHECK(q4.key(0, 0, j) == (j == 0 ? 1.03125f : j == 1 ? 0.46875f : 0.0f));
+    CHECK(q4.key(0, 0, j) == (j == 0 ? 1.0f : j == 1 ? 0.5f : 0.0f));
     CHECK(q4.value(0, 0, j) == 0.75f);
   }
   for (int64_t j = 0; j < D; ++j) {
@@ -376,7 +378,7 @@ TEST_CASE(
         CAPTURE(j);
         const float m = mu[static_cast<size_t>(j)];
         CHECK(r.key(row, 0, j) == m);
-        CHECK(r.key(row, 1, j) == m + (j == 0 ? 1.03125f : j == 1 ? 0.46875f : 0.0f));
+        CHECK(r.key(row, 1, j) == m + (j == 0 ? 1.0f : j == 1 ? 0.5f : 0.0f));
       }
     CHECK(test::contains(test::error_of([&] { r.set_key_offset(0, run.data(), 2, D); }),
                          "sequence 0's key offset set while it holds 2 tokens"));

@@ -15,8 +15,9 @@
 namespace tern::kernels {
 
 // Row `x` of n elements (n a multiple of the storage's unit) into `dst`, as storage `s` keeps it. q8_0: the
-// scale is max|x| / 127, each element rounded to the nearest step. q4_0, of each block's transform y = H·x: the
-// element of largest magnitude becomes −8 steps exactly (scale = it / −8), the others the nearest of 16 steps, 7 at most.
+// scale is max|x| / 127, each element rounded to the nearest step. q4_0, of each block's transform y = H·x: each
+// element the nearest of 16 steps (−8 … 7), the scale the one of least squared error among those that put the
+// element of largest magnitude at −8 … −5.5 or 7 … 5 steps (llama.cpp's q4_0: −8 alone).
 void store_kv_row(KvStorage s, const float* x, int64_t n, void* dst);
 // Element d of a row stored as `s`.
 float load_kv_element(KvStorage s, const void* row, int64_t d);
