@@ -231,8 +231,9 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
     const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
     const auto q = randoms(static_cast<size_t>(n * Hq * D), g);
     KvRingBuffer one({1, Hkv, D, W, 4, storage}), chunk({1, Hkv, D, W, 4, storage});
-    one.set_key_offset(0, k.data(), 3, Hkv * D);  // (q4_0's: the chunk adds it back as the decode kernel does)
-    chunk.set_key_offset(0, k.data(), 3, Hkv * D);
+    // (q4_0's offset and scales: the chunk applies them as the decode kernel does)
+    one.calibrate_keys(0, k.data(), 3, Hkv * D, q.data(), Hq * D, Hq);
+    chunk.calibrate_keys(0, k.data(), 3, Hkv * D, q.data(), Hq * D, Hq);
     std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size()), one_thread(by_token.size());
     for (int64_t t = 0; t < n; ++t) {
       one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
@@ -282,8 +283,8 @@ TEST_CASE("a speculative check's rows attended at once equal decode's token by t
       const int64_t stride = (Hq + 2 * Hkv) * D;
       const auto q = randoms(static_cast<size_t>(n * stride), g);
       KvRingBuffer one({1, Hkv, D, W, 4, storage}), rows({1, Hkv, D, W, 4, storage});
-      one.set_key_offset(0, k.data(), 3, Hkv * D);
-      rows.set_key_offset(0, k.data(), 3, Hkv * D);
+      one.calibrate_keys(0, k.data(), 3, Hkv * D);
+      rows.calibrate_keys(0, k.data(), 3, Hkv * D);
       std::vector<float> by_token(static_cast<size_t>(c.rows * Hq * D)), at_once(by_token.size());
       for (int64_t t = 0; t < n; ++t) {
         one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
@@ -359,7 +360,7 @@ TEST_CASE(
   qn.append(0, k.data(), v.data());
   CHECK(qn.key(0, 0, 3) == 0.0f);
   CHECK(qn.key(0, 0, 0) == doctest::Approx(1.0f).epsilon(1e-3));
-  // A q4_0 ring's key offset (set_key_offset: the mean of a first run's keys, here 0.25 + e2 and 0.75 + 3·e2) is
+  // A q4_0 ring's key offset (calibrate_keys: the mean of a first run's keys, here 0.25 + e2 and 0.75 + 3·e2) is
   // taken from each key stored and added back: the offset itself comes back exactly, μ + e0 + 0.5·e1 as μ + the
   // round trip above; a copied row keeps it; once a row holds tokens its offset stays.
   {
@@ -367,7 +368,7 @@ TEST_CASE(
     for (int64_t j = D; j < 2 * D; ++j) run[static_cast<size_t>(j)] = 0.75f;
     run[2] += 1.0f, run[D + 2] += 3.0f, mu[2] = 2.5f;
     KvRingBuffer r({2, 1, D, 8, 0, KvStorage::Q4_0});
-    r.set_key_offset(0, run.data(), 2, D);
+    r.calibrate_keys(0, run.data(), 2, D);
     for (int64_t j = 0; j < D; ++j) CHECK(r.key_offset(0)[j] == mu[static_cast<size_t>(j)]);
     r.append(0, mu.data(), v0.data());
     for (int64_t j = 0; j < D; ++j) kx[static_cast<size_t>(j)] = mu[static_cast<size_t>(j)] + (j == 0 ? 1.0f : j == 1 ? 0.5f : 0.0f);
@@ -380,9 +381,34 @@ TEST_CASE(
         CHECK(r.key(row, 0, j) == m);
         CHECK(r.key(row, 1, j) == m + (j == 0 ? 1.0f : j == 1 ? 0.5f : 0.0f));
       }
-    CHECK(test::contains(test::error_of([&] { r.set_key_offset(0, run.data(), 2, D); }),
+    CHECK(test::contains(test::error_of([&] { r.calibrate_keys(0, run.data(), 2, D); }),
                          "sequence 0's key offset set while it holds 2 tokens"));
     CHECK(KvRingBuffer({1, 1, D, 8, 0, KvStorage::Q8_0}).key_offset(0) == nullptr);
+  }
+  // Calibrated with its first run's queries too: keys ±8 on the RoPE pair (0, 16) and ±1 elsewhere, queries 8 on the
+  // pair (1, 17) and 1 elsewhere. Channel RMS, key over query: 8 on (0, 16), 1/8 on (1, 17), 1 elsewhere, so the
+  // scales (their square roots, geometric mean 1) are √8, 1/√8 and 1 — kept, as (Σ k·q)² / (Σ k² · Σ q²) =
+  // 60² / 158² < ½. With every channel's RMS equal the balance predicts no gain and the scales stay 1.
+  {
+    std::vector<float> run(2 * D, 1.0f), queries(2 * D, 1.0f);
+    for (int64_t j = D; j < 2 * D; ++j) run[static_cast<size_t>(j)] = -1.0f;
+    for (int64_t j : {0, 16}) run[static_cast<size_t>(j)] = 8.0f, run[static_cast<size_t>(D + j)] = -8.0f;
+    for (int64_t j : {1, 17}) queries[static_cast<size_t>(j)] = 8.0f, queries[static_cast<size_t>(D + j)] = 8.0f;
+    KvRingBuffer r({1, 1, D, 8, 0, KvStorage::Q4_0});
+    r.calibrate_keys(0, run.data(), 2, D, queries.data(), D, 1);
+    for (int64_t j = 0; j < D; ++j) {
+      CAPTURE(j);
+      CHECK(r.key_offset(0)[j] == 0.0f);
+      const double want = j % 16 == 0 ? std::sqrt(8.0) : j % 16 == 1 ? 1 / std::sqrt(8.0) : 1.0;
+      CHECK(r.key_scale(0)[j] == doctest::Approx(want).epsilon(1e-5));
+    }
+    std::vector<float> key(D, 0.0f), zero(D, 0.0f);
+    key[0] = 6.0f, key[1] = -0.5f, key[5] = 1.0f;
+    r.append(0, key.data(), zero.data());
+    for (int64_t j = 0; j < D; ++j) CHECK(std::fabs(r.key(0, 0, j) - key[static_cast<size_t>(j)]) <= 0.5f);  // (a few q4_0 steps)
+    KvRingBuffer flat({1, 1, D, 8, 0, KvStorage::Q4_0});
+    flat.calibrate_keys(0, run.data(), 2, D, run.data(), D, 1);  // (queries shaped as the keys: nothing to balance)
+    for (int64_t j = 0; j < D; ++j) CHECK(flat.key_scale(0)[j] == 1.0f);
   }
   // Bytes per token: 34 and 18 a block against fp16's 64 — 0.53x and 0.28x.
   const int64_t tokens = 300;
@@ -406,7 +432,12 @@ TEST_CASE("a quantized ring's attention equals a float ring's over the same dequ
     KvRingBuffer quant({1, Hkv, D, W, 4, storage}), plain({1, Hkv, D, W, 4});
     auto first = randoms(static_cast<size_t>(2 * Hkv * D), g);  // a first run's keys, with a large mean
     for (size_t i = 0; i < first.size(); i += 7) first[i] += 4.0f;
-    quant.set_key_offset(0, first.data(), 2, Hkv * D);
+    // Queries of a first run that look where the keys are small: a q4_0 ring scales its key channels (calibrate_keys).
+    auto first_q = randoms(static_cast<size_t>(2 * Hq * D), g);
+    for (size_t i = 0; i < first.size(); ++i) first[i] *= i % D < 8 ? 6.0f : 1.0f;
+    for (size_t i = 0; i < first_q.size(); ++i) first_q[i] *= i % D >= 8 && i % D < 16 ? 6.0f : 1.0f;
+    quant.calibrate_keys(0, first.data(), 2, Hkv * D, first_q.data(), Hq * D, Hq);
+    if (storage == KvStorage::Q4_0) CHECK(quant.key_scale(0)[0] != 1.0f);
     std::vector<float> kd(static_cast<size_t>(Hkv * D)), vd(kd.size()), a(static_cast<size_t>(Hq * D)), b(a.size());
     for (int t = 0; t < 2 * W + 5; ++t) {  // slides past the window twice
       const auto k = randoms(kd.size(), g), v = randoms(kd.size(), g), q = randoms(a.size(), g);

@@ -159,8 +159,11 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     const bool chunk = contiguous && S - first > kernels::kGemvMaxRows && ring->seen(rb) + (S - first) <= ring_capacity_;
     const bool rows = contiguous && !chunk && S - first > 1 && ring->seen(rb) + (S - first) <= ring_capacity_ &&
                       kernels::ring_attention_takes_rows(ring->held(rb) + (S - first), S - first);
-    // A q4_0 ring keeps a sequence's keys less the mean of its first run's (KvRingBuffer::set_key_offset).
-    if (ring->seen(rb) == 0 && first < S) ring->set_key_offset(rb, k.data<float>() + (b * S + first) * k_row + k_at, S - first, k_row);
+    // A q4_0 ring keeps a sequence's keys less the mean of its first run's, each channel scaled by its first run's keys
+    // and queries (KvRingBuffer::calibrate_keys).
+    if (ring->seen(rb) == 0 && first < S)
+      ring->calibrate_keys(rb, k.data<float>() + (b * S + first) * k_row + k_at, S - first, k_row,
+                           q.data<float>() + (b * S + first) * q_row, q_row, hq_, interleaved_);
     for (int64_t s = 0; s < S; ++s) {
       float* out = yf.data<float>() + (b * S + s) * hq_ * D;
       if (mask.at_i64(b * total + total - S + s) == 0) {  // padding: not cached, no output

@@ -1,5 +1,7 @@
 #include "kernels/cpu/kv_ring_buffer.h"
 
+#include <cmath>
+
 #include "kernels/cpu/chunk_attention.h"
 #include "kernels/cpu/kv_quant.h"
 #include "kernels/cpu/parallel.h"
@@ -21,6 +23,7 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c)
   seen_.assign(static_cast<size_t>(c.batch), 0);
   if (c.storage == KvStorage::Q4_0) {
     key_offset_.assign(static_cast<size_t>(c.batch * token_floats_), 0.0f);
+    key_scale_.assign(static_cast<size_t>(c.batch * token_floats_), 1.0f);
     offset_key_.resize(static_cast<size_t>(token_floats_));
   }
   grow(ring_slots_for(0, 1, c.capacity));
@@ -68,20 +71,61 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   const size_t n = static_cast<size_t>(std::min(seen(from), slots_) * token_bytes_);
   std::copy_n(keys_.begin() + at(from, 0), n, keys_.begin() + at(to, 0));
   std::copy_n(values_.begin() + at(from, 0), n, values_.begin() + at(to, 0));
-  if (!key_offset_.empty()) std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
+  if (!key_offset_.empty()) {
+    std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
+    std::copy_n(key_scale(from), token_floats_, key_scale_.begin() + to * token_floats_);
+  }
   seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
 }
 
-void KvRingBuffer::set_key_offset(int64_t b, const float* keys, int64_t n, int64_t stride) {
+void KvRingBuffer::calibrate_keys(int64_t b, const float* keys, int64_t n, int64_t stride, const float* queries, int64_t q_stride,
+                                  int64_t q_heads, bool interleaved) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
   if (seen(b) != 0) fail("KvRingBuffer: sequence ", b, "'s key offset set while it holds ", seen(b), " tokens");
+  if (queries && (q_heads <= 0 || q_heads % c_.kv_heads != 0))
+    fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
   if (key_offset_.empty() || n <= 0) return;
   float* mean = key_offset_.data() + b * token_floats_;
   std::fill(mean, mean + token_floats_, 0.0f);
   for (int64_t t = 0; t < n; ++t) axpy(1.0f / static_cast<float>(n), keys + t * stride, mean, token_floats_);
+  float* scale = key_scale_.data() + b * token_floats_;
+  std::fill(scale, scale + token_floats_, 1.0f);
+  if (!queries) return;
+  const int64_t D = c_.head_dim, group = q_heads / c_.kv_heads, half = D / 2;
+  std::vector<double> k2(static_cast<size_t>(token_floats_), 0.0), q2(k2.size(), 0.0);  // Σ squares per channel
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < token_floats_; ++i) {
+      const double k = keys[t * stride + i] - mean[i];
+      k2[static_cast<size_t>(i)] += k * k;
+      for (int64_t j = 0; j < group; ++j) {
+        const double q = queries[t * q_stride + (i / D * group + j) * D + i % D];
+        q2[static_cast<size_t>(i)] += q * q;
+      }
+    }
+  // Per KV head: s = (key RMS / query RMS)^½ a channel pair (a geometric mean of 1), kept where it is predicted to at
+  // least halve a logit's error variance — (Σ k·q)² / (Σ k² · Σ q²) over the channels' RMS below ½. Scaling every head,
+  // SmolLM2-135M measured +3.0% against +2.2% without (the first run's statistics did not beat plain blocks there);
+  // gated, +2.1%. Gemma-3-270M: +5.7% either way, against +8.9%.
+  std::vector<double> s(static_cast<size_t>(D));  // one head's scales, unnormalized
+  for (int64_t g = 0; g < c_.kv_heads; ++g) {
+    double log_sum = 0, kq = 0, kk = 0, qq = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t pair = interleaved ? d ^ 1 : d < half ? d + half : d - half;  // (RopeTable's two layouts)
+      const size_t i = static_cast<size_t>(g * D + d), p = static_cast<size_t>(g * D + pair);
+      const double k = std::sqrt((k2[i] + k2[p]) / (2.0 * static_cast<double>(n))) + 1e-6;
+      const double q = std::sqrt((q2[i] + q2[p]) / (2.0 * static_cast<double>(n * group))) + 1e-6;
+      kq += k * q, kk += k * k, qq += q * q;
+      s[static_cast<size_t>(d)] = std::sqrt(k / q);
+      log_sum += std::log(s[static_cast<size_t>(d)]);
+    }
+    if (kq * kq >= 0.5 * kk * qq) continue;
+    const double norm = std::exp(log_sum / static_cast<double>(D));
+    for (int64_t d = 0; d < D; ++d) scale[g * D + d] = static_cast<float>(s[static_cast<size_t>(d)] / norm);
+  }
 }
 
 const float* KvRingBuffer::key_offset(int64_t b) const { return key_offset_.empty() ? nullptr : key_offset_.data() + b * token_floats_; }
+const float* KvRingBuffer::key_scale(int64_t b) const { return key_scale_.empty() ? nullptr : key_scale_.data() + b * token_floats_; }
 
 void KvRingBuffer::clear_row(int64_t b) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
@@ -108,7 +152,8 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   const int64_t s = ring_slot_of_token(seen_[static_cast<size_t>(b)]++, c_.capacity, c_.sinks);
   if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
   if (const float* offset = key_offset(b)) {
-    for (int64_t i = 0; i < token_floats_; ++i) offset_key_[static_cast<size_t>(i)] = key[i] - offset[i];
+    const float* scale = key_scale(b);
+    for (int64_t i = 0; i < token_floats_; ++i) offset_key_[static_cast<size_t>(i)] = (key[i] - offset[i]) / scale[i];
     key = offset_key_.data();
   }
   store_kv_row(c_.storage, key, token_floats_, keys_.data() + at(b, s));  // (blocks never span heads: head_dim % 32 == 0)
@@ -117,7 +162,8 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
 
 float KvRingBuffer::key(int64_t b, int64_t s, int64_t d) const {
   const float* offset = key_offset(b);
-  return load_kv_element(c_.storage, keys_.data() + at(b, s), d) + (offset ? offset[d] : 0.0f);
+  const float stored = load_kv_element(c_.storage, keys_.data() + at(b, s), d);
+  return offset ? stored * key_scale(b)[d] + offset[d] : stored;
 }
 
 float KvRingBuffer::value(int64_t b, int64_t s, int64_t d) const { return load_kv_element(c_.storage, values_.data() + at(b, s), d); }
@@ -175,7 +221,7 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q,
     for (int64_t i = 0; i < n; ++i) {
       const size_t s = at(b, slot(b, i));
       load_kv_row(kv_head(reinterpret_cast<const T*>(keys_.data() + s), g, D), row, D);
-      if (offset) axpy(1.0f, offset + g * D, row, D);
+      if (offset) scale_add(key_scale(b) + g * D, offset + g * D, row, D);
       rotate_head(row, row, D, rope, i);
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
       load_kv_row(kv_head(reinterpret_cast<const T*>(values_.data() + s), g, D), vg + i * D, D);
@@ -227,6 +273,7 @@ void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64
   a.values = value_ptrs_.data();
   a.key_pos = positions_.data();
   a.key_offset = key_offset(b);
+  a.key_scale = key_scale(b);
   a.query_pos = n - 1;
   a.rows = count;
   a.q_stride = q_stride;

@@ -73,10 +73,22 @@ class KvRingBuffer {
   // block's 16 steps from what tells keys apart. `tern eval MODEL --context 2048 --second-half --kv-dtype q4_0` on
   // 48,000 characters of models/default/validation.txt, with the mean of the first run's 256 keys: SmolLM2-135M
   // 28.653 → 28.215 (fp32 27.399: +4.6% → +3.0%), Gemma-3-270M 13.799 → 13.017 (fp32 11.814: +16.8% → +10.2%).
-  // (q8_0's 256 steps have room: SmolLM2 27.406 without, 27.422 with, so it keeps none.) Only while b holds no
-  // token (its stored keys keep theirs); other rings ignore it.
-  void set_key_offset(int64_t b, const float* keys, int64_t n, int64_t stride);
-  const float* key_offset(int64_t b) const;                                // [kv_heads][head_dim]; nullptr but in a q4_0 ring
+  // (q8_0's 256 steps have room: SmolLM2 27.406 without, 27.422 with, so it keeps none.)
+  // Given the same run's queries too (`q_heads` heads a row, rows `q_stride` floats apart; `interleaved`: RoPE pairs
+  // (2i, 2i + 1), else (i, i + head_dim/2)), a KV head's key channels are also stored divided by a scale s and
+  // multiplied back as read: s² ∝ the channel's key RMS over its query RMS (a RoPE pair shares theirs; the group's
+  // query heads pooled), where that is predicted to at least halve a logit's error (kv_ring_buffer.cpp). A logit's
+  // error is Σ q·e over the channels while a block's steps follow its keys' magnitude; these scales put the finer
+  // steps where the queries look (SmoothQuant's balance, the query in the weight's place). `tern eval MODEL --text
+  // /tmp/kjv48k.txt --context 2048 --second-half --kv-dtype q4_0`, against the fp32 ring (11.8317, 27.372):
+  // Gemma-3-270M 12.886 → 12.511 (+8.9% → +5.7%), SmolLM2-135M 27.979 → 27.940 (+2.2% → +2.1%); s ∝ (RMS ratio)^¼
+  // or ^1 measured worse on both, and per channel without its RoPE pair Gemma-3 17.48. Only while b holds no token
+  // (its stored keys keep theirs); other rings ignore it.
+  void calibrate_keys(int64_t b, const float* keys, int64_t n, int64_t stride, const float* queries = nullptr, int64_t q_stride = 0,
+                      int64_t q_heads = 0, bool interleaved = false);
+  // [kv_heads][head_dim]: a stored key is read back as stored · key_scale + key_offset; nullptr but in a q4_0 ring.
+  const float* key_offset(int64_t b) const;
+  const float* key_scale(int64_t b) const;
   int64_t seen(int64_t b) const { return seen_[static_cast<size_t>(b)]; }  // tokens ever appended
   int64_t held(int64_t b) const;                                           // tokens in the window
   void clear();
@@ -131,8 +143,8 @@ class KvRingBuffer {
   // [batch][slots_][kv_heads][head_dim] in the storage type.
   RingStorage<uint8_t> keys_, values_;
   std::vector<int64_t> seen_;
-  std::vector<float> key_offset_;  // [batch][kv_heads][head_dim], q4_0 only (set_key_offset)
-  std::vector<float> offset_key_;  // append's scratch: a key less its offset
+  std::vector<float> key_offset_, key_scale_;  // [batch][kv_heads][head_dim], q4_0 only (calibrate_keys)
+  std::vector<float> offset_key_;              // append's scratch: a key less its offset
   // Per-call views, sized once to the capacity so attend() allocates nothing.
   std::vector<const void*> key_ptrs_, value_ptrs_;
   std::vector<int64_t> positions_;

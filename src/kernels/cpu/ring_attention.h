@@ -26,7 +26,8 @@ struct RingAttentionArgs {
   const void* const* keys = nullptr;    // n_keys pointers to T, each row [kv_heads][head_dim], pre-RoPE
   const void* const* values = nullptr;  // n_keys pointers to T, each row [kv_heads][head_dim]
   const int64_t* key_pos = nullptr;     // RoPE position of each key
-  const float* key_offset = nullptr;    // [kv_heads][head_dim] added to every key as read (KvRingBuffer::set_key_offset)
+  const float* key_offset = nullptr;    // [kv_heads][head_dim]: a key as read is stored · key_scale + key_offset
+  const float* key_scale = nullptr;     //   (KvRingBuffer::calibrate_keys; both or neither)
   int64_t query_pos = 0;
   // Query rows, each over the keys up to its own (a speculative check's tokens after one another): row r of `rows`
   // reads the first n_keys − (rows − 1 − r) keys at position query_pos − (rows − 1 − r), as decode would have

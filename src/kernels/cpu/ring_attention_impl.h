@@ -153,7 +153,7 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
       rotate_head(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
     } else {
       load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
-      if (a.key_offset) axpy(1.0f, a.key_offset + g * D, kb + i * D, D);
+      if (a.key_offset) scale_add(a.key_scale + g * D, a.key_offset + g * D, kb + i * D, D);
       rotate_head(kb + i * D, kb + i * D, D, a.rope, a.key_pos[i0 + i]);
       load_kv_values(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
     }

@@ -32,6 +32,16 @@ static inline void axpy(float p, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += p * x[i];
 }
 
+// y = y ⊙ s + o: a q4_0 ring's stored key back to the key (KvRingBuffer::calibrate_keys).
+static inline void scale_add(const float* s, const float* o, float* y, int64_t n) {
+  using batch = xsimd::batch<float>;
+  constexpr int64_t L = static_cast<int64_t>(batch::size);
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    xsimd::fma(batch::load_unaligned(y + i), batch::load_unaligned(s + i), batch::load_unaligned(o + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] = y[i] * s[i] + o[i];
+}
+
 // y[0, n) *= c: a softmax's rescaling and normalization of an output row.
 static inline void scale_in_place(float c, float* y, int64_t n) {
   using batch = xsimd::batch<float>;
