@@ -99,8 +99,8 @@ void rows8(const Int8Row& x, const NBitsWeights& w, int64_t k_blocks, int64_t n0
 // so every tier gives the same bits (and an output's value does not depend on its row's neighbours).
 // 8-bit weights are grouped for this kernel too (nbits_groups_native): as stored, each row of a block took its own
 // float step and each activation row streamed the matrix again — SmolLM2's 49152×576 Q8_0 lm_head, `tern bench-op
-// matmulnbits --shape M,576,49152 --bits 8 --activations int8 --threads 2`, Zen 5 (tier avx512bf16): M = 1 0.51 ms,
-// M = 4 1.93 ms as stored (a speculative check's four rows).
+// matmulnbits --shape M,576,49152 --bits 8 --activations int8 --threads 2`, Zen 5 (tier avx512bf16): M = 1 / 4 (a
+// speculative check's rows) 0.51 / 1.93 ms as stored, 0.38 / 0.46 ms grouped.
 // `V` is the tier's register set: V::kRows rows per register (8 or 16), 16 / V::kRows registers a group.
 // A group's bytes are one sequential stream, yet the hardware prefetchers alone leave it short of the memory's
 // rate: each line 3 KB ahead is requested into L2 while this one is multiplied (the L2 streamer stops at every
