@@ -156,9 +156,10 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     while (first < S && mask.at_i64(b * total + total - S + first) == 0) ++first;
     bool contiguous = true;
     for (int64_t s = first; s < S; ++s) contiguous &= mask.at_i64(b * total + total - S + s) != 0;
-    const bool chunk = contiguous && S - first > kernels::kGemvMaxRows && ring->seen(rb) + (S - first) <= ring_capacity_;
-    const bool rows = contiguous && !chunk && S - first > 1 && ring->seen(rb) + (S - first) <= ring_capacity_ &&
-                      kernels::ring_attention_takes_rows(ring->held(rb) + (S - first), S - first);
+    const int64_t n = S - first;  // (the window must not slide during them for either path)
+    const bool unslid = contiguous && ring->seen(rb) + n <= ring_capacity_;
+    const bool chunk = unslid && n > kernels::kGemvMaxRows;
+    const bool rows = unslid && !chunk && n > 1 && kernels::ring_attention_takes_rows(ring->held(rb) + n, n);
     // A q4_0 ring keeps a sequence's keys less the mean of its first run's, each channel scaled by its first run's keys
     // and queries (KvRingBuffer::calibrate_keys).
     if (ring->seen(rb) == 0 && first < S)

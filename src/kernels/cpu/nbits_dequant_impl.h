@@ -61,17 +61,22 @@ void dequantize_rows8_chunk4(const NBitsWeights& w, int64_t n0, int64_t k, int64
 
 #if defined(__AVX2__)
 namespace {
+// Scales and zero points of 8 rows (half h of group g) at block kb of grouped weights, as floats.
+void group_block_params(const NBitsWeights& w, int64_t g, int h, int64_t kb, __m256& scale, __m256& zero) {
+  const int64_t at = (g * nbits_k_blocks(w) + kb) * kNBitsGroupRows + 8 * h;
+  scale =
+      w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at))) : _mm256_loadu_ps(w.scales + at);
+  zero = w.zp_float    ? _mm256_loadu_ps(w.zp_float + at)
+         : w.zp_packed ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
+                       : _mm256_set1_ps(static_cast<float>(1 << (w.bits - 1)));
+}
+
 // Grouped 4-bit weights: rows [n0, n0 + 8) (half h of group g) × the 32 values of chunk c to
 // out[k·ld + r], k from 0: run j's 4 bytes per row, byte t widened to int32 lanes, are values 4j + t
 // (low nibble) and 16 + 4j + t (high) of 8 rows; (q − zp)·scale as the scalar rule computes it.
 void dequantize_group_half_chunk(const NBitsWeights& w, int64_t g, int h, int64_t c, float* out, int64_t ld) {
-  const int64_t kb = c * 32 / w.block, at = (g * nbits_k_blocks(w) + kb) * kNBitsGroupRows + 8 * h;
-  const __m256 vs =
-      w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at))) : _mm256_loadu_ps(w.scales + at);
-  const __m256 vz = w.zp_float ? _mm256_loadu_ps(w.zp_float + at)
-                    : w.zp_packed
-                        ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
-                        : _mm256_set1_ps(8.0f);
+  __m256 vs, vz;
+  group_block_params(w, g, h, c * 32 / w.block, vs, vz);
   const uint8_t* p = w.data + (g * (nbits_k_blocks(w) * w.block / 32) + c) * nbits_chunk_bytes(4) + 32 * h;
   for (int j = 0; j < 4; ++j) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
@@ -94,14 +99,7 @@ void dequantize_group8_half_chunk(const NBitsWeights& w, int64_t g, int h, int64
   const uint8_t* p = w.data + (g * (k_blocks * w.block / 32) + c) * nbits_chunk_bytes(8) + 32 * h;
   __m256 vs = _mm256_setzero_ps(), vz = vs;
   for (int j = 0; j < 8; ++j) {
-    if (j == 0 || (w.block == 16 && j == 4)) {  // the block's scales and zero points, 8 rows
-      const int64_t kb = (c * 32 + 4 * j) / w.block, at = (g * k_blocks + kb) * kNBitsGroupRows + 8 * h;
-      vs = w.scales_f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales_f16 + at)))
-                        : _mm256_loadu_ps(w.scales + at);
-      vz = w.zp_float    ? _mm256_loadu_ps(w.zp_float + at)
-           : w.zp_packed ? _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.zp_packed + at))))
-                         : _mm256_set1_ps(128.0f);
-    }
+    if (j == 0 || (w.block == 16 && j == 4)) group_block_params(w, g, h, (c * 32 + 4 * j) / w.block, vs, vz);  // (a block's start)
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * j));
     for (int t = 0; t < 4; ++t) {
       const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 8 * t), _mm256_set1_epi32(0xFF)));
