@@ -219,7 +219,8 @@ TEST_CASE("inside the window, ring attention equals plain attention over post-Ro
 namespace {
 // A ring fed `lead` tokens one by one, then a chunk of the rest attended at once (kernels/cpu/chunk_attention):
 // equals attending token by token (the decode kernel, checked against plain attention above), and one
-// thread gives the chunk the same bits as several.
+// thread gives the chunk the same bits as several. A quantized ring's chunk reads the newest tokens exact as of the
+// chunk's end (KvRingBuffer::exact_from), so there token by token runs over a float ring holding the window so.
 void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, int64_t lead, kernels::Scoring scoring) {
   test::KernelContext cx(2);
   const int64_t W = 300;
@@ -230,19 +231,31 @@ void check_chunk_equals_tokens(int64_t Hq, int64_t Hkv, int64_t D, int64_t n, in
     Rope rope(W, D, false);
     const auto k = randoms(static_cast<size_t>(n * Hkv * D), g), v = randoms(k.size(), g);
     const auto q = randoms(static_cast<size_t>(n * Hq * D), g);
-    KvRingBuffer one({1, Hkv, D, W, 4, storage}), chunk({1, Hkv, D, W, 4, storage});
+    const bool quantized = KvRingBuffer::keeps_exact(storage);
+    KvRingBuffer one({1, Hkv, D, W, 4, quantized ? KvStorage::F32 : storage}), chunk({1, Hkv, D, W, 4, storage});
     // (q4_0's offset and scales: the chunk applies them as the decode kernel does)
     one.calibrate_keys(0, k.data(), 3, Hkv * D, q.data(), Hq * D, Hq);
     chunk.calibrate_keys(0, k.data(), 3, Hkv * D, q.data(), Hq * D, Hq);
     std::vector<float> by_token(static_cast<size_t>(n * Hq * D)), at_once(by_token.size()), one_thread(by_token.size());
     for (int64_t t = 0; t < n; ++t) {
-      one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
-      one.attend(cx, 0, q.data() + t * Hq * D, Hq, scoring, rope.table, by_token.data() + t * Hq * D);
       chunk.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
       if (t < lead) chunk.attend(cx, 0, q.data() + t * Hq * D, Hq, scoring, rope.table, at_once.data() + t * Hq * D);
     }
     chunk.attend_chunk(cx, 0, q.data() + lead * Hq * D, Hq * D, n - lead, Hq, scoring, rope.table, at_once.data() + lead * Hq * D, Hq * D);
-    for (size_t i = 0; i < by_token.size(); ++i) REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
+    std::vector<float> key(static_cast<size_t>(Hkv * D)), value(key.size());
+    for (int64_t t = 0; t < n; ++t) {
+      const float *kt = k.data() + t * Hkv * D, *vt = v.data() + t * Hkv * D;
+      if (quantized && t < chunk.exact_from(0)) {  // (the window has not slid: token t in slot t)
+        for (int64_t d = 0; d < Hkv * D; ++d)
+          key[static_cast<size_t>(d)] = chunk.key(0, t, d), value[static_cast<size_t>(d)] = chunk.value(0, t, d);
+        kt = key.data(), vt = value.data();
+      }
+      one.append(0, kt, vt);
+      one.attend(cx, 0, q.data() + t * Hq * D, Hq, scoring, rope.table, by_token.data() + t * Hq * D);
+    }
+    // (a quantized ring's lead tokens read all exact then — fewer than 65 held — and its stored ones after)
+    for (size_t i = quantized ? static_cast<size_t>(lead * Hq * D) : 0; i < by_token.size(); ++i)
+      REQUIRE(at_once[i] == doctest::Approx(by_token[i]).epsilon(1e-5));
     {
       test::KernelContext alone(1);
       std::copy_n(at_once.begin(), lead * Hq * D, one_thread.begin());
@@ -263,14 +276,15 @@ TEST_CASE("a prompt chunk attended at once equals appending and attending token 
 }
 
 TEST_CASE("a speculative check's rows attended at once equal decode's token by token, bit for bit (every storage)") {
-  // (Hq, Hkv, D, keys before the rows, rows): key counts across a block's end (31 → 33), past 2,048 keys, one row.
+  // (Hq, Hkv, D, keys before the rows, rows): key counts across a block's end (31 → 33), past 2,048 keys, one row,
+  // a q4_0 ring's exact newest tokens after its stored ones (100 → 104: exact from 64 on).
   struct Case {
     int64_t Hq, Hkv, D, held, rows;
   };
-  for (Case c : {Case{6, 2, 20, 29, 4}, Case{9, 3, 64, 30, 3}, Case{4, 4, 128, 2100, 4}, Case{8, 1, 32, 5, 2}, Case{4, 2, 32, 40, 1}}) {
+  for (Case c : {Case{6, 2, 20, 29, 4}, Case{9, 3, 64, 30, 3}, Case{4, 4, 128, 2100, 4}, Case{8, 1, 32, 5, 2}, Case{4, 2, 32, 40, 1},
+                 Case{8, 2, 64, 100, 4}}) {
     CAPTURE(c.held);
     CAPTURE(c.rows);
-    REQUIRE(kernels::ring_attention_takes_rows(c.held + c.rows, c.rows));
     test::KernelContext cx(2);
     const int64_t W = 4096, n = c.held + c.rows, Hq = c.Hq, Hkv = c.Hkv, D = c.D;
     for (KvStorage storage : {KvStorage::F32, KvStorage::F16, KvStorage::Q8_0, KvStorage::Q4_0}) {
@@ -287,6 +301,7 @@ TEST_CASE("a speculative check's rows attended at once equal decode's token by t
       rows.calibrate_keys(0, k.data(), 3, Hkv * D);
       std::vector<float> by_token(static_cast<size_t>(c.rows * Hq * D)), at_once(by_token.size());
       for (int64_t t = 0; t < n; ++t) {
+        if (t == c.held) REQUIRE(rows.takes_rows(0, c.rows));
         one.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
         rows.append(0, k.data() + t * Hkv * D, v.data() + t * Hkv * D);
         if (t >= c.held) one.attend(cx, 0, q.data() + t * stride, Hq, {0.2f}, rope.table, by_token.data() + (t - c.held) * Hq * D);
@@ -410,9 +425,12 @@ TEST_CASE(
     flat.calibrate_keys(0, run.data(), 2, D, run.data(), D, 1);  // (queries shaped as the keys: nothing to balance)
     for (int64_t j = 0; j < D; ++j) CHECK(flat.key_scale(0)[j] == 1.0f);
   }
-  // Bytes per token: 34 and 18 a block against fp16's 64 — 0.53x and 0.28x.
-  const int64_t tokens = 300;
-  auto bytes = [&](KvStorage s) { return static_cast<double>(KvRingBuffer::bytes_for({1, 8, 64, 4096, 0, s}, tokens)); };
+  // Bytes per token (a growth's, 256 → 512 slots: a q4_0 ring's exact newest tokens are a fixed cost): 34 and 18 a
+  // block against fp16's 64 — 0.53x and 0.28x.
+  auto bytes = [&](KvStorage s) {
+    const KvRingConfig c{1, 8, 64, 4096, 0, s};
+    return static_cast<double>(KvRingBuffer::bytes_for(c, 300) - KvRingBuffer::bytes_for(c, 200));
+  };
   CHECK(bytes(KvStorage::Q8_0) / bytes(KvStorage::F16) == doctest::Approx(34.0 / 64));
   CHECK(bytes(KvStorage::Q4_0) / bytes(KvStorage::F16) == doctest::Approx(18.0 / 64));
   CHECK(test::contains(test::error_of([] {
@@ -438,19 +456,72 @@ TEST_CASE("a quantized ring's attention equals a float ring's over the same dequ
     for (size_t i = 0; i < first_q.size(); ++i) first_q[i] *= i % D >= 8 && i % D < 16 ? 6.0f : 1.0f;
     quant.calibrate_keys(0, first.data(), 2, Hkv * D, first_q.data(), Hq * D, Hq);
     if (storage == KvStorage::Q4_0) CHECK(quant.key_scale(0)[0] != 1.0f);
-    std::vector<float> kd(static_cast<size_t>(Hkv * D)), vd(kd.size()), a(static_cast<size_t>(Hq * D)), b(a.size());
+    // Each token as appended and as stored; the float ring holds the window as the quantized one reads it: its
+    // newest tokens exact (KvRingBuffer::exact_from), the others as stored.
+    std::vector<std::vector<float>> exact, stored;
+    std::vector<float> a(static_cast<size_t>(Hq * D)), b(a.size());
     for (int t = 0; t < 2 * W + 5; ++t) {  // slides past the window twice
-      const auto k = randoms(kd.size(), g), v = randoms(kd.size(), g), q = randoms(a.size(), g);
+      const auto k = randoms(static_cast<size_t>(Hkv * D), g), v = randoms(k.size(), g), q = randoms(a.size(), g);
       quant.append(0, k.data(), v.data());
       const int64_t s = quant.slot(0, quant.held(0) - 1);
+      std::vector<float> kv = k;
+      kv.insert(kv.end(), v.begin(), v.end());
+      exact.push_back(kv);
       for (int64_t d = 0; d < Hkv * D; ++d)
-        kd[static_cast<size_t>(d)] = quant.key(0, s, d), vd[static_cast<size_t>(d)] = quant.value(0, s, d);
-      plain.append(0, kd.data(), vd.data());
+        kv[static_cast<size_t>(d)] = quant.key(0, s, d), kv[static_cast<size_t>(Hkv * D + d)] = quant.value(0, s, d);
+      stored.push_back(kv);
+      plain.clear();
+      for (int64_t i = 0; i < quant.held(0); ++i) {
+        const auto& row =
+            (i >= quant.exact_from(0) ? exact : stored)[static_cast<size_t>(tern::kernels::ring_token_of_index(i, t + 1, W, 4))];
+        plain.append(0, row.data(), row.data() + Hkv * D);
+      }
+      if (t >= 64) CHECK((quant.exact_from(0) > 0 && quant.held(0) - quant.exact_from(0) > 32));
       quant.attend(cx, 0, q.data(), Hq, {0.125f}, rope.table, a.data());
       plain.attend(cx, 0, q.data(), Hq, {0.125f}, rope.table, b.data());
       for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == doctest::Approx(b[i]).epsilon(1e-5).scale(1.0));
     }
   }
+}
+
+TEST_CASE("a quantized ring reads its newest tokens exact: from its second-newest whole group of 32, through short roll backs") {
+  const int64_t D = 32;
+  KvRingBuffer r({1, 1, D, 4096, 0, KvStorage::Q4_0});
+  const std::vector<float> kv(D, 0.5f);
+  auto append = [&](int64_t n) {
+    for (int64_t t = 0; t < n; ++t) r.append(0, kv.data(), kv.data());
+  };
+  // By hand: tokens 0 … 63 all exact; at 65 held the line moves to token 32, at 97 to 64 (33 to 64 exact).
+  append(64);
+  CHECK(r.exact_from(0) == 0);
+  append(1);
+  CHECK(r.exact_from(0) == 32);
+  append(31);
+  CHECK(r.exact_from(0) == 32);
+  append(1);
+  CHECK(r.exact_from(0) == 64);
+  // A speculative step's roll back (16 drafts) keeps the copies: back to 90 held, the line at 32 again.
+  append(3);  // 100
+  r.keep_prefix(0, 90);
+  CHECK(r.exact_from(0) == 32);
+  // A reused prompt's long one: the copies of tokens 0 … 99 were overwritten by 100 … 199, so 100 held read as stored;
+  // the tokens appended after them get copies again (from 100, not the line's 96).
+  append(110);  // 200
+  r.keep_prefix(0, 100);
+  CHECK(r.exact_from(0) == 100);
+  append(30);
+  CHECK(r.exact_from(0) == 100);
+  append(40);  // 170: the line passes
+  CHECK(r.exact_from(0) == 128);
+  // Rows read alike only within one line: 3 rows at 95 … 97 held straddle it (no after clear_row).
+  r.clear_row(0);
+  append(94);
+  CHECK(!r.takes_rows(0, 3));
+  CHECK(r.takes_rows(0, 2));
+  KvRingBuffer f32({1, 1, D, 4096, 0, KvStorage::F32});
+  for (int t = 0; t < 94; ++t) f32.append(0, kv.data(), kv.data());
+  CHECK(f32.takes_rows(0, 3));
+  CHECK(f32.exact_from(0) == 94);
 }
 
 TEST_CASE("appending and attending allocate nothing once the buffer exists") {

@@ -166,6 +166,17 @@ TEST_CASE("models/default: speculation's greedy tokens are plain decoding's, fp3
       CHECK(spec.drafted_tokens > 0);
     }
   }
+  // A q4_0 ring reads its newest tokens exact (KvRingBuffer::exact_from), its copies outliving a step's roll back:
+  // the greedy tokens stay plain decoding's on that ring too, past the exact lines' moves at 65 and 97 tokens.
+  {
+    SessionOptions so = ring(256);
+    so.decoder.kv_dtype = kernels::KvStorage::Q4_0;
+    Session s((dir / "model.onnx").string(), so);
+    const auto plain = greedy_on(s, cfg, prompt, 100, 0);
+    const auto spec = greedy_on(s, cfg, prompt, 100, 8);
+    CHECK(spec.tokens == plain.tokens);
+    CHECK(spec.drafted_tokens > spec.accepted_tokens);  // (drafts were rolled back)
+  }
   // Speculation rolls drafts back on the ring: a graph's own cache is refused, naming why.
   Session graph_cache((dir / "model.onnx").string());
   CHECK(contains(error_of([&] { greedy_on(graph_cache, cfg, prompt, 4, 3); }), "needs the ring-buffer KV cache"));

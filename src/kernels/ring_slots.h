@@ -19,10 +19,21 @@ typedef int64_t ring_int;
 // The slot of the t-th token a sequence appends (t from 0).
 static inline ring_int ring_slot_of_token(ring_int t, ring_int W, ring_int sinks) { return t < W ? t : sinks + (t - sinks) % (W - sinks); }
 
+// The token (counted from 0) at window index i once a sequence has appended `seen` tokens: past the sinks of a
+// full window, the (W − i)-th newest.
+static inline ring_int ring_token_of_index(ring_int i, ring_int seen, ring_int W, ring_int sinks) {
+  return seen <= W || i < sinks ? i : seen - (W - i);
+}
+
 // The slot of window index i once a sequence has appended `seen` tokens.
 static inline ring_int ring_slot_of_index(ring_int i, ring_int seen, ring_int W, ring_int sinks) {
-  if (seen <= W || i < sinks) return i;
-  return ring_slot_of_token(seen - (W - i), W, sinks);  // the (W − i)-th newest token
+  return ring_slot_of_token(ring_token_of_index(i, seen, W, sinks), W, sinks);
+}
+
+// The first window index holding token t or a later one (t ≤ seen; the window keeps its tokens in order).
+static inline ring_int ring_index_of_token(ring_int t, ring_int seen, ring_int W, ring_int sinks) {
+  if (seen <= W || t < sinks) return t;
+  return t - (seen - W) > sinks ? t - (seen - W) : sinks;  // (tokens evicted between the sinks and the window)
 }
 
 // Slots allocated to hold `need` tokens when `have` are: memory follows use — 256 first, then at

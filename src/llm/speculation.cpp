@@ -3,9 +3,15 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "kernels/cpu/kv_ring_buffer.h"
 #include "llm/draft_model.h"
 
 namespace tern::llm {
+
+// Drafts a step at most: a step rolls back its rejected drafts, and a q4_0 ring keeps its newest tokens exact
+// through a roll back that long (so speculation's greedy tokens stay plain greedy's there too).
+constexpr int kMaxDrafts = 16;
+static_assert(kMaxDrafts <= kernels::KvRingBuffer::kExactRollback);
 
 SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft) {
   SpeculationOptions o;
@@ -21,7 +27,7 @@ SpeculationOptions parse_speculation(const std::string& text, DraftModel* draft)
   if (kind.size() < text.size()) {
     const std::string n = text.substr(kind.size() + 1);
     if (n.empty() || n.size() > 2 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; }) || std::stoi(n) < 1 ||
-        std::stoi(n) > 16)
+        std::stoi(n) > kMaxDrafts)
       fail("--speculate '", text, "': N must be a number of drafts from 1 to 16");
     o.drafts = std::stoi(n);
   }

@@ -159,7 +159,7 @@ void CachedAttentionOp::run(RunContext& ctx) const {
     const int64_t n = S - first;  // (the window must not slide during them for either path)
     const bool unslid = contiguous && ring->seen(rb) + n <= ring_capacity_;
     const bool chunk = unslid && n > kernels::kGemvMaxRows;
-    const bool rows = unslid && !chunk && n > 1 && kernels::ring_attention_takes_rows(ring->held(rb) + n, n);
+    const bool rows = unslid && !chunk && n > 1 && ring->takes_rows(rb, n);
     // A q4_0 ring keeps a sequence's keys less the mean of its first run's, each channel scaled by its first run's keys
     // and queries (KvRingBuffer::calibrate_keys).
     if (ring->seen(rb) == 0 && first < S)

@@ -228,7 +228,7 @@ accuracy_level 4, or int8), not the faster prefill's bf16 or fp32 tiles.
                     {"weights", Arg::Text, "F", "fp32", "as generate's --weights"},
                     {"activations", Arg::Text, "A", "auto", "as generate's --activations"},
                     {"kv-dtype", Arg::Text, "T", "",
-                     "score through the ring KV cache stored so (fp32, fp16, q8_0, q4_0), 256 positions a run, each reading "
+                     "score through the ring KV cache stored so (fp32, fp16, q8_0, q4_0), 4 positions a run, each reading "
                      "the ring as decode does (default: the graph's own cache, a window a run)"},
                     kThreads}});
   c.push_back({"profile",

@@ -26,6 +26,11 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c)
     key_scale_.assign(static_cast<size_t>(c.batch * token_floats_), 1.0f);
     offset_key_.resize(static_cast<size_t>(token_floats_));
   }
+  if (keeps_exact(c.storage)) {
+    exact_keys_.resize(static_cast<size_t>(c.batch * kExactTokens * token_floats_));
+    exact_values_.resize(exact_keys_.size());
+    exact_lo_.assign(static_cast<size_t>(c.batch), 0);
+  }
   grow(ring_slots_for(0, 1, c.capacity));
 }
 
@@ -34,13 +39,14 @@ KvRingBuffer::~KvRingBuffer() { give_host_bytes(counted_, account_); }
 int64_t KvRingBuffer::bytes_for(const KvRingConfig& c, int64_t tokens) {
   int64_t slots = ring_slots_for(0, 1, c.capacity);
   while (slots < std::min(tokens, c.capacity)) slots = ring_slots_for(slots, slots + 1, c.capacity);
-  return 2 * c.batch * slots * c.kv_heads * kv_storage_bytes(c.storage, c.head_dim);
+  const int64_t exact = keeps_exact(c.storage) ? 2 * c.batch * kExactTokens * c.kv_heads * c.head_dim * 4 : 0;
+  return 2 * c.batch * slots * c.kv_heads * kv_storage_bytes(c.storage, c.head_dim) + exact;
 }
 
 // To `slots` slots (ring_slots_for decides how many): the held tokens are copied once. The new keys and
 // values are counted against the memory cap before they are allocated (the old ones until freed).
 void KvRingBuffer::grow(int64_t slots) {
-  const size_t bytes = static_cast<size_t>(2 * c_.batch * slots * token_bytes_);
+  const size_t bytes = static_cast<size_t>(2 * c_.batch * slots * token_bytes_) + 2 * exact_keys_.size() * sizeof(float);
   MemoryAccountPtr account = charged_account();
   take_host_bytes(bytes, account);
   const int64_t old = slots_;
@@ -61,7 +67,10 @@ void KvRingBuffer::grow(int64_t slots) {
   account_ = std::move(account);
 }
 
-void KvRingBuffer::clear() { std::fill(seen_.begin(), seen_.end(), 0); }
+void KvRingBuffer::clear() {
+  std::fill(seen_.begin(), seen_.end(), 0);
+  std::fill(exact_lo_.begin(), exact_lo_.end(), 0);
+}
 
 void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   if (from < 0 || from >= c_.batch || to < 0 || to >= c_.batch)
@@ -74,6 +83,10 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   if (!key_offset_.empty()) {
     std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
     std::copy_n(key_scale(from), token_floats_, key_scale_.begin() + to * token_floats_);
+    const int64_t exact = kExactTokens * token_floats_;
+    std::copy_n(exact_keys_.begin() + from * exact, exact, exact_keys_.begin() + to * exact);
+    std::copy_n(exact_values_.begin() + from * exact, exact, exact_values_.begin() + to * exact);
+    exact_lo_[static_cast<size_t>(to)] = exact_lo_[static_cast<size_t>(from)];
   }
   seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
 }
@@ -130,6 +143,7 @@ const float* KvRingBuffer::key_scale(int64_t b) const { return key_scale_.empty(
 void KvRingBuffer::clear_row(int64_t b) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
   seen_[static_cast<size_t>(b)] = 0;
+  if (!exact_lo_.empty()) exact_lo_[static_cast<size_t>(b)] = 0;
 }
 
 void KvRingBuffer::keep_prefix(int64_t b, int64_t n) {
@@ -137,8 +151,28 @@ void KvRingBuffer::keep_prefix(int64_t b, int64_t n) {
   // (until the window slides, token i sits in slot i: ring_slot_of_index)
   if (n < 0 || n > seen(b) || seen(b) > c_.capacity)
     fail("KvRingBuffer: row ", b, " cannot keep its first ", n, " tokens (", seen(b), " seen, window ", c_.capacity, ")");
+  // Exact copies survive for the newest kExactTokens tokens: those older than n and than them are gone (the tokens
+  // appended after n get new ones).
+  if (!exact_lo_.empty()) {
+    int64_t& lo = exact_lo_[static_cast<size_t>(b)];
+    lo = std::max(lo, std::min(n, seen(b) - kExactTokens));
+  }
   seen_[static_cast<size_t>(b)] = n;
 }
+
+int64_t KvRingBuffer::exact_token(int64_t b, int64_t seen) const {
+  if (exact_lo_.empty()) return seen;
+  const int64_t line = seen > 2 * kExactGroup ? ((seen - 1) / kExactGroup - 1) * kExactGroup : 0;
+  return std::min(seen, std::max(line, exact_lo_[static_cast<size_t>(b)]));
+}
+
+int64_t KvRingBuffer::exact_from(int64_t b) const { return ring_index_of_token(exact_token(b, seen(b)), seen(b), c_.capacity, c_.sinks); }
+
+bool KvRingBuffer::rows_alike(int64_t b, int64_t seen, int64_t held, int64_t count) const {
+  return ring_attention_takes_rows(held, count) && (exact_lo_.empty() || exact_token(b, seen - count + 1) == exact_token(b, seen));
+}
+
+bool KvRingBuffer::takes_rows(int64_t b, int64_t count) const { return rows_alike(b, seen(b) + count, held(b) + count, count); }
 
 int64_t KvRingBuffer::held(int64_t b) const { return std::min(seen(b), c_.capacity); }
 
@@ -149,8 +183,14 @@ int64_t KvRingBuffer::slot(int64_t b, int64_t i) const {
 
 void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
-  const int64_t s = ring_slot_of_token(seen_[static_cast<size_t>(b)]++, c_.capacity, c_.sinks);
+  const int64_t t = seen_[static_cast<size_t>(b)]++, s = ring_slot_of_token(t, c_.capacity, c_.sinks);
   if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
+  if (!exact_keys_.empty()) {
+    std::copy_n(key, token_floats_, exact_keys_.begin() + static_cast<std::ptrdiff_t>(exact_at(b, t)));
+    float* exact_value = exact_values_.data() + exact_at(b, t);
+    std::copy_n(value, token_floats_, exact_value);
+    to_summed_values(c_.storage, exact_value, token_floats_);  // (blocks never span heads)
+  }
   if (const float* offset = key_offset(b)) {
     const float* scale = key_scale(b);
     for (int64_t i = 0; i < token_floats_; ++i) offset_key_[static_cast<size_t>(i)] = (key[i] - offset[i]) / scale[i];
@@ -188,7 +228,7 @@ void KvRingBuffer::attend(const Context& cx, int64_t b, const float* q, int64_t 
 void KvRingBuffer::attend_rows(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
                                const Scoring& scoring, const RopeTable& rope, float* out) {
   if (q_heads % c_.kv_heads != 0) fail("KvRingBuffer: ", q_heads, " query heads are not a multiple of ", c_.kv_heads, " KV heads");
-  if (count < 1 || count > held(b) || seen(b) > c_.capacity || !ring_attention_takes_rows(held(b), count))
+  if (count < 1 || count > held(b) || seen(b) > c_.capacity || !rows_alike(b, seen(b), held(b), count))
     fail("KvRingBuffer: attend_rows over ", count, " tokens needs them appended to a window that has not slid");
   with_storage_type([&](auto t) { attend_as<decltype(t)>(cx, b, q, q_stride, count, q_heads, scoring, rope, out); });
 }
@@ -215,16 +255,24 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q,
   // position is the index), stored transposed in blocks (chunk_key_at); values as float, each KV head's
   // together. KV heads over threads.
   const float* offset = key_offset(b);
+  const int64_t exact = exact_from(b);  // (the window has not slid: index i is token i)
   parallel_chunks(cx.threads, H, H, [&](int64_t g, int64_t, int thread) {
     float* row = values_f + value_floats + thread * per_thread;
     float* vg = values_f + g * n * D;
     for (int64_t i = 0; i < n; ++i) {
-      const size_t s = at(b, slot(b, i));
-      load_kv_row(kv_head(reinterpret_cast<const T*>(keys_.data() + s), g, D), row, D);
-      if (offset) scale_add(key_scale(b) + g * D, offset + g * D, row, D);
+      if (i >= exact) {
+        load_kv_row(exact_keys_.data() + exact_at(b, i) + g * D, row, D);
+        load_kv_row(exact_values_.data() + exact_at(b, i) + g * D, vg + i * D, D);
+        if (c_.storage == KvStorage::Q4_0)  // H·(H·v / 32) = v
+          for (int64_t j = 0; j < D; j += kKvBlock) walsh_hadamard_32(vg + i * D + j);
+      } else {
+        const size_t s = at(b, slot(b, i));
+        load_kv_row(kv_head(reinterpret_cast<const T*>(keys_.data() + s), g, D), row, D);
+        if (offset) scale_add(key_scale(b) + g * D, offset + g * D, row, D);
+        load_kv_row(kv_head(reinterpret_cast<const T*>(values_.data() + s), g, D), vg + i * D, D);
+      }
       rotate_head(row, row, D, rope, i);
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = row[d];
-      load_kv_row(kv_head(reinterpret_cast<const T*>(values_.data() + s), g, D), vg + i * D, D);
     }
     for (int64_t i = n; i < blocks * kChunkKeyBlock; ++i)  // the last block's padding: finite (masked out)
       for (int64_t d = 0; d < D; ++d) keys_t[chunk_key_at(g, i, d, D, blocks)] = 0.0f;
@@ -253,12 +301,19 @@ void KvRingBuffer::attend_chunk_as(const Context& cx, int64_t b, const float* q,
 template <typename T>
 void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads,
                              const Scoring& scoring, const RopeTable& rope, float* out) {
-  const int64_t n = held(b);
+  const int64_t n = held(b), exact = exact_from(b);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t s = slot(b, i);
-    key_ptrs_[static_cast<size_t>(i)] = keys_.data() + at(b, s);
-    value_ptrs_[static_cast<size_t>(i)] = values_.data() + at(b, s);
-    positions_[static_cast<size_t>(i)] = i;  // re-based: the window is the sequence
+    const size_t at_i = static_cast<size_t>(i);
+    if (i >= exact) {  // (float rows: ring_attention reads them so from a.exact_from on)
+      const size_t e = exact_at(b, ring_token_of_index(i, seen(b), c_.capacity, c_.sinks));
+      key_ptrs_[at_i] = exact_keys_.data() + e;
+      value_ptrs_[at_i] = exact_values_.data() + e;
+    } else {
+      const int64_t s = slot(b, i);
+      key_ptrs_[at_i] = keys_.data() + at(b, s);
+      value_ptrs_[at_i] = values_.data() + at(b, s);
+    }
+    positions_[at_i] = i;  // re-based: the window is the sequence
   }
   const int threads = cx.threads;
   // Sized for every slot the ring has allocated: it grows only when the ring does.
@@ -274,6 +329,7 @@ void KvRingBuffer::attend_as(const Context& cx, int64_t b, const float* q, int64
   a.key_pos = positions_.data();
   a.key_offset = key_offset(b);
   a.key_scale = key_scale(b);
+  a.exact_from = exact;
   a.query_pos = n - 1;
   a.rows = count;
   a.q_stride = q_stride;

@@ -57,9 +57,27 @@ class KvRingBuffer {
   ~KvRingBuffer();
   KvRingBuffer(const KvRingBuffer&) = delete;
   KvRingBuffer& operator=(const KvRingBuffer&) = delete;
-  // Bytes of keys and values allocated now (they grow with the ring; counted as owned host memory).
+  // A q8_0 or q4_0 ring also keeps each sequence's newest tokens exact, as float beside their blocks, and attention
+  // reads them so: the tokens from the second-newest whole group of kExactGroup on (kExactGroup + 1 to 2·kExactGroup
+  // of them, the line moving a group at a time, so that a speculative check's rows read alike). The newest keys are
+  // the ones a query looks at most, in sliding-window layers above all, and a 4-bit block's error there costs the
+  // most. `tern eval MODEL --text /tmp/kjv48k.txt --context 2048 --second-half --kv-dtype T` (each position attended
+  // as decode does), against the fp32 ring (Gemma-3-270M 11.842, SmolLM2-135M 27.3948): q4_0 all as stored 12.7901
+  // (+8.0%) / 28.247 (+3.1%), with the newest exact 11.891 (+0.41%) / 27.7336 (+1.24%); q8_0 11.9016 (+0.50%) /
+  // 27.4122 → 11.8683 (+0.22%) / 27.4356 (+0.15%). Decode speed unchanged (Gemma-3 q4_0 ring at 1,024 tokens, 3
+  // alternated runs: 118.5 / 133.3 / 133.9 → 124.2 / 136.4 / 133.4 tok/s). An fp32 ring simulating q4_0 kept the
+  // newest 4, 8, 32, 128 tokens exact (not grouped; eval's earlier runs of 256): 12.147, 12.079, 12.156, 12.039
+  // against 12.489 none — most of it in the last few. The copies hold the newest kExactTokens, so a roll back of up to kExactRollback
+  // tokens (a speculative step's drafts) still finds them; after a longer one (keep_prefix of a reused prompt) the tokens whose copies are
+  // gone read as stored. Their memory is fixed: 2 · kExactTokens tokens of floats a sequence and layer.
+  static constexpr int64_t kExactGroup = 32, kExactRollback = 16, kExactTokens = 2 * kExactGroup + kExactRollback;
+  static bool keeps_exact(KvStorage s) { return s == KvStorage::Q8_0 || s == KvStorage::Q4_0; }
+
+  // Bytes of keys and values allocated now (they grow with the ring; counted as owned host memory), with a q4_0
+  // or q8_0 ring's exact copies.
   int64_t storage_bytes() const { return static_cast<int64_t>(counted_); }
-  // Bytes of keys and values a ring of config `c` has allocated once `tokens` tokens a row are appended: its
+  // Bytes of keys and values (and exact copies) a ring of config `c` has allocated once `tokens` tokens a row are
+  // appended: its
   // growths (ring_slots_for: 256 slots, then doubling) up to that fill, capped by its window. An upper bound where
   // a prompt chunk grows it straight to its length.
   static int64_t bytes_for(const KvRingConfig& c, int64_t tokens);
@@ -100,9 +118,15 @@ class KvRingBuffer {
 
   // Slot of the i-th held token in window order: sinks first, then oldest to newest.
   int64_t slot(int64_t b, int64_t i) const;
-  // Element d of the key / value held in `slot` (as stored: rounded to fp16, or quantized, with that storage).
+  // Element d of the key / value held in `slot` (as stored: rounded to fp16, or quantized, with that storage; a
+  // quantized ring's newest are read exact besides, from exact_from(b) on).
   float key(int64_t b, int64_t slot, int64_t d) const;
   float value(int64_t b, int64_t slot, int64_t d) const;
+  // The first window index attention reads exact (held(b) where none is: fp32 and fp16 rings).
+  int64_t exact_from(int64_t b) const;
+  // Whether attend_rows may take the `count` tokens about to be appended to b: their key counts split into blocks
+  // alike (ring_attention_takes_rows) and each reads the same tokens exact. (The window must not slide during them.)
+  bool takes_rows(int64_t b, int64_t count) const;
 
   // Attention of one new query token of sequence b (q pre-RoPE, [q_heads][head_dim]) over every held
   // token, the query at window position held(b) − 1 (append its key first). Allocates nothing once the
@@ -111,13 +135,14 @@ class KvRingBuffer {
   // The same for each of the last `count` appended tokens (queries `q_stride` floats apart; outputs
   // [count][q_heads][head_dim]), each as attend gave it right after its own append — the same bits — with the keys
   // converted and rotated once for all (a speculative step's check). Needs a window that has not slid during them,
-  // and their key counts split into blocks alike (ring_attention_takes_rows).
+  // and rows that read alike (takes_rows).
   void attend_rows(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
                    const RopeTable& rope, float* out);
   // The same for each of the last `count` appended tokens (a prompt chunk; queries `q_stride` floats
   // apart, outputs `out_stride` apart), each over the window as it stood after its own append: keys
-  // are rotated once for the chunk rather than once per query. Needs a window that has not slid during
-  // the chunk (seen(b) ≤ capacity).
+  // are rotated once for the chunk rather than once per query — and a quantized ring's newest tokens read exact as of
+  // the chunk's end (exact_from), for every query of it. Needs a window that has not slid during the chunk
+  // (seen(b) ≤ capacity).
   void attend_chunk(const Context& cx, int64_t b, const float* q, int64_t q_stride, int64_t count, int64_t q_heads, const Scoring& scoring,
                     const RopeTable& rope, float* out, int64_t out_stride);
 
@@ -133,6 +158,13 @@ class KvRingBuffer {
   void with_storage_type(F&& f) const;
   size_t at(int64_t b, int64_t slot) const { return static_cast<size_t>((b * slots_ + slot) * token_bytes_); }  // a token's bytes
   void grow(int64_t slots);
+  // The first token read exact once sequence b has appended `seen` (seen itself where none is).
+  int64_t exact_token(int64_t b, int64_t seen) const;
+  // Whether `count` rows read alike once sequence b has appended `seen` tokens and holds `held`.
+  bool rows_alike(int64_t b, int64_t seen, int64_t held, int64_t count) const;
+  size_t exact_at(int64_t b, int64_t token) const {  // a token's exact copy in exact_keys_ / exact_values_
+    return static_cast<size_t>((b * kExactTokens + token % kExactTokens) * token_floats_);
+  }
 
   KvRingConfig c_;
   int64_t token_floats_;      // kv_heads · head_dim
@@ -145,6 +177,10 @@ class KvRingBuffer {
   std::vector<int64_t> seen_;
   std::vector<float> key_offset_, key_scale_;  // [batch][kv_heads][head_dim], q4_0 only (calibrate_keys)
   std::vector<float> offset_key_;              // append's scratch: a key less its offset
+  // q8_0 and q4_0: [batch][kExactTokens][kv_heads][head_dim], token t at t % kExactTokens, values as the kernels sum them
+  // (to_summed_values: H·v / 32); per sequence, the oldest token whose copy outlived a keep_prefix.
+  std::vector<float> exact_keys_, exact_values_;
+  std::vector<int64_t> exact_lo_;
   // Per-call views, sized once to the capacity so attend() allocates nothing.
   std::vector<const void*> key_ptrs_, value_ptrs_;
   std::vector<int64_t> positions_;

@@ -145,12 +145,14 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
   float* vb = kb + L.block * D;
   float* s = vb + L.block * D;
   for (int64_t i = 0; i < nb; ++i) {
-    if (i + kPrefetchKeys < nb) {
+    if (i + kPrefetchKeys < nb && i0 + i + kPrefetchKeys < a.exact_from) {
       prefetch_row(head_row<T>(a.keys, i0 + i + kPrefetchKeys, g, D), D);
       prefetch_row(head_row<T>(a.values, i0 + i + kPrefetchKeys, g, D), D);
     }
     if constexpr (std::is_same_v<T, float>) {
       rotate_head(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
+    } else if (i0 + i >= a.exact_from) {  // (its value is read where it is)
+      rotate_head(head_row<float>(a.keys, i0 + i, g, D), kb + i * D, D, a.rope, a.key_pos[i0 + i]);
     } else {
       load_kv_row(head_row<T>(a.keys, i0 + i, g, D), kb + i * D, D);
       if (a.key_offset) scale_add(a.key_scale + g * D, a.key_offset + g * D, kb + i * D, D);
@@ -158,10 +160,10 @@ void attend_block(const float* qr, const RingAttentionArgs<T>& a, const Layout& 
       load_kv_values(head_row<T>(a.values, i0 + i, g, D), vb + i * D, D);
     }
   }
-  // Float values are read where they are; others as converted above.
+  // Float values are read where they are, exact ones too; others as converted above.
   auto value_row = [&](int64_t i) -> const float* {
     if constexpr (std::is_same_v<T, float>) return head_row<T>(a.values, i0 + i, g, D);
-    else return vb + i * D;
+    else return i0 + i >= a.exact_from ? head_row<float>(a.values, i0 + i, g, D) : vb + i * D;
   };
   for (int64_t r = 0; r < a.rows; ++r) {
     const int64_t n_keys = a.n_keys - (a.rows - 1 - r);
