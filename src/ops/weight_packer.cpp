@@ -36,7 +36,14 @@ kernels::NBitsActivations nbits_activations(const PackSettings& settings, bool m
   const ActivationFormat format = settings.activations;
   const bool int8 = format == ActivationFormat::Int8 || (format == ActivationFormat::AsModel && model_asks_int8);
   if (!int8) return kernels::NBitsActivations::Float32;
-  return settings.every_row_as_decode ? kernels::NBitsActivations::Int8EveryRow : kernels::NBitsActivations::Int8;
+  // Every row, a prefill's too, as ONNX Runtime runs accuracy_level 4 (docs/quantize.md): a prompt's products are a
+  // decode step's arithmetic, and the prefill mostly faster — `tern bench /tmp/smol-int4 --prompt-tokens N --threads
+  // 2` (SmolLM2-135M, `tern quantize --bits 4`), alternated, Zen 5: N = 128 1823 / 1836 / 1774 → 1914 / 1986 / 2075
+  // tok/s, 512 1659 / 1601 → 1819 / 1754, 2048 1046 / 1057 → 1148 / 1114; Zen 3 +16% at 128; SmolLM2's Q4_1 GGUF −6%
+  // at 512 (four rows a pass). Not at tier amx, whose float prefill runs bf16 tiles, unmeasured against it there
+  // (every_row_as_decode asks for it).
+  const bool every_row = settings.every_row_as_decode || settings.cpu.isa != kernels::Isa::Amx;
+  return every_row ? kernels::NBitsActivations::Int8EveryRow : kernels::NBitsActivations::Int8;
 }
 
 std::vector<const Tensor*> PackTarget::stacked_parts(size_t i, int64_t granule) const {

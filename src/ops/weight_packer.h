@@ -25,9 +25,10 @@ class WeightPack;
 // How ops keep the constant weights they repack at load (SessionOptions::weights, `--weights`): as the
 // file stores them, or converted — fewer bytes streamed per token, for some accuracy.
 enum class WeightFormat { AsStored, Float16, BFloat16, Int8, Int4 };
-// How decode rows of block-quantized products (MatMulNBits, --weights int8/int4) treat the activations
+// How block-quantized products (MatMulNBits, --weights int8/int4) treat the activations
 // (SessionOptions::activations, `--activations`): as the model asks — int8 where a MatMulNBits says
-// accuracy_level 4, as ONNX Runtime does, fp32 elsewhere — or fp32 / int8 everywhere.
+// accuracy_level 4, as ONNX Runtime does, fp32 elsewhere — or fp32 / int8 everywhere. Int8 in every row, a
+// prefill's too, but at tier amx, where only decode rows take it (nbits_activations).
 enum class ActivationFormat { AsModel, Float32, Int8 };
 // "fp32", "fp16", "bf16", "int8", "int4": the names parse_weight_format takes.
 const char* weight_format_name(WeightFormat format);

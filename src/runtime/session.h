@@ -89,8 +89,9 @@ struct SessionOptions {
   // Activations of block-quantized products in decode rows: as the model asks, or fp32 / int8 throughout.
   ActivationFormat activations = ActivationFormat::AsModel;
   // Block-quantized products run every row as a decode row does: with int8 activations where `activations`
-  // gives decode rows them, a prefill's rows too (no bf16 or fp32 GEMM). What tern eval scores: the perplexity of
-  // the arithmetic each generated token is computed with.
+  // gives decode rows them, a prefill's rows too (no bf16 or fp32 GEMM) — the default but at tier amx, whose
+  // prefill runs bf16 tiles. What tern eval scores: the perplexity of the arithmetic each generated token is
+  // computed with.
   bool every_row_as_decode = false;
   // Host memory this session may own (bytes; 0: no cap of its own): weights repacked at load, folded constants,
   // KV rings, activations (its MemoryAccount, core/tensor.h). Loading or a run that would pass it fails with a

@@ -27,8 +27,7 @@ const Flag kMaxMemory = {"max-memory", Arg::Text, "SIZE", "",
 const List kDecoder = {
     {"device", Arg::Text, "D", "cpu", "cpu, or opencl[:N] (tern devices lists them)"},
     {"weights", Arg::Text, "F", "fp32", "MatMul weights converted at load: fp32 (as stored), fp16, bf16, int8, int4"},
-    {"activations", Arg::Text, "A", "auto",
-     "decode's block-quantized products: auto (int8 where the model's accuracy_level asks), int8, fp32"},
+    {"activations", Arg::Text, "A", "auto", "block-quantized products: auto (int8 where the model's accuracy_level asks), int8, fp32"},
     {"kv-dtype", Arg::Text, "T", "fp32", "the ring KV cache's storage: fp32, fp16, q8_0 or q4_0 (blocks of 32, llama.cpp's)"},
     {"window", Arg::Int, "W", "",
      "the ring KV cache's window in tokens; 0: the graph's own cache (default: the model's context, at most 131072)"},
@@ -87,10 +86,10 @@ with S attention sinks once it slides, so generation can run past the model's co
 memory (beam search too: a beam is a ring row). --window 0 and --no-cache use the graph's own cache.
 --weights converts the MatMul weights at load: fp16/bf16 halve the bytes a token streams, int8/int4
 block-quantize them (block 32, asymmetric, as MatMulNBits) to a quarter / an eighth. --activations:
-decode steps of block-quantized products quantize their activations to int8 per block (integer dot
-products: faster, slightly less exact) where the model's MatMulNBits ask for it (accuracy_level 4, as
-ONNX Runtime does; GGUF imports do, as llama.cpp computes) — or always (int8), or never (fp32). Prefill
-stays fp32.
+block-quantized products quantize their activations to int8 per block (integer dot products: faster,
+slightly less exact) where the model's MatMulNBits ask for it (accuracy_level 4, as ONNX Runtime does;
+GGUF imports do, as llama.cpp computes) — or always (int8), or never (fp32); in every row, a prompt's
+too, but on AMX, whose prefill keeps fp32 activations (on bf16 tiles).
 --max-memory caps the memory tern owns — weights repacked at load, KV cache, activations; mapped weight
 files are the kernel's to page — and fails naming the numbers, instead of being killed for memory: before
 repacking any weight when the load's predicted peak passes it, before the prefill when the KV cache at the
