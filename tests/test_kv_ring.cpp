@@ -522,6 +522,25 @@ TEST_CASE("a quantized ring reads its newest tokens exact: from its second-newes
   for (int t = 0; t < 94; ++t) f32.append(0, kv.data(), kv.data());
   CHECK(f32.takes_rows(0, 3));
   CHECK(f32.exact_from(0) == 94);
+  // A copied row reads as its source: its blocks, and its exact copies with their line.
+  test::KernelContext cx(1);
+  Rope rope(128, D, false);
+  std::mt19937 g(21);
+  for (KvStorage storage : {KvStorage::Q8_0, KvStorage::Q4_0}) {
+    CAPTURE(std::string(tern::kernels::kv_storage_name(storage)));
+    KvRingBuffer two({2, 1, D, 128, 0, storage});
+    for (int t = 0; t < 100; ++t) {
+      const auto k = randoms(D, g), v = randoms(D, g);
+      two.append(0, k.data(), v.data());
+    }
+    two.copy_row(0, 1);
+    CHECK(two.exact_from(1) == two.exact_from(0));
+    const auto q = randoms(2 * D, g);
+    std::vector<float> a(2 * D), b(2 * D);
+    two.attend(cx, 0, q.data(), 2, {0.2f}, rope.table, a.data());
+    two.attend(cx, 1, q.data(), 2, {0.2f}, rope.table, b.data());
+    CHECK(a == b);
+  }
 }
 
 TEST_CASE("appending and attending allocate nothing once the buffer exists") {

@@ -83,6 +83,8 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
   if (!key_offset_.empty()) {
     std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
     std::copy_n(key_scale(from), token_floats_, key_scale_.begin() + to * token_floats_);
+  }
+  if (!exact_lo_.empty()) {
     const int64_t exact = kExactTokens * token_floats_;
     std::copy_n(exact_keys_.begin() + from * exact, exact, exact_keys_.begin() + to * exact);
     std::copy_n(exact_values_.begin() + from * exact, exact, exact_values_.begin() + to * exact);
