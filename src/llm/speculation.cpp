@@ -8,7 +8,7 @@
 
 namespace tern::llm {
 
-// Drafts a step at most: a step rolls back its rejected drafts, and a q4_0 ring keeps its newest tokens exact
+// Drafts a step at most: a step rolls back its rejected drafts, and a quantized ring keeps its newest tokens exact
 // through a roll back that long (so speculation's greedy tokens stay plain greedy's there too).
 constexpr int kMaxDrafts = 16;
 static_assert(kMaxDrafts <= kernels::KvRingBuffer::kExactRollback);

@@ -10,6 +10,7 @@
 #endif
 
 #include "kernels/cpu/lanes.h"
+#include "kernels/cpu/vector_ops.h"
 #include "kernels/kv_storage.h"
 
 namespace tern::kernels {
@@ -104,13 +105,11 @@ static inline void load_kv_values(const T* src, float* dst, int64_t n) {
   else load_kv_row(src, dst, n);
 }
 // Value row x in the form the kernels sum a storage's rows (load_kv_values): a q4_0 ring's transformed, H·x / 32,
-// so that finish_kv_sum turns the sum back; others as they are. (A q4_0 ring's exact newest values are kept so.)
+// so that finish_kv_sum turns the sum back; others as they are. (A quantized ring's exact newest values are kept so.)
 static inline void to_summed_values(KvStorage s, float* x, int64_t n) {
   if (s != KvStorage::Q4_0) return;
-  for (int64_t b = 0; b < n / kKvBlock; ++b) {
-    walsh_hadamard_32(x + b * kKvBlock);
-    for (int64_t j = 0; j < kKvBlock; ++j) x[b * kKvBlock + j] *= 1.0f / kKvBlock;
-  }
+  for (int64_t b = 0; b < n / kKvBlock; ++b) walsh_hadamard_32(x + b * kKvBlock);
+  scale_in_place(1.0f / kKvBlock, x, n);
 }
 template <typename T>
 static inline void finish_kv_sum(float* sum, int64_t n) {

@@ -21,6 +21,7 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c)
     fail_unsupported("KvRingBuffer: a ", kv_storage_name(c.storage), " ring needs head_dim a multiple of ",
                      kv_storage_unit_elements(c.storage), " (its blocks), got ", c.head_dim, "; fp32 and fp16 take any");
   seen_.assign(static_cast<size_t>(c.batch), 0);
+  exact_lo_.assign(static_cast<size_t>(c.batch), 0);
   if (c.storage == KvStorage::Q4_0) {
     key_offset_.assign(static_cast<size_t>(c.batch * token_floats_), 0.0f);
     key_scale_.assign(static_cast<size_t>(c.batch * token_floats_), 1.0f);
@@ -29,7 +30,6 @@ KvRingBuffer::KvRingBuffer(KvRingConfig c)
   if (keeps_exact(c.storage)) {
     exact_keys_.resize(static_cast<size_t>(c.batch * kExactTokens * token_floats_));
     exact_values_.resize(exact_keys_.size());
-    exact_lo_.assign(static_cast<size_t>(c.batch), 0);
   }
   grow(ring_slots_for(0, 1, c.capacity));
 }
@@ -84,12 +84,12 @@ void KvRingBuffer::copy_row(int64_t from, int64_t to) {
     std::copy_n(key_offset(from), token_floats_, key_offset_.begin() + to * token_floats_);
     std::copy_n(key_scale(from), token_floats_, key_scale_.begin() + to * token_floats_);
   }
-  if (!exact_lo_.empty()) {
+  if (keeps_exact(c_.storage)) {
     const int64_t exact = kExactTokens * token_floats_;
     std::copy_n(exact_keys_.begin() + from * exact, exact, exact_keys_.begin() + to * exact);
     std::copy_n(exact_values_.begin() + from * exact, exact, exact_values_.begin() + to * exact);
-    exact_lo_[static_cast<size_t>(to)] = exact_lo_[static_cast<size_t>(from)];
   }
+  exact_lo_[static_cast<size_t>(to)] = exact_lo_[static_cast<size_t>(from)];
   seen_[static_cast<size_t>(to)] = seen_[static_cast<size_t>(from)];
 }
 
@@ -145,7 +145,7 @@ const float* KvRingBuffer::key_scale(int64_t b) const { return key_scale_.empty(
 void KvRingBuffer::clear_row(int64_t b) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: row ", b, " out of range (batch ", c_.batch, ")");
   seen_[static_cast<size_t>(b)] = 0;
-  if (!exact_lo_.empty()) exact_lo_[static_cast<size_t>(b)] = 0;
+  exact_lo_[static_cast<size_t>(b)] = 0;
 }
 
 void KvRingBuffer::keep_prefix(int64_t b, int64_t n) {
@@ -155,15 +155,13 @@ void KvRingBuffer::keep_prefix(int64_t b, int64_t n) {
     fail("KvRingBuffer: row ", b, " cannot keep its first ", n, " tokens (", seen(b), " seen, window ", c_.capacity, ")");
   // Exact copies survive for the newest kExactTokens tokens: those older than n and than them are gone (the tokens
   // appended after n get new ones).
-  if (!exact_lo_.empty()) {
-    int64_t& lo = exact_lo_[static_cast<size_t>(b)];
-    lo = std::max(lo, std::min(n, seen(b) - kExactTokens));
-  }
+  int64_t& lo = exact_lo_[static_cast<size_t>(b)];
+  lo = std::max(lo, std::min(n, seen(b) - kExactTokens));
   seen_[static_cast<size_t>(b)] = n;
 }
 
 int64_t KvRingBuffer::exact_token(int64_t b, int64_t seen) const {
-  if (exact_lo_.empty()) return seen;
+  if (!keeps_exact(c_.storage)) return seen;
   const int64_t line = seen > 2 * kExactGroup ? ((seen - 1) / kExactGroup - 1) * kExactGroup : 0;
   return std::min(seen, std::max(line, exact_lo_[static_cast<size_t>(b)]));
 }
@@ -171,7 +169,7 @@ int64_t KvRingBuffer::exact_token(int64_t b, int64_t seen) const {
 int64_t KvRingBuffer::exact_from(int64_t b) const { return ring_index_of_token(exact_token(b, seen(b)), seen(b), c_.capacity, c_.sinks); }
 
 bool KvRingBuffer::rows_alike(int64_t b, int64_t seen, int64_t held, int64_t count) const {
-  return ring_attention_takes_rows(held, count) && (exact_lo_.empty() || exact_token(b, seen - count + 1) == exact_token(b, seen));
+  return ring_attention_takes_rows(held, count) && (!keeps_exact(c_.storage) || exact_token(b, seen - count + 1) == exact_token(b, seen));
 }
 
 bool KvRingBuffer::takes_rows(int64_t b, int64_t count) const { return rows_alike(b, seen(b) + count, held(b) + count, count); }
@@ -187,7 +185,7 @@ void KvRingBuffer::append(int64_t b, const float* key, const float* value) {
   if (b < 0 || b >= c_.batch) fail("KvRingBuffer: sequence ", b, " out of range");
   const int64_t t = seen_[static_cast<size_t>(b)]++, s = ring_slot_of_token(t, c_.capacity, c_.sinks);
   if (s >= slots_) grow(ring_slots_for(slots_, s + 1, c_.capacity));
-  if (!exact_keys_.empty()) {
+  if (keeps_exact(c_.storage)) {
     std::copy_n(key, token_floats_, exact_keys_.begin() + static_cast<std::ptrdiff_t>(exact_at(b, t)));
     float* exact_value = exact_values_.data() + exact_at(b, t);
     std::copy_n(value, token_floats_, exact_value);

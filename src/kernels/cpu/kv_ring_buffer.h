@@ -67,9 +67,10 @@ class KvRingBuffer {
   // 27.4122 → 11.8683 (+0.22%) / 27.4356 (+0.15%). Decode speed unchanged (Gemma-3 q4_0 ring at 1,024 tokens, 3
   // alternated runs: 118.5 / 133.3 / 133.9 → 124.2 / 136.4 / 133.4 tok/s). An fp32 ring simulating q4_0 kept the
   // newest 4, 8, 32, 128 tokens exact (not grouped; eval's earlier runs of 256): 12.147, 12.079, 12.156, 12.039
-  // against 12.489 none — most of it in the last few. The copies hold the newest kExactTokens, so a roll back of up to kExactRollback
-  // tokens (a speculative step's drafts) still finds them; after a longer one (keep_prefix of a reused prompt) the tokens whose copies are
-  // gone read as stored. Their memory is fixed: 2 · kExactTokens tokens of floats a sequence and layer.
+  // against 12.489 none — most of it in the last few. The copies hold the newest kExactTokens, so a roll back of up
+  // to kExactRollback tokens (a speculative step's drafts) still finds them; after a longer one (keep_prefix of a
+  // reused prompt) the tokens whose copies are gone read as stored. Their memory is fixed: 2 · kExactTokens tokens of
+  // floats a sequence and layer.
   static constexpr int64_t kExactGroup = 32, kExactRollback = 16, kExactTokens = 2 * kExactGroup + kExactRollback;
   static bool keeps_exact(KvStorage s) { return s == KvStorage::Q8_0 || s == KvStorage::Q4_0; }
 
@@ -77,9 +78,8 @@ class KvRingBuffer {
   // or q8_0 ring's exact copies.
   int64_t storage_bytes() const { return static_cast<int64_t>(counted_); }
   // Bytes of keys and values (and exact copies) a ring of config `c` has allocated once `tokens` tokens a row are
-  // appended: its
-  // growths (ring_slots_for: 256 slots, then doubling) up to that fill, capped by its window. An upper bound where
-  // a prompt chunk grows it straight to its length.
+  // appended: its growths (ring_slots_for: 256 slots, then doubling) up to that fill, capped by its window. An upper
+  // bound where a prompt chunk grows it straight to its length.
   static int64_t bytes_for(const KvRingConfig& c, int64_t tokens);
   const KvRingConfig& config() const { return c_; }
 
@@ -177,8 +177,8 @@ class KvRingBuffer {
   std::vector<int64_t> seen_;
   std::vector<float> key_offset_, key_scale_;  // [batch][kv_heads][head_dim], q4_0 only (calibrate_keys)
   std::vector<float> offset_key_;              // append's scratch: a key less its offset
-  // q8_0 and q4_0: [batch][kExactTokens][kv_heads][head_dim], token t at t % kExactTokens, values as the kernels sum them
-  // (to_summed_values: H·v / 32); per sequence, the oldest token whose copy outlived a keep_prefix.
+  // q8_0 and q4_0: [batch][kExactTokens][kv_heads][head_dim], token t at t % kExactTokens, values as the kernels
+  // sum them (to_summed_values: q4_0's H·v / 32); per sequence, the oldest token whose copy outlived a keep_prefix.
   std::vector<float> exact_keys_, exact_values_;
   std::vector<int64_t> exact_lo_;
   // Per-call views, sized once to the capacity so attend() allocates nothing.

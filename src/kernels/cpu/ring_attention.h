@@ -29,7 +29,7 @@ struct RingAttentionArgs {
   const int64_t* key_pos = nullptr;     // RoPE position of each key
   const float* key_offset = nullptr;    // [kv_heads][head_dim]: a key as read is stored · key_scale + key_offset
   const float* key_scale = nullptr;     //   (KvRingBuffer::calibrate_keys; both or neither)
-  // Keys and values from this index on are float rows held exact (a q4_0 KvRingBuffer's newest tokens): keys read
+  // Keys and values from this index on are float rows held exact (a quantized KvRingBuffer's newest tokens): keys read
   // with neither offset nor scale, values in the form the kernel sums T's (to_summed_values in kv_quant.h).
   int64_t exact_from = std::numeric_limits<int64_t>::max();
   int64_t query_pos = 0;

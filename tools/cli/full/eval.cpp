@@ -34,8 +34,8 @@ int eval(int argc, char** argv) {
   const auto ids = tokenizer->encode(text, true);
   const auto bos = tokenizer->encode("", true);  // [BOS] when the tokenizer adds one
   // On the ring kGemvMaxRows positions a run: each is attended as decode attends it (a speculative check's rows, the
-  // same bits), where a longer run takes prefill's chunk kernel, which reads a q4_0 ring's newest tokens exact only as
-  // of the run's end (KvRingBuffer::exact_from). Gemma-3-270M's q4_0 perplexity in runs of 256: 12.1145, of 4: 11.891
+  // same bits), where a longer run takes prefill's chunk kernel, which reads a quantized ring's newest tokens exact only
+  // as of the run's end (KvRingBuffer::exact_from). Gemma-3-270M's q4_0 perplexity in runs of 256: 12.1145, of 4: 11.891
   // (fp32 ring 11.8317 / 11.842). And a window's logits at once would be 2.1 GB at Gemma-3's vocabulary.
   const auto r = llm::perplexity(generator, ids, context, f.has("second-half"), bos.empty() ? -1 : bos[0], terminal_progress("scoring"),
                                  f.has("kv-dtype") ? kernels::kGemvMaxRows : 0);
