@@ -14,6 +14,7 @@
 
 #include "core/tensor.h"
 #include "kernels/cpu/bnb4.h"
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_avx512.h"
 #include "kernels/cpu/gemm_integer.h"
@@ -318,6 +319,25 @@ TEST_CASE("gemv_nbits_i8 equals the product with per-block int8 activations, at 
               else CHECK(y == first);
             }
           }
+}
+
+TEST_CASE("transpose_matrix (tiles of 64) and a 2-D transpose put element (r, c) at (c, r), every tail and element size") {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {1, 70}, {63, 65}, {64, 64}, {130, 3}, {129, 200}})
+    for (size_t es : {1, 2, 4, 8}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      CAPTURE(es);
+      std::vector<uint8_t> src(static_cast<size_t>(rows * cols) * es), dst(src.size(), 0), via(src.size(), 0);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 37 + i / 251);
+      kernels::transpose_matrix(src.data(), rows, cols, dst.data(), es);
+      kernels::transpose(src.data(), {rows, cols}, {1, 0}, via.data(), es);
+      int wrong = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          wrong += std::memcmp(&dst[static_cast<size_t>(c * rows + r) * es], &src[static_cast<size_t>(r * cols + c) * es], es) != 0;
+      CHECK(wrong == 0);
+      CHECK(via == dst);
+    }
 }
 
 TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly, int8 and uint8 weights, every zero point form and tail") {

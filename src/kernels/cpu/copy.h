@@ -14,6 +14,8 @@ void copy_rows(const void* src, size_t src_stride, void* dst, size_t dst_stride,
 void broadcast_copy(const void* src, const Dims& src_shape, void* dst, const Dims& dst_shape, size_t elem_size);
 // dst[i0..] = src permuted: dst dim k is src dim perm[k].
 void transpose(const void* src, const Dims& src_shape, const Dims& perm, void* dst, size_t elem_size);
+// dst [cols, rows] = src [rows, cols] transposed, in tiles that both sides read and write a cache line at a time.
+void transpose_matrix(const void* src, int64_t rows, int64_t cols, void* dst, size_t elem_size);
 // For ops whose source index along each dimension depends only on the output index along that
 // dimension (Slice, Pad, Tile): index[k][i] is the source index for output index i of dim k, or -1
 // for "write `fill`" (constant padding). `fill` points to one element, or is null when never used.

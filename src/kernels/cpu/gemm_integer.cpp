@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/copy.h"
 #include "kernels/cpu/gemm_integer_impl.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/parallel.h"
@@ -62,10 +63,7 @@ IntegerMatrix integer_matrix(Tensor rows, bool is_signed, std::vector<int32_t> z
 
 IntegerMatrix pack_integer_matrix(const void* B, bool is_signed, int64_t K, int64_t N, std::vector<int32_t> zeros) {
   Tensor rows(is_signed ? DType::Int8 : DType::UInt8, {N, K});
-  const auto* b = static_cast<const uint8_t*>(B);
-  auto* out = static_cast<uint8_t*>(rows.raw());
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) out[n * K + k] = b[k * N + n];
+  transpose_matrix(B, K, N, rows.raw(), 1);
   return integer_matrix(std::move(rows), is_signed, std::move(zeros));
 }
 
