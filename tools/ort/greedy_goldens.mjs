@@ -93,7 +93,7 @@ for (let step = 0; step < maxNew; step++) {
 }
 fs.mkdirSync(outDir, { recursive: true });
 fs.writeFileSync(path.join(outDir, 'greedy.json'), JSON.stringify({
-  generator: 'tools/ort/greedy_goldens.mjs', onnxruntime: '1.30.0', model: path.basename(path.dirname(model)),
+  generator: 'tools/ort/greedy_goldens.mjs', onnxruntime: ort.env.versions.node, model: path.basename(path.dirname(model)),
   max_new_tokens: maxNew, pad, eos, prompts, tokens }, null, 1) + '\n');
 const flat = new Float32Array(B * prefillLogits[0].length);
 prefillLogits.forEach((r, b) => flat.set(r, b * r.length));
