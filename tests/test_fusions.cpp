@@ -349,6 +349,46 @@ TEST_CASE("logits of the last position only: the same generation, one row of voc
     CHECK(std::abs(b.prefill_logits.data<float>()[i] - a.prefill_logits.data<float>()[i]) <= 1e-4f);
 }
 
+TEST_CASE("a DynamicQuantizeMatMul LM head: codes from every position, the last one multiplied, the same logits bit for bit") {
+  // x [1, S, K] → DynamicQuantizeMatMul(W int8, per-column scales, zero points and bias) → logits. One activation
+  // scale for all of x: the sliced graph quantizes every row and multiplies the last (MatMulIntegerToFloat).
+  const int64_t K = 40, N = 24;
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<int8_t> w(static_cast<size_t>(K * N)), zp(static_cast<size_t>(N));
+  std::vector<float> scales(static_cast<size_t>(N)), bias(static_cast<size_t>(N));
+  for (auto& v : w) v = static_cast<int8_t>(byte(rng));
+  for (auto& v : zp) v = static_cast<int8_t>(byte(rng) / 8);
+  for (auto& v : scales) v = 0.01f + std::abs(u(rng)) * 0.01f;
+  for (auto& v : bias) v = u(rng);
+  OnnxBuilder b(17);
+  b.add_opset("com.microsoft", 1);
+  b.input("x", DType::Float32, {convert::DeclaredDim(int64_t{1}), convert::DeclaredDim(std::string("S")), convert::DeclaredDim(K)});
+  b.initializer("W", Tensor::from_vector<int8_t>(w, {K, N}));
+  b.initializer("scales", Tensor::from_vector<float>(scales, {N}));
+  b.initializer("zp", Tensor::from_vector<int8_t>(zp, {N}));
+  b.initializer("bias", Tensor::from_vector<float>(bias, {N}));
+  b.node("DynamicQuantizeMatMul", {"x", "W", "scales", "zp", "bias"}, {"logits"}, "com.microsoft");
+  b.output("logits");
+  SessionOptions so;
+  so.decoder.last_position_output = "logits";
+  Session all(load_onnx(b.proto(), "dqmm"), SessionOptions{}), last(load_onnx(b.proto(), "dqmm"), so);
+  CHECK(count_ops(last, "DynamicQuantizeLinear") == 1);
+  CHECK(count_ops(last, "LastPosition") == 1);
+  CHECK(count_ops(last, "MatMulIntegerToFloat") == 1);
+  CHECK(count_ops(last, "DynamicQuantizeMatMul") == 0);
+  for (int64_t S : {1, 5}) {
+    CAPTURE(S);
+    std::vector<float> x(static_cast<size_t>(S * K));
+    for (auto& v : x) v = u(rng) * (1 + static_cast<float>(&v - x.data()) / 10);  // the rows' ranges differ
+    const auto want = all.run({{"x", Tensor::from_vector<float>(x, {1, S, K})}});
+    const auto got = last.run({{"x", Tensor::from_vector<float>(x, {1, S, K})}});
+    REQUIRE(got[0].shape() == std::vector<int64_t>{1, 1, N});
+    for (int64_t n = 0; n < N; ++n) CHECK(got[0].data<float>()[n] == want[0].data<float>()[(S - 1) * N + n]);
+  }
+}
+
 TEST_CASE("the last position is taken before the position-wise nodes that feed the logits, not across one that mixes positions") {
   // x [1, S, 2] → MatMul w1 → CumSum over positions → MatMul w2 (`mid`) → Sigmoid → Add x → MatMul w3 → logits
   for (bool mid_is_output : {false, true}) {
