@@ -340,6 +340,41 @@ TEST_CASE("transpose_matrix (tiles of 64) and a 2-D transpose put element (r, c)
     }
 }
 
+TEST_CASE("DynamicQuantizeLinear's range and codes are the rule's at every ISA tier this CPU runs: halves to even, clamps, NaN") {
+  test::KernelContext cx(1);
+  // The rule, element by element: the range stretched to include 0 (NaN passed over), codes round(x / scale) + zp
+  // rounded half to even, clamped to [0, 255], NaN to the lowest code.
+  std::mt19937 g(17);
+  std::uniform_real_distribution<float> u(-3, 5);
+  for (int64_t n : {1, 7, 8, 16, 33, 1000}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (auto& v : x) v = u(g);
+    if (n >= 8) x[3] = std::nanf(""), x[5] = -0.0f;
+    float lo = 0, hi = 0;
+    for (float v : x) lo = v < lo ? v : lo, hi = v > hi ? v : hi;
+    for (kernels::Isa isa : kernels::machine_isas()) {
+      CAPTURE(n);
+      CAPTURE(kernels::isa_name(isa));
+      const kernels::Context at = cx.at(isa);
+      const kernels::U8Quantization p = kernels::dynamic_u8_quantization(at, x.data(), n);
+      CHECK(p.scale == (hi == lo ? 1.0f : (hi - lo) / 255.0f));
+      CHECK(p.zero_point == static_cast<uint8_t>(std::nearbyint(std::min(0.0f - lo / p.scale, 255.0f))));
+      for (auto [scale, zp] : {std::pair<float, uint8_t>{p.scale, p.zero_point}, {0.5f, 0}, {0.5f, 255}, {0.25f, 128}}) {
+        std::vector<float> y = x;
+        for (size_t i = 0; i < y.size() && i < 6; ++i) y[i] = scale * (static_cast<float>(i) - 2.5f);  // halves: -2.5 … 2.5
+        std::vector<uint8_t> q(y.size());
+        kernels::quantize_u8(at, y.data(), n, {scale, zp}, q.data());
+        int wrong = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          const float v = y[i] / scale, l = -static_cast<float>(zp), h = 255.0f - static_cast<float>(zp);
+          wrong += q[i] != static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= l ? std::min(v, h) : l)) + zp);
+        }
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("gemm_integer equals the int64 sums (A − a_zp)·(B − b_zp) exactly, int8 and uint8 weights, every zero point form and tail") {
   test::KernelContext cx(2);
   // At the tier in use (kernel_tiers runs the others): VNNI's flipped u8·s8 dots and the int16 pairs below it give

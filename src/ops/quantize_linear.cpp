@@ -169,8 +169,8 @@ class DynamicQuantizeLinearOp : public Op {
   }
   void run(RunContext& ctx) const override {
     const Tensor& x = ctx.in(0);
-    const kernels::U8Quantization p = kernels::dynamic_u8_quantization(x.data<float>(), x.numel());
-    kernels::quantize_u8(x.data<float>(), x.numel(), p, ctx.out(0).data<uint8_t>());
+    const kernels::U8Quantization p = kernels::dynamic_u8_quantization(ctx.cpu, x.data<float>(), x.numel());
+    kernels::quantize_u8(ctx.cpu, x.data<float>(), x.numel(), p, ctx.out(0).data<uint8_t>());
     ctx.out(1).data<float>()[0] = p.scale;
     ctx.out(2).data<uint8_t>()[0] = p.zero_point;
   }

@@ -19,12 +19,14 @@ void baseline::integer_rows(const int16_t* a, int64_t M, int64_t K, const uint8_
   integer_rows_at_width(a, M, K, w, n0, n1, c, N);
 }
 
-U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
+void baseline::u8_range(const float* x, int64_t n, float& lo, float& hi) { range_at_width(x, n, lo, hi); }
+void baseline::quantize_u8(const float* x, int64_t n, float scale, uint8_t zero_point, uint8_t* q) {
+  quantize_u8_at_width(x, n, scale, zero_point, q);
+}
+
+U8Quantization dynamic_u8_quantization(const Context& cx, const float* x, int64_t n) {
   float lo = 0, hi = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
+  kernel_table(cx.isa).u8_range.fn(x, n, lo, hi);
   U8Quantization p;
   p.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zero = 0.0f - lo / p.scale;  // (NaN for an infinite range: zero point 0)
@@ -32,14 +34,8 @@ U8Quantization dynamic_u8_quantization(const float* x, int64_t n) {
   return p;
 }
 
-// round(x[i] / scale) clamped to the codes [−zp, 255 − zp], plus zp. NaN goes to the lowest code, as ONNX Runtime's
-// max(v, lo) takes lo.
-void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q) {
-  const float lo = -static_cast<float>(p.zero_point), hi = 255.0f - static_cast<float>(p.zero_point);
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] / p.scale;
-    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + p.zero_point);
-  }
+void quantize_u8(const Context& cx, const float* x, int64_t n, U8Quantization p, uint8_t* q) {
+  kernel_table(cx.isa).quantize_u8.fn(x, n, p.scale, p.zero_point, q);
 }
 
 IntegerMatrix integer_matrix(Tensor rows, bool is_signed, std::vector<int32_t> zeros) {

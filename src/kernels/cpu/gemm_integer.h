@@ -19,10 +19,11 @@ struct U8Quantization {
   float scale = 1;
   uint8_t zero_point = 0;
 };
-U8Quantization dynamic_u8_quantization(const float* x, int64_t n);
+// (The range and the codes at the tier's width: the same at every tier, by test.)
+U8Quantization dynamic_u8_quantization(const Context& cx, const float* x, int64_t n);
 // q[i] = clamp(round(x[i] / scale) + zero_point, 0, 255), round half to even: x divided, not multiplied by
 // the reciprocal (the bits ONNX Runtime's quantization gives).
-void quantize_u8(const float* x, int64_t n, U8Quantization p, uint8_t* q);
+void quantize_u8(const Context& cx, const float* x, int64_t n, U8Quantization p, uint8_t* q);
 
 // A's rows: uint8 codes [M, K] whose values are code − zero point, one zero point for every row or one per row.
 // (An int8 A comes as A + 128 with its zero points + 128: the same differences.)

@@ -70,6 +70,9 @@ struct KernelTable {
   // MatMulInteger (gemm_integer.h): centered int16 codes times the weights, and the tier's dot products on the codes
   Kernel<void(const int16_t* a, int64_t M, int64_t K, const int8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N)> integer_rows_s8;
   Kernel<void(const int16_t* a, int64_t M, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, int32_t* c, int64_t N)> integer_rows_u8;
+  //   DynamicQuantizeLinear's range (min and max with 0) and its uint8 codes (gemm_integer.h)
+  Kernel<void(const float* x, int64_t n, float& lo, float& hi)> u8_range;
+  Kernel<void(const float* x, int64_t n, float scale, uint8_t zero_point, uint8_t* q)> quantize_u8;
   IntegerDots integer_dots;      // decode and prefill rows (none: integer_rows)
   IntegerDots integer_dots_amx;  // prefill rows from kIntegerAmxMinRows on (none: integer_dots)
   // Attention over the ring (ring_attention.h) and over a prompt chunk (chunk_attention.h)
