@@ -192,10 +192,9 @@ class DynamicQuantizeMatMulOp : public IntegerProductOp {
     if (A.rank() == 0 || A.dim(-1) != K)
       fail(ctx.node.describe(), ": A ", shape_str(A.shape()), " has no last axis of ", K, " to multiply B by");
     const kernels::U8Quantization p = kernels::dynamic_u8_quantization(ctx.cpu, A.data<float>(), A.numel());
-    std::vector<uint8_t> codes(static_cast<size_t>(A.numel()));
-    kernels::quantize_u8(ctx.cpu, A.data<float>(), A.numel(), p, codes.data());
-    product(ctx, kernels::IntegerRows{codes.data(), K ? A.numel() / K : 0, {p.zero_point}}, p.scale, ctx.in(2),
-            ctx.has(4) ? &ctx.in(4) : nullptr);
+    uint8_t* codes = ctx.cpu.workspace().take<uint8_t>(kernels::Workspace::IntegerCodes, A.numel());  // (no allocation a step)
+    kernels::quantize_u8(ctx.cpu, A.data<float>(), A.numel(), p, codes);
+    product(ctx, kernels::IntegerRows{codes, K ? A.numel() / K : 0, {p.zero_point}}, p.scale, ctx.in(2), ctx.has(4) ? &ctx.in(4) : nullptr);
   }
 };
 

@@ -12,7 +12,7 @@ constexpr const char* kUseNames[] = {"gemv partial sums",    "packed GEMM rows",
                                      "2-bit table passes",   "int8 activations",  "int8 scales",      "int8 block sums",
                                      "int8 block code sums", "int8 chunk sums",   "int8 lane sums",   "prompt-chunk keys and values",
                                      "ring attention",       "integer code sums", "centered codes",   "AMX-INT8 code quads",
-                                     "act-order columns"};
+                                     "integer codes",        "act-order columns"};
 static_assert(std::size(kUseNames) == Workspace::kUses);
 }  // namespace
 

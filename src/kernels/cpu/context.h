@@ -46,6 +46,7 @@ class Workspace {
     IntegerCodeSums,  // gemm_integer.cpp: each activation row's code sum
     IntegerCentered,  //   the codes minus their zero points (below VNNI)
     IntegerLayout,    //   the codes in AMX-INT8 quads
+    IntegerCodes,     // ops/matmul_integer.cpp: DynamicQuantizeMatMul's activations quantized
     ActOrdered,       // ops/matmul_nbits.cpp: A's columns in g_idx order
     kUses
   };
