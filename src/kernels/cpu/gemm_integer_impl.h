@@ -6,6 +6,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <xsimd/xsimd.hpp>
 
 namespace tern::kernels {
@@ -69,11 +70,17 @@ inline void quantize_u8_at_width(const float* x, int64_t n, float scale, uint8_t
     v = v / scale;
     return static_cast<uint8_t>(static_cast<int>(std::nearbyint(v >= lo ? std::min(v, hi) : lo)) + zero_point);
   };
-  const batch s(scale), l(lo), h(hi), z(static_cast<float>(zero_point));
+  // The quotients divided as GCC's vector extension divides (divps, fdiv): xsimd 8 divides float batches on NEON by a
+  // refined reciprocal estimate, not IEEE's division (under qemu-aarch64, −2.5 · s / s rounded to −3).
+  using lanes = float __attribute__((vector_size(sizeof(batch))));
+  const batch l(lo), h(hi), z(static_cast<float>(zero_point));
   alignas(64) int32_t codes[batch::size];
   int64_t i = 0;
   for (; i + static_cast<int64_t>(batch::size) <= n; i += batch::size) {
-    const batch v = batch::load_unaligned(x + i) / s;
+    lanes d;
+    std::memcpy(&d, x + i, sizeof d);
+    d = d / scale;
+    const batch v = batch::load_unaligned(reinterpret_cast<const float*>(&d));
     xsimd::batch_cast<int32_t>(xsimd::nearbyint(xsimd::select(v >= l, xsimd::select(v < h, v, h), l)) + z).store_aligned(codes);
     for (size_t j = 0; j < batch::size; ++j) q[i + static_cast<int64_t>(j)] = static_cast<uint8_t>(codes[j]);
   }
