@@ -23,6 +23,7 @@
 #include "core/mapped_file.h"
 #include "core/output_files.h"
 #include "graph/weight_pack.h"
+#include "kernels/cpu/copy.h"
 #include "llm/model_config.h"
 
 namespace tern::convert {
@@ -65,8 +66,7 @@ Projection float_projection(const GgufFile& f, const GgufTensor& t, int64_t K, i
   Projection w;
   w.K = K, w.N = N;
   w.matrix = Tensor(DType::Float32, {K, N});
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; ++k) w.matrix.data<float>()[k * N + n] = rows.data<float>()[n * K + k];
+  kernels::transpose_matrix(rows.data<float>(), N, K, w.matrix.data<float>(), sizeof(float));
   return w;
 }
 

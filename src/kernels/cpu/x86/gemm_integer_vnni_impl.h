@@ -22,6 +22,14 @@ inline __m128i sum4(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
+// Σ a[t] · s[t] over K's tail [k, K) past the whole registers, weight bytes as int8 (flipped for uint8 weights).
+template <bool kFlip>
+int32_t tail_dot(const uint8_t* a, const uint8_t* row, int64_t k, int64_t K) {
+  int32_t s = 0;
+  for (int64_t t = k; t < K; ++t) s += a[t] * static_cast<int8_t>(kFlip ? row[t] ^ 0x80 : row[t]);
+  return s;
+}
+
 // MR activation rows by R weight rows (R 4 or 1) from weight row n. Each step asks for the next tile's lines at the
 // same k into L2 (in the tile's first activation rows: the others find them in L1): the 4 rows of a tile are 4 streams a page or less long,
 // which the hardware prefetchers alone leave short of the memory's rate. transformers.js's q8 file of Llama-3.2-1B's shape, `tern bench
@@ -54,12 +62,7 @@ void dot_tile(const uint8_t* a, int64_t K, const uint8_t* w, int64_t n, bool pre
     for (int r = 0; r < R; ++r) h[r] = V::half(acc[m][r]);
     alignas(16) int32_t sums[4];
     _mm_store_si128(reinterpret_cast<__m128i*>(sums), sum4(h[0], h[1], h[2], h[3]));
-    for (int r = 0; r < R; ++r) {
-      int32_t s = sums[r];
-      const uint8_t* row = w + (n + r) * K;
-      for (int64_t t = k; t < K; ++t) s += a[m * K + t] * static_cast<int8_t>(kFlip ? row[t] ^ 0x80 : row[t]);  // K's tail
-      dots[m * N + n + r] = s;
-    }
+    for (int r = 0; r < R; ++r) dots[m * N + n + r] = sums[r] + tail_dot<kFlip>(a + m * K, w + (n + r) * K, k, K);
   }
 }
 
@@ -105,10 +108,7 @@ void stream_rows(const uint8_t* a, int64_t K, const uint8_t* w, int64_t n0, int6
     }
     for (int m = 0; m < MR; ++m) {
       const __m256i h = _mm256_add_epi32(V::half(acc[0][m]), V::half(acc[1][m]));
-      const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-      int32_t s = _mm_cvtsi128_si32(_mm_hadd_epi32(_mm_hadd_epi32(q, q), q));
-      for (int64_t t = k; t < K; ++t) s += a[m * K + t] * static_cast<int8_t>(kFlip ? row[t] ^ 0x80 : row[t]);  // K's tail
-      dots[m * N + n] = s;
+      dots[m * N + n] = _mm_cvtsi128_si32(sum4(h, h, h, h)) + tail_dot<kFlip>(a + m * K, row, k, K);
     }
   }
 }
